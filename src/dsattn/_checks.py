@@ -1,0 +1,59 @@
+"""Argument checks shared by every public op.
+
+Each check raises ValueError naming the argument, so bad input is rejected before a kernel runs or a
+cache is touched.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+
+def check_tensor(
+    name: str,
+    t,
+    *,
+    dtype: torch.dtype | Sequence[torch.dtype] | None = None,
+    ndim: int | Sequence[int] | None = None,
+    shape: Sequence[int | None] | None = None,
+    device: torch.device | str | None = None,
+    last_dim_contiguous: bool = True,
+) -> torch.Tensor:
+    """Validate one tensor argument; `shape` entries of None are free."""
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if dtype is not None:
+        allowed = (dtype,) if isinstance(dtype, torch.dtype) else tuple(dtype)
+        if t.dtype not in allowed:
+            raise ValueError(f"{name} must have dtype {' or '.join(map(str, allowed))}, got {t.dtype}")
+    if ndim is not None:
+        allowed_nd = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+        if t.dim() not in allowed_nd:
+            raise ValueError(f"{name} must have {' or '.join(map(str, allowed_nd))} dims, got shape {tuple(t.shape)}")
+    if shape is not None:
+        if t.dim() != len(shape) or any(s is not None and s != d for s, d in zip(shape, t.shape)):
+            want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
+            raise ValueError(f"{name} must have shape {want}, got {list(t.shape)}")
+    if device is not None and torch.device(device).type != t.device.type:
+        raise ValueError(f"{name} must be on {device}, got {t.device}")
+    if device is not None and torch.device(device).index is not None and t.device != torch.device(device):
+        raise ValueError(f"{name} must be on {device}, got {t.device}")
+    if last_dim_contiguous and t.dim() > 0 and t.shape[-1] > 1 and t.stride(-1) != 1:
+        raise ValueError(f"{name} must have a contiguous last dimension, got strides {t.stride()}")
+    return t
+
+
+def check_same_device(**tensors) -> None:
+    """All given tensors (None skipped) on one device."""
+    devices = {name: t.device for name, t in tensors.items() if t is not None}
+    if len(set(devices.values())) > 1:
+        desc = ", ".join(f"{n} on {d}" for n, d in devices.items())
+        raise ValueError(f"tensors must share one device: {desc}")
+
+
+def check_positive(name: str, value, *, allow_zero: bool = False) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ValueError(f"{name} must be a number, got {type(value).__name__}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")

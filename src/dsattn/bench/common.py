@@ -1,0 +1,98 @@
+"""What every benchmark shares: timing with CUDA events, the run's provenance, JSON results, tables.
+
+Results go to ``bench/results/<name>.json`` with the device, torch and triton versions, the git commit,
+and one row per measured case (BENCHMARKS.md).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+from collections.abc import Callable, Sequence
+
+import torch
+
+
+def provenance() -> dict:
+    """Device, library versions and git commit of this run."""
+    try:
+        import triton
+        triton_version = triton.__version__
+    except ImportError:  # pragma: no cover
+        triton_version = None
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=os.path.dirname(__file__), timeout=5).stdout.strip() or None
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                    text=True, cwd=os.path.dirname(__file__), timeout=5).stdout.strip())
+    except (OSError, subprocess.SubprocessError):  # pragma: no cover
+        commit, dirty = None, None
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else platform.processor() or "cpu"
+    info = {
+        "device": device,
+        "torch": torch.__version__,
+        "triton": triton_version,
+        "cuda": torch.version.cuda,
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    if torch.cuda.is_available():
+        info["sm_count"] = torch.cuda.get_device_properties(0).multi_processor_count
+    return info
+
+
+def time_ms(fn: Callable[[], object], *, warmup_ms: float = 25, rep_ms: float = 100) -> float:
+    """Median milliseconds of fn() on the GPU (CUDA events through triton.testing.do_bench)."""
+    if not torch.cuda.is_available():
+        import time
+        fn()
+        t0 = time.perf_counter()
+        n = 0
+        while time.perf_counter() - t0 < rep_ms / 1e3 or n < 1:
+            fn()
+            n += 1
+        return (time.perf_counter() - t0) * 1e3 / n
+    from triton.testing import do_bench
+    return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+
+
+def time_pair_ms(fn_a: Callable[[], object], fn_b: Callable[[], object], *, rounds: int = 3, **kw) -> tuple[float, float]:
+    """Medians of two implementations measured alternately in the same process (for ratios)."""
+    a, b = [], []
+    for _ in range(rounds):
+        a.append(time_ms(fn_a, **kw))
+        b.append(time_ms(fn_b, **kw))
+    a.sort()
+    b.sort()
+    return a[len(a) // 2], b[len(b) // 2]
+
+
+def write_results(name: str, rows: Sequence[dict], *, meta: dict | None = None, out_dir: str | None = None) -> str:
+    """Write {provenance, meta, rows} to <out_dir>/<name>.json (default bench/results); returns the path."""
+    out_dir = out_dir or os.environ.get("DSATTN_RESULTS_DIR", os.path.join("bench", "results"))
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{name}.json")
+    with open(path, "w") as f:
+        json.dump({"provenance": provenance(), "meta": meta or {}, "rows": list(rows)}, f, indent=1)
+    return path
+
+
+def format_table(rows: Sequence[dict], columns: Sequence[str] | None = None) -> str:
+    """A plain aligned text table of dict rows (floats with 3 significant decimals)."""
+    if not rows:
+        return "(no rows)"
+    columns = list(columns or rows[0].keys())
+
+    def fmt(v):
+        if isinstance(v, float):
+            return f"{v:.3f}" if abs(v) < 1e4 else f"{v:.0f}"
+        return "" if v is None else str(v)
+
+    cells = [[fmt(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths))]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)

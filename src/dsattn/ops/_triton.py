@@ -1,0 +1,46 @@
+"""What every Triton kernel of dsattn shares: whether Triton is importable, whether kernels run under
+the interpreter (``TRITON_INTERPRET=1``, the CPU tests), and a matrix-product helper that stays right
+there.
+
+Triton 3.6's interpreter multiplies the raw bits of bf16 operands in ``tl.dot`` (triton-lang/triton
+#11584); fp16, fp8 and fp32 dots are right. Kernels call ``mma`` instead of ``tl.dot`` so that bf16
+operands are upcast to fp32 under the interpreter and stay bf16 on the GPU.
+"""
+from __future__ import annotations
+
+import os
+
+try:
+    import triton
+    import triton.language as tl
+    HAVE_TRITON = True
+except ImportError:  # pragma: no cover - triton is a test/kernels extra
+    triton = None
+    tl = None
+    HAVE_TRITON = False
+
+
+def interpreting() -> bool:
+    """True when Triton kernels run under the CPU interpreter."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def kernels_available(device: "torch.device | str") -> bool:  # noqa: F821
+    """Whether Triton kernels can run for tensors on `device` (a CUDA GPU, or the interpreter on CPU)."""
+    import torch
+    if not HAVE_TRITON:
+        return False
+    dev = torch.device(device)
+    return dev.type == "cuda" or (dev.type == "cpu" and interpreting())
+
+
+if HAVE_TRITON:
+    INTERPRET = tl.constexpr(interpreting())
+
+    @triton.jit
+    def mma(a, b, acc):
+        """acc + a @ b, fp32 accumulation (tl.dot), exact under the interpreter too."""
+        if INTERPRET:
+            return tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
+        else:
+            return tl.dot(a, b, acc)

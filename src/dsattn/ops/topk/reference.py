@@ -1,0 +1,30 @@
+"""Reference twin of the indexer top-k (SPEC section 4).
+
+Row t of a logits buffer holds its valid keys in columns [starts[t], ends[t]); the result is the k
+columns with the largest logits, as positions ``column - starts[t]``, ties broken toward the lower
+position, padded with -1 when fewer than k are valid. Returned sorted by (logit desc, position asc);
+callers must treat a row as a set.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def topk_reference(logits: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, k: int) -> torch.Tensor:
+    """logits [T, W] float, starts/ends [T] int -> int32 [T, k]."""
+    t, w = logits.shape
+    col = torch.arange(w, device=logits.device)
+    valid = (col[None, :] >= starts[:, None].long()) & (col[None, :] < ends[:, None].long())
+    # Sorting by the logit with a stable descending sort keeps equal logits in column order, which is
+    # position order, so ties go to the lower position. Invalid columns sort last.
+    masked = logits.float().masked_fill(~valid, float("-inf"))
+    order = torch.sort(masked, dim=1, descending=True, stable=True).indices
+    # -inf logits that are valid must still outrank invalid ones: re-sort by validity, stably.
+    order = order.gather(1, torch.sort((~valid).gather(1, order).to(torch.int8), dim=1, stable=True).indices)
+    kk = min(k, w)
+    top = order[:, :kk]
+    ok = valid.gather(1, top)
+    pos = torch.where(ok, top - starts[:, None].long(), -1).to(torch.int32)
+    if kk < k:
+        pos = torch.cat([pos, pos.new_full((t, k - kk), -1)], dim=1)
+    return pos
