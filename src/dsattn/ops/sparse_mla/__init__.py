@@ -1,0 +1,238 @@
+"""Sparse MLA attention (SPEC section 3): the public functions.
+
+Names and argument order follow FlashMLA (``flash_mla_sparse_fwd``, ``flash_mla_with_kvcache``) where
+the meaning is the same. Both functions are ``torch.library`` custom ops (``dsattn::sparse_mla_prefill``,
+``dsattn::sparse_mla_decode``) that write into ``out`` / ``lse`` and have fake implementations, so they
+trace under ``torch.compile`` and capture in CUDA graphs. Without a GPU (and without
+``TRITON_INTERPRET=1``) they compute through the reference twin, so the package runs everywhere.
+
+Every argument is checked before anything runs; bad input raises ValueError naming the argument.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Optional
+
+import torch
+
+from ..._checks import check_positive, check_same_device, check_tensor
+from ...formats import LATENT_DIM, KVLayout, infer_layout
+from .._triton import kernels_available
+from .dispatch import (check_variant, decode_scratch_spec, decode_splits, decode_variants, default_variant,
+                       prefill_variants)
+from .reference import sparse_mla_paged_reference, sparse_mla_reference
+
+__all__ = ["sparse_mla_prefill", "sparse_mla_decode", "prefill_variants", "decode_variants",
+           "decode_scratch_spec", "default_variant"]
+
+D_QK = (512, 576)
+
+
+# ---------------------------------------------------------------------------------------------------
+# argument checks
+# ---------------------------------------------------------------------------------------------------
+
+def _check_common(q, indices, sm_scale, d_v, topk_length, out, lse):
+    """Checks shared by prefill and decode; returns indices as [T, K]."""
+    check_tensor("q", q, dtype=torch.bfloat16, ndim=3)
+    t, h, d = q.shape
+    if d not in D_QK:
+        raise ValueError(f"q must have D_qk 512 or 576 (last dim), got {d}")
+    if not 1 <= h <= 128:
+        raise ValueError(f"q must have 1 to 128 heads (dim 1), got {h}")
+    check_tensor("indices", indices, dtype=torch.int32, ndim=(2, 3))
+    if indices.dim() == 3:
+        if indices.shape[1] != 1:
+            raise ValueError(f"indices must have shape [T, K] or [T, 1, K], got {list(indices.shape)}")
+        indices = indices[:, 0]
+    if indices.shape[0] != t:
+        raise ValueError(f"indices must have one row per query token ({t}), got {indices.shape[0]}")
+    check_positive("sm_scale", sm_scale)
+    if not math.isfinite(sm_scale):
+        raise ValueError(f"sm_scale must be finite, got {sm_scale!r}")
+    if d_v != LATENT_DIM:
+        raise ValueError(f"d_v must be {LATENT_DIM}, got {d_v!r}")
+    if topk_length is not None:
+        check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(t,), last_dim_contiguous=False)
+    if out is not None:
+        check_tensor("out", out, dtype=torch.bfloat16, shape=(t, h, d_v))
+    if lse is not None:
+        check_tensor("lse", lse, dtype=torch.float32, shape=(t, h), last_dim_contiguous=False)
+    return indices
+
+
+def _outputs(q, d_v, out, lse):
+    t, h, _ = q.shape
+    if out is None:
+        out = torch.empty((t, h, d_v), dtype=torch.bfloat16, device=q.device)
+    if lse is None:
+        lse = torch.empty((t, h), dtype=torch.float32, device=q.device)
+    return out, lse
+
+
+# ---------------------------------------------------------------------------------------------------
+# prefill: flat bf16 latent view
+# ---------------------------------------------------------------------------------------------------
+
+def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float, d_v: int = 512,
+                       topk_length: torch.Tensor | None = None, out: torch.Tensor | None = None,
+                       lse: torch.Tensor | None = None, variant: str | None = None):
+    """Sparse MLA over a flat bf16 latent view (a bf16 paged cache reshaped to slots works as is).
+
+    q            [T, H, D_qk] bf16, D_qk 576 or 512, H 1..128
+    kv           [N, D_qk] or [N, 1, D_qk] bf16, any row stride, contiguous last dim
+    indices      [T, K] or [T, 1, K] int32 slots; entries outside [0, N) are skipped, never read
+    sm_scale     softmax scale applied to q . k
+    d_v          512 (the latent width)
+    topk_length  [T] int32 or None: only the first topk_length[t] entries of row t are used
+    out          [T, H, 512] bf16 (any row strides, contiguous last dim), allocated only if None
+    lse          [T, H] fp32, natural log; -inf (with out = 0) for a row without a valid entry
+    variant      head dispatch (prefill_variants(H)); None picks default_variant
+    Returns (out, lse).
+    """
+    indices = _check_common(q, indices, sm_scale, d_v, topk_length, out, lse)
+    check_tensor("kv", kv, dtype=torch.bfloat16, ndim=(2, 3))
+    if kv.dim() == 3:
+        if kv.shape[1] != 1:
+            raise ValueError(f"kv must have shape [N, D_qk] or [N, 1, D_qk], got {list(kv.shape)}")
+        kv = kv[:, 0]
+    if kv.shape[1] != q.shape[2]:
+        raise ValueError(f"kv must have the D_qk of q ({q.shape[2]}), got {kv.shape[1]}")
+    check_variant(variant, q.shape[1])
+    check_same_device(q=q, kv=kv, indices=indices, topk_length=topk_length, out=out, lse=lse)
+    out, lse = _outputs(q, d_v, out, lse)
+    if q.shape[0] == 0:
+        return out, lse
+    variant = variant or default_variant("prefill", q.shape[1], q.shape[0], _sm_count(q.device))
+    torch.ops.dsattn.sparse_mla_prefill(q, kv, indices, float(sm_scale), topk_length, out, lse, variant)
+    return out, lse
+
+
+@torch.library.custom_op("dsattn::sparse_mla_prefill", mutates_args=("out", "lse"))
+def _prefill_op(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float,
+                topk_length: Optional[torch.Tensor], out: torch.Tensor, lse: torch.Tensor, variant: str) -> None:
+    if kernels_available(q.device):
+        from .launch import launch_prefill
+        launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant)
+        return
+    o, s = sparse_mla_reference(q, kv, indices, sm_scale, LATENT_DIM, topk_length)
+    out.copy_(o)
+    lse.copy_(s)
+
+
+@_prefill_op.register_fake
+def _(q, kv, indices, sm_scale, topk_length, out, lse, variant) -> None:
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# decode: paged cache of any layout
+# ---------------------------------------------------------------------------------------------------
+
+def _flat_cache(kv_cache: torch.Tensor) -> torch.Tensor:
+    """[num_blocks, block_size, row] (or [.., 1, row]) -> [slots, row] without copying."""
+    if kv_cache.dim() == 4:
+        if kv_cache.shape[2] != 1:
+            raise ValueError(f"kv_cache must have shape [blocks, block_size, row] or [blocks, block_size, 1, row], "
+                             f"got {list(kv_cache.shape)}")
+        kv_cache = kv_cache[:, :, 0]
+    if kv_cache.stride(0) != kv_cache.shape[1] * kv_cache.stride(1) and kv_cache.shape[0] > 1:
+        raise ValueError(f"kv_cache blocks must be evenly strided slots (stride(0) = block_size * stride(1)), "
+                         f"got strides {kv_cache.stride()}")
+    return kv_cache.flatten(0, 1) if kv_cache.is_contiguous() else torch.as_strided(
+        kv_cache, (kv_cache.shape[0] * kv_cache.shape[1], kv_cache.shape[2]), (kv_cache.stride(1), 1))
+
+
+def sparse_mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, sm_scale: float,
+                      d_v: int = 512, topk_length: torch.Tensor | None = None, out: torch.Tensor | None = None,
+                      lse: torch.Tensor | None = None, variant: str | None = None,
+                      scratch: "torch.Tensor | Sequence[torch.Tensor] | None" = None):
+    """Sparse MLA over a paged latent cache (bf16, fp8_ds_mla or fp8_ds_mla_nope rows).
+
+    q            [T, H, D_qk] bf16, one row per query token; D_qk 576 or 512 (fp8_ds_mla_nope: 512;
+                 fp8_ds_mla with 512 ignores the stored RoPE part)
+    kv_cache     [num_blocks, block_size, row] or [.., 1, row]: bf16 rows of D_qk, or uint8 rows of 656
+                 (fp8_ds_mla) / 528 (fp8_ds_mla_nope) bytes; the layout is inferred
+    indices      [T, K] int32 flat slots (block * block_size + offset); -1 or out of range is skipped
+    topk_length  [T] int32 or None
+    out, lse     as in sparse_mla_prefill
+    variant      head dispatch (decode_variants(H, layout)); None picks default_variant
+    scratch      split-K workspace, the tensors of decode_scratch_spec(T, H, K, variant, layout) in order
+                 (allocated only when the plan splits and none is given)
+    Returns (out, lse).
+    """
+    indices = _check_common(q, indices, sm_scale, d_v, topk_length, out, lse)
+    check_tensor("kv_cache", kv_cache, dtype=(torch.bfloat16, torch.uint8), ndim=(3, 4))
+    layout = infer_layout(kv_cache)
+    flat = _flat_cache(kv_cache)
+    t, h, d = q.shape
+    if layout is KVLayout.BF16 and flat.shape[1] != d:
+        raise ValueError(f"kv_cache must have the D_qk of q ({d}) for a bf16 cache, got {flat.shape[1]}")
+    if layout is KVLayout.FP8_DS_MLA_NOPE and d != 512:
+        raise ValueError(f"q must have D_qk 512 for an fp8_ds_mla_nope cache (no RoPE part), got {d}")
+    check_variant(variant, h)
+    variant = variant or default_variant("decode", h, t, _sm_count(q.device))
+    scratch_o, scratch_lse = _check_scratch(scratch, q, indices, variant, layout)
+    check_same_device(q=q, kv_cache=kv_cache, indices=indices, topk_length=topk_length, out=out, lse=lse,
+                      scratch_o=scratch_o, scratch_lse=scratch_lse)
+    out, lse = _outputs(q, d_v, out, lse)
+    if t == 0:
+        return out, lse
+    if scratch_o is None and kernels_available(q.device):
+        splits = decode_splits(t, h, indices.shape[1], variant, _sm_count(q.device))
+        if splits > 1:
+            scratch_o = torch.empty((t, splits, h, LATENT_DIM), dtype=torch.float32, device=q.device)
+            scratch_lse = torch.empty((t, splits, h), dtype=torch.float32, device=q.device)
+    torch.ops.dsattn.sparse_mla_decode(q, flat, indices, float(sm_scale), layout.value, topk_length, out, lse,
+                                       variant, scratch_o, scratch_lse)
+    return out, lse
+
+
+def _check_scratch(scratch, q, indices, variant, layout):
+    if scratch is None:
+        return None, None
+    if isinstance(scratch, torch.Tensor):
+        scratch = [scratch]
+    scratch = list(scratch)
+    t, h, _ = q.shape
+    if len(scratch) == 0:
+        return None, None
+    if len(scratch) != 2:
+        raise ValueError(f"scratch must hold the 2 tensors of decode_scratch_spec (or be empty), got {len(scratch)}")
+    so, sl = scratch
+    check_tensor("scratch[0]", so, dtype=torch.float32, ndim=4)
+    splits = so.shape[1]
+    check_tensor("scratch[0]", so, shape=(t, splits, h, LATENT_DIM))
+    check_tensor("scratch[1]", sl, dtype=torch.float32, shape=(t, splits, h), last_dim_contiguous=False)
+    if not so.is_contiguous():
+        raise ValueError("scratch[0] must be contiguous")
+    if splits < 1:
+        raise ValueError("scratch[0] must have at least one split (dim 1)")
+    return so, sl
+
+
+@torch.library.custom_op("dsattn::sparse_mla_decode", mutates_args=("out", "lse", "scratch_o", "scratch_lse"))
+def _decode_op(q: torch.Tensor, kv_flat: torch.Tensor, indices: torch.Tensor, sm_scale: float, layout: str,
+               topk_length: Optional[torch.Tensor], out: torch.Tensor, lse: torch.Tensor, variant: str,
+               scratch_o: Optional[torch.Tensor], scratch_lse: Optional[torch.Tensor]) -> None:
+    if kernels_available(q.device):
+        from .launch import launch_decode
+        launch_decode(q, kv_flat, indices, sm_scale, KVLayout(layout), topk_length, out, lse, variant,
+                      scratch_o, scratch_lse)
+        return
+    o, s = sparse_mla_paged_reference(q, kv_flat[:, None], indices, sm_scale, layout, LATENT_DIM, topk_length)
+    out.copy_(o)
+    lse.copy_(s)
+
+
+@_decode_op.register_fake
+def _(q, kv_flat, indices, sm_scale, layout, topk_length, out, lse, variant, scratch_o, scratch_lse) -> None:
+    return None
+
+
+def _sm_count(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    from .dispatch import DEFAULT_SM_COUNT
+    return DEFAULT_SM_COUNT

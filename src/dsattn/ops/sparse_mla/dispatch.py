@@ -1,0 +1,111 @@
+"""Head-dispatch variants of the sparse MLA kernels and the split-K plan, as pure functions.
+
+A variant says how a kernel maps heads onto its matrix tiles (SPEC section 7):
+
+    native   heads as they are: for <= 32 heads the keys sit on the M dimension of the products
+             (S^T = K @ Q^T, heads padded in registers to 16 or 32 only); for >= 64 heads, blocks of
+             64 heads on M (a head count that is not a multiple of 64 masks the last block).
+    pad64    heads on M in one block of 64, the missing heads masked (what a kernel that only runs
+             64 heads computes, without copying q or out anywhere).
+
+Nothing here touches a GPU: the backend's policy and the workspace call these to plan.
+"""
+from __future__ import annotations
+
+import torch
+
+from ...formats import LATENT_DIM, KVLayout, as_layout
+
+MAX_HEADS = 128
+# Heads a keys-on-M program can carry (the N dimension of S^T = K @ Q^T).
+MAX_NATIVE_SMALL = 32
+DEFAULT_SM_COUNT = 132  # H200
+
+
+def _check_heads(num_heads: int) -> None:
+    if not isinstance(num_heads, int) or not 1 <= num_heads <= MAX_HEADS:
+        raise ValueError(f"num_heads must be an int in [1, {MAX_HEADS}], got {num_heads!r}")
+
+
+def _variants(num_heads: int) -> list[str]:
+    _check_heads(num_heads)
+    if num_heads <= MAX_NATIVE_SMALL:
+        return ["native", "pad64"]
+    if num_heads < 64:
+        return ["pad64"]
+    return ["native"]
+
+
+def prefill_variants(num_heads: int) -> list[str]:
+    """Head-dispatch variants of the prefill kernel for `num_heads` heads per rank."""
+    return _variants(num_heads)
+
+
+def decode_variants(num_heads: int, layout: "KVLayout | str" = KVLayout.FP8_DS_MLA) -> list[str]:
+    """Head-dispatch variants of the decode kernel for `num_heads` heads per rank over `layout`."""
+    as_layout(layout)
+    return _variants(num_heads)
+
+
+def default_variant(kernel: str, num_heads: int, num_tokens: int, sm_count: int = DEFAULT_SM_COUNT) -> str:
+    """SPEC 7 fallback when no calibration table is at hand.
+
+    Native when tokens > SM count (up to 16 heads) or > 2 x SM count (17 to 32 heads), else padded:
+    with few tokens a padded program does more work per token but the tokens still fill the GPU.
+    """
+    if kernel not in ("prefill", "decode"):
+        raise ValueError(f"kernel must be 'prefill' or 'decode', got {kernel!r}")
+    variants = _variants(num_heads)
+    if len(variants) == 1:
+        return variants[0]
+    threshold = sm_count if num_heads <= 16 else 2 * sm_count
+    return "native" if num_tokens > threshold else "pad64"
+
+
+def check_variant(variant: str | None, num_heads: int) -> None:
+    if variant is not None and variant not in _variants(num_heads):
+        raise ValueError(f"variant must be one of {_variants(num_heads)} for {num_heads} heads, got {variant!r}")
+
+
+def heads_per_program(variant: str, num_heads: int) -> int:
+    """Heads one program carries (the padded tile width): 16 or 32 native small, else 64."""
+    if variant == "native" and num_heads <= MAX_NATIVE_SMALL:
+        return 16 if num_heads <= 16 else 32
+    return 64
+
+
+def decode_splits(num_tokens: int, num_heads: int, topk: int, variant: str, sm_count: int = DEFAULT_SM_COUNT) -> int:
+    """How many programs share one token's top-k list in decode (1: no split-K, no scratch).
+
+    Splitting pays only when the token x head-block programs cannot fill the GPU; each part must keep
+    at least 256 keys so the combine stays cheap next to the gather.
+    """
+    hb = heads_per_program(variant, num_heads)
+    programs = max(1, num_tokens) * -(-num_heads // hb)
+    if programs >= sm_count:
+        return 1
+    splits = 1
+    while programs * splits * 2 <= 2 * sm_count and topk // (splits * 2) >= 256:
+        splits *= 2
+    return splits
+
+
+def decode_scratch_spec(num_tokens: int, num_heads: int, topk: int, variant: str | None = None,
+                        layout: "KVLayout | str" = KVLayout.FP8_DS_MLA,
+                        sm_count: int = DEFAULT_SM_COUNT) -> list[tuple[tuple[int, ...], torch.dtype]]:
+    """Scratch the decode kernel needs for split-K partials: [] when it does not split, else
+
+        [((num_tokens, splits, num_heads, 512), float32),   partial outputs, normalized per split
+         ((num_tokens, splits, num_heads), float32)]        partial lse (natural log)
+
+    `variant` None means the default_variant for these sizes.
+    """
+    as_layout(layout)
+    _check_heads(num_heads)
+    variant = variant or default_variant("decode", num_heads, num_tokens, sm_count)
+    check_variant(variant, num_heads)
+    splits = decode_splits(num_tokens, num_heads, topk, variant, sm_count)
+    if splits == 1:
+        return []
+    return [((num_tokens, splits, num_heads, LATENT_DIM), torch.float32),
+            ((num_tokens, splits, num_heads), torch.float32)]

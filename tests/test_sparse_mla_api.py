@@ -1,0 +1,98 @@
+"""Public sparse MLA API: argument checks, variants, scratch plan, the reference fallback, custom ops."""
+import pytest
+import torch
+
+from dsattn import formats
+from dsattn.ops.sparse_mla import (decode_scratch_spec, decode_variants, default_variant, prefill_variants,
+                                   sparse_mla_decode, sparse_mla_prefill)
+from dsattn.ops.sparse_mla.reference import sparse_mla_paged_reference, sparse_mla_reference
+
+
+def _inputs(t=3, h=8, d=576, n=40, k=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(t, h, d, generator=g).bfloat16()
+    kv = torch.randn(n, d, generator=g).bfloat16()
+    idx = torch.randint(-1, n + 3, (t, k), generator=g, dtype=torch.int32)
+    return q, kv, idx
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(q=lambda q: q.float()), "q must have dtype"),
+    (dict(q=lambda q: q[..., :500]), "q must have D_qk"),
+    (dict(kv=lambda kv: kv[:, :512]), "kv must have the D_qk"),
+    (dict(indices=lambda i: i.long()), "indices must have dtype"),
+    (dict(indices=lambda i: i[:2]), "indices must have one row"),
+    (dict(sm_scale=-1.0), "sm_scale"),
+    (dict(sm_scale=float("inf")), "sm_scale"),
+    (dict(d_v=256), "d_v"),
+    (dict(topk_length=torch.ones(2, dtype=torch.int32)), "topk_length"),
+    (dict(out=torch.empty(3, 8, 512)), "out must have dtype"),
+    (dict(out=torch.empty(3, 8, 1024, dtype=torch.bfloat16)[..., ::2]), "out must have a contiguous"),
+    (dict(lse=torch.empty(3, 7)), "lse must have shape"),
+    (dict(variant="pad128"), "variant"),
+])
+def test_prefill_rejects(bad, match):
+    q, kv, idx = _inputs()
+    args = dict(q=q, kv=kv, indices=idx, sm_scale=0.1)
+    for k, v in bad.items():
+        args[k] = v(args[k]) if callable(v) else v
+    with pytest.raises(ValueError, match=match):
+        sparse_mla_prefill(**args)
+
+
+def test_decode_rejects_and_leaves_outputs():
+    q, kv, idx = _inputs(d=576)
+    cache = formats.pack_latent_rows(torch.randn(40, 512), "fp8_ds_mla_nope").view(10, 4, 528)
+    out = torch.full((3, 8, 512), 7.0, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="q must have D_qk 512"):
+        sparse_mla_decode(q, cache, idx, 0.1, out=out)
+    assert (out == 7).all()
+    with pytest.raises(ValueError, match="kv_cache"):
+        sparse_mla_decode(q[..., :512].contiguous(), cache.view(torch.int8), idx, 0.1)
+    with pytest.raises(ValueError, match="scratch"):
+        sparse_mla_decode(q[..., :512].contiguous(), cache, idx, 0.1, scratch=[torch.empty(3)])
+
+
+def test_variants_and_policy():
+    assert prefill_variants(8) == ["native", "pad64"]
+    assert "pad64" in decode_variants(48, "fp8_ds_mla")
+    assert prefill_variants(128) == ["native"]
+    assert default_variant("decode", 8, 133, 132) == "native"
+    assert default_variant("decode", 8, 132, 132) == "pad64"
+    assert default_variant("decode", 32, 264, 132) == "pad64"
+    assert default_variant("decode", 32, 265, 132) == "native"
+    with pytest.raises(ValueError, match="num_heads"):
+        prefill_variants(129)
+
+
+def test_scratch_spec():
+    assert decode_scratch_spec(4096, 8, 2048, "native", "fp8_ds_mla") == []
+    spec = decode_scratch_spec(4, 8, 2048, "native", "fp8_ds_mla")
+    (so, do), (sl, dl) = spec
+    assert so[0] == 4 and so[2:] == (8, 512) and sl == so[:3] and do == dl == torch.float32
+
+
+@pytest.mark.parametrize("layout", ["bf16", "fp8_ds_mla", "fp8_ds_mla_nope"])
+def test_fallback_matches_reference(layout):
+    d = 512 if layout == "fp8_ds_mla_nope" else 576
+    q, kv, idx = _inputs(d=d)
+    lens = torch.tensor([16, 3, 0], dtype=torch.int32)
+    if layout == "bf16":
+        out, lse = sparse_mla_prefill(q, kv[:, None], idx[:, None], 0.1, topk_length=lens)
+        ro, rl = sparse_mla_reference(q, kv, idx, 0.1, topk_length=lens)
+    else:
+        cache = formats.pack_latent_rows(kv.float(), layout).view(10, 4, -1)
+        out, lse = sparse_mla_decode(q, cache, idx, 0.1, topk_length=lens)
+        ro, rl = sparse_mla_paged_reference(q, cache, idx, 0.1, layout, topk_length=lens)
+    torch.testing.assert_close(out.float(), ro, atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(lse, rl)
+    assert torch.isneginf(lse[2]).all() and (out[2] == 0).all()
+
+
+def test_custom_ops_trace():
+    q, kv, idx = _inputs()
+    ref = sparse_mla_prefill(q, kv, idx, 0.1)
+    fn = torch.compile(lambda q, kv, idx: sparse_mla_prefill(q, kv, idx, 0.1), fullgraph=True, backend="aot_eager")
+    got = fn(q, kv, idx)
+    torch.testing.assert_close(got[0], ref[0])
+    torch.testing.assert_close(got[1], ref[1])
