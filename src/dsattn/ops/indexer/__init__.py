@@ -1,0 +1,281 @@
+"""Lightning indexer (SPEC section 4) and the k-pool indexer's cache pieces (SPEC section 5).
+
+    logit[t, n] = sum_h weights[t, h] * relu(<q[t, h], k[n]>)   (times k_scale[n] for fp8 keys)
+
+Public functions (each a ``torch.library`` custom op with a fake implementation; all write into
+caller-given buffers and allocate only an ``out`` that is not given):
+
+- ``indexer_logits``: ragged rows over a flat key array (prefill), DeepGEMM's output convention.
+- ``indexer_logits_paged``: rows over the paged 132-byte indexer cache (decode).
+- ``kpool_update``: pooled keys of completed pools into the pooled cache, plus the incomplete tail.
+- ``kpool_expand``: selected pools -> token positions, plus the visible incomplete tail.
+
+On a CUDA tensor (or on the CPU under ``TRITON_INTERPRET=1``) they run the Triton kernels; otherwise
+the reference twins. Every argument is checked first: bad input raises ValueError naming it, before
+anything is written.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ..._checks import check_same_device, check_tensor
+from ...formats import FP8, INDEX_DIM, INDEX_ROW_BYTES
+from .._triton import kernels_available
+from . import reference as _ref
+
+__all__ = ["indexer_logits", "indexer_logits_paged", "kpool_update", "kpool_expand"]
+
+_INT = (torch.int32,)
+
+
+# ---------------------------------------------------------------------------------------------------
+# indexer_logits (ragged, flat keys)
+# ---------------------------------------------------------------------------------------------------
+
+def _check_q_weights(q, weights):
+    check_tensor("q", q, dtype=(FP8, torch.bfloat16), ndim=3)
+    t, hi, d = q.shape
+    if d != INDEX_DIM:
+        raise ValueError(f"q must have head dim {INDEX_DIM} (last dim), got {d}")
+    if not 1 <= hi <= 128:
+        raise ValueError(f"q must have 1 to 128 indexer heads (dim 1), got {hi}")
+    check_tensor("weights", weights, dtype=torch.float32, shape=(t, hi), last_dim_contiguous=False)
+    return t, hi
+
+
+def _check_out(out, t, like, name="out"):
+    if out is None:
+        return None
+    check_tensor(name, out, dtype=torch.float32, ndim=2)
+    if out.shape[0] != t:
+        raise ValueError(f"{name} must have one row per query row ({t}), got {out.shape[0]}")
+    return out
+
+
+def indexer_logits(q: torch.Tensor, weights: torch.Tensor, k: torch.Tensor, k_scale: Optional[torch.Tensor],
+                   ks: torch.Tensor, ke: torch.Tensor, out: Optional[torch.Tensor] = None,
+                   width: Optional[int] = None) -> torch.Tensor:
+    """Indexer logits of ragged query rows against a flat key array (prefill).
+
+    q [T, Hi, 128] fp8 e4m3 or bf16; weights [T, Hi] fp32 (every scale folded in, including a per-(t, h)
+    fp8 scale of q); k [N, 128] fp8 e4m3 with k_scale [N] fp32, or bf16 with k_scale None; ks, ke [T]
+    int32: row t scores keys ks[t] <= n < ke[t].
+
+    out [T, W] fp32 (any row stride, contiguous last dim) gets DeepGEMM's convention:
+    ``out[t, c]`` = logit of key ``ks[t] + c`` for ``c < ke[t] - ks[t]``, and -inf for the rest of the
+    row (so a column is a position relative to the request's first key). Keys beyond W columns are
+    dropped. When out is None, W = ``width`` (default max(ke - ks), which reads ks/ke on the host).
+    Returns out.
+    """
+    t, hi = _check_q_weights(q, weights)
+    check_tensor("k", k, dtype=(FP8, torch.bfloat16), ndim=2, shape=(None, INDEX_DIM))
+    if k.dtype == FP8:
+        if k_scale is None:
+            raise ValueError("k_scale must be given (fp32 [N]) when k is fp8")
+        check_tensor("k_scale", k_scale, dtype=torch.float32, shape=(k.shape[0],), last_dim_contiguous=False)
+    elif k_scale is not None:
+        raise ValueError("k_scale must be None when k is bf16")
+    check_tensor("ks", ks, dtype=_INT, shape=(t,), last_dim_contiguous=False)
+    check_tensor("ke", ke, dtype=_INT, shape=(t,), last_dim_contiguous=False)
+    _check_out(out, t, q)
+    check_same_device(q=q, weights=weights, k=k, k_scale=k_scale, ks=ks, ke=ke, out=out)
+    if out is None:
+        if width is None:
+            width = int((ke.long() - ks.long()).clamp_min(0).max()) if t else 0
+        if width < 0:
+            raise ValueError(f"width must be >= 0, got {width}")
+        out = torch.empty((t, width), dtype=torch.float32, device=q.device)
+    if t and out.shape[1]:
+        torch.ops.dsattn.indexer_logits(q, weights, k, k_scale, ks, ke, out)
+    return out
+
+
+@torch.library.custom_op("dsattn::indexer_logits", mutates_args=("out",))
+def _logits_op(q: torch.Tensor, weights: torch.Tensor, k: torch.Tensor, k_scale: Optional[torch.Tensor],
+               ks: torch.Tensor, ke: torch.Tensor, out: torch.Tensor) -> None:
+    if kernels_available(q.device):
+        from .logits import launch_logits
+        launch_logits(q, weights, k, k_scale, ks, ke, out)
+    else:
+        out.copy_(_ref.indexer_logits_relative_reference(q, weights, k, k_scale, ks, ke, out.shape[1]))
+
+
+@_logits_op.register_fake
+def _(q, weights, k, k_scale, ks, ke, out) -> None:
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# indexer_logits_paged (decode over the 132-byte cache)
+# ---------------------------------------------------------------------------------------------------
+
+def indexer_logits_paged(q: torch.Tensor, weights: torch.Tensor, indexer_cache: torch.Tensor,
+                         block_table: torch.Tensor, row_req: torch.Tensor, row_len: torch.Tensor,
+                         out: Optional[torch.Tensor] = None, width: Optional[int] = None) -> torch.Tensor:
+    """Indexer logits of query rows against the paged indexer key cache (decode, any tokens per request).
+
+    q [T, Hi, 128] fp8 e4m3 or bf16; weights [T, Hi] fp32; indexer_cache uint8 [num_blocks, block_size,
+    132] (``formats.indexer_cache_views`` layout, contiguous; FlashMLA's [.., 1, 132] accepted);
+    block_table [B, M] int32; row_req [T] int32 (block-table row of each query row); row_len [T] int32
+    (row t sees positions 0 .. row_len[t] - 1 of its request).
+
+    out [T, W] fp32 (any row stride, contiguous last dim): ``out[t, c]`` = logit of position c for
+    c < row_len[t], -inf for the rest; positions past W are dropped, and so are positions whose block
+    lies past the block table's M columns. When out is None, W = ``width`` (default max(row_len)).
+    Block ids outside [0, num_blocks) are never dereferenced (their logits are -inf). Returns out.
+    """
+    t, hi = _check_q_weights(q, weights)
+    if indexer_cache.dim() == 4 and indexer_cache.shape[2] == 1:
+        indexer_cache = indexer_cache.squeeze(2)
+    check_tensor("indexer_cache", indexer_cache, dtype=torch.uint8, ndim=3, shape=(None, None, INDEX_ROW_BYTES))
+    if not indexer_cache.is_contiguous():
+        raise ValueError("indexer_cache must be contiguous")
+    check_tensor("block_table", block_table, dtype=_INT, ndim=2)
+    check_tensor("row_req", row_req, dtype=_INT, shape=(t,), last_dim_contiguous=False)
+    check_tensor("row_len", row_len, dtype=_INT, shape=(t,), last_dim_contiguous=False)
+    _check_out(out, t, q)
+    check_same_device(q=q, weights=weights, indexer_cache=indexer_cache, block_table=block_table,
+                      row_req=row_req, row_len=row_len, out=out)
+    if out is None:
+        if width is None:
+            width = int(row_len.max().clamp_min(0)) if t else 0
+        if width < 0:
+            raise ValueError(f"width must be >= 0, got {width}")
+        out = torch.empty((t, width), dtype=torch.float32, device=q.device)
+    if t and out.shape[1]:
+        torch.ops.dsattn.indexer_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len, out)
+    return out
+
+
+def _paged_reference(q, weights, indexer_cache, block_table, row_req, row_len, out):
+    nb, bs, _ = indexer_cache.shape
+    w = out.shape[1]
+    # positions whose block is missing or out of range score -inf, like the kernel
+    pos = torch.arange(w, device=q.device)
+    col = (pos // bs).clamp_max(block_table.shape[1] - 1)
+    blk = block_table.long()[row_req.long()][:, col]
+    ok = (pos[None, :] < row_len.long()[:, None]) & (pos[None, :] // bs < block_table.shape[1])
+    ok &= (blk >= 0) & (blk < nb)
+    safe_table = block_table.long().clamp(0, max(nb - 1, 0)).to(torch.int32)
+    lens = torch.minimum(row_len.long(), torch.tensor(w, device=q.device)).clamp_min(0).to(torch.int32)
+    logits = _ref.indexer_logits_paged_reference(q.float(), weights, indexer_cache, safe_table, row_req, lens,
+                                                 max_len=w)
+    out.copy_(logits.masked_fill(~ok, float("-inf")))
+
+
+@torch.library.custom_op("dsattn::indexer_logits_paged", mutates_args=("out",))
+def _paged_op(q: torch.Tensor, weights: torch.Tensor, indexer_cache: torch.Tensor, block_table: torch.Tensor,
+              row_req: torch.Tensor, row_len: torch.Tensor, out: torch.Tensor) -> None:
+    if kernels_available(q.device):
+        from .logits import launch_logits_paged
+        launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len, out)
+    else:
+        _paged_reference(q, weights, indexer_cache, block_table, row_req, row_len, out)
+
+
+@_paged_op.register_fake
+def _(q, weights, indexer_cache, block_table, row_req, row_len, out) -> None:
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# k-pool
+# ---------------------------------------------------------------------------------------------------
+
+def kpool_update(k: torch.Tensor, gate: torch.Tensor, ape: torch.Tensor, positions: torch.Tensor,
+                 token_req: torch.Tensor, block_table: torch.Tensor, pooled_cache: torch.Tensor,
+                 tail_state: torch.Tensor, state_slot: torch.Tensor) -> None:
+    """Write this step's completed pools into the pooled key cache and keep the incomplete tail.
+
+    k [T, 128] bf16 or fp32 (this step's indexer keys), gate [T, 128] fp32, ape [P, 128] fp32 (P = kpool
+    >= 2), positions [T] int32 (position of each token in its request; a request's tokens are contiguous
+    and consecutive), token_req [T] int32 (block-table row), block_table [B, M] int32, pooled_cache
+    uint8 [blocks, bs // P, 132] (an indexer cache with P times fewer slots per block, addressed with
+    the same block table: pool p sits at ``block_table[r, p // (bs // P)] * (bs // P) + p % (bs // P)``),
+    tail_state fp32 [S, P - 1, 256] (keys then gates of each request's incomplete-pool members),
+    state_slot [B] int32 (tail_state row of each request).
+
+    A token with pos % P == P - 1 completes pool pos // P: its pooled key (per channel, the softmax over
+    members of gate + ape weighting the members' keys; earlier members from this step or tail_state) is
+    quantized as ``formats.quantize_fp8`` and written at the pool's slot. Then the members of each
+    request's new incomplete pool that arrived in this step are stored in tail_state.
+    """
+    check_tensor("k", k, dtype=(torch.bfloat16, torch.float32), ndim=2, shape=(None, INDEX_DIM))
+    t = k.shape[0]
+    check_tensor("gate", gate, dtype=torch.float32, shape=(t, INDEX_DIM))
+    check_tensor("ape", ape, dtype=torch.float32, ndim=2, shape=(None, INDEX_DIM))
+    kpool = ape.shape[0]
+    if kpool < 2:
+        raise ValueError(f"ape must have kpool >= 2 rows, got {kpool}")
+    check_tensor("positions", positions, dtype=_INT, shape=(t,), last_dim_contiguous=False)
+    check_tensor("token_req", token_req, dtype=_INT, shape=(t,), last_dim_contiguous=False)
+    check_tensor("block_table", block_table, dtype=_INT, ndim=2)
+    check_tensor("pooled_cache", pooled_cache, dtype=torch.uint8, ndim=3, shape=(None, None, INDEX_ROW_BYTES))
+    if not pooled_cache.is_contiguous():
+        raise ValueError("pooled_cache must be contiguous")
+    check_tensor("tail_state", tail_state, dtype=torch.float32, ndim=3, shape=(None, kpool - 1, 2 * INDEX_DIM))
+    if not tail_state.is_contiguous():
+        raise ValueError("tail_state must be contiguous")
+    check_tensor("state_slot", state_slot, dtype=_INT, shape=(block_table.shape[0],), last_dim_contiguous=False)
+    check_same_device(k=k, gate=gate, ape=ape, positions=positions, token_req=token_req, block_table=block_table,
+                      pooled_cache=pooled_cache, tail_state=tail_state, state_slot=state_slot)
+    if t:
+        torch.ops.dsattn.kpool_update(k, gate, ape, positions, token_req, block_table, pooled_cache, tail_state,
+                                      state_slot)
+
+
+@torch.library.custom_op("dsattn::kpool_update", mutates_args=("pooled_cache", "tail_state"))
+def _kpool_update_op(k: torch.Tensor, gate: torch.Tensor, ape: torch.Tensor, positions: torch.Tensor,
+                     token_req: torch.Tensor, block_table: torch.Tensor, pooled_cache: torch.Tensor,
+                     tail_state: torch.Tensor, state_slot: torch.Tensor) -> None:
+    if kernels_available(k.device):
+        from .kpool import launch_kpool_update
+        launch_kpool_update(k, gate, ape, positions, token_req, block_table, pooled_cache, tail_state, state_slot)
+    else:
+        _ref.kpool_update_reference(k, gate, ape, positions, token_req, block_table, pooled_cache, tail_state,
+                                    state_slot)
+
+
+@_kpool_update_op.register_fake
+def _(k, gate, ape, positions, token_req, block_table, pooled_cache, tail_state, state_slot) -> None:
+    return None
+
+
+def kpool_expand(pool_topk: torch.Tensor, positions: torch.Tensor, kpool: int,
+                 out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Selected pools -> token positions, then the visible incomplete tail.
+
+    pool_topk [T, K / P] int32 pool numbers within the request (-1 unused), positions [T] int32 (query
+    position in its request), kpool = P >= 1 -> out [T, K + P - 1] int32 (any row stride): pool p gives
+    tokens pP .. pP + P - 1 in order; after the K pool tokens come the (positions + 1) % P tokens after
+    the last complete pool; every other entry is -1. Returns out.
+    """
+    if not isinstance(kpool, int) or isinstance(kpool, bool) or kpool < 1:
+        raise ValueError(f"kpool must be a positive int, got {kpool!r}")
+    check_tensor("pool_topk", pool_topk, dtype=_INT, ndim=2, last_dim_contiguous=False)
+    t, kp = pool_topk.shape
+    check_tensor("positions", positions, dtype=_INT, shape=(t,), last_dim_contiguous=False)
+    width = kp * kpool + kpool - 1
+    if out is None:
+        out = torch.empty((t, width), dtype=torch.int32, device=pool_topk.device)
+    check_tensor("out", out, dtype=torch.int32, shape=(t, width))
+    check_same_device(pool_topk=pool_topk, positions=positions, out=out)
+    if t:
+        torch.ops.dsattn.kpool_expand(pool_topk, positions, kpool, out)
+    return out
+
+
+@torch.library.custom_op("dsattn::kpool_expand", mutates_args=("out",))
+def _kpool_expand_op(pool_topk: torch.Tensor, positions: torch.Tensor, kpool: int, out: torch.Tensor) -> None:
+    if kernels_available(pool_topk.device):
+        from .kpool import launch_kpool_expand
+        launch_kpool_expand(pool_topk, positions, kpool, out)
+    else:
+        out.copy_(_ref.kpool_expand(pool_topk, positions, kpool))
+
+
+@_kpool_expand_op.register_fake
+def _(pool_topk, positions, kpool, out) -> None:
+    return None

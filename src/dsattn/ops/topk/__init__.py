@@ -1,0 +1,79 @@
+"""Indexer top-k (SPEC section 4): the k largest valid columns of each logits row, as a set.
+
+``topk`` is a ``torch.library`` custom op (``dsattn::topk``) with a fake implementation. On a CUDA
+tensor (or on the CPU under ``TRITON_INTERPRET=1``) it runs a radix select (``select.py``; no sort);
+otherwise the reference twin. Every argument is checked first; bad input raises ValueError naming it.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ..._checks import check_same_device, check_tensor
+from .._triton import kernels_available
+from .reference import topk_reference
+
+__all__ = ["topk", "topk_scratch_spec"]
+
+
+def topk_scratch_spec(num_rows: int, width: int, k: int) -> list[tuple[tuple[int, ...], torch.dtype]]:
+    """Scratch ``topk`` needs for rows of `width` columns: a list of (shape, dtype), in argument order.
+
+    One int32 buffer [num_rows, cap] that holds each row's candidate columns (cap = the select's
+    candidate capacity for k, 0 when every row fits it outright).
+    """
+    for name, v in (("num_rows", num_rows), ("width", width), ("k", k)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+    from .select import candidate_capacity
+    cap = candidate_capacity(k)
+    return [((num_rows, cap if width > cap else 0), torch.int32)]
+
+
+def topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: Optional[torch.Tensor] = None,
+         scratch: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The k largest valid columns of each row.
+
+    logits [T, W] fp32 (any row stride, contiguous last dim); lengths [T] int32: row t's valid columns
+    are 0 .. lengths[t] - 1 (values past W are treated as W, negative as 0); k >= 1.
+    out [T, k] int32 (any row stride): the row's k largest valid columns as a set (order free), ties
+    toward the lower column, padded with -1 when fewer than k are valid. scratch: the int32 buffer of
+    ``topk_scratch_spec(T, W, k)`` (allocated here when None and needed). Returns out.
+    """
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ValueError(f"k must be a positive int, got {k!r}")
+    check_tensor("logits", logits, dtype=torch.float32, ndim=2)
+    t, w = logits.shape
+    check_tensor("lengths", lengths, dtype=torch.int32, shape=(t,), last_dim_contiguous=False)
+    if out is None:
+        out = torch.empty((t, k), dtype=torch.int32, device=logits.device)
+    check_tensor("out", out, dtype=torch.int32, shape=(t, k))
+    need = topk_scratch_spec(t, w, k)[0][0]
+    if scratch is not None:
+        check_tensor("scratch", scratch, dtype=torch.int32, ndim=2)
+        if scratch.shape[0] < need[0] or scratch.shape[1] < need[1]:
+            raise ValueError(f"scratch must be at least {list(need)} (topk_scratch_spec), got {list(scratch.shape)}")
+    check_same_device(logits=logits, lengths=lengths, out=out, scratch=scratch)
+    if t == 0:
+        return out
+    if scratch is None:
+        scratch = torch.empty(need, dtype=torch.int32, device=logits.device)
+    torch.ops.dsattn.topk(logits, lengths, k, out, scratch)
+    return out
+
+
+@torch.library.custom_op("dsattn::topk", mutates_args=("out", "scratch"))
+def _topk_op(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.Tensor, scratch: torch.Tensor) -> None:
+    if kernels_available(logits.device):
+        from .select import launch_topk
+        launch_topk(logits, lengths, k, out, scratch)
+    else:
+        w = logits.shape[1]
+        ends = lengths.long().clamp(0, w)
+        out.copy_(topk_reference(logits, torch.zeros_like(ends), ends, k))
+
+
+@_topk_op.register_fake
+def _(logits, lengths, k, out, scratch) -> None:
+    return None

@@ -9,10 +9,20 @@ from __future__ import annotations
 
 import torch
 
+from ..._checks import FLOAT_DTYPES, INDEX_DTYPES, check_int, check_same_device, check_tensor, check_values
+
 
 def topk_reference(logits: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, k: int) -> torch.Tensor:
-    """logits [T, W] float, starts/ends [T] int -> int32 [T, k]."""
+    """logits [T, W] float, starts/ends [T] int (0 <= starts <= ends <= W) -> int32 [T, k]."""
+    check_tensor("logits", logits, dtype=FLOAT_DTYPES, ndim=2, last_dim_contiguous=False)
     t, w = logits.shape
+    check_tensor("starts", starts, dtype=INDEX_DTYPES, shape=(t,), last_dim_contiguous=False)
+    check_tensor("ends", ends, dtype=INDEX_DTYPES, shape=(t,), last_dim_contiguous=False)
+    check_int("k", k, lo=1)
+    check_same_device(logits=logits, starts=starts, ends=ends)
+    check_values("starts", starts, lo=0)
+    check_values("ends", ends, hi=w)
+    check_values("ends - starts", ends.long() - starts.long(), lo=0)
     col = torch.arange(w, device=logits.device)
     valid = (col[None, :] >= starts[:, None].long()) & (col[None, :] < ends[:, None].long())
     # Sorting by the logit with a stable descending sort keeps equal logits in column order, which is
