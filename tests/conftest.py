@@ -1,0 +1,40 @@
+"""Shared test setup: a fresh, reproducible RNG per test, and skips for what a machine may lack.
+
+- Every test starts with ``torch.manual_seed`` derived from its node id, so inputs differ between
+  tests, do not depend on test order, and a failing test reproduces when run alone.
+- ``@pytest.mark.gpu`` tests, and every test under ``tests/gpu/``, skip without CUDA.
+- ``needs_transformers`` and ``needs_cuda`` are skip marks: ``from conftest import needs_cuda``.
+- ``TRITON_INTERPRET`` is NOT set here: Triton reads it when a kernel is decorated, so a test module
+  that runs kernels on the CPU sets it itself, before importing them.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import zlib
+
+import pytest
+import torch
+
+needs_transformers = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
+                                        reason="needs transformers (pip install -e .[test])")
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+_GPU_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu") + os.sep
+
+
+@pytest.fixture(autouse=True)
+def _seed(request):
+    """torch.manual_seed from the test's node id (crc32: stable across runs and processes)."""
+    seed = zlib.crc32(request.node.nodeid.encode())
+    torch.manual_seed(seed)
+    return seed
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if item.get_closest_marker("gpu") is not None or str(item.path).startswith(_GPU_DIR):
+            item.add_marker(skip)
