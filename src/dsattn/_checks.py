@@ -5,6 +5,8 @@ cache is touched.
 """
 from __future__ import annotations
 
+import numbers
+import operator
 from collections.abc import Sequence
 
 import torch
@@ -53,7 +55,36 @@ def check_same_device(**tensors) -> None:
 
 
 def check_positive(name: str, value, *, allow_zero: bool = False) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
         raise ValueError(f"{name} must be a number, got {type(value).__name__}")
-    if value < 0 or (value == 0 and not allow_zero):
+    # `not >=` also rejects NaN, which every ordered comparison lets through.
+    if not value >= 0 or (value == 0 and not allow_zero):
         raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+
+
+FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+def check_values(name: str, t: torch.Tensor, *, lo: int | None = None, hi: int | None = None) -> None:
+    """Every element of `t` within [lo, hi] (a bound of None is open). Reads the values: for
+    references and host-side checks, not for paths that must stay free of device syncs."""
+    if t.numel() == 0:
+        return
+    if lo is not None and bool((t < lo).any()):
+        raise ValueError(f"{name} must be >= {lo}, got min {t.min().item()}")
+    if hi is not None and bool((t > hi).any()):
+        raise ValueError(f"{name} must be <= {hi}, got max {t.max().item()}")
+
+
+def check_int(name: str, value, *, lo: int | None = None) -> int:
+    """An integer (Python, numpy or 0-dim integer tensor; not bool) >= lo, returned as int."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be an int, got bool")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be an int, got {type(value).__name__}") from None
+    if lo is not None and value < lo:
+        raise ValueError(f"{name} must be >= {lo}, got {value}")
+    return value

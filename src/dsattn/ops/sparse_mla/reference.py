@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import torch
 
-from ...formats import KVLayout, as_layout, kv_cache_flat, unpack_latent_rows
+from ..._checks import (FLOAT_DTYPES, INDEX_DTYPES, check_int, check_positive, check_same_device, check_tensor,
+                        check_values)
+from ...formats import KVLayout, as_layout, infer_layout, kv_cache_flat, unpack_latent_rows
 
 # Tokens per chunk, so that the gathered [chunk, topk, D_qk] fp32 block stays small.
 _CHUNK_ELEMS = 1 << 25
@@ -37,6 +39,27 @@ def _attend(q: torch.Tensor, rows: torch.Tensor, valid: torch.Tensor, sm_scale: 
     return out, lse
 
 
+def _check_args(q, indices, sm_scale, d_v, topk_length):
+    """Shared argument checks; returns indices as [T, K] (FlashMLA's [T, 1, K] accepted)."""
+    check_tensor("q", q, dtype=FLOAT_DTYPES, ndim=3, last_dim_contiguous=False)
+    check_tensor("indices", indices, dtype=INDEX_DTYPES, ndim=(2, 3), last_dim_contiguous=False)
+    if indices.dim() == 3:
+        if indices.shape[1] != 1:
+            raise ValueError(f"indices must have shape [T, K] or [T, 1, K], got {list(indices.shape)}")
+        indices = indices.squeeze(1)
+    if indices.shape[0] != q.shape[0]:
+        raise ValueError(f"indices must have one row per query token ({q.shape[0]}), got {indices.shape[0]}")
+    check_positive("sm_scale", sm_scale)
+    check_int("d_v", d_v, lo=1)
+    if d_v > q.shape[-1]:
+        raise ValueError(f"d_v must be <= D_qk ({q.shape[-1]}), got {d_v}")
+    if topk_length is not None:
+        check_tensor("topk_length", topk_length, dtype=INDEX_DTYPES, shape=(q.shape[0],), last_dim_contiguous=False)
+        check_values("topk_length", topk_length, lo=0)
+    check_same_device(q=q, indices=indices, topk_length=topk_length)
+    return indices
+
+
 def _run(q, gather, num_slots, indices, sm_scale, d_v, topk_length):
     t, h, d = q.shape
     k = indices.shape[1]
@@ -59,10 +82,15 @@ def sparse_mla_reference(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tenso
     q [T, H, D_qk], kv [N, D_qk] (or [N, 1, D_qk]), indices [T, K] int (slots in [0, N); others skipped),
     topk_length [T] or None. Returns fp32 (out [T, H, d_v], lse [T, H]).
     """
+    indices = _check_args(q, indices, sm_scale, d_v, topk_length)
+    check_tensor("kv", kv, dtype=FLOAT_DTYPES, ndim=(2, 3), last_dim_contiguous=False)
     if kv.dim() == 3:
+        if kv.shape[1] != 1:
+            raise ValueError(f"kv must have shape [N, D_qk] or [N, 1, D_qk], got {list(kv.shape)}")
         kv = kv.squeeze(1)
-    if indices.dim() == 3:
-        indices = indices.squeeze(1)
+    if kv.shape[-1] < q.shape[-1]:
+        raise ValueError(f"kv must have at least D_qk = {q.shape[-1]} columns, got {kv.shape[-1]}")
+    check_same_device(q=q, kv=kv)
     return _run(q, lambda i: kv[i].float(), kv.shape[0], indices, sm_scale, d_v, topk_length)
 
 
@@ -74,7 +102,16 @@ def sparse_mla_paged_reference(q: torch.Tensor, kv_cache: torch.Tensor, indices:
     dequantized to fp32 (so a kernel sees exactly what the reference sees). Returns fp32 (out, lse).
     """
     layout = as_layout(layout)
+    indices = _check_args(q, indices, sm_scale, d_v, topk_length)
+    check_tensor("kv_cache", kv_cache, ndim=(3, 4), last_dim_contiguous=False)
+    if infer_layout(kv_cache) is not layout:
+        raise ValueError(f"kv_cache holds {infer_layout(kv_cache).value} rows "
+                         f"({kv_cache.dtype} x {kv_cache.shape[-1]}), not layout {layout.value}")
     flat = kv_cache_flat(kv_cache)
     d = q.shape[-1]
+    widest = flat.shape[-1] if layout is KVLayout.BF16 else layout.max_d_qk()
+    if d > widest or (layout.is_fp8 and d not in (512, widest)):
+        raise ValueError(f"q must have D_qk 512 or {widest} for a {layout.value} cache, got {d}")
+    check_same_device(q=q, kv_cache=kv_cache)
     return _run(q, lambda i: unpack_latent_rows(flat[i], layout, d), flat.shape[0], indices, sm_scale, d_v,
                 topk_length)
