@@ -80,6 +80,8 @@ class DSAGeometry:
 
     def is_shared_layer(self, layer: int) -> bool:
         """True when `layer` reuses the previous full layer's top-k instead of running an indexer."""
+        if self.indexer_types and not 0 <= layer < len(self.indexer_types):
+            raise ValueError(f"layer must be in [0, {len(self.indexer_types)}), got {layer}")
         return bool(self.indexer_types) and self.indexer_types[layer] == "shared"
 
     def scaled(self, **changes: Any) -> "DSAGeometry":
@@ -108,10 +110,27 @@ def preset(name: str) -> DSAGeometry:
     return PRESETS[name]
 
 
+def _derived_indexer_types(cfg: dict, model_type: str) -> tuple[str, ...]:
+    """GLM configs may give the shared-layer schedule as a pattern ("FSS...") or as index_topk_freq /
+    index_skip_topk_offset instead of indexer_types; derived as GlmMoeDsaConfig does."""
+    if "glm_moe_dsa" not in model_type and "glm5_next" not in model_type:
+        return ()
+    pattern = cfg.get("index_topk_pattern")
+    if pattern is not None:
+        return tuple({"F": "full", "S": "shared"}[c] for c in pattern) if isinstance(pattern, str) else tuple(pattern)
+    if "num_hidden_layers" not in cfg:
+        return ()
+    freq = max(cfg.get("index_topk_freq", 1), 1)
+    offset = cfg.get("index_skip_topk_offset", 2)
+    return tuple("full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(cfg["num_hidden_layers"]))
+
+
 def from_hf_config(config: str | os.PathLike | dict) -> DSAGeometry:
     """Geometry from a Hugging Face ``config.json`` (path, or the parsed dict).
 
-    Multimodal configs keep the language model under ``text_config``; that part is read.
+    Multimodal configs keep the language model under ``text_config``; that part is read. Defaults
+    follow transformers 5.24.0: a ``glm5_next`` config without ``index_kpool`` pools by 16, and its
+    attention ignores rope parameters (NoPE: the softmax scale is qk_head_dim ** -0.5).
     """
     if not isinstance(config, dict):
         with open(config) as f:
@@ -120,8 +139,14 @@ def from_hf_config(config: str | os.PathLike | dict) -> DSAGeometry:
     try:
         model_type = cfg.get("model_type", "")
         rope = cfg.get("qk_rope_head_dim", 64)
-        kpool = cfg.get("index_kpool", 1) if "glm5_next" in model_type or "index_kpool" in cfg else 1
-        indexer_types = cfg.get("indexer_types") or ()
+        is_glm5_next = "glm5_next" in model_type
+        # Glm5NextTextConfig's own default when the field is absent
+        kpool = cfg.get("index_kpool", 16 if is_glm5_next else 1)
+        if kpool > 1 and not cfg.get("index_kpool_always_select_tail", True):
+            raise ValueError("config sets index_kpool_always_select_tail = false; dsattn's k-pool indexer "
+                             "always appends the incomplete tail (SPEC section 5)")
+        indexer_types = cfg.get("indexer_types") or _derived_indexer_types(cfg, model_type)
+        rope_parameters = None if is_glm5_next else (cfg.get("rope_parameters") or cfg.get("rope_scaling"))
         return DSAGeometry(
             name=cfg.get("_name_or_path") or model_type or "hf",
             num_heads=cfg["num_attention_heads"],
@@ -134,7 +159,7 @@ def from_hf_config(config: str | os.PathLike | dict) -> DSAGeometry:
             index_topk=cfg["index_topk"],
             kpool=kpool,
             indexer_types=tuple(indexer_types),
-            rope_parameters=cfg.get("rope_parameters") or cfg.get("rope_scaling"),
+            rope_parameters=rope_parameters,
         )
     except KeyError as e:
         raise ValueError(f"config is missing the field {e.args[0]!r}") from None

@@ -123,6 +123,7 @@ def unpack_latent_rows(rows: torch.Tensor, layout: "KVLayout | str", d_qk: int |
     """
     layout = as_layout(layout)
     if layout is KVLayout.BF16:
+        check_tensor("rows", rows, dtype=torch.bfloat16, ndim=2, last_dim_contiguous=False)
         return rows[:, : (d_qk or rows.shape[1])].float()
     check_tensor("rows", rows, dtype=torch.uint8, ndim=2, shape=(None, layout.row_bytes(0)),
                  last_dim_contiguous=False)
@@ -147,7 +148,11 @@ def new_kv_cache(num_blocks: int, block_size: int, layout: "KVLayout | str", d_q
 
 
 def kv_cache_flat(cache: torch.Tensor) -> torch.Tensor:
-    """[num_blocks, block_size, row] (or FlashMLA's [.., 1, row]) -> [num_slots, row], a view."""
+    """[num_blocks, block_size, row] (or FlashMLA's [.., 1, row]) -> [num_slots, row].
+
+    A view of a contiguous cache; for a padded (non-contiguous) cache it is a copy, so write through
+    ``cache[slot // block_size, slot % block_size]`` instead.
+    """
     if cache.dim() == 4 and cache.shape[2] == 1:
         cache = cache.squeeze(2)
     if cache.dim() != 3:
