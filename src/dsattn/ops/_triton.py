@@ -44,3 +44,27 @@ if HAVE_TRITON:
             return tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
         else:
             return tl.dot(a, b, acc)
+
+
+def allow_runtime_loop_bounds() -> None:
+    """Let interpreted kernels loop to a runtime scalar (``for i in range(n)`` with n a tensor).
+
+    The interpreter holds a scalar as a one-element numpy array and turns it into a loop bound with
+    ``int(array)``, which numpy >= 2.3 refuses for arrays with a dimension. This wraps the interpreter's
+    tensor patching so the bound is read as the array's single element. Compiled kernels are untouched;
+    call it in a test module that runs kernels under ``TRITON_INTERPRET=1``. Idempotent.
+    """
+    if not HAVE_TRITON:
+        return
+    from triton.runtime import interpreter
+
+    original = interpreter._patch_lang_tensor
+    if getattr(original, "_dsattn_scalar_index", False):
+        return
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    patched._dsattn_scalar_index = True
+    interpreter._patch_lang_tensor = patched
