@@ -71,6 +71,9 @@ def _run(q, gather, num_slots, indices, sm_scale, d_v, topk_length):
         e = min(t, s + chunk)
         idx = torch.where(valid[s:e], indices[s:e].long(), 0)
         rows = gather(idx.reshape(-1)).reshape(e - s, k, -1)[..., :d]
+        # Invalid entries gathered slot 0 as a stand-in; zero them so whatever slot 0 holds (NaN in an
+        # unused block) cannot reach the output through 0 * NaN.
+        rows = rows.masked_fill(~valid[s:e, :, None], 0.0)
         out[s:e], lse[s:e] = _attend(q[s:e].float(), rows, valid[s:e], sm_scale, d_v)
     return out, lse
 
