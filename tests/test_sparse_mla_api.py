@@ -1,11 +1,19 @@
-"""Public sparse MLA API: argument checks, variants, scratch plan, the reference fallback, custom ops."""
-import pytest
-import torch
+"""Public sparse MLA API: argument checks, variants, scratch plan, results against the reference, custom ops.
 
-from dsattn import formats
+TRITON_INTERPRET is set so that whichever of the sparse MLA test modules is imported first, the kernels
+are decorated for the interpreter (the public functions then run them on the CPU).
+"""
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from dsattn import formats  # noqa: E402
 from dsattn.ops.sparse_mla import (decode_scratch_spec, decode_variants, default_variant, prefill_variants,
                                    sparse_mla_decode, sparse_mla_prefill)
-from dsattn.ops.sparse_mla.reference import sparse_mla_paged_reference, sparse_mla_reference
+from dsattn.ops.sparse_mla.reference import sparse_mla_paged_reference, sparse_mla_reference  # noqa: E402
 
 
 def _inputs(t=3, h=8, d=576, n=40, k=16, seed=0):
@@ -73,7 +81,7 @@ def test_scratch_spec():
 
 
 @pytest.mark.parametrize("layout", ["bf16", "fp8_ds_mla", "fp8_ds_mla_nope"])
-def test_fallback_matches_reference(layout):
+def test_public_ops_match_reference(layout):
     d = 512 if layout == "fp8_ds_mla_nope" else 576
     q, kv, idx = _inputs(d=d)
     lens = torch.tensor([16, 3, 0], dtype=torch.int32)

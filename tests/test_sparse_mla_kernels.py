@@ -5,30 +5,14 @@ Random inputs, outputs poisoned with NaN, invalid entries pointing at NaN rows (
 class under every variant, D_qk 576 / 512, the three cache layouts, page sizes 1 / 16 / 64 / 128,
 strided outputs and the split-K path. tests/gpu/test_sparse_mla_gpu.py runs the same at real sizes.
 """
-import importlib
 import os
-import sys
 
-os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton-using code
+os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 pytest.importorskip("triton")
-
-
-def _interpreted_modules():
-    """Triton fixes interpreted-vs-compiled when a kernel is decorated: if an earlier test module imported
-    the kernel modules without TRITON_INTERPRET, load them again now that it is set."""
-    import dsattn.ops._triton as tr
-    if not bool(tr.INTERPRET):
-        importlib.reload(tr)
-        for name in ("dsattn.ops.sparse_mla.kernels", "dsattn.ops.sparse_mla.launch"):
-            if name in sys.modules:
-                importlib.reload(sys.modules[name])
-
-
-_interpreted_modules()
 
 from dsattn.ops.sparse_mla import decode_scratch_spec, sparse_mla_decode, sparse_mla_prefill  # noqa: E402
 from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs  # noqa: E402
