@@ -61,7 +61,8 @@ def indexer_logits(q: torch.Tensor, weights: torch.Tensor, k: torch.Tensor, k_sc
 
     q [T, Hi, 128] fp8 e4m3 or bf16; weights [T, Hi] fp32 (every scale folded in, including a per-(t, h)
     fp8 scale of q); k [N, 128] fp8 e4m3 with k_scale [N] fp32, or bf16 with k_scale None; ks, ke [T]
-    int32: row t scores keys ks[t] <= n < ke[t].
+    int32: row t scores keys ks[t] <= n < ke[t] (ke <= ks: no keys). The keys must exist, 0 <= ks and
+    ke <= N: reading the values would cost a device sync, so the kernel trusts them.
 
     out [T, W] fp32 (any row stride, contiguous last dim) gets DeepGEMM's convention:
     ``out[t, c]`` = logit of key ``ks[t] + c`` for ``c < ke[t] - ks[t]``, and -inf for the rest of the
@@ -118,8 +119,9 @@ def indexer_logits_paged(q: torch.Tensor, weights: torch.Tensor, indexer_cache: 
 
     q [T, Hi, 128] fp8 e4m3 or bf16; weights [T, Hi] fp32; indexer_cache uint8 [num_blocks, block_size,
     132] (``formats.indexer_cache_views`` layout, contiguous; FlashMLA's [.., 1, 132] accepted);
-    block_table [B, M] int32; row_req [T] int32 (block-table row of each query row); row_len [T] int32
-    (row t sees positions 0 .. row_len[t] - 1 of its request).
+    block_table [B, M] int32; row_req [T] int32 (block-table row of each query row, 0 <= row_req < B:
+    trusted, like ks/ke of indexer_logits); row_len [T] int32 (row t sees positions 0 .. row_len[t] - 1
+    of its request).
 
     out [T, W] fp32 (any row stride, contiguous last dim): ``out[t, c]`` = logit of position c for
     c < row_len[t], -inf for the rest; positions past W are dropped, and so are positions whose block
@@ -159,7 +161,7 @@ def _paged_reference(q, weights, indexer_cache, block_table, row_req, row_len, o
     ok = (pos[None, :] < row_len.long()[:, None]) & (pos[None, :] // bs < block_table.shape[1])
     ok &= (blk >= 0) & (blk < nb)
     safe_table = block_table.long().clamp(0, max(nb - 1, 0)).to(torch.int32)
-    lens = torch.minimum(row_len.long(), torch.tensor(w, device=q.device)).clamp_min(0).to(torch.int32)
+    lens = row_len.long().clamp(0, min(w, block_table.shape[1] * bs)).to(torch.int32)
     logits = _ref.indexer_logits_paged_reference(q.float(), weights, indexer_cache, safe_table, row_req, lens,
                                                  max_len=w)
     out.copy_(logits.masked_fill(~ok, float("-inf")))

@@ -1,13 +1,202 @@
-"""Triton kernels of the indexer logits (placeholder: reference until the kernels land)."""
+"""Triton kernels of the indexer logits: ragged rows over a flat key array (prefill) and rows over the
+paged 132-byte key cache (decode).
+
+Both put keys on the M side of one matrix product per key tile, ``S = K_tile [BN, 128] @ Q^T [128, N]``
+where N is (query rows x heads): then relu, the head weights and the sum over heads act along the
+accumulator's columns, which stay inside a thread and its quad, and no cross-warp reduction is needed.
+A positive fp8 key scale commutes with relu, so it multiplies the head-summed logit once per key.
+
+The prefill kernel gives each program BT consecutive query rows (their key ranges overlap almost fully
+in a causal prefill, so one key tile feeds BT rows) and, optionally, one contiguous share of the key
+tiles (a split) when there are too few row blocks to fill the GPU.
+"""
 from __future__ import annotations
 
-from . import reference as _ref
+import torch
+
+from ...formats import FP8
+from .._triton import interpreting, tl, triton
 
 
-def launch_logits(q, weights, k, k_scale, ks, ke, out):
-    out.copy_(_ref.indexer_logits_relative_reference(q, weights, k, k_scale, ks, ke, out.shape[1]))
+if triton is not None:
+    NEG_INF = tl.constexpr(float("-inf"))
+
+    @triton.jit
+    def _scores(k_tile, q_t, w, HP: tl.constexpr, BT: tl.constexpr, UPCAST: tl.constexpr):
+        """[BN, 128] keys x [128, BT * HP] queries -> [BN, BT] head-weighted relu logits."""
+        if UPCAST:  # the interpreter's bf16 dot is wrong (see _triton.py); fp32 is exact there
+            s = tl.dot(k_tile.to(tl.float32), q_t.to(tl.float32), input_precision="ieee")
+        else:
+            s = tl.dot(k_tile, q_t)
+        s = tl.maximum(s, 0.0) * w[None, :]
+        return tl.sum(tl.reshape(s, (s.shape[0], BT, HP)), axis=2)
+
+    @triton.jit
+    def _logits_kernel(q, stride_qt, stride_qh, w, stride_wt, stride_wh, k, stride_k, k_scale, ks, ke,
+                       out, stride_out, num_rows, num_heads, width, num_splits,
+                       HP: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr, FILL: tl.constexpr,
+                       HAS_SCALE: tl.constexpr, DOT_DTYPE: tl.constexpr, UPCAST: tl.constexpr):
+        """Grid (cdiv(num_rows, BT), num_splits)."""
+        row0 = tl.program_id(0) * BT
+        split = tl.program_id(1)
+        d = tl.arange(0, 128)
+
+        # queries of the block as Q^T [128, BT * HP]: column c is (row c // HP, head c % HP)
+        c = tl.arange(0, BT * HP)
+        c_row = row0 + c // HP
+        c_head = c % HP
+        c_ok = (c_row < num_rows) & (c_head < num_heads)
+        q_ptr = q + c_row.to(tl.int64)[None, :] * stride_qt + c_head[None, :] * stride_qh + d[:, None]
+        q_t = tl.load(q_ptr, mask=c_ok[None, :], other=0.0).to(DOT_DTYPE)
+        wc = tl.load(w + c_row.to(tl.int64) * stride_wt + c_head * stride_wh, mask=c_ok, other=0.0)
+
+        rows = row0 + tl.arange(0, BT)
+        r_ok = rows < num_rows
+        r_ks = tl.load(ks + rows, mask=r_ok, other=0)
+        r_ke = tl.load(ke + rows, mask=r_ok, other=0)
+        r_ke = tl.where(r_ok, tl.minimum(r_ke, r_ks + width), r_ks)  # keys past `width` columns are dropped
+        r_len = tl.maximum(r_ke - r_ks, 0)
+        lo = tl.min(tl.where(r_ok, r_ks, 2147483647), axis=0)
+        hi = tl.max(tl.where(r_ok, r_ke, -2147483647), axis=0)
+        hi = tl.maximum(hi, lo)
+        out_rows = out + rows.to(tl.int64)[None, :] * stride_out  # [1, BT]
+
+        # this split's contiguous share of the key tiles
+        n_tiles = tl.cdiv(hi - lo, BN)
+        per_split = tl.cdiv(n_tiles, num_splits)
+        first = split * per_split
+        count = tl.minimum(per_split, n_tiles - first)
+        for i in range(count):
+            kn = lo + (first + i) * BN + tl.arange(0, BN)
+            kn_safe = tl.minimum(kn, hi - 1).to(tl.int64)  # always a real key: no masked loads
+            k_tile = tl.load(k + kn_safe[:, None] * stride_k + d[None, :]).to(DOT_DTYPE)
+            logit = _scores(k_tile, q_t, wc, HP, BT, UPCAST)
+            if HAS_SCALE:
+                logit = logit * tl.load(k_scale + kn_safe)[:, None]
+            col = kn[:, None] - r_ks[None, :]
+            keep = (kn[:, None] >= r_ks[None, :]) & (kn[:, None] < r_ke[None, :])
+            tl.store(out_rows + col, logit, mask=keep)
+
+        # -inf past each row's keys; the splits share the fill tiles round-robin
+        fill_lo = tl.min(tl.where(r_ok, r_len, width), axis=0)
+        n_fill = tl.cdiv(width - fill_lo, FILL)
+        fc = tl.arange(0, FILL)
+        for f in range(tl.cdiv(tl.maximum(n_fill - split, 0), num_splits)):
+            cols = fill_lo + (split + f * num_splits) * FILL + fc
+            keep = (cols[:, None] >= r_len[None, :]) & (cols[:, None] < width) & r_ok[None, :]
+            tl.store(out_rows + cols[:, None], tl.full((FILL, BT), NEG_INF, tl.float32), mask=keep)
+
+    @triton.jit
+    def _paged_kernel(q, stride_qt, stride_qh, w, stride_wt, stride_wh, cache, num_blocks, block_size,
+                      block_table, stride_bt, table_width, row_req, row_len, out, stride_out, num_heads, width,
+                      num_splits, HP: tl.constexpr, BN: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                      UPCAST: tl.constexpr):
+        """Grid (num_rows, num_splits): one query row, a contiguous share of its positions."""
+        t = tl.program_id(0).to(tl.int64)
+        split = tl.program_id(1)
+        d = tl.arange(0, 128)
+        h = tl.arange(0, HP)
+        h_ok = h < num_heads
+        q_t = tl.load(q + t * stride_qt + h[None, :] * stride_qh + d[:, None], mask=h_ok[None, :],
+                      other=0.0).to(DOT_DTYPE)
+        wh = tl.load(w + t * stride_wt + h * stride_wh, mask=h_ok, other=0.0)
+        n_pos = tl.minimum(tl.maximum(tl.load(row_len + t), 0), width)
+        table = block_table + tl.load(row_req + t).to(tl.int64) * stride_bt
+        out_row = out + t * stride_out
+        block_bytes = block_size.to(tl.int64) * 132
+
+        # positions 0 .. width - 1 in tiles; a tile at or past n_pos is only -inf fill
+        n_tiles = tl.cdiv(width, BN)
+        per_split = tl.cdiv(n_tiles, num_splits)
+        first = split * per_split
+        count = tl.minimum(per_split, n_tiles - first)
+        for i in range(count):
+            pos = (first + i) * BN + tl.arange(0, BN)
+            logit = tl.full((BN,), NEG_INF, tl.float32)
+            if (first + i) * BN < n_pos:
+                page = pos // block_size
+                blk = tl.load(table + page, mask=(pos < n_pos) & (page < table_width), other=-1)
+                ok = (pos < n_pos) & (blk >= 0) & (blk < num_blocks)
+                base = cache + tl.where(ok, blk, 0).to(tl.int64) * block_bytes
+                off = (pos % block_size).to(tl.int64)
+                k_tile = tl.load(base[:, None] + off[:, None] * 128 + d[None, :], mask=ok[:, None], other=0.0)
+                scale = tl.load((base + block_size * 128 + off * 4).to(tl.pointer_type(tl.float32)),
+                                mask=ok, other=0.0)
+                s = _scores(k_tile.to(tl.float8e4nv, bitcast=True).to(DOT_DTYPE), q_t, wh, HP, 1, UPCAST)
+                logit = tl.where(ok, tl.reshape(s, (BN,)) * scale, NEG_INF)
+            tl.store(out_row + pos, logit, mask=pos < width)
 
 
-def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len, out):
-    from . import _paged_reference
-    _paged_reference(q, weights, indexer_cache, block_table, row_req, row_len, out)
+_DOT_DTYPES = {FP8: "fp8", torch.bfloat16: "bf16"}
+
+
+def _dot_dtype(q_dtype, k_dtype):
+    if q_dtype == FP8 and k_dtype == FP8:
+        return tl.float8e4nv
+    return tl.bfloat16  # bf16 queries (or mixed): fp8 widens to bf16 exactly
+
+
+def _heads_padded(num_heads: int, bt: int) -> int:
+    hp = max(1, 1 << (num_heads - 1).bit_length())
+    while bt * hp < 16:  # the smallest matrix-product tile
+        hp *= 2
+    return hp
+
+
+def _sm_count(device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4
+
+
+def default_logits_config(num_rows: int, num_heads: int, device) -> dict:
+    """Block sizes of the prefill kernel (from the H200 sweep in notes/indexer.md)."""
+    bt = 4 if num_heads <= 32 else 2
+    cfg = dict(BT=bt, BN=128, num_warps=8, num_stages=3, splits=None)
+    if interpreting():
+        cfg.update(BN=16, num_warps=4, num_stages=1)
+    return cfg
+
+
+def launch_logits(q, weights, k, k_scale, ks, ke, out, config: dict | None = None):
+    t, hi, _ = q.shape
+    cfg = {**default_logits_config(t, hi, q.device), **(config or {})}
+    bt = cfg["BT"]
+    hp = _heads_padded(hi, bt)
+    row_blocks = triton.cdiv(t, bt)
+    splits = cfg.get("splits")
+    if splits is None:
+        splits = max(1, min(64, triton.cdiv(2 * _sm_count(q.device), row_blocks)))
+    width = out.shape[1]
+    fill = 64 if interpreting() else 256
+    _logits_kernel[(row_blocks, splits)](
+        q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), k, k.stride(0),
+        k_scale if k_scale is not None else weights, ks, ke, out, out.stride(0), t, hi, width, splits,
+        HP=hp, BT=bt, BN=cfg["BN"], FILL=fill, HAS_SCALE=k_scale is not None,
+        DOT_DTYPE=_dot_dtype(q.dtype, k.dtype), UPCAST=interpreting(),
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+
+
+def default_paged_config(num_rows: int, width: int, device) -> dict:
+    cfg = dict(BN=64, num_warps=4, num_stages=3, splits=None)
+    if interpreting():
+        cfg.update(BN=16, num_stages=1)
+    return cfg
+
+
+def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len, out, config: dict | None = None):
+    t, hi, _ = q.shape
+    width = out.shape[1]
+    cfg = {**default_paged_config(t, width, q.device), **(config or {})}
+    hp = _heads_padded(hi, 1)
+    splits = cfg.get("splits")
+    n_tiles = triton.cdiv(width, cfg["BN"])
+    if splits is None:
+        splits = max(1, min(n_tiles, triton.cdiv(4 * _sm_count(q.device), t)))
+    nb, bs, _ = indexer_cache.shape
+    dot_dtype = tl.float8e4nv if q.dtype == FP8 else tl.bfloat16
+    _paged_kernel[(t, splits)](
+        q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), indexer_cache, nb, bs,
+        block_table, block_table.stride(0), block_table.shape[1], row_req, row_len, out, out.stride(0), hi, width,
+        splits, HP=hp, BN=cfg["BN"], DOT_DTYPE=dot_dtype, UPCAST=interpreting(),
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])

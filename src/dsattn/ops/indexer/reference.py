@@ -181,8 +181,9 @@ def indexer_logits_relative_reference(q: torch.Tensor, weights: torch.Tensor, k:
     """DeepGEMM's output convention: fp32 [T, width] with column c = key ks[t] + c, -inf from ke - ks on.
 
     q [T, Hi, D] (fp8 or float), weights [T, Hi], k [N, D] fp8 with k_scale [N] fp32, or float with
-    k_scale None; ks/ke [T] int. Keys past `width` columns are dropped.
+    k_scale None; ks/ke [T] int (ke <= ks: an empty row). Keys past `width` columns are dropped.
     """
+    ke = torch.maximum(ke, ks)
     kf = k.float() if k_scale is None else k.float() * k_scale.float()[:, None]
     t = q.shape[0]
     out = torch.full((t, width), float("-inf"), dtype=torch.float32, device=q.device)

@@ -1,9 +1,31 @@
-"""Radix-select top-k kernel (placeholder: reference until the kernel lands)."""
+"""Top-k of logits rows by selection, not sorting: one program per row.
+
+Keys: an fp32 logit maps to a uint32 whose unsigned order is the float order (flip every bit of a
+negative, set the sign bit of a positive). The k-th largest key T is found by deciding its bits from
+the top (``_kth_largest``: 32 counting steps over keys held in registers), then the row's keys > T and
+the first (k - #keys > T) keys == T in column order are written out, which breaks ties toward the lower
+column.
+
+A row of at most CAP (a power of two >= 2k) valid columns is selected in registers directly. A longer
+row is first cut down to candidates:
+
+1. sample SAMPLE keys (groups of 8 neighbours spread over the row) and take the sample's key of rank
+   r = (k + CAP) / 2 * SAMPLE / L as a lower bound tau: about (k + CAP) / 2 of the row's keys are >= tau;
+2. one pass over the row stores the columns of keys >= tau, in column order, into the row's scratch;
+3. when their number c is in [k, CAP] (the k-th largest is among them), they are reloaded and selected
+   in registers. Otherwise (a sample that misjudged the row, e.g. many equal logits) the row falls back
+   to an exact radix select over the full row: four passes of 256-bin histograms, then one pass that
+   writes the result.
+
+So a typical long row costs one read of the row plus a small sample and the candidates' reloads.
+"""
 from __future__ import annotations
 
 import torch
 
-from .reference import topk_reference
+from .._triton import triton, tl
+
+_GROUP = 8  # sampled neighbours per group: one 32-byte sector of fp32
 
 
 def candidate_capacity(k: int) -> int:
@@ -11,7 +33,133 @@ def candidate_capacity(k: int) -> int:
     return max(16, 1 << (2 * k - 1).bit_length())
 
 
-def launch_topk(logits, lengths, k, out, scratch):
-    w = logits.shape[1]
-    ends = lengths.long().clamp(0, w)
-    out.copy_(topk_reference(logits, torch.zeros_like(ends), ends, k))
+if triton is not None:
+
+    @triton.jit
+    def _ordered_key(x):
+        """fp32 -> uint32 whose unsigned order is the float order."""
+        bits = x.to(tl.uint32, bitcast=True)
+        neg = (bits >> 31) != 0
+        return tl.where(neg, bits ^ 0xFFFFFFFF, bits | 0x80000000)
+
+    @triton.jit
+    def _kth_largest(key, valid, k):
+        """The k-th largest of the valid keys (uint32 scalar); 0 when fewer than k are valid."""
+        t = tl.full([], 0, tl.uint32)
+        for i in range(32):
+            cand = t | (tl.full([], 1, tl.uint32) << (31 - i))
+            cnt = tl.sum((valid & (key >= cand)).to(tl.int32), axis=0)
+            t = tl.where(cnt >= k, cand, t)
+        return t
+
+    @triton.jit
+    def _emit_registers(key, col, valid, k, out_row):
+        """Write the k largest valid (key, col) entries' columns to out_row[0 .. n); returns n."""
+        t = _kth_largest(key, valid, k)
+        gt = valid & (key > t)
+        eq = valid & (key == t) & (t > 0)
+        n_gt = tl.sum(gt.to(tl.int32), axis=0)
+        tie_rank = tl.cumsum(eq.to(tl.int32), axis=0)
+        sel = gt | (eq & (tie_rank <= k - n_gt))
+        pos = tl.cumsum(sel.to(tl.int32), axis=0) - 1
+        tl.store(out_row + pos, col, mask=sel)
+        return tl.sum(sel.to(tl.int32), axis=0)
+
+    @triton.jit
+    def _radix_full_row(row, n_valid, k, out_row, BLOCK: tl.constexpr):
+        """Exact select over the whole row in memory (the fallback); returns the number written (k)."""
+        bins = tl.arange(0, 256)
+        prefix = tl.full([], 0, tl.uint32)
+        need = k
+        n_tiles = tl.cdiv(n_valid, BLOCK)
+        for d in range(4):
+            shift = 24 - 8 * d
+            # bits above this digit must equal the prefix found so far (none for the first digit)
+            high = (tl.full([], 0xFFFFFFFF, tl.uint64) << (shift + 8)).to(tl.uint32)
+            hist = tl.zeros([256], dtype=tl.int32)
+            for i in range(n_tiles):
+                offs = i * BLOCK + tl.arange(0, BLOCK)
+                key = _ordered_key(tl.load(row + offs, mask=offs < n_valid, other=0.0))
+                match = (offs < n_valid) & (((key ^ prefix) & high) == 0)
+                digit = ((key >> shift) & 255).to(tl.int32)
+                hist += tl.histogram(digit, 256, mask=match)
+            suffix = tl.cumsum(hist, axis=0, reverse=True)
+            b = tl.sum((suffix >= need).to(tl.int32), axis=0) - 1
+            need -= tl.sum(tl.where(bins > b, hist, 0), axis=0)
+            prefix = prefix | (b.to(tl.uint32) << shift)
+        # prefix is now the k-th largest key; `need` of its ties are taken, lowest columns first
+        written = 0
+        ties = 0
+        for i in range(n_tiles):
+            offs = i * BLOCK + tl.arange(0, BLOCK)
+            valid = offs < n_valid
+            key = _ordered_key(tl.load(row + offs, mask=valid, other=0.0))
+            gt = valid & (key > prefix)
+            eq = valid & (key == prefix)
+            tie_rank = ties + tl.cumsum(eq.to(tl.int32), axis=0)
+            sel = gt | (eq & (tie_rank <= need))
+            pos = written + tl.cumsum(sel.to(tl.int32), axis=0) - 1
+            tl.store(out_row + pos, offs, mask=sel)
+            written += tl.sum(sel.to(tl.int32), axis=0)
+            ties += tl.sum(eq.to(tl.int32), axis=0)
+        return written
+
+    @triton.jit
+    def _topk_kernel(logits, stride_row, lengths, width, out, stride_out, scratch, stride_scratch, k,
+                     CAP: tl.constexpr, SAMPLE: tl.constexpr, GROUP: tl.constexpr, PAD_BLOCK: tl.constexpr):
+        r = tl.program_id(0).to(tl.int64)
+        row = logits + r * stride_row
+        out_row = out + r * stride_out
+        n_valid = tl.minimum(tl.maximum(tl.load(lengths + r), 0), width)
+        cols = tl.arange(0, CAP)
+        if n_valid <= CAP:
+            valid = cols < n_valid
+            key = _ordered_key(tl.load(row + cols, mask=valid, other=0.0))
+            written = _emit_registers(key, cols, valid, k, out_row)
+        else:
+            # 1. a lower bound from a sample: groups of GROUP neighbours spread over the row
+            n_groups: tl.constexpr = SAMPLE // GROUP
+            spread = n_valid // n_groups
+            si = tl.arange(0, SAMPLE)
+            skey = _ordered_key(tl.load(row + (si // GROUP) * spread + si % GROUP))
+            rank = tl.maximum(((k + CAP) // 2).to(tl.int64) * SAMPLE // n_valid, 1).to(tl.int32)
+            tau = _kth_largest(skey, si < SAMPLE, rank)
+            # 2. columns of keys >= tau into the scratch row, in column order
+            scr = scratch + r * stride_scratch
+            count = 0
+            for i in range(tl.cdiv(n_valid, CAP)):
+                offs = i * CAP + cols
+                ok = offs < n_valid
+                key = _ordered_key(tl.load(row + offs, mask=ok, other=0.0))
+                keep = ok & (key >= tau)
+                pos = count + tl.cumsum(keep.to(tl.int32), axis=0) - 1
+                tl.store(scr + pos, offs, mask=keep & (pos < CAP))
+                count += tl.sum(keep.to(tl.int32), axis=0)
+            if (count >= k) & (count <= CAP):
+                # 3. the k-th largest is among the candidates: select them in registers
+                tl.debug_barrier()  # the scratch stores above came from other threads of this program
+                valid = cols < count
+                cand = tl.load(scr + cols, mask=valid, other=0)
+                key = _ordered_key(tl.load(row + cand, mask=valid, other=0.0))
+                written = _emit_registers(key, cand, valid, k, out_row)
+            else:
+                written = _radix_full_row(row, n_valid, k, out_row, CAP)
+        for j in range(tl.cdiv(k, PAD_BLOCK)):
+            offs = j * PAD_BLOCK + tl.arange(0, PAD_BLOCK)
+            tl.store(out_row + offs, tl.full([PAD_BLOCK], -1, tl.int32), mask=(offs >= written) & (offs < k))
+
+
+def launch_topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.Tensor, scratch: torch.Tensor,
+                *, cap: int | None = None, sample: int | None = None) -> None:
+    """Run the select. cap/sample override the defaults (tests use them to reach every path)."""
+    t, w = logits.shape
+    cap = cap or candidate_capacity(k)
+    sample = min(sample or 4096, cap)
+    if cap < 2 * k or cap & (cap - 1) or sample & (sample - 1) or sample < _GROUP:
+        raise ValueError(f"cap must be a power of two >= 2k and sample a power of two >= {_GROUP}")
+    if w > cap and (scratch.shape[0] < t or scratch.shape[1] < cap):
+        raise ValueError(f"scratch must be at least [{t}, {cap}], got {list(scratch.shape)}")
+    num_warps = 8 if cap >= 2048 else 4
+    _topk_kernel[(t,)](logits, logits.stride(0), lengths, w, out, out.stride(0), scratch,
+                       scratch.stride(0) if scratch.dim() == 2 else 0, k,
+                       CAP=cap, SAMPLE=sample, GROUP=_GROUP, PAD_BLOCK=min(1024, cap), num_warps=num_warps)

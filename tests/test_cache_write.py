@@ -1,0 +1,80 @@
+"""Cache-write kernels (ops/cache/write.py) under TRITON_INTERPRET=1: bytes equal to the reference twins."""
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
+
+from dsattn.ops._triton import allow_runtime_loop_bounds  # noqa: E402
+
+allow_runtime_loop_bounds()
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from dsattn import formats  # noqa: E402
+from dsattn.ops.cache import write_indexer_cache, write_kv_cache  # noqa: E402
+from dsattn.ops.cache.reference import write_indexer_cache_reference, write_kv_cache_reference  # noqa: E402
+
+
+def _poisoned(cache):
+    (cache.view(torch.uint8) if cache.dtype != torch.uint8 else cache).fill_(0xAB)
+    return cache
+
+
+def _values(t, d):
+    """Rows across magnitudes (tiny to large scales), one all-zero row (scale 1)."""
+    x = torch.randn(t, d) * torch.logspace(-4, 4, t)[:, None]
+    x[1] = 0
+    return x
+
+
+@pytest.mark.parametrize("layout, d", [("bf16", 576), ("bf16", 512), ("fp8_ds_mla", 576), ("fp8_ds_mla", 512),
+                                       ("fp8_ds_mla_nope", 512)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_write_kv_cache(layout, d, dtype):
+    latent = _values(7, d).to(dtype)
+    slots = torch.tensor([5, -1, 0, 11, 12, 40, 3], dtype=torch.int64)  # -1 and past the cache are skipped
+    got = _poisoned(formats.new_kv_cache(3, 4, layout, d))
+    want = got.clone()
+    write_kv_cache(latent, got, slots)
+    write_kv_cache_reference(latent, want, torch.where(slots < 12, slots, -1), layout)
+    assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
+
+
+def test_write_kv_cache_flashmla_shape():
+    latent = _values(3, 576).bfloat16()
+    cache = _poisoned(formats.new_kv_cache(2, 4, "fp8_ds_mla", 576)).unsqueeze(2)  # [blocks, bs, 1, 656]
+    want = cache.clone().squeeze(2)
+    write_kv_cache(latent, cache, torch.tensor([7, 0, 2], dtype=torch.int32))
+    write_kv_cache_reference(latent, want, torch.tensor([7, 0, 2]), "fp8_ds_mla")
+    assert torch.equal(cache.squeeze(2), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_write_indexer_cache(dtype):
+    k = _values(9, 128).to(dtype)
+    slots = torch.tensor([4, 17, -3, 0, 8, 100, 1, 15, 9], dtype=torch.int32)
+    got = _poisoned(formats.new_indexer_cache(3, 6))
+    want = got.clone()
+    write_indexer_cache(k, got, slots)
+    write_indexer_cache_reference(k, want, torch.where(slots < 18, slots, -1))
+    assert torch.equal(got, want)
+
+
+def test_rejects_leave_cache_untouched():
+    cache = _poisoned(formats.new_kv_cache(2, 4, "fp8_ds_mla_nope", 512))
+    before = cache.clone()
+    with pytest.raises(ValueError, match="512 columns"):
+        write_kv_cache(torch.randn(2, 576).bfloat16(), cache, torch.zeros(2, dtype=torch.int32))
+    with pytest.raises(ValueError, match="slot_mapping must have dtype"):
+        write_kv_cache(torch.randn(2, 512).bfloat16(), cache, torch.zeros(2))
+    with pytest.raises(ValueError, match="latent must have dtype"):
+        write_kv_cache(torch.randn(2, 512).half(), cache, torch.zeros(2, dtype=torch.int32))
+    with pytest.raises(ValueError, match="kv_cache must be"):
+        write_kv_cache(torch.randn(2, 512).bfloat16(), torch.empty(2, 4, 600, dtype=torch.uint8),
+                       torch.zeros(2, dtype=torch.int32))
+    icache = _poisoned(formats.new_indexer_cache(2, 4))
+    with pytest.raises(ValueError, match="k must have shape"):
+        write_indexer_cache(torch.randn(2, 64), icache, torch.zeros(2, dtype=torch.int32))
+    with pytest.raises(ValueError, match="slot_mapping must have shape"):
+        write_indexer_cache(torch.randn(2, 128), icache, torch.zeros(3, dtype=torch.int32))
+    assert torch.equal(cache, before) and (icache == 0xAB).all()

@@ -1,0 +1,160 @@
+"""Indexer logits kernels (ops/indexer/logits.py) under TRITON_INTERPRET=1 against the reference twins."""
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
+
+from dsattn.ops._triton import allow_runtime_loop_bounds  # noqa: E402
+
+allow_runtime_loop_bounds()
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from dsattn import formats  # noqa: E402
+from dsattn.ops.cache.reference import write_indexer_cache_reference  # noqa: E402
+from dsattn.ops.indexer import _paged_reference, indexer_logits, indexer_logits_paged  # noqa: E402
+from dsattn.ops.indexer.logits import launch_logits, launch_logits_paged  # noqa: E402
+from dsattn.ops.indexer.reference import indexer_logits_paged_reference, indexer_logits_relative_reference  # noqa: E402
+
+
+def _q(t, h, dtype):
+    q = torch.randn(t, h, 128)
+    return q.to(formats.FP8) if dtype == "fp8" else q.bfloat16()
+
+
+def _k(n, dtype):
+    k = torch.randn(n, 128) * 3
+    if dtype == "fp8":
+        v, s = formats.quantize_fp8(k)
+        return v, s[:, 0].contiguous()
+    return k.bfloat16(), None
+
+
+def _ragged(lengths, chunk):
+    """Causal rows of requests laid out one after another: the last `chunk` tokens of each are queries."""
+    ks, ke, start = [], [], 0
+    for n, c in zip(lengths, chunk):
+        for i in range(n - c, n):
+            ks.append(start)
+            ke.append(start + i + 1)
+        start += n
+    return torch.tensor(ks, dtype=torch.int32), torch.tensor(ke, dtype=torch.int32), start
+
+
+def _check(out, ref):
+    assert not out.isnan().any(), "every element must be written"
+    assert torch.equal(out.isinf(), ref.isinf())
+    fin = ref.isfinite()
+    torch.testing.assert_close(out[fin], ref[fin], rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("qd, kd", [("fp8", "fp8"), ("bf16", "bf16"), ("bf16", "fp8")])
+@pytest.mark.parametrize("heads, bt, splits", [(4, 4, 1), (32, 1, 3), (3, 2, 2)])
+def test_prefill_logits(qd, kd, heads, bt, splits):
+    ks, ke, n = _ragged([21, 40], [5, 4])
+    q, w = _q(len(ks), heads, qd), torch.rand(len(ks), heads)
+    k, k_scale = _k(n, kd)
+    width = 44  # past every row: the tail is -inf
+    out = torch.full((len(ks), width), float("nan"))
+    launch_logits(q, w, k, k_scale, ks, ke, out, config=dict(BT=bt, splits=splits))
+    _check(out, indexer_logits_relative_reference(q, w, k, k_scale, ks, ke, width))
+
+
+def test_prefill_public_op_width_and_strides():
+    ks, ke, n = _ragged([30], [6])
+    q, w = _q(6, 8, "fp8"), torch.rand(6, 16)[:, ::2]  # weights with a column stride
+    k, k_scale = _k(n, "fp8")
+    base = torch.full((6, 40), float("nan"))
+    out = base[:, 3:23]  # width 20 < the longest row: keys past it are dropped
+    got = indexer_logits(q, w, k, k_scale, ks, ke, out=out)
+    assert got.data_ptr() == out.data_ptr()
+    _check(out, indexer_logits_relative_reference(q, w, k, k_scale, ks, ke, 20))
+    assert base[:, :3].isnan().all() and base[:, 23:].isnan().all()
+    auto = indexer_logits(q, w, k, k_scale, ks, ke)  # width = max(ke - ks)
+    _check(auto, indexer_logits_relative_reference(q, w, k, k_scale, ks, ke, 30))
+
+
+def test_prefill_empty_rows():
+    q, w = _q(3, 4, "fp8"), torch.rand(3, 4)
+    k, k_scale = _k(10, "fp8")
+    ks = torch.tensor([4, 0, 7], dtype=torch.int32)
+    ke = torch.tensor([4, 2, 3], dtype=torch.int32)  # empty, two keys, reversed (empty)
+    out = torch.full((3, 5), float("nan"))
+    launch_logits(q, w, k, k_scale, ks, ke, out)
+    _check(out, indexer_logits_relative_reference(q, w, k, k_scale, ks, ke, 5))
+
+
+def _paged_cache(num_blocks, bs):
+    cache = formats.new_indexer_cache(num_blocks, bs)
+    write_indexer_cache_reference(torch.randn(num_blocks * bs, 128) * 2, cache, torch.arange(num_blocks * bs))
+    return cache
+
+
+@pytest.mark.parametrize("qd", ["fp8", "bf16"])
+@pytest.mark.parametrize("heads, splits", [(4, 1), (32, 3)])
+def test_paged_logits(qd, heads, splits):
+    bs, nb = 8, 9
+    cache = _paged_cache(nb, bs)
+    block_table = torch.randperm(nb).to(torch.int32)[:8].view(2, 4)
+    row_req = torch.tensor([0, 0, 1, 1, 1], dtype=torch.int32)  # two tokens of one request, three of another
+    row_len = torch.tensor([13, 14, 1, 2, 27], dtype=torch.int32)
+    q, w = _q(5, heads, qd), torch.rand(5, heads)
+    width = 36
+    out = torch.full((5, width), float("nan"))
+    launch_logits_paged(q, w, cache, block_table, row_req, row_len, out, config=dict(splits=splits))
+    ref = indexer_logits_paged_reference(q.float(), w, cache, block_table, row_req, row_len, max_len=width)
+    _check(out, ref)
+
+
+def test_paged_bad_blocks_and_width():
+    bs, nb = 4, 5
+    cache = _paged_cache(nb, bs)
+    block_table = torch.tensor([[2, -1, 4, 99], [0, 1, 3, 2]], dtype=torch.int32)  # -1 and past the cache
+    row_req = torch.tensor([0, 1, 1], dtype=torch.int32)
+    row_len = torch.tensor([16, 30, 0], dtype=torch.int32)  # 30 runs past the table (16 positions)
+    q, w = _q(3, 4, "fp8"), torch.rand(3, 4)
+    out = torch.full((3, 20), float("nan"))
+    got = indexer_logits_paged(q, w, cache, block_table, row_req, row_len, out=out)
+    ref = torch.empty_like(out)
+    _paged_reference(q, w, cache, block_table, row_req, row_len, ref)
+    _check(got, ref)
+    assert got[0, 4:8].isinf().all() and got[0, 12:16].isinf().all() and got[1, 16:].isinf().all()
+    assert got[0, :4].isfinite().all()
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(q=lambda a: a["q"].float()), "q must have dtype"),
+    (dict(q=lambda a: a["q"][..., :64]), "head dim"),
+    (dict(weights=lambda a: a["weights"][:, :2]), "weights must have shape"),
+    (dict(k=lambda a: a["k"][:, :64]), "k must have shape"),
+    (dict(k_scale=lambda a: None), "k_scale must be given"),
+    (dict(k=lambda a: a["k"].float().bfloat16(), k_scale=lambda a: a["k_scale"]), "k_scale must be None"),
+    (dict(ks=lambda a: a["ks"].long()), "ks must have dtype"),
+    (dict(ke=lambda a: a["ke"][:2]), "ke must have shape"),
+    (dict(out=lambda a: torch.empty(3, 8)[:, ::2]), "out must have a contiguous"),
+    (dict(out=lambda a: torch.empty(2, 8)), "out must have one row"),
+])
+def test_logits_rejects(bad, match):
+    args = dict(q=_q(3, 4, "fp8"), weights=torch.rand(3, 4))
+    args["k"], args["k_scale"] = _k(10, "fp8")
+    args["ks"] = torch.zeros(3, dtype=torch.int32)
+    args["ke"] = torch.full((3,), 10, dtype=torch.int32)
+    args["out"] = None
+    for name, fn in bad.items():
+        args[name] = fn(args)
+    with pytest.raises(ValueError, match=match):
+        indexer_logits(**args)
+
+
+def test_paged_rejects():
+    q, w = _q(2, 4, "fp8"), torch.rand(2, 4)
+    cache = formats.new_indexer_cache(2, 4)
+    bt = torch.zeros(1, 2, dtype=torch.int32)
+    rr = torch.zeros(2, dtype=torch.int32)
+    rl = torch.ones(2, dtype=torch.int32)
+    with pytest.raises(ValueError, match="indexer_cache must have shape"):
+        indexer_logits_paged(q, w, torch.empty(2, 4, 128, dtype=torch.uint8), bt, rr, rl)
+    with pytest.raises(ValueError, match="block_table must have dtype"):
+        indexer_logits_paged(q, w, cache, bt.long(), rr, rl)
+    with pytest.raises(ValueError, match="row_len must have shape"):
+        indexer_logits_paged(q, w, cache, bt, rr, rl[:1])
