@@ -1,0 +1,108 @@
+"""Workspace manager (SPEC 6): regions per consumer, phases aliasing, 256-byte alignment, lock, report."""
+import pytest
+import torch
+
+from dsattn.memory.workspace import ALIGN, Workspace, WorkspaceLockedError, specs_nbytes
+
+
+def _offset(ws, t):
+    return t.data_ptr() - ws._buffer.data_ptr()
+
+
+def test_views_are_aligned_and_shaped():
+    ws = Workspace("cpu")
+    specs = {"a": ((3, 5), torch.float32), "b": ((7,), torch.int32), "c": ((2, 3, 4), torch.bfloat16)}
+    ws.reserve("x", specs)
+    v = ws.views("x", specs)
+    for name, (shape, dtype) in specs.items():
+        assert v[name].shape == shape and v[name].dtype == dtype and v[name].is_contiguous()
+        assert _offset(ws, v[name]) % ALIGN == 0
+    # buffers of one consumer never overlap
+    spans = sorted((_offset(ws, t), _offset(ws, t) + t.numel() * t.element_size()) for t in v.values())
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    assert ws.nbytes == specs_nbytes(specs) == 3 * ALIGN
+
+
+def test_phases_alias_and_step_consumers_do_not():
+    ws = Workspace("cpu")
+    ws.reserve("meta", {"m": ((100,), torch.int32)})                      # step-long
+    ws.reserve("idx.logits", {"l": ((1000,), torch.float32)}, phase="indexer")
+    ws.reserve("idx.scratch", {"s": ((10,), torch.int32)}, phase="indexer")
+    ws.reserve("attn.lse", {"l": ((300,), torch.float32)}, phase="attention")
+    meta = ws.view("meta", (100,), torch.int32)
+    logits = ws.view("idx.logits", (1000,), torch.float32)
+    scratch = ws.view("idx.scratch", (10,), torch.int32)
+    lse = ws.view("attn.lse", (300,), torch.float32)
+    assert _offset(ws, meta) == 0
+    assert _offset(ws, logits) == _offset(ws, lse) == 512        # phases start after step-long consumers
+    assert _offset(ws, scratch) == 512 + 4096                     # same phase: one after the other
+    assert ws.nbytes == 512 + 4096 + 256                          # max over phases
+    meta.fill_(7)
+    lse.fill_(1.0)
+    logits.fill_(2.0)                                             # overwrites lse, never meta
+    assert (meta == 7).all() and (lse == 2.0).all()
+
+
+def test_region_is_the_largest_declaration_and_views_may_be_smaller():
+    ws = Workspace("cpu")
+    ws.reserve("c", {"a": ((10, 10), torch.float32)}, phase="p")
+    ws.reserve("c", {"a": ((4, 4), torch.float32)}, phase="p")
+    assert ws.nbytes == 512
+    ws.lock()
+    v = ws.views("c", {"a": ((3, 7), torch.float32), "b": ((5,), torch.int32)})
+    assert v["a"].shape == (3, 7) and v["b"].shape == (5,)
+
+
+def test_locked_workspace_names_the_consumer_and_bytes():
+    ws = Workspace("cpu")
+    ws.reserve("indexer.chunk", {"logits": ((64, 64), torch.float32)}, phase="indexer")
+    ws.lock()
+    with pytest.raises(WorkspaceLockedError, match=r"'indexer.chunk' needs 32768 bytes but 16384") as e:
+        ws.views("indexer.chunk", {"logits": ((64, 128), torch.float32)})
+    assert isinstance(e.value, RuntimeError)
+    assert (e.value.consumer, e.value.requested, e.value.reserved) == ("indexer.chunk", 32768, 16384)
+    with pytest.raises(WorkspaceLockedError, match="'new'"):
+        ws.reserve("new", {"x": ((1,), torch.int32)})
+    with pytest.raises(WorkspaceLockedError):
+        ws.reserve_bytes("indexer.chunk", 16385, phase="indexer")
+    ws.reserve_bytes("indexer.chunk", 16384, phase="indexer")    # no growth: fine
+
+
+def test_unlocked_growth_reallocates():
+    ws = Workspace("cpu")
+    ws.reserve("a", {"x": ((8,), torch.float32)})
+    first = ws.view("a", (8,), torch.float32)
+    bigger = ws.view("a", (1000,), torch.float32)
+    assert ws.nbytes == specs_nbytes({"x": ((1000,), torch.float32)}) and bigger.shape == (1000,)
+    assert bigger.untyped_storage().data_ptr() != first.untyped_storage().data_ptr()  # `first` is stale
+
+
+def test_errors():
+    ws = Workspace("cpu")
+    with pytest.raises(ValueError, match="never reserved"):
+        ws.view("nobody", (1,), torch.int32)
+    ws.reserve("a", {"x": ((1,), torch.int32)}, phase="p")
+    with pytest.raises(ValueError, match="phase"):
+        ws.reserve("a", {"x": ((1,), torch.int32)}, phase="q")
+    with pytest.raises(ValueError, match="shape"):
+        ws.reserve("b", {"x": ((-1,), torch.int32)})
+
+
+def test_report_lists_bytes_per_consumer():
+    ws = Workspace("cpu")
+    ws.reserve("meta", {"m": ((10,), torch.int32)})
+    ws.reserve("logits", {"l": ((1000,), torch.float32)}, phase="indexer")
+    rows = {r["consumer"]: r for r in ws.report()}
+    assert rows["meta"]["bytes"] == 256 and rows["meta"]["phase"] == "step"
+    assert rows["logits"]["bytes"] == 4096 and rows["logits"]["phase"] == "indexer"
+    assert rows["logits"]["offset"] == 256
+    text = ws.format_report()
+    assert "logits" in text and "total" in text
+    assert ws.nbytes == 256 + 4096
+
+
+def test_zero_sized_views():
+    ws = Workspace("cpu")
+    ws.reserve("z", {"a": ((0, 128), torch.float8_e4m3fn), "b": ((0,), torch.float32)})
+    v = ws.views("z", {"a": ((0, 128), torch.float8_e4m3fn), "b": ((0,), torch.float32)})
+    assert v["a"].shape == (0, 128) and v["b"].numel() == 0
