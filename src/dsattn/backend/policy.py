@@ -1,0 +1,118 @@
+"""Which path a layer runs (SPEC 7 table) and which head variant each kernel call uses: pure functions
+of their arguments, unit-tested without a GPU.
+
+Calibration table (written by ``dsattn calibrate``, read by ``load_table``)::
+
+    {"sm_count": 132,
+     "table": {"decode/fp8_ds_mla": {"8": [{"max_tokens": 90, "variant": "pad64"},
+                                          {"max_tokens": null, "variant": "native"}], ...},
+               "prefill": {...}}}
+
+A kernel's key is ``prefill``, or ``decode/<layout>`` (``decode`` alone is accepted as a fallback key
+for every layout). Buckets are in increasing ``max_tokens``; a call with ``tokens`` uses the first
+bucket with ``tokens <= max_tokens`` (null: no bound; past the last bound, the last bucket). Head counts
+missing from the table, or a winner the kernel no longer offers, fall back to SPEC 7's thresholds
+(``ops.sparse_mla.dispatch.default_variant``).
+"""
+from __future__ import annotations
+
+import enum
+import json
+import os
+
+from ..formats import KVLayout, as_layout
+from ..ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, decode_variants, default_variant, prefill_variants
+
+KERNELS = ("prefill", "decode")
+# SPEC 7: from this many heads per rank on, an fp8 cache's prefills go through the gathered bf16 context.
+GATHER_MIN_HEADS = 32
+
+
+class Path(str, enum.Enum):
+    """The three paths of SPEC 7."""
+
+    BF16_PREFILL = "bf16_prefill"      # bf16 cache: every token through the prefill kernel, flat cache view
+    FP8_MIXED = "fp8_mixed"            # fp8, < 32 heads: every token through the decode kernel
+    FP8_GATHERED = "fp8_gathered"      # fp8, >= 32 heads: decodes via decode, prefills over gathered bf16 context
+
+
+def choose_path(layout: KVLayout | str, heads: int) -> Path:
+    """The path for a KV cache layout and heads per rank (SPEC 7 table)."""
+    layout = as_layout(layout)
+    if not isinstance(heads, int) or not 1 <= heads <= 128:
+        raise ValueError(f"heads must be an int in [1, 128], got {heads!r}")
+    if not layout.is_fp8:
+        return Path.BF16_PREFILL
+    return Path.FP8_MIXED if heads < GATHER_MIN_HEADS else Path.FP8_GATHERED
+
+
+def kernel_key(kernel: str, layout: KVLayout | str | None = None) -> str:
+    """Table key of a kernel: 'prefill' or 'decode/<layout>'."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    if kernel == "decode" and layout is not None:
+        return f"decode/{as_layout(layout).value}"
+    return kernel
+
+
+def variants(kernel: str, heads: int, layout: KVLayout | str | None = None) -> list[str]:
+    """Variants the kernel offers for `heads` heads."""
+    if kernel == "prefill":
+        return prefill_variants(heads)
+    return decode_variants(heads, layout or KVLayout.FP8_DS_MLA)
+
+
+def choose_variant(kernel: str, heads: int, tokens: int, table: dict | None = None,
+                   sm_count: int = DEFAULT_SM_COUNT, layout: KVLayout | str | None = None) -> str:
+    """Head variant for one call of `kernel` ('prefill' or 'decode') with `tokens` query rows.
+
+    table: a calibration table (``load_table``), or None for SPEC 7's fallback thresholds.
+    layout: the decode kernel's cache layout (selects the table entry measured on it).
+    """
+    key = kernel_key(kernel, layout)
+    if not isinstance(tokens, int) or tokens < 0:
+        raise ValueError(f"tokens must be an int >= 0, got {tokens!r}")
+    offered = variants(kernel, heads, layout)
+    if len(offered) == 1:
+        return offered[0]
+    if table:
+        entries = table.get("table", {})
+        buckets = (entries.get(key) or entries.get(kernel) or {}).get(str(heads))
+        if buckets:
+            pick = buckets[-1]["variant"]
+            for b in buckets:
+                if b["max_tokens"] is None or tokens <= b["max_tokens"]:
+                    pick = b["variant"]
+                    break
+            if pick in offered:
+                return pick
+    return default_variant(kernel, heads, tokens, sm_count)
+
+
+def buckets_from_winners(winners: list[tuple[int, str]]) -> list[dict]:
+    """Buckets from measured (tokens, winning variant) pairs, sorted by tokens.
+
+    The switch between two measured sizes goes at their geometric mean; equal neighbours merge.
+    """
+    winners = sorted(winners)
+    out: list[dict] = []
+    for i, (tokens, variant) in enumerate(winners):
+        bound = None if i + 1 == len(winners) else int((tokens * winners[i + 1][0]) ** 0.5)
+        if out and out[-1]["variant"] == variant:
+            out[-1]["max_tokens"] = bound
+        else:
+            out.append({"max_tokens": bound, "variant": variant})
+    return out
+
+
+def load_table(path: str | os.PathLike) -> dict:
+    """A calibration table from its JSON file (ValueError if it is not one)."""
+    with open(path) as f:
+        data = json.load(f)
+    if not isinstance(data, dict) or not isinstance(data.get("table"), dict):
+        raise ValueError(f"path must be a calibration table with a 'table' object, got {os.fspath(path)!r}")
+    for key, per_heads in data["table"].items():
+        for heads, buckets in per_heads.items():
+            if not buckets or any(not {"max_tokens", "variant"} <= set(b) for b in buckets):
+                raise ValueError(f"table[{key!r}][{heads!r}] must be a list of {{max_tokens, variant}} buckets")
+    return data
