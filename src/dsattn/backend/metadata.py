@@ -1,0 +1,356 @@
+"""Batch metadata (SPEC section 7): from the requests of one step, the per-token arrays and the chunk
+plans every path runs on. Pure host-side work on CPU tensors; the backend copies the result into the
+workspace once per step and every layer reuses it.
+
+A step is a list of requests, each with tokens already cached, tokens scheduled now and a block table.
+Decodes (scheduled <= decode_threshold, i.e. 1 + speculative tokens) come first, prefill chunks after.
+Token t of the batch is the query row t of every op.
+
+Indexer "keys" are per-token keys (kpool 1) or pooled keys (kpool P): row t of a request sees
+``row_keys[t] = (pos[t] + 1) // P`` of them. The indexer runs in row chunks; everything one chunk
+materializes (fp32 logits ``[rows, width]``, top-k scratch, and for prefill the keys it gathers: each
+of its requests' keys ``[0, last row's keys)`` in one flat array that ``ks``/``ke`` index) must fit
+``indexer_cap_bytes``, as measured by a ``chunk_bytes(rows, width, num_keys)`` function the backend
+supplies. The gathered-context path (fp8 cache, >= 32 heads) gathers whole prefill requests' latent
+rows into a bf16 buffer of at most ``gather_cap_tokens`` rows, in request chunks.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import torch
+
+ChunkBytes = Callable[[int, int, int], int]
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """One request of a step.
+
+    num_cached     tokens already in the caches (context)
+    num_scheduled  tokens computed in this step (written to the caches by the step)
+    block_table    block ids of the request in order; at least ceil((num_cached + num_scheduled) / block_size)
+    state_slot     row of the k-pool tail state (k-pool models only)
+    """
+
+    num_cached: int
+    num_scheduled: int
+    block_table: Sequence[int]
+    state_slot: int = 0
+
+    @property
+    def seq_len(self) -> int:
+        return self.num_cached + self.num_scheduled
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchLimits:
+    """The largest batch a backend reserves for, and how it chunks work.
+
+    indexer_cap_bytes  workspace bytes one indexer chunk may take (logits, top-k scratch, gathered keys)
+    gather_cap_tokens  context rows the gathered path holds at once (default max_model_len)
+    """
+
+    max_num_tokens: int
+    max_num_reqs: int
+    max_model_len: int
+    block_size: int
+    decode_threshold: int = 1
+    kpool: int = 1
+    indexer_cap_bytes: int = 512 << 20
+    gather_cap_tokens: int | None = None
+
+    def __post_init__(self):
+        for name in ("max_num_tokens", "max_num_reqs", "max_model_len", "block_size", "decode_threshold", "kpool"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        if self.block_size % self.kpool:
+            raise ValueError(f"block_size ({self.block_size}) must be a multiple of kpool ({self.kpool})")
+        if self.indexer_cap_bytes < default_chunk_bytes(1, self.max_keys, self.max_keys):
+            raise ValueError(f"indexer_cap_bytes must hold one row of the longest request and its keys "
+                             f"({default_chunk_bytes(1, self.max_keys, self.max_keys)} bytes), "
+                             f"got {self.indexer_cap_bytes}")
+        if self.gather_cap_tokens is not None and self.gather_cap_tokens < self.max_model_len:
+            raise ValueError(f"gather_cap_tokens must be >= max_model_len ({self.max_model_len}), "
+                             f"got {self.gather_cap_tokens}")
+
+    @property
+    def max_keys(self) -> int:
+        """Most indexer keys one row sees (pooled keys for kpool > 1)."""
+        return self.max_model_len // self.kpool
+
+    @property
+    def max_blocks_per_req(self) -> int:
+        return -(-self.max_model_len // self.block_size)
+
+    @property
+    def gather_tokens(self) -> int:
+        return self.gather_cap_tokens if self.gather_cap_tokens is not None else self.max_model_len
+
+
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """Rows of one request inside a chunk: request `req`, its first `num_keys` keys (or context
+    tokens) gathered at `offset` of the chunk's flat buffer."""
+
+    req: int
+    num_keys: int
+    offset: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+    """Query rows [row_start, row_end) run together; `width` logits columns (indexer chunks); `pieces`
+    what the chunk gathers (flat prefill indexer chunks, gathered-context chunks), `num_keys` in all."""
+
+    row_start: int
+    row_end: int
+    width: int = 0
+    pieces: tuple[Piece, ...] = ()
+    num_keys: int = 0
+
+    @property
+    def rows(self) -> int:
+        return self.row_end - self.row_start
+
+
+@dataclasses.dataclass
+class BatchMetadata:
+    """Everything a step needs about its batch, on the host (int32 CPU tensors, Python ints and lists).
+
+    positions [T]      position of each token in its request
+    token_req [T]      request (block-table row) of each token
+    slot_mapping [T]   cache slot each token is written to
+    block_table [B, M] block ids (M = blocks of the longest request; unused entries 0)
+    state_slot [B]     k-pool tail-state rows
+    row_keys [T]       indexer keys row t sees ((pos + 1) // kpool)
+    ks, ke [T]         prefill rows: key range in their indexer chunk's flat key array (decode rows 0)
+    gather_base [T]    gathered path, prefill rows: offset of the request's context in its gather chunk (-1 else)
+    """
+
+    limits: BatchLimits
+    num_reqs: int
+    num_tokens: int
+    num_decodes: int
+    num_decode_tokens: int
+    query_start: list[int]
+    seq_lens: list[int]
+    max_block_id: int
+    positions: torch.Tensor
+    token_req: torch.Tensor
+    slot_mapping: torch.Tensor
+    block_table: torch.Tensor
+    state_slot: torch.Tensor
+    row_keys: torch.Tensor
+    ks: torch.Tensor
+    ke: torch.Tensor
+    gather_base: torch.Tensor
+    decode_chunks: list[Chunk]
+    prefill_chunks: list[Chunk]
+    gather_chunks: list[Chunk]
+
+    @property
+    def num_prefill_tokens(self) -> int:
+        return self.num_tokens - self.num_decode_tokens
+
+    @property
+    def num_prefills(self) -> int:
+        return self.num_reqs - self.num_decodes
+
+
+def _int(name: str, v, lo: int = 0) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
+    return v
+
+
+def validate_requests(requests: Sequence[Request], limits: BatchLimits) -> None:
+    """ValueError naming the problem for a batch this backend cannot run (before anything runs)."""
+    if not isinstance(requests, Sequence) or len(requests) == 0:
+        raise ValueError("requests must be a non-empty list of Request")
+    if len(requests) > limits.max_num_reqs:
+        raise ValueError(f"requests: {len(requests)} requests, more than max_num_reqs={limits.max_num_reqs}")
+    total = 0
+    seen_prefill = False
+    for i, r in enumerate(requests):
+        if not isinstance(r, Request):
+            raise ValueError(f"requests[{i}] must be a Request, got {type(r).__name__}")
+        _int(f"requests[{i}].num_cached", r.num_cached)
+        _int(f"requests[{i}].num_scheduled", r.num_scheduled, 1)
+        _int(f"requests[{i}].state_slot", r.state_slot)
+        if r.seq_len > limits.max_model_len:
+            raise ValueError(f"requests[{i}]: {r.seq_len} tokens of context, more than max_model_len="
+                             f"{limits.max_model_len}")
+        need = -(-r.seq_len // limits.block_size)
+        if len(r.block_table) < need:
+            raise ValueError(f"requests[{i}].block_table must hold {need} blocks for {r.seq_len} tokens, "
+                             f"got {len(r.block_table)}")
+        if any(isinstance(b, bool) or not isinstance(b, int) or b < 0 for b in r.block_table[:need]):
+            raise ValueError(f"requests[{i}].block_table must hold block ids >= 0")
+        is_decode = r.num_scheduled <= limits.decode_threshold
+        if is_decode and seen_prefill:
+            raise ValueError(f"requests must list decodes (<= {limits.decode_threshold} scheduled tokens) before "
+                             f"prefill chunks; requests[{i}] is a decode after a prefill")
+        seen_prefill |= not is_decode
+        total += r.num_scheduled
+    if total > limits.max_num_tokens:
+        raise ValueError(f"requests: {total} scheduled tokens, more than max_num_tokens={limits.max_num_tokens}")
+
+
+def decodes_first(requests: Sequence[Request], decode_threshold: int = 1) -> list[int]:
+    """A stable order of `requests` with decodes first (for engines whose batches are not ordered)."""
+    return sorted(range(len(requests)), key=lambda i: requests[i].num_scheduled > decode_threshold)
+
+
+# -------------------------------------------------------------------------------------------------
+# chunk plans
+# -------------------------------------------------------------------------------------------------
+
+def _largest(lo: int, hi: int, fits) -> int:
+    """Largest m in [lo, hi] with fits(m), given fits is monotone (true then false); lo - 1 if none."""
+    best = lo - 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def default_chunk_bytes(rows: int, width: int, num_keys: int) -> int:
+    """Bytes of an indexer chunk without top-k scratch: fp32 logits plus gathered 132-byte keys."""
+    return 4 * rows * width + 132 * num_keys
+
+
+def plan_indexer_chunks(spans: Sequence[tuple[int, int, int, int]], kpool: int, cap_bytes: int,
+                        chunk_bytes: ChunkBytes = default_chunk_bytes, gather_keys: bool = True) -> list[Chunk]:
+    """Row chunks of the indexer with ``chunk_bytes(rows, width, num_keys) <= cap_bytes``.
+
+    spans: (request, first row, end row, position of the first row) of consecutive requests.
+    gather_keys (flat prefill keys): each chunk gathers, per request, keys [0, keys of its last row in
+    the chunk) as one piece; without it (paged decode) pieces are empty and num_keys 0.
+    chunk_bytes must grow with each argument.
+    """
+    chunks: list[Chunk] = []
+    start = spans[0][1] if spans else 0
+    width = nkeys = rows = 0
+    pieces: list[Piece] = []
+
+    def keys_at(pos: int) -> int:
+        return (pos + 1) // kpool
+
+    for req, row0, row1, pos0 in spans:
+        i = row0
+        while i < row1:
+            def fits(m, i=i):
+                last = keys_at(pos0 + (i - row0) + m - 1)
+                return chunk_bytes(rows + m, max(width, last), nkeys + last * gather_keys) <= cap_bytes
+            m = _largest(1, row1 - i, fits)
+            if m < 1:
+                if rows == 0:
+                    raise ValueError(f"indexer cap of {cap_bytes} bytes cannot hold one row of request {req}")
+                chunks.append(Chunk(start, i, width, tuple(pieces), nkeys))
+                start, width, nkeys, rows, pieces = i, 0, 0, 0, []
+                continue
+            # m is the most rows that fit, so the request's next rows (if any) open a new chunk.
+            last = keys_at(pos0 + (i - row0) + m - 1)
+            if gather_keys:
+                pieces.append(Piece(req, last, nkeys))
+                nkeys += last
+            width = max(width, last)
+            rows += m
+            i += m
+    if rows:
+        chunks.append(Chunk(start, start + rows, width, tuple(pieces), nkeys))
+    return chunks
+
+
+def plan_gather_chunks(spans: Sequence[tuple[int, int, int, int]], cap_tokens: int) -> list[Chunk]:
+    """Request chunks of the gathered-context path: whole requests, context rows summing to <= cap.
+
+    spans: (request, first row, end row, context tokens [seq_len]) of consecutive prefill requests.
+    """
+    chunks: list[Chunk] = []
+    pieces: list[Piece] = []
+    start = total = 0
+    for req, row0, row1, seq_len in spans:
+        if pieces and total + seq_len > cap_tokens:
+            chunks.append(Chunk(start, row0, 0, tuple(pieces), total))
+            pieces, total = [], 0
+        if not pieces:
+            start = row0
+        pieces.append(Piece(req, seq_len, total))
+        total += seq_len
+    if pieces:
+        chunks.append(Chunk(start, spans[-1][2], 0, tuple(pieces), total))
+    return chunks
+
+
+# -------------------------------------------------------------------------------------------------
+# the builder
+# -------------------------------------------------------------------------------------------------
+
+def build_metadata(requests: Sequence[Request], limits: BatchLimits, *, gathered_prefill: bool = False,
+                   chunk_bytes: ChunkBytes = default_chunk_bytes) -> BatchMetadata:
+    """Host metadata of one step (see BatchMetadata); ValueError if the batch is over the limits.
+
+    gathered_prefill: plan the gathered-context path (fp8 cache, >= 32 heads per rank).
+    chunk_bytes: workspace bytes of an indexer chunk (rows, width, gathered keys), under indexer_cap_bytes.
+    """
+    validate_requests(requests, limits)
+    bs, p = limits.block_size, limits.kpool
+    b = len(requests)
+    cached = torch.tensor([r.num_cached for r in requests], dtype=torch.int64)
+    sched = torch.tensor([r.num_scheduled for r in requests], dtype=torch.int64)
+    seq = cached + sched
+    qs = torch.zeros(b + 1, dtype=torch.int64)
+    torch.cumsum(sched, 0, out=qs[1:])
+    t = int(qs[-1])
+    token_req = torch.repeat_interleave(torch.arange(b), sched)
+    positions = torch.arange(t) - qs[token_req] + cached[token_req]
+
+    m = max(1, int((-(-seq // bs)).max()))
+    table = torch.zeros((b, m), dtype=torch.int64)
+    for i, r in enumerate(requests):
+        n = -(-r.seq_len // bs)
+        table[i, :n] = torch.as_tensor(list(r.block_table[:n]), dtype=torch.int64)
+    slot_mapping = table[token_req, positions // bs] * bs + positions % bs
+    max_block_id = int(table.max())
+
+    decode = [r.num_scheduled <= limits.decode_threshold for r in requests]
+    nd = sum(decode)
+    ndt = int(qs[nd])
+    row_keys = (positions + 1) // p
+
+    spans_dec = [(i, int(qs[i]), int(qs[i + 1]), requests[i].num_cached) for i in range(nd)]
+    spans_pre = [(i, int(qs[i]), int(qs[i + 1]), requests[i].num_cached) for i in range(nd, b)]
+    cap = limits.indexer_cap_bytes
+    decode_chunks = plan_indexer_chunks(spans_dec, p, cap, chunk_bytes, gather_keys=False)
+    prefill_chunks = plan_indexer_chunks(spans_pre, p, cap, chunk_bytes, gather_keys=True)
+    ks = torch.zeros(t, dtype=torch.int64)
+    ke = torch.zeros(t, dtype=torch.int64)
+    for c in prefill_chunks:
+        for piece in c.pieces:
+            lo, hi = max(c.row_start, int(qs[piece.req])), min(c.row_end, int(qs[piece.req + 1]))
+            ks[lo:hi] = piece.offset
+            ke[lo:hi] = piece.offset + row_keys[lo:hi]
+
+    gather_base = torch.full((t,), -1, dtype=torch.int64)
+    gather_chunks: list[Chunk] = []
+    if gathered_prefill and nd < b:
+        spans = [(i, int(qs[i]), int(qs[i + 1]), requests[i].seq_len) for i in range(nd, b)]
+        gather_chunks = plan_gather_chunks(spans, limits.gather_tokens)
+        for c in gather_chunks:
+            for piece in c.pieces:
+                gather_base[int(qs[piece.req]):int(qs[piece.req + 1])] = piece.offset
+
+    i32 = torch.int32
+    return BatchMetadata(
+        limits=limits, num_reqs=b, num_tokens=t, num_decodes=nd, num_decode_tokens=ndt,
+        query_start=qs.tolist(), seq_lens=seq.tolist(), max_block_id=max_block_id,
+        positions=positions.to(i32), token_req=token_req.to(i32), slot_mapping=slot_mapping.to(i32),
+        block_table=table.to(i32), state_slot=torch.tensor([r.state_slot for r in requests], dtype=i32),
+        row_keys=row_keys.to(i32), ks=ks.to(i32), ke=ke.to(i32), gather_base=gather_base.to(i32),
+        decode_chunks=decode_chunks, prefill_chunks=prefill_chunks, gather_chunks=gather_chunks)

@@ -1,0 +1,133 @@
+"""Batch metadata (SPEC 7): per-token arrays, validation, and the chunk plans of the indexer and the
+gathered-context path."""
+import random
+
+import pytest
+import torch
+
+from dsattn.backend.metadata import (BatchLimits, Request, build_metadata, decodes_first, default_chunk_bytes,
+                                     plan_gather_chunks, plan_indexer_chunks)
+
+LIMITS = BatchLimits(max_num_tokens=64, max_num_reqs=8, max_model_len=200, block_size=16)
+
+
+def _batch():
+    return [Request(37, 1, [5, 2, 9]), Request(0, 1, [7]), Request(40, 7, [1, 3, 4, 0]),
+            Request(0, 23, [6, 8]), Request(17, 9, [10, 11, 12])]
+
+
+def test_per_token_arrays():
+    m = build_metadata(_batch(), LIMITS)
+    assert (m.num_reqs, m.num_tokens, m.num_decodes, m.num_decode_tokens) == (5, 41, 2, 2)
+    assert m.query_start == [0, 1, 2, 9, 32, 41] and m.seq_lens == [38, 1, 47, 23, 26]
+    pos = [37, 0] + list(range(40, 47)) + list(range(23)) + list(range(17, 26))
+    assert m.positions.tolist() == pos
+    assert m.token_req.tolist() == [0, 1] + [2] * 7 + [3] * 23 + [4] * 9
+    for t, (r, p) in enumerate(zip(m.token_req.tolist(), pos)):
+        assert m.slot_mapping[t] == _batch()[r].block_table[p // 16] * 16 + p % 16
+    assert m.block_table.shape == (5, 3) and m.block_table[1].tolist() == [7, 0, 0]  # blocks the step uses
+    assert m.row_keys.tolist() == [p + 1 for p in pos]
+    assert m.max_block_id == 11  # block 12 is past request 4's 26 tokens
+    assert all(a.dtype == torch.int32 for a in (m.positions, m.token_req, m.slot_mapping, m.ks, m.ke))
+
+
+def test_kpool_row_keys():
+    lim = BatchLimits(max_num_tokens=64, max_num_reqs=8, max_model_len=200, block_size=16, kpool=4)
+    m = build_metadata([Request(1, 1, [0]), Request(2, 6, [1])], lim)
+    assert m.row_keys.tolist() == [0, 0, 1, 1, 1, 1, 2]  # positions 1; 2..7
+
+
+@pytest.mark.parametrize("requests, match", [
+    ([Request(0, 30, [0, 1]), Request(0, 35, [2, 3, 4])], "65 scheduled tokens, more than max_num_tokens=64"),
+    ([Request(3, 1, [i]) for i in range(9)], "9 requests, more than max_num_reqs=8"),
+    ([Request(195, 6, list(range(13)))], "201 tokens of context, more than max_model_len=200"),
+    ([Request(20, 1, [0])], r"requests\[0\].block_table must hold 2 blocks"),
+    ([Request(20, 1, [0, -1])], "block ids >= 0"),
+    ([Request(0, 5, [0]), Request(3, 1, [1])], "decodes .* before prefill"),
+    ([Request(0, 0, [0])], "num_scheduled"),
+    ([], "non-empty"),
+])
+def test_rejects_batches_over_the_limits(requests, match):
+    with pytest.raises(ValueError, match=match):
+        build_metadata(requests, LIMITS)
+
+
+def test_limits_reject():
+    with pytest.raises(ValueError, match="indexer_cap_bytes"):
+        BatchLimits(max_num_tokens=8, max_num_reqs=2, max_model_len=1000, block_size=16, indexer_cap_bytes=4000)
+    with pytest.raises(ValueError, match="gather_cap_tokens"):
+        BatchLimits(max_num_tokens=8, max_num_reqs=2, max_model_len=100, block_size=16, gather_cap_tokens=99)
+    with pytest.raises(ValueError, match="multiple of kpool"):
+        BatchLimits(max_num_tokens=8, max_num_reqs=2, max_model_len=100, block_size=6, kpool=4)
+
+
+def test_decodes_first():
+    reqs = [Request(0, 5, [0]), Request(3, 1, [1]), Request(0, 2, [2]), Request(9, 1, [3])]
+    assert decodes_first(reqs) == [1, 3, 0, 2]
+    assert decodes_first(reqs, decode_threshold=2) == [1, 2, 3, 0]
+
+
+def _spans(seed, n=6):
+    rng = random.Random(seed)
+    spans, row = [], 0
+    for r in range(n):
+        cached, sched = rng.randint(0, 300), rng.randint(1, 40)
+        spans.append((r, row, row + sched, cached))
+        row += sched
+    return spans
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("kpool", [1, 4])
+def test_indexer_chunks_cover_rows_under_the_cap(seed, kpool):
+    spans = _spans(seed)
+    cap = default_chunk_bytes(1, 340 // kpool, 340 // kpool) * random.Random(seed).choice([1, 3, 20, 1000])
+    chunks = plan_indexer_chunks(spans, kpool, cap)
+    assert chunks[0].row_start == spans[0][1] and chunks[-1].row_end == spans[-1][2]
+    assert all(a.row_end == b.row_start for a, b in zip(chunks, chunks[1:]))
+    for c in chunks:
+        assert c.rows > 0 and default_chunk_bytes(c.rows, c.width, c.num_keys) <= cap
+        # every row's keys are in its piece, and the pieces tile the flat key array
+        off = 0
+        for p in c.pieces:
+            assert p.offset == off
+            off += p.num_keys
+            req, row0, row1, pos0 = spans[p.req]
+            last = min(c.row_end, row1) - 1
+            assert p.num_keys == (pos0 + last - row0 + 1) // kpool
+            assert p.num_keys <= c.width
+        assert off == c.num_keys
+    # a tight cap splits; a loose one does not
+    assert len(plan_indexer_chunks(spans, kpool, 1 << 40)) == 1
+
+
+def test_indexer_decode_chunks_hold_no_keys():
+    spans = [(r, r, r + 1, 100 + r) for r in range(10)]
+    chunks = plan_indexer_chunks(spans, 1, 4 * 110 * 3, gather_keys=False)
+    assert [c.rows for c in chunks] == [3, 3, 3, 1] and all(c.num_keys == 0 and not c.pieces for c in chunks)
+    assert [c.width for c in chunks] == [103, 106, 109, 110]
+
+
+def test_ks_ke_index_the_chunk_keys():
+    reqs = [Request(5, 1, [0]), Request(40, 7, [1, 2, 3]), Request(0, 23, [4, 5]), Request(17, 9, [6, 7])]
+    m = build_metadata(reqs, BatchLimits(max_num_tokens=64, max_num_reqs=8, max_model_len=48, block_size=16,
+                                         indexer_cap_bytes=default_chunk_bytes(6, 48, 48 + 23)))
+    assert len(m.prefill_chunks) > 1
+    for c in m.prefill_chunks:
+        for p in c.pieces:
+            lo, hi = max(c.row_start, m.query_start[p.req]), min(c.row_end, m.query_start[p.req + 1])
+            assert (m.ks[lo:hi] == p.offset).all()
+            assert (m.ke[lo:hi] - m.ks[lo:hi] == m.row_keys[lo:hi]).all()
+
+
+def test_gather_chunks():
+    spans = [(1, 3, 10, 50), (2, 10, 12, 80), (3, 12, 30, 30), (4, 30, 31, 100)]
+    chunks = plan_gather_chunks(spans, 110)
+    assert [(c.row_start, c.row_end, c.num_keys) for c in chunks] == [(3, 10, 50), (10, 30, 110), (30, 31, 100)]
+    assert [(p.req, p.num_keys, p.offset) for p in chunks[1].pieces] == [(2, 80, 0), (3, 30, 80)]
+    reqs = [Request(3, 1, [0]), Request(40, 7, [1, 2, 3]), Request(0, 23, [4, 5])]
+    for cap, second in ((70, 47), (50, 0)):  # both prefills in one chunk, or one chunk each
+        m = build_metadata(reqs, BatchLimits(max_num_tokens=64, max_num_reqs=8, max_model_len=50, block_size=16,
+                                             gather_cap_tokens=cap), gathered_prefill=True)
+        assert m.gather_base.tolist() == [-1] + [0] * 7 + [second] * 23
+        assert len(m.gather_chunks) == (1 if second else 2)
