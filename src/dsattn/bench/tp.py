@@ -212,15 +212,21 @@ def make_compute(case: Case, args) -> tuple[object, str, str]:
     budget = int(args.logits_mib * 2**20)
     if args.impl == "torch" or (args.impl == "auto" and case.device.type != "cuda"):
         return torch_compute(case, budget), "torch", ""
+    fn, why = None, "on another rank"
     try:
         fn = dsattn_compute(case, budget, args.dtype)
         probe = torch.empty(min(case.rows, 4), case.width, dtype=torch.int32, device=case.device)
         fn(case.rows - probe.shape[0], case.rows, probe)
-        return fn, f"dsattn-{args.dtype}", ""
     except Exception as e:  # noqa: BLE001 - any failure of the kernels falls back, and the row says why
         if args.impl == "dsattn":
             raise
-        return torch_compute(case, budget), "torch", f"dsattn impl failed ({type(e).__name__}: {str(e)[:80]})"
+        fn, why = None, f"{type(e).__name__}: {str(e)[:80]}"
+    ok = torch.tensor([int(fn is not None)], device=case.device)
+    if group_size() > 1:  # every rank must run the same implementation, or the indices differ
+        dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+    if ok.item():
+        return fn, f"dsattn-{args.dtype}", ""
+    return torch_compute(case, budget), "torch", f"dsattn impl failed ({why})"
 
 
 def _sync(device):
