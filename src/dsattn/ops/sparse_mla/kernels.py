@@ -144,7 +144,11 @@ def _walk_heads_m(q_lat, q_rope, idx_row, lo, hi, num_slots, qk_scale,
     return acc, m_i, l_i
 
 
-@triton.jit
+# Values only compared against, never used in addresses: specializing on them would only recompile.
+_RUNTIME = ["num_slots", "num_heads", "topk", "keys_per_split"]
+
+
+@triton.jit(do_not_specialize=_RUNTIME)
 def sparse_mla_keys_m_kernel(
         q_ptr, stride_qt, stride_qh,
         lat_ptr, scale_ptr, rope_ptr,
@@ -179,7 +183,7 @@ def sparse_mla_keys_m_kernel(
     tl.store(lse_ptr + t * stride_lt + split * stride_ls + heads * stride_lh, lse, mask=hmask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=_RUNTIME)
 def sparse_mla_heads_m_kernel(
         q_ptr, stride_qt, stride_qh,
         lat_ptr, scale_ptr, rope_ptr,

@@ -1,0 +1,347 @@
+"""``dsattn bench kernels --op sparse_mla``: sparse MLA decode and prefill against the floor and FlashMLA.
+
+Cases (BENCHMARKS.md):
+
+    decode   paged cache of 131072 slots (block 64), fp8_ds_mla (D_qk 576) and fp8_ds_mla_nope (512),
+             topk 2048, `uniform` indices (each token's top-k of random scores over all slots), one query
+             token per request, tokens 512 and 2048. FlashMLA runs 64 or 128 heads only: fewer heads are
+             padded to 64 (the padding copy is not timed).
+    prefill  bf16 flat KV of s_kv 16384, D_qk 576, topk 2048, `overlap` indices (queries are the last s_q
+             positions; row t takes the top-k of shared[n] + 0.5 * noise[t, n] over its causal prefix),
+             s_q 1024 and 8192. FlashMLA native and padded to 64 heads.
+
+Every row gives the median time (CUDA events, L2 flushed between calls), TFLOP/s of useful work
+(2 * tokens * heads * valid_topk * (D_qk + 512)), GB/s of gathered rows, the floor (decode: KV rows + q
++ out at 4.27 TB/s; prefill: useful FLOPs at 680 TFLOP/s or its distinct KV bytes at 4.27 TB/s,
+whichever is longer) and, where FlashMLA ran, its time and the speedup (FlashMLA ms / dsattn ms). One
+output of each case is checked against FlashMLA's (max abs difference reported).
+
+    PYTHONPATH=src:.peer python -m dsattn.cli bench kernels --op sparse_mla --out $OUT
+    ... --op sparse_mla --quick            # 512 tokens / s_q 1024 only
+
+Tile configs are tuned with bench/mla_sweep.py (kernel development), not here.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+
+import torch
+
+from ..formats import KVLayout, pack_latent_rows
+from .common import format_table, time_ms, write_results
+
+HBM_BYTES_PER_S = 4.27e12
+BF16_FLOPS = 680e12
+DECODE_SLOTS = 131072
+DECODE_BLOCK = 64
+PREFILL_KV = 16384
+TOPK = 2048
+
+
+# ---------------------------------------------------------------------------------------------------
+# index distributions
+# ---------------------------------------------------------------------------------------------------
+
+def uniform_indices(t: int, num_slots: int, topk: int, device, seed: int = 0) -> torch.Tensor:
+    """[t, topk] int32: each row the top-k of fresh random scores over all slots (distinct, random order)."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    out = torch.empty((t, topk), dtype=torch.int32, device=device)
+    chunk = max(1, (1 << 27) // num_slots)
+    for s in range(0, t, chunk):
+        e = min(t, s + chunk)
+        out[s:e] = torch.rand((e - s, num_slots), generator=g, device=device).topk(topk, dim=1).indices
+    return out
+
+
+def overlap_indices(s_q: int, s_kv: int, topk: int, device, seed: int = 0, noise: float = 0.5) -> torch.Tensor:
+    """[s_q, topk] int32 for the last s_q positions of an s_kv sequence: row t takes the top-k of
+    shared[n] + noise * z[t, n] over n <= its position (-1 past a short prefix)."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    shared = torch.randn(s_kv, generator=g, device=device)
+    out = torch.empty((s_q, topk), dtype=torch.int32, device=device)
+    n = torch.arange(s_kv, device=device)
+    chunk = max(1, (1 << 27) // s_kv)
+    for s in range(0, s_q, chunk):
+        e = min(s_q, s + chunk)
+        pos = torch.arange(s_kv - s_q + s, s_kv - s_q + e, device=device)
+        score = shared[None] + noise * torch.randn((e - s, s_kv), generator=g, device=device)
+        score = score.masked_fill(n[None] > pos[:, None], float("-inf"))
+        val, idx = score.topk(topk, dim=1)
+        out[s:e] = torch.where(torch.isinf(val), -1, idx).to(torch.int32)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# cases
+# ---------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Case:
+    kind: str  # "decode" | "prefill"
+    layout: KVLayout
+    tokens: int
+    heads: int
+    d_qk: int
+    q: torch.Tensor
+    kv: torch.Tensor  # decode: [blocks, block, row]; prefill: [s_kv, D_qk]
+    indices: torch.Tensor
+    sm_scale: float
+    dist: str
+
+    @property
+    def valid(self) -> int:
+        return int((self.indices >= 0).sum())
+
+    def flops(self) -> float:
+        return 2.0 * self.heads * self.valid * (self.d_qk + 512)
+
+    def gathered_bytes(self) -> float:
+        return float(self.valid) * self.layout.row_bytes(self.d_qk)
+
+    def floor_ms(self) -> float:
+        if self.kind == "decode":
+            io = self.q.numel() * 2 + self.tokens * self.heads * 512 * 2
+            return (self.gathered_bytes() + io) / HBM_BYTES_PER_S * 1e3
+        distinct = float(torch.unique(self.indices[self.indices >= 0]).numel()) * self.layout.row_bytes(self.d_qk)
+        return max(self.flops() / BF16_FLOPS, distinct / HBM_BYTES_PER_S) * 1e3
+
+
+def _latents(n: int, d_qk: int, device, seed: int) -> torch.Tensor:
+    g = torch.Generator(device=device).manual_seed(seed)
+    return torch.randn((n, d_qk), generator=g, device=device) * (0.5 + torch.rand(d_qk, generator=g, device=device))
+
+
+def _q(t: int, h: int, d_qk: int, device, seed: int) -> torch.Tensor:
+    g = torch.Generator(device=device).manual_seed(seed + 1)
+    return (torch.randn((t, h, d_qk), generator=g, device=device) * 0.5).to(torch.bfloat16)
+
+
+_CACHE: dict = {}
+
+
+def decode_case(tokens: int, heads: int, layout: str, device, d_qk: int | None = None) -> Case:
+    layout = KVLayout(layout)
+    d_qk = d_qk or (512 if layout is KVLayout.FP8_DS_MLA_NOPE else 576)
+    key = ("decode-kv", layout, d_qk)
+    if key not in _CACHE:
+        lat = _latents(DECODE_SLOTS, d_qk, device, seed=1)
+        rows = pack_latent_rows(lat, layout) if layout.is_fp8 else lat.to(torch.bfloat16)
+        _CACHE[key] = rows.view(DECODE_SLOTS // DECODE_BLOCK, DECODE_BLOCK, rows.shape[1])
+    ikey = ("uniform", tokens)
+    if ikey not in _CACHE:
+        _CACHE[ikey] = uniform_indices(tokens, DECODE_SLOTS, TOPK, device, seed=tokens)
+    return Case("decode", layout, tokens, heads, d_qk, _q(tokens, heads, d_qk, device, heads), _CACHE[key],
+                _CACHE[ikey], 576 ** -0.5 if d_qk == 576 else 512 ** -0.5, "uniform")
+
+
+def prefill_case(s_q: int, heads: int, device, d_qk: int = 576) -> Case:
+    key = ("prefill-kv", d_qk)
+    if key not in _CACHE:
+        _CACHE[key] = _latents(PREFILL_KV, d_qk, device, seed=2).to(torch.bfloat16)
+    ikey = ("overlap", s_q)
+    if ikey not in _CACHE:
+        _CACHE[ikey] = overlap_indices(s_q, PREFILL_KV, TOPK, device, seed=s_q)
+    return Case("prefill", KVLayout.BF16, s_q, heads, d_qk, _q(s_q, heads, d_qk, device, heads), _CACHE[key],
+                _CACHE[ikey], d_qk ** -0.5, "overlap")
+
+
+# ---------------------------------------------------------------------------------------------------
+# the implementations
+# ---------------------------------------------------------------------------------------------------
+
+def ours(case: Case, variant: str | None = None, config=None):
+    """A callable running dsattn on the case into preallocated outputs (config: a launch.TileConfig to
+    bypass the public function and the tuned defaults)."""
+    from ..ops.sparse_mla import decode_scratch_spec, sparse_mla_decode, sparse_mla_prefill
+    from ..ops.sparse_mla.dispatch import decode_splits, default_variant
+    from ..ops.sparse_mla.launch import run_attention
+    t, h = case.tokens, case.heads
+    out = torch.empty((t, h, 512), dtype=torch.bfloat16, device=case.q.device)
+    lse = torch.empty((t, h), dtype=torch.float32, device=case.q.device)
+    sm = torch.cuda.get_device_properties(case.q.device).multi_processor_count if case.q.is_cuda else 132
+    variant = variant or default_variant(case.kind, h, t, sm)
+    if case.kind == "prefill":
+        if config is not None:
+            return lambda: run_attention(case.q, case.kv, case.layout, case.indices, case.sm_scale, None, out, lse,
+                                         variant, config=config), out, lse
+        return lambda: sparse_mla_prefill(case.q, case.kv, case.indices, case.sm_scale, out=out, lse=lse,
+                                          variant=variant), out, lse
+    scratch = [torch.empty(s, dtype=dt, device=case.q.device)
+               for s, dt in decode_scratch_spec(t, h, case.indices.shape[1], variant, case.layout, sm)]
+    if config is not None:
+        splits = decode_splits(t, h, case.indices.shape[1], variant, sm)
+        flat = case.kv.flatten(0, 1)
+        return lambda: run_attention(case.q, flat, case.layout, case.indices, case.sm_scale, None, out, lse, variant,
+                                     splits, *(scratch or [None, None]), config=config), out, lse
+    return lambda: sparse_mla_decode(case.q, case.kv, case.indices, case.sm_scale, out=out, lse=lse, variant=variant,
+                                     scratch=scratch or None), out, lse
+
+
+def _peers():
+    try:
+        import peers  # noqa: F401  (.peer/ on PYTHONPATH)
+        return peers
+    except Exception as e:  # noqa: BLE001 - any failure means: no peer in this run
+        print(f"# FlashMLA not available ({type(e).__name__}: {e}); dsattn only", file=sys.stderr)
+        return None
+
+
+def _pad_heads(q: torch.Tensor, heads: int) -> torch.Tensor:
+    if q.shape[1] == heads:
+        return q
+    qp = torch.zeros((q.shape[0], heads, q.shape[2]), dtype=q.dtype, device=q.device)
+    qp[:, : q.shape[1]] = q
+    return qp
+
+
+def flashmla(case: Case, peers, heads: int):
+    """A callable running FlashMLA on the case with `heads` heads (q zero-padded beforehand), and a function
+    returning its output for the real heads; None where FlashMLA cannot run the case."""
+    if peers is None:
+        return None
+    q = _pad_heads(case.q, heads)
+    if case.kind == "prefill":
+        kv = case.kv[:, None]
+        idx = case.indices[:, None]
+        res = {}
+
+        def fn():
+            res["o"] = peers.flashmla_sparse_prefill(q, kv, idx, case.sm_scale, 512)[0]
+        return fn, lambda: res["o"][:, : case.heads]
+    if case.layout is not KVLayout.FP8_DS_MLA or heads not in (64, 128):
+        return None
+    meta = peers.flashmla().get_mla_metadata()[0]
+    q4 = q[:, None]
+    cache = case.kv[:, :, None]
+    idx = case.indices[:, None]
+    res = {}
+
+    def fn():
+        res["o"] = peers.flashmla_sparse_decode_fp8(q4, cache, idx, case.sm_scale, 512, meta=meta)[0]
+    return fn, lambda: res["o"][:, 0, : case.heads]
+
+
+# ---------------------------------------------------------------------------------------------------
+# measuring
+# ---------------------------------------------------------------------------------------------------
+
+def _row(case: Case, impl: str, ms: float) -> dict:
+    return {
+        "kind": case.kind, "layout": case.layout.value, "dist": case.dist, "tokens": case.tokens,
+        "heads": case.heads, "d_qk": case.d_qk, "topk": case.indices.shape[1], "impl": impl, "ms": ms,
+        "tflops": case.flops() / ms / 1e9, "gbps": case.gathered_bytes() / ms / 1e6,
+        "floor_ms": case.floor_ms(), "pct_floor": 100.0 * case.floor_ms() / ms,
+    }
+
+
+def measure_case(case: Case, peers, variants, rep_ms: float = 100) -> list[dict]:
+    """dsattn (each variant) and FlashMLA (native / padded to 64) on one case."""
+    rows = []
+    ours_ms = {}
+    for variant in variants:
+        fn, out, _ = ours(case, variant)
+        fn()
+        ours_ms[variant] = time_ms(fn, rep_ms=rep_ms)
+        rows.append(_row(case, f"dsattn:{variant}", ours_ms[variant]))
+    peer_ms = {}
+    widths = sorted({w for w in (case.heads, 64) if w >= case.heads} | ({case.heads} if case.heads > 64 else set()))
+    for w in widths:
+        try:
+            built = flashmla(case, peers, w)
+            if built is None:
+                continue
+            fn, get = built
+            fn()
+            torch.cuda.synchronize()
+            ms = time_ms(fn, rep_ms=rep_ms)
+        except Exception as e:  # noqa: BLE001 - a peer that refuses a shape is reported, not fatal
+            print(f"# FlashMLA {case.kind} h={case.heads} as {w}: {type(e).__name__}: {str(e)[:120]}", file=sys.stderr)
+            continue
+        name = "native" if w == case.heads else f"pad{w}"
+        peer_ms[name] = ms
+        row = _row(case, f"flashmla:{name}", ms)
+        ofn, out, _ = ours(case, variants[0])
+        ofn()
+        row["max_abs_vs_dsattn"] = float((get().float() - out.float()).abs().max())
+        rows.append(row)
+    if peer_ms:
+        best_peer = min(peer_ms.values())
+        for r in rows:
+            if r["impl"].startswith("dsattn"):
+                r["flashmla_ms"] = best_peer
+                r["speedup"] = best_peer / r["ms"]
+    return rows
+
+
+def _variants(kind: str, heads: int) -> list[str]:
+    from ..ops.sparse_mla import decode_variants, prefill_variants
+    return prefill_variants(heads) if kind == "prefill" else decode_variants(heads)
+
+
+def run_table(args, device, peers) -> list[dict]:
+    rows = []
+    for kind in args.cases:
+        sizes = args.tokens or ([512] if args.quick else [512, 2048]) if kind == "decode" else \
+            args.tokens or ([1024] if args.quick else [1024, 8192])
+        layouts = [KVLayout.FP8_DS_MLA, KVLayout.FP8_DS_MLA_NOPE] if kind == "decode" else [KVLayout.BF16]
+        for size in sizes:
+            for layout in layouts:
+                for h in args.heads:
+                    case = decode_case(size, h, layout, device) if kind == "decode" else prefill_case(size, h, device)
+                    t0 = time.time()
+                    rows += measure_case(case, peers, _variants(kind, h), rep_ms=args.rep_ms)
+                    print(f"# {kind} {layout.value} tokens={size} heads={h}: {time.time() - t0:.1f}s", file=sys.stderr)
+    _nope_vs_fp8(rows)
+    return rows
+
+
+def _nope_vs_fp8(rows: list[dict]) -> None:
+    """fp8_ds_mla_nope rows get `vs_fp8_ds_mla`: dsattn fp8_ds_mla ms / this ms (same tokens, heads, variant)."""
+    ref = {(r["tokens"], r["heads"], r["impl"]): r["ms"] for r in rows if r["layout"] == "fp8_ds_mla"}
+    for r in rows:
+        if r["layout"] == "fp8_ds_mla_nope" and (r["tokens"], r["heads"], r["impl"]) in ref:
+            r["vs_fp8_ds_mla"] = ref[(r["tokens"], r["heads"], r["impl"])] / r["ms"]
+
+
+COLUMNS = ["kind", "layout", "tokens", "heads", "impl", "ms", "tflops", "gbps", "pct_floor", "flashmla_ms", "speedup",
+           "vs_fp8_ds_mla", "max_abs_vs_dsattn"]
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="dsattn bench kernels --op sparse_mla", description=__doc__.split("\n\n")[0])
+    p.add_argument("--cases", default="decode,prefill", help="comma list of decode, prefill")
+    p.add_argument("--heads", default="8,16,32,64,128")
+    p.add_argument("--tokens", default=None, help="comma list (decode tokens or prefill s_q); default per case")
+    p.add_argument("--quick", action="store_true", help="decode 512 tokens, prefill s_q 1024")
+    p.add_argument("--no-peer", action="store_true", help="skip FlashMLA")
+    p.add_argument("--rep-ms", type=float, default=100)
+    p.add_argument("--out", default=None, help="results folder (default bench/results)")
+    p.add_argument("--name", default="sparse_mla")
+    args = p.parse_args(argv)
+    args.cases = [c for c in args.cases.split(",") if c]
+    args.heads = [int(h) for h in args.heads.split(",")]
+    args.tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else None
+    return args
+
+
+def run(op: str, argv: list[str]) -> int:
+    args = parse_args(argv)
+    if not torch.cuda.is_available():
+        print("dsattn bench kernels --op sparse_mla needs a CUDA GPU (the CPU runs the interpreter tests instead)",
+              file=sys.stderr)
+        return 2
+    device = torch.device("cuda")
+    peers = None if args.no_peer else _peers()
+    rows = run_table(args, device, peers)
+    print(format_table(rows, COLUMNS))
+    path = write_results(args.name, rows, out_dir=args.out, meta={
+        "op": op, "cases": args.cases, "decode": f"{DECODE_SLOTS} slots, block {DECODE_BLOCK}, uniform, topk {TOPK}",
+        "prefill": f"s_kv {PREFILL_KV}, overlap (noise 0.5), topk {TOPK}", "hbm_bytes_per_s": HBM_BYTES_PER_S,
+        "bf16_flops": BF16_FLOPS, "speedup": "FlashMLA best ms / dsattn ms (FlashMLA padded to 64 heads below 64)",
+        "env": {k: v for k, v in os.environ.items() if k.startswith(("TRITON", "CUDA_VISIBLE"))}})
+    print(f"# wrote {path}")
+    return 0
