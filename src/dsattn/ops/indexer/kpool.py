@@ -105,8 +105,8 @@ if triton is not None:
         else:
             visible = tl.load(positions + t) + 1
             n_tail = visible % P
-            tok = tl.where(member < n_tail, visible - n_tail + member, -1)
-            tl.store(out_row + num_pools * P + member, tok, mask=member < P - 1)
+            tail = tl.where(member < n_tail, visible - n_tail + member, -1)
+            tl.store(out_row + num_pools * P + member, tail, mask=member < P - 1)
 
 
 def launch_kpool_update(k, gate, ape, positions, token_req, block_table, pooled_cache, tail_state, state_slot):

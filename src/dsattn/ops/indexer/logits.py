@@ -159,6 +159,8 @@ def default_logits_config(num_rows: int, num_heads: int, device) -> dict:
 
 
 def launch_logits(q, weights, k, k_scale, ks, ke, out, config: dict | None = None):
+    """config overrides default_logits_config: BT, BN, num_warps, num_stages, splits (None: enough to
+    fill the GPU), dot ("bf16": widen fp8 operands to bf16, products exact at half the fp8 rate)."""
     t, hi, _ = q.shape
     cfg = {**default_logits_config(t, hi, q.device), **(config or {})}
     bt = cfg["BT"]
@@ -173,7 +175,7 @@ def launch_logits(q, weights, k, k_scale, ks, ke, out, config: dict | None = Non
         q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), k, k.stride(0),
         k_scale if k_scale is not None else weights, ks, ke, out, out.stride(0), t, hi, width, splits,
         HP=hp, BT=bt, BN=cfg["BN"], FILL=fill, HAS_SCALE=k_scale is not None,
-        DOT_DTYPE=_dot_dtype(q.dtype, k.dtype), UPCAST=interpreting(),
+        DOT_DTYPE=tl.bfloat16 if cfg.get("dot") == "bf16" else _dot_dtype(q.dtype, k.dtype), UPCAST=interpreting(),
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
 
 

@@ -1,0 +1,357 @@
+"""Benchmarks of the indexer ops against their peers (DeepGEMM's MQA logits, torch.topk), on the GPU.
+
+Ops (each ``run_<op>(args) -> rows``, for the ``dsattn bench kernels --op OP`` router):
+
+    indexer          prefill logits, causal tail of a long context, vs DeepGEMM fp8_mqa_logits
+    topk             top-k 2048 of fp32 rows vs torch.topk
+    indexer_prefill  one long sequence: chunked logits (under a byte cap) + top-k, vs DeepGEMM + torch.topk
+    indexer_decode   paged logits + top-k per request vs DeepGEMM fp8_paged_mqa_logits + torch.topk
+    kpool            the k-pool indexer's pieces: pooled-cache update, decode pool top-k + expansion
+
+``args`` needs ``quick`` (smaller sweeps) and ``sweep`` (try several block configs); ``main(argv)`` runs
+ops standalone and writes ``bench/results/indexer_<op>.json``. Peers come from ``peers`` (``.peer/`` on
+PYTHONPATH, see BENCHMARKS.md); without them the peer columns stay empty.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from .. import formats
+from ..ops.indexer import indexer_logits_paged, kpool_expand, kpool_update
+from ..ops.indexer.logits import launch_logits, launch_logits_paged
+from ..ops.topk import topk, topk_scratch_spec
+from .common import format_table, time_ms, time_pair_ms, write_results
+
+TOPK = 2048
+DEVICE = "cuda"
+INDEXER_SHAPES = [(8192, 131072, 32), (4096, 65536, 32), (4096, 65536, 64)]  # rows, context, heads
+TOPK_SHAPES = [(4096, 65536, "randn"), (1024, 262144, "randn"), (128, 65536, "randn"), (4096, 65536, "ties")]
+PREFILL = (65536, 32, 512 << 20)  # tokens, heads, logits cap in bytes
+DECODE_CASES = [(128, 65536, 32, 1), (32, 131072, 32, 1), (64, 65536, 32, 2), (128, 65536, 64, 1)]
+KPOOL = dict(update_tokens=8192, update_start=4094, requests=128, ctx=65536)
+HBM_TBS = 4.27
+FP8_TFLOPS = 1245.0
+
+
+def _peers():
+    try:
+        import peers  # noqa: F401
+        return peers
+    except ImportError:
+        return None
+
+
+def _q_w(rows, heads, dev):
+    q = (torch.randn(rows, heads, 128, device=dev) * 2).to(formats.FP8)
+    w = torch.rand(rows, heads, device=dev) * heads ** -0.5 * 128 ** -0.5
+    return q, w
+
+
+def _keys(n, dev):
+    v, s = formats.quantize_fp8(torch.randn(n, 128, device=dev))
+    return v, s[:, 0].contiguous()
+
+
+def _causal_tail(rows, ctx, dev):
+    ks = torch.zeros(rows, dtype=torch.int32, device=dev)
+    ke = torch.arange(ctx - rows + 1, ctx + 1, dtype=torch.int32, device=dev)
+    return ks, ke
+
+
+LOGITS_CONFIGS = [dict(BT=4, BN=128, num_warps=8, num_stages=3), dict(BT=4, BN=64, num_warps=4, num_stages=3),
+                  dict(BT=8, BN=64, num_warps=4, num_stages=3), dict(BT=2, BN=128, num_warps=8, num_stages=4),
+                  dict(BT=8, BN=128, num_warps=8, num_stages=3), dict(BT=4, BN=128, num_warps=4, num_stages=3)]
+
+
+def _best_config(fn_of_cfg, configs):
+    """(best cfg, ms, [(cfg, ms)]) over configs; a config that fails to compile/run is reported, skipped."""
+    results = []
+    for cfg in configs:
+        try:
+            fn = fn_of_cfg(cfg)
+            fn()
+            torch.cuda.synchronize()
+            results.append((cfg, time_ms(fn, warmup_ms=10, rep_ms=50)))
+        except Exception as e:  # noqa: BLE001 - a sweep keeps going past a config that does not build
+            results.append((cfg, f"failed: {type(e).__name__}: {str(e)[:120]}"))
+    ok = [(c, t) for c, t in results if isinstance(t, float)]
+    best = min(ok, key=lambda x: x[1]) if ok else (None, None)
+    return best[0], best[1], results
+
+
+def run_indexer(args) -> list[dict]:
+    """Prefill logits: rows = the causal tail of a ctx-token context, fp8 q and k."""
+    dev = DEVICE
+    pe = _peers()
+    shapes = INDEXER_SHAPES
+    if args.quick:
+        shapes = shapes[:2]
+    rows_out = []
+    for rows, ctx, heads in shapes:
+        q, w = _q_w(rows, heads, dev)
+        k, k_scale = _keys(ctx, dev)
+        ks, ke = _causal_tail(rows, ctx, dev)
+        out = torch.empty(rows, ctx, device=dev)
+        flops = 2.0 * float((ke - ks).sum()) * heads * 128
+        # sweep on the first shape; later shapes keep the winner (BT scaled so BT x heads stays)
+        if args.sweep and not rows_out:
+            cfgs = [dict(c, BT=max(1, c["BT"] * 32 // heads)) for c in LOGITS_CONFIGS]
+        elif rows_out and rows_out[0]["config"] != "{}":
+            best = eval(rows_out[0]["config"])  # noqa: S307 - our own repr of a dict of ints
+            cfgs = [dict(best, BT=max(1, best["BT"] * rows_out[0]["heads"] // heads))]
+        else:
+            cfgs = [{}]
+        cfg, _, sweep = _best_config(lambda c: (lambda: launch_logits(q, w, k, k_scale, ks, ke, out, c)), cfgs)
+        ours = lambda: launch_logits(q, w, k, k_scale, ks, ke, out, cfg)  # noqa: E731
+        row = dict(op="indexer_logits", rows=rows, ctx=ctx, heads=heads, config=str(cfg),
+                   sweep=[(str(c), t) for c, t in sweep])
+        if pe is not None:
+            peer = lambda: pe.deepgemm_mqa_logits(q, k, k_scale, w, ks, ke, ctx)  # noqa: E731
+            ref = peer()
+            ours()
+            valid = torch.arange(ctx, device=dev)[None, :] < (ke - ks)[:, None]
+            diff = ((out - ref).abs() / ref.abs().clamp_min(1e-3)).masked_fill(~valid, 0)
+            row["max_rel_diff_vs_deepgemm"] = float(diff.max())
+            row["tail_is_neg_inf"] = bool(out.masked_fill(valid, float("-inf")).isneginf().all())
+            del ref
+            t_ours, t_peer = time_pair_ms(ours, peer)
+            row.update(ms=t_ours, deepgemm_ms=t_peer, ratio_vs_deepgemm=t_peer / t_ours)
+        else:
+            row["ms"] = time_ms(ours)
+        row["tflops"] = flops / row["ms"] / 1e9
+        row["floor_ms"] = flops / FP8_TFLOPS / 1e9
+        if args.sweep and rows == shapes[0][0]:
+            exact = dict(cfg, dot="bf16")
+            row["bf16_dot_ms"] = time_ms(lambda: launch_logits(q, w, k, k_scale, ks, ke, out, exact))
+        rows_out.append(row)
+        del out
+        torch.cuda.empty_cache()
+    return rows_out
+
+
+def _topk_inputs(rows, width, dist, dev):
+    if dist == "ties":  # few distinct values: the sampled candidates overflow, the exact fallback runs
+        return torch.randint(0, 64, (rows, width), device=dev).float()
+    return torch.randn(rows, width, device=dev)
+
+
+def _same_sets(a, b):
+    return (a.sort(dim=1).values == b.sort(dim=1).values).all(dim=1)
+
+
+def run_topk(args) -> list[dict]:
+    dev = DEVICE
+    shapes = TOPK_SHAPES
+    if args.quick:
+        shapes = shapes[:1]
+    out_rows = []
+    for rows, width, dist in shapes:
+        x = _topk_inputs(rows, width, dist, dev)
+        lengths = torch.full((rows,), width, dtype=torch.int32, device=dev)
+        out = torch.empty(rows, TOPK, dtype=torch.int32, device=dev)
+        (shape, dtype), = topk_scratch_spec(rows, width, TOPK)
+        scratch = torch.empty(shape, dtype=dtype, device=dev)
+        ours = lambda: topk(x, lengths, TOPK, out=out, scratch=scratch)  # noqa: E731
+        peer = lambda: torch.topk(x, TOPK, dim=1)  # noqa: E731
+        ours()
+        if dist == "ties":  # torch.topk breaks ties arbitrarily: compare with the tie-aware reference
+            from ..ops.topk.reference import topk_reference
+            sub = slice(0, 8)
+            ref = topk_reference(x[sub], torch.zeros_like(lengths[sub]), lengths[sub], TOPK)
+            mismatched = int((~_same_sets(out[sub], ref)).sum())
+        else:
+            mismatched = int((~_same_sets(out, peer().indices.int())).sum())
+        t_ours, t_peer = time_pair_ms(ours, peer)
+        gb = rows * width * 4 / 1e9
+        out_rows.append(dict(op="topk", rows=rows, width=width, k=TOPK, dist=dist, ms=t_ours, torch_topk_ms=t_peer,
+                             speedup_vs_torch=t_peer / t_ours, read_tbs=gb / t_ours, floor_ms=gb / HBM_TBS,
+                             rows_with_other_set=mismatched))
+    return out_rows
+
+
+def _prefill_chunks(n_tokens, cap_bytes):
+    """Row chunks [a, b) of a causal prefill (row i sees i + 1 keys) whose logits, [b - a, b] fp32, fit
+    cap_bytes: the largest b with (b - a) * b * 4 <= cap."""
+    import math
+    chunks, a, c = [], 0, cap_bytes // 4
+    while a < n_tokens:
+        b = int((a + math.sqrt(a * a + 4 * c)) // 2)
+        while (b - a) * b > c:
+            b -= 1
+        b = min(n_tokens, max(b, a + 1))
+        chunks.append((a, b))
+        a = b
+    return chunks
+
+
+def run_indexer_prefill(args) -> list[dict]:
+    """One 65536-token sequence, glm-5 indexer (32 heads): logits then top-k per chunk, logits <= 512 MB."""
+    dev = DEVICE
+    pe = _peers()
+    n, heads, cap = PREFILL
+    q, w = _q_w(n, heads, dev)
+    k, k_scale = _keys(n, dev)
+    ks = torch.zeros(n, dtype=torch.int32, device=dev)
+    ke = torch.arange(1, n + 1, dtype=torch.int32, device=dev)
+    lengths = ke - ks
+    chunks = _prefill_chunks(n, cap)
+    work = torch.empty(cap // 4, device=dev)
+    (shape, dtype), = topk_scratch_spec(max(b - a for a, b in chunks), n, TOPK)
+    scratch = torch.empty(shape, dtype=dtype, device=dev)
+    result = torch.empty(n, TOPK, dtype=torch.int32, device=dev)
+
+    def ours():
+        for a, b in chunks:
+            logits = work[: (b - a) * b].view(b - a, b)
+            launch_logits(q[a:b], w[a:b], k, k_scale, ks[a:b], ke[a:b], logits)
+            topk(logits, lengths[a:b], TOPK, out=result[a:b], scratch=scratch)
+
+    row = dict(op="indexer_prefill", tokens=n, heads=heads, cap_mb=cap >> 20, chunks=len(chunks))
+    if pe is not None:
+        def peer():
+            for a, b in chunks:
+                logits = pe.deepgemm_mqa_logits(q[a:b], k, k_scale, w[a:b], ks[a:b], ke[a:b], b)
+                valid = torch.arange(b, device=dev)[None, :] < lengths[a:b, None]
+                torch.topk(logits.masked_fill_(~valid, float("-inf")), min(TOPK, b), dim=1)
+        peer()
+        t_ours, t_peer = time_pair_ms(ours, peer, rounds=1, warmup_ms=50, rep_ms=300)
+        row.update(ms=t_ours, deepgemm_plus_torch_topk_ms=t_peer)
+    else:
+        row["ms"] = time_ms(ours, warmup_ms=50, rep_ms=300)
+    flops = 2.0 * float(lengths.sum()) * heads * 128
+    row.update(logits_tflops_equiv=flops / row["ms"] / 1e9, target_ms=40.0)
+    return [row]
+
+
+def _paged_setup(reqs, ctx, heads, next_n, bs, dev):
+    blocks_per_req = ctx // bs
+    nb = reqs * blocks_per_req
+    cache = formats.new_indexer_cache(nb, bs, device=dev)
+    values, scales = formats.indexer_cache_views(cache)
+    v, s = formats.quantize_fp8(torch.randn(nb * bs, 128, device=dev))
+    values.copy_(v.view(nb, bs, 128))
+    scales.copy_(s.view(nb, bs))
+    block_table = torch.randperm(nb, device=dev).to(torch.int32).view(reqs, blocks_per_req)
+    q, w = _q_w(reqs * next_n, heads, dev)
+    row_req = torch.arange(reqs, device=dev, dtype=torch.int32).repeat_interleave(next_n)
+    row_len = (ctx - next_n + 1 + torch.arange(next_n, device=dev, dtype=torch.int32)).repeat(reqs)
+    return cache, block_table, q, w, row_req, row_len
+
+
+PAGED_CONFIGS = [dict(BN=64, num_warps=4, num_stages=3), dict(BN=128, num_warps=4, num_stages=3),
+                 dict(BN=128, num_warps=8, num_stages=3), dict(BN=64, num_warps=4, num_stages=4, splits=16)]
+
+
+def run_indexer_decode(args) -> list[dict]:
+    dev = DEVICE
+    pe = _peers()
+    cases = DECODE_CASES
+    if args.quick:
+        cases = cases[:1]
+    bs = 64
+    out_rows = []
+    for reqs, ctx, heads, next_n in cases:
+        cache, block_table, q, w, row_req, row_len = _paged_setup(reqs, ctx, heads, next_n, bs, dev)
+        t = reqs * next_n
+        logits = torch.empty(t, ctx, device=dev)
+        idx = torch.empty(t, TOPK, dtype=torch.int32, device=dev)
+        (shape, dtype), = topk_scratch_spec(t, ctx, TOPK)
+        scratch = torch.empty(shape, dtype=dtype, device=dev)
+        cfgs = PAGED_CONFIGS if args.sweep and not out_rows else [{}]
+        if out_rows and args.sweep:
+            cfgs = [eval(out_rows[0]["config"])]  # noqa: S307 - our own repr of a dict
+        cfg, _, sweep = _best_config(
+            lambda c: (lambda: launch_logits_paged(q, w, cache, block_table, row_req, row_len, logits, c)), cfgs)
+        t_logits = time_ms(lambda: launch_logits_paged(q, w, cache, block_table, row_req, row_len, logits, cfg))
+        t_topk = time_ms(lambda: topk(logits, row_len, TOPK, out=idx, scratch=scratch))
+        row = dict(op="indexer_decode", requests=reqs, ctx=ctx, heads=heads, next_n=next_n, config=str(cfg),
+                   sweep=[(str(c), tt) for c, tt in sweep], logits_ms=t_logits, topk_ms=t_topk,
+                   ms=t_logits + t_topk, cache_read_tbs=t * ctx * 132 / 1e9 / t_logits)
+        if pe is not None and heads in (32, 64):
+            ctx_lens = row_len.view(reqs, next_n)
+            q4 = q.view(reqs, next_n, heads, 128)
+            cache4 = cache.unsqueeze(2)
+            peer_logits = lambda: pe.deepgemm_paged_mqa_logits(q4, cache4, w, ctx_lens, block_table, ctx)  # noqa: E731
+            ref = peer_logits()
+            valid = torch.arange(ctx, device=dev)[None, :] < row_len[:, None]
+            diff = ((logits - ref).abs() / ref.abs().clamp_min(1e-3)).masked_fill(~valid, 0)
+            row["max_rel_diff_vs_deepgemm"] = float(diff.max())
+            ref = ref.masked_fill(~valid, float("-inf"))
+            t_peer_logits = time_ms(peer_logits)
+            t_peer_topk = time_ms(lambda: torch.topk(ref, TOPK, dim=1))
+            row.update(deepgemm_logits_ms=t_peer_logits, torch_topk_ms=t_peer_topk,
+                       peer_ms=t_peer_logits + t_peer_topk)
+            row["speedup_vs_peer"] = row["peer_ms"] / row["ms"]
+        out_rows.append(row)
+        del cache, logits
+        torch.cuda.empty_cache()
+    return out_rows
+
+
+def run_kpool(args) -> list[dict]:
+    """glm-5.3-flash (kpool 4): pooled-cache update of a prefill chunk; decode pool top-k + expansion."""
+    dev = DEVICE
+    kp, bs, heads = 4, 64, 32
+    rows = []
+    # update: one 8192-token prefill chunk of a request already 4094 tokens in (the tail state is used)
+    n, start = KPOOL["update_tokens"], KPOOL["update_start"]
+    nb = (start + n) // bs + 2
+    block_table = torch.randperm(nb, device=dev).to(torch.int32).view(1, nb)
+    pooled = formats.new_indexer_cache(nb, bs // kp, device=dev)
+    tail = torch.randn(1, kp - 1, 256, device=dev)
+    k = torch.randn(n, 128, device=dev).bfloat16()
+    gate = torch.randn(n, 128, device=dev)
+    ape = torch.randn(kp, 128, device=dev)
+    pos = torch.arange(start, start + n, dtype=torch.int32, device=dev)
+    req = torch.zeros(n, dtype=torch.int32, device=dev)
+    slot = torch.zeros(1, dtype=torch.int32, device=dev)
+    t_upd = time_ms(lambda: kpool_update(k, gate, ape, pos, req, block_table, pooled, tail, slot))
+    rows.append(dict(op="kpool_update", tokens=n, kpool=kp, ms=t_upd))
+    # decode: 128 requests x 65536 tokens -> 16384 pools each; logits over the pooled cache, top-512, expand
+    reqs, ctx = KPOOL["requests"], KPOOL["ctx"]
+    cache, block_table, q, w, row_req, row_len = _paged_setup(reqs, ctx // kp, heads, 1, bs // kp, dev)
+    positions = torch.full((reqs,), ctx - 1, dtype=torch.int32, device=dev)
+    n_pools = (positions + 1) // kp
+    logits = torch.empty(reqs, ctx // kp, device=dev)
+    pool_idx = torch.empty(reqs, TOPK // kp, dtype=torch.int32, device=dev)
+    out = torch.empty(reqs, TOPK + kp - 1, dtype=torch.int32, device=dev)
+    (shape, dtype), = topk_scratch_spec(reqs, ctx // kp, TOPK // kp)
+    scratch = torch.empty(shape, dtype=dtype, device=dev)
+
+    def step():
+        indexer_logits_paged(q, w, cache, block_table, row_req, n_pools.to(torch.int32), out=logits)
+        topk(logits, n_pools.to(torch.int32), TOPK // kp, out=pool_idx, scratch=scratch)
+        kpool_expand(pool_idx, positions, kp, out=out)
+
+    rows.append(dict(op="kpool_decode_topk", requests=reqs, ctx=ctx, kpool=kp, ms=time_ms(step)))
+    return rows
+
+
+OPS = {"indexer": run_indexer, "topk": run_topk, "indexer_decode": run_indexer_decode,
+       "indexer_prefill": run_indexer_prefill, "kpool": run_kpool}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="dsattn.bench.kernels_indexer", description=__doc__.splitlines()[0])
+    p.add_argument("--op", default="all", help=f"one of {sorted(OPS)}, several joined by commas, or all")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--sweep", action="store_true", help="try several block configs, keep the fastest")
+    p.add_argument("--out-dir", default=None)
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("indexer benchmarks need a CUDA GPU", file=sys.stderr)
+        return 1
+    for op in (list(OPS) if args.op == "all" else args.op.split(",")):
+        rows = OPS[op](args)
+        path = write_results(op if op.startswith(("indexer", "topk")) else f"indexer_{op}", rows,
+                             meta=dict(op=op, quick=args.quick, sweep=args.sweep), out_dir=args.out_dir)
+        cols = [c for c in rows[0] if c not in ("sweep",)]
+        print(f"\n== {op} ({path})\n" + format_table(rows, cols), flush=True)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
