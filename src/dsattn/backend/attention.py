@@ -1,0 +1,326 @@
+"""``DSAAttention``: the serving backend of one model's DSA attention layers on one device (SPEC 6, 7).
+
+    attn = DSAAttention(preset("glm-5"), tp=8, kv_layout="fp8_ds_mla", block_size=64, device="cuda",
+                        max_num_tokens=8192, max_num_reqs=256, max_model_len=131072)
+    ...one profile step with the largest batch, then: attn.lock()
+    step = attn.prepare(requests)                       # once per step, shared by every layer
+    for layer in range(num_layers):
+        out = attn.forward(step, q, latent, kv_caches[layer], IndexerInputs(...) or None, layer=layer, out=out)
+
+A step writes its tokens' latent rows into the layer's KV cache, runs the indexer (or, on a shared
+layer, reuses the previous full layer's indices), maps the selected positions to cache slots, and runs
+sparse MLA on the path SPEC 7 gives the cache layout and heads per rank (``policy.choose_path``):
+
+    bf16_prefill   every token through sparse_mla_prefill over the flat cache view
+    fp8_mixed      every token through sparse_mla_decode (decodes and prefill chunks in one call)
+    fp8_gathered   decodes through sparse_mla_decode; each chunk of prefill requests' context is
+                   gathered and dequantized into a bf16 workspace buffer and run through
+                   sparse_mla_prefill, its indices pointing into that buffer
+
+Head counts below 64 run padded or native inside the kernels (variant ``pad64`` masks the missing
+heads), so no step copies q or out into padded buffers. Every intermediate is a view of the workspace,
+reserved at construction for the largest batch the limits allow and for the chosen path only; a step
+allocates nothing on the device when ``out`` is given.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import torch
+
+from .._checks import check_tensor
+from ..config import DSAGeometry
+from ..formats import LATENT_DIM, KVLayout, as_layout, infer_layout, kv_cache_flat
+from ..memory.workspace import Workspace, specs_nbytes
+from ..ops.cache import write_kv_cache
+from ..ops.gather import gather_latent, positions_to_offsets, positions_to_slots
+from ..ops.sparse_mla import decode_scratch_spec, sparse_mla_decode, sparse_mla_prefill
+from ..ops.sparse_mla.dispatch import DEFAULT_SM_COUNT
+from . import policy
+from .indexer import IndexerDriver, IndexerInputs
+from .metadata import BatchLimits, BatchMetadata, Request, build_metadata
+
+METADATA = "metadata"
+INDICES = "indices"
+LSE = "attention.lse"
+DECODE_SCRATCH = "attention.decode_scratch"
+GATHERED = "attention.gathered_context"
+ATTENTION = "attention"
+
+_ALIGN_ELEMS = 64  # int32 metadata arrays start 256-byte aligned
+_step_ids = itertools.count(1)
+
+
+@dataclasses.dataclass
+class StepMetadata:
+    """A prepared step: the host metadata and its device copy (views of the workspace, int32).
+
+    Device arrays: positions, token_req, slot_mapping, row_keys, ks, ke, gather_base [T];
+    block_table [B, M]; state_slot [B]; key_pieces [3, pieces] (request, keys, offset) of the prefill
+    indexer chunks, chunk i's at key_piece_start[i]; gather_pieces [3, pieces] of the gathered path.
+    """
+
+    host: BatchMetadata
+    step_id: int
+    positions: torch.Tensor
+    token_req: torch.Tensor
+    slot_mapping: torch.Tensor
+    row_keys: torch.Tensor
+    ks: torch.Tensor
+    ke: torch.Tensor
+    gather_base: torch.Tensor
+    block_table: torch.Tensor
+    state_slot: torch.Tensor
+    key_pieces: torch.Tensor
+    gather_pieces: torch.Tensor
+    key_piece_start: list[int]
+    key_piece_rows: list[list[tuple[int, int]]]
+    gather_piece_start: list[int]
+    tp_boundaries: list[int] | None = None
+
+
+def _sm_count(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return DEFAULT_SM_COUNT
+
+
+class DSAAttention:
+    """DSA attention for one model geometry on one device (see the module docstring).
+
+    geometry           the model (``config.preset`` / ``config.from_hf_config``)
+    tp                 tensor-parallel size: heads per rank = geometry.num_heads / tp
+    kv_layout          'bf16', 'fp8_ds_mla' or 'fp8_ds_mla_nope' (the latent cache of every layer)
+    block_size         tokens per cache block (a multiple of kpool)
+    max_num_tokens, max_num_reqs, max_model_len   the largest step: reserved for, and enforced
+    decode_threshold   a request with at most this many scheduled tokens is a decode (1 + speculative)
+    indexer_cap_bytes  workspace bytes one indexer chunk may take (logits, top-k scratch, keys)
+    gather_cap_tokens  fp8_gathered: context rows gathered at once (default max_model_len)
+    calibration        a calibration table (dict, or path to its JSON) for head dispatch; None: SPEC 7
+    workspace          a Workspace to share (one per device), else a new one
+    tp_group, tp_min_rows_per_rank   tensor-parallel indexer prefill (SPEC 8); None: replicated
+    """
+
+    def __init__(self, geometry: DSAGeometry, *, kv_layout: KVLayout | str, block_size: int, max_num_tokens: int,
+                 max_num_reqs: int, max_model_len: int, tp: int = 1, device: torch.device | str = "cpu",
+                 decode_threshold: int = 1, indexer_cap_bytes: int = 512 << 20, gather_cap_tokens: int | None = None,
+                 calibration: dict | str | None = None, workspace: Workspace | None = None, tp_group=None,
+                 tp_min_rows_per_rank: int | None = None):
+        self.geometry = geometry
+        self.heads = geometry.heads_per_rank(tp)
+        self.kv_layout = as_layout(kv_layout, "kv_layout")
+        if self.kv_layout.max_d_qk() is not None and geometry.d_qk > self.kv_layout.max_d_qk():
+            raise ValueError(f"kv_layout {self.kv_layout.value} cannot hold D_qk {geometry.d_qk}")
+        self.device = torch.device(device)
+        self.path = policy.choose_path(self.kv_layout, self.heads)
+        self.limits = BatchLimits(max_num_tokens=max_num_tokens, max_num_reqs=max_num_reqs,
+                                  max_model_len=max_model_len, block_size=block_size,
+                                  decode_threshold=decode_threshold, kpool=geometry.kpool,
+                                  indexer_cap_bytes=indexer_cap_bytes, gather_cap_tokens=gather_cap_tokens)
+        self.table = policy.load_table(calibration) if isinstance(calibration, str) else calibration
+        self.sm_count = _sm_count(self.device)
+        self.sm_scale = geometry.softmax_scale
+        self.width = geometry.topk_width
+        self.workspace = workspace if workspace is not None else Workspace(self.device)
+        if self.workspace.device != self.device:
+            raise ValueError(f"workspace must be on {self.device}, got {self.workspace.device}")
+        self.tp_group, self.tp_min_rows_per_rank = tp_group, tp_min_rows_per_rank
+        self.indexer = IndexerDriver(geometry, self.limits, self.workspace, tp_group=tp_group,
+                                     tp_min_rows_per_rank=tp_min_rows_per_rank)
+        self._reserve()
+        self._host_meta = torch.empty(self._meta_capacity(), dtype=torch.int32,
+                                      pin_memory=self.device.type == "cuda")
+        self._upload_done: torch.cuda.Event | None = None
+        self._indices_step = 0
+
+    # -- workspace --------------------------------------------------------------------------------
+
+    def _meta_capacity(self) -> int:
+        lim = self.limits
+        t, b = lim.max_num_tokens, lim.max_num_reqs
+        # 7 per-token arrays, the block table, state slots, key pieces (at most one per prefill request
+        # and chunk boundary), gather pieces (one per prefill request), each aligned
+        return 7 * t + b * lim.max_blocks_per_req + b + 3 * (b + t) + 3 * b + 11 * _ALIGN_ELEMS
+
+    def _decode_tokens_max(self) -> int:
+        lim = self.limits
+        if self.path is policy.Path.FP8_MIXED:
+            return lim.max_num_tokens
+        return min(lim.max_num_tokens, lim.max_num_reqs * lim.decode_threshold)
+
+    def _decode_scratch(self, tokens: int) -> tuple[str, list]:
+        variant = policy.choose_variant("decode", self.heads, tokens, self.table, self.sm_count, self.kv_layout)
+        return variant, decode_scratch_spec(tokens, self.heads, self.width, variant, self.kv_layout, self.sm_count)
+
+    def _reserve(self) -> None:
+        ws, lim, g = self.workspace, self.limits, self.geometry
+        ws.reserve(METADATA, {"meta": ((self._meta_capacity(),), torch.int32)})
+        ws.reserve(INDICES, {"indices": ((lim.max_num_tokens, self.width), torch.int32)})
+        ws.reserve(LSE, {"lse": ((lim.max_num_tokens, self.heads), torch.float32)}, phase=ATTENTION)
+        if self.path is not policy.Path.BF16_PREFILL:
+            # exact: the largest split-K scratch over every decode call size the limits allow
+            most = max(specs_nbytes(dict(enumerate(self._decode_scratch(t)[1])))
+                       for t in range(1, self._decode_tokens_max() + 1))
+            ws.reserve_bytes(DECODE_SCRATCH, most, phase=ATTENTION)
+        if self.path is policy.Path.FP8_GATHERED:
+            ws.reserve(GATHERED, {"context": ((lim.gather_tokens, g.d_qk), torch.bfloat16)}, phase=ATTENTION)
+
+    def lock(self) -> None:
+        """Lock the workspace (after the profile step): a step that needs more raises WorkspaceLockedError."""
+        self.workspace.lock()
+
+    @property
+    def workspace_bytes(self) -> int:
+        """Bytes of the workspace: what a step adds to the device memory in use (the predicted peak)."""
+        return self.workspace.nbytes
+
+    # -- a step -----------------------------------------------------------------------------------
+
+    def prepare(self, requests: list[Request]) -> StepMetadata:
+        """Metadata of one step, copied to the device once; ValueError for a batch over the limits."""
+        host = build_metadata(requests, self.limits, gathered_prefill=self.path is policy.Path.FP8_GATHERED,
+                              chunk_bytes=self.indexer.chunk_bytes)
+        qs = host.query_start
+        key_piece_start, key_piece_rows, key_pieces = [], [], []
+        for c in host.prefill_chunks:
+            key_piece_start.append(len(key_pieces))
+            key_piece_rows.append([(max(c.row_start, qs[p.req]), min(c.row_end, qs[p.req + 1])) for p in c.pieces])
+            key_pieces += [(p.req, p.num_keys, p.offset) for p in c.pieces]
+        gather_piece_start, gather_pieces = [], []
+        for c in host.gather_chunks:
+            gather_piece_start.append(len(gather_pieces))
+            gather_pieces += [(p.req, p.num_keys, p.offset) for p in c.pieces]
+        arrays = {
+            "positions": host.positions, "token_req": host.token_req, "slot_mapping": host.slot_mapping,
+            "row_keys": host.row_keys, "ks": host.ks, "ke": host.ke, "gather_base": host.gather_base,
+            "block_table": host.block_table, "state_slot": host.state_slot,
+            "key_pieces": torch.tensor(key_pieces, dtype=torch.int32).reshape(-1, 3).T,
+            "gather_pieces": torch.tensor(gather_pieces, dtype=torch.int32).reshape(-1, 3).T,
+        }
+        dev = self._upload(arrays)
+        return StepMetadata(host=host, step_id=next(_step_ids), **dev, key_piece_start=key_piece_start,
+                            key_piece_rows=key_piece_rows, gather_piece_start=gather_piece_start,
+                            tp_boundaries=self._plan_tp(host))
+
+    def _upload(self, arrays: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One host-to-device copy of every array into the metadata region; returns the device views."""
+        if self._upload_done is not None:
+            self._upload_done.synchronize()  # the pinned buffer may still feed the previous step's copy
+        host, off, where = self._host_meta, 0, {}
+        for name, a in arrays.items():
+            n = a.numel()
+            host[off:off + n].view(a.shape).copy_(a)
+            where[name] = (off, a.shape)
+            off += -(-n // _ALIGN_ELEMS) * _ALIGN_ELEMS
+        dev = self.workspace.view(METADATA, (self._meta_capacity(),), torch.int32)
+        dev[:off].copy_(host[:off], non_blocking=True)
+        if self.device.type == "cuda":
+            self._upload_done = torch.cuda.Event()
+            self._upload_done.record()
+        return {name: dev[o:o + torch.Size(shape).numel()].view(shape) for name, (o, shape) in where.items()}
+
+    def _plan_tp(self, host: BatchMetadata) -> list[int] | None:
+        if self.tp_group is None or host.num_prefill_tokens == 0:
+            return None
+        from ..distributed import group_size, plan_row_shards, should_shard
+        if not should_shard(self.tp_group, host.num_prefill_tokens, self.tp_min_rows_per_rank, self.device):
+            return None
+        return plan_row_shards(host.row_keys[host.num_decode_tokens:], group_size(self.tp_group))
+
+    def _check(self, step, q, latent, kv_cache, indexer, layer, out) -> bool:
+        """Every argument, before anything is written. Returns whether the layer is a shared one."""
+        if not isinstance(step, StepMetadata) or step.host.limits is not self.limits:
+            raise ValueError("step must be the StepMetadata this backend's prepare() returned")
+        shared = bool(self.geometry.indexer_types) and self.geometry.is_shared_layer(layer)
+        t, h, d = step.host.num_tokens, self.heads, self.geometry.d_qk
+        check_tensor("q", q, dtype=torch.bfloat16, shape=(t, h, d), device=self.device)
+        if latent is not None:
+            check_tensor("latent", latent, dtype=(torch.bfloat16, torch.float32), shape=(t, d), device=self.device)
+        if not isinstance(kv_cache, torch.Tensor) or kv_cache.dim() not in (3, 4):
+            raise ValueError("kv_cache must be a tensor [num_blocks, block_size, row]")
+        if infer_layout(kv_cache) is not self.kv_layout:
+            raise ValueError(f"kv_cache must hold {self.kv_layout.value} rows, got {infer_layout(kv_cache).value}")
+        check_tensor("kv_cache", kv_cache, device=self.device)
+        if kv_cache.shape[1] != self.limits.block_size:
+            raise ValueError(f"kv_cache must have block_size {self.limits.block_size}, got {kv_cache.shape[1]}")
+        if self.kv_layout is KVLayout.BF16 and kv_cache.shape[-1] != d:
+            raise ValueError(f"kv_cache must have rows of D_qk {d}, got {kv_cache.shape[-1]}")
+        if step.host.max_block_id >= kv_cache.shape[0]:
+            raise ValueError(f"kv_cache has {kv_cache.shape[0]} blocks but the block tables use block "
+                             f"{step.host.max_block_id}")
+        if out is not None:
+            check_tensor("out", out, dtype=torch.bfloat16, shape=(t, h, LATENT_DIM), device=self.device)
+        if shared:
+            if indexer is not None:
+                raise ValueError(f"indexer must be None on shared layer {layer} (it reuses the previous top-k)")
+            if self._indices_step != step.step_id:
+                raise ValueError(f"layer {layer} is a shared layer but no full layer ran earlier in this step")
+        else:
+            self.indexer.check_inputs(indexer, step, self.device)
+        return shared
+
+    def forward(self, step: StepMetadata, q: torch.Tensor, latent: torch.Tensor | None, kv_cache: torch.Tensor,
+                indexer: IndexerInputs | None = None, *, layer: int = 0,
+                out: torch.Tensor | None = None) -> torch.Tensor:
+        """One layer's DSA attention for the prepared step.
+
+        q [T, H, D_qk] bf16 latent queries (H = heads per rank); latent [T, D_qk] this step's latent KV
+        rows, written into kv_cache at the step's slots (None: already written); kv_cache this layer's
+        [num_blocks, block_size, row] cache; indexer: this layer's IndexerInputs (None on a shared
+        layer); out [T, H, 512] bf16 (allocated when None). Returns out.
+        """
+        shared = self._check(step, q, latent, kv_cache, indexer, layer, out)
+        host, ws = step.host, self.workspace
+        t = host.num_tokens
+        if out is None:
+            out = torch.empty((t, self.heads, LATENT_DIM), dtype=torch.bfloat16, device=self.device)
+        if latent is not None:
+            write_kv_cache(latent, kv_cache, step.slot_mapping)
+        indices = ws.view(INDICES, (t, self.width), torch.int32)
+        if not shared:
+            self.indexer.run(step, indexer, indices)
+            self._positions_to_kv_rows(step, indices)
+            self._indices_step = step.step_id
+        lse = ws.view(LSE, (t, self.heads), torch.float32)
+        if self.path is policy.Path.BF16_PREFILL:
+            variant = policy.choose_variant("prefill", self.heads, t, self.table, self.sm_count)
+            sparse_mla_prefill(q, kv_cache_flat(kv_cache), indices, self.sm_scale, out=out, lse=lse, variant=variant)
+        elif self.path is policy.Path.FP8_MIXED:
+            self._decode(q, kv_cache, indices, out, lse, 0, t)
+        else:
+            self._decode(q, kv_cache, indices, out, lse, 0, host.num_decode_tokens)
+            self._gathered_prefill(step, q, kv_cache, indices, out, lse)
+        return out
+
+    def _positions_to_kv_rows(self, step: StepMetadata, indices: torch.Tensor) -> None:
+        """Indexer positions -> cache slots, or rows of the gathered context for gathered prefills."""
+        bs = self.limits.block_size
+        n = step.host.num_decode_tokens if self.path is policy.Path.FP8_GATHERED else step.host.num_tokens
+        if n:
+            positions_to_slots(indices[:n], step.token_req[:n], step.block_table, bs, out=indices[:n])
+        if n < step.host.num_tokens:
+            positions_to_offsets(indices[n:], step.gather_base[n:], out=indices[n:])
+
+    def _decode(self, q, kv_cache, indices, out, lse, lo: int, hi: int) -> None:
+        if hi <= lo:
+            return
+        variant, specs = self._decode_scratch(hi - lo)
+        scratch = None
+        if specs:
+            bufs = self.workspace.views(DECODE_SCRATCH, {str(i): s for i, s in enumerate(specs)})
+            scratch = list(bufs.values())
+        sparse_mla_decode(q[lo:hi], kv_cache, indices[lo:hi], self.sm_scale, out=out[lo:hi], lse=lse[lo:hi],
+                          variant=variant, scratch=scratch)
+
+    def _gathered_prefill(self, step, q, kv_cache, indices, out, lse) -> None:
+        gp = step.gather_pieces
+        for c, p0 in zip(step.host.gather_chunks, step.gather_piece_start):
+            p1 = p0 + len(c.pieces)
+            context = self.workspace.view(GATHERED, (c.num_keys, self.geometry.d_qk), torch.bfloat16)
+            gather_latent(kv_cache, step.block_table, gp[0, p0:p1], gp[1, p0:p1], gp[2, p0:p1],
+                          max(p.num_keys for p in c.pieces), context)
+            a, b = c.row_start, c.row_end
+            variant = policy.choose_variant("prefill", self.heads, b - a, self.table, self.sm_count)
+            sparse_mla_prefill(q[a:b], context, indices[a:b], self.sm_scale, out=out[a:b], lse=lse[a:b],
+                               variant=variant)

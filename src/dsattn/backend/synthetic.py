@@ -1,0 +1,158 @@
+"""Random serving steps for tests and the serve bench: paged caches holding each request's history,
+this step's inputs, and the reference stack that computes the step request by request.
+
+A request is (tokens already cached, tokens scheduled now). Blocks are drawn at random from a shared
+pool so block tables are not contiguous; every value is random (never zeros).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from ..config import DSAGeometry
+from ..formats import (INDEX_DIM, KVLayout, as_layout, dequantize_indexer_cache, new_indexer_cache, new_kv_cache,
+                       slots_from_positions)
+from ..ops.cache import write_indexer_cache, write_kv_cache
+from ..ops.indexer import kpool_update
+from ..ops.indexer.reference import indexer_topk_reference, kpool_topk_reference, pooled_slots
+from ..ops.sparse_mla.reference import sparse_mla_paged_reference
+from .indexer import IndexerInputs
+from .metadata import Request
+
+
+@dataclasses.dataclass
+class SyntheticStep:
+    """Caches with history and one step's inputs (see make_step)."""
+
+    geometry: DSAGeometry
+    heads: int
+    layout: KVLayout
+    block_size: int
+    requests: list[Request]
+    kv_cache: torch.Tensor
+    indexer: IndexerInputs       # its cache holds the history; k/q/weights (+ gate/ape/tail) are this step's
+    q: torch.Tensor              # [T, H, D_qk] bf16
+    latent: torch.Tensor         # [T, D_qk] bf16, this step's latent rows
+
+    def clone_caches(self) -> "SyntheticStep":
+        """The same step over copies of the caches (and k-pool tail state)."""
+        tail = self.indexer.tail_state
+        ix = dataclasses.replace(self.indexer, cache=self.indexer.cache.clone(),
+                                 tail_state=None if tail is None else tail.clone())
+        return dataclasses.replace(self, kv_cache=self.kv_cache.clone(), indexer=ix)
+
+
+def make_step(geometry: DSAGeometry, heads: int, layout: KVLayout | str, spans: list[tuple[int, int]], *,
+              block_size: int = 16, device="cpu", spare_blocks: int = 3, index_q_dtype=torch.bfloat16,
+              generator: torch.Generator | None = None) -> SyntheticStep:
+    """A step of requests spans = [(cached, scheduled), ...] (decodes first), history written with the ops."""
+    layout = as_layout(layout)
+    g = generator or torch.Generator(device="cpu").manual_seed(0)
+    p, d, hi = geometry.kpool, geometry.d_qk, geometry.index_n_heads
+
+    def randn(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=g) * scale).to(device)
+
+    seq = [c + s for c, s in spans]
+    nblocks = [-(-n // block_size) for n in seq]
+    num_blocks = sum(nblocks) + spare_blocks
+    perm = torch.randperm(num_blocks, generator=g).tolist()
+    tables, at = [], 0
+    for n in nblocks:
+        tables.append(perm[at:at + n])
+        at += n
+    requests = [Request(c, s, tables[i], state_slot=len(spans) - 1 - i) for i, (c, s) in enumerate(spans)]
+
+    kv_cache = new_kv_cache(num_blocks, block_size, layout, d, device)
+    icache = new_indexer_cache(num_blocks, block_size // p, device)
+    # random bytes everywhere first: a slot nobody wrote must never be read
+    kv_cache.view(torch.uint8).copy_(torch.randint(0, 255, kv_cache.view(torch.uint8).shape, generator=g,
+                                                   dtype=torch.uint8))
+    if layout is KVLayout.BF16:
+        kv_cache.copy_(randn(*kv_cache.shape))
+    icache.copy_(torch.randint(0, 255, icache.shape, generator=g, dtype=torch.uint8))
+    tail = randn(len(spans), p - 1, 2 * INDEX_DIM) if p > 1 else None
+    ape = randn(p, INDEX_DIM, scale=0.1) if p > 1 else None
+
+    # history: every cached token, as earlier steps wrote it
+    table = torch.zeros((len(spans), max(nblocks)), dtype=torch.int32)
+    for i, t in enumerate(tables):
+        table[i, :len(t)] = torch.tensor(t, dtype=torch.int32)
+    hist_req = torch.cat([torch.full((c,), i, dtype=torch.int32) for i, (c, _) in enumerate(spans)])
+    hist_pos = torch.cat([torch.arange(c, dtype=torch.int32) for c, _ in spans])
+    n_hist = hist_pos.numel()
+    if n_hist:
+        slots = slots_from_positions(table, hist_req, hist_pos, block_size).to(device)
+        write_kv_cache(randn(n_hist, d, scale=0.5).bfloat16(), kv_cache, slots)
+        keys = randn(n_hist, INDEX_DIM).bfloat16()
+        if p > 1:
+            kpool_update(keys, randn(n_hist, INDEX_DIM), ape, hist_pos.to(device),
+                         hist_req.to(device), table.to(device), icache, tail,
+                         torch.tensor([r.state_slot for r in requests], dtype=torch.int32, device=device))
+        else:
+            write_indexer_cache(keys, icache, slots)
+
+    t = sum(s for _, s in spans)
+    iq = randn(t, hi, INDEX_DIM)
+    ix = IndexerInputs(q=iq.to(index_q_dtype), weights=randn(t, hi, scale=(hi * INDEX_DIM) ** -0.5),
+                       k=randn(t, INDEX_DIM).bfloat16(), cache=icache,
+                       gate=randn(t, INDEX_DIM) if p > 1 else None, ape=ape, tail_state=tail)
+    return SyntheticStep(geometry, heads, layout, block_size, requests, kv_cache, ix,
+                         q=randn(t, heads, d).bfloat16(), latent=randn(t, d, scale=0.5).bfloat16())
+
+
+@dataclasses.dataclass
+class ReferenceResult:
+    out: torch.Tensor        # fp32 [T, H, 512]
+    slots: torch.Tensor      # int32 [T, width]: the selected tokens' cache slots, -1 unused
+    step: SyntheticStep      # the caches as the reference left them (this step's rows written)
+
+
+def reference_step(s: SyntheticStep) -> ReferenceResult:
+    """The step by the reference stack, request by request, over copies of the caches.
+
+    Writes this step's rows (reference cache writes), then per request: the fp32 indexer over its
+    dequantized keys, top-k positions (k-pool: pools, expanded with the tail), slots through the block
+    table, sparse MLA over the paged cache.
+    """
+    from ..ops.cache.reference import write_indexer_cache_reference, write_kv_cache_reference
+    from ..ops.indexer.reference import kpool_update_reference
+    s = s.clone_caches()
+    g, bs, p = s.geometry, s.block_size, s.geometry.kpool
+    dev = s.q.device
+    qs = [0]
+    for r in s.requests:
+        qs.append(qs[-1] + r.num_scheduled)
+    width = max(len(r.block_table) for r in s.requests)
+    table = torch.tensor([list(r.block_table) + [0] * (width - len(r.block_table)) for r in s.requests],
+                         dtype=torch.int32, device=dev)
+    req = torch.cat([torch.full((r.num_scheduled,), i, dtype=torch.int32) for i, r in enumerate(s.requests)]).to(dev)
+    pos = torch.cat([torch.arange(r.num_cached, r.seq_len, dtype=torch.int32) for r in s.requests]).to(dev)
+    write_kv_cache_reference(s.latent, s.kv_cache, slots_from_positions(table, req, pos, bs), s.layout)
+    ix = s.indexer
+    if p > 1:
+        kpool_update_reference(ix.k, ix.gate, ix.ape, pos, req, table, ix.cache, ix.tail_state,
+                               torch.tensor([r.state_slot for r in s.requests], dtype=torch.int32, device=dev))
+    else:
+        write_indexer_cache_reference(ix.k, ix.cache, slots_from_positions(table, req, pos, bs))
+    keys = dequantize_indexer_cache(ix.cache)
+    outs, slots = [], []
+    for i, r in enumerate(s.requests):
+        a, b = qs[i], qs[i + 1]
+        rows = torch.full((b - a,), i, dtype=torch.int32, device=dev)
+        if p > 1:
+            pools = torch.arange(r.seq_len // p, device=dev)
+            pooled = keys[pooled_slots(table, torch.full_like(pools, i), pools, bs // p)]
+            sel = kpool_topk_reference(ix.q[a:b].float(), ix.weights[a:b], pooled, torch.zeros_like(rows), pos[a:b],
+                                       g.index_topk, p)
+        else:
+            allpos = torch.arange(r.seq_len, device=dev)
+            k_r = keys[slots_from_positions(table, torch.full_like(allpos, i), allpos, bs).long()]
+            sel = indexer_topk_reference(ix.q[a:b].float(), ix.weights[a:b], k_r, torch.zeros_like(rows),
+                                         pos[a:b] + 1, g.index_topk)
+        sl = slots_from_positions(table, rows[:, None].expand_as(sel), sel, bs)
+        o, _ = sparse_mla_paged_reference(s.q[a:b], s.kv_cache, sl, g.softmax_scale, s.layout)
+        outs.append(o)
+        slots.append(sl)
+    return ReferenceResult(torch.cat(outs), torch.cat(slots), s)

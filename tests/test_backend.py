@@ -1,0 +1,275 @@
+"""DSAAttention end to end on the CPU with the reference ops (SPEC 6, 7): mixed batches of decodes and
+prefill chunks over the three paths against the reference stack run request by request, shared
+layers, chunked indexer and gathered context, the policy following a table, batch / argument
+rejection before anything is written, the locked workspace, workspace reserved per path.
+
+tests/test_backend_interpreted.py runs the same steps with the Triton kernels under the interpreter;
+tests/gpu/test_backend_gpu.py at real sizes with allocation counters.
+"""
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
+
+import dataclasses  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from dsattn.backend import attention as attention_mod  # noqa: E402
+from dsattn.backend.attention import (DECODE_SCRATCH, GATHERED, INDICES, DSAAttention)  # noqa: E402
+from dsattn.backend.indexer import CHUNK  # noqa: E402
+from dsattn.backend.metadata import Request  # noqa: E402
+from dsattn.backend.policy import Path  # noqa: E402
+from dsattn.backend.synthetic import make_step, reference_step  # noqa: E402
+from dsattn.config import preset  # noqa: E402
+from dsattn.formats import slots_from_positions  # noqa: E402
+from dsattn.memory.workspace import WorkspaceLockedError  # noqa: E402
+from dsattn.ops.cache.reference import write_kv_cache_reference  # noqa: E402
+from dsattn.ops.sparse_mla.reference import sparse_mla_paged_reference  # noqa: E402
+
+BS = 16
+# decodes first (one with no context), then prefill chunks with and without cached context;
+# contexts are not multiples of the block size
+SPANS = [(37, 1), (5, 1), (0, 1), (40, 7), (0, 23), (17, 9)]
+
+
+@pytest.fixture(autouse=True)
+def reference_ops(monkeypatch):
+    """The public ops run their reference twins here, whatever other test modules set."""
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+
+
+def geometry(name, heads, topk=16, **kw):
+    return preset(name).scaled(index_topk=topk, index_n_heads=4, num_heads=heads, **kw)
+
+
+def backend(geo, layout, heads, **kw):
+    args = dict(kv_layout=layout, block_size=BS, max_num_tokens=64, max_num_reqs=8, max_model_len=128)
+    args.update(kw)
+    return DSAAttention(geo, tp=geo.num_heads // heads, **args)
+
+
+def step_slots(attn, step, indices):
+    """Backend indices as cache slots (gathered-path prefill rows hold rows of the gathered context)."""
+    slots = indices.clone()
+    if attn.path is Path.FP8_GATHERED:
+        d = step.host.num_decode_tokens
+        pos = torch.where(indices[d:] >= 0, indices[d:] - step.host.gather_base[d:, None], -1)
+        req = step.host.token_req[d:, None].expand_as(pos)
+        slots[d:] = slots_from_positions(step.host.block_table, req, pos, BS)
+    return slots
+
+
+def assert_same_sets(a, b):
+    assert torch.equal(a.sort(dim=1).values, b.sort(dim=1).values)
+
+
+def run_and_check(attn, s, ref, layer=0, atol=2e-2):
+    step = attn.prepare(s.requests)
+    out = torch.full((step.host.num_tokens, attn.heads, 512), float("nan"), dtype=torch.bfloat16)
+    res = attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, layer=layer, out=out)
+    assert res is out
+    torch.testing.assert_close(out.float(), ref.out, atol=atol, rtol=2e-2)
+    indices = attn.workspace.view(INDICES, (step.host.num_tokens, attn.width), torch.int32)
+    assert_same_sets(step_slots(attn, step, indices), ref.slots)
+    # the step wrote its rows exactly as the reference writes do
+    assert torch.equal(s.kv_cache.view(torch.uint8), ref.step.kv_cache.view(torch.uint8))
+    assert torch.equal(s.indexer.cache, ref.step.indexer.cache)
+    return step, out
+
+
+CASES = [  # preset, cache layout, heads per rank, expected path
+    ("glm-5", "bf16", 8, Path.BF16_PREFILL),
+    ("deepseek-v3.2", "bf16", 128, Path.BF16_PREFILL),
+    ("glm-5", "fp8_ds_mla", 8, Path.FP8_MIXED),
+    ("glm-5", "fp8_ds_mla", 16, Path.FP8_MIXED),
+    ("glm-5", "fp8_ds_mla", 32, Path.FP8_GATHERED),
+    ("deepseek-v3.2", "fp8_ds_mla", 128, Path.FP8_GATHERED),
+    ("glm-5.3-flash", "fp8_ds_mla_nope", 8, Path.FP8_MIXED),
+    ("glm-5.3-flash", "fp8_ds_mla_nope", 64, Path.FP8_GATHERED),
+    ("glm-5.3-flash", "bf16", 16, Path.BF16_PREFILL),
+]
+
+
+@pytest.mark.parametrize("name, layout, heads, path", CASES)
+def test_mixed_batch_matches_reference(name, layout, heads, path):
+    geo = geometry(name, heads)
+    s = make_step(geo, heads, layout, SPANS, block_size=BS)
+    attn = backend(geo, layout, heads)
+    assert attn.path is path
+    run_and_check(attn, s, reference_step(s))
+
+
+@pytest.mark.parametrize("name, layout, heads", [("glm-5", "fp8_ds_mla", 32), ("glm-5.3-flash", "fp8_ds_mla_nope", 8)])
+def test_small_caps_chunk_the_indexer_and_the_context(name, layout, heads):
+    geo = geometry(name, heads)
+    s = make_step(geo, heads, layout, SPANS, block_size=BS)
+    attn = backend(geo, layout, heads, max_model_len=48)
+    most = attn.limits.max_keys
+    attn_small = backend(geo, layout, heads, max_model_len=48, gather_cap_tokens=48,
+                         indexer_cap_bytes=attn.indexer.chunk_bytes(3, most, most))
+    ref = reference_step(s)
+    step, _ = run_and_check(attn_small, s, ref)
+    # requests split across chunks, and chunks holding several requests' keys
+    assert len(step.host.prefill_chunks) > 2 and any(len(c.pieces) > 1 for c in step.host.prefill_chunks)
+    if attn.path is Path.FP8_GATHERED:
+        assert len(step.host.gather_chunks) == 3
+    # the backend with the default caps ran the same step in one chunk each
+    s2 = make_step(geo, heads, layout, SPANS, block_size=BS)
+    step2, _ = run_and_check(attn, s2, reference_step(s2))
+    assert len(step2.host.prefill_chunks) == 1
+
+
+def test_shared_layer_reuses_the_previous_indices():
+    heads = 8
+    geo = geometry("glm-5.3-flash", heads, indexer_types=("full", "shared", "full"))
+    s0 = make_step(geo, heads, "fp8_ds_mla_nope", SPANS, block_size=BS)
+    attn = backend(geo, "fp8_ds_mla_nope", heads)
+    ref0 = reference_step(s0)
+    step = attn.prepare(s0.requests)
+    with pytest.raises(ValueError, match="no full layer ran earlier"):
+        attn.forward(step, s0.q, None, s0.kv_cache, None, layer=1)
+    attn.forward(step, s0.q, s0.latent, s0.kv_cache, s0.indexer, layer=0)
+    # layer 1: its own cache (every slot holds a row, as if written) and queries; no indexer inputs
+    kv1 = s0.kv_cache.clone()
+    n = kv1.shape[0] * kv1.shape[1]
+    write_kv_cache_reference(torch.randn(n, geo.d_qk), kv1, torch.arange(n), "fp8_ds_mla_nope")
+    q1 = torch.randn_like(s0.q, dtype=torch.float32).bfloat16()
+    with pytest.raises(ValueError, match="indexer must be None on shared layer 1"):
+        attn.forward(step, q1, None, kv1, s0.indexer, layer=1)
+    out1 = attn.forward(step, q1, None, kv1, None, layer=1)
+    want, _ = sparse_mla_paged_reference(q1, kv1, ref0.slots, geo.softmax_scale, "fp8_ds_mla_nope")
+    torch.testing.assert_close(out1.float(), want, atol=2e-2, rtol=2e-2)
+    with pytest.raises(ValueError, match="indexer must be IndexerInputs"):
+        attn.forward(step, q1, None, kv1, None, layer=2)
+
+
+class _Spy:
+    def __init__(self, fn):
+        self.fn, self.variants = fn, []
+
+    def __call__(self, *args, **kw):
+        self.variants.append(kw["variant"])
+        return self.fn(*args, **kw)
+
+
+def test_policy_follows_the_calibration_table(monkeypatch):
+    heads = 8
+    geo = geometry("glm-5", heads)
+    spy = _Spy(attention_mod.sparse_mla_decode)
+    monkeypatch.setattr(attention_mod, "sparse_mla_decode", spy)
+    table = {"table": {"decode/fp8_ds_mla": {"8": [{"max_tokens": 41, "variant": "native"},
+                                                    {"max_tokens": None, "variant": "pad64"}]}}}
+    s = make_step(geo, heads, "fp8_ds_mla", SPANS, block_size=BS)   # 42 tokens
+    ref = reference_step(s)
+    run_and_check(backend(geo, "fp8_ds_mla", heads, calibration=table), s, ref)
+    s = make_step(geo, heads, "fp8_ds_mla", SPANS[:-1], block_size=BS)   # 33 tokens
+    run_and_check(backend(geo, "fp8_ds_mla", heads, calibration=table), s, reference_step(s))
+    s = make_step(geo, heads, "fp8_ds_mla", SPANS[:-1], block_size=BS)
+    run_and_check(backend(geo, "fp8_ds_mla", heads), s, reference_step(s))  # no table: SPEC 7 (<= 132: pad64)
+    assert spy.variants == ["pad64", "native", "pad64"]
+
+
+def test_workspace_holds_only_what_the_path_uses():
+    def consumers(layout, heads, name="glm-5"):
+        return {r["consumer"] for r in backend(geometry(name, heads), layout, heads).workspace.report()}
+    assert DECODE_SCRATCH not in consumers("bf16", 8) and GATHERED not in consumers("bf16", 8)
+    assert DECODE_SCRATCH in consumers("fp8_ds_mla", 8) and GATHERED not in consumers("fp8_ds_mla", 8)
+    assert {DECODE_SCRATCH, GATHERED} <= consumers("fp8_ds_mla", 64)
+    assert {"metadata", INDICES, CHUNK, "attention.lse"} <= consumers("bf16", 8)
+
+
+def _caches(s):
+    return s.kv_cache.clone(), s.indexer.cache.clone()
+
+
+def _unchanged(s, before):
+    return torch.equal(s.kv_cache.view(torch.uint8), before[0].view(torch.uint8)) and \
+        torch.equal(s.indexer.cache, before[1])
+
+
+def test_oversize_batch_is_rejected_before_anything_runs():
+    heads = 8
+    geo = geometry("glm-5", heads)
+    attn = backend(geo, "fp8_ds_mla", heads, max_num_tokens=41)
+    s = make_step(geo, heads, "fp8_ds_mla", SPANS, block_size=BS)   # 42 tokens
+    before = _caches(s)
+    with pytest.raises(ValueError, match="42 scheduled tokens, more than max_num_tokens=41"):
+        attn.prepare(s.requests)
+    with pytest.raises(ValueError, match="more than max_num_reqs=2"):
+        backend(geo, "fp8_ds_mla", heads, max_num_reqs=2).prepare(s.requests)
+    with pytest.raises(ValueError, match="more than max_model_len=32"):
+        backend(geo, "fp8_ds_mla", heads, max_model_len=32).prepare(s.requests)
+    assert _unchanged(s, before)
+
+
+@pytest.mark.parametrize("what, change, match", [
+    ("q", lambda s: s.q.float(), "q must have dtype"),
+    ("q", lambda s: s.q[:, :4], r"q must have shape \[42, 8, 576\]"),
+    ("latent", lambda s: s.latent[:-1], "latent must have shape"),
+    ("kv_cache", lambda s: s.kv_cache[:, :8], "kv_cache must have block_size 16"),
+    ("kv_cache", lambda s: s.kv_cache[:2], "kv_cache has 2 blocks but the block tables use block"),
+    ("kv_cache", lambda s: torch.zeros(8, 16, 576, dtype=torch.bfloat16), "kv_cache must hold fp8_ds_mla rows"),
+    ("indexer.weights", lambda s: s.indexer.weights.double(), "indexer.weights must have dtype"),
+    ("indexer.q", lambda s: s.indexer.q[:, :2], "indexer.q must have shape"),
+    ("indexer.k", lambda s: s.indexer.k[:3], "indexer.k must have shape"),
+    ("indexer.cache", lambda s: s.indexer.cache[:1], "indexer.cache has 1 blocks"),
+    ("out", lambda s: torch.empty(42, 8, 512), "out must have dtype"),
+])
+def test_bad_arguments_are_rejected_before_anything_is_written(what, change, match):
+    heads = 8
+    geo = geometry("glm-5", heads)
+    attn = backend(geo, "fp8_ds_mla", heads)
+    s = make_step(geo, heads, "fp8_ds_mla", SPANS, block_size=BS)
+    before = _caches(s)
+    step = attn.prepare(s.requests)
+    args = dict(step=step, q=s.q, latent=s.latent, kv_cache=s.kv_cache, indexer=s.indexer, out=None)
+    if what.startswith("indexer."):
+        args["indexer"] = dataclasses.replace(s.indexer, **{what.split(".")[1]: change(s)})
+    else:
+        args[what] = change(s)
+    with pytest.raises(ValueError, match=match):
+        attn.forward(**args)
+    assert _unchanged(s, before)
+    other = backend(geo, "fp8_ds_mla", heads)
+    with pytest.raises(ValueError, match="step must be the StepMetadata"):
+        other.forward(step, s.q, s.latent, s.kv_cache, s.indexer)
+
+
+def test_locked_workspace_raises_the_documented_error():
+    heads = 8
+    geo = geometry("glm-5", heads)
+    attn = backend(geo, "fp8_ds_mla", heads)
+    s = make_step(geo, heads, "fp8_ds_mla", SPANS, block_size=BS)
+    attn.forward(attn.prepare(s.requests), s.q, s.latent, s.kv_cache, s.indexer)  # warm-up
+    predicted = attn.workspace_bytes
+    attn.lock()
+    # a second backend sharing the locked workspace, for a larger batch, cannot grow it
+    with pytest.raises(WorkspaceLockedError, match=r"consumer 'indexer.chunk' needs \d+ bytes but \d+ are reserved"):
+        backend(geo, "fp8_ds_mla", heads, max_num_tokens=4096, workspace=attn.workspace)
+    with pytest.raises(WorkspaceLockedError, match=f"'{CHUNK}'"):
+        attn.workspace.views(CHUNK, attn.indexer.chunk_specs(64, 4096, 0))
+    # within the reservation, steps keep running, and the workspace never grew
+    s = make_step(geo, heads, "fp8_ds_mla", SPANS[:4], block_size=BS)
+    run_and_check(attn, s, reference_step(s))
+    assert attn.workspace_bytes == predicted
+
+
+def test_decode_only_and_prefill_only_steps():
+    heads = 32
+    geo = geometry("glm-5", heads)
+    attn = backend(geo, "fp8_ds_mla", heads)
+    for spans in ([(30, 1), (0, 1), (64, 1)], [(0, 30), (20, 5)]):
+        s = make_step(geo, heads, "fp8_ds_mla", spans, block_size=BS)
+        run_and_check(attn, s, reference_step(s))
+
+
+def test_speculative_decodes():
+    heads = 8
+    geo = geometry("glm-5", heads)
+    attn = backend(geo, "fp8_ds_mla", heads, decode_threshold=3)
+    s = make_step(geo, heads, "fp8_ds_mla", [(30, 3), (9, 2), (0, 12)], block_size=BS)
+    step, _ = run_and_check(attn, s, reference_step(s))
+    assert step.host.num_decodes == 2 and step.host.num_decode_tokens == 5
+    with pytest.raises(ValueError, match="decodes"):
+        attn.prepare([Request(0, 12, [0]), Request(30, 3, [1, 2, 3])])
