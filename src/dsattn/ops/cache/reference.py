@@ -32,8 +32,9 @@ def write_kv_cache_reference(latent: torch.Tensor, kv_cache: torch.Tensor, slot_
     if layout is KVLayout.BF16 and latent.shape[1] != cache.shape[2]:
         raise ValueError(f"latent must have {cache.shape[2]} columns (the bf16 cache's row), got {latent.shape[1]}")
     nb, bs, _ = cache.shape
-    _check_slots(slot_mapping, latent.shape[0], nb * bs)
+    check_tensor("slot_mapping", slot_mapping, dtype=INDEX_DTYPES, shape=(latent.shape[0],), last_dim_contiguous=False)
     check_same_device(latent=latent, kv_cache=kv_cache, slot_mapping=slot_mapping)
+    _check_slots(slot_mapping, latent.shape[0], nb * bs)
     keep = slot_mapping >= 0
     rows = pack_latent_rows(latent[keep], layout)
     slots = slot_mapping[keep].long()
@@ -47,8 +48,9 @@ def write_indexer_cache_reference(k: torch.Tensor, indexer_cache: torch.Tensor, 
     check_tensor("k", k, dtype=FLOAT_DTYPES, ndim=2, shape=(None, INDEX_DIM), last_dim_contiguous=False)
     values, scales = indexer_cache_views(indexer_cache)
     nb, bs, _ = values.shape
-    _check_slots(slot_mapping, k.shape[0], nb * bs)
+    check_tensor("slot_mapping", slot_mapping, dtype=INDEX_DTYPES, shape=(k.shape[0],), last_dim_contiguous=False)
     check_same_device(k=k, indexer_cache=indexer_cache, slot_mapping=slot_mapping)
+    _check_slots(slot_mapping, k.shape[0], nb * bs)
     keep = slot_mapping >= 0
     q, s = quantize_fp8(k[keep])
     slots = slot_mapping[keep].long()

@@ -27,6 +27,7 @@ def _check_q_weights(q, weights):
 def _check_ranges(t, n, ks, ke, names=("ks", "ke")):
     check_tensor(names[0], ks, dtype=INDEX_DTYPES, shape=(t,), last_dim_contiguous=False)
     check_tensor(names[1], ke, dtype=INDEX_DTYPES, shape=(t,), last_dim_contiguous=False)
+    check_same_device(**{names[0]: ks, names[1]: ke})
     check_values(names[0], ks, lo=0)
     check_values(names[1], ke, hi=n)
     check_values(f"{names[1]} - {names[0]}", ke.long() - ks.long(), lo=0)
@@ -42,8 +43,8 @@ def indexer_logits_reference(q: torch.Tensor, weights: torch.Tensor, k: torch.Te
     t, hi, d = q.shape
     check_tensor("k", k, dtype=_QK_DTYPES, ndim=2, shape=(None, d), last_dim_contiguous=False)
     n = k.shape[0]
-    _check_ranges(t, n, ks, ke)
     check_same_device(q=q, weights=weights, k=k, ks=ks, ke=ke)
+    _check_ranges(t, n, ks, ke)
     out = torch.empty((t, n), dtype=torch.float32, device=q.device)
     kf = k.float()
     col = torch.arange(n, device=q.device)
@@ -161,11 +162,14 @@ def kpool_topk_reference(q: torch.Tensor, weights: torch.Tensor, pooled: torch.T
     _check_q_weights(q, weights)
     t = q.shape[0]
     check_tensor("positions", positions, dtype=INDEX_DTYPES, shape=(t,), last_dim_contiguous=False)
+    check_tensor("pooled", pooled, dtype=_QK_DTYPES, ndim=2, last_dim_contiguous=False)
+    check_tensor("pool_start", pool_start, dtype=INDEX_DTYPES, shape=(t,), last_dim_contiguous=False)
+    check_same_device(q=q, weights=weights, pooled=pooled, pool_start=pool_start, positions=positions)
     check_values("positions", positions, lo=0)
     ks = pool_start
     ke = pool_start.long() + (positions.long() + 1) // kpool
     # names the caller's arguments: pool_start beyond the pooled array, or too few pools for a position
-    _check_ranges(t, pooled.shape[0] if isinstance(pooled, torch.Tensor) else 0, ks, ke,
+    _check_ranges(t, pooled.shape[0], ks, ke,
                   names=("pool_start", "pool_start + (positions + 1) // kpool"))
     pool_sel = indexer_topk_reference(q, weights, pooled, ks, ke, topk // kpool)
     return kpool_expand(pool_sel, positions, kpool)

@@ -55,8 +55,9 @@ def _check_args(q, indices, sm_scale, d_v, topk_length):
         raise ValueError(f"d_v must be <= D_qk ({q.shape[-1]}), got {d_v}")
     if topk_length is not None:
         check_tensor("topk_length", topk_length, dtype=INDEX_DTYPES, shape=(q.shape[0],), last_dim_contiguous=False)
-        check_values("topk_length", topk_length, lo=0)
     check_same_device(q=q, indices=indices, topk_length=topk_length)
+    if topk_length is not None:
+        check_values("topk_length", topk_length, lo=0)
     return indices
 
 
