@@ -162,7 +162,7 @@ def kpool_topk_reference(q: torch.Tensor, weights: torch.Tensor, pooled: torch.T
     _check_q_weights(q, weights)
     t = q.shape[0]
     check_tensor("positions", positions, dtype=INDEX_DTYPES, shape=(t,), last_dim_contiguous=False)
-    check_tensor("pooled", pooled, dtype=_QK_DTYPES, ndim=2, last_dim_contiguous=False)
+    check_tensor("pooled", pooled, dtype=_QK_DTYPES, ndim=2, shape=(None, q.shape[2]), last_dim_contiguous=False)
     check_tensor("pool_start", pool_start, dtype=INDEX_DTYPES, shape=(t,), last_dim_contiguous=False)
     check_same_device(q=q, weights=weights, pooled=pooled, pool_start=pool_start, positions=positions)
     check_values("positions", positions, lo=0)
