@@ -330,8 +330,36 @@ def run_kpool(args) -> list[dict]:
     return rows
 
 
+TOPK_VARIANTS = [dict(), dict(num_warps=4), dict(sample=4096), dict(sample=1024), dict(tile_cols=32),
+                 dict(tile_cols=8), dict(num_warps=4, tile_cols=32), dict(stop=1), dict(stop=2)]
+
+
+def run_topk_tune(args) -> list[dict]:
+    """The select's knobs and stage cut-offs (stop=1: sample threshold only, 2: + candidate pass)."""
+    from ..ops.topk.select import launch_topk
+    dev = DEVICE
+    rows_out = []
+    for rows, width in [(4096, 65536), (128, 65536)]:
+        x = torch.randn(rows, width, device=dev)
+        lengths = torch.full((rows,), width, dtype=torch.int32, device=dev)
+        out = torch.empty(rows, TOPK, dtype=torch.int32, device=dev)
+        scratch = torch.empty(rows, 4096, dtype=torch.int32, device=dev)
+        for v in TOPK_VARIANTS:
+            try:
+                fn = lambda: launch_topk(x, lengths, TOPK, out, scratch, **v)  # noqa: E731
+                fn()
+                ok = None
+                if not v.get("stop"):
+                    ok = bool(_same_sets(out, torch.topk(x, TOPK, dim=1).indices.int()).all())
+                rows_out.append(dict(op="topk_tune", rows=rows, width=width, variant=str(v), ms=time_ms(fn),
+                                     sets_ok=ok))
+            except Exception as e:  # noqa: BLE001 - keep sweeping
+                rows_out.append(dict(op="topk_tune", rows=rows, width=width, variant=str(v), error=str(e)[:200]))
+    return rows_out
+
+
 OPS = {"indexer": run_indexer, "topk": run_topk, "indexer_decode": run_indexer_decode,
-       "indexer_prefill": run_indexer_prefill, "kpool": run_kpool}
+       "indexer_prefill": run_indexer_prefill, "kpool": run_kpool, "topk_tune": run_topk_tune}
 
 
 def main(argv=None) -> int:

@@ -105,26 +105,26 @@ if triton is not None:
         out_row = out + t * stride_out
         block_bytes = block_size.to(tl.int64) * 132
 
-        # positions 0 .. width - 1 in tiles; a tile at or past n_pos is only -inf fill
-        n_tiles = tl.cdiv(width, BN)
+        # the positions 0 .. n_pos - 1 in tiles, shared out among the splits in contiguous runs
+        n_tiles = tl.cdiv(n_pos, BN)
         per_split = tl.cdiv(n_tiles, num_splits)
         first = split * per_split
-        count = tl.minimum(per_split, n_tiles - first)
-        for i in range(count):
+        for i in range(tl.minimum(per_split, n_tiles - first)):
             pos = (first + i) * BN + tl.arange(0, BN)
-            logit = tl.full((BN,), NEG_INF, tl.float32)
-            if (first + i) * BN < n_pos:
-                page = pos // block_size
-                blk = tl.load(table + page, mask=(pos < n_pos) & (page < table_width), other=-1)
-                ok = (pos < n_pos) & (blk >= 0) & (blk < num_blocks)
-                base = cache + tl.where(ok, blk, 0).to(tl.int64) * block_bytes
-                off = (pos % block_size).to(tl.int64)
-                k_tile = tl.load(base[:, None] + off[:, None] * 128 + d[None, :], mask=ok[:, None], other=0.0)
-                scale = tl.load((base + block_size * 128 + off * 4).to(tl.pointer_type(tl.float32)),
-                                mask=ok, other=0.0)
-                s = _scores(k_tile.to(tl.float8e4nv, bitcast=True).to(DOT_DTYPE), q_t, wh, HP, 1, UPCAST)
-                logit = tl.where(ok, tl.reshape(s, (BN,)) * scale, NEG_INF)
-            tl.store(out_row + pos, logit, mask=pos < width)
+            page = pos // block_size
+            blk = tl.load(table + page, mask=(pos < n_pos) & (page < table_width), other=-1)
+            ok = (pos < n_pos) & (blk >= 0) & (blk < num_blocks)
+            base = cache + tl.where(ok, blk, 0).to(tl.int64) * block_bytes
+            off = (pos % block_size).to(tl.int64)
+            k_tile = tl.load(base[:, None] + off[:, None] * 128 + d[None, :], mask=ok[:, None], other=0)
+            scale = tl.load((base + block_size * 128 + off * 4).to(tl.pointer_type(tl.float32)), mask=ok, other=0.0)
+            s = _scores(k_tile.to(tl.float8e4nv, bitcast=True).to(DOT_DTYPE), q_t, wh, HP, 1, UPCAST)
+            tl.store(out_row + pos, tl.where(ok, tl.reshape(s, (BN,)) * scale, NEG_INF), mask=pos < n_pos)
+        # -inf from n_pos to width, tiles round-robin over the splits
+        n_fill = tl.cdiv(width - n_pos, BN)
+        for f in range(tl.cdiv(tl.maximum(n_fill - split, 0), num_splits)):
+            pos = n_pos + (split + f * num_splits) * BN + tl.arange(0, BN)
+            tl.store(out_row + pos, tl.full((BN,), NEG_INF, tl.float32), mask=pos < width)
 
 
 _DOT_DTYPES = {FP8: "fp8", torch.bfloat16: "bf16"}
@@ -151,8 +151,10 @@ def _sm_count(device) -> int:
 
 def default_logits_config(num_rows: int, num_heads: int, device) -> dict:
     """Block sizes of the prefill kernel (from the H200 sweep in notes/indexer.md)."""
-    bt = 4 if num_heads <= 32 else 2
-    cfg = dict(BT=bt, BN=128, num_warps=8, num_stages=3, splits=None)
+    # BT * heads = 256 query columns per key tile: the fastest of the sweep on the H200
+    # (bench/results/indexer.json, 8192 x 131072 causal tail, 32 heads)
+    bt = max(1, 256 // max(32, triton.next_power_of_2(num_heads)))
+    cfg = dict(BT=bt, BN=64, num_warps=4, num_stages=3, splits=None)
     if interpreting():
         cfg.update(BN=16, num_warps=4, num_stages=1)
     return cfg

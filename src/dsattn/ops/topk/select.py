@@ -105,13 +105,34 @@ if triton is not None:
         return written
 
     @triton.jit
+    def _compact(row, n_valid, tau, scr, CAP: tl.constexpr, TR: tl.constexpr, TC: tl.constexpr):
+        """Columns of keys >= tau into scr, in column order; returns how many there are (all counted,
+        at most CAP stored). A tile is [TR, TC]: each row's positions come from a short scan along the
+        row plus one scan over the TR row totals, which is cheaper than one scan over TR * TC."""
+        lanes = tl.arange(0, TR)[:, None] * TC + tl.arange(0, TC)[None, :]
+        count = 0
+        for i in range(tl.cdiv(n_valid, TR * TC)):
+            offs = i * (TR * TC) + lanes
+            ok = offs < n_valid
+            keep = (ok & (_ordered_key(tl.load(row + offs, mask=ok, other=0.0)) >= tau)).to(tl.int32)
+            per_row = tl.sum(keep, axis=1)
+            before = tl.cumsum(per_row, axis=0) - per_row
+            pos = count + before[:, None] + tl.cumsum(keep, axis=1) - 1
+            tl.store(scr + pos, offs, mask=(keep != 0) & (pos < CAP))
+            count += tl.sum(per_row, axis=0)
+        return count
+
+    @triton.jit(do_not_specialize=["k"])
     def _topk_kernel(logits, stride_row, lengths, width, out, stride_out, scratch, stride_scratch, k,
-                     CAP: tl.constexpr, SAMPLE: tl.constexpr, GROUP: tl.constexpr, PAD_BLOCK: tl.constexpr):
+                     CAP: tl.constexpr, SAMPLE: tl.constexpr, GROUP: tl.constexpr, PAD_BLOCK: tl.constexpr,
+                     TR: tl.constexpr, TC: tl.constexpr, STOP: tl.constexpr):
+        """STOP (timing only): 1 ends after the sample's threshold, 2 after the candidate pass."""
         r = tl.program_id(0).to(tl.int64)
         row = logits + r * stride_row
         out_row = out + r * stride_out
         n_valid = tl.minimum(tl.maximum(tl.load(lengths + r), 0), width)
         cols = tl.arange(0, CAP)
+        written = 0
         if n_valid <= CAP:
             valid = cols < n_valid
             key = _ordered_key(tl.load(row + cols, mask=valid, other=0.0))
@@ -124,42 +145,40 @@ if triton is not None:
             skey = _ordered_key(tl.load(row + (si // GROUP) * spread + si % GROUP))
             rank = tl.maximum(((k + CAP) // 2).to(tl.int64) * SAMPLE // n_valid, 1).to(tl.int32)
             tau = _kth_largest(skey, si < SAMPLE, rank)
-            # 2. columns of keys >= tau into the scratch row, in column order
-            scr = scratch + r * stride_scratch
-            count = 0
-            for i in range(tl.cdiv(n_valid, CAP)):
-                offs = i * CAP + cols
-                ok = offs < n_valid
-                key = _ordered_key(tl.load(row + offs, mask=ok, other=0.0))
-                keep = ok & (key >= tau)
-                pos = count + tl.cumsum(keep.to(tl.int32), axis=0) - 1
-                tl.store(scr + pos, offs, mask=keep & (pos < CAP))
-                count += tl.sum(keep.to(tl.int32), axis=0)
-            if (count >= k) & (count <= CAP):
-                # 3. the k-th largest is among the candidates: select them in registers
-                tl.debug_barrier()  # the scratch stores above came from other threads of this program
-                valid = cols < count
-                cand = tl.load(scr + cols, mask=valid, other=0)
-                key = _ordered_key(tl.load(row + cand, mask=valid, other=0.0))
-                written = _emit_registers(key, cand, valid, k, out_row)
-            else:
-                written = _radix_full_row(row, n_valid, k, out_row, CAP)
+            if STOP != 1:
+                # 2. columns of keys >= tau into the scratch row, in column order
+                scr = scratch + r * stride_scratch
+                count = _compact(row, n_valid, tau, scr, CAP, TR, TC)
+                if STOP != 2:
+                    if (count >= k) & (count <= CAP):
+                        # 3. the k-th largest is among the candidates: select them in registers
+                        tl.debug_barrier()  # the scratch stores above came from other threads of this program
+                        valid = cols < count
+                        cand = tl.load(scr + cols, mask=valid, other=0)
+                        key = _ordered_key(tl.load(row + cand, mask=valid, other=0.0))
+                        written = _emit_registers(key, cand, valid, k, out_row)
+                    else:
+                        written = _radix_full_row(row, n_valid, k, out_row, CAP)
         for j in range(tl.cdiv(k, PAD_BLOCK)):
             offs = j * PAD_BLOCK + tl.arange(0, PAD_BLOCK)
             tl.store(out_row + offs, tl.full([PAD_BLOCK], -1, tl.int32), mask=(offs >= written) & (offs < k))
 
 
 def launch_topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.Tensor, scratch: torch.Tensor,
-                *, cap: int | None = None, sample: int | None = None) -> None:
-    """Run the select. cap/sample override the defaults (tests use them to reach every path)."""
+                *, cap: int | None = None, sample: int | None = None, num_warps: int | None = None,
+                tile_cols: int = 16, stop: int = 0) -> None:
+    """Run the select. cap/sample/num_warps/tile_cols override the defaults (tests use them to reach
+    every path, benchmarks to tune); stop > 0 cuts the work short for stage timings (wrong output)."""
     t, w = logits.shape
     cap = cap or candidate_capacity(k)
-    sample = min(sample or 4096, cap)
+    sample = min(sample or 2048, cap)
     if cap < 2 * k or cap & (cap - 1) or sample & (sample - 1) or sample < _GROUP:
         raise ValueError(f"cap must be a power of two >= 2k and sample a power of two >= {_GROUP}")
     if w > cap and (scratch.shape[0] < t or scratch.shape[1] < cap):
         raise ValueError(f"scratch must be at least [{t}, {cap}], got {list(scratch.shape)}")
-    num_warps = 8 if cap >= 2048 else 4
+    num_warps = num_warps or (8 if cap >= 2048 else 4)
+    tc = min(tile_cols, cap)
     _topk_kernel[(t,)](logits, logits.stride(0), lengths, w, out, out.stride(0), scratch,
                        scratch.stride(0) if scratch.dim() == 2 else 0, k,
-                       CAP=cap, SAMPLE=sample, GROUP=_GROUP, PAD_BLOCK=min(1024, cap), num_warps=num_warps)
+                       CAP=cap, SAMPLE=sample, GROUP=_GROUP, PAD_BLOCK=min(1024, cap), TR=cap // tc, TC=tc,
+                       STOP=stop, num_warps=num_warps)
