@@ -29,7 +29,7 @@ def _run(logits, lengths, k, **kw):
     t, w = logits.shape
     out = torch.full((t, k), -7, dtype=torch.int32)  # poison: every entry must be written
     cap = kw.get("cap") or candidate_capacity(k)
-    scratch = torch.full((t, cap), -5, dtype=torch.int32)
+    scratch = torch.full((t, 2 * cap), -5, dtype=torch.int32)
     launch_topk(logits, lengths, k, out, scratch, **kw)
     assert (out != -7).all()
     return out
@@ -80,7 +80,7 @@ def test_public_op_strides_and_lengths():
 
 def test_scratch_spec_and_rejects():
     assert topk_scratch_spec(7, 100, 2048) == [((7, 0), torch.int32)]
-    assert topk_scratch_spec(7, 65536, 2048) == [((7, 4096), torch.int32)]
+    assert topk_scratch_spec(7, 65536, 2048) == [((7, 8192), torch.int32)]
     x = torch.randn(3, 10)
     n = torch.full((3,), 10, dtype=torch.int32)
     with pytest.raises(ValueError, match="logits must have dtype"):

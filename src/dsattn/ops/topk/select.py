@@ -43,13 +43,24 @@ if triton is not None:
         return tl.where(neg, bits ^ 0xFFFFFFFF, bits | 0x80000000)
 
     @triton.jit
+    def _add3(a0, a1, a2, b0, b1, b2):
+        return a0 + b0, a1 + b1, a2 + b2
+
+    @triton.jit
     def _kth_largest(key, valid, k):
-        """The k-th largest of the valid keys (uint32 scalar); 0 when fewer than k are valid."""
+        """The k-th largest of the valid keys (uint32 scalar); 0 when fewer than k are valid.
+
+        Two bits per step: the counts at three thresholds come out of one reduction (a tuple reduce
+        shares its shuffles and barrier), so a row pays 16 reduction latencies instead of 32."""
         t = tl.full([], 0, tl.uint32)
-        for i in range(32):
-            cand = t | (tl.full([], 1, tl.uint32) << (31 - i))
-            cnt = tl.sum((valid & (key >= cand)).to(tl.int32), axis=0)
-            t = tl.where(cnt >= k, cand, t)
+        for i in range(16):
+            shift = 30 - 2 * i
+            c1, c2, c3 = tl.reduce(((valid & (key >= (t | (tl.full([], 1, tl.uint32) << shift)))).to(tl.int32),
+                                    (valid & (key >= (t | (tl.full([], 2, tl.uint32) << shift)))).to(tl.int32),
+                                    (valid & (key >= (t | (tl.full([], 3, tl.uint32) << shift)))).to(tl.int32)),
+                                   0, _add3)
+            digit = (c1 >= k).to(tl.uint32) + (c2 >= k).to(tl.uint32) + (c3 >= k).to(tl.uint32)
+            t = t | (digit << shift)
         return t
 
     @triton.jit
@@ -105,27 +116,31 @@ if triton is not None:
         return written
 
     @triton.jit
-    def _compact(row, n_valid, tau, scr, CAP: tl.constexpr, TR: tl.constexpr, TC: tl.constexpr):
-        """Columns of keys >= tau into scr, in column order; returns how many there are (all counted,
-        at most CAP stored). A tile is [TR, TC]: each row's positions come from a short scan along the
+    def _compact(row, n_valid, tau, scr, CAP: tl.constexpr, TR: tl.constexpr, TC: tl.constexpr,
+                 STAGES: tl.constexpr):
+        """Columns of keys >= tau into scr[:CAP] and their keys into scr[CAP:], in column order; returns
+        how many there are (all counted, at most CAP stored). A tile is [TR, TC]: each row's positions come from a short scan along the
         row plus one scan over the TR row totals, which is cheaper than one scan over TR * TC."""
         lanes = tl.arange(0, TR)[:, None] * TC + tl.arange(0, TC)[None, :]
         count = 0
-        for i in range(tl.cdiv(n_valid, TR * TC)):
+        for i in tl.range(tl.cdiv(n_valid, TR * TC), num_stages=STAGES):
             offs = i * (TR * TC) + lanes
             ok = offs < n_valid
-            keep = (ok & (_ordered_key(tl.load(row + offs, mask=ok, other=0.0)) >= tau)).to(tl.int32)
+            key = _ordered_key(tl.load(row + offs, mask=ok, other=0.0))
+            keep = (ok & (key >= tau)).to(tl.int32)
             per_row = tl.sum(keep, axis=1)
             before = tl.cumsum(per_row, axis=0) - per_row
             pos = count + before[:, None] + tl.cumsum(keep, axis=1) - 1
-            tl.store(scr + pos, offs, mask=(keep != 0) & (pos < CAP))
+            store = (keep != 0) & (pos < CAP)
+            tl.store(scr + pos, offs, mask=store)
+            tl.store(scr + CAP + pos, key.to(tl.int32, bitcast=True), mask=store)
             count += tl.sum(per_row, axis=0)
         return count
 
     @triton.jit(do_not_specialize=["k"])
     def _topk_kernel(logits, stride_row, lengths, width, out, stride_out, scratch, stride_scratch, k,
                      CAP: tl.constexpr, SAMPLE: tl.constexpr, GROUP: tl.constexpr, PAD_BLOCK: tl.constexpr,
-                     TR: tl.constexpr, TC: tl.constexpr, STOP: tl.constexpr):
+                     TR: tl.constexpr, TC: tl.constexpr, STAGES: tl.constexpr, STOP: tl.constexpr):
         """STOP (timing only): 1 ends after the sample's threshold, 2 after the candidate pass."""
         r = tl.program_id(0).to(tl.int64)
         row = logits + r * stride_row
@@ -146,18 +161,28 @@ if triton is not None:
             rank = tl.maximum(((k + CAP) // 2).to(tl.int64) * SAMPLE // n_valid, 1).to(tl.int32)
             tau = _kth_largest(skey, si < SAMPLE, rank)
             if STOP != 1:
-                # 2. columns of keys >= tau into the scratch row, in column order
+                # 2. columns (and keys) of keys >= tau into the scratch row, in column order; a sample
+                # that misjudged the row gets two more tries with its rank scaled by target / count
                 scr = scratch + r * stride_scratch
-                count = _compact(row, n_valid, tau, scr, CAP, TR, TC)
-                if STOP != 2:
+                count = _compact(row, n_valid, tau, scr, CAP, TR, TC, STAGES)
+                if STOP == 0:
+                    tries = 0
+                    while ((count < k) | (count > CAP)) & (tries < 2):
+                        target = (k + CAP) // 2
+                        rank = (rank.to(tl.int64) * target // tl.maximum(count, 1)).to(tl.int32)
+                        rank = tl.minimum(tl.maximum(rank, 1), SAMPLE)
+                        tau = _kth_largest(skey, si < SAMPLE, rank)
+                        count = _compact(row, n_valid, tau, scr, CAP, TR, TC, STAGES)
+                        tries += 1
                     if (count >= k) & (count <= CAP):
                         # 3. the k-th largest is among the candidates: select them in registers
                         tl.debug_barrier()  # the scratch stores above came from other threads of this program
                         valid = cols < count
                         cand = tl.load(scr + cols, mask=valid, other=0)
-                        key = _ordered_key(tl.load(row + cand, mask=valid, other=0.0))
+                        key = tl.load(scr + CAP + cols, mask=valid, other=0).to(tl.uint32, bitcast=True)
                         written = _emit_registers(key, cand, valid, k, out_row)
                     else:
+                        # many equal logits (or a sample that missed three times): exact, slower
                         written = _radix_full_row(row, n_valid, k, out_row, CAP)
         for j in range(tl.cdiv(k, PAD_BLOCK)):
             offs = j * PAD_BLOCK + tl.arange(0, PAD_BLOCK)
@@ -166,7 +191,7 @@ if triton is not None:
 
 def launch_topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.Tensor, scratch: torch.Tensor,
                 *, cap: int | None = None, sample: int | None = None, num_warps: int | None = None,
-                tile_cols: int = 16, stop: int = 0) -> None:
+                tile_cols: int = 16, stages: int = 3, maxnreg: int | None = None, stop: int = 0) -> None:
     """Run the select. cap/sample/num_warps/tile_cols override the defaults (tests use them to reach
     every path, benchmarks to tune); stop > 0 cuts the work short for stage timings (wrong output)."""
     t, w = logits.shape
@@ -174,11 +199,11 @@ def launch_topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.
     sample = min(sample or 2048, cap)
     if cap < 2 * k or cap & (cap - 1) or sample & (sample - 1) or sample < _GROUP:
         raise ValueError(f"cap must be a power of two >= 2k and sample a power of two >= {_GROUP}")
-    if w > cap and (scratch.shape[0] < t or scratch.shape[1] < cap):
-        raise ValueError(f"scratch must be at least [{t}, {cap}], got {list(scratch.shape)}")
+    if w > cap and (scratch.shape[0] < t or scratch.shape[1] < 2 * cap):
+        raise ValueError(f"scratch must be at least [{t}, {2 * cap}], got {list(scratch.shape)}")
     num_warps = num_warps or (8 if cap >= 2048 else 4)
     tc = min(tile_cols, cap)
     _topk_kernel[(t,)](logits, logits.stride(0), lengths, w, out, out.stride(0), scratch,
                        scratch.stride(0) if scratch.dim() == 2 else 0, k,
                        CAP=cap, SAMPLE=sample, GROUP=_GROUP, PAD_BLOCK=min(1024, cap), TR=cap // tc, TC=tc,
-                       STOP=stop, num_warps=num_warps)
+                       STAGES=stages, STOP=stop, num_warps=num_warps, **({"maxnreg": maxnreg} if maxnreg else {}))
