@@ -11,9 +11,18 @@ import os
 os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
 
 import dataclasses  # noqa: E402
+import importlib  # noqa: E402
+import pkgutil  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+import dsattn.ops  # noqa: E402
+
+# Triton decorates a kernel for the interpreter only if TRITON_INTERPRET=1 when its module is imported:
+# import them all now, so switching the ops to their reference twins below cannot break later modules.
+for _m in pkgutil.walk_packages(dsattn.ops.__path__, "dsattn.ops."):
+    importlib.import_module(_m.name)
 
 from dsattn.backend import attention as attention_mod  # noqa: E402
 from dsattn.backend.attention import (DECODE_SCRATCH, GATHERED, INDICES, DSAAttention)  # noqa: E402

@@ -12,12 +12,9 @@ pytest.importorskip("triton")
 
 from dsattn.backend import policy  # noqa: E402
 from dsattn.backend.attention import INDICES, DSAAttention  # noqa: E402
-from dsattn.backend.synthetic import make_step, reference_step  # noqa: E402
+from dsattn.backend.synthetic import allocating_attention, make_step, reference_step  # noqa: E402
 from dsattn.config import preset  # noqa: E402
-from dsattn.formats import kv_cache_flat  # noqa: E402
 from dsattn.ops._triton import allow_runtime_loop_bounds  # noqa: E402
-from dsattn.ops.gather import gather_latent  # noqa: E402
-from dsattn.ops.sparse_mla import sparse_mla_decode, sparse_mla_prefill  # noqa: E402
 
 allow_runtime_loop_bounds()
 
@@ -28,28 +25,6 @@ SPANS = [(37, 1), (0, 1), (21, 5), (0, 6)]   # decodes first, then prefill chunk
 @pytest.fixture(autouse=True)
 def interpreted(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-
-
-def allocating_run(attn, step, s, indices):
-    """The same kernels on the backend's indices, every output allocated by the ops themselves."""
-    t, d = step.host.num_tokens, step.host.num_decode_tokens
-    scale = attn.sm_scale
-    choose = lambda kernel, n: policy.choose_variant(kernel, attn.heads, n, attn.table, attn.sm_count,  # noqa: E731
-                                                     attn.kv_layout if kernel == "decode" else None)
-    if attn.path is policy.Path.BF16_PREFILL:
-        return sparse_mla_prefill(s.q, kv_cache_flat(s.kv_cache), indices, scale, variant=choose("prefill", t))[0]
-    if attn.path is policy.Path.FP8_MIXED:
-        return sparse_mla_decode(s.q, s.kv_cache, indices, scale, variant=choose("decode", t))[0]
-    parts = [sparse_mla_decode(s.q[:d], s.kv_cache, indices[:d], scale, variant=choose("decode", d))[0]]
-    for c, p0 in zip(step.host.gather_chunks, step.gather_piece_start):
-        p1 = p0 + len(c.pieces)
-        gp = step.gather_pieces
-        context = gather_latent(s.kv_cache, step.block_table, gp[0, p0:p1], gp[1, p0:p1], gp[2, p0:p1],
-                                max(p.num_keys for p in c.pieces),
-                                torch.empty(c.num_keys, attn.geometry.d_qk, dtype=torch.bfloat16))
-        a, b = c.row_start, c.row_end
-        parts.append(sparse_mla_prefill(s.q[a:b], context, indices[a:b], scale, variant=choose("prefill", b - a))[0])
-    return torch.cat(parts)
 
 
 @pytest.mark.parametrize("name, layout, heads, path", [
@@ -71,4 +46,4 @@ def test_step_with_interpreted_kernels(name, layout, heads, path):
     torch.testing.assert_close(out.float(), ref.out, atol=2e-2, rtol=2e-2)
     assert torch.equal(s.kv_cache.view(torch.uint8), ref.step.kv_cache.view(torch.uint8))
     indices = attn.workspace.view(INDICES, (t, attn.width), torch.int32).clone()
-    assert torch.equal(allocating_run(attn, step, s, indices), out)
+    assert torch.equal(allocating_attention(attn, step, s, indices), out)

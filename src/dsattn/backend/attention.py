@@ -129,6 +129,7 @@ class DSAAttention:
         self.indexer = IndexerDriver(geometry, self.limits, self.workspace, tp_group=tp_group,
                                      tp_min_rows_per_rank=tp_min_rows_per_rank)
         self._reserve()
+        self.workspace.allocate()
         self._host_meta = torch.empty(self._meta_capacity(), dtype=torch.int32,
                                       pin_memory=self.device.type == "cuda")
         self._upload_done: torch.cuda.Event | None = None

@@ -11,12 +11,15 @@ import dataclasses
 import torch
 
 from ..config import DSAGeometry
-from ..formats import (INDEX_DIM, KVLayout, as_layout, dequantize_indexer_cache, new_indexer_cache, new_kv_cache,
-                       slots_from_positions)
+from ..formats import (INDEX_DIM, KVLayout, as_layout, dequantize_indexer_cache, kv_cache_flat, new_indexer_cache,
+                       new_kv_cache, slots_from_positions)
 from ..ops.cache import write_indexer_cache, write_kv_cache
+from ..ops.gather import gather_latent
 from ..ops.indexer import kpool_update
 from ..ops.indexer.reference import indexer_topk_reference, kpool_topk_reference, pooled_slots
+from ..ops.sparse_mla import sparse_mla_decode, sparse_mla_prefill
 from ..ops.sparse_mla.reference import sparse_mla_paged_reference
+from . import policy
 from .indexer import IndexerInputs
 from .metadata import Request
 
@@ -45,14 +48,24 @@ class SyntheticStep:
 
 def make_step(geometry: DSAGeometry, heads: int, layout: KVLayout | str, spans: list[tuple[int, int]], *,
               block_size: int = 16, device="cpu", spare_blocks: int = 3, index_q_dtype=torch.bfloat16,
-              generator: torch.Generator | None = None) -> SyntheticStep:
-    """A step of requests spans = [(cached, scheduled), ...] (decodes first), history written with the ops."""
+              seed: int | None = None) -> SyntheticStep:
+    """A step of requests spans = [(cached, scheduled), ...] (decodes first), history written with the ops.
+
+    seed: None draws one from torch's global generator (so a test's seed decides it).
+    """
     layout = as_layout(layout)
-    g = generator or torch.Generator(device="cpu").manual_seed(0)
+    if seed is None:
+        seed = int(torch.randint(0, 2**31 - 1, (1,)))
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    gd = torch.Generator(device=device).manual_seed(seed)   # bulk data is drawn where it lives
     p, d, hi = geometry.kpool, geometry.d_qk, geometry.index_n_heads
 
     def randn(*shape, scale=1.0):
-        return (torch.randn(*shape, generator=g) * scale).to(device)
+        return torch.randn(*shape, generator=gd, device=device) * scale
+
+    def random_bytes(t):
+        t.view(torch.uint8).copy_(torch.randint(0, 256, t.view(torch.uint8).shape, generator=gd, device=device,
+                                                dtype=torch.uint8))
 
     seq = [c + s for c, s in spans]
     nblocks = [-(-n // block_size) for n in seq]
@@ -66,12 +79,12 @@ def make_step(geometry: DSAGeometry, heads: int, layout: KVLayout | str, spans: 
 
     kv_cache = new_kv_cache(num_blocks, block_size, layout, d, device)
     icache = new_indexer_cache(num_blocks, block_size // p, device)
-    # random bytes everywhere first: a slot nobody wrote must never be read
-    kv_cache.view(torch.uint8).copy_(torch.randint(0, 255, kv_cache.view(torch.uint8).shape, generator=g,
-                                                   dtype=torch.uint8))
+    # random contents everywhere first: a slot nobody wrote must never be read
     if layout is KVLayout.BF16:
         kv_cache.copy_(randn(*kv_cache.shape))
-    icache.copy_(torch.randint(0, 255, icache.shape, generator=g, dtype=torch.uint8))
+    else:
+        random_bytes(kv_cache)
+    random_bytes(icache)
     tail = randn(len(spans), p - 1, 2 * INDEX_DIM) if p > 1 else None
     ape = randn(p, INDEX_DIM, scale=0.1) if p > 1 else None
 
@@ -156,3 +169,29 @@ def reference_step(s: SyntheticStep) -> ReferenceResult:
         outs.append(o)
         slots.append(sl)
     return ReferenceResult(torch.cat(outs), torch.cat(slots), s)
+
+
+def allocating_attention(attn, step, s: SyntheticStep, indices: torch.Tensor) -> torch.Tensor:
+    """The kernels a backend's path runs, on its indices [T, width], every output allocated by the ops
+    themselves (no out=, lse=, scratch=): what the backend's workspace-staged outputs must equal bit for bit."""
+    t, d = step.host.num_tokens, step.host.num_decode_tokens
+    scale = attn.sm_scale
+
+    def variant(kernel, n):
+        return policy.choose_variant(kernel, attn.heads, n, attn.table, attn.sm_count,
+                                     attn.kv_layout if kernel == "decode" else None)
+
+    if attn.path is policy.Path.BF16_PREFILL:
+        return sparse_mla_prefill(s.q, kv_cache_flat(s.kv_cache), indices, scale, variant=variant("prefill", t))[0]
+    if attn.path is policy.Path.FP8_MIXED:
+        return sparse_mla_decode(s.q, s.kv_cache, indices, scale, variant=variant("decode", t))[0]
+    parts = [sparse_mla_decode(s.q[:d], s.kv_cache, indices[:d], scale, variant=variant("decode", d))[0]]
+    gp = step.gather_pieces
+    for c, p0 in zip(step.host.gather_chunks, step.gather_piece_start):
+        p1 = p0 + len(c.pieces)
+        context = torch.empty(c.num_keys, attn.geometry.d_qk, dtype=torch.bfloat16, device=s.q.device)
+        gather_latent(s.kv_cache, step.block_table, gp[0, p0:p1], gp[1, p0:p1], gp[2, p0:p1],
+                      max(p.num_keys for p in c.pieces), context)
+        a, b = c.row_start, c.row_end
+        parts.append(sparse_mla_prefill(s.q[a:b], context, indices[a:b], scale, variant=variant("prefill", b - a))[0])
+    return torch.cat(parts)

@@ -105,6 +105,10 @@ class Workspace:
             region.nbytes = need
             self._buffer = None  # laid out again and reallocated on the next view
 
+    def allocate(self) -> None:
+        """Take the device memory the reservations need now (else it happens at the first view)."""
+        self._ensure_buffer()
+
     def lock(self) -> None:
         """No region may grow from now on (call after warm-up / the profile step)."""
         self._ensure_buffer()
