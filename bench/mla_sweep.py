@@ -27,22 +27,23 @@ from dsattn.bench.common import format_table, provenance, time_ms
 from dsattn.ops.sparse_mla.launch import TileConfig
 
 C = TileConfig
-KEYS_M = [C(bn, w, s) for bn in (32, 64, 128) for w in (4, 8) for s in (2, 3)] + [C(64, 4, 4), C(64, 8, 4)]
-KEYS_M_SMALL = [C(bn, w, s) for bn in (32, 64) for w in (4, 8) for s in (2, 3)]
-HEADS_M = [C(bn, 8, s) for bn in (16, 32, 64) for s in (2, 3)] + [C(32, 16, 2)]
+P = dict(num_stages=1, prefetch=True)
 
-# (kind, layout, heads, tokens, variant) -> configs. Heads stand for their tile: 8 -> 16-wide keys-on-M,
-# 32 -> 32-wide, 64 -> 64-head blocks.
+# (kind, layout, heads, tokens, variant) -> configs, pruned with bench/mla_compile_check.py (no spills,
+# or a few bytes). Heads stand for their tile: 8 -> 16-wide keys-on-M, 32 -> 32-wide, 64 -> 64-head blocks.
 SWEEP = {
-    ("decode", "fp8_ds_mla", 8, 512, "native"): KEYS_M + [C(64, 4, 3, "bf16"), C(64, 8, 3, "bf16")],
-    ("decode", "fp8_ds_mla", 32, 512, "native"): KEYS_M_SMALL,
-    ("decode", "fp8_ds_mla", 64, 512, "native"): HEADS_M,
-    ("decode", "fp8_ds_mla_nope", 8, 512, "native"): [C(bn, w, s) for bn in (64, 128) for w in (4, 8) for s in (3,)],
-    ("prefill", "bf16", 8, 1024, "native"): [C(bn, w, s) for bn in (32, 64, 128) for w in (4, 8) for s in (2, 3)]
-    + [C(64, 8, 3, p_split=False)],
-    ("prefill", "bf16", 32, 1024, "native"): KEYS_M_SMALL,
-    ("prefill", "bf16", 64, 1024, "native"): [C(bn, 8, s) for bn in (16, 32, 64) for s in (2, 3)]
-    + [C(32, 8, 2, p_split=False), C(64, 8, 2, p_split=False), C(32, 16, 2)],
+    ("decode", "fp8_ds_mla", 8, 512, "native"): [C(16, 4, **P), C(16, 8, **P), C(32, 8, **P), C(16, 4, 2), C(16, 8, 2),
+                                                 C(32, 8, 2), C(32, 8, 3), C(32, 4, 2)],
+    ("decode", "fp8_ds_mla", 32, 512, "native"): [C(16, 8, **P), C(32, 8, **P), C(16, 8, 2), C(32, 8, 2), C(32, 8, 3),
+                                                  C(16, 4, 2)],
+    ("decode", "fp8_ds_mla", 64, 512, "native"): [C(16, 8, 2), C(32, 8, 2), C(32, 8, 3), C(64, 8, 2), C(16, 8, **P),
+                                                  C(32, 8, **P), C(32, 8, 2, keys_m=True)],
+    ("decode", "fp8_ds_mla_nope", 8, 512, "native"): [C(16, 8, **P), C(32, 8, **P), C(16, 8, 2), C(32, 8, 2)],
+    ("prefill", "bf16", 8, 1024, "native"): [C(16, 8, 2), C(32, 8, 2), C(32, 8, 3), C(64, 8, 2), C(64, 8, 3),
+                                             C(16, 8, **P), C(32, 8, **P), C(32, 4, 2)],
+    ("prefill", "bf16", 32, 1024, "native"): [C(16, 8, 2), C(32, 8, 2), C(32, 8, 3), C(64, 8, 3), C(16, 8, **P)],
+    ("prefill", "bf16", 64, 1024, "native"): [C(16, 8, 2), C(32, 8, 2), C(32, 8, 3), C(64, 8, 2), C(64, 8, 3),
+                                              C(16, 8, **P), C(32, 16, 2), C(32, 8, 2, keys_m=True)],
 }
 
 
@@ -163,10 +164,9 @@ def main():
                    "best": {"/".join(map(str, k)): [v[0].__dict__, v[1]] for k, v in best.items()},
                    "failed": {f"{k[0]}|{k[1]}": v for k, v in failed.items()}}, f, indent=1, default=str)
     with open(os.path.join(args.out, "sweep_table.txt"), "w") as f:
-        f.write(format_table(sweep_rows, ["case", "block_n", "num_warps", "num_stages", "mma_dtype", "p_split", "ms"]))
+        f.write(format_table(sweep_rows, ["case", "block_n", "num_warps", "num_stages", "prefetch", "keys_m", "ms"]))
     for k, (cfg, ms) in best.items():
-        print(f"best {'/'.join(map(str, k))}: {cfg.block_n}/{cfg.num_warps}w/{cfg.num_stages}s/{cfg.mma_dtype}"
-              f"/split={cfg.p_split} {ms:.4f} ms")
+        print(f"best {'/'.join(map(str, k))}: {cfg} {ms:.4f} ms")
     short = [{**r, "layout": r["layout"].replace("fp8_ds_mla", "fp8"), "impl": r["impl"].replace("dsattn:", "ds:")
               .replace("flashmla:", "fm:")} for r in table]
     print(format_table(short, ["kind", "layout", "tokens", "heads", "impl", "ms", "tflops", "gbps", "pct_floor",

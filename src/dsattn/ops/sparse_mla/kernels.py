@@ -14,45 +14,58 @@ program. The tile's rows come from one of three row layouts:
     fp8_ds_mla(_nope) 512 fp8 e4m3 latent values and 4 fp32 scales (one per 128 values), then (656-byte
                       rows only) 64 bf16 RoPE values
 
-The fp8 latent is dequantized in registers (fp8 -> fp16/bf16 times a power-of-two scale, exact) and fed
-to fp16 MMAs by default: sm90 converts e4m3 to fp16 in one instruction per pair and fp16 keeps 3 more
-mantissa bits of P than bf16 would. Over bf16 rows P must be bf16, whose 8-bit mantissa alone costs
-~2e-3 absolute on outputs near zero; P_SPLIT adds a second product with the rounding remainder of P
-(P = hi + lo, both bf16), nearly free where the gather dominates.
+Numerics. P @ V runs on fp16 operands: P has 3 more mantissa bits than in bf16 (bf16 P alone costs
+~2e-3 absolute on outputs near zero when the softmax is peaked), and V enters scaled by 2**-8
+(V_SCALE, undone on the fp32 accumulator) so any value up to 1.6e7 stays finite; values under 2**-6
+turn subnormal there, an absolute error under 2**-17. Over bf16 rows q . k runs on the bf16 operands
+as they are. Over fp8 rows sm90 converts e4m3 to fp16 in one instruction per pair, so the latent is
+dequantized once, into that same scaled fp16 tile (exact: the group scales are powers of two), and
+q . k uses it with q in fp16 (finite for |q| < 65504) and the 2**8 folded into the softmax scale.
 
 Each program owns one query token (or one split of its top-k list), all of its heads (or one 64-head
 block), and writes either the final (out, lse) or a split partial (normalized out, lse) that
-`_combine_splits` merges. Softmax runs in base 2 with sm_scale * log2(e) folded into one multiplier.
+`combine_splits_kernel` merges. Softmax runs in base 2 with sm_scale * log2(e) in one multiplier.
 """
 from __future__ import annotations
 
 from .._triton import mma, tl, triton
 
-LATENT = 512
-ROPE = 64
-NEG_INF = float("-inf")
+# Globals a kernel reads must be constexpr.
+LATENT = tl.constexpr(512)
+ROPE = tl.constexpr(64)
+NEG_INF = tl.constexpr(float("-inf"))
+V_SCALE = tl.constexpr(1.0 / 256)
+LN2 = tl.constexpr(0.6931471805599453)
 
 
 @triton.jit
-def _gather_tile(lat_ptr, stride_lat, scale_ptr, stride_scale, rope_ptr, stride_rope, slot, valid,
-                 FP8: tl.constexpr, HAS_ROPE: tl.constexpr, DT: tl.constexpr, BN: tl.constexpr):
-    """Rows `slot` ([BN] int64; rows where `valid` is False are never read) ->
-    (latent [BN, 512] of DT, rope [BN, 64] bf16, zeros when HAS_ROPE is False)."""
+def _load_rows(lat_ptr, stride_lat, scale_ptr, stride_scale, rope_ptr, stride_rope, slot, valid,
+               FP8: tl.constexpr, HAS_ROPE: tl.constexpr, BN: tl.constexpr):
+    """Rows `slot` ([BN] int64) as stored; rows where `valid` is False are never read (zeros).
+    -> (latent [BN, 512] bf16 or fp8, scales [BN, 4] fp32 (fp8 rows; else zeros), rope [BN, 64] bf16)."""
     cols = tl.arange(0, LATENT)
     lat = tl.load(lat_ptr + slot[:, None] * stride_lat + cols[None, :], mask=valid[:, None], other=0.0)
+    scale = tl.zeros((BN, LATENT // 128), tl.float32)
     if FP8:
         groups = tl.arange(0, LATENT // 128)
         scale = tl.load(scale_ptr + slot[:, None] * stride_scale + groups[None, :], mask=valid[:, None], other=0.0)
-        lat = tl.reshape(lat.to(DT), (BN, LATENT // 128, 128)) * scale.to(DT)[:, :, None]
-        lat = tl.reshape(lat, (BN, LATENT))
-    else:
-        lat = lat.to(DT)
+    rope = tl.zeros((BN, ROPE), dtype=tl.bfloat16)
     if HAS_ROPE:
         rcols = tl.arange(0, ROPE)
         rope = tl.load(rope_ptr + slot[:, None] * stride_rope + rcols[None, :], mask=valid[:, None], other=0.0)
+    return lat, scale, rope
+
+
+@triton.jit
+def _tiles(raw, scale, FP8: tl.constexpr, BN: tl.constexpr):
+    """(K tile for q . k, V tile for P @ V) of one block: see the module docstring."""
+    if FP8:
+        v = tl.reshape(raw.to(tl.float16), (BN, LATENT // 128, 128)) * (scale * V_SCALE).to(tl.float16)[:, :, None]
+        v = tl.reshape(v, (BN, LATENT))
+        return v, v
     else:
-        rope = tl.zeros((BN, ROPE), dtype=tl.bfloat16)
-    return lat, rope
+        # fp32 arithmetic: the CPU interpreter multiplies bf16 bits, not values
+        return raw, (raw.to(tl.float32) * V_SCALE).to(tl.float16)
 
 
 @triton.jit
@@ -76,72 +89,78 @@ def _key_range(len_ptr, t, topk, split, keys_per_split, HAS_LEN: tl.constexpr):
 
 
 @triton.jit
+def _walk(q_lat, q_rope, idx_row, lo, hi, num_slots, qk_scale,
+          lat_ptr, scale_ptr, rope_ptr, stride_lat: tl.constexpr, stride_scale: tl.constexpr,
+          stride_rope: tl.constexpr, FP8: tl.constexpr, HAS_ROPE: tl.constexpr,
+          KEYS_M: tl.constexpr, HEADS: tl.constexpr, BN: tl.constexpr, PREFETCH: tl.constexpr):
+    """Online softmax over top-k entries [lo, hi) of one token.
+
+    KEYS_M: q_lat [512, HEADS], q_rope [64, HEADS] (transposed) -> (acc [512, HEADS], max, sum [HEADS])
+    else:   q_lat [HEADS, 512], q_rope [HEADS, 64]              -> (acc [HEADS, 512], max, sum [HEADS])
+    acc is in V_SCALE units. PREFETCH: the next block's rows and the indices of the one after are loaded
+    into registers while a block computes (else Triton's pipeliner stages loads through shared memory).
+    """
+    m_i = tl.full((HEADS,), NEG_INF, tl.float32)
+    l_i = tl.zeros((HEADS,), tl.float32)
+    if KEYS_M:
+        acc = tl.zeros((LATENT, HEADS), tl.float32)
+    else:
+        acc = tl.zeros((HEADS, LATENT), tl.float32)
+    if PREFETCH:
+        slot, valid = _entry_slots(idx_row, lo + tl.arange(0, BN), hi, num_slots)
+        raw, scale, rope = _load_rows(lat_ptr, stride_lat, scale_ptr, stride_scale, rope_ptr, stride_rope, slot,
+                                      valid, FP8, HAS_ROPE, BN)
+        slot_n, valid_n = _entry_slots(idx_row, lo + BN + tl.arange(0, BN), hi, num_slots)
+    for start in range(0, hi - lo, BN):
+        if PREFETCH:
+            raw_n, scale_n, rope_n = _load_rows(lat_ptr, stride_lat, scale_ptr, stride_scale, rope_ptr, stride_rope,
+                                                slot_n, valid_n, FP8, HAS_ROPE, BN)
+            slot_nn, valid_nn = _entry_slots(idx_row, lo + start + 2 * BN + tl.arange(0, BN), hi, num_slots)
+        else:
+            slot, valid = _entry_slots(idx_row, lo + start + tl.arange(0, BN), hi, num_slots)
+            raw, scale, rope = _load_rows(lat_ptr, stride_lat, scale_ptr, stride_scale, rope_ptr, stride_rope, slot,
+                                          valid, FP8, HAS_ROPE, BN)
+        k, v = _tiles(raw, scale, FP8, BN)
+        if KEYS_M:
+            s = tl.zeros((BN, HEADS), tl.float32)
+            if HAS_ROPE:
+                s = mma(rope, q_rope, s)
+                if FP8:  # into the V_SCALE units of the fp8 K tile
+                    s = s * V_SCALE
+            s = mma(k, q_lat, s)
+            s = tl.where(valid[:, None], s * qk_scale, NEG_INF)
+            m_new = tl.maximum(m_i, tl.max(s, 0))
+            m_use = tl.where(m_new == NEG_INF, 0.0, m_new)
+            alpha = tl.math.exp2(m_i - m_use)
+            p = tl.math.exp2(s - m_use[None, :])
+            l_i = l_i * alpha + tl.sum(p, 0)
+            acc = mma(tl.trans(v), p.to(tl.float16), acc * alpha[None, :])
+        else:
+            s = tl.zeros((HEADS, BN), tl.float32)
+            if HAS_ROPE:
+                s = mma(q_rope, tl.trans(rope), s)
+                if FP8:  # into the V_SCALE units of the fp8 K tile
+                    s = s * V_SCALE
+            s = mma(q_lat, tl.trans(k), s)
+            s = tl.where(valid[None, :], s * qk_scale, NEG_INF)
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_use = tl.where(m_new == NEG_INF, 0.0, m_new)
+            alpha = tl.math.exp2(m_i - m_use)
+            p = tl.math.exp2(s - m_use[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = mma(p.to(tl.float16), v, acc * alpha[:, None])
+        m_i = m_new
+        if PREFETCH:
+            raw, scale, rope, valid = raw_n, scale_n, rope_n, valid_n
+            slot_n, valid_n = slot_nn, valid_nn
+    return acc, m_i, l_i
+
+
+@triton.jit
 def _lse(m_i, l_i):
     """Natural-log lse from the base-2 running max and sum; -inf for a head that saw no valid entry."""
     empty = l_i == 0.0
-    return tl.where(empty, NEG_INF, (m_i + tl.log2(tl.where(empty, 1.0, l_i))) * 0.6931471805599453)
-
-
-@triton.jit
-def _walk_keys_m(q_lat_t, q_rope_t, idx_row, lo, hi, num_slots, qk_scale,
-                 lat_ptr, scale_ptr, rope_ptr, stride_lat: tl.constexpr, stride_scale: tl.constexpr,
-                 stride_rope: tl.constexpr, FP8: tl.constexpr, HAS_ROPE: tl.constexpr, DT: tl.constexpr, P_SPLIT: tl.constexpr,
-                 HP: tl.constexpr, BN: tl.constexpr):
-    """Online softmax over entries [lo, hi) with keys on M -> (acc^T [512, HP], max [HP], sum [HP])."""
-    m_i = tl.full((HP,), NEG_INF, tl.float32)
-    l_i = tl.zeros((HP,), tl.float32)
-    acc = tl.zeros((LATENT, HP), tl.float32)
-    for start in range(0, hi - lo, BN):
-        j = lo + start + tl.arange(0, BN)
-        slot, valid = _entry_slots(idx_row, j, hi, num_slots)
-        lat, rope = _gather_tile(lat_ptr, stride_lat, scale_ptr, stride_scale, rope_ptr, stride_rope, slot, valid,
-                                 FP8, HAS_ROPE, DT, BN)
-        s = mma(lat, q_lat_t, tl.zeros((BN, HP), tl.float32))
-        if HAS_ROPE:
-            s = mma(rope, q_rope_t, s)
-        s = tl.where(valid[:, None], s * qk_scale, NEG_INF)
-        m_new = tl.maximum(m_i, tl.max(s, 0))
-        m_use = tl.where(m_new == NEG_INF, 0.0, m_new)
-        alpha = tl.math.exp2(m_i - m_use)
-        p = tl.math.exp2(s - m_use[None, :])
-        l_i = l_i * alpha + tl.sum(p, 0)
-        p_hi = p.to(DT)
-        acc = mma(tl.trans(lat), p_hi, acc * alpha[None, :])
-        if P_SPLIT:
-            acc = mma(tl.trans(lat), (p - p_hi.to(tl.float32)).to(DT), acc)
-        m_i = m_new
-    return acc, m_i, l_i
-
-
-@triton.jit
-def _walk_heads_m(q_lat, q_rope, idx_row, lo, hi, num_slots, qk_scale,
-                  lat_ptr, scale_ptr, rope_ptr, stride_lat: tl.constexpr, stride_scale: tl.constexpr,
-                  stride_rope: tl.constexpr, FP8: tl.constexpr, HAS_ROPE: tl.constexpr, DT: tl.constexpr, P_SPLIT: tl.constexpr,
-                  HB: tl.constexpr, BN: tl.constexpr):
-    """Online softmax over entries [lo, hi) with heads on M -> (acc [HB, 512], max [HB], sum [HB])."""
-    m_i = tl.full((HB,), NEG_INF, tl.float32)
-    l_i = tl.zeros((HB,), tl.float32)
-    acc = tl.zeros((HB, LATENT), tl.float32)
-    for start in range(0, hi - lo, BN):
-        j = lo + start + tl.arange(0, BN)
-        slot, valid = _entry_slots(idx_row, j, hi, num_slots)
-        lat, rope = _gather_tile(lat_ptr, stride_lat, scale_ptr, stride_scale, rope_ptr, stride_rope, slot, valid,
-                                 FP8, HAS_ROPE, DT, BN)
-        s = mma(q_lat, tl.trans(lat), tl.zeros((HB, BN), tl.float32))
-        if HAS_ROPE:
-            s = mma(q_rope, tl.trans(rope), s)
-        s = tl.where(valid[None, :], s * qk_scale, NEG_INF)
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_use = tl.where(m_new == NEG_INF, 0.0, m_new)
-        alpha = tl.math.exp2(m_i - m_use)
-        p = tl.math.exp2(s - m_use[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        p_hi = p.to(DT)
-        acc = mma(p_hi, lat, acc * alpha[:, None])
-        if P_SPLIT:
-            acc = mma((p - p_hi.to(tl.float32)).to(DT), lat, acc)
-        m_i = m_new
-    return acc, m_i, l_i
+    return tl.where(empty, NEG_INF, (m_i + tl.log2(tl.where(empty, 1.0, l_i))) * LN2)
 
 
 # Values only compared against, never used in addresses: specializing on them would only recompile.
@@ -149,7 +168,7 @@ _RUNTIME = ["num_slots", "num_heads", "topk", "keys_per_split"]
 
 
 @triton.jit(do_not_specialize=_RUNTIME)
-def sparse_mla_keys_m_kernel(
+def sparse_mla_kernel(
         q_ptr, stride_qt, stride_qh,
         lat_ptr, scale_ptr, rope_ptr,
         idx_ptr, stride_it, len_ptr,
@@ -157,64 +176,45 @@ def sparse_mla_keys_m_kernel(
         lse_ptr, stride_lt, stride_ls, stride_lh,
         num_slots, num_heads, topk, keys_per_split, qk_scale,
         stride_lat: tl.constexpr, stride_scale: tl.constexpr, stride_rope: tl.constexpr,
-        FP8: tl.constexpr, HAS_ROPE: tl.constexpr, HAS_LEN: tl.constexpr, DT: tl.constexpr, P_SPLIT: tl.constexpr,
-        HP: tl.constexpr, BN: tl.constexpr):
-    """Keys on M. Grid (T, 1, splits); HP >= num_heads (padded heads are masked, never stored)."""
+        FP8: tl.constexpr, HAS_ROPE: tl.constexpr, HAS_LEN: tl.constexpr,
+        KEYS_M: tl.constexpr, HEADS: tl.constexpr, BN: tl.constexpr, PREFETCH: tl.constexpr):
+    """Grid (T, cdiv(num_heads, HEADS), splits). Heads past num_heads are zero queries, never stored.
+
+    q [T, H, D_qk] bf16; rows through lat/scale/rope pointers (see _load_rows); indices [T, K] int32;
+    out [T, H, 512] (or split partials [T, splits, H, 512] fp32); lse [T, H] (or [T, splits, H]).
+    """
     t = tl.program_id(0).to(tl.int64)
-    split = tl.program_id(2)
-    heads = tl.arange(0, HP)
-    hmask = heads < num_heads
-    dcols = tl.arange(0, LATENT)
-    rcols = tl.arange(0, ROPE)
-    q_row = q_ptr + t * stride_qt + heads[None, :] * stride_qh
-    q_lat_t = tl.load(q_row + dcols[:, None], mask=hmask[None, :], other=0.0).to(DT)  # [512, HP]
-    q_rope_t = tl.load(q_row + LATENT + rcols[:, None], mask=hmask[None, :] & HAS_ROPE, other=0.0)  # [64, HP]
-
-    lo, hi = _key_range(len_ptr, t, topk, split, keys_per_split, HAS_LEN)
-    idx_row = idx_ptr + t * stride_it
-    acc, m_i, l_i = _walk_keys_m(q_lat_t, q_rope_t, idx_row, lo, hi, num_slots, qk_scale,
-                                 lat_ptr, scale_ptr, rope_ptr, stride_lat, stride_scale, stride_rope,
-                                 FP8, HAS_ROPE, DT, P_SPLIT, HP, BN)
-
-    lse = _lse(m_i, l_i)
-    out = acc / tl.where(l_i == 0.0, 1.0, l_i)[None, :]
-    o_ptrs = out_ptr + t * stride_ot + split * stride_os + heads[None, :] * stride_oh + dcols[:, None]
-    tl.store(o_ptrs, out.to(out_ptr.dtype.element_ty), mask=hmask[None, :])
-    tl.store(lse_ptr + t * stride_lt + split * stride_ls + heads * stride_lh, lse, mask=hmask)
-
-
-@triton.jit(do_not_specialize=_RUNTIME)
-def sparse_mla_heads_m_kernel(
-        q_ptr, stride_qt, stride_qh,
-        lat_ptr, scale_ptr, rope_ptr,
-        idx_ptr, stride_it, len_ptr,
-        out_ptr, stride_ot, stride_os, stride_oh,
-        lse_ptr, stride_lt, stride_ls, stride_lh,
-        num_slots, num_heads, topk, keys_per_split, qk_scale,
-        stride_lat: tl.constexpr, stride_scale: tl.constexpr, stride_rope: tl.constexpr,
-        FP8: tl.constexpr, HAS_ROPE: tl.constexpr, HAS_LEN: tl.constexpr, DT: tl.constexpr, P_SPLIT: tl.constexpr,
-        HB: tl.constexpr, BN: tl.constexpr):
-    """Heads on M. Grid (T, cdiv(num_heads, HB), splits); the last head block may be partly masked."""
-    t = tl.program_id(0).to(tl.int64)
-    heads = tl.program_id(1) * HB + tl.arange(0, HB)
+    heads = tl.program_id(1) * HEADS + tl.arange(0, HEADS)
     split = tl.program_id(2)
     hmask = heads < num_heads
     dcols = tl.arange(0, LATENT)
     rcols = tl.arange(0, ROPE)
-    q_row = q_ptr + t * stride_qt + heads[:, None] * stride_qh
-    q_lat = tl.load(q_row + dcols[None, :], mask=hmask[:, None], other=0.0).to(DT)  # [HB, 512]
-    q_rope = tl.load(q_row + LATENT + rcols[None, :], mask=hmask[:, None] & HAS_ROPE, other=0.0)  # [HB, 64]
+    q_dt: tl.constexpr = tl.float16 if FP8 else tl.bfloat16
+    if FP8:
+        qk_scale = qk_scale * (1.0 / V_SCALE)
+    if KEYS_M:
+        q_row = q_ptr + t * stride_qt + heads[None, :] * stride_qh
+        q_lat = tl.load(q_row + dcols[:, None], mask=hmask[None, :], other=0.0).to(q_dt)  # [512, HEADS]
+        q_rope = tl.load(q_row + LATENT + rcols[:, None], mask=hmask[None, :] & HAS_ROPE, other=0.0)
+    else:
+        q_row = q_ptr + t * stride_qt + heads[:, None] * stride_qh
+        q_lat = tl.load(q_row + dcols[None, :], mask=hmask[:, None], other=0.0).to(q_dt)  # [HEADS, 512]
+        q_rope = tl.load(q_row + LATENT + rcols[None, :], mask=hmask[:, None] & HAS_ROPE, other=0.0)
 
     lo, hi = _key_range(len_ptr, t, topk, split, keys_per_split, HAS_LEN)
-    idx_row = idx_ptr + t * stride_it
-    acc, m_i, l_i = _walk_heads_m(q_lat, q_rope, idx_row, lo, hi, num_slots, qk_scale,
-                                  lat_ptr, scale_ptr, rope_ptr, stride_lat, stride_scale, stride_rope,
-                                  FP8, HAS_ROPE, DT, P_SPLIT, HB, BN)
+    acc, m_i, l_i = _walk(q_lat, q_rope, idx_ptr + t * stride_it, lo, hi, num_slots, qk_scale,
+                          lat_ptr, scale_ptr, rope_ptr, stride_lat, stride_scale, stride_rope,
+                          FP8, HAS_ROPE, KEYS_M, HEADS, BN, PREFETCH)
 
     lse = _lse(m_i, l_i)
-    out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
-    o_ptrs = out_ptr + t * stride_ot + split * stride_os + heads[:, None] * stride_oh + dcols[None, :]
-    tl.store(o_ptrs, out.to(out_ptr.dtype.element_ty), mask=hmask[:, None])
+    inv_l = (1.0 / V_SCALE) / tl.where(l_i == 0.0, 1.0, l_i)
+    o_base = out_ptr + t * stride_ot + split * stride_os
+    if KEYS_M:
+        o_ptrs = o_base + heads[None, :] * stride_oh + dcols[:, None]
+        tl.store(o_ptrs, (acc * inv_l[None, :]).to(out_ptr.dtype.element_ty), mask=hmask[None, :])
+    else:
+        o_ptrs = o_base + heads[:, None] * stride_oh + dcols[None, :]
+        tl.store(o_ptrs, (acc * inv_l[:, None]).to(out_ptr.dtype.element_ty), mask=hmask[:, None])
     tl.store(lse_ptr + t * stride_lt + split * stride_ls + heads * stride_lh, lse, mask=hmask)
 
 

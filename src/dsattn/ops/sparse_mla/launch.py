@@ -8,32 +8,34 @@ import dataclasses
 import torch
 
 from ...formats import FP8, LATENT_DIM, KVLayout
-from .._triton import allow_runtime_loop_bounds, interpreting, tl
+from .._triton import allow_runtime_loop_bounds, interpreting
 from .dispatch import heads_per_program
-from .kernels import combine_splits_kernel, sparse_mla_heads_m_kernel, sparse_mla_keys_m_kernel
+from .kernels import combine_splits_kernel, sparse_mla_kernel
 
 LOG2E = 1.4426950408889634
 
 
 @dataclasses.dataclass(frozen=True)
 class TileConfig:
-    """One launch configuration: keys per block, warps, pipeline stages, MMA input dtype."""
-    block_n: int = 64
-    num_warps: int = 4
-    num_stages: int = 3
-    mma_dtype: str = "fp16"  # fp8 layouts only; bf16 rows always run bf16 MMAs
-    p_split: bool = True  # bf16 MMAs only: P as bf16 hi + lo (see kernels.py)
+    """One launch configuration: keys per block, warps, pipeline stages, and how rows are fetched ahead
+    (prefetch: the next block's rows are loaded into registers while a block computes; else Triton's
+    software pipeliner stages them through shared memory, num_stages deep)."""
+    block_n: int = 32
+    num_warps: int = 8
+    num_stages: int = 2
+    prefetch: bool = False
+    keys_m: bool | None = None  # force the orientation (None: keys on M below 64 heads per program)
 
 
-# Defaults per (orientation, fp8 rows?); `bench/mla_sweep` measures the alternatives on the GPU.
+# Defaults per (orientation, fp8 rows?), measured with bench/mla_sweep.py; bench/mla_compile_check.py
+# shows the registers, spills and shared memory of each.
 CONFIGS: dict[tuple[str, bool], TileConfig] = {
-    ("keys_m", False): TileConfig(block_n=64, num_warps=4, num_stages=3),
-    ("keys_m", True): TileConfig(block_n=64, num_warps=4, num_stages=3),
+    ("keys_m", False): TileConfig(block_n=32, num_warps=8, num_stages=2),
+    # Triton's pipeliner leaves an fp8 gather that feeds an MMA v2 operand synchronous: prefetch instead.
+    ("keys_m", True): TileConfig(block_n=32, num_warps=8, num_stages=1, prefetch=True),
     ("heads_m", False): TileConfig(block_n=32, num_warps=8, num_stages=2),
     ("heads_m", True): TileConfig(block_n=32, num_warps=8, num_stages=2),
 }
-# The interpreter runs one block at a time on the CPU: small blocks keep the tests quick.
-INTERPRET_CONFIG = TileConfig(block_n=16, num_warps=4, num_stages=1)
 
 
 def _row_views(flat: torch.Tensor, layout: KVLayout, d_qk: int):
@@ -56,9 +58,10 @@ def _row_views(flat: torch.Tensor, layout: KVLayout, d_qk: int):
 def _config(orientation: str, layout: KVLayout, config: TileConfig | None) -> TileConfig:
     if config is not None:
         return config
-    if interpreting():
-        return INTERPRET_CONFIG
-    return CONFIGS[(orientation, layout.is_fp8)]
+    cfg = CONFIGS[(orientation, layout.is_fp8)]
+    # The interpreter runs one block at a time on the CPU: small blocks keep the tests quick; the
+    # arithmetic (MMA dtype, P remainder, prefetch) stays the GPU's.
+    return dataclasses.replace(cfg, block_n=16, num_stages=1) if interpreting() else cfg
 
 
 def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out, lse, variant: str,
@@ -74,9 +77,10 @@ def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out
     topk = indices.shape[1]
     hp = heads_per_program(variant, h)
     orientation = "keys_m" if hp < 64 else "heads_m"
+    if config is not None and config.keys_m is not None:
+        orientation = "keys_m" if config.keys_m else "heads_m"
     cfg = _config(orientation, layout, config)
     (lat, s_lat), (scales, s_scale), (rope, s_rope) = _row_views(flat, layout, d)
-    dt = tl.float16 if layout.is_fp8 and cfg.mma_dtype == "fp16" else tl.bfloat16
     if splits > 1:
         keys_per_split = -(-topk // splits)
         keys_per_split = -(-keys_per_split // cfg.block_n) * cfg.block_n
@@ -87,9 +91,8 @@ def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out
         o_dst, o_st, o_ss, o_sh = out, out.stride(0), 0, out.stride(1)
         l_dst, l_st, l_ss, l_sh = lse, lse.stride(0), 0, lse.stride(1)
     lengths = topk_length if topk_length is not None else indices
-    kernel = sparse_mla_keys_m_kernel if orientation == "keys_m" else sparse_mla_heads_m_kernel
-    grid = (t, 1 if orientation == "keys_m" else -(-h // hp), splits)
-    kernel[grid](
+    grid = (t, -(-h // hp), splits)
+    sparse_mla_kernel[grid](
         q, q.stride(0), q.stride(1),
         lat, scales, rope,
         indices, indices.stride(0), lengths,
@@ -97,8 +100,8 @@ def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out
         l_dst, l_st, l_ss, l_sh,
         flat.shape[0], h, topk, keys_per_split, float(sm_scale) * LOG2E,
         s_lat, s_scale, s_rope,
-        layout.is_fp8, d > LATENT_DIM, topk_length is not None, dt, cfg.p_split and dt == tl.bfloat16,
-        hp, cfg.block_n,
+        layout.is_fp8, d > LATENT_DIM, topk_length is not None,
+        orientation == "keys_m", hp, cfg.block_n, cfg.prefetch,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if splits > 1:
