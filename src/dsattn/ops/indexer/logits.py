@@ -182,9 +182,11 @@ def launch_logits(q, weights, k, k_scale, ks, ke, out, config: dict | None = Non
 
 
 def default_paged_config(num_rows: int, width: int, device) -> dict:
-    cfg = dict(BN=64, num_warps=4, num_stages=3, splits=None)
+    """The fastest of the H200 sweep (bench/results/indexer_decode.json): 64-position tiles, 16 splits
+    per row at 32 to 128 rows; more rows take fewer splits (about 2048 programs)."""
+    cfg = dict(BN=64, num_warps=4, num_stages=4, splits=max(1, min(16, triton.cdiv(2048, max(num_rows, 1)))))
     if interpreting():
-        cfg.update(BN=16, num_stages=1)
+        cfg.update(BN=16, num_stages=1, splits=None)
     return cfg
 
 
@@ -197,6 +199,7 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
     n_tiles = triton.cdiv(width, cfg["BN"])
     if splits is None:
         splits = max(1, min(n_tiles, triton.cdiv(4 * _sm_count(q.device), t)))
+    splits = max(1, min(splits, n_tiles))
     nb, bs, _ = indexer_cache.shape
     dot_dtype = tl.float8e4nv if q.dtype == FP8 else tl.bfloat16
     _paged_kernel[(t, splits)](

@@ -191,9 +191,11 @@ if triton is not None:
 
 def launch_topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.Tensor, scratch: torch.Tensor,
                 *, cap: int | None = None, sample: int | None = None, num_warps: int | None = None,
-                tile_cols: int = 16, stages: int = 3, maxnreg: int | None = None, stop: int = 0) -> None:
-    """Run the select. cap/sample/num_warps/tile_cols override the defaults (tests use them to reach
-    every path, benchmarks to tune); stop > 0 cuts the work short for stage timings (wrong output)."""
+                tile_cols: int = 16, stages: int = 3, maxnreg: int | None = 128, stop: int = 0) -> None:
+    """Run the select. cap/sample/num_warps/tile_cols/stages/maxnreg override the defaults (tests use
+    them to reach every path, benchmarks to tune); stop > 0 cuts the work short for stage timings
+    (wrong output). maxnreg 128 keeps two 8-warp programs per SM: 1.50 ms instead of 1.83 ms for
+    4096 x 65536 on the H200 (bench/results/topk_tune.json)."""
     t, w = logits.shape
     cap = cap or candidate_capacity(k)
     sample = min(sample or 2048, cap)
