@@ -1,0 +1,136 @@
+"""``dsattn bench serve``: serving steps through the backend, timed.
+
+For each preset x TP x cache layout below, a ``DSAAttention`` sized for the step's limits runs a few
+realistic batches (random caches holding each request's history, random block tables; values from
+``backend.synthetic``): decodes only, decodes with a prefill chunk (the mixed step), and prefill chunks
+only. One step is ``prepare`` (host metadata, one copy) plus one full layer's ``forward`` (cache writes,
+indexer, top-k, slot mapping, sparse MLA). Reported per step: median ms (CUDA events), prepare-only ms
+(host), tokens per second, the path and the workspace bytes (total and per consumer in the JSON).
+
+    PYTHONPATH=src python -m dsattn.cli bench serve --out bench/results
+    ... --quick          # the mixed step only
+    ... --tiny           # scaled-down shapes on the CPU (functional check; timings mean nothing)
+
+With ``--calibration FILE`` (default bench/results/calibration_h200.json when present) the backend's head
+dispatch follows that table; otherwise SPEC 7's thresholds.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import torch
+
+from ..backend.attention import DSAAttention
+from ..backend.synthetic import make_step
+from ..config import preset
+from .common import format_table, time_ms, write_results
+
+CONFIGS = [  # preset, TP, cache layout
+    ("glm-5", 8, "fp8_ds_mla"),
+    ("glm-5", 2, "fp8_ds_mla"),
+    ("glm-5", 8, "bf16"),
+    ("deepseek-v3.2", 8, "fp8_ds_mla"),
+    ("deepseek-v3.2", 1, "fp8_ds_mla"),
+    ("glm-5.3-flash", 8, "fp8_ds_mla_nope"),
+]
+
+
+def scenarios(tiny: bool) -> dict[str, list[tuple[int, int]]]:
+    """Batches as (cached, scheduled) per request, decodes first."""
+    if tiny:
+        return {"decode": [(40 + 3 * i, 1) for i in range(4)],
+                "mixed": [(40 + 3 * i, 1) for i in range(3)] + [(30, 12)],
+                "prefill": [(0, 16), (24, 12)]}
+    return {
+        # 128 decodes over 4K..12K tokens of context
+        "decode": [(4096 + 64 * i, 1) for i in range(128)],
+        # 64 decodes and one 4096-token prefill chunk after 12K of context
+        "mixed": [(4096 + 128 * i, 1) for i in range(64)] + [(12288, 4096)],
+        # a prompt from scratch and a chunk after 24K of context
+        "prefill": [(0, 4096), (24576, 4096)],
+    }
+
+
+def run(args) -> list[dict]:
+    dev = torch.device(args.device)
+    steps = scenarios(args.tiny)
+    if args.quick:
+        steps = {"mixed": steps["mixed"]}
+    rows = []
+    for name, tp, layout in args.configs:
+        geo = preset(name)
+        block_size = 64
+        if args.tiny:
+            geo = geo.scaled(index_topk=16, index_n_heads=4)
+            block_size = 16
+        heads = geo.heads_per_rank(tp)
+        for scenario, spans in steps.items():
+            s = make_step(geo, heads, layout, spans, block_size=block_size, device=dev, seed=len(spans))
+            tokens = s.q.shape[0]
+            attn = DSAAttention(geo, tp=tp, kv_layout=layout, block_size=block_size, device=dev,
+                                max_num_tokens=tokens, max_num_reqs=len(spans),
+                                max_model_len=max(c + n for c, n in spans), calibration=args.calibration)
+            out = torch.empty((tokens, heads, 512), dtype=torch.bfloat16, device=dev)
+
+            def step():
+                attn.forward(attn.prepare(s.requests), s.q, s.latent, s.kv_cache, s.indexer, out=out)
+
+            step()  # compiles, autotunes
+            attn.lock()
+            ms = time_ms(step, warmup_ms=args.rep_ms / 4, rep_ms=args.rep_ms)
+            t0 = time.perf_counter()
+            n = 0
+            while time.perf_counter() - t0 < 0.05 or n < 3:
+                attn.prepare(s.requests)
+                n += 1
+            prep_ms = (time.perf_counter() - t0) * 1e3 / n
+            rows.append({
+                "preset": name, "tp": tp, "heads": heads, "layout": layout, "path": attn.path.value,
+                "scenario": scenario, "requests": len(spans), "tokens": tokens,
+                "context_tokens": sum(c + n for c, n in spans), "step_ms": ms, "prepare_ms": prep_ms,
+                "tokens_per_s": tokens / ms * 1e3, "workspace_MiB": attn.workspace_bytes / 2**20,
+                "workspace": {r["consumer"]: r["bytes"] for r in attn.workspace.report()},
+            })
+            print(f"{name} TP{tp} {layout} ({attn.path.value}) {scenario}: {tokens} tokens, {ms:.3f} ms/step, "
+                  f"prepare {prep_ms:.3f} ms, workspace {attn.workspace_bytes / 2**20:.1f} MiB", flush=True)
+            del s, attn, out
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
+    return rows
+
+
+COLUMNS = ["preset", "tp", "heads", "layout", "path", "scenario", "requests", "tokens", "step_ms", "prepare_ms",
+           "tokens_per_s", "workspace_MiB"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="dsattn bench serve", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=None, help="results folder (default bench/results)")
+    ap.add_argument("--name", default="serve")
+    ap.add_argument("--quick", action="store_true", help="the mixed step only")
+    ap.add_argument("--tiny", action="store_true", help="scaled-down shapes (CPU functional check)")
+    ap.add_argument("--configs", nargs="+", default=None, metavar="PRESET:TP:LAYOUT",
+                    help="e.g. glm-5:8:fp8_ds_mla (default: the six of CONFIGS)")
+    ap.add_argument("--calibration", default=None, help="head-dispatch table (dsattn calibrate)")
+    ap.add_argument("--rep-ms", type=float, default=200.0)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = ap.parse_args(argv)
+    args.configs = CONFIGS if args.configs is None else [
+        (c.split(":")[0], int(c.split(":")[1]), c.split(":")[2]) for c in args.configs]
+    default_table = os.path.join("bench", "results", "calibration_h200.json")
+    if args.calibration is None and os.path.exists(default_table) and not args.tiny:
+        args.calibration = default_table
+    if torch.device(args.device).type != "cuda" and not args.tiny:
+        print("dsattn bench serve: needs a CUDA GPU (or --tiny for a CPU functional run)")
+        return 2
+    print(f"dsattn bench serve: device {args.device}, head dispatch: {args.calibration or 'SPEC 7 fallback'}")
+    rows = run(args)
+    path = write_results(args.name, rows, out_dir=args.out, meta={
+        "calibration": args.calibration, "tiny": args.tiny, "rep_ms": args.rep_ms,
+        "step": "prepare + one full layer's forward (cache writes, indexer, top-k, slots, sparse MLA)",
+        "scenarios": {k: v if args.tiny else f"{len(v)} requests" for k, v in scenarios(args.tiny).items()}})
+    print(format_table(rows, COLUMNS))
+    print(f"results -> {path}")
+    return 0

@@ -1,0 +1,36 @@
+"""``dsattn bench serve`` end to end on the CPU at scaled-down shapes (--tiny): every path runs a mixed step
+through the backend and the results file holds a row per step with its time and workspace bytes."""
+import importlib
+import json
+import os
+import pkgutil
+
+os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
+
+import dsattn.ops  # noqa: E402
+from dsattn.bench import serve  # noqa: E402
+
+# kernels are decorated for the interpreter only if imported while TRITON_INTERPRET=1: import them all
+# before this module switches the ops to their reference twins (interpreted steps would take seconds)
+for _m in pkgutil.walk_packages(dsattn.ops.__path__, "dsattn.ops."):
+    importlib.import_module(_m.name)
+
+
+def test_bench_serve_tiny(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    configs = ["glm-5:8:fp8_ds_mla", "glm-5:2:fp8_ds_mla", "glm-5.3-flash:8:bf16"]
+    assert serve.main(["--tiny", "--quick", "--configs", *configs, "--rep-ms", "1", "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "serve.json").read_text())
+    rows = data["rows"]
+    assert [(r["preset"], r["tp"], r["path"]) for r in rows] == [
+        ("glm-5", 8, "fp8_mixed"), ("glm-5", 2, "fp8_gathered"), ("glm-5.3-flash", 8, "bf16_prefill")]
+    for r in rows:
+        assert r["scenario"] == "mixed" and r["tokens"] == 15 and r["step_ms"] > 0
+        total = r["workspace_MiB"] * 2**20  # step-long consumers plus the largest phase
+        assert max(r["workspace"].values()) < total < sum(r["workspace"].values())
+    assert "attention.gathered_context" in rows[1]["workspace"]
+    assert "results ->" in capsys.readouterr().out
+
+
+def test_bench_serve_needs_a_gpu_without_tiny(capsys):
+    assert serve.main(["--device", "cpu"]) == 2
