@@ -1,0 +1,76 @@
+"""The backend's tensor-parallel indexer prefill (SPEC 8) over gloo in 2 CPU processes: a DSAAttention
+given the group shards the prefill rows (the gate passes) and gives the same indices and outputs as the
+replicated backend, bit for bit, for the plain and the k-pool indexer.
+
+Indexer inputs are small integers (weights multiples of 1/4, keys exact in fp8), so every logit is an
+exact fp32 sum whatever rows a rank computes together; ties are frequent and must resolve alike.
+"""
+import dataclasses
+import datetime
+import importlib
+import os
+import pkgutil
+
+os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+
+import dsattn.ops  # noqa: E402
+from dsattn.backend.attention import INDICES, DSAAttention  # noqa: E402
+from dsattn.backend.synthetic import make_step  # noqa: E402
+from dsattn.config import preset  # noqa: E402
+
+for _m in pkgutil.walk_packages(dsattn.ops.__path__, "dsattn.ops."):  # see test_backend.py
+    importlib.import_module(_m.name)
+
+SPANS = [(37, 1), (5, 1), (40, 7), (0, 23), (17, 9)]
+
+
+def _integer_indexer(s):
+    g = torch.Generator().manual_seed(7)
+    ix = s.indexer
+    t, hi, d = ix.q.shape
+    return dataclasses.replace(s, indexer=dataclasses.replace(
+        ix, q=torch.randint(-2, 3, (t, hi, d), generator=g).bfloat16(),
+        weights=torch.randint(1, 5, (t, hi), generator=g).float() / 4,
+        k=torch.randint(-2, 3, (t, d), generator=g).bfloat16()))
+
+
+def _run(attn, s):
+    s = s.clone_caches()
+    step = attn.prepare(s.requests)
+    out = attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer)
+    return step, out, attn.workspace.view(INDICES, (step.host.num_tokens, attn.width), torch.int32).clone()
+
+
+def _worker(rank, world, init_file):
+    os.environ["TRITON_INTERPRET"] = "0"  # reference ops: the exchange is what is tested
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+    try:
+        for name, layout, heads in (("glm-5", "fp8_ds_mla", 8), ("glm-5.3-flash", "fp8_ds_mla_nope", 32)):
+            geo = preset(name).scaled(index_topk=16, index_n_heads=4)
+            s = _integer_indexer(make_step(geo, heads, layout, SPANS, block_size=16, seed=3))  # same on every rank
+            kw = dict(tp=geo.num_heads // heads, kv_layout=layout, block_size=16, max_num_tokens=64,
+                      max_num_reqs=8, max_model_len=128)
+            _, out_rep, idx_rep = _run(DSAAttention(geo, **kw), s)
+            sharded = DSAAttention(geo, tp_group=dist.group.WORLD, tp_min_rows_per_rank=1, **kw)
+            step, out_tp, idx_tp = _run(sharded, s)
+            assert step.tp_boundaries is not None and len(step.tp_boundaries) == world + 1
+            assert torch.equal(idx_tp, idx_rep), f"rank {rank} {name}: indices differ"
+            assert torch.equal(out_tp, out_rep), f"rank {rank} {name}: outputs differ"
+            # below the gate: replicated, no plan
+            below = DSAAttention(geo, tp_group=dist.group.WORLD, tp_min_rows_per_rank=1000, **kw)
+            step, out_b, _ = _run(below, s)
+            assert step.tp_boundaries is None and torch.equal(out_b, out_rep)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_tp_prefill_over_gloo(tmp_path):
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available")
+    mp.spawn(_worker, args=(2, str(tmp_path / "init")), nprocs=2, join=True)
