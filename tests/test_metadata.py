@@ -131,3 +131,15 @@ def test_gather_chunks():
                                              gather_cap_tokens=cap), gathered_prefill=True)
         assert m.gather_base.tolist() == [-1] + [0] * 7 + [second] * 23
         assert len(m.gather_chunks) == (1 if second else 2)
+
+
+def test_block_tables_as_tensors():
+    lists = _batch()
+    tensors = [Request(r.num_cached, r.num_scheduled, torch.tensor(r.block_table, dtype=torch.int32))
+               for r in lists]
+    a, b = build_metadata(lists, LIMITS), build_metadata(tensors, LIMITS)
+    assert torch.equal(a.block_table, b.block_table) and torch.equal(a.slot_mapping, b.slot_mapping)
+    with pytest.raises(ValueError, match="integer block ids"):
+        build_metadata([Request(3, 1, torch.tensor([1.0]))], LIMITS)
+    with pytest.raises(ValueError, match=r"requests\[1\].block_table must hold block ids >= 0"):
+        build_metadata([Request(3, 1, torch.tensor([1])), Request(3, 1, torch.tensor([-2]))], LIMITS)

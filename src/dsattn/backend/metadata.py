@@ -17,6 +17,7 @@ rows into a bf16 buffer of at most ``gather_cap_tokens`` rows, in request chunks
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Sequence
 
 import torch
@@ -29,7 +30,8 @@ class Request:
 
     num_cached     tokens already in the caches (context)
     num_scheduled  tokens computed in this step (written to the caches by the step)
-    block_table    block ids of the request in order; at least ceil((num_cached + num_scheduled) / block_size)
+    block_table    block ids of the request in order (a list, or a 1-D integer tensor / array); at least
+                   ceil((num_cached + num_scheduled) / block_size) of them
     state_slot     row of the k-pool tail state (k-pool models only)
     """
 
@@ -186,8 +188,6 @@ def validate_requests(requests: Sequence[Request], limits: BatchLimits) -> None:
         if len(r.block_table) < need:
             raise ValueError(f"requests[{i}].block_table must hold {need} blocks for {r.seq_len} tokens, "
                              f"got {len(r.block_table)}")
-        if any(isinstance(b, bool) or not isinstance(b, int) or b < 0 for b in r.block_table[:need]):
-            raise ValueError(f"requests[{i}].block_table must hold block ids >= 0")
         is_decode = r.num_scheduled <= limits.decode_threshold
         if is_decode and seen_prefill:
             raise ValueError(f"requests must list decodes (<= {limits.decode_threshold} scheduled tokens) before "
@@ -233,14 +233,24 @@ def plan_indexer_chunks(spans: Sequence[tuple[int, int, int, int]], kpool: int, 
     the chunk) as one piece; without it (paged decode) pieces are empty and num_keys 0.
     chunk_bytes must grow with each argument.
     """
-    chunks: list[Chunk] = []
-    start = spans[0][1] if spans else 0
-    width = nkeys = rows = 0
-    pieces: list[Piece] = []
+    if not spans:
+        return []
 
     def keys_at(pos: int) -> int:
         return (pos + 1) // kpool
 
+    # the common case first: every row in one chunk
+    lasts = [keys_at(pos0 + row1 - 1 - row0) for _, row0, row1, pos0 in spans]
+    total_keys = sum(lasts) if gather_keys else 0
+    if chunk_bytes(spans[-1][2] - spans[0][1], max(lasts), total_keys) <= cap_bytes:
+        offsets = itertools.accumulate(lasts, initial=0)
+        pieces = tuple(Piece(req, n, o) for (req, *_), n, o in zip(spans, lasts, offsets)) if gather_keys else ()
+        return [Chunk(spans[0][1], spans[-1][2], max(lasts), pieces, total_keys)]
+
+    chunks: list[Chunk] = []
+    start = spans[0][1]
+    width = nkeys = rows = 0
+    pieces: list[Piece] = []
     for req, row0, row1, pos0 in spans:
         i = row0
         while i < row1:
@@ -292,6 +302,24 @@ def plan_gather_chunks(spans: Sequence[tuple[int, int, int, int]], cap_tokens: i
 # the builder
 # -------------------------------------------------------------------------------------------------
 
+def _block_table(requests: Sequence[Request], need: list[int]) -> torch.Tensor:
+    """[B, max(need)] int64: each request's first need[i] block ids, 0 after; ValueError on a bad id."""
+    tables = [r.block_table[:n] for r, n in zip(requests, need)]
+    if all(isinstance(t, (list, tuple)) for t in tables):  # one conversion for the whole batch
+        flat = torch.tensor(list(itertools.chain.from_iterable(tables)))
+    else:
+        flat = torch.cat([torch.as_tensor(t).reshape(-1).cpu() for t in tables])
+    if flat.is_floating_point() or flat.is_complex() or flat.dtype == torch.bool:
+        raise ValueError(f"requests[*].block_table must hold integer block ids, got {flat.dtype}")
+    bad = torch.nonzero(flat < 0).flatten()
+    if bad.numel():
+        i = int(torch.searchsorted(torch.tensor(need).cumsum(0), bad[0], right=True))
+        raise ValueError(f"requests[{i}].block_table must hold block ids >= 0")
+    table = torch.zeros((len(requests), max(need)), dtype=torch.int64)
+    table[torch.arange(table.shape[1])[None, :] < torch.tensor(need)[:, None]] = flat.long()
+    return table
+
+
 def build_metadata(requests: Sequence[Request], limits: BatchLimits, *, gathered_prefill: bool = False,
                    chunk_bytes: ChunkBytes = default_chunk_bytes) -> BatchMetadata:
     """Host metadata of one step (see BatchMetadata); ValueError if the batch is over the limits.
@@ -311,21 +339,18 @@ def build_metadata(requests: Sequence[Request], limits: BatchLimits, *, gathered
     token_req = torch.repeat_interleave(torch.arange(b), sched)
     positions = torch.arange(t) - qs[token_req] + cached[token_req]
 
-    m = max(1, int((-(-seq // bs)).max()))
-    table = torch.zeros((b, m), dtype=torch.int64)
-    for i, r in enumerate(requests):
-        n = -(-r.seq_len // bs)
-        table[i, :n] = torch.as_tensor(list(r.block_table[:n]), dtype=torch.int64)
+    table = _block_table(requests, (-(-seq // bs)).tolist())
     slot_mapping = table[token_req, positions // bs] * bs + positions % bs
     max_block_id = int(table.max())
 
     decode = [r.num_scheduled <= limits.decode_threshold for r in requests]
     nd = sum(decode)
     ndt = int(qs[nd])
+    ql = qs.tolist()
     row_keys = (positions + 1) // p
 
-    spans_dec = [(i, int(qs[i]), int(qs[i + 1]), requests[i].num_cached) for i in range(nd)]
-    spans_pre = [(i, int(qs[i]), int(qs[i + 1]), requests[i].num_cached) for i in range(nd, b)]
+    spans_dec = [(i, ql[i], ql[i + 1], requests[i].num_cached) for i in range(nd)]
+    spans_pre = [(i, ql[i], ql[i + 1], requests[i].num_cached) for i in range(nd, b)]
     cap = limits.indexer_cap_bytes
     decode_chunks = plan_indexer_chunks(spans_dec, p, cap, chunk_bytes, gather_keys=False)
     prefill_chunks = plan_indexer_chunks(spans_pre, p, cap, chunk_bytes, gather_keys=True)
@@ -333,23 +358,23 @@ def build_metadata(requests: Sequence[Request], limits: BatchLimits, *, gathered
     ke = torch.zeros(t, dtype=torch.int64)
     for c in prefill_chunks:
         for piece in c.pieces:
-            lo, hi = max(c.row_start, int(qs[piece.req])), min(c.row_end, int(qs[piece.req + 1]))
+            lo, hi = max(c.row_start, ql[piece.req]), min(c.row_end, ql[piece.req + 1])
             ks[lo:hi] = piece.offset
             ke[lo:hi] = piece.offset + row_keys[lo:hi]
 
     gather_base = torch.full((t,), -1, dtype=torch.int64)
     gather_chunks: list[Chunk] = []
     if gathered_prefill and nd < b:
-        spans = [(i, int(qs[i]), int(qs[i + 1]), requests[i].seq_len) for i in range(nd, b)]
+        spans = [(i, ql[i], ql[i + 1], requests[i].seq_len) for i in range(nd, b)]
         gather_chunks = plan_gather_chunks(spans, limits.gather_tokens)
         for c in gather_chunks:
             for piece in c.pieces:
-                gather_base[int(qs[piece.req]):int(qs[piece.req + 1])] = piece.offset
+                gather_base[ql[piece.req]:ql[piece.req + 1]] = piece.offset
 
     i32 = torch.int32
     return BatchMetadata(
         limits=limits, num_reqs=b, num_tokens=t, num_decodes=nd, num_decode_tokens=ndt,
-        query_start=qs.tolist(), seq_lens=seq.tolist(), max_block_id=max_block_id,
+        query_start=ql, seq_lens=seq.tolist(), max_block_id=max_block_id,
         positions=positions.to(i32), token_req=token_req.to(i32), slot_mapping=slot_mapping.to(i32),
         block_table=table.to(i32), state_slot=torch.tensor([r.state_slot for r in requests], dtype=i32),
         row_keys=row_keys.to(i32), ks=ks.to(i32), ke=ke.to(i32), gather_base=gather_base.to(i32),
