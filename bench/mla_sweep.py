@@ -32,18 +32,14 @@ P = dict(num_stages=1, prefetch=True)
 # (kind, layout, heads, tokens, variant) -> configs, pruned with bench/mla_compile_check.py (no spills,
 # or a few bytes). Heads stand for their tile: 8 -> 16-wide keys-on-M, 32 -> 32-wide, 64 -> 64-head blocks.
 SWEEP = {
-    ("decode", "fp8_ds_mla", 8, 512, "native"): [C(16, 4, **P), C(16, 8, **P), C(32, 8, **P), C(16, 4, 2), C(16, 8, 2),
-                                                 C(32, 8, 2), C(32, 8, 3), C(32, 4, 2)],
-    ("decode", "fp8_ds_mla", 32, 512, "native"): [C(16, 8, **P), C(32, 8, **P), C(16, 8, 2), C(32, 8, 2), C(32, 8, 3),
-                                                  C(16, 4, 2)],
-    ("decode", "fp8_ds_mla", 64, 512, "native"): [C(16, 8, 2), C(32, 8, 2), C(32, 8, 3), C(64, 8, 2), C(16, 8, **P),
-                                                  C(32, 8, **P), C(32, 8, 2, keys_m=True)],
-    ("decode", "fp8_ds_mla_nope", 8, 512, "native"): [C(16, 8, **P), C(32, 8, **P), C(16, 8, 2), C(32, 8, 2)],
-    ("prefill", "bf16", 8, 1024, "native"): [C(16, 8, 2), C(32, 8, 2), C(32, 8, 3), C(64, 8, 2), C(64, 8, 3),
-                                             C(16, 8, **P), C(32, 8, **P), C(32, 4, 2)],
-    ("prefill", "bf16", 32, 1024, "native"): [C(16, 8, 2), C(32, 8, 2), C(32, 8, 3), C(64, 8, 3), C(16, 8, **P)],
-    ("prefill", "bf16", 64, 1024, "native"): [C(16, 8, 2), C(32, 8, 2), C(32, 8, 3), C(64, 8, 2), C(64, 8, 3),
-                                              C(16, 8, **P), C(32, 16, 2), C(32, 8, 2, keys_m=True)],
+    ("decode", "fp8_ds_mla", 8, 512, "native"): [C(32, 4, 2), C(32, 4, 3), (C(32, 4, 2), 2), (C(32, 4, 2), 4),
+                                                 C(16, 4, 2)],
+    ("decode", "fp8_ds_mla_nope", 8, 512, "native"): [C(32, 4, 2), C(32, 4, 3), C(16, 4, 2)],
+    ("decode", "fp8_ds_mla", 32, 512, "native"): [C(16, 4, 2), (C(16, 4, 2), 2), C(16, 8, 2)],
+    ("decode", "fp8_ds_mla", 64, 512, "native"): [C(64, 8, 2), C(64, 8, 3), (C(64, 8, 2), 2)],
+    ("prefill", "bf16", 8, 1024, "native"): [C(32, 4, 2), C(32, 4, 3), C(64, 4, 2), C(16, 4, 2)],
+    ("prefill", "bf16", 32, 1024, "native"): [C(64, 8, 3), C(64, 8, 2), C(16, 4, 2), C(32, 4, 3)],
+    ("prefill", "bf16", 64, 1024, "native"): [C(64, 8, 2), C(64, 8, 3)],
 }
 
 
@@ -51,9 +47,15 @@ def _case(kind, layout, heads, tokens, device):
     return km.decode_case(tokens, heads, layout, device) if kind == "decode" else km.prefill_case(tokens, heads, device)
 
 
+def _entry(e):
+    """A sweep entry: a TileConfig, or (TileConfig, forced split-K count)."""
+    return e if isinstance(e, tuple) else (e, None)
+
+
 def _compile_job(job):
     """Worker: run one config once on a small case of the same specialization (fills Triton's cache)."""
-    (kind, layout, heads, tokens, variant), cfg = job
+    (kind, layout, heads, tokens, variant), entry = job
+    cfg, splits = _entry(entry)
     t0 = time.time()
     try:
         dev = torch.device("cuda")
@@ -61,7 +63,7 @@ def _compile_job(job):
             case = km.decode_case(8, heads, layout, dev)
         else:
             case = km.prefill_case(8, heads, dev)
-        fn, out, lse = km.ours(case, variant, config=cfg)
+        fn, out, lse = km.ours(case, variant, config=cfg, splits=splits)
         fn()
         torch.cuda.synchronize()
         return job, None, time.time() - t0
@@ -87,6 +89,8 @@ def main():
     p.add_argument("--no-tests", action="store_true")
     p.add_argument("--only", default=None, help="comma list of kinds to sweep (decode,prefill)")
     p.add_argument("--rep-ms", type=float, default=60)
+    p.add_argument("--no-table", action="store_true", help="stop after the sweep (the side-by-side table is "
+                   "dsattn bench kernels --op sparse_mla)")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     t_start = time.time()
@@ -108,13 +112,14 @@ def main():
     sweep_rows, best = [], {}
     for key, cfgs in sweep.items():
         case = _case(*key[:4], dev)
-        for cfg in cfgs:
-            if (key, cfg) in failed:
+        for entry in cfgs:
+            if (key, entry) in failed:
                 continue
-            fn, out, lse = km.ours(case, key[4], config=cfg)
+            cfg, splits = _entry(entry)
+            fn, out, lse = km.ours(case, key[4], config=cfg, splits=splits)
             fn()
             ms = time_ms(fn, rep_ms=args.rep_ms)
-            sweep_rows.append({"case": "/".join(map(str, key)), **cfg.__dict__, "ms": ms})
+            sweep_rows.append({"case": "/".join(map(str, key)), **cfg.__dict__, "splits": splits, "ms": ms})
             if key not in best or ms < best[key][1]:
                 best[key] = (cfg, ms)
         print(f"# best {key}: {best.get(key)}", file=sys.stderr)
@@ -122,6 +127,11 @@ def main():
     with open(os.path.join(args.out, "sweep_partial.json"), "w") as f:
         json.dump({"sweep": sweep_rows, "failed": {f"{k[0]}|{k[1]}": v for k, v in failed.items()}}, f, default=str)
 
+    for k, (cfg, ms) in best.items():
+        print(f"best {'/'.join(map(str, k))}: {cfg} {ms:.4f} ms")
+    print(open(os.path.join(args.out, "gpu_tests0.log")).read()[-300:] if tests else "")
+    if args.no_table:
+        return
     peers = km._peers()
     table = []
 
@@ -164,7 +174,7 @@ def main():
                    "best": {"/".join(map(str, k)): [v[0].__dict__, v[1]] for k, v in best.items()},
                    "failed": {f"{k[0]}|{k[1]}": v for k, v in failed.items()}}, f, indent=1, default=str)
     with open(os.path.join(args.out, "sweep_table.txt"), "w") as f:
-        f.write(format_table(sweep_rows, ["case", "block_n", "num_warps", "num_stages", "prefetch", "keys_m", "ms"]))
+        f.write(format_table(sweep_rows, ["case", "block_n", "num_warps", "num_stages", "prefetch", "keys_m", "splits", "ms"]))
     for k, (cfg, ms) in best.items():
         print(f"best {'/'.join(map(str, k))}: {cfg} {ms:.4f} ms")
     short = [{**r, "layout": r["layout"].replace("fp8_ds_mla", "fp8"), "impl": r["impl"].replace("dsattn:", "ds:")

@@ -153,9 +153,9 @@ def prefill_case(s_q: int, heads: int, device, d_qk: int = 576) -> Case:
 # the implementations
 # ---------------------------------------------------------------------------------------------------
 
-def ours(case: Case, variant: str | None = None, config=None):
+def ours(case: Case, variant: str | None = None, config=None, splits: int | None = None):
     """A callable running dsattn on the case into preallocated outputs (config: a launch.TileConfig to
-    bypass the public function and the tuned defaults)."""
+    bypass the public function and the tuned defaults; splits: force split-K in decode)."""
     from ..ops.sparse_mla import decode_scratch_spec, sparse_mla_decode, sparse_mla_prefill
     from ..ops.sparse_mla.dispatch import decode_splits, default_variant
     from ..ops.sparse_mla.launch import run_attention
@@ -173,7 +173,11 @@ def ours(case: Case, variant: str | None = None, config=None):
     scratch = [torch.empty(s, dtype=dt, device=case.q.device)
                for s, dt in decode_scratch_spec(t, h, case.indices.shape[1], variant, case.layout, sm)]
     if config is not None:
-        splits = decode_splits(t, h, case.indices.shape[1], variant, sm)
+        if splits is None:
+            splits = decode_splits(t, h, case.indices.shape[1], variant, sm)
+        else:
+            scratch = [torch.empty((t, splits, h, 512), dtype=torch.float32, device=case.q.device),
+                       torch.empty((t, splits, h), dtype=torch.float32, device=case.q.device)] if splits > 1 else []
         flat = case.kv.flatten(0, 1)
         return lambda: run_attention(case.q, flat, case.layout, case.indices, case.sm_scale, None, out, lse, variant,
                                      splits, *(scratch or [None, None]), config=config), out, lse
@@ -264,7 +268,7 @@ def measure_case(case: Case, peers, variants, rep_ms: float = 100) -> list[dict]
         name = "native" if w == case.heads else f"pad{w}"
         peer_ms[name] = ms
         row = _row(case, f"flashmla:{name}", ms)
-        ofn, out, _ = ours(case, variants[0])
+        ofn, out, _ = ours(case, variants[0] if variants else None)
         ofn()
         row["max_abs_vs_dsattn"] = float((get().float() - out.float()).abs().max())
         rows.append(row)

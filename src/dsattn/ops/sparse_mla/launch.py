@@ -27,14 +27,16 @@ class TileConfig:
     keys_m: bool | None = None  # force the orientation (None: keys on M below 64 heads per program)
 
 
-# Defaults per (orientation, fp8 rows?), measured with bench/mla_sweep.py; bench/mla_compile_check.py
-# shows the registers, spills and shared memory of each.
-CONFIGS: dict[tuple[str, bool], TileConfig] = {
-    ("keys_m", False): TileConfig(block_n=32, num_warps=8, num_stages=2),
-    # Triton's pipeliner leaves an fp8 gather that feeds an MMA v2 operand synchronous: prefetch instead.
-    ("keys_m", True): TileConfig(block_n=32, num_warps=8, num_stages=1, prefetch=True),
-    ("heads_m", False): TileConfig(block_n=32, num_warps=8, num_stages=2),
-    ("heads_m", True): TileConfig(block_n=32, num_warps=8, num_stages=2),
+# Defaults per (heads per program, fp8 rows?): the fastest of bench/mla_sweep.py's configs on the H200
+# (notes/sparse_mla.md has the numbers); bench/mla_compile_check.py shows registers, spills and shared
+# memory of each. 16 and 32 heads run keys on M, 64 heads on M.
+CONFIGS: dict[tuple[int, bool], TileConfig] = {
+    (16, False): TileConfig(block_n=32, num_warps=4, num_stages=2),
+    (16, True): TileConfig(block_n=32, num_warps=4, num_stages=2),
+    (32, False): TileConfig(block_n=64, num_warps=8, num_stages=3),
+    (32, True): TileConfig(block_n=16, num_warps=4, num_stages=2),
+    (64, False): TileConfig(block_n=64, num_warps=8, num_stages=2),
+    (64, True): TileConfig(block_n=64, num_warps=8, num_stages=2),
 }
 
 
@@ -55,12 +57,12 @@ def _row_views(flat: torch.Tensor, layout: KVLayout, d_qk: int):
     return (lat, row_bytes), (scales, row_bytes // 4), (rope, row_bytes // 2)
 
 
-def _config(orientation: str, layout: KVLayout, config: TileConfig | None) -> TileConfig:
+def _config(heads_per_program: int, layout: KVLayout, config: TileConfig | None) -> TileConfig:
     if config is not None:
         return config
-    cfg = CONFIGS[(orientation, layout.is_fp8)]
+    cfg = CONFIGS[(heads_per_program, layout.is_fp8)]
     # The interpreter runs one block at a time on the CPU: small blocks keep the tests quick; the
-    # arithmetic (MMA dtype, P remainder, prefetch) stays the GPU's.
+    # arithmetic and the prefetch structure stay the GPU's.
     return dataclasses.replace(cfg, block_n=16, num_stages=1) if interpreting() else cfg
 
 
@@ -79,7 +81,7 @@ def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out
     orientation = "keys_m" if hp < 64 else "heads_m"
     if config is not None and config.keys_m is not None:
         orientation = "keys_m" if config.keys_m else "heads_m"
-    cfg = _config(orientation, layout, config)
+    cfg = _config(hp, layout, config)
     (lat, s_lat), (scales, s_scale), (rope, s_rope) = _row_views(flat, layout, d)
     if splits > 1:
         keys_per_split = -(-topk // splits)
