@@ -49,7 +49,7 @@ def test_region_is_the_largest_declaration_and_views_may_be_smaller():
     ws.reserve("c", {"a": ((4, 4), torch.float32)}, phase="p")
     assert ws.nbytes == 512
     ws.lock()
-    v = ws.views("c", {"a": ((3, 7), torch.float32), "b": ((5,), torch.int32)})
+    v = ws.views("c", {"a": ((3, 7), torch.float32), "b": ((5,), torch.int32)})  # 2 x 256 bytes: fits
     assert v["a"].shape == (3, 7) and v["b"].shape == (5,)
 
 
@@ -68,10 +68,13 @@ def test_locked_workspace_names_the_consumer_and_bytes():
     ws.reserve_bytes("indexer.chunk", 16384, phase="indexer")    # no growth: fine
 
 
-def test_unlocked_growth_reallocates():
+def test_only_reserve_grows():
     ws = Workspace("cpu")
     ws.reserve("a", {"x": ((8,), torch.float32)})
     first = ws.view("a", (8,), torch.float32)
+    with pytest.raises(ValueError, match="'a' needs 4096 bytes but 256 are reserved for it; reserve"):
+        ws.view("a", (1000,), torch.float32)  # a view never reallocates (step-long data would be lost)
+    ws.reserve("a", {"x": ((1000,), torch.float32)})
     bigger = ws.view("a", (1000,), torch.float32)
     assert ws.nbytes == specs_nbytes({"x": ((1000,), torch.float32)}) and bigger.shape == (1000,)
     assert bigger.untyped_storage().data_ptr() != first.untyped_storage().data_ptr()  # `first` is stale
@@ -79,7 +82,7 @@ def test_unlocked_growth_reallocates():
 
 def test_errors():
     ws = Workspace("cpu")
-    with pytest.raises(ValueError, match="never reserved"):
+    with pytest.raises(ValueError, match="'nobody' needs 256 bytes but 0 are reserved"):
         ws.view("nobody", (1,), torch.int32)
     ws.reserve("a", {"x": ((1,), torch.int32)}, phase="p")
     with pytest.raises(ValueError, match="phase"):

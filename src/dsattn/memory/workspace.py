@@ -8,11 +8,13 @@ ordered on one stream), so phases share bytes:
 
     [ step-long consumers, one after another ][ max over phases of (that phase's consumers) ]
 
-Every view starts at a 256-byte aligned offset. Before ``lock()`` a declaration that needs more than
-a region holds grows the buffer (freeing and reallocating it: views taken earlier are stale and the
-contents are lost, so grow only at construction, in a profile step, or at the start of a step before
-anything was written). After ``lock()`` it raises ``WorkspaceLockedError`` naming the consumer and the
-bytes. Taking a view never touches the device allocator.
+Every view starts at a 256-byte aligned offset. Only ``reserve`` grows the buffer: before ``lock()`` a
+reservation larger than a region frees and reallocates the buffer (views taken earlier are stale and the
+contents are lost, so reserve at construction or in a profile step); after ``lock()`` it raises
+``WorkspaceLockedError`` naming the consumer and the bytes. ``views`` never grows anything (a step that
+grew the buffer half-way would lose its step-long data): buffers that do not fit their consumer's region
+raise ``WorkspaceLockedError`` when locked, ValueError before. Taking a view never touches the device
+allocator.
 """
 from __future__ import annotations
 
@@ -123,14 +125,17 @@ class Workspace:
     def views(self, consumer: str, specs: Mapping[str, BufferSpec]) -> dict[str, torch.Tensor]:
         """Views of exactly the given shapes, laid out in `consumer`'s region in the order given.
 
-        Grows the region when unlocked (see the module docstring); raises WorkspaceLockedError when
-        locked and the buffers do not fit. The views alias other phases' consumers.
+        The views alias other phases' consumers. Buffers larger than the region raise (see the module
+        docstring): WorkspaceLockedError when locked, ValueError before.
         """
-        if consumer not in self._regions:
+        need = specs_nbytes(specs)
+        region = self._regions.get(consumer)
+        have = region.nbytes if region is not None else 0
+        if need > have or region is None:
             if self._locked:
-                raise WorkspaceLockedError(consumer, specs_nbytes(specs), 0)
-            raise ValueError(f"consumer {consumer!r} was never reserved (reserve it first to give it a phase)")
-        self.reserve(consumer, specs, phase=self._regions[consumer].phase)
+                raise WorkspaceLockedError(consumer, need, have)
+            raise ValueError(f"consumer {consumer!r} needs {need} bytes but {have} are reserved for it; "
+                             f"reserve() it first")
         buf = self._ensure_buffer()
         off = self._regions[consumer].offset
         out = {}
