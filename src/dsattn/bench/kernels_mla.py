@@ -250,7 +250,9 @@ def measure_case(case: Case, peers, variants, rep_ms: float = 100) -> list[dict]
         fn, out, _ = ours(case, variant)
         fn()
         ours_ms[variant] = time_ms(fn, rep_ms=rep_ms)
-        rows.append(_row(case, f"dsattn:{variant}", ours_ms[variant]))
+        from ..ops.sparse_mla.launch import default_config
+        rows.append({**_row(case, f"dsattn:{variant}", ours_ms[variant]),
+                     "config": dataclasses.asdict(default_config(variant, case.heads, case.layout))})
     peer_ms = {}
     widths = sorted({w for w in (case.heads, 64) if w >= case.heads} | ({case.heads} if case.heads > 64 else set()))
     for w in widths:

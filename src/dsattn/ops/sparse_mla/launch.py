@@ -31,13 +31,18 @@ class TileConfig:
 # (notes/sparse_mla.md has the numbers); bench/mla_compile_check.py shows registers, spills and shared
 # memory of each. 16 and 32 heads run keys on M, 64 heads on M.
 CONFIGS: dict[tuple[int, bool], TileConfig] = {
-    (16, False): TileConfig(block_n=32, num_warps=4, num_stages=2),
-    (16, True): TileConfig(block_n=32, num_warps=4, num_stages=2),
-    (32, False): TileConfig(block_n=64, num_warps=8, num_stages=3),
+    (16, False): TileConfig(block_n=64, num_warps=4, num_stages=2),
+    (16, True): TileConfig(block_n=32, num_warps=4, num_stages=3),
+    (32, False): TileConfig(block_n=64, num_warps=8, num_stages=2),
     (32, True): TileConfig(block_n=16, num_warps=4, num_stages=2),
     (64, False): TileConfig(block_n=64, num_warps=8, num_stages=2),
     (64, True): TileConfig(block_n=64, num_warps=8, num_stages=2),
 }
+
+
+def default_config(variant: str, num_heads: int, layout: KVLayout) -> TileConfig:
+    """The launch configuration the public functions use (for the record in benchmark results)."""
+    return CONFIGS[(heads_per_program(variant, num_heads), layout.is_fp8)]
 
 
 def _row_views(flat: torch.Tensor, layout: KVLayout, d_qk: int):
