@@ -4,8 +4,10 @@
   tests, do not depend on test order, and a failing test reproduces when run alone.
 - ``@pytest.mark.gpu`` tests, and every test under ``tests/gpu/``, skip without CUDA.
 - ``needs_transformers`` and ``needs_cuda`` are skip marks: ``from conftest import needs_cuda``.
-- ``TRITON_INTERPRET`` is NOT set here: Triton reads it when a kernel is decorated, so a test module
-  that runs kernels on the CPU sets it itself, before importing them.
+- Without CUDA, ``TRITON_INTERPRET=1`` is set here, before any test module is imported: Triton reads it
+  when a kernel module is imported (``ops/_triton.py`` fixes its bf16-dot workaround then), so setting it
+  later in one test module would depend on collection order. Tests that want the reference fallback
+  set it to "0" with monkeypatch (dispatch reads it at call time).
 """
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ import zlib
 
 import pytest
 import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 needs_transformers = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
                                         reason="needs transformers (pip install -e .[test])")
