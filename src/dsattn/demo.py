@@ -1,10 +1,15 @@
 """``dsattn demo``: one scaled-down GLM-5.3-Flash DSA attention step, end to end, on this machine.
 
 A few requests share a paged latent cache (fp8_ds_mla_nope, the 528-byte layout of NoPE models) and a
-pooled indexer key cache. Some decode one token, others run a prefill chunk over context that is
-already cached. The step writes the new tokens into the caches, runs the k-pool indexer (pooled keys,
-pool top-k, expansion and tail), maps the selected positions to cache slots and runs sparse MLA over
-the paged cache. It prints what it did: shapes, time of each stage, memory of each cache.
+pooled indexer key cache holding their history. Some decode one token, others run a prefill chunk over
+context that is already cached. The step goes through the serving backend (``DSAAttention``): batch
+metadata, cache writes, the k-pool indexer (pooled keys, pool top-k, expansion and tail), positions to
+slots, sparse MLA on the path SPEC 7 picks, every intermediate in the workspace. A second layer shares
+the first one's top-k. The same step is then computed request by request by the reference stack, and
+the demo prints what it did: shapes, times, workspace and cache memory, and the difference.
+
+On a CUDA machine the ops run their Triton kernels; on a CPU they run their PyTorch reference twins
+(or the Triton kernels under the interpreter with ``TRITON_INTERPRET=1``, much slower).
 """
 from __future__ import annotations
 
@@ -13,146 +18,91 @@ import time
 
 import torch
 
+from .backend.attention import DSAAttention
+from .backend.synthetic import make_step, reference_step
 from .config import preset
-from .formats import FP8, INDEX_ROW_BYTES, KVLayout, new_indexer_cache, new_kv_cache, slots_from_positions
-from .ops.cache.reference import write_indexer_cache_reference, write_kv_cache_reference
-from .ops.indexer.reference import (indexer_logits_paged_reference, kpool_expand, kpool_pooled_keys)
-from .ops.sparse_mla.reference import sparse_mla_paged_reference
-from .ops.topk.reference import topk_reference
+from .formats import INDEX_ROW_BYTES, KVLayout
+from .ops._triton import kernels_available
 
 
-def _fmt_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
-        n /= 1024
-    return str(n)
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.2f} MiB"
 
 
-class _Stopwatch:
-    def __init__(self):
-        self.rows: list[tuple[str, float, str]] = []
-
-    def run(self, name: str, shape: str, fn):
-        t0 = time.perf_counter()
-        out = fn()
-        self.rows.append((name, (time.perf_counter() - t0) * 1e3, shape))
-        return out
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def run_demo(*, tp: int = 8, topk: int = 256, block_size: int = 64, seed: int = 0, device: str = "cpu",
-             requests: list[tuple[int, int]] | None = None, quiet: bool = False) -> dict:
-    """Run the demo step; returns its outputs and statistics (used by the tests).
+             spans: list[tuple[int, int]] | None = None, quiet: bool = False) -> dict:
+    """Run the demo step; returns its outputs and statistics (the tests use them).
 
-    requests: (tokens already cached, tokens scheduled now) per request; decodes (1 scheduled) first.
+    spans: (tokens already cached, tokens scheduled now) per request, decodes (1 scheduled) first.
     """
     torch.manual_seed(seed)
-    geo = preset("glm-5.3-flash").scaled(index_topk=topk)
+    dev = torch.device(device)
+    geo = preset("glm-5.3-flash").scaled(index_topk=topk, indexer_types=("full", "shared"))
     heads = geo.heads_per_rank(tp)
-    p = geo.kpool
-    d_qk, hi, di = geo.d_qk, geo.index_n_heads, geo.index_head_dim
     layout = KVLayout.FP8_DS_MLA_NOPE
-    requests = requests or [(1500, 1), (700, 1), (333, 1), (1024, 512), (0, 300)]
-    requests = sorted(requests, key=lambda r: r[1] > 1)  # decodes first (SPEC 7)
-    seq_lens = [c + s for c, s in requests]
+    spans = spans or [(1500, 1), (700, 1), (333, 1), (1024, 512), (0, 300)]
+    s = make_step(geo, heads, layout, spans, block_size=block_size, device=dev, seed=seed)
+    n_tok = sum(n for _, n in spans)
+    max_len = max(c + n for c, n in spans)
 
-    # Paged caches: each request's blocks drawn at random from a shared pool, so tables are not contiguous.
-    blocks_per_req = [-(-n // block_size) for n in seq_lens]
-    num_blocks = sum(blocks_per_req) + 4
-    perm = torch.randperm(num_blocks, device=device)
-    max_blocks = max(blocks_per_req)
-    block_table = torch.full((len(requests), max_blocks), 0, dtype=torch.int32, device=device)
-    at = 0
-    for r, nb in enumerate(blocks_per_req):
-        block_table[r, :nb] = perm[at:at + nb].to(torch.int32)
-        at += nb
-    kv_cache = new_kv_cache(num_blocks, block_size, layout, d_qk, device)
-    pooled_cache = new_indexer_cache(num_blocks, block_size // p, device)
-    kv_cache.fill_(0)
-    pooled_cache.fill_(0)
+    timings: list[tuple[str, float]] = []
 
-    # Every token of every request: latent row, indexer key and gate. The model would produce these
-    # from hidden states; the demo draws them.
-    total = sum(seq_lens)
-    latent = torch.randn(total, d_qk, device=device) * 0.5
-    idx_key = torch.randn(total, di, device=device)
-    gate = torch.randn(total, di, device=device)
-    ape = torch.randn(p, di, device=device) * 0.1
-    starts = torch.tensor([0] + seq_lens[:-1], device=device).cumsum(0)
-    req_all = torch.repeat_interleave(torch.arange(len(requests), device=device),
-                                      torch.tensor(seq_lens, device=device))
-    pos_all = torch.arange(total, device=device) - starts[req_all]
-    slot_all = slots_from_positions(block_table, req_all, pos_all, block_size)
+    def timed(name, fn):
+        _sync(dev)
+        t0 = time.perf_counter()
+        r = fn()
+        _sync(dev)
+        timings.append((name, (time.perf_counter() - t0) * 1e3))
+        return r
 
-    # History: what earlier steps wrote (the cached part of each request).
-    cached = pos_all < torch.tensor([c for c, _ in requests], device=device)[req_all]
-    write_kv_cache_reference(latent[cached], kv_cache, slot_all[cached], layout)
+    attn = timed("construct backend + reserve workspace", lambda: DSAAttention(
+        geo, tp=tp, kv_layout=layout, block_size=block_size, device=dev, max_num_tokens=max(n_tok, 1024),
+        max_num_reqs=16, max_model_len=max(max_len, 4096)))
+    ref = timed("reference stack, request by request", lambda: reference_step(s))
+    step = timed("prepare step metadata", lambda: attn.prepare(s.requests))
+    out = torch.full((n_tok, heads, geo.d_v), float("nan"), dtype=torch.bfloat16, device=dev)
+    # on a GPU the first layer includes compiling the kernels (a serving engine does that in warm-up)
+    timed("layer 0 (full indexer)", lambda: attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, layer=0,
+                                                          out=out))
+    attn.lock()
+    out1 = torch.full_like(out, float("nan"))
+    timed("layer 1 (shares layer 0's top-k)", lambda: attn.forward(
+        step, s.q, None, s.kv_cache, None, layer=1, out=out1))
 
-    def pool_slots(req, pool):
-        return slots_from_positions(block_table, req, pool, block_size // p)
-
-    def write_pools(mask):
-        """Pooled keys of the pools whose last token is in `mask`, into the pooled cache."""
-        last = mask & (pos_all % p == p - 1)
-        ends = torch.nonzero(last).squeeze(1)
-        members = ends[:, None] - (p - 1) + torch.arange(p, device=device)
-        pooled = kpool_pooled_keys(idx_key[members], gate[members], ape)
-        write_indexer_cache_reference(pooled, pooled_cache, pool_slots(req_all[ends], pos_all[ends] // p))
-        return len(ends)
-
-    write_pools(cached)
-
-    # The step: scheduled tokens.
-    sched = ~cached
-    t_req, t_pos, t_slot = req_all[sched], pos_all[sched], slot_all[sched]
-    n_tok = int(sched.sum())
-    q_latent = torch.randn(n_tok, heads, d_qk, device=device).to(torch.bfloat16)
-    q_index = torch.randn(n_tok, hi, di, device=device)
-    weights = torch.randn(n_tok, hi, device=device) * (hi ** -0.5) * (di ** -0.5)
-    sw = _Stopwatch()
-    sw.run("write latent rows", f"[{n_tok}, {d_qk}] -> {layout.value}",
-           lambda: write_kv_cache_reference(latent[sched], kv_cache, t_slot, layout))
-    new_pools = sw.run("k-pool: pool + write keys", f"{p} tokens/pool -> 132 B rows",
-                       lambda: write_pools(sched))
-    n_vis_pools = ((t_pos + 1) // p).to(torch.int32)
-    w_pools = int(n_vis_pools.max())
-    logits = sw.run("indexer logits (paged)", f"[{n_tok}, {hi}x{di}] x {w_pools} pools",
-                    lambda: indexer_logits_paged_reference(q_index, weights, pooled_cache, block_table, t_req,
-                                                           n_vis_pools, max_len=w_pools))
-    pool_topk = sw.run("top-k pools", f"k={topk // p} of {w_pools}",
-                       lambda: topk_reference(logits, torch.zeros_like(n_vis_pools), n_vis_pools, topk // p))
-    positions = sw.run("expand + tail", f"width {geo.topk_width}", lambda: kpool_expand(pool_topk, t_pos, p))
-    slots = sw.run("positions -> slots", f"[{n_tok}, {geo.topk_width}]",
-                   lambda: slots_from_positions(block_table, t_req[:, None].expand_as(positions), positions,
-                                                block_size))
-    out, lse = sw.run("sparse MLA (paged)", f"q [{n_tok}, {heads}, {d_qk}], {heads} heads/rank",
-                      lambda: sparse_mla_paged_reference(q_latent, kv_cache, slots, geo.softmax_scale, layout))
-
-    valid = (positions >= 0).sum(1)
-    kv_bytes = kv_cache.numel() * kv_cache.element_size()
-    pool_bytes = pooled_cache.numel() * pooled_cache.element_size()
+    diff = (out.float() - ref.out).abs()
+    tol = 2e-3 + (3 / 128) * ref.out.abs()
     stats = {
-        "geometry": geo, "heads_per_rank": heads, "tokens": n_tok, "requests": requests,
-        "new_pools": new_pools, "kv_cache_bytes": kv_bytes, "pooled_cache_bytes": pool_bytes,
-        "stages": sw.rows, "out": out, "lse": lse, "positions": positions, "slots": slots,
+        "geometry": geo, "heads_per_rank": heads, "tokens": n_tok, "spans": spans, "path": attn.path.value,
+        "out": out, "reference": ref.out, "max_abs_diff": float(diff.max()),
+        "within_tolerance": bool((diff <= tol).all()), "shared_equal": bool(torch.equal(out1, out)),
+        "workspace_bytes": attn.workspace_bytes, "kv_cache_bytes": s.kv_cache.numel() * s.kv_cache.element_size(),
+        "pooled_cache_bytes": s.indexer.cache.numel() * s.indexer.cache.element_size(), "timings": timings,
     }
     if not quiet:
-        print(f"dsattn demo: one DSA attention step of {geo.name} (scaled: topk {topk}), TP {tp} -> "
-              f"{heads} heads per rank, D_qk {d_qk}, kpool {p}, device {device}")
-        print(f"requests (cached + scheduled): "
-              + ", ".join(f"{c}+{s}" for c, s in requests)
-              + f"  ->  {sum(1 for _, s in requests if s == 1)} decodes, "
-              f"{sum(1 for _, s in requests if s > 1)} prefill chunks, {n_tok} tokens")
-        print(f"caches: latent {layout.value} [{num_blocks} blocks x {block_size}, {layout.row_bytes(d_qk)} B]"
-              f" = {_fmt_bytes(kv_bytes)}; pooled indexer keys [{num_blocks} x {block_size // p},"
-              f" {INDEX_ROW_BYTES} B] = {_fmt_bytes(pool_bytes)}")
-        print(f"{'stage':28s} {'ms':>9s}  shape")
-        for name, ms, shape in sw.rows:
-            print(f"{name:28s} {ms:9.2f}  {shape}")
-        print(f"selected per token: min {int(valid.min())}, max {int(valid.max())} of width {geo.topk_width}; "
-              f"pools completed this step: {new_pools}")
-        print(f"output: out {list(out.shape)} (finite: {bool(torch.isfinite(out).all())}), "
-              f"lse {list(lse.shape)}, total {sum(r[1] for r in sw.rows):.1f} ms")
+        ops = "Triton kernels" if kernels_available(dev) else "PyTorch reference ops (no kernels on this device)"
+        print(f"dsattn demo: one DSA attention step of {geo.name} (scaled: topk {topk}), TP {tp} -> {heads} heads "
+              f"per rank, D_qk {geo.d_qk}, kpool {geo.kpool}, on {dev} through {ops}")
+        print(f"requests (cached+scheduled): {', '.join(f'{c}+{n}' for c, n in spans)} -> "
+              f"{sum(n == 1 for _, n in spans)} decodes, {sum(n > 1 for _, n in spans)} prefill chunks, "
+              f"{n_tok} tokens; path {attn.path.value}")
+        nb = s.kv_cache.shape[0]
+        print(f"caches: latent {layout.value} [{nb} blocks x {block_size}, {layout.row_bytes(geo.d_qk)} B] "
+              f"{_mib(stats['kv_cache_bytes'])}; pooled indexer keys [{nb} x {block_size // geo.kpool}, "
+              f"{INDEX_ROW_BYTES} B] {_mib(stats['pooled_cache_bytes'])}")
+        print(f"workspace: {_mib(attn.workspace_bytes)} reserved at construction, locked after the first layer")
+        for row in attn.workspace.report():
+            print(f"  {row['consumer']:28s} {_mib(row['bytes']):>12s}")
+        print(f"{'stage':40s} {'ms':>9s}")
+        for name, ms in timings:
+            print(f"{name:40s} {ms:9.2f}")
+        print(f"out [{n_tok}, {heads}, {geo.d_v}] vs reference: max |diff| {stats['max_abs_diff']:.2e}, "
+              f"{'within' if stats['within_tolerance'] else 'OUTSIDE'} 2e-3 + 3/128 rel; shared layer "
+              f"{'equal' if stats['shared_equal'] else 'DIFFERENT'}")
     return stats
 
 
@@ -164,5 +114,5 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    run_demo(tp=args.tp, topk=args.topk, block_size=args.block_size, device=args.device, seed=args.seed)
-    return 0
+    stats = run_demo(tp=args.tp, topk=args.topk, block_size=args.block_size, device=args.device, seed=args.seed)
+    return 0 if stats["within_tolerance"] and stats["shared_equal"] else 1
