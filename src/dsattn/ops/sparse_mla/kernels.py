@@ -14,12 +14,12 @@ program. The tile's rows come from one of three row layouts:
     fp8_ds_mla(_nope) 512 fp8 e4m3 latent values and 4 fp32 scales (one per 128 values), then (656-byte
                       rows only) 64 bf16 RoPE values
 
-Numerics. P @ V runs on fp16 operands: P has 3 more mantissa bits than in bf16 (bf16 P alone costs
-~2e-3 absolute on outputs near zero when the softmax is peaked), and V enters scaled by 2**-8
+Numerics. P @ V runs on fp16 operands: P keeps 3 more mantissa bits than in bf16 (bf16 P missed the
+issue's 2e-3 + 3/128 bound on peaked softmax, notes/sparse_mla.md), and V enters scaled by 2**-8
 (V_SCALE, undone on the fp32 accumulator) so any value up to 1.6e7 stays finite; values under 2**-6
 turn subnormal there, an absolute error under 2**-17. Over bf16 rows q . k runs on the bf16 operands
-as they are. Over fp8 rows sm90 converts e4m3 to fp16 in one instruction per pair, so the latent is
-dequantized once, into that same scaled fp16 tile (exact: the group scales are powers of two), and
+as they are. Over fp8 rows (e4m3 -> fp16 is one instruction per pair on sm90, BENCHMARKS.md) the latent
+is dequantized once, into that same scaled fp16 tile (exact: the group scales are powers of two), and
 q . k uses it with q in fp16 (finite for |q| < 65504) and the 2**8 folded into the softmax scale.
 
 Each program owns one query token (or one split of its top-k list), all of its heads (or one 64-head
