@@ -1,8 +1,8 @@
 """``dsattn bench kernels --op OP [options]``: kernel benchmarks against the floor and the peers.
 
 This file only routes: each op names the module that benchmarks it, imported when asked for. A module
-exposes ``run(op: str, argv: list[str]) -> int`` and parses its own options (``--help`` after the op
-lists them).
+exposes ``run(op: str, argv: list[str]) -> int``, or a ``main(argv)`` that takes ``--op`` itself; either
+parses its own options (``--help`` after the op lists them).
 """
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ import sys
 OPS = {
     "sparse_mla": "dsattn.bench.kernels_mla",
     "indexer": "dsattn.bench.kernels_indexer",
+    "indexer_decode": "dsattn.bench.kernels_indexer",
+    "indexer_prefill": "dsattn.bench.kernels_indexer",
     "topk": "dsattn.bench.kernels_indexer",
+    "topk_tune": "dsattn.bench.kernels_indexer",
     "kpool": "dsattn.bench.kernels_indexer",
 }
 
@@ -30,7 +33,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dsattn bench kernels: unknown op {op!r}\n{usage}", file=sys.stderr)
         return 2
     rest = argv[:i] + argv[i + 2:]
-    return int(importlib.import_module(OPS[op]).run(op, rest) or 0)
+    module = importlib.import_module(OPS[op])
+    if hasattr(module, "run"):
+        return int(module.run(op, rest) or 0)
+    return int(module.main(["--op", op] + rest) or 0)
 
 
 if __name__ == "__main__":  # pragma: no cover
