@@ -29,6 +29,9 @@ def provenance() -> dict:
                                     text=True, cwd=os.path.dirname(__file__), timeout=5).stdout.strip())
     except (OSError, subprocess.SubprocessError):  # pragma: no cover
         commit, dirty = None, None
+    if commit is None and os.environ.get("DSATTN_GIT_COMMIT"):
+        # a copy of the tree without .git (the GPU machine): the caller names the commit it sent
+        commit = os.environ["DSATTN_GIT_COMMIT"]
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else platform.processor() or "cpu"
     info = {
         "device": device,
