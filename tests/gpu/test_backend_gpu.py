@@ -168,7 +168,8 @@ def test_mixed_step_32768_tokens_8_heads():
         allpos = torch.arange(pos + 1, device=DEV)
         k = keys[slots_from_positions(table, torch.full_like(allpos, req), allpos, BS).long()]
         sel = indexer_topk_reference(s.indexer.q[r:r + 1].float(), s.indexer.weights[r:r + 1], k,
-                                     torch.zeros(1, device=DEV), torch.tensor([pos + 1], device=DEV),
+                                     torch.zeros(1, dtype=torch.int32, device=DEV),
+                                     torch.tensor([pos + 1], dtype=torch.int32, device=DEV),
                                      geo.index_topk)
         want_slots = slots_from_positions(table, torch.full_like(sel, req), sel, BS)
         agree += torch.equal(indices[r].sort().values, want_slots[0].sort().values)
