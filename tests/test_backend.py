@@ -6,35 +6,32 @@ rejection before anything is written, the locked workspace, workspace reserved p
 tests/test_backend_interpreted.py runs the same steps with the Triton kernels under the interpreter;
 tests/gpu/test_backend_gpu.py at real sizes with allocation counters.
 """
-import os
 
-os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
+import dataclasses
+import importlib
+import pkgutil
 
-import dataclasses  # noqa: E402
-import importlib  # noqa: E402
-import pkgutil  # noqa: E402
+import pytest
+import torch
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-import dsattn.ops  # noqa: E402
+import dsattn.ops
 
 # Triton decorates a kernel for the interpreter only if TRITON_INTERPRET=1 when its module is imported:
 # import them all now, so switching the ops to their reference twins below cannot break later modules.
 for _m in pkgutil.walk_packages(dsattn.ops.__path__, "dsattn.ops."):
     importlib.import_module(_m.name)
 
-from dsattn.backend import attention as attention_mod  # noqa: E402
-from dsattn.backend.attention import (DECODE_SCRATCH, GATHERED, INDICES, DSAAttention)  # noqa: E402
-from dsattn.backend.indexer import CHUNK  # noqa: E402
-from dsattn.backend.metadata import Request  # noqa: E402
-from dsattn.backend.policy import Path  # noqa: E402
-from dsattn.backend.synthetic import make_step, reference_step  # noqa: E402
-from dsattn.config import preset  # noqa: E402
-from dsattn.formats import slots_from_positions  # noqa: E402
-from dsattn.memory.workspace import WorkspaceLockedError  # noqa: E402
-from dsattn.ops.cache.reference import write_kv_cache_reference  # noqa: E402
-from dsattn.ops.sparse_mla.reference import sparse_mla_paged_reference  # noqa: E402
+from dsattn.backend import attention as attention_mod
+from dsattn.backend.attention import (DECODE_SCRATCH, GATHERED, INDICES, DSAAttention)
+from dsattn.backend.indexer import CHUNK
+from dsattn.backend.metadata import Request
+from dsattn.backend.policy import Path
+from dsattn.backend.synthetic import make_step, reference_step
+from dsattn.config import preset
+from dsattn.formats import slots_from_positions
+from dsattn.memory.workspace import WorkspaceLockedError
+from dsattn.ops.cache.reference import write_kv_cache_reference
+from dsattn.ops.sparse_mla.reference import sparse_mla_paged_reference
 
 BS = 16
 # decodes first (one with no context), then prefill chunks with and without cached context;

@@ -2,21 +2,18 @@
 positions -> slots / gathered rows (-1 kept, positions past the table), paged indexer keys and fp8
 latent rows (dequantized to bf16) gathered by pieces. Outputs are poisoned first; rows no piece covers
 must keep the poison."""
-import os
 
-os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
 pytest.importorskip("triton")
 
-from dsattn import formats  # noqa: E402
-from dsattn.ops._triton import allow_runtime_loop_bounds  # noqa: E402
-from dsattn.ops.cache.reference import write_kv_cache_reference  # noqa: E402
-from dsattn.ops.gather import (gather_indexer_keys, gather_latent, positions_to_offsets,  # noqa: E402
+from dsattn import formats
+from dsattn.ops._triton import allow_runtime_loop_bounds
+from dsattn.ops.cache.reference import write_kv_cache_reference
+from dsattn.ops.gather import (gather_indexer_keys, gather_latent, positions_to_offsets,
                                positions_to_slots)
-from dsattn.ops.gather import reference as ref  # noqa: E402
+from dsattn.ops.gather import reference as ref
 
 allow_runtime_loop_bounds()
 

@@ -1,20 +1,17 @@
 """DSAAttention with the Triton kernels under TRITON_INTERPRET=1, at tiny sizes: the three paths (and the
 k-pool indexer) against the reference stack run request by request, and every output the backend
 writes through workspace views bit-identical to an allocating run of the same kernels."""
-import os
 
-os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
 pytest.importorskip("triton")
 
-from dsattn.backend import policy  # noqa: E402
-from dsattn.backend.attention import INDICES, DSAAttention  # noqa: E402
-from dsattn.backend.synthetic import allocating_attention, make_step, reference_step  # noqa: E402
-from dsattn.config import preset  # noqa: E402
-from dsattn.ops._triton import allow_runtime_loop_bounds  # noqa: E402
+from dsattn.backend import policy
+from dsattn.backend.attention import INDICES, DSAAttention
+from dsattn.backend.synthetic import allocating_attention, make_step, reference_step
+from dsattn.config import preset
+from dsattn.ops._triton import allow_runtime_loop_bounds
 
 allow_runtime_loop_bounds()
 

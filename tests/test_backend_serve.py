@@ -2,13 +2,10 @@
 through the backend and the results file holds a row per step with its time and workspace bytes."""
 import importlib
 import json
-import os
 import pkgutil
 
-os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
-
-import dsattn.ops  # noqa: E402
-from dsattn.bench import serve  # noqa: E402
+import dsattn.ops
+from dsattn.bench import serve
 
 # kernels are decorated for the interpreter only if imported while TRITON_INTERPRET=1: import them all
 # before this module switches the ops to their reference twins (interpreted steps would take seconds)

@@ -11,17 +11,15 @@ import importlib
 import os
 import pkgutil
 
-os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
-
-import dsattn.ops  # noqa: E402
-from dsattn.backend.attention import INDICES, DSAAttention  # noqa: E402
-from dsattn.backend.synthetic import make_step  # noqa: E402
-from dsattn.config import preset  # noqa: E402
+import dsattn.ops
+from dsattn.backend.attention import INDICES, DSAAttention
+from dsattn.backend.synthetic import make_step
+from dsattn.config import preset
 
 for _m in pkgutil.walk_packages(dsattn.ops.__path__, "dsattn.ops."):  # see test_backend.py
     importlib.import_module(_m.name)

@@ -1,18 +1,15 @@
 """Cache-write kernels (ops/cache/write.py) under TRITON_INTERPRET=1: bytes equal to the reference twins."""
-import os
 
-os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
-
-from dsattn.ops._triton import allow_runtime_loop_bounds  # noqa: E402
+from dsattn.ops._triton import allow_runtime_loop_bounds
 
 allow_runtime_loop_bounds()
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
-from dsattn import formats  # noqa: E402
-from dsattn.ops.cache import write_indexer_cache, write_kv_cache  # noqa: E402
-from dsattn.ops.cache.reference import write_indexer_cache_reference, write_kv_cache_reference  # noqa: E402
+from dsattn import formats
+from dsattn.ops.cache import write_indexer_cache, write_kv_cache
+from dsattn.ops.cache.reference import write_indexer_cache_reference, write_kv_cache_reference
 
 
 def _poisoned(cache):

@@ -1,20 +1,17 @@
 """Indexer logits kernels (ops/indexer/logits.py) under TRITON_INTERPRET=1 against the reference twins."""
-import os
 
-os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
-
-from dsattn.ops._triton import allow_runtime_loop_bounds  # noqa: E402
+from dsattn.ops._triton import allow_runtime_loop_bounds
 
 allow_runtime_loop_bounds()
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
-from dsattn import formats  # noqa: E402
-from dsattn.ops.cache.reference import write_indexer_cache_reference  # noqa: E402
-from dsattn.ops.indexer import _paged_reference, indexer_logits, indexer_logits_paged  # noqa: E402
-from dsattn.ops.indexer.logits import launch_logits, launch_logits_paged  # noqa: E402
-from dsattn.ops.indexer.reference import indexer_logits_paged_reference, indexer_logits_relative_reference  # noqa: E402
+from dsattn import formats
+from dsattn.ops.cache.reference import write_indexer_cache_reference
+from dsattn.ops.indexer import _paged_reference, indexer_logits, indexer_logits_paged
+from dsattn.ops.indexer.logits import launch_logits, launch_logits_paged
+from dsattn.ops.indexer.reference import indexer_logits_paged_reference, indexer_logits_relative_reference
 
 
 def _q(t, h, dtype):

@@ -1,20 +1,17 @@
 """k-pool kernels (ops/indexer/kpool.py) under TRITON_INTERPRET=1 against the reference twins, and the
 k-pool top-k built from the public ops (logits over pooled keys -> top-k -> expand)."""
-import os
 
-os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
-
-from dsattn.ops._triton import allow_runtime_loop_bounds  # noqa: E402
+from dsattn.ops._triton import allow_runtime_loop_bounds
 
 allow_runtime_loop_bounds()
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
-from dsattn import formats  # noqa: E402
-from dsattn.ops.indexer import indexer_logits, kpool_expand, kpool_update  # noqa: E402
-from dsattn.ops.indexer import reference as ref  # noqa: E402
-from dsattn.ops.topk import topk  # noqa: E402
+from dsattn import formats
+from dsattn.ops.indexer import indexer_logits, kpool_expand, kpool_update
+from dsattn.ops.indexer import reference as ref
+from dsattn.ops.topk import topk
 
 P, BS = 4, 8  # kpool, token block size: the pooled cache has BS // P pools per block
 

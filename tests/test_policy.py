@@ -1,12 +1,9 @@
 """Head-dispatch policy and path choice (SPEC 7): pure functions, with and without a calibration table."""
 import json
-import os
 
-os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
+import pytest
 
-import pytest  # noqa: E402
-
-from dsattn.backend.policy import (Path, buckets_from_winners, choose_path, choose_variant,  # noqa: E402
+from dsattn.backend.policy import (Path, buckets_from_winners, choose_path, choose_variant,
                                    load_table)
 
 

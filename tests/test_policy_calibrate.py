@@ -1,17 +1,14 @@
 """``dsattn calibrate``: the table built from measured rows, and a tiny functional run of the command on the
 CPU (kernels under TRITON_INTERPRET=1; the timings mean nothing here, the file's shape does)."""
 import json
-import os
 
-os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
-
-import pytest  # noqa: E402
+import pytest
 
 pytest.importorskip("triton")
 
-from dsattn.backend import calibrate  # noqa: E402
-from dsattn.backend.policy import choose_variant, load_table  # noqa: E402
-from dsattn.ops._triton import allow_runtime_loop_bounds  # noqa: E402
+from dsattn.backend import calibrate
+from dsattn.backend.policy import choose_variant, load_table
+from dsattn.ops._triton import allow_runtime_loop_bounds
 
 allow_runtime_loop_bounds()
 

@@ -1,19 +1,16 @@
 """Public sparse MLA API: argument checks, variants, scratch plan, results against the reference, custom ops.
 
-TRITON_INTERPRET is set so that whichever of the sparse MLA test modules is imported first, the kernels
-are decorated for the interpreter (the public functions then run them on the CPU).
+On a CPU machine conftest.py sets TRITON_INTERPRET=1, so the public functions run the Triton kernels
+under the interpreter.
 """
-import os
 
-os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
+import pytest
+import torch
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from dsattn import formats  # noqa: E402
+from dsattn import formats
 from dsattn.ops.sparse_mla import (decode_scratch_spec, decode_variants, default_variant, prefill_variants,
                                    sparse_mla_decode, sparse_mla_prefill)
-from dsattn.ops.sparse_mla.reference import sparse_mla_paged_reference, sparse_mla_reference  # noqa: E402
+from dsattn.ops.sparse_mla.reference import sparse_mla_paged_reference, sparse_mla_reference
 
 
 def _inputs(t=3, h=8, d=576, n=40, k=16, seed=0):

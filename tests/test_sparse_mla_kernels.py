@@ -5,17 +5,14 @@ Random inputs, outputs poisoned with NaN, invalid entries pointing at NaN rows (
 class under every variant, D_qk 576 / 512, the three cache layouts, page sizes 1 / 16 / 64 / 128,
 strided outputs and the split-K path. tests/gpu/test_sparse_mla_gpu.py runs the same at real sizes.
 """
-import os
 
-os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
 pytest.importorskip("triton")
 
-from dsattn.ops.sparse_mla import decode_scratch_spec, sparse_mla_decode, sparse_mla_prefill  # noqa: E402
-from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs  # noqa: E402
+from dsattn.ops.sparse_mla import decode_scratch_spec, sparse_mla_decode, sparse_mla_prefill
+from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs
 
 # One head count per dispatch class: tiny, 8, the 16 boundary, odd between 16 and 32, 32, padded
 # 33..63, one block, a partial second block, two blocks.

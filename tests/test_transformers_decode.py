@@ -16,8 +16,6 @@ Per step:
 """
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 

@@ -31,7 +31,7 @@ def provenance() -> dict:
         commit, dirty = None, None
     if commit is None and os.environ.get("DSATTN_GIT_COMMIT"):
         # a copy of the tree without .git (the GPU machine): the caller names the commit it sent
-        commit = os.environ["DSATTN_GIT_COMMIT"]
+        commit, dirty = os.environ["DSATTN_GIT_COMMIT"], None
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else platform.processor() or "cpu"
     info = {
         "device": device,
