@@ -12,7 +12,7 @@ import torch  # noqa: E402
 
 from dsattn.ops.topk import topk, topk_scratch_spec  # noqa: E402
 from dsattn.ops.topk.reference import topk_reference  # noqa: E402
-from dsattn.ops.topk.select import candidate_capacity, launch_topk  # noqa: E402
+from dsattn.ops.topk.select import SCRATCH_META, candidate_capacity, launch_topk  # noqa: E402
 
 
 def _expected(logits, lengths, k):
@@ -29,21 +29,33 @@ def _run(logits, lengths, k, **kw):
     t, w = logits.shape
     out = torch.full((t, k), -7, dtype=torch.int32)  # poison: every entry must be written
     cap = kw.get("cap") or candidate_capacity(k)
-    scratch = torch.full((t, 2 * cap), -5, dtype=torch.int32)
+    scratch = torch.full((t, 2 * cap + SCRATCH_META), -5, dtype=torch.int32)
     launch_topk(logits, lengths, k, out, scratch, **kw)
     assert (out != -7).all()
     return out
 
 
+# v3 (the fused kernel) and v4 (threshold, filter, select) with each k-th-largest mode; v4 with one
+# filter program per row (candidates in column order) and with several (atomic slots, order free)
+VERSIONS = [dict(version=3), dict(version=4, mode=0), dict(version=4, mode=1), dict(version=4, mode=2),
+            dict(version=4, mode=2, segs=4, rows_per_thread=1), dict(version=4, mode=1, tau_mode=1, segs=2),
+            dict(version=4, mode=2, prefetch=False, filt_warps=2, rows_per_thread=1, filt_stages=2),
+            dict(version=4, mode=0, rows_per_thread=1, segs=1)]
+VIDS = ["v3", "v4m0", "v4m1", "v4m2", "v4seg4", "v4m1seg2", "v4w2", "v4tiles"]
+
+
+@pytest.mark.parametrize("v", VERSIONS[:4], ids=VIDS[:4])
 @pytest.mark.parametrize("k, w", [(4, 12), (8, 16), (8, 40), (16, 31)])
-def test_rows_in_registers(k, w):
+def test_rows_in_registers(k, w, v):
     t = 6
     logits = torch.randn(t, w)
+    logits[5, ::3] = logits[5, 1]  # ties in a row that fits the capacity
     lengths = torch.tensor([0, 1, k - 1, k, min(w, k + 3), w], dtype=torch.int32)
-    _assert_same_sets(_run(logits, lengths, k), _expected(logits, lengths, k))
+    _assert_same_sets(_run(logits, lengths, k, **v), _expected(logits, lengths, k))
 
 
-def test_sample_path_and_fallback():
+@pytest.mark.parametrize("v", VERSIONS, ids=VIDS)
+def test_sample_path_and_fallback(v):
     """Rows longer than the capacity: random rows take the sampled candidates, tie-heavy ones fall back."""
     k, w = 8, 300
     logits = torch.randn(5, w)
@@ -52,17 +64,47 @@ def test_sample_path_and_fallback():
     logits[3] = float("-inf")  # valid -inf logits still rank, lowest columns first
     logits[4, ::2] = float("-inf")
     lengths = torch.tensor([w, w, w, 290, 250], dtype=torch.int32)
-    _assert_same_sets(_run(logits, lengths, k, cap=32, sample=16), _expected(logits, lengths, k))
+    _assert_same_sets(_run(logits, lengths, k, cap=32, sample=16, **v), _expected(logits, lengths, k))
 
 
-def test_ties_go_to_lower_columns():
+@pytest.mark.parametrize("v", VERSIONS, ids=VIDS)
+def test_ties_go_to_lower_columns(v):
     k, w = 4, 64
     logits = torch.zeros(2, w)
     logits[0, [3, 9, 20]] = 1.0  # 3 strict winners, then ties among zeros: columns 0 wins
     lengths = torch.tensor([w, 50], dtype=torch.int32)
-    got = _run(logits, lengths, k, cap=16, sample=8)
+    got = _run(logits, lengths, k, cap=16, sample=8, **v)
     assert sorted(got[0].tolist()) == [0, 3, 9, 20]
     assert sorted(got[1].tolist()) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("v", [VERSIONS[i] for i in (1, 4, 5, 7)], ids=[VIDS[i] for i in (1, 4, 5, 7)])
+def test_v4_candidates_with_ties_at_the_cut(v):
+    """Long rows whose k-th key is tied among candidates spread over the row (and over the filter's
+    segments): the lower columns win, whatever order the candidates were stored in."""
+    k, w = 8, 512
+    logits = torch.randn(4, w) - 10
+    logits[0, [7, 100, 300, 450]] = 3.0  # 4 winners, then 4 of the 6 tied at 2.0
+    logits[0, [20, 60, 200, 260, 400, 500]] = 2.0
+    logits[1, ::37] = 1.5  # 14 ties straddling the cut, nothing larger
+    logits[2, 256:] = 0.5  # ties only in the second half
+    logits[2, [30, 31]] = 0.75
+    lengths = torch.tensor([w, w, w, 400], dtype=torch.int32)
+    got = _run(logits, lengths, k, cap=32, sample=16, **v)
+    _assert_same_sets(got, _expected(logits, lengths, k))
+    assert sorted(got[0].tolist()) == [7, 20, 60, 100, 200, 260, 300, 450]
+
+
+@pytest.mark.parametrize("v", [VERSIONS[i] for i in (2, 3, 5)], ids=[VIDS[i] for i in (2, 3, 5)])
+def test_v4_random_rows(v):
+    """Random widths, lengths and value spreads (one tied, one constant, one -inf row) at k = 16."""
+    k, w = 16, 1000
+    logits = torch.randn(6, w) * torch.tensor([1.0, 1e-3, 1e4, 1.0, 1.0, 1.0])[:, None]
+    logits[3] = 7.0
+    logits[4, : w // 2] = float("-inf")
+    logits[5] = torch.randint(-2, 2, (w,)).float()
+    lengths = torch.tensor([w, 777, 65, w, 900, w], dtype=torch.int32)
+    _assert_same_sets(_run(logits, lengths, k, cap=64, sample=32, **v), _expected(logits, lengths, k))
 
 
 def test_public_op_strides_and_lengths():
@@ -80,7 +122,7 @@ def test_public_op_strides_and_lengths():
 
 def test_scratch_spec_and_rejects():
     assert topk_scratch_spec(7, 100, 2048) == [((7, 0), torch.int32)]
-    assert topk_scratch_spec(7, 65536, 2048) == [((7, 8192), torch.int32)]
+    assert topk_scratch_spec(7, 65536, 2048) == [((7, 8192 + SCRATCH_META), torch.int32)]
     x = torch.randn(3, 10)
     n = torch.full((3,), 10, dtype=torch.int32)
     with pytest.raises(ValueError, match="logits must have dtype"):
@@ -93,3 +135,36 @@ def test_scratch_spec_and_rejects():
         topk(x, n, 4, out=torch.empty(3, 5, dtype=torch.int32))
     with pytest.raises(ValueError, match="scratch must be at least"):
         topk(torch.randn(3, 100), n, 4, scratch=torch.empty(3, 4, dtype=torch.int32))
+
+
+def _ordered_keys(x):
+    bits = x.contiguous().view(torch.int32).long() & 0xFFFFFFFF
+    key = torch.where(bits >= 1 << 31, bits ^ 0xFFFFFFFF, bits | (1 << 31))
+    return torch.where(key >= 1 << 31, key - (1 << 32), key).to(torch.int32)  # the uint32's bits as int32
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_v4_select_of_unordered_candidates(mode):
+    """The select stage alone on candidates stored in shuffled order (as several filter programs per row
+    leave them on the GPU): ties at the k-th key still go to the lowest columns."""
+    from dsattn.ops.topk.select import _GROUP, _v4_select
+    k, w, cap = 8, 256, 32
+    x = torch.randn(3, w)
+    x[0, ::16] = 2.5  # 16 tied candidates, 8 taken
+    x[1, [5, 50, 90]] = 4.0  # 3 winners, then 5 of the 12 tied
+    x[1, 100:112] = 3.0
+    lengths = torch.tensor([w, w, 200], dtype=torch.int32)
+    scratch = torch.full((3, 2 * cap + SCRATCH_META), -5, dtype=torch.int32)
+    for r in range(3):
+        thr = x[r, : lengths[r]].topk(20).values[-1]
+        cols = (x[r, : lengths[r]] >= thr).nonzero()[:, 0]
+        cols = cols[torch.randperm(len(cols))].to(torch.int32)
+        assert k <= len(cols) <= cap
+        scratch[r, 0: 2 * len(cols): 2] = cols  # int64 slots: the column in the low word, the key above
+        scratch[r, 1: 2 * len(cols): 2] = _ordered_keys(x[r, cols.long()])
+        scratch[r, 2 * cap + 3] = len(cols)
+    out = torch.full((3, k), -7, dtype=torch.int32)
+    _v4_select[(3,)](x, x.stride(0), lengths, w, out, out.stride(0), scratch, scratch.stride(0), k,
+                     CAP=cap, PAD_BLOCK=cap, MODE=mode, ORDERED=False, SAMPLE=16, GROUP=_GROUP, FIX_ROWS=2,
+                     num_warps=4)
+    _assert_same_sets(out, _expected(x, lengths, k))

@@ -70,18 +70,35 @@ def test_paged_logits(next_n):
     torch.testing.assert_close(out[fin], want[fin], rtol=2e-3, atol=2e-3 * float(want[fin].abs().max()))
 
 
+# the public op (its default version), and v4 with several filter programs per row (candidates in
+# any order), with one (column order), and with the histogram select
+TOPK_IMPLS = {"default": None, "v4": dict(version=4), "v4_segs1": dict(version=4, segs=1),
+              "v4_hist": dict(version=4, mode=1, select_maxnreg=128), "v3": dict(version=3)}
+
+
+@pytest.mark.parametrize("impl", list(TOPK_IMPLS))
 @pytest.mark.parametrize("width, k", [(65536, 2048), (200000, 2048), (5000, 2048), (70000, 512)])
-def test_topk_sets(width, k):
+def test_topk_sets(width, k, impl):
     rows = 64
     x = torch.randn(rows, width, device=DEV)
     x[1] = torch.randint(0, 16, (width,), device=DEV).float()  # heavy ties: the exact fallback
     x[2, : width // 2] = float("-inf")
+    x[6, ::97] = 3.0  # ties straddling the k-th largest, spread over the row (and the filter's programs)
+    x[7] = torch.randn(width, device=DEV).sort().values  # the largest keys in one stretch at the end
     lengths = torch.randint(0, width + 1, (rows,), device=DEV, dtype=torch.int32)
     lengths[:4] = width
     lengths[4] = k - 1
     lengths[5] = 0
+    lengths[6:8] = width
     out = torch.full((rows, k), -7, dtype=torch.int32, device=DEV)
-    topk(x, lengths, k, out=out)
+    if TOPK_IMPLS[impl] is None:
+        topk(x, lengths, k, out=out)
+    else:
+        from dsattn.ops.topk import topk_scratch_spec
+        from dsattn.ops.topk.select import launch_topk
+        (shape, dtype), = topk_scratch_spec(rows, width, k)
+        scratch = torch.full(shape, -5, dtype=dtype, device=DEV)
+        launch_topk(x, lengths, k, out, scratch, **TOPK_IMPLS[impl])
     want = topk_reference(x, torch.zeros_like(lengths), lengths, k)
     assert _sets_equal(out, want).all()
 

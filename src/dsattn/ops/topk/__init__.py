@@ -20,15 +20,16 @@ __all__ = ["topk", "topk_scratch_spec"]
 def topk_scratch_spec(num_rows: int, width: int, k: int) -> list[tuple[tuple[int, ...], torch.dtype]]:
     """Scratch ``topk`` needs for rows of `width` columns: a list of (shape, dtype), in argument order.
 
-    One int32 buffer [num_rows, 2 * cap] that holds each row's candidate columns and keys (cap = the
-    select's candidate capacity for k; width 0 when every row fits it outright).
+    One int32 buffer [num_rows, 2 * cap + SCRATCH_META] that holds each row's candidate columns and keys
+    and its threshold and candidate count (cap = the select's candidate capacity for k; width 0 when
+    every row fits it outright).
     """
     for name, v in (("num_rows", num_rows), ("width", width), ("k", k)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise ValueError(f"{name} must be an int >= 0, got {v!r}")
-    from .select import candidate_capacity
+    from .select import SCRATCH_META, candidate_capacity
     cap = candidate_capacity(k)
-    return [((num_rows, 2 * cap if width > cap else 0), torch.int32)]
+    return [((num_rows, 2 * cap + SCRATCH_META if width > cap else 0), torch.int32)]
 
 
 def topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: Optional[torch.Tensor] = None,

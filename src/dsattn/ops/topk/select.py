@@ -18,6 +18,12 @@ row is first cut down to candidates:
    writes the result.
 
 So a typical long row costs one read of the row plus a small sample and the candidates' reloads.
+
+That is v3 (``launch_topk_v3``, one fused kernel, one program per row; the default). v4
+(``launch_topk_v4``, opt-in through ``launch_topk(..., version=4)`` until measured on a GPU) splits the
+same algorithm over three launches so that the streaming pass runs in small programs of its own (one
+warp, several per row when rows are few) and the select in programs that do nothing else; see the
+v4 section below and notes/indexer.md.
 """
 from __future__ import annotations
 
@@ -188,11 +194,289 @@ if triton is not None:
             offs = j * PAD_BLOCK + tl.arange(0, PAD_BLOCK)
             tl.store(out_row + offs, tl.full([PAD_BLOCK], -1, tl.int32), mask=(offs >= written) & (offs < k))
 
+    # ---------------------------------------------------------------------------------------------
+    # v4: three launches. _v4_tau (a threshold per row from a sample), _v4_filter (the one pass over
+    # the row: small programs, several per row when rows are few, storing the candidates), _v4_select
+    # (the k-th largest among the candidates, ties toward lower columns, retries and the fallback).
+    # Scratch row (int32 columns): [0, 2 CAP + 2) CAP + 1 int64 slots, each a candidate's column (low
+    # word) and key (high word), the last one spare (stores past the capacity land there); 2 CAP + 2:
+    # tau; 2 CAP + 3: the candidate count (all keys >= tau, also those past the capacity).
 
-def launch_topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.Tensor, scratch: torch.Tensor,
-                *, cap: int | None = None, sample: int | None = None, num_warps: int | None = None,
-                tile_cols: int = 16, stages: int = 3, maxnreg: int | None = 128, stop: int = 0) -> None:
-    """Run the select. cap/sample/num_warps/tile_cols/stages/maxnreg override the defaults (tests use
+    @triton.jit
+    def _ordered_key_v4(x):
+        """fp32 -> uint32 whose unsigned order is the float order, in two instructions (shift, lop3)."""
+        bits = x.to(tl.int32, bitcast=True)
+        return (bits ^ ((bits >> 31) | -2147483648)).to(tl.uint32, bitcast=True)
+
+    @triton.jit
+    def _rel_keys(key, valid):
+        """Keys relative to the smallest valid one (0 where not valid) and how many two-bit steps decide
+        the largest (the bits of max - min, overestimated by one where the float conversion rounds up:
+        harmless). Candidates spanning 2^24 need 12 steps instead of 16."""
+        lo = tl.min(tl.where(valid, key, tl.full(key.shape, 0xFFFFFFFF, tl.uint32)), axis=0)
+        hi = tl.max(tl.where(valid, key, tl.full(key.shape, 0, tl.uint32)), axis=0)
+        span = hi - lo
+        e = ((span.to(tl.float32).to(tl.uint32, bitcast=True) >> 23).to(tl.int32) - 126)
+        nbits = tl.minimum(tl.maximum(e, 0), 32)
+        return lo, tl.where(valid, key - lo, 0), (nbits + 1) // 2
+
+    @triton.jit
+    def _kth_rel(rel, steps, k):
+        """The k-th largest of rel (>= k of them valid; invalid ones 0) in `steps` two-bit steps. A 0
+        is never counted (every threshold is >= 1), so invalid entries need no mask."""
+        t = tl.full([], 0, tl.uint32)
+        for i in range(steps):
+            shift = (2 * (steps - 1 - i)).to(tl.uint32)
+            c1, c2, c3 = tl.reduce(((rel >= (t | (tl.full([], 1, tl.uint32) << shift))).to(tl.int32),
+                                    (rel >= (t | (tl.full([], 2, tl.uint32) << shift))).to(tl.int32),
+                                    (rel >= (t | (tl.full([], 3, tl.uint32) << shift))).to(tl.int32)),
+                                   0, _add3)
+            digit = (c1 >= k).to(tl.uint32) + (c2 >= k).to(tl.uint32) + (c3 >= k).to(tl.uint32)
+            t = t | (digit << shift)
+        return t
+
+    @triton.jit
+    def _kth_largest_rel(key, valid, k):
+        """The k-th largest valid key (needs >= k valid), deciding only the bits in which they differ."""
+        lo, rel, steps = _rel_keys(key, valid)
+        return lo + _kth_rel(rel, steps, k)
+
+    @triton.jit
+    def _kth_largest_hist(key, valid, k):
+        """The k-th largest valid key (needs >= k valid): four rounds of 256-bin histograms (8 bits each)."""
+        bins = tl.arange(0, 256)
+        prefix = tl.full([], 0, tl.uint32)
+        need = k
+        for d in tl.static_range(4):
+            shift = 24 - 8 * d
+            if d == 0:
+                match = valid
+            else:
+                high = (tl.full([], 0xFFFFFFFF, tl.uint64) << (shift + 8)).to(tl.uint32)
+                match = valid & (((key ^ prefix) & high) == 0)
+            digit = ((key >> shift) & 255).to(tl.int32)
+            hist = tl.histogram(digit, 256, mask=match)
+            suffix = tl.cumsum(hist, axis=0, reverse=True)
+            b = tl.maximum(tl.sum((suffix >= need).to(tl.int32), axis=0) - 1, 0)
+            need -= tl.sum(tl.where(bins > b, hist, 0), axis=0)
+            prefix = prefix | (b.to(tl.uint32) << shift)
+        return prefix
+
+    @triton.jit
+    def _kth(key, valid, k, MODE: tl.constexpr):
+        if MODE == 0:
+            t = _kth_largest(key, valid, k)
+        elif MODE == 1:
+            t = _kth_largest_hist(key, valid, k)
+        else:
+            t = _kth_largest_rel(key, valid, k)
+        return t
+
+    @triton.jit
+    def _emit_v4(key, col_src, valid, k, out_row, MODE: tl.constexpr, ORDERED: tl.constexpr,
+                 LOAD_COL: tl.constexpr):
+        """Write the columns of the k largest valid (key, column) entries to out_row[0 .. n); returns n.
+        The columns are col_src, or (LOAD_COL) loaded from the pointers col_src once the k-th key is
+        known, so they take no registers during the search. Ties at the k-th key go to the lower
+        columns: by position when ORDERED (entries in column order), else by a second select over the
+        tied columns (only when the tie straddles the cut). Keys of invalid entries must be 0."""
+        n = tl.sum(valid.to(tl.int32), axis=0)
+        if n <= k:
+            sel = valid
+        else:
+            if MODE == 2:
+                # compare relative keys from here on: the absolute ones need no registers meanwhile
+                lo, key, steps = _rel_keys(key, valid)
+                t = _kth_rel(key, steps, k)
+            else:
+                t = _kth(key, valid, k, MODE)
+            gt = valid & (key > t)
+            eq = valid & (key == t)
+            need = k - tl.sum(gt.to(tl.int32), axis=0)
+            if ORDERED:
+                sel = gt | (eq & (tl.cumsum(eq.to(tl.int32), axis=0) <= need))
+            else:
+                n_eq = tl.sum(eq.to(tl.int32), axis=0)
+                if n_eq > need:
+                    if LOAD_COL:
+                        col = tl.load(col_src, mask=valid, other=0)
+                    else:
+                        col = col_src
+                    inv = tl.where(eq, ~col, 0).to(tl.uint32, bitcast=True)  # larger for lower columns
+                    t2 = _kth(inv, eq, need, MODE)
+                    sel = gt | (eq & (inv >= t2))
+                else:
+                    sel = gt | eq
+        if LOAD_COL:
+            col = tl.load(col_src, mask=sel, other=0)
+        else:
+            col = col_src
+        pos = tl.cumsum(sel.to(tl.int32), axis=0) - 1
+        tl.store(out_row + pos, col, mask=sel)
+        return tl.sum(sel.to(tl.int32), axis=0)
+
+    @triton.jit
+    def _v4_sample(row, n_valid, k, CAP: tl.constexpr, SAMPLE: tl.constexpr, GROUP: tl.constexpr):
+        """The sample's keys (groups of GROUP neighbours spread over the row) and the first rank."""
+        n_groups: tl.constexpr = SAMPLE // GROUP
+        spread = n_valid // n_groups
+        si = tl.arange(0, SAMPLE)
+        skey = _ordered_key_v4(tl.load(row + (si // GROUP) * spread + si % GROUP))
+        rank = tl.maximum(((k + CAP) // 2).to(tl.int64) * SAMPLE // n_valid, 1).to(tl.int32)
+        return skey, rank
+
+    @triton.jit(do_not_specialize=["k"])
+    def _v4_tau(logits, stride_row, lengths, width, scratch, stride_scratch, k,
+                CAP: tl.constexpr, SAMPLE: tl.constexpr, GROUP: tl.constexpr, MODE: tl.constexpr):
+        """tau (the sample's key of rank (k + CAP) / 2 * SAMPLE / L) and a zero count per long row."""
+        r = tl.program_id(0).to(tl.int64)
+        n_valid = tl.minimum(tl.maximum(tl.load(lengths + r), 0), width)
+        if n_valid > CAP:
+            skey, rank = _v4_sample(logits + r * stride_row, n_valid, k, CAP, SAMPLE, GROUP)
+            tau = _kth(skey, tl.arange(0, SAMPLE) < SAMPLE, rank, MODE)
+            scr = scratch + r * stride_scratch
+            tl.store(scr + 2 * CAP + 2, tau.to(tl.int32, bitcast=True))
+            tl.store(scr + 2 * CAP + 3, 0)
+
+    @triton.jit
+    def _v4_keep(x, ok, tau, MASKED: tl.constexpr):
+        """A [ROWS, 4] tile's keys, which of them are >= tau (int32 0/1), each tile row's count and the
+        count of the rows before it (one scan over the ROWS totals), and the tile's count."""
+        key = _ordered_key_v4(x)
+        if MASKED:
+            keep = (ok & (key >= tau)).to(tl.int32)
+        else:
+            keep = (key >= tau).to(tl.int32)
+        per_row = tl.sum(keep, axis=1)
+        before = tl.cumsum(per_row, axis=0) - per_row
+        return key, keep, before, tl.sum(per_row, axis=0)
+
+    @triton.jit
+    def _v4_put(slots, key, keep, before, base, offs, CAP: tl.constexpr):
+        """Store the kept (column, key) pairs at slots[base + rank]; ranks past CAP go to the spare slot."""
+        pos = tl.minimum(base + before[:, None] + tl.cumsum(keep, axis=1) - 1, CAP)
+        val = (key.to(tl.int64) << 32) | offs.to(tl.uint32).to(tl.int64)
+        tl.store(slots + pos, val, mask=keep != 0)
+
+    @triton.jit
+    def _v4_compact(row, start, end, tau, slots, count_ptr, count, CAP: tl.constexpr, ROWS: tl.constexpr,
+                    PREFETCH: tl.constexpr, ATOMIC: tl.constexpr, STAGES: tl.constexpr):
+        """Columns [start, end) of a row: the (column, key) pairs of keys >= tau into the slots, after
+        `count` earlier ones (ATOMIC: each tile reserves its slots from *count_ptr instead); returns
+        count plus this range's. Full tiles load without masks (16-byte loads); one masked tile ends."""
+        TILE: tl.constexpr = ROWS * 4
+        lanes = tl.arange(0, ROWS)[:, None] * 4 + tl.arange(0, 4)[None, :]
+        n_full = tl.maximum(end - start, 0) // TILE
+        count = tl.full([], 0, tl.int32) + count  # a tensor even when a constant is passed
+        if PREFETCH:
+            x = tl.load(row + start + lanes, mask=n_full > 0, other=0.0)
+        for i in tl.range(n_full, num_stages=STAGES):
+            offs = start + i * TILE + lanes
+            if PREFETCH:
+                # the next tile (the last one again at the end: a cached reload, no mask needed)
+                x_next = tl.load(row + start + tl.minimum(i + 1, n_full - 1) * TILE + lanes)
+            else:
+                x = tl.load(row + offs)
+            key, keep, before, n_tile = _v4_keep(x, offs, tau, False)
+            if ATOMIC:
+                base = tl.atomic_add(count_ptr, n_tile, sem="relaxed")
+            else:
+                base = count
+            _v4_put(slots, key, keep, before, base, offs, CAP)
+            count += n_tile
+            if PREFETCH:
+                x = x_next
+        offs = start + n_full * TILE + lanes
+        if start + n_full * TILE < end:
+            ok = offs < end
+            x = tl.load(row + offs, mask=ok, other=0.0)
+            key, keep, before, n_tile = _v4_keep(x, ok, tau, True)
+            if ATOMIC:
+                base = tl.atomic_add(count_ptr, n_tile, sem="relaxed")
+            else:
+                base = count
+            _v4_put(slots, key, keep, before, base, offs, CAP)
+            count += n_tile
+        return count
+
+    @triton.jit(do_not_specialize=["segs"])
+    def _v4_filter(logits, stride_row, lengths, width, scratch, stride_scratch, segs, seg_len,
+                   CAP: tl.constexpr, ROWS: tl.constexpr, PREFETCH: tl.constexpr, ATOMIC: tl.constexpr,
+                   STAGES: tl.constexpr):
+        """Program (row r, segment s) stores the (column, key) pairs of its keys >= tau. A tile is
+        [ROWS, 4]: each tile row is one 16-byte load and one thread's run of 4 columns, so a tile row's
+        count and ranks stay in its thread; one scan over the ROWS totals places them. With one segment
+        per row (ATOMIC False) the candidates land in column order; with several, each tile reserves its
+        slots with one atomic on the row's count (order then free; the select breaks ties by column)."""
+        pid = tl.program_id(0)
+        r = (pid // segs).to(tl.int64)
+        s = pid % segs
+        n_valid = tl.minimum(tl.maximum(tl.load(lengths + r), 0), width)
+        if n_valid > CAP:
+            scr = scratch + r * stride_scratch
+            tau = tl.load(scr + 2 * CAP + 2).to(tl.uint32, bitcast=True)
+            start = s * seg_len
+            end = tl.minimum(start + seg_len, n_valid)
+            count = _v4_compact(logits + r * stride_row, start, end, tau, scr.to(tl.pointer_type(tl.int64)),
+                                scr + 2 * CAP + 3, 0, CAP, ROWS, PREFETCH, ATOMIC, STAGES)
+            if not ATOMIC:
+                tl.store(scr + 2 * CAP + 3, count)
+
+    @triton.jit(do_not_specialize=["k"])
+    def _v4_select(logits, stride_row, lengths, width, out, stride_out, scratch, stride_scratch, k,
+                   CAP: tl.constexpr, PAD_BLOCK: tl.constexpr, MODE: tl.constexpr, ORDERED: tl.constexpr,
+                   SAMPLE: tl.constexpr, GROUP: tl.constexpr, FIX_ROWS: tl.constexpr):
+        """Per row: a row that fits CAP is selected in registers; a long row from its candidates when they
+        hold the k-th largest (k <= count <= CAP); otherwise (the sample misjudged the row) up to two
+        more tries with the rank scaled by target / count, each one ordered pass of this program over
+        the row, then the exact fallback. The rare path works in tiles of FIX_ROWS * 4 columns, small
+        enough that it does not raise the kernel's registers (127 on sm_90 with 8 warps)."""
+        r = tl.program_id(0).to(tl.int64)
+        out_row = out + r * stride_out
+        n_valid = tl.minimum(tl.maximum(tl.load(lengths + r), 0), width)
+        cols = tl.arange(0, CAP)
+        written = 0
+        if n_valid <= CAP:
+            valid = cols < n_valid
+            key = _ordered_key_v4(tl.load(logits + r * stride_row + cols, mask=valid, other=0.0))
+            written = _emit_v4(tl.where(valid, key, 0), cols, valid, k, out_row, MODE, True, False)
+        else:
+            scr = scratch + r * stride_scratch
+            count = tl.load(scr + 2 * CAP + 3)
+            if (count >= k) & (count <= CAP):
+                valid = cols < count
+                # keys from the high words of the slots (0 where not valid: below every threshold)
+                key = tl.load(scr + 2 * cols + 1, mask=valid, other=0).to(tl.uint32, bitcast=True)
+                written = _emit_v4(key, scr + 2 * cols, valid, k, out_row, MODE, ORDERED, True)
+            else:
+                row = logits + r * stride_row
+                slots = scr.to(tl.pointer_type(tl.int64))
+                skey, rank = _v4_sample(row, n_valid, k, CAP, SAMPLE, GROUP)
+                tries = 0
+                while ((count < k) | (count > CAP)) & (tries < 2):
+                    target = (k + CAP) // 2
+                    rank = (rank.to(tl.int64) * target // tl.maximum(count, 1)).to(tl.int32)
+                    rank = tl.minimum(tl.maximum(rank, 1), SAMPLE)
+                    tau = _kth(skey, tl.arange(0, SAMPLE) < SAMPLE, rank, MODE)
+                    tl.debug_barrier()  # every thread has read the count before the slots are rewritten
+                    count = _v4_compact(row, 0, n_valid, tau, slots, scr, 0, CAP, FIX_ROWS, False, False, 1)
+                    tries += 1
+                tl.debug_barrier()  # the slot stores above came from other threads of this program
+                if (count >= k) & (count <= CAP):
+                    valid = cols < count
+                    key = tl.load(scr + 2 * cols + 1, mask=valid, other=0).to(tl.uint32, bitcast=True)
+                    written = _emit_v4(key, scr + 2 * cols, valid, k, out_row, MODE, True, True)
+                else:
+                    written = _radix_full_row(row, n_valid, k, out_row, FIX_ROWS * 4)
+        for j in range(tl.cdiv(k, PAD_BLOCK)):
+            offs = j * PAD_BLOCK + tl.arange(0, PAD_BLOCK)
+            tl.store(out_row + offs, tl.full([PAD_BLOCK], -1, tl.int32), mask=(offs >= written) & (offs < k))
+
+
+def launch_topk_v3(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.Tensor, scratch: torch.Tensor,
+                   *, cap: int | None = None, sample: int | None = None, num_warps: int | None = None,
+                   tile_cols: int = 16, stages: int = 3, maxnreg: int | None = 128, stop: int = 0) -> None:
+    """Run the v3 select (one fused kernel, one program per row). cap/sample/num_warps/tile_cols/stages/maxnreg override the defaults (tests use
     them to reach every path, benchmarks to tune); stop > 0 cuts the work short for stage timings
     (wrong output). maxnreg 128 keeps two 8-warp programs per SM: 1.50 ms instead of 1.83 ms for
     4096 x 65536 on the H200 (bench/results/topk_tune.json)."""
@@ -209,3 +493,85 @@ def launch_topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.
                        scratch.stride(0) if scratch.dim() == 2 else 0, k,
                        CAP=cap, SAMPLE=sample, GROUP=_GROUP, PAD_BLOCK=min(1024, cap), TR=cap // tc, TC=tc,
                        STAGES=stages, STOP=stop, num_warps=num_warps, **({"maxnreg": maxnreg} if maxnreg else {}))
+
+
+SCRATCH_META = 32  # int32 columns after the candidates: tau, count (rest padding, keeps rows 128-byte aligned)
+_SM_COUNT: dict = {}
+
+
+def _sm_count(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 132
+    i = device.index if device.index is not None else torch.cuda.current_device()
+    if i not in _SM_COUNT:
+        _SM_COUNT[i] = torch.cuda.get_device_properties(i).multi_processor_count
+    return _SM_COUNT[i]
+
+
+def v4_segments(rows: int, width: int, tile: int, filt_warps: int, sm_count: int, per_sm: int = 16) -> int:
+    """Programs per row for the filter: the fewest (a power of two) that give about per_sm warps' worth
+    of programs per SM, each keeping at least two tiles of the row."""
+    segs = 1
+    while rows * segs * filt_warps < sm_count * per_sm and width // (2 * segs) >= 2 * tile:
+        segs *= 2
+    return segs
+
+
+def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.Tensor, scratch: torch.Tensor,
+                   *, cap: int | None = None, sample: int | None = None, segs: int | None = None,
+                   filt_warps: int = 1, rows_per_thread: int = 4, prefetch: bool = True, filt_stages: int = 1,
+                   select_warps: int | None = None, select_maxnreg: int | None = None, mode: int = 2,
+                   tau_mode: int = 0, per_sm: int = 16, fix_rows: int = 0, stop: int = 0) -> None:
+    """Run the v4 select: _v4_tau; _v4_filter over [rows x segs] programs of filt_warps warps (a tile is
+    filt_warps * 32 * rows_per_thread rows of 4 columns; prefetch: the next tile is loaded before this
+    one is used; filt_stages: Triton's software pipelining instead); _v4_select (with the retries and the fallback for rows the sample misjudged; fix_rows: their
+    tiles' rows of 4). mode: how the k-th
+    largest is found (0 two-bit steps over the full key, 1 8-bit histograms, 2 two-bit steps over the
+    bits in which the keys differ); tau_mode: the same for the sample's threshold. stop (timing only):
+    1 ends after the threshold, 2 after the filter (wrong output)."""
+    t, w = logits.shape
+    cap = cap or candidate_capacity(k)
+    sample = min(sample or 2048, cap)
+    if cap < 2 * k or cap & (cap - 1) or sample & (sample - 1) or sample < _GROUP:
+        raise ValueError(f"cap must be a power of two >= 2k and sample a power of two >= {_GROUP}")
+    long_rows = w > cap
+    if long_rows and (scratch.shape[0] < t or scratch.shape[1] < 2 * cap + 4):
+        raise ValueError(f"scratch must be at least [{t}, {2 * cap + 4}], got {list(scratch.shape)}")
+    if long_rows and (scratch.data_ptr() % 8 or scratch.stride(0) % 2 or scratch.stride(1) != 1):
+        raise ValueError("scratch rows must be contiguous and 8-byte aligned (int64 candidate slots)")
+    sstride = scratch.stride(0) if scratch.dim() == 2 else 0
+    select_warps = select_warps or (8 if cap >= 2048 else 4)
+    if long_rows:
+        _v4_tau[(t,)](logits, logits.stride(0), lengths, w, scratch, sstride, k,
+                      CAP=cap, SAMPLE=sample, GROUP=_GROUP, MODE=tau_mode, num_warps=4 if sample >= 1024 else 1)
+        if stop == 1:
+            return
+        rows = 32 * filt_warps * rows_per_thread
+        tile = rows * 4
+        if segs is None:
+            segs = v4_segments(t, w, tile, filt_warps, _sm_count(logits.device), per_sm)
+        seg_len = triton.cdiv(triton.cdiv(w, segs), tile) * tile
+        _v4_filter[(t * segs,)](logits, logits.stride(0), lengths, w, scratch, sstride, segs, seg_len,
+                                CAP=cap, ROWS=rows, PREFETCH=prefetch, ATOMIC=segs > 1, STAGES=filt_stages,
+                                num_warps=filt_warps)
+        if stop == 2:
+            return
+    else:
+        segs = 1
+    _v4_select[(t,)](logits, logits.stride(0), lengths, w, out, out.stride(0), scratch, sstride, k,
+                     CAP=cap, PAD_BLOCK=min(1024, cap), MODE=mode, ORDERED=segs == 1, num_warps=select_warps,
+                     SAMPLE=sample, GROUP=_GROUP, FIX_ROWS=fix_rows or max(1, cap // 16),
+                     **({"maxnreg": select_maxnreg} if select_maxnreg else {}))
+
+
+DEFAULT_VERSION = 3
+
+
+def launch_topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.Tensor, scratch: torch.Tensor,
+                *, version: int | None = None, **kw) -> None:
+    """The select behind ``topk``: v3 (one fused kernel) or v4 (threshold, filter, select); kw go to
+    that version's launcher."""
+    if (version or DEFAULT_VERSION) == 4:
+        launch_topk_v4(logits, lengths, k, out, scratch, **kw)
+    else:
+        launch_topk_v3(logits, lengths, k, out, scratch, **kw)

@@ -1,0 +1,240 @@
+"""Top-k 2048 on the GPU: the select's versions and knobs side by side with torch.topk, in one process.
+
+    PYTHONPATH=src python bench/topk_v3.py --out results.json         # check and time every variant
+    PYTHONPATH=src python bench/topk_v3.py --warm 2/6                 # compile a sixth of them (cache)
+
+Variants: v3 (the fused kernel, the default before this run) as committed and with stages=1, and v4
+(threshold, filter, select: ops/topk/select.py) with its knobs. Shapes: 4096 x 65536, 1024 x 131072,
+128 x 65536, random normal fp32 rows, every row full ("full") or lengths uniform in [1, W] ("ragged");
+4096 x 65536 with 64 distinct values ("ties", the exact fallback) for two variants. Each case: every
+variant's output checked as a set (full: against torch.topk; ragged and ties: against the tie-aware
+reference), then timed alternately with torch.topk (CUDA events, medians, `rounds` rounds). Shapes
+under 256 MB rotate among several input copies so that L2 does not hold the input. The JSON is
+rewritten after every case, so a run cut short keeps what it measured.
+
+--warm i/n compiles variants i, i+n, ... on 8-row inputs (one and several filter programs per row)
+so that parallel processes fill Triton's cache before the timed process starts.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+from dsattn.bench.common import provenance, time_ms
+from dsattn.ops.topk import topk_scratch_spec
+from dsattn.ops.topk.reference import topk_reference
+from dsattn.ops.topk.select import launch_topk
+
+K = 2048
+HBM_TBS = 4.27
+VARIANTS = {
+    "v3": dict(version=3),
+    "v3_stages1": dict(version=3, stages=1),
+    "v4": dict(version=4),
+    "v4_mode0": dict(version=4, mode=0),
+    "v4_hist128": dict(version=4, mode=1, select_maxnreg=128),
+    "v4_noprefetch": dict(version=4, prefetch=False),
+    "v4_stages3": dict(version=4, prefetch=False, filt_stages=3),
+    "v4_rows2": dict(version=4, rows_per_thread=2),
+    "v4_rows8": dict(version=4, rows_per_thread=8),
+    "v4_warps2": dict(version=4, filt_warps=2),
+    "v4_persm8": dict(version=4, per_sm=8),
+    "v4_persm32": dict(version=4, per_sm=32),
+}
+STAGE_CUTS = {"v4_stop1_tau": dict(version=4, stop=1), "v4_stop2_filter": dict(version=4, stop=2)}
+SHAPES = [(4096, 65536), (1024, 131072), (128, 65536)]
+TIES_VARIANTS = ["v3", "v4"]
+
+
+def _scratch(rows, width, dev):
+    (shape, dtype), = topk_scratch_spec(rows, width, K)
+    return torch.empty(shape, dtype=dtype, device=dev)
+
+
+DEV = "cuda"
+
+
+def warm(part: str) -> None:
+    i, n = (int(v) for v in part.split("/"))
+    dev = DEV
+    x = torch.randn(8, 65536, device=dev)
+    lengths = torch.full((8,), 65536, dtype=torch.int32, device=dev)
+    lengths[0] = 1000  # a row that fits the capacity
+    out = torch.empty(8, K, dtype=torch.int32, device=dev)
+    scratch = _scratch(8, 65536, dev)
+    names = list(VARIANTS) + list(STAGE_CUTS)
+    for name in names[i::n]:
+        kw = dict(VARIANTS.get(name) or STAGE_CUTS[name])
+        t0 = time.perf_counter()
+        for segs in ((1, 4) if kw["version"] == 4 else (None,)):
+            extra = {} if segs is None else {"segs": segs}
+            try:
+                launch_topk(x, lengths, K, out, scratch, **kw, **extra)
+            except Exception as e:  # noqa: BLE001 - the timed run reports it again
+                print(f"warm {name} segs={segs}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+        torch.cuda.synchronize()
+        print(f"warm {name}: {time.perf_counter() - t0:.1f} s", flush=True)
+
+
+def _inputs(rows, width, dist, dev, gen):
+    if dist == "ties":
+        x = torch.randint(0, 64, (rows, width), device=dev, generator=gen).float()
+    else:
+        x = torch.randn(rows, width, device=dev, generator=gen)
+    if dist == "ragged":
+        lengths = torch.randint(1, width + 1, (rows,), device=dev, dtype=torch.int32, generator=gen)
+    else:
+        lengths = torch.full((rows,), width, dtype=torch.int32, device=dev)
+    return x, lengths
+
+
+def _sets_equal(a, b):
+    return (a.sort(dim=1).values == b.sort(dim=1).values).all(dim=1)
+
+
+def bench(args) -> int:
+    dev = DEV
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(1234)
+    doc = dict(provenance=provenance(), meta=dict(k=K, rounds=args.rounds, hbm_tbs=HBM_TBS,
+                                                   variants={k: str(v) for k, v in VARIANTS.items()},
+                                                   stage_cuts={k: str(v) for k, v in STAGE_CUTS.items()},
+                                                   timing="triton do_bench medians, alternated with torch.topk"),
+               rows=[])
+
+    def save():
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(doc, f, indent=1)
+
+    cases = [(r, w, d) for r, w in SHAPES for d in ("full", "ragged")] + [(*SHAPES[0], "ties")]
+    if args.quick:
+        cases = cases[:1]
+    for rows, width, dist in cases:
+        n_copies = max(1, min(8, (256 << 20) // (rows * width * 4)))
+        xs, ls = zip(*[_inputs(rows, width, dist, dev, gen) for _ in range(n_copies)])
+        x, lengths = xs[0], ls[0]
+        out = torch.empty(rows, K, dtype=torch.int32, device=dev)
+        scratch = _scratch(rows, width, dev)
+        valid = torch.arange(width, device=dev)[None, :] < lengths[:, None].long()
+        masked = [xi.masked_fill(~(torch.arange(width, device=dev)[None, :] < li[:, None].long()), float("-inf"))
+                  for xi, li in zip(xs, ls)] if dist == "ragged" else list(xs)
+        if dist == "full":
+            want = torch.topk(x, K, dim=1).indices.int()
+        else:
+            want = topk_reference(x, torch.zeros_like(lengths), lengths, K)
+        del valid
+        gb = float(lengths.sum()) * 4 / 1e9
+        it = {"i": 0}
+
+        def rotate():
+            it["i"] = (it["i"] + 1) % n_copies
+            return it["i"]
+
+        def peer():
+            j = rotate()
+            return torch.topk(masked[j], K, dim=1)
+
+        names = TIES_VARIANTS if dist == "ties" else list(VARIANTS) + (list(STAGE_CUTS) if rows == SHAPES[0][0] else [])
+        results = {}
+        for name in names:
+            kw = VARIANTS.get(name) or STAGE_CUTS[name]
+            row = dict(rows=rows, width=width, dist=dist, variant=name, config=str(kw), input_copies=n_copies)
+            try:
+                out.fill_(-7)
+                launch_topk(x, lengths, K, out, scratch, **kw)
+                if dev == "cuda":
+                    torch.cuda.synchronize()
+                if not kw.get("stop"):
+                    bad = ~_sets_equal(out, want)
+                    row["rows_with_other_set"] = int(bad.sum())
+                    if row["rows_with_other_set"]:
+                        row["first_bad_rows"] = bad.nonzero()[:5, 0].tolist()
+
+                def ours(kw=kw):
+                    j = rotate()
+                    launch_topk(xs[j], ls[j], K, out, scratch, **kw)
+
+                results[name] = (row, ours)
+            except Exception as e:  # noqa: BLE001 - keep going past a variant that fails
+                row["error"] = f"{type(e).__name__}: {str(e)[:400]}"
+                doc["rows"].append(row)
+                print(f"{rows}x{width} {dist} {name}: {row['error']}", flush=True)
+        # timing: every variant and torch.topk alternately, `rounds` rounds, medians
+        times = {name: [] for name in results}
+        peer_times = []
+        for _ in range(args.rounds):
+            peer_times.append(time_ms(peer, warmup_ms=10, rep_ms=args.rep_ms))
+            for name, (row, fn) in results.items():
+                times[name].append(time_ms(fn, warmup_ms=10, rep_ms=args.rep_ms))
+        t_peer = sorted(peer_times)[len(peer_times) // 2]
+        # few rows: launch gaps matter (v4 is three launches), so also time CUDA-graph replays, as a
+        # serving engine's decode step would run them
+        graph_ms = {}
+        if dev == "cuda" and rows <= 1024 and dist != "ties":
+            fns = [("torch.topk", lambda: torch.topk(masked[0], K, dim=1))]
+            fns += [(n, lambda n=n: launch_topk(x, lengths, K, out, scratch, **(VARIANTS.get(n) or STAGE_CUTS[n])))
+                    for n in results]
+            for name, fn in fns:
+                try:
+                    fn()
+                    torch.cuda.synchronize()
+                    g = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(g):
+                        fn()
+                    graph_ms[name] = time_ms(g.replay, warmup_ms=10, rep_ms=args.rep_ms)
+                except Exception as e:  # noqa: BLE001
+                    graph_ms[name] = f"{type(e).__name__}: {str(e)[:200]}"
+        for name, (row, fn) in results.items():
+            ts = sorted(times[name])
+            ms = ts[len(ts) // 2]
+            row.update(ms=ms, ms_all=ts, torch_topk_ms=t_peer, torch_topk_all=sorted(peer_times),
+                       speedup_vs_torch=t_peer / ms, read_tbs=gb / ms, floor_ms=gb / HBM_TBS)
+            if graph_ms:
+                row.update(graph_ms=graph_ms.get(name), torch_topk_graph_ms=graph_ms.get("torch.topk"))
+            doc["rows"].append(row)
+            g = row.get("graph_ms")
+            gtxt = f"  graph {g:7.4f} vs {row['torch_topk_graph_ms']:7.4f}" if isinstance(g, float) and \
+                isinstance(row.get("torch_topk_graph_ms"), float) else ""
+            print(f"{rows:5d}x{width:<6d} {dist:6s} {name:16s} {ms:8.4f} ms  torch {t_peer:7.4f}  "
+                  f"x{t_peer / ms:5.2f}  bad={row.get('rows_with_other_set')}{gtxt}", flush=True)
+        save()
+        del xs, ls, masked, x, lengths, out, scratch, want
+        torch.cuda.empty_cache()
+    save()
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--warm", default=None, help="i/n: compile every n-th variant from the i-th, then exit")
+    p.add_argument("--out", default=None)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rep-ms", type=float, default=40.0)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--cpu-smoke", action="store_true", help="tiny shapes on the CPU interpreter (checks the script)")
+    args = p.parse_args(argv)
+    if args.cpu_smoke:
+        global DEV, K, SHAPES
+        from dsattn.ops._triton import allow_runtime_loop_bounds
+        allow_runtime_loop_bounds()
+        DEV, K, SHAPES = "cpu", 16, [(6, 700), (3, 1100), (2, 500)]
+        args.rounds, args.rep_ms = 1, 1.0
+        return bench(args)
+    if not torch.cuda.is_available():
+        print("needs a CUDA GPU", file=sys.stderr)
+        return 1
+    if args.warm:
+        warm(args.warm)
+        return 0
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)) if args.out else ".", exist_ok=True)
+    return bench(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
