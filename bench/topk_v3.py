@@ -35,18 +35,19 @@ HBM_TBS = 4.27
 VARIANTS = {
     "v3": dict(version=3),
     "v3_stages1": dict(version=3, stages=1),
-    "v4": dict(version=4),
-    "v4_mode0": dict(version=4, mode=0),
-    "v4_hist128": dict(version=4, mode=1, select_maxnreg=128),
-    "v4_noprefetch": dict(version=4, prefetch=False),
-    "v4_stages3": dict(version=4, prefetch=False, filt_stages=3),
-    "v4_rows2": dict(version=4, rows_per_thread=2),
-    "v4_rows8": dict(version=4, rows_per_thread=8),
+    "v4": dict(version=4, filt_warps=1),
+    "v4_mode0": dict(version=4, filt_warps=1, mode=0),
+    "v4_hist128": dict(version=4, filt_warps=1, mode=1, select_maxnreg=128),
+    "v4_noprefetch": dict(version=4, filt_warps=1, prefetch=False),
+    "v4_stages3": dict(version=4, filt_warps=1, prefetch=False, filt_stages=3),
+    "v4_rows2": dict(version=4, filt_warps=1, rows_per_thread=2),
+    "v4_rows8": dict(version=4, filt_warps=1, rows_per_thread=8),
     "v4_warps2": dict(version=4, filt_warps=2),
-    "v4_persm8": dict(version=4, per_sm=8),
-    "v4_persm32": dict(version=4, per_sm=32),
+    "v4_persm8": dict(version=4, filt_warps=1, per_sm=8),
+    "v4_persm32": dict(version=4, filt_warps=1, per_sm=32),
 }
-STAGE_CUTS = {"v4_stop1_tau": dict(version=4, stop=1), "v4_stop2_filter": dict(version=4, stop=2)}
+STAGE_CUTS = {"v4_stop1_tau": dict(version=4, filt_warps=1, stop=1),
+              "v4_stop2_filter": dict(version=4, filt_warps=1, stop=2)}
 SHAPES = [(4096, 65536), (1024, 131072), (128, 65536)]
 TIES_VARIANTS = ["v3", "v4"]
 
