@@ -1,18 +1,14 @@
 """Top-k radix select (ops/topk) under TRITON_INTERPRET=1 against the reference twin, at tiny sizes."""
-import os
-
-os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported (see conftest.py)
-
-from dsattn.ops._triton import allow_runtime_loop_bounds  # noqa: E402
+from dsattn.ops._triton import allow_runtime_loop_bounds
 
 allow_runtime_loop_bounds()
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
-from dsattn.ops.topk import topk, topk_scratch_spec  # noqa: E402
-from dsattn.ops.topk.reference import topk_reference  # noqa: E402
-from dsattn.ops.topk.select import SCRATCH_META, candidate_capacity, launch_topk  # noqa: E402
+from dsattn.ops.topk import topk, topk_scratch_spec
+from dsattn.ops.topk.reference import topk_reference
+from dsattn.ops.topk.select import SCRATCH_META, candidate_capacity, launch_topk
 
 
 def _expected(logits, lengths, k):
