@@ -50,3 +50,9 @@ def test_readme_commands_and_ci_agree():
 def test_console_script_entry_point():
     r = subprocess.run([sys.executable, "-m", "dsattn.cli", "--help"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "dsattn demo" in r.stdout
+
+
+def test_every_routed_command_has_a_main():
+    import importlib
+    for module in cli.COMMANDS.values():
+        assert callable(importlib.import_module(module).main), module

@@ -5,7 +5,6 @@
     dsattn bench kernels --op OP     kernel benchmarks against the floor and the peers
     dsattn bench serve               serving-step simulation
     dsattn bench tp                  tensor-parallel indexer prefill (run under torchrun)
-    dsattn bench ab                  A/B comparison with confidence intervals
     dsattn calibrate                 measure head-dispatch variants on this GPU, write the table
 
 Each subcommand lives in its own module with a ``main(argv)``; this file only routes.
@@ -22,7 +21,6 @@ COMMANDS = {
     "bench kernels": "dsattn.bench.kernels",
     "bench serve": "dsattn.bench.serve",
     "bench tp": "dsattn.bench.tp",
-    "bench ab": "dsattn.bench.ab",
 }
 
 
