@@ -31,6 +31,7 @@ def _inputs(t=3, h=8, d=576, n=40, k=16, seed=0):
     (dict(sm_scale=float("inf")), "sm_scale"),
     (dict(d_v=256), "d_v"),
     (dict(topk_length=torch.ones(2, dtype=torch.int32)), "topk_length"),
+    (dict(topk_length=torch.ones(6, dtype=torch.int32)[::2]), "topk_length must have a contiguous"),
     (dict(out=torch.empty(3, 8, 512)), "out must have dtype"),
     (dict(out=torch.empty(3, 8, 1024, dtype=torch.bfloat16)[..., ::2]), "out must have a contiguous"),
     (dict(lse=torch.empty(3, 7)), "lse must have shape"),
@@ -56,6 +57,10 @@ def test_decode_rejects_and_leaves_outputs():
         sparse_mla_decode(q[..., :512].contiguous(), cache.view(torch.int8), idx, 0.1)
     with pytest.raises(ValueError, match="scratch"):
         sparse_mla_decode(q[..., :512].contiguous(), cache, idx, 0.1, scratch=[torch.empty(3)])
+    # combine_splits_kernel reads the partials without strides
+    with pytest.raises(ValueError, match=r"scratch\[1\] must be contiguous"):
+        sparse_mla_decode(q[..., :512].contiguous(), cache, idx, 0.1,
+                          scratch=[torch.empty(3, 2, 8, 512), torch.empty(3, 4, 8)[:, ::2]])
 
 
 def test_variants_and_policy():

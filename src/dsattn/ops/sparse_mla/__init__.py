@@ -53,8 +53,8 @@ def _check_common(q, indices, sm_scale, d_v, topk_length, out, lse):
         raise ValueError(f"sm_scale must be finite, got {sm_scale!r}")
     if d_v != LATENT_DIM:
         raise ValueError(f"d_v must be {LATENT_DIM}, got {d_v!r}")
-    if topk_length is not None:
-        check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(t,), last_dim_contiguous=False)
+    if topk_length is not None:  # contiguous: the kernels read topk_length[t] without a stride
+        check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(t,))
     if out is not None:
         check_tensor("out", out, dtype=torch.bfloat16, shape=(t, h, d_v))
     if lse is not None:
@@ -173,7 +173,7 @@ def sparse_mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Te
         raise ValueError(f"q must have D_qk 512 for an fp8_ds_mla_nope cache (no RoPE part), got {d}")
     check_variant(variant, h)
     variant = variant or default_variant("decode", h, t, _sm_count(q.device))
-    scratch_o, scratch_lse = _check_scratch(scratch, q, indices, variant, layout)
+    scratch_o, scratch_lse = _check_scratch(scratch, q)
     check_same_device(q=q, kv_cache=kv_cache, indices=indices, topk_length=topk_length, out=out, lse=lse,
                       scratch_o=scratch_o, scratch_lse=scratch_lse)
     out, lse = _outputs(q, d_v, out, lse)
@@ -189,26 +189,25 @@ def sparse_mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Te
     return out, lse
 
 
-def _check_scratch(scratch, q, indices, variant, layout):
+def _check_scratch(scratch, q):
+    """(scratch_o, scratch_lse) or (None, None); both contiguous, as combine_splits_kernel reads them."""
     if scratch is None:
         return None, None
-    if isinstance(scratch, torch.Tensor):
-        scratch = [scratch]
-    scratch = list(scratch)
-    t, h, _ = q.shape
+    scratch = [scratch] if isinstance(scratch, torch.Tensor) else list(scratch)
     if len(scratch) == 0:
         return None, None
     if len(scratch) != 2:
         raise ValueError(f"scratch must hold the 2 tensors of decode_scratch_spec (or be empty), got {len(scratch)}")
     so, sl = scratch
-    check_tensor("scratch[0]", so, dtype=torch.float32, ndim=4)
+    t, h, _ = q.shape
+    check_tensor("scratch[0]", so, dtype=torch.float32, shape=(t, None, h, LATENT_DIM))
     splits = so.shape[1]
-    check_tensor("scratch[0]", so, shape=(t, splits, h, LATENT_DIM))
-    check_tensor("scratch[1]", sl, dtype=torch.float32, shape=(t, splits, h), last_dim_contiguous=False)
-    if not so.is_contiguous():
-        raise ValueError("scratch[0] must be contiguous")
     if splits < 1:
         raise ValueError("scratch[0] must have at least one split (dim 1)")
+    check_tensor("scratch[1]", sl, dtype=torch.float32, shape=(t, splits, h))
+    for name, x in (("scratch[0]", so), ("scratch[1]", sl)):
+        if not x.is_contiguous():
+            raise ValueError(f"{name} must be contiguous")
     return so, sl
 
 
