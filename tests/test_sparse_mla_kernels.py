@@ -3,8 +3,11 @@
 Random inputs, outputs poisoned with NaN, invalid entries pointing at NaN rows (SPEC 3 edge cases:
 -1, past the cache, huge, topk_length cuts, rows with no valid entry, repeated slots), every head-count
 class under every variant, D_qk 576 / 512, the three cache layouts, page sizes 1 / 16 / 64 / 128,
-strided outputs and the split-K path. tests/gpu/test_sparse_mla_gpu.py runs the same at real sizes.
+strided outputs, padded cache rows and the split-K path. tests/gpu/test_sparse_mla_gpu.py runs the
+same at real sizes.
 """
+
+import dataclasses
 
 import pytest
 import torch
@@ -92,3 +95,18 @@ def test_no_valid_entry_gives_zero_and_neg_inf():
     case = make_case(2, 16, 512, num_slots=32, topk=16, layout="fp8_ds_mla_nope", empty_rows=2)
     out, lse = _run_decode(case, "native")
     assert (out == 0).all() and torch.isneginf(lse).all()
+
+
+@pytest.mark.parametrize("layout, d_qk", [("bf16", 576), ("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512)])
+def test_padded_cache_rows(layout, d_qk):
+    """A cache whose rows sit in wider (16-byte aligned) slots: read through its strides, never copied."""
+    case = make_case(3, 8, d_qk, num_slots=64, topk=32, layout=layout, with_length=True, seed=11)
+    nb, bs, row = case.cache.shape
+    pad = 16 // case.cache.element_size()
+    buf = torch.full((nb, bs, row + pad), float("nan"), dtype=case.cache.dtype) if layout == "bf16" else \
+        torch.full((nb, bs, row + pad), 0xFF, dtype=torch.uint8)
+    buf[..., :row] = case.cache
+    ref = case.reference()
+    check_close(*_run_decode(dataclasses.replace(case, cache=buf[..., :row]), "native"), *ref)
+    if layout == "bf16":
+        check_close(*_run_prefill(dataclasses.replace(case, cache=buf[..., :row]), "native"), *ref)

@@ -140,8 +140,8 @@ def _flat_cache(kv_cache: torch.Tensor) -> torch.Tensor:
     if kv_cache.stride(0) != kv_cache.shape[1] * kv_cache.stride(1) and kv_cache.shape[0] > 1:
         raise ValueError(f"kv_cache blocks must be evenly strided slots (stride(0) = block_size * stride(1)), "
                          f"got strides {kv_cache.stride()}")
-    return kv_cache.flatten(0, 1) if kv_cache.is_contiguous() else torch.as_strided(
-        kv_cache, (kv_cache.shape[0] * kv_cache.shape[1], kv_cache.shape[2]), (kv_cache.stride(1), 1))
+    # view, not reshape: the check above makes it possible, and a copy of the cache must never happen here
+    return kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], kv_cache.shape[2])
 
 
 def sparse_mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, sm_scale: float,

@@ -8,7 +8,7 @@ import dataclasses
 import torch
 
 from ...formats import FP8, LATENT_DIM, KVLayout
-from .._triton import allow_runtime_loop_bounds, interpreting
+from .._triton import allow_runtime_loop_bounds, interpreting, triton
 from .dispatch import heads_per_program
 from .kernels import combine_splits_kernel, sparse_mla_kernel
 
@@ -83,10 +83,8 @@ def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out
     t, h, d = q.shape
     topk = indices.shape[1]
     hp = heads_per_program(variant, h)
-    orientation = "keys_m" if hp < 64 else "heads_m"
-    if config is not None and config.keys_m is not None:
-        orientation = "keys_m" if config.keys_m else "heads_m"
     cfg = _config(hp, layout, config)
+    keys_m = hp < 64 if cfg.keys_m is None else cfg.keys_m
     (lat, s_lat), (scales, s_scale), (rope, s_rope) = _row_views(flat, layout, d)
     if splits > 1:
         keys_per_split = -(-topk // splits)
@@ -108,16 +106,12 @@ def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out
         flat.shape[0], h, topk, keys_per_split, float(sm_scale) * LOG2E,
         s_lat, s_scale, s_rope,
         layout.is_fp8, d > LATENT_DIM, topk_length is not None,
-        orientation == "keys_m", hp, cfg.block_n, cfg.prefetch,
+        keys_m, hp, cfg.block_n, cfg.prefetch,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if splits > 1:
         combine_splits_kernel[(t, h)](part_o, part_lse, out, out.stride(0), out.stride(1), lse, lse.stride(0),
-                                      lse.stride(1), h, splits, triton_next_pow2(splits), num_warps=4)
-
-
-def triton_next_pow2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
+                                      lse.stride(1), h, splits, triton.next_power_of_2(splits), num_warps=4)
 
 
 def launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, config=None):
