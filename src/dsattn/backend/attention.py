@@ -31,6 +31,7 @@ import torch
 
 from .._checks import check_tensor
 from ..config import DSAGeometry
+from ..distributed import group_size, plan_row_shards, should_shard
 from ..formats import LATENT_DIM, KVLayout, as_layout, infer_layout, kv_cache_flat
 from ..memory.workspace import Workspace, specs_nbytes
 from ..ops.cache import write_kv_cache
@@ -224,7 +225,6 @@ class DSAAttention:
     def _plan_tp(self, host: BatchMetadata) -> list[int] | None:
         if self.tp_group is None or host.num_prefill_tokens == 0:
             return None
-        from ..distributed import group_size, plan_row_shards, should_shard
         if not should_shard(self.tp_group, host.num_prefill_tokens, self.tp_min_rows_per_rank, self.device):
             return None
         return plan_row_shards(host.row_keys[host.num_decode_tokens:], group_size(self.tp_group))

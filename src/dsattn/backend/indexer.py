@@ -9,8 +9,9 @@ row into the step's index buffer, through workspace views only.
 - K-pool layers (kpool P > 1) pool this step's keys into the pooled cache (``kpool_update``), score
   pools, keep the best K / P (``topk``) and expand them to tokens plus the incomplete tail
   (``kpool_expand``): rows of width K + P - 1.
-- With a tensor-parallel group, the prefill rows go through ``distributed.sharded_prefill_topk``, which
-  splits them over the ranks when its gate passes (SPEC 8) and otherwise runs them here, replicated.
+- With a tensor-parallel group and a step whose ``prepare`` passed the SPEC 8 gate (``tp_boundaries``),
+  the prefill rows go through ``distributed.sharded_prefill_topk`` with that plan; otherwise they run
+  here, replicated.
 
 Shared layers run no indexer: the backend keeps the previous full layer's indices.
 """
@@ -22,6 +23,7 @@ import torch
 
 from .._checks import check_tensor
 from ..config import DSAGeometry
+from ..distributed import group_size, sharded_prefill_topk, staging_spec
 from ..formats import FP8, INDEX_DIM, INDEX_ROW_BYTES
 from ..memory.workspace import Workspace, specs_nbytes
 from ..ops.indexer import indexer_logits, indexer_logits_paged, kpool_expand, kpool_update
@@ -77,9 +79,8 @@ class IndexerDriver:
         workspace.reserve_bytes(CHUNK, min(cap, self.chunk_bytes(limits.max_num_tokens, limits.max_keys, most_keys)),
                                 phase=PHASE)
         if tp_group is not None:
-            from ..distributed import group_size, staging_spec
-            workspace.reserve(TP_STAGING, {"staging": staging_spec(limits.max_num_tokens, self.width,
-                                                                   group_size(tp_group))}, phase="tp_gather")
+            self._staging = {"staging": staging_spec(limits.max_num_tokens, self.width, group_size(tp_group))}
+            workspace.reserve(TP_STAGING, self._staging, phase="tp_gather")
 
     # -- workspace ------------------------------------------------------------------------------
 
@@ -155,17 +156,12 @@ class IndexerDriver:
                 if lo < hi:
                     self._prefill_rows(step, inputs, cache, i, lo, hi, out_rows[lo - d - a:hi - d - a])
 
-        if self.tp_group is None:
+        if step.tp_boundaries is None:  # no TP group, or prepare() found the SPEC 8 gate closed
             compute_rows(0, rows, out)
             return
-        from ..distributed import sharded_prefill_topk
-        staging = self.workspace.views(TP_STAGING, {"staging": self._staging_spec()})["staging"]
-        sharded_prefill_topk(compute_rows, None if step.tp_boundaries else host.row_keys[d:], out,
-                             self.tp_group, self.tp_min_rows_per_rank, staging, boundaries=step.tp_boundaries)
-
-    def _staging_spec(self):
-        from ..distributed import group_size, staging_spec
-        return staging_spec(self.limits.max_num_tokens, self.width, group_size(self.tp_group))
+        staging = self.workspace.views(TP_STAGING, self._staging)["staging"]
+        sharded_prefill_topk(compute_rows, None, out, self.tp_group, self.tp_min_rows_per_rank, staging,
+                             boundaries=step.tp_boundaries)
 
     def _select(self, step, bufs, logits, lo: int, hi: int, out_rows: torch.Tensor) -> None:
         """Top-k of the chunk's logits into out_rows (through the pooled top-k and expansion for k-pool)."""
