@@ -24,10 +24,10 @@ import torch
 
 from dsattn.bench import kernels_mla as km
 from dsattn.bench.common import format_table, provenance, time_ms
+from dsattn.ops.sparse_mla.dispatch import heads_per_program
 from dsattn.ops.sparse_mla.launch import TileConfig
 
 C = TileConfig
-P = dict(num_stages=1, prefetch=True)
 
 # (kind, layout, heads, tokens, variant) -> configs, pruned with bench/mla_compile_check.py (no spills,
 # or a few bytes). Heads stand for their tile: 8 -> 16-wide keys-on-M, 32 -> 32-wide, 64 -> 64-head blocks.
@@ -136,8 +136,7 @@ def main():
     table = []
 
     def cfg_for(kind, layout, heads, variant):
-        hp = 64 if variant == "pad64" or heads > 32 else (16 if heads <= 16 else 32)
-        want = {16: 8, 32: 32, 64: 64}[hp]
+        want = {16: 8, 32: 32, 64: 64}[heads_per_program(variant, heads)]
         for key, (cfg, _) in best.items():
             if key[0] == kind and key[1] == layout and key[2] == want:
                 return cfg

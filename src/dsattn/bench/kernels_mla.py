@@ -34,6 +34,7 @@ import torch
 from ..formats import KVLayout, pack_latent_rows
 from .common import format_table, time_ms, write_results
 
+# H200 ceilings measured for BENCHMARKS.md (HBM copy; the low end of bf16 GEMM's 680 to 790 TFLOP/s)
 HBM_BYTES_PER_S = 4.27e12
 BF16_FLOPS = 680e12
 DECODE_SLOTS = 131072
@@ -157,12 +158,12 @@ def ours(case: Case, variant: str | None = None, config=None, splits: int | None
     """A callable running dsattn on the case into preallocated outputs (config: a launch.TileConfig to
     bypass the public function and the tuned defaults; splits: force split-K in decode)."""
     from ..ops.sparse_mla import decode_scratch_spec, sparse_mla_decode, sparse_mla_prefill
-    from ..ops.sparse_mla.dispatch import decode_splits, default_variant
+    from ..ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, decode_splits, default_variant
     from ..ops.sparse_mla.launch import run_attention
     t, h = case.tokens, case.heads
     out = torch.empty((t, h, 512), dtype=torch.bfloat16, device=case.q.device)
     lse = torch.empty((t, h), dtype=torch.float32, device=case.q.device)
-    sm = torch.cuda.get_device_properties(case.q.device).multi_processor_count if case.q.is_cuda else 132
+    sm = torch.cuda.get_device_properties(case.q.device).multi_processor_count if case.q.is_cuda else DEFAULT_SM_COUNT
     variant = variant or default_variant(case.kind, h, t, sm)
     if case.kind == "prefill":
         if config is not None:
@@ -234,11 +235,12 @@ def flashmla(case: Case, peers, heads: int):
 # ---------------------------------------------------------------------------------------------------
 
 def _row(case: Case, impl: str, ms: float) -> dict:
+    floor = case.floor_ms()
     return {
         "kind": case.kind, "layout": case.layout.value, "dist": case.dist, "tokens": case.tokens,
         "heads": case.heads, "d_qk": case.d_qk, "topk": case.indices.shape[1], "impl": impl, "ms": ms,
         "tflops": case.flops() / ms / 1e9, "gbps": case.gathered_bytes() / ms / 1e6,
-        "floor_ms": case.floor_ms(), "pct_floor": 100.0 * case.floor_ms() / ms,
+        "floor_ms": floor, "pct_floor": 100.0 * floor / ms,
     }
 
 
@@ -254,7 +256,7 @@ def measure_case(case: Case, peers, variants, rep_ms: float = 100) -> list[dict]
         rows.append({**_row(case, f"dsattn:{variant}", ours_ms[variant]),
                      "config": dataclasses.asdict(default_config(variant, case.heads, case.layout))})
     peer_ms = {}
-    widths = sorted({w for w in (case.heads, 64) if w >= case.heads} | ({case.heads} if case.heads > 64 else set()))
+    widths = sorted({case.heads, max(case.heads, 64)})  # native, and padded to 64 below 64 heads
     for w in widths:
         try:
             built = flashmla(case, peers, w)
