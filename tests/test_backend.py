@@ -8,30 +8,23 @@ tests/gpu/test_backend_gpu.py at real sizes with allocation counters.
 """
 
 import dataclasses
-import importlib
-import pkgutil
 
 import pytest
 import torch
-
-import dsattn.ops
-
-# Triton decorates a kernel for the interpreter only if TRITON_INTERPRET=1 when its module is imported:
-# import them all now, so switching the ops to their reference twins below cannot break later modules.
-for _m in pkgutil.walk_packages(dsattn.ops.__path__, "dsattn.ops."):
-    importlib.import_module(_m.name)
+from _backend_helpers import import_all_ops
 
 from dsattn.backend import attention as attention_mod
-from dsattn.backend.attention import (DECODE_SCRATCH, GATHERED, INDICES, DSAAttention)
+from dsattn.backend.attention import DECODE_SCRATCH, GATHERED, INDICES, DSAAttention
 from dsattn.backend.indexer import CHUNK
 from dsattn.backend.metadata import Request
 from dsattn.backend.policy import Path
-from dsattn.backend.synthetic import make_step, reference_step
+from dsattn.backend.synthetic import indices_as_slots, make_step, reference_step
 from dsattn.config import preset
-from dsattn.formats import slots_from_positions
 from dsattn.memory.workspace import WorkspaceLockedError
 from dsattn.ops.cache.reference import write_kv_cache_reference
 from dsattn.ops.sparse_mla.reference import sparse_mla_paged_reference
+
+import_all_ops()  # at collection, before the reference_ops fixture below switches the ops to their twins
 
 BS = 16
 # decodes first (one with no context), then prefill chunks with and without cached context;
@@ -55,17 +48,6 @@ def backend(geo, layout, heads, **kw):
     return DSAAttention(geo, tp=geo.num_heads // heads, **args)
 
 
-def step_slots(attn, step, indices):
-    """Backend indices as cache slots (gathered-path prefill rows hold rows of the gathered context)."""
-    slots = indices.clone()
-    if attn.path is Path.FP8_GATHERED:
-        d = step.host.num_decode_tokens
-        pos = torch.where(indices[d:] >= 0, indices[d:] - step.host.gather_base[d:, None], -1)
-        req = step.host.token_req[d:, None].expand_as(pos)
-        slots[d:] = slots_from_positions(step.host.block_table, req, pos, BS)
-    return slots
-
-
 def assert_same_sets(a, b):
     assert torch.equal(a.sort(dim=1).values, b.sort(dim=1).values)
 
@@ -77,7 +59,7 @@ def run_and_check(attn, s, ref, layer=0, atol=2e-2):
     assert res is out
     torch.testing.assert_close(out.float(), ref.out, atol=atol, rtol=2e-2)
     indices = attn.workspace.view(INDICES, (step.host.num_tokens, attn.width), torch.int32)
-    assert_same_sets(step_slots(attn, step, indices), ref.slots)
+    assert_same_sets(indices_as_slots(attn, step, indices), ref.slots)
     # the step wrote its rows exactly as the reference writes do
     assert torch.equal(s.kv_cache.view(torch.uint8), ref.step.kv_cache.view(torch.uint8))
     assert torch.equal(s.indexer.cache, ref.step.indexer.cache)

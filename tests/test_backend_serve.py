@@ -1,16 +1,12 @@
 """``dsattn bench serve`` end to end on the CPU at scaled-down shapes (--tiny): every path runs a mixed step
 through the backend and the results file holds a row per step with its time and workspace bytes."""
-import importlib
 import json
-import pkgutil
 
-import dsattn.ops
+from _backend_helpers import import_all_ops
+
 from dsattn.bench import serve
 
-# kernels are decorated for the interpreter only if imported while TRITON_INTERPRET=1: import them all
-# before this module switches the ops to their reference twins (interpreted steps would take seconds)
-for _m in pkgutil.walk_packages(dsattn.ops.__path__, "dsattn.ops."):
-    importlib.import_module(_m.name)
+import_all_ops()  # at collection: the test below runs the reference twins (interpreted steps take seconds)
 
 
 def test_bench_serve_tiny(tmp_path, capsys, monkeypatch):

@@ -7,22 +7,19 @@ exact fp32 sum whatever rows a rank computes together; ties are frequent and mus
 """
 import dataclasses
 import datetime
-import importlib
 import os
-import pkgutil
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from _backend_helpers import import_all_ops
 
-import dsattn.ops
 from dsattn.backend.attention import INDICES, DSAAttention
 from dsattn.backend.synthetic import make_step
 from dsattn.config import preset
 
-for _m in pkgutil.walk_packages(dsattn.ops.__path__, "dsattn.ops."):  # see test_backend.py
-    importlib.import_module(_m.name)
+import_all_ops()  # at collection: the workers run the reference twins
 
 SPANS = [(37, 1), (5, 1), (40, 7), (0, 23), (17, 9)]
 

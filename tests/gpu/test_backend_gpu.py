@@ -9,23 +9,16 @@
 
 tests/test_backend.py and tests/test_backend_interpreted.py run the same steps on the CPU.
 """
-import os
-
+import pytest
 import torch
 
-if not torch.cuda.is_available():
-    # collected on CPU machines too: kernel modules imported from here must stay interpretable there
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-
-import pytest  # noqa: E402
-
-from dsattn.backend.attention import INDICES, DSAAttention  # noqa: E402
-from dsattn.backend.policy import Path  # noqa: E402
-from dsattn.backend.synthetic import allocating_attention, make_step, reference_step  # noqa: E402
-from dsattn.config import preset  # noqa: E402
-from dsattn.formats import dequantize_indexer_cache, slots_from_positions  # noqa: E402
-from dsattn.ops.indexer.reference import indexer_topk_reference  # noqa: E402
-from dsattn.ops.sparse_mla.reference import sparse_mla_paged_reference  # noqa: E402
+from dsattn.backend.attention import INDICES, DSAAttention
+from dsattn.backend.policy import Path
+from dsattn.backend.synthetic import allocating_attention, indices_as_slots, make_step, reference_step
+from dsattn.config import preset
+from dsattn.formats import dequantize_indexer_cache, slots_from_positions
+from dsattn.ops.indexer.reference import indexer_topk_reference
+from dsattn.ops.sparse_mla.reference import sparse_mla_paged_reference
 
 pytestmark = pytest.mark.gpu
 DEV = "cuda"
@@ -48,16 +41,6 @@ def _backend(geo, layout, heads, **kw):
     return DSAAttention(geo, tp=geo.num_heads // heads, kv_layout=layout, device=DEV, **{**LIMITS, **kw})
 
 
-def _slots(attn, step, indices):
-    """Backend indices as cache slots (gathered-path prefill rows hold rows of the gathered context)."""
-    if attn.path is not Path.FP8_GATHERED:
-        return indices
-    d, host = step.host.num_decode_tokens, step.host
-    pos = torch.where(indices[d:] >= 0, indices[d:] - host.gather_base[d:, None].to(DEV), -1)
-    req = host.token_req[d:, None].to(DEV).expand_as(pos)
-    return torch.cat([indices[:d], slots_from_positions(host.block_table.to(DEV), req, pos, BS)])
-
-
 @pytest.mark.parametrize("name, layout, heads, path", CASES)
 def test_step_matches_reference(name, layout, heads, path):
     geo = preset(name)
@@ -78,7 +61,7 @@ def test_step_matches_reference(name, layout, heads, path):
                                    dequantize_indexer_cache(ref.step.indexer.cache), atol=1e-2, rtol=0.07,
                                    equal_nan=True)  # slots nobody wrote hold the same random bytes
     indices = attn.workspace.view(INDICES, (t, attn.width), torch.int32).clone()
-    slots = _slots(attn, step, indices)
+    slots = indices_as_slots(attn, step, indices)
     a, b = slots.sort(dim=1).values, ref.slots.sort(dim=1).values
     same = (a == b).all(dim=1)
     # quantized keys and fp32 sums in another order: a near-tie at the k-th place may flip (SPEC 4)

@@ -171,6 +171,18 @@ def reference_step(s: SyntheticStep) -> ReferenceResult:
     return ReferenceResult(torch.cat(outs), torch.cat(slots), s)
 
 
+def indices_as_slots(attn, step, indices: torch.Tensor) -> torch.Tensor:
+    """A backend's indices [T, width] as cache slots, comparable with ``ReferenceResult.slots``: on the
+    gathered path its prefill rows hold rows of the gathered context, mapped back here through the host
+    metadata (-1 kept); other paths already hold slots (returned as is)."""
+    if attn.path is not policy.Path.FP8_GATHERED:
+        return indices
+    host, d, dev = step.host, step.host.num_decode_tokens, indices.device
+    pos = torch.where(indices[d:] >= 0, indices[d:] - host.gather_base[d:, None].to(dev), -1)
+    req = host.token_req[d:, None].to(dev).expand_as(pos)
+    return torch.cat([indices[:d], slots_from_positions(host.block_table.to(dev), req, pos, attn.limits.block_size)])
+
+
 def allocating_attention(attn, step, s: SyntheticStep, indices: torch.Tensor) -> torch.Tensor:
     """The kernels a backend's path runs, on its indices [T, width], every output allocated by the ops
     themselves (no out=, lse=, scratch=): what the backend's workspace-staged outputs must equal bit for bit."""
