@@ -82,6 +82,17 @@ def test_glm5_next_scale_ignores_rope_parameters():
 
 
 @needs_transformers
+def test_glm5_next_defaults_for_absent_fields():
+    """A glm5_next config.json may leave out fields at Glm5NextTextConfig's defaults: NoPE, pools of 16."""
+    from transformers import Glm5NextConfig
+    text = Glm5NextConfig().to_dict()["text_config"]
+    raw = {k: v for k, v in text.items() if k not in ("qk_rope_head_dim", "index_kpool")}
+    geo = from_hf_config(raw)
+    assert (geo.qk_rope_head_dim, geo.kpool) == (text["qk_rope_head_dim"], text["index_kpool"]) == (0, 16)
+    assert geo.d_qk == 512
+
+
+@needs_transformers
 @pytest.mark.parametrize("kwargs", [{}, {"index_topk_freq": 2}, {"index_topk_freq": 3, "index_skip_topk_offset": 1},
                                     {"index_topk_pattern": "FFSSFS"}])
 def test_shared_layer_schedule_matches_transformers(kwargs):

@@ -129,8 +129,9 @@ def from_hf_config(config: str | os.PathLike | dict) -> DSAGeometry:
     """Geometry from a Hugging Face ``config.json`` (path, or the parsed dict).
 
     Multimodal configs keep the language model under ``text_config``; that part is read. Defaults
-    follow transformers 5.24.0: a ``glm5_next`` config without ``index_kpool`` pools by 16, and its
-    attention ignores rope parameters (NoPE: the softmax scale is qk_head_dim ** -0.5).
+    follow transformers 5.24.0: a ``glm5_next`` config without ``index_kpool`` pools by 16, without
+    ``qk_rope_head_dim`` has no RoPE part, and its attention ignores rope parameters (NoPE: the softmax
+    scale is qk_head_dim ** -0.5).
     """
     if not isinstance(config, dict):
         with open(config) as f:
@@ -138,9 +139,9 @@ def from_hf_config(config: str | os.PathLike | dict) -> DSAGeometry:
     cfg = config.get("text_config", config)
     try:
         model_type = cfg.get("model_type", "")
-        rope = cfg.get("qk_rope_head_dim", 64)
         is_glm5_next = "glm5_next" in model_type
-        # Glm5NextTextConfig's own default when the field is absent
+        # Glm5NextTextConfig's own defaults when the fields are absent (NoPE, pools of 16)
+        rope = cfg.get("qk_rope_head_dim", 0 if is_glm5_next else 64)
         kpool = cfg.get("index_kpool", 16 if is_glm5_next else 1)
         if kpool > 1 and not cfg.get("index_kpool_always_select_tail", True):
             raise ValueError("config sets index_kpool_always_select_tail = false; dsattn's k-pool indexer "
