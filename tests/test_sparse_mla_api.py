@@ -106,3 +106,19 @@ def test_custom_ops_trace():
     got = fn(q, kv, idx)
     torch.testing.assert_close(got[0], ref[0])
     torch.testing.assert_close(got[1], ref[1])
+
+
+@pytest.mark.parametrize("k", [16, 640])  # 640 keys over 3 tokens: the plan splits, scratch is traced too
+def test_decode_custom_op_traces(k):
+    q, _, idx = _inputs(k=k)
+    cache = formats.pack_latent_rows(torch.randn(40, 576), "fp8_ds_mla").view(10, 4, 656)
+    scratch = [torch.empty(s, dtype=dt) for s, dt in decode_scratch_spec(3, 8, k, "native", "fp8_ds_mla")]
+    assert bool(scratch) == (k == 640)
+
+    def fn(q, cache, idx, *scratch):
+        return sparse_mla_decode(q, cache, idx, 0.1, variant="native", scratch=list(scratch))
+
+    ref = fn(q, cache, idx, *scratch)
+    got = torch.compile(fn, fullgraph=True, backend="aot_eager")(q, cache, idx, *scratch)
+    torch.testing.assert_close(got[0], ref[0])
+    torch.testing.assert_close(got[1], ref[1])
