@@ -9,11 +9,6 @@ from ..._checks import FLOAT_DTYPES, INDEX_DTYPES, check_same_device, check_tens
 from ...formats import INDEX_DIM, KVLayout, as_layout, indexer_cache_views, infer_layout, pack_latent_rows, quantize_fp8
 
 
-def _check_slots(slot_mapping: torch.Tensor, t: int, num_slots: int) -> None:
-    check_tensor("slot_mapping", slot_mapping, dtype=INDEX_DTYPES, shape=(t,), last_dim_contiguous=False)
-    check_values("slot_mapping", slot_mapping, hi=num_slots - 1)
-
-
 def write_kv_cache_reference(latent: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor,
                              layout: KVLayout | str) -> None:
     """latent [T, D_qk] -> kv_cache rows at slot_mapping [T] (in place).
@@ -34,7 +29,7 @@ def write_kv_cache_reference(latent: torch.Tensor, kv_cache: torch.Tensor, slot_
     nb, bs, _ = cache.shape
     check_tensor("slot_mapping", slot_mapping, dtype=INDEX_DTYPES, shape=(latent.shape[0],), last_dim_contiguous=False)
     check_same_device(latent=latent, kv_cache=kv_cache, slot_mapping=slot_mapping)
-    _check_slots(slot_mapping, latent.shape[0], nb * bs)
+    check_values("slot_mapping", slot_mapping, hi=nb * bs - 1)
     keep = slot_mapping >= 0
     rows = pack_latent_rows(latent[keep], layout)
     slots = slot_mapping[keep].long()
@@ -50,7 +45,7 @@ def write_indexer_cache_reference(k: torch.Tensor, indexer_cache: torch.Tensor, 
     nb, bs, _ = values.shape
     check_tensor("slot_mapping", slot_mapping, dtype=INDEX_DTYPES, shape=(k.shape[0],), last_dim_contiguous=False)
     check_same_device(k=k, indexer_cache=indexer_cache, slot_mapping=slot_mapping)
-    _check_slots(slot_mapping, k.shape[0], nb * bs)
+    check_values("slot_mapping", slot_mapping, hi=nb * bs - 1)
     keep = slot_mapping >= 0
     q, s = quantize_fp8(k[keep])
     slots = slot_mapping[keep].long()

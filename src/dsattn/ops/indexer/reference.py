@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..._checks import FLOAT_DTYPES, INDEX_DTYPES, check_int, check_same_device, check_tensor, check_values
-from ...formats import dequantize_indexer_cache, indexer_cache_views
+from ...formats import dequantize_indexer_cache, indexer_cache_views, quantize_fp8, slots_from_positions
 from ..topk.reference import topk_reference
 
 _CHUNK_ELEMS = 1 << 26
@@ -208,9 +208,8 @@ def indexer_logits_relative_reference(q: torch.Tensor, weights: torch.Tensor, k:
 def pooled_slots(block_table: torch.Tensor, rows: torch.Tensor, pools: torch.Tensor, pooled_block_size: int
                  ) -> torch.Tensor:
     """Pooled-cache slots of pools: ``block_table[row, p // pbs] * pbs + p % pbs`` (the pooled cache has
-    block size pbs = block_size // P and shares the token cache's block table)."""
-    p = pools.long()
-    return block_table.long()[rows.long(), p // pooled_block_size] * pooled_block_size + p % pooled_block_size
+    block size pbs = block_size // P and shares the token cache's block table), int64."""
+    return slots_from_positions(block_table, rows, pools, pooled_block_size).long()
 
 
 def kpool_update_reference(k: torch.Tensor, gate: torch.Tensor, ape: torch.Tensor, positions: torch.Tensor,
@@ -227,14 +226,12 @@ def kpool_update_reference(k: torch.Tensor, gate: torch.Tensor, ape: torch.Tenso
     step or from tail_state) is quantized and written to the pooled cache. Then the members of each
     request's new incomplete pool that arrived this step are stored in tail_state.
     """
-    from ...formats import indexer_cache_views, quantize_fp8
-
     kpool = ape.shape[0]
     d = k.shape[1]
     pos = positions.long()
     req = token_req.long()
     kf, gf = k.float(), gate.float()
-    # where each (request, position) of this step lives, to find earlier members of a pool
+    # the tokens that complete a pool this step
     done = torch.nonzero(pos % kpool == kpool - 1).flatten().tolist()
     values, scales = indexer_cache_views(pooled_cache)
     pbs = values.shape[1]
