@@ -27,9 +27,11 @@ class TileConfig:
     keys_m: bool | None = None  # force the orientation (None: keys on M below 64 heads per program)
 
 
-# Defaults per (heads per program, fp8 rows?): the fastest of bench/mla_sweep.py's configs on the H200
-# (notes/sparse_mla.md has the numbers); bench/mla_compile_check.py shows registers, spills and shared
-# memory of each. 16 and 32 heads run keys on M, 64 heads on M.
+# Defaults per (heads per program, fp8 rows?): the fastest of bench/mla_sweep.py's configs on the H200.
+# (32, fp8) and the 64-head ones: bench/results/sparse_mla_sweep.json (device call 2); the others came
+# from call 3's sweep, which was not kept (notes/sparse_mla.md). Each default's time at the benchmark
+# sizes: bench/results/sparse_mla.json. bench/mla_compile_check.py shows registers, spills and shared
+# memory of each. 16- and 32-head programs put keys on M, 64-head programs heads.
 CONFIGS: dict[tuple[int, bool], TileConfig] = {
     (16, False): TileConfig(block_n=64, num_warps=4, num_stages=2),
     (16, True): TileConfig(block_n=32, num_warps=4, num_stages=3),
