@@ -85,7 +85,7 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
     indices      [T, K] or [T, 1, K] int32 slots; entries outside [0, N) are skipped, never read
     sm_scale     softmax scale applied to q . k
     d_v          512 (the latent width)
-    topk_length  [T] int32 or None: only the first topk_length[t] entries of row t are used
+    topk_length  [T] int32 contiguous, or None: only the first topk_length[t] entries of row t are used
     out          [T, H, 512] bf16 (any row strides, contiguous last dim), allocated only if None
     lse          [T, H] fp32, natural log; -inf (with out = 0) for a row without a valid entry
     variant      head dispatch (prefill_variants(H)); None picks default_variant
@@ -155,11 +155,11 @@ def sparse_mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Te
     kv_cache     [num_blocks, block_size, row] or [.., 1, row]: bf16 rows of D_qk, or uint8 rows of 656
                  (fp8_ds_mla) / 528 (fp8_ds_mla_nope) bytes; the layout is inferred
     indices      [T, K] int32 flat slots (block * block_size + offset); -1 or out of range is skipped
-    topk_length  [T] int32 or None
+    topk_length  [T] int32 contiguous, or None
     out, lse     as in sparse_mla_prefill
     variant      head dispatch (decode_variants(H, layout)); None picks default_variant
-    scratch      split-K workspace, the tensors of decode_scratch_spec(T, H, K, variant, layout) in order
-                 (allocated only when the plan splits and none is given)
+    scratch      split-K workspace, the tensors of decode_scratch_spec(T, H, K, variant, layout) in order,
+                 contiguous (allocated only when the plan splits and none is given)
     Returns (out, lse).
     """
     indices = _check_common(q, indices, sm_scale, d_v, topk_length, out, lse)
