@@ -18,6 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from .._checks import check_int
+
 
 def _as_costs(costs) -> np.ndarray:
     """costs (torch tensor on any device, numpy array or sequence of ints) -> int64 numpy [n]."""
@@ -37,12 +39,6 @@ def _as_costs(costs) -> np.ndarray:
     if arr.size and int(arr.min()) < 0:
         raise ValueError(f"costs must be >= 0, got a minimum of {int(arr.min())}")
     return arr
-
-
-def _check_parts(parts) -> int:
-    if not isinstance(parts, (int, np.integer)) or isinstance(parts, bool) or parts < 1:
-        raise ValueError(f"parts must be an int >= 1, got {parts!r}")
-    return int(parts)
 
 
 def _greedy(prefix: np.ndarray, parts: int, cap: int) -> list[int] | None:
@@ -68,7 +64,7 @@ def plan_row_shards(costs, parts: int) -> list[int]:
     parts, or zero-cost rows). Among optimal plans this returns the one whose slices are each as long
     as possible from the front (deterministic, so every rank computes the same plan).
     """
-    parts = _check_parts(parts)
+    parts = check_int("parts", parts, lo=1)
     c = _as_costs(costs)
     n = c.size
     prefix = np.zeros(n + 1, dtype=np.int64)

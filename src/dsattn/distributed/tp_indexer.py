@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.distributed as dist
 
-from .._checks import check_same_device, check_tensor
+from .._checks import check_int, check_same_device, check_tensor
 from .group import group_rank, group_size, initialized, usable_group
 from .row_shard import check_boundaries, plan_row_shards
 
@@ -52,12 +52,6 @@ __all__ = ["DEFAULT_MIN_ROWS_PER_RANK", "DEFAULT_STAGING_BYTES", "should_shard",
            "all_gather_rows", "sharded_prefill_topk"]
 
 
-def _nonneg_int(name: str, v) -> int:
-    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-        raise ValueError(f"{name} must be an int >= 0, got {v!r}")
-    return v
-
-
 def resolve_min_rows_per_rank(min_rows_per_rank: int | None) -> int:
     """The gate threshold: the argument, else $DSATTN_TP_MIN_ROWS_PER_RANK, else 16384."""
     if min_rows_per_rank is None:
@@ -68,7 +62,7 @@ def resolve_min_rows_per_rank(min_rows_per_rank: int | None) -> int:
             min_rows_per_rank = int(env)
         except ValueError:
             raise ValueError(f"{_ENV_MIN_ROWS} must be an int, got {env!r}") from None
-    return _nonneg_int("min_rows_per_rank", min_rows_per_rank)
+    return check_int("min_rows_per_rank", min_rows_per_rank, lo=0)
 
 
 def should_shard(group, num_prefill_rows: int, min_rows_per_rank: int | None = DEFAULT_MIN_ROWS_PER_RANK,
@@ -76,7 +70,7 @@ def should_shard(group, num_prefill_rows: int, min_rows_per_rank: int | None = D
     """The gate of SPEC 8: a usable group of TP > 1 ranks (for tensors on `device`, when given) and at
     least ``min_rows_per_rank * TP`` prefill rows (and at least one). None reads the threshold from
     $DSATTN_TP_MIN_ROWS_PER_RANK (default 16384)."""
-    rows = _nonneg_int("num_prefill_rows", num_prefill_rows)
+    rows = check_int("num_prefill_rows", num_prefill_rows, lo=0)
     threshold = resolve_min_rows_per_rank(min_rows_per_rank)
     if not usable_group(group, device):
         return False
@@ -93,10 +87,8 @@ def staging_spec(rows: int, width: int, tp: int, max_bytes: int = DEFAULT_STAGIN
     rows per rank and round (at least 1): no plan ever needs more than ``tp * rows`` rows, and a plan
     whose longest slice exceeds ``cap`` takes several rounds.
     """
-    for name, v in (("rows", rows), ("width", width), ("tp", tp), ("max_bytes", max_bytes)):
-        _nonneg_int(name, v)
-    if tp < 1 or width < 1:
-        raise ValueError(f"tp and width must be >= 1, got tp={tp}, width={width}")
+    rows, max_bytes = check_int("rows", rows, lo=0), check_int("max_bytes", max_bytes, lo=0)
+    width, tp = check_int("width", width, lo=1), check_int("tp", tp, lo=1)
     cap = max(1, min(rows, max_bytes // (tp * width * 4)))
     return (tp * cap, width), torch.int32
 
