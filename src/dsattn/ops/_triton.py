@@ -34,6 +34,21 @@ def kernels_available(device: "torch.device | str") -> bool:  # noqa: F821
     return dev.type == "cuda" or (dev.type == "cpu" and interpreting())
 
 
+_SM_COUNTS: dict = {}
+
+
+def sm_count(device: "torch.device", default: int) -> int:  # noqa: F821
+    """Streaming multiprocessors of a CUDA device (cached per device), or `default` for any other device
+    (the interpreter: each launcher picks what keeps its interpreted grids small or realistic)."""
+    import torch
+    if device.type != "cuda":
+        return default
+    i = device.index if device.index is not None else torch.cuda.current_device()
+    if i not in _SM_COUNTS:
+        _SM_COUNTS[i] = torch.cuda.get_device_properties(i).multi_processor_count
+    return _SM_COUNTS[i]
+
+
 if HAVE_TRITON:
     INTERPRET = tl.constexpr(interpreting())
 

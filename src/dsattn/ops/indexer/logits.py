@@ -12,10 +12,8 @@ tiles (a split) when there are too few row blocks to fill the GPU.
 """
 from __future__ import annotations
 
-import torch
-
 from ...formats import FP8
-from .._triton import interpreting, tl, triton
+from .._triton import interpreting, sm_count, tl, triton
 
 
 if triton is not None:
@@ -127,9 +125,6 @@ if triton is not None:
             tl.store(out_row + pos, tl.full((BN,), NEG_INF, tl.float32), mask=pos < width)
 
 
-_DOT_DTYPES = {FP8: "fp8", torch.bfloat16: "bf16"}
-
-
 def _dot_dtype(q_dtype, k_dtype):
     if q_dtype == FP8 and k_dtype == FP8:
         return tl.float8e4nv
@@ -143,16 +138,10 @@ def _heads_padded(num_heads: int, bt: int) -> int:
     return hp
 
 
-def _sm_count(device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 4
-
-
 def default_logits_config(num_rows: int, num_heads: int, device) -> dict:
     """Block sizes of the prefill kernel (from the H200 sweep in notes/indexer.md)."""
     # BT * heads = 256 query columns per key tile: the fastest of the sweep on the H200
-    # (bench/results/indexer.json, 8192 x 131072 causal tail, 32 heads)
+    # (bench/results/indexer_sweep.json, 8192 x 131072 causal tail, 32 heads: BT 8, BN 64, 4 warps)
     bt = max(1, 256 // max(32, triton.next_power_of_2(num_heads)))
     cfg = dict(BT=bt, BN=64, num_warps=4, num_stages=3, splits=None)
     if interpreting():
@@ -170,7 +159,7 @@ def launch_logits(q, weights, k, k_scale, ks, ke, out, config: dict | None = Non
     row_blocks = triton.cdiv(t, bt)
     splits = cfg.get("splits")
     if splits is None:
-        splits = max(1, min(64, triton.cdiv(2 * _sm_count(q.device), row_blocks)))
+        splits = max(1, min(64, triton.cdiv(2 * sm_count(q.device, 4), row_blocks)))
     width = out.shape[1]
     fill = 64 if interpreting() else 256
     _logits_kernel[(row_blocks, splits)](
@@ -198,7 +187,7 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
     splits = cfg.get("splits")
     n_tiles = triton.cdiv(width, cfg["BN"])
     if splits is None:
-        splits = max(1, min(n_tiles, triton.cdiv(4 * _sm_count(q.device), t)))
+        splits = max(1, min(n_tiles, triton.cdiv(4 * sm_count(q.device, 4), t)))
     splits = max(1, min(splits, n_tiles))
     nb, bs, _ = indexer_cache.shape
     dot_dtype = tl.float8e4nv if q.dtype == FP8 else tl.bfloat16

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-from .._triton import triton, tl
+from .._triton import sm_count, tl, triton
 
 _GROUP = 8  # sampled neighbours per group: one 32-byte sector of fp32
 
@@ -496,16 +496,6 @@ def launch_topk_v3(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
 
 
 SCRATCH_META = 32  # int32 columns after the candidates: tau, count (rest padding, keeps rows 128-byte aligned)
-_SM_COUNT: dict = {}
-
-
-def _sm_count(device: torch.device) -> int:
-    if device.type != "cuda":
-        return 132
-    i = device.index if device.index is not None else torch.cuda.current_device()
-    if i not in _SM_COUNT:
-        _SM_COUNT[i] = torch.cuda.get_device_properties(i).multi_processor_count
-    return _SM_COUNT[i]
 
 
 def v4_segments(rows: int, width: int, tile: int, filt_warps: int, sm_count: int, per_sm: int = 16) -> int:
@@ -549,7 +539,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
         rows = 32 * filt_warps * rows_per_thread
         tile = rows * 4
         if segs is None:
-            segs = v4_segments(t, w, tile, filt_warps, _sm_count(logits.device), per_sm)
+            segs = v4_segments(t, w, tile, filt_warps, sm_count(logits.device, 132), per_sm)
         seg_len = triton.cdiv(triton.cdiv(w, segs), tile) * tile
         _v4_filter[(t * segs,)](logits, logits.stride(0), lengths, w, scratch, sstride, segs, seg_len,
                                 CAP=cap, ROWS=rows, PREFETCH=prefetch, ATOMIC=segs > 1, STAGES=filt_stages,
