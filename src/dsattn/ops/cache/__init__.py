@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import torch
 
-from ..._checks import check_same_device, check_tensor
+from ..._checks import INDEX_DTYPES, check_same_device, check_tensor
 from ...formats import INDEX_DIM, INDEX_ROW_BYTES, LATENT_DIM, ROPE_DIM, KVLayout, infer_layout
 from .._triton import kernels_available
 from .reference import write_indexer_cache_reference, write_kv_cache_reference
 
 __all__ = ["write_kv_cache", "write_indexer_cache"]
-
-_SLOT_DTYPES = (torch.int32, torch.int64)
 
 
 def _squeeze_cache(name: str, cache: torch.Tensor) -> torch.Tensor:
@@ -30,6 +28,11 @@ def _squeeze_cache(name: str, cache: torch.Tensor) -> torch.Tensor:
     if not cache.is_contiguous():
         raise ValueError(f"{name} must be contiguous")
     return cache
+
+
+def _slots_inside(slot_mapping: torch.Tensor, cache: torch.Tensor) -> torch.Tensor:
+    """slot_mapping with slots past the cache set to -1: the reference twins reject them, the ops skip them."""
+    return torch.where(slot_mapping < cache.shape[0] * cache.shape[1], slot_mapping, -1)
 
 
 def write_kv_cache(latent: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
@@ -53,7 +56,7 @@ def write_kv_cache(latent: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: t
         raise ValueError(f"latent must have 512 or 576 columns for fp8_ds_mla, got {d}")
     elif layout is KVLayout.FP8_DS_MLA_NOPE and d != LATENT_DIM:
         raise ValueError(f"latent must have 512 columns for fp8_ds_mla_nope, got {d}")
-    check_tensor("slot_mapping", slot_mapping, dtype=_SLOT_DTYPES, shape=(t,), last_dim_contiguous=False)
+    check_tensor("slot_mapping", slot_mapping, dtype=INDEX_DTYPES, shape=(t,), last_dim_contiguous=False)
     check_same_device(latent=latent, kv_cache=cache, slot_mapping=slot_mapping)
     if t:
         torch.ops.dsattn.write_kv_cache(latent, cache, slot_mapping)
@@ -65,9 +68,7 @@ def _write_kv_op(latent: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: tor
         from .write import launch_write_kv
         launch_write_kv(latent, kv_cache, slot_mapping)
     else:
-        n = kv_cache.shape[0] * kv_cache.shape[1]
-        slots = torch.where(slot_mapping < n, slot_mapping, -1)
-        write_kv_cache_reference(latent, kv_cache, slots, infer_layout(kv_cache))
+        write_kv_cache_reference(latent, kv_cache, _slots_inside(slot_mapping, kv_cache), infer_layout(kv_cache))
 
 
 @_write_kv_op.register_fake
@@ -87,7 +88,7 @@ def write_indexer_cache(k: torch.Tensor, indexer_cache: torch.Tensor, slot_mappi
     t = k.shape[0]
     cache = _squeeze_cache("indexer_cache", indexer_cache)
     check_tensor("indexer_cache", cache, dtype=torch.uint8, shape=(None, None, INDEX_ROW_BYTES))
-    check_tensor("slot_mapping", slot_mapping, dtype=_SLOT_DTYPES, shape=(t,), last_dim_contiguous=False)
+    check_tensor("slot_mapping", slot_mapping, dtype=INDEX_DTYPES, shape=(t,), last_dim_contiguous=False)
     check_same_device(k=k, indexer_cache=cache, slot_mapping=slot_mapping)
     if t:
         torch.ops.dsattn.write_indexer_cache(k, cache, slot_mapping)
@@ -99,9 +100,7 @@ def _write_indexer_op(k: torch.Tensor, indexer_cache: torch.Tensor, slot_mapping
         from .write import launch_write_indexer
         launch_write_indexer(k, indexer_cache, slot_mapping)
     else:
-        n = indexer_cache.shape[0] * indexer_cache.shape[1]
-        slots = torch.where(slot_mapping < n, slot_mapping, -1)
-        write_indexer_cache_reference(k, indexer_cache, slots)
+        write_indexer_cache_reference(k, indexer_cache, _slots_inside(slot_mapping, indexer_cache))
 
 
 @_write_indexer_op.register_fake

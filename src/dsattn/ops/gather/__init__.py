@@ -19,7 +19,7 @@ from typing import Optional
 
 import torch
 
-from ..._checks import check_positive, check_same_device, check_tensor
+from ..._checks import check_int, check_same_device, check_tensor
 from ...formats import FP8, INDEX_DIM, INDEX_ROW_BYTES, LATENT_DIM, KVLayout, infer_layout
 from .._triton import kernels_available
 from . import reference as _ref
@@ -47,9 +47,7 @@ def positions_to_slots(positions: torch.Tensor, row_req: torch.Tensor, block_tab
     r = positions.shape[0]
     check_tensor("row_req", row_req, dtype=_I32, shape=(r,), last_dim_contiguous=False)
     check_tensor("block_table", block_table, dtype=_I32, ndim=2)
-    if isinstance(block_size, bool) or not isinstance(block_size, int):
-        raise ValueError(f"block_size must be an int, got {block_size!r}")
-    check_positive("block_size", block_size)
+    block_size = check_int("block_size", block_size, lo=1)
     check_same_device(positions=positions, row_req=row_req, block_table=block_table, out=out)
     if positions.numel():
         torch.ops.dsattn.positions_to_slots(positions, row_req, block_table, block_size, out)
@@ -105,9 +103,7 @@ def _check_pieces(block_table, piece_req, piece_len, piece_offset, max_len):
     n = piece_req.shape[0]
     check_tensor("piece_len", piece_len, dtype=_I32, shape=(n,))
     check_tensor("piece_offset", piece_offset, dtype=_I32, shape=(n,))
-    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 0:
-        raise ValueError(f"max_len must be an int >= 0 (the longest piece), got {max_len!r}")
-    return n
+    return n, check_int("max_len", max_len, lo=0)
 
 
 def gather_indexer_keys(indexer_cache: torch.Tensor, block_table: torch.Tensor, piece_req: torch.Tensor,
@@ -125,7 +121,7 @@ def gather_indexer_keys(indexer_cache: torch.Tensor, block_table: torch.Tensor, 
     check_tensor("indexer_cache", indexer_cache, dtype=torch.uint8, shape=(None, None, INDEX_ROW_BYTES))
     if not indexer_cache.is_contiguous():
         raise ValueError("indexer_cache must be contiguous")
-    n = _check_pieces(block_table, piece_req, piece_len, piece_offset, max_len)
+    n, max_len = _check_pieces(block_table, piece_req, piece_len, piece_offset, max_len)
     check_tensor("out_k", out_k, dtype=FP8, ndim=2, shape=(None, INDEX_DIM))
     if not out_k.is_contiguous():
         raise ValueError("out_k must be contiguous")
@@ -172,7 +168,7 @@ def gather_latent(kv_cache: torch.Tensor, block_table: torch.Tensor, piece_req: 
     if not kv_cache.is_contiguous():
         raise ValueError("kv_cache must be contiguous")
     layout = infer_layout(kv_cache)
-    n = _check_pieces(block_table, piece_req, piece_len, piece_offset, max_len)
+    n, max_len = _check_pieces(block_table, piece_req, piece_len, piece_offset, max_len)
     check_tensor("out", out, dtype=torch.bfloat16, ndim=2)
     d = out.shape[1]
     if d != LATENT_DIM and not (d == LATENT_DIM + 64 and layout is KVLayout.FP8_DS_MLA):

@@ -20,7 +20,7 @@ from typing import Optional
 
 import torch
 
-from ..._checks import check_same_device, check_tensor
+from ..._checks import check_int, check_same_device, check_tensor
 from ...formats import FP8, INDEX_DIM, INDEX_ROW_BYTES
 from .._triton import kernels_available
 from . import reference as _ref
@@ -45,13 +45,20 @@ def _check_q_weights(q, weights):
     return t, hi
 
 
-def _check_out(out, t, like, name="out"):
+def _check_out(out, t):
     if out is None:
-        return None
-    check_tensor(name, out, dtype=torch.float32, ndim=2)
+        return
+    check_tensor("out", out, dtype=torch.float32, ndim=2)
     if out.shape[0] != t:
-        raise ValueError(f"{name} must have one row per query row ({t}), got {out.shape[0]}")
-    return out
+        raise ValueError(f"out must have one row per query row ({t}), got {out.shape[0]}")
+
+
+def _new_out(t, width, default_width, device):
+    """fp32 [t, width] for a call without `out`; default_width() (a host sync) only when width is None."""
+    if width is None:
+        width = default_width() if t else 0
+    width = check_int("width", width, lo=0)
+    return torch.empty((t, width), dtype=torch.float32, device=device)
 
 
 def indexer_logits(q: torch.Tensor, weights: torch.Tensor, k: torch.Tensor, k_scale: Optional[torch.Tensor],
@@ -80,14 +87,10 @@ def indexer_logits(q: torch.Tensor, weights: torch.Tensor, k: torch.Tensor, k_sc
         raise ValueError("k_scale must be None when k is bf16")
     check_tensor("ks", ks, dtype=_INT, shape=(t,), last_dim_contiguous=False)
     check_tensor("ke", ke, dtype=_INT, shape=(t,), last_dim_contiguous=False)
-    _check_out(out, t, q)
+    _check_out(out, t)
     check_same_device(q=q, weights=weights, k=k, k_scale=k_scale, ks=ks, ke=ke, out=out)
     if out is None:
-        if width is None:
-            width = int((ke.long() - ks.long()).clamp_min(0).max()) if t else 0
-        if width < 0:
-            raise ValueError(f"width must be >= 0, got {width}")
-        out = torch.empty((t, width), dtype=torch.float32, device=q.device)
+        out = _new_out(t, width, lambda: int((ke.long() - ks.long()).clamp_min(0).max()), q.device)
     if t and out.shape[1]:
         torch.ops.dsattn.indexer_logits(q, weights, k, k_scale, ks, ke, out)
     return out
@@ -137,15 +140,11 @@ def indexer_logits_paged(q: torch.Tensor, weights: torch.Tensor, indexer_cache: 
     check_tensor("block_table", block_table, dtype=_INT, ndim=2)
     check_tensor("row_req", row_req, dtype=_INT, shape=(t,), last_dim_contiguous=False)
     check_tensor("row_len", row_len, dtype=_INT, shape=(t,), last_dim_contiguous=False)
-    _check_out(out, t, q)
+    _check_out(out, t)
     check_same_device(q=q, weights=weights, indexer_cache=indexer_cache, block_table=block_table,
                       row_req=row_req, row_len=row_len, out=out)
     if out is None:
-        if width is None:
-            width = int(row_len.max().clamp_min(0)) if t else 0
-        if width < 0:
-            raise ValueError(f"width must be >= 0, got {width}")
-        out = torch.empty((t, width), dtype=torch.float32, device=q.device)
+        out = _new_out(t, width, lambda: int(row_len.max().clamp_min(0)), q.device)
     if t and out.shape[1]:
         torch.ops.dsattn.indexer_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len, out)
     return out
@@ -254,8 +253,7 @@ def kpool_expand(pool_topk: torch.Tensor, positions: torch.Tensor, kpool: int,
     tokens pP .. pP + P - 1 in order; after the K pool tokens come the (positions + 1) % P tokens after
     the last complete pool; every other entry is -1. Returns out.
     """
-    if not isinstance(kpool, int) or isinstance(kpool, bool) or kpool < 1:
-        raise ValueError(f"kpool must be a positive int, got {kpool!r}")
+    kpool = check_int("kpool", kpool, lo=1)
     check_tensor("pool_topk", pool_topk, dtype=_INT, ndim=2, last_dim_contiguous=False)
     t, kp = pool_topk.shape
     check_tensor("positions", positions, dtype=_INT, shape=(t,), last_dim_contiguous=False)

@@ -10,7 +10,7 @@ from typing import Optional
 
 import torch
 
-from ..._checks import check_same_device, check_tensor
+from ..._checks import check_int, check_same_device, check_tensor
 from .._triton import kernels_available
 from .reference import topk_reference
 
@@ -24,9 +24,9 @@ def topk_scratch_spec(num_rows: int, width: int, k: int) -> list[tuple[tuple[int
     and its threshold and candidate count (cap = the select's candidate capacity for k; width 0 when
     every row fits it outright).
     """
-    for name, v in (("num_rows", num_rows), ("width", width), ("k", k)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+    num_rows = check_int("num_rows", num_rows, lo=0)
+    width = check_int("width", width, lo=0)
+    k = check_int("k", k, lo=0)
     from .select import SCRATCH_META, candidate_capacity
     cap = candidate_capacity(k)
     return [((num_rows, 2 * cap + SCRATCH_META if width > cap else 0), torch.int32)]
@@ -42,8 +42,7 @@ def topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: Optional[torc
     toward the lower column, padded with -1 when fewer than k are valid. scratch: the int32 buffer of
     ``topk_scratch_spec(T, W, k)`` (allocated here when None and needed). Returns out.
     """
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ValueError(f"k must be a positive int, got {k!r}")
+    k = check_int("k", k, lo=1)
     check_tensor("logits", logits, dtype=torch.float32, ndim=2)
     t, w = logits.shape
     check_tensor("lengths", lengths, dtype=torch.int32, shape=(t,), last_dim_contiguous=False)
