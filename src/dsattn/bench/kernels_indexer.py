@@ -32,7 +32,7 @@ TOPK_SHAPES = [(4096, 65536, "randn"), (1024, 262144, "randn"), (128, 65536, "ra
 PREFILL = (65536, 32, 512 << 20)  # tokens, heads, logits cap in bytes
 DECODE_CASES = [(128, 65536, 32, 1), (32, 131072, 32, 1), (64, 65536, 32, 2), (128, 65536, 64, 1)]
 KPOOL = dict(update_tokens=8192, update_start=4094, requests=128, ctx=65536)
-HBM_TBS = 4.27
+HBM_TBS = 4.27  # H200 ceilings measured here (BENCHMARKS.md): HBM copy, fp8 GEMM
 FP8_TFLOPS = 1245.0
 
 
@@ -90,6 +90,7 @@ def run_indexer(args) -> list[dict]:
     if args.quick:
         shapes = shapes[:2]
     rows_out = []
+    first = None  # (config, heads) the first shape ran with
     for rows, ctx, heads in shapes:
         q, w = _q_w(rows, heads, dev)
         k, k_scale = _keys(ctx, dev)
@@ -97,11 +98,10 @@ def run_indexer(args) -> list[dict]:
         out = torch.empty(rows, ctx, device=dev)
         flops = 2.0 * float((ke - ks).sum()) * heads * 128
         # sweep on the first shape; later shapes keep the winner (BT scaled so BT x heads stays)
-        if args.sweep and not rows_out:
+        if args.sweep and first is None:
             cfgs = [dict(c, BT=max(1, c["BT"] * 32 // heads)) for c in LOGITS_CONFIGS]
-        elif rows_out and rows_out[0]["config"] != "{}":
-            best = eval(rows_out[0]["config"])  # noqa: S307 - our own repr of a dict of ints
-            cfgs = [dict(best, BT=max(1, best["BT"] * rows_out[0]["heads"] // heads))]
+        elif first is not None and first[0]:
+            cfgs = [dict(first[0], BT=max(1, first[0]["BT"] * first[1] // heads))]
         else:
             cfgs = [{}]
         cfg, _, sweep = _best_config(lambda c: (lambda: launch_logits(q, w, k, k_scale, ks, ke, out, c)), cfgs)
@@ -127,7 +127,9 @@ def run_indexer(args) -> list[dict]:
             exact = dict(cfg, dot="bf16")
             row["bf16_dot_ms"] = time_ms(lambda: launch_logits(q, w, k, k_scale, ks, ke, out, exact))
         rows_out.append(row)
-        del out
+        if first is None:
+            first = (cfg, heads)
+        out = None  # frees the logits (the closures above hold it) before the next shape allocates
         torch.cuda.empty_cache()
     return rows_out
 
@@ -253,6 +255,7 @@ def run_indexer_decode(args) -> list[dict]:
         cases = cases[:1]
     bs = 64
     out_rows = []
+    swept = None  # the first case's winner, kept for the later cases
     for reqs, ctx, heads, next_n in cases:
         cache, block_table, q, w, row_req, row_len = _paged_setup(reqs, ctx, heads, next_n, bs, dev)
         t = reqs * next_n
@@ -262,9 +265,11 @@ def run_indexer_decode(args) -> list[dict]:
         scratch = torch.empty(shape, dtype=dtype, device=dev)
         cfgs = PAGED_CONFIGS if args.sweep and not out_rows else [{}]
         if out_rows and args.sweep:
-            cfgs = [eval(out_rows[0]["config"])]  # noqa: S307 - our own repr of a dict
+            cfgs = [swept]
         cfg, _, sweep = _best_config(
             lambda c: (lambda: launch_logits_paged(q, w, cache, block_table, row_req, row_len, logits, c)), cfgs)
+        if not out_rows:
+            swept = cfg
         t_logits = time_ms(lambda: launch_logits_paged(q, w, cache, block_table, row_req, row_len, logits, cfg))
         t_topk = time_ms(lambda: _topk(logits, row_len, TOPK, idx, scratch))
         row = dict(op="indexer_decode", requests=reqs, ctx=ctx, heads=heads, next_n=next_n, config=str(cfg),
@@ -286,7 +291,7 @@ def run_indexer_decode(args) -> list[dict]:
                        peer_ms=t_peer_logits + t_peer_topk)
             row["speedup_vs_peer"] = row["peer_ms"] / row["ms"]
         out_rows.append(row)
-        del cache, logits
+        cache = logits = None  # freed before the next case allocates
         torch.cuda.empty_cache()
     return out_rows
 
@@ -349,11 +354,13 @@ def run_topk_tune(args) -> list[dict]:
     from ..ops.topk.select import launch_topk
     dev = DEVICE
     rows_out = []
+    correct = []  # (row, variant) of the 4096-row shape's variants whose sets were right
     for rows, width in TUNE_SHAPES:
         x = torch.randn(rows, width, device=dev)
         lengths = torch.full((rows,), width, dtype=torch.int32, device=dev)
         out = torch.empty(rows, TOPK, dtype=torch.int32, device=dev)
-        scratch = torch.empty(rows, 4 * TOPK, dtype=torch.int32, device=dev)
+        (shape, dtype), = topk_scratch_spec(rows, width, TOPK)
+        scratch = torch.empty(shape, dtype=dtype, device=dev)
         for v in TOPK_VARIANTS:
             try:
                 fn = lambda: launch_topk(x, lengths, TOPK, out, scratch, **v)  # noqa: E731
@@ -361,16 +368,17 @@ def run_topk_tune(args) -> list[dict]:
                 ok = None
                 if not v.get("stop"):
                     ok = bool(_same_sets(out, torch.topk(x, TOPK, dim=1).indices.int()).all())
-                rows_out.append(dict(op="topk_tune", rows=rows, width=width, variant=str(v), ms=time_ms(fn),
-                                     sets_ok=ok))
+                row = dict(op="topk_tune", rows=rows, width=width, variant=str(v), ms=time_ms(fn), sets_ok=ok)
+                if ok and rows == TUNE_SHAPES[0][0]:
+                    correct.append((row, v))
             except Exception as e:  # noqa: BLE001 - keep sweeping
-                rows_out.append(dict(op="topk_tune", rows=rows, width=width, variant=str(v), error=str(e)[:200]))
+                row = dict(op="topk_tune", rows=rows, width=width, variant=str(v), error=str(e)[:200])
+            rows_out.append(row)
     # keep the fastest correct variant (4096-row shape) for the rest of the run
-    ok = [r for r in rows_out if r["rows"] == TUNE_SHAPES[0][0] and r.get("sets_ok")]
-    if ok:
-        best = min(ok, key=lambda r: r["ms"])
+    if correct:
+        best, opts = min(correct, key=lambda rv: rv[0]["ms"])
         TOPK_OPTS.clear()
-        TOPK_OPTS.update(eval(best["variant"]))  # noqa: S307 - our own repr of a dict of ints
+        TOPK_OPTS.update(opts)
         best["picked"] = True
     return rows_out
 
