@@ -122,14 +122,12 @@ def bench(args) -> int:
         x, lengths = xs[0], ls[0]
         out = torch.empty(rows, K, dtype=torch.int32, device=dev)
         scratch = _scratch(rows, width, dev)
-        valid = torch.arange(width, device=dev)[None, :] < lengths[:, None].long()
         masked = [xi.masked_fill(~(torch.arange(width, device=dev)[None, :] < li[:, None].long()), float("-inf"))
                   for xi, li in zip(xs, ls)] if dist == "ragged" else list(xs)
         if dist == "full":
             want = torch.topk(x, K, dim=1).indices.int()
         else:
             want = topk_reference(x, torch.zeros_like(lengths), lengths, K)
-        del valid
         gb = float(lengths.sum()) * 4 / 1e9
         it = {"i": 0}
 
@@ -205,7 +203,8 @@ def bench(args) -> int:
             print(f"{rows:5d}x{width:<6d} {dist:6s} {name:16s} {ms:8.4f} ms  torch {t_peer:7.4f}  "
                   f"x{t_peer / ms:5.2f}  bad={row.get('rows_with_other_set')}{gtxt}", flush=True)
         save()
-        del xs, ls, masked, x, lengths, out, scratch, want
+        # dropped (not del: the timing closures above name them) before the next case allocates
+        xs = ls = masked = x = lengths = out = scratch = want = None
         torch.cuda.empty_cache()
     save()
     return 0
