@@ -3,7 +3,7 @@
 - Every test starts with ``torch.manual_seed`` derived from its node id, so inputs differ between
   tests, do not depend on test order, and a failing test reproduces when run alone.
 - ``@pytest.mark.gpu`` tests, and every test under ``tests/gpu/``, skip without CUDA.
-- ``needs_transformers`` and ``needs_cuda`` are skip marks: ``from conftest import needs_cuda``.
+- ``needs_transformers`` is a skip mark: ``from conftest import needs_transformers``.
 - Without CUDA, ``TRITON_INTERPRET=1`` is set here, before any test module is imported: Triton reads it
   when a kernel module is imported (``ops/_triton.py`` fixes its bf16-dot workaround then), so setting it
   later in one test module would depend on collection order. Tests that want the reference fallback
@@ -23,7 +23,6 @@ if not torch.cuda.is_available():
 
 needs_transformers = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
                                         reason="needs transformers (pip install -e .[test])")
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 _GPU_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu") + os.sep
 
