@@ -121,6 +121,15 @@ def test_sparse_mla_paged_equals_flat(layout, d):
     _check_mla(sparse_mla_paged_reference(q, cache, idx, 0.1, layout), _naive_mla(q, rows, idx, 0.1, 512))
 
 
+def test_sparse_mla_empty_kv():
+    """N = 0: every entry is invalid, so every row gives out 0 and lse -inf (flat and paged)."""
+    q = torch.randn(3, 2, 576)
+    idx = torch.tensor([[-1, 0, 5], [2, -1, -1], [0, 0, 0]], dtype=torch.int32)
+    for out, lse in (sparse_mla_reference(q, torch.empty(0, 576), idx, 0.1),
+                     sparse_mla_paged_reference(q, new_kv_cache(0, 4, "fp8_ds_mla", 576), idx, 0.1, "fp8_ds_mla")):
+        assert out.shape == (3, 2, 512) and (out == 0).all() and torch.isneginf(lse).all()
+
+
 def test_sparse_mla_paged_never_reads_invalid_slots():
     cache = new_kv_cache(3, 4, "bf16", 576).fill_(float("nan"))
     latent = torch.randn(2, 576)

@@ -5,7 +5,8 @@
     lse[t,h] = ln(sum_j exp(s_j))
 
 Entry j of row t is valid iff j < topk_length[t] (when given) and 0 <= indices[t, j] < N. Invalid
-entries are never dereferenced. A row with no valid entry gives out = 0, lse = -inf.
+entries never reach the result, whatever their slot holds. A row with no valid entry gives out = 0,
+lse = -inf (so does every row when N = 0).
 """
 from __future__ import annotations
 
@@ -66,6 +67,8 @@ def _run(q, gather, num_slots, indices, sm_scale, d_v, topk_length):
     k = indices.shape[1]
     out = torch.empty((t, h, d_v), dtype=torch.float32, device=q.device)
     lse = torch.empty((t, h), dtype=torch.float32, device=q.device)
+    if num_slots == 0:  # no slot to stand in for the invalid entries, and none is valid
+        return out.zero_(), lse.fill_(float("-inf"))
     valid = valid_entries(indices, num_slots, topk_length)
     chunk = max(1, _CHUNK_ELEMS // max(1, k * d))
     for s in range(0, t, chunk):
