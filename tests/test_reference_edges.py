@@ -242,6 +242,10 @@ def test_indexer_paged_matches_flat_over_dequantized_keys():
         assert torch.isneginf(got[t, n:]).all()
     wide = indexer_logits_paged_reference(q, w, cache, table, row_req, row_len, max_len=20)
     assert wide.shape[1] == 20 and torch.isneginf(wide[:, 17:]).all()
+    # a cache of no blocks: only empty rows, any width
+    none = indexer_logits_paged_reference(q[:2], w[:2], new_indexer_cache(0, bs), table, row_req[:2],
+                                          torch.zeros(2, dtype=torch.int32), max_len=6)
+    assert none.shape == (2, 6) and torch.isneginf(none).all()
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -88,6 +88,8 @@ def indexer_logits_paged_reference(q: torch.Tensor, weights: torch.Tensor, index
     keys = dequantize_indexer_cache(indexer_cache)
     if max_len is None:
         max_len = int(row_len.max()) if t > 0 else 0
+    if num_blocks == 0:  # then every row_len is 0 (checked above): nothing is visible
+        return torch.full((t, max_len), float("-inf"), dtype=torch.float32, device=q.device)
     pos = torch.arange(max_len, device=q.device)
     blk = block_table.long()[row_req.long()][:, (pos // bs).clamp_max(block_table.shape[1] - 1)]
     slots = blk * bs + pos % bs  # [T, max_len]
