@@ -10,6 +10,7 @@ import json
 import os
 import platform
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 
 import torch
@@ -48,9 +49,9 @@ def provenance() -> dict:
 
 
 def time_ms(fn: Callable[[], object], *, warmup_ms: float = 25, rep_ms: float = 100) -> float:
-    """Median milliseconds of fn() on the GPU (CUDA events through triton.testing.do_bench)."""
+    """Median milliseconds of fn() on the GPU (CUDA events through triton.testing.do_bench). Without
+    CUDA (smoke runs only): the mean wall time of the calls that fit in rep_ms, after one call."""
     if not torch.cuda.is_available():
-        import time
         fn()
         t0 = time.perf_counter()
         n = 0
