@@ -21,6 +21,7 @@ import os
 import torch
 
 from ..formats import KVLayout, pack_latent_rows
+from ..ops._triton import sm_count
 from ..ops.sparse_mla.dispatch import DEFAULT_SM_COUNT
 from . import policy
 
@@ -111,8 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from ..bench.common import provenance
     rows = measure(args)
-    sm = (torch.cuda.get_device_properties(args.device).multi_processor_count if torch.device(args.device).type
-          == "cuda" else DEFAULT_SM_COUNT)
+    sm = sm_count(torch.device(args.device), DEFAULT_SM_COUNT)
     data = {"provenance": provenance(), "sm_count": sm,
             "meta": {"topk": args.topk, "prefill_s_kv": args.s_kv, "decode_slots": args.slots,
                      "block_size": args.block_size, "rep_ms": args.rep_ms,

@@ -159,11 +159,12 @@ def ours(case: Case, variant: str | None = None, config=None, splits: int | None
     bypass the public function and the tuned defaults; splits: force split-K in decode)."""
     from ..ops.sparse_mla import decode_scratch_spec, sparse_mla_decode, sparse_mla_prefill
     from ..ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, decode_splits, default_variant
+    from ..ops._triton import sm_count
     from ..ops.sparse_mla.launch import run_attention
     t, h = case.tokens, case.heads
     out = torch.empty((t, h, 512), dtype=torch.bfloat16, device=case.q.device)
     lse = torch.empty((t, h), dtype=torch.float32, device=case.q.device)
-    sm = torch.cuda.get_device_properties(case.q.device).multi_processor_count if case.q.is_cuda else DEFAULT_SM_COUNT
+    sm = sm_count(case.q.device, DEFAULT_SM_COUNT)
     variant = variant or default_variant(case.kind, h, t, sm)
     if case.kind == "prefill":
         if config is not None:

@@ -18,9 +18,9 @@ import torch
 
 from ..._checks import check_positive, check_same_device, check_tensor
 from ...formats import LATENT_DIM, KVLayout, infer_layout
-from .._triton import kernels_available
-from .dispatch import (check_variant, decode_scratch_spec, decode_splits, decode_variants, default_variant,
-                       prefill_variants)
+from .._triton import kernels_available, sm_count
+from .dispatch import (DEFAULT_SM_COUNT, check_variant, decode_scratch_spec, decode_splits, decode_variants,
+                       default_variant, prefill_variants)
 from .reference import sparse_mla_paged_reference, sparse_mla_reference
 
 __all__ = ["sparse_mla_prefill", "sparse_mla_decode", "prefill_variants", "decode_variants",
@@ -231,7 +231,4 @@ def _(q, kv_flat, indices, sm_scale, layout, topk_length, out, lse, variant, scr
 
 
 def _sm_count(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    from .dispatch import DEFAULT_SM_COUNT
-    return DEFAULT_SM_COUNT
+    return sm_count(device, DEFAULT_SM_COUNT)
