@@ -224,6 +224,21 @@ def test_bad_arguments_are_rejected_before_anything_is_written(what, change, mat
         other.forward(step, s.q, s.latent, s.kv_cache, s.indexer)
 
 
+def test_padded_bf16_cache_is_rejected_not_copied():
+    """The bf16 path reads the cache as one flat view: a padded cache ([blocks, bs + pad, row][:, :bs]),
+    which reshape would copy on every layer, is rejected before anything is written."""
+    heads = 8
+    geo = geometry("glm-5", heads)
+    attn = backend(geo, "bf16", heads)
+    s = make_step(geo, heads, "bf16", SPANS, block_size=BS)
+    padded = torch.randn(s.kv_cache.shape[0], BS + 1, s.kv_cache.shape[2]).bfloat16()[:, :BS]
+    padded.copy_(s.kv_cache)
+    before = padded.clone()
+    with pytest.raises(ValueError, match="kv_cache must hold its blocks back to back"):
+        attn.forward(attn.prepare(s.requests), s.q, s.latent, padded, s.indexer)
+    assert torch.equal(padded, before)
+
+
 def test_locked_workspace_raises_the_documented_error():
     heads = 8
     geo = geometry("glm-5", heads)

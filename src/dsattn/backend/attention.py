@@ -34,6 +34,7 @@ from ..config import DSAGeometry
 from ..distributed import group_size, plan_row_shards, should_shard
 from ..formats import LATENT_DIM, KVLayout, as_layout, infer_layout, kv_cache_flat
 from ..memory.workspace import Workspace, specs_nbytes
+from ..ops._triton import sm_count
 from ..ops.cache import write_kv_cache
 from ..ops.gather import gather_latent, positions_to_offsets, positions_to_slots
 from ..ops.sparse_mla import decode_scratch_spec, sparse_mla_decode, sparse_mla_prefill
@@ -81,12 +82,6 @@ class StepMetadata:
     tp_boundaries: list[int] | None = None
 
 
-def _sm_count(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return DEFAULT_SM_COUNT
-
-
 class DSAAttention:
     """DSA attention for one model geometry on one device (see the module docstring).
 
@@ -120,7 +115,7 @@ class DSAAttention:
                                   decode_threshold=decode_threshold, kpool=geometry.kpool,
                                   indexer_cap_bytes=indexer_cap_bytes, gather_cap_tokens=gather_cap_tokens)
         self.table = policy.load_table(calibration) if isinstance(calibration, str) else calibration
-        self.sm_count = _sm_count(self.device)
+        self.sm_count = sm_count(self.device, DEFAULT_SM_COUNT)
         self.sm_scale = geometry.softmax_scale
         self.width = geometry.topk_width
         self.workspace = workspace if workspace is not None else Workspace(self.device)
@@ -247,6 +242,10 @@ class DSAAttention:
             raise ValueError(f"kv_cache must have block_size {self.limits.block_size}, got {kv_cache.shape[1]}")
         if self.kv_layout is KVLayout.BF16 and kv_cache.shape[-1] != d:
             raise ValueError(f"kv_cache must have rows of D_qk {d}, got {kv_cache.shape[-1]}")
+        if self.path is policy.Path.BF16_PREFILL and kv_cache.stride(0) != kv_cache.shape[1] * kv_cache.stride(1):
+            # the prefill kernel reads the cache as one [slots, row] view; a padded cache would be copied
+            raise ValueError("kv_cache must hold its blocks back to back (stride(0) == block_size * stride(1)) "
+                             "on the bf16 path")
         if step.host.max_block_id >= kv_cache.shape[0]:
             raise ValueError(f"kv_cache has {kv_cache.shape[0]} blocks but the block tables use block "
                              f"{step.host.max_block_id}")
