@@ -335,7 +335,7 @@ def run_kpool(args) -> list[dict]:
     return rows
 
 
-TOPK_VARIANTS = [dict(), dict(maxnreg=128), dict(sample=4096), dict(stop=2)]
+TOPK_VARIANTS = [dict(), dict(version=3, maxnreg=128), dict(sample=4096), dict(stop=2)]  # maxnreg: a v3 knob
 TUNE_SHAPES = [(4096, 65536), (128, 65536)]
 TOPK_OPTS: dict = {}  # the select's knobs for every later top-k of this run (set by run_topk_tune)
 
