@@ -158,6 +158,21 @@ def test_policy_follows_the_calibration_table(monkeypatch):
     assert spy.variants == ["pad64", "native", "pad64"]
 
 
+def test_calibration_from_a_path(tmp_path):
+    import json
+    import pathlib
+    table = {"table": {"decode/fp8_ds_mla": {"8": [{"max_tokens": None, "variant": "native"}]}}}
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(table))
+    geo = geometry("glm-5", 8)
+    for arg in (path, str(path)):
+        assert isinstance(arg, (str, pathlib.Path))
+        assert backend(geo, "fp8_ds_mla", 8, calibration=arg).table == table
+    path.write_text("{}")
+    with pytest.raises(ValueError, match="path must be a calibration table"):
+        backend(geo, "fp8_ds_mla", 8, calibration=path)
+
+
 def test_workspace_holds_only_what_the_path_uses():
     def consumers(layout, heads, name="glm-5"):
         return {r["consumer"] for r in backend(geometry(name, heads), layout, heads).workspace.report()}

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 
 import torch
 
@@ -93,7 +94,8 @@ class DSAAttention:
     decode_threshold   a request with at most this many scheduled tokens is a decode (1 + speculative)
     indexer_cap_bytes  workspace bytes one indexer chunk may take (logits, top-k scratch, keys)
     gather_cap_tokens  fp8_gathered: context rows gathered at once (default max_model_len)
-    calibration        a calibration table (dict, or path to its JSON) for head dispatch; None: SPEC 7
+    calibration        a calibration table (dict, or path (str / os.PathLike) to its JSON) for head dispatch;
+                       None: SPEC 7
     workspace          a Workspace to share (one per device), else a new one
     tp_group, tp_min_rows_per_rank   tensor-parallel indexer prefill (SPEC 8); None: replicated
     """
@@ -101,7 +103,7 @@ class DSAAttention:
     def __init__(self, geometry: DSAGeometry, *, kv_layout: KVLayout | str, block_size: int, max_num_tokens: int,
                  max_num_reqs: int, max_model_len: int, tp: int = 1, device: torch.device | str = "cpu",
                  decode_threshold: int = 1, indexer_cap_bytes: int = 512 << 20, gather_cap_tokens: int | None = None,
-                 calibration: dict | str | None = None, workspace: Workspace | None = None, tp_group=None,
+                 calibration: dict | str | os.PathLike | None = None, workspace: Workspace | None = None, tp_group=None,
                  tp_min_rows_per_rank: int | None = None):
         self.geometry = geometry
         self.heads = geometry.heads_per_rank(tp)
@@ -114,7 +116,8 @@ class DSAAttention:
                                   max_model_len=max_model_len, block_size=block_size,
                                   decode_threshold=decode_threshold, kpool=geometry.kpool,
                                   indexer_cap_bytes=indexer_cap_bytes, gather_cap_tokens=gather_cap_tokens)
-        self.table = policy.load_table(calibration) if isinstance(calibration, str) else calibration
+        self.table = (policy.load_table(calibration) if isinstance(calibration, (str, os.PathLike))
+                      else calibration)
         self.sm_count = sm_count(self.device, DEFAULT_SM_COUNT)
         self.sm_scale = geometry.softmax_scale
         self.width = geometry.topk_width
