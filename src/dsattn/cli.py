@@ -5,6 +5,7 @@
     dsattn bench kernels --op OP     kernel benchmarks against the floor and the peers
     dsattn bench serve               serving-step simulation
     dsattn bench tp                  tensor-parallel indexer prefill (run under torchrun)
+    dsattn bench ab --op OP --a .. --b ..   two settings of one op, alternated, ratio with a confidence interval
     dsattn calibrate                 measure head-dispatch variants on this GPU, write the table
 
 Each subcommand lives in its own module with a ``main(argv)``; this file only routes.
@@ -21,6 +22,7 @@ COMMANDS = {
     "bench kernels": "dsattn.bench.kernels",
     "bench serve": "dsattn.bench.serve",
     "bench tp": "dsattn.bench.tp",
+    "bench ab": "dsattn.bench.ab",
 }
 
 

@@ -1,0 +1,296 @@
+"""``dsattn bench ab``: is B faster than A, and by how much? Two arms of one op on the same inputs, timed in
+alternation, with a bootstrap confidence interval on the ratio.
+
+An arm is the op's keyword arguments and/or environment variables, e.g.
+
+    dsattn bench ab --op sparse_mla_decode --tokens 512 --heads 8 --a variant=pad64 --b variant=native
+    dsattn bench ab --op topk --rows 4096 --width 65536 --a version=3 --b version=4
+    dsattn bench ab --op sparse_mla_decode --a env:DSATTN_SPARSE_MLA_IMPL=triton --b env:DSATTN_SPARSE_MLA_IMPL=gluon
+
+(an ``env:`` setting is in force only while that arm runs, so it must be read at call time.)
+
+Method. Both arms run once, and their outputs are compared (the same function must be computed: max abs
+difference for attention, equal sets for top-k); then after a warm-up, ``--blocks`` blocks, each timing
+``--calls`` back-to-back calls of A and of B in a random order (CUDA events around each group; the host clock
+on a CPU). One block gives one paired sample (ms per call of A, of B). The estimate is
+median(A) / median(B) (> 1: B is faster); its interval resamples the blocks with replacement
+(``--resamples``, percentile interval, fixed seed). The verdict names the faster arm only when the interval
+excludes 1; otherwise "no difference detected" (widen with more blocks). Alternation in blocks keeps clock
+and thermal drift out of the ratio; the interval says how much the run-to-run spread still allows.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+
+from .common import format_table, write_results
+
+
+# ---------------------------------------------------------------------------------------------------
+# statistics
+# ---------------------------------------------------------------------------------------------------
+
+def ratio_ci(a_ms: list[float], b_ms: list[float], confidence: float = 0.95, resamples: int = 2000,
+             seed: int = 0) -> tuple[float, float, float]:
+    """(median(a) / median(b), low, high): a percentile bootstrap over the paired samples (a[i], b[i])."""
+    if len(a_ms) != len(b_ms) or not a_ms:
+        raise ValueError(f"a_ms and b_ms must be non-empty and paired, got {len(a_ms)} and {len(b_ms)} samples")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    if not isinstance(resamples, int) or resamples < 1:
+        raise ValueError(f"resamples must be a positive int, got {resamples!r}")
+    est = statistics.median(a_ms) / statistics.median(b_ms)
+    rng = random.Random(seed)
+    n = len(a_ms)
+    ratios = []
+    for _ in range(resamples):
+        pick = [rng.randrange(n) for _ in range(n)]
+        ratios.append(statistics.median(a_ms[i] for i in pick) / statistics.median(b_ms[i] for i in pick))
+    ratios.sort()
+    tail = (1 - confidence) / 2
+    lo = ratios[min(resamples - 1, int(tail * resamples))]
+    hi = ratios[max(0, min(resamples - 1, int((1 - tail) * resamples) - 1))]
+    return est, lo, hi
+
+
+def verdict(lo: float, hi: float) -> str:
+    if lo > 1:
+        return "B faster"
+    if hi < 1:
+        return "A faster"
+    return "no difference detected"
+
+
+# ---------------------------------------------------------------------------------------------------
+# timing
+# ---------------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _environ(env: dict[str, str]):
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _group_ms(fn: Callable[[], object], calls: int, cuda: bool) -> float:
+    """Milliseconds per call of `calls` back-to-back calls."""
+    if cuda:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / calls
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) * 1e3 / calls
+
+
+def ab_test(fn_a: Callable[[], object], fn_b: Callable[[], object], *, env_a: dict | None = None,
+            env_b: dict | None = None, blocks: int = 30, calls: int = 5, warmup: int = 3,
+            confidence: float = 0.95, resamples: int = 2000, seed: int = 0, cuda: bool | None = None) -> dict:
+    """Time two callables in alternating blocks; see the module docstring. Returns medians, the ratio
+    median(A) / median(B) with its interval, the verdict and the paired samples."""
+    for name, v in (("blocks", blocks), ("calls", calls)):
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+    cuda = torch.cuda.is_available() if cuda is None else cuda
+    arms = {"A": (fn_a, env_a or {}), "B": (fn_b, env_b or {})}
+    for fn, env in arms.values():
+        with _environ(env):
+            for _ in range(warmup):
+                fn()
+    if cuda:
+        torch.cuda.synchronize()
+    rng = random.Random(seed + 1)
+    samples: dict[str, list[float]] = {"A": [], "B": []}
+    for _ in range(blocks):
+        order = ["A", "B"]
+        rng.shuffle(order)
+        for arm in order:
+            fn, env = arms[arm]
+            with _environ(env):
+                samples[arm].append(_group_ms(fn, calls, cuda))
+    est, lo, hi = ratio_ci(samples["A"], samples["B"], confidence, resamples, seed)
+    return dict(a_ms=statistics.median(samples["A"]), b_ms=statistics.median(samples["B"]), ratio_a_over_b=est,
+                ci_low=lo, ci_high=hi, confidence=confidence, verdict=verdict(lo, hi), blocks=blocks, calls=calls,
+                a_samples_ms=samples["A"], b_samples_ms=samples["B"])
+
+
+# ---------------------------------------------------------------------------------------------------
+# arms and ops
+# ---------------------------------------------------------------------------------------------------
+
+def parse_arm(text: str, what: str) -> tuple[dict, dict]:
+    """'k=v,env:NAME=v,...' -> (kwargs, env). Values: int, float, True/False/None, else str."""
+    kwargs, env = {}, {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        key, sep, val = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{what} must be comma-separated key=value settings, got {item!r} in {text!r}")
+        if key.startswith("env:"):
+            env[key[4:]] = val
+            continue
+        for conv in (int, float):
+            try:
+                kwargs[key] = conv(val)
+                break
+            except ValueError:
+                pass
+        else:
+            kwargs[key] = {"True": True, "False": False, "None": None}.get(val, val)
+    return kwargs, env
+
+
+def _randn(shape, gen, device, scale=1.0):
+    return torch.randn(shape, generator=gen, device=device) * scale
+
+
+def build_sparse_mla(args, device) -> tuple[Callable[[dict], tuple[Callable, Callable]], dict]:
+    """-> (make(kwargs) -> (run, result), shape). Decode over a paged cache with `uniform` indices; prefill over
+    a flat bf16 cache with `overlap` indices (the benchmark distributions of BENCHMARKS.md)."""
+    from ..formats import KVLayout, pack_latent_rows
+    from ..ops.sparse_mla import decode_scratch_spec, sparse_mla_decode, sparse_mla_prefill
+    from ..ops._triton import sm_count
+    from ..ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, default_variant
+    from .kernels_mla import overlap_indices, uniform_indices
+    gen = torch.Generator(device=device).manual_seed(args.seed)
+    decode = args.op == "sparse_mla_decode"
+    layout = KVLayout(args.layout if decode else "bf16")
+    d_qk = 512 if layout is KVLayout.FP8_DS_MLA_NOPE else 576
+    t, h = args.tokens, args.heads
+    lat = _randn((args.slots, d_qk), gen, device)
+    q = _randn((t, h, d_qk), gen, device, 0.5).to(torch.bfloat16)
+    scale = d_qk ** -0.5
+    if decode:
+        rows = pack_latent_rows(lat, layout) if layout.is_fp8 else lat.to(torch.bfloat16)
+        kv = rows.view(args.slots // args.block_size, args.block_size, rows.shape[1])
+        indices = uniform_indices(t, args.slots, args.topk, device, seed=args.seed)
+    else:
+        kv = lat.to(torch.bfloat16)
+        indices = overlap_indices(t, args.slots, args.topk, device, seed=args.seed)
+    shape = dict(tokens=t, heads=h, layout=layout.value, topk=args.topk, slots=args.slots,
+                 dist="uniform" if decode else "overlap")
+    sm = sm_count(device, DEFAULT_SM_COUNT)
+
+    def make(kwargs):
+        out = torch.empty((t, h, 512), dtype=torch.bfloat16, device=device)
+        lse = torch.empty((t, h), dtype=torch.float32, device=device)
+        if not decode:
+            return (lambda: sparse_mla_prefill(q, kv, indices, scale, out=out, lse=lse, **kwargs)), (lambda: (out, lse))
+        variant = kwargs.get("variant") or default_variant("decode", h, t, sm)
+        scratch = [torch.empty(s, dtype=dt, device=device)
+                   for s, dt in decode_scratch_spec(t, h, args.topk, variant, layout, sm)]
+        return (lambda: sparse_mla_decode(q, kv, indices, scale, out=out, lse=lse, scratch=scratch or None,
+                                          **kwargs)), (lambda: (out, lse))
+    return make, shape
+
+
+def build_topk(args, device):
+    from ..ops.topk import topk, topk_scratch_spec
+    from ..ops.topk.select import launch_topk
+    from ..ops._triton import allow_runtime_loop_bounds, interpreting
+    if interpreting():
+        allow_runtime_loop_bounds()  # the select loops to row lengths, runtime scalars
+    gen = torch.Generator(device=device).manual_seed(args.seed)
+    x = _randn((args.rows, args.width), gen, device)
+    lengths = torch.full((args.rows,), args.width, dtype=torch.int32, device=device)
+    (sshape, sdtype), = topk_scratch_spec(args.rows, args.width, args.topk)
+    shape = dict(rows=args.rows, width=args.width, topk=args.topk)
+
+    def make(kwargs):
+        out = torch.empty((args.rows, args.topk), dtype=torch.int32, device=device)
+        scratch = torch.empty(sshape, dtype=sdtype, device=device)
+        if kwargs:
+            return (lambda: launch_topk(x, lengths, args.topk, out, scratch, **kwargs)), (lambda: (out,))
+        return (lambda: topk(x, lengths, args.topk, out=out, scratch=scratch)), (lambda: (out,))
+    return make, shape
+
+
+OPS = {"sparse_mla_decode": build_sparse_mla, "sparse_mla_prefill": build_sparse_mla, "topk": build_topk}
+
+
+def _agreement(op: str, res_a, res_b) -> dict:
+    if op == "topk":
+        a, b = (r[0].sort(dim=1).values for r in (res_a, res_b))
+        return dict(rows_with_other_set=int((a != b).any(dim=1).sum()))
+    (oa, la), (ob, lb) = res_a, res_b
+    return dict(max_abs_out_diff=float((oa.float() - ob.float()).abs().max()),
+                max_rel_lse_diff=float(((la - lb).abs() / lb.abs().clamp_min(1e-30)).max()))
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="dsattn bench ab", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--op", required=True, choices=sorted(OPS))
+    ap.add_argument("--a", default="", help="arm A: key=value settings (kwargs, env:NAME=value), comma-separated")
+    ap.add_argument("--b", default="", help="arm B, as --a")
+    ap.add_argument("--tokens", type=int, default=512, help="sparse MLA: query tokens (decode) or s_q (prefill)")
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--layout", default="fp8_ds_mla", help="sparse MLA decode: the cache layout")
+    ap.add_argument("--slots", type=int, default=None, help="sparse MLA: cache slots (default 131072 decode, "
+                    "16384 prefill)")
+    ap.add_argument("--block-size", type=int, default=64)
+    ap.add_argument("--topk", type=int, default=2048)
+    ap.add_argument("--rows", type=int, default=4096, help="topk: rows")
+    ap.add_argument("--width", type=int, default=65536, help="topk: row width")
+    ap.add_argument("--blocks", type=int, default=30)
+    ap.add_argument("--calls", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--confidence", type=float, default=0.95)
+    ap.add_argument("--resamples", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--name", default="ab")
+    ap.add_argument("--out", default=None, help="results folder (default bench/results)")
+    args = ap.parse_args(argv)
+    if args.slots is None:
+        args.slots = 131072 if args.op == "sparse_mla_decode" else 16384
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    kw_a, env_a = parse_arm(args.a, "--a")
+    kw_b, env_b = parse_arm(args.b, "--b")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    make, shape = OPS[args.op](args, device)
+    runs = {}
+    for arm, kw, env in (("A", kw_a, env_a), ("B", kw_b, env_b)):
+        run, result = make(kw)
+        with _environ(env):
+            run()
+        runs[arm] = (run, result)
+    agree = _agreement(args.op, runs["A"][1](), runs["B"][1]())
+    res = ab_test(runs["A"][0], runs["B"][0], env_a=env_a, env_b=env_b, blocks=args.blocks, calls=args.calls,
+                  warmup=args.warmup, confidence=args.confidence, resamples=args.resamples, seed=args.seed)
+    row = dict(op=args.op, a=args.a, b=args.b, **shape, **agree, **res)
+    cols = ["op", "a", "b", "a_ms", "b_ms", "ratio_a_over_b", "ci_low", "ci_high", "verdict"]
+    print(format_table([row], cols))
+    print(", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in agree.items()))
+    path = write_results(args.name, [row], meta=dict(method="alternating blocks, bootstrap CI of median ratio",
+                                                      argv=list(sys.argv[1:] if argv is None else argv)),
+                         out_dir=args.out)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""The A/B harness: its statistics on known timings, argument parsing, and a tiny CLI run per op on the CPU."""
+import json
+import time
+
+import pytest
+
+from dsattn.bench import ab
+from dsattn.cli import main
+
+
+def test_ratio_ci_brackets_a_known_ratio():
+    a = [2.0 + 0.01 * (i % 7) for i in range(40)]
+    b = [1.0 + 0.01 * (i % 5) for i in range(40)]
+    est, lo, hi = ab.ratio_ci(a, b)
+    assert lo <= est <= hi and 1.9 < lo and hi < 2.1
+    assert ab.verdict(lo, hi) == "B faster"
+    est, lo, hi = ab.ratio_ci(b, a)
+    assert ab.verdict(lo, hi) == "A faster"
+    noisy = [1.0, 1.2, 0.8, 1.1, 0.9] * 4
+    est, lo, hi = ab.ratio_ci(noisy, noisy[::-1])
+    assert lo < 1 < hi and ab.verdict(lo, hi) == "no difference detected"
+
+
+@pytest.mark.parametrize("kw, match", [(dict(a_ms=[], b_ms=[]), "a_ms and b_ms"),
+                                       (dict(a_ms=[1.0], b_ms=[1.0, 2.0]), "a_ms and b_ms"),
+                                       (dict(a_ms=[1.0], b_ms=[1.0], confidence=1.0), "confidence"),
+                                       (dict(a_ms=[1.0], b_ms=[1.0], resamples=0), "resamples")])
+def test_ratio_ci_rejects(kw, match):
+    with pytest.raises(ValueError, match=match):
+        ab.ratio_ci(**kw)
+
+
+def test_ab_test_sees_a_slower_arm_and_restores_env(monkeypatch):
+    monkeypatch.delenv("DSATTN_AB_PROBE", raising=False)
+    seen = []
+
+    def arm(delay):
+        def fn():
+            import os
+            seen.append(os.environ.get("DSATTN_AB_PROBE"))
+            time.sleep(delay)
+        return fn
+    res = ab.ab_test(arm(0.004), arm(0.001), env_a={"DSATTN_AB_PROBE": "a"}, env_b={"DSATTN_AB_PROBE": "b"},
+                     blocks=8, calls=2, warmup=1, cuda=False)
+    assert res["verdict"] == "B faster" and res["ratio_a_over_b"] > 2
+    assert set(seen) == {"a", "b"}
+    import os
+    assert "DSATTN_AB_PROBE" not in os.environ
+    with pytest.raises(ValueError, match="blocks"):
+        ab.ab_test(arm(0), arm(0), blocks=0)
+
+
+def test_parse_arm():
+    assert ab.parse_arm("version=4,segs=2,mode=x,flag=True,env:A_B=3", "--a") == (
+        dict(version=4, segs=2, mode="x", flag=True), {"A_B": "3"})
+    assert ab.parse_arm("", "--b") == ({}, {})
+    with pytest.raises(ValueError, match="--b must be"):
+        ab.parse_arm("version", "--b")
+
+
+@pytest.mark.parametrize("argv", [
+    ["--op", "topk", "--rows", "3", "--width", "300", "--topk", "16", "--a", "version=3", "--b", "version=4"],
+    ["--op", "sparse_mla_decode", "--tokens", "2", "--heads", "2", "--slots", "256", "--block-size", "16",
+     "--topk", "32", "--a", "variant=pad64", "--b", "variant=native"],
+    ["--op", "sparse_mla_prefill", "--tokens", "4", "--heads", "2", "--slots", "64", "--topk", "32"],
+])
+def test_cli_tiny(argv, tmp_path, capsys):
+    assert main(["bench", "ab", *argv, "--blocks", "2", "--calls", "1", "--warmup", "0", "--resamples", "50",
+                 "--out", str(tmp_path)]) == 0
+    row = json.loads((tmp_path / "ab.json").read_text())["rows"][0]
+    assert len(row["a_samples_ms"]) == 2 and row["ci_low"] <= row["ratio_a_over_b"] <= row["ci_high"]
+    if row["op"] == "topk":
+        assert row["rows_with_other_set"] == 0
+    else:
+        assert row["max_abs_out_diff"] < 2e-2 and row["max_rel_lse_diff"] < 1e-4
+    assert "verdict" in capsys.readouterr().out
