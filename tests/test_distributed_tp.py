@@ -209,9 +209,16 @@ def test_gloo(world, tmp_path):
         if r["mode"] == "sharded":
             assert r["tp"] == world and r["speedup"] > 0 and 1.0 <= r["cost_balance"] < 2
             assert r["gather_equal"] is True
+            assert r["boundaries"][0] == 0 and r["boundaries"][-1] == r["rows"] and len(r["boundaries"]) == world + 1
+            if r["plan"] == "model":  # exact for the model: no plan of it is better balanced than 1 + one row's share
+                assert r["model_balance"] <= 1.0 + world * 0.5, r
+    sharded = [(r["preset"], r["context"], r["plan"]) for r in res["rows"] if r["mode"] == "sharded"]
+    assert sharded and {p for *_, p in sharded} == {"keys", "model"}  # one row per plan
     with open(tmp_path / f"tp_gloo{world}_chunk.json") as f:
-        (r,) = json.load(f)["rows"]
-    assert (r["context"], r["rows"], r["mode"], r["equal"]) == (64, 30, "sharded", True)
+        rows = json.load(f)["rows"]
+    assert [r["plan"] for r in rows] == ["keys", "model"]
+    for r in rows:
+        assert (r["context"], r["rows"], r["mode"], r["equal"]) == (64, 30, "sharded", True)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -269,5 +276,22 @@ def test_bench_tp1(tmp_path, capsys):
     modes = [(r["preset"], r["context"], r["tp"], r["mode"]) for r in rows]
     for p in ("glm-5", "glm-5.3-flash"):
         for c in (40, 96):
-            assert [m[2:] for m in modes if m[:2] == (p, c)] == [(1, "replicated"), (2, "projected"), (4, "projected")]
+            assert [m[2:] for m in modes if m[:2] == (p, c)] == [(1, "replicated")] + [(2, "projected")] * 2 + \
+                [(4, "projected")] * 2
     assert all(r["equal"] for r in rows)
+    assert [r["plan"] for r in rows if r["mode"] == "projected"] == ["keys", "model"] * 8
+    for r in rows:
+        if r["mode"] == "projected":
+            assert len(r["rank_compute_ms"]) == r["tp"] == len(r["boundaries"]) - 1 and r["compute_balance"] >= 1.0
+
+
+def test_bench_tp1_before_mode(tmp_path):
+    """--chunking slice --width-align 1 --plans keys: the bench as it ran before the cost model."""
+    assert bench_tp.main(["--tiny", "--contexts", "40", "--presets", "glm-5", "--plans", "keys", "--chunking",
+                          "slice", "--width-align", "1", "--exclude", "glm-5.3-flash@40", "--out", str(tmp_path),
+                          "--name", "before"]) == 0
+    with open(os.path.join(tmp_path, "before.json")) as f:
+        res = json.load(f)
+    assert res["meta"]["chunking"] == "slice" and res["meta"]["width_align"] == 1
+    assert [(r["tp"], r.get("plan")) for r in res["rows"]] == [(1, None), (2, "keys"), (4, "keys")]
+    assert all(r["equal"] for r in res["rows"])

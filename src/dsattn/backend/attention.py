@@ -225,7 +225,15 @@ class DSAAttention:
             return None
         if not should_shard(self.tp_group, host.num_prefill_tokens, self.tp_min_rows_per_rank, self.device):
             return None
-        return plan_row_shards(host.row_keys[host.num_decode_tokens:], group_size(self.tp_group))
+        # row costs of the cost model (distributed/cost_model.py) over the driver's prefill chunk grid,
+        # which does not move with the slices: keys scored, padded -inf columns, unaligned widths, per
+        # row, and per chunk a slice touches
+        from ..distributed.cost_model import default_cost_model
+        d = host.num_decode_tokens
+        chunks = [(c.row_start - d, c.row_end - d, c.width) for c in host.prefill_chunks]
+        model = default_cost_model(self.indexer.k)
+        return plan_row_shards(model.row_costs(host.row_keys[d:], chunks), group_size(self.tp_group),
+                               chunk_starts=[c[0] for c in chunks], launch_cost=model.launch_units)
 
     def _check(self, step, q, latent, kv_cache, indexer, layer, out) -> bool:
         """Every argument, before anything is written. Returns whether the layer is a shared one."""

@@ -27,6 +27,7 @@ previous case's time per scored key) to end past ``--budget-s`` is skipped, and 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import time
 
@@ -34,8 +35,9 @@ import torch
 import torch.distributed as dist
 
 from ..config import preset
-from ..distributed import (cost_balance, group_rank, group_size, init_from_env, plan_row_shards,
-                           sharded_prefill_topk, should_shard, staging_spec)
+from ..distributed import (cost_balance, default_cost_model, group_rank, group_size, init_from_env,
+                           plan_row_shards, sharded_prefill_topk, should_shard, staging_spec)
+from ..distributed.cost_model import ALIGN
 from ..distributed.tp_indexer import DEFAULT_MIN_ROWS_PER_RANK, DEFAULT_STAGING_BYTES, all_gather_rows
 from .common import format_table, write_results
 
@@ -64,7 +66,17 @@ def parse_args(argv):
     p.add_argument("--impl", choices=("auto", "dsattn", "torch"), default="auto")
     p.add_argument("--dtype", choices=("fp8", "bf16"), default="fp8", help="q and keys of the dsattn impl")
     p.add_argument("--logits-mib", type=float, default=2048, help="memory cap of one row chunk's scores")
+    p.add_argument("--plans", default="keys,model", help="row plans to run: keys (keys scored per row) and/or "
+                   "model (distributed.cost_model over the chunk grid); one result row each")
+    p.add_argument("--chunking", choices=("grid", "slice"), default="grid",
+                   help="dsattn impl: grid = fixed chunks from row 0 (as the backend driver), a slice runs its "
+                   "rows at its chunks' widths; slice = chunks restart at each slice's first row (before 2026-11-29)")
+    p.add_argument("--width-align", type=int, default=ALIGN, help="dsattn impl: logits widths rounded up to a "
+                   "multiple of this (1: the chunk's longest row, as before 2026-11-29)")
+    p.add_argument("--probe-align", action="store_true", help="also time one 2048 x 256K logits chunk and its "
+                   "top-k at an aligned and an unaligned width (meta 'align_probe')")
     p.add_argument("--staging-mib", type=int, default=DEFAULT_STAGING_BYTES >> 20)
+    p.add_argument("--exclude", default="", help="comma list of preset@context cases not to run (glm-5@1M)")
     p.add_argument("--budget-s", type=float, default=90.0, help="skip cases predicted to end past this")
     p.add_argument("--device", default=None)
     p.add_argument("--index-heads", type=int, default=None)
@@ -87,6 +99,12 @@ def parse_args(argv):
     a.contexts = [_size(c) for c in (a.contexts or (QUICK_CONTEXTS if a.quick else FULL_CONTEXTS)).split(",")]
     a.presets = [s.strip() for s in a.presets.split(",") if s.strip()]
     a.project = [int(t) for t in a.project.split(",") if t.strip()]
+    a.exclude = [[t.split("@")[0].strip(), _size(t.split("@")[1])] for t in a.exclude.split(",") if "@" in t]
+    a.plans = [t.strip() for t in a.plans.split(",") if t.strip()]
+    if not a.plans or any(t not in ("keys", "model") for t in a.plans):
+        p.error("--plans must list keys and/or model")
+    if a.width_align < 1:
+        p.error("--width-align must be >= 1")
     return a
 
 
@@ -165,11 +183,23 @@ def torch_compute(case: Case, budget_bytes: int):
             lo, hi = max(a, c0), min(b, c1)
             out[lo - a:hi - a].copy_(chunk_rows(c0, c1)[lo - c0:hi - c0])
 
+    compute_rows.chunks = [(c0, min(c0 + chunk, case.rows), max(ke_host[c0:c0 + chunk]))
+                           for c0 in range(0, case.rows, chunk)]
     return compute_rows
 
 
-def dsattn_compute(case: Case, budget_bytes: int, dtype: str):
-    """compute_rows(a, b, out) over dsattn's indexer_logits and topk (and kpool_expand), in row chunks."""
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def dsattn_compute(case: Case, budget_bytes: int, dtype: str, chunking: str = "grid", align: int = ALIGN):
+    """compute_rows(a, b, out) over dsattn's indexer_logits and topk (and kpool_expand), in row chunks.
+
+    chunking "grid": fixed chunks of `chunk` rows from row 0 (the backend driver's way): rows [a, b) run
+    chunk by chunk, each at its grid chunk's width, so a row's work does not depend on the slice.
+    "slice": chunks restart at a, each as wide as its longest row (the bench before 2026-11-29).
+    Widths are rounded up to a multiple of `align` (the logits row stride; 16 runs fast, see
+    distributed/cost_model.py). compute_rows.chunks is the grid: (first row, end row, width)."""
     from ..formats import quantize_fp8
     from ..ops.indexer import indexer_logits, kpool_expand
     from ..ops.topk import topk, topk_scratch_spec
@@ -181,7 +211,7 @@ def dsattn_compute(case: Case, budget_bytes: int, dtype: str):
     else:
         q, w, k, k_scale = case.q.to(torch.bfloat16), case.w, case.k.to(torch.bfloat16), None
     w = w.float().contiguous()
-    widest = max(1, case.num_keys)
+    widest = _round_up(max(1, case.num_keys), align)
     chunk = max(1, min(case.rows, budget_bytes // (widest * 4)))
     logits = torch.empty(chunk * widest, dtype=torch.float32, device=case.device)
     scratch = torch.empty(topk_scratch_spec(chunk, widest, case.select)[0][0], dtype=torch.int32, device=case.device)
@@ -189,21 +219,34 @@ def dsattn_compute(case: Case, budget_bytes: int, dtype: str):
     ks, ke, pos = case.to_dev(case.ks), case.to_dev(case.ke), case.to_dev(case.positions)
     lengths = ke - ks
     len_host = case.costs.tolist()
+    grid = [(c0, min(c0 + chunk, case.rows), _round_up(max(len_host[c0:c0 + chunk]), align))
+            for c0 in range(0, case.rows, chunk)]
+
+    def run(lo: int, hi: int, width: int, dst_rows: torch.Tensor) -> None:
+        n = hi - lo
+        dst = dst_rows if case.kpool == 1 else pools[:n]
+        if width == 0:
+            dst.fill_(-1)
+        else:
+            lg = logits[:n * width].view(n, width)
+            indexer_logits(q[lo:hi], w[lo:hi], k, k_scale, ks[lo:hi], ke[lo:hi], out=lg)
+            topk(lg, lengths[lo:hi], case.select, out=dst, scratch=scratch[:n])
+        if case.kpool > 1:
+            kpool_expand(pools[:n], pos[lo:hi], case.kpool, out=dst_rows)
 
     def compute_rows(a: int, b: int, out: torch.Tensor) -> None:
-        for c0 in range(a, b, chunk):
-            c1 = min(b, c0 + chunk)
-            n, width = c1 - c0, max(len_host[c0:c1])
-            dst = out[c0 - a:c1 - a] if case.kpool == 1 else pools[:n]
-            if width == 0:
-                dst.fill_(-1)
-            else:
-                lg = logits[:n * width].view(n, width)
-                indexer_logits(q[c0:c1], w[c0:c1], k, k_scale, ks[c0:c1], ke[c0:c1], out=lg)
-                topk(lg, lengths[c0:c1], case.select, out=dst, scratch=scratch[:n])
-            if case.kpool > 1:
-                kpool_expand(pools[:n], pos[c0:c1], case.kpool, out=out[c0 - a:c1 - a])
+        if chunking == "slice":
+            for c0 in range(a, b, chunk):
+                c1 = min(b, c0 + chunk)
+                run(c0, c1, _round_up(max(len_host[c0:c1]), align), out[c0 - a:c1 - a])
+            return
+        for c0, c1, width in grid[a // chunk:]:
+            if c0 >= b:
+                break
+            lo, hi = max(a, c0), min(b, c1)
+            run(lo, hi, width, out[lo - a:hi - a])
 
+    compute_rows.chunks = grid
     return compute_rows
 
 
@@ -214,7 +257,7 @@ def make_compute(case: Case, args) -> tuple[object, str, str]:
         return torch_compute(case, budget), "torch", ""
     fn, why = None, "on another rank"
     try:
-        fn = dsattn_compute(case, budget, args.dtype)
+        fn = dsattn_compute(case, budget, args.dtype, args.chunking, args.width_align)
         probe = torch.empty(min(case.rows, 4), case.width, dtype=torch.int32, device=case.device)
         fn(case.rows - probe.shape[0], case.rows, probe)
     except Exception as e:  # noqa: BLE001 - any failure of the kernels falls back, and the row says why
@@ -273,6 +316,16 @@ def _slice_ms(compute, a: int, b: int, out, reps: int, device) -> float:
     return _median(timed_ms(lambda: compute(a, b, out[a:b]), reps, device))
 
 
+def make_plan(case: Case, compute, kind: str, parts: int) -> tuple[list[int], dict]:
+    """Boundaries of a `kind` plan ("keys" or "model") and its planned balances: by keys scored
+    (cost_balance) and by the cost model over the compute's chunk grid (model_balance)."""
+    model = default_cost_model(case.select)
+    keys = case.costs.numpy()
+    b = plan_row_shards(keys, parts) if kind == "keys" else model.plan(keys, compute.chunks, parts)
+    return b, dict(plan=kind, boundaries=b, cost_balance=cost_balance(keys, b),
+                   model_balance=model.balance(keys, compute.chunks, b))
+
+
 def run_case(case: Case, args, device) -> tuple[list[dict], float]:
     """Result rows of one case, and the seconds it took after the kernels were built (for the budget)."""
     tp, rank = group_size(), group_rank()
@@ -283,67 +336,113 @@ def run_case(case: Case, args, device) -> tuple[list[dict], float]:
     out_rep = torch.empty(case.rows, case.width, dtype=torch.int32, device=device)
     out_sh = torch.full_like(out_rep, -7)  # poisoned: every row must be written
     gate = should_shard(None, case.rows, args.min_rows_per_rank, device=device)
+    plans = [make_plan(case, compute, kind, tp) for kind in args.plans] if gate else []
     # the first call warms the kernels up (at TP = 1 it is the replicated path itself); the median of
     # the timed repetitions below absorbs a slow first replicated call at TP > 1
-    sharded = sharded_prefill_topk(compute, case.costs, out_sh, None, args.min_rows_per_rank, staging)
+    sharded = sharded_prefill_topk(compute, case.costs, out_sh, None, args.min_rows_per_rank, staging,
+                                   boundaries=plans[0][0] if plans else None)
     rep_ms = _median(timed_ms(lambda: compute(0, case.rows, out_rep), args.reps, device))
-    equal = torch.tensor([int(torch.equal(out_sh, out_rep))], device=device)
-    if tp > 1:
-        dist.all_reduce(equal, op=dist.ReduceOp.MIN)
     base = dict(preset=case.name, context=case.context, rows=case.rows, width=case.width, impl=impl,
-                replicated_ms=rep_ms, equal=bool(equal.item()))
+                replicated_ms=rep_ms, chunk_rows=compute.chunks[0][1] if compute.chunks else 0)
     rows = []
     if sharded:
-        b = plan_row_shards(case.costs, tp)
-        sh_ms = _median(timed_ms(lambda: sharded_prefill_topk(compute, case.costs, out_sh, None,
-                                                              args.min_rows_per_rank, staging), args.reps, device))
-        own = out_rep[b[rank]:b[rank + 1]]
-        # each rank's slice alone, timed locally (not the slowest rank's), then shared: the compute balance
-        t0 = []
-        for _ in range(args.reps):
-            _sync(device)
-            s = time.perf_counter()
-            compute(b[rank], b[rank + 1], own)
-            _sync(device)
-            t0.append((time.perf_counter() - s) * 1e3)
-        per_rank = _all_ranks(_median(t0), device)
-        gather_ms, gather_ok = {}, torch.equal(out_sh, out_rep)
-        for method, buf in (("broadcast", None), ("padded", staging)):  # both exchanges, into poisoned rows
-            out_sh.fill_(-7)
-            run = lambda: all_gather_rows(own, b, out_sh, None, buf)  # noqa: E731
-            gather_ms[method] = _median(timed_ms(run, args.reps, device))
-            gather_ok &= torch.equal(out_sh, out_rep)
-        gather_ok = torch.tensor([int(gather_ok)], device=device)
-        dist.all_reduce(gather_ok, op=dist.ReduceOp.MIN)
-        p0 = time.perf_counter()
-        plan_row_shards(case.costs, tp)
-        plan_ms = (time.perf_counter() - p0) * 1e3
-        speedup = rep_ms / sh_ms
-        cb = cost_balance(case.costs, b)
-        rows.append(dict(base, tp=tp, mode="sharded", gate=gate, sharded_ms=sh_ms, speedup=speedup,
-                         speedup_per_tp=speedup / tp, cost_balance=cb,
-                         compute_balance=max(per_rank) * tp / sum(per_rank) if sum(per_rank) else 1.0,
-                         rank_compute_ms=per_rank, gather_broadcast_ms=gather_ms["broadcast"],
-                         gather_padded_ms=gather_ms["padded"], gather_equal=bool(gather_ok.item()),
-                         staging_bytes=staging.numel() * 4, plan_ms=plan_ms,
-                         meets_target=(speedup >= 0.8 * tp and cb <= 1.05) if case.context >= TARGET_MIN_CONTEXT
-                         else None, note=note))
+        for i, (b, plan_info) in enumerate(plans):
+            if i:  # the first plan's sharded call ran above; each later one gets one too, into poison
+                out_sh.fill_(-7)
+                sharded_prefill_topk(compute, case.costs, out_sh, None, args.min_rows_per_rank, staging, boundaries=b)
+            equal = torch.tensor([int(torch.equal(out_sh, out_rep))], device=device)
+            dist.all_reduce(equal, op=dist.ReduceOp.MIN)
+            sh_ms = _median(timed_ms(lambda: sharded_prefill_topk(compute, case.costs, out_sh, None,
+                                                                  args.min_rows_per_rank, staging, boundaries=b),
+                                     args.reps, device))
+            own = out_rep[b[rank]:b[rank + 1]]
+            # each rank's slice alone, timed locally (not the slowest rank's), then shared: the compute balance
+            t0 = []
+            for _ in range(args.reps):
+                _sync(device)
+                s = time.perf_counter()
+                compute(b[rank], b[rank + 1], own)
+                _sync(device)
+                t0.append((time.perf_counter() - s) * 1e3)
+            per_rank = _all_ranks(_median(t0), device)
+            gather_ms, gather_ok = {}, torch.equal(out_sh, out_rep)
+            for method, buf in (("broadcast", None), ("padded", staging)):  # both exchanges, into poisoned rows
+                out_sh.fill_(-7)
+                run = lambda: all_gather_rows(own, b, out_sh, None, buf)  # noqa: E731
+                gather_ms[method] = _median(timed_ms(run, args.reps, device))
+                gather_ok &= torch.equal(out_sh, out_rep)
+            gather_ok = torch.tensor([int(gather_ok)], device=device)
+            dist.all_reduce(gather_ok, op=dist.ReduceOp.MIN)
+            p0 = time.perf_counter()
+            make_plan(case, compute, plan_info["plan"], tp)
+            plan_ms = (time.perf_counter() - p0) * 1e3
+            speedup = rep_ms / sh_ms
+            cbal = max(per_rank) * tp / sum(per_rank) if sum(per_rank) else 1.0
+            rows.append(dict(base, tp=tp, mode="sharded", gate=gate, **plan_info, equal=bool(equal.item()),
+                             sharded_ms=sh_ms, speedup=speedup, speedup_per_tp=speedup / tp,
+                             compute_balance=cbal, rank_compute_ms=per_rank,
+                             gather_broadcast_ms=gather_ms["broadcast"], gather_padded_ms=gather_ms["padded"],
+                             gather_equal=bool(gather_ok.item()), staging_bytes=staging.numel() * 4,
+                             plan_ms=plan_ms, meets_target=_target(case, speedup, tp, cbal), note=note))
     else:
+        equal = torch.tensor([int(torch.equal(out_sh, out_rep))], device=device)
+        if tp > 1:
+            dist.all_reduce(equal, op=dist.ReduceOp.MIN)
         why = "TP=1" if tp == 1 else f"below the gate ({args.min_rows_per_rank} rows x TP)"
-        rows.append(dict(base, tp=tp, mode="replicated", gate=gate, sharded_ms=None, speedup=1.0,
-                         note=f"fallback: {why}, sharded_prefill_topk ran the replicated path"
-                              + (f"; {note}" if note else "")))
+        rows.append(dict(base, tp=tp, mode="replicated", gate=gate, equal=bool(equal.item()), sharded_ms=None,
+                         speedup=1.0, note=f"fallback: {why}, sharded_prefill_topk ran the replicated path"
+                                           + (f"; {note}" if note else "")))
         if tp == 1:
             for ptp in args.project:
-                b = plan_row_shards(case.costs, ptp)
-                slice_ms = [_slice_ms(compute, x, y, out_rep, args.reps, device) if y > x else 0.0
-                            for x, y in zip(b, b[1:])]
-                rows.append(dict(base, tp=ptp, mode="projected", gate=None, sharded_ms=max(slice_ms),
-                                 speedup=rep_ms / max(slice_ms), speedup_per_tp=rep_ms / max(slice_ms) / ptp,
-                                 cost_balance=cost_balance(case.costs, b),
-                                 compute_balance=max(slice_ms) * ptp / sum(slice_ms), rank_compute_ms=slice_ms,
-                                 note="slices timed one after another on this device; no gather"))
+                for kind in args.plans:
+                    b, plan_info = make_plan(case, compute, kind, ptp)
+                    slice_ms = [_slice_ms(compute, x, y, out_rep, args.reps, device) if y > x else 0.0
+                                for x, y in zip(b, b[1:])]
+                    cbal = max(slice_ms) * ptp / sum(slice_ms)
+                    speedup = rep_ms / max(slice_ms)
+                    rows.append(dict(base, tp=ptp, mode="projected", gate=None, **plan_info, equal=rows[0]["equal"],
+                                     sharded_ms=max(slice_ms), speedup=speedup, speedup_per_tp=speedup / ptp,
+                                     compute_balance=cbal, rank_compute_ms=slice_ms,
+                                     meets_target=_target(case, speedup, ptp, cbal),
+                                     note="slices timed one after another on this device; no gather"))
     return rows, time.perf_counter() - t_case
+
+
+def _target(case: Case, speedup: float, tp: int, compute_balance: float) -> bool | None:
+    """Issue 7's target at >= 128K of context: speedup >= 0.8 x TP, slowest rank within 5% of the mean
+    (measured compute, not the planned cost)."""
+    if case.context < TARGET_MIN_CONTEXT:
+        return None
+    return speedup >= 0.8 * tp and compute_balance <= 1.05
+
+
+def probe_alignment(device, rows: int = 2048, width: int = 262144, heads: int = 32, select: int = 2048,
+                    reps: int = 5) -> dict:
+    """Median ms of indexer_logits and topk over one chunk of `rows` x `width - 1` keys, written into
+    logits rows `width` (aligned) and `width - 1` (unaligned) wide: the same work, another row stride."""
+    from ..formats import quantize_fp8
+    from ..ops.indexer import indexer_logits
+    from ..ops.topk import topk, topk_scratch_spec
+    g = torch.Generator(device=device).manual_seed(1)
+    q, qs = quantize_fp8(torch.randn(rows, heads, 128, generator=g, device=device))
+    w = (torch.randn(rows, heads, generator=g, device=device) * qs[..., 0] * (heads * 128) ** -0.5).contiguous()
+    k, kscale = quantize_fp8(torch.randn(width, 128, generator=g, device=device))
+    kscale = kscale[:, 0].contiguous()
+    ks = torch.zeros(rows, dtype=torch.int32, device=device)
+    ke = torch.full((rows,), width - 1, dtype=torch.int32, device=device)
+    buf = torch.empty(rows * width, dtype=torch.float32, device=device)
+    out = torch.empty(rows, select, dtype=torch.int32, device=device)
+    scratch = torch.empty(topk_scratch_spec(rows, width, select)[0][0], dtype=torch.int32, device=device)
+    res = {}
+    for name, wd in (("aligned", width), ("unaligned", width - 1)):
+        lg = buf[:rows * wd].view(rows, wd)
+        lgt = lambda: indexer_logits(q, w, k, kscale, ks, ke, out=lg)  # noqa: E731
+        tpk = lambda: topk(lg, ke - ks, select, out=out, scratch=scratch[:rows])  # noqa: E731
+        lgt(), tpk()
+        res[f"logits_{name}_ms"] = _median(timed_ms(lgt, reps, device))
+        res[f"topk_{name}_ms"] = _median(timed_ms(tpk, reps, device))
+    res.update(rows=rows, width=width, heads=heads, select=select)
+    return res
 
 
 def main(argv=None) -> int:
@@ -352,7 +451,8 @@ def main(argv=None) -> int:
     if args.device:
         device = torch.device(args.device)
     tp, rank = group_size(), group_rank()
-    cases = sorted(((c, name) for name in args.presets for c in args.contexts), key=lambda x: x[0])
+    cases = sorted(((c, name) for name in args.presets for c in args.contexts if [name, c] not in args.exclude),
+                   key=lambda x: x[0])
     results, skipped, rate, last_rate = [], [], {}, 0.0
     t_start = time.perf_counter()
     try:
@@ -376,17 +476,19 @@ def main(argv=None) -> int:
             del case
             if device.type == "cuda":
                 torch.cuda.empty_cache()
+        probe = probe_alignment(device) if args.probe_align and device.type == "cuda" else None
         if rank == 0:
-            _report(results, skipped, args, tp, device)
+            _report(results, skipped, args, tp, device, probe)
     finally:
         if started:
             dist.destroy_process_group()
     return 0
 
 
-def _report(results, skipped, args, tp, device):
-    cols = ["preset", "context", "rows", "tp", "mode", "impl", "replicated_ms", "sharded_ms", "speedup",
-            "cost_balance", "compute_balance", "gather_broadcast_ms", "gather_padded_ms", "equal", "meets_target"]
+def _report(results, skipped, args, tp, device, probe=None):
+    cols = ["preset", "context", "rows", "tp", "mode", "plan", "impl", "replicated_ms", "sharded_ms", "speedup",
+            "cost_balance", "model_balance", "compute_balance", "gather_broadcast_ms", "gather_padded_ms", "equal",
+            "meets_target"]
     print(format_table(results, cols))
     if tp == 1:
         print("TP=1: the SPEC 8 gate needs TP > 1, so every sharded call fell back to the replicated path "
@@ -398,14 +500,19 @@ def _report(results, skipped, args, tp, device):
     print("all sharded indices equal the replicated ones:",
           all(r["equal"] and r.get("gather_equal", True) for r in results))
     judged = [r for r in results if r.get("meets_target") is not None]
-    if judged:
-        print(f"target (context >= 128K: speedup >= 0.8 x TP, largest rank cost <= 1.05 x mean): met in "
-              f"{sum(r['meets_target'] for r in judged)} of {len(judged)} sharded cases")
+    for kind in args.plans:
+        mine = [r for r in judged if r.get("plan") == kind]
+        if mine:
+            print(f"target (context >= 128K: speedup >= 0.8 x TP, slowest rank's compute <= 1.05 x mean), plan "
+                  f"{kind}: met in {sum(r['meets_target'] for r in mine)} of {len(mine)} {mine[0]['mode']} cases")
+    if probe:
+        print("alignment probe:", {k: round(v, 3) if isinstance(v, float) else v for k, v in probe.items()})
     meta = {k: v for k, v in vars(args).items()}
     meta.update(world_size=tp, device=str(device), skipped=skipped,
                 backend=dist.get_backend() if tp > 1 else None,
-                nccl_nvls_enable=os.environ.get("NCCL_NVLS_ENABLE"),
-                target="context >= 128K: speedup >= 0.8 x TP and largest rank cost <= 1.05 x mean")
+                nccl_nvls_enable=os.environ.get("NCCL_NVLS_ENABLE"), align_probe=probe,
+                cost_model=dataclasses.asdict(default_cost_model(2048)) | {"note": "per_row for select 2048"},
+                target="context >= 128K: speedup >= 0.8 x TP and slowest rank's measured compute <= 1.05 x mean")
     path = write_results(args.name or f"tp_tp{tp}", results, meta=meta, out_dir=args.out)
     print(f"results: {path}")
 
