@@ -134,3 +134,112 @@ def test_million_rows_causal_and_random():
             assert i < costs.size
             assert cost_balance(costs, bounds) < 1.01
             print(f"plan of {n} rows into {parts}: {ms:.1f} ms, balance {cost_balance(costs, bounds):.6f}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# launch costs on a fixed chunk grid, and the indexer cost model (distributed/cost_model.py)
+# ---------------------------------------------------------------------------------------------------
+
+from dsattn.distributed.cost_model import KEYS_ONLY, IndexerCostModel, default_cost_model  # noqa: E402
+
+
+def brute_force_with_launches(costs, parts, starts, launch):
+    """Smallest largest-slice cost, a slice paying `launch` per chunk of the grid it touches."""
+    costs = [int(c) for c in costs]
+    n = len(costs)
+    chunk = np.searchsorted(np.asarray(starts), np.arange(n), side="right") - 1
+
+    def cost(i, j):
+        return sum(costs[i:j]) + (launch * int(chunk[j - 1] - chunk[i] + 1) if j > i else 0)
+
+    @functools.lru_cache(maxsize=None)
+    def best(i, p):
+        if p == 1:
+            return cost(i, n)
+        return min(max(cost(i, j), best(j, p - 1)) for j in range(i, n + 1))
+
+    return best(0, parts)
+
+
+def test_launch_costs_against_brute_force():
+    rng = np.random.default_rng(3)
+    for trial in range(150):
+        n = int(rng.integers(1, 13))
+        costs = rng.integers(0, 20, n) if trial % 3 else np.arange(1, n + 1)
+        cuts = sorted(set(rng.integers(1, n, int(rng.integers(0, n))).tolist())) if n > 1 else []
+        starts = [0] + cuts
+        launch = int(rng.integers(0, 15))
+        for parts in (1, 2, 3, 4):
+            b = plan_row_shards(costs, parts, chunk_starts=starts, launch_cost=launch)
+            check_plan(costs, parts, b)
+            got = max(slice_costs(costs, b, chunk_starts=starts, launch_cost=launch))
+            assert got == brute_force_with_launches(costs, parts, starts, launch), (costs, starts, launch, parts, b)
+
+
+def test_launch_costs_prefer_chunk_edges():
+    # two chunks of 4 equal rows: a cut on the chunk edge pays no extra launch, so it is the optimum
+    costs, starts = [10] * 8, [0, 4]
+    assert plan_row_shards(costs, 2, chunk_starts=starts, launch_cost=7) == [0, 4, 8]
+    assert slice_costs(costs, [0, 3, 8], chunk_starts=starts, launch_cost=7) == [37, 64]
+    assert cost_balance(costs, [0, 4, 8], chunk_starts=starts, launch_cost=7) == 1.0
+    # launch cost 0 or no grid: the plain planner
+    assert plan_row_shards(costs, 3, chunk_starts=starts, launch_cost=0) == plan_row_shards(costs, 3)
+    for bad in ([1, 4], [0, 4, 4], [0, 9], [], "x"):
+        with pytest.raises(ValueError, match="chunk_starts"):
+            plan_row_shards(costs, 2, chunk_starts=bad, launch_cost=1)
+    with pytest.raises(ValueError, match="launch_cost"):
+        plan_row_shards(costs, 2, chunk_starts=starts, launch_cost=-1)
+
+
+def test_million_rows_with_launches():
+    """1M causal rows in 512-row chunks into 2/4/8: balanced for the model (exactness: the brute-force test); time printed."""
+    n = 1 << 20
+    keys = np.arange(1, n + 1, dtype=np.int64)
+    chunks = [(a, min(a + 512, n), int(keys[min(a + 512, n) - 1])) for a in range(0, n, 512)]
+    model = default_cost_model(2048)
+    for parts in (2, 4, 8):
+        t0 = time.perf_counter()
+        b = model.plan(keys, chunks, parts)
+        ms = (time.perf_counter() - t0) * 1e3
+        check_boundaries(b, n, parts)
+        assert model.balance(keys, chunks, b) < 1.001
+        print(f"model plan of {n} rows into {parts}: {ms:.1f} ms, balance {model.balance(keys, chunks, b):.6f}")
+
+
+def test_cost_model_row_costs():
+    m = IndexerCostModel(per_row=5, fill=0.5, unaligned=0.25, per_launch=3, resolution=2)
+    keys = [0, 4, 8, 16, 10]
+    chunks = [(0, 3, 8), (3, 5, 17)]  # widths 8 (not a multiple of 16) and 17
+    # row: R * ((1 - fill) * L + fill * W + unaligned * W * [W % 16 != 0] + per_row)
+    want = [2 * (0.5 * L + 0.5 * W + 0.25 * W + 5) for L, W in zip(keys, [8, 8, 8, 17, 17])]
+    units = m.row_costs(keys, chunks).tolist()
+    assert units == [round(x) for x in want]
+    assert m.launch_units == 6
+    # the modelled slice costs include a launch per touched chunk
+    assert m.slice_costs(keys, chunks, [0, 2, 5]) == [sum(units[:2]) / 2 + 3, sum(units[2:]) / 2 + 6]
+    # keys only: the row costs are the keys, and plans match the plain planner
+    assert KEYS_ONLY.keys_only and KEYS_ONLY.row_costs(keys, chunks).tolist() == keys
+    assert KEYS_ONLY.plan(keys, chunks, 2) == plan_row_shards(keys, 2)
+    # an aligned width pays no unaligned term
+    assert m.row_costs([4], [(0, 1, 16)]).tolist() == [round(2 * (2 + 8 + 5))]
+    assert m.row_costs([], []).tolist() == [] and m.plan([], [], 3) == [0, 0, 0, 0]
+
+
+def test_cost_model_bad_input():
+    m = default_cost_model(512)
+    assert m.per_row > default_cost_model(16).per_row  # larger top-k: more per-row work
+    for chunks in ([(0, 2, 8)], [(1, 3, 8)], [(0, 2, 8), (1, 3, 8)], [(0, 3, -1)], [(0, 0, 8), (0, 3, 8)], [(0, 3)]):
+        with pytest.raises(ValueError, match="chunks"):
+            m.row_costs([1, 2, 3], chunks)
+    with pytest.raises(ValueError, match="width"):
+        m.row_costs([1, 2, 9], [(0, 3, 8)])  # a row with more keys than its chunk's width
+    with pytest.raises(ValueError, match="per_row"):
+        IndexerCostModel(per_row=-1)
+    with pytest.raises(ValueError, match="fill"):
+        IndexerCostModel(fill=float("nan"))
+    with pytest.raises(ValueError, match="resolution"):
+        IndexerCostModel(resolution=0)
+    with pytest.raises(ValueError, match="select"):
+        default_cost_model(0)
+    with pytest.raises(ValueError, match="costs"):
+        m.row_costs([1.5], [(0, 1, 2)])

@@ -445,7 +445,88 @@ def probe_alignment(device, rows: int = 2048, width: int = 262144, heads: int = 
     return res
 
 
+def slice_features(preset_name: str, context: int, rows: int, chunk: int, a: int, b: int, chunking: str,
+                   align: int) -> list[float]:
+    """What the cost model counts for rows [a, b) of a bench case (dsattn impl): keys (G), padded -inf
+    columns (G), columns of unaligned chunks (G), rows (K) and chunk runs, for `chunking` "grid" or "slice"."""
+    import numpy as np
+    kp = preset(preset_name).kpool
+    ke = (np.arange(context - rows, context, dtype=np.int64) + 1) // kp
+    if chunking == "slice":
+        segs = [(c, min(c + chunk, b)) for c in range(a, b, chunk)]
+        segs = [(x, y, _round_up(int(ke[y - 1]), align)) for x, y in segs]
+    else:
+        segs = [(max(a, c), min(b, c + chunk), _round_up(int(ke[min(c + chunk, rows) - 1]), align))
+                for c in range(0, rows, chunk) if c < b and c + chunk > a]
+    f = np.zeros(5)
+    for x, y, w in segs:
+        k = ke[x:y]
+        f += [k.sum() / 1e9, (w - k).sum() / 1e9, (y - x) * w * (w % ALIGN != 0) / 1e9, (y - x) / 1e3, 1]
+    return f.tolist()
+
+
+def fit_cost_model(paths) -> dict:
+    """Fit the cost model's shape on bench results: time = s_case * (keys + u * unaligned + r * rows + c * chunks)
+    with a free scale per (file, preset, context) (the per-key time varies between contexts), least squares
+    on log time, per preset. Files from before the cost model (no 'chunking' in meta) ran slice chunking,
+    width align 1, keys plans. Needs scipy. Prints and returns {preset: coefficients and residuals}."""
+    import json
+
+    import numpy as np
+    from scipy.optimize import least_squares
+    pts = []
+    for path in paths:
+        with open(path) as f:
+            res = json.load(f)
+        meta = res["meta"]
+        chunking, align = meta.get("chunking", "slice"), meta.get("width_align", 1)
+        for r in res["rows"]:
+            if r.get("impl", "").startswith("torch"):
+                continue
+            kp = preset(r["preset"]).kpool
+            chunk = r.get("chunk_rows") or max(1, min(r["rows"], int(meta["logits_mib"] * 2**20)
+                                                      // (_round_up(r["context"] // kp, align) * 4)))
+            case = (path, r["preset"], r["context"])
+            feat = lambda a, b: slice_features(r["preset"], r["context"], r["rows"], chunk, a, b,  # noqa: E731
+                                               chunking, align)
+            if r["mode"] == "replicated":
+                pts.append((r["preset"], case, feat(0, r["rows"]), r["replicated_ms"]))
+                continue
+            b = r.get("boundaries") or plan_row_shards(
+                ((torch.arange(r["context"] - r["rows"], r["context"]) + 1) // kp).numpy(), r["tp"])
+            for x, y, ms in zip(b, b[1:], r["rank_compute_ms"]):
+                if y > x:
+                    pts.append((r["preset"], case, feat(x, y), ms))
+    out = {}
+    names = ("unaligned", "per_row", "per_launch")
+    for name in dict.fromkeys(p for p, *_ in pts):
+        mine = [p for p in pts if p[0] == name]
+        cases = list(dict.fromkeys(p[1] for p in mine))
+        idx = np.array([cases.index(p[1]) for p in mine])
+        x = np.array([p[2] for p in mine])
+        t = np.array([p[3] for p in mine])
+
+        def resid(th):
+            return np.log(th[3:][idx] * (x[:, 0] + th[0] * x[:, 2] + th[1] * x[:, 3] + th[2] * x[:, 4])) - np.log(t)
+
+        fit = least_squares(resid, np.r_[0.1, 1e-3, 1e-2, np.full(len(cases), 15.0)],
+                            bounds=(np.r_[0, 0, 0, np.full(len(cases), 1e-6)], np.inf))
+        rel = np.exp(fit.fun) - 1
+        u, r_, c_ = fit.x[:3]
+        out[name] = dict(unaligned=u, per_row=r_ * 1e6, per_launch=c_ * 1e9, points=len(mine),
+                         max_abs_rel=float(abs(rel).max()), rms_rel=float(np.sqrt((rel ** 2).mean())))
+        print(f"{name}: " + ", ".join(f"{k} {out[name][k]:.4g}" for k in (*names, "points", "max_abs_rel", "rms_rel"))
+              + "  (per_row, per_launch in key-equivalents)")
+    return out
+
+
 def main(argv=None) -> int:
+    if argv is None:
+        import sys
+        argv = sys.argv[1:]
+    if argv and argv[0] == "--fit":
+        fit_cost_model(argv[1:])
+        return 0
     args = parse_args(argv)
     started, device = init_from_env()
     if args.device:
