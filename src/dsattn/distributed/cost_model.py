@@ -1,9 +1,9 @@
 """What a slice of indexer prefill rows costs, for the row-shard planner (SPEC section 8).
 
 Counting only the keys a row scores (``ke - ks``) left the measured slices of a balanced plan up to
-21% apart (notes/tp.md, "Cost model"). The model here, in key-equivalents (1 = one key scored by one
-row, all 32 or 64 heads), for a row of ``L`` keys run in a chunk of the indexer's fixed chunk grid
-whose logits are ``W`` columns wide:
+21% apart (notes/tp.md, "Cost model"), most of it from unaligned logits widths (below). The model
+here, in key-equivalents (1 = one key scored by one row, all 32 or 64 heads), for a row of ``L`` keys
+run in a chunk of the indexer's fixed chunk grid whose logits are ``W`` columns wide:
 
     L + fill * (W - L) + unaligned * W * [W % 16 != 0] + per_row        (additive: one row)
     + per_launch for every chunk a slice touches                         (the planner's launch cost)
@@ -14,7 +14,9 @@ whose logits are ``W`` columns wide:
   arguments on divisibility by 16) made whole chunks slower; the chunks of the earlier bench started at
   each slice's first row, so every slice but the first ran unaligned (tp_tp1_h200.json of d63315c:
   glm-5 256K TP4 slices 59.4 / 72.7 / 73.8 / 73.3 ms; at 1M TP4, whose boundaries 0 and 33296 are
-  multiples of 16, 590 / 675 / 592 / 685 ms). A grid of widths padded to 16 never pays it.
+  multiples of 16, 590 / 675 / 592 / 685 ms). It is the top-k's: one 2048-row chunk of 262143 keys
+  took 2.99 ms of top-k at width 262144 and 4.43 ms at 262143 (logits 5.41 / 5.22 ms; meta
+  ``align_probe`` of bench/results/tp_tp1_h200.json). A grid of widths padded to 16 never pays it.
 - ``per_row``: the top-k select in registers (grows with its candidate capacity), the k-pool
   expansion and the row's share of fixed per-row work.
 - ``per_launch``: per chunk run (launches, the last partial wave of each kernel, the key gather).
@@ -134,11 +136,15 @@ def default_cost_model(select: int) -> IndexerCostModel:
                             per_launch=PER_LAUNCH)
 
 
-# Fitted on bench/results/tp_tp1_h200.json and tp_tp2_h200x2.json (commit d63315c / a457563, top-k v3):
-# glm-5 (select 2048, capacity 4096) per_row 6800, glm-5.3-flash (select 512, capacity 1024) 2800,
-# a line through both; per_launch 19-24 M; unaligned 0.25 and 0.13. `fill` is a prediction (a 4-byte
-# store against a scored key's 8 K flops at the measured per-key time), not fitted: the tail-chunk cases
-# have W - L of a few thousand columns only.
+# `dsattn bench tp --fit FILES` (per-case scale, least squares on log time), per preset, in key-equivalents:
+#   top-k v3 (tp_tp1_h200.json of 649699d, tp_tp2_h200x2.json):  glm-5 per_row 6761, per_launch 23.8 M,
+#     unaligned 0.247 (rms 1.9%); glm-5.3-flash 2832, 19.8 M, 0.136 (rms 3.9%)
+#   top-k v4 (tp_tp1_h200.json and tp_tp1_h200_before.json of 95ec898): glm-5 6863, 17.2 M, 0.282 (rms 3.5%);
+#     glm-5.3-flash 2519, 28.6 M, 0.148 (rms 4.3%)
+# per_row: a line through the two presets' v3 values in the top-k's candidate capacity (4096 and 1024);
+# per_launch and unaligned: round values between the fits. `fill` is a prediction (a 4-byte store
+# against a scored key's 8 K flops at the measured per-key time), not fitted: in the bench's tail-chunk
+# cases W - L is a few thousand columns, too few to tell it from the keys.
 PER_ROW_BASE = 1500.0
 PER_ROW_PER_CAP = 1.3
 FILL = 0.1
