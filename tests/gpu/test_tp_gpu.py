@@ -22,7 +22,8 @@ def test_bench_tp1(tmp_path):
     assert tp.main(["--contexts", "4K,16K", "--rows", "0", "--reps", "1", "--project", "2",
                     "--out", str(tmp_path), "--name", "tp1"]) == 0
     rows = json.load(open(tmp_path / "tp1.json"))["rows"]
-    assert [r["mode"] for r in rows] == ["replicated", "projected"] * 4
+    assert [(r["mode"], r.get("plan")) for r in rows] == [("replicated", None), ("projected", "keys"),
+                                                           ("projected", "model")] * 4
     assert all(r["equal"] for r in rows)
 
 
@@ -42,3 +43,4 @@ def test_bench_nccl(tmp_path):
         assert r["mode"] == ("sharded" if r["rows"] >= 3000 * n else "replicated"), r
         if r["mode"] == "sharded":
             assert r["gather_equal"] is True, r
+            assert r["plan"] in ("keys", "model") and len(r["boundaries"]) == n + 1, r
