@@ -74,3 +74,10 @@ def test_cli_tiny(argv, tmp_path, capsys):
     else:
         assert row["max_abs_out_diff"] < 2e-2 and row["max_rel_lse_diff"] < 1e-4
     assert "verdict" in capsys.readouterr().out
+
+
+def test_provenance_prefers_the_named_commit(monkeypatch):
+    from dsattn.bench.common import provenance
+    monkeypatch.setenv("DSATTN_GIT_COMMIT", "abc1234")
+    info = provenance()
+    assert info["git_commit"] == "abc1234" and info["git_dirty"] is None

@@ -23,16 +23,19 @@ def provenance() -> dict:
         triton_version = triton.__version__
     except ImportError:  # pragma: no cover
         triton_version = None
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=os.path.dirname(__file__), timeout=5).stdout.strip() or None
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                                    text=True, cwd=os.path.dirname(__file__), timeout=5).stdout.strip())
-    except (OSError, subprocess.SubprocessError):  # pragma: no cover
-        commit, dirty = None, None
-    if commit is None and os.environ.get("DSATTN_GIT_COMMIT"):
-        # a copy of the tree without .git (the GPU machine): the caller names the commit it sent
+    if os.environ.get("DSATTN_GIT_COMMIT"):
+        # the caller names the commit it sent: a copy of the tree (the GPU machine) may carry no .git, or a
+        # stale one whose HEAD is not the tree that runs
         commit, dirty = os.environ["DSATTN_GIT_COMMIT"], None
+    else:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                    cwd=os.path.dirname(__file__), timeout=5).stdout.strip() or None
+            dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                        capture_output=True, text=True, cwd=os.path.dirname(__file__),
+                                        timeout=5).stdout.strip())
+        except (OSError, subprocess.SubprocessError):  # pragma: no cover
+            commit, dirty = None, None
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else platform.processor() or "cpu"
     info = {
         "device": device,
