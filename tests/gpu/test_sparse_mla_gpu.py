@@ -3,7 +3,9 @@
 The CPU tests (tests/test_sparse_mla_kernels.py) run the same checks under the interpreter at tiny
 sizes. Here: topk 2048 over tens of thousands of slots, every head-count class and variant, the three
 layouts, D_qk 576 / 512, page sizes 1 / 16 / 64 / 128, topk_length, rows without a valid entry, invalid
-entries pointing at NaN rows, NaN-poisoned outputs, strided outputs, split-K.
+entries pointing at NaN rows, NaN-poisoned outputs, strided outputs, split-K. Every test runs twice:
+DSATTN_SPARSE_MLA_IMPL=triton and =gluon (the Gluon few-head kernel, sm_90 only, wherever a program carries
+at most 32 heads; 64-head programs stay Triton under both).
 """
 import pytest
 import torch
@@ -14,6 +16,18 @@ from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outpu
 pytestmark = pytest.mark.gpu
 DEV = "cuda"
 HEADS = [1, 8, 16, 24, 32, 48, 64, 96, 128]
+
+
+def _is_sm90():
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+
+
+@pytest.fixture(autouse=True, params=["triton", "gluon"])
+def impl(request, monkeypatch):
+    if request.param == "gluon" and not _is_sm90():
+        pytest.skip("the Gluon kernel runs on sm_90 only")
+    monkeypatch.setenv("DSATTN_SPARSE_MLA_IMPL", request.param)
+    return request.param
 
 
 def _variants(h):
@@ -93,3 +107,38 @@ def test_repeated_slots_and_no_valid_rows():
     out, lse = _prefill(case, "native")
     check_close(out, lse, *case.reference())
     assert (out[:2] == 0).all() and torch.isneginf(lse[:2]).all()
+
+
+@pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512), ("bf16", 576), ("bf16", 512)])
+def test_every_small_head_count(layout, d_qk):
+    """1..32 heads, native (the Gluon kernel's HP 16 and 32 programs with masked heads)."""
+    for h in range(1, 33):
+        case = make_case(20, h, d_qk, num_slots=5000, topk=512, layout=layout, block_size=16, with_length=True,
+                         empty_rows=1, seed=100 + h, device=DEV)
+        check_close(*_decode(case, "native", out_row_pad=16), *case.reference())
+
+
+@pytest.mark.parametrize("topk", [64, 100, 2048 + 64])
+def test_odd_topk(topk):
+    """A top-k list that is not a multiple of the block (64 keys), or shorter than the ring."""
+    case = make_case(10, 16, 576, num_slots=9000, topk=topk, layout="fp8_ds_mla", with_length=True, seed=topk,
+                     device=DEV)
+    check_close(*_decode(case, "native"), *case.reference())
+    case = make_case(10, 16, 576, num_slots=9000, topk=topk, layout="bf16", block_size=1, seed=topk, device=DEV)
+    check_close(*_prefill(case, "native"), *case.reference())
+
+
+def test_unaligned_rows_fall_back(impl):
+    """bf16 rows whose stride is not a multiple of 16 bytes: auto and triton run the Triton kernel;
+    a forced gluon refuses with ValueError instead of falling back silently."""
+    case = make_case(8, 16, 576, num_slots=3000, topk=256, layout="bf16", block_size=1, seed=3, device=DEV)
+    wide = torch.zeros(case.flat.shape[0], 577, dtype=torch.bfloat16, device=DEV)
+    wide[:, :576] = case.flat
+    kv = wide[:, :576]
+    out, lse = poisoned_outputs(8, 16, DEV)
+    if impl == "gluon":
+        with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL"):
+            sparse_mla_prefill(case.q, kv, case.indices, case.sm_scale, out=out, lse=lse, variant="native")
+    else:
+        sparse_mla_prefill(case.q, kv, case.indices, case.sm_scale, out=out, lse=lse, variant="native")
+        check_close(out, lse, *case.reference())

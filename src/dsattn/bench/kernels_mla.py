@@ -18,6 +18,7 @@ output of each case is checked against FlashMLA's (max abs difference reported).
 
     PYTHONPATH=src:.peer python -m dsattn.cli bench kernels --op sparse_mla --out $OUT
     ... --op sparse_mla --quick            # 512 tokens / s_q 1024 only
+    ... --op sparse_mla --impl triton,gluon   # both few-head kernels side by side (column `kernel`)
 
 Tile configs are tuned with bench/mla_sweep.py (kernel development), not here.
 """
@@ -245,17 +246,37 @@ def _row(case: Case, impl: str, ms: float) -> dict:
     }
 
 
-def measure_case(case: Case, peers, variants, rep_ms: float = 100) -> list[dict]:
-    """dsattn (each variant) and FlashMLA (native / padded to 64) on one case."""
+def _kernel_record(case: Case, variant: str) -> dict:
+    """Which kernel the public function launches for this case now, and its launch configuration."""
+    from ..ops.sparse_mla.launch import default_config, gluon_config, kernel_name
+    flat = case.kv.flatten(0, 1) if case.kind == "decode" else case.kv
+    kernel = kernel_name(case.q, flat, case.layout, variant)
+    cfg = gluon_config(case.layout, case.heads, case.d_qk) if kernel == "gluon" else default_config(variant, case.heads,
+                                                                                         case.layout)
+    return {"kernel": kernel, "config": dataclasses.asdict(cfg)}
+
+
+def measure_case(case: Case, peers, variants, rep_ms: float = 100, impls=("auto",)) -> list[dict]:
+    """dsattn (each variant, under each DSATTN_SPARSE_MLA_IMPL of `impls`) and FlashMLA (native / padded
+    to 64) on one case."""
     rows = []
-    ours_ms = {}
-    for variant in variants:
-        fn, out, _ = ours(case, variant)
-        fn()
-        ours_ms[variant] = time_ms(fn, rep_ms=rep_ms)
-        from ..ops.sparse_mla.launch import default_config
-        rows.append({**_row(case, f"dsattn:{variant}", ours_ms[variant]),
-                     "config": dataclasses.asdict(default_config(variant, case.heads, case.layout))})
+    saved = os.environ.get("DSATTN_SPARSE_MLA_IMPL")
+    try:
+        for impl in impls:
+            os.environ["DSATTN_SPARSE_MLA_IMPL"] = impl
+            for variant in variants:
+                rec = _kernel_record(case, variant)
+                if impl != "auto" and rec["kernel"] != impl:
+                    continue  # this variant does not have that kernel (64-head programs are Triton only)
+                fn, out, _ = ours(case, variant)
+                fn()
+                ms = time_ms(fn, rep_ms=rep_ms)
+                rows.append({**_row(case, f"dsattn:{variant}", ms), **rec})
+    finally:
+        if saved is None:
+            os.environ.pop("DSATTN_SPARSE_MLA_IMPL", None)
+        else:
+            os.environ["DSATTN_SPARSE_MLA_IMPL"] = saved
     peer_ms = {}
     widths = sorted({case.heads, max(case.heads, 64)})  # native, and padded to 64 below 64 heads
     for w in widths:
@@ -302,7 +323,7 @@ def run_table(args, device, peers) -> list[dict]:
                 for h in args.heads:
                     case = decode_case(size, h, layout, device) if kind == "decode" else prefill_case(size, h, device)
                     t0 = time.time()
-                    rows += measure_case(case, peers, _variants(kind, h), rep_ms=args.rep_ms)
+                    rows += measure_case(case, peers, _variants(kind, h), rep_ms=args.rep_ms, impls=args.impl)
                     print(f"# {kind} {layout.value} tokens={size} heads={h}: {time.time() - t0:.1f}s", file=sys.stderr)
     _nope_vs_fp8(rows)
     return rows
@@ -310,13 +331,15 @@ def run_table(args, device, peers) -> list[dict]:
 
 def _nope_vs_fp8(rows: list[dict]) -> None:
     """fp8_ds_mla_nope rows get `vs_fp8_ds_mla`: dsattn fp8_ds_mla ms / this ms (same tokens, heads, variant)."""
-    ref = {(r["tokens"], r["heads"], r["impl"]): r["ms"] for r in rows if r["layout"] == "fp8_ds_mla"}
+    def key(r):
+        return r["tokens"], r["heads"], r["impl"], r.get("kernel")
+    ref = {key(r): r["ms"] for r in rows if r["layout"] == "fp8_ds_mla"}
     for r in rows:
-        if r["layout"] == "fp8_ds_mla_nope" and (r["tokens"], r["heads"], r["impl"]) in ref:
-            r["vs_fp8_ds_mla"] = ref[(r["tokens"], r["heads"], r["impl"])] / r["ms"]
+        if r["layout"] == "fp8_ds_mla_nope" and key(r) in ref:
+            r["vs_fp8_ds_mla"] = ref[key(r)] / r["ms"]
 
 
-COLUMNS = ["kind", "layout", "tokens", "heads", "impl", "ms", "tflops", "gbps", "pct_floor", "flashmla_ms", "speedup",
+COLUMNS = ["kind", "layout", "tokens", "heads", "impl", "kernel", "ms", "tflops", "gbps", "pct_floor", "flashmla_ms", "speedup",
            "vs_fp8_ds_mla", "max_abs_vs_dsattn"]
 
 
@@ -327,12 +350,19 @@ def parse_args(argv):
     p.add_argument("--tokens", default=None, help="comma list (decode tokens or prefill s_q); default per case")
     p.add_argument("--quick", action="store_true", help="decode 512 tokens, prefill s_q 1024")
     p.add_argument("--no-peer", action="store_true", help="skip FlashMLA")
+    p.add_argument("--impl", default="auto",
+                   help="comma list of DSATTN_SPARSE_MLA_IMPL values to time dsattn under (auto, triton, gluon); "
+                        "a forced kernel that a variant lacks is skipped")
     p.add_argument("--rep-ms", type=float, default=100)
     p.add_argument("--out", default=None, help="results folder (default bench/results)")
     p.add_argument("--name", default="sparse_mla")
     args = p.parse_args(argv)
     args.cases = [c for c in args.cases.split(",") if c]
     args.heads = [int(h) for h in args.heads.split(",")]
+    args.impl = [i for i in args.impl.split(",") if i]
+    bad = [i for i in args.impl if i not in ("auto", "triton", "gluon")]
+    if bad:
+        p.error(f"--impl: unknown {bad}")
     args.tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else None
     return args
 
@@ -351,6 +381,6 @@ def run(op: str, argv: list[str]) -> int:
         "op": op, "cases": args.cases, "decode": f"{DECODE_SLOTS} slots, block {DECODE_BLOCK}, uniform, topk {TOPK}",
         "prefill": f"s_kv {PREFILL_KV}, overlap (noise 0.5), topk {TOPK}", "hbm_bytes_per_s": HBM_BYTES_PER_S,
         "bf16_flops": BF16_FLOPS, "speedup": "FlashMLA best ms / dsattn ms (FlashMLA padded to 64 heads below 64)",
-        "env": {k: v for k, v in os.environ.items() if k.startswith(("TRITON", "CUDA_VISIBLE"))}})
+        "env": {k: v for k, v in os.environ.items() if k.startswith(("TRITON", "CUDA_VISIBLE", "DSATTN"))}})
     print(f"# wrote {path}")
     return 0

@@ -4,6 +4,7 @@ outputs and split-K scratch come from the caller (sparse_mla_prefill / sparse_ml
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import torch
 
@@ -73,6 +74,144 @@ def _config(heads_per_program: int, layout: KVLayout, config: TileConfig | None)
     return dataclasses.replace(cfg, block_n=16, num_stages=1) if interpreting() else cfg
 
 
+IMPLS = ("auto", "triton", "gluon")
+
+
+@dataclasses.dataclass(frozen=True)
+class GluonConfig:
+    """Launch configuration of gluon_small.sparse_mla_small_kernel: keys per block (wgmma M) and how many
+    blocks the shared-memory ring holds (stages - 1 in flight while one computes)."""
+    block_n: int = 64
+    stages: int = 3
+    num_warps: int = 4  # 4: one warpgroup; 8: two, splitting S^T's heads and O^T's latent rows
+
+
+SMEM_LIMIT = 232448  # bytes of shared memory one CTA may use on sm_90 (227 KB)
+
+
+def gluon_smem_bytes(layout: KVLayout, d_qk: int, hp: int, block_n: int, stages: int) -> int:
+    """Shared memory the Gluon kernel allocates (bench/mla_gluon_check.py reports the compiler's figure,
+    256 bytes more for its reduction scratch)."""
+    rope = d_qk > LATENT_DIM
+    if layout.is_fp8:
+        stage = block_n * (LATENT_DIM + 16 + (2 * 64 if rope and layout is KVLayout.FP8_DS_MLA else 0))
+        fixed = block_n * LATENT_DIM * 2  # the fp16 tile
+    else:
+        stage = block_n * 2 * d_qk
+        fixed = 0  # bf16 stages are converted in place
+    fixed += hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0) + block_n * hp * 2
+    return stages * stage + fixed
+
+
+def gluon_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> GluonConfig:
+    """Default launch of the Gluon kernel, the fastest of bench/mla_gluon_sweep.py's configs on the H200
+    (bench/results/sparse_mla_gluon_sweep.json, 512 decode tokens / s_q 1024): fp8 rows one warpgroup,
+    2 stages at 656 B (0.399 ms vs 0.410 at 3 stages, 8 heads), 3 at 528 B (0.380 vs 0.392 at 4);
+    bf16 rows two warpgroups, 2 stages (32 heads: 0.968 vs 0.984 ms with one). Never more stages than
+    shared memory holds."""
+    hp = _gluon_hp(num_heads)
+    if layout is KVLayout.FP8_DS_MLA_NOPE:
+        d_qk = LATENT_DIM
+    if layout.is_fp8:
+        stages, warps = (2 if d_qk > LATENT_DIM else 3), 4
+    else:
+        stages, warps = 2, 8
+    while stages > 2 and gluon_smem_bytes(layout, d_qk, hp, 64, stages) + 1024 > SMEM_LIMIT:
+        stages -= 1
+    return GluonConfig(64, stages, warps)
+
+
+def gluon_preferred(layout: KVLayout, hp: int) -> bool:
+    """Where 'auto' picks the Gluon kernel: fp8 rows (decode 8 heads 0.399 vs 0.609 ms, 32 heads 0.457 vs
+    0.868) and bf16 rows at 32 heads a program (prefill s_q 1024: 0.968 vs 1.255 ms); bf16 at 16 heads
+    stays Triton (0.672 vs 0.824 ms). bench/results/sparse_mla_gluon_sweep.json."""
+    return layout.is_fp8 or hp > 16
+
+
+def sparse_mla_impl() -> str:
+    """DSATTN_SPARSE_MLA_IMPL: 'auto' (default), 'triton' or 'gluon' (forces one kernel for A/B runs)."""
+    impl = os.environ.get("DSATTN_SPARSE_MLA_IMPL", "auto").strip().lower() or "auto"
+    if impl not in IMPLS:
+        raise ValueError(f"DSATTN_SPARSE_MLA_IMPL must be one of {list(IMPLS)}, got {impl!r}")
+    return impl
+
+
+def gluon_usable(q, flat, layout: KVLayout, hp: int) -> bool:
+    """Whether the Gluon few-head kernel can run this launch: a CUDA tensor on sm_90, Gluon importable,
+    not interpreting, at most 32 heads per program, and rows whose addresses keep 16-byte copies."""
+    if interpreting() or hp > 32 or q.device.type != "cuda":
+        return False
+    from .gluon_small import HAVE_GLUON
+    if not HAVE_GLUON or torch.cuda.get_device_capability(q.device)[0] != 9:
+        return False
+    row_bytes = flat.stride(0) * flat.element_size()
+    return row_bytes % 16 == 0 and flat.data_ptr() % 16 == 0 and flat.stride(-1) == 1
+
+
+def use_gluon(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bool:
+    """The kernel choice. 'auto': Gluon where usable and preferred (gluon_preferred); 'triton': never;
+    'gluon': wherever a program carries at most 32 heads, raising ValueError where it cannot run
+    instead of falling back silently."""
+    impl = impl or sparse_mla_impl()
+    if impl == "triton":
+        return False
+    ok = gluon_usable(q, flat, layout, hp)
+    if impl == "gluon":
+        if not ok:
+            raise ValueError("DSATTN_SPARSE_MLA_IMPL=gluon but the Gluon kernel cannot run this launch "
+                             f"(device {q.device}, {hp} heads per program, row stride {flat.stride(0)})")
+        return True
+    return ok and gluon_preferred(layout, hp)
+
+
+def kernel_name(q, flat, layout: KVLayout, variant: str) -> str:
+    """'gluon' or 'triton': which kernel run_attention launches for these inputs now (for benchmark records)."""
+    hp = heads_per_program(variant, q.shape[1])
+    return "gluon" if hp <= 32 and use_gluon(q, flat, layout, hp) else "triton"
+
+
+def _gluon_hp(num_heads: int) -> int:
+    """Heads per Gluon program (the wgmma N): 16, or 32 for 17..32 heads (8 took more registers, same MMAs)."""
+    return 16 if num_heads <= 16 else 32
+
+
+def run_attention_gluon(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out, lse, splits: int = 1,
+                        part_o=None, part_lse=None, config: GluonConfig | None = None) -> None:
+    """run_attention's contract through gluon_small.sparse_mla_small_kernel (native few-head variant)."""
+    from .gluon_small import sparse_mla_small_kernel
+    t, h, d = q.shape
+    topk = indices.shape[1]
+    hp = _gluon_hp(h)
+    cfg = config or gluon_config(layout, h, d)
+    (lat, s_lat), (scales, s_scale), (rope, s_rope) = _row_views(flat, layout, d)
+    if splits > 1:
+        keys_per_split = -(-topk // splits)
+        keys_per_split = -(-keys_per_split // cfg.block_n) * cfg.block_n
+        o_dst, o_st, o_ss, o_sh = part_o, part_o.stride(0), part_o.stride(1), part_o.stride(2)
+        l_dst, l_st, l_ss, l_sh = part_lse, part_lse.stride(0), part_lse.stride(1), part_lse.stride(2)
+    else:
+        keys_per_split = topk
+        o_dst, o_st, o_ss, o_sh = out, out.stride(0), 0, out.stride(1)
+        l_dst, l_st, l_ss, l_sh = lse, lse.stride(0), 0, lse.stride(1)
+    lengths = topk_length if topk_length is not None else indices
+    grid = (t, -(-h // hp), splits)
+    sparse_mla_small_kernel[grid](
+        q, q.stride(0), q.stride(1),
+        lat, scales, rope,
+        indices, indices.stride(0), lengths,
+        o_dst, o_st, o_ss, o_sh,
+        l_dst, l_st, l_ss, l_sh,
+        flat.shape[0], h, topk, keys_per_split, float(sm_scale) * LOG2E,
+        s_lat, s_scale, s_rope,
+        layout.is_fp8, d > LATENT_DIM, topk_length is not None,
+        hp, cfg.block_n, cfg.stages,
+        num_warps=cfg.num_warps,
+    )
+    if splits > 1:
+        combine_splits_kernel[(t, h)](part_o, part_lse, out, out.stride(0), out.stride(1), lse, lse.stride(0),
+                                      lse.stride(1), h, splits, triton.next_power_of_2(splits), num_warps=4)
+
+
 def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out, lse, variant: str,
                   splits: int = 1, part_o=None, part_lse=None, config: TileConfig | None = None) -> None:
     """Sparse MLA over rows `flat` [N, row] for every token of q [T, H, D_qk] into out / lse.
@@ -85,6 +224,9 @@ def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out
     t, h, d = q.shape
     topk = indices.shape[1]
     hp = heads_per_program(variant, h)
+    if config is None and hp <= 32 and use_gluon(q, flat, layout, hp):
+        run_attention_gluon(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse)
+        return
     cfg = _config(hp, layout, config)
     keys_m = hp < 64 if cfg.keys_m is None else cfg.keys_m
     (lat, s_lat), (scales, s_scale), (rope, s_rope) = _row_views(flat, layout, d)

@@ -1,0 +1,121 @@
+"""Compile the Gluon few-head sparse MLA kernel (gluon_small.py) for sm_90a on a machine without a GPU,
+and report what ptxas says (registers, spills), shared memory, and the async copies / wgmma / barriers
+in the PTX.
+
+    PYTHONPATH=src python bench/mla_gluon_check.py [--cases decode-fp8-8,prefill-bf16-16] [--configs 64/3,64/2]
+        [--dump DIR]
+
+The launch goes through launch.run_attention_gluon with CPU tensors; the kernel launch is intercepted and
+compiled for the target instead (Triton's own binder computes the GPU's specialization).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.pop("TRITON_INTERPRET", None)
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import make_backend  # noqa: E402
+from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
+from triton.runtime.jit import create_function_from_signature  # noqa: E402
+
+from dsattn.formats import KVLayout, pack_latent_rows  # noqa: E402
+from dsattn.ops.sparse_mla import gluon_small, launch  # noqa: E402
+
+TARGET = GPUTarget("cuda", 90, 32)
+PTXAS = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+
+
+class _Intercept:
+    """Stands in for a GluonJITFunction: kernel[grid](*args, **kw) compiles for TARGET."""
+
+    def __init__(self, fn, sink):
+        self.fn, self.sink = fn, sink
+
+    def __getitem__(self, grid):
+        def call(*args, **kwargs):
+            backend = make_backend(TARGET)
+            binder = create_function_from_signature(self.fn.signature, self.fn.params, backend)
+            bound, spec, options = binder(*args, **kwargs)
+            options, signature, constexprs, attrs = self.fn._pack_args(backend, kwargs, bound, spec, options)
+            compiled = triton.compile(GluonASTSource(self.fn, signature, constexprs, attrs), target=TARGET,
+                                      options=options.__dict__)
+            self.sink.append(compiled)
+        return call
+
+
+def ptxas_report(ptx: str) -> str:
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "k.ptx")
+        open(path, "w").write(ptx)
+        res = subprocess.run([PTXAS, "-v", "--gpu-name", "sm_90a", path, "-o", os.path.join(d, "k.cubin")],
+                             capture_output=True, text=True)
+    text = res.stdout + res.stderr
+    regs = re.search(r"Used (\d+) registers", text)
+    spill = re.search(r"(\d+) bytes spill stores", text)
+    if res.returncode:
+        return "ptxas FAILED " + text[-400:]
+    return f"regs={regs.group(1) if regs else '?'} spill_st={spill.group(1) if spill else '?'}"
+
+
+def _case(name: str):
+    kind, layout, heads = name.split("-")
+    heads = int(heads)
+    layout = KVLayout({"fp8": "fp8_ds_mla", "nope": "fp8_ds_mla_nope", "bf16": "bf16", "bf16n": "bf16"}[layout])
+    d = 512 if layout is KVLayout.FP8_DS_MLA_NOPE or name.split("-")[1] == "bf16n" else 576
+    n = 4096
+    lat = torch.randn(n, d)
+    rows = pack_latent_rows(lat, layout) if layout.is_fp8 else lat.bfloat16()
+    q = torch.randn(4, heads, d).bfloat16()
+    idx = torch.randint(0, n, (4, 2048), dtype=torch.int32)
+    return layout, q, rows, idx
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--cases", default="decode-fp8-8,decode-fp8-16,decode-fp8-32,decode-nope-8,prefill-bf16-8,"
+                                      "prefill-bf16-16,prefill-bf16n-16")
+    p.add_argument("--configs", default="", help="block_n/stages, comma separated (default: GLUON_CONFIGS)")
+    p.add_argument("--dump", default=None, help="folder for the TTGIR and PTX of each compile")
+    args = p.parse_args()
+    for name in args.cases.split(","):
+        layout, q, rows, idx = _case(name)
+        configs = args.configs.split(",") if args.configs else [None]
+        for c in configs:
+            cfg = None if c is None else launch.GluonConfig(*[int(x) for x in c.split("/")])
+            label = c or "default"
+            sink = []
+            saved = gluon_small.sparse_mla_small_kernel
+            gluon_small.sparse_mla_small_kernel = _Intercept(saved, sink)
+            t0 = time.time()
+            try:
+                out = torch.empty(q.shape[0], q.shape[1], 512, dtype=torch.bfloat16)
+                lse = torch.empty(q.shape[0], q.shape[1])
+                launch.run_attention_gluon(q, rows, layout, idx, 0.1, None, out, lse, config=cfg)
+                for ck in sink:
+                    ptx = ck.asm["ptx"]
+                    print(f"{name:18s} {label:8s} smem={ck.metadata.shared:6d} {ptxas_report(ptx)} "
+                          f"cp.async={ptx.count('cp.async.cg') + ptx.count('cp.async.ca')} "
+                          f"wgmma={ptx.count('wgmma.mma_async')} bar.sync={ptx.count('bar.sync')} "
+                          f"compile_s={time.time() - t0:.1f}", flush=True)
+                    if args.dump:
+                        os.makedirs(args.dump, exist_ok=True)
+                        base = os.path.join(args.dump, f"{name}_{label.replace('/', '_')}")
+                        open(base + ".ttgir", "w").write(ck.asm["ttgir"])
+                        open(base + ".ptx", "w").write(ptx)
+            except Exception as e:  # noqa: BLE001
+                print(f"{name:18s} {label:8s} FAILED {type(e).__name__}: {str(e)[:1500]}", flush=True)
+            finally:
+                gluon_small.sparse_mla_small_kernel = saved
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""Launch-config sweep of the Gluon few-head sparse MLA kernel on the GPU, beside the Triton kernel.
+
+    PYTHONPATH=src python bench/mla_gluon_sweep.py --out DIR [--rep-ms 40]
+
+Benchmark cases of dsattn.bench.kernels_mla (decode fp8_ds_mla / nope 512 tokens, prefill bf16 s_q 1024);
+each Gluon config (block_n / stages / warps) is timed (median, L2 flushed: bench.common.time_ms) and its
+output compared with the Triton kernel's on the same inputs (max abs difference; NaN shows as nan).
+Writes DIR/sparse_mla_gluon_sweep.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+from dsattn.bench.common import time_ms
+from dsattn.bench.kernels_mla import decode_case, prefill_case
+from dsattn.ops.sparse_mla import launch
+
+SWEEP = [
+    # (kind, layout, tokens, heads, configs as (block_n, stages, warps))
+    ("decode", "fp8_ds_mla", 512, 8, [(64, 2, 4), (64, 3, 4), (64, 2, 8), (64, 3, 8)]),
+    ("decode", "fp8_ds_mla", 512, 32, [(64, 2, 4), (64, 2, 8)]),
+    ("decode", "fp8_ds_mla_nope", 512, 8, [(64, 3, 4), (64, 4, 4), (64, 3, 8), (64, 4, 8)]),
+    ("prefill", "bf16", 1024, 16, [(64, 2, 4), (64, 2, 8)]),
+    ("prefill", "bf16", 1024, 32, [(64, 2, 4), (64, 2, 8)]),
+]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default=".")
+    p.add_argument("--rep-ms", type=float, default=40)
+    args = p.parse_args()
+    dev = torch.device("cuda")
+    rows = []
+    for kind, layout, tokens, heads, configs in SWEEP:
+        case = decode_case(tokens, heads, layout, dev) if kind == "decode" else prefill_case(tokens, heads, dev)
+        flat = case.kv.flatten(0, 1) if kind == "decode" else case.kv
+        t, h = case.tokens, case.heads
+        out = torch.empty((t, h, 512), dtype=torch.bfloat16, device=dev)
+        lse = torch.empty((t, h), dtype=torch.float32, device=dev)
+        os.environ["DSATTN_SPARSE_MLA_IMPL"] = "triton"
+        tri = lambda: launch.run_attention(case.q, flat, case.layout, case.indices, case.sm_scale, None, out, lse,
+                                           "native")
+        tri()
+        ref_o, ref_l = out.clone(), lse.clone()
+        ms = time_ms(tri, rep_ms=args.rep_ms)
+        rows.append({"kind": kind, "layout": layout, "tokens": tokens, "heads": heads, "kernel": "triton",
+                     "config": None, "ms": ms})
+        print(f"{kind:8s} {layout:16s} t={tokens} h={heads:3d} triton          {ms:.4f} ms", flush=True)
+        for bn, st, nw in configs:
+            cfg = launch.GluonConfig(bn, st, nw)
+            out.fill_(float("nan"))
+            lse.fill_(float("nan"))
+            fn = lambda: launch.run_attention_gluon(case.q, flat, case.layout, case.indices, case.sm_scale, None,
+                                                    out, lse, config=cfg)
+            try:
+                fn()
+                torch.cuda.synchronize()
+                diff = float((out.float() - ref_o.float()).abs().max())
+                ldiff = float(((lse - ref_l).abs() / ref_l.abs().clamp_min(1)).nan_to_num(0, 0, 0).max())
+                ms = time_ms(fn, rep_ms=args.rep_ms)
+            except Exception as e:  # noqa: BLE001
+                print(f"  {bn}/{st}/{nw} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+                continue
+            rows.append({"kind": kind, "layout": layout, "tokens": tokens, "heads": heads, "kernel": "gluon",
+                         "config": [bn, st, nw], "ms": ms, "max_abs_vs_triton": diff, "lse_rel_vs_triton": ldiff,
+                         "gbps_rows": float((case.indices >= 0).sum()) * case.layout.row_bytes(case.d_qk) / ms / 1e6})
+            print(f"{kind:8s} {layout:16s} t={tokens} h={heads:3d} gluon {bn}/{st}/{nw}  {ms:.4f} ms  "
+                  f"max_abs_vs_triton={diff:.3g} lse_rel={ldiff:.3g}", flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "sparse_mla_gluon_sweep.json")
+    json.dump({"device": torch.cuda.get_device_name(), "commit": os.environ.get("DSATTN_GIT_COMMIT"), "rows": rows},
+              open(path, "w"), indent=1)
+    print(f"# wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
