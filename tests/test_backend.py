@@ -95,7 +95,7 @@ def test_small_caps_chunk_the_indexer_and_the_context(name, layout, heads):
     attn = backend(geo, layout, heads, max_model_len=48)
     most = attn.limits.max_keys
     attn_small = backend(geo, layout, heads, max_model_len=48, gather_cap_tokens=48,
-                         indexer_cap_bytes=attn.indexer.chunk_bytes(3, most, most))
+                         indexer_cap_bytes=attn.indexer.chunk_bytes(4, most, most))
     ref = reference_step(s)
     step, _ = run_and_check(attn_small, s, ref)
     # requests split across chunks, and chunks holding several requests' keys
@@ -291,3 +291,12 @@ def test_speculative_decodes():
     assert step.host.num_decodes == 2 and step.host.num_decode_tokens == 5
     with pytest.raises(ValueError, match="decodes"):
         attn.prepare([Request(0, 12, [0]), Request(30, 3, [1, 2, 3])])
+
+
+def test_indexer_logits_rows_are_16_aligned():
+    from dsattn.backend.indexer import logits_stride
+    assert [logits_stride(w) for w in (0, 1, 15, 16, 17, 2051, 262143)] == [0, 16, 16, 16, 32, 2064, 262144]
+    geo = geometry("glm-5", 8)
+    attn = backend(geo, "fp8_ds_mla", 8)
+    specs = attn.indexer.chunk_specs(3, 2051, 0)
+    assert specs["logits"] == ((3, 2064), torch.float32)

@@ -41,7 +41,7 @@ from ..ops.gather import gather_latent, positions_to_offsets, positions_to_slots
 from ..ops.sparse_mla import decode_scratch_spec, sparse_mla_decode, sparse_mla_prefill
 from ..ops.sparse_mla.dispatch import DEFAULT_SM_COUNT
 from . import policy
-from .indexer import IndexerDriver, IndexerInputs
+from .indexer import IndexerDriver, IndexerInputs, logits_stride
 from .metadata import BatchLimits, BatchMetadata, Request, build_metadata
 
 METADATA = "metadata"
@@ -230,7 +230,8 @@ class DSAAttention:
         # row, and per chunk a slice touches
         from ..distributed.cost_model import default_cost_model
         d = host.num_decode_tokens
-        chunks = [(c.row_start - d, c.row_end - d, c.width) for c in host.prefill_chunks]
+        # the logits row stride the driver runs at (indexer.logits_stride): 16-aligned, so no unaligned term
+        chunks = [(c.row_start - d, c.row_end - d, logits_stride(c.width)) for c in host.prefill_chunks]
         model = default_cost_model(self.indexer.k)
         return plan_row_shards(model.row_costs(host.row_keys[d:], chunks), group_size(self.tp_group),
                                chunk_starts=[c[0] for c in chunks], launch_cost=model.launch_units)

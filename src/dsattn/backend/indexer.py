@@ -37,6 +37,17 @@ CHUNK = "indexer.chunk"
 TP_STAGING = "indexer.tp_staging"
 
 
+# fp32 logits columns per row of a chunk's buffer are a multiple of this: with an unaligned row stride the
+# top-k loses its 16-byte loads (2048 x 262144 rows on the H200: 2.99 ms at stride 262144, 4.43 ms at 262143;
+# align_probe of bench/results/tp_tp1_h200.json)
+LOGITS_ALIGN = 16
+
+
+def logits_stride(width: int) -> int:
+    """Row stride (fp32 elements) of a chunk's logits buffer for `width` columns."""
+    return -(-width // LOGITS_ALIGN) * LOGITS_ALIGN
+
+
 @dataclasses.dataclass
 class IndexerInputs:
     """One full layer's indexer inputs for the step's T tokens.
@@ -85,8 +96,9 @@ class IndexerDriver:
     # -- workspace ------------------------------------------------------------------------------
 
     def chunk_specs(self, rows: int, width: int, num_keys: int) -> dict:
-        """What one chunk of `rows` query rows, `width` logits columns and `num_keys` gathered keys holds."""
-        specs = {"logits": ((rows, width), torch.float32)}
+        """What one chunk of `rows` query rows, `width` logits columns and `num_keys` gathered keys holds.
+        The logits rows are `logits_stride(width)` apart; the kernels see the [rows, width] view."""
+        specs = {"logits": ((rows, logits_stride(width)), torch.float32)}
         for i, spec in enumerate(topk_scratch_spec(rows, width, self.k)):
             specs[f"topk_scratch{i}"] = spec
         specs["keys"] = ((num_keys, INDEX_DIM), FP8)
@@ -176,7 +188,7 @@ class IndexerDriver:
     def _decode_chunk(self, step, inputs, cache, c: Chunk, out_rows) -> None:
         bufs = self.workspace.views(CHUNK, self.chunk_specs(c.rows, c.width, 0))
         lo, hi = c.row_start, c.row_end
-        logits = bufs["logits"]
+        logits = bufs["logits"][:, :c.width]
         if c.width:
             indexer_logits_paged(inputs.q[lo:hi], inputs.weights[lo:hi], cache, step.block_table,
                                  step.token_req[lo:hi], step.row_keys[lo:hi], out=logits)
@@ -189,7 +201,7 @@ class IndexerDriver:
         used = [i for i, (a, b) in enumerate(step.key_piece_rows[chunk_index]) if a < hi and b > lo]
         p0, p1 = first + used[0], first + used[-1] + 1
         bufs = self.workspace.views(CHUNK, self.chunk_specs(hi - lo, c.width, c.num_keys))
-        logits = bufs["logits"]
+        logits = bufs["logits"][:, :c.width]
         if c.width:
             max_len = max(c.pieces[i].num_keys for i in used)
             gather_indexer_keys(cache, step.block_table, step.key_pieces[0, p0:p1], step.key_pieces[1, p0:p1],
