@@ -300,3 +300,19 @@ def test_indexer_logits_rows_are_16_aligned():
     attn = backend(geo, "fp8_ds_mla", 8)
     specs = attn.indexer.chunk_specs(3, 2051, 0)
     assert specs["logits"] == ((3, 2064), torch.float32)
+
+
+def test_a_step_is_valid_until_the_next_prepare():
+    heads = 8
+    geo = geometry("glm-5", heads)
+    s = make_step(geo, heads, "fp8_ds_mla", SPANS, block_size=BS)
+    attn = backend(geo, "fp8_ds_mla", heads)
+    old = attn.prepare(s.requests)
+    new = attn.prepare(s.requests)   # two prepares in a row use both pinned staging buffers in turn
+    assert attn._uploads == 2
+    kv_before = s.kv_cache.clone()
+    with pytest.raises(ValueError, match="latest prepare"):
+        attn.forward(old, s.q, s.latent, s.kv_cache, s.indexer, layer=0)
+    assert torch.equal(s.kv_cache.view(torch.uint8), kv_before.view(torch.uint8))  # nothing written
+    assert new.step_id > old.step_id
+    run_and_check(attn, s, reference_step(s))  # a third prepare reuses the first buffer

@@ -129,9 +129,13 @@ class DSAAttention:
                                      tp_min_rows_per_rank=tp_min_rows_per_rank)
         self._reserve()
         self.workspace.allocate()
-        self._host_meta = torch.empty(self._meta_capacity(), dtype=torch.int32,
-                                      pin_memory=self.device.type == "cuda")
-        self._upload_done: torch.cuda.Event | None = None
+        # two pinned staging buffers used in turn, so that prepare() of step N + 1 waits only for the copy of
+        # step N - 1, not for step N's (still queued behind the GPU's work when the host runs ahead)
+        self._host_meta = [torch.empty(self._meta_capacity(), dtype=torch.int32, pin_memory=self.device.type == "cuda")
+                           for _ in range(2)]
+        self._upload_done: list[torch.cuda.Event | None] = [None, None]
+        self._uploads = 0
+        self._current_step = 0
         self._indices_step = 0
 
     # -- workspace --------------------------------------------------------------------------------
@@ -199,15 +203,18 @@ class DSAAttention:
             "gather_pieces": torch.tensor(gather_pieces, dtype=torch.int32).reshape(-1, 3).T,
         }
         dev = self._upload(arrays)
-        return StepMetadata(host=host, step_id=next(_step_ids), **dev, key_piece_start=key_piece_start,
+        self._current_step = next(_step_ids)
+        return StepMetadata(host=host, step_id=self._current_step, **dev, key_piece_start=key_piece_start,
                             key_piece_rows=key_piece_rows, gather_piece_start=gather_piece_start,
                             tp_boundaries=self._plan_tp(host))
 
     def _upload(self, arrays: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """One host-to-device copy of every array into the metadata region; returns the device views."""
-        if self._upload_done is not None:
-            self._upload_done.synchronize()  # the pinned buffer may still feed the previous step's copy
-        host, off, where = self._host_meta, 0, {}
+        turn = self._uploads % 2
+        self._uploads += 1
+        if self._upload_done[turn] is not None:
+            self._upload_done[turn].synchronize()  # this buffer may still feed the copy of two steps ago
+        host, off, where = self._host_meta[turn], 0, {}
         for name, a in arrays.items():
             n = a.numel()
             host[off:off + n].view(a.shape).copy_(a)
@@ -216,8 +223,8 @@ class DSAAttention:
         dev = self.workspace.view(METADATA, (self._meta_capacity(),), torch.int32)
         dev[:off].copy_(host[:off], non_blocking=True)
         if self.device.type == "cuda":
-            self._upload_done = torch.cuda.Event()
-            self._upload_done.record()
+            self._upload_done[turn] = torch.cuda.Event()
+            self._upload_done[turn].record()
         return {name: dev[o:o + torch.Size(shape).numel()].view(shape) for name, (o, shape) in where.items()}
 
     def _plan_tp(self, host: BatchMetadata) -> list[int] | None:
@@ -240,6 +247,9 @@ class DSAAttention:
         """Every argument, before anything is written. Returns whether the layer is a shared one."""
         if not isinstance(step, StepMetadata) or step.host.limits is not self.limits:
             raise ValueError("step must be the StepMetadata this backend's prepare() returned")
+        if step.step_id != self._current_step:
+            # its device metadata lives in one workspace region that the later prepare() overwrote
+            raise ValueError("step must come from this backend's latest prepare() (a later one replaced its metadata)")
         shared = bool(self.geometry.indexer_types) and self.geometry.is_shared_layer(layer)
         t, h, d = step.host.num_tokens, self.heads, self.geometry.d_qk
         check_tensor("q", q, dtype=torch.bfloat16, shape=(t, h, d), device=self.device)
