@@ -3,8 +3,11 @@
     PYTHONPATH=src python bench/topk_v3.py --out results.json         # check and time every variant
     PYTHONPATH=src python bench/topk_v3.py --warm 2/6                 # compile a sixth of them (cache)
 
-Variants: v3 (the fused kernel, the default before this run) as committed and with stages=1, and v4
-(threshold, filter, select: ops/topk/select.py) with its knobs. Shapes: 4096 x 65536, 1024 x 131072,
+Variants: v4 (threshold, filter, select: ops/topk/select.py) as launch_topk runs it by default, the
+previous default, and knobs of the threshold and the select (launch_topk_v4). The earlier variants
+(v3, v4's filter knobs) and their numbers are in bench/results/topk_v3.json of trees a63691b and
+fc52ab2 (git history); the split-select and threshold variants of the first run of this round are in
+bench/results/topk_v3_split.json. Shapes: 4096 x 65536, 1024 x 131072,
 128 x 65536, random normal fp32 rows, every row full ("full") or lengths uniform in [1, W] ("ragged");
 4096 x 65536 with 64 distinct values ("ties", the exact fallback) for two variants. Each case: every
 variant's output checked as a set (full: against torch.topk; ragged and ties: against the tie-aware
@@ -32,24 +35,22 @@ from dsattn.ops.topk.select import launch_topk
 
 K = 2048
 HBM_TBS = 4.27
+# the previous default (filter programs of 2 warps, threshold by 16 full steps, no register cap), as in
+# bench/results/topk_v3.json of tree fc52ab2; "v4" is launch_topk's default now
+PREV = dict(version=4, filt_warps=2, tau_mode=0, tau_top=0, select_maxnreg=0)
 VARIANTS = {
-    "v3": dict(version=3),
-    "v3_stages1": dict(version=3, stages=1),
-    "v4": dict(version=4, filt_warps=1),
-    "v4_mode0": dict(version=4, filt_warps=1, mode=0),
-    "v4_hist128": dict(version=4, filt_warps=1, mode=1, select_maxnreg=128),
-    "v4_noprefetch": dict(version=4, filt_warps=1, prefetch=False),
-    "v4_stages3": dict(version=4, filt_warps=1, prefetch=False, filt_stages=3),
-    "v4_rows2": dict(version=4, filt_warps=1, rows_per_thread=2),
-    "v4_rows8": dict(version=4, filt_warps=1, rows_per_thread=8),
-    "v4_warps2": dict(version=4, filt_warps=2),
-    "v4_persm8": dict(version=4, filt_warps=1, per_sm=8),
-    "v4_persm32": dict(version=4, filt_warps=1, per_sm=32),
+    "v4": dict(version=4),
+    "v4_prev": PREV,
+    "v4_tau_top10": dict(PREV, tau_mode=2, tau_top=10),
+    "v4_sel80": dict(PREV, select_maxnreg=80),
+    "v4_tau_top10_split5": dict(version=4, tau_split=5),
+    "v4_split4_r128": dict(version=4, split=4, select_maxnreg=128),
 }
-STAGE_CUTS = {"v4_stop1_tau": dict(version=4, filt_warps=1, stop=1),
-              "v4_stop2_filter": dict(version=4, filt_warps=1, stop=2)}
+STAGE_CUTS = {"v4_stop1_tau": dict(version=4, stop=1),
+              "v4_stop2_filter": dict(version=4, stop=2),
+              "v4_prev_stop1_tau": dict(PREV, stop=1)}
 SHAPES = [(4096, 65536), (1024, 131072), (128, 65536)]
-TIES_VARIANTS = ["v3", "v4"]
+TIES_VARIANTS = ["v4", "v4_prev"]
 
 
 def _scratch(rows, width, dev):

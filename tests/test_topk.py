@@ -33,14 +33,17 @@ def _run(logits, lengths, k, **kw):
 
 # v3 (the fused kernel) and v4 (threshold, filter, select) with each k-th-largest mode; v4 with one
 # filter program per row (candidates in column order) and with several (atomic slots, order free)
-VERSIONS = [dict(version=3), dict(version=4, mode=0), dict(version=4, mode=1), dict(version=4, mode=2),
+VERSIONS = [dict(version=3), dict(version=4, mode=0, tau_mode=0, tau_top=0), dict(version=4, mode=1), dict(version=4, mode=2),
             dict(version=4, mode=2, segs=4, rows_per_thread=1), dict(version=4, mode=1, tau_mode=1, segs=2),
             dict(version=4, mode=2, prefetch=False, filt_warps=2, rows_per_thread=1, filt_stages=2),
-            dict(version=4, mode=0, rows_per_thread=1, segs=1)]
-VIDS = ["v3", "v4m0", "v4m1", "v4m2", "v4seg4", "v4m1seg2", "v4w2", "v4tiles"]
+            dict(version=4, mode=0, rows_per_thread=1, segs=1),
+            # the split select (the bucket's steps over a small tensor) and the split, truncated threshold
+            dict(version=4, mode=2, split=1, small=8, tau_mode=2, tau_split=1, tau_small=8, tau_top=5),
+            dict(version=4, mode=2, split=2, small=4, tau_mode=2, tau_top=2, segs=4, rows_per_thread=1)]
+VIDS = ["v3", "v4m0", "v4m1", "v4m2", "v4seg4", "v4m1seg2", "v4w2", "v4tiles", "v4split", "v4split_seg4"]
 
 
-@pytest.mark.parametrize("v", VERSIONS[:4], ids=VIDS[:4])
+@pytest.mark.parametrize("v", VERSIONS[:4] + VERSIONS[8:9], ids=VIDS[:4] + VIDS[8:9])
 @pytest.mark.parametrize("k, w", [(4, 12), (8, 16), (8, 40), (16, 31)])
 def test_rows_in_registers(k, w, v):
     t = 6
@@ -74,7 +77,7 @@ def test_ties_go_to_lower_columns(v):
     assert sorted(got[1].tolist()) == [0, 1, 2, 3]
 
 
-@pytest.mark.parametrize("v", [VERSIONS[i] for i in (1, 4, 5, 7)], ids=[VIDS[i] for i in (1, 4, 5, 7)])
+@pytest.mark.parametrize("v", [VERSIONS[i] for i in (1, 4, 5, 7, 8, 9)], ids=[VIDS[i] for i in (1, 4, 5, 7, 8, 9)])
 def test_v4_candidates_with_ties_at_the_cut(v):
     """Long rows whose k-th key is tied among candidates spread over the row (and over the filter's
     segments): the lower columns win, whatever order the candidates were stored in."""
@@ -91,7 +94,7 @@ def test_v4_candidates_with_ties_at_the_cut(v):
     assert sorted(got[0].tolist()) == [7, 20, 60, 100, 200, 260, 300, 450]
 
 
-@pytest.mark.parametrize("v", [VERSIONS[i] for i in (2, 3, 5)], ids=[VIDS[i] for i in (2, 3, 5)])
+@pytest.mark.parametrize("v", [VERSIONS[i] for i in (2, 3, 5, 8, 9)], ids=[VIDS[i] for i in (2, 3, 5, 8, 9)])
 def test_v4_random_rows(v):
     """Random widths, lengths and value spreads (one tied, one constant, one -inf row) at k = 16."""
     k, w = 16, 1000
@@ -139,8 +142,8 @@ def _ordered_keys(x):
     return torch.where(key >= 1 << 31, key - (1 << 32), key).to(torch.int32)  # the uint32's bits as int32
 
 
-@pytest.mark.parametrize("mode", [0, 1, 2])
-def test_v4_select_of_unordered_candidates(mode):
+@pytest.mark.parametrize("mode, split", [(0, 0), (1, 0), (2, 0), (2, 1)])
+def test_v4_select_of_unordered_candidates(mode, split):
     """The select stage alone on candidates stored in shuffled order (as several filter programs per row
     leave them on the GPU): ties at the k-th key still go to the lowest columns."""
     from dsattn.ops.topk.select import _GROUP, _v4_select
@@ -162,5 +165,5 @@ def test_v4_select_of_unordered_candidates(mode):
     out = torch.full((3, k), -7, dtype=torch.int32)
     _v4_select[(3,)](x, x.stride(0), lengths, w, out, out.stride(0), scratch, scratch.stride(0), k,
                      CAP=cap, PAD_BLOCK=cap, MODE=mode, ORDERED=False, SAMPLE=16, GROUP=_GROUP, FIX_ROWS=2,
-                     num_warps=4)
+                     SPLIT=split, SMALL=8, num_warps=4)
     _assert_same_sets(out, _expected(x, lengths, k))

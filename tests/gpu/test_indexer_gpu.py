@@ -71,9 +71,11 @@ def test_paged_logits(next_n):
 
 
 # the public op (its default version), and v4 with several filter programs per row (candidates in
-# any order), with one (column order), and with the histogram select
+# any order), with one (column order), and with the histogram select; the split select and threshold
 TOPK_IMPLS = {"default": None, "v4": dict(version=4), "v4_segs1": dict(version=4, segs=1),
-              "v4_hist": dict(version=4, mode=1, select_maxnreg=128), "v3": dict(version=3)}
+              "v4_hist": dict(version=4, mode=1, select_maxnreg=128), "v3": dict(version=3),
+              "v4_split": dict(version=4, split=4, select_maxnreg=128, tau_mode=2, tau_top=10, tau_split=5),
+              "v4_split_segs1": dict(version=4, segs=1, split=4, tau_mode=2, tau_split=5)}
 
 
 @pytest.mark.parametrize("impl", list(TOPK_IMPLS))

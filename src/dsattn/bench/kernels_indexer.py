@@ -189,10 +189,28 @@ def _prefill_chunks(n_tokens, cap_bytes):
     return chunks
 
 
+def _prefill_topk_fn(opts):
+    """The top-k of a prefill chunk: the public op (opts None) or launch_topk with knobs."""
+    if opts is None:
+        return _topk
+    from ..ops.topk.select import launch_topk
+
+    def fn(x, lengths, k, out, scratch):
+        launch_topk(x, lengths, k, out, scratch, **opts)
+        return out
+    return fn
+
+
 def run_indexer_prefill(args) -> list[dict]:
-    """One 65536-token sequence, glm-5 indexer (32 heads): logits then top-k per chunk, logits <= 512 MB."""
+    """One 65536-token sequence, glm-5 indexer (32 heads): logits then top-k per chunk, logits <= 512 MB.
+
+    Per top-k variant (the public op, then ``args.prefill_topk``: a list of launch_topk knob dicts):
+    the serial pipeline (logits of a chunk, then its top-k) and, from the same run, the two halves
+    alone: the logits of every chunk (into the one buffer) and the top-k of every chunk (from all
+    chunks' logits kept in memory, so each reads its own rows). Then the same with two 256 MB buffers
+    and two streams: the top-k of chunk i runs while the logits of chunk i + 1 do."""
     dev = DEVICE
-    pe = _peers()
+    pe = _peers() if getattr(args, "prefill_peer", True) else None
     n, heads, cap = PREFILL
     q, w = _q_w(n, heads, dev)
     k, k_scale = _keys(n, dev)
@@ -204,14 +222,99 @@ def run_indexer_prefill(args) -> list[dict]:
     (shape, dtype), = topk_scratch_spec(max(b - a for a, b in chunks), n, TOPK)
     scratch = torch.empty(shape, dtype=dtype, device=dev)
     result = torch.empty(n, TOPK, dtype=torch.int32, device=dev)
+    rep = getattr(args, "prefill_rep_ms", 300)
+    # every chunk's logits, kept (about 9 GB) for the top-k-only timing
+    kept = []
+    for a, b in chunks:
+        kept.append(torch.empty(b - a, b, device=dev))
+        launch_logits(q[a:b], w[a:b], k, k_scale, ks[a:b], ke[a:b], kept[-1])
 
-    def ours():
+    def logits_only():
         for a, b in chunks:
-            logits = work[: (b - a) * b].view(b - a, b)
-            launch_logits(q[a:b], w[a:b], k, k_scale, ks[a:b], ke[a:b], logits)
-            _topk(logits, lengths[a:b], TOPK, result[a:b], scratch)
+            launch_logits(q[a:b], w[a:b], k, k_scale, ks[a:b], ke[a:b], work[: (b - a) * b].view(b - a, b))
 
-    row = dict(op="indexer_prefill", tokens=n, heads=heads, cap_mb=cap >> 20, chunks=len(chunks))
+    t_logits = time_ms(logits_only, warmup_ms=50, rep_ms=rep)
+    variants = [("default", None)] + [(str(o), o) for o in (getattr(args, "prefill_topk", None) or [])]
+    rows = []
+    for name, opts in variants:
+        tk = _prefill_topk_fn(opts)
+
+        def ours(tk=tk):
+            for a, b in chunks:
+                logits = work[: (b - a) * b].view(b - a, b)
+                launch_logits(q[a:b], w[a:b], k, k_scale, ks[a:b], ke[a:b], logits)
+                tk(logits, lengths[a:b], TOPK, result[a:b], scratch)
+
+        def topk_only(tk=tk):
+            for (a, b), logits in zip(chunks, kept):
+                tk(logits, lengths[a:b], TOPK, result[a:b], scratch)
+
+        row = dict(op="indexer_prefill", topk=name, tokens=n, heads=heads, cap_mb=cap >> 20, chunks=len(chunks))
+        try:
+            ours()
+            torch.cuda.synchronize()
+            # check: every row's set against torch.topk of the same logits (rows spread over the chunks)
+            bad = 0
+            for (a, b), logits in zip(chunks, kept):
+                tk(logits, lengths[a:b], TOPK, result[a:b], scratch)
+                pick = torch.arange(a, b, max(1, (b - a) // 64), device=dev)
+                for r in pick.tolist():
+                    m = int(lengths[r])
+                    if m >= TOPK:
+                        want = torch.topk(logits[r - a, :m], TOPK).indices.int().sort().values
+                        bad += int(not torch.equal(result[r].sort().values, want))
+            row["checked_rows_with_other_set"] = bad
+            row["ms"] = time_ms(ours, warmup_ms=50, rep_ms=rep)
+            row["logits_only_ms"] = t_logits
+            row["topk_only_ms"] = time_ms(topk_only, warmup_ms=50, rep_ms=rep)
+        except Exception as e:  # noqa: BLE001 - report and go on
+            row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        rows.append(row)
+        print(row, flush=True)
+    # two streams, two half-size buffers: top-k of chunk i beside the logits of chunk i + 1
+    half = cap // 2
+    chunks2 = _prefill_chunks(n, half)
+    bufs = [work[: half // 4], work[half // 4: 2 * (half // 4)]]
+    (shape2, dtype2), = topk_scratch_spec(max(b - a for a, b in chunks2), n, TOPK)
+    scratch2 = torch.empty(shape2, dtype=dtype2, device=dev)
+    s_logits, s_topk = torch.cuda.Stream(), torch.cuda.Stream()
+    for name, opts in variants:
+        tk = _prefill_topk_fn(opts)
+
+        def overlapped(tk=tk):
+            main = torch.cuda.current_stream()
+            s_logits.wait_stream(main)
+            s_topk.wait_stream(main)
+            done = [None, None]  # event: the top-k that last read buffer j has finished
+            for i, (a, b) in enumerate(chunks2):
+                j = i % 2
+                logits = bufs[j][: (b - a) * b].view(b - a, b)
+                with torch.cuda.stream(s_logits):
+                    if done[j] is not None:
+                        s_logits.wait_event(done[j])
+                    launch_logits(q[a:b], w[a:b], k, k_scale, ks[a:b], ke[a:b], logits)
+                    ready = torch.cuda.Event()
+                    ready.record(s_logits)
+                with torch.cuda.stream(s_topk):
+                    s_topk.wait_event(ready)
+                    tk(logits, lengths[a:b], TOPK, result[a:b], scratch2)
+                    done[j] = torch.cuda.Event()
+                    done[j].record(s_topk)
+            main.wait_stream(s_logits)
+            main.wait_stream(s_topk)
+
+        row = dict(op="indexer_prefill", topk=name, tokens=n, heads=heads, cap_mb=cap >> 20, chunks=len(chunks2),
+                   plan="two streams, two logits buffers of cap / 2")
+        try:
+            result.fill_(-7)
+            overlapped()
+            torch.cuda.synchronize()
+            row["unwritten_rows"] = int((result == -7).any(dim=1).sum())
+            row["ms"] = time_ms(overlapped, warmup_ms=50, rep_ms=rep)
+        except Exception as e:  # noqa: BLE001
+            row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        rows.append(row)
+        print(row, flush=True)
     if pe is not None:
         def peer():
             for a, b in chunks:
@@ -219,13 +322,12 @@ def run_indexer_prefill(args) -> list[dict]:
                 valid = torch.arange(b, device=dev)[None, :] < lengths[a:b, None]
                 torch.topk(logits.masked_fill_(~valid, float("-inf")), min(TOPK, b), dim=1)
         peer()
-        t_ours, t_peer = time_pair_ms(ours, peer, rounds=1, warmup_ms=50, rep_ms=300)
-        row.update(ms=t_ours, deepgemm_plus_torch_topk_ms=t_peer)
-    else:
-        row["ms"] = time_ms(ours, warmup_ms=50, rep_ms=300)
+        rows[0]["deepgemm_plus_torch_topk_ms"] = time_ms(peer, warmup_ms=50, rep_ms=rep)
     flops = 2.0 * float(lengths.sum()) * heads * 128
-    row.update(logits_tflops_equiv=flops / row["ms"] / 1e9, target_ms=40.0)
-    return [row]
+    for row in rows:
+        if "ms" in row:
+            row.update(logits_tflops_equiv=flops / row["ms"] / 1e9, target_ms=40.0)
+    return rows
 
 
 def _paged_setup(reqs, ctx, heads, next_n, bs, dev):
@@ -393,7 +495,13 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--sweep", default="", help="ops (comma-separated, or all) that try several block configs")
     p.add_argument("--out-dir", default=None)
+    p.add_argument("--prefill-topk", default="[]", help="indexer_prefill: JSON list of launch_topk knob dicts "
+                   "timed beside the public op")
+    p.add_argument("--prefill-rep-ms", type=float, default=300.0)
+    p.add_argument("--no-prefill-peer", dest="prefill_peer", action="store_false")
     args = p.parse_args(argv)
+    import json
+    args.prefill_topk = json.loads(args.prefill_topk)
     if not torch.cuda.is_available():
         print("indexer benchmarks need a CUDA GPU", file=sys.stderr)
         return 1

@@ -221,25 +221,69 @@ if triton is not None:
         return lo, tl.where(valid, key - lo, 0), (nbits + 1) // 2
 
     @triton.jit
-    def _kth_rel(rel, steps, k):
+    def _add2(a0, a1, b0, b1):
+        return a0 + b0, a1 + b1
+
+    @triton.jit
+    def _rel_step(vals, t, shift, k):
+        """One two-bit step: t (bits above `shift` decided) gains the two bits at `shift`. Counts of vals
+        at the three thresholds t | j << shift (j = 1, 2, 3) come out of one tuple reduction."""
+        one = tl.full([], 1, tl.uint32)
+        c1, c2, c3 = tl.reduce(((vals >= (t | (one << shift))).to(tl.int32),
+                                (vals >= (t | (tl.full([], 2, tl.uint32) << shift))).to(tl.int32),
+                                (vals >= (t | (tl.full([], 3, tl.uint32) << shift))).to(tl.int32)),
+                               0, _add3)
+        digit = (c1 >= k).to(tl.uint32) + (c2 >= k).to(tl.uint32) + (c3 >= k).to(tl.uint32)
+        return t | (digit << shift)
+
+    @triton.jit
+    def _kth_rel(rel, steps, k, tmp, SPLIT: tl.constexpr, SMALL: tl.constexpr, TOP: tl.constexpr):
         """The k-th largest of rel (>= k of them valid; invalid ones 0) in `steps` two-bit steps. A 0
-        is never counted (every threshold is >= 1), so invalid entries need no mask."""
+        is never counted (every threshold is >= 1), so invalid entries need no mask.
+
+        SPLIT > 0: after the first SPLIT steps only the entries whose decided bits equal t's (the k-th
+        largest's bucket) can still matter; when at most SMALL of them are, they are written to tmp
+        (int32, SMALL entries of this program's own memory) and the remaining steps run over a
+        [SMALL] tensor instead of the full one (the count above the bucket moves into k). TOP > 0:
+        only the top TOP steps are decided (lower bits 0), so t is a lower bound of the k-th largest."""
         t = tl.full([], 0, tl.uint32)
-        for i in range(steps):
-            shift = (2 * (steps - 1 - i)).to(tl.uint32)
-            c1, c2, c3 = tl.reduce(((rel >= (t | (tl.full([], 1, tl.uint32) << shift))).to(tl.int32),
-                                    (rel >= (t | (tl.full([], 2, tl.uint32) << shift))).to(tl.int32),
-                                    (rel >= (t | (tl.full([], 3, tl.uint32) << shift))).to(tl.int32)),
-                                   0, _add3)
-            digit = (c1 >= k).to(tl.uint32) + (c2 >= k).to(tl.uint32) + (c3 >= k).to(tl.uint32)
-            t = t | (digit << shift)
+        if TOP > 0:
+            n_steps = tl.minimum(steps, TOP)
+        else:
+            n_steps = steps
+        if SPLIT == 0:
+            for i in range(n_steps):
+                t = _rel_step(rel, t, (2 * (steps - 1 - i)).to(tl.uint32), k)
+        else:
+            first = tl.minimum(n_steps, SPLIT)
+            for i in range(first):
+                t = _rel_step(rel, t, (2 * (steps - 1 - i)).to(tl.uint32), k)
+            if first < n_steps:
+                sb = (2 * (steps - first)).to(tl.uint32)
+                hi = rel >> sb
+                tb = t >> sb
+                inb = (hi == tb) & (rel != 0)  # a 0 is never counted: it need not move
+                m, above = tl.reduce((inb.to(tl.int32), (hi > tb).to(tl.int32)), 0, _add2)
+                if m <= SMALL:
+                    pos = tl.cumsum(inb.to(tl.int32), axis=0) - 1
+                    tl.store(tmp + pos, rel.to(tl.int32, bitcast=True), mask=inb)
+                    tl.debug_barrier()  # the bucket was written by other threads of this program
+                    j = tl.arange(0, SMALL)
+                    small = tl.load(tmp + j, mask=j < m, other=0).to(tl.uint32, bitcast=True)
+                    for i in range(first, n_steps):
+                        t = _rel_step(small, t, (2 * (steps - 1 - i)).to(tl.uint32), k - above)
+                    tl.debug_barrier()  # every thread has read tmp before anyone writes it again
+                else:
+                    for i in range(first, n_steps):
+                        t = _rel_step(rel, t, (2 * (steps - 1 - i)).to(tl.uint32), k)
         return t
 
     @triton.jit
-    def _kth_largest_rel(key, valid, k):
-        """The k-th largest valid key (needs >= k valid), deciding only the bits in which they differ."""
+    def _kth_largest_rel(key, valid, k, tmp, SPLIT: tl.constexpr, SMALL: tl.constexpr, TOP: tl.constexpr):
+        """The k-th largest valid key (needs >= k valid), deciding only the bits in which they differ
+        (TOP > 0: a lower bound, see _kth_rel)."""
         lo, rel, steps = _rel_keys(key, valid)
-        return lo + _kth_rel(rel, steps, k)
+        return lo + _kth_rel(rel, steps, k, tmp, SPLIT, SMALL, TOP)
 
     @triton.jit
     def _kth_largest_hist(key, valid, k):
@@ -263,23 +307,27 @@ if triton is not None:
         return prefix
 
     @triton.jit
-    def _kth(key, valid, k, MODE: tl.constexpr):
+    def _kth(key, valid, k, MODE: tl.constexpr, tmp, SPLIT: tl.constexpr, SMALL: tl.constexpr, TOP: tl.constexpr):
+        """The k-th largest valid key by MODE (0 two-bit steps, 1 histograms, 2 two-bit steps over the
+        relative keys; SPLIT, SMALL, TOP: see _kth_rel, mode 2 only)."""
         if MODE == 0:
             t = _kth_largest(key, valid, k)
         elif MODE == 1:
             t = _kth_largest_hist(key, valid, k)
         else:
-            t = _kth_largest_rel(key, valid, k)
+            t = _kth_largest_rel(key, valid, k, tmp, SPLIT, SMALL, TOP)
         return t
 
     @triton.jit
     def _emit_v4(key, col_src, valid, k, out_row, MODE: tl.constexpr, ORDERED: tl.constexpr,
-                 LOAD_COL: tl.constexpr):
+                 LOAD_COL: tl.constexpr, SPLIT: tl.constexpr, SMALL: tl.constexpr):
         """Write the columns of the k largest valid (key, column) entries to out_row[0 .. n); returns n.
-        The columns are col_src, or (LOAD_COL) loaded from the pointers col_src once the k-th key is
-        known, so they take no registers during the search. Ties at the k-th key go to the lower
+        The columns are col_src, or (LOAD_COL) loaded from the int64 candidate slots at col_src (a
+        scalar pointer; a slot's low word is its column) once the k-th key is known, so they take no
+        registers (neither columns nor their addresses) during the search. Ties at the k-th key go to the lower
         columns: by position when ORDERED (entries in column order), else by a second select over the
-        tied columns (only when the tie straddles the cut). Keys of invalid entries must be 0."""
+        tied columns (only when the tie straddles the cut). Keys of invalid entries must be 0. SPLIT,
+        SMALL (mode 2): see _kth_rel; out_row's first SMALL entries serve as its tmp (SMALL <= k)."""
         n = tl.sum(valid.to(tl.int32), axis=0)
         if n <= k:
             sel = valid
@@ -287,9 +335,9 @@ if triton is not None:
             if MODE == 2:
                 # compare relative keys from here on: the absolute ones need no registers meanwhile
                 lo, key, steps = _rel_keys(key, valid)
-                t = _kth_rel(key, steps, k)
+                t = _kth_rel(key, steps, k, out_row, SPLIT, SMALL, 0)
             else:
-                t = _kth(key, valid, k, MODE)
+                t = _kth(key, valid, k, MODE, out_row, 0, SMALL, 0)
             gt = valid & (key > t)
             eq = valid & (key == t)
             need = k - tl.sum(gt.to(tl.int32), axis=0)
@@ -299,16 +347,16 @@ if triton is not None:
                 n_eq = tl.sum(eq.to(tl.int32), axis=0)
                 if n_eq > need:
                     if LOAD_COL:
-                        col = tl.load(col_src, mask=valid, other=0)
+                        col = tl.load(col_src + tl.arange(0, key.shape[0]), mask=valid, other=0).to(tl.int32)
                     else:
                         col = col_src
                     inv = tl.where(eq, ~col, 0).to(tl.uint32, bitcast=True)  # larger for lower columns
-                    t2 = _kth(inv, eq, need, MODE)
+                    t2 = _kth(inv, eq, need, MODE, out_row, 0, SMALL, 0)
                     sel = gt | (eq & (inv >= t2))
                 else:
                     sel = gt | eq
         if LOAD_COL:
-            col = tl.load(col_src, mask=sel, other=0)
+            col = tl.load(col_src + tl.arange(0, key.shape[0]), mask=sel, other=0).to(tl.int32)
         else:
             col = col_src
         pos = tl.cumsum(sel.to(tl.int32), axis=0) - 1
@@ -327,14 +375,17 @@ if triton is not None:
 
     @triton.jit(do_not_specialize=["k"])
     def _v4_tau(logits, stride_row, lengths, width, scratch, stride_scratch, k,
-                CAP: tl.constexpr, SAMPLE: tl.constexpr, GROUP: tl.constexpr, MODE: tl.constexpr):
-        """tau (the sample's key of rank (k + CAP) / 2 * SAMPLE / L) and a zero count per long row."""
+                CAP: tl.constexpr, SAMPLE: tl.constexpr, GROUP: tl.constexpr, MODE: tl.constexpr,
+                SPLIT: tl.constexpr, SMALL: tl.constexpr, TOP: tl.constexpr):
+        """tau (the sample's key of rank (k + CAP) / 2 * SAMPLE / L) and a zero count per long row. Mode
+        2 may split (the row's candidate slots, free until the filter, as tmp) and decide only the TOP
+        top steps (tau then rounded down: a few more candidates, never fewer)."""
         r = tl.program_id(0).to(tl.int64)
         n_valid = tl.minimum(tl.maximum(tl.load(lengths + r), 0), width)
         if n_valid > CAP:
             skey, rank = _v4_sample(logits + r * stride_row, n_valid, k, CAP, SAMPLE, GROUP)
-            tau = _kth(skey, tl.arange(0, SAMPLE) < SAMPLE, rank, MODE)
             scr = scratch + r * stride_scratch
+            tau = _kth(skey, tl.arange(0, SAMPLE) < SAMPLE, rank, MODE, scr, SPLIT, SMALL, TOP)
             tl.store(scr + 2 * CAP + 2, tau.to(tl.int32, bitcast=True))
             tl.store(scr + 2 * CAP + 3, 0)
 
@@ -425,7 +476,8 @@ if triton is not None:
     @triton.jit(do_not_specialize=["k"])
     def _v4_select(logits, stride_row, lengths, width, out, stride_out, scratch, stride_scratch, k,
                    CAP: tl.constexpr, PAD_BLOCK: tl.constexpr, MODE: tl.constexpr, ORDERED: tl.constexpr,
-                   SAMPLE: tl.constexpr, GROUP: tl.constexpr, FIX_ROWS: tl.constexpr):
+                   SAMPLE: tl.constexpr, GROUP: tl.constexpr, FIX_ROWS: tl.constexpr, SPLIT: tl.constexpr,
+                   SMALL: tl.constexpr):
         """Per row: a row that fits CAP is selected in registers; a long row from its candidates when they
         hold the k-th largest (k <= count <= CAP); otherwise (the sample misjudged the row) up to two
         more tries with the rank scaled by target / count, each one ordered pass of this program over
@@ -439,7 +491,7 @@ if triton is not None:
         if n_valid <= CAP:
             valid = cols < n_valid
             key = _ordered_key_v4(tl.load(logits + r * stride_row + cols, mask=valid, other=0.0))
-            written = _emit_v4(tl.where(valid, key, 0), cols, valid, k, out_row, MODE, True, False)
+            written = _emit_v4(tl.where(valid, key, 0), cols, valid, k, out_row, MODE, True, False, SPLIT, SMALL)
         else:
             scr = scratch + r * stride_scratch
             count = tl.load(scr + 2 * CAP + 3)
@@ -447,7 +499,8 @@ if triton is not None:
                 valid = cols < count
                 # keys from the high words of the slots (0 where not valid: below every threshold)
                 key = tl.load(scr + 2 * cols + 1, mask=valid, other=0).to(tl.uint32, bitcast=True)
-                written = _emit_v4(key, scr + 2 * cols, valid, k, out_row, MODE, ORDERED, True)
+                written = _emit_v4(key, scr.to(tl.pointer_type(tl.int64)), valid, k, out_row, MODE, ORDERED, True,
+                                   SPLIT, SMALL)
             else:
                 row = logits + r * stride_row
                 slots = scr.to(tl.pointer_type(tl.int64))
@@ -457,7 +510,7 @@ if triton is not None:
                     target = (k + CAP) // 2
                     rank = (rank.to(tl.int64) * target // tl.maximum(count, 1)).to(tl.int32)
                     rank = tl.minimum(tl.maximum(rank, 1), SAMPLE)
-                    tau = _kth(skey, tl.arange(0, SAMPLE) < SAMPLE, rank, MODE)
+                    tau = _kth(skey, tl.arange(0, SAMPLE) < SAMPLE, rank, MODE, out_row, 0, SMALL, 0)
                     tl.debug_barrier()  # every thread has read the count before the slots are rewritten
                     count = _v4_compact(row, 0, n_valid, tau, slots, scr, 0, CAP, FIX_ROWS, False, False, 1)
                     tries += 1
@@ -465,7 +518,7 @@ if triton is not None:
                 if (count >= k) & (count <= CAP):
                     valid = cols < count
                     key = tl.load(scr + 2 * cols + 1, mask=valid, other=0).to(tl.uint32, bitcast=True)
-                    written = _emit_v4(key, scr + 2 * cols, valid, k, out_row, MODE, True, True)
+                    written = _emit_v4(key, slots, valid, k, out_row, MODE, True, True, SPLIT, SMALL)
                 else:
                     written = _radix_full_row(row, n_valid, k, out_row, FIX_ROWS * 4)
         for j in range(tl.cdiv(k, PAD_BLOCK)):
@@ -507,17 +560,31 @@ def v4_segments(rows: int, width: int, tile: int, filt_warps: int, sm_count: int
     return segs
 
 
+def _small(small: int, k: int) -> int:
+    """The bucket size of a split select: a power of two, at most k (the output row is its tmp)."""
+    small = min(small, k)
+    return 1 << (small.bit_length() - 1)
+
+
 def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.Tensor, scratch: torch.Tensor,
                    *, cap: int | None = None, sample: int | None = None, segs: int | None = None,
                    filt_warps: int = 2, rows_per_thread: int = 4, prefetch: bool = True, filt_stages: int = 1,
                    select_warps: int | None = None, select_maxnreg: int | None = None, mode: int = 2,
-                   tau_mode: int = 0, per_sm: int = 16, fix_rows: int = 0, stop: int = 0) -> None:
+                   tau_mode: int = 2, per_sm: int = 16, fix_rows: int = 0, split: int = 0, small: int = 256,
+                   tau_split: int = 0, tau_small: int = 256, tau_top: int = 10, stop: int = 0) -> None:
     """Run the v4 select: _v4_tau; _v4_filter over [rows x segs] programs of filt_warps warps (a tile is
     filt_warps * 32 * rows_per_thread rows of 4 columns; prefetch: the next tile is loaded before this
     one is used; filt_stages: Triton's software pipelining instead); _v4_select (with the retries and the fallback for rows the sample misjudged; fix_rows: their
     tiles' rows of 4). mode: how the k-th
     largest is found (0 two-bit steps over the full key, 1 8-bit histograms, 2 two-bit steps over the
-    bits in which the keys differ); tau_mode: the same for the sample's threshold. stop (timing only):
+    bits in which the keys differ); tau_mode: the same for the sample's threshold. split/small (mode 2):
+    after `split` two-bit steps the rest run over the k-th largest's bucket when it holds at most `small`
+    keys (0: never); tau_split/tau_small the same for the threshold (tau_mode 2), tau_top > 0: the
+    threshold decides only its top tau_top two-bit steps (rounded down; 0: every step). select_maxnreg:
+    a register cap for the select (None: 80 at cap 4096, i.e. 1024 < k <= 2048, else none; 0: none).
+    The defaults (filt_warps 2, tau_mode 2, tau_top 10, select_maxnreg 80 at k 2048) are the fastest
+    correct variant of bench/topk_v3.py on the H200 (bench/results/topk_v3.json, notes/indexer.md).
+    stop (timing only):
     1 ends after the threshold, 2 after the filter (wrong output)."""
     t, w = logits.shape
     cap = cap or candidate_capacity(k)
@@ -531,9 +598,13 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
         raise ValueError("scratch rows must be contiguous and 8-byte aligned (int64 candidate slots)")
     sstride = scratch.stride(0) if scratch.dim() == 2 else 0
     select_warps = select_warps or (8 if cap >= 2048 else 4)
+    if select_maxnreg is None:
+        # 3 programs of 8 warps per SM instead of 2 (127 registers; some spills): measured faster at k 2048
+        select_maxnreg = 80 if cap == 4096 and select_warps == 8 else 0
     if long_rows:
         _v4_tau[(t,)](logits, logits.stride(0), lengths, w, scratch, sstride, k,
-                      CAP=cap, SAMPLE=sample, GROUP=_GROUP, MODE=tau_mode, num_warps=4 if sample >= 1024 else 1)
+                      CAP=cap, SAMPLE=sample, GROUP=_GROUP, MODE=tau_mode, SPLIT=tau_split,
+                      SMALL=min(tau_small, 2 * cap), TOP=tau_top, num_warps=4 if sample >= 1024 else 1)
         if stop == 1:
             return
         rows = 32 * filt_warps * rows_per_thread
@@ -551,11 +622,13 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     _v4_select[(t,)](logits, logits.stride(0), lengths, w, out, out.stride(0), scratch, sstride, k,
                      CAP=cap, PAD_BLOCK=min(1024, cap), MODE=mode, ORDERED=segs == 1, num_warps=select_warps,
                      SAMPLE=sample, GROUP=_GROUP, FIX_ROWS=fix_rows or max(1, cap // 16),
+                     SPLIT=split if mode == 2 else 0, SMALL=_small(small, k),
                      **({"maxnreg": select_maxnreg} if select_maxnreg else {}))
 
 
 # v4 (filter programs of 2 warps) measured faster than v3 at every shape on the H200, every row's set
-# right (bench/results/topk_v3.json, bench/topk_v3.py): 4096 x 65536 0.729 vs 1.501 ms.
+# right (tree a63691b): 4096 x 65536 0.729 vs 1.501 ms. With the threshold's 10 relative steps and the
+# select's 80-register cap: 0.685 ms (previous default 0.724 in the same run, bench/results/topk_v3.json).
 DEFAULT_VERSION = 4
 
 
