@@ -36,6 +36,8 @@ def _inputs(t=3, h=8, d=576, n=40, k=16, seed=0):
     (dict(out=torch.empty(3, 8, 1024, dtype=torch.bfloat16)[..., ::2]), "out must have a contiguous"),
     (dict(lse=torch.empty(3, 7)), "lse must have shape"),
     (dict(variant="pad128"), "variant"),
+    (dict(kv=lambda kv: torch.zeros(kv.shape[0], 577, dtype=kv.dtype)[:, :576]), "kv rows must be 16-byte aligned"),
+    (dict(kv=lambda kv: torch.zeros(kv.numel() + 1, dtype=kv.dtype)[1:].view(kv.shape)), "kv rows must be 16-byte"),
 ])
 def test_prefill_rejects(bad, match):
     q, kv, idx = _inputs()
@@ -61,6 +63,11 @@ def test_decode_rejects_and_leaves_outputs():
     with pytest.raises(ValueError, match=r"scratch\[1\] must be contiguous"):
         sparse_mla_decode(q[..., :512].contiguous(), cache, idx, 0.1,
                           scratch=[torch.empty(3, 2, 8, 512), torch.empty(3, 4, 8)[:, ::2]])
+    # rows off 16-byte boundaries (an fp8 row of 528 bytes starting 4 bytes in); nothing written
+    shifted = torch.zeros(cache.numel() + 4, dtype=torch.uint8)[4:].view(cache.shape)
+    with pytest.raises(ValueError, match="kv_cache rows must be 16-byte aligned"):
+        sparse_mla_decode(q[..., :512].contiguous(), shifted, idx, 0.1, out=out)
+    assert (out == 7).all()
 
 
 def test_variants_and_policy():

@@ -62,6 +62,21 @@ def _check_common(q, indices, sm_scale, d_v, topk_length, out, lse):
     return indices
 
 
+def _check_rows_aligned(name: str, flat: torch.Tensor, check_start: bool = True) -> None:
+    """Cache rows must start on 16-byte boundaries (row stride and base). The fp8 kernels read them in
+    16-byte pieces; the Triton kernel over bf16 rows at a 1154-byte stride ([N, 577] storage) gave wrong
+    outputs with right lse on the H200 (tests/gpu/test_sparse_mla_gpu.py::test_unaligned_rows_rejected, first
+    run this session), so no kernel is handed such rows. The public functions check the stride (traceable);
+    the ops check the start address when they run (a traced tensor has none)."""
+    row_bytes = flat.stride(0) * flat.element_size()
+    if flat.shape[0] > 1 and row_bytes % 16:
+        raise ValueError(f"{name} rows must be 16-byte aligned (row stride and start), got a row stride of "
+                         f"{row_bytes} bytes")
+    if check_start and flat.data_ptr() % 16:
+        raise ValueError(f"{name} rows must be 16-byte aligned (row stride and start), got a start "
+                         f"{flat.data_ptr() % 16} bytes past a 16-byte boundary")
+
+
 def _outputs(q, d_v, out, lse):
     t, h, _ = q.shape
     if out is None:
@@ -99,6 +114,7 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
         kv = kv[:, 0]
     if kv.shape[1] != q.shape[2]:
         raise ValueError(f"kv must have the D_qk of q ({q.shape[2]}), got {kv.shape[1]}")
+    _check_rows_aligned("kv", kv, check_start=False)
     check_variant(variant, q.shape[1])
     check_same_device(q=q, kv=kv, indices=indices, topk_length=topk_length, out=out, lse=lse)
     out, lse = _outputs(q, d_v, out, lse)
@@ -112,6 +128,7 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
 @torch.library.custom_op("dsattn::sparse_mla_prefill", mutates_args=("out", "lse"))
 def _prefill_op(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float,
                 topk_length: Optional[torch.Tensor], out: torch.Tensor, lse: torch.Tensor, variant: str) -> None:
+    _check_rows_aligned("kv", kv)
     if kernels_available(q.device):
         from .launch import launch_prefill
         launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant)
@@ -166,6 +183,7 @@ def sparse_mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Te
     check_tensor("kv_cache", kv_cache, dtype=(torch.bfloat16, torch.uint8), ndim=(3, 4))
     layout = infer_layout(kv_cache)
     flat = _flat_cache(kv_cache)
+    _check_rows_aligned("kv_cache", flat, check_start=False)
     t, h, d = q.shape
     if layout is KVLayout.BF16 and flat.shape[1] != d:
         raise ValueError(f"kv_cache must have the D_qk of q ({d}) for a bf16 cache, got {flat.shape[1]}")
@@ -215,6 +233,7 @@ def _check_scratch(scratch, q):
 def _decode_op(q: torch.Tensor, kv_flat: torch.Tensor, indices: torch.Tensor, sm_scale: float, layout: str,
                topk_length: Optional[torch.Tensor], out: torch.Tensor, lse: torch.Tensor, variant: str,
                scratch_o: Optional[torch.Tensor], scratch_lse: Optional[torch.Tensor]) -> None:
+    _check_rows_aligned("kv_cache", kv_flat)
     if kernels_available(q.device):
         from .launch import launch_decode
         launch_decode(q, kv_flat, indices, sm_scale, KVLayout(layout), topk_length, out, lse, variant,
