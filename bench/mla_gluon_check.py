@@ -1,9 +1,13 @@
-"""Compile the Gluon few-head sparse MLA kernel (gluon_small.py) for sm_90a on a machine without a GPU,
-and report what ptxas says (registers, spills), shared memory, and the async copies / wgmma / barriers
-in the PTX.
+"""Compile the Gluon few-head sparse MLA kernels for sm_90a on a machine without a GPU, and report what
+ptxas says (registers, spills), shared memory, and the async copies / wgmma / barriers in the PTX:
+gluon_small.py (--kernel small, the default) or the warp-specialized gluon_ws.py (--kernel ws: fp8 cases
+only; also counts mbarrier waits / arrives and setmaxnreg).
 
     PYTHONPATH=src python bench/mla_gluon_check.py [--cases decode-fp8-8,prefill-bf16-16] [--configs 64/3,64/2]
         [--dump DIR]
+    PYTHONPATH=src python bench/mla_gluon_check.py --kernel ws [--cases decode-fp8-16] [--configs 3/128,2/96]
+
+(--configs: block_n/stages[/warps] for small, stages/producer_regs for ws.)
 
 The launch goes through launch.run_attention_gluon with CPU tensors; the kernel launch is intercepted and
 compiled for the target instead (Triton's own binder computes the GPU's specialization).
@@ -28,7 +32,7 @@ from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
 from triton.runtime.jit import create_function_from_signature  # noqa: E402
 
 from dsattn.formats import KVLayout, pack_latent_rows  # noqa: E402
-from dsattn.ops.sparse_mla import gluon_small, launch  # noqa: E402
+from dsattn.ops.sparse_mla import gluon_small, gluon_ws, launch  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 PTXAS = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
@@ -81,30 +85,45 @@ def _case(name: str):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--cases", default="decode-fp8-8,decode-fp8-16,decode-fp8-32,decode-nope-8,prefill-bf16-8,"
-                                      "prefill-bf16-16,prefill-bf16n-16")
+    p.add_argument("--kernel", choices=("small", "ws"), default="small")
+    p.add_argument("--cases", default=None, help="comma separated (default: every case the kernel takes)")
     p.add_argument("--configs", default="", help="block_n/stages, comma separated (default: GLUON_CONFIGS)")
     p.add_argument("--dump", default=None, help="folder for the TTGIR and PTX of each compile")
     args = p.parse_args()
+    ws = args.kernel == "ws"
+    if args.cases is None:
+        args.cases = ("decode-fp8-8,decode-fp8-16,decode-fp8-32,decode-nope-8,decode-nope-32" if ws else
+                      "decode-fp8-8,decode-fp8-16,decode-fp8-32,decode-nope-8,prefill-bf16-8,prefill-bf16-16,"
+                      "prefill-bf16n-16")
+    mod, attr = (gluon_ws, "sparse_mla_ws_kernel") if ws else (gluon_small, "sparse_mla_small_kernel")
     for name in args.cases.split(","):
         layout, q, rows, idx = _case(name)
         configs = args.configs.split(",") if args.configs else [None]
         for c in configs:
-            cfg = None if c is None else launch.GluonConfig(*[int(x) for x in c.split("/")])
+            if c is None:
+                cfg = None
+            else:
+                cfg = (gluon_ws.WsConfig if ws else launch.GluonConfig)(*[int(x) for x in c.split("/")])
             label = c or "default"
             sink = []
-            saved = gluon_small.sparse_mla_small_kernel
-            gluon_small.sparse_mla_small_kernel = _Intercept(saved, sink)
+            saved = getattr(mod, attr)
+            setattr(mod, attr, _Intercept(saved, sink))
             t0 = time.time()
             try:
                 out = torch.empty(q.shape[0], q.shape[1], 512, dtype=torch.bfloat16)
                 lse = torch.empty(q.shape[0], q.shape[1])
-                launch.run_attention_gluon(q, rows, layout, idx, 0.1, None, out, lse, config=cfg)
+                run = gluon_ws.run_attention_ws if ws else launch.run_attention_gluon
+                run(q, rows, layout, idx, 0.1, None, out, lse, config=cfg)
                 for ck in sink:
                     ptx = ck.asm["ptx"]
+                    extra = ""
+                    if ws:
+                        extra = (f"mbar.wait={ptx.count('mbarrier.try_wait')} "
+                                 f"mbar.arrive={ptx.count('mbarrier.arrive')} "
+                                 f"setmaxnreg={ptx.count('setmaxnreg')} ")
                     print(f"{name:18s} {label:8s} smem={ck.metadata.shared:6d} {ptxas_report(ptx)} "
                           f"cp.async={ptx.count('cp.async.cg') + ptx.count('cp.async.ca')} "
-                          f"wgmma={ptx.count('wgmma.mma_async')} bar.sync={ptx.count('bar.sync')} "
+                          f"wgmma={ptx.count('wgmma.mma_async')} bar.sync={ptx.count('bar.sync')} {extra}"
                           f"compile_s={time.time() - t0:.1f}", flush=True)
                     if args.dump:
                         os.makedirs(args.dump, exist_ok=True)
@@ -114,7 +133,7 @@ def main():
             except Exception as e:  # noqa: BLE001
                 print(f"{name:18s} {label:8s} FAILED {type(e).__name__}: {str(e)[:1500]}", flush=True)
             finally:
-                gluon_small.sparse_mla_small_kernel = saved
+                setattr(mod, attr, saved)
 
 
 if __name__ == "__main__":

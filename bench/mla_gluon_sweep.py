@@ -1,11 +1,13 @@
 """Launch-config sweep of the Gluon few-head sparse MLA kernel on the GPU, beside the Triton kernel.
 
-    PYTHONPATH=src python bench/mla_gluon_sweep.py --out DIR [--rep-ms 40]
+    PYTHONPATH=src python bench/mla_gluon_sweep.py --out DIR [--rep-ms 40] [--ws]
 
 Benchmark cases of dsattn.bench.kernels_mla (decode fp8_ds_mla / nope 512 tokens, prefill bf16 s_q 1024);
 each Gluon config (block_n / stages / warps) is timed (median, L2 flushed: bench.common.time_ms) and its
 output compared with the Triton kernel's on the same inputs (max abs difference; NaN shows as nan).
-Writes DIR/sparse_mla_gluon_sweep.json.
+Writes DIR/sparse_mla_gluon_sweep.json. --ws: the warp-specialized kernel (gluon_ws.py) instead, over the fp8
+decode cases, each config (raw half-block stages / producer registers) beside gluon_small's default;
+writes DIR/sparse_mla_gluon_ws_sweep.json.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import torch
 
 from dsattn.bench.common import time_ms
 from dsattn.bench.kernels_mla import decode_case, prefill_case
-from dsattn.ops.sparse_mla import launch
+from dsattn.ops.sparse_mla import gluon_ws, launch
 
 SWEEP = [
     # (kind, layout, tokens, heads, configs as (block_n, stages, warps))
@@ -30,11 +32,66 @@ SWEEP = [
 ]
 
 
+WS_SWEEP = [
+    # (layout, tokens, heads, configs as (stages, producer_regs)); stages past shared memory fail to compile
+    ("fp8_ds_mla", 512, 8, [(3, 128), (2, 128), (3, 160)]),  # 96 registers spill (mla_gluon_check.py)
+    ("fp8_ds_mla", 512, 16, [(3, 128), (2, 128)]),
+    ("fp8_ds_mla", 512, 32, [(2, 128)]),
+    ("fp8_ds_mla_nope", 512, 8, [(4, 128), (3, 128)]),
+]
+
+
+def ws_main(args) -> int:
+    dev = torch.device("cuda")
+    rows = []
+    for layout, tokens, heads, configs in WS_SWEEP:
+        case = decode_case(tokens, heads, layout, dev)
+        flat = case.kv.flatten(0, 1)
+        t, h = case.tokens, case.heads
+        out = torch.empty((t, h, 512), dtype=torch.bfloat16, device=dev)
+        lse = torch.empty((t, h), dtype=torch.float32, device=dev)
+        small = lambda: launch.run_attention_gluon(case.q, flat, case.layout, case.indices, case.sm_scale, None, out,
+                                                   lse)
+        small()
+        ref_o, ref_l = out.clone(), lse.clone()
+        ms = time_ms(small, rep_ms=args.rep_ms)
+        rows.append({"layout": layout, "tokens": tokens, "heads": heads, "kernel": "gluon", "config": None, "ms": ms})
+        print(f"decode {layout:16s} t={tokens} h={heads:3d} gluon          {ms:.4f} ms", flush=True)
+        for st, regs in configs:
+            cfg = gluon_ws.WsConfig(st, regs)
+            out.fill_(float("nan"))
+            lse.fill_(float("nan"))
+            fn = lambda: gluon_ws.run_attention_ws(case.q, flat, case.layout, case.indices, case.sm_scale, None, out,
+                                                   lse, config=cfg)
+            try:
+                fn()
+                torch.cuda.synchronize()
+                diff = float((out.float() - ref_o.float()).abs().max())
+                ldiff = float(((lse - ref_l).abs() / ref_l.abs().clamp_min(1)).nan_to_num(0, 0, 0).max())
+                ms = time_ms(fn, rep_ms=args.rep_ms)
+            except Exception as e:  # noqa: BLE001
+                print(f"  ws {st}/{regs} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+                continue
+            rows.append({"layout": layout, "tokens": tokens, "heads": heads, "kernel": "gluon_ws",
+                         "config": [st, regs], "ms": ms, "max_abs_vs_gluon": diff, "lse_rel_vs_gluon": ldiff})
+            print(f"decode {layout:16s} t={tokens} h={heads:3d} gluon_ws {st}/{regs}  {ms:.4f} ms  "
+                  f"max_abs_vs_gluon={diff:.3g} lse_rel={ldiff:.3g}", flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "sparse_mla_gluon_ws_sweep.json")
+    json.dump({"device": torch.cuda.get_device_name(), "commit": os.environ.get("DSATTN_GIT_COMMIT"), "rows": rows},
+              open(path, "w"), indent=1)
+    print(f"# wrote {path}")
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=".")
     p.add_argument("--rep-ms", type=float, default=40)
+    p.add_argument("--ws", action="store_true", help="sweep the warp-specialized kernel (gluon_ws.py)")
     args = p.parse_args()
+    if args.ws:
+        return ws_main(args)
     dev = torch.device("cuda")
     rows = []
     for kind, layout, tokens, heads, configs in SWEEP:

@@ -1,5 +1,5 @@
 """DSATTN_SPARSE_MLA_IMPL and the choice between the Triton and the Gluon sparse MLA kernels (CPU only:
-the Gluon kernel itself runs in tests/gpu/test_sparse_mla_gpu.py and compiles in bench/mla_gluon_check.py)."""
+the Gluon kernels themselves run in tests/gpu/test_sparse_mla_gpu.py and compile in bench/mla_gluon_check.py)."""
 import pytest
 import torch
 
@@ -9,7 +9,7 @@ from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outpu
 
 
 @pytest.mark.parametrize("value, expected", [(None, "auto"), ("", "auto"), ("auto", "auto"), ("Triton", "triton"),
-                                             (" gluon ", "gluon")])
+                                             (" gluon ", "gluon"), ("GLUON_WS", "gluon_ws")])
 def test_impl_knob(monkeypatch, value, expected):
     if value is None:
         monkeypatch.delenv("DSATTN_SPARSE_MLA_IMPL", raising=False)
@@ -33,6 +33,16 @@ def test_gluon_never_chosen_off_gpu():
     assert launch.kernel_name(q, flat, KVLayout.BF16, "native") == "triton"
     with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL=gluon"):
         launch.use_gluon(q, flat, KVLayout.BF16, 16, "gluon")
+    # gluon_ws: explicit only; over bf16 rows it stands for gluon; where it cannot run, ValueError
+    rows = torch.zeros(16, 656, dtype=torch.uint8)
+    for impl in ("auto", "triton", "gluon"):
+        assert not launch.use_gluon_ws(q, rows, KVLayout.FP8_DS_MLA, 16, impl)
+    assert not launch.use_gluon_ws(q, flat, KVLayout.BF16, 16, "gluon_ws")
+    assert not launch.use_gluon_ws(q, rows, KVLayout.FP8_DS_MLA, 64, "gluon_ws")
+    with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL=gluon_ws"):
+        launch.use_gluon_ws(q, rows, KVLayout.FP8_DS_MLA, 16, "gluon_ws")
+    with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL=gluon"):
+        launch.use_gluon(q, flat, KVLayout.BF16, 16, "gluon_ws")
 
 
 def test_triton_forced_runs_interpreted(monkeypatch):
@@ -57,6 +67,29 @@ def test_gluon_defaults_fit_shared_memory(layout, d_qk, heads):
     assert launch.gluon_preferred(layout, hp) == (layout.is_fp8 or hp == 32)
 
 
+@pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla", 512), ("fp8_ds_mla_nope", 512)])
+@pytest.mark.parametrize("heads", [1, 8, 16, 17, 32])
+def test_gluon_ws_defaults_fit_shared_memory(layout, d_qk, heads):
+    from dsattn.ops.sparse_mla import gluon_ws
+    layout = KVLayout(layout)
+    cfg = gluon_ws.ws_config(layout, heads, d_qk)
+    assert 2 <= cfg.stages <= 4
+    hp = gluon_ws.ws_hp(heads)
+    assert hp == (16 if heads <= 16 else 32)
+    assert gluon_ws.ws_smem_bytes(layout, d_qk, hp, cfg.stages) + gluon_ws.SMEM_MARGIN <= gluon_ws.SMEM_LIMIT
+    if cfg.stages < 4:  # as many stages as fit
+        assert gluon_ws.ws_smem_bytes(layout, d_qk, hp, cfg.stages + 1) + gluon_ws.SMEM_MARGIN > gluon_ws.SMEM_LIMIT
+
+
+def test_gluon_ws_rejects_bf16_rows():
+    from dsattn.ops.sparse_mla import gluon_ws
+    q = torch.zeros(2, 8, 576, dtype=torch.bfloat16)
+    flat = torch.zeros(16, 576, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="fp8 rows"):
+        gluon_ws.run_attention_ws(q, flat, KVLayout.BF16, torch.zeros(2, 64, dtype=torch.int32), 0.1, None,
+                                  torch.empty(2, 8, 512), torch.empty(2, 8))
+
+
 def test_gluon_kernel_compiles_for_sm90a():
     """The Gluon kernel compiles for sm_90a on this machine (no GPU): bench/mla_gluon_check.py, two cases."""
     import os
@@ -75,3 +108,14 @@ def test_gluon_kernel_compiles_for_sm90a():
     for ln in lines:
         assert int(re.search(r"smem=\s*(\d+)", ln).group(1)) <= launch.SMEM_LIMIT
         assert int(re.search(r"cp.async=(\d+)", ln).group(1)) > 0 and int(re.search(r"wgmma=(\d+)", ln).group(1)) > 0
+    # the warp-specialized kernel (gluon_ws.py): partitions' register budgets and mbarrier hand-offs in the PTX
+    res = subprocess.run([sys.executable, os.path.join(root, "bench", "mla_gluon_check.py"), "--kernel", "ws",
+                          "--cases", "decode-fp8-16"], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "FAILED" not in lines[0], res.stdout
+    ln = lines[0]
+    assert int(re.search(r"smem=\s*(\d+)", ln).group(1)) <= launch.SMEM_LIMIT
+    assert re.search(r"spill_st=0\b", ln), ln
+    for what in ("cp.async", "wgmma", "mbar.wait", "mbar.arrive", "setmaxnreg"):
+        assert int(re.search(what.replace(".", r"\.") + r"=(\d+)", ln).group(1)) > 0, (what, ln)

@@ -74,7 +74,7 @@ def _config(heads_per_program: int, layout: KVLayout, config: TileConfig | None)
     return dataclasses.replace(cfg, block_n=16, num_stages=1) if interpreting() else cfg
 
 
-IMPLS = ("auto", "triton", "gluon")
+IMPLS = ("auto", "triton", "gluon", "gluon_ws")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +129,9 @@ def gluon_preferred(layout: KVLayout, hp: int) -> bool:
 
 
 def sparse_mla_impl() -> str:
-    """DSATTN_SPARSE_MLA_IMPL: 'auto' (default), 'triton' or 'gluon' (forces one kernel for A/B runs)."""
+    """DSATTN_SPARSE_MLA_IMPL: 'auto' (default), 'triton', 'gluon' or 'gluon_ws' (forces one kernel for A/B
+    runs; 'gluon_ws': the warp-specialized kernel of gluon_ws.py over fp8 rows, 'gluon' elsewhere; never
+    chosen by 'auto')."""
     impl = os.environ.get("DSATTN_SPARSE_MLA_IMPL", "auto").strip().lower() or "auto"
     if impl not in IMPLS:
         raise ValueError(f"DSATTN_SPARSE_MLA_IMPL must be one of {list(IMPLS)}, got {impl!r}")
@@ -155,6 +157,8 @@ def use_gluon(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bo
     impl = impl or sparse_mla_impl()
     if impl == "triton":
         return False
+    if impl == "gluon_ws":
+        impl = "gluon"  # launches the warp-specialized kernel does not take (bf16 rows) run gluon_small's
     ok = gluon_usable(q, flat, layout, hp)
     if impl == "gluon":
         if not ok:
@@ -164,9 +168,24 @@ def use_gluon(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bo
     return ok and gluon_preferred(layout, hp)
 
 
+def use_gluon_ws(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bool:
+    """Whether run_attention launches gluon_ws.sparse_mla_ws_kernel: only when DSATTN_SPARSE_MLA_IMPL=gluon_ws,
+    over fp8 rows, at most 32 heads per program; ValueError where that kernel cannot run (as 'gluon')."""
+    impl = impl or sparse_mla_impl()
+    if impl != "gluon_ws" or not layout.is_fp8 or hp > 32:
+        return False
+    if not gluon_usable(q, flat, layout, hp):
+        raise ValueError("DSATTN_SPARSE_MLA_IMPL=gluon_ws but the Gluon kernels cannot run this launch "
+                         f"(device {q.device}, {hp} heads per program, row stride {flat.stride(0)})")
+    return True
+
+
 def kernel_name(q, flat, layout: KVLayout, variant: str) -> str:
-    """'gluon' or 'triton': which kernel run_attention launches for these inputs now (for benchmark records)."""
+    """'gluon_ws', 'gluon' or 'triton': which kernel run_attention launches for these inputs now (for
+    benchmark records)."""
     hp = heads_per_program(variant, q.shape[1])
+    if hp <= 32 and use_gluon_ws(q, flat, layout, hp):
+        return "gluon_ws"
     return "gluon" if hp <= 32 and use_gluon(q, flat, layout, hp) else "triton"
 
 
@@ -224,6 +243,10 @@ def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out
     t, h, d = q.shape
     topk = indices.shape[1]
     hp = heads_per_program(variant, h)
+    if config is None and use_gluon_ws(q, flat, layout, hp):
+        from .gluon_ws import run_attention_ws
+        run_attention_ws(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse)
+        return
     if config is None and hp <= 32 and use_gluon(q, flat, layout, hp):
         run_attention_gluon(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse)
         return

@@ -1,0 +1,364 @@
+"""Warp-specialized Gluon kernel of sparse MLA over fp8 rows for few heads per program (1..32), Hopper (sm_90).
+
+The same products, numerics and outputs as gluon_small.sparse_mla_small_kernel (read its docstring first),
+split over two partitions of one CTA that hand shared-memory buffers to each other through mbarriers, so
+that the fp8 -> fp16 conversion of one block of keys overlaps the products and softmax of the previous one
+(gluon_small runs them one after the other in one warpgroup: notes/sparse_mla.md, "Why, and what next"):
+
+  producer (worker partition, one warpgroup): cp.async gathers of half-blocks (HB = 32 top-k entries: latent,
+      fp8 group scales, RoPE) into a ring of NSTAGES raw stages; each half is converted into one of two
+      scaled fp16 tiles [BN, 512] (fp8 value x power-of-two group scale x V_SCALE, exact) and its RoPE part
+      into the tile's bf16 RoPE buffer [BN, 64], scaled by V_SCALE (a power of two: exact), so S^T of the
+      tile comes out in V_SCALE units as gluon_small's rope-product-times-V_SCALE does; then `full[slot]`.
+  consumer (default partition, one warpgroup): waits `full[slot]`, S^T [BN, HP] = rope q_rope^T (bf16) +
+      K16 q^T (fp16) by wgmma, online softmax in base 2 over the keys, P^T (fp16) to shared memory,
+      O^T [512, HP] += V^T P^T by wgmma (V = the fp16 tile, left in flight into the next block); once that
+      product has retired it arrives on `free[slot]`, which the producer waits on before it rewrites the tile.
+
+Why half-blocks: two 64-key fp16 tiles (2 x 72 KB with RoPE) plus q leave room for only one raw 64-key stage
+at 16 heads (227 KB per CTA); three raw 32-key stages fit, so two gathers stay in flight while a half converts.
+
+Invalid entries (index < 0, >= num_slots, past topk_length or the split) are masked copies (zeros, nothing
+read) and -inf scores, as in gluon_small. Outputs: out / lse, or normalized split partials for
+kernels.combine_splits_kernel. bf16 rows are not handled here (launch.py keeps gluon_small for them).
+
+Status: compiled for sm_90a on a CPU machine (bench/mla_gluon_check.py --kernel ws); never run on a GPU when
+written. Selected only by DSATTN_SPARSE_MLA_IMPL=gluon_ws.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (async_copy, fence_async_shared, mbarrier,
+                                                                   warpgroup_mma, warpgroup_mma_init,
+                                                                   warpgroup_mma_wait)
+    HAVE_GLUON = True
+except Exception:  # pragma: no cover - older triton without Gluon
+    HAVE_GLUON = False
+
+from ...formats import LATENT_DIM, KVLayout
+
+BN = 64   # keys per block (wgmma M)
+HB = 32   # keys per gathered half-block (the raw ring's unit)
+SMEM_LIMIT = 232448  # bytes of shared memory one CTA may use on sm_90
+SMEM_MARGIN = 1024   # mbarriers and the compiler's reduction scratch
+
+
+@dataclasses.dataclass(frozen=True)
+class WsConfig:
+    """Launch configuration of sparse_mla_ws_kernel: raw half-block stages of the ring and the producer
+    warpgroup's register budget (setmaxnreg; the consumer gets the rest of the register file)."""
+    stages: int = 3
+    producer_regs: int = 128
+
+
+def ws_hp(num_heads: int) -> int:
+    """Heads per program (the wgmma N): 16, or 32 for 17..32 heads (as gluon_small)."""
+    return 16 if num_heads <= 16 else 32
+
+
+def ws_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int) -> int:
+    """Shared memory the kernel allocates (without mbarriers and the compiler's scratch)."""
+    rope = d_qk > LATENT_DIM and layout is KVLayout.FP8_DS_MLA
+    stage = HB * (LATENT_DIM + 16 + (2 * 64 if rope else 0))
+    tiles = 2 * BN * (LATENT_DIM * 2 + (64 * 2 if rope else 0))
+    fixed = hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0) + BN * hp * 2
+    return stages * stage + tiles + fixed
+
+
+def ws_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> WsConfig:
+    """As many raw stages (2..4) as shared memory holds: fp8_ds_mla 576 -> 3 at 16 heads, 2 at 32;
+    nope / 512 -> 4 at 16 heads, 3 at 32. A prediction of what is fastest, not measured."""
+    hp = ws_hp(num_heads)
+    stages = 4
+    while stages > 2 and ws_smem_bytes(layout, d_qk, hp, stages) + SMEM_MARGIN > SMEM_LIMIT:
+        stages -= 1
+    return WsConfig(stages=stages)
+
+
+if HAVE_GLUON:
+    V_SCALE = gl.constexpr(1.0 / 256)
+    LN2 = gl.constexpr(0.6931471805599453)
+    NEG_INF = gl.constexpr(float("-inf"))
+    PW = gl.constexpr(4)  # warps of the producer partition
+    KB = gl.constexpr(BN)
+    HALF = gl.constexpr(HB)
+
+    @gluon.constexpr_function
+    def _copy_layout(cols, elem_bytes, num_warps):
+        """Blocked layout of a [rows, cols] gather: 16 bytes per thread per copy, threads along the row first."""
+        vec = max(1, min(16 // elem_bytes, cols))
+        tc = max(1, min(32, cols // vec))
+        return gl.BlockedLayout([1, vec], [32 // tc, tc], [num_warps, 1], [1, 0])
+
+    @gluon.constexpr_function
+    def _scale_layout(rows, num_warps):
+        """[rows, 4] fp32 group scales: one 4..16-byte copy per (row, thread)."""
+        vec = max(1, min(4, (4 * rows) // (32 * num_warps)))
+        tc = 4 // vec
+        return gl.BlockedLayout([1, vec], [32 // tc, tc], [num_warps, 1], [1, 0])
+
+    @gluon.jit
+    def _idx(idx_row, start, hi, N: gl.constexpr, L: gl.constexpr):
+        """Raw top-k entries [start, start + N) in layout L (-1 past hi)."""
+        j = start + gl.arange(0, N, L)
+        return gl.load(idx_row + j, mask=j < hi, other=-1)
+
+    @gluon.jit
+    def _entries(idx_row, start, hi):
+        """A half-block's raw entries [start, start + HALF), in the row layouts of its three copies (loaded a
+        half-block ahead of their use, so the load's latency stays off the copies' path)."""
+        return (_idx(idx_row, start, hi, HALF, gl.SliceLayout(1, _copy_layout(512, 1, PW))),
+                _idx(idx_row, start, hi, HALF, gl.SliceLayout(1, _scale_layout(HALF, PW))),
+                _idx(idx_row, start, hi, HALF, gl.SliceLayout(1, _copy_layout(64, 2, PW))))
+
+    @gluon.jit
+    def _gather(ix, num_slots, lat_ptr, scale_ptr, rope_ptr, lat_buf, sc_buf, rope_buf,
+                stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
+                HAS_ROPE: gl.constexpr):
+        """cp.async of one half-block's rows (ix: its entries, from _entries) into one raw stage, committed
+        as one group. Invalid entries are masked copies: zero-filled, nothing read."""
+        LAT_L: gl.constexpr = _copy_layout(512, 1, PW)
+        SC_L: gl.constexpr = _scale_layout(HALF, PW)
+        ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
+        ix_lat, ix_sc, ix_rope = ix
+        valid = (ix_lat >= 0) & (ix_lat < num_slots)
+        slot = gl.where(valid, ix_lat, 0).to(gl.int64)
+        cols = gl.arange(0, 512, gl.SliceLayout(0, LAT_L))
+        async_copy.async_copy_global_to_shared(lat_buf, lat_ptr + slot[:, None] * stride_lat + cols[None, :],
+                                               mask=valid[:, None])
+        valid = (ix_sc >= 0) & (ix_sc < num_slots)
+        slot = gl.where(valid, ix_sc, 0).to(gl.int64)
+        g = gl.arange(0, 4, gl.SliceLayout(0, SC_L))
+        async_copy.async_copy_global_to_shared(sc_buf, scale_ptr + slot[:, None] * stride_scale + g[None, :],
+                                               mask=valid[:, None])
+        if HAS_ROPE:
+            valid = (ix_rope >= 0) & (ix_rope < num_slots)
+            slot = gl.where(valid, ix_rope, 0).to(gl.int64)
+            rc = gl.arange(0, 64, gl.SliceLayout(0, ROPE_L))
+            async_copy.async_copy_global_to_shared(rope_buf, rope_ptr + slot[:, None] * stride_rope + rc[None, :],
+                                                   mask=valid[:, None])
+        async_copy.commit_group()
+
+    @gluon.jit
+    def _producer(idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
+                  raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
+                  stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
+                  HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr):
+        """Gathers half-blocks into the raw ring (NSTAGES - 1 in flight) and converts each into its tile."""
+        CVT_L: gl.constexpr = _copy_layout(512, 1, PW)    # a half-block's latent, 16 fp8 per thread
+        ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
+        nblocks = gl.cdiv(hi - lo, KB)
+        for i in gl.static_range(NSTAGES - 1):
+            _gather(_entries(idx_row, lo + i * HALF, hi), num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat.index(i),
+                    raw_sc.index(i), raw_rope.index(i), stride_lat, stride_scale, stride_rope, HAS_ROPE)
+        nx = _entries(idx_row, lo + (NSTAGES - 1) * HALF, hi)
+        for b in range(nblocks):
+            slot = b % 2
+            k16_t = k16.index(slot)
+            for h in gl.static_range(2):
+                j = 2 * b + h
+                # half j landed (NSTAGES - 2 younger groups may fly); after the barrier every producer
+                # thread's copies are visible and every thread is done converting half j - 1, whose stage
+                # the next gather reuses
+                async_copy.wait_group(NSTAGES - 2)
+                gl.thread_barrier()
+                nxt = j + NSTAGES - 1
+                _gather(nx, num_slots, lat_ptr, scale_ptr, rope_ptr,
+                        raw_lat.index(nxt % NSTAGES), raw_sc.index(nxt % NSTAGES), raw_rope.index(nxt % NSTAGES),
+                        stride_lat, stride_scale, stride_rope, HAS_ROPE)
+                nx = _entries(idx_row, lo + (nxt + 1) * HALF, hi)
+                if h == 0:
+                    # the consumer is done with block b - 2's tile (mbarriers start with phase 1 complete)
+                    mbarrier.wait(free.index(slot), ((b // 2) & 1) ^ 1)
+                # the whole half in one load and one store: the compiler cannot tell the partition's buffers
+                # apart and puts a barrier between every load and a following store
+                st = j % NSTAGES
+                raw = raw_lat.index(st).load(CVT_L)
+                scs = raw_sc.index(st)
+                c = gl.arange(0, 512, gl.SliceLayout(0, CVT_L))[None, :]
+                sc = gl.where(c < 256,
+                              gl.where(c < 128, scs.slice(0, 1, dim=1).load(CVT_L), scs.slice(1, 1, dim=1).load(CVT_L)),
+                              gl.where(c < 384, scs.slice(2, 1, dim=1).load(CVT_L), scs.slice(3, 1, dim=1).load(CVT_L)))
+                if HAS_ROPE:
+                    r = raw_rope.index(st).load(ROPE_L)
+                k16_t.slice(h * HALF, HALF, dim=0).store(raw.to(gl.float16) * (sc * V_SCALE).to(gl.float16))
+                if HAS_ROPE:
+                    rope16.index(slot).slice(h * HALF, HALF, dim=0).store((r.to(gl.float32) * V_SCALE).to(gl.bfloat16))
+            fence_async_shared()  # the tile is read by wgmma (async proxy)
+            gl.thread_barrier()
+            mbarrier.arrive(full.index(slot), count=1)
+        async_copy.wait_group(0)
+
+    @gluon.jit
+    def _consumer(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
+                  out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
+                  q_smem, qr_smem, k16, rope16, p_smem, full, free,
+                  HAS_ROPE: gl.constexpr, HP: gl.constexpr, num_warps: gl.constexpr):
+        """q to shared memory, then per block: S^T, online softmax, P^T, O^T += V^T P^T; the epilogue."""
+        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
+        MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                      instr_shape=[16, HP, 16])
+        ROW: gl.constexpr = gl.SliceLayout(1, MMA)   # [KB] keys, or [512] latent rows of O^T
+        COL: gl.constexpr = gl.SliceLayout(0, MMA)   # [HP] heads
+
+        qh = h0 + gl.arange(0, HP, gl.SliceLayout(1, Q_L))
+        qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
+        q_row = q_ptr + t * stride_qt + qh[:, None] * stride_qh
+        q_smem.store(gl.load(q_row + qd[None, :], mask=(qh < num_heads)[:, None], other=0.0).to(gl.float16))
+        if HAS_ROPE:
+            qr = gl.arange(0, 64, gl.SliceLayout(0, Q_L))
+            qr_smem.store(gl.load(q_row + 512 + qr[None, :], mask=(qh < num_heads)[:, None], other=0.0))
+        qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
+        fence_async_shared()
+        gl.thread_barrier()
+
+        m_i = gl.full([HP], NEG_INF, gl.float32, COL)
+        l_i = gl.zeros([HP], gl.float32, COL)
+        acc = warpgroup_mma_init(gl.zeros([512, HP], gl.float32, MMA))
+        nblocks = gl.cdiv(hi - lo, KB)
+        cur = _idx(idx_row, lo, hi, KB, ROW)
+        for b in range(nblocks):
+            slot = b % 2
+            ix = cur
+            cur = _idx(idx_row, lo + (b + 1) * KB, hi, KB, ROW)  # the next block's entries, a block ahead
+            mbarrier.wait(full.index(slot), (b // 2) & 1)
+            # block b - 1's P @ V has retired: its tile (the other slot) and p_smem are free
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            mbarrier.arrive(free.index(1 - slot), count=1, pred=b > 0)
+            s = gl.zeros([KB, HP], gl.float32, MMA)
+            if HAS_ROPE:
+                s = warpgroup_mma(rope16.index(slot), qr_smem.permute((1, 0)), s, is_async=True)
+            s = warpgroup_mma(k16.index(slot), q_smem.permute((1, 0)), s, is_async=True)
+            s = warpgroup_mma_wait(0, deps=(s,))
+
+            valid = (ix >= 0) & (ix < num_slots)
+            s = gl.where(valid[:, None], s * qk_scale, NEG_INF)
+            m_new = gl.maximum(m_i, gl.max(s, 0))
+            m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
+            alpha = gl.exp2(m_i - m_use)
+            p = gl.exp2(s - m_use[None, :])
+            l_i = l_i * alpha + gl.sum(p, 0)
+            acc = acc * alpha[None, :]
+            m_i = m_new
+            p_smem.store(p.to(gl.float16))
+            fence_async_shared()
+            gl.thread_barrier()
+            acc = warpgroup_mma(k16.index(slot).permute((1, 0)), p_smem, acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+
+        # ---- epilogue: as kernels.sparse_mla_kernel --------------------------------------------------
+        empty = l_i == 0.0
+        lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
+        inv_l = 256.0 / gl.where(empty, 1.0, l_i)
+        o = acc * inv_l[None, :]
+        oh = h0 + gl.arange(0, HP, COL)
+        od = gl.arange(0, 512, ROW)
+        o_ptrs = out_ptr + t * stride_ot + split * stride_os + oh[None, :] * stride_oh + od[:, None]
+        gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=(oh < num_heads)[None, :])
+        gl.store(lse_ptr + t * stride_lt + split * stride_ls + oh * stride_lh, lse, mask=oh < num_heads)
+
+    @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split"])
+    def sparse_mla_ws_kernel(
+            q_ptr, stride_qt, stride_qh,
+            lat_ptr, scale_ptr, rope_ptr,
+            idx_ptr, stride_it, len_ptr,
+            out_ptr, stride_ot, stride_os, stride_oh,
+            lse_ptr, stride_lt, stride_ls, stride_lh,
+            num_slots, num_heads, topk, keys_per_split, qk_scale,
+            stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
+            HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
+            HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
+        """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_small.sparse_mla_small_kernel (fp8 rows)."""
+        gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
+        gl.static_assert(NSTAGES >= 2, "at least one gather in flight while a half-block converts")
+        t = gl.program_id(0).to(gl.int64)
+        h0 = gl.program_id(1) * HP
+        split = gl.program_id(2)
+
+        RAW_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+        K16_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KB, 512], gl.float16)
+        ROPE_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KB, 64], gl.bfloat16)
+        Q_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HP, 512], gl.float16)
+        QR_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HP, 64], gl.bfloat16)
+        P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KB, HP], gl.float16)
+
+        raw_lat = gl.allocate_shared_memory(gl.float8e4nv, [NSTAGES, HALF, 512], RAW_S)
+        raw_sc = gl.allocate_shared_memory(gl.float32, [NSTAGES, HALF, 4], RAW_S)
+        k16 = gl.allocate_shared_memory(gl.float16, [2, KB, 512], K16_S)
+        q_smem = gl.allocate_shared_memory(gl.float16, [HP, 512], Q_S)
+        p_smem = gl.allocate_shared_memory(gl.float16, [KB, HP], P_S)
+        if HAS_ROPE:
+            raw_rope = gl.allocate_shared_memory(gl.bfloat16, [NSTAGES, HALF, 64], RAW_S)
+            rope16 = gl.allocate_shared_memory(gl.bfloat16, [2, KB, 64], ROPE_S)
+            qr_smem = gl.allocate_shared_memory(gl.bfloat16, [HP, 64], QR_S)
+        else:
+            raw_rope = raw_sc
+            rope16 = k16
+            qr_smem = q_smem
+        full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(2):
+            mbarrier.init(full.index(i), count=1)
+            mbarrier.init(free.index(i), count=1)
+
+        end = topk
+        if HAS_LEN:
+            end = gl.minimum(gl.load(len_ptr + t), topk)
+        lo = split * keys_per_split
+        hi = gl.minimum(lo + keys_per_split, end)
+        idx_row = idx_ptr + t * stride_it
+
+        gl.warp_specialize([
+            (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
+                         out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
+                         q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, HP, num_warps)),
+            (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
+                         raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
+                         stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES)),
+        ], [4], [PRODUCER_REGS])
+
+
+def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out, lse, splits: int = 1,
+                     part_o=None, part_lse=None, config: WsConfig | None = None) -> None:
+    """launch.run_attention's contract over fp8 rows through sparse_mla_ws_kernel (native few-head variant)."""
+    from . import launch
+    if not layout.is_fp8:
+        raise ValueError(f"the warp-specialized kernel takes fp8 rows only, got layout {layout.value}")
+    t, h, d = q.shape
+    if h > 32:
+        raise ValueError(f"the warp-specialized kernel carries at most 32 heads, got q with {h}")
+    topk = indices.shape[1]
+    hp = ws_hp(h)
+    cfg = config or ws_config(layout, h, d)
+    (lat, s_lat), (scales, s_scale), (rope, s_rope) = launch._row_views(flat, layout, d)
+    if splits > 1:
+        keys_per_split = -(-topk // splits)
+        keys_per_split = -(-keys_per_split // BN) * BN
+        o_dst, o_st, o_ss, o_sh = part_o, part_o.stride(0), part_o.stride(1), part_o.stride(2)
+        l_dst, l_st, l_ss, l_sh = part_lse, part_lse.stride(0), part_lse.stride(1), part_lse.stride(2)
+    else:
+        keys_per_split = topk
+        o_dst, o_st, o_ss, o_sh = out, out.stride(0), 0, out.stride(1)
+        l_dst, l_st, l_ss, l_sh = lse, lse.stride(0), 0, lse.stride(1)
+    lengths = topk_length if topk_length is not None else indices
+    grid = (t, -(-h // hp), splits)
+    sparse_mla_ws_kernel[grid](
+        q, q.stride(0), q.stride(1),
+        lat, scales, rope,
+        indices, indices.stride(0), lengths,
+        o_dst, o_st, o_ss, o_sh,
+        l_dst, l_st, l_ss, l_sh,
+        flat.shape[0], h, topk, keys_per_split, float(sm_scale) * launch.LOG2E,
+        s_lat, s_scale, s_rope,
+        d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
+        hp, cfg.stages, cfg.producer_regs,
+        num_warps=4,
+    )
+    if splits > 1:
+        launch.combine_splits_kernel[(t, h)](part_o, part_lse, out, out.stride(0), out.stride(1), lse, lse.stride(0),
+                                             lse.stride(1), h, splits, launch.triton.next_power_of_2(splits),
+                                             num_warps=4)
