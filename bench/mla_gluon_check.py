@@ -5,9 +5,9 @@ only; also counts mbarrier waits / arrives and setmaxnreg).
 
     PYTHONPATH=src python bench/mla_gluon_check.py [--cases decode-fp8-8,prefill-bf16-16] [--configs 64/3,64/2]
         [--dump DIR]
-    PYTHONPATH=src python bench/mla_gluon_check.py --kernel ws [--cases decode-fp8-16] [--configs 3/128,2/96]
+    PYTHONPATH=src python bench/mla_gluon_check.py --kernel ws [--cases decode-fp8-16] [--configs 3/128/4,3/96/8]
 
-(--configs: block_n/stages[/warps] for small, stages/producer_regs for ws.)
+(--configs: block_n/stages[/warps] for small, stages/producer_regs[/producer_warps] for ws.)
 
 The launch goes through launch.run_attention_gluon with CPU tensors; the kernel launch is intercepted and
 compiled for the target instead (Triton's own binder computes the GPU's specialization).

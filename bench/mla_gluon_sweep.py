@@ -6,7 +6,7 @@ Benchmark cases of dsattn.bench.kernels_mla (decode fp8_ds_mla / nope 512 tokens
 each Gluon config (block_n / stages / warps) is timed (median, L2 flushed: bench.common.time_ms) and its
 output compared with the Triton kernel's on the same inputs (max abs difference; NaN shows as nan).
 Writes DIR/sparse_mla_gluon_sweep.json. --ws: the warp-specialized kernel (gluon_ws.py) instead, over the fp8
-decode cases, each config (raw half-block stages / producer registers) beside gluon_small's default;
+decode cases, each config (raw half-block stages / producer registers / producer warps) beside gluon_small's default;
 writes DIR/sparse_mla_gluon_ws_sweep.json.
 """
 from __future__ import annotations
@@ -33,11 +33,12 @@ SWEEP = [
 
 
 WS_SWEEP = [
-    # (layout, tokens, heads, configs as (stages, producer_regs)); stages past shared memory fail to compile
-    ("fp8_ds_mla", 512, 8, [(3, 128), (2, 128), (3, 160)]),  # 96 registers spill (mla_gluon_check.py)
-    ("fp8_ds_mla", 512, 16, [(3, 128), (2, 128)]),
-    ("fp8_ds_mla", 512, 32, [(2, 128)]),
-    ("fp8_ds_mla_nope", 512, 8, [(4, 128), (3, 128)]),
+    # (layout, tokens, heads, configs as (stages, producer_regs, producer_warps)); 96 registers with 4 producer
+    # warps spill (bench/mla_gluon_check.py --kernel ws)
+    ("fp8_ds_mla", 512, 8, [(3, 128, 4), (2, 128, 4), (3, 160, 4), (3, 96, 8), (3, 128, 8)]),
+    ("fp8_ds_mla", 512, 16, [(3, 128, 4), (3, 128, 8)]),
+    ("fp8_ds_mla", 512, 32, [(2, 128, 4), (2, 128, 8)]),
+    ("fp8_ds_mla_nope", 512, 8, [(4, 128, 4), (3, 128, 4), (4, 128, 8)]),
 ]
 
 
@@ -57,8 +58,8 @@ def ws_main(args) -> int:
         ms = time_ms(small, rep_ms=args.rep_ms)
         rows.append({"layout": layout, "tokens": tokens, "heads": heads, "kernel": "gluon", "config": None, "ms": ms})
         print(f"decode {layout:16s} t={tokens} h={heads:3d} gluon          {ms:.4f} ms", flush=True)
-        for st, regs in configs:
-            cfg = gluon_ws.WsConfig(st, regs)
+        for st, regs, pw in configs:
+            cfg = gluon_ws.WsConfig(st, regs, pw)
             out.fill_(float("nan"))
             lse.fill_(float("nan"))
             fn = lambda: gluon_ws.run_attention_ws(case.q, flat, case.layout, case.indices, case.sm_scale, None, out,
@@ -70,11 +71,11 @@ def ws_main(args) -> int:
                 ldiff = float(((lse - ref_l).abs() / ref_l.abs().clamp_min(1)).nan_to_num(0, 0, 0).max())
                 ms = time_ms(fn, rep_ms=args.rep_ms)
             except Exception as e:  # noqa: BLE001
-                print(f"  ws {st}/{regs} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+                print(f"  ws {st}/{regs}/{pw} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
                 continue
             rows.append({"layout": layout, "tokens": tokens, "heads": heads, "kernel": "gluon_ws",
-                         "config": [st, regs], "ms": ms, "max_abs_vs_gluon": diff, "lse_rel_vs_gluon": ldiff})
-            print(f"decode {layout:16s} t={tokens} h={heads:3d} gluon_ws {st}/{regs}  {ms:.4f} ms  "
+                         "config": [st, regs, pw], "ms": ms, "max_abs_vs_gluon": diff, "lse_rel_vs_gluon": ldiff})
+            print(f"decode {layout:16s} t={tokens} h={heads:3d} gluon_ws {st}/{regs}/{pw}  {ms:.4f} ms  "
                   f"max_abs_vs_gluon={diff:.3g} lse_rel={ldiff:.3g}", flush=True)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "sparse_mla_gluon_ws_sweep.json")

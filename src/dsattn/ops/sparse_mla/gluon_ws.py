@@ -49,10 +49,12 @@ SMEM_MARGIN = 1024   # mbarriers and the compiler's reduction scratch
 
 @dataclasses.dataclass(frozen=True)
 class WsConfig:
-    """Launch configuration of sparse_mla_ws_kernel: raw half-block stages of the ring and the producer
-    warpgroup's register budget (setmaxnreg; the consumer gets the rest of the register file)."""
+    """Launch configuration of sparse_mla_ws_kernel: raw half-block stages of the ring, the producer
+    partition's register budget (setmaxnreg; the consumer gets the rest of the register file) and warps
+    (4: one warpgroup, or 8)."""
     stages: int = 3
     producer_regs: int = 128
+    producer_warps: int = 4
 
 
 def ws_hp(num_heads: int) -> int:
@@ -83,7 +85,6 @@ if HAVE_GLUON:
     V_SCALE = gl.constexpr(1.0 / 256)
     LN2 = gl.constexpr(0.6931471805599453)
     NEG_INF = gl.constexpr(float("-inf"))
-    PW = gl.constexpr(4)  # warps of the producer partition
     KB = gl.constexpr(BN)
     HALF = gl.constexpr(HB)
 
@@ -108,7 +109,7 @@ if HAVE_GLUON:
         return gl.load(idx_row + j, mask=j < hi, other=-1)
 
     @gluon.jit
-    def _entries(idx_row, start, hi):
+    def _entries(idx_row, start, hi, PW: gl.constexpr):
         """A half-block's raw entries [start, start + HALF), in the row layouts of its three copies (loaded a
         half-block ahead of their use, so the load's latency stays off the copies' path)."""
         return (_idx(idx_row, start, hi, HALF, gl.SliceLayout(1, _copy_layout(512, 1, PW))),
@@ -118,7 +119,7 @@ if HAVE_GLUON:
     @gluon.jit
     def _gather(ix, num_slots, lat_ptr, scale_ptr, rope_ptr, lat_buf, sc_buf, rope_buf,
                 stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
-                HAS_ROPE: gl.constexpr):
+                HAS_ROPE: gl.constexpr, PW: gl.constexpr):
         """cp.async of one half-block's rows (ix: its entries, from _entries) into one raw stage, committed
         as one group. Invalid entries are masked copies: zero-filled, nothing read."""
         LAT_L: gl.constexpr = _copy_layout(512, 1, PW)
@@ -147,15 +148,18 @@ if HAVE_GLUON:
     def _producer(idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                   raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
                   stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
-                  HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr):
+                  HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr):
         """Gathers half-blocks into the raw ring (NSTAGES - 1 in flight) and converts each into its tile."""
-        CVT_L: gl.constexpr = _copy_layout(512, 1, PW)    # a half-block's latent, 16 fp8 per thread
+        # a half-block's latent, 8 values per thread: each warp's st.shared of 16-byte fp16 chunks covers
+        # whole 128-byte rows of the swizzled tile (no bank conflict; 16 fp8 a thread made them 2-way)
+        CVT_L: gl.constexpr = _copy_layout(512, 2, PW)
         ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
         nblocks = gl.cdiv(hi - lo, KB)
         for i in gl.static_range(NSTAGES - 1):
-            _gather(_entries(idx_row, lo + i * HALF, hi), num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat.index(i),
-                    raw_sc.index(i), raw_rope.index(i), stride_lat, stride_scale, stride_rope, HAS_ROPE)
-        nx = _entries(idx_row, lo + (NSTAGES - 1) * HALF, hi)
+            _gather(_entries(idx_row, lo + i * HALF, hi, PW), num_slots, lat_ptr, scale_ptr, rope_ptr,
+                    raw_lat.index(i), raw_sc.index(i), raw_rope.index(i), stride_lat, stride_scale, stride_rope,
+                    HAS_ROPE, PW)
+        nx = _entries(idx_row, lo + (NSTAGES - 1) * HALF, hi, PW)
         for b in range(nblocks):
             slot = b % 2
             k16_t = k16.index(slot)
@@ -169,8 +173,8 @@ if HAVE_GLUON:
                 nxt = j + NSTAGES - 1
                 _gather(nx, num_slots, lat_ptr, scale_ptr, rope_ptr,
                         raw_lat.index(nxt % NSTAGES), raw_sc.index(nxt % NSTAGES), raw_rope.index(nxt % NSTAGES),
-                        stride_lat, stride_scale, stride_rope, HAS_ROPE)
-                nx = _entries(idx_row, lo + (nxt + 1) * HALF, hi)
+                        stride_lat, stride_scale, stride_rope, HAS_ROPE, PW)
+                nx = _entries(idx_row, lo + (nxt + 1) * HALF, hi, PW)
                 if h == 0:
                     # the consumer is done with block b - 2's tile (mbarriers start with phase 1 complete)
                     mbarrier.wait(free.index(slot), ((b // 2) & 1) ^ 1)
@@ -271,7 +275,8 @@ if HAVE_GLUON:
             num_slots, num_heads, topk, keys_per_split, qk_scale,
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
-            HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
+            HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+            num_warps: gl.constexpr):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_small.sparse_mla_small_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one gather in flight while a half-block converts")
@@ -318,8 +323,8 @@ if HAVE_GLUON:
                          q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, HP, num_warps)),
             (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                          raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
-                         stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES)),
-        ], [4], [PRODUCER_REGS])
+                         stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS)),
+        ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
 
 def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out, lse, splits: int = 1,
@@ -355,7 +360,7 @@ def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         flat.shape[0], h, topk, keys_per_split, float(sm_scale) * launch.LOG2E,
         s_lat, s_scale, s_rope,
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
-        hp, cfg.stages, cfg.producer_regs,
+        hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
         num_warps=4,
     )
     if splits > 1:
