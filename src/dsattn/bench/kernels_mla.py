@@ -251,8 +251,13 @@ def _kernel_record(case: Case, variant: str) -> dict:
     from ..ops.sparse_mla.launch import default_config, gluon_config, kernel_name
     flat = case.kv.flatten(0, 1) if case.kind == "decode" else case.kv
     kernel = kernel_name(case.q, flat, case.layout, variant)
-    cfg = gluon_config(case.layout, case.heads, case.d_qk) if kernel == "gluon" else default_config(variant, case.heads,
-                                                                                         case.layout)
+    if kernel == "gluon_ws":
+        from ..ops.sparse_mla.gluon_ws import ws_config
+        cfg = ws_config(case.layout, case.heads, case.d_qk)
+    elif kernel == "gluon":
+        cfg = gluon_config(case.layout, case.heads, case.d_qk)
+    else:
+        cfg = default_config(variant, case.heads, case.layout)
     return {"kernel": kernel, "config": dataclasses.asdict(cfg)}
 
 

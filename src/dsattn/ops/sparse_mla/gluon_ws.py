@@ -336,34 +336,13 @@ def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     t, h, d = q.shape
     if h > 32:
         raise ValueError(f"the warp-specialized kernel carries at most 32 heads, got q with {h}")
-    topk = indices.shape[1]
     hp = ws_hp(h)
     cfg = config or ws_config(layout, h, d)
-    (lat, s_lat), (scales, s_scale), (rope, s_rope) = launch._row_views(flat, layout, d)
-    if splits > 1:
-        keys_per_split = -(-topk // splits)
-        keys_per_split = -(-keys_per_split // BN) * BN
-        o_dst, o_st, o_ss, o_sh = part_o, part_o.stride(0), part_o.stride(1), part_o.stride(2)
-        l_dst, l_st, l_ss, l_sh = part_lse, part_lse.stride(0), part_lse.stride(1), part_lse.stride(2)
-    else:
-        keys_per_split = topk
-        o_dst, o_st, o_ss, o_sh = out, out.stride(0), 0, out.stride(1)
-        l_dst, l_st, l_ss, l_sh = lse, lse.stride(0), 0, lse.stride(1)
-    lengths = topk_length if topk_length is not None else indices
     grid = (t, -(-h // hp), splits)
     sparse_mla_ws_kernel[grid](
-        q, q.stride(0), q.stride(1),
-        lat, scales, rope,
-        indices, indices.stride(0), lengths,
-        o_dst, o_st, o_ss, o_sh,
-        l_dst, l_st, l_ss, l_sh,
-        flat.shape[0], h, topk, keys_per_split, float(sm_scale) * launch.LOG2E,
-        s_lat, s_scale, s_rope,
+        *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
         num_warps=4,
     )
-    if splits > 1:
-        launch.combine_splits_kernel[(t, h)](part_o, part_lse, out, out.stride(0), out.stride(1), lse, lse.stride(0),
-                                             lse.stride(1), h, splits, launch.triton.next_power_of_2(splits),
-                                             num_warps=4)
+    launch.combine_splits(out, lse, part_o, part_lse, splits)

@@ -189,6 +189,38 @@ def kernel_name(q, flat, layout: KVLayout, variant: str) -> str:
     return "gluon" if hp <= 32 and use_gluon(q, flat, layout, hp) else "triton"
 
 
+def kernel_args(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out, lse, splits: int, part_o, part_lse,
+                block_n: int) -> tuple:
+    """The leading arguments every sparse MLA kernel (Triton, Gluon, Gluon warp-specialized) takes, in order:
+    q and its strides; the latent / scale / RoPE row views; indices, their row stride and the lengths (indices
+    stand in when topk_length is None); the destination (out / lse, or the split partials part_o / part_lse
+    with their split strides); num_slots, heads, topk, keys per split (a multiple of block_n), the base-2
+    softmax scale; the three row strides."""
+    t, h, d = q.shape
+    topk = indices.shape[1]
+    (lat, s_lat), (scales, s_scale), (rope, s_rope) = _row_views(flat, layout, d)
+    if splits > 1:
+        keys_per_split = -(-topk // splits)
+        keys_per_split = -(-keys_per_split // block_n) * block_n
+        o = (part_o, part_o.stride(0), part_o.stride(1), part_o.stride(2))
+        lo = (part_lse, part_lse.stride(0), part_lse.stride(1), part_lse.stride(2))
+    else:
+        keys_per_split = topk
+        o = (out, out.stride(0), 0, out.stride(1))
+        lo = (lse, lse.stride(0), 0, lse.stride(1))
+    lengths = topk_length if topk_length is not None else indices
+    return (q, q.stride(0), q.stride(1), lat, scales, rope, indices, indices.stride(0), lengths, *o, *lo,
+            flat.shape[0], h, topk, keys_per_split, float(sm_scale) * LOG2E, s_lat, s_scale, s_rope)
+
+
+def combine_splits(out, lse, part_o, part_lse, splits: int) -> None:
+    """Merge split-K partials into out / lse (nothing when splits == 1)."""
+    if splits > 1:
+        t, h = out.shape[0], out.shape[1]
+        combine_splits_kernel[(t, h)](part_o, part_lse, out, out.stride(0), out.stride(1), lse, lse.stride(0),
+                                      lse.stride(1), h, splits, triton.next_power_of_2(splits), num_warps=4)
+
+
 def _gluon_hp(num_heads: int) -> int:
     """Heads per Gluon program (the wgmma N): 16, or 32 for 17..32 heads (8 took more registers, same MMAs)."""
     return 16 if num_heads <= 16 else 32
@@ -199,36 +231,17 @@ def run_attention_gluon(q, flat, layout: KVLayout, indices, sm_scale, topk_lengt
     """run_attention's contract through gluon_small.sparse_mla_small_kernel (native few-head variant)."""
     from .gluon_small import sparse_mla_small_kernel
     t, h, d = q.shape
-    topk = indices.shape[1]
     hp = _gluon_hp(h)
     cfg = config or gluon_config(layout, h, d)
-    (lat, s_lat), (scales, s_scale), (rope, s_rope) = _row_views(flat, layout, d)
-    if splits > 1:
-        keys_per_split = -(-topk // splits)
-        keys_per_split = -(-keys_per_split // cfg.block_n) * cfg.block_n
-        o_dst, o_st, o_ss, o_sh = part_o, part_o.stride(0), part_o.stride(1), part_o.stride(2)
-        l_dst, l_st, l_ss, l_sh = part_lse, part_lse.stride(0), part_lse.stride(1), part_lse.stride(2)
-    else:
-        keys_per_split = topk
-        o_dst, o_st, o_ss, o_sh = out, out.stride(0), 0, out.stride(1)
-        l_dst, l_st, l_ss, l_sh = lse, lse.stride(0), 0, lse.stride(1)
-    lengths = topk_length if topk_length is not None else indices
     grid = (t, -(-h // hp), splits)
     sparse_mla_small_kernel[grid](
-        q, q.stride(0), q.stride(1),
-        lat, scales, rope,
-        indices, indices.stride(0), lengths,
-        o_dst, o_st, o_ss, o_sh,
-        l_dst, l_st, l_ss, l_sh,
-        flat.shape[0], h, topk, keys_per_split, float(sm_scale) * LOG2E,
-        s_lat, s_scale, s_rope,
+        *kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse,
+                     cfg.block_n),
         layout.is_fp8, d > LATENT_DIM, topk_length is not None,
         hp, cfg.block_n, cfg.stages,
         num_warps=cfg.num_warps,
     )
-    if splits > 1:
-        combine_splits_kernel[(t, h)](part_o, part_lse, out, out.stride(0), out.stride(1), lse, lse.stride(0),
-                                      lse.stride(1), h, splits, triton.next_power_of_2(splits), num_warps=4)
+    combine_splits(out, lse, part_o, part_lse, splits)
 
 
 def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out, lse, variant: str,
@@ -241,7 +254,6 @@ def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out
     if interpreting():
         allow_runtime_loop_bounds()  # the kernels loop to topk_length, a runtime scalar
     t, h, d = q.shape
-    topk = indices.shape[1]
     hp = heads_per_program(variant, h)
     if config is None and use_gluon_ws(q, flat, layout, hp):
         from .gluon_ws import run_attention_ws
@@ -252,33 +264,15 @@ def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out
         return
     cfg = _config(hp, layout, config)
     keys_m = hp < 64 if cfg.keys_m is None else cfg.keys_m
-    (lat, s_lat), (scales, s_scale), (rope, s_rope) = _row_views(flat, layout, d)
-    if splits > 1:
-        keys_per_split = -(-topk // splits)
-        keys_per_split = -(-keys_per_split // cfg.block_n) * cfg.block_n
-        o_dst, o_st, o_ss, o_sh = part_o, part_o.stride(0), part_o.stride(1), part_o.stride(2)
-        l_dst, l_st, l_ss, l_sh = part_lse, part_lse.stride(0), part_lse.stride(1), part_lse.stride(2)
-    else:
-        keys_per_split = topk
-        o_dst, o_st, o_ss, o_sh = out, out.stride(0), 0, out.stride(1)
-        l_dst, l_st, l_ss, l_sh = lse, lse.stride(0), 0, lse.stride(1)
-    lengths = topk_length if topk_length is not None else indices
     grid = (t, -(-h // hp), splits)
     sparse_mla_kernel[grid](
-        q, q.stride(0), q.stride(1),
-        lat, scales, rope,
-        indices, indices.stride(0), lengths,
-        o_dst, o_st, o_ss, o_sh,
-        l_dst, l_st, l_ss, l_sh,
-        flat.shape[0], h, topk, keys_per_split, float(sm_scale) * LOG2E,
-        s_lat, s_scale, s_rope,
+        *kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse,
+                     cfg.block_n),
         layout.is_fp8, d > LATENT_DIM, topk_length is not None,
         keys_m, hp, cfg.block_n, cfg.prefetch,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
-    if splits > 1:
-        combine_splits_kernel[(t, h)](part_o, part_lse, out, out.stride(0), out.stride(1), lse, lse.stride(0),
-                                      lse.stride(1), h, splits, triton.next_power_of_2(splits), num_warps=4)
+    combine_splits(out, lse, part_o, part_lse, splits)
 
 
 def launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, config=None):
