@@ -16,7 +16,9 @@ under 256 MB rotate among several input copies so that L2 does not hold the inpu
 rewritten after every case, so a run cut short keeps what it measured.
 
 --warm i/n compiles variants i, i+n, ... on 8-row inputs (one and several filter programs per row)
-so that parallel processes fill Triton's cache before the timed process starts.
+so that parallel processes fill Triton's cache before the timed process starts. --variants a,b,... (names
+of VARIANTS or STAGE_CUTS) and --cases RxW:dist,... (dist full, ragged or ties) restrict a run (and a
+warm-up) to those variants and cases.
 """
 from __future__ import annotations
 
@@ -45,10 +47,18 @@ VARIANTS = {
     "v4_sel80": dict(PREV, select_maxnreg=80),
     "v4_tau_top10_split5": dict(version=4, tau_split=5),
     "v4_split4_r128": dict(version=4, split=4, select_maxnreg=128),
+    # helper D2: two-bit steps that stop once exactly k (rank) keys are >= the prefix, and the threshold
+    # fused into the filter when one filter program covers a row (4096 rows; 1024 rows keep _v4_tau)
+    "v4_early": dict(version=4, early=True),
+    "v4_early_tau": dict(version=4, early=True, tau_early=True),
+    "v4_fuse": dict(version=4, fuse_tau=True),
+    "v4_fuse_early": dict(version=4, fuse_tau=True, early=True, tau_early=True),
 }
 STAGE_CUTS = {"v4_stop1_tau": dict(version=4, stop=1),
               "v4_stop2_filter": dict(version=4, stop=2),
-              "v4_prev_stop1_tau": dict(PREV, stop=1)}
+              "v4_prev_stop1_tau": dict(PREV, stop=1),
+              "v4_early_tau_stop1": dict(version=4, tau_early=True, stop=1),
+              "v4_fuse_early_stop2": dict(version=4, fuse_tau=True, tau_early=True, stop=2)}
 SHAPES = [(4096, 65536), (1024, 131072), (128, 65536)]
 TIES_VARIANTS = ["v4", "v4_prev"]
 
@@ -61,7 +71,11 @@ def _scratch(rows, width, dev):
 DEV = "cuda"
 
 
-def warm(part: str) -> None:
+def _pick(names, only):
+    return [n for n in names if n in only] if only else list(names)
+
+
+def warm(part: str, only=None) -> None:
     i, n = (int(v) for v in part.split("/"))
     dev = DEV
     x = torch.randn(8, 65536, device=dev)
@@ -69,7 +83,7 @@ def warm(part: str) -> None:
     lengths[0] = 1000  # a row that fits the capacity
     out = torch.empty(8, K, dtype=torch.int32, device=dev)
     scratch = _scratch(8, 65536, dev)
-    names = list(VARIANTS) + list(STAGE_CUTS)
+    names = _pick(list(VARIANTS) + list(STAGE_CUTS), only)
     for name in names[i::n]:
         kw = dict(VARIANTS.get(name) or STAGE_CUTS[name])
         t0 = time.perf_counter()
@@ -117,6 +131,9 @@ def bench(args) -> int:
     cases = [(r, w, d) for r, w in SHAPES for d in ("full", "ragged")] + [(*SHAPES[0], "ties")]
     if args.quick:
         cases = cases[:1]
+    if args.cases:
+        cases = [c for c in cases if f"{c[0]}x{c[1]}:{c[2]}" in args.cases.split(",")]
+    only = args.variants.split(",") if args.variants else None
     for rows, width, dist in cases:
         n_copies = max(1, min(8, (256 << 20) // (rows * width * 4)))
         xs, ls = zip(*[_inputs(rows, width, dist, dev, gen) for _ in range(n_copies)])
@@ -141,6 +158,7 @@ def bench(args) -> int:
             return torch.topk(masked[j], K, dim=1)
 
         names = TIES_VARIANTS if dist == "ties" else list(VARIANTS) + (list(STAGE_CUTS) if rows == SHAPES[0][0] else [])
+        names = _pick(names, only)
         results = {}
         for name in names:
             kw = VARIANTS.get(name) or STAGE_CUTS[name]
@@ -218,6 +236,8 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--rep-ms", type=float, default=40.0)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--variants", default=None, help="comma list: run only these variants / stage cuts")
+    p.add_argument("--cases", default=None, help="comma list of RxW:dist (e.g. 4096x65536:full)")
     p.add_argument("--cpu-smoke", action="store_true", help="tiny shapes on the CPU interpreter (checks the script)")
     args = p.parse_args(argv)
     if args.cpu_smoke:
@@ -231,7 +251,7 @@ def main(argv=None) -> int:
         print("needs a CUDA GPU", file=sys.stderr)
         return 1
     if args.warm:
-        warm(args.warm)
+        warm(args.warm, args.variants.split(",") if args.variants else None)
         return 0
     os.makedirs(os.path.dirname(os.path.abspath(args.out)) if args.out else ".", exist_ok=True)
     return bench(args)

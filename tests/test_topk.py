@@ -6,9 +6,10 @@ allow_runtime_loop_bounds()
 import pytest
 import torch
 
+from dsattn.ops._triton import tl, triton
 from dsattn.ops.topk import topk, topk_scratch_spec
 from dsattn.ops.topk.reference import topk_reference
-from dsattn.ops.topk.select import SCRATCH_META, candidate_capacity, launch_topk
+from dsattn.ops.topk.select import SCRATCH_META, _kth_largest_rel, candidate_capacity, launch_topk
 
 
 def _expected(logits, lengths, k):
@@ -39,11 +40,17 @@ VERSIONS = [dict(version=3), dict(version=4, mode=0, tau_mode=0, tau_top=0), dic
             dict(version=4, mode=0, rows_per_thread=1, segs=1),
             # the split select (the bucket's steps over a small tensor) and the split, truncated threshold
             dict(version=4, mode=2, split=1, small=8, tau_mode=2, tau_split=1, tau_small=8, tau_top=5),
-            dict(version=4, mode=2, split=2, small=4, tau_mode=2, tau_top=2, segs=4, rows_per_thread=1)]
-VIDS = ["v3", "v4m0", "v4m1", "v4m2", "v4seg4", "v4m1seg2", "v4w2", "v4tiles", "v4split", "v4split_seg4"]
+            dict(version=4, mode=2, split=2, small=4, tau_mode=2, tau_top=2, segs=4, rows_per_thread=1),
+            # early-stopping steps (select and threshold), the threshold fused into one filter program per
+            # row, and early steps with several filter programs per row (unordered; fuse_tau then unused)
+            dict(version=4, early=True, tau_early=True, tau_top=0, segs=1),
+            dict(version=4, early=True, tau_early=True, fuse_tau=True, segs=1, rows_per_thread=1),
+            dict(version=4, early=True, tau_early=True, fuse_tau=True, segs=4, rows_per_thread=1)]
+VIDS = ["v3", "v4m0", "v4m1", "v4m2", "v4seg4", "v4m1seg2", "v4w2", "v4tiles", "v4split", "v4split_seg4",
+        "v4early", "v4fuse", "v4early_seg4"]
 
 
-@pytest.mark.parametrize("v", VERSIONS[:4] + VERSIONS[8:9], ids=VIDS[:4] + VIDS[8:9])
+@pytest.mark.parametrize("v", VERSIONS[:4] + VERSIONS[8:11], ids=VIDS[:4] + VIDS[8:11])
 @pytest.mark.parametrize("k, w", [(4, 12), (8, 16), (8, 40), (16, 31)])
 def test_rows_in_registers(k, w, v):
     t = 6
@@ -77,7 +84,8 @@ def test_ties_go_to_lower_columns(v):
     assert sorted(got[1].tolist()) == [0, 1, 2, 3]
 
 
-@pytest.mark.parametrize("v", [VERSIONS[i] for i in (1, 4, 5, 7, 8, 9)], ids=[VIDS[i] for i in (1, 4, 5, 7, 8, 9)])
+@pytest.mark.parametrize("v", [VERSIONS[i] for i in (1, 4, 5, 7, 8, 9, 10, 11, 12)],
+                         ids=[VIDS[i] for i in (1, 4, 5, 7, 8, 9, 10, 11, 12)])
 def test_v4_candidates_with_ties_at_the_cut(v):
     """Long rows whose k-th key is tied among candidates spread over the row (and over the filter's
     segments): the lower columns win, whatever order the candidates were stored in."""
@@ -94,7 +102,7 @@ def test_v4_candidates_with_ties_at_the_cut(v):
     assert sorted(got[0].tolist()) == [7, 20, 60, 100, 200, 260, 300, 450]
 
 
-@pytest.mark.parametrize("v", [VERSIONS[i] for i in (2, 3, 5, 8, 9)], ids=[VIDS[i] for i in (2, 3, 5, 8, 9)])
+@pytest.mark.parametrize("v", [VERSIONS[i] for i in (2, 3, 5, 8, 9, 11, 12)], ids=[VIDS[i] for i in (2, 3, 5, 8, 9, 11, 12)])
 def test_v4_random_rows(v):
     """Random widths, lengths and value spreads (one tied, one constant, one -inf row) at k = 16."""
     k, w = 16, 1000
@@ -142,8 +150,9 @@ def _ordered_keys(x):
     return torch.where(key >= 1 << 31, key - (1 << 32), key).to(torch.int32)  # the uint32's bits as int32
 
 
-@pytest.mark.parametrize("mode, split", [(0, 0), (1, 0), (2, 0), (2, 1)])
-def test_v4_select_of_unordered_candidates(mode, split):
+@pytest.mark.parametrize("mode, split, early", [(0, 0, False), (1, 0, False), (2, 0, False), (2, 1, False),
+                                               (2, 0, True)])
+def test_v4_select_of_unordered_candidates(mode, split, early):
     """The select stage alone on candidates stored in shuffled order (as several filter programs per row
     leave them on the GPU): ties at the k-th key still go to the lowest columns."""
     from dsattn.ops.topk.select import _GROUP, _v4_select
@@ -165,5 +174,36 @@ def test_v4_select_of_unordered_candidates(mode, split):
     out = torch.full((3, k), -7, dtype=torch.int32)
     _v4_select[(3,)](x, x.stride(0), lengths, w, out, out.stride(0), scratch, scratch.stride(0), k,
                      CAP=cap, PAD_BLOCK=cap, MODE=mode, ORDERED=False, SAMPLE=16, GROUP=_GROUP, FIX_ROWS=2,
-                     SPLIT=split, SMALL=8, num_warps=4)
+                     SPLIT=split, SMALL=8, EARLY=early, num_warps=4)
     _assert_same_sets(out, _expected(x, lengths, k))
+
+
+@triton.jit
+def _kth_probe(keys, k_ptr, out, N: tl.constexpr, EARLY: tl.constexpr):
+    r = tl.program_id(0)
+    key = tl.load(keys + r * N + tl.arange(0, N)).to(tl.uint32, bitcast=True)
+    t = _kth_largest_rel(key, tl.arange(0, N) < N, tl.load(k_ptr + r), out, 0, 16, 0, EARLY)
+    tl.store(out + r, t.to(tl.int32, bitcast=True))
+
+
+def test_early_steps_stop_at_exactly_k():
+    """_kth_largest_rel with EARLY: a lower bound of the k-th largest with exactly as many keys >= it as
+    the full search's result has (k when the k-th is not tied), and on random keys it does stop early."""
+    n, rows = 128, 8
+    x = torch.randn(rows, n)
+    x[1] = torch.randint(0, 4, (n,)).float()  # ties at the k-th
+    x[2, :] = x[2, 0]  # one value
+    keys = _ordered_keys(x)
+    ks = torch.tensor([1, 50, 7, 8, 32, 100, 127, 128], dtype=torch.int32)
+    got = {}
+    for early in (False, True):
+        out = torch.zeros(rows, dtype=torch.int32)
+        _kth_probe[(rows,)](keys, ks, out, N=n, EARLY=early, num_warps=4)
+        got[early] = out.long() & 0xFFFFFFFF
+    ukeys = keys.long() & 0xFFFFFFFF
+    exact = ukeys.sort(dim=1, descending=True).values.gather(1, ks.long()[:, None] - 1)[:, 0]
+    assert torch.equal(got[False], exact)
+    assert (got[True] <= exact).all()
+    ge = lambda t: (ukeys >= t[:, None]).sum(1)  # noqa: E731
+    assert torch.equal(ge(got[True]), ge(exact))
+    assert (got[True] < exact).any()  # some row stopped before the last step

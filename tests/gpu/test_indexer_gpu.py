@@ -75,7 +75,11 @@ def test_paged_logits(next_n):
 TOPK_IMPLS = {"default": None, "v4": dict(version=4), "v4_segs1": dict(version=4, segs=1),
               "v4_hist": dict(version=4, mode=1, select_maxnreg=128), "v3": dict(version=3),
               "v4_split": dict(version=4, split=4, select_maxnreg=128, tau_mode=2, tau_top=10, tau_split=5),
-              "v4_split_segs1": dict(version=4, segs=1, split=4, tau_mode=2, tau_split=5)}
+              "v4_split_segs1": dict(version=4, segs=1, split=4, tau_mode=2, tau_split=5),
+              # early-stopping steps (select and threshold); with the threshold fused into the filter,
+              # which needs one filter program per row (segs=1: 64 rows would otherwise take several)
+              "v4_early": dict(version=4, early=True, tau_early=True),
+              "v4_fuse_early_segs1": dict(version=4, segs=1, fuse_tau=True, early=True, tau_early=True)}
 
 
 @pytest.mark.parametrize("impl", list(TOPK_IMPLS))

@@ -237,7 +237,21 @@ if triton is not None:
         return t | (digit << shift)
 
     @triton.jit
-    def _kth_rel(rel, steps, k, tmp, SPLIT: tl.constexpr, SMALL: tl.constexpr, TOP: tl.constexpr):
+    def _rel_step_count(vals, t, shift, k, c):
+        """_rel_step that also carries c, the count of vals >= t (-1 while t is 0: not known, since the
+        zeros are never counted): the count at the chosen threshold, or c itself when the digit is 0."""
+        one = tl.full([], 1, tl.uint32)
+        c1, c2, c3 = tl.reduce(((vals >= (t | (one << shift))).to(tl.int32),
+                                (vals >= (t | (tl.full([], 2, tl.uint32) << shift))).to(tl.int32),
+                                (vals >= (t | (tl.full([], 3, tl.uint32) << shift))).to(tl.int32)),
+                               0, _add3)
+        digit = (c1 >= k).to(tl.uint32) + (c2 >= k).to(tl.uint32) + (c3 >= k).to(tl.uint32)
+        c = tl.where(digit == 3, c3, tl.where(digit == 2, c2, tl.where(digit == 1, c1, c)))
+        return t | (digit << shift), c
+
+    @triton.jit
+    def _kth_rel(rel, steps, k, tmp, SPLIT: tl.constexpr, SMALL: tl.constexpr, TOP: tl.constexpr,
+                 EARLY: tl.constexpr):
         """The k-th largest of rel (>= k of them valid; invalid ones 0) in `steps` two-bit steps. A 0
         is never counted (every threshold is >= 1), so invalid entries need no mask.
 
@@ -245,15 +259,28 @@ if triton is not None:
         largest's bucket) can still matter; when at most SMALL of them are, they are written to tmp
         (int32, SMALL entries of this program's own memory) and the remaining steps run over a
         [SMALL] tensor instead of the full one (the count above the bucket moves into k). TOP > 0:
-        only the top TOP steps are decided (lower bits 0), so t is a lower bound of the k-th largest."""
+        only the top TOP steps are decided (lower bits 0), so t is a lower bound of the k-th largest.
+
+        EARLY (SPLIT 0 only): stop as soon as exactly k entries are >= t (the k-th largest is then the
+        smallest entry of t's bucket and the (k + 1)-th lies below the bucket, so "the entries >= t" is
+        already the top k and the undecided low bits cannot change it). t is then a lower bound of the
+        k-th largest with exactly k entries >= t; callers take the entries > t plus those == t, which is
+        the same set. Rows of random keys stop after ~7 of 12 steps (CPU simulation, notes/indexer.md)."""
         t = tl.full([], 0, tl.uint32)
         if TOP > 0:
             n_steps = tl.minimum(steps, TOP)
         else:
             n_steps = steps
         if SPLIT == 0:
-            for i in range(n_steps):
-                t = _rel_step(rel, t, (2 * (steps - 1 - i)).to(tl.uint32), k)
+            if EARLY:
+                i = tl.full([], 0, tl.int32)
+                c = tl.full([], -1, tl.int32)
+                while (i < n_steps) & (c != k):
+                    t, c = _rel_step_count(rel, t, (2 * (steps - 1 - i)).to(tl.uint32), k, c)
+                    i += 1
+            else:
+                for i in range(n_steps):
+                    t = _rel_step(rel, t, (2 * (steps - 1 - i)).to(tl.uint32), k)
         else:
             first = tl.minimum(n_steps, SPLIT)
             for i in range(first):
@@ -279,11 +306,12 @@ if triton is not None:
         return t
 
     @triton.jit
-    def _kth_largest_rel(key, valid, k, tmp, SPLIT: tl.constexpr, SMALL: tl.constexpr, TOP: tl.constexpr):
+    def _kth_largest_rel(key, valid, k, tmp, SPLIT: tl.constexpr, SMALL: tl.constexpr, TOP: tl.constexpr,
+                         EARLY: tl.constexpr):
         """The k-th largest valid key (needs >= k valid), deciding only the bits in which they differ
         (TOP > 0: a lower bound, see _kth_rel)."""
         lo, rel, steps = _rel_keys(key, valid)
-        return lo + _kth_rel(rel, steps, k, tmp, SPLIT, SMALL, TOP)
+        return lo + _kth_rel(rel, steps, k, tmp, SPLIT, SMALL, TOP, EARLY)
 
     @triton.jit
     def _kth_largest_hist(key, valid, k):
@@ -307,7 +335,8 @@ if triton is not None:
         return prefix
 
     @triton.jit
-    def _kth(key, valid, k, MODE: tl.constexpr, tmp, SPLIT: tl.constexpr, SMALL: tl.constexpr, TOP: tl.constexpr):
+    def _kth(key, valid, k, MODE: tl.constexpr, tmp, SPLIT: tl.constexpr, SMALL: tl.constexpr, TOP: tl.constexpr,
+             EARLY: tl.constexpr):
         """The k-th largest valid key by MODE (0 two-bit steps, 1 histograms, 2 two-bit steps over the
         relative keys; SPLIT, SMALL, TOP: see _kth_rel, mode 2 only)."""
         if MODE == 0:
@@ -315,12 +344,12 @@ if triton is not None:
         elif MODE == 1:
             t = _kth_largest_hist(key, valid, k)
         else:
-            t = _kth_largest_rel(key, valid, k, tmp, SPLIT, SMALL, TOP)
+            t = _kth_largest_rel(key, valid, k, tmp, SPLIT, SMALL, TOP, EARLY)
         return t
 
     @triton.jit
     def _emit_v4(key, col_src, valid, k, out_row, MODE: tl.constexpr, ORDERED: tl.constexpr,
-                 LOAD_COL: tl.constexpr, SPLIT: tl.constexpr, SMALL: tl.constexpr):
+                 LOAD_COL: tl.constexpr, SPLIT: tl.constexpr, SMALL: tl.constexpr, EARLY: tl.constexpr):
         """Write the columns of the k largest valid (key, column) entries to out_row[0 .. n); returns n.
         The columns are col_src, or (LOAD_COL) loaded from the int64 candidate slots at col_src (a
         scalar pointer; a slot's low word is its column) once the k-th key is known, so they take no
@@ -335,9 +364,9 @@ if triton is not None:
             if MODE == 2:
                 # compare relative keys from here on: the absolute ones need no registers meanwhile
                 lo, key, steps = _rel_keys(key, valid)
-                t = _kth_rel(key, steps, k, out_row, SPLIT, SMALL, 0)
+                t = _kth_rel(key, steps, k, out_row, SPLIT, SMALL, 0, EARLY)
             else:
-                t = _kth(key, valid, k, MODE, out_row, 0, SMALL, 0)
+                t = _kth(key, valid, k, MODE, out_row, 0, SMALL, 0, EARLY)
             gt = valid & (key > t)
             eq = valid & (key == t)
             need = k - tl.sum(gt.to(tl.int32), axis=0)
@@ -351,7 +380,7 @@ if triton is not None:
                     else:
                         col = col_src
                     inv = tl.where(eq, ~col, 0).to(tl.uint32, bitcast=True)  # larger for lower columns
-                    t2 = _kth(inv, eq, need, MODE, out_row, 0, SMALL, 0)
+                    t2 = _kth(inv, eq, need, MODE, out_row, 0, SMALL, 0, EARLY)
                     sel = gt | (eq & (inv >= t2))
                 else:
                     sel = gt | eq
@@ -376,7 +405,7 @@ if triton is not None:
     @triton.jit(do_not_specialize=["k"])
     def _v4_tau(logits, stride_row, lengths, width, scratch, stride_scratch, k,
                 CAP: tl.constexpr, SAMPLE: tl.constexpr, GROUP: tl.constexpr, MODE: tl.constexpr,
-                SPLIT: tl.constexpr, SMALL: tl.constexpr, TOP: tl.constexpr):
+                SPLIT: tl.constexpr, SMALL: tl.constexpr, TOP: tl.constexpr, EARLY: tl.constexpr):
         """tau (the sample's key of rank (k + CAP) / 2 * SAMPLE / L) and a zero count per long row. Mode
         2 may split (the row's candidate slots, free until the filter, as tmp) and decide only the TOP
         top steps (tau then rounded down: a few more candidates, never fewer)."""
@@ -385,7 +414,7 @@ if triton is not None:
         if n_valid > CAP:
             skey, rank = _v4_sample(logits + r * stride_row, n_valid, k, CAP, SAMPLE, GROUP)
             scr = scratch + r * stride_scratch
-            tau = _kth(skey, tl.arange(0, SAMPLE) < SAMPLE, rank, MODE, scr, SPLIT, SMALL, TOP)
+            tau = _kth(skey, tl.arange(0, SAMPLE) < SAMPLE, rank, MODE, scr, SPLIT, SMALL, TOP, EARLY)
             tl.store(scr + 2 * CAP + 2, tau.to(tl.int32, bitcast=True))
             tl.store(scr + 2 * CAP + 3, 0)
 
@@ -450,22 +479,31 @@ if triton is not None:
             count += n_tile
         return count
 
-    @triton.jit(do_not_specialize=["segs"])
-    def _v4_filter(logits, stride_row, lengths, width, scratch, stride_scratch, segs, seg_len,
+    @triton.jit(do_not_specialize=["segs", "k"])
+    def _v4_filter(logits, stride_row, lengths, width, scratch, stride_scratch, segs, seg_len, k,
                    CAP: tl.constexpr, ROWS: tl.constexpr, PREFETCH: tl.constexpr, ATOMIC: tl.constexpr,
-                   STAGES: tl.constexpr):
+                   STAGES: tl.constexpr, FUSE_TAU: tl.constexpr, SAMPLE: tl.constexpr, GROUP: tl.constexpr,
+                   TAU_MODE: tl.constexpr, TAU_TOP: tl.constexpr, TAU_EARLY: tl.constexpr):
         """Program (row r, segment s) stores the (column, key) pairs of its keys >= tau. A tile is
         [ROWS, 4]: each tile row is one 16-byte load and one thread's run of 4 columns, so a tile row's
         count and ranks stay in its thread; one scan over the ROWS totals places them. With one segment
         per row (ATOMIC False) the candidates land in column order; with several, each tile reserves its
-        slots with one atomic on the row's count (order then free; the select breaks ties by column)."""
+        slots with one atomic on the row's count (order then free; the select breaks ties by column).
+        FUSE_TAU (one segment per row only): the program first finds the row's tau itself, as _v4_tau
+        would (same sample, rank and mode; no split), so no separate threshold launch runs and the
+        threshold's latency-bound steps overlap other programs' streaming."""
         pid = tl.program_id(0)
         r = (pid // segs).to(tl.int64)
         s = pid % segs
         n_valid = tl.minimum(tl.maximum(tl.load(lengths + r), 0), width)
         if n_valid > CAP:
             scr = scratch + r * stride_scratch
-            tau = tl.load(scr + 2 * CAP + 2).to(tl.uint32, bitcast=True)
+            if FUSE_TAU:
+                skey, rank = _v4_sample(logits + r * stride_row, n_valid, k, CAP, SAMPLE, GROUP)
+                tau = _kth(skey, tl.arange(0, SAMPLE) < SAMPLE, rank, TAU_MODE, scr, 0, 16, TAU_TOP, TAU_EARLY)
+                tl.store(scr + 2 * CAP + 2, tau.to(tl.int32, bitcast=True))
+            else:
+                tau = tl.load(scr + 2 * CAP + 2).to(tl.uint32, bitcast=True)
             start = s * seg_len
             end = tl.minimum(start + seg_len, n_valid)
             count = _v4_compact(logits + r * stride_row, start, end, tau, scr.to(tl.pointer_type(tl.int64)),
@@ -477,7 +515,7 @@ if triton is not None:
     def _v4_select(logits, stride_row, lengths, width, out, stride_out, scratch, stride_scratch, k,
                    CAP: tl.constexpr, PAD_BLOCK: tl.constexpr, MODE: tl.constexpr, ORDERED: tl.constexpr,
                    SAMPLE: tl.constexpr, GROUP: tl.constexpr, FIX_ROWS: tl.constexpr, SPLIT: tl.constexpr,
-                   SMALL: tl.constexpr):
+                   SMALL: tl.constexpr, EARLY: tl.constexpr):
         """Per row: a row that fits CAP is selected in registers; a long row from its candidates when they
         hold the k-th largest (k <= count <= CAP); otherwise (the sample misjudged the row) up to two
         more tries with the rank scaled by target / count, each one ordered pass of this program over
@@ -491,7 +529,8 @@ if triton is not None:
         if n_valid <= CAP:
             valid = cols < n_valid
             key = _ordered_key_v4(tl.load(logits + r * stride_row + cols, mask=valid, other=0.0))
-            written = _emit_v4(tl.where(valid, key, 0), cols, valid, k, out_row, MODE, True, False, SPLIT, SMALL)
+            written = _emit_v4(tl.where(valid, key, 0), cols, valid, k, out_row, MODE, True, False, SPLIT, SMALL,
+                               EARLY)
         else:
             scr = scratch + r * stride_scratch
             count = tl.load(scr + 2 * CAP + 3)
@@ -500,7 +539,7 @@ if triton is not None:
                 # keys from the high words of the slots (0 where not valid: below every threshold)
                 key = tl.load(scr + 2 * cols + 1, mask=valid, other=0).to(tl.uint32, bitcast=True)
                 written = _emit_v4(key, scr.to(tl.pointer_type(tl.int64)), valid, k, out_row, MODE, ORDERED, True,
-                                   SPLIT, SMALL)
+                                   SPLIT, SMALL, EARLY)
             else:
                 row = logits + r * stride_row
                 slots = scr.to(tl.pointer_type(tl.int64))
@@ -510,7 +549,7 @@ if triton is not None:
                     target = (k + CAP) // 2
                     rank = (rank.to(tl.int64) * target // tl.maximum(count, 1)).to(tl.int32)
                     rank = tl.minimum(tl.maximum(rank, 1), SAMPLE)
-                    tau = _kth(skey, tl.arange(0, SAMPLE) < SAMPLE, rank, MODE, out_row, 0, SMALL, 0)
+                    tau = _kth(skey, tl.arange(0, SAMPLE) < SAMPLE, rank, MODE, out_row, 0, SMALL, 0, False)
                     tl.debug_barrier()  # every thread has read the count before the slots are rewritten
                     count = _v4_compact(row, 0, n_valid, tau, slots, scr, 0, CAP, FIX_ROWS, False, False, 1)
                     tries += 1
@@ -518,7 +557,7 @@ if triton is not None:
                 if (count >= k) & (count <= CAP):
                     valid = cols < count
                     key = tl.load(scr + 2 * cols + 1, mask=valid, other=0).to(tl.uint32, bitcast=True)
-                    written = _emit_v4(key, slots, valid, k, out_row, MODE, True, True, SPLIT, SMALL)
+                    written = _emit_v4(key, slots, valid, k, out_row, MODE, True, True, SPLIT, SMALL, EARLY)
                 else:
                     written = _radix_full_row(row, n_valid, k, out_row, FIX_ROWS * 4)
         for j in range(tl.cdiv(k, PAD_BLOCK)):
@@ -571,7 +610,8 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
                    filt_warps: int = 2, rows_per_thread: int = 4, prefetch: bool = True, filt_stages: int = 1,
                    select_warps: int | None = None, select_maxnreg: int | None = None, mode: int = 2,
                    tau_mode: int = 2, per_sm: int = 16, fix_rows: int = 0, split: int = 0, small: int = 256,
-                   tau_split: int = 0, tau_small: int = 256, tau_top: int = 10, stop: int = 0) -> None:
+                   tau_split: int = 0, tau_small: int = 256, tau_top: int = 10, early: bool = False,
+                   tau_early: bool = False, fuse_tau: bool = False, stop: int = 0) -> None:
     """Run the v4 select: _v4_tau; _v4_filter over [rows x segs] programs of filt_warps warps (a tile is
     filt_warps * 32 * rows_per_thread rows of 4 columns; prefetch: the next tile is loaded before this
     one is used; filt_stages: Triton's software pipelining instead); _v4_select (with the retries and the fallback for rows the sample misjudged; fix_rows: their
@@ -582,6 +622,10 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     keys (0: never); tau_split/tau_small the same for the threshold (tau_mode 2), tau_top > 0: the
     threshold decides only its top tau_top two-bit steps (rounded down; 0: every step). select_maxnreg:
     a register cap for the select (None: 80 at cap 4096, i.e. 1024 < k <= 2048, else none; 0: none).
+    early (select, mode 2 without split) / tau_early (threshold, tau_mode 2 without tau_split): the two-bit
+    steps stop once exactly k (rank) keys are >= the decided prefix (see _kth_rel). fuse_tau: when the
+    filter runs one program per row, that program finds the threshold itself (no _v4_tau launch;
+    tau_split is not used then); with several programs per row the threshold keeps its own launch.
     The defaults (filt_warps 2, tau_mode 2, tau_top 10, select_maxnreg 80 at k 2048) are the fastest
     correct variant of bench/topk_v3.py on the H200 (bench/results/topk_v3.json, notes/indexer.md).
     stop (timing only):
@@ -602,18 +646,24 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
         # 3 programs of 8 warps per SM instead of 2 (127 registers; some spills): measured faster at k 2048
         select_maxnreg = 80 if cap == 4096 and select_warps == 8 else 0
     if long_rows:
-        _v4_tau[(t,)](logits, logits.stride(0), lengths, w, scratch, sstride, k,
-                      CAP=cap, SAMPLE=sample, GROUP=_GROUP, MODE=tau_mode, SPLIT=tau_split,
-                      SMALL=min(tau_small, 2 * cap), TOP=tau_top, num_warps=4 if sample >= 1024 else 1)
-        if stop == 1:
-            return
         rows = 32 * filt_warps * rows_per_thread
         tile = rows * 4
         if segs is None:
             segs = v4_segments(t, w, tile, filt_warps, sm_count(logits.device, 132), per_sm)
+        fused = fuse_tau and segs == 1 and stop != 1
+        tau_early = bool(tau_early) and tau_mode == 2
+        if not fused:
+            _v4_tau[(t,)](logits, logits.stride(0), lengths, w, scratch, sstride, k,
+                          CAP=cap, SAMPLE=sample, GROUP=_GROUP, MODE=tau_mode, SPLIT=tau_split,
+                          SMALL=min(tau_small, 2 * cap), TOP=tau_top, EARLY=tau_early and not tau_split,
+                          num_warps=4 if sample >= 1024 else 1)
+        if stop == 1:
+            return
         seg_len = triton.cdiv(triton.cdiv(w, segs), tile) * tile
-        _v4_filter[(t * segs,)](logits, logits.stride(0), lengths, w, scratch, sstride, segs, seg_len,
+        _v4_filter[(t * segs,)](logits, logits.stride(0), lengths, w, scratch, sstride, segs, seg_len, k,
                                 CAP=cap, ROWS=rows, PREFETCH=prefetch, ATOMIC=segs > 1, STAGES=filt_stages,
+                                FUSE_TAU=fused, SAMPLE=sample, GROUP=_GROUP, TAU_MODE=tau_mode if fused else 0,
+                                TAU_TOP=tau_top if fused and tau_mode == 2 else 0, TAU_EARLY=fused and tau_early,
                                 num_warps=filt_warps)
         if stop == 2:
             return
@@ -623,6 +673,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
                      CAP=cap, PAD_BLOCK=min(1024, cap), MODE=mode, ORDERED=segs == 1, num_warps=select_warps,
                      SAMPLE=sample, GROUP=_GROUP, FIX_ROWS=fix_rows or max(1, cap // 16),
                      SPLIT=split if mode == 2 else 0, SMALL=_small(small, k),
+                     EARLY=bool(early) and mode == 2 and not split,
                      **({"maxnreg": select_maxnreg} if select_maxnreg else {}))
 
 
