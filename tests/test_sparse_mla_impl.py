@@ -33,12 +33,15 @@ def test_gluon_never_chosen_off_gpu():
     assert launch.kernel_name(q, flat, KVLayout.BF16, "native") == "triton"
     with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL=gluon"):
         launch.use_gluon(q, flat, KVLayout.BF16, 16, "gluon")
-    # gluon_ws: explicit only; over bf16 rows it stands for gluon; where it cannot run, ValueError
+    # gluon_ws: auto takes it only where usable (never on a CPU tensor); over bf16 rows it stands for gluon;
+    # forced where it cannot run, ValueError
     rows = torch.zeros(16, 656, dtype=torch.uint8)
     for impl in ("auto", "triton", "gluon"):
         assert not launch.use_gluon_ws(q, rows, KVLayout.FP8_DS_MLA, 16, impl)
     assert not launch.use_gluon_ws(q, flat, KVLayout.BF16, 16, "gluon_ws")
     assert not launch.use_gluon_ws(q, rows, KVLayout.FP8_DS_MLA, 64, "gluon_ws")
+    assert launch.ws_preferred(KVLayout.FP8_DS_MLA, 16) and launch.ws_preferred(KVLayout.FP8_DS_MLA_NOPE, 16)
+    assert not launch.ws_preferred(KVLayout.FP8_DS_MLA, 32) and not launch.ws_preferred(KVLayout.BF16, 16)
     with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL=gluon_ws"):
         launch.use_gluon_ws(q, rows, KVLayout.FP8_DS_MLA, 16, "gluon_ws")
     with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL=gluon"):

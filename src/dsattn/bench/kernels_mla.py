@@ -356,7 +356,8 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true", help="decode 512 tokens, prefill s_q 1024")
     p.add_argument("--no-peer", action="store_true", help="skip FlashMLA")
     p.add_argument("--impl", default="auto",
-                   help="comma list of DSATTN_SPARSE_MLA_IMPL values to time dsattn under (auto, triton, gluon); "
+                   help="comma list of DSATTN_SPARSE_MLA_IMPL values to time dsattn under (auto, triton, gluon, "
+                        "gluon_ws); "
                         "a forced kernel that a variant lacks is skipped")
     p.add_argument("--rep-ms", type=float, default=100)
     p.add_argument("--out", default=None, help="results folder (default bench/results)")
@@ -365,7 +366,7 @@ def parse_args(argv):
     args.cases = [c for c in args.cases.split(",") if c]
     args.heads = [int(h) for h in args.heads.split(",")]
     args.impl = [i for i in args.impl.split(",") if i]
-    bad = [i for i in args.impl if i not in ("auto", "triton", "gluon")]
+    bad = [i for i in args.impl if i not in ("auto", "triton", "gluon", "gluon_ws")]
     if bad:
         p.error(f"--impl: unknown {bad}")
     args.tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else None

@@ -130,8 +130,8 @@ def gluon_preferred(layout: KVLayout, hp: int) -> bool:
 
 def sparse_mla_impl() -> str:
     """DSATTN_SPARSE_MLA_IMPL: 'auto' (default), 'triton', 'gluon' or 'gluon_ws' (forces one kernel for A/B
-    runs; 'gluon_ws': the warp-specialized kernel of gluon_ws.py over fp8 rows, 'gluon' elsewhere; never
-    chosen by 'auto')."""
+    runs; 'gluon_ws': the warp-specialized kernel of gluon_ws.py over fp8 rows, 'gluon' elsewhere; 'auto'
+    takes it for fp8 rows at <= 16 heads, ws_preferred)."""
     impl = os.environ.get("DSATTN_SPARSE_MLA_IMPL", "auto").strip().lower() or "auto"
     if impl not in IMPLS:
         raise ValueError(f"DSATTN_SPARSE_MLA_IMPL must be one of {list(IMPLS)}, got {impl!r}")
@@ -168,10 +168,20 @@ def use_gluon(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bo
     return ok and gluon_preferred(layout, hp)
 
 
+def ws_preferred(layout: KVLayout, hp: int) -> bool:
+    """Where 'auto' picks the warp-specialized kernel: fp8 rows, 16-head programs (1..16 heads). Measured
+    bit-identical to gluon_small and 1.20x / 1.21x faster at 8 / 16 heads, fp8 decode 512 tokens
+    (bench/results/ab_gluon_ws_h8.json, ab_gluon_ws_h16.json, H200); 32-head programs not measured yet."""
+    return layout.is_fp8 and hp <= 16
+
+
 def use_gluon_ws(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bool:
-    """Whether run_attention launches gluon_ws.sparse_mla_ws_kernel: only when DSATTN_SPARSE_MLA_IMPL=gluon_ws,
-    over fp8 rows, at most 32 heads per program; ValueError where that kernel cannot run (as 'gluon')."""
+    """Whether run_attention launches gluon_ws.sparse_mla_ws_kernel: under 'auto' where usable and preferred
+    (ws_preferred); under DSATTN_SPARSE_MLA_IMPL=gluon_ws over fp8 rows at most 32 heads per program,
+    ValueError where that kernel cannot run (as 'gluon')."""
     impl = impl or sparse_mla_impl()
+    if impl == "auto":
+        return ws_preferred(layout, hp) and gluon_usable(q, flat, layout, hp)
     if impl != "gluon_ws" or not layout.is_fp8 or hp > 32:
         return False
     if not gluon_usable(q, flat, layout, hp):
