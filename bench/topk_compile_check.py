@@ -1,5 +1,7 @@
 """Compile the top-k v4 kernels for sm_90a on a machine without a GPU; report registers, spills, occupancy
-and SASS instruction mix per kernel (what the select and the threshold stage cost before any device time).
+and SASS instruction mix per kernel (what the select and the threshold stage cost before any device time),
+plus the largest loops (a branch back to an earlier label: instructions, barriers, shuffles in the body;
+the select's two-bit step loop is one of them).
 
     PYTHONPATH=src python bench/topk_compile_check.py [--variant name ...] [--sass DIR]
 
@@ -51,6 +53,31 @@ class _Intercept:
         return call
 
 
+def sass_loops(sass: str) -> list[tuple[int, int, int]]:
+    """Innermost-first list of loops (a branch back to an earlier label): (instructions, BAR, SHFL)."""
+    addr, ins, label_at = [], [], {}
+    pending = []
+    for line in sass.splitlines():
+        m = re.match(r"(\.L_x_\d+):", line)
+        if m:
+            pending.append(m.group(1))
+            continue
+        m = re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?);", line)
+        if m:
+            for lab in pending:
+                label_at[lab] = len(ins)
+            pending = []
+            addr.append(int(m.group(1), 16))
+            ins.append(m.group(2))
+    loops = []
+    for i, text in enumerate(ins):
+        m = re.search(r"BRA\b.*?(\.L_x_\d+)", text)
+        if m and label_at.get(m.group(1), i + 1) < i:
+            body = ins[label_at[m.group(1)]:i + 1]
+            loops.append((len(body), sum("BAR" in b for b in body), sum("SHFL" in b for b in body)))
+    return loops
+
+
 def sass_report(compiled, warps: int, dump: str | None, tag: str) -> str:
     with tempfile.TemporaryDirectory() as d:
         cubin = os.path.join(d, "k.cubin")
@@ -73,8 +100,10 @@ def sass_report(compiled, warps: int, dump: str | None, tag: str) -> str:
     if smem:
         per_sm = min(per_sm, (228 * 1024) // (smem + 1024))
     top = ", ".join(f"{k} {v}" for k, v in ops.most_common(8))
+    loops = " ".join(f"{n}/{b}/{sh}" for n, b, sh in sorted(sass_loops(sass), reverse=True)[:8] if n > 8)
     return (f"regs={regs} spills={spills} smem={smem} warps={warps} programs/SM={per_sm} "
-            f"({per_sm * warps} warps) sass={sum(ops.values())} BAR={ops['BAR']} SHFL={ops['SHFL']} | {top}")
+            f"({per_sm * warps} warps) sass={sum(ops.values())} BAR={ops['BAR']} SHFL={ops['SHFL']} | {top} | "
+            f"largest loops (instr/BAR/SHFL): {loops}")
 
 
 def main(argv=None) -> int:

@@ -250,6 +250,18 @@ if triton is not None:
         return t | (digit << shift), c
 
     @triton.jit
+    def _kth_rel_early(rel, steps, n_steps, k):
+        """Up to n_steps two-bit steps (from the top of `steps`), stopping once exactly k of rel are >= t
+        (see _kth_rel's EARLY); returns t and the count of rel >= t (-1 while t is 0)."""
+        t = tl.full([], 0, tl.uint32)
+        i = tl.full([], 0, tl.int32)
+        c = tl.full([], -1, tl.int32)
+        while (i < n_steps) & (c != k):
+            t, c = _rel_step_count(rel, t, (2 * (steps - 1 - i)).to(tl.uint32), k, c)
+            i += 1
+        return t, c
+
+    @triton.jit
     def _kth_rel(rel, steps, k, tmp, SPLIT: tl.constexpr, SMALL: tl.constexpr, TOP: tl.constexpr,
                  EARLY: tl.constexpr):
         """The k-th largest of rel (>= k of them valid; invalid ones 0) in `steps` two-bit steps. A 0
@@ -273,11 +285,7 @@ if triton is not None:
             n_steps = steps
         if SPLIT == 0:
             if EARLY:
-                i = tl.full([], 0, tl.int32)
-                c = tl.full([], -1, tl.int32)
-                while (i < n_steps) & (c != k):
-                    t, c = _rel_step_count(rel, t, (2 * (steps - 1 - i)).to(tl.uint32), k, c)
-                    i += 1
+                t, c = _kth_rel_early(rel, steps, n_steps, k)
             else:
                 for i in range(n_steps):
                     t = _rel_step(rel, t, (2 * (steps - 1 - i)).to(tl.uint32), k)
@@ -356,10 +364,19 @@ if triton is not None:
         registers (neither columns nor their addresses) during the search. Ties at the k-th key go to the lower
         columns: by position when ORDERED (entries in column order), else by a second select over the
         tied columns (only when the tie straddles the cut). Keys of invalid entries must be 0. SPLIT,
-        SMALL (mode 2): see _kth_rel; out_row's first SMALL entries serve as its tmp (SMALL <= k)."""
+        SMALL (mode 2): see _kth_rel; out_row's first SMALL entries serve as its tmp (SMALL <= k).
+        EARLY (mode 2, no split): the steps stop at exactly k entries >= t where they can, and then the
+        entries >= t are the answer (no tie scan); the count written is min(n, k), not a reduction."""
         n = tl.sum(valid.to(tl.int32), axis=0)
         if n <= k:
             sel = valid
+        elif EARLY and MODE == 2 and SPLIT == 0:
+            lo, key, steps = _rel_keys(key, valid)
+            t, c = _kth_rel_early(key, steps, steps, k)
+            if c == k:
+                sel = key >= t  # t >= 1 here, so invalid entries (0) are not taken
+            else:
+                sel = _sel_at_cut(key, t, col_src, valid, k, out_row, MODE, ORDERED, LOAD_COL, SMALL, EARLY)
         else:
             if MODE == 2:
                 # compare relative keys from here on: the absolute ones need no registers meanwhile
@@ -390,7 +407,35 @@ if triton is not None:
             col = col_src
         pos = tl.cumsum(sel.to(tl.int32), axis=0) - 1
         tl.store(out_row + pos, col, mask=sel)
-        return tl.sum(sel.to(tl.int32), axis=0)
+        if EARLY:
+            written = tl.minimum(n, k)  # exactly k are taken when more than k are valid
+        else:
+            written = tl.sum(sel.to(tl.int32), axis=0)
+        return written
+
+    @triton.jit
+    def _sel_at_cut(key, t, col_src, valid, k, out_row, MODE: tl.constexpr, ORDERED: tl.constexpr,
+                    LOAD_COL: tl.constexpr, SMALL: tl.constexpr, EARLY: tl.constexpr):
+        """Which entries _emit_v4 takes given the k-th largest key t: those > t and, of those == t, the
+        lowest columns (see _emit_v4)."""
+        gt = valid & (key > t)
+        eq = valid & (key == t)
+        need = k - tl.sum(gt.to(tl.int32), axis=0)
+        if ORDERED:
+            sel = gt | (eq & (tl.cumsum(eq.to(tl.int32), axis=0) <= need))
+        else:
+            n_eq = tl.sum(eq.to(tl.int32), axis=0)
+            if n_eq > need:
+                if LOAD_COL:
+                    col = tl.load(col_src + tl.arange(0, key.shape[0]), mask=valid, other=0).to(tl.int32)
+                else:
+                    col = col_src
+                inv = tl.where(eq, ~col, 0).to(tl.uint32, bitcast=True)  # larger for lower columns
+                t2 = _kth(inv, eq, need, MODE, out_row, 0, SMALL, 0, EARLY)
+                sel = gt | (eq & (inv >= t2))
+            else:
+                sel = gt | eq
+        return sel
 
     @triton.jit
     def _v4_sample(row, n_valid, k, CAP: tl.constexpr, SAMPLE: tl.constexpr, GROUP: tl.constexpr):
