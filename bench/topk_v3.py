@@ -38,11 +38,14 @@ from dsattn.ops.topk.select import launch_topk
 K = 2048
 HBM_TBS = 4.27
 # the previous default (filter programs of 2 warps, threshold by 16 full steps, no register cap), as in
-# bench/results/topk_v3.json of tree fc52ab2; "v4" is launch_topk's default now
-PREV = dict(version=4, filt_warps=2, tau_mode=0, tau_top=0, select_maxnreg=0)
+# bench/results/topk_v3.json of tree fc52ab2; "v4" is launch_topk's default now (v4_fuse_early's knobs,
+# made the default after the 449bc48 run: bench/results/topk_v3_final.json), "v4_d2" the default before that
+PREV = dict(version=4, filt_warps=2, tau_mode=0, tau_top=0, select_maxnreg=0, early=False, tau_early=False,
+            fuse_tau=False)
 VARIANTS = {
     "v4": dict(version=4),
     "v4_prev": PREV,
+    "v4_d2": dict(version=4, early=False, tau_early=False, fuse_tau=False),
     "v4_tau_top10": dict(PREV, tau_mode=2, tau_top=10),
     "v4_sel80": dict(PREV, select_maxnreg=80),
     "v4_tau_top10_split5": dict(version=4, tau_split=5),

@@ -655,8 +655,8 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
                    filt_warps: int = 2, rows_per_thread: int = 4, prefetch: bool = True, filt_stages: int = 1,
                    select_warps: int | None = None, select_maxnreg: int | None = None, mode: int = 2,
                    tau_mode: int = 2, per_sm: int = 16, fix_rows: int = 0, split: int = 0, small: int = 256,
-                   tau_split: int = 0, tau_small: int = 256, tau_top: int = 10, early: bool = False,
-                   tau_early: bool = False, fuse_tau: bool = False, stop: int = 0) -> None:
+                   tau_split: int = 0, tau_small: int = 256, tau_top: int = 10, early: bool = True,
+                   tau_early: bool = True, fuse_tau: bool = True, stop: int = 0) -> None:
     """Run the v4 select: _v4_tau; _v4_filter over [rows x segs] programs of filt_warps warps (a tile is
     filt_warps * 32 * rows_per_thread rows of 4 columns; prefetch: the next tile is loaded before this
     one is used; filt_stages: Triton's software pipelining instead); _v4_select (with the retries and the fallback for rows the sample misjudged; fix_rows: their
@@ -671,8 +671,9 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     steps stop once exactly k (rank) keys are >= the decided prefix (see _kth_rel). fuse_tau: when the
     filter runs one program per row, that program finds the threshold itself (no _v4_tau launch;
     tau_split is not used then); with several programs per row the threshold keeps its own launch.
-    The defaults (filt_warps 2, tau_mode 2, tau_top 10, select_maxnreg 80 at k 2048) are the fastest
-    correct variant of bench/topk_v3.py on the H200 (bench/results/topk_v3.json, notes/indexer.md).
+    The defaults (filt_warps 2, tau_mode 2, tau_top 10, select_maxnreg 80 at k 2048, early, tau_early,
+    fuse_tau) are the fastest correct variant of bench/topk_v3.py on the H200 ("v4_fuse_early":
+    4096 x 65536 0.582 ms = 5.72x torch.topk, bench/results/topk_v3_final.json; notes/indexer.md).
     stop (timing only):
     1 ends after the threshold, 2 after the filter (wrong output)."""
     t, w = logits.shape
