@@ -25,13 +25,15 @@ def test_table_from_rows():
         ["pad64", "pad64", "native", "native"]
 
 
-def test_calibrate_command_writes_a_table(tmp_path, monkeypatch):
+@pytest.mark.parametrize("extra", [[], ["--graph"]])  # without CUDA, --graph times the calls themselves
+def test_calibrate_command_writes_a_table(tmp_path, monkeypatch, extra):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     out = tmp_path / "cal.json"
     assert calibrate.main(["--kernels", "decode/fp8_ds_mla_nope", "--tokens", "2", "3", "--heads", "8",
                            "--slots", "256", "--block-size", "16", "--topk", "16", "--rep-ms", "1",
-                           "--device", "cpu", "--out", str(out)]) == 0
+                           "--device", "cpu", "--out", str(out), *extra]) == 0
     data = json.loads(out.read_text())
+    assert data["meta"]["graph"] == bool(extra)
     assert {"provenance", "sm_count", "meta", "table", "rows"} <= set(data)
     assert len(data["rows"]) == 4 and {r["variant"] for r in data["rows"]} == {"native", "pad64"}
     buckets = load_table(out)["table"]["decode/fp8_ds_mla_nope"]["8"]

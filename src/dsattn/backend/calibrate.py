@@ -58,7 +58,7 @@ def _case(kernel: str, tokens: int, heads: int, args, cache: dict):
 
 def measure(args) -> list[dict]:
     """One row per (kernel, heads, tokens, variant): median ms."""
-    from ..bench.common import time_pair_ms
+    from ..bench.common import graph_replay, time_pair_ms
     from ..bench.kernels_mla import ours
     rows, cache = [], {}
     for kernel in args.kernels:
@@ -70,6 +70,8 @@ def measure(args) -> list[dict]:
             for tokens in args.tokens:
                 case = _case(kernel, tokens, heads, args, cache)
                 fns = {v: ours(case, v)[0] for v in offered[:2]}
+                if args.graph:
+                    fns = {v: graph_replay(fn) for v, fn in fns.items()}
                 a, b = offered[:2]
                 ms = dict(zip((a, b), time_pair_ms(fns[a], fns[b], rounds=3, warmup_ms=args.rep_ms / 3,
                                                    rep_ms=args.rep_ms)))
@@ -105,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slots", type=int, default=131072, help="decode cache slots")
     ap.add_argument("--block-size", type=int, default=64)
     ap.add_argument("--rep-ms", type=float, default=30.0, help="timing window of each measurement")
+    ap.add_argument("--graph", action="store_true",
+                    help="time CUDA-graph replays of each variant (GPU time only, as a captured serving step runs; "
+                         "without it eager calls, whose host cost dominates below ~512 tokens: notes/backend.md). "
+                         "Not yet run on a GPU with this flag")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args(argv)
     if torch.device(args.device).type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -115,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     sm = sm_count(torch.device(args.device), DEFAULT_SM_COUNT)
     data = {"provenance": provenance(), "sm_count": sm,
             "meta": {"topk": args.topk, "prefill_s_kv": args.s_kv, "decode_slots": args.slots,
-                     "block_size": args.block_size, "rep_ms": args.rep_ms,
+                     "block_size": args.block_size, "rep_ms": args.rep_ms, "graph": args.graph,
                      "how": "variants timed alternately, 3 rounds, median of CUDA-event medians"},
             "table": table_from_rows(rows), "rows": rows}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -66,6 +66,21 @@ def time_ms(fn: Callable[[], object], *, warmup_ms: float = 25, rep_ms: float = 
     return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
 
 
+def graph_replay(fn: Callable[[], object]) -> Callable[[], object]:
+    """fn captured once in a CUDA graph; returns the replay (fn itself without CUDA). Timing the replay leaves
+    out fn's host work (checks, dispatch, launch), as a serving engine replaying a captured step does. fn must
+    not allocate or synchronize; it runs once before the capture (compiles, warms caches). The capture pattern
+    is bench/topk_v3.py's, which ran on the H200."""
+    if not torch.cuda.is_available():
+        return fn
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
 def time_pair_ms(fn_a: Callable[[], object], fn_b: Callable[[], object], *, rounds: int = 3, **kw) -> tuple[float, float]:
     """Medians of two implementations measured alternately in the same process (for ratios)."""
     a, b = [], []
