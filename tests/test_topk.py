@@ -45,12 +45,15 @@ VERSIONS = [dict(version=3), dict(version=4, mode=0, tau_mode=0, tau_top=0), dic
             # row, and early steps with several filter programs per row (unordered; fuse_tau then unused)
             dict(version=4, early=True, tau_early=True, tau_top=0, segs=1),
             dict(version=4, early=True, tau_early=True, fuse_tau=True, segs=1, rows_per_thread=1),
-            dict(version=4, early=True, tau_early=True, fuse_tau=True, segs=4, rows_per_thread=1)]
+            dict(version=4, early=True, tau_early=True, fuse_tau=True, segs=4, rows_per_thread=1),
+            # the default before early / tau_early / fuse_tau (mode 2's full steps and tie scan, _v4_tau launched
+            # beside one filter program per row): still a knob setting, no longer covered by the entries above
+            dict(version=4, early=False, tau_early=False, fuse_tau=False, segs=1, rows_per_thread=1)]
 VIDS = ["v3", "v4m0", "v4m1", "v4m2", "v4seg4", "v4m1seg2", "v4w2", "v4tiles", "v4split", "v4split_seg4",
-        "v4early", "v4fuse", "v4early_seg4"]
+        "v4early", "v4fuse", "v4early_seg4", "v4d2"]
 
 
-@pytest.mark.parametrize("v", VERSIONS[:4] + VERSIONS[8:11], ids=VIDS[:4] + VIDS[8:11])
+@pytest.mark.parametrize("v", VERSIONS[:4] + VERSIONS[8:11] + VERSIONS[13:], ids=VIDS[:4] + VIDS[8:11] + VIDS[13:])
 @pytest.mark.parametrize("k, w", [(4, 12), (8, 16), (8, 40), (16, 31)])
 def test_rows_in_registers(k, w, v):
     t = 6
@@ -84,8 +87,8 @@ def test_ties_go_to_lower_columns(v):
     assert sorted(got[1].tolist()) == [0, 1, 2, 3]
 
 
-@pytest.mark.parametrize("v", [VERSIONS[i] for i in (1, 4, 5, 7, 8, 9, 10, 11, 12)],
-                         ids=[VIDS[i] for i in (1, 4, 5, 7, 8, 9, 10, 11, 12)])
+@pytest.mark.parametrize("v", [VERSIONS[i] for i in (1, 4, 5, 7, 8, 9, 10, 11, 12, 13)],
+                         ids=[VIDS[i] for i in (1, 4, 5, 7, 8, 9, 10, 11, 12, 13)])
 def test_v4_candidates_with_ties_at_the_cut(v):
     """Long rows whose k-th key is tied among candidates spread over the row (and over the filter's
     segments): the lower columns win, whatever order the candidates were stored in."""
@@ -102,7 +105,8 @@ def test_v4_candidates_with_ties_at_the_cut(v):
     assert sorted(got[0].tolist()) == [7, 20, 60, 100, 200, 260, 300, 450]
 
 
-@pytest.mark.parametrize("v", [VERSIONS[i] for i in (2, 3, 5, 8, 9, 11, 12)], ids=[VIDS[i] for i in (2, 3, 5, 8, 9, 11, 12)])
+@pytest.mark.parametrize("v", [VERSIONS[i] for i in (2, 3, 5, 8, 9, 11, 12, 13)],
+                         ids=[VIDS[i] for i in (2, 3, 5, 8, 9, 11, 12, 13)])
 def test_v4_random_rows(v):
     """Random widths, lengths and value spreads (one tied, one constant, one -inf row) at k = 16."""
     k, w = 16, 1000
@@ -142,6 +146,14 @@ def test_scratch_spec_and_rejects():
         topk(x, n, 4, out=torch.empty(3, 5, dtype=torch.int32))
     with pytest.raises(ValueError, match="scratch must be at least"):
         topk(torch.randn(3, 100), n, 4, scratch=torch.empty(3, 4, dtype=torch.int32))
+    # launcher knobs are checked before the first launch: scratch keeps its poison
+    long_x, long_n = torch.randn(3, 300), torch.full((3,), 300, dtype=torch.int32)
+    scratch = torch.full((3, 2 * 32 + SCRATCH_META), -5, dtype=torch.int32)
+    for knob in ("small", "tau_small"):
+        with pytest.raises(ValueError, match=knob):
+            launch_topk(long_x, long_n, 4, torch.empty(3, 4, dtype=torch.int32), scratch, version=4, cap=32,
+                        sample=16, fuse_tau=False, **{knob: 0})
+    assert (scratch == -5).all()
 
 
 def _ordered_keys(x):

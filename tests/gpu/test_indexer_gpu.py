@@ -79,7 +79,9 @@ TOPK_IMPLS = {"default": None, "v4": dict(version=4), "v4_segs1": dict(version=4
               # early-stopping steps (select and threshold); with the threshold fused into the filter,
               # which needs one filter program per row (segs=1: 64 rows would otherwise take several)
               "v4_early": dict(version=4, early=True, tau_early=True),
-              "v4_fuse_early_segs1": dict(version=4, segs=1, fuse_tau=True, early=True, tau_early=True)}
+              "v4_fuse_early_segs1": dict(version=4, segs=1, fuse_tau=True, early=True, tau_early=True),
+              # the default before those knobs (full steps, tie scan, separate threshold launch)
+              "v4_d2": dict(version=4, early=False, tau_early=False, fuse_tau=False)}
 
 
 @pytest.mark.parametrize("impl", list(TOPK_IMPLS))

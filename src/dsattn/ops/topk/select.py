@@ -384,23 +384,7 @@ if triton is not None:
                 t = _kth_rel(key, steps, k, out_row, SPLIT, SMALL, 0, EARLY)
             else:
                 t = _kth(key, valid, k, MODE, out_row, 0, SMALL, 0, EARLY)
-            gt = valid & (key > t)
-            eq = valid & (key == t)
-            need = k - tl.sum(gt.to(tl.int32), axis=0)
-            if ORDERED:
-                sel = gt | (eq & (tl.cumsum(eq.to(tl.int32), axis=0) <= need))
-            else:
-                n_eq = tl.sum(eq.to(tl.int32), axis=0)
-                if n_eq > need:
-                    if LOAD_COL:
-                        col = tl.load(col_src + tl.arange(0, key.shape[0]), mask=valid, other=0).to(tl.int32)
-                    else:
-                        col = col_src
-                    inv = tl.where(eq, ~col, 0).to(tl.uint32, bitcast=True)  # larger for lower columns
-                    t2 = _kth(inv, eq, need, MODE, out_row, 0, SMALL, 0, EARLY)
-                    sel = gt | (eq & (inv >= t2))
-                else:
-                    sel = gt | eq
+            sel = _sel_at_cut(key, t, col_src, valid, k, out_row, MODE, ORDERED, LOAD_COL, SMALL, EARLY)
         if LOAD_COL:
             col = tl.load(col_src + tl.arange(0, key.shape[0]), mask=sel, other=0).to(tl.int32)
         else:
@@ -681,6 +665,9 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     sample = min(sample or 2048, cap)
     if cap < 2 * k or cap & (cap - 1) or sample & (sample - 1) or sample < _GROUP:
         raise ValueError(f"cap must be a power of two >= 2k and sample a power of two >= {_GROUP}")
+    for name, v in (("small", small), ("tau_small", tau_small)):
+        if v < 1:  # checked before the first launch (the select's bucket size is worked out last)
+            raise ValueError(f"{name} must be >= 1, got {v!r}")
     long_rows = w > cap
     if long_rows and (scratch.shape[0] < t or scratch.shape[1] < 2 * cap + 4):
         raise ValueError(f"scratch must be at least [{t}, {2 * cap + 4}], got {list(scratch.shape)}")
