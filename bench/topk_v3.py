@@ -42,26 +42,30 @@ HBM_TBS = 4.27
 # made the default after the 449bc48 run: bench/results/topk_v3_final.json), "v4_d2" the default before that
 PREV = dict(version=4, filt_warps=2, tau_mode=0, tau_top=0, select_maxnreg=0, early=False, tau_early=False,
             fuse_tau=False)
+# the default before v4_fuse_early's knobs (tau_mode 2, tau_top 10, select_maxnreg 80; no early stop, no
+# fused threshold): the knob variants below start from it, so each name keeps the knobs it was measured
+# with in bench/results/topk_v3_final.json / topk_v3_split.json although launch_topk's defaults changed
+D2 = dict(version=4, early=False, tau_early=False, fuse_tau=False)
 VARIANTS = {
     "v4": dict(version=4),
     "v4_prev": PREV,
-    "v4_d2": dict(version=4, early=False, tau_early=False, fuse_tau=False),
+    "v4_d2": D2,
     "v4_tau_top10": dict(PREV, tau_mode=2, tau_top=10),
     "v4_sel80": dict(PREV, select_maxnreg=80),
-    "v4_tau_top10_split5": dict(version=4, tau_split=5),
-    "v4_split4_r128": dict(version=4, split=4, select_maxnreg=128),
+    "v4_tau_top10_split5": dict(D2, tau_split=5),
+    "v4_split4_r128": dict(D2, split=4, select_maxnreg=128),
     # helper D2: two-bit steps that stop once exactly k (rank) keys are >= the prefix, and the threshold
     # fused into the filter when one filter program covers a row (4096 rows; 1024 rows keep _v4_tau)
-    "v4_early": dict(version=4, early=True),
-    "v4_early_tau": dict(version=4, early=True, tau_early=True),
-    "v4_fuse": dict(version=4, fuse_tau=True),
-    "v4_fuse_early": dict(version=4, fuse_tau=True, early=True, tau_early=True),
+    "v4_early": dict(D2, early=True),
+    "v4_early_tau": dict(D2, early=True, tau_early=True),
+    "v4_fuse": dict(D2, fuse_tau=True),
+    "v4_fuse_early": dict(D2, fuse_tau=True, early=True, tau_early=True),  # = launch_topk's default now
 }
-STAGE_CUTS = {"v4_stop1_tau": dict(version=4, stop=1),
-              "v4_stop2_filter": dict(version=4, stop=2),
+STAGE_CUTS = {"v4_stop1_tau": dict(D2, stop=1),
+              "v4_stop2_filter": dict(D2, stop=2),
               "v4_prev_stop1_tau": dict(PREV, stop=1),
-              "v4_early_tau_stop1": dict(version=4, tau_early=True, stop=1),
-              "v4_fuse_early_stop2": dict(version=4, fuse_tau=True, tau_early=True, stop=2)}
+              "v4_early_tau_stop1": dict(D2, tau_early=True, stop=1),
+              "v4_fuse_early_stop2": dict(D2, fuse_tau=True, tau_early=True, stop=2)}
 SHAPES = [(4096, 65536), (1024, 131072), (128, 65536)]
 TIES_VARIANTS = ["v4", "v4_prev"]
 
