@@ -96,7 +96,8 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
     """Sparse MLA over a flat bf16 latent view (a bf16 paged cache reshaped to slots works as is).
 
     q            [T, H, D_qk] bf16, D_qk 576 or 512, H 1..128
-    kv           [N, D_qk] or [N, 1, D_qk] bf16, any row stride, contiguous last dim
+    kv           [N, D_qk] or [N, 1, D_qk] bf16, contiguous last dim; rows 16-byte aligned (row stride a
+                 multiple of 16 bytes and a 16-byte aligned start), else ValueError
     indices      [T, K] or [T, 1, K] int32 slots; entries outside [0, N) are skipped, never read
     sm_scale     softmax scale applied to q . k
     d_v          512 (the latent width)
@@ -170,7 +171,8 @@ def sparse_mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Te
     q            [T, H, D_qk] bf16, one row per query token; D_qk 576 or 512 (fp8_ds_mla_nope: 512;
                  fp8_ds_mla with 512 ignores the stored RoPE part)
     kv_cache     [num_blocks, block_size, row] or [.., 1, row]: bf16 rows of D_qk, or uint8 rows of 656
-                 (fp8_ds_mla) / 528 (fp8_ds_mla_nope) bytes; the layout is inferred
+                 (fp8_ds_mla) / 528 (fp8_ds_mla_nope) bytes; the layout is inferred; slots 16-byte aligned
+                 (stride and start, as for kv in sparse_mla_prefill), else ValueError
     indices      [T, K] int32 flat slots (block * block_size + offset); -1 or out of range is skipped
     topk_length  [T] int32 contiguous, or None
     out, lse     as in sparse_mla_prefill

@@ -22,8 +22,10 @@ Invalid entries (index < 0, >= num_slots, past topk_length or the split) are mas
 read) and -inf scores, as in gluon_small. Outputs: out / lse, or normalized split partials for
 kernels.combine_splits_kernel. bf16 rows are not handled here (launch.py keeps gluon_small for them).
 
-Status: compiled for sm_90a on a CPU machine (bench/mla_gluon_check.py --kernel ws); never run on a GPU when
-written. Selected only by DSATTN_SPARSE_MLA_IMPL=gluon_ws.
+Status: compiled for sm_90a on a CPU machine when written (bench/mla_gluon_check.py --kernel ws), then run on
+the H200: bit-identical to gluon_small and 1.20x / 1.21x faster at 8 / 16 heads (fp8 decode, 512 tokens;
+bench/results/ab_gluon_ws_h8.json, ab_gluon_ws_h16.json). launch.py's 'auto' selects it for fp8 rows at
+<= 16 heads (launch.ws_preferred); DSATTN_SPARSE_MLA_IMPL=gluon_ws forces it for fp8 rows up to 32 heads.
 """
 from __future__ import annotations
 
