@@ -237,6 +237,8 @@ def test_cost_model_bad_input():
         IndexerCostModel(per_row=-1)
     with pytest.raises(ValueError, match="fill"):
         IndexerCostModel(fill=float("nan"))
+    with pytest.raises(ValueError, match="fill"):
+        IndexerCostModel(fill=1.5)  # would give rows negative costs
     with pytest.raises(ValueError, match="resolution"):
         IndexerCostModel(resolution=0)
     with pytest.raises(ValueError, match="select"):

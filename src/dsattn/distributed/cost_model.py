@@ -58,6 +58,8 @@ class IndexerCostModel:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v) or v < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+        if self.fill > 1:  # a padded column costing more than a scored key would make rows' costs negative
+            raise ValueError(f"fill must be at most 1 (a fraction of a key's cost), got {self.fill!r}")
         check_int("resolution", self.resolution, lo=1)
 
     @property
