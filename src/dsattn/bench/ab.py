@@ -234,8 +234,9 @@ def _agreement(op: str, res_a, res_b) -> dict:
         a, b = (r[0].sort(dim=1).values for r in (res_a, res_b))
         return dict(rows_with_other_set=int((a != b).any(dim=1).sum()))
     (oa, la), (ob, lb) = res_a, res_b
-    return dict(max_abs_out_diff=float((oa.float() - ob.float()).abs().max()),
-                max_rel_lse_diff=float(((la - lb).abs() / lb.abs().clamp_min(1e-30)).max()))
+    rel = (la - lb).abs() / lb.abs().clamp_min(1e-30)
+    rel = torch.where(la == lb, torch.zeros_like(rel), rel)  # equal -inf (a row without valid keys) agrees
+    return dict(max_abs_out_diff=float((oa.float() - ob.float()).abs().max()), max_rel_lse_diff=float(rel.max()))
 
 
 def parse_args(argv):
