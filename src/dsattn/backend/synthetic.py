@@ -91,7 +91,7 @@ def make_step(geometry: DSAGeometry, heads: int, layout: KVLayout | str, spans: 
     # history: every cached token, as earlier steps wrote it
     table = torch.zeros((len(spans), max(nblocks)), dtype=torch.int32)
     for i, t in enumerate(tables):
-        table[i, :len(t)] = torch.tensor(t, dtype=torch.int32)
+        table[i, :len(t)] = t  # already int32 tensors (torch.tensor(t) warned and copied)
     hist_req = torch.cat([torch.full((c,), i, dtype=torch.int32) for i, (c, _) in enumerate(spans)])
     hist_pos = torch.cat([torch.arange(c, dtype=torch.int32) for c, _ in spans])
     n_hist = hist_pos.numel()
