@@ -81,3 +81,10 @@ def test_provenance_prefers_the_named_commit(monkeypatch):
     monkeypatch.setenv("DSATTN_GIT_COMMIT", "abc1234")
     info = provenance()
     assert info["git_commit"] == "abc1234" and info["git_dirty"] is None
+
+
+@pytest.mark.parametrize("argv, match", [(["--slots", "100", "--block-size", "64"], "--slots must be a multiple"),
+                                         (["--heads", "0"], "--heads must be >= 1")])
+def test_cli_rejects(argv, match):
+    with pytest.raises(ValueError, match=match):
+        ab.parse_args(["--op", "sparse_mla_decode", *argv])

@@ -264,6 +264,11 @@ def parse_args(argv):
     args = ap.parse_args(argv)
     if args.slots is None:
         args.slots = 131072 if args.op == "sparse_mla_decode" else 16384
+    for name in ("tokens", "heads", "slots", "block_size", "topk", "rows", "width"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.op == "sparse_mla_decode" and args.slots % args.block_size:
+        raise ValueError(f"--slots must be a multiple of --block-size ({args.block_size}), got {args.slots}")
     return args
 
 
