@@ -1,13 +1,16 @@
 """Compile the Gluon few-head sparse MLA kernels for sm_90a on a machine without a GPU, and report what
 ptxas says (registers, spills), shared memory, and the async copies / wgmma / barriers in the PTX:
-gluon_small.py (--kernel small, the default) or the warp-specialized gluon_ws.py (--kernel ws: fp8 cases
-only; also counts mbarrier waits / arrives and setmaxnreg).
+gluon_small.py (--kernel small, the default), the warp-specialized gluon_ws.py (--kernel ws: fp8 cases
+only; also counts mbarrier waits / arrives and setmaxnreg) or the 64-head warp-specialized gluon64.py
+(--kernel g64: fp8 cases, 64-head programs; also the setmaxnreg values and global loads).
 
     PYTHONPATH=src python bench/mla_gluon_check.py [--cases decode-fp8-8,prefill-bf16-16] [--configs 64/3,64/2]
         [--dump DIR]
     PYTHONPATH=src python bench/mla_gluon_check.py --kernel ws [--cases decode-fp8-16] [--configs 3/128/4,3/96/8]
+    PYTHONPATH=src python bench/mla_gluon_check.py --kernel g64 [--cases decode-fp8-64] [--configs 4/96,8/64]
 
-(--configs: block_n/stages[/warps] for small, stages/producer_regs[/producer_warps] for ws.)
+(--configs: block_n/stages[/warps] for small, stages/producer_regs[/producer_warps] for ws,
+producer_warps/producer_regs for g64.)
 
 The launch goes through launch.run_attention_gluon with CPU tensors; the kernel launch is intercepted and
 compiled for the target instead (Triton's own binder computes the GPU's specialization).
@@ -32,7 +35,7 @@ from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
 from triton.runtime.jit import create_function_from_signature  # noqa: E402
 
 from dsattn.formats import KVLayout, pack_latent_rows  # noqa: E402
-from dsattn.ops.sparse_mla import gluon_small, gluon_ws, launch  # noqa: E402
+from dsattn.ops.sparse_mla import gluon64, gluon_small, gluon_ws, launch  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 PTXAS = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
@@ -73,8 +76,9 @@ def ptxas_report(ptx: str) -> str:
 def _case(name: str):
     kind, layout, heads = name.split("-")
     heads = int(heads)
-    layout = KVLayout({"fp8": "fp8_ds_mla", "nope": "fp8_ds_mla_nope", "bf16": "bf16", "bf16n": "bf16"}[layout])
-    d = 512 if layout is KVLayout.FP8_DS_MLA_NOPE or name.split("-")[1] == "bf16n" else 576
+    layout = KVLayout({"fp8": "fp8_ds_mla", "fp8n": "fp8_ds_mla", "nope": "fp8_ds_mla_nope", "bf16": "bf16",
+                       "bf16n": "bf16"}[layout])
+    d = 512 if layout is KVLayout.FP8_DS_MLA_NOPE or name.split("-")[1] in ("bf16n", "fp8n") else 576
     n = 4096
     lat = torch.randn(n, d)
     rows = pack_latent_rows(lat, layout) if layout.is_fp8 else lat.bfloat16()
@@ -85,17 +89,20 @@ def _case(name: str):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--kernel", choices=("small", "ws"), default="small")
+    p.add_argument("--kernel", choices=("small", "ws", "g64"), default="small")
     p.add_argument("--cases", default=None, help="comma separated (default: every case the kernel takes)")
     p.add_argument("--configs", default="", help="block_n/stages, comma separated (default: GLUON_CONFIGS)")
     p.add_argument("--dump", default=None, help="folder for the TTGIR and PTX of each compile")
     args = p.parse_args()
     ws = args.kernel == "ws"
+    g64 = args.kernel == "g64"
     if args.cases is None:
         args.cases = ("decode-fp8-8,decode-fp8-16,decode-fp8-32,decode-nope-8,decode-nope-32" if ws else
+                      "decode-fp8-64,decode-nope-64,decode-fp8n-64" if g64 else
                       "decode-fp8-8,decode-fp8-16,decode-fp8-32,decode-nope-8,prefill-bf16-8,prefill-bf16-16,"
                       "prefill-bf16n-16")
-    mod, attr = (gluon_ws, "sparse_mla_ws_kernel") if ws else (gluon_small, "sparse_mla_small_kernel")
+    mod, attr = ((gluon_ws, "sparse_mla_ws_kernel") if ws else (gluon64, "sparse_mla_g64_kernel") if g64 else
+                 (gluon_small, "sparse_mla_small_kernel"))
     for name in args.cases.split(","):
         layout, q, rows, idx = _case(name)
         configs = args.configs.split(",") if args.configs else [None]
@@ -103,7 +110,8 @@ def main():
             if c is None:
                 cfg = None
             else:
-                cfg = (gluon_ws.WsConfig if ws else launch.GluonConfig)(*[int(x) for x in c.split("/")])
+                cls = gluon_ws.WsConfig if ws else gluon64.G64Config if g64 else launch.GluonConfig
+                cfg = cls(*[int(x) for x in c.split("/")])
             label = c or "default"
             sink = []
             saved = getattr(mod, attr)
@@ -112,15 +120,21 @@ def main():
             try:
                 out = torch.empty(q.shape[0], q.shape[1], 512, dtype=torch.bfloat16)
                 lse = torch.empty(q.shape[0], q.shape[1])
-                run = gluon_ws.run_attention_ws if ws else launch.run_attention_gluon
+                run = (gluon_ws.run_attention_ws if ws else gluon64.run_attention_g64 if g64 else
+                       launch.run_attention_gluon)
                 run(q, rows, layout, idx, 0.1, None, out, lse, config=cfg)
                 for ck in sink:
                     ptx = ck.asm["ptx"]
                     extra = ""
-                    if ws:
+                    if ws or g64:
                         extra = (f"mbar.wait={ptx.count('mbarrier.try_wait')} "
                                  f"mbar.arrive={ptx.count('mbarrier.arrive')} "
                                  f"setmaxnreg={ptx.count('setmaxnreg')} ")
+                    if g64:
+                        nreg = sorted(set(re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx)))
+                        nreg = ",".join(a + b for a, b in nreg)
+                        n_ld = len(re.findall(r"ld\.global", ptx))
+                        extra += f"maxnreg={nreg} ld.global={n_ld} cvt.e4m3={ptx.count('e4m3x2')} "
                     print(f"{name:18s} {label:8s} smem={ck.metadata.shared:6d} {ptxas_report(ptx)} "
                           f"cp.async={ptx.count('cp.async.cg') + ptx.count('cp.async.ca')} "
                           f"wgmma={ptx.count('wgmma.mma_async')} bar.sync={ptx.count('bar.sync')} {extra}"

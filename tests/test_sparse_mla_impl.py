@@ -9,7 +9,8 @@ from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outpu
 
 
 @pytest.mark.parametrize("value, expected", [(None, "auto"), ("", "auto"), ("auto", "auto"), ("Triton", "triton"),
-                                             (" gluon ", "gluon"), ("GLUON_WS", "gluon_ws")])
+                                             (" gluon ", "gluon"), ("GLUON_WS", "gluon_ws"),
+                                             ("Gluon64", "gluon64")])
 def test_impl_knob(monkeypatch, value, expected):
     if value is None:
         monkeypatch.delenv("DSATTN_SPARSE_MLA_IMPL", raising=False)
@@ -93,6 +94,52 @@ def test_gluon_ws_rejects_bf16_rows():
                                   torch.empty(2, 8, 512), torch.empty(2, 8))
 
 
+def test_gluon64_only_when_forced():
+    """gluon64: never under the other values (auto included); under gluon64 only for 64-head programs over fp8
+    rows, ValueError where it cannot run (here: CPU tensors); the other kernels' choices stay auto's."""
+    q = torch.zeros(2, 64, 576, dtype=torch.bfloat16)
+    rows = torch.zeros(16, 656, dtype=torch.uint8)
+    flat = torch.zeros(16, 576, dtype=torch.bfloat16)
+    for impl in ("auto", "triton", "gluon", "gluon_ws"):
+        assert not launch.use_gluon64(q, rows, KVLayout.FP8_DS_MLA, 64, impl)
+    assert not launch.use_gluon64(q, flat, KVLayout.BF16, 64, "gluon64")
+    assert not launch.use_gluon64(q, rows, KVLayout.FP8_DS_MLA, 32, "gluon64")
+    with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL=gluon64"):
+        launch.use_gluon64(q, rows, KVLayout.FP8_DS_MLA, 64, "gluon64")
+    with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL=gluon64"):
+        launch.use_gluon64(q, rows, KVLayout.FP8_DS_MLA_NOPE, 64, "gluon64")
+    # elsewhere gluon64 is auto: on a CPU tensor neither Gluon few-head kernel, and no ValueError
+    assert not launch.use_gluon(q, rows, KVLayout.FP8_DS_MLA, 16, "gluon64")
+    assert not launch.use_gluon_ws(q, rows, KVLayout.FP8_DS_MLA, 16, "gluon64")
+
+
+def test_gluon64_forced_small_heads_runs_interpreted(monkeypatch):
+    """Under gluon64 a launch without 64-head programs runs what auto runs (the interpreter's Triton kernel)."""
+    monkeypatch.setenv("DSATTN_SPARSE_MLA_IMPL", "gluon64")
+    case = make_case(3, 4, 576, num_slots=40, topk=32, layout="bf16", block_size=1, seed=2)
+    out, lse = poisoned_outputs(3, 4)
+    sparse_mla_prefill(case.q, case.flat, case.indices, case.sm_scale, out=out, lse=lse, variant="native")
+    check_close(out, lse, *case.reference())
+
+
+@pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla", 512), ("fp8_ds_mla_nope", 512)])
+def test_gluon64_fits_shared_memory(layout, d_qk):
+    from dsattn.ops.sparse_mla import gluon64
+    layout = KVLayout(layout)
+    assert gluon64.g64_smem_bytes(layout, d_qk) + gluon64.SMEM_MARGIN <= gluon64.SMEM_LIMIT
+    cfg = gluon64.g64_config(layout, 64, d_qk)
+    assert cfg.producer_warps == 4 and cfg.producer_regs % 8 == 0
+
+
+def test_gluon64_rejects_bf16_rows():
+    from dsattn.ops.sparse_mla import gluon64
+    q = torch.zeros(2, 64, 576, dtype=torch.bfloat16)
+    flat = torch.zeros(16, 576, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="fp8 rows"):
+        gluon64.run_attention_g64(q, flat, KVLayout.BF16, torch.zeros(2, 64, dtype=torch.int32), 0.1, None,
+                                  torch.empty(2, 64, 512), torch.empty(2, 64))
+
+
 def test_gluon_kernel_compiles_for_sm90a():
     """The Gluon kernel compiles for sm_90a on this machine (no GPU): bench/mla_gluon_check.py, two cases."""
     import os
@@ -121,4 +168,16 @@ def test_gluon_kernel_compiles_for_sm90a():
     assert int(re.search(r"smem=\s*(\d+)", ln).group(1)) <= launch.SMEM_LIMIT
     assert re.search(r"spill_st=0\b", ln), ln
     for what in ("cp.async", "wgmma", "mbar.wait", "mbar.arrive", "setmaxnreg"):
+        assert int(re.search(what.replace(".", r"\.") + r"=(\d+)", ln).group(1)) > 0, (what, ln)
+    # the 64-head kernel (gluon64.py): shared memory, register split, mbarrier hand-offs, no cp.async (global
+    # loads into the producer's registers), the e4m3 conversions
+    res = subprocess.run([sys.executable, os.path.join(root, "bench", "mla_gluon_check.py"), "--kernel", "g64",
+                          "--cases", "decode-fp8-64"], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "FAILED" not in lines[0], res.stdout
+    ln = lines[0]
+    assert int(re.search(r"smem=\s*(\d+)", ln).group(1)) <= launch.SMEM_LIMIT
+    assert "ptxas FAILED" not in ln and int(re.search(r"spill_st=(\d+)", ln).group(1)) <= 64, ln
+    for what in ("wgmma", "mbar.wait", "mbar.arrive", "setmaxnreg", "ld.global", "cvt.e4m3"):
         assert int(re.search(what.replace(".", r"\.") + r"=(\d+)", ln).group(1)) > 0, (what, ln)

@@ -5,8 +5,9 @@ sizes. Here: topk 2048 over tens of thousands of slots, every head-count class a
 layouts, D_qk 576 / 512, page sizes 1 / 16 / 64 / 128, topk_length, rows without a valid entry, invalid
 entries pointing at NaN rows, NaN-poisoned outputs, strided outputs, split-K. Every test runs three times:
 DSATTN_SPARSE_MLA_IMPL=triton, =gluon (the Gluon few-head kernel, sm_90 only, wherever a program carries
-at most 32 heads; 64-head programs stay Triton) and =gluon_ws (the warp-specialized Gluon kernel over fp8
-rows, gluon elsewhere; select its cases with -k gluon_ws).
+at most 32 heads; 64-head programs stay Triton), =gluon_ws (the warp-specialized Gluon kernel over fp8
+rows, gluon elsewhere; select its cases with -k gluon_ws) and =gluon64 (the 64-head warp-specialized Gluon
+kernel over fp8 rows: 'native' at >= 33 heads and 'pad64'; what auto runs elsewhere; -k gluon64).
 """
 import pytest
 import torch
@@ -23,7 +24,12 @@ def _is_sm90():
     return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 
 
-@pytest.fixture(autouse=True, params=["triton", "gluon", "gluon_ws"])
+# tests that never launch a 64-head program over fp8 rows (so never reach the gluon64 kernel)
+_NO_G64 = ("test_prefill_heads", "test_repeated_slots_and_no_valid_rows", "test_every_small_head_count",
+           "test_odd_topk", "test_unaligned_rows_rejected", "test_ws_matches_gluon_small")
+
+
+@pytest.fixture(autouse=True, params=["triton", "gluon", "gluon_ws", "gluon64"])
 def impl(request, monkeypatch):
     if request.param != "triton" and not _is_sm90():
         pytest.skip("the Gluon kernel runs on sm_90 only")
@@ -32,6 +38,12 @@ def impl(request, monkeypatch):
         if params.get("h", 0) > 32 or params.get("layout") == "bf16" or request.node.originalname in (
                 "test_prefill_heads", "test_repeated_slots_and_no_valid_rows"):
             pytest.skip("no fp8 rows at <= 32 heads a program: gluon_small or Triton runs, as under the other params")
+    if request.param == "gluon64":
+        params = getattr(getattr(request.node, "callspec", None), "params", {})
+        name = request.node.originalname
+        if (params.get("layout") == "bf16" or name in _NO_G64
+                or (name in ("test_decode_split_k", "test_decode_page_sizes") and params.get("h", 64) < 64)):
+            pytest.skip("no 64-head program over fp8 rows: the other params cover what runs")
     monkeypatch.setenv("DSATTN_SPARSE_MLA_IMPL", request.param)
     return request.param
 
@@ -165,3 +177,35 @@ def test_ws_matches_gluon_small(impl, monkeypatch, layout, d_qk, h):
     ldiff = ((ws[1] - small[1]).abs() / small[1].abs().clamp_min(1)).nan_to_num(0, 0, 0).max().item()
     print(f"gluon_ws vs gluon h={h} {layout}: max |out diff| {diff:.3g}, lse rel {ldiff:.3g}")
     assert diff <= 1e-2 and ldiff <= 1e-6, (diff, ldiff)
+
+
+@pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla", 512), ("fp8_ds_mla_nope", 512)])
+@pytest.mark.parametrize("h", [16, 48, 64, 128])
+def test_g64_matches_triton(impl, monkeypatch, layout, d_qk, h):
+    """The 64-head Gluon kernel (gluon64.py) against the Triton heads-on-M kernel on the same inputs, beside the
+    reference: the same tile numerics (fp16 scaled tile, fp16 P; the RoPE product scaled through q instead of
+    after the product: exact), so outputs agree to accumulation order. 16 heads: the pad64 variant (48 masked
+    heads); 48: one masked 64-head block; 128: two blocks."""
+    if impl != "gluon64":
+        pytest.skip("runs once, under the gluon64 parameter")
+    variant = "pad64" if h <= 32 else None
+    case = make_case(64, h, d_qk, num_slots=20000, topk=2048, layout=layout, block_size=64, with_length=True,
+                     empty_rows=1, seed=11 + h, device=DEV)
+    g64 = _decode(case, variant, out_row_pad=8)
+    monkeypatch.setenv("DSATTN_SPARSE_MLA_IMPL", "triton")
+    tri = _decode(case, variant)
+    check_close(*g64, *case.reference())
+    diff = (g64[0].float() - tri[0].float()).abs().max().item()
+    ldiff = ((g64[1] - tri[1]).abs() / tri[1].abs().clamp_min(1)).nan_to_num(0, 0, 0).max().item()
+    print(f"gluon64 vs triton h={h} {layout} d={d_qk}: max |out diff| {diff:.3g}, lse rel {ldiff:.3g}")
+    assert diff <= 1e-2 and ldiff <= 1e-5, (diff, ldiff)
+
+
+@pytest.mark.parametrize("topk", [64, 100, 2048 + 64])
+def test_g64_odd_topk(impl, topk):
+    """64 heads over a top-k list that is not a multiple of the block (64 keys) or shorter than two half-blocks."""
+    if impl != "gluon64":
+        pytest.skip("runs once, under the gluon64 parameter")
+    case = make_case(10, 64, 576, num_slots=9000, topk=topk, layout="fp8_ds_mla", with_length=True, seed=topk,
+                     device=DEV)
+    check_close(*_decode(case, None), *case.reference())

@@ -74,7 +74,7 @@ def _config(heads_per_program: int, layout: KVLayout, config: TileConfig | None)
     return dataclasses.replace(cfg, block_n=16, num_stages=1) if interpreting() else cfg
 
 
-IMPLS = ("auto", "triton", "gluon", "gluon_ws")
+IMPLS = ("auto", "triton", "gluon", "gluon_ws", "gluon64")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,7 +131,8 @@ def gluon_preferred(layout: KVLayout, hp: int) -> bool:
 def sparse_mla_impl() -> str:
     """DSATTN_SPARSE_MLA_IMPL: 'auto' (default), 'triton', 'gluon' or 'gluon_ws' (forces one kernel for A/B
     runs; 'gluon_ws': the warp-specialized kernel of gluon_ws.py over fp8 rows, 'gluon' elsewhere; 'auto'
-    takes it for fp8 rows at <= 16 heads, ws_preferred)."""
+    takes it for fp8 rows at <= 16 heads, ws_preferred; 'gluon64': the 64-head warp-specialized kernel of
+    gluon64.py for 64-head programs over fp8 rows (not yet run on a GPU), what 'auto' runs elsewhere)."""
     impl = os.environ.get("DSATTN_SPARSE_MLA_IMPL", "auto").strip().lower() or "auto"
     if impl not in IMPLS:
         raise ValueError(f"DSATTN_SPARSE_MLA_IMPL must be one of {list(IMPLS)}, got {impl!r}")
@@ -155,6 +156,8 @@ def use_gluon(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bo
     'gluon': wherever a program carries at most 32 heads, raising ValueError where it cannot run
     instead of falling back silently."""
     impl = impl or sparse_mla_impl()
+    if impl == "gluon64":
+        impl = "auto"  # launches the 64-head kernel does not take run what auto runs
     if impl == "triton":
         return False
     if impl == "gluon_ws":
@@ -180,6 +183,8 @@ def use_gluon_ws(q, flat, layout: KVLayout, hp: int, impl: str | None = None) ->
     (ws_preferred); under DSATTN_SPARSE_MLA_IMPL=gluon_ws over fp8 rows at most 32 heads per program,
     ValueError where that kernel cannot run (as 'gluon')."""
     impl = impl or sparse_mla_impl()
+    if impl == "gluon64":
+        impl = "auto"  # launches the 64-head kernel does not take run what auto runs
     if impl == "auto":
         return ws_preferred(layout, hp) and gluon_usable(q, flat, layout, hp)
     if impl != "gluon_ws" or not layout.is_fp8 or hp > 32:
@@ -190,10 +195,31 @@ def use_gluon_ws(q, flat, layout: KVLayout, hp: int, impl: str | None = None) ->
     return True
 
 
+def use_gluon64(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bool:
+    """Whether run_attention launches gluon64.sparse_mla_g64_kernel: only under DSATTN_SPARSE_MLA_IMPL=gluon64
+    ('auto' never: the kernel has not run on a GPU yet), for 64-head programs over fp8 rows; ValueError where
+    it cannot run (not sm_90, interpreter, rows whose addresses do not keep 16-byte alignment)."""
+    impl = impl or sparse_mla_impl()
+    if impl != "gluon64" or hp != 64 or not layout.is_fp8:
+        return False
+    ok = not interpreting() and q.device.type == "cuda"
+    if ok:
+        from .gluon64 import HAVE_GLUON
+        row_bytes = flat.stride(0) * flat.element_size()
+        ok = (HAVE_GLUON and torch.cuda.get_device_capability(q.device)[0] == 9 and row_bytes % 16 == 0
+              and flat.data_ptr() % 16 == 0 and flat.stride(-1) == 1)
+    if not ok:
+        raise ValueError("DSATTN_SPARSE_MLA_IMPL=gluon64 but the 64-head Gluon kernel cannot run this launch "
+                         f"(device {q.device}, {hp} heads per program, row stride {flat.stride(0)})")
+    return True
+
+
 def kernel_name(q, flat, layout: KVLayout, variant: str) -> str:
-    """'gluon_ws', 'gluon' or 'triton': which kernel run_attention launches for these inputs now (for
+    """'gluon64', 'gluon_ws', 'gluon' or 'triton': which kernel run_attention launches for these inputs now (for
     benchmark records)."""
     hp = heads_per_program(variant, q.shape[1])
+    if use_gluon64(q, flat, layout, hp):
+        return "gluon64"
     if hp <= 32 and use_gluon_ws(q, flat, layout, hp):
         return "gluon_ws"
     return "gluon" if hp <= 32 and use_gluon(q, flat, layout, hp) else "triton"
@@ -265,6 +291,10 @@ def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out
         allow_runtime_loop_bounds()  # the kernels loop to topk_length, a runtime scalar
     t, h, d = q.shape
     hp = heads_per_program(variant, h)
+    if config is None and use_gluon64(q, flat, layout, hp):
+        from .gluon64 import run_attention_g64
+        run_attention_g64(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse)
+        return
     if config is None and use_gluon_ws(q, flat, layout, hp):
         from .gluon_ws import run_attention_ws
         run_attention_ws(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse)
