@@ -131,6 +131,18 @@ def test_gluon64_fits_shared_memory(layout, d_qk):
     assert cfg.producer_warps == 4 and cfg.producer_regs % 8 == 0
 
 
+def test_gluon64_config_knob(monkeypatch):
+    from dsattn.ops.sparse_mla import gluon64
+    monkeypatch.delenv("DSATTN_G64_CONFIG", raising=False)
+    assert gluon64.g64_config(KVLayout.FP8_DS_MLA, 64) == gluon64.G64Config()
+    monkeypatch.setenv("DSATTN_G64_CONFIG", "4/104/32/1")
+    assert gluon64.g64_config(KVLayout.FP8_DS_MLA, 64) == gluon64.G64Config(4, 104, 32, 1)
+    for bad in ("4/104/16/1", "8/104/16/3", "4/100/16/3", "4/120/16/4", "4/120/16", "fast"):
+        monkeypatch.setenv("DSATTN_G64_CONFIG", bad)
+        with pytest.raises(ValueError, match="DSATTN_G64_CONFIG"):
+            gluon64.g64_config(KVLayout.FP8_DS_MLA, 64)
+
+
 def test_gluon64_rejects_bf16_rows():
     from dsattn.ops.sparse_mla import gluon64
     q = torch.zeros(2, 64, 576, dtype=torch.bfloat16)

@@ -209,3 +209,26 @@ def test_g64_odd_topk(impl, topk):
     case = make_case(10, 64, 576, num_slots=9000, topk=topk, layout="fp8_ds_mla", with_length=True, seed=topk,
                      device=DEV)
     check_close(*_decode(case, None), *case.reference())
+
+
+@pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512)])
+def test_g64_producers_agree(impl, layout, d_qk):
+    """The producer shapes of gluon64 (G64Config: the half-block producer, rings of 2 and 3 units) fill the same
+    tiles, so the outputs are bit-identical; each beside the reference."""
+    if impl != "gluon64":
+        pytest.skip("runs once, under the gluon64 parameter")
+    from dsattn.formats import KVLayout
+    from dsattn.ops.sparse_mla import gluon64
+    case = make_case(40, 64, d_qk, num_slots=20000, topk=2048, layout=layout, block_size=64, with_length=True,
+                     empty_rows=1, seed=3, device=DEV)
+    flat = case.cache.flatten(0, 1)
+    outs = []
+    for cfg in (gluon64.G64Config(), gluon64.G64Config(4, 104, 32, 1), gluon64.G64Config(4, 112, 16, 2),
+                gluon64.G64Config(4, 112, 32, 2)):
+        out, lse = poisoned_outputs(40, 64, DEV)
+        gluon64.run_attention_g64(case.q, flat, KVLayout(layout), case.indices, case.sm_scale, case.topk_length,
+                                  out, lse, config=cfg)
+        check_close(out, lse, *case.reference())
+        outs.append((out, lse))
+    for out, lse in outs[1:]:
+        assert torch.equal(out, outs[0][0]) and torch.equal(lse, outs[0][1])

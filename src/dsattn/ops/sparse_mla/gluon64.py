@@ -10,23 +10,25 @@ The computation of kernels.sparse_mla_kernel with HEADS = 64 (heads on M), same 
     O [64, 512] += P V16                            (P fp16, V16 = the fp16 tile in V_SCALE units)
 
 K16 is the scaled fp16 tile of kernels.py (fp8 value x power-of-two group scale x V_SCALE, exact) and q enters
-q . k in fp16 (the V_SCALE folded into the softmax scale), as kernels.py does over fp8 rows. The RoPE part is
-scaled by V_SCALE (a power of two: exact) before its bf16 product instead of after, as in gluon_ws.py, so both
-products accumulate into one S.
+q . k in fp16 (the V_SCALE folded into the softmax scale), as kernels.py does over fp8 rows. The RoPE product
+is scaled by V_SCALE (a power of two: exact) through q_rope, before the product instead of after (gluon_ws.py
+scales the RoPE tile instead), so both products accumulate into one S.
 
 One CTA per (token, 64-head block, split), two partitions (gl.warp_specialize):
 
-  producer (worker partition, PRODUCER_WARPS warps, setmaxnreg PRODUCER_REGS): gathers a block's rows in two
-      half-blocks of 32 entries with plain global loads into registers (8 fp8 values a thread per copy, the
-      fp32 group scale and 8 RoPE values a copy), the next half's loads issued before the current half is
-      converted; converts each half into one of two fp16 tiles [64, 512] (and the pre-scaled RoPE into the
-      tile's bf16 [64, 64]), then fence, partition barrier, arrive on `full[slot]`.
-      No raw shared-memory ring: q (72 KB) + two tiles (144 KB) + P (8 KB) already take 224 KB of the 227.
+  producer (worker partition, PRODUCER_WARPS = 4 warps, setmaxnreg PRODUCER_REGS): gathers rows with plain global
+      loads into registers (latent bytes and RoPE as int32 words: 8 / 16 bytes a thread per copy), converts them
+      by inline PTX (cvt.rn.f16x2.e4m3x2) into one of two fp16 tiles [64, 512] (x group scale x V_SCALE; the
+      scales are loaded at conversion time, after the same rows' latent bytes) and copies the RoPE bytes into the
+      tile's bf16 [64, 64]; then fence, partition barrier, arrive on `full[slot]`. Two shapes (G64Config): a ring
+      of DEPTH units of UNIT rows loaded ahead, each unit stored in one latent and one RoPE store, the unit DEPTH
+      places later loaded into the registers it freed (_producer_ring; default 3 x 16 rows); or half-blocks
+      reloaded group by group (_producer, depth 1). No raw shared-memory ring: q (72 KB) + two tiles (144 KB)
+      + P (8 KB) already take 224 KB of the 227.
   consumer (default partition, 8 warps = two warpgroups): the MMA layouts put warpgroup w on columns
       [w * N / 2, (w + 1) * N / 2) of each product: S's keys 32w..32w+31 (wgmma N = 32) and O's latent columns
-      256w..256w+255 (wgmma N = 256, O [64, 256] fp32 = 128 registers a thread). The row max of S crosses the
-      warpgroups (the compiler's reduction through shared memory); the row sum does not: each thread keeps its
-      own partial sums as a [64, BN] tensor and sums it once, in the epilogue. P goes through shared memory
+      256w..256w+255 (wgmma N = 256, O [64, 256] fp32 = 128 registers a thread). The row max and row sum of
+      S cross the warpgroups (the compiler's reductions through shared memory). P goes through shared memory
       (each warpgroup writes its 32 keys, both read all 64). Before waiting for block b, both warpgroups
       retire block b - 1's P @ V, pass a partition barrier and arrive on `free[slot of b - 1]`.
 
@@ -38,6 +40,7 @@ bf16 rows are not handled (launch.py keeps the Triton kernel for them).
 from __future__ import annotations
 
 import dataclasses
+import os
 
 try:
     from triton.experimental import gluon
@@ -60,10 +63,15 @@ SMEM_MARGIN = 1024   # mbarriers and the compiler's reduction scratch
 
 @dataclasses.dataclass(frozen=True)
 class G64Config:
-    """Launch configuration of sparse_mla_g64_kernel: the producer partition's warps (4: one warpgroup, or 8)
-    and register budget (setmaxnreg; the consumer warpgroups get the rest of the register file)."""
+    """Launch configuration of sparse_mla_g64_kernel: the producer partition's warps (4: one warpgroup; 8 does not
+    compile: 512 threads cap the kernel at 128 registers) and register budget (setmaxnreg; the consumer
+    warpgroups get the rest of the register file), and the producer's shape: depth 1 = half-blocks (unit 32),
+    reloaded group by group (_producer); depth 2 or 3 = a ring of that many units of `unit` rows (16 or 32)
+    loaded ahead (_producer_ring)."""
     producer_warps: int = 4
-    producer_regs: int = 104
+    producer_regs: int = 120
+    unit: int = 16
+    depth: int = 3
 
 
 def g64_smem_bytes(layout: KVLayout, d_qk: int) -> int:
@@ -74,10 +82,32 @@ def g64_smem_bytes(layout: KVLayout, d_qk: int) -> int:
     return q + tiles + HP * BN * 2
 
 
+def parse_g64_config(spec: str) -> G64Config:
+    """'warps/regs/unit/depth' (e.g. '4/104/32/1') -> G64Config, ValueError naming DSATTN_G64_CONFIG when it is
+    not one the kernel takes."""
+    try:
+        fields = [int(x) for x in spec.split("/")]
+        if len(fields) != 4:
+            raise ValueError
+        cfg = G64Config(*fields)
+    except ValueError:
+        raise ValueError(f"DSATTN_G64_CONFIG must be warps/regs/unit/depth, e.g. 4/120/16/3, got {spec!r}") from None
+    ok = (cfg.producer_warps == 4 and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
+          and ((cfg.depth == 1 and cfg.unit == HB) or (cfg.depth in (2, 3) and cfg.unit in (16, 32))))
+    if not ok:
+        raise ValueError("DSATTN_G64_CONFIG: producer warps 4, registers a multiple of 8 in [24, 160], depth 1 with "
+                         f"unit 32 or depth 2 / 3 with unit 16 / 32; got {spec!r}")
+    return cfg
+
+
 def g64_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> G64Config:
-    """The default launch (a guess, not measured: bench/mla_gluon_check.py --kernel g64 shows that it compiles
-    without spills; the device sweep has not run)."""
-    return G64Config()
+    """The default launch: a prediction, not measured (the device sweep has not run). Of the producers that
+    compile without spilling in their loop (bench/mla_gluon_check.py --kernel g64, notes/sparse_mla.md), the one
+    with the most rows in flight: a ring of 3 units of 16 rows, producer 120 registers (consumer 192, no spill).
+    DSATTN_G64_CONFIG='warps/regs/unit/depth' overrides it (for `dsattn bench ab --a env:DSATTN_G64_CONFIG=...`
+    sweeps; read at launch time)."""
+    spec = os.environ.get("DSATTN_G64_CONFIG", "").strip()
+    return parse_g64_config(spec) if spec else G64Config()
 
 
 if HAVE_GLUON:
@@ -108,10 +138,11 @@ if HAVE_GLUON:
         return gl.load(idx_row + j, mask=j < hi, other=-1)
 
     @gluon.jit
-    def _entries(idx_row, start, hi, PW: gl.constexpr):
-        """A half-block's raw entries in the row layouts of its loads (latent + scales, RoPE)."""
-        return (_idx(idx_row, start, hi, HALF, gl.SliceLayout(1, _lat_layout(PW))),
-                _idx(idx_row, start, hi, HALF, gl.SliceLayout(1, _rope_layout(PW))))
+    def _entries(idx_row, start, hi, PW: gl.constexpr, R: gl.constexpr = HALF):
+        """R raw entries (a half-block or a unit of the ring producer) in the row layouts of their loads
+        (latent + scales, RoPE)."""
+        return (_idx(idx_row, start, hi, R, gl.SliceLayout(1, _lat_layout(PW))),
+                _idx(idx_row, start, hi, R, gl.SliceLayout(1, _rope_layout(PW))))
 
     @gluon.jit
     def _load_group(ix, g: gl.constexpr, num_slots, lat_ptr, stride_lat: gl.constexpr, PW: gl.constexpr):
@@ -217,6 +248,77 @@ if HAVE_GLUON:
             mbarrier.arrive(full.index(slot), count=1)
 
     @gluon.jit
+    def _load_unit(ix, num_slots, lat_ptr, rope_ptr, stride_lat: gl.constexpr, stride_rope: gl.constexpr,
+                   HAS_ROPE: gl.constexpr, PW: gl.constexpr):
+        """All loads of one unit of rows (latent words of the four groups, RoPE words)."""
+        return (_load_group(ix, 0, num_slots, lat_ptr, stride_lat, PW),
+                _load_group(ix, 1, num_slots, lat_ptr, stride_lat, PW),
+                _load_group(ix, 2, num_slots, lat_ptr, stride_lat, PW),
+                _load_group(ix, 3, num_slots, lat_ptr, stride_lat, PW),
+                _load_rope(ix, num_slots, rope_ptr, stride_rope, HAS_ROPE, PW))
+
+    @gluon.jit
+    def _group_f16(w, sc):
+        v = _fp8x4_to_f16(w)
+        return v * gl.convert_layout((sc * V_SCALE).to(gl.float16), gl.SliceLayout(1, v.type.layout))[:, None]
+
+    @gluon.jit
+    def _store_unit(u, ix, num_slots, scale_ptr, stride_scale: gl.constexpr, rows, rope_rows,
+                    HAS_ROPE: gl.constexpr):
+        """One unit of loaded rows into its tile rows with one store for the latent (the four converted groups
+        joined back into [R, 512]: one partition barrier per unit instead of one per group) and one for
+        the RoPE; scales loaded here (after the unit's latent bytes), numerics as _store_group."""
+        w0, w1, w2, w3, rope = u
+        ix_lat, ix_rope = ix
+        valid = (ix_lat >= 0) & (ix_lat < num_slots)
+        row_sc = scale_ptr + gl.where(valid, ix_lat, 0).to(gl.int64) * stride_scale
+        v0 = _group_f16(w0, gl.load(row_sc, mask=valid, other=0.0))
+        v1 = _group_f16(w1, gl.load(row_sc + 1, mask=valid, other=0.0))
+        v2 = _group_f16(w2, gl.load(row_sc + 2, mask=valid, other=0.0))
+        v3 = _group_f16(w3, gl.load(row_sc + 3, mask=valid, other=0.0))
+        # join(join(v0, v1), join(v2, v3))[r, c, a, b] = v(2b + a)[r, c] -> [r, b, a, c] -> column 128 (2b + a) + c
+        v = gl.permute(gl.join(gl.join(v0, v1), gl.join(v2, v3)), (0, 3, 2, 1))
+        rows.store(gl.reshape(v, [v0.shape[0], 512]))
+        if HAS_ROPE:
+            rope_rows.store(_words_to_bf16(rope))
+
+    @gluon.jit
+    def _producer_ring(idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, k16, rope16, full, free,
+                       stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
+                       HAS_ROPE: gl.constexpr, UNIT: gl.constexpr, DEPTH: gl.constexpr, PW: gl.constexpr):
+        """The producer as a register ring: units of UNIT rows, DEPTH units loaded ahead (2 or 3); after a unit
+        is stored, the unit DEPTH places later is loaded into the registers it freed."""
+        gl.static_assert(DEPTH == 2 or DEPTH == 3, "a ring of 2 or 3 units")
+        UPB: gl.constexpr = KB // UNIT
+        nblocks = gl.cdiv(hi - lo, KB)
+        e0 = _entries(idx_row, lo, hi, PW, UNIT)
+        u0 = _load_unit(e0, num_slots, lat_ptr, rope_ptr, stride_lat, stride_rope, HAS_ROPE, PW)
+        e1 = _entries(idx_row, lo + UNIT, hi, PW, UNIT)
+        u1 = _load_unit(e1, num_slots, lat_ptr, rope_ptr, stride_lat, stride_rope, HAS_ROPE, PW)
+        if DEPTH == 3:
+            e2 = _entries(idx_row, lo + 2 * UNIT, hi, PW, UNIT)
+            u2 = _load_unit(e2, num_slots, lat_ptr, rope_ptr, stride_lat, stride_rope, HAS_ROPE, PW)
+        nx = _entries(idx_row, lo + DEPTH * UNIT, hi, PW, UNIT)
+        for b in range(nblocks):
+            slot = b % 2
+            for k in gl.static_range(UPB):
+                j = b * UPB + k
+                if k == 0:
+                    # the consumer is done with block b - 2's tile (mbarriers start with phase 1 complete)
+                    mbarrier.wait(free.index(slot), ((b // 2) & 1) ^ 1)
+                _store_unit(u0, e0, num_slots, scale_ptr, stride_scale, k16.index(slot).slice(k * UNIT, UNIT, dim=0),
+                            rope16.index(slot).slice(k * UNIT, UNIT, dim=0), HAS_ROPE)
+                new = _load_unit(nx, num_slots, lat_ptr, rope_ptr, stride_lat, stride_rope, HAS_ROPE, PW)
+                if DEPTH == 3:
+                    u0, e0, u1, e1, u2, e2 = u1, e1, u2, e2, new, nx
+                else:
+                    u0, e0, u1, e1 = u1, e1, new, nx
+                nx = _entries(idx_row, lo + (j + DEPTH + 1) * UNIT, hi, PW, UNIT)
+            fence_async_shared()  # the tile is read by wgmma (async proxy)
+            gl.thread_barrier()
+            mbarrier.arrive(full.index(slot), count=1)
+
+    @gluon.jit
     def _consumer(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
                   out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                   q_smem, qr_smem, k16, rope16, p_smem, full, free,
@@ -303,7 +405,8 @@ if HAVE_GLUON:
             num_slots, num_heads, topk, keys_per_split, qk_scale,
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
-            PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
+            PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, UNIT: gl.constexpr, DEPTH: gl.constexpr,
+            num_warps: gl.constexpr):
         """Grid (T, cdiv(num_heads, 64), splits); arguments as kernels.sparse_mla_kernel (fp8 rows)."""
         t = gl.program_id(0).to(gl.int64)
         h0 = gl.program_id(1) * HEADS
@@ -337,13 +440,23 @@ if HAVE_GLUON:
         hi = gl.minimum(lo + keys_per_split, end)
         idx_row = idx_ptr + t * stride_it
 
-        gl.warp_specialize([
-            (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
-                         out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
-                         q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, num_warps)),
-            (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, k16, rope16, full, free,
-                         stride_lat, stride_scale, stride_rope, HAS_ROPE, PRODUCER_WARPS)),
-        ], [PRODUCER_WARPS], [PRODUCER_REGS])
+        if DEPTH == 1:
+            gl.static_assert(UNIT == HALF, "depth 1: half-blocks")
+            gl.warp_specialize([
+                (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
+                             qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
+                             stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, num_warps)),
+                (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, k16, rope16, full, free,
+                             stride_lat, stride_scale, stride_rope, HAS_ROPE, PRODUCER_WARPS)),
+            ], [PRODUCER_WARPS], [PRODUCER_REGS])
+        else:
+            gl.warp_specialize([
+                (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
+                             qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
+                             stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, num_warps)),
+                (_producer_ring, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, k16, rope16, full, free,
+                                  stride_lat, stride_scale, stride_rope, HAS_ROPE, UNIT, DEPTH, PRODUCER_WARPS)),
+            ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
 
 def run_attention_g64(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out, lse, splits: int = 1,
@@ -359,7 +472,7 @@ def run_attention_g64(q, flat, layout: KVLayout, indices, sm_scale, topk_length,
     sparse_mla_g64_kernel[grid](
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
-        cfg.producer_warps, cfg.producer_regs,
+        cfg.producer_warps, cfg.producer_regs, cfg.unit, cfg.depth,
         num_warps=CONSUMER_WARPS,
     )
     launch.combine_splits(out, lse, part_o, part_lse, splits)
