@@ -341,7 +341,7 @@ if HAVE_GLUON:
         q_smem.store(gl.load(q_row + qd[None, :], mask=(qh < num_heads)[:, None], other=0.0).to(gl.float16))
         if HAS_ROPE:
             qr = gl.arange(0, 64, gl.SliceLayout(0, Q_L))
-            # times V_SCALE (exact in bf16): the RoPE product lands in the V_SCALE units of the fp16 tile's
+            # times V_SCALE (exact in bf16): the RoPE product lands in the fp16 tile's V_SCALE units
             qr_q = gl.load(q_row + 512 + qr[None, :], mask=(qh < num_heads)[:, None], other=0.0)
             qr_smem.store((qr_q.to(gl.float32) * V_SCALE).to(gl.bfloat16))
         qk_scale = qk_scale * 256.0  # S is in V_SCALE units
