@@ -178,6 +178,12 @@ def ws_preferred(layout: KVLayout, hp: int) -> bool:
     return layout.is_fp8 and hp <= 16
 
 
+def _have_ws() -> bool:
+    """gluon_ws imports more of Gluon (mbarrier, warp_specialize) than gluon_small: its own guard."""
+    from .gluon_ws import HAVE_GLUON
+    return HAVE_GLUON
+
+
 def use_gluon_ws(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bool:
     """Whether run_attention launches gluon_ws.sparse_mla_ws_kernel: under 'auto' where usable and preferred
     (ws_preferred); under DSATTN_SPARSE_MLA_IMPL=gluon_ws over fp8 rows at most 32 heads per program,
@@ -186,10 +192,10 @@ def use_gluon_ws(q, flat, layout: KVLayout, hp: int, impl: str | None = None) ->
     if impl == "gluon64":
         impl = "auto"  # launches the 64-head kernel does not take run what auto runs
     if impl == "auto":
-        return ws_preferred(layout, hp) and gluon_usable(q, flat, layout, hp)
+        return ws_preferred(layout, hp) and gluon_usable(q, flat, layout, hp) and _have_ws()
     if impl != "gluon_ws" or not layout.is_fp8 or hp > 32:
         return False
-    if not gluon_usable(q, flat, layout, hp):
+    if not (gluon_usable(q, flat, layout, hp) and _have_ws()):
         raise ValueError("DSATTN_SPARSE_MLA_IMPL=gluon_ws but the Gluon kernels cannot run this launch "
                          f"(device {q.device}, {hp} heads per program, row stride {flat.stride(0)})")
     return True
