@@ -19,35 +19,17 @@ import tempfile
 os.environ.pop("TRITON_INTERPRET", None)
 
 import torch  # noqa: E402
-import triton  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource, make_backend  # noqa: E402
-from triton.runtime.jit import create_function_from_signature  # noqa: E402
 
 from dsattn.formats import KVLayout, pack_latent_rows  # noqa: E402
 from dsattn.ops.sparse_mla import launch  # noqa: E402
 from dsattn.ops.sparse_mla.launch import TileConfig  # noqa: E402
 
-TARGET = GPUTarget("cuda", 90, 32)
-PTXAS = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _sm90 import PTXAS, Intercept  # noqa: E402
 
 
-class _Intercept:
-    """Stands in for a JITFunction: kernel[grid](*args, **kw) compiles for TARGET and records ptxas output."""
-
-    def __init__(self, fn, sink):
-        self.fn, self.sink = fn, sink
-
-    def __getitem__(self, grid):
-        def call(*args, **kwargs):
-            backend = make_backend(TARGET)
-            binder = create_function_from_signature(self.fn.signature, self.fn.params, backend)
-            bound, spec, options = binder(*args, **kwargs)
-            options, signature, constexprs, attrs = self.fn._pack_args(backend, kwargs, bound, spec, options)
-            compiled = triton.compile(ASTSource(self.fn, signature, constexprs, attrs), target=TARGET,
-                                      options=options.__dict__)
-            self.sink.append((self.fn.__name__, compiled))
-        return call
+def _intercept(fn, sink):
+    return Intercept(fn, lambda f, compiled, options: sink.append((f.__name__, compiled)))
 
 
 def ptxas_report(ptx: str) -> str:
@@ -94,7 +76,7 @@ def main():
                              True if "k" in flags else (False if "h" in flags else None))
             sink = []
             saved = launch.sparse_mla_kernel
-            launch.sparse_mla_kernel = _Intercept(saved, sink)
+            launch.sparse_mla_kernel = _intercept(saved, sink)
             try:
                 out = torch.empty(q.shape[0], q.shape[1], 512, dtype=torch.bfloat16)
                 lse = torch.empty(q.shape[0], q.shape[1])

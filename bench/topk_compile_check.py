@@ -22,35 +22,18 @@ import tempfile
 os.environ.pop("TRITON_INTERPRET", None)
 
 import torch  # noqa: E402
-import triton  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource, make_backend  # noqa: E402
-from triton.runtime.jit import create_function_from_signature  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from topk_v3 import STAGE_CUTS, VARIANTS  # noqa: E402
 
 from dsattn.ops.topk import select, topk_scratch_spec  # noqa: E402
 
-TARGET = GPUTarget("cuda", 90, 32)
-BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+from _sm90 import BIN, Intercept  # noqa: E402
 KERNELS = ["_v4_tau", "_v4_filter", "_v4_select", "_v4_filter_tau", "_topk_kernel"]
 
 
-class _Intercept:
-    def __init__(self, fn, sink):
-        self.fn, self.sink = fn, sink
-
-    def __getitem__(self, grid):
-        def call(*args, **kwargs):
-            backend = make_backend(TARGET)
-            binder = create_function_from_signature(self.fn.signature, self.fn.params, backend)
-            bound, spec, options = binder(*args, **kwargs)
-            options, signature, constexprs, attrs = self.fn._pack_args(backend, kwargs, bound, spec, options)
-            compiled = triton.compile(ASTSource(self.fn, signature, constexprs, attrs), target=TARGET,
-                                      options=options.__dict__)
-            self.sink.append((self.fn.__name__, compiled, options.num_warps))
-        return call
+def _intercept(fn, sink):
+    return Intercept(fn, lambda f, compiled, options: sink.append((f.__name__, compiled, options.num_warps)))
 
 
 def sass_loops(sass: str) -> list[tuple[int, int, int]]:
@@ -125,7 +108,7 @@ def main(argv=None) -> int:
         kw = dict(VARIANTS.get(name) or STAGE_CUTS[name])
         sink = []
         for n, fn in saved.items():
-            setattr(select, n, _Intercept(fn, sink))
+            setattr(select, n, _intercept(fn, sink))
         try:
             select.launch_topk(x, lengths, k, out, scratch, **kw)
         except Exception as e:  # noqa: BLE001
