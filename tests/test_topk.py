@@ -34,26 +34,35 @@ def _run(logits, lengths, k, **kw):
 
 # v3 (the fused kernel) and v4 (threshold, filter, select) with each k-th-largest mode; v4 with one
 # filter program per row (candidates in column order) and with several (atomic slots, order free)
-VERSIONS = [dict(version=3), dict(version=4, mode=0, tau_mode=0, tau_top=0), dict(version=4, mode=1), dict(version=4, mode=2),
-            dict(version=4, mode=2, segs=4, rows_per_thread=1), dict(version=4, mode=1, tau_mode=1, segs=2),
-            dict(version=4, mode=2, prefetch=False, filt_warps=2, rows_per_thread=1, filt_stages=2),
-            dict(version=4, mode=0, rows_per_thread=1, segs=1),
-            # the split select (the bucket's steps over a small tensor) and the split, truncated threshold
-            dict(version=4, mode=2, split=1, small=8, tau_mode=2, tau_split=1, tau_small=8, tau_top=5),
-            dict(version=4, mode=2, split=2, small=4, tau_mode=2, tau_top=2, segs=4, rows_per_thread=1),
-            # early-stopping steps (select and threshold), the threshold fused into one filter program per
-            # row, and early steps with several filter programs per row (unordered; fuse_tau then unused)
-            dict(version=4, early=True, tau_early=True, tau_top=0, segs=1),
-            dict(version=4, early=True, tau_early=True, fuse_tau=True, segs=1, rows_per_thread=1),
-            dict(version=4, early=True, tau_early=True, fuse_tau=True, segs=4, rows_per_thread=1),
-            # the default before early / tau_early / fuse_tau (mode 2's full steps and tie scan, _v4_tau launched
-            # beside one filter program per row): still a knob setting, no longer covered by the entries above
-            dict(version=4, early=False, tau_early=False, fuse_tau=False, segs=1, rows_per_thread=1)]
-VIDS = ["v3", "v4m0", "v4m1", "v4m2", "v4seg4", "v4m1seg2", "v4w2", "v4tiles", "v4split", "v4split_seg4",
-        "v4early", "v4fuse", "v4early_seg4", "v4d2"]
+CONFIGS = {
+    "v3": dict(version=3),
+    "v4m0": dict(version=4, mode=0, tau_mode=0, tau_top=0),
+    "v4m1": dict(version=4, mode=1),
+    "v4m2": dict(version=4, mode=2),
+    "v4seg4": dict(version=4, mode=2, segs=4, rows_per_thread=1),
+    "v4m1seg2": dict(version=4, mode=1, tau_mode=1, segs=2),
+    "v4w2": dict(version=4, mode=2, prefetch=False, filt_warps=2, rows_per_thread=1, filt_stages=2),
+    "v4tiles": dict(version=4, mode=0, rows_per_thread=1, segs=1),
+    # the split select (the bucket's steps over a small tensor) and the split, truncated threshold
+    "v4split": dict(version=4, mode=2, split=1, small=8, tau_mode=2, tau_split=1, tau_small=8, tau_top=5),
+    "v4split_seg4": dict(version=4, mode=2, split=2, small=4, tau_mode=2, tau_top=2, segs=4, rows_per_thread=1),
+    # early-stopping steps (select and threshold), the threshold fused into one filter program per
+    # row, and early steps with several filter programs per row (unordered; fuse_tau then unused)
+    "v4early": dict(version=4, early=True, tau_early=True, tau_top=0, segs=1),
+    "v4fuse": dict(version=4, early=True, tau_early=True, fuse_tau=True, segs=1, rows_per_thread=1),
+    "v4early_seg4": dict(version=4, early=True, tau_early=True, fuse_tau=True, segs=4, rows_per_thread=1),
+    # the default before early / tau_early / fuse_tau (mode 2's full steps and tie scan, _v4_tau launched
+    # beside one filter program per row): still a knob setting, no longer covered by the entries above
+    "v4d2": dict(version=4, early=False, tau_early=False, fuse_tau=False, segs=1, rows_per_thread=1),
+}
 
 
-@pytest.mark.parametrize("v", VERSIONS[:4] + VERSIONS[8:11] + VERSIONS[13:], ids=VIDS[:4] + VIDS[8:11] + VIDS[13:])
+def configs(*names):
+    """pytest params of the named CONFIGS (all of them when no name is given), ids = names."""
+    return [pytest.param(CONFIGS[n], id=n) for n in (names or CONFIGS)]
+
+
+@pytest.mark.parametrize("v", configs("v3", "v4m0", "v4m1", "v4m2", "v4split", "v4split_seg4", "v4early", "v4d2"))
 @pytest.mark.parametrize("k, w", [(4, 12), (8, 16), (8, 40), (16, 31)])
 def test_rows_in_registers(k, w, v):
     t = 6
@@ -63,7 +72,7 @@ def test_rows_in_registers(k, w, v):
     _assert_same_sets(_run(logits, lengths, k, **v), _expected(logits, lengths, k))
 
 
-@pytest.mark.parametrize("v", VERSIONS, ids=VIDS)
+@pytest.mark.parametrize("v", configs())
 def test_sample_path_and_fallback(v):
     """Rows longer than the capacity: random rows take the sampled candidates, tie-heavy ones fall back."""
     k, w = 8, 300
@@ -76,7 +85,7 @@ def test_sample_path_and_fallback(v):
     _assert_same_sets(_run(logits, lengths, k, cap=32, sample=16, **v), _expected(logits, lengths, k))
 
 
-@pytest.mark.parametrize("v", VERSIONS, ids=VIDS)
+@pytest.mark.parametrize("v", configs())
 def test_ties_go_to_lower_columns(v):
     k, w = 4, 64
     logits = torch.zeros(2, w)
@@ -87,8 +96,8 @@ def test_ties_go_to_lower_columns(v):
     assert sorted(got[1].tolist()) == [0, 1, 2, 3]
 
 
-@pytest.mark.parametrize("v", [VERSIONS[i] for i in (1, 4, 5, 7, 8, 9, 10, 11, 12, 13)],
-                         ids=[VIDS[i] for i in (1, 4, 5, 7, 8, 9, 10, 11, 12, 13)])
+@pytest.mark.parametrize("v", configs("v4m0", "v4seg4", "v4m1seg2", "v4tiles", "v4split", "v4split_seg4", "v4early",
+                                     "v4fuse", "v4early_seg4", "v4d2"))
 def test_v4_candidates_with_ties_at_the_cut(v):
     """Long rows whose k-th key is tied among candidates spread over the row (and over the filter's
     segments): the lower columns win, whatever order the candidates were stored in."""
@@ -105,8 +114,8 @@ def test_v4_candidates_with_ties_at_the_cut(v):
     assert sorted(got[0].tolist()) == [7, 20, 60, 100, 200, 260, 300, 450]
 
 
-@pytest.mark.parametrize("v", [VERSIONS[i] for i in (2, 3, 5, 8, 9, 11, 12, 13)],
-                         ids=[VIDS[i] for i in (2, 3, 5, 8, 9, 11, 12, 13)])
+@pytest.mark.parametrize("v", configs("v4m1", "v4m2", "v4m1seg2", "v4split", "v4split_seg4", "v4fuse", "v4early_seg4",
+                                     "v4d2"))
 def test_v4_random_rows(v):
     """Random widths, lengths and value spreads (one tied, one constant, one -inf row) at k = 16."""
     k, w = 16, 1000
