@@ -236,6 +236,10 @@ def run_indexer_prefill(args) -> list[dict]:
     t_logits = time_ms(logits_only, warmup_ms=50, rep_ms=rep)
     variants = [("default", None)] + [(str(o), o) for o in (getattr(args, "prefill_topk", None) or [])]
     rows = []
+    serial_sets = {}  # variant -> the serial pipeline's own output, rows sorted (the two-stream run must match it)
+
+    def differing(a, b):
+        return int((a.sort(dim=1).values != b.sort(dim=1).values).any(dim=1).sum())
     for name, opts in variants:
         tk = _prefill_topk_fn(opts)
 
@@ -253,6 +257,7 @@ def run_indexer_prefill(args) -> list[dict]:
         try:
             ours()
             torch.cuda.synchronize()
+            serial_sets[name] = result.clone()
             # check: every row's set against torch.topk of the same logits (rows spread over the chunks)
             bad = 0
             for (a, b), logits in zip(chunks, kept):
@@ -264,6 +269,9 @@ def run_indexer_prefill(args) -> list[dict]:
                         want = torch.topk(logits[r - a, :m], TOPK).indices.int().sort().values
                         bad += int(not torch.equal(result[r].sort().values, want))
             row["checked_rows_with_other_set"] = bad
+            # and the pipeline's own output (logits rewritten into one buffer chunk by chunk) against the
+            # top-k of the kept logits just computed, every row
+            row["pipeline_rows_differing"] = differing(serial_sets[name], result)
             row["ms"] = time_ms(ours, warmup_ms=50, rep_ms=rep)
             row["logits_only_ms"] = t_logits
             row["topk_only_ms"] = time_ms(topk_only, warmup_ms=50, rep_ms=rep)
@@ -310,6 +318,8 @@ def run_indexer_prefill(args) -> list[dict]:
             overlapped()
             torch.cuda.synchronize()
             row["unwritten_rows"] = int((result == -7).any(dim=1).sum())
+            if name in serial_sets:
+                row["rows_differing_from_serial"] = differing(result, serial_sets[name])
             row["ms"] = time_ms(overlapped, warmup_ms=50, rep_ms=rep)
         except Exception as e:  # noqa: BLE001
             row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
