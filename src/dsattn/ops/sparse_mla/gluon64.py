@@ -53,6 +53,9 @@ except Exception:  # pragma: no cover - older triton without Gluon
 
 from ...formats import LATENT_DIM, KVLayout
 
+if HAVE_GLUON:
+    from .gluon_small import _idx  # noqa: F401 (used inside the kernels)
+
 BN = 64    # keys per block (S's N; P @ V's K)
 HB = 32    # keys per producer half-block
 HP = 64    # heads per program (wgmma M)
@@ -130,12 +133,6 @@ if HAVE_GLUON:
     def _rope_layout(num_warps):
         """[HALF, 32] int32 words (2 bf16 RoPE values each): 4 words (16 bytes) a thread per copy."""
         return gl.BlockedLayout([1, 4], [4, 8], [num_warps, 1], [1, 0])
-
-    @gluon.jit
-    def _idx(idx_row, start, hi, N: gl.constexpr, L: gl.constexpr):
-        """Raw top-k entries [start, start + N) in layout L (-1 past hi)."""
-        j = start + gl.arange(0, N, L)
-        return gl.load(idx_row + j, mask=j < hi, other=-1)
 
     @gluon.jit
     def _entries(idx_row, start, hi, PW: gl.constexpr, R: gl.constexpr = HALF):

@@ -51,9 +51,9 @@ if HAVE_GLUON:
 
 if HAVE_GLUON:
     @gluon.constexpr_function
-    def _copy_layout(rows, cols, elem_bytes, num_warps):
+    def _copy_layout(cols, elem_bytes, num_warps):
         """Blocked layout of a [rows, cols] gather: 16 bytes (or the row, if shorter) per thread per copy,
-        threads along the row first, no thread holding a duplicate element when rows allow it."""
+        threads along the row first. (Shared with gluon_ws.py and gluon64.py, as are _scale_layout and _idx.)"""
         vec = max(1, min(16 // elem_bytes, cols))
         tc = max(1, min(32, cols // vec))
         tr = 32 // tc
@@ -119,10 +119,10 @@ if HAVE_GLUON:
         LAT_DT: gl.constexpr = gl.float8e4nv if FP8 else gl.bfloat16
         LAT_BYTES: gl.constexpr = 1 if FP8 else 2
         Q_DT: gl.constexpr = gl.float16 if FP8 else gl.bfloat16
-        LAT_L: gl.constexpr = _copy_layout(BN, 512, LAT_BYTES, num_warps)
+        LAT_L: gl.constexpr = _copy_layout(512, LAT_BYTES, num_warps)
         SC_L: gl.constexpr = _scale_layout(BN, num_warps)
-        ROPE_L: gl.constexpr = _copy_layout(BN, 64, 2, num_warps)
-        CVT_L: gl.constexpr = _copy_layout(BN, 128, LAT_BYTES, num_warps)   # one 128-column group
+        ROPE_L: gl.constexpr = _copy_layout(64, 2, num_warps)
+        CVT_L: gl.constexpr = _copy_layout(128, LAT_BYTES, num_warps)   # one 128-column group
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
         # S^T [BN, HP]: two warpgroups split the heads; O^T [512, HP]: they split the 512 latent rows
         WG: gl.constexpr = num_warps // 4

@@ -43,6 +43,9 @@ except Exception:  # pragma: no cover - older triton without Gluon
 
 from ...formats import LATENT_DIM, KVLayout
 
+if HAVE_GLUON:
+    from .gluon_small import _copy_layout, _idx, _scale_layout  # noqa: F401 (used inside the kernels)
+
 BN = 64   # keys per block (wgmma M)
 HB = 32   # keys per gathered half-block (the raw ring's unit)
 SMEM_LIMIT = 232448  # bytes of shared memory one CTA may use on sm_90
@@ -89,26 +92,6 @@ if HAVE_GLUON:
     NEG_INF = gl.constexpr(float("-inf"))
     KB = gl.constexpr(BN)
     HALF = gl.constexpr(HB)
-
-    @gluon.constexpr_function
-    def _copy_layout(cols, elem_bytes, num_warps):
-        """Blocked layout of a [rows, cols] gather: 16 bytes per thread per copy, threads along the row first."""
-        vec = max(1, min(16 // elem_bytes, cols))
-        tc = max(1, min(32, cols // vec))
-        return gl.BlockedLayout([1, vec], [32 // tc, tc], [num_warps, 1], [1, 0])
-
-    @gluon.constexpr_function
-    def _scale_layout(rows, num_warps):
-        """[rows, 4] fp32 group scales: one 4..16-byte copy per (row, thread)."""
-        vec = max(1, min(4, (4 * rows) // (32 * num_warps)))
-        tc = 4 // vec
-        return gl.BlockedLayout([1, vec], [32 // tc, tc], [num_warps, 1], [1, 0])
-
-    @gluon.jit
-    def _idx(idx_row, start, hi, N: gl.constexpr, L: gl.constexpr):
-        """Raw top-k entries [start, start + N) in layout L (-1 past hi)."""
-        j = start + gl.arange(0, N, L)
-        return gl.load(idx_row + j, mask=j < hi, other=-1)
 
     @gluon.jit
     def _entries(idx_row, start, hi, PW: gl.constexpr):
