@@ -49,6 +49,17 @@ def _lse_rel(lse, ref) -> float:
     return float(torch.where(lse == ref, torch.zeros_like(rel), rel).max())  # max propagates NaN
 
 
+def _checked_time(fn, out, lse, ref_o, ref_l, rep_ms):
+    """Poison out / lse, run fn once, compare with the reference outputs, then time fn.
+    -> (ms, max abs out difference, largest relative lse difference); exceptions propagate."""
+    out.fill_(float("nan"))
+    lse.fill_(float("nan"))
+    fn()
+    torch.cuda.synchronize()
+    diff = float((out.float() - ref_o.float()).abs().max())
+    return time_ms(fn, rep_ms=rep_ms), diff, _lse_rel(lse, ref_l)
+
+
 def ws_main(args) -> int:
     dev = torch.device("cuda")
     rows = []
@@ -67,16 +78,10 @@ def ws_main(args) -> int:
         print(f"decode {layout:16s} t={tokens} h={heads:3d} gluon          {ms:.4f} ms", flush=True)
         for st, regs, pw in configs:
             cfg = gluon_ws.WsConfig(st, regs, pw)
-            out.fill_(float("nan"))
-            lse.fill_(float("nan"))
             fn = lambda: gluon_ws.run_attention_ws(case.q, flat, case.layout, case.indices, case.sm_scale, None, out,
                                                    lse, config=cfg)
             try:
-                fn()
-                torch.cuda.synchronize()
-                diff = float((out.float() - ref_o.float()).abs().max())
-                ldiff = _lse_rel(lse, ref_l)
-                ms = time_ms(fn, rep_ms=args.rep_ms)
+                ms, diff, ldiff = _checked_time(fn, out, lse, ref_o, ref_l, args.rep_ms)
             except Exception as e:  # noqa: BLE001
                 print(f"  ws {st}/{regs}/{pw} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
                 continue
@@ -119,16 +124,10 @@ def main():
         print(f"{kind:8s} {layout:16s} t={tokens} h={heads:3d} triton          {ms:.4f} ms", flush=True)
         for bn, st, nw in configs:
             cfg = launch.GluonConfig(bn, st, nw)
-            out.fill_(float("nan"))
-            lse.fill_(float("nan"))
             fn = lambda: launch.run_attention_gluon(case.q, flat, case.layout, case.indices, case.sm_scale, None,
                                                     out, lse, config=cfg)
             try:
-                fn()
-                torch.cuda.synchronize()
-                diff = float((out.float() - ref_o.float()).abs().max())
-                ldiff = _lse_rel(lse, ref_l)
-                ms = time_ms(fn, rep_ms=args.rep_ms)
+                ms, diff, ldiff = _checked_time(fn, out, lse, ref_o, ref_l, args.rep_ms)
             except Exception as e:  # noqa: BLE001
                 print(f"  {bn}/{st}/{nw} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
                 continue
