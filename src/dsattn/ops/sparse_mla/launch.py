@@ -123,7 +123,7 @@ def gluon_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> GluonConf
 
 def gluon_preferred(layout: KVLayout, hp: int) -> bool:
     """Where 'auto' picks the Gluon kernel: fp8 rows (decode 8 heads 0.399 vs 0.609 ms, 32 heads 0.457 vs
-    0.868) and bf16 rows at 32 heads a program (prefill s_q 1024: 0.968 vs 1.255 ms); bf16 at 16 heads
+    0.868) and bf16 rows at 32 heads a program (prefill s_q 1024: 0.968 vs 1.254 ms); bf16 at 16 heads
     stays Triton (0.672 vs 0.824 ms). bench/results/sparse_mla_gluon_sweep.json."""
     return layout.is_fp8 or hp > 16
 
