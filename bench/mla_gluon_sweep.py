@@ -7,7 +7,8 @@ each Gluon config (block_n / stages / warps) is timed (median, L2 flushed: bench
 output compared with the Triton kernel's on the same inputs (max abs difference; NaN shows as nan).
 Writes DIR/sparse_mla_gluon_sweep.json. --ws: the warp-specialized kernel (gluon_ws.py) instead, over the fp8
 decode cases, each config (raw half-block stages / producer registers / producer warps) beside gluon_small's default;
-writes DIR/sparse_mla_gluon_ws_sweep.json.
+writes DIR/sparse_mla_gluon_ws_sweep.json. --ws --profile: also the timing builds of gluon_ws (one side of the
+pipeline alone, PROFILES) at each case's default config.
 """
 from __future__ import annotations
 
@@ -40,6 +41,15 @@ WS_SWEEP = [
     ("fp8_ds_mla", 512, 32, [(2, 128, 4), (2, 128, 8)]),
     ("fp8_ds_mla_nope", 512, 8, [(4, 128, 4), (3, 128, 4), (4, 128, 8)]),
 ]
+
+
+# gluon_ws timing builds (wrong outputs): what each side costs alone (run_attention_ws's profile argument)
+PROFILES = {
+    1: "producer alone (gather + convert)",
+    2: "consumer alone (products on stale tiles)",
+    3: "gathers alone (no conversion, no products)",
+    4: "convert + products, no gathers",
+}
 
 
 def _lse_rel(lse, ref) -> float:
@@ -89,6 +99,19 @@ def ws_main(args) -> int:
                          "config": [st, regs, pw], "ms": ms, "max_abs_vs_gluon": diff, "lse_rel_vs_gluon": ldiff})
             print(f"decode {layout:16s} t={tokens} h={heads:3d} gluon_ws {st}/{regs}/{pw}  {ms:.4f} ms  "
                   f"max_abs_vs_gluon={diff:.3g} lse_rel={ldiff:.3g}", flush=True)
+        for prof in (PROFILES if args.profile else ()):
+            fn = lambda: gluon_ws.run_attention_ws(case.q, flat, case.layout, case.indices, case.sm_scale, None, out,
+                                                   lse, profile=prof)
+            try:
+                fn()
+                ms = time_ms(fn, rep_ms=args.rep_ms)
+            except Exception as e:  # noqa: BLE001
+                print(f"  ws profile {prof} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+                continue
+            rows.append({"layout": layout, "tokens": tokens, "heads": heads, "kernel": "gluon_ws", "config": None,
+                         "profile": PROFILES[prof], "ms": ms})
+            print(f"decode {layout:16s} t={tokens} h={heads:3d} gluon_ws profile {PROFILES[prof]:36s} {ms:.4f} ms",
+                  flush=True)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "sparse_mla_gluon_ws_sweep.json")
     json.dump({"device": torch.cuda.get_device_name(), "commit": os.environ.get("DSATTN_GIT_COMMIT"), "rows": rows},
@@ -102,6 +125,7 @@ def main():
     p.add_argument("--out", default=".")
     p.add_argument("--rep-ms", type=float, default=40)
     p.add_argument("--ws", action="store_true", help="sweep the warp-specialized kernel (gluon_ws.py)")
+    p.add_argument("--profile", action="store_true", help="with --ws: also time gluon_ws's timing builds (PROFILES)")
     args = p.parse_args()
     if args.ws:
         return ws_main(args)

@@ -133,14 +133,14 @@ if HAVE_GLUON:
     def _producer(idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                   raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
                   stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
-                  HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr):
-        """Gathers half-blocks into the raw ring (NSTAGES - 1 in flight) and converts each into its tile."""
-        # a half-block's latent, 8 values per thread: each warp's st.shared of 16-byte fp16 chunks covers
-        # whole 128-byte rows of the swizzled tile (no bank conflict; 16 fp8 a thread made them 2-way)
-        CVT_L: gl.constexpr = _copy_layout(512, 2, PW)
-        ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
+                  HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr, PROFILE: gl.constexpr):
+        """Gathers half-blocks into the raw ring (NSTAGES - 1 in flight) and converts each into its tile.
+        PROFILE (timing builds only, wrong outputs): 2 = no gather and no conversion (hand the tiles over as they
+        are), 3 = gather but no conversion, 4 = convert whatever the stages hold, no gather."""
+        GATHER: gl.constexpr = PROFILE != 2 and PROFILE != 4
+        CONVERT: gl.constexpr = PROFILE != 2 and PROFILE != 3
         nblocks = gl.cdiv(hi - lo, KB)
-        for i in gl.static_range(NSTAGES - 1):
+        for i in gl.static_range(NSTAGES - 1 if GATHER else 0):
             _gather(_entries(idx_row, lo + i * HALF, hi, PW), num_slots, lat_ptr, scale_ptr, rope_ptr,
                     raw_lat.index(i), raw_sc.index(i), raw_rope.index(i), stride_lat, stride_scale, stride_rope,
                     HAS_ROPE, PW)
@@ -153,34 +153,64 @@ if HAVE_GLUON:
                 # half j landed (NSTAGES - 2 younger groups may fly); after the barrier every producer
                 # thread's copies are visible and every thread is done converting half j - 1, whose stage
                 # the next gather reuses
-                async_copy.wait_group(NSTAGES - 2)
-                gl.thread_barrier()
                 nxt = j + NSTAGES - 1
-                _gather(nx, num_slots, lat_ptr, scale_ptr, rope_ptr,
-                        raw_lat.index(nxt % NSTAGES), raw_sc.index(nxt % NSTAGES), raw_rope.index(nxt % NSTAGES),
-                        stride_lat, stride_scale, stride_rope, HAS_ROPE, PW)
-                nx = _entries(idx_row, lo + (nxt + 1) * HALF, hi, PW)
+                if GATHER:
+                    async_copy.wait_group(NSTAGES - 2)
+                    gl.thread_barrier()
+                    _gather(nx, num_slots, lat_ptr, scale_ptr, rope_ptr,
+                            raw_lat.index(nxt % NSTAGES), raw_sc.index(nxt % NSTAGES), raw_rope.index(nxt % NSTAGES),
+                            stride_lat, stride_scale, stride_rope, HAS_ROPE, PW)
+                    nx = _entries(idx_row, lo + (nxt + 1) * HALF, hi, PW)
                 if h == 0:
                     # the consumer is done with block b - 2's tile (mbarriers start with phase 1 complete)
                     mbarrier.wait(free.index(slot), ((b // 2) & 1) ^ 1)
                 # the whole half in one load and one store: the compiler cannot tell the partition's buffers
                 # apart and puts a barrier between every load and a following store
                 st = j % NSTAGES
-                raw = raw_lat.index(st).load(CVT_L)
-                scs = raw_sc.index(st)
-                c = gl.arange(0, 512, gl.SliceLayout(0, CVT_L))[None, :]
-                sc = gl.where(c < 256,
-                              gl.where(c < 128, scs.slice(0, 1, dim=1).load(CVT_L), scs.slice(1, 1, dim=1).load(CVT_L)),
-                              gl.where(c < 384, scs.slice(2, 1, dim=1).load(CVT_L), scs.slice(3, 1, dim=1).load(CVT_L)))
-                if HAS_ROPE:
-                    r = raw_rope.index(st).load(ROPE_L)
-                k16_t.slice(h * HALF, HALF, dim=0).store(raw.to(gl.float16) * (sc * V_SCALE).to(gl.float16))
-                if HAS_ROPE:
-                    rope16.index(slot).slice(h * HALF, HALF, dim=0).store((r.to(gl.float32) * V_SCALE).to(gl.bfloat16))
+                if CONVERT:
+                    _convert_half(raw_lat.index(st), raw_sc.index(st), raw_rope.index(st), k16_t, rope16.index(slot), h,
+                                  HAS_ROPE, PW)
             fence_async_shared()  # the tile is read by wgmma (async proxy)
             gl.thread_barrier()
             mbarrier.arrive(full.index(slot), count=1)
         async_copy.wait_group(0)
+
+    @gluon.jit
+    def _convert_half(raw_lat, raw_sc, raw_rope, k16_t, rope16_t, h: gl.constexpr, HAS_ROPE: gl.constexpr,
+                      PW: gl.constexpr):
+        """One raw half-block stage into half h of its fp16 tile (and the RoPE part into the bf16 RoPE tile)."""
+        # a half-block's latent, 8 values per thread: each warp's st.shared of 16-byte fp16 chunks covers
+        # whole 128-byte rows of the swizzled tile (no bank conflict; 16 fp8 a thread made them 2-way)
+        CVT_L: gl.constexpr = _copy_layout(512, 2, PW)
+        ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
+        raw = raw_lat.load(CVT_L)
+        scs = raw_sc
+        c = gl.arange(0, 512, gl.SliceLayout(0, CVT_L))[None, :]
+        sc = gl.where(c < 256,
+                      gl.where(c < 128, scs.slice(0, 1, dim=1).load(CVT_L), scs.slice(1, 1, dim=1).load(CVT_L)),
+                      gl.where(c < 384, scs.slice(2, 1, dim=1).load(CVT_L), scs.slice(3, 1, dim=1).load(CVT_L)))
+        if HAS_ROPE:
+            r = raw_rope.load(ROPE_L)
+        k16_t.slice(h * HALF, HALF, dim=0).store(raw.to(gl.float16) * (sc * V_SCALE).to(gl.float16))
+        if HAS_ROPE:
+            rope16_t.slice(h * HALF, HALF, dim=0).store((r.to(gl.float32) * V_SCALE).to(gl.bfloat16))
+
+    @gluon.jit
+    def _idle_consumer(lo, hi, full, free, k16, q_smem, p_smem, lse_ptr, num_warps: gl.constexpr):
+        """Timing builds only (PROFILE 1 or 3): takes each tile and hands it back at once, no products, no output.
+        It reads one row of each tile (and touches q / P) so that the kernel keeps the shared memory, and so the
+        occupancy, of the real one."""
+        L: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [1, num_warps], [1, 0])
+        acc = gl.zeros([8, 512], gl.float32, L)
+        for b in range(gl.cdiv(hi - lo, KB)):
+            mbarrier.wait(full.index(b % 2), (b // 2) & 1)
+            acc += k16.index(b % 2).slice(0, 8, dim=0).load(L).to(gl.float32)
+            mbarrier.arrive(free.index(b % 2), count=1)
+        acc += q_smem.slice(0, 8, dim=0).load(L).to(gl.float32)
+        acc += gl.sum(p_smem.slice(0, 8, dim=0).load(L).to(gl.float32), 1)[:, None]
+        if lo > hi:  # never: keeps the reads
+            gl.store(lse_ptr + gl.arange(0, 8, gl.SliceLayout(1, L))[:, None] * 512
+                     + gl.arange(0, 512, gl.SliceLayout(0, L))[None, :], acc)
 
     @gluon.jit
     def _consumer(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
@@ -261,7 +291,7 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            num_warps: gl.constexpr):
+            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_small.sparse_mla_small_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one gather in flight while a half-block converts")
@@ -302,19 +332,29 @@ if HAVE_GLUON:
         hi = gl.minimum(lo + keys_per_split, end)
         idx_row = idx_ptr + t * stride_it
 
-        gl.warp_specialize([
-            (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
-                         out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
-                         q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, HP, num_warps)),
-            (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
-                         raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
-                         stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS)),
-        ], [PRODUCER_WARPS], [PRODUCER_REGS])
+        if PROFILE == 1 or PROFILE == 3:
+            gl.warp_specialize([
+                (_idle_consumer, (lo, hi, full, free, k16, q_smem, p_smem, lse_ptr, num_warps)),
+                (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
+                             raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
+                             stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE)),
+            ], [PRODUCER_WARPS], [PRODUCER_REGS])
+        else:
+            gl.warp_specialize([
+                (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
+                             qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
+                             stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, HP, num_warps)),
+                (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
+                             raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
+                             stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE)),
+            ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
 
 def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out, lse, splits: int = 1,
-                     part_o=None, part_lse=None, config: WsConfig | None = None) -> None:
-    """launch.run_attention's contract over fp8 rows through sparse_mla_ws_kernel (native few-head variant)."""
+                     part_o=None, part_lse=None, config: WsConfig | None = None, profile: int = 0) -> None:
+    """launch.run_attention's contract over fp8 rows through sparse_mla_ws_kernel (native few-head variant).
+    profile != 0 builds a timing variant with wrong outputs (bench/mla_ws_profile.py): 1 producer alone,
+    2 consumer alone, 3 gathers alone, 4 producer without gathers + consumer."""
     from . import launch
     if not layout.is_fp8:
         raise ValueError(f"the warp-specialized kernel takes fp8 rows only, got layout {layout.value}")
@@ -328,6 +368,6 @@ def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-        num_warps=4,
+        num_warps=4, PROFILE=profile,
     )
     launch.combine_splits(out, lse, part_o, part_lse, splits)
