@@ -250,8 +250,11 @@ def _kernel_record(case: Case, variant: str) -> dict:
     """Which kernel the public function launches for this case now, and its launch configuration."""
     from ..ops.sparse_mla.launch import default_config, gluon_config, kernel_name
     flat = case.kv.flatten(0, 1) if case.kind == "decode" else case.kv
-    kernel = kernel_name(case.q, flat, case.layout, variant)
-    if kernel == "gluon64":
+    kernel = kernel_name(case.q, flat, case.layout, variant, prefill=case.kind == "prefill")
+    if kernel == "gluon_prefill":
+        from ..ops.sparse_mla.gluon_prefill import prefill_config
+        cfg = prefill_config(case.heads, case.d_qk)
+    elif kernel == "gluon64":
         from ..ops.sparse_mla.gluon64 import g64_config
         cfg = g64_config(case.layout, case.heads, case.d_qk)
     elif kernel == "gluon_ws":
@@ -360,7 +363,7 @@ def parse_args(argv):
     p.add_argument("--no-peer", action="store_true", help="skip FlashMLA")
     p.add_argument("--impl", default="auto",
                    help="comma list of DSATTN_SPARSE_MLA_IMPL values to time dsattn under (auto, triton, gluon, "
-                        "gluon_ws, gluon64); "
+                        "gluon_ws, gluon64, gluon_prefill: the grouped bf16 prefill kernel); "
                         "a forced kernel that a variant lacks is skipped")
     p.add_argument("--rep-ms", type=float, default=100)
     p.add_argument("--out", default=None, help="results folder (default bench/results)")
@@ -369,7 +372,7 @@ def parse_args(argv):
     args.cases = [c for c in args.cases.split(",") if c]
     args.heads = [int(h) for h in args.heads.split(",")]
     args.impl = [i for i in args.impl.split(",") if i]
-    bad = [i for i in args.impl if i not in ("auto", "triton", "gluon", "gluon_ws", "gluon64")]
+    bad = [i for i in args.impl if i not in ("auto", "triton", "gluon", "gluon_ws", "gluon64", "gluon_prefill")]
     if bad:
         p.error(f"--impl: unknown {bad}")
     args.tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else None

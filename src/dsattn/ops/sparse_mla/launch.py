@@ -74,7 +74,7 @@ def _config(heads_per_program: int, layout: KVLayout, config: TileConfig | None)
     return dataclasses.replace(cfg, block_n=16, num_stages=1) if interpreting() else cfg
 
 
-IMPLS = ("auto", "triton", "gluon", "gluon_ws", "gluon64")
+IMPLS = ("auto", "triton", "gluon", "gluon_ws", "gluon64", "gluon_prefill")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +132,9 @@ def sparse_mla_impl() -> str:
     """DSATTN_SPARSE_MLA_IMPL: 'auto' (default), 'triton', 'gluon' or 'gluon_ws' (forces one kernel for A/B
     runs; 'gluon_ws': the warp-specialized kernel of gluon_ws.py over fp8 rows, 'gluon' elsewhere; 'auto'
     takes it for fp8 rows at <= 16 heads, ws_preferred; 'gluon64': the 64-head warp-specialized kernel of
-    gluon64.py for 64-head programs over fp8 rows (not yet run on a GPU), what 'auto' runs elsewhere)."""
+    gluon64.py for 64-head programs over fp8 rows (not yet run on a GPU), what 'auto' runs elsewhere;
+    'gluon_prefill': the grouped bf16 prefill kernel of gluon_prefill.py for every prefill launch (not yet run on
+    a GPU), what 'auto' runs for decode)."""
     impl = os.environ.get("DSATTN_SPARSE_MLA_IMPL", "auto").strip().lower() or "auto"
     if impl not in IMPLS:
         raise ValueError(f"DSATTN_SPARSE_MLA_IMPL must be one of {list(IMPLS)}, got {impl!r}")
@@ -156,8 +158,8 @@ def use_gluon(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bo
     'gluon': wherever a program carries at most 32 heads, raising ValueError where it cannot run
     instead of falling back silently."""
     impl = impl or sparse_mla_impl()
-    if impl == "gluon64":
-        impl = "auto"  # launches the 64-head kernel does not take run what auto runs
+    if impl in ("gluon64", "gluon_prefill"):
+        impl = "auto"  # launches the 64-head / prefill kernel does not take run what auto runs
     if impl == "triton":
         return False
     if impl == "gluon_ws":
@@ -189,8 +191,8 @@ def use_gluon_ws(q, flat, layout: KVLayout, hp: int, impl: str | None = None) ->
     (ws_preferred); under DSATTN_SPARSE_MLA_IMPL=gluon_ws over fp8 rows at most 32 heads per program,
     ValueError where that kernel cannot run (as 'gluon')."""
     impl = impl or sparse_mla_impl()
-    if impl == "gluon64":
-        impl = "auto"  # launches the 64-head kernel does not take run what auto runs
+    if impl in ("gluon64", "gluon_prefill"):
+        impl = "auto"  # launches the 64-head / prefill kernel does not take run what auto runs
     if impl == "auto":
         return ws_preferred(layout, hp) and gluon_usable(q, flat, layout, hp) and _have_ws()
     if impl != "gluon_ws" or not layout.is_fp8 or hp > 32:
@@ -220,9 +222,11 @@ def use_gluon64(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> 
     return True
 
 
-def kernel_name(q, flat, layout: KVLayout, variant: str) -> str:
-    """'gluon64', 'gluon_ws', 'gluon' or 'triton': which kernel run_attention launches for these inputs now (for
-    benchmark records)."""
+def kernel_name(q, flat, layout: KVLayout, variant: str, prefill: bool = False) -> str:
+    """'gluon_prefill', 'gluon64', 'gluon_ws', 'gluon' or 'triton': which kernel run_attention (prefill: launch_prefill)
+    launches for these inputs now (for benchmark records)."""
+    if prefill and use_gluon_prefill(q, flat, variant):
+        return "gluon_prefill"
     hp = heads_per_program(variant, q.shape[1])
     if use_gluon64(q, flat, layout, hp):
         return "gluon64"
@@ -321,8 +325,35 @@ def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out
     combine_splits(out, lse, part_o, part_lse, splits)
 
 
-def launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, config=None):
-    """kv [N, D_qk] bf16 flat view; the rest as sparse_mla_prefill (already validated)."""
+def use_gluon_prefill(q, kv, variant: str, impl: str | None = None) -> bool:
+    """Whether launch_prefill runs gluon_prefill.sparse_mla_prefill_kernel: only under
+    DSATTN_SPARSE_MLA_IMPL=gluon_prefill ('auto' never: not yet run on a GPU), for the 'native' variant (and
+    'pad64' above 32 heads, the only variant there): the kernel maps heads itself (G tokens x HPT heads a
+    program), so a 'pad64' launch at <= 32 heads keeps what 'auto' runs. ValueError where it cannot run (not
+    sm_90, interpreter, CPU, rows whose addresses do not keep 16-byte copies)."""
+    impl = impl or sparse_mla_impl()
+    if impl != "gluon_prefill" or (variant != "native" and q.shape[1] <= 32):
+        return False
+    ok = not interpreting() and q.device.type == "cuda"
+    if ok:
+        from .gluon_prefill import HAVE_GLUON
+        row_bytes = kv.stride(0) * kv.element_size()
+        ok = (HAVE_GLUON and torch.cuda.get_device_capability(q.device)[0] == 9 and row_bytes % 16 == 0
+              and kv.data_ptr() % 16 == 0 and kv.stride(-1) == 1)
+    if not ok:
+        raise ValueError("DSATTN_SPARSE_MLA_IMPL=gluon_prefill but the grouped prefill kernel cannot run this launch "
+                         f"(device {q.device}, {q.shape[1]} heads, kv row stride {kv.stride(0)})")
+    return True
+
+
+def launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, config=None, scratch=None):
+    """kv [N, D_qk] bf16 flat view; the rest as sparse_mla_prefill (already validated). scratch: the grouped
+    prefill kernel's (entries, masks, counts) (grouping.prefill_scratch_spec) or None (allocated when that kernel
+    runs and needs them); other kernels ignore it."""
+    if config is None and use_gluon_prefill(q, kv, variant):
+        from .gluon_prefill import run_prefill_gluon
+        run_prefill_gluon(q, kv, indices, sm_scale, topk_length, out, lse, scratch)
+        return
     run_attention(q, kv, KVLayout.BF16, indices, sm_scale, topk_length, out, lse, variant, config=config)
 
 

@@ -1,0 +1,405 @@
+"""Warp-specialized Gluon kernel of sparse MLA PREFILL over bf16 rows with query grouping, Hopper (sm_90).
+
+STATUS: written and compiled for sm_90a on a machine without a GPU (bench/mla_gluon_check.py --kernel prefill);
+timings in notes/sparse_mla.md about it are predictions until a device call measures them. Selected only by
+DSATTN_SPARSE_MLA_IMPL=gluon_prefill (launch.py); 'auto' never picks it.
+
+Heads on M, M = 64 rows = G query tokens x HPT heads (grouping.group_shape: HPT 8 for 1..8 heads, 16, 32, 64;
+G = 64 // HPT; 65..128 heads: two programs of 64 heads a token, G = 1). Row r of a program is token
+token0 + g * G + r // HPT, head h0 + r % HPT. Neighbouring query tokens share most of their top-k keys, so
+with G > 1 a program walks the group's UNION list built by grouping.build_groups:
+
+    entries[g, i]  int32 slot (always a valid slot for i < counts[g])
+    masks[g, i]    int32, bit j set when token g * G + j of the group attends to entry i
+
+and one tile of gathered rows serves all G tokens (row r's score of entry i is -inf unless bit r // HPT of
+masks[g, i] is set). With G == 1 the program reads its token's own index row (valid: 0 <= idx < N and
+i < topk_length), as gluon64 / gluon_small do.
+
+Per block of BN entries (one CTA per (group, head block)):
+
+    S [64, BN]    = q_rope [64, 64] K_rope^T + q [64, 512] K^T      (bf16 x bf16 -> fp32, wgmma)
+    O [64, 512]  += P_hi V + P_lo V                                   (bf16, V = K, P = P_hi + P_lo)
+
+P_hi = bf16(P), P_lo = bf16(P - P_hi): P carries ~16 mantissa bits into P @ V (bf16 P alone misses the issue's
+tolerance on peaked softmaxes: notes/sparse_mla.md, "Numerics"); the price is a second P @ V wgmma. The rows
+need no conversion: S reads the gathered tile as B = tile^T, P @ V reads the same tile as B = V.
+
+Partitions (gl.warp_specialize):
+  producer (worker, 4 warps): cp.async of each block's rows as stored (latent [BN, 512] and RoPE [BN, 64] into
+      NVMMA-swizzled stages of a ring of NS stages, NS - 1 blocks in flight); invalid entries are masked copies
+      (src-size 0: zero-filled, nothing read, so NaN rows behind them never reach the tile); once a block landed
+      (cp.async.wait_group), fence.proxy.async, partition barrier, arrive on `full[stage]`. Before reusing a
+      stage it waits on `free[stage]`.
+  consumer (default, 8 warps = two warpgroups): NVMMA layouts with warps [4, 2] split each product's N: S's keys
+      (BN / 2 a warpgroup), O's 512 columns (256 a warpgroup, 128 fp32 registers a thread); row max / row sum
+      cross the warpgroups. q [64, 512] in shared memory, q_rope [64, 64] in registers (a wgmma A operand: the
+      8 KB it would take in shared memory is what lets 2 x 64-key stages fit). Per block: retire the previous
+      P @ V, partition barrier, arrive `free`; wait `full`; S; online softmax (base 2); P_hi / P_lo to shared
+      memory; both P @ V left in flight.
+
+Outputs: out [T, H, 512] bf16 (any row strides), lse [T, H] fp32 natural log; a row without a valid entry gets
+out = 0, lse = -inf. Rows of heads past H and of tokens past the chunk are never stored.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import torch
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (async_copy, fence_async_shared, mbarrier,
+                                                                   warpgroup_mma, warpgroup_mma_init,
+                                                                   warpgroup_mma_wait)
+    HAVE_GLUON = True
+except Exception:  # pragma: no cover - older triton without Gluon
+    HAVE_GLUON = False
+
+from ...formats import LATENT_DIM
+
+if HAVE_GLUON:
+    from .gluon_small import _copy_layout, _idx  # noqa: F401 (used inside the kernels)
+
+M = 64               # rows of a program (wgmma M): G tokens x HPT heads
+CONSUMER_WARPS = 8
+SMEM_LIMIT = 232448  # bytes of shared memory one CTA may use on sm_90
+SMEM_MARGIN = 1024   # mbarriers and the compiler's reduction scratch
+LOG2E = 1.4426950408889634
+
+
+@dataclasses.dataclass(frozen=True)
+class PrefillConfig:
+    """Launch configuration of sparse_mla_prefill_kernel: entries per block (BN: S's N, P @ V's K), stages of the
+    cp.async ring (NS - 1 blocks in flight), the producer partition's warps and register budget (setmaxnreg; the
+    consumer warpgroups get the rest of the register file)."""
+    block_n: int = 32
+    stages: int = 4
+    producer_warps: int = 4
+    producer_regs: int = 56
+
+
+def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
+    """Shared memory the kernel allocates (without mbarriers and the compiler's scratch): q's latent part, the
+    stages (latent + RoPE rows), P_hi and P_lo."""
+    return M * LATENT_DIM * 2 + stages * block_n * d_qk * 2 + 2 * M * block_n * 2
+
+
+def parse_prefill_config(spec: str) -> PrefillConfig:
+    """'bn/stages/producer_warps/producer_regs' (e.g. '64/2/4/96') -> PrefillConfig; ValueError naming
+    DSATTN_PF_CONFIG when the kernel does not take it."""
+    try:
+        fields = [int(x) for x in spec.split("/")]
+        if len(fields) != 4:
+            raise ValueError
+        cfg = PrefillConfig(*fields)
+    except ValueError:
+        raise ValueError(f"DSATTN_PF_CONFIG must be bn/stages/producer_warps/producer_regs, e.g. 32/4/4/96, "
+                         f"got {spec!r}") from None
+    ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6 and cfg.producer_warps in (4, 8)
+          and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
+          and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
+    if not ok:
+        raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
+                         f"producer warps 4 or 8, registers a multiple of 8 in [24, 160]; got {spec!r}")
+    return cfg
+
+
+def prefill_config(num_heads: int, d_qk: int = 576) -> PrefillConfig:
+    """The default launch (a prediction, not measured): 32-entry blocks, 4 stages (96 entries in flight while
+    one block computes). DSATTN_PF_CONFIG overrides it at launch time (for `bench ab` sweeps)."""
+    spec = os.environ.get("DSATTN_PF_CONFIG", "").strip()
+    return parse_prefill_config(spec) if spec else PrefillConfig()
+
+
+if HAVE_GLUON:
+    LN2 = gl.constexpr(0.6931471805599453)
+    NEG_INF = gl.constexpr(float("-inf"))
+    ROWS = gl.constexpr(M)
+
+    @gluon.jit
+    def _gather(idx_row, start, hi, num_slots, kv_ptr, lat_buf, rope_buf, stride_kv: gl.constexpr,
+                HAS_ROPE: gl.constexpr, BN: gl.constexpr, PW: gl.constexpr):
+        """cp.async of the rows of entries [start, start + BN) into one stage (latent, RoPE), one commit group.
+        Invalid entries (< 0, >= num_slots, past hi) are masked copies: zero-filled, nothing read."""
+        LAT_L: gl.constexpr = _copy_layout(512, 2, PW)
+        ix = _idx(idx_row, start, hi, BN, gl.SliceLayout(1, LAT_L))
+        valid = (ix >= 0) & (ix < num_slots)
+        row = kv_ptr + gl.where(valid, ix, 0).to(gl.int64) * stride_kv
+        cols = gl.arange(0, 512, gl.SliceLayout(0, LAT_L))
+        async_copy.async_copy_global_to_shared(lat_buf, row[:, None] + cols[None, :], mask=valid[:, None])
+        if HAS_ROPE:
+            ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
+            ix = _idx(idx_row, start, hi, BN, gl.SliceLayout(1, ROPE_L))
+            valid = (ix >= 0) & (ix < num_slots)
+            row = kv_ptr + gl.where(valid, ix, 0).to(gl.int64) * stride_kv + 512
+            rc = gl.arange(0, 64, gl.SliceLayout(0, ROPE_L))
+            async_copy.async_copy_global_to_shared(rope_buf, row[:, None] + rc[None, :], mask=valid[:, None])
+        async_copy.commit_group()
+
+    @gluon.jit
+    def _producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv: gl.constexpr,
+                  HAS_ROPE: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, PW: gl.constexpr):
+        """NS - 1 blocks in flight; block b is handed over (full) once it landed, then block b + NS - 1 is issued
+        into the stage block b - 1 used, after the consumer freed it. Groups past the last block are empty."""
+        nblocks = gl.cdiv(hi, BN)
+        for i in gl.static_range(NS - 1):
+            if i < nblocks:
+                _gather(idx_row, i * BN, hi, num_slots, kv_ptr, lat.index(i), rope.index(i), stride_kv, HAS_ROPE,
+                        BN, PW)
+            else:
+                async_copy.commit_group()
+        for b in range(nblocks):
+            # block b landed (NS - 2 younger groups may fly); fence for the async proxy (wgmma reads it), then
+            # every producer thread's copies are done before the arrive
+            async_copy.wait_group(NS - 2)
+            fence_async_shared()
+            gl.thread_barrier()
+            mbarrier.arrive(full.index(b % NS), count=1)
+            nb = b + NS - 1
+            st = nb % NS
+            if nb < nblocks:
+                # use nb // NS of this stage: the consumer released use nb // NS - 1 (block b - 1); fresh
+                # mbarriers count as phase 1 complete
+                mbarrier.wait(free.index(st), ((nb // NS) & 1) ^ 1)
+                _gather(idx_row, nb * BN, hi, num_slots, kv_ptr, lat.index(st), rope.index(st), stride_kv,
+                        HAS_ROPE, BN, PW)
+            else:
+                async_copy.commit_group()
+        async_copy.wait_group(0)
+
+    @gluon.jit
+    def _consumer(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
+                  qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
+                  q_smem, lat, rope, ph_smem, pl_smem, full, free,
+                  HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
+                  NS: gl.constexpr, num_warps: gl.constexpr):
+        """q to shared memory (q_rope to registers), then per block: S, online softmax, P_hi / P_lo,
+        O += P V; the epilogue."""
+        gl.static_assert(num_warps == 8, "two consumer warpgroups")
+        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
+        MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                        instr_shape=[16, BN // 2, 16])
+        MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                        instr_shape=[16, 256, 16])
+        QR_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_S, k_width=2)
+        ROW_S: gl.constexpr = gl.SliceLayout(1, MMA_S)   # [64] rows
+        COL_S: gl.constexpr = gl.SliceLayout(0, MMA_S)   # [BN] entries
+        ROW_O: gl.constexpr = gl.SliceLayout(1, MMA_O)   # [64] rows
+        COL_O: gl.constexpr = gl.SliceLayout(0, MMA_O)   # [512] latent columns
+
+        # row r: token t0 + r // HPT, head h0 + r % HPT
+        r = gl.arange(0, ROWS, gl.SliceLayout(1, Q_L))
+        qt = t0 + r // HPT
+        qh = h0 + r % HPT
+        q_ok = (qt < tok_end) & (qh < num_heads)
+        q_row = q_ptr + qt.to(gl.int64) * stride_qt + qh * stride_qh
+        qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
+        q_smem.store(gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None], other=0.0))
+        if HAS_ROPE:
+            # loaded straight into the wgmma A-operand layout (a convert_layout would take shared-memory scratch)
+            rr = gl.arange(0, ROWS, gl.SliceLayout(1, QR_L))
+            rt = t0 + rr // HPT
+            rh = h0 + rr % HPT
+            qr = gl.arange(0, 64, gl.SliceLayout(0, QR_L))
+            qr_ptrs = q_ptr + rt.to(gl.int64)[:, None] * stride_qt + (rh * stride_qh)[:, None] + 512 + qr[None, :]
+            q_rope = gl.load(qr_ptrs, mask=((rt < tok_end) & (rh < num_heads))[:, None], other=0.0)
+        fence_async_shared()
+        gl.thread_barrier()
+
+        tok_of_row = (gl.arange(0, ROWS, ROW_S) // HPT)[:, None]
+        m_i = gl.full([ROWS], NEG_INF, gl.float32, ROW_S)
+        l_i = gl.zeros([ROWS], gl.float32, ROW_S)
+        acc = warpgroup_mma_init(gl.zeros([ROWS, 512], gl.float32, MMA_O))
+        nblocks = gl.cdiv(hi, BN)
+        cur = _idx(idx_row, 0, hi, BN, COL_S)
+        if GROUPED:
+            cur_bits = _idx(mask_row, 0, hi, BN, COL_S)
+        for b in range(nblocks):
+            st = b % NS
+            ix = cur
+            cur = _idx(idx_row, (b + 1) * BN, hi, BN, COL_S)  # the next block's entries, a block ahead
+            if GROUPED:
+                bits = cur_bits
+                cur_bits = _idx(mask_row, (b + 1) * BN, hi, BN, COL_S)
+            # block b - 1's P @ V retired in both warpgroups: its stage and the P buffers are free
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            gl.thread_barrier()
+            mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
+            mbarrier.wait(full.index(st), (b // NS) & 1)
+            s = gl.zeros([ROWS, BN], gl.float32, MMA_S)
+            if HAS_ROPE:
+                s = warpgroup_mma(q_rope, rope.index(st).permute((1, 0)), s, is_async=True)
+            s = warpgroup_mma(q_smem, lat.index(st).permute((1, 0)), s, is_async=True)
+            s = warpgroup_mma_wait(0, deps=(s,))
+
+            valid = ((ix >= 0) & (ix < num_slots))[None, :]
+            if GROUPED:
+                valid = valid & (((bits[None, :] >> tok_of_row) & 1) != 0)
+            s = gl.where(valid, s * qk_scale, NEG_INF)
+            m_new = gl.maximum(m_i, gl.max(s, 1))  # across both warpgroups
+            m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
+            alpha = gl.exp2(m_i - m_use)
+            p = gl.exp2(s - m_use[:, None])
+            l_i = l_i * alpha + gl.sum(p, 1)  # across both warpgroups
+            acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
+            m_i = m_new
+            p_hi = p.to(gl.bfloat16)
+            ph_smem.store(p_hi)
+            pl_smem.store((p - p_hi.to(gl.float32)).to(gl.bfloat16))
+            fence_async_shared()
+            gl.thread_barrier()  # both warpgroups' halves of P are in shared memory
+            acc = warpgroup_mma(ph_smem, lat.index(st), acc, is_async=True)
+            acc = warpgroup_mma(pl_smem, lat.index(st), acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+
+        # ---- epilogue ---------------------------------------------------------------------------------
+        empty = l_i == 0.0
+        lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
+        inv_l = gl.convert_layout(1.0 / gl.where(empty, 1.0, l_i), ROW_O)
+        o = acc * inv_l[:, None]
+        ro = gl.arange(0, ROWS, ROW_O)
+        ot = t0 + ro // HPT
+        oh = h0 + ro % HPT
+        od = gl.arange(0, 512, COL_O)
+        o_ptrs = out_ptr + ot.to(gl.int64)[:, None] * stride_ot + (oh * stride_oh)[:, None] + od[None, :]
+        gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=((ot < tok_end) & (oh < num_heads))[:, None])
+        rl = gl.arange(0, ROWS, ROW_S)
+        lt = t0 + rl // HPT
+        lh = h0 + rl % HPT
+        gl.store(lse_ptr + lt.to(gl.int64) * stride_lt + lh * stride_lh, lse, mask=(lt < tok_end) & (lh < num_heads))
+
+    @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "token0", "tok_end"])
+    def sparse_mla_prefill_kernel(
+            q_ptr, stride_qt, stride_qh, kv_ptr,
+            idx_ptr, stride_it, end_ptr, mask_ptr,
+            out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
+            num_slots, num_heads, topk, token0, tok_end, qk_scale,
+            stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr,
+            HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr,
+            PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
+        """Grid (programs, head blocks). G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its union
+        list entries / masks row g (stride_it), end_ptr = counts. G == 1: program t = token t, idx_ptr = indices,
+        end_ptr = topk_length (HAS_LEN) or unused. qk_scale: sm_scale * log2(e)."""
+        gl.static_assert(G * HPT == 64, "64 rows a program")
+        g = gl.program_id(0)
+        h0 = gl.program_id(1) * HPT
+        GROUPED: gl.constexpr = G > 1
+        if GROUPED:
+            t0 = token0 + g * G
+            row_off = g.to(gl.int64) * stride_it
+            hi = gl.load(end_ptr + g)
+        else:
+            t0 = g
+            row_off = g.to(gl.int64) * stride_it
+            hi = topk
+            if HAS_LEN:
+                hi = gl.minimum(gl.load(end_ptr + g), topk)
+        idx_row = idx_ptr + row_off
+        mask_row = mask_ptr + row_off
+
+        LAT_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BN, 512], gl.bfloat16)
+        ROPE_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BN, 64], gl.bfloat16)
+        Q_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, 512], gl.bfloat16)
+        P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BN], gl.bfloat16)
+
+        q_smem = gl.allocate_shared_memory(gl.bfloat16, [ROWS, 512], Q_S)
+        lat = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 512], LAT_S)
+        if HAS_ROPE:
+            rope = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 64], ROPE_S)
+        else:
+            rope = lat
+        ph_smem = gl.allocate_shared_memory(gl.bfloat16, [ROWS, BN], P_S)
+        pl_smem = gl.allocate_shared_memory(gl.bfloat16, [ROWS, BN], P_S)
+        full = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
+        free = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(NS):
+            mbarrier.init(full.index(i), count=1)
+            mbarrier.init(free.index(i), count=1)
+
+        gl.warp_specialize([
+            (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
+                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
+                         q_smem, lat, rope, ph_smem, pl_smem, full, free,
+                         HAS_ROPE, GROUPED, HPT, BN, NS, num_warps)),
+            (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS,
+                         PRODUCER_WARPS)),
+        ], [PRODUCER_WARPS], [PRODUCER_REGS])
+
+
+def _grouping():
+    from . import grouping
+    return grouping
+
+
+def group_shape(num_heads: int) -> tuple[int, int]:
+    """(heads per token in a program, tokens per program): grouping.group_shape."""
+    return _grouping().group_shape(num_heads)
+
+
+def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0, tok_end, grid, g, hpt, has_len,
+            cfg: PrefillConfig) -> None:
+    sparse_mla_prefill_kernel[grid](
+        q, q.stride(0), q.stride(1), flat,
+        idx, stride_i, end, masks,
+        out, out.stride(0), out.stride(1), lse, lse.stride(0), lse.stride(1),
+        flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
+        flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages,
+        cfg.producer_warps, cfg.producer_regs,
+        num_warps=CONSUMER_WARPS,
+    )
+
+
+def check_prefill_scratch(scratch, num_tokens: int, num_heads: int, topk: int, device):
+    """scratch: (entries, masks, counts) as grouping.prefill_scratch_spec describes (any number of groups
+    C >= 1 a chunk), or None. Returns the three tensors; ValueError naming scratch when they do not fit."""
+    if scratch is None:
+        return None
+    scratch = list(scratch)
+    if len(scratch) != 3:
+        raise ValueError(f"scratch must hold (entries, masks, counts), got {len(scratch)} tensors")
+    _, g = group_shape(num_heads)
+    entries, masks, counts = scratch
+    for name, x, nd in (("scratch[0] (entries)", entries, 2), ("scratch[1] (masks)", masks, 2),
+                        ("scratch[2] (counts)", counts, 1)):
+        if not isinstance(x, torch.Tensor) or x.dtype != torch.int32 or x.dim() != nd or x.device != device:
+            raise ValueError(f"{name} must be an int32 tensor of {nd} dims on {device}")
+        if not x.is_contiguous():
+            raise ValueError(f"{name} must be contiguous")
+    c = counts.shape[0]
+    if c < 1 or entries.shape != (c, g * topk) or masks.shape != (c, g * topk):
+        raise ValueError(f"scratch must be entries / masks [C, {g * topk}] and counts [C] with C >= 1, got "
+                         f"{list(entries.shape)}, {list(masks.shape)}, {list(counts.shape)}")
+    return entries, masks, counts
+
+
+def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch=None,
+                      config: PrefillConfig | None = None) -> None:
+    """Sparse MLA prefill (SPEC 3) over bf16 rows flat [N, D_qk] for q [T, H, D_qk] into out / lse through
+    sparse_mla_prefill_kernel. Inputs already validated by sparse_mla_prefill. G > 1 (<= 32 heads): tokens in
+    chunks of C * G (C: the groups scratch holds), each chunk's union lists built by grouping.build_groups into
+    scratch = (entries, masks, counts) (allocated here from grouping.prefill_scratch_spec when None), then one
+    launch per chunk. G == 1: one launch, grid (T, head blocks of 64)."""
+    t, h, d = q.shape
+    topk = indices.shape[1]
+    hpt, g = group_shape(h)
+    cfg = config or prefill_config(h, d)
+    if g == 1:
+        end = topk_length if topk_length is not None else indices
+        _launch(q, flat, indices, indices.stride(0), end, indices, out, lse, sm_scale, topk, 0, t,
+                (t, -(-h // hpt)), 1, hpt, topk_length is not None, cfg)
+        return
+    grouping = _grouping()
+    parts = check_prefill_scratch(scratch, t, h, topk, q.device)
+    if parts is None:
+        parts = [torch.empty(shape, dtype=dt, device=q.device)
+                 for shape, dt in grouping.prefill_scratch_spec(t, h, topk)]
+    entries, masks, counts = parts
+    chunk = counts.shape[0] * g
+    for token0 in range(0, t, chunk):
+        n = min(chunk, t - token0)
+        groups = grouping.build_groups(indices, topk_length, flat.shape[0], g, token0, n, entries, masks, counts)
+        _launch(q, flat, entries, entries.stride(0), counts, masks, out, lse, sm_scale, topk, token0, token0 + n,
+                (groups, 1), g, hpt, False, cfg)

@@ -1,0 +1,150 @@
+"""The grouped Gluon prefill kernel (gluon_prefill.py, DSATTN_SPARSE_MLA_IMPL=gluon_prefill) on the GPU against the
+reference twin (skipped without sm_90). Every head-count class (G = 8 / 4 / 2 tokens a program at 1..8 / 9..16 /
+17..32 heads, G = 1 above), random and `overlap`-like indices, a slot listed twice by a token, -1 and out-of-range
+entries pointing at NaN rows, topk_length, rows without a valid entry, T not a multiple of G, D_qk 512 and 576,
+strided out, scratch chunks smaller than T, every launch configuration.
+
+Run the hang guard first (a tiny case of each shape; a hang shows as the caller's timeout):
+    timeout 120 python -m pytest -q -x tests/gpu/test_sparse_mla_prefill_gpu.py -k hang_guard
+"""
+import pytest
+import torch
+
+from dsattn.ops.sparse_mla import sparse_mla_prefill
+from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs
+
+pytestmark = pytest.mark.gpu
+DEV = "cuda"
+
+
+def _is_sm90():
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+
+
+@pytest.fixture(autouse=True)
+def forced(monkeypatch):
+    if not _is_sm90():
+        pytest.skip("the Gluon prefill kernel runs on sm_90 only")
+    monkeypatch.setenv("DSATTN_SPARSE_MLA_IMPL", "gluon_prefill")
+    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
+
+
+def _run(case, out_row_pad=0, variant="native"):
+    t, h, _ = case.q.shape
+    out, lse = poisoned_outputs(t, h, DEV, out_row_pad)
+    sparse_mla_prefill(case.q, case.flat, case.indices, case.sm_scale, topk_length=case.topk_length, out=out,
+                       lse=lse, variant=variant if h <= 32 else None)
+    torch.cuda.synchronize()
+    return out, lse
+
+
+def _check(case, **kw):
+    res = check_close(*_run(case, **kw), *case.reference())
+    print(f"h={case.q.shape[1]} t={case.q.shape[0]}: {res}")
+    return res
+
+
+def _overlap_indices(t, num_slots, topk, seed):
+    """Neighbouring rows share most of their lists (bench/kernels_mla.py's `overlap`, on the CPU)."""
+    from dsattn.bench.kernels_mla import overlap_indices
+    return overlap_indices(t, num_slots, topk, "cpu", seed=seed)
+
+
+@pytest.mark.parametrize("h", [8, 64])
+def test_pf_hang_guard(h):
+    case = make_case(5, h, 576, num_slots=256, topk=64, layout="bf16", block_size=1, seed=h, device=DEV)
+    _check(case)
+
+
+@pytest.mark.parametrize("h", [1, 8, 16, 24, 32, 48, 64, 128])
+def test_pf_heads(h):
+    """Random slots (repeats across tokens, ~10% invalid entries pointing at -1 / NaN rows past the cache),
+    topk_length (one full row, one empty, entries past it at NaN rows), one row without a valid entry,
+    T = 50 (not a multiple of G), strided out."""
+    case = make_case(50, h, 576, num_slots=20000, topk=2048, layout="bf16", block_size=1, with_length=True,
+                     empty_rows=1, seed=h, device=DEV)
+    _check(case, out_row_pad=32)
+
+
+@pytest.mark.parametrize("h", [8, 16, 32, 64])
+def test_pf_overlap(h):
+    """`overlap` indices (the benchmark's kind: unions ~2.3 x topk at G = 8), with -1 past short prefixes."""
+    idx = _overlap_indices(37, 4096, 2048, seed=h)
+    case = make_case(37, h, 576, num_slots=4096, topk=2048, layout="bf16", block_size=1, indices=idx, seed=h,
+                     device=DEV)
+    _check(case)
+
+
+@pytest.mark.parametrize("h", [8, 32, 128])
+def test_pf_duplicates(h):
+    """A slot listed twice (or more) by one token counts twice (SPEC 3): slots drawn from a range smaller than
+    the list, plus invalid entries."""
+    g = torch.Generator().manual_seed(h)
+    idx = torch.randint(0, 300, (19, 512), generator=g, dtype=torch.int32)
+    idx[:, ::7] = -1
+    idx[:, 3::11] = 300 + 5  # past the cache: a NaN row
+    case = make_case(19, h, 576, num_slots=300, topk=512, layout="bf16", block_size=1, indices=idx, seed=h,
+                     device=DEV)
+    _check(case)
+
+
+@pytest.mark.parametrize("h", [8, 16, 64])
+def test_pf_d512(h):
+    case = make_case(21, h, 512, num_slots=5000, topk=1024, layout="bf16", block_size=1, with_length=True,
+                     seed=h, device=DEV)
+    _check(case, out_row_pad=8)
+
+
+@pytest.mark.parametrize("h", [8, 64])
+def test_pf_peaked(h):
+    """A peaked softmax (q x 6): P @ V runs as P_hi V + P_lo V; bf16 P alone would miss the tolerance."""
+    case = make_case(24, h, 576, num_slots=8000, topk=2048, layout="bf16", block_size=1, seed=100 + h, device=DEV)
+    case.q = (case.q.float() * 6).to(torch.bfloat16)
+    _check(case)
+
+
+@pytest.mark.parametrize("topk", [1, 33, 100])
+def test_pf_odd_topk(topk):
+    for h in (8, 64):
+        case = make_case(11, h, 576, num_slots=3000, topk=topk, layout="bf16", block_size=1, seed=topk,
+                         device=DEV)
+        _check(case)
+
+
+def test_pf_chunks():
+    """Scratch for 3 groups: 50 tokens at G = 8 run as 3 chunks (build_groups + launch each)."""
+    from dsattn.ops.sparse_mla import grouping, launch
+    case = make_case(50, 8, 576, num_slots=20000, topk=2048, layout="bf16", block_size=1, with_length=True,
+                     seed=7, device=DEV)
+    out, lse = poisoned_outputs(50, 8, DEV)
+    scratch = [torch.empty((3, 8 * 2048), dtype=torch.int32, device=DEV) for _ in range(2)]
+    scratch.append(torch.empty(3, dtype=torch.int32, device=DEV))
+    assert grouping.group_shape(8) == (8, 8)
+    launch.launch_prefill(case.q, case.flat, case.indices, case.sm_scale, case.topk_length, out, lse, "native",
+                          scratch=tuple(scratch))
+    torch.cuda.synchronize()
+    check_close(out, lse, *case.reference())
+
+
+@pytest.mark.parametrize("spec", ["32/4/4/56", "32/3/4/56", "64/2/4/56", "32/4/4/72", "32/2/4/56"])
+def test_pf_configs(monkeypatch, spec):
+    """Every launch configuration the knob takes gives right outputs (8 and 64 heads)."""
+    monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
+    for h in (8, 64):
+        case = make_case(17, h, 576, num_slots=6000, topk=2048, layout="bf16", block_size=1, with_length=True,
+                         seed=h, device=DEV)
+        _check(case)
+
+
+def test_pf_matches_triton(monkeypatch):
+    """Beside the reference: the Triton kernel on the same inputs (16 heads, overlap indices); prints the gap."""
+    idx = _overlap_indices(64, 4096, 2048, seed=1)
+    case = make_case(64, 16, 576, num_slots=4096, topk=2048, layout="bf16", block_size=1, indices=idx, seed=1,
+                     device=DEV)
+    out, lse = _run(case)
+    monkeypatch.setenv("DSATTN_SPARSE_MLA_IMPL", "triton")
+    out_t, lse_t = _run(case)
+    ref = case.reference()
+    check_close(out, lse, *ref)
+    check_close(out_t, lse_t, *ref)
+    print(f"gluon_prefill vs triton: max |out diff| {float((out.float() - out_t.float()).abs().max()):.3g}")

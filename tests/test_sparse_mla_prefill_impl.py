@@ -1,0 +1,121 @@
+"""DSATTN_SPARSE_MLA_IMPL=gluon_prefill: when launch_prefill picks the grouped Gluon prefill kernel (gluon_prefill.py),
+its configuration knob, scratch checks and shared-memory fit (CPU only: the kernel itself runs in
+tests/gpu/test_sparse_mla_prefill_gpu.py and compiles in bench/mla_gluon_check.py --kernel prefill)."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from dsattn.formats import KVLayout
+from dsattn.ops.sparse_mla import gluon_prefill, launch, sparse_mla_prefill
+from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs
+
+
+def test_knob_accepts_gluon_prefill(monkeypatch):
+    monkeypatch.setenv("DSATTN_SPARSE_MLA_IMPL", " Gluon_Prefill ")
+    assert launch.sparse_mla_impl() == "gluon_prefill"
+
+
+def test_only_when_forced():
+    """Never under the other values (auto included); under gluon_prefill for 'native' launches and every launch
+    above 32 heads, ValueError where it cannot run (here: CPU tensors)."""
+    flat = torch.zeros(16, 576, dtype=torch.bfloat16)
+    for h in (1, 8, 32, 64, 128):
+        q = torch.zeros(2, h, 576, dtype=torch.bfloat16)
+        for impl in ("auto", "triton", "gluon", "gluon_ws", "gluon64"):
+            for variant in ("native", "pad64"):
+                assert not launch.use_gluon_prefill(q, flat, variant, impl)
+        with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL=gluon_prefill"):
+            launch.use_gluon_prefill(q, flat, "native", "gluon_prefill")
+    # pad64 at <= 32 heads keeps what auto runs; above 32 heads pad64 is the only variant and takes the kernel
+    assert not launch.use_gluon_prefill(torch.zeros(2, 8, 576, dtype=torch.bfloat16), flat, "pad64", "gluon_prefill")
+    with pytest.raises(ValueError, match="gluon_prefill"):
+        launch.use_gluon_prefill(torch.zeros(2, 48, 576, dtype=torch.bfloat16), flat, "pad64", "gluon_prefill")
+
+
+def test_decode_choices_unchanged_under_gluon_prefill():
+    """Decode launches under gluon_prefill run what auto runs (on a CPU tensor: no Gluon kernel, no ValueError)."""
+    q = torch.zeros(2, 16, 576, dtype=torch.bfloat16)
+    rows = torch.zeros(16, 656, dtype=torch.uint8)
+    assert not launch.use_gluon(q, rows, KVLayout.FP8_DS_MLA, 16, "gluon_prefill")
+    assert not launch.use_gluon_ws(q, rows, KVLayout.FP8_DS_MLA, 16, "gluon_prefill")
+    assert not launch.use_gluon64(q, rows, KVLayout.FP8_DS_MLA, 64, "gluon_prefill")
+    assert launch.kernel_name(q, rows, KVLayout.FP8_DS_MLA, "native") == "triton"
+
+
+def test_forced_under_interpreter_raises(monkeypatch):
+    """The interpreter cannot run Gluon: a forced prefill says so (ValueError) instead of falling back silently;
+    a pad64 launch at 8 heads is not the kernel's and runs the interpreter's Triton kernel."""
+    monkeypatch.setenv("DSATTN_SPARSE_MLA_IMPL", "gluon_prefill")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    case = make_case(3, 8, 576, num_slots=40, topk=32, layout="bf16", block_size=1, seed=3)
+    out, lse = poisoned_outputs(3, 8)
+    with pytest.raises(ValueError, match="gluon_prefill"):
+        sparse_mla_prefill(case.q, case.flat, case.indices, case.sm_scale, out=out, lse=lse, variant="native")
+    sparse_mla_prefill(case.q, case.flat, case.indices, case.sm_scale, out=out, lse=lse, variant="pad64")
+    check_close(out, lse, *case.reference())
+
+
+def test_default_fits_shared_memory():
+    for d in (512, 576):
+        cfg = gluon_prefill.prefill_config(8, d)
+        assert gluon_prefill.prefill_smem_bytes(d, cfg.block_n, cfg.stages) + gluon_prefill.SMEM_MARGIN \
+            <= gluon_prefill.SMEM_LIMIT
+    # 64-entry blocks: 2 stages fit, 3 do not
+    assert gluon_prefill.prefill_smem_bytes(576, 64, 2) + gluon_prefill.SMEM_MARGIN <= gluon_prefill.SMEM_LIMIT
+    assert gluon_prefill.prefill_smem_bytes(576, 64, 3) > gluon_prefill.SMEM_LIMIT
+
+
+def test_config_knob(monkeypatch):
+    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
+    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig()
+    monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/56")
+    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(64, 2, 4, 56)
+    for bad in ("16/4/4/56", "64/3/4/56", "32/4/2/56", "32/4/4/60", "32/4/4", "fast"):
+        monkeypatch.setenv("DSATTN_PF_CONFIG", bad)
+        with pytest.raises(ValueError, match="DSATTN_PF_CONFIG"):
+            gluon_prefill.prefill_config(8)
+
+
+def test_scratch_checked():
+    """scratch = (entries, masks, counts) of grouping.prefill_scratch_spec: a wrong one is a ValueError naming
+    scratch, before any kernel runs."""
+    from dsattn.ops.sparse_mla import grouping
+    spec = grouping.prefill_scratch_spec(100, 8, 64)
+    good = [torch.zeros(s, dtype=dt) for s, dt in spec]
+    assert gluon_prefill.check_prefill_scratch(good, 100, 8, 64, torch.device("cpu")) is not None
+    assert gluon_prefill.check_prefill_scratch(None, 100, 8, 64, torch.device("cpu")) is None
+    bad_sets = [good[:2], [good[0], good[1], good[2].long()], [good[0][:, :100], good[1], good[2]],
+                [good[0], good[1][:-1], good[2]], [good[0].t(), good[1], good[2]]]
+    for bad in bad_sets:
+        with pytest.raises(ValueError, match="scratch"):
+            gluon_prefill.check_prefill_scratch(bad, 100, 8, 64, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("heads, expected", [(1, (8, 8)), (8, (8, 8)), (9, (16, 4)), (24, (32, 2)), (48, (64, 1)),
+                                             (128, (64, 1))])
+def test_group_shape(heads, expected):
+    assert gluon_prefill.group_shape(heads) == expected
+
+
+def test_compiles_for_sm90a():
+    """The kernel compiles for sm_90a on this machine (no GPU), grouped (8 heads) and not (64): no spill, shared
+    memory within the limit, the partitions' register budgets in the PTX."""
+    pytest.importorskip("triton.experimental.gluon")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.path.join(root, "src")}
+    env.pop("TRITON_INTERPRET", None)
+    res = subprocess.run([sys.executable, os.path.join(root, "bench", "mla_gluon_check.py"), "--kernel", "prefill",
+                          "--cases", "prefill-bf16-8,prefill-bf16-64"], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+    assert len(lines) == 2 and not any("FAILED" in ln for ln in lines), res.stdout
+    for ln in lines:
+        assert int(re.search(r"smem=\s*(\d+)", ln).group(1)) <= gluon_prefill.SMEM_LIMIT
+        assert int(re.search(r"spill_st=(\d+)", ln).group(1)) == 0, ln
+        assert int(re.search(r"cp.async=(\d+)", ln).group(1)) > 0 and int(re.search(r"wgmma=(\d+)", ln).group(1)) > 0
+        assert "setmaxnreg=0" not in ln
