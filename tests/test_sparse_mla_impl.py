@@ -42,7 +42,8 @@ def test_gluon_never_chosen_off_gpu():
     assert not launch.use_gluon_ws(q, flat, KVLayout.BF16, 16, "gluon_ws")
     assert not launch.use_gluon_ws(q, rows, KVLayout.FP8_DS_MLA, 64, "gluon_ws")
     assert launch.ws_preferred(KVLayout.FP8_DS_MLA, 16) and launch.ws_preferred(KVLayout.FP8_DS_MLA_NOPE, 16)
-    assert not launch.ws_preferred(KVLayout.FP8_DS_MLA, 32) and not launch.ws_preferred(KVLayout.BF16, 16)
+    assert launch.ws_preferred(KVLayout.FP8_DS_MLA, 32) and not launch.ws_preferred(KVLayout.BF16, 16)
+    assert not launch.ws_preferred(KVLayout.FP8_DS_MLA, 64)
     with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL=gluon_ws"):
         launch.use_gluon_ws(q, rows, KVLayout.FP8_DS_MLA, 16, "gluon_ws")
     with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL=gluon"):
@@ -94,14 +95,16 @@ def test_gluon_ws_rejects_bf16_rows():
                                   torch.empty(2, 8, 512), torch.empty(2, 8))
 
 
-def test_gluon64_only_when_forced():
-    """gluon64: never under the other values (auto included); under gluon64 only for 64-head programs over fp8
-    rows, ValueError where it cannot run (here: CPU tensors); the other kernels' choices stay auto's."""
+def test_gluon64_choice():
+    """gluon64: under auto and gluon64 only for 64-head programs over fp8 rows; auto falls back where it cannot run
+    (here: CPU tensors), gluon64 raises ValueError; never under triton / gluon / gluon_ws; the other kernels'
+    choices stay auto's."""
     q = torch.zeros(2, 64, 576, dtype=torch.bfloat16)
     rows = torch.zeros(16, 656, dtype=torch.uint8)
     flat = torch.zeros(16, 576, dtype=torch.bfloat16)
-    for impl in ("auto", "triton", "gluon", "gluon_ws"):
+    for impl in ("auto", "triton", "gluon", "gluon_ws", "gluon_prefill"):
         assert not launch.use_gluon64(q, rows, KVLayout.FP8_DS_MLA, 64, impl)
+    assert not launch.g64_usable(q, rows)
     assert not launch.use_gluon64(q, flat, KVLayout.BF16, 64, "gluon64")
     assert not launch.use_gluon64(q, rows, KVLayout.FP8_DS_MLA, 32, "gluon64")
     with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL=gluon64"):

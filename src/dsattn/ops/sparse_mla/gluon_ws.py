@@ -77,13 +77,16 @@ def ws_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int) -> int:
 
 
 def ws_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> WsConfig:
-    """As many raw stages (2..4) as shared memory holds: fp8_ds_mla 576 -> 3 at 16 heads, 2 at 32;
-    nope / 512 -> 4 at 16 heads, 3 at 32. A prediction of what is fastest, not measured."""
+    """As many raw stages (2..4) as shared memory holds (fp8_ds_mla 576 -> 3 at 16 heads a program, 2 at 32;
+    nope / 512 -> 4 at 16, 3 at 32), and 8 producer warps at 16 heads a program (4 at 32). The H200 sweep
+    (bench/results/sparse_mla_gluon_ws_sweep.json, 512 tokens, one timing each): fp8_ds_mla 8 / 16 heads 3/128/8
+    0.326 / 0.330 ms vs 3/128/4 0.333 / 0.335; nope 8 heads 4/128/8 0.296 vs 4/128/4 0.309; 32 heads 2/128/4 0.354
+    vs 2/128/8 0.359."""
     hp = ws_hp(num_heads)
     stages = 4
     while stages > 2 and ws_smem_bytes(layout, d_qk, hp, stages) + SMEM_MARGIN > SMEM_LIMIT:
         stages -= 1
-    return WsConfig(stages=stages)
+    return WsConfig(stages=stages, producer_warps=8 if hp == 16 else 4)
 
 
 if HAVE_GLUON:

@@ -131,8 +131,8 @@ def gluon_preferred(layout: KVLayout, hp: int) -> bool:
 def sparse_mla_impl() -> str:
     """DSATTN_SPARSE_MLA_IMPL: 'auto' (default), 'triton', 'gluon' or 'gluon_ws' (forces one kernel for A/B
     runs; 'gluon_ws': the warp-specialized kernel of gluon_ws.py over fp8 rows, 'gluon' elsewhere; 'auto'
-    takes it for fp8 rows at <= 16 heads, ws_preferred; 'gluon64': the 64-head warp-specialized kernel of
-    gluon64.py for 64-head programs over fp8 rows (not yet run on a GPU), what 'auto' runs elsewhere;
+    takes it for fp8 rows at <= 32 heads a program, ws_preferred; 'gluon64': the 64-head warp-specialized kernel
+    of gluon64.py for 64-head programs over fp8 rows (auto's choice there too), what 'auto' runs elsewhere;
     'gluon_prefill': the grouped bf16 prefill kernel of gluon_prefill.py for every prefill launch (not yet run on
     a GPU), what 'auto' runs for decode)."""
     impl = os.environ.get("DSATTN_SPARSE_MLA_IMPL", "auto").strip().lower() or "auto"
@@ -174,10 +174,11 @@ def use_gluon(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bo
 
 
 def ws_preferred(layout: KVLayout, hp: int) -> bool:
-    """Where 'auto' picks the warp-specialized kernel: fp8 rows, 16-head programs (1..16 heads). Measured
-    bit-identical to gluon_small and 1.20x / 1.21x faster at 8 / 16 heads, fp8 decode 512 tokens
-    (bench/results/ab_gluon_ws_h8.json, ab_gluon_ws_h16.json, H200); 32-head programs not measured yet."""
-    return layout.is_fp8 and hp <= 16
+    """Where 'auto' picks the warp-specialized kernel: fp8 rows, programs of at most 32 heads. Bit-identical to
+    gluon_small and faster at every size measured, fp8 decode 512 tokens: 8 / 16 heads 0.356 / 0.358 ms vs 0.427 /
+    0.433 (bench/results/ab_gluon_ws_h8.json, ab_gluon_ws_h16.json), 32 heads 0.354 vs 0.458 ms
+    (bench/results/sparse_mla_gluon_ws_sweep.json, session 10; H200)."""
+    return layout.is_fp8 and hp <= 32
 
 
 def _have_ws() -> bool:
@@ -203,23 +204,33 @@ def use_gluon_ws(q, flat, layout: KVLayout, hp: int, impl: str | None = None) ->
     return True
 
 
-def use_gluon64(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bool:
-    """Whether run_attention launches gluon64.sparse_mla_g64_kernel: only under DSATTN_SPARSE_MLA_IMPL=gluon64
-    ('auto' never: the kernel has not run on a GPU yet), for 64-head programs over fp8 rows; ValueError where
-    it cannot run (not sm_90, interpreter, rows whose addresses do not keep 16-byte alignment)."""
-    impl = impl or sparse_mla_impl()
-    if impl != "gluon64" or hp != 64 or not layout.is_fp8:
+def g64_usable(q, flat) -> bool:
+    """Whether gluon64.sparse_mla_g64_kernel can run this launch: a CUDA tensor on sm_90, Gluon importable, not
+    interpreting, rows whose addresses keep 16-byte alignment."""
+    if interpreting() or q.device.type != "cuda":
         return False
-    ok = not interpreting() and q.device.type == "cuda"
-    if ok:
-        from .gluon64 import HAVE_GLUON
-        row_bytes = flat.stride(0) * flat.element_size()
-        ok = (HAVE_GLUON and torch.cuda.get_device_capability(q.device)[0] == 9 and row_bytes % 16 == 0
-              and flat.data_ptr() % 16 == 0 and flat.stride(-1) == 1)
-    if not ok:
+    from .gluon64 import HAVE_GLUON
+    row_bytes = flat.stride(0) * flat.element_size()
+    return (HAVE_GLUON and torch.cuda.get_device_capability(q.device)[0] == 9 and row_bytes % 16 == 0
+            and flat.data_ptr() % 16 == 0 and flat.stride(-1) == 1)
+
+
+def use_gluon64(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bool:
+    """Whether run_attention launches gluon64.sparse_mla_g64_kernel: for 64-head programs over fp8 rows, under
+    'auto' where usable (fp8 decode 512 tokens, 64 / 128 heads: 0.629 / 1.171 ms vs Triton 1.215 / 2.351,
+    outputs within 4.9e-4; bench/results/ab_g64_h64.json, ab_g64_h128.json, H200) and under
+    DSATTN_SPARSE_MLA_IMPL=gluon64, ValueError there where it cannot run (not sm_90, interpreter, rows whose
+    addresses do not keep 16-byte alignment). 'triton', 'gluon' and 'gluon_ws' never take it."""
+    impl = impl or sparse_mla_impl()
+    if impl == "gluon_prefill":
+        impl = "auto"  # decode launches run what auto runs
+    if impl not in ("auto", "gluon64") or hp != 64 or not layout.is_fp8:
+        return False
+    ok = g64_usable(q, flat)
+    if impl == "gluon64" and not ok:
         raise ValueError("DSATTN_SPARSE_MLA_IMPL=gluon64 but the 64-head Gluon kernel cannot run this launch "
                          f"(device {q.device}, {hp} heads per program, row stride {flat.stride(0)})")
-    return True
+    return ok
 
 
 def kernel_name(q, flat, layout: KVLayout, variant: str, prefill: bool = False) -> str:
