@@ -8,7 +8,8 @@ output compared with the Triton kernel's on the same inputs (max abs difference;
 Writes DIR/sparse_mla_gluon_sweep.json. --ws: the warp-specialized kernel (gluon_ws.py) instead, over the fp8
 decode cases, each config (raw half-block stages / producer registers / producer warps) beside gluon_small's default;
 writes DIR/sparse_mla_gluon_ws_sweep.json. --ws --profile: also the timing builds of gluon_ws (one side of the
-pipeline alone, PROFILES) at each case's default config.
+pipeline alone, PROFILES) at each case's default config. --g64: the 64-head kernel's producer shapes and L2
+prefetch distances (G64_SWEEP) beside the Triton kernel; writes DIR/sparse_mla_gluon64_sweep.json.
 """
 from __future__ import annotations
 
@@ -34,12 +35,21 @@ SWEEP = [
 
 
 WS_SWEEP = [
-    # (layout, tokens, heads, configs as (stages, producer_regs, producer_warps)); 96 registers with 4 producer
-    # warps spill (bench/mla_gluon_check.py --kernel ws)
-    ("fp8_ds_mla", 512, 8, [(3, 128, 4), (2, 128, 4), (3, 160, 4), (3, 96, 8), (3, 128, 8)]),
-    ("fp8_ds_mla", 512, 16, [(3, 128, 4), (3, 128, 8)]),
-    ("fp8_ds_mla", 512, 32, [(2, 128, 4), (2, 128, 8)]),
-    ("fp8_ds_mla_nope", 512, 8, [(4, 128, 4), (3, 128, 4), (4, 128, 8)]),
+    # (layout, tokens, heads, configs as (stages, producer_regs, producer_warps, L2 prefetch distance)); 96 registers
+    # with 4 producer warps spill (bench/mla_gluon_check.py --kernel ws)
+    ("fp8_ds_mla", 512, 8, [(3, 128, 8, 0), (3, 128, 8, 2), (3, 128, 8, 4), (3, 128, 8, 8), (3, 96, 8, 4),
+                            (2, 128, 8, 4)]),
+    ("fp8_ds_mla", 512, 16, [(3, 128, 8, 0), (3, 128, 8, 4), (3, 128, 4, 4)]),
+    ("fp8_ds_mla", 512, 32, [(2, 128, 4, 0), (2, 128, 4, 4), (2, 128, 4, 8)]),
+    ("fp8_ds_mla_nope", 512, 8, [(4, 128, 8, 0), (4, 128, 8, 4), (4, 128, 8, 8)]),
+]
+
+G64_SWEEP = [
+    # (layout, tokens, heads, G64Config fields: producer warps, regs, unit, depth, L2 prefetch distance in units)
+    ("fp8_ds_mla", 512, 64, [(4, 120, 16, 3, 0), (4, 120, 16, 3, 4), (4, 120, 16, 3, 8), (4, 120, 16, 3, 12),
+                             (4, 112, 16, 2, 4), (4, 104, 32, 1, 0), (4, 112, 16, 2, 0)]),
+    ("fp8_ds_mla", 512, 128, [(4, 120, 16, 3, 0), (4, 120, 16, 3, 8)]),
+    ("fp8_ds_mla_nope", 512, 64, [(4, 120, 16, 3, 0), (4, 120, 16, 3, 8)]),
 ]
 
 
@@ -86,18 +96,18 @@ def ws_main(args) -> int:
         ms = time_ms(small, rep_ms=args.rep_ms)
         rows.append({"layout": layout, "tokens": tokens, "heads": heads, "kernel": "gluon", "config": None, "ms": ms})
         print(f"decode {layout:16s} t={tokens} h={heads:3d} gluon          {ms:.4f} ms", flush=True)
-        for st, regs, pw in configs:
-            cfg = gluon_ws.WsConfig(st, regs, pw)
+        for st, regs, pw, pf in configs:
+            cfg = gluon_ws.WsConfig(st, regs, pw, pf)
             fn = lambda: gluon_ws.run_attention_ws(case.q, flat, case.layout, case.indices, case.sm_scale, None, out,
                                                    lse, config=cfg)
             try:
                 ms, diff, ldiff = _checked_time(fn, out, lse, ref_o, ref_l, args.rep_ms)
             except Exception as e:  # noqa: BLE001
-                print(f"  ws {st}/{regs}/{pw} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+                print(f"  ws {st}/{regs}/{pw}/{pf} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
                 continue
             rows.append({"layout": layout, "tokens": tokens, "heads": heads, "kernel": "gluon_ws",
-                         "config": [st, regs, pw], "ms": ms, "max_abs_vs_gluon": diff, "lse_rel_vs_gluon": ldiff})
-            print(f"decode {layout:16s} t={tokens} h={heads:3d} gluon_ws {st}/{regs}/{pw}  {ms:.4f} ms  "
+                         "config": [st, regs, pw, pf], "ms": ms, "max_abs_vs_gluon": diff, "lse_rel_vs_gluon": ldiff})
+            print(f"decode {layout:16s} t={tokens} h={heads:3d} gluon_ws {st}/{regs}/{pw}/{pf}  {ms:.4f} ms  "
                   f"max_abs_vs_gluon={diff:.3g} lse_rel={ldiff:.3g}", flush=True)
         for prof in (PROFILES if args.profile else ()):
             fn = lambda: gluon_ws.run_attention_ws(case.q, flat, case.layout, case.indices, case.sm_scale, None, out,
@@ -120,15 +130,58 @@ def ws_main(args) -> int:
     return 0
 
 
+def g64_main(args) -> int:
+    """Each G64_SWEEP config of gluon64 beside the Triton kernel (64-head programs, 'native')."""
+    from dsattn.ops.sparse_mla import gluon64
+    dev = torch.device("cuda")
+    rows = []
+    for layout, tokens, heads, configs in G64_SWEEP:
+        case = decode_case(tokens, heads, layout, dev)
+        flat = case.kv.flatten(0, 1)
+        t, h = case.tokens, case.heads
+        out = torch.empty((t, h, 512), dtype=torch.bfloat16, device=dev)
+        lse = torch.empty((t, h), dtype=torch.float32, device=dev)
+        tri = lambda: launch.run_attention(case.q, flat, case.layout, case.indices, case.sm_scale, None, out, lse,
+                                           "native", config=launch.CONFIGS[(64, True)])
+        tri()
+        ref_o, ref_l = out.clone(), lse.clone()
+        ms = time_ms(tri, rep_ms=args.rep_ms)
+        rows.append({"layout": layout, "tokens": tokens, "heads": heads, "kernel": "triton", "config": None, "ms": ms})
+        print(f"decode {layout:16s} t={tokens} h={heads:3d} triton          {ms:.4f} ms", flush=True)
+        for c in configs:
+            cfg = gluon64.G64Config(*c)
+            fn = lambda: gluon64.run_attention_g64(case.q, flat, case.layout, case.indices, case.sm_scale, None, out,
+                                                   lse, config=cfg)
+            label = "/".join(map(str, c))
+            try:
+                ms, diff, ldiff = _checked_time(fn, out, lse, ref_o, ref_l, args.rep_ms)
+            except Exception as e:  # noqa: BLE001
+                print(f"  g64 {label} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+                continue
+            rows.append({"layout": layout, "tokens": tokens, "heads": heads, "kernel": "gluon64", "config": list(c),
+                         "ms": ms, "max_abs_vs_triton": diff, "lse_rel_vs_triton": ldiff})
+            print(f"decode {layout:16s} t={tokens} h={heads:3d} gluon64 {label}  {ms:.4f} ms  "
+                  f"max_abs_vs_triton={diff:.3g} lse_rel={ldiff:.3g}", flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "sparse_mla_gluon64_sweep.json")
+    json.dump({"device": torch.cuda.get_device_name(), "commit": os.environ.get("DSATTN_GIT_COMMIT"), "rows": rows},
+              open(path, "w"), indent=1)
+    print(f"# wrote {path}")
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=".")
     p.add_argument("--rep-ms", type=float, default=40)
     p.add_argument("--ws", action="store_true", help="sweep the warp-specialized kernel (gluon_ws.py)")
+    p.add_argument("--g64", action="store_true", help="sweep the 64-head kernel (gluon64.py) beside Triton")
     p.add_argument("--profile", action="store_true", help="with --ws: also time gluon_ws's timing builds (PROFILES)")
     args = p.parse_args()
     if args.ws:
         return ws_main(args)
+    if args.g64:
+        return g64_main(args)
     dev = torch.device("cuda")
     rows = []
     for kind, layout, tokens, heads, configs in SWEEP:

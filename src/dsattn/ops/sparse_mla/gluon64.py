@@ -54,7 +54,7 @@ except Exception:  # pragma: no cover - older triton without Gluon
 from ...formats import LATENT_DIM, KVLayout
 
 if HAVE_GLUON:
-    from .gluon_small import _idx  # noqa: F401 (used inside the kernels)
+    from .gluon_small import _idx, _prefetch_entries, _prefetch_rows  # noqa: F401 (used inside the kernels)
 
 BN = 64    # keys per block (S's N; P @ V's K)
 HB = 32    # keys per producer half-block
@@ -75,6 +75,7 @@ class G64Config:
     producer_regs: int = 120
     unit: int = 16
     depth: int = 3
+    prefetch: int = 0  # ring producer: units of rows asked of L2 ahead of the newest load (0: none)
 
 
 def g64_smem_bytes(layout: KVLayout, d_qk: int) -> int:
@@ -90,16 +91,18 @@ def parse_g64_config(spec: str) -> G64Config:
     not one the kernel takes."""
     try:
         fields = [int(x) for x in spec.split("/")]
-        if len(fields) != 4:
+        if len(fields) not in (4, 5):
             raise ValueError
         cfg = G64Config(*fields)
     except ValueError:
-        raise ValueError(f"DSATTN_G64_CONFIG must be warps/regs/unit/depth, e.g. 4/120/16/3, got {spec!r}") from None
+        raise ValueError(f"DSATTN_G64_CONFIG must be warps/regs/unit/depth[/prefetch], e.g. 4/120/16/3, got {spec!r}") \
+            from None
     ok = (cfg.producer_warps == 4 and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
-          and ((cfg.depth == 1 and cfg.unit == HB) or (cfg.depth in (2, 3) and cfg.unit in (16, 32))))
+          and ((cfg.depth == 1 and cfg.unit == HB and cfg.prefetch == 0)
+               or (cfg.depth in (2, 3) and cfg.unit in (16, 32) and 0 <= cfg.prefetch <= 16)))
     if not ok:
         raise ValueError("DSATTN_G64_CONFIG: producer warps 4, registers a multiple of 8 in [24, 160], depth 1 with "
-                         f"unit 32 or depth 2 / 3 with unit 16 / 32; got {spec!r}")
+                         f"unit 32 (no prefetch) or depth 2 / 3 with unit 16 / 32 and prefetch 0..16; got {spec!r}")
     return cfg
 
 
@@ -282,9 +285,12 @@ if HAVE_GLUON:
     @gluon.jit
     def _producer_ring(idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, k16, rope16, full, free,
                        stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
-                       HAS_ROPE: gl.constexpr, UNIT: gl.constexpr, DEPTH: gl.constexpr, PW: gl.constexpr):
+                       HAS_ROPE: gl.constexpr, UNIT: gl.constexpr, DEPTH: gl.constexpr, PW: gl.constexpr,
+                       PF: gl.constexpr):
         """The producer as a register ring: units of UNIT rows, DEPTH units loaded ahead (2 or 3); after a unit
-        is stored, the unit DEPTH places later is loaded into the registers it freed."""
+        is stored, the unit DEPTH places later is loaded into the registers it freed. PF > 0: the rows of the unit
+        PF places beyond the newest load are prefetched into L2 (more rows in flight than the registers hold)."""
+        ROW_BYTES: gl.constexpr = 528 + (128 if HAS_ROPE else 0)  # latent + scales (+ RoPE)
         gl.static_assert(DEPTH == 2 or DEPTH == 3, "a ring of 2 or 3 units")
         UPB: gl.constexpr = KB // UNIT
         nblocks = gl.cdiv(hi - lo, KB)
@@ -296,6 +302,11 @@ if HAVE_GLUON:
             e2 = _entries(idx_row, lo + 2 * UNIT, hi, PW, UNIT)
             u2 = _load_unit(e2, num_slots, lat_ptr, rope_ptr, stride_lat, stride_rope, HAS_ROPE, PW)
         nx = _entries(idx_row, lo + DEPTH * UNIT, hi, PW, UNIT)
+        if PF > 0:
+            for i in gl.static_range(PF):
+                _prefetch_rows(_prefetch_entries(idx_row, lo + (DEPTH + i) * UNIT, hi, UNIT, PW), num_slots, lat_ptr,
+                               stride_lat, ROW_BYTES, UNIT, PW)
+            pfx = _prefetch_entries(idx_row, lo + (DEPTH + PF) * UNIT, hi, UNIT, PW)
         for b in range(nblocks):
             slot = b % 2
             for k in gl.static_range(UPB):
@@ -306,6 +317,9 @@ if HAVE_GLUON:
                 _store_unit(u0, e0, num_slots, scale_ptr, stride_scale, k16.index(slot).slice(k * UNIT, UNIT, dim=0),
                             rope16.index(slot).slice(k * UNIT, UNIT, dim=0), HAS_ROPE)
                 new = _load_unit(nx, num_slots, lat_ptr, rope_ptr, stride_lat, stride_rope, HAS_ROPE, PW)
+                if PF > 0:
+                    _prefetch_rows(pfx, num_slots, lat_ptr, stride_lat, ROW_BYTES, UNIT, PW)
+                    pfx = _prefetch_entries(idx_row, lo + (j + DEPTH + PF + 1) * UNIT, hi, UNIT, PW)
                 if DEPTH == 3:
                     u0, e0, u1, e1, u2, e2 = u1, e1, u2, e2, new, nx
                 else:
@@ -403,7 +417,7 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, UNIT: gl.constexpr, DEPTH: gl.constexpr,
-            num_warps: gl.constexpr):
+            num_warps: gl.constexpr, PF: gl.constexpr = 0):
         """Grid (T, cdiv(num_heads, 64), splits); arguments as kernels.sparse_mla_kernel (fp8 rows)."""
         t = gl.program_id(0).to(gl.int64)
         h0 = gl.program_id(1) * HEADS
@@ -452,7 +466,7 @@ if HAVE_GLUON:
                              qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                              stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, num_warps)),
                 (_producer_ring, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, k16, rope16, full, free,
-                                  stride_lat, stride_scale, stride_rope, HAS_ROPE, UNIT, DEPTH, PRODUCER_WARPS)),
+                                  stride_lat, stride_scale, stride_rope, HAS_ROPE, UNIT, DEPTH, PRODUCER_WARPS, PF)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
 
@@ -470,6 +484,6 @@ def run_attention_g64(q, flat, layout: KVLayout, indices, sm_scale, topk_length,
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         cfg.producer_warps, cfg.producer_regs, cfg.unit, cfg.depth,
-        num_warps=CONSUMER_WARPS,
+        num_warps=CONSUMER_WARPS, PF=cfg.prefetch,
     )
     launch.combine_splits(out, lse, part_o, part_lse, splits)

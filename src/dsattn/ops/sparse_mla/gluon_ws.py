@@ -30,6 +30,7 @@ bench/results/ab_gluon_ws_h8.json, ab_gluon_ws_h16.json). launch.py's 'auto' sel
 from __future__ import annotations
 
 import dataclasses
+import os
 
 try:
     from triton.experimental import gluon
@@ -44,7 +45,8 @@ except Exception:  # pragma: no cover - older triton without Gluon
 from ...formats import LATENT_DIM, KVLayout
 
 if HAVE_GLUON:
-    from .gluon_small import _copy_layout, _idx, _scale_layout  # noqa: F401 (used inside the kernels)
+    from .gluon_small import (_copy_layout, _idx, _prefetch_entries, _prefetch_rows,  # noqa: F401 (used inside
+                              _scale_layout)                                          # the kernels)
 
 BN = 64   # keys per block (wgmma M)
 HB = 32   # keys per gathered half-block (the raw ring's unit)
@@ -60,6 +62,7 @@ class WsConfig:
     stages: int = 3
     producer_regs: int = 128
     producer_warps: int = 4
+    prefetch: int = 0  # half-blocks of rows asked of L2 ahead of the newest gather (0: none)
 
 
 def ws_hp(num_heads: int) -> int:
@@ -81,7 +84,14 @@ def ws_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> WsConfig:
     nope / 512 -> 4 at 16, 3 at 32), and 8 producer warps at 16 heads a program (4 at 32). The H200 sweep
     (bench/results/sparse_mla_gluon_ws_sweep.json, 512 tokens, one timing each): fp8_ds_mla 8 / 16 heads 3/128/8
     0.326 / 0.330 ms vs 3/128/4 0.333 / 0.335; nope 8 heads 4/128/8 0.296 vs 4/128/4 0.309; 32 heads 2/128/4 0.354
-    vs 2/128/8 0.359."""
+    vs 2/128/8 0.359. DSATTN_WS_CONFIG='stages/regs/warps[/prefetch]' overrides it (A/B runs; read at launch)."""
+    spec = os.environ.get("DSATTN_WS_CONFIG", "").strip()
+    if spec:
+        try:
+            return WsConfig(*[int(x) for x in spec.split("/")])
+        except (TypeError, ValueError):
+            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch], e.g. 3/128/8/4, "
+                             f"got {spec!r}") from None
     hp = ws_hp(num_heads)
     stages = 4
     while stages > 2 and ws_smem_bytes(layout, d_qk, hp, stages) + SMEM_MARGIN > SMEM_LIMIT:
@@ -136,10 +146,14 @@ if HAVE_GLUON:
     def _producer(idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                   raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
                   stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
-                  HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr, PROFILE: gl.constexpr):
+                  HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr, PROFILE: gl.constexpr,
+                  PF: gl.constexpr):
         """Gathers half-blocks into the raw ring (NSTAGES - 1 in flight) and converts each into its tile.
         PROFILE (timing builds only, wrong outputs): 2 = no gather and no conversion (hand the tiles over as they
-        are), 3 = gather but no conversion, 4 = convert whatever the stages hold, no gather."""
+        are), 3 = gather but no conversion, 4 = convert whatever the stages hold, no gather.
+        PF > 0: the rows of the half-block PF halves beyond the newest gather are prefetched into L2 (more rows in
+        flight than the ring holds)."""
+        ROW_BYTES: gl.constexpr = 528 + (128 if HAS_ROPE else 0)  # latent + scales (+ RoPE)
         GATHER: gl.constexpr = PROFILE != 2 and PROFILE != 4
         CONVERT: gl.constexpr = PROFILE != 2 and PROFILE != 3
         nblocks = gl.cdiv(hi - lo, KB)
@@ -148,6 +162,11 @@ if HAVE_GLUON:
                     raw_lat.index(i), raw_sc.index(i), raw_rope.index(i), stride_lat, stride_scale, stride_rope,
                     HAS_ROPE, PW)
         nx = _entries(idx_row, lo + (NSTAGES - 1) * HALF, hi, PW)
+        if PF > 0:
+            for i in gl.static_range(PF):
+                _prefetch_rows(_prefetch_entries(idx_row, lo + (NSTAGES - 1 + i) * HALF, hi, HALF, PW), num_slots,
+                               lat_ptr, stride_lat, ROW_BYTES, HALF, PW)
+            pfx = _prefetch_entries(idx_row, lo + (NSTAGES - 1 + PF) * HALF, hi, HALF, PW)
         for b in range(nblocks):
             slot = b % 2
             k16_t = k16.index(slot)
@@ -164,6 +183,9 @@ if HAVE_GLUON:
                             raw_lat.index(nxt % NSTAGES), raw_sc.index(nxt % NSTAGES), raw_rope.index(nxt % NSTAGES),
                             stride_lat, stride_scale, stride_rope, HAS_ROPE, PW)
                     nx = _entries(idx_row, lo + (nxt + 1) * HALF, hi, PW)
+                    if PF > 0:
+                        _prefetch_rows(pfx, num_slots, lat_ptr, stride_lat, ROW_BYTES, HALF, PW)
+                        pfx = _prefetch_entries(idx_row, lo + (nxt + PF + 1) * HALF, hi, HALF, PW)
                 if h == 0:
                     # the consumer is done with block b - 2's tile (mbarriers start with phase 1 complete)
                     mbarrier.wait(free.index(slot), ((b // 2) & 1) ^ 1)
@@ -294,7 +316,7 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0):
+            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_small.sparse_mla_small_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one gather in flight while a half-block converts")
@@ -340,7 +362,7 @@ if HAVE_GLUON:
                 (_idle_consumer, (lo, hi, full, free, k16, q_smem, p_smem, lse_ptr, num_warps)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                              raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
-                             stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE)),
+                             stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE, PF)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
         else:
             gl.warp_specialize([
@@ -349,7 +371,7 @@ if HAVE_GLUON:
                              stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, HP, num_warps)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                              raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
-                             stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE)),
+                             stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE, PF)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
 
@@ -371,6 +393,6 @@ def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-        num_warps=4, PROFILE=profile,
+        num_warps=4, PROFILE=profile, PF=cfg.prefetch,
     )
     launch.combine_splits(out, lse, part_o, part_lse, splits)
