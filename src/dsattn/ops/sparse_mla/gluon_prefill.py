@@ -36,7 +36,14 @@ Partitions (gl.warp_specialize):
       cross the warpgroups. q [64, 512] in shared memory, q_rope [64, 64] in registers (a wgmma A operand: the
       8 KB it would take in shared memory is what lets 2 x 64-key stages fit). Per block: retire the previous
       P @ V, partition barrier, arrive `free`; wait `full`; S; online softmax (base 2); P_hi / P_lo to shared
-      memory; both P @ V left in flight.
+      memory; both P @ V left in flight. With PrefillConfig.overlap = 1, S of block b + 1 is issued right after
+      `free` (before block b's softmax), so the softmax runs while the tensor cores compute it; the consumer then
+      holds two stages (b for P @ V, b + 1 for S).
+
+Launch configurations (PrefillConfig, DSATTN_PF_CONFIG='bn/stages/producer_warps/producer_regs[/overlap]'):
+32-entry blocks x 4 stages (default), 64 x 2 (S's wgmma N = 32 a warpgroup instead of 16: half the re-reads of q
+from shared memory per entry, one block in flight instead of three), overlap 0 / 1. Which is fastest is not
+measured yet (bench/gpu_pf_call1.sh times them).
 
 Outputs: out [T, H, 512] bf16 (any row strides), lse [T, H] fp32 natural log; a row without a valid entry gets
 out = 0, lse = -inf. Rows of heads past H and of tokens past the chunk are never stored.
@@ -74,11 +81,13 @@ LOG2E = 1.4426950408889634
 class PrefillConfig:
     """Launch configuration of sparse_mla_prefill_kernel: entries per block (BN: S's N, P @ V's K), stages of the
     cp.async ring (NS - 1 blocks in flight), the producer partition's warps and register budget (setmaxnreg; the
-    consumer warpgroups get the rest of the register file)."""
+    consumer warpgroups get the rest of the register file), and overlap: 1 issues S of block b + 1 before block b's
+    softmax (the softmax runs while the tensor cores compute S), 0 runs S, softmax and P @ V in turn."""
     block_n: int = 32
     stages: int = 4
     producer_warps: int = 4
     producer_regs: int = 56
+    overlap: int = 0
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -88,22 +97,22 @@ def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
 
 
 def parse_prefill_config(spec: str) -> PrefillConfig:
-    """'bn/stages/producer_warps/producer_regs' (e.g. '64/2/4/96') -> PrefillConfig; ValueError naming
-    DSATTN_PF_CONFIG when the kernel does not take it."""
+    """'bn/stages/producer_warps/producer_regs[/overlap]' (e.g. '64/2/4/56', '32/4/4/56/1') -> PrefillConfig;
+    ValueError naming DSATTN_PF_CONFIG when the kernel does not take it."""
     try:
         fields = [int(x) for x in spec.split("/")]
-        if len(fields) != 4:
+        if len(fields) not in (4, 5):
             raise ValueError
         cfg = PrefillConfig(*fields)
     except ValueError:
         raise ValueError(f"DSATTN_PF_CONFIG must be bn/stages/producer_warps/producer_regs, e.g. 32/4/4/96, "
                          f"got {spec!r}") from None
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6 and cfg.producer_warps in (4, 8)
-          and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
+          and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
-                         f"producer warps 4 or 8, registers a multiple of 8 in [24, 160]; got {spec!r}")
+                         f"producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap 0 or 1; got {spec!r}")
     return cfg
 
 
@@ -171,11 +180,19 @@ if HAVE_GLUON:
         async_copy.wait_group(0)
 
     @gluon.jit
+    def _s_issue(q_rope, q_smem, lat_t, rope_t, MMA_S: gl.constexpr, HAS_ROPE: gl.constexpr, BN: gl.constexpr):
+        """S [64, BN] = q_rope K_rope^T + q K^T of one stage, left in flight (one wgmma group each product)."""
+        s = gl.zeros([ROWS, BN], gl.float32, MMA_S)
+        if HAS_ROPE:
+            s = warpgroup_mma(q_rope, rope_t.permute((1, 0)), s, is_async=True)
+        return warpgroup_mma(q_smem, lat_t.permute((1, 0)), s, is_async=True)
+
+    @gluon.jit
     def _consumer(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                   qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                   q_smem, lat, rope, ph_smem, pl_smem, full, free,
                   HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
-                  NS: gl.constexpr, num_warps: gl.constexpr):
+                  NS: gl.constexpr, OVERLAP: gl.constexpr, num_warps: gl.constexpr):
         """q to shared memory (q_rope to registers), then per block: S, online softmax, P_hi / P_lo,
         O += P V; the epilogue."""
         gl.static_assert(num_warps == 8, "two consumer warpgroups")
@@ -206,6 +223,8 @@ if HAVE_GLUON:
             qr = gl.arange(0, 64, gl.SliceLayout(0, QR_L))
             qr_ptrs = q_ptr + rt.to(gl.int64)[:, None] * stride_qt + (rh * stride_qh)[:, None] + 512 + qr[None, :]
             q_rope = gl.load(qr_ptrs, mask=((rt < tok_end) & (rh < num_heads))[:, None], other=0.0)
+        else:
+            q_rope = q_smem  # unused
         fence_async_shared()
         gl.thread_barrier()
 
@@ -215,8 +234,16 @@ if HAVE_GLUON:
         acc = warpgroup_mma_init(gl.zeros([ROWS, 512], gl.float32, MMA_O))
         nblocks = gl.cdiv(hi, BN)
         cur = _idx(idx_row, 0, hi, BN, COL_S)
+        bits = cur
         if GROUPED:
             cur_bits = _idx(mask_row, 0, hi, BN, COL_S)
+        if OVERLAP:
+            # S of block 0 before the loop; each iteration issues S(b + 1) before block b's softmax
+            gl.static_assert(NS >= 2, "overlap: two stages at least")
+            if nblocks > 0:
+                mbarrier.wait(full.index(0), 0)
+            s_cur = _s_issue(q_rope, q_smem, lat.index(0), rope.index(0), MMA_S, HAS_ROPE, BN)
+            s_cur = warpgroup_mma_wait(0, deps=(s_cur,))
         for b in range(nblocks):
             st = b % NS
             ix = cur
@@ -228,12 +255,19 @@ if HAVE_GLUON:
             acc = warpgroup_mma_wait(0, deps=(acc,))
             gl.thread_barrier()
             mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
-            mbarrier.wait(full.index(st), (b // NS) & 1)
-            s = gl.zeros([ROWS, BN], gl.float32, MMA_S)
-            if HAS_ROPE:
-                s = warpgroup_mma(q_rope, rope.index(st).permute((1, 0)), s, is_async=True)
-            s = warpgroup_mma(q_smem, lat.index(st).permute((1, 0)), s, is_async=True)
-            s = warpgroup_mma_wait(0, deps=(s,))
+            if OVERLAP:
+                # S(b + 1) runs on the tensor cores while block b's softmax runs (past the last block: S over
+                # block b's stage again, never read)
+                has_next = b + 1 < nblocks
+                if has_next:
+                    mbarrier.wait(full.index((b + 1) % NS), ((b + 1) // NS) & 1)
+                stn = (b + has_next.to(gl.int32)) % NS
+                s_nxt = _s_issue(q_rope, q_smem, lat.index(stn), rope.index(stn), MMA_S, HAS_ROPE, BN)
+                s = s_cur
+            else:
+                mbarrier.wait(full.index(st), (b // NS) & 1)
+                s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
+                s = warpgroup_mma_wait(0, deps=(s,))
 
             valid = ((ix >= 0) & (ix < num_slots))[None, :]
             if GROUPED:
@@ -253,6 +287,9 @@ if HAVE_GLUON:
             gl.thread_barrier()  # both warpgroups' halves of P are in shared memory
             acc = warpgroup_mma(ph_smem, lat.index(st), acc, is_async=True)
             acc = warpgroup_mma(pl_smem, lat.index(st), acc, is_async=True)
+            if OVERLAP:
+                # S(b + 1) retired (issued before this P @ V, whose two groups may still run)
+                s_cur = warpgroup_mma_wait(2, deps=(s_nxt,))
         acc = warpgroup_mma_wait(0, deps=(acc,))
 
         # ---- epilogue ---------------------------------------------------------------------------------
@@ -278,7 +315,7 @@ if HAVE_GLUON:
             out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
             num_slots, num_heads, topk, token0, tok_end, qk_scale,
             stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr,
-            HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr,
+            HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, OVERLAP: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
         """Grid (programs, head blocks). G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its union
         list entries / masks row g (stride_it), end_ptr = counts. G == 1: program t = token t, idx_ptr = indices,
@@ -323,7 +360,7 @@ if HAVE_GLUON:
             (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                          qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                          q_smem, lat, rope, ph_smem, pl_smem, full, free,
-                         HAS_ROPE, GROUPED, HPT, BN, NS, num_warps)),
+                         HAS_ROPE, GROUPED, HPT, BN, NS, OVERLAP, num_warps)),
             (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS,
                          PRODUCER_WARPS)),
         ], [PRODUCER_WARPS], [PRODUCER_REGS])
@@ -346,7 +383,7 @@ def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0
         idx, stride_i, end, masks,
         out, out.stride(0), out.stride(1), lse, lse.stride(0), lse.stride(1),
         flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
-        flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages,
+        flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages, bool(cfg.overlap),
         cfg.producer_warps, cfg.producer_regs,
         num_warps=CONSUMER_WARPS,
     )
