@@ -129,21 +129,27 @@ if HAVE_GLUON:
     ROWS = gl.constexpr(M)
 
     @gluon.jit
-    def _gather(idx_row, start, hi, num_slots, kv_ptr, lat_buf, rope_buf, stride_kv: gl.constexpr,
-                HAS_ROPE: gl.constexpr, BN: gl.constexpr, PW: gl.constexpr):
-        """cp.async of the rows of entries [start, start + BN) into one stage (latent, RoPE), one commit group.
-        Invalid entries (< 0, >= num_slots, past hi) are masked copies: zero-filled, nothing read."""
+    def _entries(idx_row, start, hi, BN: gl.constexpr, PW: gl.constexpr):
+        """Entries [start, start + BN) (-1 past hi) in the row layouts of the latent and RoPE copies, loaded a
+        block ahead of their copies so that the index load's latency stays off the gather's path."""
+        return (_idx(idx_row, start, hi, BN, gl.SliceLayout(1, _copy_layout(512, 2, PW))),
+                _idx(idx_row, start, hi, BN, gl.SliceLayout(1, _copy_layout(64, 2, PW))))
+
+    @gluon.jit
+    def _gather(ix, num_slots, kv_ptr, lat_buf, rope_buf, stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr,
+                PW: gl.constexpr):
+        """cp.async of one block's rows (ix: its entries, from _entries) into one stage (latent, RoPE), one commit
+        group. Invalid entries (< 0, >= num_slots, past hi) are masked copies: zero-filled, nothing read."""
         LAT_L: gl.constexpr = _copy_layout(512, 2, PW)
-        ix = _idx(idx_row, start, hi, BN, gl.SliceLayout(1, LAT_L))
-        valid = (ix >= 0) & (ix < num_slots)
-        row = kv_ptr + gl.where(valid, ix, 0).to(gl.int64) * stride_kv
+        ix_lat, ix_rope = ix
+        valid = (ix_lat >= 0) & (ix_lat < num_slots)
+        row = kv_ptr + gl.where(valid, ix_lat, 0).to(gl.int64) * stride_kv
         cols = gl.arange(0, 512, gl.SliceLayout(0, LAT_L))
         async_copy.async_copy_global_to_shared(lat_buf, row[:, None] + cols[None, :], mask=valid[:, None])
         if HAS_ROPE:
             ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
-            ix = _idx(idx_row, start, hi, BN, gl.SliceLayout(1, ROPE_L))
-            valid = (ix >= 0) & (ix < num_slots)
-            row = kv_ptr + gl.where(valid, ix, 0).to(gl.int64) * stride_kv + 512
+            valid = (ix_rope >= 0) & (ix_rope < num_slots)
+            row = kv_ptr + gl.where(valid, ix_rope, 0).to(gl.int64) * stride_kv + 512
             rc = gl.arange(0, 64, gl.SliceLayout(0, ROPE_L))
             async_copy.async_copy_global_to_shared(rope_buf, row[:, None] + rc[None, :], mask=valid[:, None])
         async_copy.commit_group()
@@ -156,10 +162,11 @@ if HAVE_GLUON:
         nblocks = gl.cdiv(hi, BN)
         for i in gl.static_range(NS - 1):
             if i < nblocks:
-                _gather(idx_row, i * BN, hi, num_slots, kv_ptr, lat.index(i), rope.index(i), stride_kv, HAS_ROPE,
-                        BN, PW)
+                _gather(_entries(idx_row, i * BN, hi, BN, PW), num_slots, kv_ptr, lat.index(i), rope.index(i),
+                        stride_kv, HAS_ROPE, PW)
             else:
                 async_copy.commit_group()
+        nx = _entries(idx_row, (NS - 1) * BN, hi, BN, PW)
         for b in range(nblocks):
             # block b landed (NS - 2 younger groups may fly); fence for the async proxy (wgmma reads it), then
             # every producer thread's copies are done before the arrive
@@ -173,10 +180,10 @@ if HAVE_GLUON:
                 # use nb // NS of this stage: the consumer released use nb // NS - 1 (block b - 1); fresh
                 # mbarriers count as phase 1 complete
                 mbarrier.wait(free.index(st), ((nb // NS) & 1) ^ 1)
-                _gather(idx_row, nb * BN, hi, num_slots, kv_ptr, lat.index(st), rope.index(st), stride_kv,
-                        HAS_ROPE, BN, PW)
+                _gather(nx, num_slots, kv_ptr, lat.index(st), rope.index(st), stride_kv, HAS_ROPE, PW)
             else:
                 async_copy.commit_group()
+            nx = _entries(idx_row, (nb + 1) * BN, hi, BN, PW)
         async_copy.wait_group(0)
 
     @gluon.jit
