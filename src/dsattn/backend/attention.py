@@ -38,7 +38,7 @@ from ..memory.workspace import Workspace, specs_nbytes
 from ..ops._triton import sm_count
 from ..ops.cache import write_kv_cache
 from ..ops.gather import gather_latent, positions_to_offsets, positions_to_slots
-from ..ops.sparse_mla import decode_scratch_spec, sparse_mla_decode, sparse_mla_prefill
+from ..ops.sparse_mla import decode_scratch_spec, prefill_scratch_spec, sparse_mla_decode, sparse_mla_prefill
 from ..ops.sparse_mla.dispatch import DEFAULT_SM_COUNT
 from . import policy
 from .indexer import IndexerDriver, IndexerInputs, logits_stride
@@ -48,6 +48,7 @@ METADATA = "metadata"
 INDICES = "indices"
 LSE = "attention.lse"
 DECODE_SCRATCH = "attention.decode_scratch"
+PREFILL_SCRATCH = "attention.prefill_scratch"
 GATHERED = "attention.gathered_context"
 ATTENTION = "attention"
 
@@ -167,6 +168,12 @@ class DSAAttention:
             most = max(specs_nbytes(dict(enumerate(self._decode_scratch(t)[1])))
                        for t in range(1, self._decode_tokens_max() + 1))
             ws.reserve_bytes(DECODE_SCRATCH, most, phase=ATTENTION)
+        if self.path is not policy.Path.FP8_MIXED:
+            # the grouped prefill kernel's union lists for the largest prefill call (every token of a step);
+            # prefill_scratch_spec caps them at a 64 MiB chunk, so it grows no further with the tokens
+            specs = prefill_scratch_spec(lim.max_num_tokens, self.heads, self.width)
+            if specs:
+                ws.reserve(PREFILL_SCRATCH, dict(enumerate(specs)), phase=ATTENTION)
         if self.path is policy.Path.FP8_GATHERED:
             ws.reserve(GATHERED, {"context": ((lim.gather_tokens, g.d_qk), torch.bfloat16)}, phase=ATTENTION)
 
@@ -307,7 +314,8 @@ class DSAAttention:
         lse = ws.view(LSE, (t, self.heads), torch.float32)
         if self.path is policy.Path.BF16_PREFILL:
             variant = policy.choose_variant("prefill", self.heads, t, self.table, self.sm_count)
-            sparse_mla_prefill(q, kv_cache_flat(kv_cache), indices, self.sm_scale, out=out, lse=lse, variant=variant)
+            sparse_mla_prefill(q, kv_cache_flat(kv_cache), indices, self.sm_scale, out=out, lse=lse, variant=variant,
+                               scratch=self._prefill_scratch(t))
         elif self.path is policy.Path.FP8_MIXED:
             self._decode(q, kv_cache, indices, out, lse, 0, t)
         else:
@@ -335,6 +343,13 @@ class DSAAttention:
         sparse_mla_decode(q[lo:hi], kv_cache, indices[lo:hi], self.sm_scale, out=out[lo:hi], lse=lse[lo:hi],
                           variant=variant, scratch=scratch)
 
+    def _prefill_scratch(self, tokens: int) -> list | None:
+        """Views of the workspace for prefill_scratch_spec(tokens, ...) (None when the spec is [])."""
+        specs = prefill_scratch_spec(tokens, self.heads, self.width)
+        if not specs:
+            return None
+        return list(self.workspace.views(PREFILL_SCRATCH, {str(i): s for i, s in enumerate(specs)}).values())
+
     def _gathered_prefill(self, step, q, kv_cache, indices, out, lse) -> None:
         gp = step.gather_pieces
         for c, p0 in zip(step.host.gather_chunks, step.gather_piece_start):
@@ -345,4 +360,4 @@ class DSAAttention:
             a, b = c.row_start, c.row_end
             variant = policy.choose_variant("prefill", self.heads, b - a, self.table, self.sm_count)
             sparse_mla_prefill(q[a:b], context, indices[a:b], self.sm_scale, out=out[a:b], lse=lse[a:b],
-                               variant=variant)
+                               variant=variant, scratch=self._prefill_scratch(b - a))

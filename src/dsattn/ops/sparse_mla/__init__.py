@@ -21,10 +21,11 @@ from ...formats import LATENT_DIM, KVLayout, infer_layout
 from .._triton import kernels_available, sm_count
 from .dispatch import (DEFAULT_SM_COUNT, check_variant, decode_scratch_spec, decode_splits, decode_variants,
                        default_variant, prefill_variants)
+from .grouping import prefill_scratch_spec
 from .reference import sparse_mla_paged_reference, sparse_mla_reference
 
 __all__ = ["sparse_mla_prefill", "sparse_mla_decode", "prefill_variants", "decode_variants",
-           "decode_scratch_spec", "default_variant"]
+           "decode_scratch_spec", "prefill_scratch_spec", "default_variant"]
 
 D_QK = (512, 576)
 
@@ -92,7 +93,8 @@ def _outputs(q, d_v, out, lse):
 
 def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float, d_v: int = 512,
                        topk_length: torch.Tensor | None = None, out: torch.Tensor | None = None,
-                       lse: torch.Tensor | None = None, variant: str | None = None):
+                       lse: torch.Tensor | None = None, variant: str | None = None,
+                       scratch: "Sequence[torch.Tensor] | None" = None):
     """Sparse MLA over a flat bf16 latent view (a bf16 paged cache reshaped to slots works as is).
 
     q            [T, H, D_qk] bf16, D_qk 576 or 512, H 1..128
@@ -105,9 +107,13 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
     out          [T, H, 512] bf16 (any row strides, contiguous last dim), allocated only if None
     lse          [T, H] fp32, natural log; -inf (with out = 0) for a row without a valid entry
     variant      head dispatch (prefill_variants(H)); None picks default_variant
+    scratch      query-group union lists of the grouped kernel: the tensors of prefill_scratch_spec(T, H, K)
+                 in order (entries, masks, counts; any C >= 1 groups per chunk), contiguous; None (or empty)
+                 lets the launcher allocate what it needs. Must be None or empty when the spec is [].
     Returns (out, lse).
     """
     indices = _check_common(q, indices, sm_scale, d_v, topk_length, out, lse)
+    scratch = _check_prefill_scratch(scratch, q, indices)
     check_tensor("kv", kv, dtype=torch.bfloat16, ndim=(2, 3))
     if kv.dim() == 3:
         if kv.shape[1] != 1:
@@ -117,22 +123,63 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
         raise ValueError(f"kv must have the D_qk of q ({q.shape[2]}), got {kv.shape[1]}")
     _check_rows_aligned("kv", kv, check_start=False)
     check_variant(variant, q.shape[1])
-    check_same_device(q=q, kv=kv, indices=indices, topk_length=topk_length, out=out, lse=lse)
+    se, sm, sc = scratch if scratch is not None else (None, None, None)
+    check_same_device(q=q, kv=kv, indices=indices, topk_length=topk_length, out=out, lse=lse,
+                      scratch_entries=se, scratch_masks=sm, scratch_counts=sc)
     out, lse = _outputs(q, d_v, out, lse)
     if q.shape[0] == 0:
         return out, lse
     variant = variant or default_variant("prefill", q.shape[1], q.shape[0], _sm_count(q.device))
-    torch.ops.dsattn.sparse_mla_prefill(q, kv, indices, float(sm_scale), topk_length, out, lse, variant)
+    torch.ops.dsattn.sparse_mla_prefill(q, kv, indices, float(sm_scale), topk_length, out, lse, variant, se, sm, sc)
     return out, lse
 
 
-@torch.library.custom_op("dsattn::sparse_mla_prefill", mutates_args=("out", "lse"))
+def _check_prefill_scratch(scratch, q, indices):
+    """(entries, masks, counts) or None. The spec's shapes with any C >= 1 groups (the launcher runs the
+    tokens in chunks of C groups); contiguous, as build_groups and the grouped kernel index them densely."""
+    if scratch is None:
+        return None
+    if isinstance(scratch, torch.Tensor):
+        raise ValueError("scratch must be a sequence of the tensors of prefill_scratch_spec, got a single tensor")
+    scratch = list(scratch)
+    if len(scratch) == 0:
+        return None
+    t, h, _ = q.shape
+    k = indices.shape[1]
+    spec = prefill_scratch_spec(t, h, k)
+    if len(scratch) != len(spec):
+        raise ValueError(f"scratch must hold the {len(spec)} tensors of prefill_scratch_spec({t}, {h}, {k}) "
+                         f"(or be empty), got {len(scratch)}")
+    entries, masks, counts = scratch
+    width = spec[0][0][1]
+    check_tensor("scratch[0]", entries, dtype=torch.int32, shape=(None, width))
+    c = entries.shape[0]
+    if c < 1:
+        raise ValueError("scratch[0] must have at least one group (dim 0)")
+    check_tensor("scratch[1]", masks, dtype=torch.int32, shape=(c, width))
+    check_tensor("scratch[2]", counts, dtype=torch.int32, shape=(c,))
+    for i, x in enumerate(scratch):
+        if not x.is_contiguous():
+            raise ValueError(f"scratch[{i}] must be contiguous")
+        if x.device != q.device:
+            raise ValueError(f"scratch[{i}] must be on the device of q ({q.device}), got {x.device}")
+    return entries, masks, counts
+
+
+@torch.library.custom_op("dsattn::sparse_mla_prefill", mutates_args=("out", "lse", "scratch_entries",
+                                                                    "scratch_masks", "scratch_counts"))
 def _prefill_op(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float,
-                topk_length: Optional[torch.Tensor], out: torch.Tensor, lse: torch.Tensor, variant: str) -> None:
+                topk_length: Optional[torch.Tensor], out: torch.Tensor, lse: torch.Tensor, variant: str,
+                scratch_entries: Optional[torch.Tensor] = None, scratch_masks: Optional[torch.Tensor] = None,
+                scratch_counts: Optional[torch.Tensor] = None) -> None:
     _check_rows_aligned("kv", kv)
     if kernels_available(q.device):
         from .launch import launch_prefill
-        launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant)
+        if scratch_entries is None:
+            launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant)
+        else:
+            launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant,
+                           scratch=(scratch_entries, scratch_masks, scratch_counts))
         return
     o, s = sparse_mla_reference(q, kv, indices, sm_scale, LATENT_DIM, topk_length)
     out.copy_(o)
@@ -140,7 +187,8 @@ def _prefill_op(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_sca
 
 
 @_prefill_op.register_fake
-def _(q, kv, indices, sm_scale, topk_length, out, lse, variant) -> None:
+def _(q, kv, indices, sm_scale, topk_length, out, lse, variant, scratch_entries=None, scratch_masks=None,
+      scratch_counts=None) -> None:
     return None
 
 

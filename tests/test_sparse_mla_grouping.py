@@ -1,0 +1,309 @@
+"""Query-group union lists (ops/sparse_mla/grouping.py) and the prefill scratch plumbing.
+
+build_groups_reference against a plain-Python oracle; build_groups' Triton kernel under TRITON_INTERPRET=1
+(conftest) against the reference at small sizes (topk 16..128, G 1..8, duplicates, -1, out of range,
+topk_length, partial last group, token0 offsets, 64-bit codes); argument checks; prefill_scratch_spec sizes;
+sparse_mla_prefill's scratch= validation, pass-through and tracing; the backend's workspace reservation.
+"""
+import pytest
+import torch
+
+pytest.importorskip("triton")
+
+from dsattn.ops.sparse_mla import prefill_scratch_spec, sparse_mla_prefill
+from dsattn.ops.sparse_mla.grouping import (SCRATCH_CAP_BYTES, build_groups, build_groups_reference,
+                                            group_shape)
+
+
+def oracle(indices, topk_length, num_slots, g, token0, ntokens):
+    """[(entries, masks)] per group, straight from the definition (SPEC 3: a slot listed twice counts twice)."""
+    groups = []
+    for c in range(-(-ntokens // g)):
+        counts = []
+        for j in range(g):
+            t = token0 + c * g + j
+            if t >= token0 + ntokens:
+                break
+            n = indices.shape[1] if topk_length is None else int(topk_length[t])
+            cnt = {}
+            for i, s in enumerate(indices[t].tolist()):
+                if i < n and 0 <= s < num_slots:
+                    cnt[s] = cnt.get(s, 0) + 1
+            counts.append(cnt)
+        ents, masks = [], []
+        for s in sorted(set().union(*counts)):
+            for k in range(max(cnt.get(s, 0) for cnt in counts)):
+                ents.append(s)
+                masks.append(sum(1 << j for j, cnt in enumerate(counts) if cnt.get(s, 0) > k))
+        groups.append((ents, masks))
+    return groups
+
+
+def make_indices(t, k, num_slots, dup=False, lens=False, span=None):
+    """Random lists with -1, past-the-end and negative entries; dup: repeated slots within a row; span: slots
+    drawn from a window of that many (neighbouring tokens share many)."""
+    span = span or num_slots
+    idx = torch.randint(0, span, (t, k), dtype=torch.int32) + (num_slots - span) // 2
+    junk = torch.rand(t, k) < 0.15
+    idx[junk] = torch.tensor([-1, num_slots, num_slots + 7, -5], dtype=torch.int32)[torch.randint(0, 4, (int(junk.sum()),))]
+    if dup:
+        idx[:, 1] = idx[:, 0]
+        idx[::2, 2] = idx[::2, 0]
+        idx[1::3, k - 1] = idx[1::3, 3]
+    topk_length = torch.randint(0, k + 3, (t,), dtype=torch.int32) if lens else None
+    return idx, topk_length
+
+
+def scratch(c, width, fill=-7):
+    return (torch.full((c, width), fill, dtype=torch.int32), torch.full((c, width), fill, dtype=torch.int32),
+            torch.full((c,), fill, dtype=torch.int32))
+
+
+def run(fn, idx, lens, num_slots, g, token0, ntokens, rows=None):
+    c = rows if rows is not None else max(1, -(-ntokens // g))
+    e, m, n = scratch(c, g * idx.shape[-1])
+    r = fn(idx, lens, num_slots, g, token0, ntokens, e, m, n)
+    return r, e, m, n
+
+
+def assert_groups(got, want_groups):
+    r, e, m, n = got
+    assert r == len(want_groups)
+    for c, (ents, masks) in enumerate(want_groups):
+        assert int(n[c]) == len(ents), c
+        assert e[c, :len(ents)].tolist() == ents, c
+        assert m[c, :len(ents)].tolist() == masks, c
+
+
+def assert_same(a, b):
+    ra, ea, ma, na = a
+    rb, eb, mb, nb = b
+    assert ra == rb
+    assert torch.equal(na[:ra], nb[:rb])
+    for c in range(ra):
+        k = int(na[c])
+        assert torch.equal(ea[c, :k], eb[c, :k]), c
+        assert torch.equal(ma[c, :k], mb[c, :k]), c
+
+
+# ---------------------------------------------------------------------------------------------------
+# shapes
+# ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("heads, expected", [(1, (8, 8)), (8, (8, 8)), (9, (16, 4)), (16, (16, 4)), (17, (32, 2)),
+                                             (32, (32, 2)), (33, (64, 1)), (64, (64, 1)), (128, (64, 1))])
+def test_group_shape(heads, expected):
+    assert group_shape(heads) == expected
+
+
+@pytest.mark.parametrize("bad", [0, 129, -1, 8.0, True])
+def test_group_shape_rejects(bad):
+    with pytest.raises(ValueError, match="num_heads"):
+        group_shape(bad)
+
+
+def test_scratch_spec_sizes():
+    assert prefill_scratch_spec(100, 64, 2048) == [] == prefill_scratch_spec(100, 128, 2048)
+    i32 = torch.int32
+    assert prefill_scratch_spec(100, 8, 64) == [((13, 512), i32), ((13, 512), i32), ((13,), i32)]
+    assert prefill_scratch_spec(5, 20, 16) == [((3, 32), i32), ((3, 32), i32), ((3,), i32)]
+    # the chunk cap: entries + masks of one chunk within 64 MiB (G 8, topk 2048: 512 groups = 4096 tokens)
+    spec = prefill_scratch_spec(100000, 8, 2048)
+    assert spec[0][0] == (512, 8 * 2048) and spec[2][0] == (512,)
+    assert 2 * 512 * 8 * 2048 * 4 == SCRATCH_CAP_BYTES == 64 << 20
+    for heads, topk in ((1, 2048), (16, 2048), (32, 1000), (8, 100000)):
+        (shape, _), _, _ = prefill_scratch_spec(1 << 20, heads, topk)
+        assert shape[0] >= 1 and (2 * shape[0] * shape[1] * 4 <= SCRATCH_CAP_BYTES or shape[0] == 1)
+    assert prefill_scratch_spec(4095, 8, 2048)[0][0] == (512, 16384)      # cdiv(4095, 8) = 512
+    assert prefill_scratch_spec(0, 8, 16)[0][0] == (0, 128)
+    for bad in (dict(num_tokens=-1), dict(topk=0), dict(num_heads=0)):
+        args = {**dict(num_tokens=8, num_heads=8, topk=16), **bad}
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            prefill_scratch_spec(**args)
+
+
+# ---------------------------------------------------------------------------------------------------
+# reference vs oracle, Triton (interpreted) vs reference
+# ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("g", [1, 2, 3, 8])
+@pytest.mark.parametrize("dup, lens", [(False, False), (True, True)])
+def test_reference_matches_oracle(g, dup, lens):
+    t, k, n = 13, 24, 40
+    idx, tl = make_indices(t, k, n, dup=dup, lens=lens, span=30)
+    for token0, ntokens in ((0, t), (3, 9), (5, 0)):
+        assert_groups(run(build_groups_reference, idx, tl, n, g, token0, ntokens), oracle(idx, tl, n, g, token0, ntokens))
+
+
+@pytest.mark.parametrize("k, g, dup, lens, t", [
+    (16, 1, False, False, 3),
+    (16, 8, True, True, 11),      # partial last group (11 = 8 + 3)
+    (32, 2, True, False, 5),
+    (48, 3, False, True, 7),      # topk and G not powers of two
+    (64, 4, True, True, 6),
+    (128, 5, False, False, 5),
+    (128, 8, False, True, 8),
+])
+def test_triton_matches_reference(k, g, dup, lens, t):
+    n = 5 * k
+    idx, tl = make_indices(t, k, n, dup=dup, lens=lens, span=2 * k)
+    want = run(build_groups_reference, idx, tl, n, g, 0, t)
+    assert_same(run(build_groups, idx, tl, n, g, 0, t), want)
+    assert_groups(want, oracle(idx, tl, n, g, 0, t))
+
+
+def test_triton_chunk_offset_and_untouched_rows():
+    """token0 / ntokens pick a chunk; rows past the groups built, and entries past counts, are not written."""
+    k, g, n = 16, 4, 50
+    idx, tl = make_indices(23, k, n, dup=True, lens=True, span=20)
+    got = run(build_groups, idx, tl, n, g, 6, 10, rows=5)
+    assert got[0] == 3
+    assert_groups((3, got[1][:3], got[2][:3], got[3][:3]), oracle(idx, tl, n, g, 6, 10))
+    assert (got[1][3:] == -7).all() and (got[2][3:] == -7).all() and (got[3][3:] == -7).all()
+    for c in range(3):
+        assert (got[1][c, int(got[3][c]):] == -7).all()
+
+
+def test_triton_heavy_duplicates_and_nothing_valid():
+    k, g = 16, 4
+    idx = torch.randint(0, 3, (8, k), dtype=torch.int32)        # every row lists slots 0..2 many times
+    idx[4:] = -1                                                  # second group: nothing valid
+    got = run(build_groups, idx, None, 3, g, 0, 8)
+    assert_groups(got, oracle(idx, None, 3, g, 0, 8))
+    assert int(got[3][1]) == 0
+    lens = torch.zeros(8, dtype=torch.int32)                      # topk_length 0: nothing valid anywhere
+    assert run(build_groups, idx, lens, 3, g, 0, 8)[3].tolist() == [0, 0]
+
+
+def test_triton_wide_codes():
+    """slot * GP + j past int32 (num_slots near 2^31): the kernel sorts 64-bit codes."""
+    n = 2**31 - 1
+    idx = torch.tensor([[n - 1, 5, n - 2, -1], [5, n - 1, n - 1, 0], [2**30, n - 2, 7, 5]], dtype=torch.int32)
+    for g in (2, 3):
+        assert_groups(run(build_groups, idx, None, n, g, 0, 3), oracle(idx, None, n, g, 0, 3))
+
+
+def test_three_dim_indices_and_fallback(monkeypatch):
+    """[T, 1, K] indices; without kernels (TRITON_INTERPRET=0 on the CPU) build_groups is the reference."""
+    idx, tl = make_indices(6, 16, 40, dup=True, lens=True)
+    want = oracle(idx, tl, 40, 4, 0, 6)
+    assert_groups(run(build_groups, idx[:, None], tl, 40, 4, 0, 6), want)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert_groups(run(build_groups, idx, tl, 40, 4, 0, 6), want)
+
+
+def test_build_groups_checks():
+    idx, tl = make_indices(10, 16, 40, lens=True)
+    e, m, n = scratch(3, 64)
+    good = dict(indices=idx, topk_length=tl, num_slots=40, G=4, token0=0, ntokens=10, entries=e, masks=m, counts=n)
+    bad = [
+        ("indices", dict(indices=idx.long())), ("indices", dict(indices=idx[:, None].expand(10, 2, 16))),
+        ("topk_length", dict(topk_length=tl[:5])), ("topk_length", dict(topk_length=tl.long())),
+        ("num_slots", dict(num_slots=-1)), ("G", dict(G=0)), ("G", dict(G=17)), ("token0", dict(token0=-1)),
+        ("ntokens", dict(ntokens=-2)), ("token0 \\+ ntokens", dict(token0=4, ntokens=7)),
+        ("entries must have a row per group", dict(entries=e[:2], masks=m[:2], counts=n[:2])), ("entries", dict(entries=e[:, :60])), ("entries", dict(entries=e.float())),
+        ("masks", dict(masks=m[:, :32])), ("counts", dict(counts=n[:2])), ("counts", dict(counts=n.long())),
+        ("entries", dict(entries=e.t().contiguous().t())),
+    ]
+    for name, change in bad:
+        with pytest.raises(ValueError, match=name):
+            build_groups(**{**good, **change})
+    before = [x.clone() for x in (e, m, n)]
+    with pytest.raises(ValueError):
+        build_groups(**{**good, "G": 2})                         # 5 groups, 3 rows
+    assert all(torch.equal(a, b) for a, b in zip(before, (e, m, n)))   # nothing written
+    assert build_groups(**good) == 3
+    assert build_groups(**{**good, "ntokens": 0}) == 0
+
+
+# ---------------------------------------------------------------------------------------------------
+# sparse_mla_prefill(scratch=)
+# ---------------------------------------------------------------------------------------------------
+
+def _prefill_inputs(t=5, h=8, k=16, n=64):
+    q = torch.randn(t, h, 576).to(torch.bfloat16)
+    kv = torch.randn(n, 576).to(torch.bfloat16)
+    idx, _ = make_indices(t, k, n, span=n)
+    return q, kv, idx
+
+
+def test_prefill_scratch_validation():
+    q, kv, idx = _prefill_inputs(t=20)
+    spec = prefill_scratch_spec(20, 8, 16)
+    assert spec[2][0] == (3,)
+    good = [torch.zeros(s, dtype=dt) for s, dt in spec]
+    e, m, c = good
+    bad = [
+        ("scratch\\[0\\]", [e.long(), m, c]), ("scratch\\[1\\]", [e, m.float(), c]), ("scratch\\[2\\]", [e, m, c.long()]),
+        ("scratch\\[0\\]", [e[:, :64], m, c]), ("scratch\\[1\\]", [e, m[:1], c]), ("scratch\\[2\\]", [e, m, c[:1]]),
+        ("scratch\\[0\\]", [e[:0], m[:0], c[:0]]),
+        ("scratch\\[0\\] must be contiguous", [torch.zeros(3, 256, dtype=torch.int32)[:, :128], m, c]),
+        ("scratch\\[1\\] must be contiguous", [e, torch.zeros(3, 256, dtype=torch.int32)[:, 128:], c]),
+        ("scratch\\[2\\]", [e[:2], m[:2], torch.zeros(2, 2, dtype=torch.int32)[:, 0]]),
+        ("scratch\\[1\\]", [e, torch.empty(m.shape, dtype=torch.int32, device="meta"), c]),
+        ("scratch must hold the 3", good[:2]), ("scratch must be a sequence", e),
+    ]
+    for match, s in bad:
+        with pytest.raises(ValueError, match=match):
+            sparse_mla_prefill(q, kv, idx, 0.1, scratch=s)
+    # 64 heads: G == 1, the spec is [] and only None / empty is accepted
+    q64 = torch.randn(20, 64, 576).to(torch.bfloat16)
+    with pytest.raises(ValueError, match="scratch must hold the 0"):
+        sparse_mla_prefill(q64, kv, idx, 0.1, scratch=good)
+    sparse_mla_prefill(q64, kv, idx, 0.1, scratch=[])
+    sparse_mla_prefill(q, kv, idx, 0.1, scratch=[e[:1], m[:1], c[:1]])   # fewer groups than the spec: chunks
+
+
+@pytest.mark.parametrize("interpret", ["0", "1"])
+def test_prefill_scratch_passes_through(monkeypatch, interpret):
+    """A valid scratch (any C >= 1 groups) changes nothing in the result; the reference path (TRITON_INTERPRET
+    0) and the launcher (interpreted Triton kernels) both take it."""
+    monkeypatch.setenv("TRITON_INTERPRET", interpret)
+    q, kv, idx = _prefill_inputs(t=3, h=8, k=16, n=32)
+    want = sparse_mla_prefill(q, kv, idx, 0.1)
+    for c in (1, 2):
+        s = [torch.zeros(c, 8 * 16, dtype=torch.int32), torch.zeros(c, 8 * 16, dtype=torch.int32),
+             torch.zeros(c, dtype=torch.int32)]
+        got = sparse_mla_prefill(q, kv, idx, 0.1, scratch=s)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+def test_prefill_scratch_traces(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    q, kv, idx = _prefill_inputs(t=3, h=8, k=16, n=32)
+    s = [torch.zeros(sh, dtype=dt) for sh, dt in prefill_scratch_spec(3, 8, 16)]
+    want = sparse_mla_prefill(q, kv, idx, 0.1, scratch=s)
+    fn = torch.compile(lambda q, kv, idx, a, b, c: sparse_mla_prefill(q, kv, idx, 0.1, scratch=[a, b, c]),
+                       fullgraph=True, backend="aot_eager")
+    got = fn(q, kv, idx, *s)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+# ---------------------------------------------------------------------------------------------------
+# the backend's workspace
+# ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("layout, heads, reserved", [("bf16", 8, True), ("bf16", 20, True), ("bf16", 64, False),
+                                                     ("fp8_ds_mla", 16, False), ("fp8_ds_mla", 32, True),
+                                                     ("fp8_ds_mla", 64, False)])
+def test_backend_reserves_prefill_scratch(layout, heads, reserved):
+    """The workspace holds prefill_scratch_spec of the largest prefill call (max_num_tokens) on the paths that
+    call sparse_mla_prefill (bf16_prefill; fp8_gathered, 32 heads and up), only where G > 1 (<= 32 heads); the
+    views a step takes fit once the workspace is locked."""
+    from dsattn.backend.attention import PREFILL_SCRATCH, DSAAttention
+    from dsattn.config import preset
+    from dsattn.memory.workspace import specs_nbytes
+    geo = preset("glm-5").scaled(index_topk=16, index_n_heads=4, num_heads=heads)
+    attn = DSAAttention(geo, tp=1, kv_layout=layout, block_size=16, max_num_tokens=64, max_num_reqs=8,
+                        max_model_len=128)
+    rows = {r["consumer"]: r for r in attn.workspace.report()}
+    assert (PREFILL_SCRATCH in rows) == reserved
+    if not reserved:
+        return
+    spec = prefill_scratch_spec(64, heads, attn.width)
+    assert rows[PREFILL_SCRATCH]["phase"] == "attention"
+    assert rows[PREFILL_SCRATCH]["bytes"] == specs_nbytes(dict(enumerate(spec)))
+    attn.lock()
+    for t in (1, 9, 64):
+        views = attn._prefill_scratch(t)
+        assert [(tuple(v.shape), v.dtype) for v in views] == prefill_scratch_spec(t, heads, attn.width)
