@@ -24,6 +24,11 @@ Per block of BN entries (one CTA per (group, head block)):
 P_hi = bf16(P), P_lo = bf16(P - P_hi): P carries ~16 mantissa bits into P @ V (bf16 P alone misses the issue's
 tolerance on peaked softmaxes: notes/sparse_mla.md, "Numerics"); the price is a second P @ V wgmma. The rows
 need no conversion: S reads the gathered tile as B = tile^T, P @ V reads the same tile as B = V.
+PrefillConfig.f16 = 1 instead converts each landed latent stage in place into fp16 x 2^-8 (V_SCALE, gluon_small's
+numerics: exact but for values below 2^-6, fp16 subnormals) in the producer, and runs q (fp16, exact for bf16
+values in fp16's normal range) . K and one fp16 P @ V; q_rope is scaled by V_SCALE (exact) so the bf16 RoPE
+product lands in the same units. Both pass the tolerance in a PyTorch emulation of the kernel's arithmetic
+(peaked q x 6 cases where bf16 P fails; the emulation script was not kept), not yet on a GPU.
 
 Partitions (gl.warp_specialize):
   producer (worker, 4 warps): cp.async of each block's rows as stored (latent [BN, 512] and RoPE [BN, 64] into
@@ -40,10 +45,11 @@ Partitions (gl.warp_specialize):
       `free` (before block b's softmax), so the softmax runs while the tensor cores compute it; the consumer then
       holds two stages (b for P @ V, b + 1 for S).
 
-Launch configurations (PrefillConfig, DSATTN_PF_CONFIG='bn/stages/producer_warps/producer_regs[/overlap]'):
+Launch configurations (PrefillConfig, DSATTN_PF_CONFIG='bn/stages/producer_warps/producer_regs[/overlap[/f16]]'):
 32-entry blocks x 4 stages (default), 64 x 2 (S's wgmma N = 32 a warpgroup instead of 16: half the re-reads of q
 from shared memory per entry, one block in flight instead of three), overlap 0 / 1. Which is fastest is not
-measured yet (bench/gpu_pf_call1.sh times them).
+measured yet (bench/gpu_pf_call1.sh times them); f16 0 / 1: a second wgmma per block against a conversion pass
+in the producer (~144 KB more shared-memory traffic per 64 entries).
 
 Outputs: out [T, H, 512] bf16 (any row strides), lse [T, H] fp32 natural log; a row without a valid entry gets
 out = 0, lse = -inf. Rows of heads past H and of tokens past the chunk are never stored.
@@ -81,13 +87,15 @@ LOG2E = 1.4426950408889634
 class PrefillConfig:
     """Launch configuration of sparse_mla_prefill_kernel: entries per block (BN: S's N, P @ V's K), stages of the
     cp.async ring (NS - 1 blocks in flight), the producer partition's warps and register budget (setmaxnreg; the
-    consumer warpgroups get the rest of the register file), and overlap: 1 issues S of block b + 1 before block b's
-    softmax (the softmax runs while the tensor cores compute S), 0 runs S, softmax and P @ V in turn."""
+    consumer warpgroups get the rest of the register file), overlap: 1 issues S of block b + 1 before block b's
+    softmax (the softmax runs while the tensor cores compute S), 0 runs S, softmax and P @ V in turn; f16: 1 converts
+    the stages to fp16 x V_SCALE in the producer and runs one fp16 P @ V, 0 runs P_hi V + P_lo V in bf16."""
     block_n: int = 32
     stages: int = 4
     producer_warps: int = 4
     producer_regs: int = 56
     overlap: int = 0
+    f16: int = 0
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -97,22 +105,22 @@ def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
 
 
 def parse_prefill_config(spec: str) -> PrefillConfig:
-    """'bn/stages/producer_warps/producer_regs[/overlap]' (e.g. '64/2/4/56', '32/4/4/56/1') -> PrefillConfig;
+    """'bn/stages/producer_warps/producer_regs[/overlap[/f16]]' (e.g. '64/2/4/56', '32/4/4/56/1/1') -> PrefillConfig;
     ValueError naming DSATTN_PF_CONFIG when the kernel does not take it."""
     try:
         fields = [int(x) for x in spec.split("/")]
-        if len(fields) not in (4, 5):
+        if len(fields) not in (4, 5, 6):
             raise ValueError
         cfg = PrefillConfig(*fields)
     except ValueError:
         raise ValueError(f"DSATTN_PF_CONFIG must be bn/stages/producer_warps/producer_regs, e.g. 32/4/4/96, "
                          f"got {spec!r}") from None
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6 and cfg.producer_warps in (4, 8)
-          and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1)
+          and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1) and cfg.f16 in (0, 1)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
-                         f"producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap 0 or 1; got {spec!r}")
+                         f"producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap and f16 0 or 1; got {spec!r}")
     return cfg
 
 
@@ -125,6 +133,7 @@ def prefill_config(num_heads: int, d_qk: int = 576) -> PrefillConfig:
 
 if HAVE_GLUON:
     LN2 = gl.constexpr(0.6931471805599453)
+    V_SCALE = gl.constexpr(1.0 / 256)
     NEG_INF = gl.constexpr(float("-inf"))
     ROWS = gl.constexpr(M)
 
@@ -155,11 +164,25 @@ if HAVE_GLUON:
         async_copy.commit_group()
 
     @gluon.jit
+    def _to_f16(src, dst, PW: gl.constexpr):
+        """A landed bf16 latent stage [BN, 512] into fp16 x V_SCALE in place (each thread rewrites what it read;
+        exact but for values below 2^-6, which become fp16 subnormals: 2^-17 absolute at most), one 128-column
+        group at a time (registers)."""
+        CVT_L: gl.constexpr = _copy_layout(128, 2, PW)
+        for g in gl.static_range(4):
+            raw = src.slice(g * 128, 128, dim=1).load(CVT_L)
+            dst.slice(g * 128, 128, dim=1).store((raw.to(gl.float32) * V_SCALE).to(gl.float16))
+
+    @gluon.jit
     def _producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv: gl.constexpr,
-                  HAS_ROPE: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, PW: gl.constexpr):
-        """NS - 1 blocks in flight; block b is handed over (full) once it landed, then block b + NS - 1 is issued
-        into the stage block b - 1 used, after the consumer freed it. Groups past the last block are empty."""
+                  HAS_ROPE: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr, PW: gl.constexpr):
+        """NS - 1 blocks in flight; block b is handed over (full) once it landed (F16: and its latent was converted
+        in place into fp16 x V_SCALE), then block b + NS - 1 is issued into the stage block b - 1 used, after the
+        consumer freed it. Groups past the last block are empty."""
         nblocks = gl.cdiv(hi, BN)
+        if F16:
+            lat16 = lat._reinterpret(gl.float16, [NS, BN, 512],
+                                     gl.NVMMASharedLayout.get_default_for([BN, 512], gl.float16))
         for i in gl.static_range(NS - 1):
             if i < nblocks:
                 _gather(_entries(idx_row, i * BN, hi, BN, PW), num_slots, kv_ptr, lat.index(i), rope.index(i),
@@ -171,6 +194,9 @@ if HAVE_GLUON:
             # block b landed (NS - 2 younger groups may fly); fence for the async proxy (wgmma reads it), then
             # every producer thread's copies are done before the arrive
             async_copy.wait_group(NS - 2)
+            if F16:
+                gl.thread_barrier()  # every producer thread's copies landed: any thread may read any row
+                _to_f16(lat.index(b % NS), lat16.index(b % NS), PW)
             fence_async_shared()
             gl.thread_barrier()
             mbarrier.arrive(full.index(b % NS), count=1)
@@ -199,7 +225,7 @@ if HAVE_GLUON:
                   qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                   q_smem, lat, rope, ph_smem, pl_smem, full, free,
                   HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
-                  NS: gl.constexpr, OVERLAP: gl.constexpr, num_warps: gl.constexpr):
+                  NS: gl.constexpr, OVERLAP: gl.constexpr, F16: gl.constexpr, num_warps: gl.constexpr):
         """q to shared memory (q_rope to registers), then per block: S, online softmax, P_hi / P_lo,
         O += P V; the epilogue."""
         gl.static_assert(num_warps == 8, "two consumer warpgroups")
@@ -221,7 +247,7 @@ if HAVE_GLUON:
         q_ok = (qt < tok_end) & (qh < num_heads)
         q_row = q_ptr + qt.to(gl.int64) * stride_qt + qh * stride_qh
         qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
-        q_smem.store(gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None], other=0.0))
+        q_smem.store(gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None], other=0.0).to(q_smem.dtype))
         if HAS_ROPE:
             # loaded straight into the wgmma A-operand layout (a convert_layout would take shared-memory scratch)
             rr = gl.arange(0, ROWS, gl.SliceLayout(1, QR_L))
@@ -230,11 +256,17 @@ if HAVE_GLUON:
             qr = gl.arange(0, 64, gl.SliceLayout(0, QR_L))
             qr_ptrs = q_ptr + rt.to(gl.int64)[:, None] * stride_qt + (rh * stride_qh)[:, None] + 512 + qr[None, :]
             q_rope = gl.load(qr_ptrs, mask=((rt < tok_end) & (rh < num_heads))[:, None], other=0.0)
+            if F16:  # times V_SCALE (exact in bf16): the RoPE product lands in the fp16 stage's V_SCALE units
+                q_rope = (q_rope.to(gl.float32) * V_SCALE).to(gl.bfloat16)
         else:
             q_rope = q_smem  # unused
         fence_async_shared()
         gl.thread_barrier()
 
+        if F16:
+            qk_scale = qk_scale * 256.0  # S is in V_SCALE units
+            lat = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
+                                                                                                  gl.float16))
         tok_of_row = (gl.arange(0, ROWS, ROW_S) // HPT)[:, None]
         m_i = gl.full([ROWS], NEG_INF, gl.float32, ROW_S)
         l_i = gl.zeros([ROWS], gl.float32, ROW_S)
@@ -287,22 +319,26 @@ if HAVE_GLUON:
             l_i = l_i * alpha + gl.sum(p, 1)  # across both warpgroups
             acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
             m_i = m_new
-            p_hi = p.to(gl.bfloat16)
-            ph_smem.store(p_hi)
-            pl_smem.store((p - p_hi.to(gl.float32)).to(gl.bfloat16))
+            if F16:
+                ph_smem.store(p.to(gl.float16))
+            else:
+                p_hi = p.to(gl.bfloat16)
+                ph_smem.store(p_hi)
+                pl_smem.store((p - p_hi.to(gl.float32)).to(gl.bfloat16))
             fence_async_shared()
             gl.thread_barrier()  # both warpgroups' halves of P are in shared memory
             acc = warpgroup_mma(ph_smem, lat.index(st), acc, is_async=True)
-            acc = warpgroup_mma(pl_smem, lat.index(st), acc, is_async=True)
+            if not F16:
+                acc = warpgroup_mma(pl_smem, lat.index(st), acc, is_async=True)
             if OVERLAP:
-                # S(b + 1) retired (issued before this P @ V, whose two groups may still run)
-                s_cur = warpgroup_mma_wait(2, deps=(s_nxt,))
+                # S(b + 1) retired (issued before this P @ V, whose one or two groups may still run)
+                s_cur = warpgroup_mma_wait(1 if F16 else 2, deps=(s_nxt,))
         acc = warpgroup_mma_wait(0, deps=(acc,))
 
         # ---- epilogue ---------------------------------------------------------------------------------
         empty = l_i == 0.0
         lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
-        inv_l = gl.convert_layout(1.0 / gl.where(empty, 1.0, l_i), ROW_O)
+        inv_l = gl.convert_layout((256.0 if F16 else 1.0) / gl.where(empty, 1.0, l_i), ROW_O)
         o = acc * inv_l[:, None]
         ro = gl.arange(0, ROWS, ROW_O)
         ot = t0 + ro // HPT
@@ -322,7 +358,7 @@ if HAVE_GLUON:
             out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
             num_slots, num_heads, topk, token0, tok_end, qk_scale,
             stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr,
-            HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, OVERLAP: gl.constexpr,
+            HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, OVERLAP: gl.constexpr, F16: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
         """Grid (programs, head blocks). G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its union
         list entries / masks row g (stride_it), end_ptr = counts. G == 1: program t = token t, idx_ptr = indices,
@@ -346,17 +382,22 @@ if HAVE_GLUON:
 
         LAT_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BN, 512], gl.bfloat16)
         ROPE_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BN, 64], gl.bfloat16)
-        Q_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, 512], gl.bfloat16)
-        P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BN], gl.bfloat16)
 
-        q_smem = gl.allocate_shared_memory(gl.bfloat16, [ROWS, 512], Q_S)
+        # F16: q, P and the converted stages in fp16 (V_SCALE units for the stages); else bf16 throughout
+        QP_DT: gl.constexpr = gl.float16 if F16 else gl.bfloat16
+        Q_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, 512], QP_DT)
+        P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BN], QP_DT)
+        q_smem = gl.allocate_shared_memory(QP_DT, [ROWS, 512], Q_S)
         lat = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 512], LAT_S)
         if HAS_ROPE:
             rope = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 64], ROPE_S)
         else:
             rope = lat
-        ph_smem = gl.allocate_shared_memory(gl.bfloat16, [ROWS, BN], P_S)
-        pl_smem = gl.allocate_shared_memory(gl.bfloat16, [ROWS, BN], P_S)
+        ph_smem = gl.allocate_shared_memory(QP_DT, [ROWS, BN], P_S)
+        if F16:
+            pl_smem = ph_smem  # one fp16 P
+        else:
+            pl_smem = gl.allocate_shared_memory(gl.bfloat16, [ROWS, BN], P_S)
         full = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
         free = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(NS):
@@ -367,8 +408,8 @@ if HAVE_GLUON:
             (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                          qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                          q_smem, lat, rope, ph_smem, pl_smem, full, free,
-                         HAS_ROPE, GROUPED, HPT, BN, NS, OVERLAP, num_warps)),
-            (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS,
+                         HAS_ROPE, GROUPED, HPT, BN, NS, OVERLAP, F16, num_warps)),
+            (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
                          PRODUCER_WARPS)),
         ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
@@ -391,6 +432,7 @@ def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0
         out, out.stride(0), out.stride(1), lse, lse.stride(0), lse.stride(1),
         flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
         flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages, bool(cfg.overlap),
+        bool(cfg.f16),
         cfg.producer_warps, cfg.producer_regs,
         num_warps=CONSUMER_WARPS,
     )
