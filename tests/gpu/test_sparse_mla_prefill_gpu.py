@@ -102,7 +102,7 @@ def test_pf_d512(h):
 @pytest.mark.parametrize("spec", ["32/4/4/56/0/0", "32/4/4/56/0/1"])
 def test_pf_peaked(monkeypatch, h, spec):
     """A peaked softmax (q x 6): P @ V runs as P_hi V + P_lo V (f16 0) or in fp16 (f16 1); bf16 P alone would
-    miss the tolerance (a PyTorch emulation of the kernel's arithmetic misses it on this kind of case)."""
+    miss the tolerance (tests/test_sparse_mla_prefill_impl.py, test_emulated_bf16_p_misses_tolerance)."""
     monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
     case = make_case(24, h, 576, num_slots=8000, topk=2048, layout="bf16", block_size=1, seed=100 + h, device=DEV)
     case.q = (case.q.float() * 6).to(torch.bfloat16)

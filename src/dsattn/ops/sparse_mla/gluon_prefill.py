@@ -28,7 +28,8 @@ PrefillConfig.f16 = 1 instead converts each landed latent stage in place into fp
 numerics: exact but for values below 2^-6, fp16 subnormals) in the producer, and runs q (fp16, exact for bf16
 values in fp16's normal range) . K and one fp16 P @ V; q_rope is scaled by V_SCALE (exact) so the bf16 RoPE
 product lands in the same units. Both pass the tolerance in a PyTorch emulation of the kernel's arithmetic
-(peaked q x 6 cases where bf16 P fails; the emulation script was not kept), not yet on a GPU.
+(tests/test_sparse_mla_prefill_impl.py::test_emulated_arithmetic, peaked q x 6 cases included, where bf16 P
+alone fails: test_emulated_bf16_p_misses_tolerance), not yet on a GPU.
 
 Partitions (gl.warp_specialize):
   producer (worker, 4 warps): cp.async of each block's rows as stored (latent [BN, 512] and RoPE [BN, 64] into
