@@ -176,16 +176,19 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv: gl.constexpr,
-                  HAS_ROPE: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr, PW: gl.constexpr):
+                  HAS_ROPE: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
+                  PROFILE: gl.constexpr, PW: gl.constexpr):
         """NS - 1 blocks in flight; block b is handed over (full) once it landed (F16: and its latent was converted
         in place into fp16 x V_SCALE), then block b + NS - 1 is issued into the stage block b - 1 used, after the
-        consumer freed it. Groups past the last block are empty."""
+        consumer freed it. Groups past the last block are empty. PROFILE bit 0 (timing builds only): no gathers
+        (the stages are handed over as they are)."""
+        GATHER: gl.constexpr = (PROFILE & 1) == 0
         nblocks = gl.cdiv(hi, BN)
         if F16:
             lat16 = lat._reinterpret(gl.float16, [NS, BN, 512],
                                      gl.NVMMASharedLayout.get_default_for([BN, 512], gl.float16))
         for i in gl.static_range(NS - 1):
-            if i < nblocks:
+            if i < nblocks and GATHER:
                 _gather(_entries(idx_row, i * BN, hi, BN, PW), num_slots, kv_ptr, lat.index(i), rope.index(i),
                         stride_kv, HAS_ROPE, PW)
             else:
@@ -207,7 +210,10 @@ if HAVE_GLUON:
                 # use nb // NS of this stage: the consumer released use nb // NS - 1 (block b - 1); fresh
                 # mbarriers count as phase 1 complete
                 mbarrier.wait(free.index(st), ((nb // NS) & 1) ^ 1)
-                _gather(nx, num_slots, kv_ptr, lat.index(st), rope.index(st), stride_kv, HAS_ROPE, PW)
+                if GATHER:
+                    _gather(nx, num_slots, kv_ptr, lat.index(st), rope.index(st), stride_kv, HAS_ROPE, PW)
+                else:
+                    async_copy.commit_group()
             else:
                 async_copy.commit_group()
             nx = _entries(idx_row, (nb + 1) * BN, hi, BN, PW)
@@ -226,7 +232,8 @@ if HAVE_GLUON:
                   qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                   q_smem, lat, rope, ph_smem, pl_smem, full, free,
                   HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
-                  NS: gl.constexpr, OVERLAP: gl.constexpr, F16: gl.constexpr, num_warps: gl.constexpr):
+                  NS: gl.constexpr, OVERLAP: gl.constexpr, F16: gl.constexpr, PROFILE: gl.constexpr,
+                  num_warps: gl.constexpr):
         """q to shared memory (q_rope to registers), then per block: S, online softmax, P_hi / P_lo,
         O += P V; the epilogue."""
         gl.static_assert(num_warps == 8, "two consumer warpgroups")
@@ -264,6 +271,13 @@ if HAVE_GLUON:
         fence_async_shared()
         gl.thread_barrier()
 
+        if PROFILE & 2:
+            # timing build (wrong outputs): take each stage and hand it back at once, no products
+            for b in range(gl.cdiv(hi, BN)):
+                mbarrier.wait(full.index(b % NS), (b // NS) & 1)
+                gl.thread_barrier()
+                mbarrier.arrive(free.index(b % NS), count=1)
+            hi = 0
         if F16:
             qk_scale = qk_scale * 256.0  # S is in V_SCALE units
             lat = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
@@ -360,6 +374,7 @@ if HAVE_GLUON:
             num_slots, num_heads, topk, token0, tok_end, qk_scale,
             stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr,
             HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, OVERLAP: gl.constexpr, F16: gl.constexpr,
+            PROFILE: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
         """Grid (programs, head blocks). G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its union
         list entries / masks row g (stride_it), end_ptr = counts. G == 1: program t = token t, idx_ptr = indices,
@@ -409,10 +424,20 @@ if HAVE_GLUON:
             (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                          qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                          q_smem, lat, rope, ph_smem, pl_smem, full, free,
-                         HAS_ROPE, GROUPED, HPT, BN, NS, OVERLAP, F16, num_warps)),
+                         HAS_ROPE, GROUPED, HPT, BN, NS, OVERLAP, F16, PROFILE, num_warps)),
             (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                         PRODUCER_WARPS)),
+                         PROFILE, PRODUCER_WARPS)),
         ], [PRODUCER_WARPS], [PRODUCER_REGS])
+
+
+def _profile() -> int:
+    """DSATTN_PF_PROFILE (timing builds only, WRONG OUTPUTS): 0 the kernel; 1 no gathers (the consumer computes on
+    whatever the stages hold); 2 no products (the consumer takes each gathered stage and hands it back); 3 neither
+    (the hand-offs alone)."""
+    v = os.environ.get("DSATTN_PF_PROFILE", "0").strip() or "0"
+    if v not in ("0", "1", "2", "3"):
+        raise ValueError(f"DSATTN_PF_PROFILE must be 0, 1, 2 or 3, got {v!r}")
+    return int(v)
 
 
 def _grouping():
@@ -433,7 +458,7 @@ def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0
         out, out.stride(0), out.stride(1), lse, lse.stride(0), lse.stride(1),
         flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
         flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages, bool(cfg.overlap),
-        bool(cfg.f16),
+        bool(cfg.f16), _profile(),
         cfg.producer_warps, cfg.producer_regs,
         num_warps=CONSUMER_WARPS,
     )
