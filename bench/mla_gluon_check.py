@@ -1,7 +1,8 @@
 """Compile the Gluon few-head sparse MLA kernels for sm_90a on a machine without a GPU, and report what
 ptxas says (registers, spills), shared memory, and the async copies / wgmma / barriers in the PTX:
 gluon_small.py (--kernel small, the default), the warp-specialized gluon_ws.py (--kernel ws: fp8 cases
-only; also counts mbarrier waits / arrives and setmaxnreg) or the 64-head warp-specialized gluon64.py
+only; also counts mbarrier waits / arrives and setmaxnreg) or its register-operand sibling gluon_rx.py (--kernel rx:
+fp8 cases; also ld.shared / st.shared / e4m3 cvt counts in the PTX and the ptxas wgmma serialization warning, if any) or the 64-head warp-specialized gluon64.py
 (--kernel g64: fp8 cases, 64-head programs; also the setmaxnreg values and global loads) or the grouped bf16
 prefill kernel gluon_prefill.py (--kernel prefill: prefill-bf16[n]-H cases, 8 / 16 / 32 / 64 heads = G 8 / 4 / 2 / 1
 tokens a program).
@@ -9,10 +10,12 @@ tokens a program).
     PYTHONPATH=src python bench/mla_gluon_check.py [--cases decode-fp8-8,prefill-bf16-16] [--configs 64/3,64/2]
         [--dump DIR]
     PYTHONPATH=src python bench/mla_gluon_check.py --kernel ws [--cases decode-fp8-16] [--configs 3/128/4,3/96/8]
+    PYTHONPATH=src python bench/mla_gluon_check.py --kernel rx [--cases decode-fp8-16] [--configs 4/64/4,5/64/4/0/2]
     PYTHONPATH=src python bench/mla_gluon_check.py --kernel g64 [--cases decode-fp8-64] [--configs 4/96,8/64]
     PYTHONPATH=src python bench/mla_gluon_check.py --kernel prefill [--cases prefill-bf16-8] [--configs 32/4/4/96]
 
 (--configs: block_n/stages[/warps] for small, stages/producer_regs[/producer_warps] for ws,
+stages/producer_regs/producer_warps[/prefetch[/pv_depth]] for rx,
 producer_warps/producer_regs for g64, block_n/stages/producer_warps/producer_regs for prefill.)
 
 The launch goes through launch.run_attention_gluon with CPU tensors; the kernel launch is intercepted and
@@ -34,7 +37,7 @@ import torch  # noqa: E402
 from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
 
 from dsattn.formats import KVLayout, pack_latent_rows  # noqa: E402
-from dsattn.ops.sparse_mla import gluon64, gluon_prefill, gluon_small, gluon_ws, launch  # noqa: E402
+from dsattn.ops.sparse_mla import gluon64, gluon_prefill, gluon_rx, gluon_small, gluon_ws, launch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _sm90 import PTXAS, Intercept  # noqa: E402
@@ -55,6 +58,8 @@ def ptxas_report(ptx: str) -> str:
     spill = re.search(r"(\d+) bytes spill stores", text)
     if res.returncode:
         return "ptxas FAILED " + text[-400:]
+    if "serialized" in text:  # ptxas: wgmma.mma_async instructions are serialized (and why)
+        return f"regs={regs.group(1) if regs else '?'} spill_st={spill.group(1) if spill else '?'} WGMMA_SERIALIZED"
     return f"regs={regs.group(1) if regs else '?'} spill_st={spill.group(1) if spill else '?'}"
 
 
@@ -74,12 +79,13 @@ def _case(name: str):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--kernel", choices=("small", "ws", "g64", "prefill"), default="small")
+    p.add_argument("--kernel", choices=("small", "ws", "rx", "g64", "prefill"), default="small")
     p.add_argument("--cases", default=None, help="comma separated (default: every case the kernel takes)")
     p.add_argument("--configs", default="", help="block_n/stages, comma separated (default: GLUON_CONFIGS)")
     p.add_argument("--dump", default=None, help="folder for the TTGIR and PTX of each compile")
     args = p.parse_args()
-    ws = args.kernel == "ws"
+    rx = args.kernel == "rx"
+    ws = args.kernel in ("ws", "rx")
     g64 = args.kernel == "g64"
     pf = args.kernel == "prefill"
     if args.cases is None and pf:
@@ -89,7 +95,7 @@ def main():
                       "decode-fp8-64,decode-nope-64,decode-fp8n-64" if g64 else
                       "decode-fp8-8,decode-fp8-16,decode-fp8-32,decode-nope-8,prefill-bf16-8,prefill-bf16-16,"
                       "prefill-bf16n-16")
-    mod, attr = ((gluon_ws, "sparse_mla_ws_kernel") if ws else (gluon_prefill, "sparse_mla_prefill_kernel") if pf else (gluon64, "sparse_mla_g64_kernel") if g64 else
+    mod, attr = ((gluon_rx, "sparse_mla_rx_kernel") if rx else (gluon_ws, "sparse_mla_ws_kernel") if ws else (gluon_prefill, "sparse_mla_prefill_kernel") if pf else (gluon64, "sparse_mla_g64_kernel") if g64 else
                  (gluon_small, "sparse_mla_small_kernel"))
     for name in args.cases.split(","):
         layout, q, rows, idx = _case(name)
@@ -98,7 +104,7 @@ def main():
             if c is None:
                 cfg = None
             else:
-                cls = (gluon_ws.WsConfig if ws else gluon64.G64Config if g64 else gluon_prefill.PrefillConfig if pf
+                cls = (gluon_rx.RxConfig if rx else gluon_ws.WsConfig if ws else gluon64.G64Config if g64 else gluon_prefill.PrefillConfig if pf
                        else launch.GluonConfig)
                 cfg = cls(*[int(x) for x in c.split("/")])
             label = c or "default"
@@ -109,7 +115,7 @@ def main():
             try:
                 out = torch.empty(q.shape[0], q.shape[1], 512, dtype=torch.bfloat16)
                 lse = torch.empty(q.shape[0], q.shape[1])
-                run = (gluon_ws.run_attention_ws if ws else gluon64.run_attention_g64 if g64 else
+                run = (gluon_rx.run_attention_rx if rx else gluon_ws.run_attention_ws if ws else gluon64.run_attention_g64 if g64 else
                        launch.run_attention_gluon)
                 if pf:
                     gluon_prefill.run_prefill_gluon(q, rows, idx, 0.1, None, out, lse, config=cfg)
@@ -122,7 +128,10 @@ def main():
                         extra = (f"mbar.wait={ptx.count('mbarrier.try_wait')} "
                                  f"mbar.arrive={ptx.count('mbarrier.arrive')} "
                                  f"setmaxnreg={ptx.count('setmaxnreg')} ")
-                    if g64 or pf:
+                    if rx:
+                        extra += (f"ld.shared={len(re.findall(r'ld[.]shared', ptx))} "
+                                  f"st.shared={len(re.findall(r'st[.]shared', ptx))} ")
+                    if g64 or pf or rx:
                         nreg = sorted(set(re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx)))
                         nreg = ",".join(a + b for a, b in nreg)
                         n_ld = len(re.findall(r"ld\.global", ptx))

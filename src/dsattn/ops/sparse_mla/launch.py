@@ -74,7 +74,7 @@ def _config(heads_per_program: int, layout: KVLayout, config: TileConfig | None)
     return dataclasses.replace(cfg, block_n=16, num_stages=1) if interpreting() else cfg
 
 
-IMPLS = ("auto", "triton", "gluon", "gluon_ws", "gluon64", "gluon_prefill")
+IMPLS = ("auto", "triton", "gluon", "gluon_ws", "gluon64", "gluon_prefill", "gluon_rx")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +134,9 @@ def sparse_mla_impl() -> str:
     takes it for fp8 rows at <= 32 heads a program, ws_preferred; 'gluon64': the 64-head warp-specialized kernel
     of gluon64.py for 64-head programs over fp8 rows (auto's choice there too), what 'auto' runs elsewhere;
     'gluon_prefill': the grouped bf16 prefill kernel of gluon_prefill.py for every prefill launch (not yet run on
-    a GPU), what 'auto' runs for decode)."""
+    a GPU), what 'auto' runs for decode; 'gluon_rx': the register-operand warp-specialized kernel of gluon_rx.py
+    over fp8 rows at <= 32 heads a program (not yet run on a GPU; 'auto' never picks it), 'gluon' elsewhere as
+    gluon_ws)."""
     impl = os.environ.get("DSATTN_SPARSE_MLA_IMPL", "auto").strip().lower() or "auto"
     if impl not in IMPLS:
         raise ValueError(f"DSATTN_SPARSE_MLA_IMPL must be one of {list(IMPLS)}, got {impl!r}")
@@ -162,8 +164,8 @@ def use_gluon(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bo
         impl = "auto"  # launches the 64-head / prefill kernel does not take run what auto runs
     if impl == "triton":
         return False
-    if impl == "gluon_ws":
-        impl = "gluon"  # launches the warp-specialized kernel does not take (bf16 rows) run gluon_small's
+    if impl in ("gluon_ws", "gluon_rx"):
+        impl = "gluon"  # launches the warp-specialized kernels do not take (bf16 rows) run gluon_small's
     ok = gluon_usable(q, flat, layout, hp)
     if impl == "gluon":
         if not ok:
@@ -200,6 +202,20 @@ def use_gluon_ws(q, flat, layout: KVLayout, hp: int, impl: str | None = None) ->
         return False
     if not (gluon_usable(q, flat, layout, hp) and _have_ws()):
         raise ValueError("DSATTN_SPARSE_MLA_IMPL=gluon_ws but the Gluon kernels cannot run this launch "
+                         f"(device {q.device}, {hp} heads per program, row stride {flat.stride(0)})")
+    return True
+
+
+def use_gluon_rx(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bool:
+    """Whether run_attention launches gluon_rx.sparse_mla_rx_kernel: only under DSATTN_SPARSE_MLA_IMPL=gluon_rx (not
+    yet run on a GPU: 'auto' never takes it), over fp8 rows at most 32 heads per program; ValueError where that kernel
+    cannot run (as 'gluon_ws')."""
+    impl = impl or sparse_mla_impl()
+    if impl != "gluon_rx" or not layout.is_fp8 or hp > 32:
+        return False
+    from .gluon_rx import HAVE_GLUON
+    if not (gluon_usable(q, flat, layout, hp) and HAVE_GLUON):
+        raise ValueError("DSATTN_SPARSE_MLA_IMPL=gluon_rx but the Gluon kernels cannot run this launch "
                          f"(device {q.device}, {hp} heads per program, row stride {flat.stride(0)})")
     return True
 
@@ -241,6 +257,8 @@ def kernel_name(q, flat, layout: KVLayout, variant: str, prefill: bool = False) 
     hp = heads_per_program(variant, q.shape[1])
     if use_gluon64(q, flat, layout, hp):
         return "gluon64"
+    if hp <= 32 and use_gluon_rx(q, flat, layout, hp):
+        return "gluon_rx"
     if hp <= 32 and use_gluon_ws(q, flat, layout, hp):
         return "gluon_ws"
     return "gluon" if hp <= 32 and use_gluon(q, flat, layout, hp) else "triton"
@@ -315,6 +333,10 @@ def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out
     if config is None and use_gluon64(q, flat, layout, hp):
         from .gluon64 import run_attention_g64
         run_attention_g64(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse)
+        return
+    if config is None and use_gluon_rx(q, flat, layout, hp):
+        from .gluon_rx import run_attention_rx
+        run_attention_rx(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse)
         return
     if config is None and use_gluon_ws(q, flat, layout, hp):
         from .gluon_ws import run_attention_ws

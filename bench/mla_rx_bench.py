@@ -1,0 +1,88 @@
+"""Time the register-operand Gluon kernel (gluon_rx.py) beside gluon_ws on the benchmark's decode cases (H200 target,
+issue 3): fp8_ds_mla 512 tokens at 8 / 16 / 32 heads (and nope 8), topk 2048, uniform slots (dsattn.bench.kernels_mla
+decode_case). Each config of gluon_rx is checked against gluon_ws's outputs on the same inputs (max abs out
+difference, largest relative lse difference; NaN shows as nan), then timed (median, L2 flushed: bench.common.time_ms).
+
+    PYTHONPATH=src python bench/mla_rx_bench.py --out DIR [--rep-ms 40] [--heads 8,16,32] [--configs 5/64/4,4/64/4/0/2]
+
+Writes DIR/sparse_mla_rx_bench.json. FlashMLA's time on these cases (bench/results, session 10): 0.444 ms at 8 / 16
+heads (padded to 64); targets 0.222 ms (8 / 16 heads) and 0.317 ms (32).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+from dsattn.bench.common import time_ms
+from dsattn.bench.kernels_mla import decode_case
+from dsattn.ops.sparse_mla import gluon_rx, gluon_ws
+
+
+def _lse_rel(lse, ref) -> float:
+    rel = (lse - ref).abs() / ref.abs().clamp_min(1)
+    return float(torch.where(lse == ref, torch.zeros_like(rel), rel).max())
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default=".")
+    p.add_argument("--rep-ms", type=float, default=40)
+    p.add_argument("--heads", default="8,16,32")
+    p.add_argument("--layouts", default="fp8_ds_mla")
+    p.add_argument("--tokens", type=int, default=512)
+    p.add_argument("--configs", default="default",
+                   help="stages/producer_regs/producer_warps[/prefetch[/pv_depth]] or 'default' (rx_config's choice), "
+                        "comma separated")
+    args = p.parse_args()
+    dev = torch.device("cuda")
+    rows = []
+    for layout in args.layouts.split(","):
+        for heads in [int(h) for h in args.heads.split(",")]:
+            case = decode_case(args.tokens, heads, layout, dev)
+            flat = case.kv.flatten(0, 1)
+            t, h = case.tokens, case.heads
+            out = torch.empty((t, h, 512), dtype=torch.bfloat16, device=dev)
+            lse = torch.empty((t, h), dtype=torch.float32, device=dev)
+            ws = lambda: gluon_ws.run_attention_ws(case.q, flat, case.layout, case.indices, case.sm_scale, None, out,
+                                                   lse)
+            ws()
+            ref_o, ref_l = out.clone(), lse.clone()
+            ms = time_ms(ws, rep_ms=args.rep_ms)
+            rows.append({"layout": layout, "tokens": t, "heads": h, "kernel": "gluon_ws", "config": None, "ms": ms})
+            print(f"decode {layout:16s} t={t} h={h:3d} gluon_ws (default)   {ms:.4f} ms", flush=True)
+            for spec in args.configs.split(","):
+                cfg = (gluon_rx.RxConfig(*[int(x) for x in spec.split("/")]) if spec not in ("", "default")
+                       else gluon_rx.rx_config(case.layout, h, case.q.shape[-1]))
+                label = "/".join(str(v) for v in (cfg.stages, cfg.producer_regs, cfg.producer_warps, cfg.prefetch,
+                                                  cfg.pv_depth))
+                fn = lambda: gluon_rx.run_attention_rx(case.q, flat, case.layout, case.indices, case.sm_scale, None,
+                                                       out, lse, config=cfg)
+                try:
+                    out.fill_(float("nan"))
+                    lse.fill_(float("nan"))
+                    fn()
+                    torch.cuda.synchronize()
+                    diff = float((out.float() - ref_o.float()).abs().max())
+                    ldiff = _lse_rel(lse, ref_l)
+                    ms = time_ms(fn, rep_ms=args.rep_ms)
+                except Exception as e:  # noqa: BLE001
+                    print(f"  rx {label} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+                    continue
+                rows.append({"layout": layout, "tokens": t, "heads": h, "kernel": "gluon_rx", "config": label,
+                             "ms": ms, "max_abs_vs_ws": diff, "lse_rel_vs_ws": ldiff})
+                print(f"decode {layout:16s} t={t} h={h:3d} gluon_rx {label:12s} {ms:.4f} ms  max_abs_vs_ws={diff:.3g} "
+                      f"lse_rel={ldiff:.3g}", flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "sparse_mla_rx_bench.json")
+    json.dump({"device": torch.cuda.get_device_name(), "commit": os.environ.get("DSATTN_GIT_COMMIT"), "rows": rows},
+              open(path, "w"), indent=1)
+    print(f"# wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,418 @@
+"""Warp-specialized Gluon kernel of sparse MLA over fp8 rows for few heads per program (1..32), Hopper (sm_90),
+that keeps no fp16 tiles: the consumer builds both products' A operands in REGISTERS from the raw fp8 stages.
+
+STATUS: written and compiled for sm_90a on a machine without a GPU (bench/mla_gluon_check.py --kernel rx); NOT
+RUN ON A GPU when written. Selected only by DSATTN_SPARSE_MLA_IMPL=gluon_rx (launch.py); 'auto' never picks it.
+Speeds below are predictions until a device call measures them.
+
+Why (notes/sparse_mla.md, gluon_ws timing builds, 8 heads): gluon_ws's two fp16 tiles (144 KB) leave room for only
+~42 KB of gathered rows in flight per SM, and its shared-memory traffic per 64-key block is ~290 KB (raw in, fp8
+read, fp16 write, the fp16 tile read twice by wgmma). Here shared memory holds only the raw ring (NSTAGES stages
+of 64 keys: latent fp8, group scales, RoPE bf16; 4..5 stages = 3..4 blocks of rows in flight) plus q and P, and
+the traffic per block is ~125 KB (raw in 41 KB, the latent read twice by ld.shared 64 KB, q / P / RoPE by wgmma).
+
+Products (wgmma, M = 64 rows per instruction, fp32 accumulation; values in V_SCALE = 2^-8 units as gluon_ws):
+
+  S^T [64 keys, HP] = K_rope q_rope'^T (bf16, A = the raw RoPE stage in shared memory, q_rope' = q_rope x V_SCALE
+                      exact) + sum over the 4 groups g of K16_g q_g^T (fp16, A from registers)
+  O^T [512, HP]    += V16^T P^T      (fp16, A from registers, 4 chunks of 16 keys, B = P^T in shared memory)
+
+K16 / V16 are fp8 value (cvt.rn.f16x2.e4m3x2) x fp16(group scale x V_SCALE), the same fp16 values as gluon_ws's
+tile. The reduction index of each product is free to permute if the other operand is permuted the same way, and
+the rows of O^T are free to permute if the epilogue un-permutes them, so every thread reads whole 16-byte chunks:
+  - S: in group g (128 latent columns) thread t of a quad holds physical bytes [32t, 32t + 32) of rows r, r + 8;
+    logical column c = 16 ks + 8 jj + 2 t + i (the wgmma A fragment) is physical 32 t + 16 (ks // 4) + 4 (ks % 4)
+    + 2 jj + i (_s_phys); q is stored in shared memory in that logical order.
+  - O: warp w handles group w; the thread with lane group g reads bytes [128 w + 16 g, + 16) of its 16 keys; O^T's
+    logical row d = 64 R + 16 w + 8 r0 + g is physical 128 w + 16 g + 2 R + r0 (_v_phys); keys are not permuted.
+The register layouts are DistributedLinearLayouts; the reshape / permute to the wgmma operand layout is checked
+to move no data between threads (gl.convert_layout(..., assert_trivial=True)), and the compile check shows no
+st.shared in the products' path. The raw latent stage uses a 16-byte XOR swizzle by row (SwizzledSharedLayout
+16/1/8) so that both reads (and the cp.async writes) are free of bank conflicts.
+
+Partitions (gl.warp_specialize):
+  producer (worker, PRODUCER_WARPS warps, few registers): per block, waits `free[stage]`, cp.async gathers the 64
+      entries' rows (latent, scales, RoPE; invalid entries masked: zero-filled, nothing read) into the stage and
+      arrives on `full[stage]` through cp.async.mbarrier.arrive.noinc (the barrier completes when every producer
+      thread's copies landed); it runs NSTAGES blocks ahead of the consumer.
+  consumer (default, one warpgroup): waits `full[stage]`, S^T (register A chunks, async wgmma), online softmax in
+      base 2 over the keys, P^T (fp16) to shared memory, O^T += V16^T P^T chunk by chunk, arrives on `free[stage]`
+      after its last read of the stage. Block b - 1's P @ V retires while block b's K operand converts.
+
+Numerics: the fp16 operand values equal gluon_ws's tile values; the wgmma accumulation order differs (permuted
+reduction order), so outputs match gluon_ws within fp32 rounding, not bit for bit. Outputs as gluon_ws: out / lse,
+or normalized split partials for kernels.combine_splits_kernel.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (async_copy, fence_async_shared, mbarrier,
+                                                                   warpgroup_mma, warpgroup_mma_wait)
+    HAVE_GLUON = True
+except Exception:  # pragma: no cover - older triton without Gluon
+    HAVE_GLUON = False
+
+from ...formats import LATENT_DIM, KVLayout
+
+if HAVE_GLUON:
+    from .gluon_small import (_copy_layout, _idx, _prefetch_entries, _prefetch_rows,  # noqa: F401 (used inside
+                              _scale_layout)                                          # the kernels)
+
+BN = 64   # keys per block and per raw stage (wgmma M of S^T)
+SMEM_LIMIT = 232448  # bytes of shared memory one CTA may use on sm_90
+SMEM_MARGIN = 1024   # mbarriers and the compiler's reduction scratch
+
+
+@dataclasses.dataclass(frozen=True)
+class RxConfig:
+    """Launch configuration of sparse_mla_rx_kernel: raw 64-key stages of the ring, the producer partition's
+    register budget (setmaxnreg) and warps, L2 prefetch of rows (blocks ahead of the newest gather, 0: none),
+    and how many P @ V chunks may stay in flight while the next chunk converts (pv_depth 1 or 2)."""
+    stages: int = 4
+    producer_regs: int = 64
+    producer_warps: int = 4
+    prefetch: int = 0
+    pv_depth: int = 1
+
+
+def rx_hp(num_heads: int) -> int:
+    """Heads per program (the wgmma N): 16, or 32 for 17..32 heads (as gluon_ws)."""
+    return 16 if num_heads <= 16 else 32
+
+
+def rx_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int) -> int:
+    """Shared memory the kernel allocates (without mbarriers and the compiler's scratch)."""
+    rope = d_qk > LATENT_DIM and layout is KVLayout.FP8_DS_MLA
+    stage = BN * (LATENT_DIM + 16 + (2 * 64 if rope else 0))
+    fixed = hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0) + BN * hp * 2
+    return stages * stage + fixed
+
+
+def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
+    """As many raw stages (2..5) as shared memory holds (fp8_ds_mla 576: 5 at 16 heads a program, 4 at 32).
+    DSATTN_RX_CONFIG='stages/regs/warps[/prefetch[/pv_depth]]' overrides it (A/B runs; read at launch)."""
+    spec = os.environ.get("DSATTN_RX_CONFIG", "").strip()
+    if spec:
+        try:
+            return RxConfig(*[int(x) for x in spec.split("/")])
+        except (TypeError, ValueError):
+            raise ValueError("DSATTN_RX_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/pv_depth]], "
+                             f"e.g. 4/64/4, got {spec!r}") from None
+    hp = rx_hp(num_heads)
+    stages = 5
+    while stages > 2 and rx_smem_bytes(layout, d_qk, hp, stages) + SMEM_MARGIN > SMEM_LIMIT:
+        stages -= 1
+    return RxConfig(stages=stages)
+
+
+def s_phys(c):
+    """Physical latent column of S's logical column c (0..511; works on ints and integer tensors)."""
+    w = c % 128
+    return (c - w) + 32 * ((w >> 1) & 3) + 16 * (w >> 6) + 4 * ((w >> 4) & 3) + 2 * ((w >> 3) & 1) + (w & 1)
+
+
+def v_phys(d):
+    """Physical latent column of O^T's logical row d (0..511; ints and integer tensors)."""
+    return 128 * ((d >> 4) & 3) + 16 * (d & 7) + 2 * (d >> 6) + ((d >> 3) & 1)
+
+
+if HAVE_GLUON:
+    V_SCALE = gl.constexpr(1.0 / 256)
+    LN2 = gl.constexpr(0.6931471805599453)
+    NEG_INF = gl.constexpr(float("-inf"))
+    KB = gl.constexpr(BN)
+
+    @gluon.jit
+    def _s_phys(c):
+        w = c % 128
+        return (c - w) + 32 * ((w >> 1) & 3) + 16 * (w >> 6) + 4 * ((w >> 4) & 3) + 2 * ((w >> 3) & 1) + (w & 1)
+
+    @gluon.jit
+    def _v_phys(d):
+        return 128 * ((d >> 4) & 3) + 16 * (d & 7) + 2 * (d >> 6) + ((d >> 3) & 1)
+
+    @gluon.jit
+    def _cvt_scale(x, sc):
+        """fp8 bytes x (e4m3, 4 consecutive register elements share one scale) times fp16 scale sc (same shape):
+        cvt.rn.f16x2.e4m3x2 twice and two mul.rn.f16x2, the fp16 values of gluon_ws's tile."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .b16 lo, hi; .reg .b32 a, b; mov.b32 {lo, hi}, $2; cvt.rn.f16x2.e4m3x2 a, lo; "
+            "cvt.rn.f16x2.e4m3x2 b, hi; mul.rn.f16x2 $0, a, $3; mul.rn.f16x2 $1, b, $4; }",
+            "=r,=r,r,r,r", [x, sc], dtype=gl.float16, is_pure=True, pack=4)
+
+    @gluon.constexpr_function
+    def _k_layout():
+        """Register layout of one group's raw bytes for S's A operand, [64 keys, 128 physical columns]: physical
+        column 32 t + 16 h + 4 ks' + 2 jj + i (t: the lane's quad position), rows r (lane group) and r + 8."""
+        return gl.DistributedLinearLayout(
+            reg_bases=[[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [8, 0]],
+            lane_bases=[[0, 32], [0, 64], [1, 0], [2, 0], [4, 0]],
+            warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[64, 128])
+
+    @gluon.jit
+    def _k_scales(sc):
+        """The block's group scales x V_SCALE in fp16 as 4 tensors [64] in _k_layout's rows (one 16-byte load per row
+        and thread)."""
+        L: gl.constexpr = gl.DistributedLinearLayout(
+            reg_bases=[[0, 1], [0, 2], [8, 0]], lane_bases=[[0, 0], [0, 0], [1, 0], [2, 0], [4, 0]],
+            warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[64, 4])
+        R: gl.constexpr = gl.SliceLayout(1, _k_layout())
+        x = (sc.load(L) * V_SCALE).to(gl.float16)
+        e, o = gl.split(gl.reshape(x, [64, 2, 2]))
+        s0, s2 = gl.split(e)
+        s1, s3 = gl.split(o)
+        return (gl.convert_layout(s0, R, assert_trivial=True), gl.convert_layout(s1, R, assert_trivial=True),
+                gl.convert_layout(s2, R, assert_trivial=True), gl.convert_layout(s3, R, assert_trivial=True))
+
+    @gluon.jit
+    def _k_operand(lat, s16, g: gl.constexpr, DOT: gl.constexpr):
+        """S's A operand for latent group g [64 keys, 128 logical columns] in registers (layout DOT); s16: the
+        group's scales from _k_scales."""
+        x = lat.slice(g * 128, 128, dim=1).load(_k_layout())
+        x = _cvt_scale(x, s16[:, None])                 # (inline asm broadcasts)
+        x = gl.reshape(x, [KB, 4, 2, 4, 2, 2])          # (row, t, h, ks', jj, i)
+        x = gl.permute(x, (0, 2, 3, 4, 1, 5))           # (row, h, ks', jj, t, i)
+        return gl.convert_layout(gl.reshape(x, [KB, 128]), DOT, assert_trivial=True)
+
+    @gluon.jit
+    def _v_operand(lat, sc, kc: gl.constexpr, DOT: gl.constexpr):
+        """O^T's A operand for keys [16 kc, 16 kc + 16): V16^T [512 logical rows, 16 keys] in registers."""
+        # [16 keys, 4 groups (warp), 128 bytes]: 16 contiguous bytes (registers) at 16 g (lane group), keys from
+        # the lane's quad position and two register bits
+        LV: gl.constexpr = gl.DistributedLinearLayout(
+            reg_bases=[[0, 1], [0, 2], [0, 4], [0, 8], [1, 0], [8, 0]],
+            lane_bases=[[2, 0], [4, 0], [0, 16], [0, 32], [0, 64]],
+            warp_bases=[[0, 128], [0, 256]], block_bases=[], shape=[16, 512])
+        LV3: gl.constexpr = gl.DistributedLinearLayout(
+            reg_bases=[[0, 0, 1], [0, 0, 2], [0, 0, 4], [0, 0, 8], [1, 0, 0], [8, 0, 0]],
+            lane_bases=[[2, 0, 0], [4, 0, 0], [0, 0, 16], [0, 0, 32], [0, 0, 64]],
+            warp_bases=[[0, 1, 0], [0, 2, 0]], block_bases=[], shape=[16, 4, 128])
+        x = lat.slice(kc * 16, 16, dim=0).load(LV)
+        x = gl.convert_layout(gl.reshape(x, [16, 4, 128]), LV3, assert_trivial=True)
+        s = sc.slice(kc * 16, 16, dim=0).load(gl.SliceLayout(2, LV3))
+        x = _cvt_scale(x, (s * V_SCALE).to(gl.float16)[:, :, None])
+        x = gl.reshape(x, [16, 4, 8, 8, 2])             # (key, w, g, R, r0)
+        x = gl.permute(x, (3, 1, 4, 2, 0))              # (R, w, r0, g, key)
+        return gl.convert_layout(gl.reshape(x, [512, 16]), DOT, assert_trivial=True)
+
+    @gluon.jit
+    def _producer(idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope, full, free,
+                  stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
+                  HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr, PF: gl.constexpr):
+        """Per block: wait for its stage to be free, cp.async its rows, arrive on full when they land (noinc)."""
+        LAT_L: gl.constexpr = _copy_layout(512, 1, PW)
+        SC_L: gl.constexpr = _scale_layout(KB, PW)
+        ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
+        LS: gl.constexpr = gl.SliceLayout(1, LAT_L)
+        SS: gl.constexpr = gl.SliceLayout(1, SC_L)
+        RS: gl.constexpr = gl.SliceLayout(1, ROPE_L)
+        ROW_BYTES: gl.constexpr = 528 + (128 if HAS_ROPE else 0)
+        cols = gl.arange(0, 512, gl.SliceLayout(0, LAT_L))
+        gcols = gl.arange(0, 4, gl.SliceLayout(0, SC_L))
+        rcols = gl.arange(0, 64, gl.SliceLayout(0, ROPE_L))
+        nblocks = gl.cdiv(hi - lo, KB)
+        nx_lat = _idx(idx_row, lo, hi, KB, LS)
+        nx_sc = _idx(idx_row, lo, hi, KB, SS)
+        nx_rope = _idx(idx_row, lo, hi, KB, RS)
+        if PF > 0:
+            for i in gl.static_range(PF):
+                _prefetch_rows(_prefetch_entries(idx_row, lo + (NSTAGES + i) * KB, hi, KB, PW), num_slots,
+                               lat_ptr, stride_lat, ROW_BYTES, KB, PW)
+            pfx = _prefetch_entries(idx_row, lo + (NSTAGES + PF) * KB, hi, KB, PW)
+        for b in range(nblocks):
+            st = b % NSTAGES
+            # the consumer is done with block b - NSTAGES (mbarriers start with phase 1 complete)
+            mbarrier.wait(free.index(st), ((b // NSTAGES) & 1) ^ 1)
+            valid = (nx_lat >= 0) & (nx_lat < num_slots)
+            slot = gl.where(valid, nx_lat, 0).to(gl.int64)
+            async_copy.async_copy_global_to_shared(raw_lat.index(st),
+                                                   lat_ptr + slot[:, None] * stride_lat + cols[None, :],
+                                                   mask=valid[:, None])
+            valid = (nx_sc >= 0) & (nx_sc < num_slots)
+            slot = gl.where(valid, nx_sc, 0).to(gl.int64)
+            async_copy.async_copy_global_to_shared(raw_sc.index(st),
+                                                   scale_ptr + slot[:, None] * stride_scale + gcols[None, :],
+                                                   mask=valid[:, None])
+            if HAS_ROPE:
+                valid = (nx_rope >= 0) & (nx_rope < num_slots)
+                slot = gl.where(valid, nx_rope, 0).to(gl.int64)
+                async_copy.async_copy_global_to_shared(raw_rope.index(st),
+                                                       rope_ptr + slot[:, None] * stride_rope + rcols[None, :],
+                                                       mask=valid[:, None])
+            async_copy.mbarrier_arrive(full.index(st), increment_count=False)
+            nx_lat = _idx(idx_row, lo + (b + 1) * KB, hi, KB, LS)
+            nx_sc = _idx(idx_row, lo + (b + 1) * KB, hi, KB, SS)
+            nx_rope = _idx(idx_row, lo + (b + 1) * KB, hi, KB, RS)
+            if PF > 0:
+                _prefetch_rows(pfx, num_slots, lat_ptr, stride_lat, ROW_BYTES, KB, PW)
+                pfx = _prefetch_entries(idx_row, lo + (b + NSTAGES + PF + 1) * KB, hi, KB, PW)
+        async_copy.wait_group(0)
+
+    @gluon.jit
+    def _consumer(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
+                  out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
+                  q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, full, free,
+                  HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
+                  num_warps: gl.constexpr):
+        """q (permuted) to shared memory, then per block: S^T, online softmax, P^T, O^T += V16^T P^T; the epilogue."""
+        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
+        MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                      instr_shape=[16, HP, 16])
+        DOT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
+        ROW: gl.constexpr = gl.SliceLayout(1, MMA)   # [KB] keys, or [512] logical rows of O^T
+        COL: gl.constexpr = gl.SliceLayout(0, MMA)   # [HP] heads
+
+        qh = h0 + gl.arange(0, HP, gl.SliceLayout(1, Q_L))
+        qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
+        q_row = q_ptr + t * stride_qt + qh[:, None] * stride_qh
+        hmask = (qh < num_heads)[:, None]
+        q_smem.store(gl.load(q_row + _s_phys(qd)[None, :], mask=hmask, other=0.0).to(gl.float16))
+        if HAS_ROPE:
+            qr = gl.arange(0, 64, gl.SliceLayout(0, Q_L))
+            qr_smem.store((gl.load(q_row + 512 + qr[None, :], mask=hmask, other=0.0).to(gl.float32)
+                           * V_SCALE).to(gl.bfloat16))
+        qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
+        fence_async_shared()
+        gl.thread_barrier()
+
+        m_i = gl.full([HP], NEG_INF, gl.float32, COL)
+        l_i = gl.zeros([HP], gl.float32, COL)
+        acc = gl.zeros([512, HP], gl.float32, MMA)
+        nblocks = gl.cdiv(hi - lo, KB)
+        cur = _idx(idx_row, lo, hi, KB, ROW)
+        for b in range(nblocks):
+            st = b % NSTAGES
+            ix = cur
+            cur = _idx(idx_row, lo + (b + 1) * KB, hi, KB, ROW)  # the next block's entries, a block ahead
+            lat = raw_lat.index(st)
+            sc = raw_sc.index(st)
+            mbarrier.wait(full.index(st), (b // NSTAGES) & 1)
+            s = gl.zeros([KB, HP], gl.float32, MMA)
+            if HAS_ROPE:
+                fence_async_shared()  # the RoPE stage (cp.async, generic proxy) is read by wgmma
+                s = warpgroup_mma(raw_rope.index(st), qr_smem.permute((1, 0)), s, is_async=True)
+            scs = _k_scales(sc)
+            for g in gl.static_range(4):
+                a = _k_operand(lat, scs[g], g, DOT)
+                s = warpgroup_mma(a, q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
+            s = warpgroup_mma_wait(0, deps=(s,))
+
+            valid = (ix >= 0) & (ix < num_slots)
+            s = gl.where(valid[:, None], s * qk_scale, NEG_INF)
+            m_new = gl.maximum(m_i, gl.max(s, 0))
+            m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
+            alpha = gl.exp2(m_i - m_use)
+            p = gl.exp2(s - m_use[None, :])
+            l_i = l_i * alpha + gl.sum(p, 0)
+            acc = acc * alpha[None, :]
+            m_i = m_new
+            p_smem.store(p.to(gl.float16))
+            fence_async_shared()
+            gl.thread_barrier()
+            for kc in gl.static_range(4):
+                a = _v_operand(lat, sc, kc, DOT)
+                acc = warpgroup_mma(a, p_smem.slice(kc * 16, 16, dim=0), acc, is_async=True)
+                if kc < 3:
+                    acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
+            # every consumer thread has read the stage (the arrive follows a partition barrier)
+            mbarrier.arrive(free.index(st), count=1)
+            # P @ V retires within the block: a wgmma left in flight across the next block's mbarrier wait (a
+            # branch) makes ptxas serialize every wgmma of the kernel (C7513), as the compile check showed
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+
+        # ---- epilogue: as gluon_ws, rows un-permuted -------------------------------------------------
+        empty = l_i == 0.0
+        lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
+        inv_l = 256.0 / gl.where(empty, 1.0, l_i)
+        o = acc * inv_l[None, :]
+        oh = h0 + gl.arange(0, HP, COL)
+        od = _v_phys(gl.arange(0, 512, ROW))
+        o_ptrs = out_ptr + t * stride_ot + split * stride_os + oh[None, :] * stride_oh + od[:, None]
+        gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=(oh < num_heads)[None, :])
+        gl.store(lse_ptr + t * stride_lt + split * stride_ls + oh * stride_lh, lse, mask=oh < num_heads)
+
+    @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split"])
+    def sparse_mla_rx_kernel(
+            q_ptr, stride_qt, stride_qh,
+            lat_ptr, scale_ptr, rope_ptr,
+            idx_ptr, stride_it, len_ptr,
+            out_ptr, stride_ot, stride_os, stride_oh,
+            lse_ptr, stride_lt, stride_ls, stride_lh,
+            num_slots, num_heads, topk, keys_per_split, qk_scale,
+            stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
+            HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
+            HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+            num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1):
+        """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_ws.sparse_mla_ws_kernel (fp8 rows)."""
+        gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
+        gl.static_assert(NSTAGES >= 2, "at least one block in flight while one computes")
+        t = gl.program_id(0).to(gl.int64)
+        h0 = gl.program_id(1) * HP
+        split = gl.program_id(2)
+
+        RAW_S: gl.constexpr = gl.SwizzledSharedLayout(16, 1, 8, [1, 0])
+        SC_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+        ROPE_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KB, 64], gl.bfloat16)
+        Q_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HP, 512], gl.float16)
+        QR_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HP, 64], gl.bfloat16)
+        P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KB, HP], gl.float16)
+
+        raw_lat = gl.allocate_shared_memory(gl.float8e4nv, [NSTAGES, KB, 512], RAW_S)
+        raw_sc = gl.allocate_shared_memory(gl.float32, [NSTAGES, KB, 4], SC_S)
+        q_smem = gl.allocate_shared_memory(gl.float16, [HP, 512], Q_S)
+        p_smem = gl.allocate_shared_memory(gl.float16, [KB, HP], P_S)
+        if HAS_ROPE:
+            raw_rope = gl.allocate_shared_memory(gl.bfloat16, [NSTAGES, KB, 64], ROPE_S)
+            qr_smem = gl.allocate_shared_memory(gl.bfloat16, [HP, 64], QR_S)
+        else:
+            raw_rope = raw_sc
+            qr_smem = q_smem
+        full = gl.allocate_shared_memory(gl.int64, [NSTAGES, 1], mbarrier.MBarrierLayout())
+        free = gl.allocate_shared_memory(gl.int64, [NSTAGES, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(NSTAGES):
+            mbarrier.init(full.index(i), count=PRODUCER_WARPS * 32)  # one noinc cp.async arrive per thread
+            mbarrier.init(free.index(i), count=1)
+
+        end = topk
+        if HAS_LEN:
+            end = gl.minimum(gl.load(len_ptr + t), topk)
+        lo = split * keys_per_split
+        hi = gl.minimum(lo + keys_per_split, end)
+        idx_row = idx_ptr + t * stride_it
+
+        gl.warp_specialize([
+            (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
+                         qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
+                         stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, full, free, HAS_ROPE, HP,
+                         NSTAGES, PV_DEPTH, num_warps)),
+            (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
+                         full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
+        ], [PRODUCER_WARPS], [PRODUCER_REGS])
+
+
+def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out, lse, splits: int = 1,
+                     part_o=None, part_lse=None, config: RxConfig | None = None) -> None:
+    """launch.run_attention's contract over fp8 rows through sparse_mla_rx_kernel (native few-head variant)."""
+    from . import launch
+    if not layout.is_fp8:
+        raise ValueError(f"the register-operand kernel takes fp8 rows only, got layout {layout.value}")
+    t, h, d = q.shape
+    if h > 32:
+        raise ValueError(f"the register-operand kernel carries at most 32 heads, got q with {h}")
+    hp = rx_hp(h)
+    cfg = config or rx_config(layout, h, d)
+    if cfg.pv_depth not in (0, 1, 2):
+        raise ValueError(f"config.pv_depth must be 0, 1 or 2, got {cfg.pv_depth}")
+    grid = (t, -(-h // hp), splits)
+    sparse_mla_rx_kernel[grid](
+        *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
+        d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
+        hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
+        num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
+    )
+    launch.combine_splits(out, lse, part_o, part_lse, splits)

@@ -1,0 +1,143 @@
+"""The register-operand Gluon kernel (gluon_rx.py, DSATTN_SPARSE_MLA_IMPL=gluon_rx) on the GPU: against the reference
+twin and against gluon_ws on the same inputs (same fp16 operand values, another accumulation order: equal within
+fp32 rounding, not bit for bit). Skipped without an sm_90 GPU.
+
+test_rx_hang_guard runs first: a tiny case in a child process with a time limit, so that a deadlocked pipeline
+(mbarrier phases) fails one test in seconds instead of hanging the session; the other tests skip after it fails.
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from dsattn.ops.sparse_mla import decode_scratch_spec, sparse_mla_decode
+from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs
+
+pytestmark = pytest.mark.gpu
+DEV = "cuda"
+_STATE = {"hang": None}
+
+
+def _is_sm90():
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+
+
+@pytest.fixture(autouse=True)
+def rx_env(request, monkeypatch):
+    if not _is_sm90():
+        pytest.skip("the Gluon kernels run on sm_90 only")
+    if request.node.originalname != "test_rx_hang_guard" and _STATE["hang"]:
+        pytest.skip(f"test_rx_hang_guard failed: {_STATE['hang']}")
+    monkeypatch.setenv("DSATTN_SPARSE_MLA_IMPL", "gluon_rx")
+
+
+def _decode(case, variant="native", scratch=None, out_row_pad=0):
+    t, h, _ = case.q.shape
+    out, lse = poisoned_outputs(t, h, DEV, out_row_pad)
+    sparse_mla_decode(case.q, case.cache, case.indices, case.sm_scale, topk_length=case.topk_length, out=out,
+                      lse=lse, variant=variant, scratch=scratch)
+    return out, lse
+
+
+def _vs_ws(case, rx, monkeypatch, label, variant="native"):
+    monkeypatch.setenv("DSATTN_SPARSE_MLA_IMPL", "gluon_ws")
+    ws = _decode(case, variant)
+    monkeypatch.setenv("DSATTN_SPARSE_MLA_IMPL", "gluon_rx")
+    diff = (rx[0].float() - ws[0].float()).abs().max().item()
+    ldiff = ((rx[1] - ws[1]).abs() / ws[1].abs().clamp_min(1)).nan_to_num(0, 0, 0).max().item()
+    print(f"gluon_rx vs gluon_ws {label}: max |out diff| {diff:.3g}, lse rel {ldiff:.3g}")
+    assert diff <= 1e-2 and ldiff <= 1e-6, (diff, ldiff)
+
+
+_CHILD = r"""
+import os, torch
+os.environ["DSATTN_SPARSE_MLA_IMPL"] = "gluon_rx"
+from dsattn.ops.sparse_mla import sparse_mla_decode
+from dsattn.ops.sparse_mla.launch import kernel_name
+from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs
+case = make_case(3, 8, 576, num_slots=3000, topk=200, layout="fp8_ds_mla", block_size=64, with_length=True,
+                 seed=1, device="cuda")
+assert kernel_name(case.q, case.cache.flatten(0, 1), case.layout, "native") == "gluon_rx"
+out, lse = poisoned_outputs(3, 8, "cuda")
+sparse_mla_decode(case.q, case.cache, case.indices, case.sm_scale, topk_length=case.topk_length, out=out, lse=lse,
+                  variant="native")
+torch.cuda.synchronize()
+print(check_close(out, lse, *case.reference()))
+"""
+
+
+def test_rx_hang_guard():
+    """A tiny launch (3 tokens, 8 heads, topk 200: a partial last block, one empty row) in a child process, 120 s."""
+    env = dict(os.environ, DSATTN_SPARSE_MLA_IMPL="gluon_rx")
+    try:
+        res = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        _STATE["hang"] = "the tiny launch did not finish in 120 s (pipeline deadlock?)"
+        pytest.fail(_STATE["hang"])
+    if res.returncode:
+        _STATE["hang"] = "the tiny launch failed: " + (res.stderr or res.stdout)[-1500:]
+        pytest.fail(_STATE["hang"])
+    print(res.stdout)
+
+
+@pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla", 512), ("fp8_ds_mla_nope", 512)])
+@pytest.mark.parametrize("h", [1, 8, 16, 24, 32])
+def test_rx_layouts_heads(monkeypatch, layout, d_qk, h):
+    """Both fp8 layouts, D 576 / 512, 1..32 heads, topk_length (NaN rows behind the cut), invalid entries (-1, past
+    the cache: NaN rows), an empty row; against the reference and gluon_ws."""
+    case = make_case(64, h, d_qk, num_slots=20000, topk=2048, layout=layout, block_size=64, with_length=True,
+                     empty_rows=1, seed=7 + h + d_qk, device=DEV)
+    rx = _decode(case, out_row_pad=32)
+    check_close(*rx, *case.reference())
+    _vs_ws(case, rx, monkeypatch, f"h={h} {layout} d={d_qk}")
+
+
+@pytest.mark.parametrize("block_size", [1, 64])
+@pytest.mark.parametrize("h", [8, 16])
+def test_rx_page_sizes(monkeypatch, block_size, h):
+    case = make_case(24, h, 576, num_slots=10000 + 7, topk=2048, layout="fp8_ds_mla", block_size=block_size,
+                     seed=block_size, device=DEV)
+    rx = _decode(case)
+    check_close(*rx, *case.reference())
+    _vs_ws(case, rx, monkeypatch, f"h={h} block_size={block_size}")
+
+
+@pytest.mark.parametrize("h", [8, 32])
+def test_rx_split_k(h):
+    t = 6
+    case = make_case(t, h, 576, num_slots=40000, topk=2048, layout="fp8_ds_mla", with_length=True, seed=5,
+                     device=DEV)
+    spec = decode_scratch_spec(t, h, 2048, "native", "fp8_ds_mla")
+    assert spec
+    scratch = [torch.full(s, float("nan"), dtype=dt, device=DEV) for s, dt in spec]
+    check_close(*_decode(case, scratch=scratch), *case.reference())
+
+
+@pytest.mark.parametrize("topk", [1, 63, 65, 1000, 2047])
+def test_rx_odd_topk(topk):
+    case = make_case(10, 16, 576, num_slots=9000, topk=topk, layout="fp8_ds_mla", with_length=True, seed=topk,
+                     device=DEV)
+    check_close(*_decode(case), *case.reference())
+
+
+def test_rx_pad64_and_many_heads_fall_back():
+    """'pad64' and 64-head programs are not the kernel's: they run what gluon_ws's parameter runs (Triton / gluon)."""
+    from dsattn.ops.sparse_mla.launch import kernel_name
+    case = make_case(8, 64, 576, num_slots=5000, topk=512, layout="fp8_ds_mla", block_size=64, seed=3, device=DEV)
+    assert kernel_name(case.q, case.cache.flatten(0, 1), case.layout, "native") != "gluon_rx"
+    check_close(*_decode(case, None), *case.reference())
+
+
+@pytest.mark.parametrize("cfg", ["2/64/4", "3/64/4/0/0", "4/64/4/0/2", "4/56/4/2", "4/64/8"])
+def test_rx_configs_agree(monkeypatch, cfg):
+    """Ring depths, P @ V depths, L2 prefetch and producer warps: the same outputs (a different ring changes no
+    arithmetic, so bit for bit against the default config)."""
+    case = make_case(40, 16, 576, num_slots=20000, topk=2048, layout="fp8_ds_mla", block_size=64, with_length=True,
+                     empty_rows=1, seed=13, device=DEV)
+    base = _decode(case)
+    monkeypatch.setenv("DSATTN_RX_CONFIG", cfg)
+    other = _decode(case)
+    check_close(*other, *case.reference())
+    assert torch.equal(base[0], other[0]) and torch.equal(base[1], other[1]), cfg

@@ -1,0 +1,79 @@
+"""gluon_rx.py on the CPU: the column permutations its register operands rely on, its launch choice and config
+(the kernel itself runs in tests/gpu/test_sparse_mla_rx_gpu.py and compiles in bench/mla_gluon_check.py --kernel rx)."""
+import numpy as np
+import pytest
+import torch
+
+from dsattn.formats import KVLayout
+from dsattn.ops.sparse_mla import gluon_rx, launch
+
+
+def test_s_permutation_matches_the_register_chain():
+    """_k_operand loads physical columns p of a group, reshapes [64, 128] -> [64, 4, 2, 4, 2, 2], permutes
+    (0, 2, 3, 4, 1, 5) and reshapes back: logical column c must then hold physical column s_phys(c)."""
+    p = np.broadcast_to(np.arange(128), (64, 128))
+    x = p.reshape(64, 4, 2, 4, 2, 2).transpose(0, 2, 3, 4, 1, 5).reshape(64, 128)
+    c = np.arange(128)
+    assert (x == np.array([gluon_rx.s_phys(int(v)) for v in c])[None, :]).all()
+    full = [gluon_rx.s_phys(c) for c in range(512)]
+    assert sorted(full) == list(range(512))
+    assert all(full[c] // 128 == c // 128 for c in range(512))  # groups (scales) kept
+
+
+def test_v_permutation_matches_the_register_chain():
+    """_v_operand: [16 keys, 4 groups, 128] -> [16, 4, 8, 8, 2], permute (3, 1, 4, 2, 0), reshape [512, 16]:
+    logical row d must hold physical column v_phys(d) (the same for every key)."""
+    p = np.broadcast_to(np.arange(512).reshape(4, 128), (16, 4, 128))
+    x = p.reshape(16, 4, 8, 8, 2).transpose(3, 1, 4, 2, 0).reshape(512, 16)
+    v = np.array([gluon_rx.v_phys(d) for d in range(512)])
+    assert (x == v[:, None]).all()
+    assert sorted(v.tolist()) == list(range(512))
+    t = torch.arange(512)
+    assert torch.equal(gluon_rx.v_phys(t), torch.from_numpy(v)) and torch.equal(
+        gluon_rx.s_phys(t), torch.tensor([gluon_rx.s_phys(c) for c in range(512)]))
+
+
+def test_rx_only_when_forced():
+    q = torch.zeros(2, 8, 576, dtype=torch.bfloat16)
+    rows = torch.zeros(16, 656, dtype=torch.uint8)
+    flat = torch.zeros(16, 576, dtype=torch.bfloat16)
+    for impl in ("auto", "triton", "gluon", "gluon_ws", "gluon64", "gluon_prefill"):
+        assert not launch.use_gluon_rx(q, rows, KVLayout.FP8_DS_MLA, 16, impl)
+    assert not launch.use_gluon_rx(q, flat, KVLayout.BF16, 16, "gluon_rx")
+    assert not launch.use_gluon_rx(q, rows, KVLayout.FP8_DS_MLA, 64, "gluon_rx")
+    assert not launch.use_gluon_ws(q, rows, KVLayout.FP8_DS_MLA, 16, "gluon_rx")
+    assert not launch.use_gluon64(q, rows, KVLayout.FP8_DS_MLA, 64, "gluon_rx")
+    with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL=gluon_rx"):
+        launch.use_gluon_rx(q, rows, KVLayout.FP8_DS_MLA, 16, "gluon_rx")
+    with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL=gluon"):  # bf16 rows: gluon_small's, as gluon_ws
+        launch.use_gluon(q, flat, KVLayout.BF16, 16, "gluon_rx")
+
+
+def test_rx_config(monkeypatch):
+    monkeypatch.delenv("DSATTN_RX_CONFIG", raising=False)
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576).stages == 5
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576).stages == 4
+    for h in (1, 8, 16, 32):
+        hp = gluon_rx.rx_hp(h)
+        for layout, d in ((KVLayout.FP8_DS_MLA, 576), (KVLayout.FP8_DS_MLA_NOPE, 512)):
+            cfg = gluon_rx.rx_config(layout, h, d)
+            assert gluon_rx.rx_smem_bytes(layout, d, hp, cfg.stages) + gluon_rx.SMEM_MARGIN <= gluon_rx.SMEM_LIMIT
+    monkeypatch.setenv("DSATTN_RX_CONFIG", "3/64/4/2/2")
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8) == gluon_rx.RxConfig(3, 64, 4, 2, 2)
+    monkeypatch.setenv("DSATTN_RX_CONFIG", "3/x")
+    with pytest.raises(ValueError, match="DSATTN_RX_CONFIG"):
+        gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8)
+
+
+def test_rx_rejects_bad_launches():
+    q = torch.zeros(2, 40, 576, dtype=torch.bfloat16)
+    rows = torch.zeros(16, 656, dtype=torch.uint8)
+    out, lse = torch.empty(2, 40, 512), torch.empty(2, 40)
+    idx = torch.zeros(2, 64, dtype=torch.int32)
+    with pytest.raises(ValueError, match="at most 32 heads"):
+        gluon_rx.run_attention_rx(q, rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse)
+    with pytest.raises(ValueError, match="fp8 rows"):
+        gluon_rx.run_attention_rx(q[:, :8], rows, KVLayout.BF16, idx, 0.1, None, out, lse)
+    with pytest.raises(ValueError, match="pv_depth"):
+        gluon_rx.run_attention_rx(q[:, :8], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse,
+                                  config=gluon_rx.RxConfig(pv_depth=5))
