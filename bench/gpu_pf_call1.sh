@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Helper P's first device call (one H200): the grouped Gluon bf16 prefill kernel (gluon_prefill.py) never ran on a
 # GPU before. Hang guard, correctness, then s_q 1024 timings beside Triton and FlashMLA and the other schedules.
-# Usage on the device machine, repo root: bash bench/gpu_pf_call1.sh   (at most 60 + 80 + 60 + 4 x 15 s = 4 min; likely ~2.5; $OUT/pf1.log)
+# Usage on the device machine, repo root: bash bench/gpu_pf_call1.sh   (at most 60 + 90 + 60 + 5 x 12 s = 4.5 min; likely ~3; $OUT/pf1.log)
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer:$PWD/../.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -13,15 +13,15 @@ nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader > $L
 timeout 60 python -m pytest $T $P -x -s -k hang_guard >> $L 2>&1; rc=$?; echo "guard rc=$rc" >> $L
 [ $rc -eq 0 ] || exit 0
 # 2. correctness
-timeout 80 python -m pytest $T $P -s > $OUT/pf_tests.log 2>&1; echo "tests rc=$?" >> $L
+timeout 90 python -m pytest $T $P -s > $OUT/pf_tests.log 2>&1; echo "tests rc=$?" >> $L
 grep -E "passed|failed|FAILED|Error|assert|vs triton" $OUT/pf_tests.log | tail -n 40 >> $L
 tail -n 3 $OUT/pf_tests.log >> $L
 # 3. timings at s_q 1024: default schedule beside Triton and FlashMLA, then the other schedules (8 and 64 heads)
 timeout 60 python -m dsattn.cli bench kernels --op sparse_mla --cases prefill --heads 8,16,32,64,128 --tokens 1024 \
   --impl triton,gluon_prefill --rep-ms 10 --out $OUT --name pf1_default >> $L 2>&1; echo "bench rc=$?" >> $L
-# schedules: bn/stages/producer_warps/producer_regs/overlap/f16 (gluon_prefill.PrefillConfig)
-for spec in 32/4/4/56/1/0 64/2/4/56/0/0 32/4/4/56/0/1 32/4/4/56/1/1; do
-  DSATTN_PF_CONFIG=$spec timeout 15 python -m dsattn.cli bench kernels --op sparse_mla --cases prefill \
+# schedules: bn/stages/producer_warps/producer_regs/overlap/f16/split (gluon_prefill.PrefillConfig)
+for spec in 32/4/4/56/1/0 64/2/4/56/0/0 32/4/4/56/0/1 32/4/4/56/0/0/1 32/4/4/56/0/1/1; do
+  DSATTN_PF_CONFIG=$spec timeout 12 python -m dsattn.cli bench kernels --op sparse_mla --cases prefill \
     --heads 8,64 --tokens 1024 --impl gluon_prefill --no-peer --rep-ms 10 --out $OUT \
     --name pf1_$(echo $spec | tr / _) >> $L 2>&1; echo "bench $spec rc=$?" >> $L
 done

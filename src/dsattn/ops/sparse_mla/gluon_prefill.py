@@ -46,7 +46,13 @@ Partitions (gl.warp_specialize):
       `free` (before block b's softmax), so the softmax runs while the tensor cores compute it; the consumer then
       holds two stages (b for P @ V, b + 1 for S).
 
-Launch configurations (PrefillConfig, DSATTN_PF_CONFIG='bn/stages/producer_warps/producer_regs[/overlap[/f16]]'):
+Split consumer (PrefillConfig.split = 1; three partitions, 4 + 4 + 4 warps): warpgroup 0 (_wg_s) computes S over all
+BN entries of a block (wgmma N = BN instead of BN / 2: q is read from shared memory once a block, not twice), the
+softmax within its own rows (no cross-warpgroup reductions), P and alpha into shared memory (mbarrier p_ready), and
+O[:, :256]; warpgroup 1 (_wg_v) rescales O[:, 256:] by alpha and adds P V[:, 256:] (then p_free), so its P @ V
+overlaps warpgroup 0's S and softmax of the next block. Stages are released by both (free counts 2).
+
+Launch configurations (PrefillConfig, DSATTN_PF_CONFIG='bn/stages/producer_warps/producer_regs[/overlap[/f16[/split]]]'):
 32-entry blocks x 4 stages (default), 64 x 2 (S's wgmma N = 32 a warpgroup instead of 16: half the re-reads of q
 from shared memory per entry, one block in flight instead of three), overlap 0 / 1. Which is fastest is not
 measured yet (bench/gpu_pf_call1.sh times them); f16 0 / 1: a second wgmma per block against a conversion pass
@@ -79,6 +85,7 @@ if HAVE_GLUON:
 
 M = 64               # rows of a program (wgmma M): G tokens x HPT heads
 CONSUMER_WARPS = 8
+SPLIT_V_REGS = 160   # registers of the split schedule's P @ V warpgroup (O[:, 256:] alone: 128 of them)
 SMEM_LIMIT = 232448  # bytes of shared memory one CTA may use on sm_90
 SMEM_MARGIN = 1024   # mbarriers and the compiler's reduction scratch
 LOG2E = 1.4426950408889634
@@ -90,13 +97,16 @@ class PrefillConfig:
     cp.async ring (NS - 1 blocks in flight), the producer partition's warps and register budget (setmaxnreg; the
     consumer warpgroups get the rest of the register file), overlap: 1 issues S of block b + 1 before block b's
     softmax (the softmax runs while the tensor cores compute S), 0 runs S, softmax and P @ V in turn; f16: 1 converts
-    the stages to fp16 x V_SCALE in the producer and runs one fp16 P @ V, 0 runs P_hi V + P_lo V in bf16."""
+    the stages to fp16 x V_SCALE in the producer and runs one fp16 P @ V, 0 runs P_hi V + P_lo V in bf16; split: 1
+    runs the split consumer (_wg_s / _wg_v: one warpgroup computes S over all BN entries, the softmax and O[:, :256],
+    the other O[:, 256:] from its P), 0 the two-warpgroup N-split consumer (_consumer)."""
     block_n: int = 32
     stages: int = 4
     producer_warps: int = 4
     producer_regs: int = 56
     overlap: int = 0
     f16: int = 0
+    split: int = 0
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -106,11 +116,12 @@ def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
 
 
 def parse_prefill_config(spec: str) -> PrefillConfig:
-    """'bn/stages/producer_warps/producer_regs[/overlap[/f16]]' (e.g. '64/2/4/56', '32/4/4/56/1/1') -> PrefillConfig;
+    """'bn/stages/producer_warps/producer_regs[/overlap[/f16[/split]]]' (e.g. '64/2/4/56', '32/4/4/56/0/0/1') ->
+    PrefillConfig;
     ValueError naming DSATTN_PF_CONFIG when the kernel does not take it."""
     try:
         fields = [int(x) for x in spec.split("/")]
-        if len(fields) not in (4, 5, 6):
+        if len(fields) not in (4, 5, 6, 7):
             raise ValueError
         cfg = PrefillConfig(*fields)
     except ValueError:
@@ -118,10 +129,11 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
                          f"got {spec!r}") from None
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6 and cfg.producer_warps in (4, 8)
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1) and cfg.f16 in (0, 1)
+          and cfg.split in (0, 1) and not (cfg.split and cfg.overlap)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
-                         f"producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap and f16 0 or 1; got {spec!r}")
+                         f"producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap, f16, split 0 or 1 (split with overlap 0); got {spec!r}")
     return cfg
 
 
@@ -226,6 +238,167 @@ if HAVE_GLUON:
         if HAS_ROPE:
             s = warpgroup_mma(q_rope, rope_t.permute((1, 0)), s, is_async=True)
         return warpgroup_mma(q_smem, lat_t.permute((1, 0)), s, is_async=True)
+
+    @gluon.jit
+    def _load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, QR_L: gl.constexpr,
+                HAS_ROPE: gl.constexpr, F16: gl.constexpr, HPT: gl.constexpr, num_warps: gl.constexpr):
+        """q's latent part into q_smem (rows: token t0 + r // HPT, head h0 + r % HPT; zeros past T / H) and its RoPE
+        part into registers in layout QR_L (a wgmma A operand; x V_SCALE under F16); returns q_rope."""
+        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
+        r = gl.arange(0, ROWS, gl.SliceLayout(1, Q_L))
+        qt = t0 + r // HPT
+        qh = h0 + r % HPT
+        q_row = q_ptr + qt.to(gl.int64) * stride_qt + qh * stride_qh
+        qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
+        q_ok = (qt < tok_end) & (qh < num_heads)
+        q_smem.store(gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None], other=0.0).to(q_smem.dtype))
+        if HAS_ROPE:
+            rr = gl.arange(0, ROWS, gl.SliceLayout(1, QR_L))
+            rt = t0 + rr // HPT
+            rh = h0 + rr % HPT
+            qr = gl.arange(0, 64, gl.SliceLayout(0, QR_L))
+            qr_ptrs = q_ptr + rt.to(gl.int64)[:, None] * stride_qt + (rh * stride_qh)[:, None] + 512 + qr[None, :]
+            q_rope = gl.load(qr_ptrs, mask=((rt < tok_end) & (rh < num_heads))[:, None], other=0.0)
+            if F16:
+                q_rope = (q_rope.to(gl.float32) * V_SCALE).to(gl.bfloat16)
+        else:
+            q_rope = q_smem  # unused
+        return q_rope
+
+    @gluon.jit
+    def _store_rows(o, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, col0: gl.constexpr,
+                    HPT: gl.constexpr):
+        """Rows of o [64, N] into out[t, h, col0:col0 + N] (rows past T / H are not stored)."""
+        L: gl.constexpr = o.type.layout
+        ro = gl.arange(0, ROWS, gl.SliceLayout(1, L))
+        ot = t0 + ro // HPT
+        oh = h0 + ro % HPT
+        od = col0 + gl.arange(0, o.shape[1], gl.SliceLayout(0, L))
+        o_ptrs = out_ptr + ot.to(gl.int64)[:, None] * stride_ot + (oh * stride_oh)[:, None] + od[None, :]
+        gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=((ot < tok_end) & (oh < num_heads))[:, None])
+
+    @gluon.jit
+    def _wg_s(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
+              qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
+              q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
+              HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
+              NS: gl.constexpr, F16: gl.constexpr, num_warps: gl.constexpr):
+        """Split consumer, warpgroup 0 (default partition): S of every block over all BN entries (wgmma N = BN), the
+        online softmax, P (and the rescale factor alpha) to shared memory for warpgroup 1, and O[:, :256]."""
+        gl.static_assert(num_warps == 4, "one warpgroup")
+        MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, BN, 16])
+        MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, 256, 16])
+        QR_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_S, k_width=2)
+        ROW_S: gl.constexpr = gl.SliceLayout(1, MMA_S)
+        COL_S: gl.constexpr = gl.SliceLayout(0, MMA_S)
+        ROW_O: gl.constexpr = gl.SliceLayout(1, MMA_O)
+        q_rope = _load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, QR_L, HAS_ROPE, F16, HPT,
+                         num_warps)
+        fence_async_shared()
+        gl.thread_barrier()
+        if F16:
+            qk_scale = qk_scale * 256.0
+            lat = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
+                                                                                                  gl.float16))
+        tok_of_row = (gl.arange(0, ROWS, ROW_S) // HPT)[:, None]
+        m_i = gl.full([ROWS], NEG_INF, gl.float32, ROW_S)
+        l_i = gl.zeros([ROWS], gl.float32, ROW_S)
+        acc = warpgroup_mma_init(gl.zeros([ROWS, 256], gl.float32, MMA_O))
+        nblocks = gl.cdiv(hi, BN)
+        cur = _idx(idx_row, 0, hi, BN, COL_S)
+        bits = cur
+        if GROUPED:
+            cur_bits = _idx(mask_row, 0, hi, BN, COL_S)
+        for b in range(nblocks):
+            st = b % NS
+            ix = cur
+            cur = _idx(idx_row, (b + 1) * BN, hi, BN, COL_S)
+            if GROUPED:
+                bits = cur_bits
+                cur_bits = _idx(mask_row, (b + 1) * BN, hi, BN, COL_S)
+            # O[:, :256] += P V of block b - 1 retired: this warpgroup's hold on its stage ends (warpgroup 1 releases
+            # it too once its half retired), and P / alpha may be rewritten once warpgroup 1 is done with them
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            gl.thread_barrier()
+            mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
+            mbarrier.wait(full.index(st), (b // NS) & 1)
+            s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
+            s = warpgroup_mma_wait(0, deps=(s,))
+
+            valid = ((ix >= 0) & (ix < num_slots))[None, :]
+            if GROUPED:
+                valid = valid & (((bits[None, :] >> tok_of_row) & 1) != 0)
+            s = gl.where(valid, s * qk_scale, NEG_INF)
+            m_new = gl.maximum(m_i, gl.max(s, 1))
+            m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
+            alpha = gl.exp2(m_i - m_use)
+            p = gl.exp2(s - m_use[:, None])
+            l_i = l_i * alpha + gl.sum(p, 1)
+            m_i = m_new
+            acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
+            # warpgroup 1 is done with P and alpha of block b - 1 (fresh mbarriers count as phase 1 complete)
+            mbarrier.wait(p_free, (b & 1) ^ 1)
+            if F16:
+                ph_smem.store(p.to(gl.float16))
+            else:
+                p_hi = p.to(gl.bfloat16)
+                ph_smem.store(p_hi)
+                pl_smem.store((p - p_hi.to(gl.float32)).to(gl.bfloat16))
+            a_smem.store(alpha)
+            fence_async_shared()
+            gl.thread_barrier()
+            mbarrier.arrive(p_ready, count=1)
+            v_left = lat.index(st).slice(0, 256, dim=1)
+            acc = warpgroup_mma(ph_smem, v_left, acc, is_async=True)
+            if not F16:
+                acc = warpgroup_mma(pl_smem, v_left, acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+
+        empty = l_i == 0.0
+        lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
+        inv_l = (256.0 if F16 else 1.0) / gl.where(empty, 1.0, l_i)
+        # 1 / l for warpgroup 1 once it is done with the last alpha
+        mbarrier.wait(p_free, (nblocks & 1) ^ 1)
+        a_smem.store(inv_l)
+        gl.thread_barrier()
+        mbarrier.arrive(p_ready, count=1)
+        _store_rows(acc * gl.convert_layout(inv_l, ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot,
+                    stride_oh, 0, HPT)
+        rl = gl.arange(0, ROWS, ROW_S)
+        lt = t0 + rl // HPT
+        lh = h0 + rl % HPT
+        gl.store(lse_ptr + lt.to(gl.int64) * stride_lt + lh * stride_lh, lse, mask=(lt < tok_end) & (lh < num_heads))
+
+    @gluon.jit
+    def _wg_v(hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem, free,
+              p_ready, p_free, HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr):
+        """Split consumer, warpgroup 1 (worker partition): O[:, 256:] += P V of every block with warpgroup 0's P and
+        alpha, then its half of the epilogue with warpgroup 0's 1 / l."""
+        MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, 256, 16])
+        ROW_O: gl.constexpr = gl.SliceLayout(1, MMA_O)
+        if F16:
+            lat = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
+                                                                                                  gl.float16))
+        acc = gl.zeros([ROWS, 256], gl.float32, MMA_O)  # each block's product is waited for in its iteration
+        nblocks = gl.cdiv(hi, BN)
+        for b in range(nblocks):
+            st = b % NS
+            mbarrier.wait(p_ready, b & 1)
+            acc = acc * a_smem.load(ROW_O)[:, None]
+            v_right = lat.index(st).slice(256, 256, dim=1)
+            acc = warpgroup_mma(ph_smem, v_right, acc, is_async=True)
+            if not F16:
+                acc = warpgroup_mma(pl_smem, v_right, acc, is_async=True)
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            gl.thread_barrier()
+            mbarrier.arrive(p_free, count=1)
+            mbarrier.arrive(free.index(st), count=1)
+        mbarrier.wait(p_ready, nblocks & 1)
+        _store_rows(acc * a_smem.load(ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh,
+                    256, HPT)
 
     @gluon.jit
     def _consumer(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
@@ -374,7 +547,7 @@ if HAVE_GLUON:
             num_slots, num_heads, topk, token0, tok_end, qk_scale,
             stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr,
             HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, OVERLAP: gl.constexpr, F16: gl.constexpr,
-            PROFILE: gl.constexpr,
+            PROFILE: gl.constexpr, SPLIT: gl.constexpr, V_REGS: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
         """Grid (programs, head blocks). G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its union
         list entries / masks row g (stride_it), end_ptr = counts. G == 1: program t = token t, idx_ptr = indices,
@@ -418,16 +591,33 @@ if HAVE_GLUON:
         free = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(NS):
             mbarrier.init(full.index(i), count=1)
-            mbarrier.init(free.index(i), count=1)
+            mbarrier.init(free.index(i), count=2 if SPLIT else 1)  # SPLIT: both warpgroups release a stage
 
-        gl.warp_specialize([
-            (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
+        if SPLIT:
+            p_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+            p_free = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+            mbarrier.init(p_ready, count=1)
+            mbarrier.init(p_free, count=1)
+            a_smem = gl.allocate_shared_memory(gl.float32, [ROWS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+            gl.warp_specialize([
+                (_wg_s, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                          qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                         q_smem, lat, rope, ph_smem, pl_smem, full, free,
-                         HAS_ROPE, GROUPED, HPT, BN, NS, OVERLAP, F16, PROFILE, num_warps)),
-            (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                         PROFILE, PRODUCER_WARPS)),
-        ], [PRODUCER_WARPS], [PRODUCER_REGS])
+                         q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
+                         HAS_ROPE, GROUPED, HPT, BN, NS, F16, num_warps)),
+                (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
+                         free, p_ready, p_free, HPT, BN, NS, F16)),
+                (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
+                             PROFILE, PRODUCER_WARPS)),
+            ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
+        else:
+            gl.warp_specialize([
+                (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots,
+                             num_heads, qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
+                             q_smem, lat, rope, ph_smem, pl_smem, full, free,
+                             HAS_ROPE, GROUPED, HPT, BN, NS, OVERLAP, F16, PROFILE, num_warps)),
+                (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
+                             PROFILE, PRODUCER_WARPS)),
+            ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
 
 def _profile() -> int:
@@ -458,9 +648,9 @@ def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0
         out, out.stride(0), out.stride(1), lse, lse.stride(0), lse.stride(1),
         flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
         flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages, bool(cfg.overlap),
-        bool(cfg.f16), _profile(),
+        bool(cfg.f16), _profile(), bool(cfg.split), SPLIT_V_REGS,
         cfg.producer_warps, cfg.producer_regs,
-        num_warps=CONSUMER_WARPS,
+        num_warps=4 if cfg.split else CONSUMER_WARPS,
     )
 
 
