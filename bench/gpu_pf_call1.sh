@@ -10,7 +10,7 @@ L=$OUT/pf1.log
 T=tests/gpu/test_sparse_mla_prefill_gpu.py
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader > $L
 # 1. hang guard (tiny cases, every schedule); a timeout (rc 124) stops the call
-timeout 60 python -m pytest $T $P -x -s -k hang_guard >> $L 2>&1; rc=$?; echo "guard rc=$rc" >> $L
+timeout 60 python -m pytest $T $P -v -x -s -k hang_guard >> $L 2>&1; rc=$?; echo "guard rc=$rc" >> $L
 [ $rc -eq 0 ] || exit 0
 # 2. correctness
 timeout 90 python -m pytest $T $P -s > $OUT/pf_tests.log 2>&1; echo "tests rc=$?" >> $L
