@@ -45,7 +45,8 @@ def make_indices(t, k, num_slots, dup=False, lens=False, span=None):
     span = span or num_slots
     idx = torch.randint(0, span, (t, k), dtype=torch.int32) + (num_slots - span) // 2
     junk = torch.rand(t, k) < 0.15
-    idx[junk] = torch.tensor([-1, num_slots, num_slots + 7, -5], dtype=torch.int32)[torch.randint(0, 4, (int(junk.sum()),))]
+    bad = torch.tensor([-1, num_slots, num_slots + 7, -5], dtype=torch.int32)
+    idx[junk] = bad[torch.randint(0, 4, (int(junk.sum()),))]
     if dup:
         idx[:, 1] = idx[:, 0]
         idx[::2, 2] = idx[::2, 0]
@@ -132,7 +133,8 @@ def test_reference_matches_oracle(g, dup, lens):
     t, k, n = 13, 24, 40
     idx, tl = make_indices(t, k, n, dup=dup, lens=lens, span=30)
     for token0, ntokens in ((0, t), (3, 9), (5, 0)):
-        assert_groups(run(build_groups_reference, idx, tl, n, g, token0, ntokens), oracle(idx, tl, n, g, token0, ntokens))
+        want = oracle(idx, tl, n, g, token0, ntokens)
+        assert_groups(run(build_groups_reference, idx, tl, n, g, token0, ntokens), want)
 
 
 @pytest.mark.parametrize("k, g, dup, lens, t", [
@@ -164,7 +166,11 @@ def test_triton_chunk_offset_and_untouched_rows():
         assert (got[1][c, int(got[3][c]):] == -7).all()
 
 
-def test_triton_heavy_duplicates_and_nothing_valid():
+@pytest.mark.parametrize("inline", [False, True])
+def test_triton_heavy_duplicates_and_nothing_valid(monkeypatch, inline):
+    """Both ways of building groups with repeated slots: the second kernel (default) and inline."""
+    from dsattn.ops.sparse_mla import grouping
+    monkeypatch.setattr(grouping, "INLINE_DUPS", inline)
     k, g = 16, 4
     idx = torch.randint(0, 3, (8, k), dtype=torch.int32)        # every row lists slots 0..2 many times
     idx[4:] = -1                                                  # second group: nothing valid
@@ -201,7 +207,8 @@ def test_build_groups_checks():
         ("topk_length", dict(topk_length=tl[:5])), ("topk_length", dict(topk_length=tl.long())),
         ("num_slots", dict(num_slots=-1)), ("G", dict(G=0)), ("G", dict(G=17)), ("token0", dict(token0=-1)),
         ("ntokens", dict(ntokens=-2)), ("token0 \\+ ntokens", dict(token0=4, ntokens=7)),
-        ("entries must have a row per group", dict(entries=e[:2], masks=m[:2], counts=n[:2])), ("entries", dict(entries=e[:, :60])), ("entries", dict(entries=e.float())),
+        ("entries must have a row per group", dict(entries=e[:2], masks=m[:2], counts=n[:2])),
+        ("entries", dict(entries=e[:, :60])), ("entries", dict(entries=e.float())),
         ("masks", dict(masks=m[:, :32])), ("counts", dict(counts=n[:2])), ("counts", dict(counts=n.long())),
         ("entries", dict(entries=e.t().contiguous().t())),
     ]
@@ -234,7 +241,8 @@ def test_prefill_scratch_validation():
     good = [torch.zeros(s, dtype=dt) for s, dt in spec]
     e, m, c = good
     bad = [
-        ("scratch\\[0\\]", [e.long(), m, c]), ("scratch\\[1\\]", [e, m.float(), c]), ("scratch\\[2\\]", [e, m, c.long()]),
+        ("scratch\\[0\\]", [e.long(), m, c]), ("scratch\\[1\\]", [e, m.float(), c]),
+        ("scratch\\[2\\]", [e, m, c.long()]),
         ("scratch\\[0\\]", [e[:, :64], m, c]), ("scratch\\[1\\]", [e, m[:1], c]), ("scratch\\[2\\]", [e, m, c[:1]]),
         ("scratch\\[0\\]", [e[:0], m[:0], c[:0]]),
         ("scratch\\[0\\] must be contiguous", [torch.zeros(3, 256, dtype=torch.int32)[:, :128], m, c]),
