@@ -36,6 +36,17 @@ def test_only_when_forced():
         launch.use_gluon_prefill(torch.zeros(2, 48, 576, dtype=torch.bfloat16), flat, "pad64", "gluon_prefill")
 
 
+def test_auto_only_at_listed_heads(monkeypatch):
+    """'auto' takes the kernel only at GLUON_PREFILL_AUTO_HEADS, and only where it can run (never a ValueError)."""
+    flat = torch.zeros(16, 576, dtype=torch.bfloat16)
+    q = torch.zeros(2, 8, 576, dtype=torch.bfloat16)
+    monkeypatch.setattr(launch, "GLUON_PREFILL_AUTO_HEADS", frozenset())
+    assert not launch.use_gluon_prefill(q, flat, "native", "auto")
+    monkeypatch.setattr(launch, "GLUON_PREFILL_AUTO_HEADS", frozenset({8}))
+    assert launch.gluon_prefill_preferred(8) and not launch.gluon_prefill_preferred(16)
+    assert not launch.use_gluon_prefill(q, flat, "native", "auto")  # a CPU tensor: not usable, no ValueError
+
+
 def test_decode_choices_unchanged_under_gluon_prefill():
     """Decode launches under gluon_prefill run what auto runs (on a CPU tensor: no Gluon kernel, no ValueError)."""
     q = torch.zeros(2, 16, 576, dtype=torch.bfloat16)

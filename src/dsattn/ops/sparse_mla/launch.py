@@ -358,14 +358,26 @@ def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out
     combine_splits(out, lse, part_o, part_lse, splits)
 
 
+# Head counts (per rank) at which 'auto' runs the grouped prefill kernel: none until a device call shows it faster
+# than what auto runs now (bench/gpu_pf_call1.sh).
+GLUON_PREFILL_AUTO_HEADS: frozenset[int] = frozenset()
+
+
+def gluon_prefill_preferred(num_heads: int) -> bool:
+    """Where 'auto' picks gluon_prefill (GLUON_PREFILL_AUTO_HEADS)."""
+    return num_heads in GLUON_PREFILL_AUTO_HEADS
+
+
 def use_gluon_prefill(q, kv, variant: str, impl: str | None = None) -> bool:
-    """Whether launch_prefill runs gluon_prefill.sparse_mla_prefill_kernel: only under
-    DSATTN_SPARSE_MLA_IMPL=gluon_prefill ('auto' never: not yet run on a GPU), for the 'native' variant (and
+    """Whether launch_prefill runs gluon_prefill.sparse_mla_prefill_kernel: under DSATTN_SPARSE_MLA_IMPL=gluon_prefill,
+    or under 'auto' at the head counts of GLUON_PREFILL_AUTO_HEADS where it can run (none yet), for the 'native' variant (and
     'pad64' above 32 heads, the only variant there): the kernel maps heads itself (G tokens x HPT heads a
     program), so a 'pad64' launch at <= 32 heads keeps what 'auto' runs. ValueError where it cannot run (not
     sm_90, interpreter, CPU, rows whose addresses do not keep 16-byte copies)."""
     impl = impl or sparse_mla_impl()
-    if impl != "gluon_prefill" or (variant != "native" and q.shape[1] <= 32):
+    if impl not in ("gluon_prefill", "auto") or (variant != "native" and q.shape[1] <= 32):
+        return False
+    if impl == "auto" and not gluon_prefill_preferred(q.shape[1]):
         return False
     ok = not interpreting() and q.device.type == "cuda"
     if ok:
@@ -373,6 +385,8 @@ def use_gluon_prefill(q, kv, variant: str, impl: str | None = None) -> bool:
         row_bytes = kv.stride(0) * kv.element_size()
         ok = (HAVE_GLUON and torch.cuda.get_device_capability(q.device)[0] == 9 and row_bytes % 16 == 0
               and kv.data_ptr() % 16 == 0 and kv.stride(-1) == 1)
+    if impl == "auto":
+        return ok
     if not ok:
         raise ValueError("DSATTN_SPARSE_MLA_IMPL=gluon_prefill but the grouped prefill kernel cannot run this launch "
                          f"(device {q.device}, {q.shape[1]} heads, kv row stride {kv.stride(0)})")
