@@ -13,8 +13,10 @@ nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader > $L
 timeout 60 python -m pytest $T $P -v -x -s -k hang_guard >> $L 2>&1; rc=$?; echo "guard rc=$rc" >> $L
 [ $rc -eq 0 ] || exit 0
 # 2. correctness
-timeout 90 python -m pytest $T $P -s > $OUT/pf_tests.log 2>&1; echo "tests rc=$?" >> $L
-grep -E "passed|failed|FAILED|Error|assert|vs triton" $OUT/pf_tests.log | tail -n 40 >> $L
+# (in file order, most important first; -v so that a timeout still shows which tests passed)
+timeout 90 python -m pytest $T $P -v -s > $OUT/pf_tests.log 2>&1; echo "tests rc=$?" >> $L
+echo "PASSED $(grep -c PASSED $OUT/pf_tests.log) FAILED $(grep -c FAILED $OUT/pf_tests.log)" >> $L
+grep -E "FAILED|Error|assert|vs triton" $OUT/pf_tests.log | tail -n 30 >> $L
 tail -n 3 $OUT/pf_tests.log >> $L
 # 3. timings at s_q 1024: default schedule beside Triton and FlashMLA, then the other schedules (8 and 64 heads)
 timeout 60 python -m dsattn.cli bench kernels --op sparse_mla --cases prefill --heads 8,16,32,64,128 --tokens 1024 \
