@@ -2,7 +2,7 @@
 # Helper P's second device call (one H200): gluon_prefill (grouped Gluon bf16 prefill) after call 1 chose its default
 # schedule. Correctness under the default, then the issue-3 prefill table (s_q 1024 and 8192, 8..128 heads) beside
 # Triton and FlashMLA, then timing builds (DSATTN_PF_PROFILE) splitting the per-block time at s_q 1024.
-# Usage on the device machine, repo root: bash bench/gpu_pf_call2.sh   (bounds: 60 + 70 + 100 + 4 x 10 s < 4.5 min;
+# Usage on the device machine, repo root: bash bench/gpu_pf_call2.sh   (bounds: 60 + 70 + 100 + 45 s < 4.6 min;
 # likely ~3; log $OUT/pf2.log, tables $OUT/pf2_*.json)
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer:$PWD/../.peer PYTHONUNBUFFERED=1
@@ -17,8 +17,5 @@ timeout 70 python -m pytest $T $P -k "not hang_guard and not heads and not overl
 echo "tests2 rc=$?" >> $L; tail -n 5 $OUT/pf2_tests.log >> $L
 timeout 100 python -m dsattn.cli bench kernels --op sparse_mla --cases prefill --heads 8,16,32,64,128 --tokens 1024,8192 \
   --impl triton,gluon_prefill --rep-ms 10 --out $OUT --name pf2_table >> $L 2>&1; echo "table rc=$?" >> $L
-for pr in 1 2 3; do
-  DSATTN_PF_PROFILE=$pr timeout 10 python -m dsattn.cli bench kernels --op sparse_mla --cases prefill --heads 8,64 \
-    --tokens 1024 --impl gluon_prefill --no-peer --rep-ms 10 --out $OUT --name pf2_profile$pr >> $L 2>&1
-  echo "profile $pr rc=$?" >> $L
-done
+timeout 45 python bench/pf_schedules.py --heads 8,64 --tokens 1024 --specs DEFAULT_SPEC --profile 1,2,3 \
+  --out $OUT --name pf2_profile >> $L 2>&1; echo "profile rc=$?" >> $L
