@@ -170,8 +170,10 @@ def _check_prefill_scratch(scratch, q, indices):
                                                                     "scratch_masks", "scratch_counts"))
 def _prefill_op(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float,
                 topk_length: Optional[torch.Tensor], out: torch.Tensor, lse: torch.Tensor, variant: str,
-                scratch_entries: Optional[torch.Tensor] = None, scratch_masks: Optional[torch.Tensor] = None,
-                scratch_counts: Optional[torch.Tensor] = None) -> None:
+                scratch_entries: Optional[torch.Tensor], scratch_masks: Optional[torch.Tensor],
+                scratch_counts: Optional[torch.Tensor]) -> None:
+    # no defaults on the mutated optional arguments: torch 2.11 drops trailing arguments equal to their defaults
+    # when it redispatches a boxed call, and its ADInplaceOrView step then indexes past them (IndexError on the H200)
     _check_rows_aligned("kv", kv)
     if kernels_available(q.device):
         from .launch import launch_prefill
@@ -187,8 +189,8 @@ def _prefill_op(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_sca
 
 
 @_prefill_op.register_fake
-def _(q, kv, indices, sm_scale, topk_length, out, lse, variant, scratch_entries=None, scratch_masks=None,
-      scratch_counts=None) -> None:
+def _(q, kv, indices, sm_scale, topk_length, out, lse, variant, scratch_entries, scratch_masks,
+      scratch_counts) -> None:
     return None
 
 
