@@ -444,7 +444,7 @@ def main(argv=None) -> None:
     p.add_argument("--s-q", type=int, nargs="+", default=[1024, 8192])
     p.add_argument("--s-kv", type=int, default=16384)
     p.add_argument("--topk", type=int, default=2048)
-    p.add_argument("--groups", type=int, nargs="+", default=[2, 4, 8])
+    p.add_argument("--groups", type=int, nargs="+", default=[8, 4, 2])
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--inline-dups", action="store_true", help="one kernel, the repeated-slot branch inline")
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # cpu: a dry run under TRITON_INTERPRET=1
