@@ -94,7 +94,8 @@ def rx_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int) -> int:
 
 
 def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
-    """As many raw stages (2..5) as shared memory holds (fp8_ds_mla 576: 5 at 16 heads a program, 4 at 32).
+    """As many raw stages (2..5) as shared memory holds (fp8_ds_mla 576: 5 at 16 heads a program, 4 at 32);
+    pv_depth 1 at 16 heads a program, 0 at 32.
     DSATTN_RX_CONFIG='stages/regs/warps[/prefetch[/pv_depth]]' overrides it (A/B runs; read at launch)."""
     spec = os.environ.get("DSATTN_RX_CONFIG", "").strip()
     if spec:
@@ -107,7 +108,9 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     stages = 5
     while stages > 2 and rx_smem_bytes(layout, d_qk, hp, stages) + SMEM_MARGIN > SMEM_LIMIT:
         stages -= 1
-    return RxConfig(stages=stages)
+    # 32 heads: P @ V chunk by chunk (pv_depth 0); one chunk in flight over the next's conversion makes ptxas
+    # serialize every wgmma or spill (bench/mla_gluon_check.py --kernel rx)
+    return RxConfig(stages=stages, pv_depth=1 if hp == 16 else 0)
 
 
 def s_phys(c):
@@ -131,6 +134,10 @@ if HAVE_GLUON:
     def _s_phys(c):
         w = c % 128
         return (c - w) + 32 * ((w >> 1) & 3) + 16 * (w >> 6) + 4 * ((w >> 4) & 3) + 2 * ((w >> 3) & 1) + (w & 1)
+
+    @gluon.jit
+    def _r_phys(c):
+        return 16 * ((c >> 1) & 3) + 4 * (c >> 4) + 2 * ((c >> 3) & 1) + (c & 1)
 
     @gluon.jit
     def _v_phys(d):
@@ -178,6 +185,20 @@ if HAVE_GLUON:
         x = gl.reshape(x, [KB, 4, 2, 4, 2, 2])          # (row, t, h, ks', jj, i)
         x = gl.permute(x, (0, 2, 3, 4, 1, 5))           # (row, h, ks', jj, t, i)
         return gl.convert_layout(gl.reshape(x, [KB, 128]), DOT, assert_trivial=True)
+
+    @gluon.jit
+    def _rope_operand(rope, DOT: gl.constexpr):
+        """S's RoPE A operand [64 keys, 64 logical columns] (bf16, as stored) in registers (layout DOT): thread t of a
+        quad holds physical columns [16 t, 16 t + 16) (32 bytes) of rows r, r + 8; logical column 16 ks + 8 jj + 2 t + i
+        is physical 16 t + 4 ks + 2 jj + i (_r_phys)."""
+        L: gl.constexpr = gl.DistributedLinearLayout(
+            reg_bases=[[0, 1], [0, 2], [0, 4], [0, 8], [8, 0]],
+            lane_bases=[[0, 16], [0, 32], [1, 0], [2, 0], [4, 0]],
+            warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[64, 64])
+        x = rope.load(L)
+        x = gl.reshape(x, [KB, 4, 4, 2, 2])             # (row, t, ks, jj, i)
+        x = gl.permute(x, (0, 2, 3, 1, 4))              # (row, ks, jj, t, i)
+        return gl.convert_layout(gl.reshape(x, [KB, 64]), DOT, assert_trivial=True)
 
     @gluon.jit
     def _v_operand(lat, sc, kc: gl.constexpr, DOT: gl.constexpr):
@@ -274,6 +295,8 @@ if HAVE_GLUON:
         q_smem.store(gl.load(q_row + _s_phys(qd)[None, :], mask=hmask, other=0.0).to(gl.float16))
         if HAS_ROPE:
             qr = gl.arange(0, 64, gl.SliceLayout(0, Q_L))
+            if HP == 16:
+                qr = _r_phys(qr)  # the RoPE operand is read into registers in _rope_operand's column order
             qr_smem.store((gl.load(q_row + 512 + qr[None, :], mask=hmask, other=0.0).to(gl.float32)
                            * V_SCALE).to(gl.bfloat16))
         qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
@@ -288,18 +311,30 @@ if HAVE_GLUON:
         for b in range(nblocks):
             st = b % NSTAGES
             ix = cur
-            cur = _idx(idx_row, lo + (b + 1) * KB, hi, KB, ROW)  # the next block's entries, a block ahead
             lat = raw_lat.index(st)
             sc = raw_sc.index(st)
             mbarrier.wait(full.index(st), (b // NSTAGES) & 1)
             s = gl.zeros([KB, HP], gl.float32, MMA)
             if HAS_ROPE:
-                fence_async_shared()  # the RoPE stage (cp.async, generic proxy) is read by wgmma
-                s = warpgroup_mma(raw_rope.index(st), qr_smem.permute((1, 0)), s, is_async=True)
+                if HP == 16:
+                    a = _rope_operand(raw_rope.index(st), DOT)
+                else:
+                    # 32 heads: the 16 more registers of a register RoPE operand make ptxas serialize every wgmma
+                    # (C7512) or spill; wgmma reads the stage itself, behind a proxy fence
+                    fence_async_shared()
+                    a = raw_rope.index(st)
+                s = warpgroup_mma(a, qr_smem.permute((1, 0)), s, is_async=True)
             scs = _k_scales(sc)
             for g in gl.static_range(4):
                 a = _k_operand(lat, scs[g], g, DOT)
                 s = warpgroup_mma(a, q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
+                # 16 heads: at most two groups' operands live (else ptxas hoists all four and spills 32 B);
+                # 32 heads (128 accumulator registers): one group at a time, else ptxas serializes every wgmma
+                # (C7512, register resources) or spills (compile check)
+                if HP == 16 and g < 3:
+                    s = warpgroup_mma_wait(1, deps=(s,))
+                if HP == 32:
+                    s = warpgroup_mma_wait(0, deps=(s,))
             s = warpgroup_mma_wait(0, deps=(s,))
 
             valid = (ix >= 0) & (ix < num_slots)
@@ -314,6 +349,8 @@ if HAVE_GLUON:
             p_smem.store(p.to(gl.float16))
             fence_async_shared()
             gl.thread_barrier()
+            # the next block's entries, loaded here: a load in flight at a proxy fence (MEMBAR) stalls it
+            cur = _idx(idx_row, lo + (b + 1) * KB, hi, KB, ROW)
             for kc in gl.static_range(4):
                 a = _v_operand(lat, sc, kc, DOT)
                 acc = warpgroup_mma(a, p_smem.slice(kc * 16, 16, dim=0), acc, is_async=True)
@@ -357,7 +394,10 @@ if HAVE_GLUON:
 
         RAW_S: gl.constexpr = gl.SwizzledSharedLayout(16, 1, 8, [1, 0])
         SC_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
-        ROPE_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KB, 64], gl.bfloat16)
+        if HP == 16:
+            ROPE_S: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 8, [1, 0])  # 16-byte chunks XOR row: no conflicts
+        else:
+            ROPE_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KB, 64], gl.bfloat16)
         Q_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HP, 512], gl.float16)
         QR_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HP, 64], gl.bfloat16)
         P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KB, HP], gl.float16)
