@@ -24,5 +24,5 @@ timeout 60 python -m dsattn.cli bench kernels --op sparse_mla --cases prefill --
 # schedules (bn/stages/producer_warps/producer_regs/overlap/f16/split, gluon_prefill.PrefillConfig) in one process,
 # each output compared with the default's; then timing builds of the default (profile 1: no gathers, 2: no products)
 timeout 75 python bench/pf_schedules.py --heads 8,64 --tokens 1024 --out $OUT --name pf1_schedules \
-  --specs 32/4/4/56/0/0/0,32/4/4/56/1/0/0,64/2/4/56/0/0/0,32/4/4/56/0/1/0,32/4/4/56/0/0/1,32/4/4/56/0/1/1 \
+  --specs 32/4/4/56/0/0/0,32/4/4/56/1/0/0,64/2/4/56/0/0/0,32/4/4/56/0/1/0,32/4/4/56/0/0/1,32/4/4/56/1/0/1,32/4/4/56/1/1/1 \
   --profile 1,2 >> $L 2>&1; echo "schedules rc=$?" >> $L

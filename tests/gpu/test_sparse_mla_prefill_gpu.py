@@ -51,7 +51,7 @@ def _overlap_indices(t, num_slots, topk, seed):
 
 
 @pytest.mark.parametrize("spec", ["32/4/4/56/0", "32/4/4/56/1", "64/2/4/56/0", "32/4/4/56/1/1", "32/4/4/56/0/0/1",
-                                  "32/4/4/56/0/1/1"])
+                                  "32/4/4/56/0/1/1", "32/4/4/56/1/0/1"])
 @pytest.mark.parametrize("h", [8, 64])
 def test_pf_hang_guard(monkeypatch, h, spec):
     """Tiny cases of each program shape (G 8 and 1) and producer / consumer schedule (a hang: the caller's timeout)."""
@@ -134,7 +134,7 @@ def test_pf_chunks():
 
 
 @pytest.mark.parametrize("spec", ["32/4/4/56/1", "64/2/4/56/0", "32/2/4/56/1", "32/4/4/56/0/1", "32/4/4/56/0/0/1",
-                                  "32/4/4/56/0/1/1"])
+                                  "32/4/4/56/0/1/1", "32/4/4/56/1/0/1", "32/4/4/56/1/1/1"])
 def test_pf_configs(monkeypatch, spec):
     """Every launch configuration the knob takes gives right outputs (8 and 64 heads)."""
     monkeypatch.setenv("DSATTN_PF_CONFIG", spec)

@@ -50,7 +50,8 @@ Split consumer (PrefillConfig.split = 1; three partitions, 4 + 4 + 4 warps): war
 BN entries of a block (wgmma N = BN instead of BN / 2: q is read from shared memory once a block, not twice), the
 softmax within its own rows (no cross-warpgroup reductions), P and alpha into shared memory (mbarrier p_ready), and
 O[:, :256]; warpgroup 1 (_wg_v) rescales O[:, 256:] by alpha and adds P V[:, 256:] (then p_free), so its P @ V
-overlaps warpgroup 0's S and softmax of the next block. Stages are released by both (free counts 2).
+overlaps warpgroup 0's S and softmax of the next block. Stages are released by both (free counts 2). With overlap 1
+(3 stages at least) warpgroup 0 also issues S of block b + 1 before block b's softmax.
 
 Launch configurations (PrefillConfig, DSATTN_PF_CONFIG='bn/stages/producer_warps/producer_regs[/overlap[/f16[/split]]]'):
 32-entry blocks x 4 stages (default), 64 x 2 (S's wgmma N = 32 a warpgroup instead of 16: half the re-reads of q
@@ -129,11 +130,11 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
                          f"got {spec!r}") from None
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6 and cfg.producer_warps in (4, 8)
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1) and cfg.f16 in (0, 1)
-          and cfg.split in (0, 1) and not (cfg.split and cfg.overlap)
+          and cfg.split in (0, 1) and not (cfg.split and cfg.overlap and cfg.stages < 3)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
-                         f"producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap, f16, split 0 or 1 (split with overlap 0); got {spec!r}")
+                         f"producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap, f16, split 0 or 1 (split with overlap: 3 stages at least); got {spec!r}")
     return cfg
 
 
@@ -282,9 +283,11 @@ if HAVE_GLUON:
               qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
               q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
               HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
-              NS: gl.constexpr, F16: gl.constexpr, num_warps: gl.constexpr):
+              NS: gl.constexpr, F16: gl.constexpr, OVERLAP: gl.constexpr, num_warps: gl.constexpr):
         """Split consumer, warpgroup 0 (default partition): S of every block over all BN entries (wgmma N = BN), the
-        online softmax, P (and the rescale factor alpha) to shared memory for warpgroup 1, and O[:, :256]."""
+        online softmax, P (and the rescale factor alpha) to shared memory for warpgroup 1, and O[:, :256].
+        OVERLAP: S of block b + 1 is issued before block b's softmax (the tensor cores compute it while the softmax of
+        b runs), P V of b after it; S of b + 1 is waited for after that."""
         gl.static_assert(num_warps == 4, "one warpgroup")
         MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                         instr_shape=[16, BN, 16])
@@ -311,6 +314,13 @@ if HAVE_GLUON:
         bits = cur
         if GROUPED:
             cur_bits = _idx(mask_row, 0, hi, BN, COL_S)
+        NG_P: gl.constexpr = 1 if F16 else 2         # wgmma groups of one P @ V
+        if OVERLAP:
+            gl.static_assert(NS >= 3, "split overlap: stages of b and b + 1 held while b - 1 is released")
+            if nblocks > 0:
+                mbarrier.wait(full.index(0), 0)
+            s_cur = _s_issue(q_rope, q_smem, lat.index(0), rope.index(0), MMA_S, HAS_ROPE, BN)
+            s_cur = warpgroup_mma_wait(0, deps=(s_cur,))
         for b in range(nblocks):
             st = b % NS
             ix = cur
@@ -318,14 +328,28 @@ if HAVE_GLUON:
             if GROUPED:
                 bits = cur_bits
                 cur_bits = _idx(mask_row, (b + 1) * BN, hi, BN, COL_S)
-            # O[:, :256] += P V of block b - 1 retired: this warpgroup's hold on its stage ends (warpgroup 1 releases
-            # it too once its half retired), and P / alpha may be rewritten once warpgroup 1 is done with them
-            acc = warpgroup_mma_wait(0, deps=(acc,))
-            gl.thread_barrier()
-            mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
-            mbarrier.wait(full.index(st), (b // NS) & 1)
-            s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
-            s = warpgroup_mma_wait(0, deps=(s,))
+            if OVERLAP:
+                # P V(b - 1) retired first (ptxas serializes every wgmma when an accumulator is read while another
+                # wgmma may be in flight after a partial wait: bench/mla_gluon_check.py reports WGMMA_SERIALIZED);
+                # then S(b + 1) (past the last block: over block b's stage again, never read) runs during the softmax
+                acc = warpgroup_mma_wait(0, deps=(acc,))
+                gl.thread_barrier()
+                mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
+                has_next = b + 1 < nblocks
+                if has_next:
+                    mbarrier.wait(full.index((b + 1) % NS), ((b + 1) // NS) & 1)
+                stn = (b + has_next.to(gl.int32)) % NS
+                s_nxt = _s_issue(q_rope, q_smem, lat.index(stn), rope.index(stn), MMA_S, HAS_ROPE, BN)
+                s = s_cur
+            else:
+                # O[:, :256] += P V of block b - 1 retired: this warpgroup's hold on its stage ends (warpgroup 1
+                # releases it too once its half retired)
+                acc = warpgroup_mma_wait(0, deps=(acc,))
+                gl.thread_barrier()
+                mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
+                mbarrier.wait(full.index(st), (b // NS) & 1)
+                s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
+                s = warpgroup_mma_wait(0, deps=(s,))
 
             valid = ((ix >= 0) & (ix < num_slots))[None, :]
             if GROUPED:
@@ -354,6 +378,8 @@ if HAVE_GLUON:
             acc = warpgroup_mma(ph_smem, v_left, acc, is_async=True)
             if not F16:
                 acc = warpgroup_mma(pl_smem, v_left, acc, is_async=True)
+            if OVERLAP:
+                s_cur = warpgroup_mma_wait(NG_P, deps=(s_nxt,))  # S(b + 1) retired; P V(b) may still run
         acc = warpgroup_mma_wait(0, deps=(acc,))
 
         empty = l_i == 0.0
@@ -603,7 +629,7 @@ if HAVE_GLUON:
                 (_wg_s, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                          qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                          q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
-                         HAS_ROPE, GROUPED, HPT, BN, NS, F16, num_warps)),
+                         HAS_ROPE, GROUPED, HPT, BN, NS, F16, OVERLAP, num_warps)),
                 (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
                          free, p_ready, p_free, HPT, BN, NS, F16)),
                 (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
