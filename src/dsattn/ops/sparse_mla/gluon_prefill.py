@@ -1,8 +1,11 @@
 """Warp-specialized Gluon kernel of sparse MLA PREFILL over bf16 rows with query grouping, Hopper (sm_90).
 
-STATUS: written and compiled for sm_90a on a machine without a GPU (bench/mla_gluon_check.py --kernel prefill);
-timings in notes/sparse_mla.md about it are predictions until a device call measures them. Selected only by
-DSATTN_SPARSE_MLA_IMPL=gluon_prefill (launch.py); 'auto' never picks it.
+STATUS: written and compiled for sm_90a on a machine without a GPU (bench/mla_gluon_check.py --kernel prefill: no
+spill, no ptxas wgmma serialization in the 32 x 4-stage schedules); NOT RUN ON A GPU when written. Selected only by
+DSATTN_SPARSE_MLA_IMPL=gluon_prefill (launch.py; 'auto' only at launch.GLUON_PREFILL_AUTO_HEADS, empty).
+PREDICTION (shared-memory and tensor-core arithmetic, not measured): ~2-3 us per 64 entries a program for the
+N-split consumer with 32-entry blocks (S's wgmma N = 16 re-reads q from shared memory: ~610 KB of shared-memory
+traffic per 64 entries at 128 B/clock), ~2 us for the split consumer; bench/gpu_pf_call1.sh measures them.
 
 Heads on M, M = 64 rows = G query tokens x HPT heads (grouping.group_shape: HPT 8 for 1..8 heads, 16, 32, 64;
 G = 64 // HPT; 65..128 heads: two programs of 64 heads a token, G = 1). Row r of a program is token
