@@ -223,7 +223,7 @@ def test_g64_producers_agree(impl, layout, d_qk):
                      empty_rows=1, seed=3, device=DEV)
     flat = case.cache.flatten(0, 1)
     outs = []
-    for cfg in (gluon64.G64Config(), gluon64.G64Config(4, 104, 32, 1), gluon64.G64Config(4, 112, 16, 2),
+    for cfg in (gluon64.G64Config(), gluon64.G64Config(4, 104, 32, 1), gluon64.G64Config(4, 120, 16, 3),
                 gluon64.G64Config(4, 112, 32, 2)):
         out, lse = poisoned_outputs(40, 64, DEV)
         gluon64.run_attention_g64(case.q, flat, KVLayout(layout), case.indices, case.sm_scale, case.topk_length,

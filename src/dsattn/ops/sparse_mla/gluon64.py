@@ -72,10 +72,10 @@ class G64Config:
     reloaded group by group (_producer); depth 2 or 3 = a ring of that many units of `unit` rows (16 or 32)
     loaded ahead (_producer_ring)."""
     producer_warps: int = 4
-    producer_regs: int = 120
+    producer_regs: int = 112
     unit: int = 16
-    depth: int = 3
-    prefetch: int = 0  # ring producer: units of rows asked of L2 ahead of the newest load (0: none)
+    depth: int = 2
+    prefetch: int = 0  # ring producer: units of rows asked of L2 ahead of the newest load (0: none; slower on the H200)
 
 
 def g64_smem_bytes(layout: KVLayout, d_qk: int) -> int:
@@ -107,11 +107,13 @@ def parse_g64_config(spec: str) -> G64Config:
 
 
 def g64_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> G64Config:
-    """The default launch: a prediction, not measured (the device sweep has not run). Of the producers that
-    compile without spilling in their loop (bench/mla_gluon_check.py --kernel g64, notes/sparse_mla.md), the one
-    with the most rows in flight: a ring of 3 units of 16 rows, producer 120 registers (consumer 192, no spill).
-    DSATTN_G64_CONFIG='warps/regs/unit/depth' overrides it (for `dsattn bench ab --a env:DSATTN_G64_CONFIG=...`
-    sweeps; read at launch time)."""
+    """The default launch, the fastest producer of the H200 sweep (bench/results/sparse_mla_gluon64_sweep.json,
+    `bench/mla_gluon_sweep.py --g64`, fp8 decode 512 tokens): a ring of 2 units of 16 rows, producer 112 registers:
+    64 heads 0.444 ms (ring of 3 x 16 at 120 registers 0.564, half-blocks 0.512, 2 x 16 at 104 / 120 registers
+    0.446 / 0.454), 128 heads 0.869 (1.109), 2048 tokens 64 heads 1.717 (2.198), nope 64 heads 0.408 (0.409).
+    L2 prefetch ahead of the loads was slower at every distance tried (64 heads 0.641-0.671 ms; session 10 call 2,
+    bench/logs/s10_call2.log). DSATTN_G64_CONFIG='warps/regs/unit/depth[/prefetch]' overrides it (for `dsattn
+    bench ab --a env:DSATTN_G64_CONFIG=...` sweeps; read at launch time)."""
     spec = os.environ.get("DSATTN_G64_CONFIG", "").strip()
     return parse_g64_config(spec) if spec else G64Config()
 
