@@ -10,12 +10,12 @@ tokens a program).
     PYTHONPATH=src python bench/mla_gluon_check.py [--cases decode-fp8-8,prefill-bf16-16] [--configs 64/3,64/2]
         [--dump DIR]
     PYTHONPATH=src python bench/mla_gluon_check.py --kernel ws [--cases decode-fp8-16] [--configs 3/128/4,3/96/8]
-    PYTHONPATH=src python bench/mla_gluon_check.py --kernel rx [--cases decode-fp8-16] [--configs 4/64/4,5/64/4/0/2]
+    PYTHONPATH=src python bench/mla_gluon_check.py --kernel rx [--cases decode-fp8-16] [--configs 4/64/4/0/1/2,5/64/4/0/1/1]
     PYTHONPATH=src python bench/mla_gluon_check.py --kernel g64 [--cases decode-fp8-64] [--configs 4/96,8/64]
     PYTHONPATH=src python bench/mla_gluon_check.py --kernel prefill [--cases prefill-bf16-8] [--configs 32/4/4/96]
 
 (--configs: block_n/stages[/warps] for small, stages/producer_regs[/producer_warps] for ws,
-stages/producer_regs/producer_warps[/prefetch[/pv_depth]] for rx,
+stages/producer_regs/producer_warps[/prefetch[/pv_depth[/consumers]]] for rx,
 producer_warps/producer_regs for g64, block_n/stages/producer_warps/producer_regs for prefill.)
 
 The launch goes through launch.run_attention_gluon with CPU tensors; the kernel launch is intercepted and
@@ -111,6 +111,9 @@ def main():
             sink = []
             saved = getattr(mod, attr)
             setattr(mod, attr, _intercept(saved, sink))
+            if rx:  # two consumer warpgroups: another kernel of the module
+                saved2 = gluon_rx.sparse_mla_rx2_kernel
+                gluon_rx.sparse_mla_rx2_kernel = _intercept(saved2, sink)
             t0 = time.time()
             try:
                 out = torch.empty(q.shape[0], q.shape[1], 512, dtype=torch.bfloat16)
@@ -149,6 +152,8 @@ def main():
                 print(f"{name:18s} {label:8s} FAILED {type(e).__name__}: {str(e)[:1500]}", flush=True)
             finally:
                 setattr(mod, attr, saved)
+                if rx:
+                    gluon_rx.sparse_mla_rx2_kernel = saved2
 
 
 if __name__ == "__main__":

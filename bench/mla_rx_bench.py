@@ -3,7 +3,7 @@ issue 3): fp8_ds_mla 512 tokens at 8 / 16 / 32 heads (and nope 8), topk 2048, un
 decode_case). Each config of gluon_rx is checked against gluon_ws's outputs on the same inputs (max abs out
 difference, largest relative lse difference; NaN shows as nan), then timed (median, L2 flushed: bench.common.time_ms).
 
-    PYTHONPATH=src python bench/mla_rx_bench.py --out DIR [--rep-ms 40] [--heads 8,16,32] [--configs 5/64/4,4/64/4/0/2]
+    PYTHONPATH=src python bench/mla_rx_bench.py --out DIR [--rep-ms 40] [--heads 8,16,32] [--configs c2,c1,4/64/4/0/2/2]
 
 Writes DIR/sparse_mla_rx_bench.json. FlashMLA's time on these cases (bench/results, session 10): 0.444 ms at 8 / 16
 heads (padded to 64); targets 0.222 ms (8 / 16 heads) and 0.317 ms (32).
@@ -35,8 +35,8 @@ def main() -> int:
     p.add_argument("--layouts", default="fp8_ds_mla")
     p.add_argument("--tokens", type=int, default=512)
     p.add_argument("--configs", default="default",
-                   help="stages/producer_regs/producer_warps[/prefetch[/pv_depth]] or 'default' (rx_config's choice), "
-                        "comma separated")
+                   help="stages/producer_regs/producer_warps[/prefetch[/pv_depth[/consumers]]], 'default' (rx_config's "
+                        "choice) or c1 / c2 (rx_config's choice at one / two consumer warpgroups), comma separated")
     args = p.parse_args()
     dev = torch.device("cuda")
     rows = []
@@ -55,10 +55,16 @@ def main() -> int:
             rows.append({"layout": layout, "tokens": t, "heads": h, "kernel": "gluon_ws", "config": None, "ms": ms})
             print(f"decode {layout:16s} t={t} h={h:3d} gluon_ws (default)   {ms:.4f} ms", flush=True)
             for spec in args.configs.split(","):
-                cfg = (gluon_rx.RxConfig(*[int(x) for x in spec.split("/")]) if spec not in ("", "default")
-                       else gluon_rx.rx_config(case.layout, h, case.q.shape[-1]))
+                if spec in ("c1", "c2"):
+                    os.environ["DSATTN_RX_CONSUMERS"] = spec[1]
+                    cfg = gluon_rx.rx_config(case.layout, h, case.q.shape[-1])
+                    del os.environ["DSATTN_RX_CONSUMERS"]
+                elif spec in ("", "default"):
+                    cfg = gluon_rx.rx_config(case.layout, h, case.q.shape[-1])
+                else:
+                    cfg = gluon_rx.RxConfig(*[int(x) for x in spec.split("/")])
                 label = "/".join(str(v) for v in (cfg.stages, cfg.producer_regs, cfg.producer_warps, cfg.prefetch,
-                                                  cfg.pv_depth))
+                                                  cfg.pv_depth, cfg.consumers))
                 fn = lambda: gluon_rx.run_attention_rx(case.q, flat, case.layout, case.indices, case.sm_scale, None,
                                                        out, lse, config=cfg)
                 try:

@@ -33,6 +33,18 @@ def test_v_permutation_matches_the_register_chain():
         gluon_rx.s_phys(t), torch.tensor([gluon_rx.s_phys(c) for c in range(512)]))
 
 
+def test_v2_permutation_matches_the_register_chain():
+    """Two consumers, _v_operand2: half h's [16 keys, 2 groups, 128] -> [16, 2, 2, 8, 4, 2], permute
+    (4, 1, 2, 5, 3, 0), reshape [256, 16]: logical row d of half h holds physical column v_phys2(d, h)."""
+    for h in (0, 1):
+        p = np.broadcast_to(256 * h + np.arange(256).reshape(2, 128), (16, 2, 128))
+        x = p.reshape(16, 2, 2, 8, 4, 2).transpose(4, 1, 2, 5, 3, 0).reshape(256, 16)
+        v = np.array([gluon_rx.v_phys2(d, h) for d in range(256)])
+        assert (x == v[:, None]).all()
+    both = sorted(gluon_rx.v_phys2(d, h) for h in (0, 1) for d in range(256))
+    assert both == list(range(512))
+
+
 def test_rx_only_when_forced():
     q = torch.zeros(2, 8, 576, dtype=torch.bfloat16)
     rows = torch.zeros(16, 656, dtype=torch.uint8)
@@ -51,13 +63,23 @@ def test_rx_only_when_forced():
 
 def test_rx_config(monkeypatch):
     monkeypatch.delenv("DSATTN_RX_CONFIG", raising=False)
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576).stages == 5
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576).stages == 4
-    for h in (1, 8, 16, 32):
-        hp = gluon_rx.rx_hp(h)
-        for layout, d in ((KVLayout.FP8_DS_MLA, 576), (KVLayout.FP8_DS_MLA_NOPE, 512)):
-            cfg = gluon_rx.rx_config(layout, h, d)
-            assert gluon_rx.rx_smem_bytes(layout, d, hp, cfg.stages) + gluon_rx.SMEM_MARGIN <= gluon_rx.SMEM_LIMIT
+    monkeypatch.delenv("DSATTN_RX_CONSUMERS", raising=False)
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(stages=4, consumers=2)
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == gluon_rx.RxConfig(stages=3, consumers=2)
+    monkeypatch.setenv("DSATTN_RX_CONSUMERS", "1")
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(stages=5, consumers=1)
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == gluon_rx.RxConfig(stages=4, pv_depth=0, consumers=1)
+    for c in ("1", "2"):
+        monkeypatch.setenv("DSATTN_RX_CONSUMERS", c)
+        for h in (1, 8, 16, 32):
+            hp = gluon_rx.rx_hp(h)
+            for layout, d in ((KVLayout.FP8_DS_MLA, 576), (KVLayout.FP8_DS_MLA_NOPE, 512)):
+                cfg = gluon_rx.rx_config(layout, h, d)
+                assert (gluon_rx.rx_smem_bytes(layout, d, hp, cfg.stages, cfg.consumers) + gluon_rx.SMEM_MARGIN
+                        <= gluon_rx.SMEM_LIMIT)
+    monkeypatch.setenv("DSATTN_RX_CONSUMERS", "3")
+    with pytest.raises(ValueError, match="DSATTN_RX_CONSUMERS"):
+        gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8)
     monkeypatch.setenv("DSATTN_RX_CONFIG", "3/64/4/2/2")
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8) == gluon_rx.RxConfig(3, 64, 4, 2, 2)
     monkeypatch.setenv("DSATTN_RX_CONFIG", "3/x")
@@ -77,3 +99,6 @@ def test_rx_rejects_bad_launches():
     with pytest.raises(ValueError, match="pv_depth"):
         gluon_rx.run_attention_rx(q[:, :8], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse,
                                   config=gluon_rx.RxConfig(pv_depth=5))
+    with pytest.raises(ValueError, match="consumers"):
+        gluon_rx.run_attention_rx(q[:, :8], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse,
+                                  config=gluon_rx.RxConfig(consumers=3))

@@ -2,8 +2,10 @@
 twin and against gluon_ws on the same inputs (same fp16 operand values, another accumulation order: equal within
 fp32 rounding, not bit for bit). Skipped without an sm_90 GPU.
 
-test_rx_hang_guard runs first: a tiny case in a child process with a time limit, so that a deadlocked pipeline
-(mbarrier phases) fails one test in seconds instead of hanging the session; the other tests skip after it fails.
+Both kernels: one consumer warpgroup (sparse_mla_rx_kernel, DSATTN_RX_CONSUMERS=1) and two (sparse_mla_rx2_kernel,
+the default). test_rx_hang_guard runs first, once per consumer count: a tiny case in a child process with a time
+limit, so that a deadlocked pipeline (mbarrier phases) fails one test in seconds instead of hanging the session; the
+tests of that consumer count skip after it fails.
 """
 import os
 import subprocess
@@ -17,20 +19,24 @@ from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outpu
 
 pytestmark = pytest.mark.gpu
 DEV = "cuda"
-_STATE = {"hang": None}
+_STATE = {}
 
 
 def _is_sm90():
     return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 
 
-@pytest.fixture(autouse=True)
-def rx_env(request, monkeypatch):
+@pytest.fixture(autouse=True, params=[2, 1], ids=["c2", "c1"])
+def consumers(request, monkeypatch):
     if not _is_sm90():
         pytest.skip("the Gluon kernels run on sm_90 only")
-    if request.node.originalname != "test_rx_hang_guard" and _STATE["hang"]:
-        pytest.skip(f"test_rx_hang_guard failed: {_STATE['hang']}")
+    c = request.param
+    if request.node.originalname != "test_rx_hang_guard" and _STATE.get(c):
+        pytest.skip(f"test_rx_hang_guard[c{c}] failed: {_STATE[c]}")
     monkeypatch.setenv("DSATTN_SPARSE_MLA_IMPL", "gluon_rx")
+    monkeypatch.setenv("DSATTN_RX_CONSUMERS", str(c))
+    monkeypatch.delenv("DSATTN_RX_CONFIG", raising=False)
+    return c
 
 
 def _decode(case, variant="native", scratch=None, out_row_pad=0):
@@ -68,17 +74,17 @@ print(check_close(out, lse, *case.reference()))
 """
 
 
-def test_rx_hang_guard():
-    """A tiny launch (3 tokens, 8 heads, topk 200: a partial last block, one empty row) in a child process, 120 s."""
-    env = dict(os.environ, DSATTN_SPARSE_MLA_IMPL="gluon_rx")
+def test_rx_hang_guard(consumers):
+    """A tiny launch (3 tokens, 8 heads, topk 200: a partial last block, one empty row) in a child process, 60 s."""
+    env = dict(os.environ, DSATTN_SPARSE_MLA_IMPL="gluon_rx", DSATTN_RX_CONSUMERS=str(consumers))
     try:
-        res = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=120)
+        res = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
-        _STATE["hang"] = "the tiny launch did not finish in 120 s (pipeline deadlock?)"
-        pytest.fail(_STATE["hang"])
+        _STATE[consumers] = "the tiny launch did not finish in 60 s (pipeline deadlock?)"
+        pytest.fail(_STATE[consumers])
     if res.returncode:
-        _STATE["hang"] = "the tiny launch failed: " + (res.stderr or res.stdout)[-1500:]
-        pytest.fail(_STATE["hang"])
+        _STATE[consumers] = "the tiny launch failed: " + (res.stderr or res.stdout)[-1500:]
+        pytest.fail(_STATE[consumers])
     print(res.stdout)
 
 
@@ -130,10 +136,11 @@ def test_rx_pad64_and_many_heads_fall_back():
     check_close(*_decode(case, None), *case.reference())
 
 
-@pytest.mark.parametrize("cfg", ["2/64/4", "3/64/4/0/0", "4/64/4/0/2", "4/56/4/2", "4/64/8"])
-def test_rx_configs_agree(monkeypatch, cfg):
+@pytest.mark.parametrize("cfg", ["2/64/4/0/1", "3/64/4/0/0", "4/64/4/0/2", "4/56/4/2/1", "4/64/8/0/1"])
+def test_rx_configs_agree(monkeypatch, consumers, cfg):
     """Ring depths, P @ V depths, L2 prefetch and producer warps: the same outputs (a different ring changes no
-    arithmetic, so bit for bit against the default config)."""
+    arithmetic, so bit for bit against the default config of the same consumer count)."""
+    cfg = f"{cfg}/{consumers}"
     case = make_case(40, 16, 576, num_slots=20000, topk=2048, layout="fp8_ds_mla", block_size=64, with_length=True,
                      empty_rows=1, seed=13, device=DEV)
     base = _decode(case)

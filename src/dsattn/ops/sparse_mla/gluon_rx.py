@@ -78,6 +78,7 @@ class RxConfig:
     producer_warps: int = 4
     prefetch: int = 0
     pv_depth: int = 1
+    consumers: int = 1  # 2: two consumer warpgroups, each owning half of the latent columns (sparse_mla_rx2_kernel)
 
 
 def rx_hp(num_heads: int) -> int:
@@ -85,32 +86,39 @@ def rx_hp(num_heads: int) -> int:
     return 16 if num_heads <= 16 else 32
 
 
-def rx_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int) -> int:
-    """Shared memory the kernel allocates (without mbarriers and the compiler's scratch)."""
+def rx_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int, consumers: int = 1) -> int:
+    """Shared memory the kernel allocates (without mbarriers and the compiler's scratch); two consumers add a P
+    buffer and the S exchange (2 halves x 2 parities x [64, hp] fp32)."""
     rope = d_qk > LATENT_DIM and layout is KVLayout.FP8_DS_MLA
     stage = BN * (LATENT_DIM + 16 + (2 * 64 if rope else 0))
-    fixed = hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0) + BN * hp * 2
+    fixed = hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0) + consumers * BN * hp * 2
+    if consumers == 2:
+        fixed += 4 * BN * hp * 4
     return stages * stage + fixed
 
 
 def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
-    """As many raw stages (2..5) as shared memory holds (fp8_ds_mla 576: 5 at 16 heads a program, 4 at 32);
-    pv_depth 1 at 16 heads a program, 0 at 32.
-    DSATTN_RX_CONFIG='stages/regs/warps[/prefetch[/pv_depth]]' overrides it (A/B runs; read at launch)."""
+    """Two consumer warpgroups (DSATTN_RX_CONSUMERS=1 for one), as many raw stages (2..5) as shared memory holds
+    (fp8_ds_mla 576, two consumers: 4 at 16 heads a program, 3 at 32; one consumer: 5 / 4), pv_depth 1 (one consumer
+    at 32 heads a program: 0, else ptxas serializes every wgmma or spills; bench/mla_gluon_check.py --kernel rx).
+    Which consumer count is faster is not measured yet. DSATTN_RX_CONFIG='stages/regs/warps[/prefetch[/pv_depth
+    [/consumers]]]' overrides it all (A/B runs; read at launch)."""
     spec = os.environ.get("DSATTN_RX_CONFIG", "").strip()
     if spec:
         try:
             return RxConfig(*[int(x) for x in spec.split("/")])
         except (TypeError, ValueError):
-            raise ValueError("DSATTN_RX_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/pv_depth]], "
-                             f"e.g. 4/64/4, got {spec!r}") from None
+            raise ValueError("DSATTN_RX_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/pv_depth"
+                             f"[/consumers]]], e.g. 4/64/4, got {spec!r}") from None
+    consumers = os.environ.get("DSATTN_RX_CONSUMERS", "2").strip() or "2"
+    if consumers not in ("1", "2"):
+        raise ValueError(f"DSATTN_RX_CONSUMERS must be 1 or 2, got {consumers!r}")
+    consumers = int(consumers)
     hp = rx_hp(num_heads)
     stages = 5
-    while stages > 2 and rx_smem_bytes(layout, d_qk, hp, stages) + SMEM_MARGIN > SMEM_LIMIT:
+    while stages > 2 and rx_smem_bytes(layout, d_qk, hp, stages, consumers) + SMEM_MARGIN > SMEM_LIMIT:
         stages -= 1
-    # 32 heads: P @ V chunk by chunk (pv_depth 0); one chunk in flight over the next's conversion makes ptxas
-    # serialize every wgmma or spill (bench/mla_gluon_check.py --kernel rx)
-    return RxConfig(stages=stages, pv_depth=1 if hp == 16 else 0)
+    return RxConfig(stages=stages, pv_depth=0 if hp == 32 and consumers == 1 else 1, consumers=consumers)
 
 
 def s_phys(c):
@@ -122,6 +130,11 @@ def s_phys(c):
 def v_phys(d):
     """Physical latent column of O^T's logical row d (0..511; ints and integer tensors)."""
     return 128 * ((d >> 4) & 3) + 16 * (d & 7) + 2 * (d >> 6) + ((d >> 3) & 1)
+
+
+def v_phys2(d, h):
+    """Two consumers: physical latent column of half h's logical O^T row d (0..255)."""
+    return 256 * h + 64 * ((d >> 4) & 3) + 8 * (d & 7) + 2 * (d >> 6) + ((d >> 3) & 1)
 
 
 if HAVE_GLUON:
@@ -220,6 +233,31 @@ if HAVE_GLUON:
         x = gl.reshape(x, [16, 4, 8, 8, 2])             # (key, w, g, R, r0)
         x = gl.permute(x, (3, 1, 4, 2, 0))              # (R, w, r0, g, key)
         return gl.convert_layout(gl.reshape(x, [512, 16]), DOT, assert_trivial=True)
+
+    @gluon.jit
+    def _v_phys2(d, H: gl.constexpr):
+        return 256 * H + 64 * ((d >> 4) & 3) + 8 * (d & 7) + 2 * (d >> 6) + ((d >> 3) & 1)
+
+    @gluon.jit
+    def _v_operand2(lat, sc, kc: gl.constexpr, H: gl.constexpr, DOT: gl.constexpr):
+        """Two consumers: half H's O^T A operand for keys [16 kc, 16 kc + 16), V16^T [256 logical rows, 16 keys]: the
+        thread with lane group g reads bytes [256 H + 64 w + 8 g, + 8) of its 16 keys (warp w: group 2 H + w // 2);
+        logical row d = 64 R + 16 w + 8 r0 + g is physical 256 H + 64 w + 8 g + 2 R + r0 (v_phys2)."""
+        LV: gl.constexpr = gl.DistributedLinearLayout(
+            reg_bases=[[0, 1], [0, 2], [0, 4], [1, 0], [8, 0]],
+            lane_bases=[[2, 0], [4, 0], [0, 8], [0, 16], [0, 32]],
+            warp_bases=[[0, 64], [0, 128]], block_bases=[], shape=[16, 256])
+        LV3: gl.constexpr = gl.DistributedLinearLayout(
+            reg_bases=[[0, 0, 1], [0, 0, 2], [0, 0, 4], [1, 0, 0], [8, 0, 0]],
+            lane_bases=[[2, 0, 0], [4, 0, 0], [0, 0, 8], [0, 0, 16], [0, 0, 32]],
+            warp_bases=[[0, 0, 64], [0, 1, 0]], block_bases=[], shape=[16, 2, 128])
+        x = lat.slice(kc * 16, 16, dim=0).slice(256 * H, 256, dim=1).load(LV)
+        x = gl.convert_layout(gl.reshape(x, [16, 2, 128]), LV3, assert_trivial=True)
+        s = sc.slice(kc * 16, 16, dim=0).slice(2 * H, 2, dim=1).load(gl.SliceLayout(2, LV3))
+        x = _cvt_scale(x, (s * V_SCALE).to(gl.float16)[:, :, None])
+        x = gl.reshape(x, [16, 2, 2, 8, 4, 2])          # (key, w1, w0, g, R, r0)
+        x = gl.permute(x, (4, 1, 2, 5, 3, 0))           # (R, w1, w0, r0, g, key)
+        return gl.convert_layout(gl.reshape(x, [256, 16]), DOT, assert_trivial=True)
 
     @gluon.jit
     def _producer(idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope, full, free,
@@ -434,6 +472,169 @@ if HAVE_GLUON:
                          full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
         ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
+    @gluon.jit
+    def _consumer2(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
+                   out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
+                   q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
+                   HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
+                   H: gl.constexpr):
+        """Two consumers, this one half H of the latent columns [256 H, 256 H + 256): its q columns to shared memory,
+        then per block: its partial S^T (groups 2 H, 2 H + 1; the RoPE part in half 0) exchanged with the other half
+        through shared memory (sx, double-buffered by block parity, sx_bar), the same online softmax in both halves
+        (S = S_0 + S_1 in either: bit-identical), its own P^T buffer, its O^T rows += V16^T P^T; the epilogue
+        stores its rows (half 0 the lse)."""
+        NW: gl.constexpr = 4
+        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
+        MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
+                                                      instr_shape=[16, HP, 16])
+        DOT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
+        ROW: gl.constexpr = gl.SliceLayout(1, MMA)
+        COL: gl.constexpr = gl.SliceLayout(0, MMA)
+
+        qh = h0 + gl.arange(0, HP, gl.SliceLayout(1, Q_L))
+        qd = 256 * H + gl.arange(0, 256, gl.SliceLayout(0, Q_L))
+        q_row = q_ptr + t * stride_qt + qh[:, None] * stride_qh
+        hmask = (qh < num_heads)[:, None]
+        q_smem.slice(256 * H, 256, dim=1).store(
+            gl.load(q_row + _s_phys(qd)[None, :], mask=hmask, other=0.0).to(gl.float16))
+        if HAS_ROPE and H == 0:
+            qr = _r_phys(gl.arange(0, 64, gl.SliceLayout(0, Q_L)))
+            qr_smem.store((gl.load(q_row + 512 + qr[None, :], mask=hmask, other=0.0).to(gl.float32)
+                           * V_SCALE).to(gl.bfloat16))
+        qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
+        fence_async_shared()
+        gl.thread_barrier()
+
+        m_i = gl.full([HP], NEG_INF, gl.float32, COL)
+        l_i = gl.zeros([HP], gl.float32, COL)
+        acc = gl.zeros([256, HP], gl.float32, MMA)
+        p_buf = p_smem.index(H)
+        nblocks = gl.cdiv(hi - lo, KB)
+        cur = _idx(idx_row, lo, hi, KB, ROW)
+        for b in range(nblocks):
+            st = b % NSTAGES
+            par = b % 2
+            ix = cur
+            lat = raw_lat.index(st)
+            sc = raw_sc.index(st)
+            mbarrier.wait(full.index(st), (b // NSTAGES) & 1)
+            s = gl.zeros([KB, HP], gl.float32, MMA)
+            if HAS_ROPE and H == 0:
+                s = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), s, is_async=True)
+            scs = _k_scales(sc)
+            for j in gl.static_range(2):
+                a = _k_operand(lat, scs[2 * H + j], 2 * H + j, DOT)
+                s = warpgroup_mma(a, q_smem.slice((2 * H + j) * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
+                if j == 0:
+                    s = warpgroup_mma_wait(1, deps=(s,))
+            s = warpgroup_mma_wait(0, deps=(s,))
+            # exchange the partial S^T: the other half read this parity's buffer two blocks ago before it arrived
+            # on its own buffer of the last block, which this half waited for
+            sx.index(2 * H + par).store(s)
+            mbarrier.arrive(sx_bar.index(2 * H + par), count=1)
+            mbarrier.wait(sx_bar.index(2 * (1 - H) + par), (b // 2) & 1)
+            s = s + sx.index(2 * (1 - H) + par).load(MMA)
+
+            valid = (ix >= 0) & (ix < num_slots)
+            s = gl.where(valid[:, None], s * qk_scale, NEG_INF)
+            m_new = gl.maximum(m_i, gl.max(s, 0))
+            m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
+            alpha = gl.exp2(m_i - m_use)
+            p = gl.exp2(s - m_use[None, :])
+            l_i = l_i * alpha + gl.sum(p, 0)
+            acc = acc * alpha[None, :]
+            m_i = m_new
+            p_buf.store(p.to(gl.float16))
+            fence_async_shared()
+            gl.thread_barrier()
+            cur = _idx(idx_row, lo + (b + 1) * KB, hi, KB, ROW)
+            for kc in gl.static_range(4):
+                a = _v_operand2(lat, sc, kc, H, DOT)
+                acc = warpgroup_mma(a, p_buf.slice(kc * 16, 16, dim=0), acc, is_async=True)
+                if kc < 3:
+                    acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
+            mbarrier.arrive(free.index(st), count=1)  # free completes when both halves arrived
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+
+        empty = l_i == 0.0
+        inv_l = 256.0 / gl.where(empty, 1.0, l_i)
+        o = acc * inv_l[None, :]
+        oh = h0 + gl.arange(0, HP, COL)
+        od = _v_phys2(gl.arange(0, 256, ROW), H)
+        o_ptrs = out_ptr + t * stride_ot + split * stride_os + oh[None, :] * stride_oh + od[:, None]
+        gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=(oh < num_heads)[None, :])
+        if H == 0:
+            lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
+            gl.store(lse_ptr + t * stride_lt + split * stride_ls + oh * stride_lh, lse, mask=oh < num_heads)
+
+    @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split"])
+    def sparse_mla_rx2_kernel(
+            q_ptr, stride_qt, stride_qh,
+            lat_ptr, scale_ptr, rope_ptr,
+            idx_ptr, stride_it, len_ptr,
+            out_ptr, stride_ot, stride_os, stride_oh,
+            lse_ptr, stride_lt, stride_ls, stride_lh,
+            num_slots, num_heads, topk, keys_per_split, qk_scale,
+            stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
+            HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
+            HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+            CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1):
+        """sparse_mla_rx_kernel with two consumer warpgroups (halves of the latent columns, _consumer2); same grid and
+        arguments, plus the second consumer's register budget."""
+        gl.static_assert(num_warps == 4, "each consumer is one warpgroup")
+        gl.static_assert(NSTAGES >= 2, "at least one block in flight while one computes")
+        t = gl.program_id(0).to(gl.int64)
+        h0 = gl.program_id(1) * HP
+        split = gl.program_id(2)
+
+        RAW_S: gl.constexpr = gl.SwizzledSharedLayout(16, 1, 8, [1, 0])
+        SC_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+        ROPE_S: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 8, [1, 0])
+        Q_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HP, 512], gl.float16)
+        QR_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HP, 64], gl.bfloat16)
+        P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KB, HP], gl.float16)
+        SX_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+
+        raw_lat = gl.allocate_shared_memory(gl.float8e4nv, [NSTAGES, KB, 512], RAW_S)
+        raw_sc = gl.allocate_shared_memory(gl.float32, [NSTAGES, KB, 4], SC_S)
+        q_smem = gl.allocate_shared_memory(gl.float16, [HP, 512], Q_S)
+        p_smem = gl.allocate_shared_memory(gl.float16, [2, KB, HP], P_S)
+        sx = gl.allocate_shared_memory(gl.float32, [4, KB, HP], SX_S)
+        if HAS_ROPE:
+            raw_rope = gl.allocate_shared_memory(gl.bfloat16, [NSTAGES, KB, 64], ROPE_S)
+            qr_smem = gl.allocate_shared_memory(gl.bfloat16, [HP, 64], QR_S)
+        else:
+            raw_rope = raw_sc
+            qr_smem = q_smem
+        full = gl.allocate_shared_memory(gl.int64, [NSTAGES, 1], mbarrier.MBarrierLayout())
+        free = gl.allocate_shared_memory(gl.int64, [NSTAGES, 1], mbarrier.MBarrierLayout())
+        sx_bar = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(NSTAGES):
+            mbarrier.init(full.index(i), count=PRODUCER_WARPS * 32)  # one noinc cp.async arrive per thread
+            mbarrier.init(free.index(i), count=2)                    # one arrive per consumer
+        for i in gl.static_range(4):
+            mbarrier.init(sx_bar.index(i), count=1)
+
+        end = topk
+        if HAS_LEN:
+            end = gl.minimum(gl.load(len_ptr + t), topk)
+        lo = split * keys_per_split
+        hi = gl.minimum(lo + keys_per_split, end)
+        idx_row = idx_ptr + t * stride_it
+
+        gl.warp_specialize([
+            (_consumer2, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
+                          qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
+                          stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
+                          HAS_ROPE, HP, NSTAGES, PV_DEPTH, 0)),
+            (_consumer2, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
+                          qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
+                          stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
+                          HAS_ROPE, HP, NSTAGES, PV_DEPTH, 1)),
+            (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
+                         full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
+        ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
+
 
 def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out, lse, splits: int = 1,
                      part_o=None, part_lse=None, config: RxConfig | None = None) -> None:
@@ -448,11 +649,18 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     cfg = config or rx_config(layout, h, d)
     if cfg.pv_depth not in (0, 1, 2):
         raise ValueError(f"config.pv_depth must be 0, 1 or 2, got {cfg.pv_depth}")
+    if cfg.consumers not in (1, 2):
+        raise ValueError(f"config.consumers must be 1 or 2, got {cfg.consumers}")
     grid = (t, -(-h // hp), splits)
-    sparse_mla_rx_kernel[grid](
-        *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
-        d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
-        hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-        num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
-    )
+    args = launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN)
+    flags = (d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None)
+    if cfg.consumers == 2:
+        # the register file over three warpgroups: the producer's budget, the rest split between the consumers
+        # (setmaxnreg takes multiples of 8, at most 256)
+        consumer_regs = min(256, (65536 - 32 * cfg.producer_warps * cfg.producer_regs) // 256 // 8 * 8)
+        sparse_mla_rx2_kernel[grid](*args, *flags, hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
+                                    consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth)
+    else:
+        sparse_mla_rx_kernel[grid](*args, *flags, hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
+                                   num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth)
     launch.combine_splits(out, lse, part_o, part_lse, splits)
