@@ -12,14 +12,14 @@ nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
 timeout 150 python -m pytest tests/gpu/test_sparse_mla_rx_gpu.py $P -k hang_guard >> $L 2>&1
 rc=$?; echo "hang guard rc=$rc" >> $L
 CFG=""
-grep -q "FAILED.*hang_guard\[c2\]" $L || CFG="c2,4/64/4/0/2/2"
-grep -q "FAILED.*hang_guard\[c1\]" $L || CFG="$CFG,c1"
+grep -q "FAILED.*hang_guard\[c2\]" $L || CFG="c2,c2+alu"
+grep -q "FAILED.*hang_guard\[c1\]" $L || CFG="$CFG,c1,c1+alu"
 CFG=${CFG#,}
 if [ $rc -ne 0 ] && [ $rc -ne 1 ]; then CFG=""; fi   # 1: a test failed; other codes: timeout / crash
 if [ -z "$CFG" ]; then echo "hang guard failed: no timings, no tests" >> $L; exit 1; fi
 # 2. timings: fp8_ds_mla decode 512 tokens, 8 / 16 / 32 heads, gluon_ws's default beside gluon_rx's defaults at
-#    two (c2) and one (c1) consumer warpgroups and one two-consumer variant (pv_depth 2)
-timeout 100 python bench/mla_rx_bench.py --out $OUT --rep-ms 20 --heads 8,16,32 --configs $CFG >> $L 2>&1
+#    two (c2) and one (c1) consumer warpgroups, each also with P @ V's operand converted by integer ops (+alu)
+timeout 120 python bench/mla_rx_bench.py --out $OUT --rep-ms 20 --heads 8,16,32 --configs $CFG >> $L 2>&1
 echo "bench rc=$?" >> $L
 # 3. the GPU tests (reference twin + gluon_ws comparison, both consumer counts; compile-bound)
 timeout 150 python -m pytest tests/gpu/test_sparse_mla_rx_gpu.py $P -s > $OUT/rx1_tests.log 2>&1

@@ -45,6 +45,17 @@ def test_v2_permutation_matches_the_register_chain():
     assert both == list(range(512))
 
 
+def test_alu_conversion_is_exact():
+    """_cvt_alu_scale's integer conversion: byte b in a 16-bit lane, ((b + (b & 0x80)) << 7) read as fp16 is
+    e4m3(b) x 2^-8 exactly for every non-NaN byte (signed zeros and subnormals included)."""
+    b = np.arange(256, dtype=np.uint32)
+    bits = (((b + (b & 0x80)) << 7) & 0xFFFF).astype(np.uint16)
+    got = torch.from_numpy(bits.view(np.float16).astype(np.float64))
+    ref = torch.from_numpy(b.astype(np.uint8)).view(torch.float8_e4m3fn).double() * 2.0 ** -8
+    keep = ~torch.isnan(ref)
+    assert torch.equal(got[keep], ref[keep]) and torch.equal(torch.signbit(got[keep]), torch.signbit(ref[keep]))
+
+
 def test_rx_only_when_forced():
     q = torch.zeros(2, 8, 576, dtype=torch.bfloat16)
     rows = torch.zeros(16, 656, dtype=torch.uint8)

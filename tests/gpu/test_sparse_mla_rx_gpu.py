@@ -136,11 +136,13 @@ def test_rx_pad64_and_many_heads_fall_back():
     check_close(*_decode(case, None), *case.reference())
 
 
-@pytest.mark.parametrize("cfg", ["2/64/4/0/1", "3/64/4/0/0", "4/64/4/0/2", "4/56/4/2/1", "4/64/8/0/1"])
+@pytest.mark.parametrize("cfg", ["2/64/4/0/1/C/0", "3/64/4/0/0/C/0", "4/64/4/0/2/C/0", "4/56/4/2/1/C/0",
+                                 "4/64/8/0/1/C/0", "3/64/4/0/1/C/1"])
 def test_rx_configs_agree(monkeypatch, consumers, cfg):
-    """Ring depths, P @ V depths, L2 prefetch and producer warps: the same outputs (a different ring changes no
-    arithmetic, so bit for bit against the default config of the same consumer count)."""
-    cfg = f"{cfg}/{consumers}"
+    """Ring depths, P @ V depths, L2 prefetch, producer warps, and the integer conversion of P @ V's operand
+    (alu_v, the last field): the same outputs (no arithmetic changes, so bit for bit against the default config of
+    the same consumer count). C: the consumer count."""
+    cfg = cfg.replace("C", str(consumers))
     case = make_case(40, 16, 576, num_slots=20000, topk=2048, layout="fp8_ds_mla", block_size=64, with_length=True,
                      empty_rows=1, seed=13, device=DEV)
     base = _decode(case)

@@ -79,6 +79,7 @@ class RxConfig:
     prefetch: int = 0
     pv_depth: int = 1
     consumers: int = 1  # 2: two consumer warpgroups, each owning half of the latent columns (sparse_mla_rx2_kernel)
+    alu_v: int = 0      # 1: P @ V's operand converted by integer bit operations instead of cvt (same values)
 
 
 def rx_hp(num_heads: int) -> int:
@@ -175,6 +176,51 @@ if HAVE_GLUON:
             warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[64, 128])
 
     @gluon.jit
+    def _cvt_alu_scale(x, sc):
+        """_cvt_scale's values by integer operations instead of cvt (Hopper's conversions are slow, integer ops run on
+        another pipe): an e4m3 byte b placed in a 16-bit lane, t = b + (b & 0x80), t << 7 is fp16(e4m3(b) x 2^-8)
+        exactly (sign to bit 15 through the carry, exponent and mantissa to bits 13..7; subnormals and -0 included,
+        checked over all 256 bytes in tests/test_sparse_mla_rx.py; NaN bytes give finite values); then times the
+        group scale sc in fp16 (not x V_SCALE: the 2^-8 is already in)."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .b32 t0, t1, s0, s1; prmt.b32 t0, $2, 0, 0x4140; prmt.b32 t1, $2, 0, 0x4342; "
+            "and.b32 s0, t0, 0x00800080; and.b32 s1, t1, 0x00800080; add.u32 t0, t0, s0; add.u32 t1, t1, s1; "
+            "shl.b32 t0, t0, 7; shl.b32 t1, t1, 7; mul.rn.f16x2 $0, t0, $3; mul.rn.f16x2 $1, t1, $4; }",
+            "=r,=r,r,r,r", [x, sc], dtype=gl.float16, is_pure=True, pack=4)
+
+    @gluon.jit
+    def _cvt(x):
+        """fp8 bytes x (e4m3) -> fp16 (exact), cvt.rn.f16x2.e4m3x2 on 4 consecutive register elements."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .b16 lo, hi; mov.b32 {lo, hi}, $2; cvt.rn.f16x2.e4m3x2 $0, lo; cvt.rn.f16x2.e4m3x2 $1, hi; }",
+            "=r,=r,r", [x], dtype=gl.float16, is_pure=True, pack=4)
+
+    @gluon.jit
+    def _row_scales(sc, H: gl.constexpr, R: gl.constexpr):
+        """Group scales 2 H, 2 H + 1 of the block x V_SCALE (fp32, exact) as 2 tensors [64] in row layout R (the rows
+        of an MMA [64, N] layout: one 16-byte load per row and thread)."""
+        L: gl.constexpr = gl.DistributedLinearLayout(
+            reg_bases=[[0, 1], [0, 2], [8, 0]], lane_bases=[[0, 0], [0, 0], [1, 0], [2, 0], [4, 0]],
+            warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[64, 4])
+        x = sc.load(L) * V_SCALE
+        e, o = gl.split(gl.reshape(x, [64, 2, 2]))      # groups (0, 2), (1, 3)
+        s0, s2 = gl.split(e)
+        s1, s3 = gl.split(o)
+        if H == 0:
+            return gl.convert_layout(s0, R, assert_trivial=True), gl.convert_layout(s1, R, assert_trivial=True)
+        else:
+            return gl.convert_layout(s2, R, assert_trivial=True), gl.convert_layout(s3, R, assert_trivial=True)
+
+    @gluon.jit
+    def _k_operand_raw(lat, g: gl.constexpr, DOT: gl.constexpr):
+        """_k_operand without the group scale: fp8 values in fp16 (the scale is applied to this group's own S^T
+        accumulator instead, in fp32)."""
+        x = _cvt(lat.slice(g * 128, 128, dim=1).load(_k_layout()))
+        x = gl.reshape(x, [KB, 4, 2, 4, 2, 2])          # (row, t, h, ks', jj, i)
+        x = gl.permute(x, (0, 2, 3, 4, 1, 5))           # (row, h, ks', jj, t, i)
+        return gl.convert_layout(gl.reshape(x, [KB, 128]), DOT, assert_trivial=True)
+
+    @gluon.jit
     def _k_scales(sc):
         """The block's group scales x V_SCALE in fp16 as 4 tensors [64] in _k_layout's rows (one 16-byte load per row
         and thread)."""
@@ -214,7 +260,7 @@ if HAVE_GLUON:
         return gl.convert_layout(gl.reshape(x, [KB, 64]), DOT, assert_trivial=True)
 
     @gluon.jit
-    def _v_operand(lat, sc, kc: gl.constexpr, DOT: gl.constexpr):
+    def _v_operand(lat, sc, kc: gl.constexpr, DOT: gl.constexpr, ALU: gl.constexpr):
         """O^T's A operand for keys [16 kc, 16 kc + 16): V16^T [512 logical rows, 16 keys] in registers."""
         # [16 keys, 4 groups (warp), 128 bytes]: 16 contiguous bytes (registers) at 16 g (lane group), keys from
         # the lane's quad position and two register bits
@@ -229,7 +275,10 @@ if HAVE_GLUON:
         x = lat.slice(kc * 16, 16, dim=0).load(LV)
         x = gl.convert_layout(gl.reshape(x, [16, 4, 128]), LV3, assert_trivial=True)
         s = sc.slice(kc * 16, 16, dim=0).load(gl.SliceLayout(2, LV3))
-        x = _cvt_scale(x, (s * V_SCALE).to(gl.float16)[:, :, None])
+        if ALU:
+            x = _cvt_alu_scale(x, s.to(gl.float16)[:, :, None])
+        else:
+            x = _cvt_scale(x, (s * V_SCALE).to(gl.float16)[:, :, None])
         x = gl.reshape(x, [16, 4, 8, 8, 2])             # (key, w, g, R, r0)
         x = gl.permute(x, (3, 1, 4, 2, 0))              # (R, w, r0, g, key)
         return gl.convert_layout(gl.reshape(x, [512, 16]), DOT, assert_trivial=True)
@@ -239,7 +288,7 @@ if HAVE_GLUON:
         return 256 * H + 64 * ((d >> 4) & 3) + 8 * (d & 7) + 2 * (d >> 6) + ((d >> 3) & 1)
 
     @gluon.jit
-    def _v_operand2(lat, sc, kc: gl.constexpr, H: gl.constexpr, DOT: gl.constexpr):
+    def _v_operand2(lat, sc, kc: gl.constexpr, H: gl.constexpr, DOT: gl.constexpr, ALU: gl.constexpr):
         """Two consumers: half H's O^T A operand for keys [16 kc, 16 kc + 16), V16^T [256 logical rows, 16 keys]: the
         thread with lane group g reads bytes [256 H + 64 w + 8 g, + 8) of its 16 keys (warp w: group 2 H + w // 2);
         logical row d = 64 R + 16 w + 8 r0 + g is physical 256 H + 64 w + 8 g + 2 R + r0 (v_phys2)."""
@@ -254,7 +303,10 @@ if HAVE_GLUON:
         x = lat.slice(kc * 16, 16, dim=0).slice(256 * H, 256, dim=1).load(LV)
         x = gl.convert_layout(gl.reshape(x, [16, 2, 128]), LV3, assert_trivial=True)
         s = sc.slice(kc * 16, 16, dim=0).slice(2 * H, 2, dim=1).load(gl.SliceLayout(2, LV3))
-        x = _cvt_scale(x, (s * V_SCALE).to(gl.float16)[:, :, None])
+        if ALU:
+            x = _cvt_alu_scale(x, s.to(gl.float16)[:, :, None])
+        else:
+            x = _cvt_scale(x, (s * V_SCALE).to(gl.float16)[:, :, None])
         x = gl.reshape(x, [16, 2, 2, 8, 4, 2])          # (key, w1, w0, g, R, r0)
         x = gl.permute(x, (4, 1, 2, 5, 3, 0))           # (R, w1, w0, r0, g, key)
         return gl.convert_layout(gl.reshape(x, [256, 16]), DOT, assert_trivial=True)
@@ -317,7 +369,7 @@ if HAVE_GLUON:
                   out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                   q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, full, free,
                   HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                  num_warps: gl.constexpr):
+                  ALU_V: gl.constexpr, num_warps: gl.constexpr):
         """q (permuted) to shared memory, then per block: S^T, online softmax, P^T, O^T += V16^T P^T; the epilogue."""
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
@@ -390,7 +442,7 @@ if HAVE_GLUON:
             # the next block's entries, loaded here: a load in flight at a proxy fence (MEMBAR) stalls it
             cur = _idx(idx_row, lo + (b + 1) * KB, hi, KB, ROW)
             for kc in gl.static_range(4):
-                a = _v_operand(lat, sc, kc, DOT)
+                a = _v_operand(lat, sc, kc, DOT, ALU_V)
                 acc = warpgroup_mma(a, p_smem.slice(kc * 16, 16, dim=0), acc, is_async=True)
                 if kc < 3:
                     acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
@@ -422,7 +474,7 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1):
+            num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1, ALU_V: gl.constexpr = 0):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_ws.sparse_mla_ws_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one block in flight while one computes")
@@ -467,7 +519,7 @@ if HAVE_GLUON:
             (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                          qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                          stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, full, free, HAS_ROPE, HP,
-                         NSTAGES, PV_DEPTH, num_warps)),
+                         NSTAGES, PV_DEPTH, ALU_V, num_warps)),
             (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                          full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
         ], [PRODUCER_WARPS], [PRODUCER_REGS])
@@ -477,7 +529,7 @@ if HAVE_GLUON:
                    out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                    q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
                    HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                   H: gl.constexpr):
+                   ALU_V: gl.constexpr, H: gl.constexpr):
         """Two consumers, this one half H of the latent columns [256 H, 256 H + 256): its q columns to shared memory,
         then per block: its partial S^T (groups 2 H, 2 H + 1; the RoPE part in half 0) exchanged with the other half
         through shared memory (sx, double-buffered by block parity, sx_bar), the same online softmax in both halves
@@ -518,16 +570,24 @@ if HAVE_GLUON:
             lat = raw_lat.index(st)
             sc = raw_sc.index(st)
             mbarrier.wait(full.index(st), (b // NSTAGES) & 1)
-            s = gl.zeros([KB, HP], gl.float32, MMA)
+            # one accumulator per latent group, its scale applied in fp32 afterwards (no fp16 multiply per value)
+            zero = gl.zeros([KB, HP], gl.float32, MMA)
+            s0 = warpgroup_mma(_k_operand_raw(lat, 2 * H, DOT), q_smem.slice(256 * H, 128, dim=1).permute((1, 0)),
+                               zero, is_async=True)
+            if HP == 32:  # one group's operand at a time (else ptxas serializes every wgmma or spills at 32 heads)
+                s0 = warpgroup_mma_wait(0, deps=(s0,))
+            s1 = warpgroup_mma(_k_operand_raw(lat, 2 * H + 1, DOT),
+                               q_smem.slice(256 * H + 128, 128, dim=1).permute((1, 0)), zero, is_async=True)
             if HAS_ROPE and H == 0:
-                s = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), s, is_async=True)
-            scs = _k_scales(sc)
-            for j in gl.static_range(2):
-                a = _k_operand(lat, scs[2 * H + j], 2 * H + j, DOT)
-                s = warpgroup_mma(a, q_smem.slice((2 * H + j) * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
-                if j == 0:
-                    s = warpgroup_mma_wait(1, deps=(s,))
-            s = warpgroup_mma_wait(0, deps=(s,))
+                sr = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), zero,
+                                   is_async=True)
+                s0, s1, sr = warpgroup_mma_wait(0, deps=(s0, s1, sr))
+            else:
+                s0, s1 = warpgroup_mma_wait(0, deps=(s0, s1))
+            c0, c1 = _row_scales(sc, H, ROW)
+            s = s0 * c0[:, None] + s1 * c1[:, None]
+            if HAS_ROPE and H == 0:
+                s = sr + s
             # exchange the partial S^T: the other half read this parity's buffer two blocks ago before it arrived
             # on its own buffer of the last block, which this half waited for
             sx.index(2 * H + par).store(s)
@@ -549,7 +609,7 @@ if HAVE_GLUON:
             gl.thread_barrier()
             cur = _idx(idx_row, lo + (b + 1) * KB, hi, KB, ROW)
             for kc in gl.static_range(4):
-                a = _v_operand2(lat, sc, kc, H, DOT)
+                a = _v_operand2(lat, sc, kc, H, DOT, ALU_V)
                 acc = warpgroup_mma(a, p_buf.slice(kc * 16, 16, dim=0), acc, is_async=True)
                 if kc < 3:
                     acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
@@ -578,7 +638,8 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1):
+            CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1,
+            ALU_V: gl.constexpr = 0):
         """sparse_mla_rx_kernel with two consumer warpgroups (halves of the latent columns, _consumer2); same grid and
         arguments, plus the second consumer's register budget."""
         gl.static_assert(num_warps == 4, "each consumer is one warpgroup")
@@ -626,11 +687,11 @@ if HAVE_GLUON:
             (_consumer2, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                           qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                           stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                          HAS_ROPE, HP, NSTAGES, PV_DEPTH, 0)),
+                          HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU_V, 0)),
             (_consumer2, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                           qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                           stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                          HAS_ROPE, HP, NSTAGES, PV_DEPTH, 1)),
+                          HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU_V, 1)),
             (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                          full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
         ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
@@ -659,8 +720,9 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         # (setmaxnreg takes multiples of 8, at most 256)
         consumer_regs = min(256, (65536 - 32 * cfg.producer_warps * cfg.producer_regs) // 256 // 8 * 8)
         sparse_mla_rx2_kernel[grid](*args, *flags, hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-                                    consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth)
+                                    consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
+                                    ALU_V=cfg.alu_v)
     else:
         sparse_mla_rx_kernel[grid](*args, *flags, hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-                                   num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth)
+                                   num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth, ALU_V=cfg.alu_v)
     launch.combine_splits(out, lse, part_o, part_lse, splits)
