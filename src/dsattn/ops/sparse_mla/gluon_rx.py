@@ -1,47 +1,65 @@
-"""Warp-specialized Gluon kernel of sparse MLA over fp8 rows for few heads per program (1..32), Hopper (sm_90),
-that keeps no fp16 tiles: the consumer builds both products' A operands in REGISTERS from the raw fp8 stages.
+"""Warp-specialized Gluon kernels of sparse MLA over fp8 rows for few heads per program (1..32), Hopper (sm_90),
+that keep no fp16 tiles: the consumers build both products' A operands in REGISTERS from the raw fp8 stages.
 
-STATUS: written and compiled for sm_90a on a machine without a GPU (bench/mla_gluon_check.py --kernel rx); NOT
-RUN ON A GPU when written. Selected only by DSATTN_SPARSE_MLA_IMPL=gluon_rx (launch.py); 'auto' never picks it.
-Speeds below are predictions until a device call measures them.
+STATUS: selected only by DSATTN_SPARSE_MLA_IMPL=gluon_rx (launch.py); 'auto' never picks it. Two kernels:
+sparse_mla_rx_kernel (one consumer warpgroup, DSATTN_RX_CONSUMERS=1) and sparse_mla_rx2_kernel (two, the default).
+Measured (H200, session 10, bench/logs/s10_rx1.log, one consumer at commit edd6f78, fp8_ds_mla decode 512 tokens):
+8 heads 0.307-0.311 ms vs gluon_ws 0.324; 16 heads 0.327-0.330 vs 0.327; 32 heads 0.431 vs 0.352 (pv_depth 0, one
+chunk of P @ V at a time: 128 accumulator registers); 4 stages as fast as 5 (not gather-bound: the consumer is),
+L2 prefetch slower (0.38 / 0.40); outputs within 0.004 of gluon_ws (lse 2e-7), the GPU tests that ran passed.
+The two-consumer kernel, the per-group S accumulators and alu_v were written after that run, compiled for sm_90a
+only (bench/mla_gluon_check.py --kernel rx: no spill, no wgmma serialization at the defaults); their speed is a
+prediction until a device call measures it.
 
 Why (notes/sparse_mla.md, gluon_ws timing builds, 8 heads): gluon_ws's two fp16 tiles (144 KB) leave room for only
 ~42 KB of gathered rows in flight per SM, and its shared-memory traffic per 64-key block is ~290 KB (raw in, fp8
 read, fp16 write, the fp16 tile read twice by wgmma). Here shared memory holds only the raw ring (NSTAGES stages
-of 64 keys: latent fp8, group scales, RoPE bf16; 4..5 stages = 3..4 blocks of rows in flight) plus q and P, and
-the traffic per block is ~125 KB (raw in 41 KB, the latent read twice by ld.shared 64 KB, q / P / RoPE by wgmma).
+of 64 keys: latent fp8, group scales, RoPE bf16) plus q, P (and the S exchange), and the traffic per block is
+~125 KB (raw in 41 KB, the latent read twice by ld.shared 64 KB, q / P by wgmma).
 
 Products (wgmma, M = 64 rows per instruction, fp32 accumulation; values in V_SCALE = 2^-8 units as gluon_ws):
 
-  S^T [64 keys, HP] = K_rope q_rope'^T (bf16, A = the raw RoPE stage in shared memory, q_rope' = q_rope x V_SCALE
-                      exact) + sum over the 4 groups g of K16_g q_g^T (fp16, A from registers)
-  O^T [512, HP]    += V16^T P^T      (fp16, A from registers, 4 chunks of 16 keys, B = P^T in shared memory)
+  S^T [64 keys, HP] = K_rope q_rope'^T (bf16, q_rope' = q_rope x V_SCALE exact) + sum over the 4 latent groups g of
+                      K16_g q_g^T (fp16)
+  O^T [512, HP]    += V16^T P^T      (fp16, 4 chunks of 16 keys, B = P^T in shared memory)
 
-K16 / V16 are fp8 value (cvt.rn.f16x2.e4m3x2) x fp16(group scale x V_SCALE), the same fp16 values as gluon_ws's
-tile. The reduction index of each product is free to permute if the other operand is permuted the same way, and
-the rows of O^T are free to permute if the epilogue un-permutes them, so every thread reads whole 16-byte chunks:
+V16 is fp8 value x fp16(group scale x V_SCALE) (cvt.rn.f16x2.e4m3x2, or with alu_v integer operations giving the
+same values), gluon_ws's tile values. K16 likewise in the one-consumer kernel; the two-consumer kernel keeps one
+S^T accumulator per group over the unscaled fp8 values and applies the scale x V_SCALE in fp32 (exact powers of
+two: the same products, another rounding order). The RoPE operand comes from registers too (at 32 heads a program
+in the one-consumer kernel wgmma reads it from the stage, behind a proxy fence: registers). The reduction index of
+each product is free to permute if the other operand is permuted the same way, and the rows of O^T are free to
+permute if the epilogue un-permutes them, so every thread reads whole 16-byte (8-byte) chunks:
   - S: in group g (128 latent columns) thread t of a quad holds physical bytes [32t, 32t + 32) of rows r, r + 8;
     logical column c = 16 ks + 8 jj + 2 t + i (the wgmma A fragment) is physical 32 t + 16 (ks // 4) + 4 (ks % 4)
-    + 2 jj + i (_s_phys); q is stored in shared memory in that logical order.
-  - O: warp w handles group w; the thread with lane group g reads bytes [128 w + 16 g, + 16) of its 16 keys; O^T's
-    logical row d = 64 R + 16 w + 8 r0 + g is physical 128 w + 16 g + 2 R + r0 (_v_phys); keys are not permuted.
+    + 2 jj + i (s_phys); q is stored in shared memory in that logical order (RoPE: r_phys).
+  - O, one consumer: warp w handles group w; the thread with lane group g reads bytes [128 w + 16 g, + 16) of its 16
+    keys; logical row d = 64 R + 16 w + 8 r0 + g is physical 128 w + 16 g + 2 R + r0 (v_phys). Two consumers:
+    half h's row d (0..255) is physical 256 h + 64 w + 8 g + 2 R + r0 (v_phys2, 8-byte reads). Keys not permuted.
 The register layouts are DistributedLinearLayouts; the reshape / permute to the wgmma operand layout is checked
-to move no data between threads (gl.convert_layout(..., assert_trivial=True)), and the compile check shows no
-st.shared in the products' path. The raw latent stage uses a 16-byte XOR swizzle by row (SwizzledSharedLayout
-16/1/8) so that both reads (and the cp.async writes) are free of bank conflicts.
+to move no data between threads (gl.convert_layout(..., assert_trivial=True)); tests/test_sparse_mla_rx.py checks
+the permutations against the reshape / permute chains. The raw latent stage uses a 16-byte XOR swizzle by row
+(SwizzledSharedLayout 16/1/8) so that the reads (and the cp.async writes) are free of bank conflicts.
 
 Partitions (gl.warp_specialize):
   producer (worker, PRODUCER_WARPS warps, few registers): per block, waits `free[stage]`, cp.async gathers the 64
       entries' rows (latent, scales, RoPE; invalid entries masked: zero-filled, nothing read) into the stage and
       arrives on `full[stage]` through cp.async.mbarrier.arrive.noinc (the barrier completes when every producer
-      thread's copies landed); it runs NSTAGES blocks ahead of the consumer.
-  consumer (default, one warpgroup): waits `full[stage]`, S^T (register A chunks, async wgmma), online softmax in
-      base 2 over the keys, P^T (fp16) to shared memory, O^T += V16^T P^T chunk by chunk, arrives on `free[stage]`
-      after its last read of the stage. Block b - 1's P @ V retires while block b's K operand converts.
+      thread's copies landed); it runs NSTAGES blocks ahead of the consumers.
+  one consumer (default partition): waits `full[stage]`, S^T (register operands, async wgmma), online softmax in
+      base 2 over the keys, P^T (fp16) to shared memory, O^T += V16^T P^T chunk by chunk (pv_depth chunks left in
+      flight over the next chunk's conversion), arrives on `free[stage]` after its last read of the stage.
+  two consumers (default partition = half 0, a worker = half 1): each owns latent columns [256 h, 256 h + 256) of
+      both products (its half of q, its 256 rows of O^T: half the accumulator registers, half the conversions),
+      computes its partial S^T, exchanges it with the other half through shared memory (double-buffered by block
+      parity, mbarriers sx_bar), then both run the same softmax (S_0 + S_1 in either order: bit-identical), each
+      into its own P buffer, and `free[stage]` completes when both arrived.
+No wgmma stays in flight across a loop back-edge or an mbarrier wait: ptxas then serializes every wgmma of the
+kernel (C7513, register operands defined while one is in flight), as the compile check showed.
 
-Numerics: the fp16 operand values equal gluon_ws's tile values; the wgmma accumulation order differs (permuted
-reduction order), so outputs match gluon_ws within fp32 rounding, not bit for bit. Outputs as gluon_ws: out / lse,
-or normalized split partials for kernels.combine_splits_kernel.
+Numerics: the fp16 operand values equal gluon_ws's tile values; the accumulation order differs, so outputs match
+gluon_ws within fp32 rounding, not bit for bit (measured above). Outputs as gluon_ws: out / lse, or normalized
+split partials for kernels.combine_splits_kernel.
 """
 from __future__ import annotations
 
