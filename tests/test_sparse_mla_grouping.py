@@ -1,8 +1,11 @@
 """Query-group union lists (ops/sparse_mla/grouping.py) and the prefill scratch plumbing.
 
-build_groups_reference against a plain-Python oracle; build_groups' Triton kernel under TRITON_INTERPRET=1
-(conftest) against the reference at small sizes (topk 16..128, G 1..8, duplicates, -1, out of range,
-topk_length, partial last group, token0 offsets, 64-bit codes); argument checks; prefill_scratch_spec sizes;
+build_groups_reference against a plain-Python oracle (ascending order); build_groups' Triton kernels (the hash
+table, the default, and the sort) under TRITON_INTERPRET=1 (conftest) against the reference at small sizes
+(topk 16..128, G 1..8, duplicates, -1, out of range, topk_length, partial last group, token0 offsets, 64-bit
+codes), compared as multisets of (slot, mask) entries: the hash path lists them in table order. The hash path
+alone (its rebuild kernel switched off) on lists without repeats, full tables included; its order independent
+of the insertion order; the rebuild when the insert gives up. Argument checks; prefill_scratch_spec sizes;
 sparse_mla_prefill's scratch= validation, pass-through and tracing; the backend's workspace reservation.
 """
 import pytest
@@ -67,24 +70,38 @@ def run(fn, idx, lens, num_slots, g, token0, ntokens, rows=None):
     return r, e, m, n
 
 
-def assert_groups(got, want_groups):
+def assert_groups(got, want_groups, ordered=False):
+    """ordered: the same order too (the reference, the sort kernel); else the same (slot, mask) multiset."""
     r, e, m, n = got
     assert r == len(want_groups)
     for c, (ents, masks) in enumerate(want_groups):
         assert int(n[c]) == len(ents), c
-        assert e[c, :len(ents)].tolist() == ents, c
-        assert m[c, :len(ents)].tolist() == masks, c
+        got_pairs = list(zip(e[c, :len(ents)].tolist(), m[c, :len(ents)].tolist()))
+        want_pairs = list(zip(ents, masks))
+        if ordered:
+            assert got_pairs == want_pairs, c
+        else:
+            assert sorted(got_pairs) == sorted(want_pairs), c
 
 
-def assert_same(a, b):
+def assert_same(a, b, ordered=False):
     ra, ea, ma, na = a
     rb, eb, mb, nb = b
     assert ra == rb
     assert torch.equal(na[:ra], nb[:rb])
     for c in range(ra):
         k = int(na[c])
-        assert torch.equal(ea[c, :k], eb[c, :k]), c
-        assert torch.equal(ma[c, :k], mb[c, :k]), c
+        pa = list(zip(ea[c, :k].tolist(), ma[c, :k].tolist()))
+        pb = list(zip(eb[c, :k].tolist(), mb[c, :k].tolist()))
+        assert (pa == pb) if ordered else (sorted(pa) == sorted(pb)), c
+
+
+@pytest.fixture(params=["hash", "sort"])
+def impl(request, monkeypatch):
+    """build_groups' kernels: the hash table (default) or the sort."""
+    from dsattn.ops.sparse_mla import grouping
+    monkeypatch.setattr(grouping, "IMPL", request.param)
+    return request.param
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -134,7 +151,7 @@ def test_reference_matches_oracle(g, dup, lens):
     idx, tl = make_indices(t, k, n, dup=dup, lens=lens, span=30)
     for token0, ntokens in ((0, t), (3, 9), (5, 0)):
         want = oracle(idx, tl, n, g, token0, ntokens)
-        assert_groups(run(build_groups_reference, idx, tl, n, g, token0, ntokens), want)
+        assert_groups(run(build_groups_reference, idx, tl, n, g, token0, ntokens), want, ordered=True)
 
 
 @pytest.mark.parametrize("k, g, dup, lens, t", [
@@ -146,30 +163,35 @@ def test_reference_matches_oracle(g, dup, lens):
     (128, 5, False, False, 5),
     (128, 8, False, True, 8),
 ])
-def test_triton_matches_reference(k, g, dup, lens, t):
+def test_triton_matches_reference(k, g, dup, lens, t, impl):
     n = 5 * k
     idx, tl = make_indices(t, k, n, dup=dup, lens=lens, span=2 * k)
     want = run(build_groups_reference, idx, tl, n, g, 0, t)
-    assert_same(run(build_groups, idx, tl, n, g, 0, t), want)
-    assert_groups(want, oracle(idx, tl, n, g, 0, t))
+    assert_same(run(build_groups, idx, tl, n, g, 0, t), want, ordered=impl == "sort")
+    assert_groups(want, oracle(idx, tl, n, g, 0, t), ordered=True)
 
 
-def test_triton_chunk_offset_and_untouched_rows():
-    """token0 / ntokens pick a chunk; rows past the groups built, and entries past counts, are not written."""
+def test_triton_chunk_offset_and_untouched_rows(impl):
+    """token0 / ntokens pick a chunk; rows past the groups built are not written, nor (sort) entries past
+    counts, nor (hash) columns past G * K (the table)."""
     k, g, n = 16, 4, 50
     idx, tl = make_indices(23, k, n, dup=True, lens=True, span=20)
-    got = run(build_groups, idx, tl, n, g, 6, 10, rows=5)
-    assert got[0] == 3
-    assert_groups((3, got[1][:3], got[2][:3], got[3][:3]), oracle(idx, tl, n, g, 6, 10))
-    assert (got[1][3:] == -7).all() and (got[2][3:] == -7).all() and (got[3][3:] == -7).all()
-    for c in range(3):
-        assert (got[1][c, int(got[3][c]):] == -7).all()
+    c, width = 5, g * k + 3
+    e, m, cnt = scratch(c, width)
+    assert build_groups(idx, tl, n, g, 6, 10, e, m, cnt) == 3
+    assert_groups((3, e[:3], m[:3], cnt[:3]), oracle(idx, tl, n, g, 6, 10), ordered=impl == "sort")
+    assert (e[3:] == -7).all() and (m[3:] == -7).all() and (cnt[3:] == -7).all()
+    for r in range(3):
+        start = int(cnt[r]) if impl == "sort" else g * k
+        assert (e[r, start:] == -7).all() and (m[r, start:] == -7).all()
 
 
 @pytest.mark.parametrize("inline", [False, True])
-def test_triton_heavy_duplicates_and_nothing_valid(monkeypatch, inline):
-    """Both ways of building groups with repeated slots: the second kernel (default) and inline."""
+def test_triton_heavy_duplicates_and_nothing_valid(monkeypatch, inline, impl):
+    """Repeated slots: the sort kernel's second kernel (default) and inline; the hash path's rebuild."""
     from dsattn.ops.sparse_mla import grouping
+    if impl == "hash" and inline:
+        pytest.skip("inline applies to the sort kernel")
     monkeypatch.setattr(grouping, "INLINE_DUPS", inline)
     k, g = 16, 4
     idx = torch.randint(0, 3, (8, k), dtype=torch.int32)        # every row lists slots 0..2 many times
@@ -181,12 +203,87 @@ def test_triton_heavy_duplicates_and_nothing_valid(monkeypatch, inline):
     assert run(build_groups, idx, lens, 3, g, 0, 8)[3].tolist() == [0, 0]
 
 
-def test_triton_wide_codes():
-    """slot * GP + j past int32 (num_slots near 2^31): the kernel sorts 64-bit codes."""
+def test_triton_wide_codes(impl):
+    """slot * GP + j past int32 (num_slots near 2^31): the sort kernel sorts 64-bit codes; the hash path
+    hashes slots near 2^31."""
     n = 2**31 - 1
     idx = torch.tensor([[n - 1, 5, n - 2, -1], [5, n - 1, n - 1, 0], [2**30, n - 2, 7, 5]], dtype=torch.int32)
     for g in (2, 3):
-        assert_groups(run(build_groups, idx, None, n, g, 0, 3), oracle(idx, None, n, g, 0, 3))
+        assert_groups(run(build_groups, idx, None, n, g, 0, 3), oracle(idx, None, n, g, 0, 3),
+                      ordered=impl == "sort")
+    wide = torch.stack([torch.randperm(1000)[:16] + (n - 1000) for _ in range(6)]).to(torch.int32)
+    assert_groups(run(build_groups, wide, None, n, 3, 0, 6), oracle(wide, None, n, 3, 0, 6))
+
+
+# ---------------------------------------------------------------------------------------------------
+# the hash path alone
+# ---------------------------------------------------------------------------------------------------
+
+class _NoRebuild:
+    """Stands in for _group_union_dups_kernel: launches nothing (the hash path's own result stays)."""
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: None
+
+
+def _distinct_rows(t, k, span, generator):
+    return torch.stack([torch.randperm(span, generator=generator)[:k] for _ in range(t)]).to(torch.int32)
+
+
+@pytest.mark.parametrize("k, g, t, span", [
+    (16, 1, 3, 32), (16, 8, 11, 32), (32, 2, 5, 64), (48, 3, 7, 96), (128, 8, 8, 256),
+    (64, 4, 8, 256),   # disjoint-ish: a fuller table
+    (64, 4, 4, 256),   # one group of 4 disjoint lists of 64: the table (256 cells) ends full
+    (64, 8, 8, 512),   # 8 disjoint lists: full
+])
+def test_hash_alone_without_repeats(monkeypatch, k, g, t, span):
+    """Lists without repeated slots settle in the table: no group is left to the rebuild (its kernel is
+    switched off here), up to a full table (every cell taken)."""
+    from dsattn.ops.sparse_mla import grouping
+    monkeypatch.setattr(grouping, "IMPL", "hash")
+    monkeypatch.setattr(grouping, "_group_union_dups_kernel", _NoRebuild())
+    gen = torch.Generator().manual_seed(k * 100 + g)
+    if span == g * k and t == g:
+        idx = torch.randperm(span, generator=gen).to(torch.int32).view(t, k)
+    else:
+        idx = _distinct_rows(t, k, span, gen)
+    got = run(build_groups, idx, None, span, g, 0, t)
+    assert (got[3][:got[0]] >= 0).all()
+    assert_groups(got, oracle(idx, None, span, g, 0, t))
+
+
+def test_hash_order_independent_of_insertion_order(monkeypatch):
+    """Ordered hashing: the table (hence the entries' order) depends on the set of slots only, not on the
+    order they arrive in (the interpreter runs the programs one by one, so permuting each token's list
+    changes the insertion order)."""
+    from dsattn.ops.sparse_mla import grouping
+    monkeypatch.setattr(grouping, "IMPL", "hash")
+    gen = torch.Generator().manual_seed(3)
+    k, g, t, n = 64, 4, 8, 200
+    idx = _distinct_rows(t, k, n, gen)
+    a = run(build_groups, idx, None, n, g, 0, t)
+    perm = torch.stack([torch.randperm(k, generator=gen) for _ in range(t)])
+    b = run(build_groups, torch.gather(idx, 1, perm), None, n, g, 0, t)
+    flipped = idx.view(t // g, g, k).flip(1).reshape(t, k)          # tokens of a group in reverse order
+    f = run(build_groups, flipped, None, n, g, 0, t)
+    for c in range(a[0]):
+        cnt = int(a[3][c])
+        assert torch.equal(a[1][c, :cnt], b[1][c, :cnt]) and torch.equal(a[2][c, :cnt], b[2][c, :cnt])
+        assert torch.equal(a[1][c, :cnt], f[1][c, :cnt])
+    assert_groups(a, oracle(idx, None, n, g, 0, t))
+
+
+def test_hash_gives_up_to_the_rebuild(monkeypatch):
+    """An insert still probing after HASH_MAX_ROUNDS marks its group; the rebuild (sort) still gets it right."""
+    from dsattn.ops.sparse_mla import grouping
+    monkeypatch.setattr(grouping, "IMPL", "hash")
+    monkeypatch.setattr(grouping, "HASH_MAX_ROUNDS", 1)
+    monkeypatch.setattr(grouping, "HASH_W", 1)
+    k, g, t = 32, 4, 8
+    idx = torch.randperm(256).to(torch.int32).view(t, k)            # disjoint lists: full tables, collisions
+    assert_groups(run(build_groups, idx, None, 256, g, 0, t), oracle(idx, None, 256, g, 0, t), ordered=True)
+    monkeypatch.setattr(grouping, "_group_union_dups_kernel", _NoRebuild())
+    assert (run(build_groups, idx, None, 256, g, 0, t)[3] == -1).all()
 
 
 def test_three_dim_indices_and_fallback(monkeypatch):
@@ -195,7 +292,7 @@ def test_three_dim_indices_and_fallback(monkeypatch):
     want = oracle(idx, tl, 40, 4, 0, 6)
     assert_groups(run(build_groups, idx[:, None], tl, 40, 4, 0, 6), want)
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    assert_groups(run(build_groups, idx, tl, 40, 4, 0, 6), want)
+    assert_groups(run(build_groups, idx, tl, 40, 4, 0, 6), want, ordered=True)
 
 
 def test_build_groups_checks():

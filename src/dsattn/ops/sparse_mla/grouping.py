@@ -12,23 +12,51 @@ listed that entry. This module builds those unions:
 Union entries (SPEC 3): entry ``i`` of token ``t``'s list is valid iff ``0 <= indices[t, i] < num_slots``
 and ``i < topk_length[t]`` (when given). A slot listed twice by one token counts twice, so union entries
 are (slot, occurrence) pairs: entry (s, k) carries bit j of its mask when token j of the group lists s
-more than k times. Entries are ordered by ascending slot, then occurrence (it keeps the kernel's gathers
-local). For group c (0-based within the chunk): ``entries[c, :counts[c]]`` are the slots,
-``masks[c, :counts[c]]`` the token bits; entries past ``counts[c]`` are never written (unspecified).
+more than k times. For group c (0-based within the chunk): ``entries[c, :counts[c]]`` are the slots,
+``masks[c, :counts[c]]`` the token bits. ORDER: unspecified (the grouped kernel takes any). The hash path
+(the default, IMPL) lists a group's entries in its hash table's order, a function of the group's slot set
+alone (ordered hashing: the same set gives the same table whatever the order of the inserts, Shun & Blelloch
+2014; the CPU test permutes the insertion order, the bench's same_after_timing checks it on a GPU); the sort
+path and a rebuilt group (below) by ascending slot, then occurrence. Scratch: the hash path uses columns
+[0, G * K) of entries[c] / masks[c] as its table, so past counts[c] they hold table cells (unspecified);
+columns past G * K, and rows past the groups built, are never written (the sort path writes nothing past
+counts[c]).
 
-The Triton kernel (one program per group) sorts the G * K codes ``slot * GP + j`` (GP = next power of 2
-of G; invalid entries get a sentinel that sorts last) with one ``tl.sort`` and compacts the sorted runs of
-equal slots into entries, each mask a segmented OR of the run's token bits. A group where some token lists
-a slot twice (never from the indexer) is marked (counts = -1) and rebuilt by a second kernel launched right
-after (its programs return at once for unmarked groups): occurrence ranks from the runs of equal codes,
-entry (s, k) at base_s + k, masks by atomic OR after zeroing. Nothing is allocated; two launches.
+Hash path (_launch_hash; five launches, nothing allocated, no scratch beyond entries / masks / counts):
+  1. clear: entries[c, :G*K] = -1 (EMPTY), masks[c, :G*K] = 0, counts[c] = 0.
+  2. insert, grid (groups, G, cdiv(K, 512)): each valid slot of token j goes into group c's table (its
+     entries row, G * K cells: load <= 1 always) by ordered linear probing (Amble & Knuth 1974; lock-free as in
+     Shun & Blelloch 2014): a lane reads HASH_W cells from its position, takes the first holding EMPTY, its
+     slot or a smaller slot, and atomic_max-es its slot there; EMPTY or its own slot ends it, a smaller slot
+     was displaced and the lane carries that one on from the next cell. Cells only grow, so a stale read
+     never skips a cell wrongly; a full table still settles. A program still probing after HASH_MAX_ROUNDS
+     rounds marks its group (bit 30 of counts[c]) for the rebuild.
+  3. mark, same grid: each valid slot is found in the (now fixed) table and bit j OR-ed into the masks cell
+     beside it; counts[c] += the program's valid entries.
+  4. compact, one program a group: occupied cells move to the front of the rows in place (block by block;
+     a cell moves to the number of occupied cells before it, never past itself); counts[c] = their number,
+     or -1 when the masks hold fewer bits than the entries listed (a token listed a slot twice, never from
+     the indexer) or the insert gave up.
+  5. the sort path's rebuild kernel (_group_union_dups_kernel) for the groups marked -1; the others return.
+Work a group: G * K loads of HASH_W cells and at most G * K atomic_max (fewer: a slot seen in the table
+is not written again), G * K atomic OR, 2 passes over 2 * G * K int32 (clear, compact). Prediction (not
+measured; H200, overlap indices, topk 2048): s_q 1024 G 8 ~20-40 us, s_q 8192 ~150-300 us (8x the atomics
+and traffic), against 441 / 3503 us for the sort path.
 
-sm_90a compile (Triton 3.6's ptxas, no GPU; topk 2048, the default warps): G 8 (16 warps) 128 registers,
-344 bytes of stack (spills), 64 KiB shared, ~23.3k SASS instructions; G 4 (16 warps) 121 registers, no
-spill; G 2 (8 warps) 150 registers, no spill. With the repeated-slot branch inline in the first kernel G 8
-spilled 792 bytes (27.9k instructions), hence the second kernel (INLINE_DUPS). GPU time: not measured here.
-Prediction: a bitonic sort of 16384 keys is ~1.7M compare-swaps a program, so G 8 at s_q 1024 (128
-programs, one wave) is ~30-70 us, above the ~30 us target; s_q 8192 ~8 waves of that.
+Sort path (IMPL = "sort"; one program per group) sorts the G * K codes ``slot * GP + j`` (GP = next power
+of 2 of G; invalid entries get a sentinel that sorts last) with one ``tl.sort`` and compacts the sorted runs
+of equal slots into entries, each mask a segmented OR of the run's token bits. A group where some token
+lists a slot twice is marked (counts = -1) and rebuilt by a second kernel launched right after (its
+programs return at once for unmarked groups): occurrence ranks from the runs of equal codes, entry (s, k) at
+base_s + k, masks by atomic OR after zeroing. Two launches.
+
+sm_90a compile (Triton 3.6's ptxas, no GPU; topk 2048): hash path, G 8 / 4 / 2 alike: clear 26 registers,
+insert 48, mark 72 (4 warps each), compact 91 (8 warps), no spill. Sort path (default warps): G 8 (16 warps)
+128 registers, 344 bytes of stack (spills), 64 KiB shared, ~23.3k SASS instructions; G 4 (16 warps) 121
+registers, no spill; G 2 (8 warps) 150 registers, no spill; its rebuild kernel at G 8: 688 bytes of stack.
+With the repeated-slot branch inline in the first kernel G 8 spilled 792 bytes (27.9k instructions), hence
+the second kernel (INLINE_DUPS). H200 (CUDA graph of 10 calls, per call, overlap indices, topk 2048), sort
+path: s_q 1024: G 2 265 us, G 4 368 us, G 8 441 us; s_q 8192: G 2 2079, G 4 2909, G 8 3503 us.
 """
 from __future__ import annotations
 
@@ -67,7 +95,8 @@ def _chunk_groups(g: int, topk: int) -> int:
 def prefill_scratch_spec(num_tokens: int, num_heads: int, topk: int) -> list[tuple[tuple[int, ...], torch.dtype]]:
     """Scratch of the grouped prefill kernel: [] when G == 1 (group_shape), else
 
-        [((C, G * topk), int32),   entries: union slots of each group, ascending
+        [((C, G * topk), int32),   entries: union slots of each group (any order; build_groups' hash
+                                   table while it builds them)
          ((C, G * topk), int32),   masks: bit j set when token j of the group lists the entry
          ((C,), int32)]            counts: entries per group
 
@@ -298,6 +327,151 @@ if HAVE_TRITON:
                                  G, GP, KP, HAS_LEN, WIDE)
             _emit_dups(code, SENT, c, ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, GP, N)
 
+    # -----------------------------------------------------------------------------------------------
+    # hash path (the default): an ordered hash table per group in the group's own entries / masks row
+    # -----------------------------------------------------------------------------------------------
+
+    @triton.jit
+    def _hash_home(slot, TS):
+        """Home cell of a slot in a table of TS cells: multiplicative hash, multiply-shift range reduction."""
+        x = (slot.to(tl.int64) * 2654435761) & 0xFFFFFFFF
+        return ((x * TS) >> 32).to(tl.int32)
+
+    @triton.jit
+    def _token_slots(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, j, kb,
+                     G: tl.constexpr, BK: tl.constexpr, HAS_LEN: tl.constexpr):
+        """Block kb of token j of group c: (slots, valid)."""
+        i = kb * BK + tl.arange(0, BK)
+        t = c * G + j
+        tok_ok = t < ntokens
+        row = (token0 + t).to(tl.int64)
+        ok = (i < K) & tok_ok
+        if HAS_LEN:
+            n = tl.load(len_ptr + row, mask=tok_ok, other=0)
+            ok = ok & (i < n)
+        slot = tl.load(idx_ptr + row * idx_stride + i, mask=ok, other=-1)
+        ok = ok & (slot >= 0) & (slot < num_slots)
+        return tl.where(ok, slot, 0), ok
+
+    @triton.jit
+    def _hash_clear_kernel(ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, TS, CB: tl.constexpr):
+        """Cells [0, TS) of each group's row: entries EMPTY (-1), masks 0; counts 0."""
+        c = tl.program_id(0)
+        b = tl.program_id(1)
+        offs = b * CB + tl.arange(0, CB)
+        inb = offs < TS
+        tl.store(ent_ptr + c.to(tl.int64) * ent_stride + offs, tl.full([CB], -1, tl.int32), mask=inb)
+        tl.store(msk_ptr + c.to(tl.int64) * msk_stride + offs, tl.zeros([CB], tl.int32), mask=inb)
+        if b == 0:
+            tl.store(cnt_ptr + c, 0)
+
+    @triton.jit
+    def _hash_insert_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
+                            cnt_ptr, K, TS, G: tl.constexpr, BK: tl.constexpr, W: tl.constexpr,
+                            MAX_ROUNDS: tl.constexpr, HAS_LEN: tl.constexpr):
+        """Program (c, j, kb) inserts block kb of token j's valid slots into group c's table (its entries row,
+        cells [0, TS)) by ordered linear probing (Amble & Knuth; lock-free as in Shun & Blelloch 2014): a lane
+        reads W cells from its position, takes the first holding EMPTY (-1), its key, or a smaller key, and
+        atomic_max-es its key there; EMPTY or its key -> done, a smaller key -> that key was displaced and the
+        lane carries it on from the next cell. Cells only grow, so a stale read never skips a cell wrongly, and
+        the final table is the same for every interleaving. A program still probing after MAX_ROUNDS marks the
+        group (bit 30 of counts[c]) for the rebuild by _group_union_dups_kernel."""
+        c = tl.program_id(0)
+        j = tl.program_id(1)
+        kb = tl.program_id(2)
+        key, pend = _token_slots(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, j, kb,
+                                 G, BK, HAS_LEN)
+        row = ent_ptr + c.to(tl.int64) * ent_stride
+        wi = tl.arange(0, W)[None, :]
+        p = _hash_home(key, TS)
+        rounds = 0
+        while (tl.max(pend.to(tl.int32), 0) > 0) & (rounds < MAX_ROUNDS):
+            offs = (p[:, None] + wi) % TS
+            vals = tl.load(row + offs, mask=pend[:, None], other=2147483647, cache_modifier=".cg")
+            fw = tl.min(tl.where(vals <= key[:, None], wi, W), 1)       # first cell EMPTY, key or smaller
+            has = pend & (fw < W)
+            v = tl.sum(tl.where(wi == fw[:, None], vals, 0), 1)
+            tgt = (p + fw) % TS
+            found = has & (v == key)
+            put = has & (v != key)
+            old = tl.atomic_max(row + tgt, key, mask=put, sem="relaxed")
+            done = found | (put & ((old == -1) | (old == key)))
+            swap = put & (old >= 0) & (old < key)                        # placed; carry the displaced key
+            key = tl.where(swap, old, key)
+            pend = pend & (done == 0)
+            p = tl.where(has, (tgt + 1) % TS, (p + W) % TS)
+            rounds += 1
+        if tl.max(pend.to(tl.int32), 0) > 0:
+            tl.atomic_or(cnt_ptr + c, 1 << 30, sem="relaxed")
+
+    @triton.jit
+    def _hash_mark_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
+                          msk_ptr, msk_stride, cnt_ptr, K, TS, G: tl.constexpr, BK: tl.constexpr,
+                          W: tl.constexpr, HAS_LEN: tl.constexpr):
+        """Program (c, j, kb): finds each valid slot of its block in the (final) table, ORs bit j into the
+        mask cell beside it and adds its number of valid entries to counts[c] (skipped when the insert
+        marked the group). A token listing a slot twice ORs its bit twice: compaction sees fewer bits than
+        counts[c] says and marks the group for the rebuild."""
+        c = tl.program_id(0)
+        j = tl.program_id(1)
+        kb = tl.program_id(2)
+        if tl.load(cnt_ptr + c) < (1 << 30):
+            key, ok = _token_slots(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, j, kb,
+                                   G, BK, HAS_LEN)
+            row = ent_ptr + c.to(tl.int64) * ent_stride
+            wi = tl.arange(0, W)[None, :]
+            p = _hash_home(key, TS)
+            pos = p
+            pend = ok
+            rounds = 0
+            max_rounds = TS // W + 2
+            while (tl.max(pend.to(tl.int32), 0) > 0) & (rounds < max_rounds):
+                offs = (p[:, None] + wi) % TS
+                vals = tl.load(row + offs, mask=pend[:, None], other=-2)
+                fw = tl.min(tl.where(vals == key[:, None], wi, W), 1)
+                hit = pend & (fw < W)
+                pos = tl.where(hit, (p + fw) % TS, pos)
+                pend = pend & (hit == 0)
+                p = (p + W) % TS
+                rounds += 1
+            bit = (1 << j).to(tl.int32)
+            tl.atomic_or(msk_ptr + c.to(tl.int64) * msk_stride + pos, tl.zeros_like(key) + bit,
+                         mask=ok & (pend == 0), sem="relaxed")
+            tl.atomic_add(cnt_ptr + c, tl.sum(ok.to(tl.int32), 0), sem="relaxed")
+
+    @triton.jit
+    def _hash_compact_kernel(ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, TS,
+                             G: tl.constexpr, CB: tl.constexpr):
+        """Program c moves the occupied cells of group c's table to the front of its rows, in table order, in
+        place (a cell moves to the number of occupied cells before it, never past itself; each block is
+        loaded whole before it is stored), and sets counts[c]; or -1 (rebuild) when the masks hold fewer bits
+        than the valid entries listed (a repeated slot) or the insert gave up (bit 30)."""
+        c = tl.program_id(0)
+        listed = tl.load(cnt_ptr + c)
+        ent_row = ent_ptr + c.to(tl.int64) * ent_stride
+        msk_row = msk_ptr + c.to(tl.int64) * msk_stride
+        n = 0
+        bits = 0
+        if listed < (1 << 30):
+            b = 0
+            while b < TS:                                  # (a while: the interpreter takes no tensor range)
+                offs = b + tl.arange(0, CB)
+                inb = offs < TS
+                k = tl.load(ent_row + offs, mask=inb, other=-1)
+                m = tl.load(msk_row + offs, mask=inb, other=0)
+                occ = k >= 0
+                at = n + tl.cumsum(occ.to(tl.int32), 0) - 1
+                pc = tl.zeros_like(m)
+                for jj in tl.static_range(G):
+                    pc += (m >> jj) & 1
+                tl.debug_barrier()
+                tl.store(ent_row + at, k, mask=occ)
+                tl.store(msk_row + at, m, mask=occ)
+                n += tl.sum(occ.to(tl.int32), 0)
+                bits += tl.sum(tl.where(occ, pc, 0), 0)
+                b += CB
+        tl.store(cnt_ptr + c, tl.where(bits == listed, n, -1))
+
 
 def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
@@ -322,6 +496,39 @@ def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks,
         _group_union_dups_kernel[(groups,)](*args, **meta)
 
 
+IMPL = "hash"          # build_groups' kernels: "hash" (the table) or "sort" (one tl.sort a group)
+HASH_W = 8             # cells a probing lane reads per round
+HASH_MAX_ROUNDS = 256  # insert rounds before a program gives its group up to the rebuild
+
+
+def _launch_hash(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups):
+    """clear, insert, mark, compact, then the sort kernel's rebuild of the groups marked -1 (a repeated slot,
+    or a table that did not settle in HASH_MAX_ROUNDS): five launches, nothing allocated."""
+    k = indices.shape[1]
+    ts = G * k
+    interp = interpreting()
+    bk = min(_next_pow2(k), 512)
+    cb = min(_next_pow2(ts), 2048)
+    len_ptr = topk_length if topk_length is not None else indices
+    has_len = topk_length is not None
+    _hash_clear_kernel[(groups, -(-ts // cb))](entries, entries.stride(0), masks, masks.stride(0), counts, ts,
+                                              CB=cb, num_warps=1 if interp else 4)
+    grid = (groups, G, -(-k // bk))
+    src = (indices, indices.stride(0), len_ptr, num_slots, token0, ntokens, entries, entries.stride(0))
+    pw = 1 if interp else 4
+    _hash_insert_kernel[grid](*src, counts, k, ts, G=G, BK=bk, W=HASH_W, MAX_ROUNDS=HASH_MAX_ROUNDS,
+                              HAS_LEN=has_len, num_warps=pw)
+    _hash_mark_kernel[grid](*src, masks, masks.stride(0), counts, k, ts, G=G, BK=bk, W=HASH_W, HAS_LEN=has_len,
+                            num_warps=pw)
+    _hash_compact_kernel[(groups,)](entries, entries.stride(0), masks, masks.stride(0), counts, ts, G=G, CB=cb,
+                                    num_warps=1 if interp else 8)
+    gp, kp = _next_pow2(G), _next_pow2(k)
+    meta = dict(G=G, GP=gp, KP=kp, HAS_LEN=has_len, WIDE=num_slots * gp + gp > 2**31 - 1,
+                num_warps=1 if interp else (16 if gp * kp >= 8192 else 8 if gp * kp >= 2048 else 4))
+    _group_union_dups_kernel[(groups,)](indices, indices.stride(0), len_ptr, num_slots, token0, ntokens, entries,
+                                        entries.stride(0), masks, masks.stride(0), counts, k, **meta)
+
+
 def build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts) -> int:
     """Union lists of the query groups of tokens [token0, token0 + ntokens), G tokens a group (the last may
     be partial); group c (0-based) goes to entries[c], masks[c], counts[c] (see the module docstring).
@@ -330,15 +537,19 @@ def build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, m
     topk_length  [T] int32 or None
     num_slots    N: slots outside [0, N) are skipped
     entries      [C, >= G * K] int32, masks the same shape, counts [C] int32, C >= cdiv(ntokens, G)
-    Returns the number of groups built, cdiv(ntokens, G). Runs the Triton kernel (no allocation) where
-    kernels run (a CUDA GPU, or TRITON_INTERPRET=1), else build_groups_reference.
+    Returns the number of groups built, cdiv(ntokens, G). Runs the Triton kernels (IMPL: the hash path, or
+    the sort path; no allocation) where kernels run (a CUDA GPU, or TRITON_INTERPRET=1), else
+    build_groups_reference. Entries come in no particular order (module docstring).
     """
     indices, groups = _check_args(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts)
     if groups == 0:
         return 0
     if not kernels_available(indices.device):
         return build_groups_reference(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts)
-    _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
+    if IMPL == "hash" and G * indices.shape[1] < 1 << 30:     # (counts[c] flags bit 30)
+        _launch_hash(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
+    else:
+        _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
     return groups
 
 
@@ -346,13 +557,19 @@ def build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, m
 # bench hook: python -m dsattn.ops.sparse_mla.grouping --bench
 # ---------------------------------------------------------------------------------------------------
 
+def _pairs(ent, msk, cnt, groups):
+    """Each group's live (slot, mask) pairs as sorted int64 codes (slot << 17 | mask; -1 past the count)."""
+    live = torch.arange(ent.shape[1], device=ent.device)[None, :] < cnt[:groups, None].to(torch.int64)
+    code = (ent[:groups].to(torch.int64) << 17) | msk[:groups].to(torch.int64)
+    return torch.sort(torch.where(live, code, -1), dim=1, descending=True).values
+
+
 def _same(got, ref, groups) -> bool:
-    """entries / masks / counts of `groups` groups equal up to each group's count."""
+    """The same counts and, in each group, the same multiset of (slot, mask) entries (any order)."""
     (ent, msk, cnt), (rent, rmsk, rcnt) = got, ref
     if not torch.equal(cnt[:groups], rcnt[:groups]):
         return False
-    live = torch.arange(ent.shape[1], device=ent.device)[None, :] < cnt[:groups, None].to(torch.int64)
-    return torch.equal(ent[:groups][live], rent[:groups][live]) and torch.equal(msk[:groups][live], rmsk[:groups][live])
+    return torch.equal(_pairs(ent, msk, cnt, groups), _pairs(rent, rmsk, rcnt, groups))
 
 
 def _time_us(run, iters: int, dev) -> float:
@@ -390,14 +607,37 @@ def _time_us(run, iters: int, dev) -> float:
     return start.elapsed_time(end) * 1e3 / (reps * 10)
 
 
+def _runner(impl, w, hash_w, inline_dups):
+    """A launch of one implementation: impl 'hash' (w: HASH_W, None for the default) or 'sort' (w: num_warps)."""
+    def go(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups):
+        global HASH_W
+        if impl == "hash":
+            saved = HASH_W
+            HASH_W = hash_w or saved
+            try:
+                _launch_hash(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups)
+            finally:
+                HASH_W = saved
+        else:
+            _launch(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups, num_warps=w, inline_dups=inline_dups)
+    return go
+
+
 def _bench(args) -> None:
-    """Timings first (one compile per G and warps), then the SPEC 3 edge cases on the device (a second compile
-    each: topk_length), so a time limit cuts the checks, not the timings."""
+    """Timings first (one compile per G and variant), then the SPEC 3 edge cases on the device (a second
+    compile each: topk_length), so a time limit cuts the checks, not the timings. The hash path's outputs are
+    also compared with a second call's (deterministic: the same order)."""
     from ...bench.kernels_mla import overlap_indices
 
     dev = torch.device(args.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    warps = args.warps or [None]
+    variants = []
+    for impl in args.impl:
+        if impl == "hash":
+            variants += [(impl, None, hw, f"hash W {hw or HASH_W}") for hw in (args.hash_w or [None])]
+        else:
+            variants += [(impl, w, None, f"sort warps {w or 'auto'}{' inline' if args.inline_dups else ''}")
+                         for w in (args.warps or [None])]
     for s_q in args.s_q:
         idx = overlap_indices(s_q, args.s_kv, args.topk, dev)
         for g in args.groups:
@@ -406,17 +646,21 @@ def _bench(args) -> None:
             bufs = [torch.empty(s, dtype=dt, device=dev) for s, dt in shape]
             ref = [torch.empty_like(x) for x in bufs]
             build_groups_reference(idx, None, args.s_kv, g, 0, s_q, *ref)
-            for w in warps:
-                run = (lambda: _launch(idx, None, args.s_kv, g, 0, s_q, *bufs, groups, num_warps=w,
-                                        inline_dups=args.inline_dups))
+            for impl, w, hw, tag in variants:
+                go = _runner(impl, w, hw, args.inline_dups)
+                run = (lambda: go(idx, None, args.s_kv, g, 0, s_q, *bufs, groups))
                 run()
                 sync()
                 ok = _same(bufs, ref, groups)
+                first = [x.clone() for x in bufs]
                 us = _time_us(run, args.iters, dev)
+                sync()
+                det = all(torch.equal(a, b) for a, b in zip(first, bufs))
                 mean = bufs[2].double().mean().item()
-                tag = f"warps {w or 'auto'}{' inline' if args.inline_dups else ''}"
+                rebuilt = int((bufs[2][:groups] < 0).sum().item())
                 print(f"s_q {s_q:5d} topk {args.topk} G {g} {tag}: {us:8.1f} us  union/topk {mean / args.topk:.3f} "
-                      f"(of the {g} lists: {mean / (g * args.topk):.3f})  matches_reference {ok}", flush=True)
+                      f"(of the {g} lists: {mean / (g * args.topk):.3f})  matches_reference {ok}  "
+                      f"same_after_timing {det}{f'  NEGATIVE_COUNTS {rebuilt}' if rebuilt else ''}", flush=True)
     # SPEC 3 edge cases: repeated slots (the atomic-OR branch), -1, past the end, topk_length
     gen = torch.Generator(device=dev).manual_seed(1)
     t = 64
@@ -430,11 +674,11 @@ def _bench(args) -> None:
         shape = [((eg, g * args.topk), torch.int32)] * 2 + [((eg,), torch.int32)]
         ref = [torch.empty(s, dtype=dt, device=dev) for s, dt in shape]
         build_groups_reference(bad, lens, args.s_kv, g, 0, t, *ref)
-        for w in warps:
+        for impl, w, hw, tag in variants:
             got = [torch.full_like(x, -7) for x in ref]
-            _launch(bad, lens, args.s_kv, g, 0, t, *got, eg, num_warps=w, inline_dups=args.inline_dups)
+            _runner(impl, w, hw, args.inline_dups)(bad, lens, args.s_kv, g, 0, t, *got, eg)
             sync()
-            print(f"edge cases (duplicates, -1, past the end, topk_length) G {g} warps {w or 'auto'}: "
+            print(f"edge cases (duplicates, -1, past the end, topk_length) G {g} {tag}: "
                   f"matches_reference {_same(got, ref, eg)}", flush=True)
 
 
@@ -448,7 +692,9 @@ def main(argv=None) -> None:
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--inline-dups", action="store_true", help="one kernel, the repeated-slot branch inline")
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # cpu: a dry run under TRITON_INTERPRET=1
-    p.add_argument("--warps", type=int, nargs="*", default=None, help="num_warps to sweep (default: build_groups' own)")
+    p.add_argument("--warps", type=int, nargs="*", default=None, help="sort: num_warps to sweep (default: its own)")
+    p.add_argument("--impl", nargs="+", choices=("hash", "sort"), default=["hash"], help="kernels to time")
+    p.add_argument("--hash-w", type=int, nargs="*", default=None, help="hash: cells a lane reads a round (sweep)")
     args = p.parse_args(argv)
     if not args.bench:
         p.print_help()
