@@ -313,10 +313,6 @@ if HAVE_GLUON:
         l_i = gl.zeros([ROWS], gl.float32, ROW_S)
         acc = warpgroup_mma_init(gl.zeros([ROWS, 256], gl.float32, MMA_O))
         nblocks = gl.cdiv(hi, BN)
-        cur = _idx(idx_row, 0, hi, BN, COL_S)
-        bits = cur
-        if GROUPED:
-            cur_bits = _idx(mask_row, 0, hi, BN, COL_S)
         NG_P: gl.constexpr = 1 if F16 else 2         # wgmma groups of one P @ V
         if OVERLAP:
             gl.static_assert(NS >= 3, "split overlap: stages of b and b + 1 held while b - 1 is released")
@@ -326,11 +322,11 @@ if HAVE_GLUON:
             s_cur = warpgroup_mma_wait(0, deps=(s_cur,))
         for b in range(nblocks):
             st = b % NS
-            ix = cur
-            cur = _idx(idx_row, (b + 1) * BN, hi, BN, COL_S)
+            # the block's entries (and token bits), loaded here and used after S: their latency hides behind S,
+            # and no next block's entries are carried in registers (at BN = 64 those spilled)
+            ix = _idx(idx_row, b * BN, hi, BN, COL_S)
             if GROUPED:
-                bits = cur_bits
-                cur_bits = _idx(mask_row, (b + 1) * BN, hi, BN, COL_S)
+                bits = _idx(mask_row, b * BN, hi, BN, COL_S)
             if OVERLAP:
                 # P V(b - 1) retired first (ptxas serializes every wgmma when an accumulator is read while another
                 # wgmma may be in flight after a partial wait: bench/mla_gluon_check.py reports WGMMA_SERIALIZED);
