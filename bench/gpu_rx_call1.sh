@@ -12,13 +12,13 @@ nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
 timeout 150 python -m pytest tests/gpu/test_sparse_mla_rx_gpu.py $P -k hang_guard >> $L 2>&1
 rc=$?; echo "hang guard rc=$rc" >> $L
 CFG=""
-grep -q "FAILED.*hang_guard\[c2\]" $L || CFG="c2,c2+alu"
-grep -q "FAILED.*hang_guard\[c1\]" $L || CFG="$CFG,c1,c1+alu"
+grep -q "FAILED.*hang_guard\[c2\]" $L || CFG="c2,c2+alu,c2+alu3"
+grep -q "FAILED.*hang_guard\[c1\]" $L || CFG="$CFG,c1,c1+alu3"
 CFG=${CFG#,}
 if [ $rc -ne 0 ] && [ $rc -ne 1 ]; then CFG=""; fi   # 1: a test failed; other codes: timeout / crash
 if [ -z "$CFG" ]; then echo "hang guard failed: no timings, no tests" >> $L; exit 1; fi
 # 2. timings: fp8_ds_mla decode 512 tokens, 8 / 16 / 32 heads, gluon_ws's default beside gluon_rx's defaults at
-#    two (c2) and one (c1) consumer warpgroups, each also with P @ V's operand converted by integer ops (+alu)
+#    two (c2) and one (c1) consumer warpgroups; +alu: P @ V's operand converted by integer ops, +alu3: both
 timeout 120 python bench/mla_rx_bench.py --out $OUT --rep-ms 20 --heads 8,16,32 --configs $CFG >> $L 2>&1
 echo "bench rc=$?" >> $L
 # 3. the GPU tests of the two-consumer kernel (reference twin + gluon_ws comparison; compile-bound; the one-consumer

@@ -36,9 +36,9 @@ def main() -> int:
     p.add_argument("--layouts", default="fp8_ds_mla")
     p.add_argument("--tokens", type=int, default=512)
     p.add_argument("--configs", default="default",
-                   help="stages/producer_regs/producer_warps[/prefetch[/pv_depth[/consumers]]], 'default' (rx_config's "
-                        "choice) or c1 / c2 (rx_config's choice at one / two consumer warpgroups); a +alu suffix sets alu_v=1; "
-                        "comma separated")
+                   help="stages/producer_regs/producer_warps[/prefetch[/pv_depth[/consumers[/alu]]]], 'default' "
+                        "(rx_config's choice) or c1 / c2 (rx_config's choice at one / two consumer warpgroups); a "
+                        "+alu / +alu3 suffix sets alu 1 / 3; comma separated")
     args = p.parse_args()
     dev = torch.device("cuda")
     rows = []
@@ -57,8 +57,10 @@ def main() -> int:
             rows.append({"layout": layout, "tokens": t, "heads": h, "kernel": "gluon_ws", "config": None, "ms": ms})
             print(f"decode {layout:16s} t={t} h={h:3d} gluon_ws (default)   {ms:.4f} ms", flush=True)
             for spec in args.configs.split(","):
-                alu = spec.endswith("+alu")
-                spec = spec[:-4] if alu else spec
+                alu = 0
+                if "+alu" in spec:  # +alu: P @ V's operand by integer ops (alu 1), +alu3: both operands (alu 3)
+                    spec, suffix = spec.split("+alu")
+                    alu = int(suffix or 1)
                 if spec in ("c1", "c2"):
                     os.environ["DSATTN_RX_CONSUMERS"] = spec[1]
                     cfg = gluon_rx.rx_config(case.layout, h, case.q.shape[-1])
@@ -68,9 +70,9 @@ def main() -> int:
                 else:
                     cfg = gluon_rx.RxConfig(*[int(x) for x in spec.split("/")])
                 if alu:
-                    cfg = dataclasses.replace(cfg, alu_v=1)
+                    cfg = dataclasses.replace(cfg, alu=alu)
                 label = "/".join(str(v) for v in (cfg.stages, cfg.producer_regs, cfg.producer_warps, cfg.prefetch,
-                                                  cfg.pv_depth, cfg.consumers, cfg.alu_v))
+                                                  cfg.pv_depth, cfg.consumers, cfg.alu))
                 fn = lambda: gluon_rx.run_attention_rx(case.q, flat, case.layout, case.indices, case.sm_scale, None,
                                                        out, lse, config=cfg)
                 try:

@@ -45,15 +45,36 @@ def test_v2_permutation_matches_the_register_chain():
     assert both == list(range(512))
 
 
+def _prmt(a, sel):
+    """PTX prmt.b32 d, a, 0, sel (default mode, sign replication by a selector nibble's bit 3), on uint64 arrays."""
+    src = [(a >> np.uint64(8 * i)) & np.uint64(0xFF) for i in range(4)] + [np.zeros_like(a)] * 4
+    out = np.zeros_like(a)
+    for i in range(4):
+        n = (sel >> (4 * i)) & 0xF
+        byte = src[n & 7]
+        if n & 8:
+            byte = np.where(byte & np.uint64(0x80), np.uint64(0xFF), np.uint64(0))
+        out |= byte << np.uint64(8 * i)
+    return out
+
+
 def test_alu_conversion_is_exact():
-    """_cvt_alu_scale's integer conversion: byte b in a 16-bit lane, ((b + (b & 0x80)) << 7) read as fp16 is
-    e4m3(b) x 2^-8 exactly for every non-NaN byte (signed zeros and subnormals included)."""
-    b = np.arange(256, dtype=np.uint32)
-    bits = (((b + (b & 0x80)) << 7) & 0xFFFF).astype(np.uint16)
-    got = torch.from_numpy(bits.view(np.float16).astype(np.float64))
-    ref = torch.from_numpy(b.astype(np.uint8)).view(torch.float8_e4m3fn).double() * 2.0 ** -8
-    keep = ~torch.isnan(ref)
-    assert torch.equal(got[keep], ref[keep]) and torch.equal(torch.signbit(got[keep]), torch.signbit(ref[keep]))
+    """_cvt_alu / _cvt_alu_scale's integer conversion of 4 e4m3 bytes (prmt 0x9180 / 0xB3A2, << 7, & 0xBF80BF80),
+    emulated over every pair of bytes: each fp16 lane is e4m3(b) x 2^-8 exactly for every non-NaN byte (signed
+    zeros and subnormals included), whatever the neighbouring byte."""
+    u = np.uint64
+    w = np.arange(1 << 16, dtype=np.uint64)
+    w = w | (w << u(16))                                        # bytes b0 b1 b0 b1: every pair in both halves
+    ref = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).double() * 2.0 ** -8
+    for sel, bytes_ in ((0x9180, (0, 1)), (0xB3A2, (2, 3))):
+        out = (_prmt(w, sel) << u(7)) & u(0xBF80BF80)
+        for lane, i in zip((0, 16), bytes_):
+            bits = ((out >> u(lane)) & u(0xFFFF)).astype(np.uint16)
+            got = torch.from_numpy(bits.view(np.float16).astype(np.float64))
+            want = ref[torch.from_numpy(((w >> u(8 * i)) & u(0xFF)).astype(np.int64))]
+            keep = ~torch.isnan(want)
+            assert torch.equal(got[keep], want[keep])
+            assert torch.equal(torch.signbit(got[keep]), torch.signbit(want[keep]))
 
 
 def test_rx_only_when_forced():

@@ -7,7 +7,7 @@ Measured (H200, session 10, bench/logs/s10_rx1.log, one consumer at commit edd6f
 8 heads 0.307-0.311 ms vs gluon_ws 0.324; 16 heads 0.327-0.330 vs 0.327; 32 heads 0.431 vs 0.352 (pv_depth 0, one
 chunk of P @ V at a time: 128 accumulator registers); 4 stages as fast as 5 (not gather-bound: the consumer is),
 L2 prefetch slower (0.38 / 0.40); outputs within 0.004 of gluon_ws (lse 2e-7), the GPU tests that ran passed.
-The two-consumer kernel, the per-group S accumulators and alu_v were written after that run, compiled for sm_90a
+The two-consumer kernel, the per-group S accumulators and the alu option were written after that run, compiled for sm_90a
 only (bench/mla_gluon_check.py --kernel rx: no spill, no wgmma serialization at the defaults); their speed is a
 prediction until a device call measures it.
 
@@ -23,7 +23,7 @@ Products (wgmma, M = 64 rows per instruction, fp32 accumulation; values in V_SCA
                       K16_g q_g^T (fp16)
   O^T [512, HP]    += V16^T P^T      (fp16, 4 chunks of 16 keys, B = P^T in shared memory)
 
-V16 is fp8 value x fp16(group scale x V_SCALE) (cvt.rn.f16x2.e4m3x2, or with alu_v integer operations giving the
+V16 is fp8 value x fp16(group scale x V_SCALE) (cvt.rn.f16x2.e4m3x2, or with the alu option integer operations giving the
 same values), gluon_ws's tile values. K16 likewise in the one-consumer kernel; the two-consumer kernel keeps one
 S^T accumulator per group over the unscaled fp8 values and applies the scale x V_SCALE in fp32 (exact powers of
 two: the same products, another rounding order). The RoPE operand comes from registers too (at 32 heads a program
@@ -97,7 +97,7 @@ class RxConfig:
     prefetch: int = 0
     pv_depth: int = 1
     consumers: int = 1  # 2: two consumer warpgroups, each owning half of the latent columns (sparse_mla_rx2_kernel)
-    alu_v: int = 0      # 1: P @ V's operand converted by integer bit operations instead of cvt (same values)
+    alu: int = 0        # bit 0: P @ V's operand, bit 1: S's, converted by integer operations instead of cvt (same values)
 
 
 def rx_hp(num_heads: int) -> int:
@@ -195,16 +195,25 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _cvt_alu_scale(x, sc):
-        """_cvt_scale's values by integer operations instead of cvt (Hopper's conversions are slow, integer ops run on
-        another pipe): an e4m3 byte b placed in a 16-bit lane, t = b + (b & 0x80), t << 7 is fp16(e4m3(b) x 2^-8)
-        exactly (sign to bit 15 through the carry, exponent and mantissa to bits 13..7; subnormals and -0 included,
-        checked over all 256 bytes in tests/test_sparse_mla_rx.py; NaN bytes give finite values); then times the
-        group scale sc in fp16 (not x V_SCALE: the 2^-8 is already in)."""
+        """_cvt_scale's values by integer operations instead of cvt (Hopper's conversions are slow; these run on the
+        integer and FMA pipes): prmt puts each e4m3 byte b of a pair in the low byte of a 16-bit lane and its sign,
+        replicated (prmt's sign mode), in the high byte; (that << 7) & 0xBF80BF80 is fp16(e4m3(b) x 2^-8) exactly
+        (sign to bit 15, exponent and mantissa to bits 13..7; subnormals and -0 included; NaN bytes give finite
+        values; tests/test_sparse_mla_rx.py emulates it over every byte pair); then times the group scale sc in fp16
+        (not x V_SCALE: the 2^-8 is already in). 3 integer operations per fp16 pair against one cvt."""
         return gl.inline_asm_elementwise(
-            "{ .reg .b32 t0, t1, s0, s1; prmt.b32 t0, $2, 0, 0x4140; prmt.b32 t1, $2, 0, 0x4342; "
-            "and.b32 s0, t0, 0x00800080; and.b32 s1, t1, 0x00800080; add.u32 t0, t0, s0; add.u32 t1, t1, s1; "
-            "shl.b32 t0, t0, 7; shl.b32 t1, t1, 7; mul.rn.f16x2 $0, t0, $3; mul.rn.f16x2 $1, t1, $4; }",
+            "{ .reg .b32 t0, t1; prmt.b32 t0, $2, 0, 0x9180; prmt.b32 t1, $2, 0, 0xB3A2; shl.b32 t0, t0, 7; "
+            "shl.b32 t1, t1, 7; and.b32 t0, t0, 0xBF80BF80; and.b32 t1, t1, 0xBF80BF80; mul.rn.f16x2 $0, t0, $3; "
+            "mul.rn.f16x2 $1, t1, $4; }",
             "=r,=r,r,r,r", [x, sc], dtype=gl.float16, is_pure=True, pack=4)
+
+    @gluon.jit
+    def _cvt_alu(x):
+        """_cvt_alu_scale without the scale: fp16(e4m3(b) x 2^-8), exact."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .b32 t0, t1; prmt.b32 t0, $2, 0, 0x9180; prmt.b32 t1, $2, 0, 0xB3A2; shl.b32 t0, t0, 7; "
+            "shl.b32 t1, t1, 7; and.b32 $0, t0, 0xBF80BF80; and.b32 $1, t1, 0xBF80BF80; }",
+            "=r,=r,r", [x], dtype=gl.float16, is_pure=True, pack=4)
 
     @gluon.jit
     def _cvt(x):
@@ -214,13 +223,16 @@ if HAVE_GLUON:
             "=r,=r,r", [x], dtype=gl.float16, is_pure=True, pack=4)
 
     @gluon.jit
-    def _row_scales(sc, H: gl.constexpr, R: gl.constexpr):
-        """Group scales 2 H, 2 H + 1 of the block x V_SCALE (fp32, exact) as 2 tensors [64] in row layout R (the rows
-        of an MMA [64, N] layout: one 16-byte load per row and thread)."""
+    def _row_scales(sc, H: gl.constexpr, R: gl.constexpr, ALU: gl.constexpr):
+        """Group scales 2 H, 2 H + 1 of the block x V_SCALE (fp32, exact; ALU: the operand's values are already x 2^-8,
+        so the scales alone) as 2 tensors [64] in row layout R (the rows of an MMA [64, N] layout: one 16-byte load
+        per row and thread)."""
         L: gl.constexpr = gl.DistributedLinearLayout(
             reg_bases=[[0, 1], [0, 2], [8, 0]], lane_bases=[[0, 0], [0, 0], [1, 0], [2, 0], [4, 0]],
             warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[64, 4])
-        x = sc.load(L) * V_SCALE
+        x = sc.load(L)
+        if not ALU:
+            x = x * V_SCALE
         e, o = gl.split(gl.reshape(x, [64, 2, 2]))      # groups (0, 2), (1, 3)
         s0, s2 = gl.split(e)
         s1, s3 = gl.split(o)
@@ -230,23 +242,30 @@ if HAVE_GLUON:
             return gl.convert_layout(s2, R, assert_trivial=True), gl.convert_layout(s3, R, assert_trivial=True)
 
     @gluon.jit
-    def _k_operand_raw(lat, g: gl.constexpr, DOT: gl.constexpr):
-        """_k_operand without the group scale: fp8 values in fp16 (the scale is applied to this group's own S^T
-        accumulator instead, in fp32)."""
-        x = _cvt(lat.slice(g * 128, 128, dim=1).load(_k_layout()))
+    def _k_operand_raw(lat, g: gl.constexpr, DOT: gl.constexpr, ALU: gl.constexpr):
+        """_k_operand without the group scale: fp8 values in fp16 (ALU: x 2^-8, by _cvt_alu); the scale is applied to
+        this group's own S^T accumulator instead, in fp32."""
+        x = lat.slice(g * 128, 128, dim=1).load(_k_layout())
+        if ALU:
+            x = _cvt_alu(x)
+        else:
+            x = _cvt(x)
         x = gl.reshape(x, [KB, 4, 2, 4, 2, 2])          # (row, t, h, ks', jj, i)
         x = gl.permute(x, (0, 2, 3, 4, 1, 5))           # (row, h, ks', jj, t, i)
         return gl.convert_layout(gl.reshape(x, [KB, 128]), DOT, assert_trivial=True)
 
     @gluon.jit
-    def _k_scales(sc):
-        """The block's group scales x V_SCALE in fp16 as 4 tensors [64] in _k_layout's rows (one 16-byte load per row
-        and thread)."""
+    def _k_scales(sc, ALU: gl.constexpr):
+        """The block's group scales x V_SCALE in fp16 (ALU: the scales alone, for _cvt_alu_scale) as 4 tensors [64]
+        in _k_layout's rows (one 16-byte load per row and thread)."""
         L: gl.constexpr = gl.DistributedLinearLayout(
             reg_bases=[[0, 1], [0, 2], [8, 0]], lane_bases=[[0, 0], [0, 0], [1, 0], [2, 0], [4, 0]],
             warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[64, 4])
         R: gl.constexpr = gl.SliceLayout(1, _k_layout())
-        x = (sc.load(L) * V_SCALE).to(gl.float16)
+        x = sc.load(L)
+        if not ALU:
+            x = x * V_SCALE
+        x = x.to(gl.float16)
         e, o = gl.split(gl.reshape(x, [64, 2, 2]))
         s0, s2 = gl.split(e)
         s1, s3 = gl.split(o)
@@ -254,11 +273,14 @@ if HAVE_GLUON:
                 gl.convert_layout(s2, R, assert_trivial=True), gl.convert_layout(s3, R, assert_trivial=True))
 
     @gluon.jit
-    def _k_operand(lat, s16, g: gl.constexpr, DOT: gl.constexpr):
+    def _k_operand(lat, s16, g: gl.constexpr, DOT: gl.constexpr, ALU: gl.constexpr):
         """S's A operand for latent group g [64 keys, 128 logical columns] in registers (layout DOT); s16: the
-        group's scales from _k_scales."""
+        group's scales from _k_scales (same ALU)."""
         x = lat.slice(g * 128, 128, dim=1).load(_k_layout())
-        x = _cvt_scale(x, s16[:, None])                 # (inline asm broadcasts)
+        if ALU:
+            x = _cvt_alu_scale(x, s16[:, None])         # (inline asm broadcasts)
+        else:
+            x = _cvt_scale(x, s16[:, None])
         x = gl.reshape(x, [KB, 4, 2, 4, 2, 2])          # (row, t, h, ks', jj, i)
         x = gl.permute(x, (0, 2, 3, 4, 1, 5))           # (row, h, ks', jj, t, i)
         return gl.convert_layout(gl.reshape(x, [KB, 128]), DOT, assert_trivial=True)
@@ -387,7 +409,7 @@ if HAVE_GLUON:
                   out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                   q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, full, free,
                   HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                  ALU_V: gl.constexpr, num_warps: gl.constexpr):
+                  ALU: gl.constexpr, num_warps: gl.constexpr):
         """q (permuted) to shared memory, then per block: S^T, online softmax, P^T, O^T += V16^T P^T; the epilogue."""
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
@@ -432,9 +454,9 @@ if HAVE_GLUON:
                     fence_async_shared()
                     a = raw_rope.index(st)
                 s = warpgroup_mma(a, qr_smem.permute((1, 0)), s, is_async=True)
-            scs = _k_scales(sc)
+            scs = _k_scales(sc, (ALU & 2) != 0)
             for g in gl.static_range(4):
-                a = _k_operand(lat, scs[g], g, DOT)
+                a = _k_operand(lat, scs[g], g, DOT, (ALU & 2) != 0)
                 s = warpgroup_mma(a, q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
                 # 16 heads: at most two groups' operands live (else ptxas hoists all four and spills 32 B);
                 # 32 heads (128 accumulator registers): one group at a time, else ptxas serializes every wgmma
@@ -460,7 +482,7 @@ if HAVE_GLUON:
             # the next block's entries, loaded here: a load in flight at a proxy fence (MEMBAR) stalls it
             cur = _idx(idx_row, lo + (b + 1) * KB, hi, KB, ROW)
             for kc in gl.static_range(4):
-                a = _v_operand(lat, sc, kc, DOT, ALU_V)
+                a = _v_operand(lat, sc, kc, DOT, (ALU & 1) != 0)
                 acc = warpgroup_mma(a, p_smem.slice(kc * 16, 16, dim=0), acc, is_async=True)
                 if kc < 3:
                     acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
@@ -492,7 +514,7 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1, ALU_V: gl.constexpr = 0):
+            num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1, ALU: gl.constexpr = 0):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_ws.sparse_mla_ws_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one block in flight while one computes")
@@ -537,7 +559,7 @@ if HAVE_GLUON:
             (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                          qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                          stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, full, free, HAS_ROPE, HP,
-                         NSTAGES, PV_DEPTH, ALU_V, num_warps)),
+                         NSTAGES, PV_DEPTH, ALU, num_warps)),
             (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                          full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
         ], [PRODUCER_WARPS], [PRODUCER_REGS])
@@ -547,7 +569,7 @@ if HAVE_GLUON:
                    out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                    q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
                    HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                   ALU_V: gl.constexpr, H: gl.constexpr):
+                   ALU: gl.constexpr, H: gl.constexpr):
         """Two consumers, this one half H of the latent columns [256 H, 256 H + 256): its q columns to shared memory,
         then per block: its partial S^T (groups 2 H, 2 H + 1; the RoPE part in half 0) exchanged with the other half
         through shared memory (sx, double-buffered by block parity, sx_bar), the same online softmax in both halves
@@ -590,11 +612,11 @@ if HAVE_GLUON:
             mbarrier.wait(full.index(st), (b // NSTAGES) & 1)
             # one accumulator per latent group, its scale applied in fp32 afterwards (no fp16 multiply per value)
             zero = gl.zeros([KB, HP], gl.float32, MMA)
-            s0 = warpgroup_mma(_k_operand_raw(lat, 2 * H, DOT), q_smem.slice(256 * H, 128, dim=1).permute((1, 0)),
-                               zero, is_async=True)
+            s0 = warpgroup_mma(_k_operand_raw(lat, 2 * H, DOT, (ALU & 2) != 0),
+                               q_smem.slice(256 * H, 128, dim=1).permute((1, 0)), zero, is_async=True)
             if HP == 32:  # one group's operand at a time (else ptxas serializes every wgmma or spills at 32 heads)
                 s0 = warpgroup_mma_wait(0, deps=(s0,))
-            s1 = warpgroup_mma(_k_operand_raw(lat, 2 * H + 1, DOT),
+            s1 = warpgroup_mma(_k_operand_raw(lat, 2 * H + 1, DOT, (ALU & 2) != 0),
                                q_smem.slice(256 * H + 128, 128, dim=1).permute((1, 0)), zero, is_async=True)
             if HAS_ROPE and H == 0:
                 sr = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), zero,
@@ -602,7 +624,7 @@ if HAVE_GLUON:
                 s0, s1, sr = warpgroup_mma_wait(0, deps=(s0, s1, sr))
             else:
                 s0, s1 = warpgroup_mma_wait(0, deps=(s0, s1))
-            c0, c1 = _row_scales(sc, H, ROW)
+            c0, c1 = _row_scales(sc, H, ROW, (ALU & 2) != 0)
             s = s0 * c0[:, None] + s1 * c1[:, None]
             if HAS_ROPE and H == 0:
                 s = sr + s
@@ -627,7 +649,7 @@ if HAVE_GLUON:
             gl.thread_barrier()
             cur = _idx(idx_row, lo + (b + 1) * KB, hi, KB, ROW)
             for kc in gl.static_range(4):
-                a = _v_operand2(lat, sc, kc, H, DOT, ALU_V)
+                a = _v_operand2(lat, sc, kc, H, DOT, (ALU & 1) != 0)
                 acc = warpgroup_mma(a, p_buf.slice(kc * 16, 16, dim=0), acc, is_async=True)
                 if kc < 3:
                     acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
@@ -657,7 +679,7 @@ if HAVE_GLUON:
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1,
-            ALU_V: gl.constexpr = 0):
+            ALU: gl.constexpr = 0):
         """sparse_mla_rx_kernel with two consumer warpgroups (halves of the latent columns, _consumer2); same grid and
         arguments, plus the second consumer's register budget."""
         gl.static_assert(num_warps == 4, "each consumer is one warpgroup")
@@ -705,11 +727,11 @@ if HAVE_GLUON:
             (_consumer2, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                           qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                           stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                          HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU_V, 0)),
+                          HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0)),
             (_consumer2, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                           qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                           stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                          HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU_V, 1)),
+                          HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1)),
             (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                          full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
         ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
@@ -739,8 +761,8 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         consumer_regs = min(256, (65536 - 32 * cfg.producer_warps * cfg.producer_regs) // 256 // 8 * 8)
         sparse_mla_rx2_kernel[grid](*args, *flags, hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
                                     consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
-                                    ALU_V=cfg.alu_v)
+                                    ALU=cfg.alu)
     else:
         sparse_mla_rx_kernel[grid](*args, *flags, hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-                                   num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth, ALU_V=cfg.alu_v)
+                                   num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth, ALU=cfg.alu)
     launch.combine_splits(out, lse, part_o, part_lse, splits)
