@@ -3,9 +3,10 @@
 STATUS: written and compiled for sm_90a on a machine without a GPU (bench/mla_gluon_check.py --kernel prefill: no
 spill, no ptxas wgmma serialization in the 32 x 4-stage schedules); NOT RUN ON A GPU when written. Selected only by
 DSATTN_SPARSE_MLA_IMPL=gluon_prefill (launch.py; 'auto' only at launch.GLUON_PREFILL_AUTO_HEADS, empty).
-PREDICTION (shared-memory and tensor-core arithmetic, not measured): ~2-3 us per 64 entries a program for the
-N-split consumer with 32-entry blocks (S's wgmma N = 16 re-reads q from shared memory: ~610 KB of shared-memory
-traffic per 64 entries at 128 B/clock), ~2 us for the split consumer; bench/gpu_pf_call1.sh measures them.
+First device call (H200, bench/results/pf1_schedules.json, bench/logs/s10_pf1.log, s10_pf_tests.log): every GPU
+test that ran passed (20 of 47 before a compile-bound time limit, hang guard included); s_q 1024, 64 heads 0.869 ms
+(N-split 64 x 2) against FlashMLA's 0.541 and the Triton kernel's 1.55; 8 heads 0.725 ms including ~0.44 ms of
+build_groups (split 32 x 4). Per 64-entry block a program: 3.5 us against ~1.7 us of tensor-core time (split P).
 
 Heads on M, M = 64 rows = G query tokens x HPT heads (grouping.group_shape: HPT 8 for 1..8 heads, 16, 32, 64;
 G = 64 // HPT; 65..128 heads: two programs of 64 heads a token, G = 1). Row r of a program is token
@@ -57,10 +58,13 @@ overlaps warpgroup 0's S and softmax of the next block. Stages are released by b
 (3 stages at least) warpgroup 0 also issues S of block b + 1 before block b's softmax.
 
 Launch configurations (PrefillConfig, DSATTN_PF_CONFIG='bn/stages/producer_warps/producer_regs[/overlap[/f16[/split]]]'):
-32-entry blocks x 4 stages (default), 64 x 2 (S's wgmma N = 32 a warpgroup instead of 16: half the re-reads of q
-from shared memory per entry, one block in flight instead of three), overlap 0 / 1. Which is fastest is not
-measured yet (bench/gpu_pf_call1.sh times them); f16 0 / 1: a second wgmma per block against a conversion pass
-in the producer (~144 KB more shared-memory traffic per 64 entries).
+64 x 2 split (default, prefill_config), 32-entry blocks x 4 stages, 64 x 2 (S's wgmma N = 32 a warpgroup in the
+N-split consumer instead of 16: half the re-reads of q from shared memory per entry, one block in flight instead of
+three), overlap 0 / 1, f16 0 / 1 (a second wgmma per block against a conversion pass in the producer, ~144 KB more
+shared-memory traffic per 64 entries). Measured (H200, s_q 1024, bench/results/pf1_schedules.json): the consumer
+limits (timing build without gathers 1.139 ms against 1.182 at 64 heads, 32 x 4 N-split; producer alone 0.374 ms),
+and the per-block times of the schedules follow their shared-memory traffic per entry (N-split 32 x 4: ~610 KB per
+64 entries, 4.8 us a block; 64 x 2 and split 32 x 4: ~460 KB, 3.5 us).
 
 Outputs: out [T, H, 512] bf16 (any row strides), lse [T, H] fp32 natural log; a row without a valid entry gets
 out = 0, lse = -inf. Rows of heads past H and of tokens past the chunk are never stored.
@@ -104,13 +108,13 @@ class PrefillConfig:
     the stages to fp16 x V_SCALE in the producer and runs one fp16 P @ V, 0 runs P_hi V + P_lo V in bf16; split: 1
     runs the split consumer (_wg_s / _wg_v: one warpgroup computes S over all BN entries, the softmax and O[:, :256],
     the other O[:, 256:] from its P), 0 the two-warpgroup N-split consumer (_consumer)."""
-    block_n: int = 32
-    stages: int = 4
+    block_n: int = 64
+    stages: int = 2
     producer_warps: int = 4
     producer_regs: int = 56
     overlap: int = 0
     f16: int = 0
-    split: int = 0
+    split: int = 1
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -142,8 +146,13 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
 
 
 def prefill_config(num_heads: int, d_qk: int = 576) -> PrefillConfig:
-    """The default launch (a prediction, not measured): 32-entry blocks, 4 stages (96 entries in flight while
-    one block computes). DSATTN_PF_CONFIG overrides it at launch time (for `bench ab` sweeps)."""
+    """The default launch: the split consumer over 64-entry blocks, 2 stages. Measured on the H200 at s_q 1024
+    (bench/results/pf1_schedules.json, bench/pf_schedules.py at e09e302; 8 heads including ~0.44 ms of
+    build_groups): split 32 x 4 stages 0.725 ms (8 heads) / 0.873 ms (64 heads), N-split 64 x 2 0.737 / 0.869,
+    N-split 32 x 4 (the first default) 0.815 / 1.182. This default combines the two (S's wgmma N = 64 in one
+    warpgroup, warpgroup 0's P @ V with P from registers) and was NOT measured: a prediction from shared-memory
+    traffic, ~350 KB per 64 entries against ~460 KB of the two measured best (their per-block times scaled with
+    that traffic). DSATTN_PF_CONFIG overrides it at launch time."""
     spec = os.environ.get("DSATTN_PF_CONFIG", "").strip()
     return parse_prefill_config(spec) if spec else PrefillConfig()
 
@@ -300,6 +309,7 @@ if HAVE_GLUON:
         ROW_S: gl.constexpr = gl.SliceLayout(1, MMA_S)
         COL_S: gl.constexpr = gl.SliceLayout(0, MMA_S)
         ROW_O: gl.constexpr = gl.SliceLayout(1, MMA_O)
+        P_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_O, k_width=2)  # P as P @ V's A operand
         q_rope = _load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, QR_L, HAS_ROPE, F16, HPT,
                          num_warps)
         fence_async_shared()
@@ -364,19 +374,22 @@ if HAVE_GLUON:
             # warpgroup 1 is done with P and alpha of block b - 1 (fresh mbarriers count as phase 1 complete)
             mbarrier.wait(p_free, (b & 1) ^ 1)
             if F16:
-                ph_smem.store(p.to(gl.float16))
+                p_hi = p.to(gl.float16)
+                ph_smem.store(p_hi)
             else:
                 p_hi = p.to(gl.bfloat16)
+                p_lo = (p - p_hi.to(gl.float32)).to(gl.bfloat16)
                 ph_smem.store(p_hi)
-                pl_smem.store((p - p_hi.to(gl.float32)).to(gl.bfloat16))
+                pl_smem.store(p_lo)
             a_smem.store(alpha)
             fence_async_shared()
             gl.thread_barrier()
             mbarrier.arrive(p_ready, count=1)
+            # this warpgroup's P @ V takes P from its registers (A operand), warpgroup 1 from shared memory
             v_left = lat.index(st).slice(0, 256, dim=1)
-            acc = warpgroup_mma(ph_smem, v_left, acc, is_async=True)
+            acc = warpgroup_mma(gl.convert_layout(p_hi, P_L), v_left, acc, is_async=True)
             if not F16:
-                acc = warpgroup_mma(pl_smem, v_left, acc, is_async=True)
+                acc = warpgroup_mma(gl.convert_layout(p_lo, P_L), v_left, acc, is_async=True)
             if OVERLAP:
                 s_cur = warpgroup_mma_wait(NG_P, deps=(s_nxt,))  # S(b + 1) retired; P V(b) may still run
         acc = warpgroup_mma_wait(0, deps=(acc,))
