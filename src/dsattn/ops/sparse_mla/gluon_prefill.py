@@ -291,11 +291,20 @@ if HAVE_GLUON:
         gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=((ot < tok_end) & (oh < num_heads))[:, None])
 
     @gluon.jit
+    def _hand_back(hi, full, free, BN: gl.constexpr, NS: gl.constexpr):
+        """Timing builds (PROFILE bit 1): take each gathered stage and hand it back at once, no products."""
+        for b in range(gl.cdiv(hi, BN)):
+            mbarrier.wait(full.index(b % NS), (b // NS) & 1)
+            gl.thread_barrier()
+            mbarrier.arrive(free.index(b % NS), count=1)
+
+    @gluon.jit
     def _wg_s(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
               qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
               q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
               HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
-              NS: gl.constexpr, F16: gl.constexpr, OVERLAP: gl.constexpr, num_warps: gl.constexpr):
+              NS: gl.constexpr, F16: gl.constexpr, OVERLAP: gl.constexpr, PROFILE: gl.constexpr,
+              num_warps: gl.constexpr):
         """Split consumer, warpgroup 0 (default partition): S of every block over all BN entries (wgmma N = BN), the
         online softmax, P (and the rescale factor alpha) to shared memory for warpgroup 1, and O[:, :256].
         OVERLAP: S of block b + 1 is issued before block b's softmax (the tensor cores compute it while the softmax of
@@ -314,6 +323,9 @@ if HAVE_GLUON:
                          num_warps)
         fence_async_shared()
         gl.thread_barrier()
+        if PROFILE & 2:
+            _hand_back(hi, full, free, BN, NS)
+            hi = 0
         if F16:
             qk_scale = qk_scale * 256.0
             lat = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
@@ -410,13 +422,17 @@ if HAVE_GLUON:
         gl.store(lse_ptr + lt.to(gl.int64) * stride_lt + lh * stride_lh, lse, mask=(lt < tok_end) & (lh < num_heads))
 
     @gluon.jit
-    def _wg_v(hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem, free,
-              p_ready, p_free, HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr):
+    def _wg_v(hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem, full,
+              free, p_ready, p_free, HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
+              PROFILE: gl.constexpr):
         """Split consumer, warpgroup 1 (worker partition): O[:, 256:] += P V of every block with warpgroup 0's P and
         alpha, then its half of the epilogue with warpgroup 0's 1 / l."""
         MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                         instr_shape=[16, 256, 16])
         ROW_O: gl.constexpr = gl.SliceLayout(1, MMA_O)
+        if PROFILE & 2:
+            _hand_back(hi, full, free, BN, NS)
+            hi = 0
         if F16:
             lat = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
                                                                                                   gl.float16))
@@ -641,9 +657,9 @@ if HAVE_GLUON:
                 (_wg_s, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                          qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                          q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
-                         HAS_ROPE, GROUPED, HPT, BN, NS, F16, OVERLAP, num_warps)),
+                         HAS_ROPE, GROUPED, HPT, BN, NS, F16, OVERLAP, PROFILE, num_warps)),
                 (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
-                         free, p_ready, p_free, HPT, BN, NS, F16)),
+                         full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE)),
                 (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
                              PROFILE, PRODUCER_WARPS)),
             ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
