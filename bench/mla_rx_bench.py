@@ -3,7 +3,7 @@ issue 3): fp8_ds_mla 512 tokens at 8 / 16 / 32 heads (and nope 8), topk 2048, un
 decode_case). Each config of gluon_rx is checked against gluon_ws's outputs on the same inputs (max abs out
 difference, largest relative lse difference; NaN shows as nan), then timed (median, L2 flushed: bench.common.time_ms).
 
-    PYTHONPATH=src python bench/mla_rx_bench.py --out DIR [--rep-ms 40] [--heads 8,16,32] [--configs c2,c1,4/64/4/0/2/2]
+    PYTHONPATH=src python bench/mla_rx_bench.py --out DIR [--rep-ms 40] [--heads 8,16,32] [--configs c2,c2+alu+pipe,c1]
 
 Writes DIR/sparse_mla_rx_bench.json. FlashMLA's time on these cases (bench/results, session 10): 0.444 ms at 8 / 16
 heads (padded to 64); targets 0.222 ms (8 / 16 heads) and 0.317 ms (32).
@@ -38,7 +38,7 @@ def main() -> int:
     p.add_argument("--configs", default="default",
                    help="stages/producer_regs/producer_warps[/prefetch[/pv_depth[/consumers[/alu]]]], 'default' "
                         "(rx_config's choice) or c1 / c2 (rx_config's choice at one / two consumer warpgroups); a "
-                        "+alu / +alu3 suffix sets alu 1 / 3; comma separated")
+                        "+alu / +alu3 suffix sets alu 1 / 3, +pipe pipe 1 (combinable); comma separated")
     args = p.parse_args()
     dev = torch.device("cuda")
     rows = []
@@ -57,10 +57,11 @@ def main() -> int:
             rows.append({"layout": layout, "tokens": t, "heads": h, "kernel": "gluon_ws", "config": None, "ms": ms})
             print(f"decode {layout:16s} t={t} h={h:3d} gluon_ws (default)   {ms:.4f} ms", flush=True)
             for spec in args.configs.split(","):
-                alu = 0
-                if "+alu" in spec:  # +alu: P @ V's operand by integer ops (alu 1), +alu3: both operands (alu 3)
-                    spec, suffix = spec.split("+alu")
-                    alu = int(suffix or 1)
+                # suffixes: +alu (P @ V's operand by integer ops), +alu3 (both operands), +pipe (pipelined consumers)
+                spec, *flags = spec.split("+")
+                extra = {}
+                for f in flags:
+                    extra.update({"alu": {"alu": 1}, "alu3": {"alu": 3}, "pipe": {"pipe": 1}}[f])
                 if spec in ("c1", "c2"):
                     os.environ["DSATTN_RX_CONSUMERS"] = spec[1]
                     cfg = gluon_rx.rx_config(case.layout, h, case.q.shape[-1])
@@ -69,10 +70,9 @@ def main() -> int:
                     cfg = gluon_rx.rx_config(case.layout, h, case.q.shape[-1])
                 else:
                     cfg = gluon_rx.RxConfig(*[int(x) for x in spec.split("/")])
-                if alu:
-                    cfg = dataclasses.replace(cfg, alu=alu)
+                cfg = dataclasses.replace(cfg, **extra)
                 label = "/".join(str(v) for v in (cfg.stages, cfg.producer_regs, cfg.producer_warps, cfg.prefetch,
-                                                  cfg.pv_depth, cfg.consumers, cfg.alu))
+                                                  cfg.pv_depth, cfg.consumers, cfg.alu, cfg.pipe))
                 fn = lambda: gluon_rx.run_attention_rx(case.q, flat, case.layout, case.indices, case.sm_scale, None,
                                                        out, lse, config=cfg)
                 try:

@@ -137,10 +137,11 @@ def test_rx_pad64_and_many_heads_fall_back():
 
 
 @pytest.mark.parametrize("cfg", ["2/64/4/0/1/C/0", "3/64/4/0/0/C/0", "4/64/4/0/2/C/0", "4/56/4/2/1/C/0",
-                                 "4/64/8/0/1/C/0", "3/64/4/0/1/C/1", "3/64/4/0/1/C/3"])
+                                 "4/64/8/0/1/C/0", "3/64/4/0/1/C/1", "3/64/4/0/1/C/3", "3/64/4/0/1/C/1/1",
+                                 "2/64/4/0/1/C/0/1"])
 def test_rx_configs_agree(monkeypatch, consumers, cfg):
     """Ring depths, P @ V depths, L2 prefetch, producer warps, and the integer conversions of the operands
-    (alu, the last field: 1 P @ V's, 3 both): the same outputs (no arithmetic changes, so bit for bit against the default config of
+    (alu, the 7th field: 1 P @ V's, 3 both) and the pipelined two-consumer loop (pipe, the 8th): the same outputs (no arithmetic changes, so bit for bit against the default config of
     the same consumer count). C: the consumer count."""
     cfg = cfg.replace("C", str(consumers))
     case = make_case(40, 16, 576, num_slots=20000, topk=2048, layout="fp8_ds_mla", block_size=64, with_length=True,

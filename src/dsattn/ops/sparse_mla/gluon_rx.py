@@ -98,6 +98,7 @@ class RxConfig:
     pv_depth: int = 1
     consumers: int = 1  # 2: two consumer warpgroups, each owning half of the latent columns (sparse_mla_rx2_kernel)
     alu: int = 0        # bit 0: P @ V's operand, bit 1: S's, converted by integer operations instead of cvt (same values)
+    pipe: int = 0       # 1 (two consumers): block b's S^T issued before block b - 1's P @ V (_consumer2p)
 
 
 def rx_hp(num_heads: int) -> int:
@@ -667,6 +668,145 @@ if HAVE_GLUON:
             lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
             gl.store(lse_ptr + t * stride_lt + split * stride_ls + oh * stride_lh, lse, mask=oh < num_heads)
 
+    @gluon.jit
+    def _s2_combine(s0, s1, sr, sc, ix, num_slots, qk_scale, sx, sx_bar, b, m_i, l_i, acc, p_buf,
+                    H: gl.constexpr, ALU: gl.constexpr, HAS_R: gl.constexpr, ROW: gl.constexpr, MMA: gl.constexpr):
+        """_consumer2p: block b's partial S^T (group accumulators s0, s1 and, HAS_R, the RoPE product sr; retired)
+        scaled and exchanged with the other half,
+        the online softmax, P^T (fp16) into p_buf (its previous P @ V retired), acc rescaled. -> (m_i, l_i, acc)"""
+        par = b % 2
+        c0, c1 = _row_scales(sc, H, ROW, (ALU & 2) != 0)
+        s = s0 * c0[:, None] + s1 * c1[:, None]
+        if HAS_R:
+            s = sr + s
+        sx.index(2 * H + par).store(s)
+        mbarrier.arrive(sx_bar.index(2 * H + par), count=1)
+        mbarrier.wait(sx_bar.index(2 * (1 - H) + par), (b // 2) & 1)
+        s = s + sx.index(2 * (1 - H) + par).load(MMA)
+        valid = (ix >= 0) & (ix < num_slots)
+        s = gl.where(valid[:, None], s * qk_scale, NEG_INF)
+        m_new = gl.maximum(m_i, gl.max(s, 0))
+        m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
+        alpha = gl.exp2(m_i - m_use)
+        p = gl.exp2(s - m_use[None, :])
+        l_i = l_i * alpha + gl.sum(p, 0)
+        acc = acc * alpha[None, :]
+        p_buf.store(p.to(gl.float16))
+        fence_async_shared()
+        gl.thread_barrier()
+        return m_new, l_i, acc
+
+    @gluon.jit
+    def _consumer2p(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
+                    out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
+                    q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
+                    HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
+                    ALU: gl.constexpr, H: gl.constexpr):
+        """_consumer2 software-pipelined (config pipe=1): iteration b issues block b's S^T and then block b - 1's P @ V
+        before waiting for either, so the tensor cores work on S(b) while the V operand of b - 1 converts (a wgmma may
+        not stay in flight across an mbarrier wait or the loop's back-edge: ptxas would serialize them all). Block
+        b - 1's stage is released after its P @ V, one block later than _consumer2 releases it; the S exchange and
+        softmax of block b follow. Block 0's S^T is peeled before the loop, the last block's P @ V after it."""
+        NW: gl.constexpr = 4
+        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
+        MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
+                                                      instr_shape=[16, HP, 16])
+        DOT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
+        ROW: gl.constexpr = gl.SliceLayout(1, MMA)
+        COL: gl.constexpr = gl.SliceLayout(0, MMA)
+        RA: gl.constexpr = (ALU & 2) != 0
+        VA: gl.constexpr = (ALU & 1) != 0
+
+        qh = h0 + gl.arange(0, HP, gl.SliceLayout(1, Q_L))
+        qd = 256 * H + gl.arange(0, 256, gl.SliceLayout(0, Q_L))
+        q_row = q_ptr + t * stride_qt + qh[:, None] * stride_qh
+        hmask = (qh < num_heads)[:, None]
+        q_smem.slice(256 * H, 256, dim=1).store(
+            gl.load(q_row + _s_phys(qd)[None, :], mask=hmask, other=0.0).to(gl.float16))
+        if HAS_ROPE and H == 0:
+            qr = _r_phys(gl.arange(0, 64, gl.SliceLayout(0, Q_L)))
+            qr_smem.store((gl.load(q_row + 512 + qr[None, :], mask=hmask, other=0.0).to(gl.float32)
+                           * V_SCALE).to(gl.bfloat16))
+        qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
+        fence_async_shared()
+        gl.thread_barrier()
+
+        m_i = gl.full([HP], NEG_INF, gl.float32, COL)
+        l_i = gl.zeros([HP], gl.float32, COL)
+        acc = gl.zeros([256, HP], gl.float32, MMA)
+        p_buf = p_smem.index(H)
+        qa = q_smem.slice(256 * H, 128, dim=1).permute((1, 0))
+        qb = q_smem.slice(256 * H + 128, 128, dim=1).permute((1, 0))
+        nblocks = gl.cdiv(hi - lo, KB)
+        if nblocks > 0:
+            # ---- block 0: S^T, exchange, softmax, P^T
+            ix = _idx(idx_row, lo, hi, KB, ROW)
+            mbarrier.wait(full.index(0), 0)
+            zero = gl.zeros([KB, HP], gl.float32, MMA)
+            lat = raw_lat.index(0)
+            s0 = warpgroup_mma(_k_operand_raw(lat, 2 * H, DOT, RA), qa, zero, is_async=True)
+            if HP == 32:
+                s0 = warpgroup_mma_wait(0, deps=(s0,))
+            s1 = warpgroup_mma(_k_operand_raw(lat, 2 * H + 1, DOT, RA), qb, zero, is_async=True)
+            if HAS_ROPE and H == 0:
+                sr = warpgroup_mma(_rope_operand(raw_rope.index(0), DOT), qr_smem.permute((1, 0)), zero,
+                                   is_async=True)
+                s0, s1, sr = warpgroup_mma_wait(0, deps=(s0, s1, sr))
+            else:
+                s0, s1 = warpgroup_mma_wait(0, deps=(s0, s1))
+                sr = s0
+            m_i, l_i, acc = _s2_combine(s0, s1, sr, raw_sc.index(0), ix, num_slots, qk_scale, sx, sx_bar, 0, m_i, l_i,
+                                        acc, p_buf, H, ALU, HAS_ROPE and H == 0, ROW, MMA)
+            for b in range(1, nblocks):
+                st = b % NSTAGES
+                pst = (b - 1) % NSTAGES
+                ix = _idx(idx_row, lo + b * KB, hi, KB, ROW)
+                mbarrier.wait(full.index(st), (b // NSTAGES) & 1)
+                lat = raw_lat.index(st)
+                plat = raw_lat.index(pst)
+                psc = raw_sc.index(pst)
+                s0 = warpgroup_mma(_k_operand_raw(lat, 2 * H, DOT, RA), qa, zero, is_async=True)
+                if HP == 32:
+                    s0 = warpgroup_mma_wait(0, deps=(s0,))
+                s1 = warpgroup_mma(_k_operand_raw(lat, 2 * H + 1, DOT, RA), qb, zero, is_async=True)
+                if HAS_ROPE and H == 0:
+                    sr = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), zero,
+                                       is_async=True)
+                # block b - 1's P @ V behind block b's S^T in the tensor pipe
+                for kc in gl.static_range(4):
+                    acc = warpgroup_mma(_v_operand2(plat, psc, kc, H, DOT, VA), p_buf.slice(kc * 16, 16, dim=0), acc,
+                                        is_async=True)
+                    if kc < 3:  # (retires block b's S^T groups too: committed before)
+                        acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
+                mbarrier.arrive(free.index(pst), count=1)  # every read of block b - 1's stage is done
+                if HAS_ROPE and H == 0:
+                    s0, s1, sr, acc = warpgroup_mma_wait(0, deps=(s0, s1, sr, acc))
+                else:
+                    s0, s1, acc = warpgroup_mma_wait(0, deps=(s0, s1, acc))
+                    sr = s0
+                m_i, l_i, acc = _s2_combine(s0, s1, sr, raw_sc.index(st), ix, num_slots, qk_scale, sx, sx_bar, b,
+                                            m_i, l_i, acc, p_buf, H, ALU, HAS_ROPE and H == 0, ROW, MMA)
+            # ---- the last block's P @ V
+            pst = (nblocks - 1) % NSTAGES
+            for kc in gl.static_range(4):
+                acc = warpgroup_mma(_v_operand2(raw_lat.index(pst), raw_sc.index(pst), kc, H, DOT, VA),
+                                    p_buf.slice(kc * 16, 16, dim=0), acc, is_async=True)
+                if kc < 3:
+                    acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
+            mbarrier.arrive(free.index(pst), count=1)
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+
+        empty = l_i == 0.0
+        inv_l = 256.0 / gl.where(empty, 1.0, l_i)
+        o = acc * inv_l[None, :]
+        oh = h0 + gl.arange(0, HP, COL)
+        od = _v_phys2(gl.arange(0, 256, ROW), H)
+        o_ptrs = out_ptr + t * stride_ot + split * stride_os + oh[None, :] * stride_oh + od[:, None]
+        gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=(oh < num_heads)[None, :])
+        if H == 0:
+            lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
+            gl.store(lse_ptr + t * stride_lt + split * stride_ls + oh * stride_lh, lse, mask=oh < num_heads)
+
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split"])
     def sparse_mla_rx2_kernel(
             q_ptr, stride_qt, stride_qh,
@@ -679,7 +819,7 @@ if HAVE_GLUON:
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1,
-            ALU: gl.constexpr = 0):
+            ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0):
         """sparse_mla_rx_kernel with two consumer warpgroups (halves of the latent columns, _consumer2); same grid and
         arguments, plus the second consumer's register budget."""
         gl.static_assert(num_warps == 4, "each consumer is one warpgroup")
@@ -723,18 +863,32 @@ if HAVE_GLUON:
         hi = gl.minimum(lo + keys_per_split, end)
         idx_row = idx_ptr + t * stride_it
 
-        gl.warp_specialize([
-            (_consumer2, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                          qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                          stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                          HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0)),
-            (_consumer2, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                          qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                          stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                          HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1)),
-            (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
-                         full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
-        ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
+        if PIPE:
+            gl.warp_specialize([
+                (_consumer2p, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
+                              qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
+                              stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
+                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0)),
+                (_consumer2p, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
+                              qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
+                              stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
+                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1)),
+                (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
+                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
+            ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
+        else:
+            gl.warp_specialize([
+                (_consumer2, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
+                              qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
+                              stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
+                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0)),
+                (_consumer2, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
+                              qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
+                              stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
+                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1)),
+                (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
+                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
+            ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
 
 
 def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out, lse, splits: int = 1,
@@ -761,7 +915,7 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         consumer_regs = min(256, (65536 - 32 * cfg.producer_warps * cfg.producer_regs) // 256 // 8 * 8)
         sparse_mla_rx2_kernel[grid](*args, *flags, hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
                                     consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
-                                    ALU=cfg.alu)
+                                    ALU=cfg.alu, PIPE=cfg.pipe)
     else:
         sparse_mla_rx_kernel[grid](*args, *flags, hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
                                    num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth, ALU=cfg.alu)
