@@ -99,6 +99,7 @@ class RxConfig:
     consumers: int = 1  # 2: two consumer warpgroups, each owning half of the latent columns (sparse_mla_rx2_kernel)
     alu: int = 0        # bit 0: P @ V's operand, bit 1: S's, converted by integer operations instead of cvt (same values)
     pipe: int = 0       # 1 (two consumers): block b's S^T issued before block b - 1's P @ V (_consumer2p)
+    hp8: int = 0        # 1: programs of 8 heads (wgmma N = 8) for at most 8 heads (compile-checked, not yet run)
 
 
 def rx_hp(num_heads: int) -> int:
@@ -900,8 +901,8 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     t, h, d = q.shape
     if h > 32:
         raise ValueError(f"the register-operand kernel carries at most 32 heads, got q with {h}")
-    hp = rx_hp(h)
     cfg = config or rx_config(layout, h, d)
+    hp = 8 if cfg.hp8 and h <= 8 else rx_hp(h)
     if cfg.pv_depth not in (0, 1, 2):
         raise ValueError(f"config.pv_depth must be 0, 1 or 2, got {cfg.pv_depth}")
     if cfg.consumers not in (1, 2):
