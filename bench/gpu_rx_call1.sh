@@ -13,7 +13,9 @@ timeout 100 python -m pytest tests/gpu/test_sparse_mla_rx_gpu.py $P -k "hang_gua
 rc=$?; echo "hang guard rc=$rc" >> $L
 CFG=""
 grep -q "FAILED.*hang_guard\[c2\]" $L || CFG="c2,c2+alu,c2+alu3,c2+pipe,c2+alu+pipe,c2+hp8,c2+alu+pipe+hp8"
-# (the one-consumer kernel, c1, was timed at edd6f78: bench/logs/s10_rx1.log)
+# (the one-consumer kernel, c1, was timed at edd6f78: bench/logs/s10_rx1.log; here once more with both operands
+#  converted by integer ops, c1+alu3)
+CFG="$CFG,c1+alu3"
 CFG=${CFG#,}
 if [ $rc -ne 0 ] && [ $rc -ne 1 ]; then CFG=""; fi   # 1: a test failed; other codes: timeout / crash
 if [ -z "$CFG" ]; then echo "hang guard failed: no timings, no tests" >> $L; exit 1; fi
