@@ -232,15 +232,18 @@ def _distinct_rows(t, k, span, generator):
 
 @pytest.mark.parametrize("k, g, t, span", [
     (16, 1, 3, 32), (16, 8, 11, 32), (32, 2, 5, 64), (48, 3, 7, 96), (128, 8, 8, 256),
+    (15, 3, 6, 60), (6, 3, 6, 40),   # G * K odd (windows of 1 cell), G * K = 18 (windows of 2)
     (64, 4, 8, 256),   # disjoint-ish: a fuller table
     (64, 4, 4, 256),   # one group of 4 disjoint lists of 64: the table (256 cells) ends full
     (64, 8, 8, 512),   # 8 disjoint lists: full
 ])
 def test_hash_alone_without_repeats(monkeypatch, k, g, t, span):
     """Lists without repeated slots settle in the table: no group is left to the rebuild (its kernel is
-    switched off here), up to a full table (every cell taken)."""
+    switched off here), up to a full table (every cell taken). Blocks of 32 cells: several clear programs a
+    group and an in-place compaction over several blocks."""
     from dsattn.ops.sparse_mla import grouping
     monkeypatch.setattr(grouping, "IMPL", "hash")
+    monkeypatch.setattr(grouping, "HASH_COMPACT", (32, 1))
     monkeypatch.setattr(grouping, "_group_union_dups_kernel", _NoRebuild())
     gen = torch.Generator().manual_seed(k * 100 + g)
     if span == g * k and t == g:

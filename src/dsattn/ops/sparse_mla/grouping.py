@@ -26,7 +26,8 @@ Hash path (_launch_hash; five launches, nothing allocated, no scratch beyond ent
   1. clear: entries[c, :G*K] = -1 (EMPTY), masks[c, :G*K] = 0, counts[c] = 0.
   2. insert, grid (groups, G, cdiv(K, 512)): each valid slot of token j goes into group c's table (its
      entries row, G * K cells: load <= 1 always) by ordered linear probing (Amble & Knuth 1974; lock-free as in
-     Shun & Blelloch 2014): a lane reads HASH_W cells from its position, takes the first holding EMPTY, its
+     Shun & Blelloch 2014): a lane reads the cells from its position to the end of its HASH_W-aligned window
+     (HASH_W 8: one 32-byte sector a round), takes the first holding EMPTY, its
      slot or a smaller slot, and atomic_max-es its slot there; EMPTY or its own slot ends it, a smaller slot
      was displaced and the lane carries that one on from the next cell. Cells only grow, so a stale read
      never skips a cell wrongly; a full table still settles. A program still probing after HASH_MAX_ROUNDS
@@ -371,7 +372,8 @@ if HAVE_TRITON:
                             MAX_ROUNDS: tl.constexpr, HAS_LEN: tl.constexpr):
         """Program (c, j, kb) inserts block kb of token j's valid slots into group c's table (its entries row,
         cells [0, TS)) by ordered linear probing (Amble & Knuth; lock-free as in Shun & Blelloch 2014): a lane
-        reads W cells from its position, takes the first holding EMPTY (-1), its key, or a smaller key, and
+        reads the cells from its position to the end of its W-aligned window (W 8: one 32-byte sector), takes
+        the first holding EMPTY (-1), its key, or a smaller key, and
         atomic_max-es its key there; EMPTY or its key -> done, a smaller key -> that key was displaced and the
         lane carries it on from the next cell. Cells only grow, so a stale read never skips a cell wrongly, and
         the final table is the same for every interleaving. A program still probing after MAX_ROUNDS marks the
@@ -386,20 +388,28 @@ if HAVE_TRITON:
         p = _hash_home(key, TS)
         rounds = 0
         while (tl.max(pend.to(tl.int32), 0) > 0) & (rounds < MAX_ROUNDS):
-            offs = (p[:, None] + wi) % TS
+            base = tl.multiple_of(p - p % W, W)        # W-aligned window (W divides TS): one sector at W 8
+            offs = base[:, None] + wi
             vals = tl.load(row + offs, mask=pend[:, None], other=2147483647, cache_modifier=".cg")
-            fw = tl.min(tl.where(vals <= key[:, None], wi, W), 1)       # first cell EMPTY, key or smaller
+            cand = (vals <= key[:, None]) & (offs >= p[:, None])         # first cell EMPTY, key or smaller
+            fw = tl.min(tl.where(cand, wi, W), 1)
             has = pend & (fw < W)
-            v = tl.sum(tl.where(wi == fw[:, None], vals, 0), 1)
-            tgt = (p + fw) % TS
+            at = wi == fw[:, None]
+            v = tl.sum(tl.where(at, vals, 0), 1)
+            tgt = base + fw
             found = has & (v == key)
             put = has & (v != key)
-            old = tl.atomic_max(row + tgt, key, mask=put, sem="relaxed")
+            # the atomic on the [BK, W] tile (one cell a row) keeps the loop in the tile's layout (a [BK] atomic
+            # made Triton convert layouts through shared memory every round)
+            sel = at & put[:, None]
+            old = tl.atomic_max(row + offs, tl.broadcast_to(key[:, None], [BK, W]), mask=sel, sem="relaxed")
+            old = tl.sum(tl.where(sel, old, 0), 1)
             done = found | (put & ((old == -1) | (old == key)))
             swap = put & (old >= 0) & (old < key)                        # placed; carry the displaced key
             key = tl.where(swap, old, key)
             pend = pend & (done == 0)
-            p = tl.where(has, (tgt + 1) % TS, (p + W) % TS)
+            p = tl.where(has, tgt + 1, base + W)
+            p = tl.where(p >= TS, 0, p)
             rounds += 1
         if tl.max(pend.to(tl.int32), 0) > 0:
             tl.atomic_or(cnt_ptr + c, 1 << 30, sem="relaxed")
@@ -419,24 +429,24 @@ if HAVE_TRITON:
             key, ok = _token_slots(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, j, kb,
                                    G, BK, HAS_LEN)
             row = ent_ptr + c.to(tl.int64) * ent_stride
+            msk_row = msk_ptr + c.to(tl.int64) * msk_stride
             wi = tl.arange(0, W)[None, :]
             p = _hash_home(key, TS)
-            pos = p
             pend = ok
             rounds = 0
-            max_rounds = TS // W + 2
+            max_rounds = TS // W + 3                               # every cell once, and then some
             while (tl.max(pend.to(tl.int32), 0) > 0) & (rounds < max_rounds):
-                offs = (p[:, None] + wi) % TS
+                base = tl.multiple_of(p - p % W, W)
+                offs = base[:, None] + wi
                 vals = tl.load(row + offs, mask=pend[:, None], other=-2)
-                fw = tl.min(tl.where(vals == key[:, None], wi, W), 1)
+                fw = tl.min(tl.where((vals == key[:, None]) & (offs >= p[:, None]), wi, W), 1)
                 hit = pend & (fw < W)
-                pos = tl.where(hit, (p + fw) % TS, pos)
+                tl.atomic_or(msk_row + offs, tl.full([BK, W], 1, tl.int32) << j, mask=(wi == fw[:, None]) & hit[:, None],
+                             sem="relaxed")
                 pend = pend & (hit == 0)
-                p = (p + W) % TS
+                p = base + W
+                p = tl.where(p >= TS, 0, p)
                 rounds += 1
-            bit = (1 << j).to(tl.int32)
-            tl.atomic_or(msk_ptr + c.to(tl.int64) * msk_stride + pos, tl.zeros_like(key) + bit,
-                         mask=ok & (pend == 0), sem="relaxed")
             tl.atomic_add(cnt_ptr + c, tl.sum(ok.to(tl.int32), 0), sem="relaxed")
 
     @triton.jit
@@ -499,6 +509,9 @@ def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks,
 IMPL = "hash"          # build_groups' kernels: "hash" (the table) or "sort" (one tl.sort a group)
 HASH_W = 8             # cells a probing lane reads per round
 HASH_MAX_ROUNDS = 256  # insert rounds before a program gives its group up to the rebuild
+HASH_PROBE = (512, 8)      # insert / mark: slots a program, num_warps (sm_90a: 62 / 100 registers; 4 warps: 96 / 203)
+HASH_COMPACT = (8192, 16)  # compaction: cells a block, num_warps (sm_90a: 114 registers, no spill; 16384
+                           # cells spill 160 bytes)
 
 
 def _launch_hash(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups):
@@ -507,21 +520,22 @@ def _launch_hash(indices, topk_length, num_slots, G, token0, ntokens, entries, m
     k = indices.shape[1]
     ts = G * k
     interp = interpreting()
-    bk = min(_next_pow2(k), 512)
-    cb = min(_next_pow2(ts), 2048)
+    bk = min(_next_pow2(k), HASH_PROBE[0])
+    cb = min(_next_pow2(ts), HASH_COMPACT[0])
     len_ptr = topk_length if topk_length is not None else indices
     has_len = topk_length is not None
     _hash_clear_kernel[(groups, -(-ts // cb))](entries, entries.stride(0), masks, masks.stride(0), counts, ts,
                                               CB=cb, num_warps=1 if interp else 4)
     grid = (groups, G, -(-k // bk))
     src = (indices, indices.stride(0), len_ptr, num_slots, token0, ntokens, entries, entries.stride(0))
-    pw = 1 if interp else 4
-    _hash_insert_kernel[grid](*src, counts, k, ts, G=G, BK=bk, W=HASH_W, MAX_ROUNDS=HASH_MAX_ROUNDS,
+    pw = 1 if interp else HASH_PROBE[1]
+    w = min(HASH_W, ts & -ts)             # a power of 2 dividing TS: windows never cross the table's end
+    _hash_insert_kernel[grid](*src, counts, k, ts, G=G, BK=bk, W=w, MAX_ROUNDS=HASH_MAX_ROUNDS,
                               HAS_LEN=has_len, num_warps=pw)
-    _hash_mark_kernel[grid](*src, masks, masks.stride(0), counts, k, ts, G=G, BK=bk, W=HASH_W, HAS_LEN=has_len,
+    _hash_mark_kernel[grid](*src, masks, masks.stride(0), counts, k, ts, G=G, BK=bk, W=w, HAS_LEN=has_len,
                             num_warps=pw)
     _hash_compact_kernel[(groups,)](entries, entries.stride(0), masks, masks.stride(0), counts, ts, G=G, CB=cb,
-                                    num_warps=1 if interp else 8)
+                                    num_warps=1 if interp else HASH_COMPACT[1])
     gp, kp = _next_pow2(G), _next_pow2(k)
     meta = dict(G=G, GP=gp, KP=kp, HAS_LEN=has_len, WIDE=num_slots * gp + gp > 2**31 - 1,
                 num_warps=1 if interp else (16 if gp * kp >= 8192 else 8 if gp * kp >= 2048 else 4))
@@ -608,16 +622,17 @@ def _time_us(run, iters: int, dev) -> float:
 
 
 def _runner(impl, w, hash_w, inline_dups):
-    """A launch of one implementation: impl 'hash' (w: HASH_W, None for the default) or 'sort' (w: num_warps)."""
+    """A launch of one implementation: impl 'hash' (hash_w: (HASH_W, HASH_COMPACT), None for the defaults) or
+    'sort' (w: num_warps)."""
     def go(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups):
-        global HASH_W
+        global HASH_W, HASH_COMPACT
         if impl == "hash":
-            saved = HASH_W
-            HASH_W = hash_w or saved
+            saved = HASH_W, HASH_COMPACT
+            HASH_W, HASH_COMPACT = hash_w or saved
             try:
                 _launch_hash(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups)
             finally:
-                HASH_W = saved
+                HASH_W, HASH_COMPACT = saved
         else:
             _launch(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups, num_warps=w, inline_dups=inline_dups)
     return go
@@ -634,7 +649,10 @@ def _bench(args) -> None:
     variants = []
     for impl in args.impl:
         if impl == "hash":
-            variants += [(impl, None, hw, f"hash W {hw or HASH_W}") for hw in (args.hash_w or [None])]
+            for hw in args.hash_w or [HASH_W]:
+                for hc in args.hash_compact or [f"{HASH_COMPACT[0]}:{HASH_COMPACT[1]}"]:
+                    cb, cw = (int(x) for x in hc.split(":"))
+                    variants.append((impl, None, (hw, (cb, cw)), f"hash W {hw} compact {cb}:{cw}"))
         else:
             variants += [(impl, w, None, f"sort warps {w or 'auto'}{' inline' if args.inline_dups else ''}")
                          for w in (args.warps or [None])]
@@ -694,7 +712,10 @@ def main(argv=None) -> None:
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # cpu: a dry run under TRITON_INTERPRET=1
     p.add_argument("--warps", type=int, nargs="*", default=None, help="sort: num_warps to sweep (default: its own)")
     p.add_argument("--impl", nargs="+", choices=("hash", "sort"), default=["hash"], help="kernels to time")
-    p.add_argument("--hash-w", type=int, nargs="*", default=None, help="hash: cells a lane reads a round (sweep)")
+    p.add_argument("--hash-w", type=int, nargs="*", default=None,
+                   help="hash: cells a lane reads a round, powers of 2 (sweep; default HASH_W)")
+    p.add_argument("--hash-compact", nargs="*", default=None,
+                   help="hash: compaction CELLS:WARPS, CELLS a power of 2 (sweep; default HASH_COMPACT)")
     args = p.parse_args(argv)
     if not args.bench:
         p.print_help()
