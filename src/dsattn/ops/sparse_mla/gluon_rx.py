@@ -202,7 +202,9 @@ if HAVE_GLUON:
         replicated (prmt's sign mode), in the high byte; (that << 7) & 0xBF80BF80 is fp16(e4m3(b) x 2^-8) exactly
         (sign to bit 15, exponent and mantissa to bits 13..7; subnormals and -0 included; NaN bytes give finite
         values; tests/test_sparse_mla_rx.py emulates it over every byte pair); then times the group scale sc in fp16
-        (not x V_SCALE: the 2^-8 is already in). 3 integer operations per fp16 pair against one cvt."""
+        (not x V_SCALE: the 2^-8 is already in; the scales are powers of two, formats.group_scales, so fp16(sc) is
+        exact from 2^-24 to 2^15 and the product equals _cvt_scale's). 3 integer operations per fp16 pair against
+        one cvt."""
         return gl.inline_asm_elementwise(
             "{ .reg .b32 t0, t1; prmt.b32 t0, $2, 0, 0x9180; prmt.b32 t1, $2, 0, 0xB3A2; shl.b32 t0, t0, 7; "
             "shl.b32 t1, t1, 7; and.b32 t0, t0, 0xBF80BF80; and.b32 t1, t1, 0xBF80BF80; mul.rn.f16x2 $0, t0, $3; "
