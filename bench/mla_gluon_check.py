@@ -106,7 +106,8 @@ def main():
             else:
                 cls = (gluon_rx.RxConfig if rx else gluon_ws.WsConfig if ws else gluon64.G64Config if g64 else gluon_prefill.PrefillConfig if pf
                        else launch.GluonConfig)
-                cfg = cls(*[int(x) for x in c.split("/")])
+                # prefill: gluon_prefill's own parser (fields left out are 0, not the dataclass defaults)
+                cfg = gluon_prefill.parse_prefill_config(c) if pf else cls(*[int(x) for x in c.split("/")])
             label = c or "default"
             sink = []
             saved = getattr(mod, attr)
