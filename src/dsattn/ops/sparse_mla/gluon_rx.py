@@ -53,7 +53,9 @@ Partitions (gl.warp_specialize):
       both products (its half of q, its 256 rows of O^T: half the accumulator registers, half the conversions),
       computes its partial S^T, exchanges it with the other half through shared memory (double-buffered by block
       parity, mbarriers sx_bar), then both run the same softmax (S_0 + S_1 in either order: bit-identical), each
-      into its own P buffer, and `free[stage]` completes when both arrived.
+      into its own P buffer, and `free[stage]` completes when both arrived. At <= 16 heads a program they keep the
+      softmax row sums per element of S^T (rescaled by alpha each block) and reduce them over the keys once at the
+      end: one cross-warp reduction per block (the row max) instead of two.
 No wgmma stays in flight across a loop back-edge or an mbarrier wait: ptxas then serializes every wgmma of the
 kernel (C7513, register operands defined while one is in flight), as the compile check showed.
 
@@ -602,7 +604,10 @@ if HAVE_GLUON:
         gl.thread_barrier()
 
         m_i = gl.full([HP], NEG_INF, gl.float32, COL)
-        l_i = gl.zeros([HP], gl.float32, COL)
+        if HP <= 16:  # per-element row sums, reduced over the keys once at the end (32 heads: the 16 more
+            l_i = gl.zeros([KB, HP], gl.float32, MMA)  # registers spill), not by a cross-warp reduction per block
+        else:
+            l_i = gl.zeros([HP], gl.float32, COL)
         acc = gl.zeros([256, HP], gl.float32, MMA)
         p_buf = p_smem.index(H)
         nblocks = gl.cdiv(hi - lo, KB)
@@ -645,7 +650,10 @@ if HAVE_GLUON:
             m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
             alpha = gl.exp2(m_i - m_use)
             p = gl.exp2(s - m_use[None, :])
-            l_i = l_i * alpha + gl.sum(p, 0)
+            if HP <= 16:
+                l_i = l_i * alpha[None, :] + p
+            else:
+                l_i = l_i * alpha + gl.sum(p, 0)
             acc = acc * alpha[None, :]
             m_i = m_new
             p_buf.store(p.to(gl.float16))
@@ -660,6 +668,8 @@ if HAVE_GLUON:
             mbarrier.arrive(free.index(st), count=1)  # free completes when both halves arrived
             acc = warpgroup_mma_wait(0, deps=(acc,))
 
+        if HP <= 16:
+            l_i = gl.sum(l_i, 0)
         empty = l_i == 0.0
         inv_l = 256.0 / gl.where(empty, 1.0, l_i)
         o = acc * inv_l[None, :]
@@ -673,7 +683,8 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _s2_combine(s0, s1, sr, sc, ix, num_slots, qk_scale, sx, sx_bar, b, m_i, l_i, acc, p_buf,
-                    H: gl.constexpr, ALU: gl.constexpr, HAS_R: gl.constexpr, ROW: gl.constexpr, MMA: gl.constexpr):
+                    H: gl.constexpr, ALU: gl.constexpr, HAS_R: gl.constexpr, ROW: gl.constexpr, MMA: gl.constexpr,
+                    HP: gl.constexpr):
         """_consumer2p: block b's partial S^T (group accumulators s0, s1 and, HAS_R, the RoPE product sr; retired)
         scaled and exchanged with the other half,
         the online softmax, P^T (fp16) into p_buf (its previous P @ V retired), acc rescaled. -> (m_i, l_i, acc)"""
@@ -692,7 +703,10 @@ if HAVE_GLUON:
         m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
         alpha = gl.exp2(m_i - m_use)
         p = gl.exp2(s - m_use[None, :])
-        l_i = l_i * alpha + gl.sum(p, 0)
+        if HP <= 16:  # (l_i per element, as in _consumer2p)
+            l_i = l_i * alpha[None, :] + p
+        else:
+            l_i = l_i * alpha + gl.sum(p, 0)
         acc = acc * alpha[None, :]
         p_buf.store(p.to(gl.float16))
         fence_async_shared()
@@ -735,7 +749,10 @@ if HAVE_GLUON:
         gl.thread_barrier()
 
         m_i = gl.full([HP], NEG_INF, gl.float32, COL)
-        l_i = gl.zeros([HP], gl.float32, COL)
+        if HP <= 16:  # per-element row sums, reduced over the keys once at the end (32 heads: the 16 more
+            l_i = gl.zeros([KB, HP], gl.float32, MMA)  # registers spill), not by a cross-warp reduction per block
+        else:
+            l_i = gl.zeros([HP], gl.float32, COL)
         acc = gl.zeros([256, HP], gl.float32, MMA)
         p_buf = p_smem.index(H)
         qa = q_smem.slice(256 * H, 128, dim=1).permute((1, 0))
@@ -759,7 +776,7 @@ if HAVE_GLUON:
                 s0, s1 = warpgroup_mma_wait(0, deps=(s0, s1))
                 sr = s0
             m_i, l_i, acc = _s2_combine(s0, s1, sr, raw_sc.index(0), ix, num_slots, qk_scale, sx, sx_bar, 0, m_i, l_i,
-                                        acc, p_buf, H, ALU, HAS_ROPE and H == 0, ROW, MMA)
+                                        acc, p_buf, H, ALU, HAS_ROPE and H == 0, ROW, MMA, HP)
             for b in range(1, nblocks):
                 st = b % NSTAGES
                 pst = (b - 1) % NSTAGES
@@ -788,7 +805,7 @@ if HAVE_GLUON:
                     s0, s1, acc = warpgroup_mma_wait(0, deps=(s0, s1, acc))
                     sr = s0
                 m_i, l_i, acc = _s2_combine(s0, s1, sr, raw_sc.index(st), ix, num_slots, qk_scale, sx, sx_bar, b,
-                                            m_i, l_i, acc, p_buf, H, ALU, HAS_ROPE and H == 0, ROW, MMA)
+                                            m_i, l_i, acc, p_buf, H, ALU, HAS_ROPE and H == 0, ROW, MMA, HP)
             # ---- the last block's P @ V
             pst = (nblocks - 1) % NSTAGES
             for kc in gl.static_range(4):
@@ -799,6 +816,8 @@ if HAVE_GLUON:
             mbarrier.arrive(free.index(pst), count=1)
             acc = warpgroup_mma_wait(0, deps=(acc,))
 
+        if HP <= 16:
+            l_i = gl.sum(l_i, 0)
         empty = l_i == 0.0
         inv_l = 256.0 / gl.where(empty, 1.0, l_i)
         o = acc * inv_l[None, :]
