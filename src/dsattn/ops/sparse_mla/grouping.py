@@ -23,15 +23,16 @@ columns past G * K, and rows past the groups built, are never written (the sort 
 counts[c]).
 
 Hash path (_launch_hash; five launches, nothing allocated, no scratch beyond entries / masks / counts):
-  1. clear: entries[c, :G*K] = -1 (EMPTY), masks[c, :G*K] = 0, counts[c] = 0.
+  1. clear: entries[c, :G*K] = -1 (EMPTY), counts[c] = 0.
   2. insert, grid (groups, G, cdiv(K, 512)): each valid slot of token j goes into group c's table (its
      entries row, G * K cells: load <= 1 always) by ordered linear probing (Amble & Knuth 1974; lock-free as in
      Shun & Blelloch 2014): a lane reads the cells from its position to the end of its HASH_W-aligned window
      (HASH_W 8: one 32-byte sector a round), takes the first holding EMPTY, its
      slot or a smaller slot, and atomic_max-es its slot there; EMPTY or its own slot ends it, a smaller slot
      was displaced and the lane carries that one on from the next cell. Cells only grow, so a stale read
-     never skips a cell wrongly; a full table still settles. A program still probing after HASH_MAX_ROUNDS
-     rounds marks its group (bit 30 of counts[c]) for the rebuild.
+     never skips a cell wrongly; a full table still settles. The lane that takes a cell from EMPTY (each cell
+     once) zeroes the masks cell beside it. A program still probing after HASH_MAX_ROUNDS rounds marks its
+     group (bit 30 of counts[c]) for the rebuild.
   3. mark, same grid: each valid slot is found in the (now fixed) table and bit j OR-ed into the masks cell
      beside it; counts[c] += the program's valid entries.
   4. compact, one program a group: occupied cells move to the front of the rows in place (block by block;
@@ -40,7 +41,7 @@ Hash path (_launch_hash; five launches, nothing allocated, no scratch beyond ent
      the indexer) or the insert gave up.
   5. the sort path's rebuild kernel (_group_union_dups_kernel) for the groups marked -1; the others return.
 Work a group: G * K loads of HASH_W cells and at most G * K atomic_max (fewer: a slot seen in the table
-is not written again), G * K atomic OR, 2 passes over 2 * G * K int32 (clear, compact). Prediction (not
+is not written again), G * K atomic OR, G * K int32 written (clear), 2 * G * K read and written (compact). Prediction (not
 measured; H200, overlap indices, topk 2048): s_q 1024 G 8 ~20-40 us, s_q 8192 ~150-300 us (8x the atomics
 and traffic), against 441 / 3503 us for the sort path.
 
@@ -51,8 +52,10 @@ lists a slot twice is marked (counts = -1) and rebuilt by a second kernel launch
 programs return at once for unmarked groups): occurrence ranks from the runs of equal codes, entry (s, k) at
 base_s + k, masks by atomic OR after zeroing. Two launches.
 
-sm_90a compile (Triton 3.6's ptxas, no GPU; topk 2048): hash path, G 8 / 4 / 2 alike: clear 26 registers,
-insert 48, mark 72 (4 warps each), compact 91 (8 warps), no spill. Sort path (default warps): G 8 (16 warps)
+sm_90a compile (Triton 3.6's ptxas, no GPU; topk 2048): hash path, G 8 / 4 / 2: clear 30 registers (4
+warps), insert 64 and mark 38 (8 warps, 256 slots a program), compact 114 (16 warps, 8192-cell blocks; G 2:
+93), no spill; the probe loops load one 16-byte vector a thread a round (ld.global.cg.v4 in the insert) and
+keep their tiles' layout (no shared-memory layout conversion inside them). Sort path (default warps): G 8 (16 warps)
 128 registers, 344 bytes of stack (spills), 64 KiB shared, ~23.3k SASS instructions; G 4 (16 warps) 121
 registers, no spill; G 2 (8 warps) 150 registers, no spill; its rebuild kernel at G 8: 688 bytes of stack.
 With the repeated-slot branch inline in the first kernel G 8 spilled 792 bytes (27.9k instructions), hence
@@ -355,20 +358,20 @@ if HAVE_TRITON:
         return tl.where(ok, slot, 0), ok
 
     @triton.jit
-    def _hash_clear_kernel(ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, TS, CB: tl.constexpr):
-        """Cells [0, TS) of each group's row: entries EMPTY (-1), masks 0; counts 0."""
+    def _hash_clear_kernel(ent_ptr, ent_stride, cnt_ptr, TS, CB: tl.constexpr):
+        """Cells [0, TS) of each group's entries row EMPTY (-1), counts 0 (the masks cells are zeroed by the
+        insert, each when its cell is first taken)."""
         c = tl.program_id(0)
         b = tl.program_id(1)
         offs = b * CB + tl.arange(0, CB)
         inb = offs < TS
         tl.store(ent_ptr + c.to(tl.int64) * ent_stride + offs, tl.full([CB], -1, tl.int32), mask=inb)
-        tl.store(msk_ptr + c.to(tl.int64) * msk_stride + offs, tl.zeros([CB], tl.int32), mask=inb)
         if b == 0:
             tl.store(cnt_ptr + c, 0)
 
     @triton.jit
     def _hash_insert_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
-                            cnt_ptr, K, TS, G: tl.constexpr, BK: tl.constexpr, W: tl.constexpr,
+                            msk_ptr, msk_stride, cnt_ptr, K, TS, G: tl.constexpr, BK: tl.constexpr, W: tl.constexpr,
                             MAX_ROUNDS: tl.constexpr, HAS_LEN: tl.constexpr):
         """Program (c, j, kb) inserts block kb of token j's valid slots into group c's table (its entries row,
         cells [0, TS)) by ordered linear probing (Amble & Knuth; lock-free as in Shun & Blelloch 2014): a lane
@@ -376,7 +379,8 @@ if HAVE_TRITON:
         the first holding EMPTY (-1), its key, or a smaller key, and
         atomic_max-es its key there; EMPTY or its key -> done, a smaller key -> that key was displaced and the
         lane carries it on from the next cell. Cells only grow, so a stale read never skips a cell wrongly, and
-        the final table is the same for every interleaving. A program still probing after MAX_ROUNDS marks the
+        the final table is the same for every interleaving. A cell taken from EMPTY (once, ever) gets its masks
+        cell zeroed by the lane that took it. A program still probing after MAX_ROUNDS marks the
         group (bit 30 of counts[c]) for the rebuild by _group_union_dups_kernel."""
         c = tl.program_id(0)
         j = tl.program_id(1)
@@ -384,6 +388,7 @@ if HAVE_TRITON:
         key, pend = _token_slots(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, j, kb,
                                  G, BK, HAS_LEN)
         row = ent_ptr + c.to(tl.int64) * ent_stride
+        msk_row = msk_ptr + c.to(tl.int64) * msk_stride
         wi = tl.arange(0, W)[None, :]
         p = _hash_home(key, TS)
         rounds = 0
@@ -403,6 +408,7 @@ if HAVE_TRITON:
             # made Triton convert layouts through shared memory every round)
             sel = at & put[:, None]
             old = tl.atomic_max(row + offs, tl.broadcast_to(key[:, None], [BK, W]), mask=sel, sem="relaxed")
+            tl.store(msk_row + offs, tl.zeros_like(old), mask=sel & (old == -1))   # a cell taken: mask 0
             old = tl.sum(tl.where(sel, old, 0), 1)
             done = found | (put & ((old == -1) | (old == key)))
             swap = put & (old >= 0) & (old < key)                        # placed; carry the displaced key
@@ -509,7 +515,7 @@ def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks,
 IMPL = "hash"          # build_groups' kernels: "hash" (the table) or "sort" (one tl.sort a group)
 HASH_W = 8             # cells a probing lane reads per round
 HASH_MAX_ROUNDS = 256  # insert rounds before a program gives its group up to the rebuild
-HASH_PROBE = (512, 8)      # insert / mark: slots a program, num_warps (sm_90a: 62 / 100 registers; 4 warps: 96 / 203)
+HASH_PROBE = (256, 8)      # insert / mark: slots a program, num_warps (sm_90a: 64 / 38 registers; 512 slots: 116 / 64)
 HASH_COMPACT = (8192, 16)  # compaction: cells a block, num_warps (sm_90a: 114 registers, no spill; 16384
                            # cells spill 160 bytes)
 
@@ -524,13 +530,13 @@ def _launch_hash(indices, topk_length, num_slots, G, token0, ntokens, entries, m
     cb = min(_next_pow2(ts), HASH_COMPACT[0])
     len_ptr = topk_length if topk_length is not None else indices
     has_len = topk_length is not None
-    _hash_clear_kernel[(groups, -(-ts // cb))](entries, entries.stride(0), masks, masks.stride(0), counts, ts,
+    _hash_clear_kernel[(groups, -(-ts // cb))](entries, entries.stride(0), counts, ts,
                                               CB=cb, num_warps=1 if interp else 4)
     grid = (groups, G, -(-k // bk))
     src = (indices, indices.stride(0), len_ptr, num_slots, token0, ntokens, entries, entries.stride(0))
     pw = 1 if interp else HASH_PROBE[1]
     w = min(HASH_W, ts & -ts)             # a power of 2 dividing TS: windows never cross the table's end
-    _hash_insert_kernel[grid](*src, counts, k, ts, G=G, BK=bk, W=w, MAX_ROUNDS=HASH_MAX_ROUNDS,
+    _hash_insert_kernel[grid](*src, masks, masks.stride(0), counts, k, ts, G=G, BK=bk, W=w, MAX_ROUNDS=HASH_MAX_ROUNDS,
                               HAS_LEN=has_len, num_warps=pw)
     _hash_mark_kernel[grid](*src, masks, masks.stride(0), counts, k, ts, G=G, BK=bk, W=w, HAS_LEN=has_len,
                             num_warps=pw)
@@ -621,18 +627,18 @@ def _time_us(run, iters: int, dev) -> float:
     return start.elapsed_time(end) * 1e3 / (reps * 10)
 
 
-def _runner(impl, w, hash_w, inline_dups):
-    """A launch of one implementation: impl 'hash' (hash_w: (HASH_W, HASH_COMPACT), None for the defaults) or
-    'sort' (w: num_warps)."""
+def _runner(impl, w, knobs, inline_dups):
+    """A launch of one implementation: impl 'hash' (knobs: {HASH_W, HASH_COMPACT, HASH_PROBE: value} set for
+    the launch) or 'sort' (w: num_warps)."""
     def go(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups):
-        global HASH_W, HASH_COMPACT
         if impl == "hash":
-            saved = HASH_W, HASH_COMPACT
-            HASH_W, HASH_COMPACT = hash_w or saved
+            mod = globals()
+            saved = {name: mod[name] for name in knobs}
+            mod.update(knobs)
             try:
                 _launch_hash(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups)
             finally:
-                HASH_W, HASH_COMPACT = saved
+                mod.update(saved)
         else:
             _launch(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups, num_warps=w, inline_dups=inline_dups)
     return go
@@ -651,8 +657,10 @@ def _bench(args) -> None:
         if impl == "hash":
             for hw in args.hash_w or [HASH_W]:
                 for hc in args.hash_compact or [f"{HASH_COMPACT[0]}:{HASH_COMPACT[1]}"]:
-                    cb, cw = (int(x) for x in hc.split(":"))
-                    variants.append((impl, None, (hw, (cb, cw)), f"hash W {hw} compact {cb}:{cw}"))
+                    for hp in args.hash_probe or [f"{HASH_PROBE[0]}:{HASH_PROBE[1]}"]:
+                        knobs = dict(HASH_W=hw, HASH_COMPACT=tuple(int(x) for x in hc.split(":")),
+                                     HASH_PROBE=tuple(int(x) for x in hp.split(":")))
+                        variants.append((impl, None, knobs, f"hash W {hw} probe {hp} compact {hc}"))
         else:
             variants += [(impl, w, None, f"sort warps {w or 'auto'}{' inline' if args.inline_dups else ''}")
                          for w in (args.warps or [None])]
@@ -714,6 +722,8 @@ def main(argv=None) -> None:
     p.add_argument("--impl", nargs="+", choices=("hash", "sort"), default=["hash"], help="kernels to time")
     p.add_argument("--hash-w", type=int, nargs="*", default=None,
                    help="hash: cells a lane reads a round, powers of 2 (sweep; default HASH_W)")
+    p.add_argument("--hash-probe", nargs="*", default=None,
+                   help="hash: insert / mark SLOTS:WARPS, SLOTS a power of 2 (sweep; default HASH_PROBE)")
     p.add_argument("--hash-compact", nargs="*", default=None,
                    help="hash: compaction CELLS:WARPS, CELLS a power of 2 (sweep; default HASH_COMPACT)")
     args = p.parse_args(argv)
