@@ -53,9 +53,9 @@ programs return at once for unmarked groups): occurrence ranks from the runs of 
 base_s + k, masks by atomic OR after zeroing. Two launches.
 
 sm_90a compile (Triton 3.6's ptxas, no GPU; topk 2048): hash path, G 8 / 4 / 2: clear 30 registers (4
-warps), insert 64 and mark 38 (8 warps, 256 slots a program), compact 114 (16 warps, 8192-cell blocks; G 2:
-93), no spill; the probe loops load one 16-byte vector a thread a round (ld.global.cg.v4 in the insert) and
-keep their tiles' layout (no shared-memory layout conversion inside them). Sort path (default warps): G 8 (16 warps)
+warps), insert 34 and mark 26 (4 warps, 128 slots a program, W 4), compact 114 (16 warps, 8192-cell blocks;
+G 2: 93), no spill; the probe loops load one aligned 16-byte vector a slot a round and keep their tiles'
+layout (no shared-memory layout conversion inside them). Sort path (default warps): G 8 (16 warps)
 128 registers, 344 bytes of stack (spills), 64 KiB shared, ~23.3k SASS instructions; G 4 (16 warps) 121
 registers, no spill; G 2 (8 warps) 150 registers, no spill; its rebuild kernel at G 8: 688 bytes of stack.
 With the repeated-slot branch inline in the first kernel G 8 spilled 792 bytes (27.9k instructions), hence
@@ -513,9 +513,12 @@ def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks,
 
 
 IMPL = "hash"          # build_groups' kernels: "hash" (the table) or "sort" (one tl.sort a group)
-HASH_W = 8             # cells a probing lane reads per round
+HASH_W = 4             # cells a probing lane reads per round (a power of 2; cut to one that divides G * K)
 HASH_MAX_ROUNDS = 256  # insert rounds before a program gives its group up to the rebuild
-HASH_PROBE = (256, 8)      # insert / mark: slots a program, num_warps (sm_90a: 64 / 38 registers; 512 slots: 116 / 64)
+HASH_PROBE = (128, 4)      # insert / mark: slots a program, num_warps: one slot a thread
+# sm_90a registers (insert / mark, topk 2048): W 4 at 128 slots / 4 warps 34 / 26 (~15 programs, 1920 slots in
+# flight an SM); W 8: 64 / 38 (half the slots in flight); W 8 at 512 slots / 8 warps 116 / 64. The probe loops
+# are latency-bound (a dependent load + atomic a round), so slots in flight an SM set the speed (prediction).
 HASH_COMPACT = (8192, 16)  # compaction: cells a block, num_warps (sm_90a: 114 registers, no spill; 16384
                            # cells spill 160 bytes)
 
