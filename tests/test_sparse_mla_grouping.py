@@ -219,13 +219,6 @@ def test_triton_wide_codes(impl):
 # the hash path alone
 # ---------------------------------------------------------------------------------------------------
 
-class _NoRebuild:
-    """Stands in for _group_union_dups_kernel: launches nothing (the hash path's own result stays)."""
-
-    def __getitem__(self, grid):
-        return lambda *args, **kwargs: None
-
-
 def _distinct_rows(t, k, span, generator):
     return torch.stack([torch.randperm(span, generator=generator)[:k] for _ in range(t)]).to(torch.int32)
 
@@ -238,13 +231,13 @@ def _distinct_rows(t, k, span, generator):
     (64, 8, 8, 512),   # 8 disjoint lists: full
 ])
 def test_hash_alone_without_repeats(monkeypatch, k, g, t, span):
-    """Lists without repeated slots settle in the table: no group is left to the rebuild (its kernel is
-    switched off here), up to a full table (every cell taken). Blocks of 32 cells: several clear programs a
+    """Lists without repeated slots settle in the table: no group is left to the rebuild (switched off here:
+    HASH_REBUILD), up to a full table (every cell taken). Blocks of 32 cells: several clear programs a
     group and an in-place compaction over several blocks."""
     from dsattn.ops.sparse_mla import grouping
     monkeypatch.setattr(grouping, "IMPL", "hash")
     monkeypatch.setattr(grouping, "HASH_COMPACT", (32, 1))
-    monkeypatch.setattr(grouping, "_group_union_dups_kernel", _NoRebuild())
+    monkeypatch.setattr(grouping, "HASH_REBUILD", False)
     gen = torch.Generator().manual_seed(k * 100 + g)
     if span == g * k and t == g:
         idx = torch.randperm(span, generator=gen).to(torch.int32).view(t, k)
@@ -285,7 +278,7 @@ def test_hash_gives_up_to_the_rebuild(monkeypatch):
     k, g, t = 32, 4, 8
     idx = torch.randperm(256).to(torch.int32).view(t, k)            # disjoint lists: full tables, collisions
     assert_groups(run(build_groups, idx, None, 256, g, 0, t), oracle(idx, None, 256, g, 0, t), ordered=True)
-    monkeypatch.setattr(grouping, "_group_union_dups_kernel", _NoRebuild())
+    monkeypatch.setattr(grouping, "HASH_REBUILD", False)
     assert (run(build_groups, idx, None, 256, g, 0, t)[3] == -1).all()
 
 

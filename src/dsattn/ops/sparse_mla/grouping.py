@@ -22,7 +22,7 @@ path and a rebuilt group (below) by ascending slot, then occurrence. Scratch: th
 columns past G * K, and rows past the groups built, are never written (the sort path writes nothing past
 counts[c]).
 
-Hash path (_launch_hash; five launches, nothing allocated, no scratch beyond entries / masks / counts):
+Hash path (_launch_hash; four launches, nothing allocated, no scratch beyond entries / masks / counts):
   1. clear: entries[c, :G*K] = -1 (EMPTY), counts[c] = 0.
   2. insert, grid (groups, G, cdiv(K, 512)): each valid slot of token j goes into group c's table (its
      entries row, G * K cells: load <= 1 always) by ordered linear probing (Amble & Knuth 1974; lock-free as in
@@ -36,12 +36,13 @@ Hash path (_launch_hash; five launches, nothing allocated, no scratch beyond ent
   3. mark, same grid: each valid slot is found in the (now fixed) table and bit j OR-ed into the masks cell
      beside it; counts[c] += the program's valid entries.
   4. compact, one program a group: occupied cells move to the front of the rows in place (block by block;
-     a cell moves to the number of occupied cells before it, never past itself); counts[c] = their number,
-     or -1 when the masks hold fewer bits than the entries listed (a token listed a slot twice, never from
-     the indexer) or the insert gave up.
-  5. the sort path's rebuild kernel (_group_union_dups_kernel) for the groups marked -1; the others return.
+     a cell moves to the number of occupied cells before it, never past itself); counts[c] = their number.
+     When the masks hold fewer bits than the entries listed (a token listed a slot twice, never from the
+     indexer) or the insert gave up, the same program rebuilds the group the sort path's way (one tl.sort,
+     ascending slots; its registers and spills, sm_90a G 8: 688 bytes of stack, cost only when taken).
 Work a group: G * K loads of HASH_W cells and at most G * K atomic_max (fewer: a slot seen in the table
-is not written again), G * K atomic OR, G * K int32 written (clear), 2 * G * K read and written (compact). Prediction (not
+is not written again), G * K atomic OR, G * K int32 written (clear), 2 * G * K read and written
+(compact). Prediction (not
 measured; H200, overlap indices, topk 2048): s_q 1024 G 8 ~20-40 us, s_q 8192 ~150-300 us (8x the atomics
 and traffic), against 441 / 3503 us for the sort path.
 
@@ -456,12 +457,15 @@ if HAVE_TRITON:
             tl.atomic_add(cnt_ptr + c, tl.sum(ok.to(tl.int32), 0), sem="relaxed")
 
     @triton.jit
-    def _hash_compact_kernel(ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, TS,
-                             G: tl.constexpr, CB: tl.constexpr):
+    def _hash_compact_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens,
+                             ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, K, TS,
+                             G: tl.constexpr, CB: tl.constexpr, GP: tl.constexpr, KP: tl.constexpr,
+                             HAS_LEN: tl.constexpr, WIDE: tl.constexpr, REBUILD: tl.constexpr):
         """Program c moves the occupied cells of group c's table to the front of its rows, in table order, in
         place (a cell moves to the number of occupied cells before it, never past itself; each block is
-        loaded whole before it is stored), and sets counts[c]; or -1 (rebuild) when the masks hold fewer bits
-        than the valid entries listed (a repeated slot) or the insert gave up (bit 30)."""
+        loaded whole before it is stored), and sets counts[c]. When the masks hold fewer bits than the valid
+        entries listed (a token listed a slot twice) or the insert gave up (bit 30), it rebuilds the group the
+        sort path's way instead (_emit_dups: ascending slots; REBUILD False: counts[c] = -1, for the tests)."""
         c = tl.program_id(0)
         listed = tl.load(cnt_ptr + c)
         ent_row = ent_ptr + c.to(tl.int64) * ent_stride
@@ -486,7 +490,20 @@ if HAVE_TRITON:
                 n += tl.sum(occ.to(tl.int32), 0)
                 bits += tl.sum(tl.where(occ, pc, 0), 0)
                 b += CB
-        tl.store(cnt_ptr + c, tl.where(bits == listed, n, -1))
+        if bits == listed:
+            tl.store(cnt_ptr + c, n)
+        else:
+            if REBUILD:
+                tl.debug_barrier()                         # the compaction's stores land before the rebuild's
+                if WIDE:
+                    SENT = tl.full((), 9223372036854775807, tl.int64)
+                else:
+                    SENT = tl.full((), 2147483647, tl.int32)
+                code = _sorted_codes(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, SENT,
+                                     G, GP, KP, HAS_LEN, WIDE)
+                _emit_dups(code, SENT, c, ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, GP, GP * KP)
+            else:
+                tl.store(cnt_ptr + c, -1)
 
 
 def _next_pow2(n: int) -> int:
@@ -519,13 +536,14 @@ HASH_PROBE = (128, 4)      # insert / mark: slots a program, num_warps: one slot
 # sm_90a registers (insert / mark, topk 2048): W 4 at 128 slots / 4 warps 34 / 26 (~15 programs, 1920 slots in
 # flight an SM); W 8: 64 / 38 (half the slots in flight); W 8 at 512 slots / 8 warps 116 / 64. The probe loops
 # are latency-bound (a dependent load + atomic a round), so slots in flight an SM set the speed (prediction).
+HASH_REBUILD = True        # compaction rebuilds the groups it cannot take (False: leaves counts -1; tests)
 HASH_COMPACT = (8192, 16)  # compaction: cells a block, num_warps (sm_90a: 114 registers, no spill; 16384
                            # cells spill 160 bytes)
 
 
 def _launch_hash(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups):
-    """clear, insert, mark, compact, then the sort kernel's rebuild of the groups marked -1 (a repeated slot,
-    or a table that did not settle in HASH_MAX_ROUNDS): five launches, nothing allocated."""
+    """clear, insert, mark, compact (which rebuilds a group with a repeated slot, or whose table did not settle
+    in HASH_MAX_ROUNDS, the sort path's way): four launches, nothing allocated."""
     k = indices.shape[1]
     ts = G * k
     interp = interpreting()
@@ -543,13 +561,10 @@ def _launch_hash(indices, topk_length, num_slots, G, token0, ntokens, entries, m
                               HAS_LEN=has_len, num_warps=pw)
     _hash_mark_kernel[grid](*src, masks, masks.stride(0), counts, k, ts, G=G, BK=bk, W=w, HAS_LEN=has_len,
                             num_warps=pw)
-    _hash_compact_kernel[(groups,)](entries, entries.stride(0), masks, masks.stride(0), counts, ts, G=G, CB=cb,
-                                    num_warps=1 if interp else HASH_COMPACT[1])
     gp, kp = _next_pow2(G), _next_pow2(k)
-    meta = dict(G=G, GP=gp, KP=kp, HAS_LEN=has_len, WIDE=num_slots * gp + gp > 2**31 - 1,
-                num_warps=1 if interp else (16 if gp * kp >= 8192 else 8 if gp * kp >= 2048 else 4))
-    _group_union_dups_kernel[(groups,)](indices, indices.stride(0), len_ptr, num_slots, token0, ntokens, entries,
-                                        entries.stride(0), masks, masks.stride(0), counts, k, **meta)
+    _hash_compact_kernel[(groups,)](*src, masks, masks.stride(0), counts, k, ts, G=G, CB=cb, GP=gp, KP=kp,
+                                    HAS_LEN=has_len, WIDE=num_slots * gp + gp > 2**31 - 1, REBUILD=HASH_REBUILD,
+                                    num_warps=1 if interp else HASH_COMPACT[1])
 
 
 def build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts) -> int:
