@@ -44,15 +44,26 @@ def _check(case, **kw):
     return res
 
 
+DEFAULT = "64/2/4/56/0/0/1"  # gluon_prefill.PrefillConfig() (the default schedule)
+
+
+def _sid(spec):
+    """Test id of a schedule: 'default', or 's' + the spec with '_' for '/' (usable in -k)."""
+    return "default" if spec == DEFAULT else "s" + spec.replace("/", "_")
+
+
 def _overlap_indices(t, num_slots, topk, seed):
     """Neighbouring rows share most of their lists (bench/kernels_mla.py's `overlap`, on the CPU)."""
     from dsattn.bench.kernels_mla import overlap_indices
     return overlap_indices(t, num_slots, topk, "cpu", seed=seed)
 
 
-@pytest.mark.parametrize("h, spec", [(8, s) for s in ("64/2/4/56/0/0/1", "32/4/4/56/0/0/1", "32/4/4/56/1/0/1",
-                                                      "64/2/4/56/0", "32/4/4/56/0", "32/4/4/56/1", "32/4/4/56/1/1")]
-                         + [(64, "64/2/4/56/0/0/1"), (64, "32/4/4/56/1/0/1")])
+_GUARD = ([(8, s) for s in (DEFAULT, "32/4/4/56/0/0/1", "32/4/4/56/1/0/1", "64/2/4/56/0", "32/4/4/56/0", "32/4/4/56/1",
+                             "32/4/4/56/1/1")]
+          + [(64, DEFAULT), (128, DEFAULT), (64, "32/4/4/56/1/0/1")])
+
+
+@pytest.mark.parametrize("h, spec", _GUARD, ids=[f"{h}-{_sid(s)}" for h, s in _GUARD])
 def test_pf_hang_guard(monkeypatch, h, spec):
     """Tiny cases of each program shape (G 8 and 1) and producer / consumer schedule (a hang: the caller's timeout)."""
     monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
@@ -100,7 +111,7 @@ def test_pf_d512(h):
 
 
 @pytest.mark.parametrize("h", [8, 64])
-@pytest.mark.parametrize("spec", ["64/2/4/56/0/0/1", "32/4/4/56/0/0", "32/4/4/56/0/1/1"])
+@pytest.mark.parametrize("spec", [DEFAULT, "32/4/4/56/0/0", "32/4/4/56/0/1/1"], ids=_sid)
 def test_pf_peaked(monkeypatch, h, spec):
     """A peaked softmax (q x 6): P @ V runs as P_hi V + P_lo V (f16 0) or in fp16 (f16 1); bf16 P alone would
     miss the tolerance (tests/test_sparse_mla_prefill_impl.py, test_emulated_bf16_p_misses_tolerance)."""
@@ -134,7 +145,7 @@ def test_pf_chunks():
 
 
 @pytest.mark.parametrize("spec", ["32/4/4/56/0/0/1", "32/4/4/56/1/0/1", "64/2/4/56/0", "32/4/4/56/0", "32/4/4/56/1",
-                                  "32/2/4/56/1", "32/4/4/56/0/1", "32/4/4/56/0/1/1", "32/4/4/56/1/1/1"])
+                                  "32/2/4/56/1", "32/4/4/56/0/1", "32/4/4/56/0/1/1", "32/4/4/56/1/1/1"], ids=_sid)
 def test_pf_configs(monkeypatch, spec):
     """Every launch configuration the knob takes gives right outputs (8 and 64 heads)."""
     monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
