@@ -38,7 +38,8 @@ def main() -> int:
     p.add_argument("--configs", default="default",
                    help="stages/producer_regs/producer_warps[/prefetch[/pv_depth[/consumers[/alu]]]], 'default' "
                         "(rx_config's choice) or c1 / c2 (rx_config's choice at one / two consumer warpgroups); a "
-                        "+alu / +alu3 suffix sets alu 1 / 3, +pipe pipe 1, +hp8 hp8 1 (combinable); comma separated")
+                        "+alu / +alu3 suffix sets alu 1 / 3, +pipe pipe 1, +hp8 hp8 1, +pp pingpong 1 with 48 producer "
+                        "registers (combinable); comma separated")
     args = p.parse_args()
     dev = torch.device("cuda")
     rows = []
@@ -61,7 +62,8 @@ def main() -> int:
                 spec, *flags = spec.split("+")
                 extra = {}
                 for f in flags:
-                    extra.update({"alu": {"alu": 1}, "alu3": {"alu": 3}, "pipe": {"pipe": 1}, "hp8": {"hp8": 1}}[f])
+                    extra.update({"alu": {"alu": 1}, "alu3": {"alu": 3}, "pipe": {"pipe": 1}, "hp8": {"hp8": 1},
+                                  "pp": {"pingpong": 1, "producer_regs": 48}}[f])
                 if spec in ("c1", "c2"):
                     os.environ["DSATTN_RX_CONSUMERS"] = spec[1]
                     cfg = gluon_rx.rx_config(case.layout, h, case.q.shape[-1])
@@ -72,7 +74,8 @@ def main() -> int:
                     cfg = gluon_rx.RxConfig(*[int(x) for x in spec.split("/")])
                 cfg = dataclasses.replace(cfg, **extra)
                 label = "/".join(str(v) for v in (cfg.stages, cfg.producer_regs, cfg.producer_warps, cfg.prefetch,
-                                                  cfg.pv_depth, cfg.consumers, cfg.alu, cfg.pipe, cfg.hp8))
+                                                  cfg.pv_depth, cfg.consumers, cfg.alu, cfg.pipe, cfg.hp8,
+                                                  cfg.pingpong))
                 fn = lambda: gluon_rx.run_attention_rx(case.q, flat, case.layout, case.indices, case.sm_scale, None,
                                                        out, lse, config=cfg)
                 try:

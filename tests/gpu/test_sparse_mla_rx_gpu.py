@@ -166,3 +166,30 @@ def test_rx_hp8(monkeypatch, consumers, h):
     check_close(*hp8, *case.reference())
     diff = (hp8[0].float() - base[0].float()).abs().max().item()
     assert diff <= 1e-2, diff
+
+
+@pytest.mark.parametrize("h", [1, 8, 16])
+def test_rx_pingpong(monkeypatch, consumers, h):
+    """Ping-pong consumers (pingpong, alternate blocks whole, merged at the end) at <= 16 heads a program, 8-head
+    programs too, topk_length, NaN rows, an empty row: against the reference and gluon_ws."""
+    if consumers != 2:
+        pytest.skip("two consumers only")
+    case = make_case(40, h, 576, num_slots=20000, topk=2048, layout="fp8_ds_mla", block_size=64, with_length=True,
+                     empty_rows=1, seed=31 + h, device=DEV)
+    for hp8 in (0, 1):
+        monkeypatch.setenv("DSATTN_RX_CONFIG", f"4/48/4/0/1/2/0/0/{hp8}/1")
+        rx = _decode(case)
+        check_close(*rx, *case.reference())
+        _vs_ws(case, rx, monkeypatch, f"pingpong h={h} hp8={hp8}")
+
+
+def test_rx_pingpong_split_k(monkeypatch, consumers):
+    if consumers != 2:
+        pytest.skip("two consumers only")
+    t = 6
+    case = make_case(t, 8, 576, num_slots=40000, topk=2048, layout="fp8_ds_mla", with_length=True, seed=5,
+                     device=DEV)
+    spec = decode_scratch_spec(t, 8, 2048, "native", "fp8_ds_mla")
+    scratch = [torch.full(s, float("nan"), dtype=dt, device=DEV) for s, dt in spec]
+    monkeypatch.setenv("DSATTN_RX_CONFIG", "4/48/4/0/1/2/0/0/1/1")
+    check_close(*_decode(case, scratch=scratch), *case.reference())

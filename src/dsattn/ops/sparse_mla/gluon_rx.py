@@ -101,7 +101,8 @@ class RxConfig:
     consumers: int = 1  # 2: two consumer warpgroups, each owning half of the latent columns (sparse_mla_rx2_kernel)
     alu: int = 0        # bit 0: P @ V's operand, bit 1: S's, converted by integer operations instead of cvt (same values)
     pipe: int = 0       # 1 (two consumers): block b's S^T issued before block b - 1's P @ V (_consumer2p)
-    hp8: int = 0        # 1: programs of 8 heads (wgmma N = 8) for at most 8 heads (compile-checked, not yet run)
+    hp8: int = 0        # 1: programs of 8 heads (wgmma N = 8) for at most 8 heads
+    pingpong: int = 0   # 1 (two consumers, <= 16 heads a program): alternate blocks whole, merged at the end
 
 
 def rx_hp(num_heads: int) -> int:
@@ -829,6 +830,110 @@ if HAVE_GLUON:
             lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
             gl.store(lse_ptr + t * stride_lt + split * stride_ls + oh * stride_lh, lse, mask=oh < num_heads)
 
+    @gluon.jit
+    def _consumer_pp(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
+                     out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
+                     q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar, full, free,
+                     HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
+                     ALU: gl.constexpr, H: gl.constexpr):
+        """Ping-pong consumers (config pingpong=1, two consumers, <= 16 heads a program): consumer H takes the blocks
+        b = H, H + 2, ... whole (all 512 latent columns, _consumer's products and online softmax, its own P buffer), so
+        the two never wait for each other inside the loop: one's tensor-core work overlaps the other's conversions and
+        softmax. At the end consumer 1 hands its (m, l, O^T) to consumer 0 through shared memory (macc, mm_s, ml_s, mbar),
+        which merges the two partial softmaxes and stores out / lse. Both store q (the same values)."""
+        NW: gl.constexpr = 4
+        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
+        MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
+                                                      instr_shape=[16, HP, 16])
+        DOT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
+        ROW: gl.constexpr = gl.SliceLayout(1, MMA)
+        COL: gl.constexpr = gl.SliceLayout(0, MMA)
+        RA: gl.constexpr = (ALU & 2) != 0
+        VA: gl.constexpr = (ALU & 1) != 0
+
+        qh = h0 + gl.arange(0, HP, gl.SliceLayout(1, Q_L))
+        qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
+        q_row = q_ptr + t * stride_qt + qh[:, None] * stride_qh
+        hmask = (qh < num_heads)[:, None]
+        q_smem.store(gl.load(q_row + _s_phys(qd)[None, :], mask=hmask, other=0.0).to(gl.float16))
+        if HAS_ROPE:
+            qr = _r_phys(gl.arange(0, 64, gl.SliceLayout(0, Q_L)))
+            qr_smem.store((gl.load(q_row + 512 + qr[None, :], mask=hmask, other=0.0).to(gl.float32)
+                           * V_SCALE).to(gl.bfloat16))
+        qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
+        fence_async_shared()
+        gl.thread_barrier()
+
+        m_i = gl.full([HP], NEG_INF, gl.float32, COL)
+        l_e = gl.zeros([KB, HP], gl.float32, MMA)  # row sums per element, reduced over the keys at the end
+        acc = gl.zeros([512, HP], gl.float32, MMA)
+        p_buf = p_smem.index(H)
+        nblocks = gl.cdiv(hi - lo, KB)
+        for b in range(H, nblocks, 2):
+            st = b % NSTAGES
+            ix = _idx(idx_row, lo + b * KB, hi, KB, ROW)
+            lat = raw_lat.index(st)
+            sc = raw_sc.index(st)
+            mbarrier.wait(full.index(st), (b // NSTAGES) & 1)
+            s = gl.zeros([KB, HP], gl.float32, MMA)
+            if HAS_ROPE:
+                s = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), s, is_async=True)
+            scs = _k_scales(sc, RA)
+            for g in gl.static_range(4):
+                s = warpgroup_mma(_k_operand(lat, scs[g], g, DOT, RA),
+                                  q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
+                if g < 3:
+                    s = warpgroup_mma_wait(1, deps=(s,))
+            s = warpgroup_mma_wait(0, deps=(s,))
+
+            valid = (ix >= 0) & (ix < num_slots)
+            s = gl.where(valid[:, None], s * qk_scale, NEG_INF)
+            m_new = gl.maximum(m_i, gl.max(s, 0))
+            m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
+            alpha = gl.exp2(m_i - m_use)
+            p = gl.exp2(s - m_use[None, :])
+            l_e = l_e * alpha[None, :] + p
+            acc = acc * alpha[None, :]
+            m_i = m_new
+            p_buf.store(p.to(gl.float16))
+            fence_async_shared()
+            gl.thread_barrier()
+            for kc in gl.static_range(4):
+                acc = warpgroup_mma(_v_operand(lat, sc, kc, DOT, VA), p_buf.slice(kc * 16, 16, dim=0), acc,
+                                    is_async=True)
+                if kc < 3:
+                    acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
+            mbarrier.arrive(free.index(st), count=1)
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+        l_i = gl.sum(l_e, 0)
+
+        if H == 1:
+            # hand (m, l, O^T) to consumer 0 (these buffers are used once, nothing else touches them)
+            macc.store(acc)
+            mm_s.store(m_i)
+            ml_s.store(l_i)
+            mbarrier.arrive(mbar, count=1)
+        else:
+            mbarrier.wait(mbar, 0)
+            m_o = mm_s.load(COL)
+            l_o = ml_s.load(COL)
+            m = gl.maximum(m_i, m_o)
+            m_use = gl.where(m == NEG_INF, 0.0, m)
+            a_s = gl.exp2(m_i - m_use)
+            a_o = gl.exp2(m_o - m_use)
+            l_i = l_i * a_s + l_o * a_o
+            acc = acc * a_s[None, :] + macc.load(MMA) * a_o[None, :]
+            m_i = m
+            empty = l_i == 0.0
+            lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
+            inv_l = 256.0 / gl.where(empty, 1.0, l_i)
+            o = acc * inv_l[None, :]
+            oh = h0 + gl.arange(0, HP, COL)
+            od = _v_phys(gl.arange(0, 512, ROW))
+            o_ptrs = out_ptr + t * stride_ot + split * stride_os + oh[None, :] * stride_oh + od[:, None]
+            gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=(oh < num_heads)[None, :])
+            gl.store(lse_ptr + t * stride_lt + split * stride_ls + oh * stride_lh, lse, mask=oh < num_heads)
+
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split"])
     def sparse_mla_rx2_kernel(
             q_ptr, stride_qt, stride_qh,
@@ -841,7 +946,7 @@ if HAVE_GLUON:
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1,
-            ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0):
+            ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0, PINGPONG: gl.constexpr = 0):
         """sparse_mla_rx_kernel with two consumer warpgroups (halves of the latent columns, _consumer2); same grid and
         arguments, plus the second consumer's register budget."""
         gl.static_assert(num_warps == 4, "each consumer is one warpgroup")
@@ -862,7 +967,14 @@ if HAVE_GLUON:
         raw_sc = gl.allocate_shared_memory(gl.float32, [NSTAGES, KB, 4], SC_S)
         q_smem = gl.allocate_shared_memory(gl.float16, [HP, 512], Q_S)
         p_smem = gl.allocate_shared_memory(gl.float16, [2, KB, HP], P_S)
-        sx = gl.allocate_shared_memory(gl.float32, [4, KB, HP], SX_S)
+        if PINGPONG:
+            gl.static_assert(HP <= 16, "ping-pong consumers hold all 512 rows of O^T: at most 16 heads a program")
+            sx = gl.allocate_shared_memory(gl.float32, [512, HP], SX_S)     # consumer 1's O^T for the merge
+            M1_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+            mm_s = gl.allocate_shared_memory(gl.float32, [HP], M1_S)        # its m
+            ml_s = gl.allocate_shared_memory(gl.float32, [HP], M1_S)        # its l
+        else:
+            sx = gl.allocate_shared_memory(gl.float32, [4, KB, HP], SX_S)
         if HAS_ROPE:
             raw_rope = gl.allocate_shared_memory(gl.bfloat16, [NSTAGES, KB, 64], ROPE_S)
             qr_smem = gl.allocate_shared_memory(gl.bfloat16, [HP, 64], QR_S)
@@ -874,7 +986,7 @@ if HAVE_GLUON:
         sx_bar = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(NSTAGES):
             mbarrier.init(full.index(i), count=PRODUCER_WARPS * 32)  # one noinc cp.async arrive per thread
-            mbarrier.init(free.index(i), count=2)                    # one arrive per consumer
+            mbarrier.init(free.index(i), count=1 if PINGPONG else 2)  # one arrive per consumer reading the stage
         for i in gl.static_range(4):
             mbarrier.init(sx_bar.index(i), count=1)
 
@@ -885,7 +997,20 @@ if HAVE_GLUON:
         hi = gl.minimum(lo + keys_per_split, end)
         idx_row = idx_ptr + t * stride_it
 
-        if PIPE:
+        if PINGPONG:
+            gl.warp_specialize([
+                (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
+                                qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
+                                stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
+                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0)),
+                (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
+                                qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
+                                stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
+                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1)),
+                (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
+                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
+            ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
+        elif PIPE:
             gl.warp_specialize([
                 (_consumer2p, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                               qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
@@ -928,6 +1053,9 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         raise ValueError(f"config.pv_depth must be 0, 1 or 2, got {cfg.pv_depth}")
     if cfg.consumers not in (1, 2):
         raise ValueError(f"config.consumers must be 1 or 2, got {cfg.consumers}")
+    if cfg.pingpong and (cfg.consumers != 2 or hp > 16):
+        raise ValueError(f"config.pingpong needs two consumers and at most 16 heads a program, got {cfg.consumers} "
+                         f"consumers, {hp} heads a program")
     grid = (t, -(-h // hp), splits)
     args = launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN)
     flags = (d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None)
@@ -937,7 +1065,7 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         consumer_regs = min(256, (65536 - 32 * cfg.producer_warps * cfg.producer_regs) // 256 // 8 * 8)
         sparse_mla_rx2_kernel[grid](*args, *flags, hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
                                     consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
-                                    ALU=cfg.alu, PIPE=cfg.pipe)
+                                    ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong)
     else:
         sparse_mla_rx_kernel[grid](*args, *flags, hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
                                    num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth, ALU=cfg.alu)
