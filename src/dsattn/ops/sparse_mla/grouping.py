@@ -42,9 +42,12 @@ Hash path (_launch_hash; four launches, nothing allocated, no scratch beyond ent
      ascending slots; its registers and spills, sm_90a G 8: 688 bytes of stack, cost only when taken).
 Work a group: G * K loads of HASH_W cells and at most G * K atomic_max (fewer: a slot seen in the table
 is not written again), G * K atomic OR, G * K int32 written (clear), 2 * G * K read and written
-(compact). Prediction (not
-measured; H200, overlap indices, topk 2048): s_q 1024 G 8 ~20-40 us, s_q 8192 ~150-300 us (8x the atomics
-and traffic), against 441 / 3503 us for the sort path.
+(compact). CPU replay of the probe loops (``--simulate``: overlap indices, topk 2048, 64 tokens, 128 slots a
+program, no contention): G 8 W 4: insert 1.94 rounds a program (1.02 a lane: a program waits for its slowest
+lane), mark 1.87, table load 0.29; G 4: 2.96 / 2.30, load 0.47; G 2: 5.89 / 4.95 (W 8: 5.20 / 3.00), load
+0.71. Prediction from those (not measured; H200): each round a dependent L2 load + atomic, ~1900 slots in
+flight an SM, so G 8 s_q 1024 ~30-45 us in all (insert ~13, mark ~9, clear ~3, compact ~5, gaps), s_q 8192
+~250-350 us (8x the slots); G 2 slower (longer probes at load 0.71). The sort path measured 441 / 3503 us.
 
 Sort path (IMPL = "sort"; one program per group) sorts the G * K codes ``slot * GP + j`` (GP = next power
 of 2 of G; invalid entries get a sentinel that sorts last) with one ``tl.sort`` and compacts the sorted runs
@@ -726,6 +729,75 @@ def _bench(args) -> None:
                   f"matches_reference {_same(got, ref, eg)}", flush=True)
 
 
+def _simulate(args) -> None:
+    """The hash path's probe loops replayed on the CPU (numpy) for the first groups of overlap indices: one
+    program at a time, its lanes' loads each round before their atomics (applied lane by lane), as the
+    interpreter runs them. Prints rounds a program (the loop runs until its slowest lane is done), rounds a
+    lane, and the table's load. No contention between programs: a GPU runs them at once (fewer slots found
+    already placed, more retries), so these are lower bounds of a kind."""
+    import numpy as np
+    from ...bench.kernels_mla import overlap_indices
+
+    def home(s, ts):
+        return ((s.astype(np.int64) * 2654435761) & 0xFFFFFFFF) * ts >> 32
+
+    idx = overlap_indices(args.sim_tokens, args.s_kv, args.topk, torch.device("cpu")).numpy()
+    bk = args.sim_probe
+    for g in args.groups:
+        for w in args.hash_w or [HASH_W]:
+            ts = g * args.topk
+            w = min(w, ts & -ts)
+            ins, lanes, mark, load = [], [], [], []
+            for c in range(args.sim_tokens // g):
+                lists = idx[c * g:(c + 1) * g]
+                tab = np.full(ts, -1, np.int64)
+                for j in range(g):
+                    for kb in range(0, args.topk, bk):
+                        key = lists[j, kb:kb + bk].astype(np.int64)
+                        pend = key >= 0
+                        key = np.where(pend, key, 0)
+                        p = home(key, ts)
+                        rounds, lane = 0, np.zeros(len(key), np.int64)
+                        while pend.any() and rounds < HASH_MAX_ROUNDS:
+                            base = p - p % w
+                            offs = base[:, None] + np.arange(w)[None, :]
+                            vals = tab[offs]
+                            cand = (vals <= key[:, None]) & (offs >= p[:, None])
+                            fw = np.where(cand.any(1), cand.argmax(1), w)
+                            for i in np.nonzero(pend)[0]:
+                                lane[i] += 1
+                                if fw[i] == w:
+                                    p[i] = base[i] + w if base[i] + w < ts else 0
+                                    continue
+                                tgt = base[i] + fw[i]
+                                if vals[i, fw[i]] == key[i]:
+                                    pend[i] = False
+                                    continue
+                                old = tab[tgt]
+                                tab[tgt] = max(old, key[i])
+                                if old == -1 or old == key[i]:
+                                    pend[i] = False
+                                elif old < key[i]:
+                                    key[i] = old
+                                p[i] = tgt + 1 if tgt + 1 < ts else 0
+                            rounds += 1
+                        ins.append(rounds)
+                        lanes.extend(lane[lists[j, kb:kb + bk] >= 0])
+                where = {int(v): i for i, v in enumerate(tab) if v >= 0}
+                for j in range(g):
+                    for kb in range(0, args.topk, bk):
+                        key = lists[j, kb:kb + bk]
+                        key = key[key >= 0]
+                        if len(key):
+                            h = home(key, ts)
+                            d = (np.array([where[int(k)] for k in key]) - (h - h % w)) % ts
+                            mark.append(int((d // w).max()) + 1)
+                load.append((tab >= 0).mean())
+            print(f"G {g} W {w} {bk} slots a program: insert rounds a program {np.mean(ins):.2f} (max {max(ins)}), "
+                  f"a lane {np.mean(lanes):.2f}; mark rounds a program {np.mean(mark):.2f}; table load "
+                  f"{np.mean(load):.2f}", flush=True)
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bench", action="store_true", help="time build_groups on overlap indices (CUDA)")
@@ -740,11 +812,17 @@ def main(argv=None) -> None:
     p.add_argument("--impl", nargs="+", choices=("hash", "sort"), default=["hash"], help="kernels to time")
     p.add_argument("--hash-w", type=int, nargs="*", default=None,
                    help="hash: cells a lane reads a round, powers of 2 (sweep; default HASH_W)")
+    p.add_argument("--simulate", action="store_true", help="hash: replay the probe loops on the CPU (numpy)")
+    p.add_argument("--sim-tokens", type=int, default=64, help=argparse.SUPPRESS)
+    p.add_argument("--sim-probe", type=int, default=HASH_PROBE[0], help=argparse.SUPPRESS)
     p.add_argument("--hash-probe", nargs="*", default=None,
                    help="hash: insert / mark SLOTS:WARPS, SLOTS a power of 2 (sweep; default HASH_PROBE)")
     p.add_argument("--hash-compact", nargs="*", default=None,
                    help="hash: compaction CELLS:WARPS, CELLS a power of 2 (sweep; default HASH_COMPACT)")
     args = p.parse_args(argv)
+    if args.simulate:
+        _simulate(args)
+        return
     if not args.bench:
         p.print_help()
         return
