@@ -96,15 +96,17 @@ def test_rx_only_when_forced():
 def test_rx_config(monkeypatch):
     monkeypatch.delenv("DSATTN_RX_CONFIG", raising=False)
     monkeypatch.delenv("DSATTN_RX_CONSUMERS", raising=False)
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(stages=4, consumers=2)
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == gluon_rx.RxConfig(stages=3, consumers=2)
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(stages=5, consumers=2, hp8=1)
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16, 576) == gluon_rx.RxConfig(stages=4, consumers=2, hp8=1)
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == gluon_rx.RxConfig(stages=3, consumers=2, hp8=1)
     monkeypatch.setenv("DSATTN_RX_CONSUMERS", "1")
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(stages=5, consumers=1)
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == gluon_rx.RxConfig(stages=4, pv_depth=0, consumers=1)
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(stages=5, consumers=1, hp8=1)
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == gluon_rx.RxConfig(stages=4, pv_depth=0, consumers=1,
+                                                                                  hp8=1)
     for c in ("1", "2"):
         monkeypatch.setenv("DSATTN_RX_CONSUMERS", c)
         for h in (1, 8, 16, 32):
-            hp = gluon_rx.rx_hp(h)
+            hp = 8 if h <= 8 else gluon_rx.rx_hp(h)
             for layout, d in ((KVLayout.FP8_DS_MLA, 576), (KVLayout.FP8_DS_MLA_NOPE, 512)):
                 cfg = gluon_rx.rx_config(layout, h, d)
                 assert (gluon_rx.rx_smem_bytes(layout, d, hp, cfg.stages, cfg.consumers) + gluon_rx.SMEM_MARGIN

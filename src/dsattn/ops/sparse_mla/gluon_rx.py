@@ -3,13 +3,18 @@ that keep no fp16 tiles: the consumers build both products' A operands in REGIST
 
 STATUS: selected only by DSATTN_SPARSE_MLA_IMPL=gluon_rx (launch.py); 'auto' never picks it. Two kernels:
 sparse_mla_rx_kernel (one consumer warpgroup, DSATTN_RX_CONSUMERS=1) and sparse_mla_rx2_kernel (two, the default).
-Measured (H200, session 10, bench/logs/s10_rx1.log, one consumer at commit edd6f78, fp8_ds_mla decode 512 tokens):
-8 heads 0.307-0.311 ms vs gluon_ws 0.324; 16 heads 0.327-0.330 vs 0.327; 32 heads 0.431 vs 0.352 (pv_depth 0, one
-chunk of P @ V at a time: 128 accumulator registers); 4 stages as fast as 5 (not gather-bound: the consumer is),
-L2 prefetch slower (0.38 / 0.40); outputs within 0.004 of gluon_ws (lse 2e-7), the GPU tests that ran passed.
-The two-consumer kernel, the per-group S accumulators and the alu option were written after that run, compiled for sm_90a
-only (bench/mla_gluon_check.py --kernel rx: no spill, no wgmma serialization at the defaults); their speed is a
-prediction until a device call measures it.
+Measured on the H200 (fp8_ds_mla decode 512 tokens, topk 2048; gluon_ws 0.324 / 0.327 / 0.352 ms at 8 / 16 / 32 heads):
+  - one consumer (edd6f78, bench/logs/s10_rx1.log): 8 heads 0.307-0.311 ms, 16 heads 0.327-0.330, 32 heads 0.431
+    (pv_depth 0); 4 stages as fast as 5; L2 prefetch slower (0.38 / 0.40); GPU tests passed (32 of them, to the
+    time limit), outputs within 0.004 of gluon_ws (lse 2e-7);
+  - two consumers (bench/logs/s10_call5.log): 8 heads 0.295 ms, with 8-head programs (hp8) 0.259 (now the default
+    at <= 8 heads); 32 heads 0.463 (slower than gluon_ws: use gluon_ws there); the integer e4m3 conversion (alu) and
+    the pipelined loop (pipe) were slower (alu3 0.323, alu + pipe 0.314, alu + pipe + hp8 0.273 at 8 heads).
+The target (<= 0.222 ms at 8 / 16 heads) is not reached. Written after that call, compile-checked only (their speed is
+a prediction until measured): the per-element softmax sums of the two-consumer kernel and the ping-pong consumers
+(pingpong). What the measurements suggest: time falls with the wgmma N (hp8), and conversions on another pipe do not
+help, so the consumers' tensor-core work does not overlap their conversions and softmax (the S exchange keeps the two
+consumers in step); pingpong lets one consumer's products run under the other's conversions.
 
 Why (notes/sparse_mla.md, gluon_ws timing builds, 8 heads): gluon_ws's two fp16 tiles (144 KB) leave room for only
 ~42 KB of gathered rows in flight per SM, and its shared-memory traffic per 64-key block is ~290 KB (raw in, fp8
@@ -122,10 +127,10 @@ def rx_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int, consumers: 
 
 
 def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
-    """Two consumer warpgroups (DSATTN_RX_CONSUMERS=1 for one), as many raw stages (2..5) as shared memory holds
-    (fp8_ds_mla 576, two consumers: 4 at 16 heads a program, 3 at 32; one consumer: 5 / 4), pv_depth 1 (one consumer
-    at 32 heads a program: 0, else ptxas serializes every wgmma or spills; bench/mla_gluon_check.py --kernel rx).
-    Which consumer count is faster is not measured yet. DSATTN_RX_CONFIG='stages/regs/warps[/prefetch[/pv_depth
+    """Two consumer warpgroups (DSATTN_RX_CONSUMERS=1 for one), 8-head programs at <= 8 heads (hp8: 0.259 vs 0.295 ms
+    at 8 heads, bench/logs/s10_call5.log), as many raw stages (2..5) as shared memory holds (fp8_ds_mla 576, two
+    consumers: 5 at 8-head programs, 4 at 16, 3 at 32; one consumer: 5 / 5 / 4), pv_depth 1 (one consumer at 32 heads
+    a program: 0, else ptxas serializes every wgmma or spills; bench/mla_gluon_check.py --kernel rx). DSATTN_RX_CONFIG='stages/regs/warps[/prefetch[/pv_depth
     [/consumers]]]' overrides it all (A/B runs; read at launch)."""
     spec = os.environ.get("DSATTN_RX_CONFIG", "").strip()
     if spec:
@@ -138,11 +143,11 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     if consumers not in ("1", "2"):
         raise ValueError(f"DSATTN_RX_CONSUMERS must be 1 or 2, got {consumers!r}")
     consumers = int(consumers)
-    hp = rx_hp(num_heads)
+    hp = 8 if num_heads <= 8 else rx_hp(num_heads)  # hp8 (the default)
     stages = 5
     while stages > 2 and rx_smem_bytes(layout, d_qk, hp, stages, consumers) + SMEM_MARGIN > SMEM_LIMIT:
         stages -= 1
-    return RxConfig(stages=stages, pv_depth=0 if hp == 32 and consumers == 1 else 1, consumers=consumers)
+    return RxConfig(stages=stages, pv_depth=0 if hp == 32 and consumers == 1 else 1, consumers=consumers, hp8=1)
 
 
 def s_phys(c):
