@@ -72,7 +72,7 @@ def main() -> int:
                     cfg = gluon_rx.rx_config(case.layout, h, case.q.shape[-1])
                 else:
                     cfg = gluon_rx.RxConfig(*[int(x) for x in spec.split("/")])
-                cfg = dataclasses.replace(cfg, **extra)
+                cfg = gluon_rx.rx_fit(dataclasses.replace(cfg, **extra), case.layout, h, case.q.shape[-1])
                 label = "/".join(str(v) for v in (cfg.stages, cfg.producer_regs, cfg.producer_warps, cfg.prefetch,
                                                   cfg.pv_depth, cfg.consumers, cfg.alu, cfg.pipe, cfg.hp8,
                                                   cfg.pingpong))

@@ -115,15 +115,26 @@ def rx_hp(num_heads: int) -> int:
     return 16 if num_heads <= 16 else 32
 
 
-def rx_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int, consumers: int = 1) -> int:
+def rx_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int, consumers: int = 1, pingpong: int = 0) -> int:
     """Shared memory the kernel allocates (without mbarriers and the compiler's scratch); two consumers add a P
-    buffer and the S exchange (2 halves x 2 parities x [64, hp] fp32)."""
+    buffer and the S exchange (2 halves x 2 parities x [64, hp] fp32), or with pingpong the merge buffers."""
     rope = d_qk > LATENT_DIM and layout is KVLayout.FP8_DS_MLA
     stage = BN * (LATENT_DIM + 16 + (2 * 64 if rope else 0))
     fixed = hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0) + consumers * BN * hp * 2
     if consumers == 2:
-        fixed += 4 * BN * hp * 4
+        fixed += (LATENT_DIM * hp * 4 + 2 * hp * 4) if pingpong else 4 * BN * hp * 4
     return stages * stage + fixed
+
+
+def rx_fit(cfg: RxConfig, layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
+    """cfg with its stages cut (down to 2) until its shared memory fits (A/B runs that change the layout of a
+    default config, e.g. pingpong)."""
+    hp = 8 if cfg.hp8 and num_heads <= 8 else rx_hp(num_heads)
+    stages = cfg.stages
+    while stages > 2 and (rx_smem_bytes(layout, d_qk, hp, stages, cfg.consumers, cfg.pingpong) + SMEM_MARGIN
+                          > SMEM_LIMIT):
+        stages -= 1
+    return dataclasses.replace(cfg, stages=stages)
 
 
 def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
