@@ -20,8 +20,8 @@ def test_knob_accepts_gluon_prefill(monkeypatch):
 
 
 def test_only_when_forced():
-    """Never under the other values (auto included); under gluon_prefill for 'native' launches and every launch
-    above 32 heads, ValueError where it cannot run (here: CPU tensors)."""
+    """Never under the other forced values nor under auto where it cannot run (here: CPU tensors); under
+    gluon_prefill for 'native' launches and every launch above 32 heads, ValueError where it cannot run."""
     flat = torch.zeros(16, 576, dtype=torch.bfloat16)
     for h in (1, 8, 32, 64, 128):
         q = torch.zeros(2, h, 576, dtype=torch.bfloat16)
@@ -44,6 +44,8 @@ def test_auto_only_at_listed_heads(monkeypatch):
     assert not launch.use_gluon_prefill(q, flat, "native", "auto")
     monkeypatch.setattr(launch, "GLUON_PREFILL_AUTO_HEADS", frozenset({8}))
     assert launch.gluon_prefill_preferred(8) and not launch.gluon_prefill_preferred(16)
+    monkeypatch.undo()
+    assert all(launch.gluon_prefill_preferred(h) for h in (1, 8, 16, 32, 64, 128))
     assert not launch.use_gluon_prefill(q, flat, "native", "auto")  # a CPU tensor: not usable, no ValueError
 
 

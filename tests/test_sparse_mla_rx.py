@@ -77,8 +77,12 @@ def test_alu_conversion_is_exact():
             assert torch.equal(torch.signbit(got[keep]), torch.signbit(want[keep]))
 
 
-def test_rx_only_when_forced():
+def test_rx_choice():
+    """gluon_rx: under auto only for fp8 rows at <= 16 heads a program where usable (never on a CPU tensor, no
+    ValueError); under gluon_rx over fp8 rows at <= 32 heads, ValueError where it cannot run."""
     q = torch.zeros(2, 8, 576, dtype=torch.bfloat16)
+    assert launch.rx_preferred(KVLayout.FP8_DS_MLA, 16) and launch.rx_preferred(KVLayout.FP8_DS_MLA_NOPE, 8)
+    assert not launch.rx_preferred(KVLayout.FP8_DS_MLA, 32) and not launch.rx_preferred(KVLayout.BF16, 16)
     rows = torch.zeros(16, 656, dtype=torch.uint8)
     flat = torch.zeros(16, 576, dtype=torch.bfloat16)
     for impl in ("auto", "triton", "gluon", "gluon_ws", "gluon64", "gluon_prefill"):

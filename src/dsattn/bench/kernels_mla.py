@@ -260,6 +260,9 @@ def _kernel_record(case: Case, variant: str) -> dict:
     elif kernel == "gluon_ws":
         from ..ops.sparse_mla.gluon_ws import ws_config
         cfg = ws_config(case.layout, case.heads, case.d_qk)
+    elif kernel == "gluon_rx":
+        from ..ops.sparse_mla.gluon_rx import rx_config
+        cfg = rx_config(case.layout, case.heads, case.d_qk)
     elif kernel == "gluon":
         cfg = gluon_config(case.layout, case.heads, case.d_qk)
     else:
@@ -363,7 +366,7 @@ def parse_args(argv):
     p.add_argument("--no-peer", action="store_true", help="skip FlashMLA")
     p.add_argument("--impl", default="auto",
                    help="comma list of DSATTN_SPARSE_MLA_IMPL values to time dsattn under (auto, triton, gluon, "
-                        "gluon_ws, gluon64, gluon_prefill: the grouped bf16 prefill kernel); "
+                        "gluon_ws, gluon_rx, gluon64, gluon_prefill: the grouped bf16 prefill kernel); "
                         "a forced kernel that a variant lacks is skipped")
     p.add_argument("--rep-ms", type=float, default=100)
     p.add_argument("--out", default=None, help="results folder (default bench/results)")
@@ -372,7 +375,8 @@ def parse_args(argv):
     args.cases = [c for c in args.cases.split(",") if c]
     args.heads = [int(h) for h in args.heads.split(",")]
     args.impl = [i for i in args.impl.split(",") if i]
-    bad = [i for i in args.impl if i not in ("auto", "triton", "gluon", "gluon_ws", "gluon64", "gluon_prefill")]
+    bad = [i for i in args.impl if i not in ("auto", "triton", "gluon", "gluon_ws", "gluon_rx", "gluon64",
+                                             "gluon_prefill")]
     if bad:
         p.error(f"--impl: unknown {bad}")
     args.tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else None

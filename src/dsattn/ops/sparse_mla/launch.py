@@ -129,14 +129,14 @@ def gluon_preferred(layout: KVLayout, hp: int) -> bool:
 
 
 def sparse_mla_impl() -> str:
-    """DSATTN_SPARSE_MLA_IMPL: 'auto' (default), 'triton', 'gluon' or 'gluon_ws' (forces one kernel for A/B
-    runs; 'gluon_ws': the warp-specialized kernel of gluon_ws.py over fp8 rows, 'gluon' elsewhere; 'auto'
-    takes it for fp8 rows at <= 32 heads a program, ws_preferred; 'gluon64': the 64-head warp-specialized kernel
-    of gluon64.py for 64-head programs over fp8 rows (auto's choice there too), what 'auto' runs elsewhere;
-    'gluon_prefill': the grouped bf16 prefill kernel of gluon_prefill.py for every prefill launch (not yet run on
-    a GPU), what 'auto' runs for decode; 'gluon_rx': the register-operand warp-specialized kernel of gluon_rx.py
-    over fp8 rows at <= 32 heads a program (not yet run on a GPU; 'auto' never picks it), 'gluon' elsewhere as
-    gluon_ws)."""
+    """DSATTN_SPARSE_MLA_IMPL: 'auto' (default) or one kernel forced for A/B runs. 'auto' on sm_90: decode over fp8
+    rows runs gluon_rx at <= 16 heads a program (rx_preferred), gluon_ws at 17..32 (ws_preferred), gluon64 for
+    64-head programs; bf16 decode rows gluon_small at 32-head programs, Triton elsewhere; prefill the grouped
+    gluon_prefill (GLUON_PREFILL_AUTO_HEADS, 'native' and 64-head programs). The forced values: 'triton';
+    'gluon' (gluon_small wherever a program carries <= 32 heads); 'gluon_ws' / 'gluon_rx' (those kernels over
+    fp8 rows at <= 32 heads a program, gluon_small over bf16 rows); 'gluon64'; 'gluon_prefill' (every prefill
+    launch it takes). A forced value runs what 'auto' runs where its kernel does not apply, and raises ValueError
+    where its kernel applies but cannot run (not sm_90, the interpreter, rows not 16-byte aligned)."""
     impl = os.environ.get("DSATTN_SPARSE_MLA_IMPL", "auto").strip().lower() or "auto"
     if impl not in IMPLS:
         raise ValueError(f"DSATTN_SPARSE_MLA_IMPL must be one of {list(IMPLS)}, got {impl!r}")
@@ -179,7 +179,8 @@ def ws_preferred(layout: KVLayout, hp: int) -> bool:
     """Where 'auto' picks the warp-specialized kernel: fp8 rows, programs of at most 32 heads. Bit-identical to
     gluon_small and faster at every size measured, fp8 decode 512 tokens: 8 / 16 heads 0.356 / 0.358 ms vs 0.427 /
     0.433 (bench/results/ab_gluon_ws_h8.json, ab_gluon_ws_h16.json), 32 heads 0.354 vs 0.458 ms
-    (bench/results/sparse_mla_gluon_ws_sweep.json, session 10; H200)."""
+    (bench/results/sparse_mla_gluon_ws_sweep.json, session 10; H200). run_attention asks gluon_rx first, which
+    'auto' takes at <= 16 heads a program (rx_preferred), so gluon_ws runs 17..32 there."""
     return layout.is_fp8 and hp <= 32
 
 
@@ -206,11 +207,26 @@ def use_gluon_ws(q, flat, layout: KVLayout, hp: int, impl: str | None = None) ->
     return True
 
 
+def rx_preferred(layout: KVLayout, hp: int) -> bool:
+    """Where 'auto' picks gluon_rx: fp8 rows, programs of at most 16 heads (8-head programs at <= 8 heads). H200, fp8
+    decode 512 tokens (bench/results/sparse_mla_rx_bench_c2.json, session 10 call 5): 8 heads 0.259 ms vs gluon_ws
+    0.324; 16-head programs 0.295 vs 0.324 (measured at 8 heads); at 32 heads gluon_rx is slower (0.463 vs 0.353),
+    so gluon_ws keeps 17..32."""
+    return layout.is_fp8 and hp <= 16
+
+
 def use_gluon_rx(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bool:
-    """Whether run_attention launches gluon_rx.sparse_mla_rx_kernel: only under DSATTN_SPARSE_MLA_IMPL=gluon_rx (not
-    yet run on a GPU: 'auto' never takes it), over fp8 rows at most 32 heads per program; ValueError where that kernel
-    cannot run (as 'gluon_ws')."""
+    """Whether run_attention launches gluon_rx.sparse_mla_rx_kernel: under 'auto' where usable and preferred
+    (rx_preferred); under DSATTN_SPARSE_MLA_IMPL=gluon_rx over fp8 rows at most 32 heads per program, ValueError
+    where that kernel cannot run (as 'gluon_ws')."""
     impl = impl or sparse_mla_impl()
+    if impl in ("gluon64", "gluon_prefill"):
+        impl = "auto"  # launches the 64-head / prefill kernel does not take run what auto runs
+    if impl == "auto":
+        if not (rx_preferred(layout, hp) and gluon_usable(q, flat, layout, hp)):
+            return False
+        from .gluon_rx import HAVE_GLUON
+        return HAVE_GLUON
     if impl != "gluon_rx" or not layout.is_fp8 or hp > 32:
         return False
     from .gluon_rx import HAVE_GLUON
@@ -358,9 +374,11 @@ def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out
     combine_splits(out, lse, part_o, part_lse, splits)
 
 
-# Head counts (per rank) at which 'auto' runs the grouped prefill kernel: none until a device call shows it faster
-# than what auto runs now (bench/gpu_pf_call1.sh).
-GLUON_PREFILL_AUTO_HEADS: frozenset[int] = frozenset()
+# Head counts (per rank) at which 'auto' runs the grouped prefill kernel: every count. H200, s_q 1024, overlap
+# indices (session 10 call 5, bench/results/pf_sched5.json): 8 heads 0.388 ms (union lists included) vs Triton 0.673
+# (bench/results/sparse_mla.json), 64 heads 0.790 vs 1.554; the final table (bench/results/sparse_mla_final_prefill.json)
+# times auto against Triton at 8..128 heads.
+GLUON_PREFILL_AUTO_HEADS: frozenset[int] = frozenset(range(1, 129))
 
 
 def gluon_prefill_preferred(num_heads: int) -> bool:
@@ -370,7 +388,7 @@ def gluon_prefill_preferred(num_heads: int) -> bool:
 
 def use_gluon_prefill(q, kv, variant: str, impl: str | None = None) -> bool:
     """Whether launch_prefill runs gluon_prefill.sparse_mla_prefill_kernel: under DSATTN_SPARSE_MLA_IMPL=gluon_prefill,
-    or under 'auto' at the head counts of GLUON_PREFILL_AUTO_HEADS where it can run (none yet), for the 'native' variant (and
+    or under 'auto' at the head counts of GLUON_PREFILL_AUTO_HEADS where it can run (every count), for the 'native' variant (and
     'pad64' above 32 heads, the only variant there): the kernel maps heads itself (G tokens x HPT heads a
     program), so a 'pad64' launch at <= 32 heads keeps what 'auto' runs. ValueError where it cannot run (not
     sm_90, interpreter, CPU, rows whose addresses do not keep 16-byte copies)."""
