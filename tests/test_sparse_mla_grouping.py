@@ -96,9 +96,9 @@ def assert_same(a, b, ordered=False):
         assert (pa == pb) if ordered else (sorted(pa) == sorted(pb)), c
 
 
-@pytest.fixture(params=["hash", "sort"])
+@pytest.fixture(params=["hash", "hash1", "sort"])
 def impl(request, monkeypatch):
-    """build_groups' kernels: the hash table (default) or the sort."""
+    """build_groups' kernels: the hash table (default; hash1: one program a group) or the sort."""
     from dsattn.ops.sparse_mla import grouping
     monkeypatch.setattr(grouping, "IMPL", request.param)
     return request.param
@@ -190,7 +190,7 @@ def test_triton_chunk_offset_and_untouched_rows(impl):
 def test_triton_heavy_duplicates_and_nothing_valid(monkeypatch, inline, impl):
     """Repeated slots: the sort kernel's second kernel (default) and inline; the hash path's rebuild."""
     from dsattn.ops.sparse_mla import grouping
-    if impl == "hash" and inline:
+    if impl != "sort" and inline:
         pytest.skip("inline applies to the sort kernel")
     monkeypatch.setattr(grouping, "INLINE_DUPS", inline)
     k, g = 16, 4
@@ -223,6 +223,7 @@ def _distinct_rows(t, k, span, generator):
     return torch.stack([torch.randperm(span, generator=generator)[:k] for _ in range(t)]).to(torch.int32)
 
 
+@pytest.mark.parametrize("hash_impl", ["hash", "hash1"])
 @pytest.mark.parametrize("k, g, t, span", [
     (16, 1, 3, 32), (16, 8, 11, 32), (32, 2, 5, 64), (48, 3, 7, 96), (128, 8, 8, 256),
     (15, 3, 6, 60), (6, 3, 6, 40),   # G * K odd (windows of 1 cell), G * K = 18 (windows of 2)
@@ -230,13 +231,14 @@ def _distinct_rows(t, k, span, generator):
     (64, 4, 4, 256),   # one group of 4 disjoint lists of 64: the table (256 cells) ends full
     (64, 8, 8, 512),   # 8 disjoint lists: full
 ])
-def test_hash_alone_without_repeats(monkeypatch, k, g, t, span):
+def test_hash_alone_without_repeats(monkeypatch, k, g, t, span, hash_impl):
     """Lists without repeated slots settle in the table: no group is left to the rebuild (switched off here:
     HASH_REBUILD), up to a full table (every cell taken). Blocks of 32 cells: several clear programs a
     group and an in-place compaction over several blocks."""
     from dsattn.ops.sparse_mla import grouping
-    monkeypatch.setattr(grouping, "IMPL", "hash")
+    monkeypatch.setattr(grouping, "IMPL", hash_impl)
     monkeypatch.setattr(grouping, "HASH_COMPACT", (32, 1))
+    monkeypatch.setattr(grouping, "HASH1", (16, 1))       # hash1: several probe steps a token
     monkeypatch.setattr(grouping, "HASH_REBUILD", False)
     gen = torch.Generator().manual_seed(k * 100 + g)
     if span == g * k and t == g:
@@ -248,12 +250,13 @@ def test_hash_alone_without_repeats(monkeypatch, k, g, t, span):
     assert_groups(got, oracle(idx, None, span, g, 0, t))
 
 
-def test_hash_order_independent_of_insertion_order(monkeypatch):
+@pytest.mark.parametrize("hash_impl", ["hash", "hash1"])
+def test_hash_order_independent_of_insertion_order(monkeypatch, hash_impl):
     """Ordered hashing: the table (hence the entries' order) depends on the set of slots only, not on the
     order they arrive in (the interpreter runs the programs one by one, so permuting each token's list
     changes the insertion order)."""
     from dsattn.ops.sparse_mla import grouping
-    monkeypatch.setattr(grouping, "IMPL", "hash")
+    monkeypatch.setattr(grouping, "IMPL", hash_impl)
     gen = torch.Generator().manual_seed(3)
     k, g, t, n = 64, 4, 8, 200
     idx = _distinct_rows(t, k, n, gen)
@@ -269,10 +272,11 @@ def test_hash_order_independent_of_insertion_order(monkeypatch):
     assert_groups(a, oracle(idx, None, n, g, 0, t))
 
 
-def test_hash_gives_up_to_the_rebuild(monkeypatch):
+@pytest.mark.parametrize("hash_impl", ["hash", "hash1"])
+def test_hash_gives_up_to_the_rebuild(monkeypatch, hash_impl):
     """An insert still probing after HASH_MAX_ROUNDS marks its group; the rebuild (sort) still gets it right."""
     from dsattn.ops.sparse_mla import grouping
-    monkeypatch.setattr(grouping, "IMPL", "hash")
+    monkeypatch.setattr(grouping, "IMPL", hash_impl)
     monkeypatch.setattr(grouping, "HASH_MAX_ROUNDS", 1)
     monkeypatch.setattr(grouping, "HASH_W", 1)
     k, g, t = 32, 4, 8

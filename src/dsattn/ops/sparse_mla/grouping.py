@@ -374,30 +374,20 @@ if HAVE_TRITON:
             tl.store(cnt_ptr + c, 0)
 
     @triton.jit
-    def _hash_insert_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
-                            msk_ptr, msk_stride, cnt_ptr, K, TS, G: tl.constexpr, BK: tl.constexpr, W: tl.constexpr,
-                            MAX_ROUNDS: tl.constexpr, HAS_LEN: tl.constexpr):
-        """Program (c, j, kb) inserts block kb of token j's valid slots into group c's table (its entries row,
-        cells [0, TS)) by ordered linear probing (Amble & Knuth; lock-free as in Shun & Blelloch 2014): a lane
-        reads the cells from its position to the end of its W-aligned window (W 8: one 32-byte sector), takes
-        the first holding EMPTY (-1), its key, or a smaller key, and
-        atomic_max-es its key there; EMPTY or its key -> done, a smaller key -> that key was displaced and the
-        lane carries it on from the next cell. Cells only grow, so a stale read never skips a cell wrongly, and
-        the final table is the same for every interleaving. A cell taken from EMPTY (once, ever) gets its masks
-        cell zeroed by the lane that took it. A program still probing after MAX_ROUNDS marks the
-        group (bit 30 of counts[c]) for the rebuild by _group_union_dups_kernel."""
-        c = tl.program_id(0)
-        j = tl.program_id(1)
-        kb = tl.program_id(2)
-        key, pend = _token_slots(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, j, kb,
-                                 G, BK, HAS_LEN)
-        row = ent_ptr + c.to(tl.int64) * ent_stride
-        msk_row = msk_ptr + c.to(tl.int64) * msk_stride
+    def _probe_insert(key, pend, row, msk_row, TS, BK: tl.constexpr, W: tl.constexpr, MAX_ROUNDS: tl.constexpr):
+        """Inserts the pending lanes' keys into the table at row (cells [0, TS)) by ordered linear probing
+        (Amble & Knuth; lock-free as in Shun & Blelloch 2014): a lane reads the cells from its position to the
+        end of its W-aligned window (one 16-byte vector at W 4), takes the first holding EMPTY (-1), its key,
+        or a smaller key, and atomic_max-es its key there; EMPTY or its key -> done, a smaller key -> that key
+        was displaced and the lane carries it on from the next cell. Cells only grow, so a stale read never
+        skips a cell wrongly, and the final table is the same for every interleaving. A cell taken from EMPTY
+        (once, ever) gets its masks cell zeroed by the lane that took it. Returns the lanes still pending after
+        MAX_ROUNDS rounds (the caller gives the group up to the rebuild)."""
         wi = tl.arange(0, W)[None, :]
         p = _hash_home(key, TS)
         rounds = 0
         while (tl.max(pend.to(tl.int32), 0) > 0) & (rounds < MAX_ROUNDS):
-            base = tl.multiple_of(p - p % W, W)        # W-aligned window (W divides TS): one sector at W 8
+            base = tl.multiple_of(p - p % W, W)        # W-aligned window (W divides TS)
             offs = base[:, None] + wi
             vals = tl.load(row + offs, mask=pend[:, None], other=2147483647, cache_modifier=".cg")
             cand = (vals <= key[:, None]) & (offs >= p[:, None])         # first cell EMPTY, key or smaller
@@ -421,56 +411,40 @@ if HAVE_TRITON:
             p = tl.where(has, tgt + 1, base + W)
             p = tl.where(p >= TS, 0, p)
             rounds += 1
-        if tl.max(pend.to(tl.int32), 0) > 0:
-            tl.atomic_or(cnt_ptr + c, 1 << 30, sem="relaxed")
+        return pend
 
     @triton.jit
-    def _hash_mark_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
-                          msk_ptr, msk_stride, cnt_ptr, K, TS, G: tl.constexpr, BK: tl.constexpr,
-                          W: tl.constexpr, HAS_LEN: tl.constexpr):
-        """Program (c, j, kb): finds each valid slot of its block in the (final) table, ORs bit j into the
-        mask cell beside it and adds its number of valid entries to counts[c] (skipped when the insert
-        marked the group). A token listing a slot twice ORs its bit twice: compaction sees fewer bits than
-        counts[c] says and marks the group for the rebuild."""
-        c = tl.program_id(0)
-        j = tl.program_id(1)
-        kb = tl.program_id(2)
-        if tl.load(cnt_ptr + c) < (1 << 30):
-            key, ok = _token_slots(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, j, kb,
-                                   G, BK, HAS_LEN)
-            row = ent_ptr + c.to(tl.int64) * ent_stride
-            msk_row = msk_ptr + c.to(tl.int64) * msk_stride
-            wi = tl.arange(0, W)[None, :]
-            p = _hash_home(key, TS)
-            pend = ok
-            rounds = 0
-            max_rounds = TS // W + 3                               # every cell once, and then some
-            while (tl.max(pend.to(tl.int32), 0) > 0) & (rounds < max_rounds):
-                base = tl.multiple_of(p - p % W, W)
-                offs = base[:, None] + wi
-                vals = tl.load(row + offs, mask=pend[:, None], other=-2)
-                fw = tl.min(tl.where((vals == key[:, None]) & (offs >= p[:, None]), wi, W), 1)
-                hit = pend & (fw < W)
-                tl.atomic_or(msk_row + offs, tl.full([BK, W], 1, tl.int32) << j, mask=(wi == fw[:, None]) & hit[:, None],
-                             sem="relaxed")
-                pend = pend & (hit == 0)
-                p = base + W
-                p = tl.where(p >= TS, 0, p)
-                rounds += 1
-            tl.atomic_add(cnt_ptr + c, tl.sum(ok.to(tl.int32), 0), sem="relaxed")
+    def _probe_mark(key, ok, j, row, msk_row, TS, BK: tl.constexpr, W: tl.constexpr):
+        """Finds each valid lane's key in the (final) table at row and ORs bit j into the masks cell beside
+        it (a key the table lacks, after a give-up, is skipped after a full turn)."""
+        wi = tl.arange(0, W)[None, :]
+        p = _hash_home(key, TS)
+        pend = ok
+        rounds = 0
+        max_rounds = TS // W + 3                               # every cell once, and then some
+        while (tl.max(pend.to(tl.int32), 0) > 0) & (rounds < max_rounds):
+            base = tl.multiple_of(p - p % W, W)
+            offs = base[:, None] + wi
+            vals = tl.load(row + offs, mask=pend[:, None], other=-2, cache_modifier=".cg")
+            fw = tl.min(tl.where((vals == key[:, None]) & (offs >= p[:, None]), wi, W), 1)
+            hit = pend & (fw < W)
+            tl.atomic_or(msk_row + offs, tl.full([BK, W], 1, tl.int32) << j,
+                         mask=(wi == fw[:, None]) & hit[:, None], sem="relaxed")
+            pend = pend & (hit == 0)
+            p = base + W
+            p = tl.where(p >= TS, 0, p)
+            rounds += 1
 
     @triton.jit
-    def _hash_compact_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens,
-                             ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, K, TS,
-                             G: tl.constexpr, CB: tl.constexpr, GP: tl.constexpr, KP: tl.constexpr,
-                             HAS_LEN: tl.constexpr, WIDE: tl.constexpr, REBUILD: tl.constexpr):
-        """Program c moves the occupied cells of group c's table to the front of its rows, in table order, in
-        place (a cell moves to the number of occupied cells before it, never past itself; each block is
-        loaded whole before it is stored), and sets counts[c]. When the masks hold fewer bits than the valid
-        entries listed (a token listed a slot twice) or the insert gave up (bit 30), it rebuilds the group the
-        sort path's way instead (_emit_dups: ascending slots; REBUILD False: counts[c] = -1, for the tests)."""
-        c = tl.program_id(0)
-        listed = tl.load(cnt_ptr + c)
+    def _compact_finish(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
+                        msk_ptr, msk_stride, cnt_ptr, K, TS, c, listed,
+                        G: tl.constexpr, CB: tl.constexpr, GP: tl.constexpr, KP: tl.constexpr,
+                        HAS_LEN: tl.constexpr, WIDE: tl.constexpr, REBUILD: tl.constexpr):
+        """Group c's occupied cells to the front of its rows, in table order, in place (a cell moves to the
+        number of occupied cells before it, never past itself; each block is loaded whole before it is
+        stored), counts[c] their number. When the masks hold fewer bits than `listed` (the valid entries: a
+        token listed a slot twice), or listed >= 2^30 (the insert gave up), the group is rebuilt the sort
+        path's way instead (_emit_dups: ascending slots; REBUILD False: counts[c] = -1, for the tests)."""
         ent_row = ent_ptr + c.to(tl.int64) * ent_stride
         msk_row = msk_ptr + c.to(tl.int64) * msk_stride
         n = 0
@@ -480,8 +454,8 @@ if HAVE_TRITON:
             while b < TS:                                  # (a while: the interpreter takes no tensor range)
                 offs = b + tl.arange(0, CB)
                 inb = offs < TS
-                k = tl.load(ent_row + offs, mask=inb, other=-1)
-                m = tl.load(msk_row + offs, mask=inb, other=0)
+                k = tl.load(ent_row + offs, mask=inb, other=-1, cache_modifier=".cg")
+                m = tl.load(msk_row + offs, mask=inb, other=0, cache_modifier=".cg")
                 occ = k >= 0
                 at = n + tl.cumsum(occ.to(tl.int32), 0) - 1
                 pc = tl.zeros_like(m)
@@ -508,6 +482,92 @@ if HAVE_TRITON:
             else:
                 tl.store(cnt_ptr + c, -1)
 
+    @triton.jit
+    def _hash_insert_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
+                            msk_ptr, msk_stride, cnt_ptr, K, TS, G: tl.constexpr, BK: tl.constexpr, W: tl.constexpr,
+                            MAX_ROUNDS: tl.constexpr, HAS_LEN: tl.constexpr):
+        """Program (c, j, kb) inserts block kb of token j's valid slots into group c's table (_probe_insert);
+        a program still probing after MAX_ROUNDS marks the group (bit 30 of counts[c]) for the rebuild."""
+        c = tl.program_id(0)
+        j = tl.program_id(1)
+        kb = tl.program_id(2)
+        key, pend = _token_slots(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, j, kb,
+                                 G, BK, HAS_LEN)
+        pend = _probe_insert(key, pend, ent_ptr + c.to(tl.int64) * ent_stride, msk_ptr + c.to(tl.int64) * msk_stride,
+                             TS, BK, W, MAX_ROUNDS)
+        if tl.max(pend.to(tl.int32), 0) > 0:
+            tl.atomic_or(cnt_ptr + c, 1 << 30, sem="relaxed")
+
+    @triton.jit
+    def _hash_mark_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
+                          msk_ptr, msk_stride, cnt_ptr, K, TS, G: tl.constexpr, BK: tl.constexpr,
+                          W: tl.constexpr, HAS_LEN: tl.constexpr):
+        """Program (c, j, kb): ORs bit j into the masks cells of its block's valid slots (_probe_mark) and adds
+        its number of valid entries to counts[c] (skipped when the insert marked the group). A token listing
+        a slot twice ORs its bit twice: compaction sees fewer bits than counts[c] says and rebuilds."""
+        c = tl.program_id(0)
+        j = tl.program_id(1)
+        kb = tl.program_id(2)
+        if tl.load(cnt_ptr + c) < (1 << 30):
+            key, ok = _token_slots(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, j, kb,
+                                   G, BK, HAS_LEN)
+            _probe_mark(key, ok, j, ent_ptr + c.to(tl.int64) * ent_stride, msk_ptr + c.to(tl.int64) * msk_stride,
+                        TS, BK, W)
+            tl.atomic_add(cnt_ptr + c, tl.sum(ok.to(tl.int32), 0), sem="relaxed")
+
+    @triton.jit
+    def _hash_compact_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens,
+                             ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, K, TS,
+                             G: tl.constexpr, CB: tl.constexpr, GP: tl.constexpr, KP: tl.constexpr,
+                             HAS_LEN: tl.constexpr, WIDE: tl.constexpr, REBUILD: tl.constexpr):
+        """Program c: _compact_finish of group c with counts[c] (the valid entries, bit 30 on a give-up)."""
+        c = tl.program_id(0)
+        _compact_finish(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
+                        msk_ptr, msk_stride, cnt_ptr, K, TS, c, tl.load(cnt_ptr + c),
+                        G, CB, GP, KP, HAS_LEN, WIDE, REBUILD)
+
+    @triton.jit
+    def _hash_fused_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens,
+                           ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, K, TS,
+                           G: tl.constexpr, BK: tl.constexpr, W: tl.constexpr, MAX_ROUNDS: tl.constexpr,
+                           CB: tl.constexpr, GP: tl.constexpr, KP: tl.constexpr, HAS_LEN: tl.constexpr,
+                           WIDE: tl.constexpr, REBUILD: tl.constexpr):
+        """IMPL 'hash1': one program builds group c alone, one launch: clear its table, insert the G lists
+        BK slots at a time, mark them, compact (barriers between the phases; the table's loads bypass L1)."""
+        c = tl.program_id(0)
+        ent_row = ent_ptr + c.to(tl.int64) * ent_stride
+        msk_row = msk_ptr + c.to(tl.int64) * msk_stride
+        b = 0
+        while b < TS:
+            offs = b + tl.arange(0, CB)
+            tl.store(ent_row + offs, tl.full([CB], -1, tl.int32), mask=offs < TS)
+            b += CB
+        tl.debug_barrier()
+        nkb = tl.cdiv(K, BK)
+        listed = 0
+        gave_up = 0
+        q = 0
+        while q < G * nkb:
+            key, pend = _token_slots(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, q // nkb,
+                                     q % nkb, G, BK, HAS_LEN)
+            listed += tl.sum(pend.to(tl.int32), 0)
+            pend = _probe_insert(key, pend, ent_row, msk_row, TS, BK, W, MAX_ROUNDS)
+            gave_up = gave_up | tl.max(pend.to(tl.int32), 0)
+            q += 1
+        tl.debug_barrier()
+        if gave_up == 0:
+            q = 0
+            while q < G * nkb:
+                key, ok = _token_slots(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, q // nkb,
+                                       q % nkb, G, BK, HAS_LEN)
+                _probe_mark(key, ok, q // nkb, ent_row, msk_row, TS, BK, W)
+                q += 1
+            tl.debug_barrier()
+        else:
+            listed = 1 << 30
+        _compact_finish(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
+                        msk_ptr, msk_stride, cnt_ptr, K, TS, c, listed, G, CB, GP, KP, HAS_LEN, WIDE, REBUILD)
+
 
 def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
@@ -532,7 +592,8 @@ def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks,
         _group_union_dups_kernel[(groups,)](*args, **meta)
 
 
-IMPL = "hash"          # build_groups' kernels: "hash" (the table) or "sort" (one tl.sort a group)
+IMPL = "hash"          # build_groups' kernels: "hash" (the table, 4 launches), "hash1" (the same, one program a
+                       # group, 1 launch) or "sort" (one tl.sort a group)
 HASH_W = 4             # cells a probing lane reads per round (a power of 2; cut to one that divides G * K)
 HASH_MAX_ROUNDS = 256  # insert rounds before a program gives its group up to the rebuild
 HASH_PROBE = (128, 4)      # insert / mark: slots a program, num_warps: one slot a thread
@@ -542,6 +603,22 @@ HASH_PROBE = (128, 4)      # insert / mark: slots a program, num_warps: one slot
 HASH_REBUILD = True        # compaction rebuilds the groups it cannot take (False: leaves counts -1; tests)
 HASH_COMPACT = (8192, 16)  # compaction: cells a block, num_warps (sm_90a: 114 registers, no spill; 16384
                            # cells spill 160 bytes)
+
+
+HASH1 = (2048, 16)         # IMPL 'hash1': slots a probe step, num_warps
+
+
+def _launch_hash1(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups):
+    """IMPL 'hash1': _hash_fused_kernel, one program a group, one launch."""
+    k = indices.shape[1]
+    ts = G * k
+    gp, kp = _next_pow2(G), _next_pow2(k)
+    _hash_fused_kernel[(groups,)](
+        indices, indices.stride(0), topk_length if topk_length is not None else indices, num_slots, token0, ntokens,
+        entries, entries.stride(0), masks, masks.stride(0), counts, k, ts,
+        G=G, BK=min(_next_pow2(k), HASH1[0]), W=min(HASH_W, ts & -ts), MAX_ROUNDS=HASH_MAX_ROUNDS,
+        CB=min(_next_pow2(ts), HASH_COMPACT[0]), GP=gp, KP=kp, HAS_LEN=topk_length is not None,
+        WIDE=num_slots * gp + gp > 2**31 - 1, REBUILD=HASH_REBUILD, num_warps=1 if interpreting() else HASH1[1])
 
 
 def _launch_hash(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups):
@@ -587,8 +664,9 @@ def build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, m
         return 0
     if not kernels_available(indices.device):
         return build_groups_reference(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts)
-    if IMPL == "hash" and G * indices.shape[1] < 1 << 30:     # (counts[c] flags bit 30)
-        _launch_hash(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
+    if IMPL in ("hash", "hash1") and G * indices.shape[1] < 1 << 30:     # (counts[c] flags bit 30)
+        launch = _launch_hash if IMPL == "hash" else _launch_hash1
+        launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
     else:
         _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
     return groups
@@ -652,12 +730,13 @@ def _runner(impl, w, knobs, inline_dups):
     """A launch of one implementation: impl 'hash' (knobs: {HASH_W, HASH_COMPACT, HASH_PROBE: value} set for
     the launch) or 'sort' (w: num_warps)."""
     def go(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups):
-        if impl == "hash":
+        if impl in ("hash", "hash1"):
             mod = globals()
             saved = {name: mod[name] for name in knobs}
             mod.update(knobs)
             try:
-                _launch_hash(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups)
+                (_launch_hash if impl == "hash" else _launch_hash1)(idx, lens, num_slots, g, token0, n, ent, msk, cnt,
+                                                                    groups)
             finally:
                 mod.update(saved)
         else:
@@ -675,7 +754,12 @@ def _bench(args) -> None:
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     variants = []
     for impl in args.impl:
-        if impl == "hash":
+        if impl == "hash1":
+            for hw in args.hash_w or [HASH_W]:
+                for h1 in args.hash1 or [f"{HASH1[0]}:{HASH1[1]}"]:
+                    knobs = dict(HASH_W=hw, HASH1=tuple(int(x) for x in h1.split(":")))
+                    variants.append((impl, None, knobs, f"hash1 W {hw} step {h1}"))
+        elif impl == "hash":
             for hw in args.hash_w or [HASH_W]:
                 for hc in args.hash_compact or [f"{HASH_COMPACT[0]}:{HASH_COMPACT[1]}"]:
                     for hp in args.hash_probe or [f"{HASH_PROBE[0]}:{HASH_PROBE[1]}"]:
@@ -809,7 +893,8 @@ def main(argv=None) -> None:
     p.add_argument("--inline-dups", action="store_true", help="one kernel, the repeated-slot branch inline")
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # cpu: a dry run under TRITON_INTERPRET=1
     p.add_argument("--warps", type=int, nargs="*", default=None, help="sort: num_warps to sweep (default: its own)")
-    p.add_argument("--impl", nargs="+", choices=("hash", "sort"), default=["hash"], help="kernels to time")
+    p.add_argument("--impl", nargs="+", choices=("hash", "hash1", "sort"), default=["hash"], help="kernels to time")
+    p.add_argument("--hash1", nargs="*", default=None, help="hash1: SLOTS:WARPS a probe step (sweep; default HASH1)")
     p.add_argument("--hash-w", type=int, nargs="*", default=None,
                    help="hash: cells a lane reads a round, powers of 2 (sweep; default HASH_W)")
     p.add_argument("--simulate", action="store_true", help="hash: replay the probe loops on the CPU (numpy)")
