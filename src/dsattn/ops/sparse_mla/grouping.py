@@ -792,6 +792,8 @@ def _bench(args) -> None:
                 print(f"s_q {s_q:5d} topk {args.topk} G {g} {tag}: {us:8.1f} us  union/topk {mean / args.topk:.3f} "
                       f"(of the {g} lists: {mean / (g * args.topk):.3f})  matches_reference {ok}  "
                       f"same_after_timing {det}{f'  NEGATIVE_COUNTS {rebuilt}' if rebuilt else ''}", flush=True)
+    if args.skip_edge:
+        return
     # SPEC 3 edge cases: repeated slots (the atomic-OR branch), -1, past the end, topk_length
     gen = torch.Generator(device=dev).manual_seed(1)
     t = 64
@@ -897,6 +899,7 @@ def main(argv=None) -> None:
     p.add_argument("--hash1", nargs="*", default=None, help="hash1: SLOTS:WARPS a probe step (sweep; default HASH1)")
     p.add_argument("--hash-w", type=int, nargs="*", default=None,
                    help="hash: cells a lane reads a round, powers of 2 (sweep; default HASH_W)")
+    p.add_argument("--skip-edge", action="store_true", help="timings only (no edge-case compiles)")
     p.add_argument("--simulate", action="store_true", help="hash: replay the probe loops on the CPU (numpy)")
     p.add_argument("--sim-tokens", type=int, default=64, help=argparse.SUPPRESS)
     p.add_argument("--sim-probe", type=int, default=HASH_PROBE[0], help=argparse.SUPPRESS)
