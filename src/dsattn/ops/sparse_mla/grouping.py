@@ -24,11 +24,11 @@ counts[c]).
 
 Hash path (_launch_hash; four launches, nothing allocated, no scratch beyond entries / masks / counts):
   1. clear: entries[c, :G*K] = -1 (EMPTY), counts[c] = 0.
-  2. insert, grid (groups, G, cdiv(K, 512)): each valid slot of token j goes into group c's table (its
+  2. insert, grid (groups, G, cdiv(K, 128)): each valid slot of token j goes into group c's table (its
      entries row, G * K cells: load <= 1 always) by ordered linear probing (Amble & Knuth 1974; lock-free as in
      Shun & Blelloch 2014): a lane reads the cells from its position to the end of its HASH_W-aligned window
-     (HASH_W 8: one 32-byte sector a round), takes the first holding EMPTY, its
-     slot or a smaller slot, and atomic_max-es its slot there; EMPTY or its own slot ends it, a smaller slot
+     (HASH_W 4: one 16-byte vector a round), takes the first holding EMPTY, its slot or a smaller slot, and
+     atomic_max-es its slot there; EMPTY or its own slot ends it, a smaller slot
      was displaced and the lane carries that one on from the next cell. Cells only grow, so a stale read
      never skips a cell wrongly; a full table still settles. The lane that takes a cell from EMPTY (each cell
      once) zeroes the masks cell beside it. A program still probing after HASH_MAX_ROUNDS rounds marks its
@@ -39,7 +39,12 @@ Hash path (_launch_hash; four launches, nothing allocated, no scratch beyond ent
      a cell moves to the number of occupied cells before it, never past itself); counts[c] = their number.
      When the masks hold fewer bits than the entries listed (a token listed a slot twice, never from the
      indexer) or the insert gave up, the same program rebuilds the group the sort path's way (one tl.sort,
-     ascending slots; its registers and spills, sm_90a G 8: 688 bytes of stack, cost only when taken).
+     ascending slots; its spills, sm_90a G 8: 712 bytes of stack, cost only when taken).
+IMPL "hash1" (_hash_fused_kernel): the same four phases in one program a group, one launch (barriers
+between the phases, HASH1 = 2048 slots a probe step at 16 warps). sm_90a: 128 registers; without the
+rebuild branch 4 bytes of spill (G 8), with it 712 bytes of stack (the rebuild's). Prediction: fewer
+slots in flight an SM than the four-launch path but no launches or clear pass of its own; G 8 s_q 1024
+~25-35 us (one wave of 128 programs), s_q 8192 ~200-280 us.
 Work a group: G * K loads of HASH_W cells and at most G * K atomic_max (fewer: a slot seen in the table
 is not written again), G * K atomic OR, G * K int32 written (clear), 2 * G * K read and written
 (compact). CPU replay of the probe loops (``--simulate``: overlap indices, topk 2048, 64 tokens, 128 slots a
@@ -57,8 +62,10 @@ programs return at once for unmarked groups): occurrence ranks from the runs of 
 base_s + k, masks by atomic OR after zeroing. Two launches.
 
 sm_90a compile (Triton 3.6's ptxas, no GPU; topk 2048): hash path, G 8 / 4 / 2: clear 30 registers (4
-warps), insert 34 and mark 26 (4 warps, 128 slots a program, W 4), compact 114 (16 warps, 8192-cell blocks;
-G 2: 93), no spill; the probe loops load one aligned 16-byte vector a slot a round and keep their tiles'
+warps), insert 34 and mark 26 (4 warps, 128 slots a program, W 4), no spill; compact 128 (16 warps,
+8192-cell blocks; G 8: 712 bytes of stack, G 4: 56, G 2: none), its loop free of local-memory access (the
+spills sit in the rebuild branch and the prologue; SASS read with nvdisasm; without the rebuild it was 114
+registers, no spill); the probe loops load one aligned 16-byte vector a slot a round and keep their tiles'
 layout (no shared-memory layout conversion inside them). Sort path (default warps): G 8 (16 warps)
 128 registers, 344 bytes of stack (spills), 64 KiB shared, ~23.3k SASS instructions; G 4 (16 warps) 121
 registers, no spill; G 2 (8 warps) 150 registers, no spill; its rebuild kernel at G 8: 688 bytes of stack.
@@ -746,8 +753,8 @@ def _runner(impl, w, knobs, inline_dups):
 
 def _bench(args) -> None:
     """Timings first (one compile per G and variant), then the SPEC 3 edge cases on the device with the first
-    variant (a second compile: topk_length), so a time limit cuts the checks, not the timings. The hash path's outputs are
-    also compared with a second call's (deterministic: the same order)."""
+    variant (a second compile: topk_length), so a time limit cuts the checks, not the timings. Outputs are also
+    compared with those after the timed calls (same_after_timing: the hash paths' order is deterministic)."""
     from ...bench.kernels_mla import overlap_indices
 
     dev = torch.device(args.device)
