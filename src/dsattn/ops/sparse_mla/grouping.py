@@ -24,7 +24,7 @@ counts[c]).
 
 Hash path (_launch_hash; four launches, nothing allocated, no scratch beyond entries / masks / counts):
   1. clear: entries[c, :G*K] = -1 (EMPTY), counts[c] = 0.
-  2. insert, grid (groups, G, cdiv(K, 128)): each valid slot of token j goes into group c's table (its
+  2. insert, G * cdiv(K, 128) programs a group: each valid slot of token j goes into group c's table (its
      entries row, G * K cells: load <= 1 always) by ordered linear probing (Amble & Knuth 1974; lock-free as in
      Shun & Blelloch 2014): a lane reads the cells from its position to the end of its HASH_W-aligned window
      (HASH_W 4: one 16-byte vector a round), takes the first holding EMPTY, its slot or a smaller slot, and
@@ -33,7 +33,7 @@ Hash path (_launch_hash; four launches, nothing allocated, no scratch beyond ent
      never skips a cell wrongly; a full table still settles. The lane that takes a cell from EMPTY (each cell
      once) zeroes the masks cell beside it. A program still probing after HASH_MAX_ROUNDS rounds marks its
      group (bit 30 of counts[c]) for the rebuild.
-  3. mark, same grid: each valid slot is found in the (now fixed) table and bit j OR-ed into the masks cell
+  3. mark, the same programs: each valid slot is found in the (now fixed) table and bit j OR-ed into the masks cell
      beside it; counts[c] += the program's valid entries.
   4. compact, one program a group: occupied cells move to the front of the rows in place (block by block;
      a cell moves to the number of occupied cells before it, never past itself); counts[c] = their number.
@@ -47,7 +47,10 @@ slots in flight an SM than the four-launch path but no launches or clear pass of
 ~25-35 us (one wave of 128 programs), s_q 8192 ~200-280 us.
 Work a group: G * K loads of HASH_W cells and at most G * K atomic_max (fewer: a slot seen in the table
 is not written again), G * K atomic OR, G * K int32 written (clear), 2 * G * K read and written
-(compact). CPU replay of the probe loops (``--simulate``: overlap indices, topk 2048, 64 tokens, 128 slots a
+(compact). The passes run group-major (the programs running at once share a few groups' tables, which stay
+in L2 even when all tables do not: 128 MiB at s_q 8192, G 8), alternating direction (clear last group
+first, insert first group first, mark last first, compact first first) so that each pass starts on the
+tables the previous one touched last. CPU replay of the probe loops (``--simulate``: overlap indices, topk 2048, 64 tokens, 128 slots a
 program, no contention): G 8 W 4: insert 1.94 rounds a program (1.02 a lane: a program waits for its slowest
 lane), mark 1.87, table load 0.29; G 4: 2.96 / 2.30, load 0.47; G 2: 5.89 / 4.95 (W 8: 5.20 / 3.00), load
 0.71. Prediction from those (not measured; H200): each round a dependent L2 load + atomic, ~1900 slots in
@@ -61,8 +64,8 @@ lists a slot twice is marked (counts = -1) and rebuilt by a second kernel launch
 programs return at once for unmarked groups): occurrence ranks from the runs of equal codes, entry (s, k) at
 base_s + k, masks by atomic OR after zeroing. Two launches.
 
-sm_90a compile (Triton 3.6's ptxas, no GPU; topk 2048): hash path, G 8 / 4 / 2: clear 30 registers (4
-warps), insert 34 and mark 26 (4 warps, 128 slots a program, W 4), no spill; compact 128 (16 warps,
+sm_90a compile (Triton 3.6's ptxas, no GPU; topk 2048): hash path, G 8 / 4 / 2: clear 34 registers (4
+warps), insert 35 and mark 30 (4 warps, 128 slots a program, W 4), no spill; compact 128 (16 warps,
 8192-cell blocks; G 8: 712 bytes of stack, G 4: 56, G 2: none), its loop free of local-memory access (the
 spills sit in the rebuild branch and the prologue; SASS read with nvdisasm; without the rebuild it was 114
 registers, no spill); the probe loops load one aligned 16-byte vector a slot a round and keep their tiles'
@@ -369,11 +372,20 @@ if HAVE_TRITON:
         return tl.where(ok, slot, 0), ok
 
     @triton.jit
-    def _hash_clear_kernel(ent_ptr, ent_stride, cnt_ptr, TS, CB: tl.constexpr):
+    def _group_order(pid, per_group, groups, REVERSE: tl.constexpr):
+        """(group, index within it) of a flat program id, groups in launch order (REVERSE: last group first):
+        the programs running at once share a few groups' tables (L2-resident), and a pass that follows one
+        in the other direction starts on the tables its predecessor touched last."""
+        c = pid // per_group
+        if REVERSE:
+            c = groups - 1 - c
+        return c, pid % per_group
+
+    @triton.jit
+    def _hash_clear_kernel(ent_ptr, ent_stride, cnt_ptr, TS, groups, NB, CB: tl.constexpr):
         """Cells [0, TS) of each group's entries row EMPTY (-1), counts 0 (the masks cells are zeroed by the
-        insert, each when its cell is first taken)."""
-        c = tl.program_id(0)
-        b = tl.program_id(1)
+        insert, each when its cell is first taken). Flat grid, NB programs a group, last group first."""
+        c, b = _group_order(tl.program_id(0), NB, groups, True)
         offs = b * CB + tl.arange(0, CB)
         inb = offs < TS
         tl.store(ent_ptr + c.to(tl.int64) * ent_stride + offs, tl.full([CB], -1, tl.int32), mask=inb)
@@ -494,10 +506,12 @@ if HAVE_TRITON:
                             msk_ptr, msk_stride, cnt_ptr, K, TS, G: tl.constexpr, BK: tl.constexpr, W: tl.constexpr,
                             MAX_ROUNDS: tl.constexpr, HAS_LEN: tl.constexpr):
         """Program (c, j, kb) inserts block kb of token j's valid slots into group c's table (_probe_insert);
-        a program still probing after MAX_ROUNDS marks the group (bit 30 of counts[c]) for the rebuild."""
-        c = tl.program_id(0)
-        j = tl.program_id(1)
-        kb = tl.program_id(2)
+        a program still probing after MAX_ROUNDS marks the group (bit 30 of counts[c]) for the rebuild. Flat
+        grid, G * cdiv(K, BK) programs a group, first group first."""
+        nkb = tl.cdiv(K, BK)
+        c, r = _group_order(tl.program_id(0), G * nkb, 0, False)
+        j = r // nkb
+        kb = r % nkb
         key, pend = _token_slots(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, j, kb,
                                  G, BK, HAS_LEN)
         pend = _probe_insert(key, pend, ent_ptr + c.to(tl.int64) * ent_stride, msk_ptr + c.to(tl.int64) * msk_stride,
@@ -507,14 +521,16 @@ if HAVE_TRITON:
 
     @triton.jit
     def _hash_mark_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
-                          msk_ptr, msk_stride, cnt_ptr, K, TS, G: tl.constexpr, BK: tl.constexpr,
+                          msk_ptr, msk_stride, cnt_ptr, K, TS, groups, G: tl.constexpr, BK: tl.constexpr,
                           W: tl.constexpr, HAS_LEN: tl.constexpr):
         """Program (c, j, kb): ORs bit j into the masks cells of its block's valid slots (_probe_mark) and adds
         its number of valid entries to counts[c] (skipped when the insert marked the group). A token listing
-        a slot twice ORs its bit twice: compaction sees fewer bits than counts[c] says and rebuilds."""
-        c = tl.program_id(0)
-        j = tl.program_id(1)
-        kb = tl.program_id(2)
+        a slot twice ORs its bit twice: compaction sees fewer bits than counts[c] says and rebuilds. Flat grid,
+        last group first (the insert's last tables are still in L2)."""
+        nkb = tl.cdiv(K, BK)
+        c, r = _group_order(tl.program_id(0), G * nkb, groups, True)
+        j = r // nkb
+        kb = r % nkb
         if tl.load(cnt_ptr + c) < (1 << 30):
             key, ok = _token_slots(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, j, kb,
                                    G, BK, HAS_LEN)
@@ -638,15 +654,16 @@ def _launch_hash(indices, topk_length, num_slots, G, token0, ntokens, entries, m
     cb = min(_next_pow2(ts), HASH_COMPACT[0])
     len_ptr = topk_length if topk_length is not None else indices
     has_len = topk_length is not None
-    _hash_clear_kernel[(groups, -(-ts // cb))](entries, entries.stride(0), counts, ts,
-                                              CB=cb, num_warps=1 if interp else 4)
-    grid = (groups, G, -(-k // bk))
+    nb = -(-ts // cb)
+    _hash_clear_kernel[(groups * nb,)](entries, entries.stride(0), counts, ts, groups, nb, CB=cb,
+                                       num_warps=1 if interp else 4)
+    grid = (groups * G * -(-k // bk),)
     src = (indices, indices.stride(0), len_ptr, num_slots, token0, ntokens, entries, entries.stride(0))
     pw = 1 if interp else HASH_PROBE[1]
     w = min(HASH_W, ts & -ts)             # a power of 2 dividing TS: windows never cross the table's end
     _hash_insert_kernel[grid](*src, masks, masks.stride(0), counts, k, ts, G=G, BK=bk, W=w, MAX_ROUNDS=HASH_MAX_ROUNDS,
                               HAS_LEN=has_len, num_warps=pw)
-    _hash_mark_kernel[grid](*src, masks, masks.stride(0), counts, k, ts, G=G, BK=bk, W=w, HAS_LEN=has_len,
+    _hash_mark_kernel[grid](*src, masks, masks.stride(0), counts, k, ts, groups, G=G, BK=bk, W=w, HAS_LEN=has_len,
                             num_warps=pw)
     gp, kp = _next_pow2(G), _next_pow2(k)
     _hash_compact_kernel[(groups,)](*src, masks, masks.stride(0), counts, k, ts, G=G, CB=cb, GP=gp, KP=kp,
