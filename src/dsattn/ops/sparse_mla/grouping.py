@@ -79,6 +79,7 @@ path: s_q 1024: G 2 265 us, G 4 368 us, G 8 441 us; s_q 8192: G 2 2079, G 4 2909
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import torch
@@ -615,8 +616,11 @@ def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks,
         _group_union_dups_kernel[(groups,)](*args, **meta)
 
 
-IMPL = "hash"          # build_groups' kernels: "hash" (the table, 4 launches), "hash1" (the same, one program a
-                       # group, 1 launch) or "sort" (one tl.sort a group)
+# build_groups' kernels: "hash" (the table, 4 launches), "hash1" (the same, one program a group, 1 launch) or "sort"
+# (one tl.sort a group); DSATTN_GROUPING_IMPL overrides it (read at import)
+IMPL = os.environ.get("DSATTN_GROUPING_IMPL", "hash").strip().lower() or "hash"
+if IMPL not in ("hash", "hash1", "sort"):
+    raise ValueError(f"DSATTN_GROUPING_IMPL must be hash, hash1 or sort, got {IMPL!r}")
 HASH_W = 4             # cells a probing lane reads per round (a power of 2; cut to one that divides G * K)
 HASH_MAX_ROUNDS = 256  # insert rounds before a program gives its group up to the rebuild
 HASH_PROBE = (128, 4)      # insert / mark: slots a program, num_warps: one slot a thread
