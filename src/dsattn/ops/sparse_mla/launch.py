@@ -208,10 +208,11 @@ def use_gluon_ws(q, flat, layout: KVLayout, hp: int, impl: str | None = None) ->
 
 
 def rx_preferred(layout: KVLayout, hp: int) -> bool:
-    """Where 'auto' picks gluon_rx: fp8 rows, programs of at most 16 heads (8-head programs at <= 8 heads). H200, fp8
-    decode 512 tokens (bench/results/sparse_mla_rx_bench_c2.json, session 10 call 5): 8 heads 0.259 ms vs gluon_ws
-    0.324; 16-head programs 0.295 vs 0.324 (measured at 8 heads); at 32 heads gluon_rx is slower (0.463 vs 0.353),
-    so gluon_ws keeps 17..32."""
+    """Where 'auto' picks gluon_rx: fp8 rows, programs of at most 16 heads (8-head ping-pong programs at <= 8 heads).
+    H200, decode 512 tokens, one process (bench/results/sparse_mla_rx_bench_final.json): fp8_ds_mla 8 heads 0.224 ms
+    vs gluon_ws 0.326, 16 heads 0.282 vs 0.329; nope 8 heads 0.192 vs 0.295, 16 heads 0.266 vs
+    0.300. At 32 heads gluon_rx is slower (0.463 vs 0.353, bench/results/sparse_mla_rx_bench_c2.json), so gluon_ws
+    keeps 17..32."""
     return layout.is_fp8 and hp <= 16
 
 
@@ -374,10 +375,11 @@ def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out
     combine_splits(out, lse, part_o, part_lse, splits)
 
 
-# Head counts (per rank) at which 'auto' runs the grouped prefill kernel: every count. H200, s_q 1024, overlap
-# indices (session 10 call 5, bench/results/pf_sched5.json): 8 heads 0.388 ms (union lists included) vs Triton 0.673
-# (bench/results/sparse_mla.json), 64 heads 0.790 vs 1.554; the final table (bench/results/sparse_mla_final_prefill.json)
-# times auto against Triton at 8..128 heads.
+# Head counts (per rank) at which 'auto' runs the grouped prefill kernel: every count. H200, bf16, overlap indices,
+# s_kv 16384, one process beside Triton (bench/results/sparse_mla_final_prefill_1024.json, _8192.json): s_q 1024
+# 8 / 16 / 32 / 64 / 128 heads 0.541 / 0.528 / 0.799 / 0.814 / 1.654 ms vs Triton (or gluon_small at 32) 0.674 /
+# 0.668 / 1.250 / 1.577 / 3.003; s_q 8192 2.896 / 3.985 / 5.963 / 6.371 / 12.920 vs 5.155 / 5.174 / 9.641 / 11.456 /
+# 22.726.
 GLUON_PREFILL_AUTO_HEADS: frozenset[int] = frozenset(range(1, 129))
 
 
