@@ -1,8 +1,11 @@
 """Warp-specialized Gluon kernel of sparse MLA over fp8 rows for 64-head programs (heads on M), Hopper (sm_90).
 
-STATUS: written and compiled for sm_90a on a machine without a GPU (bench/mla_gluon_check.py --kernel g64);
-NOT RUN ON A GPU when written. Selected only by DSATTN_SPARSE_MLA_IMPL=gluon64 (launch.py); 'auto' never
-picks it. Timings in notes/sparse_mla.md about it are predictions until a device call measures them.
+STATUS: 'auto' runs it for every 64-head program over fp8 rows on sm_90 (launch.use_gluon64). Written and
+compiled for sm_90a on a machine without a GPU (bench/mla_gluon_check.py --kernel g64), then run on the H200 in
+session 10: every GPU test passed (bench/logs/s10_t_g64.log, s10_final.log); the producer sweep chose a ring of
+2 x 16 rows (g64_config); issue 3's table (bench/results/sparse_mla_final_decode_*.json, FlashMLA in the same
+process): fp8_ds_mla decode 64 heads 0.448 / 1.729 ms at 512 / 2048 tokens vs FlashMLA 0.443 / 1.701 (0.99x /
+0.98x), 128 heads 0.881 / 3.434 vs 0.813 / 3.142 (0.92x / 0.91x). The predictions below were written before it ran.
 
 The computation of kernels.sparse_mla_kernel with HEADS = 64 (heads on M), same numerics and outputs:
 

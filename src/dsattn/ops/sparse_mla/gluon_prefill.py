@@ -1,12 +1,19 @@
 """Warp-specialized Gluon kernel of sparse MLA PREFILL over bf16 rows with query grouping, Hopper (sm_90).
 
-STATUS: written and compiled for sm_90a on a machine without a GPU (bench/mla_gluon_check.py --kernel prefill: no
-spill, no ptxas wgmma serialization in the 32 x 4-stage schedules); NOT RUN ON A GPU when written. Selected only by
-DSATTN_SPARSE_MLA_IMPL=gluon_prefill (launch.py; 'auto' only at launch.GLUON_PREFILL_AUTO_HEADS, empty).
-First device call (H200, bench/results/pf1_schedules.json, bench/logs/s10_pf1.log, s10_pf_tests.log): every GPU
-test that ran passed (20 of 47 before a compile-bound time limit, hang guard included); s_q 1024, 64 heads 0.869 ms
-(N-split 64 x 2) against FlashMLA's 0.541 and the Triton kernel's 1.55; 8 heads 0.725 ms including ~0.44 ms of
-build_groups (split 32 x 4). Per 64-entry block a program: 3.5 us against ~1.7 us of tensor-core time (split P).
+STATUS: 'auto' runs it for every prefill launch on sm_90 at launch.GLUON_PREFILL_AUTO_HEADS (every head count;
+'native', and the 64-head programs above 32 heads); DSATTN_SPARSE_MLA_IMPL=gluon_prefill forces it. Written and
+compiled for sm_90a on a machine without a GPU (bench/mla_gluon_check.py --kernel prefill), then run on the H200
+in session 10:
+  - first call (bench/results/pf1_schedules.json, bench/logs/s10_pf1.log): every GPU test that ran passed; s_q 1024,
+    64 heads 0.869 ms (N-split 64 x 2), 8 heads 0.725 ms including ~0.44 ms of the sort path's build_groups;
+  - mid call (bench/results/pf_sched5.json): the default (64 x 2 split, P @ V from registers) 8 heads 0.388 ms,
+    64 heads 0.790 (3.18 us per 64-entry block against ~1.7 us of tensor-core time with the split P);
+  - final calls: the GPU tests of the default passed (27: every head count 1..128, overlap, duplicates, NaN rows,
+    D 512, odd topk, chunks; bench/logs/s10_final.log, s10_last.log). Issue 3's table beside FlashMLA
+    (bench/results/sparse_mla_final_prefill_1024.json, _8192.json): s_q 1024 8 / 16 / 32 / 64 / 128 heads 0.541 /
+    0.528 / 0.799 / 0.814 / 1.654 ms (FlashMLA best 0.493 / 0.493 / 0.493 / 0.535 / 1.020); s_q 8192 2.896 / 3.985 /
+    5.963 / 6.371 / 12.920 (3.709 / 3.840 / 4.004 / 4.321 / 8.232). The 8-head 0.541 ms is 0.15 ms over the mid
+    call's 0.388 with the same function and schedule (the union lists' code changed in between; not explained).
 
 Heads on M, M = 64 rows = G query tokens x HPT heads (grouping.group_shape: HPT 8 for 1..8 heads, 16, 32, 64;
 G = 64 // HPT; 65..128 heads: two programs of 64 heads a token, G = 1). Row r of a program is token

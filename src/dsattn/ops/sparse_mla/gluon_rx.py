@@ -1,20 +1,27 @@
 """Warp-specialized Gluon kernels of sparse MLA over fp8 rows for few heads per program (1..32), Hopper (sm_90),
 that keep no fp16 tiles: the consumers build both products' A operands in REGISTERS from the raw fp8 stages.
 
-STATUS: selected only by DSATTN_SPARSE_MLA_IMPL=gluon_rx (launch.py); 'auto' never picks it. Two kernels:
-sparse_mla_rx_kernel (one consumer warpgroup, DSATTN_RX_CONSUMERS=1) and sparse_mla_rx2_kernel (two, the default).
-Measured on the H200 (fp8_ds_mla decode 512 tokens, topk 2048; gluon_ws 0.324 / 0.327 / 0.352 ms at 8 / 16 / 32 heads):
+STATUS: 'auto' runs it for fp8 rows at <= 16 heads a program (launch.rx_preferred; DSATTN_SPARSE_MLA_IMPL=gluon_rx
+forces it up to 32). Two kernels: sparse_mla_rx_kernel (one consumer warpgroup, DSATTN_RX_CONSUMERS=1) and
+sparse_mla_rx2_kernel (two, the default; at <= 8 heads 8-head programs with ping-pong consumers). Measured on the H200
+(fp8_ds_mla decode 512 tokens, topk 2048; gluon_ws 0.324 / 0.327 / 0.352 ms at 8 / 16 / 32 heads):
   - one consumer (edd6f78, bench/logs/s10_rx1.log): 8 heads 0.307-0.311 ms, 16 heads 0.327-0.330, 32 heads 0.431
     (pv_depth 0); 4 stages as fast as 5; L2 prefetch slower (0.38 / 0.40); GPU tests passed (32 of them, to the
     time limit), outputs within 0.004 of gluon_ws (lse 2e-7);
-  - two consumers (bench/logs/s10_call5.log): 8 heads 0.295 ms, with 8-head programs (hp8) 0.259 (now the default
-    at <= 8 heads); 32 heads 0.463 (slower than gluon_ws: use gluon_ws there); the integer e4m3 conversion (alu) and
-    the pipelined loop (pipe) were slower (alu3 0.323, alu + pipe 0.314, alu + pipe + hp8 0.273 at 8 heads).
-The target (<= 0.222 ms at 8 / 16 heads) is not reached. Written after that call, compile-checked only (their speed is
-a prediction until measured): the per-element softmax sums of the two-consumer kernel and the ping-pong consumers
-(pingpong). What the measurements suggest: time falls with the wgmma N (hp8), and conversions on another pipe do not
-help, so the consumers' tensor-core work does not overlap their conversions and softmax (the S exchange keeps the two
-consumers in step); pingpong lets one consumer's products run under the other's conversions.
+  - two consumers (bench/logs/s10_call5.log): 8 heads 0.295 ms, with 8-head programs (hp8) 0.259; 32 heads 0.463
+    (slower than gluon_ws: auto keeps gluon_ws there); the integer e4m3 conversion (alu) and the pipelined loop
+    (pipe) were slower (alu3 0.323, alu + pipe 0.314, alu + pipe + hp8 0.273 at 8 heads);
+  - final calls (bench/results/sparse_mla_rx_bench_final.json, one process beside gluon_ws): ping-pong at 8-head
+    programs 0.224 ms (two consumers in step 0.244, gluon_ws 0.326), nope 0.192 (0.233, 0.295); at 16-head programs
+    ping-pong was slower (0.306 vs 0.282), so the default keeps the consumers in step there. Issue 3's table
+    (bench/results/sparse_mla_final_decode_*.json, FlashMLA padded to 64 heads in the same process): 8 heads
+    2048 tokens 0.856 vs 1.706 ms (1.99x), 512 tokens 0.282 vs 0.441 (that run's first case; 0.224 above);
+    16 heads 0.282 / 1.098 vs 0.442 / 1.706 (1.57x / 1.55x). GPU tests of the defaults passed (bench/logs/s10_final.log,
+    s10_last.log).
+What the measurements suggest: time falls with the wgmma N (hp8), and conversions on another pipe do not help, so
+the consumers' tensor-core work does not overlap their conversions and softmax while the S exchange keeps the two
+consumers in step; ping-pong (alternate blocks whole) lets one consumer's products run under the other's
+conversions, which is what helped at 8-head programs.
 
 Why (notes/sparse_mla.md, gluon_ws timing builds, 8 heads): gluon_ws's two fp16 tiles (144 KB) leave room for only
 ~42 KB of gathered rows in flight per SM, and its shared-memory traffic per 64-key block is ~290 KB (raw in, fp8

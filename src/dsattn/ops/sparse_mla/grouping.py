@@ -53,9 +53,12 @@ first, insert first group first, mark last first, compact first first) so that e
 tables the previous one touched last. CPU replay of the probe loops (``--simulate``: overlap indices, topk 2048, 64 tokens, 128 slots a
 program, no contention): G 8 W 4: insert 1.94 rounds a program (1.02 a lane: a program waits for its slowest
 lane), mark 1.87, table load 0.29; G 4: 2.96 / 2.30, load 0.47; G 2: 5.89 / 4.95 (W 8: 5.20 / 3.00), load
-0.71. Prediction from those (not measured; H200): each round a dependent L2 load + atomic, ~1900 slots in
-flight an SM, so G 8 s_q 1024 ~30-45 us in all (insert ~13, mark ~9, clear ~3, compact ~5, gaps), s_q 8192
-~250-350 us (8x the slots); G 2 slower (longer probes at load 0.71). The sort path measured 441 / 3503 us.
+0.71. Prediction from those: each round a dependent L2 load + atomic, ~1900 slots in flight an SM, so G 8
+s_q 1024 ~30-45 us in all (insert ~13, mark ~9, clear ~3, compact ~5, gaps), s_q 8192 ~250-350 us (8x the
+slots); G 2 slower (longer probes at load 0.71). Measured on the H200 (final device call, bench/logs/s10_final.log,
+CUDA graph of 10 calls, per call, matches_reference and the edge cases True): s_q 1024 G 8 / 4 / 2 119.6 / 129.8 /
+200.1 us, s_q 8192 1149.5 / 1111.4 / 1457.2 us: 3-4x over the prediction, 3.0-3.7x under the sort path's 441 / 3503
+us. hash1 and HASH_W 8 were not timed.
 
 Sort path (IMPL = "sort"; one program per group) sorts the G * K codes ``slot * GP + j`` (GP = next power
 of 2 of G; invalid entries get a sentinel that sorts last) with one ``tl.sort`` and compacts the sorted runs
