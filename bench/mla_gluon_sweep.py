@@ -70,6 +70,16 @@ def _lse_rel(lse, ref) -> float:
     return float(torch.where(lse == ref, torch.zeros_like(rel), rel).max())  # max propagates NaN
 
 
+def write_json(out_dir: str, name: str, rows: list) -> str:
+    """DIR/name.json with the device, the commit (DSATTN_GIT_COMMIT) and the rows; prints and returns the path."""
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, name + ".json")
+    json.dump({"device": torch.cuda.get_device_name(), "commit": os.environ.get("DSATTN_GIT_COMMIT"), "rows": rows},
+              open(path, "w"), indent=1)
+    print(f"# wrote {path}")
+    return path
+
+
 def _checked_time(fn, out, lse, ref_o, ref_l, rep_ms):
     """Poison out / lse, run fn once, compare with the reference outputs, then time fn.
     -> (ms, max abs out difference, largest relative lse difference); exceptions propagate."""
@@ -123,11 +133,7 @@ def ws_main(args) -> int:
                          "profile": PROFILES[prof], "ms": ms})
             print(f"decode {layout:16s} t={tokens} h={heads:3d} gluon_ws profile {PROFILES[prof]:36s} {ms:.4f} ms",
                   flush=True)
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "sparse_mla_gluon_ws_sweep.json")
-    json.dump({"device": torch.cuda.get_device_name(), "commit": os.environ.get("DSATTN_GIT_COMMIT"), "rows": rows},
-              open(path, "w"), indent=1)
-    print(f"# wrote {path}")
+    write_json(args.out, "sparse_mla_gluon_ws_sweep", rows)
     return 0
 
 
@@ -163,11 +169,7 @@ def g64_main(args) -> int:
                          "ms": ms, "max_abs_vs_triton": diff, "lse_rel_vs_triton": ldiff})
             print(f"decode {layout:16s} t={tokens} h={heads:3d} gluon64 {label}  {ms:.4f} ms  "
                   f"max_abs_vs_triton={diff:.3g} lse_rel={ldiff:.3g}", flush=True)
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "sparse_mla_gluon64_sweep.json")
-    json.dump({"device": torch.cuda.get_device_name(), "commit": os.environ.get("DSATTN_GIT_COMMIT"), "rows": rows},
-              open(path, "w"), indent=1)
-    print(f"# wrote {path}")
+    write_json(args.out, "sparse_mla_gluon64_sweep", rows)
     return 0
 
 
@@ -214,11 +216,7 @@ def main():
                          "gbps_rows": float((case.indices >= 0).sum()) * case.layout.row_bytes(case.d_qk) / ms / 1e6})
             print(f"{kind:8s} {layout:16s} t={tokens} h={heads:3d} gluon {bn}/{st}/{nw}  {ms:.4f} ms  "
                   f"max_abs_vs_triton={diff:.3g} lse_rel={ldiff:.3g}", flush=True)
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "sparse_mla_gluon_sweep.json")
-    json.dump({"device": torch.cuda.get_device_name(), "commit": os.environ.get("DSATTN_GIT_COMMIT"), "rows": rows},
-              open(path, "w"), indent=1)
-    print(f"# wrote {path}")
+    write_json(args.out, "sparse_mla_gluon_sweep", rows)
     return 0
 
 

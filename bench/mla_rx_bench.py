@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 
@@ -22,10 +21,8 @@ from dsattn.bench.common import time_ms
 from dsattn.bench.kernels_mla import decode_case
 from dsattn.ops.sparse_mla import gluon_rx, gluon_ws
 
-
-def _lse_rel(lse, ref) -> float:
-    rel = (lse - ref).abs() / ref.abs().clamp_min(1)
-    return float(torch.where(lse == ref, torch.zeros_like(rel), rel).max())
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mla_gluon_sweep import _checked_time, write_json  # noqa: E402 (poison / compare / time; the JSON record)
 
 
 def main() -> int:
@@ -79,13 +76,7 @@ def main() -> int:
                 fn = lambda: gluon_rx.run_attention_rx(case.q, flat, case.layout, case.indices, case.sm_scale, None,
                                                        out, lse, config=cfg)
                 try:
-                    out.fill_(float("nan"))
-                    lse.fill_(float("nan"))
-                    fn()
-                    torch.cuda.synchronize()
-                    diff = float((out.float() - ref_o.float()).abs().max())
-                    ldiff = _lse_rel(lse, ref_l)
-                    ms = time_ms(fn, rep_ms=args.rep_ms)
+                    ms, diff, ldiff = _checked_time(fn, out, lse, ref_o, ref_l, args.rep_ms)
                 except Exception as e:  # noqa: BLE001
                     print(f"  rx {label} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
                     continue
@@ -93,11 +84,7 @@ def main() -> int:
                              "ms": ms, "max_abs_vs_ws": diff, "lse_rel_vs_ws": ldiff})
                 print(f"decode {layout:16s} t={t} h={h:3d} gluon_rx {label:12s} {ms:.4f} ms  max_abs_vs_ws={diff:.3g} "
                       f"lse_rel={ldiff:.3g}", flush=True)
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "sparse_mla_rx_bench.json")
-    json.dump({"device": torch.cuda.get_device_name(), "commit": os.environ.get("DSATTN_GIT_COMMIT"), "rows": rows},
-              open(path, "w"), indent=1)
-    print(f"# wrote {path}")
+    write_json(args.out, "sparse_mla_rx_bench", rows)
     return 0
 
 
