@@ -66,6 +66,20 @@ def time_ms(fn: Callable[[], object], *, warmup_ms: float = 25, rep_ms: float = 
     return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
 
 
+def warm_up_gpu(seconds: float = 0.5) -> None:
+    """Keep the GPU busy with bf16 matmuls for about `seconds` before the first timing of a process, so that the first
+    case is not timed while the clocks ramp up from idle. (The session 10 tables' first rows were the slow ones,
+    notes/sparse_mla.md; whether this warm-up removes that was not measured.) Nothing without CUDA."""
+    if not torch.cuda.is_available():
+        return
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(8):
+            a @ a
+        torch.cuda.synchronize()
+
+
 def graph_replay(fn: Callable[[], object]) -> Callable[[], object]:
     """fn captured once in a CUDA graph; returns the replay (fn itself without CUDA). Timing the replay leaves
     out fn's host work (checks, dispatch, launch), as a serving engine replaying a captured step does. fn must

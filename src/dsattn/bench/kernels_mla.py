@@ -33,7 +33,7 @@ import time
 import torch
 
 from ..formats import KVLayout, pack_latent_rows
-from .common import format_table, time_ms, write_results
+from .common import format_table, time_ms, warm_up_gpu, write_results
 
 # H200 ceilings measured for BENCHMARKS.md (HBM copy; the low end of bf16 GEMM's 680 to 790 TFLOP/s)
 HBM_BYTES_PER_S = 4.27e12
@@ -391,6 +391,7 @@ def run(op: str, argv: list[str]) -> int:
         return 2
     device = torch.device("cuda")
     peers = None if args.no_peer else _peers()
+    warm_up_gpu()
     rows = run_table(args, device, peers)
     print(format_table(rows, COLUMNS))
     path = write_results(args.name, rows, out_dir=args.out, meta={
