@@ -92,7 +92,8 @@ if HAVE_GLUON:
         """Asks L2 for whole cache rows (cp.async.bulk.prefetch.L2, one per valid entry of ix, from _prefetch_entries)
         so that a later gather of them hits L2: more rows in flight than the shared-memory ring holds. Nothing
         is read into the SM; invalid entries issue nothing. row_ptr: the rows' first byte (any element type),
-        stride_row in its elements; ROW_BYTES a multiple of 16."""
+        stride_row in its elements; ROW_BYTES a multiple of 16. Measured on the H200 (session 10): slower in gluon_ws,
+        gluon64 and gluon_rx at every distance tried (notes/sparse_mla.md), so every default leaves it off."""
         L: gl.constexpr = _prefetch_layout(R, PW)
         C: gl.constexpr = _prefetch_cols(R, PW)
         w = gl.arange(0, C, gl.SliceLayout(0, L))[None, :]
