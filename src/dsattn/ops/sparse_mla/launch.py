@@ -253,7 +253,7 @@ def use_gluon64(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> 
     'auto' where usable (fp8 decode 512 tokens, 64 / 128 heads: 0.629 / 1.171 ms vs Triton 1.215 / 2.351,
     outputs within 4.9e-4; bench/results/ab_g64_h64.json, ab_g64_h128.json, H200) and under
     DSATTN_SPARSE_MLA_IMPL=gluon64, ValueError there where it cannot run (not sm_90, interpreter, rows whose
-    addresses do not keep 16-byte alignment). 'triton', 'gluon' and 'gluon_ws' never take it."""
+    addresses do not keep 16-byte alignment). The other forced values never take it."""
     impl = impl or sparse_mla_impl()
     if impl == "gluon_prefill":
         impl = "auto"  # decode launches run what auto runs
