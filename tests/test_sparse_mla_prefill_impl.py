@@ -102,17 +102,19 @@ def test_config_knob(monkeypatch):
 
 def test_scratch_checked():
     """scratch = (entries, masks, counts) of grouping.prefill_scratch_spec: a wrong one is a ValueError naming
-    scratch, before any kernel runs."""
-    from dsattn.ops.sparse_mla import grouping
+    scratch, before any kernel runs (sparse_mla_prefill's check; the launcher trusts what it passed)."""
+    from dsattn.ops.sparse_mla import _check_prefill_scratch, grouping
     spec = grouping.prefill_scratch_spec(100, 8, 64)
     good = [torch.zeros(s, dtype=dt) for s, dt in spec]
-    assert gluon_prefill.check_prefill_scratch(good, 100, 8, 64, torch.device("cpu")) is not None
-    assert gluon_prefill.check_prefill_scratch(None, 100, 8, 64, torch.device("cpu")) is None
+    q = torch.zeros(100, 8, 576, dtype=torch.bfloat16)
+    idx = torch.zeros(100, 64, dtype=torch.int32)
+    assert _check_prefill_scratch(good, q, idx) is not None
+    assert _check_prefill_scratch(None, q, idx) is None
     bad_sets = [good[:2], [good[0], good[1], good[2].long()], [good[0][:, :100], good[1], good[2]],
                 [good[0], good[1][:-1], good[2]], [good[0].t(), good[1], good[2]]]
     for bad in bad_sets:
         with pytest.raises(ValueError, match="scratch"):
-            gluon_prefill.check_prefill_scratch(bad, 100, 8, 64, torch.device("cpu"))
+            _check_prefill_scratch(bad, q, idx)
 
 
 @pytest.mark.parametrize("heads, expected", [(1, (8, 8)), (8, (8, 8)), (9, (16, 4)), (24, (32, 2)), (48, (64, 1)),

@@ -94,6 +94,7 @@ except Exception:  # pragma: no cover - older triton without Gluon
     HAVE_GLUON = False
 
 from ...formats import LATENT_DIM
+from .grouping import _build_groups, group_shape, prefill_scratch_spec
 
 if HAVE_GLUON:
     from .gluon_small import _copy_layout, _idx  # noqa: F401 (used inside the kernels)
@@ -691,16 +692,6 @@ def _profile() -> int:
     return int(v)
 
 
-def _grouping():
-    from . import grouping
-    return grouping
-
-
-def group_shape(num_heads: int) -> tuple[int, int]:
-    """(heads per token in a program, tokens per program): grouping.group_shape."""
-    return _grouping().group_shape(num_heads)
-
-
 def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0, tok_end, grid, g, hpt, has_len,
             cfg: PrefillConfig) -> None:
     sparse_mla_prefill_kernel[grid](
@@ -715,36 +706,14 @@ def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0
     )
 
 
-def check_prefill_scratch(scratch, num_tokens: int, num_heads: int, topk: int, device):
-    """scratch: (entries, masks, counts) as grouping.prefill_scratch_spec describes (any number of groups
-    C >= 1 a chunk), or None. Returns the three tensors; ValueError naming scratch when they do not fit."""
-    if scratch is None:
-        return None
-    scratch = list(scratch)
-    if len(scratch) != 3:
-        raise ValueError(f"scratch must hold (entries, masks, counts), got {len(scratch)} tensors")
-    _, g = group_shape(num_heads)
-    entries, masks, counts = scratch
-    for name, x, nd in (("scratch[0] (entries)", entries, 2), ("scratch[1] (masks)", masks, 2),
-                        ("scratch[2] (counts)", counts, 1)):
-        if not isinstance(x, torch.Tensor) or x.dtype != torch.int32 or x.dim() != nd or x.device != device:
-            raise ValueError(f"{name} must be an int32 tensor of {nd} dims on {device}")
-        if not x.is_contiguous():
-            raise ValueError(f"{name} must be contiguous")
-    c = counts.shape[0]
-    if c < 1 or entries.shape != (c, g * topk) or masks.shape != (c, g * topk):
-        raise ValueError(f"scratch must be entries / masks [C, {g * topk}] and counts [C] with C >= 1, got "
-                         f"{list(entries.shape)}, {list(masks.shape)}, {list(counts.shape)}")
-    return entries, masks, counts
-
-
 def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch=None,
                       config: PrefillConfig | None = None) -> None:
     """Sparse MLA prefill (SPEC 3) over bf16 rows flat [N, D_qk] for q [T, H, D_qk] into out / lse through
     sparse_mla_prefill_kernel. Inputs already validated by sparse_mla_prefill. G > 1 (<= 32 heads): tokens in
     chunks of C * G (C: the groups scratch holds), each chunk's union lists built by grouping.build_groups into
-    scratch = (entries, masks, counts) (allocated here from grouping.prefill_scratch_spec when None), then one
-    launch per chunk. G == 1: one launch, grid (T, head blocks of 64)."""
+    scratch = (entries, masks, counts) (validated by sparse_mla_prefill; allocated here from
+    grouping.prefill_scratch_spec when None), then one launch per chunk. G == 1: one launch, grid (T, head blocks
+    of 64)."""
     t, h, d = q.shape
     topk = indices.shape[1]
     hpt, g = group_shape(h)
@@ -754,15 +723,12 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
         _launch(q, flat, indices, indices.stride(0), end, indices, out, lse, sm_scale, topk, 0, t,
                 (t, -(-h // hpt)), 1, hpt, topk_length is not None, cfg)
         return
-    grouping = _grouping()
-    parts = check_prefill_scratch(scratch, t, h, topk, q.device)
-    if parts is None:
-        parts = [torch.empty(shape, dtype=dt, device=q.device)
-                 for shape, dt in grouping.prefill_scratch_spec(t, h, topk)]
-    entries, masks, counts = parts
+    if scratch is None:
+        scratch = [torch.empty(shape, dtype=dt, device=q.device) for shape, dt in prefill_scratch_spec(t, h, topk)]
+    entries, masks, counts = scratch
     chunk = counts.shape[0] * g
     for token0 in range(0, t, chunk):
         n = min(chunk, t - token0)
-        groups = grouping.build_groups(indices, topk_length, flat.shape[0], g, token0, n, entries, masks, counts)
+        groups = _build_groups(indices, topk_length, flat.shape[0], g, token0, n, entries, masks, counts, -(-n // g))
         _launch(q, flat, entries, entries.stride(0), counts, masks, out, lse, sm_scale, topk, token0, token0 + n,
                 (groups, 1), g, hpt, False, cfg)

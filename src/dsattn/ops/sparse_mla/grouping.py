@@ -691,6 +691,12 @@ def build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, m
     build_groups_reference. Entries come in no particular order (module docstring).
     """
     indices, groups = _check_args(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts)
+    return _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
+
+
+def _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups) -> int:
+    """build_groups after its checks (indices [T, K]; groups = cdiv(ntokens, G)): the grouped prefill's launcher
+    calls it per chunk on inputs sparse_mla_prefill has validated."""
     if groups == 0:
         return 0
     if not kernels_available(indices.device):
