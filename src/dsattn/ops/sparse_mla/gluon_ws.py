@@ -45,8 +45,8 @@ except Exception:  # pragma: no cover - older triton without Gluon
 from ...formats import LATENT_DIM, KVLayout
 
 if HAVE_GLUON:
-    from .gluon_small import (_copy_layout, _idx, _prefetch_entries, _prefetch_rows,  # noqa: F401 (used inside
-                              _scale_layout)                                          # the kernels)
+    from .gluon_small import (_copy_layout, _idx, _issue, _prefetch_entries, _prefetch_rows,  # noqa: F401 (used
+                              _scale_layout)                                                  # in the kernels)
 
 BN = 64   # keys per block (wgmma M)
 HB = 32   # keys per gathered half-block (the raw ring's unit)
@@ -124,22 +124,8 @@ if HAVE_GLUON:
         SC_L: gl.constexpr = _scale_layout(HALF, PW)
         ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
         ix_lat, ix_sc, ix_rope = ix
-        valid = (ix_lat >= 0) & (ix_lat < num_slots)
-        slot = gl.where(valid, ix_lat, 0).to(gl.int64)
-        cols = gl.arange(0, 512, gl.SliceLayout(0, LAT_L))
-        async_copy.async_copy_global_to_shared(lat_buf, lat_ptr + slot[:, None] * stride_lat + cols[None, :],
-                                               mask=valid[:, None])
-        valid = (ix_sc >= 0) & (ix_sc < num_slots)
-        slot = gl.where(valid, ix_sc, 0).to(gl.int64)
-        g = gl.arange(0, 4, gl.SliceLayout(0, SC_L))
-        async_copy.async_copy_global_to_shared(sc_buf, scale_ptr + slot[:, None] * stride_scale + g[None, :],
-                                               mask=valid[:, None])
-        if HAS_ROPE:
-            valid = (ix_rope >= 0) & (ix_rope < num_slots)
-            slot = gl.where(valid, ix_rope, 0).to(gl.int64)
-            rc = gl.arange(0, 64, gl.SliceLayout(0, ROPE_L))
-            async_copy.async_copy_global_to_shared(rope_buf, rope_ptr + slot[:, None] * stride_rope + rc[None, :],
-                                                   mask=valid[:, None])
+        _issue(ix_lat, ix_sc, ix_rope, num_slots, lat_ptr, scale_ptr, rope_ptr, lat_buf, sc_buf, rope_buf,
+               stride_lat, stride_scale, stride_rope, True, HAS_ROPE, LAT_L, SC_L, ROPE_L)
         async_copy.commit_group()
 
     @gluon.jit
