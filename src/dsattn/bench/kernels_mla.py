@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import statistics
 import sys
 import time
 
@@ -270,47 +271,67 @@ def _kernel_record(case: Case, variant: str) -> dict:
     return {"kernel": kernel, "config": dataclasses.asdict(cfg)}
 
 
-def measure_case(case: Case, peers, variants, rep_ms: float = 100, impls=("auto",)) -> list[dict]:
+def measure_case(case: Case, peers, variants, rep_ms: float = 100, impls=("auto",), rounds: int = 3) -> list[dict]:
     """dsattn (each variant, under each DSATTN_SPARSE_MLA_IMPL of `impls`) and FlashMLA (native / padded
-    to 64) on one case."""
-    rows = []
+    to 64) on one case. Every implementation is built and run once (compiles) first; then `rounds` rounds time
+    each in turn (alternating, BENCHMARKS.md), and a row's ms is the median of its rounds (all in ms_rounds).
+    One timing each, in order, made the first row of a process read slow (session 10-11: 8 heads at 512 tokens
+    0.245-0.248 ms in the table vs 0.224 alone; notes/sparse_mla.md)."""
     saved = os.environ.get("DSATTN_SPARSE_MLA_IMPL")
+
+    def set_impl(impl):
+        if impl is None:
+            if saved is None:
+                os.environ.pop("DSATTN_SPARSE_MLA_IMPL", None)
+            else:
+                os.environ["DSATTN_SPARSE_MLA_IMPL"] = saved
+        else:
+            os.environ["DSATTN_SPARSE_MLA_IMPL"] = impl
+
+    entries = []  # (impl env or None, fn, row label, extra row fields, peer name, peer output getter)
     try:
         for impl in impls:
-            os.environ["DSATTN_SPARSE_MLA_IMPL"] = impl
+            set_impl(impl)
             for variant in variants:
                 rec = _kernel_record(case, variant)
                 if impl != "auto" and rec["kernel"] != impl:
                     continue  # this variant does not have that kernel (64-head programs are Triton only)
-                fn, out, _ = ours(case, variant)
+                fn, _, _ = ours(case, variant)
                 fn()
-                ms = time_ms(fn, rep_ms=rep_ms)
-                rows.append({**_row(case, f"dsattn:{variant}", ms), **rec})
-    finally:
-        if saved is None:
-            os.environ.pop("DSATTN_SPARSE_MLA_IMPL", None)
-        else:
-            os.environ["DSATTN_SPARSE_MLA_IMPL"] = saved
-    peer_ms = {}
-    widths = sorted({case.heads, max(case.heads, 64)})  # native, and padded to 64 below 64 heads
-    for w in widths:
-        try:
-            built = flashmla(case, peers, w)
-            if built is None:
+                entries.append((impl, fn, f"dsattn:{variant}", rec, None, None))
+        set_impl(None)
+        widths = sorted({case.heads, max(case.heads, 64)})  # native, and padded to 64 below 64 heads
+        for w in widths:
+            try:
+                built = flashmla(case, peers, w)
+                if built is None:
+                    continue
+                fn, get = built
+                fn()
+                torch.cuda.synchronize()
+            except Exception as e:  # noqa: BLE001 - a peer that refuses a shape is reported, not fatal
+                print(f"# FlashMLA {case.kind} h={case.heads} as {w}: {type(e).__name__}: {str(e)[:120]}",
+                      file=sys.stderr)
                 continue
-            fn, get = built
+            name = "native" if w == case.heads else f"pad{w}"
+            entries.append((None, fn, f"flashmla:{name}", {}, name, get))
+        times = [[] for _ in entries]
+        for _ in range(max(1, rounds)):
+            for i, (impl, fn, *_rest) in enumerate(entries):
+                set_impl(impl)
+                times[i].append(time_ms(fn, rep_ms=rep_ms))
+    finally:
+        set_impl(None)
+    rows, peer_ms = [], {}
+    for (impl, fn, label, rec, peer, get), ts in zip(entries, times):
+        ms = float(statistics.median(ts))
+        row = {**_row(case, label, ms), **rec, "ms_rounds": ts}
+        if peer is not None:
+            peer_ms[peer] = ms
+            ofn, out, _ = ours(case, variants[0] if variants else None)
             fn()
-            torch.cuda.synchronize()
-            ms = time_ms(fn, rep_ms=rep_ms)
-        except Exception as e:  # noqa: BLE001 - a peer that refuses a shape is reported, not fatal
-            print(f"# FlashMLA {case.kind} h={case.heads} as {w}: {type(e).__name__}: {str(e)[:120]}", file=sys.stderr)
-            continue
-        name = "native" if w == case.heads else f"pad{w}"
-        peer_ms[name] = ms
-        row = _row(case, f"flashmla:{name}", ms)
-        ofn, out, _ = ours(case, variants[0] if variants else None)
-        ofn()
-        row["max_abs_vs_dsattn"] = float((get().float() - out.float()).abs().max())
+            ofn()
+            row["max_abs_vs_dsattn"] = float((get().float() - out.float()).abs().max())
         rows.append(row)
     if peer_ms:
         best_peer = min(peer_ms.values())
@@ -337,7 +358,8 @@ def run_table(args, device, peers) -> list[dict]:
                 for h in args.heads:
                     case = decode_case(size, h, layout, device) if kind == "decode" else prefill_case(size, h, device)
                     t0 = time.time()
-                    rows += measure_case(case, peers, _variants(kind, h), rep_ms=args.rep_ms, impls=args.impl)
+                    rows += measure_case(case, peers, _variants(kind, h), rep_ms=args.rep_ms, impls=args.impl,
+                                         rounds=args.rounds)
                     print(f"# {kind} {layout.value} tokens={size} heads={h}: {time.time() - t0:.1f}s", file=sys.stderr)
     _nope_vs_fp8(rows)
     return rows
@@ -369,6 +391,8 @@ def parse_args(argv):
                         "gluon_ws, gluon_rx, gluon64, gluon_prefill: the grouped bf16 prefill kernel); "
                         "a forced kernel that a variant lacks is skipped")
     p.add_argument("--rep-ms", type=float, default=100)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="timings of each implementation, alternating; a row reports their median")
     p.add_argument("--out", default=None, help="results folder (default bench/results)")
     p.add_argument("--name", default="sparse_mla")
     args = p.parse_args(argv)
