@@ -35,7 +35,7 @@ def main() -> int:
     p.add_argument("--configs", default="default",
                    help="stages/producer_regs/producer_warps[/prefetch[/pv_depth[/consumers[/alu]]]], 'default' "
                         "(rx_config's choice) or c1 / c2 (rx_config's choice at one / two consumer warpgroups); a "
-                        "+alu / +alu3 suffix sets alu 1 / 3, +pipe pipe 1, +hp8 hp8 1, +pp pingpong 1 with 48 producer "
+                        "+alu / +alu3 suffix sets alu 1 / 3, +pipe pipe 1, +hp8 hp8 1, +pp pingpong 1 with 56 producer "
                         "registers (combinable); comma separated")
     args = p.parse_args()
     dev = torch.device("cuda")
@@ -60,7 +60,7 @@ def main() -> int:
                 extra = {}
                 for f in flags:
                     extra.update({"alu": {"alu": 1}, "alu3": {"alu": 3}, "pipe": {"pipe": 1}, "hp8": {"hp8": 1},
-                                  "pp": {"pingpong": 1, "producer_regs": 48}}[f])
+                                  "pp": {"pingpong": 1, "producer_regs": 56}}[f])
                 if spec in ("c1", "c2"):
                     os.environ["DSATTN_RX_CONSUMERS"] = spec[1]
                     cfg = gluon_rx.rx_config(case.layout, h, case.q.shape[-1])

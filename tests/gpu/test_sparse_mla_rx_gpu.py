@@ -177,7 +177,7 @@ def test_rx_pingpong(monkeypatch, consumers, h):
     case = make_case(40, h, 576, num_slots=20000, topk=2048, layout="fp8_ds_mla", block_size=64, with_length=True,
                      empty_rows=1, seed=31 + h, device=DEV)
     for hp8 in (0, 1):
-        monkeypatch.setenv("DSATTN_RX_CONFIG", f"4/48/4/0/1/2/0/0/{hp8}/1")
+        monkeypatch.setenv("DSATTN_RX_CONFIG", f"4/56/4/0/1/2/0/0/{hp8}/1")
         rx = _decode(case)
         check_close(*rx, *case.reference())
         _vs_ws(case, rx, monkeypatch, f"pingpong h={h} hp8={hp8}")
@@ -191,5 +191,5 @@ def test_rx_pingpong_split_k(monkeypatch, consumers):
                      device=DEV)
     spec = decode_scratch_spec(t, 8, 2048, "native", "fp8_ds_mla")
     scratch = [torch.full(s, float("nan"), dtype=dt, device=DEV) for s, dt in spec]
-    monkeypatch.setenv("DSATTN_RX_CONFIG", "4/48/4/0/1/2/0/0/1/1")
+    monkeypatch.setenv("DSATTN_RX_CONFIG", "4/56/4/0/1/2/0/0/1/1")
     check_close(*_decode(case, scratch=scratch), *case.reference())

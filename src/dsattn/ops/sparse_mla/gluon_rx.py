@@ -162,14 +162,16 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
         raise ValueError(f"DSATTN_RX_CONSUMERS must be 1 or 2, got {consumers!r}")
     consumers = int(consumers)
     hp = 8 if num_heads <= 8 else rx_hp(num_heads)  # hp8 (the default)
-    # 8-head programs with two consumers: ping-pong, producer 48 registers (final device call, 512 tokens, 8 heads:
-    # fp8_ds_mla 0.224 vs 0.244 ms, nope 0.192 vs 0.233; at 16-head programs it was slower, 0.306 vs 0.282;
-    # bench/results/sparse_mla_rx_bench_final.json)
+    # 8-head programs with two consumers: ping-pong (session 10's final device call, 512 tokens, 8 heads: fp8_ds_mla
+    # 0.224 vs 0.244 ms, nope 0.192 vs 0.233; at 16-head programs it was slower, 0.306 vs 0.282;
+    # bench/results/sparse_mla_rx_bench_final.json), producer 56 registers (session 11 call 1, fp8_ds_mla 8 heads,
+    # 4 stages: 40 / 48 / 56 registers 0.243 / 0.2245 / 0.208 ms at 512 tokens, 0.925 / 0.852 / 0.810 at 2048;
+    # bench/results/s11_rx_512.json, s11_rx_2048.json)
     pingpong = int(hp == 8 and consumers == 2)
     stages = 5
     while stages > 2 and rx_smem_bytes(layout, d_qk, hp, stages, consumers, pingpong) + SMEM_MARGIN > SMEM_LIMIT:
         stages -= 1
-    return RxConfig(stages=stages, producer_regs=48 if pingpong else 64,
+    return RxConfig(stages=stages, producer_regs=56 if pingpong else 64,
                     pv_depth=0 if hp == 32 and consumers == 1 else 1, consumers=consumers, hp8=1, pingpong=pingpong)
 
 
