@@ -1,11 +1,14 @@
 """Query-group union lists (ops/sparse_mla/grouping.py) and the prefill scratch plumbing.
 
-build_groups_reference against a plain-Python oracle (ascending order); build_groups' Triton kernels (the hash
-table, the default, and the sort) under TRITON_INTERPRET=1 (conftest) against the reference at small sizes
-(topk 16..128, G 1..8, duplicates, -1, out of range, topk_length, partial last group, token0 offsets, 64-bit
-codes), compared as multisets of (slot, mask) entries: the hash path lists them in table order. The hash path
-alone (its rebuild kernel switched off) on lists without repeats, full tables included; its order independent
-of the insertion order; the rebuild when the insert gives up. Argument checks; prefill_scratch_spec sizes;
+build_groups_reference against a plain-Python oracle (ascending order); build_groups' Triton kernels (the dense
+map, auto's choice where the slot range fits, the hash table and the sort) under TRITON_INTERPRET=1 (conftest)
+against the reference at small sizes (topk 16..128, G 1..8, duplicates, -1, out of range, topk_length, partial
+last group, token0 offsets, 64-bit codes), compared as multisets of (slot, mask) entries: the hash path lists
+them in table order (the dense and sort paths in the reference's order). The dense path alone: entry for entry
+at G 2..16 over poisoned scratch, overlap indices, its limit (dense at dense_max_slots, hash one past), the
+groups it leaves to the rebuild. The hash path alone (its rebuild kernel switched off) on lists without repeats,
+full tables included; its order independent of the insertion order; the rebuild when the insert gives up.
+Argument checks; prefill_scratch_spec sizes;
 sparse_mla_prefill's scratch= validation, pass-through and tracing; the backend's workspace reservation.
 """
 import pytest
@@ -96,9 +99,10 @@ def assert_same(a, b, ordered=False):
         assert (pa == pb) if ordered else (sorted(pa) == sorted(pb)), c
 
 
-@pytest.fixture(params=["hash", "hash1", "sort"])
+@pytest.fixture(params=["dense", "hash", "hash1", "sort"])
 def impl(request, monkeypatch):
-    """build_groups' kernels: the hash table (default; hash1: one program a group) or the sort."""
+    """build_groups' kernels: the dense map (auto's choice where the slot range fits; falls back to hash where it
+    does not), the hash table (hash1: one program a group) or the sort."""
     from dsattn.ops.sparse_mla import grouping
     monkeypatch.setattr(grouping, "IMPL", request.param)
     return request.param
@@ -167,32 +171,38 @@ def test_triton_matches_reference(k, g, dup, lens, t, impl):
     n = 5 * k
     idx, tl = make_indices(t, k, n, dup=dup, lens=lens, span=2 * k)
     want = run(build_groups_reference, idx, tl, n, g, 0, t)
-    assert_same(run(build_groups, idx, tl, n, g, 0, t), want, ordered=impl == "sort")
+    assert_same(run(build_groups, idx, tl, n, g, 0, t), want, ordered=impl in ("sort", "dense"))
     assert_groups(want, oracle(idx, tl, n, g, 0, t), ordered=True)
 
 
 def test_triton_chunk_offset_and_untouched_rows(impl):
     """token0 / ntokens pick a chunk; rows past the groups built are not written, nor (sort) entries past
-    counts, nor (hash) columns past G * K (the table)."""
+    counts, nor (hash) columns past G * K (the table), nor (dense) entries past counts and masks past the map."""
+    from dsattn.ops.sparse_mla import grouping
     k, g, n = 16, 4, 50
     idx, tl = make_indices(23, k, n, dup=True, lens=True, span=20)
     c, width = 5, g * k + 3
     e, m, cnt = scratch(c, width)
     assert build_groups(idx, tl, n, g, 6, 10, e, m, cnt) == 3
-    assert_groups((3, e[:3], m[:3], cnt[:3]), oracle(idx, tl, n, g, 6, 10), ordered=impl == "sort")
+    assert_groups((3, e[:3], m[:3], cnt[:3]), oracle(idx, tl, n, g, 6, 10), ordered=impl in ("sort", "dense"))
     assert (e[3:] == -7).all() and (m[3:] == -7).all() and (cnt[3:] == -7).all()
+    words = grouping.dense_layout(n, g)[2]                       # the dense map: masks[c, :D]
     for r in range(3):
         start = int(cnt[r]) if impl == "sort" else g * k
+        if impl == "dense":
+            assert (e[r, int(cnt[r]):] == -7).all() and (m[r, max(int(cnt[r]), words):] == -7).all()
         assert (e[r, start:] == -7).all() and (m[r, start:] == -7).all()
 
 
 @pytest.mark.parametrize("inline", [False, True])
 def test_triton_heavy_duplicates_and_nothing_valid(monkeypatch, inline, impl):
-    """Repeated slots: the sort kernel's second kernel (default) and inline; the hash path's rebuild."""
+    """Repeated slots: the sort kernel's second kernel (default) and inline; the hash path's rebuild; the dense
+    path's rebuild after the compaction (default) and inside it."""
     from dsattn.ops.sparse_mla import grouping
-    if impl != "sort" and inline:
-        pytest.skip("inline applies to the sort kernel")
+    if impl in ("hash", "hash1") and inline:
+        pytest.skip("inline applies to the sort kernel and the dense path")
     monkeypatch.setattr(grouping, "INLINE_DUPS", inline)
+    monkeypatch.setattr(grouping, "DENSE_INLINE", inline)
     k, g = 16, 4
     idx = torch.randint(0, 3, (8, k), dtype=torch.int32)        # every row lists slots 0..2 many times
     idx[4:] = -1                                                  # second group: nothing valid
@@ -284,6 +294,89 @@ def test_hash_gives_up_to_the_rebuild(monkeypatch, hash_impl):
     assert_groups(run(build_groups, idx, None, 256, g, 0, t), oracle(idx, None, 256, g, 0, t), ordered=True)
     monkeypatch.setattr(grouping, "HASH_REBUILD", False)
     assert (run(build_groups, idx, None, 256, g, 0, t)[3] == -1).all()
+
+
+# ---------------------------------------------------------------------------------------------------
+# the dense path alone
+# ---------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Counts the dense and hash launches build_groups makes (IMPL auto)."""
+    from dsattn.ops.sparse_mla import grouping
+    calls = []
+    for name in ("_launch_dense", "_launch_hash"):
+        real = getattr(grouping, name)
+        monkeypatch.setattr(grouping, name, lambda *a, _r=real, _n=name: (calls.append(_n[8:]), _r(*a))[1])
+    monkeypatch.setattr(grouping, "IMPL", "auto")
+    return calls
+
+
+@pytest.mark.parametrize("g, k, t, dup, lens, token0", [
+    (2, 32, 7, True, True, 0), (4, 16, 10, True, False, 3), (8, 32, 16, False, True, 0),
+    (16, 16, 20, True, True, 2),
+])
+def test_dense_matches_reference_in_order(spy, g, k, t, dup, lens, token0):
+    """auto takes the dense path; over poisoned scratch (-7) it equals the reference entry for entry
+    (ascending slots; repeated slots rebuilt by the sort path's kernel), a chunk (token0, a partial last group)
+    included; random lists with -1 / past-the-end / negative slots and topk_length."""
+    n = 3 * k
+    idx, tl = make_indices(token0 + t, k, n, dup=dup, lens=lens, span=2 * k)
+    got = run(build_groups, idx, tl, n, g, token0, t)
+    assert spy == ["dense"]
+    assert_same(got, run(build_groups_reference, idx, tl, n, g, token0, t), ordered=True)
+
+
+@pytest.mark.parametrize("g", [2, 8])
+def test_dense_overlap_indices(spy, g):
+    """Neighbouring tokens sharing most slots (the bench's overlap indices), -1 in the short rows (a row at
+    position p < topk lists p + 1 slots)."""
+    from dsattn.bench.kernels_mla import overlap_indices
+    idx = overlap_indices(16, 40, 32, torch.device("cpu"))
+    assert (idx == -1).any()
+    got = run(build_groups, idx, None, 40, g, 0, 16)
+    assert spy == ["dense"]
+    assert_same(got, run(build_groups_reference, idx, None, 40, g, 0, 16), ordered=True)
+
+
+@pytest.mark.parametrize("g, k, words", [(4, 16, 4), (2, 4, 64), (3, 8, 8)])
+def test_dense_limit(spy, monkeypatch, g, k, words):
+    """num_slots at dense_max_slots runs dense (the last slot in the last field of the last word), one more runs
+    the hash path; the limit is the register cap DENSE_WORDS or the masks row's G * K columns, whichever is less
+    (g 2, k 4: 8 columns)."""
+    from dsattn.ops.sparse_mla import grouping
+    monkeypatch.setattr(grouping, "DENSE_WORDS", words)
+    gp = grouping._next_pow2(g)
+    top = min(words, g * k) * (32 // gp)
+    assert grouping.dense_max_slots(g, k) == top
+    assert grouping.dense_fits(top, g, k) and not grouping.dense_fits(top + 1, g, k)
+    t = 2 * g
+    for n, path in ((top, "dense"), (top + 1, "hash")):
+        idx = torch.randint(0, n, (t, k), dtype=torch.int32)
+        idx[:, 0] = n - 1
+        idx[0, 1] = n                                              # past the end
+        idx[1, 2] = n - 2
+        spy.clear()
+        got = run(build_groups, idx, None, n, g, 0, t)
+        assert spy == [path]
+        assert_same(got, run(build_groups_reference, idx, None, n, g, 0, t), ordered=path == "dense")
+
+
+def test_dense_rebuild_marks_only_repeats(spy, monkeypatch):
+    """With the rebuild switched off (DENSE_REBUILD) exactly the groups where a token lists a slot twice are
+    marked (counts -1); the others are built; empty groups (nothing valid) have no entries."""
+    from dsattn.ops.sparse_mla import grouping
+    monkeypatch.setattr(grouping, "DENSE_REBUILD", False)
+    k, g, n = 16, 4, 64
+    gen = torch.Generator().manual_seed(5)
+    idx = _distinct_rows(16, k, n, gen)
+    idx[5, 3] = idx[5, 9]                                          # group 1: a repeat
+    idx[8:12] = -1                                                 # group 2: empty
+    idx[13, 0] = idx[13, 15]                                       # group 3: a repeat
+    r, e, m, c = run(build_groups, idx, None, n, g, 0, 16)
+    assert spy == ["dense"] and c.tolist()[1] == -1 and c.tolist()[3] == -1 and c.tolist()[2] == 0
+    want = oracle(idx, None, n, g, 0, 16)
+    assert_groups((1, e[:1], m[:1], c[:1]), want[:1], ordered=True)
 
 
 def test_three_dim_indices_and_fallback(monkeypatch):

@@ -8,19 +8,59 @@ listed that entry. This module builds those unions:
     prefill_scratch_spec(num_tokens, heads, K)  -> the buffers build_groups fills ([] when G == 1)
     build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts)
     build_groups_reference(...)                 the same in plain PyTorch (the tests' twin)
+    dense_fits(num_slots, G, K), dense_max_slots(G, K), dense_layout(num_slots, G): the dense path's reach
 
 Union entries (SPEC 3): entry ``i`` of token ``t``'s list is valid iff ``0 <= indices[t, i] < num_slots``
 and ``i < topk_length[t]`` (when given). A slot listed twice by one token counts twice, so union entries
 are (slot, occurrence) pairs: entry (s, k) carries bit j of its mask when token j of the group lists s
 more than k times. For group c (0-based within the chunk): ``entries[c, :counts[c]]`` are the slots,
-``masks[c, :counts[c]]`` the token bits. ORDER: unspecified (the grouped kernel takes any). The hash path
-(the default, IMPL) lists a group's entries in its hash table's order, a function of the group's slot set
-alone (ordered hashing: the same set gives the same table whatever the order of the inserts, Shun & Blelloch
-2014; the CPU test permutes the insertion order, the bench's same_after_timing checks it on a GPU); the sort
-path and a rebuilt group (below) by ascending slot, then occurrence. Scratch: the hash path uses columns
-[0, G * K) of entries[c] / masks[c] as its table, so past counts[c] they hold table cells (unspecified);
+``masks[c, :counts[c]]`` the token bits. ORDER: unspecified (the grouped kernel takes any). The dense path
+(IMPL "auto", the default, where dense_fits), the sort path and a rebuilt group (below) list them by ascending
+slot, then occurrence: the order of build_groups_reference. The hash path lists a group's entries in its hash
+table's order, a function of the group's slot set alone (ordered hashing: the same set gives the same table
+whatever the order of the inserts, Shun & Blelloch 2014; the CPU test permutes the insertion order, the bench's
+same_after_timing checks it on a GPU). Scratch: the hash path uses columns [0, G * K) of entries[c] / masks[c]
+as its table, so past counts[c] they hold table cells (unspecified); the dense path keeps its map in masks[c,
+:D] (D <= G * K words, dense_layout), so past counts[c] masks hold map words and entries nothing written;
 columns past G * K, and rows past the groups built, are never written (the sort path writes nothing past
 counts[c]).
+
+Dense path (_launch_dense; IMPL "auto" and "dense" where dense_fits, else the hash path: no error, the env
+setting cannot know num_slots; nothing allocated, the scratch spec unchanged). Each group keeps a map of its
+token bits over the whole slot range: GP = next power of 2 of G bits a slot (a field), SPW = 32 // GP slots an
+int32 word, D = cdiv(num_slots, SPW) words, in masks[c, :D] (topk 2048, 16384 slots: G 8 4096 words, 16 KiB a
+group; G 4 2048; G 2 1024). Three kernels and the sort path's repeated-slot kernel:
+  1. clear: masks[c, :D] = 0, counts[c] = 0 (flat grid, 1024 words a program).
+  2. insert, G * cdiv(K, 512) programs a group (4 warps, 4 slots a thread): each valid slot s of token j ORs
+     bit j into field s % SPW of word s // SPW (one atomic a slot, its result unused: REDG.E.OR in the SASS;
+     no probing, no dependent load); counts[c] += the program's valid entries (one atomic_add).
+  3. compact, one program a group (DW = next power of 2 of D words in registers, DENSE_WORDS = 4096 at most,
+     4-8 warps): loads the whole map, counts the occupied fields of each word, an exclusive prefix sum
+     (tl.cumsum) gives each word's first entry, a barrier (every word read before any store: the entries
+     overwrite the map), then field by field (a loop of SPW) writes entries[c, at] = slot, masks[c, at] =
+     field; counts[c] = the number. A map that holds fewer bits (popcount) than the valid entries listed means a
+     token listed a slot twice: counts[c] = -1, and
+  4. _group_union_dups_kernel (the sort path's rebuild, programs of other groups return at once) rebuilds it
+     (DENSE_INLINE puts that branch in the compaction instead: its registers, 128 and 688 bytes of stack at
+     G 8, then set the compaction's occupancy).
+The map must fit the compaction's registers and the masks row's first G * K columns: D <= min(DENSE_WORDS,
+G * K), so num_slots <= dense_max_slots(G, K): at topk 2048 G 8 16384, G 4 32768, G 2 65536, G 16 8192. G up to
+16 (16-bit fields). The output order (ascending slot) equals the reference's and may help the prefill kernel's
+gathers (not measured).
+Work a group (G 8, topk 2048, 16384 slots): G * K index loads and atomic ORs (16384), 16 KiB cleared, read
+and then union-sized rows written; nothing depends on a loaded table. PREDICTION (not measured; arithmetic):
+the inserts, s_q * K REDs in all (2.1 M at s_q 1024, 16.8 M at 8192, the same for every G), bound by L2 atomic
+throughput (taken as 64-128 per clock at ~1.7 GHz: 10-20 us at s_q 1024), clear ~2 us, compaction one wave of
+128 programs ~3-5 us (s_q 8192: ~3 waves, ~10-15 us), the repeated-slot kernel and gaps ~4 us: s_q 1024
+~20-30 us for G 8 / 4 / 2 (hash measured 120 / 130 / 200), s_q 8192 ~110-200 us (hash 1150 / 1110 / 1460).
+sm_90a compile (Triton 3.6's ptxas, no GPU, topk 2048; /tmp script with bench/_sm90.py's Intercept): clear 13
+registers; insert 26 (4 warps, 512 slots), no spill, loads issued before the REDs, no layout conversion
+(the index load is kept unvectorized with a contiguity hint 1; vectorized, Triton converted layouts through
+shared memory); compact G 8 (4096 words, 8 warps) 80, G 4 (2048 words, 8 warps) 48, G 2 (1024 words, 4
+warps) 48, G 16 (8192 slots) 100, G 4 at 32768 slots / G 2 at 65536 slots (4096 words) 80, no spill and no
+layout conversion (the map loaded unvectorized as well; vectorized, it took 64 conversions); unrolling the
+field loop took ~250 registers, hence a loop. DENSE_WORDS 8192 (G 8 at 32768 slots, 16 warps): 128 registers,
+16 bytes of spill, hence 4096.
 
 Hash path (_launch_hash; four launches, nothing allocated, no scratch beyond entries / masks / counts):
   1. clear: entries[c, :G*K] = -1 (EMPTY), counts[c] = 0.
@@ -595,6 +635,104 @@ if HAVE_TRITON:
         _compact_finish(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
                         msk_ptr, msk_stride, cnt_ptr, K, TS, c, listed, G, CB, GP, KP, HAS_LEN, WIDE, REBUILD)
 
+    # -----------------------------------------------------------------------------------------------
+    # dense path (IMPL "auto" / "dense" where the slot range fits): a map of token bits over the slot range
+    # -----------------------------------------------------------------------------------------------
+
+    @triton.jit
+    def _popcount32(x):
+        """Set bits of each int32 (SWAR; arithmetic shifts are masked, so negative words count right)."""
+        x = x - ((x >> 1) & 0x55555555)
+        x = (x & 0x33333333) + ((x >> 2) & 0x33333333)
+        x = (x + (x >> 4)) & 0x0F0F0F0F
+        x = x + (x >> 8)
+        x = x + (x >> 16)
+        return x & 0x3F
+
+    @triton.jit
+    def _dense_clear_kernel(msk_ptr, msk_stride, cnt_ptr, D, groups, NB, CB: tl.constexpr):
+        """Words [0, D) of each group's masks row (its dense map) 0, counts 0. Flat grid, NB programs a group,
+        last group first."""
+        c, b = _group_order(tl.program_id(0), NB, groups, True)
+        offs = b * CB + tl.arange(0, CB)
+        tl.store(msk_ptr + c.to(tl.int64) * msk_stride + offs, tl.zeros([CB], tl.int32), mask=offs < D)
+        if b == 0:
+            tl.store(cnt_ptr + c, 0)
+
+    @triton.jit
+    def _dense_insert_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, msk_ptr, msk_stride, cnt_ptr,
+                             K, G: tl.constexpr, GP: tl.constexpr, SPW: tl.constexpr, LOG_SPW: tl.constexpr,
+                             BK: tl.constexpr, HAS_LEN: tl.constexpr):
+        """Program (c, j, kb): block kb (BK slots) of token j; bit j of the field of each valid slot s goes into
+        word s // SPW of group c's map (field s % SPW, GP bits) by one atomic OR (its result unused: a RED);
+        counts[c] += the block's valid entries. The index load has the atomics' layout (BK / (32 * num_warps)
+        slots a thread, 32 * num_warps apart: contiguity hint 1, so not vectorized; a vectorized load made
+        Triton convert layouts through shared memory) and is issued whole before the atomics. Flat grid,
+        G * cdiv(K, BK) programs a group, first group first."""
+        nkb = tl.cdiv(K, BK)
+        c, r = _group_order(tl.program_id(0), G * nkb, 0, False)
+        j = r // nkb
+        i = (r % nkb) * BK + tl.max_contiguous(tl.arange(0, BK), 1)
+        t = c * G + j
+        tok_ok = t < ntokens
+        row = (token0 + t).to(tl.int64)
+        ok = (i < K) & tok_ok
+        if HAS_LEN:
+            ok = ok & (i < tl.load(len_ptr + row, mask=tok_ok, other=0))
+        slot = tl.load(idx_ptr + row * idx_stride + i, mask=ok, other=-1)
+        ok = ok & (slot >= 0) & (slot < num_slots)
+        slot = tl.where(ok, slot, 0)
+        bit = (1 << j) << ((slot & (SPW - 1)) * GP)
+        tl.atomic_or(msk_ptr + c.to(tl.int64) * msk_stride + (slot >> LOG_SPW), bit, mask=ok, sem="relaxed")
+        tl.atomic_add(cnt_ptr + c, tl.sum(ok.to(tl.int32), 0), sem="relaxed")
+
+    @triton.jit
+    def _dense_compact_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
+                              msk_ptr, msk_stride, cnt_ptr, K, D, groups,
+                              G: tl.constexpr, GP: tl.constexpr, SPW: tl.constexpr, DW: tl.constexpr,
+                              KP: tl.constexpr, HAS_LEN: tl.constexpr, WIDE: tl.constexpr, REBUILD: tl.constexpr):
+        """Program c (last group first): group c's whole map (D <= DW words) into registers, then (a barrier: every
+        word loaded before any store) its occupied fields written to entries / masks [0, n) ascending by slot
+        (word w's fields go to the occupied fields before it, an exclusive prefix sum, field by field), counts[c]
+        = n. When the map holds fewer bits than counts[c] (the valid entries listed: a token listed a slot twice)
+        the group is rebuilt the sort path's way instead (REBUILD: _emit_dups here; else counts[c] = -1, which
+        _group_union_dups_kernel, launched next unless the tests switch it off, rebuilds)."""
+        c = groups - 1 - tl.program_id(0)
+        ent_row = ent_ptr + c.to(tl.int64) * ent_stride
+        msk_row = msk_ptr + c.to(tl.int64) * msk_stride
+        wi = tl.arange(0, DW)
+        # one word a thread a load (contiguity hint 1: not vectorized), the layout of the scattered stores below (a
+        # vectorized load made Triton convert every field's pointers and values through shared memory)
+        w = tl.load(msk_row + tl.max_contiguous(wi, 1), mask=wi < D, other=0, cache_modifier=".cg")
+        listed = tl.load(cnt_ptr + c)
+        FM: tl.constexpr = (1 << GP) - 1
+        occupied = tl.zeros([DW], tl.int32)
+        for f in tl.static_range(SPW):
+            occupied += (((w >> (f * GP)) & FM) != 0).to(tl.int32)
+        at = tl.cumsum(occupied, 0) - occupied             # entries before word w
+        n = tl.sum(occupied, 0)
+        bits = tl.sum(_popcount32(w), 0)
+        tl.debug_barrier()                                 # the map is read whole before the rows are written
+        if bits == listed:
+            for fld in range(SPW):                         # (a loop: unrolled it took ~250 registers)
+                m = (w >> (fld * GP)) & FM
+                occ = m != 0
+                tl.store(ent_row + at, wi * SPW + fld, mask=occ)
+                tl.store(msk_row + at, m, mask=occ)
+                at += occ.to(tl.int32)
+            tl.store(cnt_ptr + c, n)
+        else:
+            if REBUILD:
+                if WIDE:
+                    SENT = tl.full((), 9223372036854775807, tl.int64)
+                else:
+                    SENT = tl.full((), 2147483647, tl.int32)
+                code = _sorted_codes(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, SENT,
+                                     G, GP, KP, HAS_LEN, WIDE)
+                _emit_dups(code, SENT, c, ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, GP, GP * KP)
+            else:
+                tl.store(cnt_ptr + c, -1)
+
 
 def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
@@ -619,11 +757,19 @@ def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks,
         _group_union_dups_kernel[(groups,)](*args, **meta)
 
 
-# build_groups' kernels: "hash" (the table, 4 launches), "hash1" (the same, one program a group, 1 launch) or "sort"
-# (one tl.sort a group); DSATTN_GROUPING_IMPL overrides it (read at import)
-IMPL = os.environ.get("DSATTN_GROUPING_IMPL", "hash").strip().lower() or "hash"
-if IMPL not in ("hash", "hash1", "sort"):
-    raise ValueError(f"DSATTN_GROUPING_IMPL must be hash, hash1 or sort, got {IMPL!r}")
+# build_groups' kernels: "auto" (the default: the dense map where dense_fits, else the hash table), "dense" (the
+# same rule, named: dense where it fits, the hash path otherwise, never an error), "hash" (the table, 4 launches),
+# "hash1" (the same, one program a group, 1 launch) or "sort" (one tl.sort a group); DSATTN_GROUPING_IMPL overrides
+# it (read at import)
+IMPLS = ("auto", "dense", "hash", "hash1", "sort")
+IMPL = os.environ.get("DSATTN_GROUPING_IMPL", "auto").strip().lower() or "auto"
+if IMPL not in IMPLS:
+    raise ValueError(f"DSATTN_GROUPING_IMPL must be one of {', '.join(IMPLS)}, got {IMPL!r}")
+DENSE_WORDS = 4096         # largest dense map (int32 words a group) the compaction holds in registers (sm_90a:
+                           # 80 registers at 8 warps; 8192 words at 16 warps: 128 and 16 bytes of spill)
+DENSE_INSERT = (512, 4)    # dense insert: slots a program (a power of 2), num_warps
+DENSE_REBUILD = True       # groups with a repeated slot rebuilt the sort path's way (False: counts -1; tests)
+DENSE_INLINE = False       # the rebuild inside the compaction (True) or in _group_union_dups_kernel after it
 HASH_W = 4             # cells a probing lane reads per round (a power of 2; cut to one that divides G * K)
 HASH_MAX_ROUNDS = 256  # insert rounds before a program gives its group up to the rebuild
 HASH_PROBE = (128, 4)      # insert / mark: slots a program, num_warps: one slot a thread
@@ -678,6 +824,61 @@ def _launch_hash(indices, topk_length, num_slots, G, token0, ntokens, entries, m
                                     num_warps=1 if interp else HASH_COMPACT[1])
 
 
+def dense_layout(num_slots: int, G: int) -> tuple[int, int, int]:
+    """(GP, SPW, D) of the dense map: GP = next power of 2 of G bits a slot (its field), SPW = 32 // GP slots a
+    word, D = max(1, cdiv(num_slots, SPW)) words a group."""
+    gp = _next_pow2(G)
+    spw = 32 // gp
+    return gp, spw, max(1, -(-num_slots // spw))
+
+
+def dense_fits(num_slots: int, G: int, topk: int) -> bool:
+    """Whether the dense path takes this call: its map (dense_layout's D words) fits in the compaction's registers
+    (D <= DENSE_WORDS) and in the masks row's first G * topk columns (where it lives), G <= 16 (GP <= 16: two
+    fields a word at least) and G * topk < 2^30. Largest num_slots at topk 2048 and DENSE_WORDS 4096: G 8 16384,
+    G 4 32768, G 2 65536, G 16 8192 (dense_max_slots)."""
+    gp, _, d = dense_layout(num_slots, G)
+    return gp <= 16 and d <= min(DENSE_WORDS, G * topk) and G * topk < 1 << 30
+
+
+def dense_max_slots(G: int, topk: int) -> int:
+    """The largest num_slots dense_fits takes (0 if none)."""
+    gp, spw, _ = dense_layout(0, G)
+    return min(DENSE_WORDS, G * topk) * spw if gp <= 16 and G * topk < 1 << 30 else 0
+
+
+def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups):
+    """clear, insert, compact (which rebuilds a group with a repeated slot the sort path's way): three launches,
+    nothing allocated; the map lives in masks[c, :D] (dense_layout), the entries come out ascending by slot."""
+    k = indices.shape[1]
+    gp, spw, d = dense_layout(num_slots, G)
+    interp = interpreting()
+    len_ptr = topk_length if topk_length is not None else indices
+    has_len = topk_length is not None
+    cb = min(_next_pow2(d), 1024)
+    nb = -(-d // cb)
+    _dense_clear_kernel[(groups * nb,)](masks, masks.stride(0), counts, d, groups, nb, CB=cb,
+                                        num_warps=1 if interp else 4)
+    bk = min(_next_pow2(k), DENSE_INSERT[0])
+    src = (indices, indices.stride(0), len_ptr, num_slots, token0, ntokens)
+    _dense_insert_kernel[(groups * G * -(-k // bk),)](
+        *src, masks, masks.stride(0), counts, k, G=G, GP=gp, SPW=spw, LOG_SPW=spw.bit_length() - 1, BK=bk,
+        HAS_LEN=has_len, num_warps=1 if interp else DENSE_INSERT[1])
+    dw, kp = _next_pow2(d), _next_pow2(k)
+    wide = num_slots * gp + gp > 2**31 - 1
+    inline = DENSE_INLINE and DENSE_REBUILD
+    work = max(dw, gp * kp) if inline else dw
+    nw = 1 if interp else (16 if work >= 8192 else 8 if work >= 2048 else 4)
+    _dense_compact_kernel[(groups,)](*src, entries, entries.stride(0), masks, masks.stride(0), counts, k, d, groups,
+                                     G=G, GP=gp, SPW=spw, DW=dw, KP=kp, HAS_LEN=has_len, WIDE=wide, REBUILD=inline,
+                                     num_warps=nw)
+    if DENSE_REBUILD and not inline:
+        _group_union_dups_kernel[(groups,)](*src, entries, entries.stride(0), masks, masks.stride(0), counts, k, G=G,
+                                            GP=gp, KP=kp, HAS_LEN=has_len, WIDE=wide,
+                                            num_warps=1 if interp else (16 if gp * kp >= 8192 else 8 if gp * kp >= 2048
+                                                                        else 4))
+
+
 def build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts) -> int:
     """Union lists of the query groups of tokens [token0, token0 + ntokens), G tokens a group (the last may
     be partial); group c (0-based) goes to entries[c], masks[c], counts[c] (see the module docstring).
@@ -686,9 +887,10 @@ def build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, m
     topk_length  [T] int32 or None
     num_slots    N: slots outside [0, N) are skipped
     entries      [C, >= G * K] int32, masks the same shape, counts [C] int32, C >= cdiv(ntokens, G)
-    Returns the number of groups built, cdiv(ntokens, G). Runs the Triton kernels (IMPL: the hash path, or
-    the sort path; no allocation) where kernels run (a CUDA GPU, or TRITON_INTERPRET=1), else
-    build_groups_reference. Entries come in no particular order (module docstring).
+    Returns the number of groups built, cdiv(ntokens, G). Runs the Triton kernels (IMPL: the dense path where
+    dense_fits, else the hash path; or the hash / hash1 / sort path; no allocation) where kernels run (a CUDA
+    GPU, or TRITON_INTERPRET=1), else build_groups_reference. Entries come in no particular order (module
+    docstring; the dense path's is the reference's).
     """
     indices, groups = _check_args(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts)
     return _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
@@ -701,8 +903,13 @@ def _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, 
         return 0
     if not kernels_available(indices.device):
         return build_groups_reference(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts)
-    if IMPL in ("hash", "hash1") and G * indices.shape[1] < 1 << 30:     # (counts[c] flags bit 30)
-        launch = _launch_hash if IMPL == "hash" else _launch_hash1
+    impl = IMPL
+    if impl in ("auto", "dense"):
+        impl = "dense" if dense_fits(num_slots, G, indices.shape[1]) else "hash"
+    if impl == "dense":
+        _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
+    elif impl in ("hash", "hash1") and G * indices.shape[1] < 1 << 30:     # (counts[c] flags bit 30)
+        launch = _launch_hash if impl == "hash" else _launch_hash1
         launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
     else:
         _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
@@ -764,10 +971,22 @@ def _time_us(run, iters: int, dev) -> float:
 
 
 def _runner(impl, w, knobs, inline_dups):
-    """A launch of one implementation: impl 'hash' (knobs: {HASH_W, HASH_COMPACT, HASH_PROBE: value} set for
-    the launch) or 'sort' (w: num_warps)."""
+    """A launch of one implementation: impl 'dense' / 'auto' (build_groups' rule: dense where it fits, else hash),
+    'hash' / 'hash1' (knobs: module constants, e.g. {HASH_W, HASH_COMPACT, HASH_PROBE} or {DENSE_INSERT}, set
+    for the launch) or 'sort' (w: num_warps)."""
     def go(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups):
-        if impl in ("hash", "hash1"):
+        if impl in ("dense", "auto"):
+            mod = globals()
+            saved = {name: mod[name] for name in knobs}
+            mod.update(knobs)
+            try:
+                if dense_fits(num_slots, g, idx.shape[1]):
+                    _launch_dense(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups)
+                else:
+                    _launch_hash(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups)
+            finally:
+                mod.update(saved)
+        elif impl in ("hash", "hash1"):
             mod = globals()
             saved = {name: mod[name] for name in knobs}
             mod.update(knobs)
@@ -782,16 +1001,21 @@ def _runner(impl, w, knobs, inline_dups):
 
 
 def _bench(args) -> None:
-    """Timings first (one compile per G and variant), then the SPEC 3 edge cases on the device with the first
-    variant (a second compile: topk_length), so a time limit cuts the checks, not the timings. Outputs are also
-    compared with those after the timed calls (same_after_timing: the hash paths' order is deterministic)."""
+    """Timings first (one compile per G and variant), then the SPEC 3 edge cases on the device with each
+    implementation's first variant (a second compile: topk_length), so a time limit cuts the checks, not the
+    timings. Outputs are also compared with those after the timed calls (same_after_timing: the hash paths'
+    order is deterministic, the dense and sort paths' ascending)."""
     from ...bench.kernels_mla import overlap_indices
 
     dev = torch.device(args.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     variants = []
     for impl in args.impl:
-        if impl == "hash1":
+        if impl in ("dense", "auto"):
+            for di in args.dense_insert or [f"{DENSE_INSERT[0]}:{DENSE_INSERT[1]}"]:
+                knobs = dict(DENSE_INSERT=tuple(int(x) for x in di.split(":")))
+                variants.append((impl, None, knobs, f"{impl} insert {di}"))
+        elif impl == "hash1":
             for hw in args.hash_w or [HASH_W]:
                 for h1 in args.hash1 or [f"{HASH1[0]}:{HASH1[1]}"]:
                     knobs = dict(HASH_W=hw, HASH1=tuple(int(x) for x in h1.split(":")))
@@ -806,6 +1030,11 @@ def _bench(args) -> None:
         else:
             variants += [(impl, w, None, f"sort warps {w or 'auto'}{' inline' if args.inline_dups else ''}")
                          for w in (args.warps or [None])]
+    for g in args.groups:
+        if any(v[0] in ("dense", "auto") for v in variants):
+            print(f"G {g} topk {args.topk} s_kv {args.s_kv}: "
+                  f"{'dense' if dense_fits(args.s_kv, g, args.topk) else 'HASH (past the dense limit)'} "
+                  f"(dense up to {dense_max_slots(g, args.topk)} slots)", flush=True)
     for s_q in args.s_q:
         idx = overlap_indices(s_q, args.s_kv, args.topk, dev)
         for g in args.groups:
@@ -844,7 +1073,8 @@ def _bench(args) -> None:
         shape = [((eg, g * args.topk), torch.int32)] * 2 + [((eg,), torch.int32)]
         ref = [torch.empty(s, dtype=dt, device=dev) for s, dt in shape]
         build_groups_reference(bad, lens, args.s_kv, g, 0, t, *ref)
-        for impl, w, hw, tag in variants[:1]:                # the first variant (the default): compiles
+        firsts = [v for i, v in enumerate(variants) if v[0] not in [u[0] for u in variants[:i]]]
+        for impl, w, hw, tag in firsts:                      # each implementation's first variant: compiles
             got = [torch.full_like(x, -7) for x in ref]
             _runner(impl, w, hw, args.inline_dups)(bad, lens, args.s_kv, g, 0, t, *got, eg)
             sync()
@@ -932,7 +1162,10 @@ def main(argv=None) -> None:
     p.add_argument("--inline-dups", action="store_true", help="one kernel, the repeated-slot branch inline")
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # cpu: a dry run under TRITON_INTERPRET=1
     p.add_argument("--warps", type=int, nargs="*", default=None, help="sort: num_warps to sweep (default: its own)")
-    p.add_argument("--impl", nargs="+", choices=("hash", "hash1", "sort"), default=["hash"], help="kernels to time")
+    p.add_argument("--impl", nargs="+", choices=("dense", "auto", "hash", "hash1", "sort"), default=["auto"],
+                   help="kernels to time (dense / auto: dense where it fits, else hash)")
+    p.add_argument("--dense-insert", nargs="*", default=None,
+                   help="dense: insert SLOTS:WARPS, SLOTS a power of 2 (sweep; default DENSE_INSERT)")
     p.add_argument("--hash1", nargs="*", default=None, help="hash1: SLOTS:WARPS a probe step (sweep; default HASH1)")
     p.add_argument("--hash-w", type=int, nargs="*", default=None,
                    help="hash: cells a lane reads a round, powers of 2 (sweep; default HASH_W)")
