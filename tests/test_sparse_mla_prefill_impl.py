@@ -93,8 +93,12 @@ def test_config_knob(monkeypatch):
     assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig()
     monkeypatch.setenv("DSATTN_PF_CONFIG", "32/4/4/56/0/1/1")
     assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(32, 4, 4, 56, 0, 1, 1)
-    for bad in ("16/4/4/56", "64/3/4/56", "32/4/2/56", "32/4/4/60", "32/4/4", "32/4/4/56/2", "32/4/4/56/1/2", "32/2/4/56/1/0/1", "32/4/4/56/0/0/2",
-                "32/4/4/56/0/0/1/0", "fast"):
+    # split 2 (three consumer warpgroups), overlap with 2 stages included; 4 producer warps only
+    for good in ("64/2/4/56/0/0/2", "64/2/4/56/1/0/2", "32/4/4/56/0/0/2", "64/2/4/80/0/1/2"):
+        monkeypatch.setenv("DSATTN_PF_CONFIG", good)
+        assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(*[int(x) for x in good.split("/")])
+    for bad in ("16/4/4/56", "64/3/4/56", "32/4/2/56", "32/4/4/60", "32/4/4", "32/4/4/56/2", "32/4/4/56/1/2", "32/2/4/56/1/0/1",
+                "32/4/4/56/0/0/3", "64/2/8/56/0/0/2", "64/2/4/88/0/0/2", "32/4/4/56/0/0/1/0", "fast"):
         monkeypatch.setenv("DSATTN_PF_CONFIG", bad)
         with pytest.raises(ValueError, match="DSATTN_PF_CONFIG"):
             gluon_prefill.prefill_config(8)
@@ -124,19 +128,26 @@ def test_group_shape(heads, expected):
 
 
 def test_compiles_for_sm90a():
-    """The kernel compiles for sm_90a on this machine (no GPU), grouped (8 heads) and not (64): no spill, shared
-    memory within the limit, the partitions' register budgets in the PTX."""
+    """The kernel compiles for sm_90a on this machine (no GPU), grouped (8 heads) and not (64), with the default
+    schedule and the three-consumer one (split 2): no spill, shared memory within the limit, the partitions'
+    register budgets in the PTX (split 2: 136 for warpgroup 0, 160 for each P V warpgroup)."""
     pytest.importorskip("triton.experimental.gluon")
+    import dataclasses
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": os.path.join(root, "src")}
     env.pop("TRITON_INTERPRET", None)
+    env.pop("DSATTN_PF_CONFIG", None)
+    specs = list(dict.fromkeys(["/".join(str(v) for v in dataclasses.astuple(gluon_prefill.PrefillConfig())),
+                                "64/2/4/56/0/0/2"]))
     res = subprocess.run([sys.executable, os.path.join(root, "bench", "mla_gluon_check.py"), "--kernel", "prefill",
-                          "--cases", "prefill-bf16-8,prefill-bf16-64"], capture_output=True, text=True, env=env,
-                         timeout=300)
+                          "--cases", "prefill-bf16-8,prefill-bf16-64", "--configs", ",".join(specs)],
+                         capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
-    assert len(lines) == 2 and not any("FAILED" in ln for ln in lines), res.stdout
+    assert len(lines) == 2 * len(specs) and not any("FAILED" in ln for ln in lines), res.stdout
     for ln in lines:
+        if " 64/2/4/56/0/0/2 " in ln:
+            assert "dec136" in ln and "inc160" in ln, ln
         assert int(re.search(r"smem=\s*(\d+)", ln).group(1)) <= gluon_prefill.SMEM_LIMIT
         assert int(re.search(r"spill_st=(\d+)", ln).group(1)) == 0, ln
         assert "WGMMA_SERIALIZED" not in ln, ln  # where mla_gluon_check reports ptxas's C7514

@@ -6,7 +6,14 @@ strided out, scratch chunks smaller than T, every launch configuration.
 
 Run the hang guard first (a tiny case of each shape; a hang shows as the caller's timeout):
     timeout 120 python -m pytest -q -x tests/gpu/test_sparse_mla_prefill_gpu.py -k hang_guard
+
+Tests that do not name a schedule run DSATTN_PF_CONFIG when it is set (else the default), so the whole file can be
+run under another schedule, e.g. the three-consumer one:
+    DSATTN_PF_CONFIG=64/2/4/56/0/0/2 timeout 150 python -m pytest -q -x tests/gpu/test_sparse_mla_prefill_gpu.py \
+        -k "heads or overlap or duplicates"
 """
+import os
+
 import pytest
 import torch
 
@@ -26,7 +33,10 @@ def forced(monkeypatch):
     if not _is_sm90():
         pytest.skip("the Gluon prefill kernel runs on sm_90 only")
     monkeypatch.setenv("DSATTN_SPARSE_MLA_IMPL", "gluon_prefill")
-    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
+    # DSATTN_PF_CONFIG as set by the caller (a schedule for the whole file; tests naming a schedule set their own)
+    spec = os.environ.get("DSATTN_PF_CONFIG", "").strip()
+    if spec:
+        print(f"DSATTN_PF_CONFIG={spec}")
 
 
 def _run(case, out_row_pad=0, variant="native"):
@@ -45,6 +55,7 @@ def _check(case, **kw):
 
 
 DEFAULT = "64/2/4/56/0/0/1"  # gluon_prefill.PrefillConfig() (the default schedule)
+SPLIT3 = ["64/2/4/56/0/0/2", "64/2/4/56/1/0/2", "32/4/4/56/0/0/2"]  # three consumer warpgroups (split 2)
 
 
 def _sid(spec):
@@ -60,7 +71,8 @@ def _overlap_indices(t, num_slots, topk, seed):
 
 _GUARD = ([(8, s) for s in (DEFAULT, "32/4/4/56/0/0/1", "32/4/4/56/1/0/1", "64/2/4/56/0", "32/4/4/56/0", "32/4/4/56/1",
                              "32/4/4/56/1/1")]
-          + [(64, DEFAULT), (128, DEFAULT), (64, "32/4/4/56/1/0/1")])
+          + [(64, DEFAULT), (128, DEFAULT), (64, "32/4/4/56/1/0/1")]
+          + [(h, s) for s in SPLIT3 for h in (8, 64)] + [(128, SPLIT3[0]), (16, SPLIT3[0]), (8, "64/2/4/80/0/1/2")])
 
 
 @pytest.mark.parametrize("h, spec", _GUARD, ids=[f"{h}-{_sid(s)}" for h, s in _GUARD])
@@ -111,7 +123,8 @@ def test_pf_d512(h):
 
 
 @pytest.mark.parametrize("h", [8, 64])
-@pytest.mark.parametrize("spec", [DEFAULT, "32/4/4/56/0/0", "32/4/4/56/0/1/1"], ids=_sid)
+@pytest.mark.parametrize("spec", [DEFAULT, "32/4/4/56/0/0", "32/4/4/56/0/1/1", SPLIT3[0], "64/2/4/80/0/1/2"],
+                         ids=_sid)
 def test_pf_peaked(monkeypatch, h, spec):
     """A peaked softmax (q x 6): P @ V runs as P_hi V + P_lo V (f16 0) or in fp16 (f16 1); bf16 P alone would
     miss the tolerance (tests/test_sparse_mla_prefill_impl.py, test_emulated_bf16_p_misses_tolerance)."""
@@ -145,7 +158,8 @@ def test_pf_chunks():
 
 
 @pytest.mark.parametrize("spec", ["32/4/4/56/0/0/1", "32/4/4/56/1/0/1", "64/2/4/56/0", "32/4/4/56/0", "32/4/4/56/1",
-                                  "32/2/4/56/1", "32/4/4/56/0/1", "32/4/4/56/0/1/1", "32/4/4/56/1/1/1"], ids=_sid)
+                                  "32/2/4/56/1", "32/4/4/56/0/1", "32/4/4/56/0/1/1", "32/4/4/56/1/1/1"]
+                         + SPLIT3 + ["32/4/4/56/1/0/2", "64/2/4/80/0/1/2", "64/2/4/80/1/1/2"], ids=_sid)
 def test_pf_configs(monkeypatch, spec):
     """Every launch configuration the knob takes gives right outputs (8 and 64 heads)."""
     monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
