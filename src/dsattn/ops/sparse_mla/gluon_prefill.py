@@ -64,8 +64,8 @@ O[:, :256]; warpgroup 1 (_wg_v) rescales O[:, 256:] by alpha and adds P V[:, 256
 overlaps warpgroup 0's S and softmax of the next block. Stages are released by both (free counts 2). With overlap 1
 (3 stages at least) warpgroup 0 also issues S of block b + 1 before block b's softmax.
 
-Three consumer warpgroups (PrefillConfig.split = 2; 4 + 4 + 4 + 4 warps; helper P2, compiled for sm_90a here, NOT
-YET RUN ON A GPU): warpgroup 0 (_wg_s2, default partition, 136 registers) computes S and the online softmax only: per
+Three consumer warpgroups (PrefillConfig.split = 2; 4 + 4 + 4 + 4 warps; helper P2; measured below, NOT faster than
+split 1): warpgroup 0 (_wg_s2, default partition, 136 registers) computes S and the online softmax only: per
 block it waits `full`, runs S(b), releases its hold on the stage at once (free counts 3: warpgroup 0 after S, the two
 P V warpgroups after their products), runs the softmax, waits p_free (count 2: both P V warpgroups done with P(b - 1)
 and alpha(b - 1)), stores P_hi / P_lo / alpha and arrives p_ready, then goes straight on to S(b + 1), which runs on
@@ -78,10 +78,15 @@ wgmmas a block with the split P); (2) warpgroup 0 loads q with cp.async (a [64, 
 at 136). With overlap = 1, S(b + 1) is issued before block b's softmax; two stages suffice here (its stage is block
 b - 1's, released by all three after P V(b - 1)). Shared-memory traffic per 64 entries (operand sizes, arithmetic):
 ~416 KB against ~368 KB of split 1 (P is read from shared memory by four N = 128 products instead of one N = 256).
-PREDICTION (not measured): ~2.5 us per 64-entry block (range 2.2-2.9) against split 1's measured 3.18, i.e. ~0.62 ms
-at 64 heads, s_q 1024; the tensor-core floor is ~1.8 us. If it lands near 3 us, the likely limit is the 2-stage ring
-(the gather of block b + 1 cannot start before P V(b - 1) retired, and S(b + 1) waits for it): 32/4/4/56/0/0/2 keeps
-three blocks in flight.
+Prediction before the GPU run: ~2.5 us per 64-entry block (range 2.2-2.9; tensor-core floor ~1.8 us). Measured (H200,
+session 11 call 2 at 66dc6cb, bench/pf_schedules.py, bench/results/s11_pf_split2.json, bench/logs/s11_call2.log;
+s_q 1024, `overlap` indices): us per 64-entry block split 2 / split 1: 16 heads 3.76 / 3.75, 64 heads 3.31 / 3.19
+(0.823 / 0.792 ms), 128 heads 3.47 / 3.15; overlap 1 slower (64 heads 3.82); outputs bit-identical to split 1 at
+8 / 16 / 64 / 128 heads (max |out diff| 0, lse diff 0). So the prediction was wrong: the S / P V overlap bought
+nothing, and the 4-10% loss at 64 / 128 heads is about the ~13% more shared-memory traffic. Not explained yet (timing
+builds of both: the lead's call 3); either the 2-stage ring (gather(b + 1) starts only once P V(b - 1) retired: the
+chain gather + S + softmax + P V sets the period in both schedules) or the wgmma operand reads from shared memory
+limit both.
 
 Launch configurations (PrefillConfig, DSATTN_PF_CONFIG='bn/stages/producer_warps/producer_regs[/overlap[/f16[/split]]]'):
 64 x 2 split (default, prefill_config), 32-entry blocks x 4 stages, 64 x 2 (S's wgmma N = 32 a warpgroup in the
