@@ -104,6 +104,21 @@ def test_config_knob(monkeypatch):
             gluon_prefill.prefill_config(8)
 
 
+def test_profile_knob(monkeypatch):
+    """DSATTN_PF_PROFILE (timing builds): bits 1 / 2 for every schedule, 4 / 8 for split 2 only; anything else is a
+    ValueError naming it, before any kernel runs."""
+    for v, want in (("", 0), ("3", 3), ("5", 5), ("9", 9), ("12", 12)):
+        monkeypatch.setenv("DSATTN_PF_PROFILE", v)
+        assert gluon_prefill._profile() == want
+    for bad in ("6", "16", "-1", "x"):
+        monkeypatch.setenv("DSATTN_PF_PROFILE", bad)
+        with pytest.raises(ValueError, match="DSATTN_PF_PROFILE"):
+            gluon_prefill._profile()
+    monkeypatch.setenv("DSATTN_PF_PROFILE", "5")
+    with pytest.raises(ValueError, match="DSATTN_PF_PROFILE"):
+        gluon_prefill._launch(*[None] * 16, cfg=gluon_prefill.PrefillConfig())
+
+
 def test_scratch_checked():
     """scratch = (entries, masks, counts) of grouping.prefill_scratch_spec: a wrong one is a ValueError naming
     scratch, before any kernel runs (sparse_mla_prefill's check; the launcher trusts what it passed)."""

@@ -286,12 +286,16 @@ if HAVE_GLUON:
         async_copy.wait_group(0)
 
     @gluon.jit
-    def _s_issue(q_rope, q_smem, lat_t, rope_t, MMA_S: gl.constexpr, HAS_ROPE: gl.constexpr, BN: gl.constexpr):
-        """S [64, BN] = q_rope K_rope^T + q K^T of one stage, left in flight (one wgmma group each product)."""
+    def _s_issue(q_rope, q_smem, lat_t, rope_t, MMA_S: gl.constexpr, HAS_ROPE: gl.constexpr, BN: gl.constexpr,
+                 SKIP: gl.constexpr = False):
+        """S [64, BN] = q_rope K_rope^T + q K^T of one stage, left in flight (one wgmma group each product).
+        SKIP (split 2 timing builds, PROFILE bit 3): zeros, no product."""
         s = gl.zeros([ROWS, BN], gl.float32, MMA_S)
-        if HAS_ROPE:
-            s = warpgroup_mma(q_rope, rope_t.permute((1, 0)), s, is_async=True)
-        return warpgroup_mma(q_smem, lat_t.permute((1, 0)), s, is_async=True)
+        if not SKIP:
+            if HAS_ROPE:
+                s = warpgroup_mma(q_rope, rope_t.permute((1, 0)), s, is_async=True)
+            s = warpgroup_mma(q_smem, lat_t.permute((1, 0)), s, is_async=True)
+        return s
 
     @gluon.jit
     def _load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, QR_L: gl.constexpr,
@@ -499,6 +503,7 @@ if HAVE_GLUON:
         issued over block b's stage again and never read (no gather writes a stage after the last block).
         Epilogue: lse to global memory, 1 / l to a_smem for the P V warpgroups (their rows of out)."""
         gl.static_assert(num_warps == 4, "one warpgroup")
+        NO_S: gl.constexpr = (PROFILE & 8) != 0  # timing builds: no S products
         MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                         instr_shape=[16, BN, 16])
         QR_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_S, k_width=2)
@@ -522,7 +527,7 @@ if HAVE_GLUON:
         if OVERLAP:
             if nblocks > 0:
                 mbarrier.wait(full.index(0), 0)
-            s_cur = _s_issue(q_rope, q_smem, lat.index(0), rope.index(0), MMA_S, HAS_ROPE, BN)
+            s_cur = _s_issue(q_rope, q_smem, lat.index(0), rope.index(0), MMA_S, HAS_ROPE, BN, NO_S)
             s_cur = warpgroup_mma_wait(0, deps=(s_cur,))
             gl.thread_barrier()
             mbarrier.arrive(free.index(0), count=1, pred=nblocks > 0)
@@ -537,11 +542,11 @@ if HAVE_GLUON:
                 if has_next:
                     mbarrier.wait(full.index((b + 1) % NS), ((b + 1) // NS) & 1)
                 stn = (b + has_next.to(gl.int32)) % NS
-                s_nxt = _s_issue(q_rope, q_smem, lat.index(stn), rope.index(stn), MMA_S, HAS_ROPE, BN)
+                s_nxt = _s_issue(q_rope, q_smem, lat.index(stn), rope.index(stn), MMA_S, HAS_ROPE, BN, NO_S)
                 s = s_cur
             else:
                 mbarrier.wait(full.index(st), (b // NS) & 1)
-                s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
+                s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN, NO_S)
                 s = warpgroup_mma_wait(0, deps=(s,))
                 gl.thread_barrier()
                 mbarrier.arrive(free.index(st), count=1)  # S(b) retired: this warpgroup is done with stage b
@@ -620,11 +625,12 @@ if HAVE_GLUON:
             acc1 = acc1 * alpha
             v0 = lat.index(st).slice(COL0, 128, dim=1)
             v1 = lat.index(st).slice(COL0 + 128, 128, dim=1)
-            acc0 = warpgroup_mma(ph_smem, v0, acc0, is_async=True)
-            acc1 = warpgroup_mma(ph_smem, v1, acc1, is_async=True)
-            if not F16:
-                acc0 = warpgroup_mma(pl_smem, v0, acc0, is_async=True)
-                acc1 = warpgroup_mma(pl_smem, v1, acc1, is_async=True)
+            if (PROFILE & 4) == 0:  # timing builds with bit 2: no P V products
+                acc0 = warpgroup_mma(ph_smem, v0, acc0, is_async=True)
+                acc1 = warpgroup_mma(ph_smem, v1, acc1, is_async=True)
+                if not F16:
+                    acc0 = warpgroup_mma(pl_smem, v0, acc0, is_async=True)
+                    acc1 = warpgroup_mma(pl_smem, v1, acc1, is_async=True)
             acc0, acc1 = warpgroup_mma_wait(0, deps=(acc0, acc1))
             gl.thread_barrier()
             mbarrier.arrive(p_free, count=1)
@@ -907,24 +913,29 @@ if HAVE_GLUON:
 
 
 def _profile() -> int:
-    """DSATTN_PF_PROFILE (timing builds only, WRONG OUTPUTS): 0 the kernel; 1 no gathers (the consumer computes on
-    whatever the stages hold); 2 no products (the consumer takes each gathered stage and hands it back); 3 neither
-    (the hand-offs alone)."""
+    """DSATTN_PF_PROFILE (timing builds only, WRONG OUTPUTS), bits: 1 no gathers (the consumer computes on whatever
+    the stages hold); 2 no products (the consumer takes each gathered stage and hands it back; 3: the hand-offs
+    alone); split 2 only: 4 no P V products (warpgroups 1 / 2 keep every hand-off), 8 no S products (warpgroup 0 runs
+    the softmax on zeros); e.g. 5 = S + softmax + P stores without gathers, 9 = P V without gathers."""
     v = os.environ.get("DSATTN_PF_PROFILE", "0").strip() or "0"
-    if v not in ("0", "1", "2", "3"):
-        raise ValueError(f"DSATTN_PF_PROFILE must be 0, 1, 2 or 3, got {v!r}")
+    if v not in ("0", "1", "2", "3", "4", "5", "8", "9", "12", "13"):
+        raise ValueError(f"DSATTN_PF_PROFILE must be 0..3 or (split 2) 4, 5, 8, 9, 12, 13, got {v!r}")
     return int(v)
 
 
 def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0, tok_end, grid, g, hpt, has_len,
             cfg: PrefillConfig) -> None:
+    profile = _profile()
+    if profile & 12 and cfg.split != 2:
+        raise ValueError(f"DSATTN_PF_PROFILE={profile}: bits 4 / 8 are timing builds of split 2 only "
+                         f"(DSATTN_PF_CONFIG split {cfg.split})")
     sparse_mla_prefill_kernel[grid](
         q, q.stride(0), q.stride(1), flat,
         idx, stride_i, end, masks,
         out, out.stride(0), out.stride(1), lse, lse.stride(0), lse.stride(1),
         flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
         flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages, bool(cfg.overlap),
-        bool(cfg.f16), _profile(), cfg.split, SPLIT_V_REGS,
+        bool(cfg.f16), profile, cfg.split, SPLIT_V_REGS,
         cfg.producer_warps, cfg.producer_regs,
         num_warps=4 if cfg.split else CONSUMER_WARPS,
     )
