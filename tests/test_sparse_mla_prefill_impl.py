@@ -89,7 +89,7 @@ def test_config_knob(monkeypatch):
     assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(64, 2, 4, 56, 0, 0, 0)
     monkeypatch.setenv("DSATTN_PF_CONFIG", "32/4/4/48/1")
     assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(32, 4, 4, 48, 1, 0, 0)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/56/0/0/1")
+    monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/80/0/1/1")
     assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig()
     monkeypatch.setenv("DSATTN_PF_CONFIG", "32/4/4/56/0/1/1")
     assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(32, 4, 4, 56, 0, 1, 1)

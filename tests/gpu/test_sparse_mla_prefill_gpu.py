@@ -54,7 +54,8 @@ def _check(case, **kw):
     return res
 
 
-DEFAULT = "64/2/4/56/0/0/1"  # gluon_prefill.PrefillConfig() (the default schedule)
+DEFAULT = "64/2/4/80/0/1/1"  # gluon_prefill.PrefillConfig() (the default schedule: fp16 P, session 11)
+BF16_SPLIT = "64/2/4/56/0/0/1"  # the default before it (P_hi V + P_lo V)
 SPLIT3 = ["64/2/4/56/0/0/2", "64/2/4/56/1/0/2", "32/4/4/56/0/0/2"]  # three consumer warpgroups (split 2)
 
 
@@ -71,7 +72,7 @@ def _overlap_indices(t, num_slots, topk, seed):
 
 _GUARD = ([(8, s) for s in (DEFAULT, "32/4/4/56/0/0/1", "32/4/4/56/1/0/1", "64/2/4/56/0", "32/4/4/56/0", "32/4/4/56/1",
                              "32/4/4/56/1/1")]
-          + [(64, DEFAULT), (128, DEFAULT), (64, "32/4/4/56/1/0/1")]
+          + [(64, DEFAULT), (128, DEFAULT), (64, "32/4/4/56/1/0/1"), (8, BF16_SPLIT), (64, BF16_SPLIT)]
           + [(h, s) for s in SPLIT3 for h in (8, 64)] + [(128, SPLIT3[0]), (16, SPLIT3[0]), (8, "64/2/4/80/0/1/2")])
 
 
@@ -123,7 +124,7 @@ def test_pf_d512(h):
 
 
 @pytest.mark.parametrize("h", [8, 64])
-@pytest.mark.parametrize("spec", [DEFAULT, "32/4/4/56/0/0", "32/4/4/56/0/1/1", SPLIT3[0], "64/2/4/80/0/1/2"],
+@pytest.mark.parametrize("spec", [DEFAULT, BF16_SPLIT, "32/4/4/56/0/0", "32/4/4/56/0/1/1", SPLIT3[0], "64/2/4/80/0/1/2"],
                          ids=_sid)
 def test_pf_peaked(monkeypatch, h, spec):
     """A peaked softmax (q x 6): P @ V runs as P_hi V + P_lo V (f16 0) or in fp16 (f16 1); bf16 P alone would

@@ -35,12 +35,15 @@ Per block of BN entries (one CTA per (group, head block)):
 P_hi = bf16(P), P_lo = bf16(P - P_hi): P carries ~16 mantissa bits into P @ V (bf16 P alone misses the issue's
 tolerance on peaked softmaxes: notes/sparse_mla.md, "Numerics"); the price is a second P @ V wgmma. The rows
 need no conversion: S reads the gathered tile as B = tile^T, P @ V reads the same tile as B = V.
-PrefillConfig.f16 = 1 instead converts each landed latent stage in place into fp16 x 2^-8 (V_SCALE, gluon_small's
+PrefillConfig.f16 = 1 (THE DEFAULT since session 11: one P @ V instead of two, 64 heads 0.731 vs 0.791 ms at s_q
+1024, prefill_config) instead converts each landed latent stage in place into fp16 x 2^-8 (V_SCALE, gluon_small's
 numerics: exact but for values below 2^-6, fp16 subnormals) in the producer, and runs q (fp16, exact for bf16
 values in fp16's normal range) . K and one fp16 P @ V; q_rope is scaled by V_SCALE (exact) so the bf16 RoPE
-product lands in the same units. Both pass the tolerance in a PyTorch emulation of the kernel's arithmetic
-(tests/test_sparse_mla_prefill_impl.py::test_emulated_arithmetic, peaked q x 6 cases included, where bf16 P
-alone fails: test_emulated_bf16_p_misses_tolerance), not yet on a GPU.
+product lands in the same units. Range: latent values up to 2^24 * (1 - 2^-11) (~1.68e7) and |q| up to 65504
+stay finite; past that fp16 overflows (the bf16 schedule, DSATTN_PF_CONFIG=64/2/4/56/0/0/1, has no such limit;
+normalized latents and queries sit far inside it). Both pass the tolerance in a PyTorch emulation of the kernel's
+arithmetic (tests/test_sparse_mla_prefill_impl.py::test_emulated_arithmetic, peaked q x 6 cases included, where
+bf16 P alone fails: test_emulated_bf16_p_misses_tolerance) and in the GPU tests (tests/gpu/, peaked included).
 
 Partitions (gl.warp_specialize):
   producer (worker, 4 warps): cp.async of each block's rows as stored (latent [BN, 512] and RoPE [BN, 64] into
@@ -149,9 +152,9 @@ class PrefillConfig:
     block_n: int = 64
     stages: int = 2
     producer_warps: int = 4
-    producer_regs: int = 56
+    producer_regs: int = 80
     overlap: int = 0
-    f16: int = 0
+    f16: int = 1
     split: int = 1
 
 
@@ -187,13 +190,13 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
 
 
 def prefill_config(num_heads: int, d_qk: int = 576) -> PrefillConfig:
-    """The default launch: the split consumer over 64-entry blocks, 2 stages. Measured on the H200 at s_q 1024
-    (bench/results/pf1_schedules.json, bench/pf_schedules.py at e09e302; 8 heads including ~0.44 ms of
-    build_groups): split 32 x 4 stages 0.725 ms (8 heads) / 0.873 ms (64 heads), N-split 64 x 2 0.737 / 0.869,
-    N-split 32 x 4 (the first default) 0.815 / 1.182. This default combines the two (S's wgmma N = 64 in one
-    warpgroup, warpgroup 0's P @ V with P from registers) and was NOT measured: a prediction from shared-memory
-    traffic, ~350 KB per 64 entries against ~460 KB of the two measured best (their per-block times scaled with
-    that traffic). DSATTN_PF_CONFIG overrides it at launch time."""
+    """The default launch (PrefillConfig(): 64/2/4/80/0/1/1): the split consumer over 64-entry blocks, 2 stages, fp16 P
+    (f16: the producer converts each landed stage to fp16 x 2^-8, one P @ V) with 80 producer registers (56 spilled in
+    the f16 producer; sm_90a compile check, no spill at 80 for 8..64 heads). Measured on the H200, s_q 1024, against
+    the bf16 hi / lo schedule 64/2/4/56/0/0/1 in the same process (session 11 call 4, bench/results/s11_pf_f16.json):
+    64 heads 0.731 vs 0.791 ms (2.95 vs 3.19 us a 64-entry block), 128 heads 1.45-1.49 vs 1.61, 32 heads 0.647 vs
+    0.663, 16 heads 0.426 vs 0.435. Split 2 (three consumer warpgroups) was slower in both numerics. Earlier
+    schedules: bench/results/pf1_schedules.json, pf_sched5.json. DSATTN_PF_CONFIG overrides it at launch time."""
     spec = os.environ.get("DSATTN_PF_CONFIG", "").strip()
     return parse_prefill_config(spec) if spec else PrefillConfig()
 
