@@ -53,6 +53,15 @@ the inserts, s_q * K REDs in all (2.1 M at s_q 1024, 16.8 M at 8192, the same fo
 throughput (taken as 64-128 per clock at ~1.7 GHz: 10-20 us at s_q 1024), clear ~2 us, compaction one wave of
 128 programs ~3-5 us (s_q 8192: ~3 waves, ~10-15 us), the repeated-slot kernel and gaps ~4 us: s_q 1024
 ~20-30 us for G 8 / 4 / 2 (hash measured 120 / 130 / 200), s_q 8192 ~110-200 us (hash 1150 / 1110 / 1460).
+Measured (H200, session 11 device call 2, bench/gpu_s11_call2.sh at fb96e3c; the grouping bench, CUDA graph of 10
+calls, overlap indices, s_kv 16384, topk 2048; matches_reference and same_after_timing True everywhere, the edge
+cases True for dense at G 8 / 4 / 2): s_q 1024 G 8 / 4 / 2 42.5 / 52.3 / 72.6 us (hash 120.5 / 129.8 / 200.1),
+s_q 8192 300.1 / 347.0 / 496.4 us (hash 1152 / 1112 / 1456): 2.8-3.8x faster than hash, 1.5-2.5x over the
+prediction. Insert 2048 slots / 8 warps: the same within 3 us. Per kernel (grouping_phases.py, torch.profiler,
+s_q 1024, G 8 / 4 / 2): clear 1.4 / 1.4 / 1.2, insert 29.5 / 29.8 / 33.2, compact 10.1 / 17.7 / 34.8, the
+repeated-slot kernel 1.1 / 1.6 / 2.5 us. The insert runs ~2.1 M REDs in ~30 us whatever G (~70 G/s, about 40 a
+clock: half the rate the prediction assumed); the compaction costs groups x num_slots / 32 predicated store
+instructions (a field loop over every word), so it grows as G shrinks (more groups, the same slot range).
 sm_90a compile (Triton 3.6's ptxas, no GPU, topk 2048; /tmp script with bench/_sm90.py's Intercept): clear 13
 registers; insert 26 (4 warps, 512 slots), no spill, loads issued before the REDs, no layout conversion
 (the index load is kept unvectorized with a contiguity hint 1; vectorized, Triton converted layouts through
@@ -770,6 +779,7 @@ DENSE_WORDS = 4096         # largest dense map (int32 words a group) the compact
 DENSE_INSERT = (512, 4)    # dense insert: slots a program (a power of 2), num_warps
 DENSE_REBUILD = True       # groups with a repeated slot rebuilt the sort path's way (False: counts -1; tests)
 DENSE_INLINE = False       # the rebuild inside the compaction (True) or in _group_union_dups_kernel after it
+DENSE_COMPACT_WARPS = 0    # compaction num_warps (0: 4 / 8 / 16 by map size; the bench's --dense-compact sweeps it)
 HASH_W = 4             # cells a probing lane reads per round (a power of 2; cut to one that divides G * K)
 HASH_MAX_ROUNDS = 256  # insert rounds before a program gives its group up to the rebuild
 HASH_PROBE = (128, 4)      # insert / mark: slots a program, num_warps: one slot a thread
@@ -868,7 +878,7 @@ def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     wide = num_slots * gp + gp > 2**31 - 1
     inline = DENSE_INLINE and DENSE_REBUILD
     work = max(dw, gp * kp) if inline else dw
-    nw = 1 if interp else (16 if work >= 8192 else 8 if work >= 2048 else 4)
+    nw = 1 if interp else (DENSE_COMPACT_WARPS or (16 if work >= 8192 else 8 if work >= 2048 else 4))
     _dense_compact_kernel[(groups,)](*src, entries, entries.stride(0), masks, masks.stride(0), counts, k, d, groups,
                                      G=G, GP=gp, SPW=spw, DW=dw, KP=kp, HAS_LEN=has_len, WIDE=wide, REBUILD=inline,
                                      num_warps=nw)
@@ -1013,8 +1023,9 @@ def _bench(args) -> None:
     for impl in args.impl:
         if impl in ("dense", "auto"):
             for di in args.dense_insert or [f"{DENSE_INSERT[0]}:{DENSE_INSERT[1]}"]:
-                knobs = dict(DENSE_INSERT=tuple(int(x) for x in di.split(":")))
-                variants.append((impl, None, knobs, f"{impl} insert {di}"))
+                for dc in args.dense_compact or [DENSE_COMPACT_WARPS]:
+                    knobs = dict(DENSE_INSERT=tuple(int(x) for x in di.split(":")), DENSE_COMPACT_WARPS=dc)
+                    variants.append((impl, None, knobs, f"{impl} insert {di} compact warps {dc or 'auto'}"))
         elif impl == "hash1":
             for hw in args.hash_w or [HASH_W]:
                 for h1 in args.hash1 or [f"{HASH1[0]}:{HASH1[1]}"]:
@@ -1166,6 +1177,8 @@ def main(argv=None) -> None:
                    help="kernels to time (dense / auto: dense where it fits, else hash)")
     p.add_argument("--dense-insert", nargs="*", default=None,
                    help="dense: insert SLOTS:WARPS, SLOTS a power of 2 (sweep; default DENSE_INSERT)")
+    p.add_argument("--dense-compact", type=int, nargs="*", default=None,
+                   help="dense: compaction num_warps, 0 = by map size (sweep; default DENSE_COMPACT_WARPS)")
     p.add_argument("--hash1", nargs="*", default=None, help="hash1: SLOTS:WARPS a probe step (sweep; default HASH1)")
     p.add_argument("--hash-w", type=int, nargs="*", default=None,
                    help="hash: cells a lane reads a round, powers of 2 (sweep; default HASH_W)")
