@@ -34,7 +34,7 @@ import time
 import torch
 
 from ..formats import KVLayout, pack_latent_rows
-from .common import format_table, time_ms, warm_up_gpu, write_results
+from .common import format_table, graph_replay, time_ms, warm_up_gpu, write_results
 
 # H200 ceilings measured for BENCHMARKS.md (HBM copy; the low end of bf16 GEMM's 680 to 790 TFLOP/s)
 HBM_BYTES_PER_S = 4.27e12
@@ -271,12 +271,15 @@ def _kernel_record(case: Case, variant: str) -> dict:
     return {"kernel": kernel, "config": dataclasses.asdict(cfg)}
 
 
-def measure_case(case: Case, peers, variants, rep_ms: float = 100, impls=("auto",), rounds: int = 3) -> list[dict]:
+def measure_case(case: Case, peers, variants, rep_ms: float = 100, impls=("auto",), rounds: int = 3,
+                 graph: bool = False) -> list[dict]:
     """dsattn (each variant, under each DSATTN_SPARSE_MLA_IMPL of `impls`) and FlashMLA (native / padded
     to 64) on one case. Every implementation is built and run once (compiles) first; then `rounds` rounds time
     each in turn (alternating, BENCHMARKS.md), and a row's ms is the median of its rounds (all in ms_rounds).
     One timing each, in order, made the first row of a process read slow (session 10-11: 8 heads at 512 tokens
-    0.245-0.248 ms in the table vs 0.224 alone; notes/sparse_mla.md)."""
+    0.245-0.248 ms in the table vs 0.224 alone; notes/sparse_mla.md). graph: time CUDA-graph replays of every
+    implementation (GPU time without the host's checks, dispatch and launches, as a serving engine replays a captured
+    step); eager Python calls of dsattn at 8 heads are host-bound (bench/graph_check.py, notes/sparse_mla.md)."""
     saved = os.environ.get("DSATTN_SPARSE_MLA_IMPL")
 
     def set_impl(impl):
@@ -298,7 +301,7 @@ def measure_case(case: Case, peers, variants, rep_ms: float = 100, impls=("auto"
                     continue  # this variant does not have that kernel (64-head programs are Triton only)
                 fn, _, _ = ours(case, variant)
                 fn()
-                entries.append((impl, fn, f"dsattn:{variant}", rec, None, None))
+                entries.append((impl, graph_replay(fn) if graph else fn, f"dsattn:{variant}", rec, None, None))
         set_impl(None)
         widths = sorted({case.heads, max(case.heads, 64)})  # native, and padded to 64 below 64 heads
         for w in widths:
@@ -309,6 +312,8 @@ def measure_case(case: Case, peers, variants, rep_ms: float = 100, impls=("auto"
                 fn, get = built
                 fn()
                 torch.cuda.synchronize()
+                if graph:
+                    fn = graph_replay(fn)
             except Exception as e:  # noqa: BLE001 - a peer that refuses a shape is reported, not fatal
                 print(f"# FlashMLA {case.kind} h={case.heads} as {w}: {type(e).__name__}: {str(e)[:120]}",
                       file=sys.stderr)
@@ -359,7 +364,7 @@ def run_table(args, device, peers) -> list[dict]:
                     case = decode_case(size, h, layout, device) if kind == "decode" else prefill_case(size, h, device)
                     t0 = time.time()
                     rows += measure_case(case, peers, _variants(kind, h), rep_ms=args.rep_ms, impls=args.impl,
-                                         rounds=args.rounds)
+                                         rounds=args.rounds, graph=args.graph)
                     print(f"# {kind} {layout.value} tokens={size} heads={h}: {time.time() - t0:.1f}s", file=sys.stderr)
     _nope_vs_fp8(rows)
     return rows
@@ -393,6 +398,8 @@ def parse_args(argv):
     p.add_argument("--rep-ms", type=float, default=100)
     p.add_argument("--rounds", type=int, default=3,
                    help="timings of each implementation, alternating; a row reports their median")
+    p.add_argument("--graph", action="store_true",
+                   help="time CUDA-graph replays (GPU time without host work) instead of eager calls")
     p.add_argument("--out", default=None, help="results folder (default bench/results)")
     p.add_argument("--name", default="sparse_mla")
     args = p.parse_args(argv)
@@ -419,7 +426,8 @@ def run(op: str, argv: list[str]) -> int:
     rows = run_table(args, device, peers)
     print(format_table(rows, COLUMNS))
     path = write_results(args.name, rows, out_dir=args.out, meta={
-        "op": op, "cases": args.cases, "decode": f"{DECODE_SLOTS} slots, block {DECODE_BLOCK}, uniform, topk {TOPK}",
+        "op": op, "cases": args.cases, "rounds": args.rounds,
+        "timing": "CUDA-graph replays" if args.graph else "eager calls", "decode": f"{DECODE_SLOTS} slots, block {DECODE_BLOCK}, uniform, topk {TOPK}",
         "prefill": f"s_kv {PREFILL_KV}, overlap (noise 0.5), topk {TOPK}", "hbm_bytes_per_s": HBM_BYTES_PER_S,
         "bf16_flops": BF16_FLOPS, "speedup": "FlashMLA best ms / dsattn ms (FlashMLA padded to 64 heads below 64)",
         "env": {k: v for k, v in os.environ.items() if k.startswith(("TRITON", "CUDA_VISIBLE", "DSATTN"))}})
