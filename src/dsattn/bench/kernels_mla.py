@@ -301,7 +301,14 @@ def measure_case(case: Case, peers, variants, rep_ms: float = 100, impls=("auto"
                     continue  # this variant does not have that kernel (64-head programs are Triton only)
                 fn, _, _ = ours(case, variant)
                 fn()
-                entries.append((impl, graph_replay(fn) if graph else fn, f"dsattn:{variant}", rec, None, None))
+                if graph:
+                    try:
+                        fn = graph_replay(fn)
+                    except Exception as e:  # noqa: BLE001 - a call that cannot be captured is reported, not fatal
+                        print(f"# dsattn:{variant} {case.kind} h={case.heads}: no CUDA graph ({type(e).__name__}: "
+                              f"{str(e)[:120]})", file=sys.stderr)
+                        continue
+                entries.append((impl, fn, f"dsattn:{variant}", rec, None, None))
         set_impl(None)
         widths = sorted({case.heads, max(case.heads, 64)})  # native, and padded to 64 below 64 heads
         for w in widths:
