@@ -406,7 +406,9 @@ def parse_args(argv):
     p.add_argument("--rounds", type=int, default=3,
                    help="timings of each implementation, alternating; a row reports their median")
     p.add_argument("--graph", action="store_true",
-                   help="time CUDA-graph replays (GPU time without host work) instead of eager calls")
+                   help="time CUDA-graph replays (GPU time without host work) instead of eager calls (the prefill "
+                        "table ran so on the H200; the decode table's replays failed there with "
+                        "cudaErrorInvalidAddressSpace, which implementation is not known: bench/logs/s11_graph.log)")
     p.add_argument("--out", default=None, help="results folder (default bench/results)")
     p.add_argument("--name", default="sparse_mla")
     args = p.parse_args(argv)

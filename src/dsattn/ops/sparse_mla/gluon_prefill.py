@@ -14,6 +14,12 @@ in session 10:
     0.528 / 0.799 / 0.814 / 1.654 ms (FlashMLA best 0.493 / 0.493 / 0.493 / 0.535 / 1.020); s_q 8192 2.896 / 3.985 /
     5.963 / 6.371 / 12.920 (3.709 / 3.840 / 4.004 / 4.321 / 8.232). The 8-head 0.541 ms is 0.15 ms over the mid
     call's 0.388 with the same function and schedule (the union lists' code changed in between; not explained).
+  - session 11: the default became fp16 P with 80 producer registers (prefill_config); split 2 (three consumer
+    warpgroups, helper P2) measured slower. GPU tests of the default passed (bench/logs/s11_final.log: 31). Issue 3's
+    table (alternating rounds, bench/results/sparse_mla_s11_prefill_1024.json, _8192.json, _1024_graph.json): s_q
+    1024 8 / 16 / 32 / 64 / 128 heads 0.281 (CUDA-graph replay; eager 0.33-0.59, host-bound) / 0.422 / 0.652 /
+    0.762 / 1.498 ms, s_q 8192 2.027 / 3.096 / 4.820 / 5.836 / 11.711. The 8-head eager spread was host issue
+    latency: bench/graph_check.py, 0.284 ms as graph replays vs 0.38-0.48 eager.
 
 Heads on M, M = 64 rows = G query tokens x HPT heads (grouping.group_shape: HPT 8 for 1..8 heads, 16, 32, 64;
 G = 64 // HPT; 65..128 heads: two programs of 64 heads a token, G = 1). Row r of a program is token
