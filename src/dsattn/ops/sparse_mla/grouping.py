@@ -382,21 +382,29 @@ if HAVE_TRITON:
                 tl.store(cnt_ptr + c, -1)
 
     @triton.jit
+    def _rebuild_group(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride, msk_ptr,
+                       msk_stride, cnt_ptr, K, c, G: tl.constexpr, GP: tl.constexpr, KP: tl.constexpr,
+                       HAS_LEN: tl.constexpr, WIDE: tl.constexpr):
+        """Group c built the sort path's way with (slot, occurrence) entries (a token listed a slot twice): one
+        tl.sort of its codes, then _emit_dups. The repeated-slot kernel and both compactions end here."""
+        if WIDE:
+            SENT = tl.full((), 9223372036854775807, tl.int64)
+        else:
+            SENT = tl.full((), 2147483647, tl.int32)
+        code = _sorted_codes(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, SENT,
+                             G, GP, KP, HAS_LEN, WIDE)
+        _emit_dups(code, SENT, c, ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, GP, GP * KP)
+
+    @triton.jit
     def _group_union_dups_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens,
                                  ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, K,
                                  G: tl.constexpr, GP: tl.constexpr, KP: tl.constexpr,
                                  HAS_LEN: tl.constexpr, WIDE: tl.constexpr):
         """Builds the groups _group_union_kernel marked (counts[c] == -1); the others return at once."""
         c = tl.program_id(0)
-        N: tl.constexpr = GP * KP
         if tl.load(cnt_ptr + c) < 0:
-            if WIDE:
-                SENT = tl.full((), 9223372036854775807, tl.int64)
-            else:
-                SENT = tl.full((), 2147483647, tl.int32)
-            code = _sorted_codes(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, SENT,
-                                 G, GP, KP, HAS_LEN, WIDE)
-            _emit_dups(code, SENT, c, ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, GP, N)
+            _rebuild_group(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride, msk_ptr,
+                           msk_stride, cnt_ptr, K, c, G, GP, KP, HAS_LEN, WIDE)
 
     # -----------------------------------------------------------------------------------------------
     # hash path (the default): an ordered hash table per group in the group's own entries / masks row
@@ -544,13 +552,8 @@ if HAVE_TRITON:
         else:
             if REBUILD:
                 tl.debug_barrier()                         # the compaction's stores land before the rebuild's
-                if WIDE:
-                    SENT = tl.full((), 9223372036854775807, tl.int64)
-                else:
-                    SENT = tl.full((), 2147483647, tl.int32)
-                code = _sorted_codes(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, SENT,
-                                     G, GP, KP, HAS_LEN, WIDE)
-                _emit_dups(code, SENT, c, ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, GP, GP * KP)
+                _rebuild_group(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride, msk_ptr,
+                               msk_stride, cnt_ptr, K, c, G, GP, KP, HAS_LEN, WIDE)
             else:
                 tl.store(cnt_ptr + c, -1)
 
@@ -732,13 +735,8 @@ if HAVE_TRITON:
             tl.store(cnt_ptr + c, n)
         else:
             if REBUILD:
-                if WIDE:
-                    SENT = tl.full((), 9223372036854775807, tl.int64)
-                else:
-                    SENT = tl.full((), 2147483647, tl.int32)
-                code = _sorted_codes(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, SENT,
-                                     G, GP, KP, HAS_LEN, WIDE)
-                _emit_dups(code, SENT, c, ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, GP, GP * KP)
+                _rebuild_group(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride, msk_ptr,
+                               msk_stride, cnt_ptr, K, c, G, GP, KP, HAS_LEN, WIDE)
             else:
                 tl.store(cnt_ptr + c, -1)
 
