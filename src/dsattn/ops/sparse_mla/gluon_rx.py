@@ -93,7 +93,7 @@ from ...formats import LATENT_DIM, KVLayout
 
 if HAVE_GLUON:
     from .gluon_small import (_copy_layout, _idx, _prefetch_entries, _prefetch_rows,  # noqa: F401 (used inside
-                              _scale_layout)                                          # the kernels)
+                              _scale_layout, _store_ot)                               # the kernels)
 
 BN = 64   # keys per block and per raw stage (wgmma M of S^T)
 SMEM_LIMIT = 232448  # bytes of shared memory one CTA may use on sm_90
@@ -530,15 +530,8 @@ if HAVE_GLUON:
             acc = warpgroup_mma_wait(0, deps=(acc,))
 
         # ---- epilogue: as gluon_ws, rows un-permuted -------------------------------------------------
-        empty = l_i == 0.0
-        lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
-        inv_l = 256.0 / gl.where(empty, 1.0, l_i)
-        o = acc * inv_l[None, :]
-        oh = h0 + gl.arange(0, HP, COL)
-        od = _v_phys(gl.arange(0, 512, ROW))
-        o_ptrs = out_ptr + t * stride_ot + split * stride_os + oh[None, :] * stride_oh + od[:, None]
-        gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=(oh < num_heads)[None, :])
-        gl.store(lse_ptr + t * stride_lt + split * stride_ls + oh * stride_lh, lse, mask=oh < num_heads)
+        _store_ot(acc, m_i, l_i, _v_phys(gl.arange(0, 512, ROW)), t, split, h0, num_heads, out_ptr, stride_ot,
+                  stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
 
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split"])
     def sparse_mla_rx_kernel(
@@ -701,16 +694,8 @@ if HAVE_GLUON:
 
         if HP <= 16:
             l_i = gl.sum(l_i, 0)
-        empty = l_i == 0.0
-        inv_l = 256.0 / gl.where(empty, 1.0, l_i)
-        o = acc * inv_l[None, :]
-        oh = h0 + gl.arange(0, HP, COL)
-        od = _v_phys2(gl.arange(0, 256, ROW), H)
-        o_ptrs = out_ptr + t * stride_ot + split * stride_os + oh[None, :] * stride_oh + od[:, None]
-        gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=(oh < num_heads)[None, :])
-        if H == 0:
-            lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
-            gl.store(lse_ptr + t * stride_lt + split * stride_ls + oh * stride_lh, lse, mask=oh < num_heads)
+        _store_ot(acc, m_i, l_i, _v_phys2(gl.arange(0, 256, ROW), H), t, split, h0, num_heads, out_ptr, stride_ot,
+                  stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, H == 0)
 
     @gluon.jit
     def _s2_combine(s0, s1, sr, sc, ix, num_slots, qk_scale, sx, sx_bar, b, m_i, l_i, acc, p_buf,
@@ -849,16 +834,8 @@ if HAVE_GLUON:
 
         if HP <= 16:
             l_i = gl.sum(l_i, 0)
-        empty = l_i == 0.0
-        inv_l = 256.0 / gl.where(empty, 1.0, l_i)
-        o = acc * inv_l[None, :]
-        oh = h0 + gl.arange(0, HP, COL)
-        od = _v_phys2(gl.arange(0, 256, ROW), H)
-        o_ptrs = out_ptr + t * stride_ot + split * stride_os + oh[None, :] * stride_oh + od[:, None]
-        gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=(oh < num_heads)[None, :])
-        if H == 0:
-            lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
-            gl.store(lse_ptr + t * stride_lt + split * stride_ls + oh * stride_lh, lse, mask=oh < num_heads)
+        _store_ot(acc, m_i, l_i, _v_phys2(gl.arange(0, 256, ROW), H), t, split, h0, num_heads, out_ptr, stride_ot,
+                  stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, H == 0)
 
     @gluon.jit
     def _consumer_pp(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
@@ -954,15 +931,8 @@ if HAVE_GLUON:
             l_i = l_i * a_s + l_o * a_o
             acc = acc * a_s[None, :] + macc.load(MMA) * a_o[None, :]
             m_i = m
-            empty = l_i == 0.0
-            lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
-            inv_l = 256.0 / gl.where(empty, 1.0, l_i)
-            o = acc * inv_l[None, :]
-            oh = h0 + gl.arange(0, HP, COL)
-            od = _v_phys(gl.arange(0, 512, ROW))
-            o_ptrs = out_ptr + t * stride_ot + split * stride_os + oh[None, :] * stride_oh + od[:, None]
-            gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=(oh < num_heads)[None, :])
-            gl.store(lse_ptr + t * stride_lt + split * stride_ls + oh * stride_lh, lse, mask=oh < num_heads)
+            _store_ot(acc, m_i, l_i, _v_phys(gl.arange(0, 512, ROW)), t, split, h0, num_heads, out_ptr, stride_ot,
+                      stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
 
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split"])
     def sparse_mla_rx2_kernel(

@@ -135,6 +135,24 @@ if HAVE_GLUON:
             async_copy.async_copy_global_to_shared(rope_buf, rope_ptr + slot[:, None] * stride_rope + rc[None, :],
                                                    mask=valid[:, None])
 
+    @gluon.jit
+    def _store_ot(acc, m_i, l_i, od, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
+                  lse_ptr, stride_lt, stride_ls, stride_lh, HP: gl.constexpr, COL: gl.constexpr,
+                  WITH_LSE: gl.constexpr):
+        """Epilogue of the kernels holding O^T in V_SCALE units (gluon_ws, gluon_rx: latent rows od on M, heads
+        h0 + [0, HP) on N, COL their slice layout): out = acc * 256 / l (0 for a head without a valid key), and
+        with WITH_LSE lse = (m + log2 l) * ln 2 (-inf for such a head), into split `split` of token t."""
+        empty = l_i == 0.0
+        if WITH_LSE:
+            lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
+        inv_l = 256.0 / gl.where(empty, 1.0, l_i)
+        o = acc * inv_l[None, :]
+        oh = h0 + gl.arange(0, HP, COL)
+        o_ptrs = out_ptr + t * stride_ot + split * stride_os + oh[None, :] * stride_oh + od[:, None]
+        gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=(oh < num_heads)[None, :])
+        if WITH_LSE:
+            gl.store(lse_ptr + t * stride_lt + split * stride_ls + oh * stride_lh, lse, mask=oh < num_heads)
+
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split"])
     def sparse_mla_small_kernel(
             q_ptr, stride_qt, stride_qh,

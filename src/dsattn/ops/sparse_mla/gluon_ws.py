@@ -46,7 +46,7 @@ from ...formats import LATENT_DIM, KVLayout
 
 if HAVE_GLUON:
     from .gluon_small import (_copy_layout, _idx, _issue, _prefetch_entries, _prefetch_rows,  # noqa: F401 (used
-                              _scale_layout)                                                  # in the kernels)
+                              _scale_layout, _store_ot)                                       # in the kernels)
 
 BN = 64   # keys per block (wgmma M)
 HB = 32   # keys per gathered half-block (the raw ring's unit)
@@ -281,15 +281,8 @@ if HAVE_GLUON:
         acc = warpgroup_mma_wait(0, deps=(acc,))
 
         # ---- epilogue: as kernels.sparse_mla_kernel --------------------------------------------------
-        empty = l_i == 0.0
-        lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
-        inv_l = 256.0 / gl.where(empty, 1.0, l_i)
-        o = acc * inv_l[None, :]
-        oh = h0 + gl.arange(0, HP, COL)
-        od = gl.arange(0, 512, ROW)
-        o_ptrs = out_ptr + t * stride_ot + split * stride_os + oh[None, :] * stride_oh + od[:, None]
-        gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=(oh < num_heads)[None, :])
-        gl.store(lse_ptr + t * stride_lt + split * stride_ls + oh * stride_lh, lse, mask=oh < num_heads)
+        _store_ot(acc, m_i, l_i, gl.arange(0, 512, ROW), t, split, h0, num_heads, out_ptr, stride_ot, stride_os,
+                  stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
 
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split"])
     def sparse_mla_ws_kernel(
