@@ -365,6 +365,22 @@ if HAVE_GLUON:
         gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=((ot < tok_end) & (oh < num_heads))[:, None])
 
     @gluon.jit
+    def _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED: gl.constexpr):
+        """One block of the online softmax (base 2) over the rows of S [64, BN]: an entry outside [0, num_slots)
+        or (GROUPED) one the row's token did not list (its bit in `bits`) scores -inf. Returns (P, alpha, m, l);
+        the rows' reductions run over S's layout (across both warpgroups in the N-split consumer)."""
+        valid = ((ix >= 0) & (ix < num_slots))[None, :]
+        if GROUPED:
+            valid = valid & (((bits[None, :] >> tok_of_row) & 1) != 0)
+        s = gl.where(valid, s * qk_scale, NEG_INF)
+        m_new = gl.maximum(m_i, gl.max(s, 1))
+        m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
+        alpha = gl.exp2(m_i - m_use)
+        p = gl.exp2(s - m_use[:, None])
+        l_i = l_i * alpha + gl.sum(p, 1)
+        return p, alpha, m_new, l_i
+
+    @gluon.jit
     def _hand_back(hi, full, free, BN: gl.constexpr, NS: gl.constexpr):
         """Timing builds (PROFILE bit 1): take each gathered stage and hand it back at once, no products."""
         for b in range(gl.cdiv(hi, BN)):
@@ -423,6 +439,8 @@ if HAVE_GLUON:
             ix = _idx(idx_row, b * BN, hi, BN, COL_S)
             if GROUPED:
                 bits = _idx(mask_row, b * BN, hi, BN, COL_S)
+            else:
+                bits = ix  # (unread)
             if OVERLAP:
                 # P V(b - 1) retired first (ptxas serializes every wgmma when an accumulator is read while another
                 # wgmma may be in flight after a partial wait: bench/mla_gluon_check.py reports WGMMA_SERIALIZED);
@@ -446,16 +464,7 @@ if HAVE_GLUON:
                 s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
                 s = warpgroup_mma_wait(0, deps=(s,))
 
-            valid = ((ix >= 0) & (ix < num_slots))[None, :]
-            if GROUPED:
-                valid = valid & (((bits[None, :] >> tok_of_row) & 1) != 0)
-            s = gl.where(valid, s * qk_scale, NEG_INF)
-            m_new = gl.maximum(m_i, gl.max(s, 1))
-            m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
-            alpha = gl.exp2(m_i - m_use)
-            p = gl.exp2(s - m_use[:, None])
-            l_i = l_i * alpha + gl.sum(p, 1)
-            m_i = m_new
+            p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
             acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
             # warpgroup 1 is done with P and alpha of block b - 1 (fresh mbarriers count as phase 1 complete)
             mbarrier.wait(p_free, (b & 1) ^ 1)
@@ -546,6 +555,8 @@ if HAVE_GLUON:
             ix = _idx(idx_row, b * BN, hi, BN, COL_S)
             if GROUPED:
                 bits = _idx(mask_row, b * BN, hi, BN, COL_S)
+            else:
+                bits = ix  # (unread)
             if OVERLAP:
                 has_next = b + 1 < nblocks
                 if has_next:
@@ -560,16 +571,7 @@ if HAVE_GLUON:
                 gl.thread_barrier()
                 mbarrier.arrive(free.index(st), count=1)  # S(b) retired: this warpgroup is done with stage b
 
-            valid = ((ix >= 0) & (ix < num_slots))[None, :]
-            if GROUPED:
-                valid = valid & (((bits[None, :] >> tok_of_row) & 1) != 0)
-            s = gl.where(valid, s * qk_scale, NEG_INF)
-            m_new = gl.maximum(m_i, gl.max(s, 1))
-            m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
-            alpha = gl.exp2(m_i - m_use)
-            p = gl.exp2(s - m_use[:, None])
-            l_i = l_i * alpha + gl.sum(p, 1)
-            m_i = m_new
+            p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
             if F16:
                 p_hi = p.to(gl.float16)
             else:
@@ -778,17 +780,8 @@ if HAVE_GLUON:
                 s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
                 s = warpgroup_mma_wait(0, deps=(s,))
 
-            valid = ((ix >= 0) & (ix < num_slots))[None, :]
-            if GROUPED:
-                valid = valid & (((bits[None, :] >> tok_of_row) & 1) != 0)
-            s = gl.where(valid, s * qk_scale, NEG_INF)
-            m_new = gl.maximum(m_i, gl.max(s, 1))  # across both warpgroups
-            m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
-            alpha = gl.exp2(m_i - m_use)
-            p = gl.exp2(s - m_use[:, None])
-            l_i = l_i * alpha + gl.sum(p, 1)  # across both warpgroups
+            p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
             acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-            m_i = m_new
             if F16:
                 ph_smem.store(p.to(gl.float16))
             else:
