@@ -389,6 +389,28 @@ if HAVE_GLUON:
         return gl.convert_layout(gl.reshape(x, [256, 16]), DOT, assert_trivial=True)
 
     @gluon.jit
+    def _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP: gl.constexpr, C0: gl.constexpr,
+                 NC: gl.constexpr, ROPE: gl.constexpr, R_PHYS: gl.constexpr, Q_L: gl.constexpr):
+        """q of heads h0 + [0, HP) into shared memory as the consumers read it: latent columns [C0, C0 + NC) in
+        S's permuted order (_s_phys) as fp16, and with ROPE the RoPE part x V_SCALE as bf16 (columns permuted by
+        _r_phys with R_PHYS, as _rope_operand reads them). Heads past num_heads are zeros."""
+        qh = h0 + gl.arange(0, HP, gl.SliceLayout(1, Q_L))
+        qd = C0 + gl.arange(0, NC, gl.SliceLayout(0, Q_L))
+        q_row = q_ptr + t * stride_qt + qh[:, None] * stride_qh
+        hmask = (qh < num_heads)[:, None]
+        q = gl.load(q_row + _s_phys(qd)[None, :], mask=hmask, other=0.0).to(gl.float16)
+        if NC == 512:
+            q_smem.store(q)
+        else:
+            q_smem.slice(C0, NC, dim=1).store(q)
+        if ROPE:
+            qr = gl.arange(0, 64, gl.SliceLayout(0, Q_L))
+            if R_PHYS:
+                qr = _r_phys(qr)
+            qr_smem.store((gl.load(q_row + 512 + qr[None, :], mask=hmask, other=0.0).to(gl.float32)
+                           * V_SCALE).to(gl.bfloat16))
+
+    @gluon.jit
     def _producer(idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope, full, free,
                   stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
                   HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr, PF: gl.constexpr):
@@ -455,17 +477,8 @@ if HAVE_GLUON:
         ROW: gl.constexpr = gl.SliceLayout(1, MMA)   # [KB] keys, or [512] logical rows of O^T
         COL: gl.constexpr = gl.SliceLayout(0, MMA)   # [HP] heads
 
-        qh = h0 + gl.arange(0, HP, gl.SliceLayout(1, Q_L))
-        qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
-        q_row = q_ptr + t * stride_qt + qh[:, None] * stride_qh
-        hmask = (qh < num_heads)[:, None]
-        q_smem.store(gl.load(q_row + _s_phys(qd)[None, :], mask=hmask, other=0.0).to(gl.float16))
-        if HAS_ROPE:
-            qr = gl.arange(0, 64, gl.SliceLayout(0, Q_L))
-            if HP == 16:
-                qr = _r_phys(qr)  # the RoPE operand is read into registers in _rope_operand's column order
-            qr_smem.store((gl.load(q_row + 512 + qr[None, :], mask=hmask, other=0.0).to(gl.float32)
-                           * V_SCALE).to(gl.bfloat16))
+        # (16 heads: the RoPE operand is read into registers in _rope_operand's column order)
+        _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP, 0, 512, HAS_ROPE, HP == 16, Q_L)
         qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
         fence_async_shared()
         gl.thread_barrier()
@@ -613,16 +626,8 @@ if HAVE_GLUON:
         ROW: gl.constexpr = gl.SliceLayout(1, MMA)
         COL: gl.constexpr = gl.SliceLayout(0, MMA)
 
-        qh = h0 + gl.arange(0, HP, gl.SliceLayout(1, Q_L))
-        qd = 256 * H + gl.arange(0, 256, gl.SliceLayout(0, Q_L))
-        q_row = q_ptr + t * stride_qt + qh[:, None] * stride_qh
-        hmask = (qh < num_heads)[:, None]
-        q_smem.slice(256 * H, 256, dim=1).store(
-            gl.load(q_row + _s_phys(qd)[None, :], mask=hmask, other=0.0).to(gl.float16))
-        if HAS_ROPE and H == 0:
-            qr = _r_phys(gl.arange(0, 64, gl.SliceLayout(0, Q_L)))
-            qr_smem.store((gl.load(q_row + 512 + qr[None, :], mask=hmask, other=0.0).to(gl.float32)
-                           * V_SCALE).to(gl.bfloat16))
+        _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP, 256 * H, 256, HAS_ROPE and H == 0,
+                 True, Q_L)
         qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
         fence_async_shared()
         gl.thread_barrier()
@@ -750,16 +755,8 @@ if HAVE_GLUON:
         RA: gl.constexpr = (ALU & 2) != 0
         VA: gl.constexpr = (ALU & 1) != 0
 
-        qh = h0 + gl.arange(0, HP, gl.SliceLayout(1, Q_L))
-        qd = 256 * H + gl.arange(0, 256, gl.SliceLayout(0, Q_L))
-        q_row = q_ptr + t * stride_qt + qh[:, None] * stride_qh
-        hmask = (qh < num_heads)[:, None]
-        q_smem.slice(256 * H, 256, dim=1).store(
-            gl.load(q_row + _s_phys(qd)[None, :], mask=hmask, other=0.0).to(gl.float16))
-        if HAS_ROPE and H == 0:
-            qr = _r_phys(gl.arange(0, 64, gl.SliceLayout(0, Q_L)))
-            qr_smem.store((gl.load(q_row + 512 + qr[None, :], mask=hmask, other=0.0).to(gl.float32)
-                           * V_SCALE).to(gl.bfloat16))
+        _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP, 256 * H, 256, HAS_ROPE and H == 0,
+                 True, Q_L)
         qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
         fence_async_shared()
         gl.thread_barrier()
@@ -858,15 +855,7 @@ if HAVE_GLUON:
         RA: gl.constexpr = (ALU & 2) != 0
         VA: gl.constexpr = (ALU & 1) != 0
 
-        qh = h0 + gl.arange(0, HP, gl.SliceLayout(1, Q_L))
-        qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
-        q_row = q_ptr + t * stride_qt + qh[:, None] * stride_qh
-        hmask = (qh < num_heads)[:, None]
-        q_smem.store(gl.load(q_row + _s_phys(qd)[None, :], mask=hmask, other=0.0).to(gl.float16))
-        if HAS_ROPE:
-            qr = _r_phys(gl.arange(0, 64, gl.SliceLayout(0, Q_L)))
-            qr_smem.store((gl.load(q_row + 512 + qr[None, :], mask=hmask, other=0.0).to(gl.float32)
-                           * V_SCALE).to(gl.bfloat16))
+        _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP, 0, 512, HAS_ROPE, True, Q_L)
         qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
         fence_async_shared()
         gl.thread_barrier()
