@@ -93,7 +93,7 @@ from ...formats import LATENT_DIM, KVLayout
 
 if HAVE_GLUON:
     from .gluon_small import (_copy_layout, _idx, _prefetch_entries, _prefetch_rows,  # noqa: F401 (used inside
-                              _scale_layout, _store_ot)                               # the kernels)
+                              _scale_layout, _softmax_keys, _store_ot)                # the kernels)
 
 BN = 64   # keys per block and per raw stage (wgmma M of S^T)
 SMEM_LIMIT = 232448  # bytes of shared memory one CTA may use on sm_90
@@ -517,12 +517,7 @@ if HAVE_GLUON:
                     s = warpgroup_mma_wait(0, deps=(s,))
             s = warpgroup_mma_wait(0, deps=(s,))
 
-            valid = (ix >= 0) & (ix < num_slots)
-            s = gl.where(valid[:, None], s * qk_scale, NEG_INF)
-            m_new = gl.maximum(m_i, gl.max(s, 0))
-            m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
-            alpha = gl.exp2(m_i - m_use)
-            p = gl.exp2(s - m_use[None, :])
+            p, alpha, m_new = _softmax_keys(s, ix, num_slots, qk_scale, m_i)
             l_i = l_i * alpha + gl.sum(p, 0)
             acc = acc * alpha[None, :]
             m_i = m_new
@@ -673,12 +668,7 @@ if HAVE_GLUON:
             mbarrier.wait(sx_bar.index(2 * (1 - H) + par), (b // 2) & 1)
             s = s + sx.index(2 * (1 - H) + par).load(MMA)
 
-            valid = (ix >= 0) & (ix < num_slots)
-            s = gl.where(valid[:, None], s * qk_scale, NEG_INF)
-            m_new = gl.maximum(m_i, gl.max(s, 0))
-            m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
-            alpha = gl.exp2(m_i - m_use)
-            p = gl.exp2(s - m_use[None, :])
+            p, alpha, m_new = _softmax_keys(s, ix, num_slots, qk_scale, m_i)
             if HP <= 16:
                 l_i = l_i * alpha[None, :] + p
             else:
@@ -718,12 +708,7 @@ if HAVE_GLUON:
         mbarrier.arrive(sx_bar.index(2 * H + par), count=1)
         mbarrier.wait(sx_bar.index(2 * (1 - H) + par), (b // 2) & 1)
         s = s + sx.index(2 * (1 - H) + par).load(MMA)
-        valid = (ix >= 0) & (ix < num_slots)
-        s = gl.where(valid[:, None], s * qk_scale, NEG_INF)
-        m_new = gl.maximum(m_i, gl.max(s, 0))
-        m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
-        alpha = gl.exp2(m_i - m_use)
-        p = gl.exp2(s - m_use[None, :])
+        p, alpha, m_new = _softmax_keys(s, ix, num_slots, qk_scale, m_i)
         if HP <= 16:  # (l_i per element, as in _consumer2p)
             l_i = l_i * alpha[None, :] + p
         else:
@@ -882,12 +867,7 @@ if HAVE_GLUON:
                     s = warpgroup_mma_wait(1, deps=(s,))
             s = warpgroup_mma_wait(0, deps=(s,))
 
-            valid = (ix >= 0) & (ix < num_slots)
-            s = gl.where(valid[:, None], s * qk_scale, NEG_INF)
-            m_new = gl.maximum(m_i, gl.max(s, 0))
-            m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
-            alpha = gl.exp2(m_i - m_use)
-            p = gl.exp2(s - m_use[None, :])
+            p, alpha, m_new = _softmax_keys(s, ix, num_slots, qk_scale, m_i)
             l_e = l_e * alpha[None, :] + p
             acc = acc * alpha[None, :]
             m_i = m_new

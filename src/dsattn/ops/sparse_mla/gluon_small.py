@@ -136,6 +136,18 @@ if HAVE_GLUON:
                                                    mask=valid[:, None])
 
     @gluon.jit
+    def _softmax_keys(s, ix, num_slots, qk_scale, m_i):
+        """One block of the online softmax (base 2) for the kernels with keys on M (S^T [keys, heads]): entries
+        outside [0, num_slots) score -inf. Returns (P^T, alpha, m); the callers keep their row sums."""
+        valid = (ix >= 0) & (ix < num_slots)
+        s = gl.where(valid[:, None], s * qk_scale, NEG_INF)
+        m_new = gl.maximum(m_i, gl.max(s, 0))
+        m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
+        alpha = gl.exp2(m_i - m_use)
+        p = gl.exp2(s - m_use[None, :])
+        return p, alpha, m_new
+
+    @gluon.jit
     def _store_ot(acc, m_i, l_i, od, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
                   lse_ptr, stride_lt, stride_ls, stride_lh, HP: gl.constexpr, COL: gl.constexpr,
                   WITH_LSE: gl.constexpr):
@@ -313,12 +325,7 @@ if HAVE_GLUON:
             elif HAS_ROPE:
                 s = warpgroup_mma_wait(0, deps=(s,))
 
-            valid = (ix >= 0) & (ix < num_slots)
-            s = gl.where(valid[:, None], s * qk_scale, NEG_INF)
-            m_new = gl.maximum(m_i, gl.max(s, 0))
-            m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
-            alpha = gl.exp2(m_i - m_use)
-            p = gl.exp2(s - m_use[None, :])
+            p, alpha, m_new = _softmax_keys(s, ix, num_slots, qk_scale, m_i)
             l_i = l_i * alpha + gl.sum(p, 0)
             acc = acc * gl.convert_layout(alpha, COL)[None, :]
             m_i = m_new

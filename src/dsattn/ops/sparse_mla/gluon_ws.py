@@ -46,7 +46,7 @@ from ...formats import LATENT_DIM, KVLayout
 
 if HAVE_GLUON:
     from .gluon_small import (_copy_layout, _idx, _issue, _prefetch_entries, _prefetch_rows,  # noqa: F401 (used
-                              _scale_layout, _store_ot)                                       # in the kernels)
+                              _scale_layout, _softmax_keys, _store_ot)                        # in the kernels)
 
 BN = 64   # keys per block (wgmma M)
 HB = 32   # keys per gathered half-block (the raw ring's unit)
@@ -265,12 +265,7 @@ if HAVE_GLUON:
             s = warpgroup_mma(k16.index(slot), q_smem.permute((1, 0)), s, is_async=True)
             s = warpgroup_mma_wait(0, deps=(s,))
 
-            valid = (ix >= 0) & (ix < num_slots)
-            s = gl.where(valid[:, None], s * qk_scale, NEG_INF)
-            m_new = gl.maximum(m_i, gl.max(s, 0))
-            m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
-            alpha = gl.exp2(m_i - m_use)
-            p = gl.exp2(s - m_use[None, :])
+            p, alpha, m_new = _softmax_keys(s, ix, num_slots, qk_scale, m_i)
             l_i = l_i * alpha + gl.sum(p, 0)
             acc = acc * alpha[None, :]
             m_i = m_new
