@@ -4,8 +4,8 @@ Names and argument order follow FlashMLA (``flash_mla_sparse_fwd``, ``flash_mla_
 the meaning is the same. Both functions are ``torch.library`` custom ops (``dsattn::sparse_mla_prefill``,
 ``dsattn::sparse_mla_decode``) that write into ``out`` / ``lse`` and have fake implementations, so they
 trace under ``torch.compile`` and capture in CUDA graphs; in eager mode the public functions run the ops' bodies
-directly (the dispatcher was ~50 us of host time a call on the 2-core CPU box: with the kernels stubbed out a public
-decode call took 84 us through it, 21 us without; not yet measured on the H200). Without a GPU (and without
+directly (the dispatcher was ~60 us of host time a call on the 2-core CPU box: with the kernels stubbed out a public
+decode call took 84 us through it, 21 us without, prefill 76 and 14; not yet measured on the H200). Without a GPU (and without
 ``TRITON_INTERPRET=1``) they compute through the reference twin, so the package runs everywhere.
 
 Every argument is checked before anything runs; bad input raises ValueError naming the argument.
@@ -134,8 +134,8 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
     if q.shape[0] == 0:
         return out, lse
     variant = variant or default_variant("prefill", q.shape[1], q.shape[0], _sm_count(q.device))
-    # the custom op where torch.compile traces; its body directly in eager mode (the dispatcher costs ~50 us of host
-    # time a call on the 2-core CPU box, about 2/3 of the whole public call with the kernels stubbed out)
+    # the custom op where torch.compile traces; its body directly in eager mode (the dispatcher: ~60 us of host time
+    # a call on the 2-core CPU box, ~3/4 of the whole public call with the kernels stubbed out; module docstring)
     run = torch.ops.dsattn.sparse_mla_prefill if torch.compiler.is_compiling() else _prefill_impl
     run(q, kv, indices, float(sm_scale), topk_length, out, lse, variant, se, sm, sc)
     return out, lse
