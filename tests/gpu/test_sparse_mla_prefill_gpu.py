@@ -57,7 +57,6 @@ def _check(case, **kw):
 DEFAULT = "64/2/4/80/0/1/1"  # gluon_prefill.PrefillConfig() (the default schedule: fp16 P, session 11)
 BF16_SPLIT = "64/2/4/56/0/0/1"  # the default before it (P_hi V + P_lo V)
 SPLIT3 = ["64/2/4/56/0/0/2", "64/2/4/56/1/0/2", "32/4/4/56/0/0/2"]  # three consumer warpgroups (split 2)
-LATE = "64/2/4/80/0/2/1"  # late conversion (S over the bf16 stage, the producer converts it for P V)
 
 
 def _sid(spec):
@@ -74,8 +73,7 @@ def _overlap_indices(t, num_slots, topk, seed):
 _GUARD = ([(8, s) for s in (DEFAULT, "32/4/4/56/0/0/1", "32/4/4/56/1/0/1", "64/2/4/56/0", "32/4/4/56/0", "32/4/4/56/1",
                              "32/4/4/56/1/1")]
           + [(64, DEFAULT), (128, DEFAULT), (64, "32/4/4/56/1/0/1"), (8, BF16_SPLIT), (64, BF16_SPLIT)]
-          + [(h, s) for s in SPLIT3 for h in (8, 64)] + [(128, SPLIT3[0]), (16, SPLIT3[0]), (8, "64/2/4/80/0/1/2")]
-          + [(h, LATE) for h in (8, 16, 64, 128)])
+          + [(h, s) for s in SPLIT3 for h in (8, 64)] + [(128, SPLIT3[0]), (16, SPLIT3[0]), (8, "64/2/4/80/0/1/2")])
 
 
 @pytest.mark.parametrize("h, spec", _GUARD, ids=[f"{h}-{_sid(s)}" for h, s in _GUARD])
@@ -126,8 +124,7 @@ def test_pf_d512(h):
 
 
 @pytest.mark.parametrize("h", [8, 64])
-@pytest.mark.parametrize("spec", [DEFAULT, BF16_SPLIT, "32/4/4/56/0/0", "32/4/4/56/0/1/1", SPLIT3[0], "64/2/4/80/0/1/2",
-                                  LATE],
+@pytest.mark.parametrize("spec", [DEFAULT, BF16_SPLIT, "32/4/4/56/0/0", "32/4/4/56/0/1/1", SPLIT3[0], "64/2/4/80/0/1/2"],
                          ids=_sid)
 def test_pf_peaked(monkeypatch, h, spec):
     """A peaked softmax (q x 6): P @ V runs as P_hi V + P_lo V (f16 0) or in fp16 (f16 1); bf16 P alone would
@@ -163,7 +160,7 @@ def test_pf_chunks():
 
 @pytest.mark.parametrize("spec", ["32/4/4/56/0/0/1", "32/4/4/56/1/0/1", "64/2/4/56/0", "32/4/4/56/0", "32/4/4/56/1",
                                   "32/2/4/56/1", "32/4/4/56/0/1", "32/4/4/56/0/1/1", "32/4/4/56/1/1/1"]
-                         + SPLIT3 + ["32/4/4/56/1/0/2", "64/2/4/80/0/1/2", "64/2/4/80/1/1/2", LATE], ids=_sid)
+                         + SPLIT3 + ["32/4/4/56/1/0/2", "64/2/4/80/0/1/2", "64/2/4/80/1/1/2"], ids=_sid)
 def test_pf_configs(monkeypatch, spec):
     """Every launch configuration the knob takes gives right outputs (8 and 64 heads)."""
     monkeypatch.setenv("DSATTN_PF_CONFIG", spec)

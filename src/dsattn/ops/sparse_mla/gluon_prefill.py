@@ -183,15 +183,13 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
         raise ValueError(f"DSATTN_PF_CONFIG must be bn/stages/producer_warps/producer_regs, e.g. 32/4/4/96, "
                          f"got {spec!r}") from None
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6 and cfg.producer_warps in (4, 8)
-          and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1)
-          and cfg.f16 in (0, 1, 2) and not (cfg.f16 == 2 and (cfg.split != 1 or cfg.overlap))
+          and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1) and cfg.f16 in (0, 1)
           and cfg.split in (0, 1, 2) and not (cfg.split == 1 and cfg.overlap and cfg.stages < 3)
           and not (cfg.split == 2 and (cfg.producer_warps != 4 or cfg.producer_regs > SPLIT2_MAX_PRODUCER_REGS))
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
-                         "producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap 0 or 1, f16 0, 1 or 2 "
-                         "(2: split 1 without overlap), split 0, 1 "
+                         "producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap, f16 0 or 1, split 0, 1 "
                          "or 2 (split 1 with overlap: 3 stages at least; split 2: 4 producer warps, registers <= "
                          f"{SPLIT2_MAX_PRODUCER_REGS}); got {spec!r}")
     return cfg
@@ -252,15 +250,12 @@ if HAVE_GLUON:
             dst.slice(g * 128, 128, dim=1).store((raw.to(gl.float32) * V_SCALE).to(gl.float16))
 
     @gluon.jit
-    def _producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, sdone, cvt, stride_kv: gl.constexpr,
+    def _producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv: gl.constexpr,
                   HAS_ROPE: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
                   PROFILE: gl.constexpr, PW: gl.constexpr):
-        """NS - 1 blocks in flight; block b is handed over (full) once it landed (F16 1: and its latent was converted
+        """NS - 1 blocks in flight; block b is handed over (full) once it landed (F16: and its latent was converted
         in place into fp16 x V_SCALE), then block b + NS - 1 is issued into the stage block b - 1 used, after the
-        consumer freed it. F16 2 (late conversion): block b is handed over as it landed (S reads it in bf16); after
-        the next gather is issued, the producer waits for S(b) to retire (sdone), converts the latent in place and
-        arrives on cvt (the P V products wait for it), so the conversion runs beside the softmax and off the
-        gathers' path. Groups past the last block are empty. PROFILE bit 0 (timing builds only): no gathers
+        consumer freed it. Groups past the last block are empty. PROFILE bit 0 (timing builds only): no gathers
         (the stages are handed over as they are)."""
         GATHER: gl.constexpr = (PROFILE & 1) == 0
         nblocks = gl.cdiv(hi, BN)
@@ -278,7 +273,7 @@ if HAVE_GLUON:
             # block b landed (NS - 2 younger groups may fly); fence for the async proxy (wgmma reads it), then
             # every producer thread's copies are done before the arrive
             async_copy.wait_group(NS - 2)
-            if F16 == 1:
+            if F16:
                 gl.thread_barrier()  # every producer thread's copies landed: any thread may read any row
                 _to_f16(lat.index(b % NS), lat16.index(b % NS), PW)
             fence_async_shared()
@@ -297,13 +292,6 @@ if HAVE_GLUON:
             else:
                 async_copy.commit_group()
             nx = _entries(idx_row, (nb + 1) * BN, hi, BN, PW)
-            if F16 == 2 and (PROFILE & 2) == 0:  # (timing builds without products: no S, no conversion)
-                # S(b) retired (wgmma's reads of the stage are done): rewrite it as fp16 x V_SCALE for P V
-                mbarrier.wait(sdone.index(b % NS), (b // NS) & 1)
-                _to_f16(lat.index(b % NS), lat16.index(b % NS), PW)
-                fence_async_shared()
-                gl.thread_barrier()
-                mbarrier.arrive(cvt.index(b % NS), count=1)
         async_copy.wait_group(0)
 
     @gluon.jit
@@ -335,7 +323,7 @@ if HAVE_GLUON:
         qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
         q_ok = (qt < tok_end) & (qh < num_heads)
         if ASYNC:
-            if F16 == 1:
+            if F16:
                 q_raw = q_smem._reinterpret(gl.bfloat16, [ROWS, 512],
                                             gl.NVMMASharedLayout.get_default_for([ROWS, 512], gl.bfloat16))
             else:
@@ -343,7 +331,7 @@ if HAVE_GLUON:
             async_copy.async_copy_global_to_shared(q_raw, q_row[:, None] + qd[None, :], mask=q_ok[:, None])
             async_copy.commit_group()
             async_copy.wait_group(0)
-            if F16 == 1:
+            if F16:
                 gl.thread_barrier()  # every thread's copies landed: any thread may read any row
                 CVT_L: gl.constexpr = _copy_layout(64, 2, num_warps)
                 for g in gl.static_range(8):
@@ -358,7 +346,7 @@ if HAVE_GLUON:
             qr = gl.arange(0, 64, gl.SliceLayout(0, QR_L))
             qr_ptrs = q_ptr + rt.to(gl.int64)[:, None] * stride_qt + (rh * stride_qh)[:, None] + 512 + qr[None, :]
             q_rope = gl.load(qr_ptrs, mask=((rt < tok_end) & (rh < num_heads))[:, None], other=0.0)
-            if F16 == 1:
+            if F16:
                 q_rope = (q_rope.to(gl.float32) * V_SCALE).to(gl.bfloat16)
         else:
             q_rope = q_smem  # unused
@@ -403,15 +391,14 @@ if HAVE_GLUON:
     @gluon.jit
     def _wg_s(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
               qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-              q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free, sdone, cvt,
+              q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
               HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
               NS: gl.constexpr, F16: gl.constexpr, OVERLAP: gl.constexpr, PROFILE: gl.constexpr,
               num_warps: gl.constexpr):
         """Split consumer, warpgroup 0 (default partition): S of every block over all BN entries (wgmma N = BN), the
         online softmax, P (and the rescale factor alpha) to shared memory for warpgroup 1, and O[:, :256].
         OVERLAP: S of block b + 1 is issued before block b's softmax (the tensor cores compute it while the softmax of
-        b runs), P V of b after it; S of b + 1 is waited for after that. F16 2: S over the bf16 stage, then sdone
-        (the producer converts the stage) and P V once cvt says it is fp16."""
+        b runs), P V of b after it; S of b + 1 is waited for after that."""
         gl.static_assert(num_warps == 4, "one warpgroup")
         MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                         instr_shape=[16, BN, 16])
@@ -429,13 +416,10 @@ if HAVE_GLUON:
         if PROFILE & 2:
             _hand_back(hi, full, free, BN, NS)
             hi = 0
-        lat_v = lat  # what P V reads
         if F16:
-            lat_v = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
-                                                                                                    gl.float16))
-        if F16 == 1:
-            qk_scale = qk_scale * 256.0  # S is in V_SCALE units
-            lat = lat_v
+            qk_scale = qk_scale * 256.0
+            lat = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
+                                                                                                  gl.float16))
         tok_of_row = (gl.arange(0, ROWS, ROW_S) // HPT)[:, None]
         m_i = gl.full([ROWS], NEG_INF, gl.float32, ROW_S)
         l_i = gl.zeros([ROWS], gl.float32, ROW_S)
@@ -479,9 +463,6 @@ if HAVE_GLUON:
                 mbarrier.wait(full.index(st), (b // NS) & 1)
                 s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
                 s = warpgroup_mma_wait(0, deps=(s,))
-                if F16 == 2:
-                    gl.thread_barrier()
-                    mbarrier.arrive(sdone.index(st), count=1)  # the producer may convert stage b now
 
             p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
             acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
@@ -500,9 +481,7 @@ if HAVE_GLUON:
             gl.thread_barrier()
             mbarrier.arrive(p_ready, count=1)
             # this warpgroup's P @ V takes P from its registers (A operand), warpgroup 1 from shared memory
-            if F16 == 2:
-                mbarrier.wait(cvt.index(st), (b // NS) & 1)
-            v_left = lat_v.index(st).slice(0, 256, dim=1)
+            v_left = lat.index(st).slice(0, 256, dim=1)
             acc = warpgroup_mma(gl.convert_layout(p_hi, P_L), v_left, acc, is_async=True)
             if not F16:
                 acc = warpgroup_mma(gl.convert_layout(p_lo, P_L), v_left, acc, is_async=True)
@@ -674,7 +653,7 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _wg_v(hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem, full,
-              free, p_ready, p_free, cvt, HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
+              free, p_ready, p_free, HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
               PROFILE: gl.constexpr):
         """Split consumer, warpgroup 1 (worker partition): O[:, 256:] += P V of every block with warpgroup 0's P and
         alpha, then its half of the epilogue with warpgroup 0's 1 / l."""
@@ -693,8 +672,6 @@ if HAVE_GLUON:
             st = b % NS
             mbarrier.wait(p_ready, b & 1)
             acc = acc * a_smem.load(ROW_O)[:, None]
-            if F16 == 2:
-                mbarrier.wait(cvt.index(st), (b // NS) & 1)  # the stage is fp16 now
             v_right = lat.index(st).slice(256, 256, dim=1)
             acc = warpgroup_mma(ph_smem, v_right, acc, is_async=True)
             if not F16:
@@ -870,13 +847,11 @@ if HAVE_GLUON:
         LAT_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BN, 512], gl.bfloat16)
         ROPE_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BN, 64], gl.bfloat16)
 
-        # F16 1: q, P and the converted stages in fp16 (V_SCALE units for the stages); F16 2: q in bf16 (S over the
-        # bf16 stage), P and the converted stages in fp16; F16 0: bf16 throughout
-        Q_DT: gl.constexpr = gl.float16 if F16 == 1 else gl.bfloat16
+        # F16: q, P and the converted stages in fp16 (V_SCALE units for the stages); else bf16 throughout
         QP_DT: gl.constexpr = gl.float16 if F16 else gl.bfloat16
-        Q_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, 512], Q_DT)
+        Q_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, 512], QP_DT)
         P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BN], QP_DT)
-        q_smem = gl.allocate_shared_memory(Q_DT, [ROWS, 512], Q_S)
+        q_smem = gl.allocate_shared_memory(QP_DT, [ROWS, 512], Q_S)
         lat = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 512], LAT_S)
         if HAS_ROPE:
             rope = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 64], ROPE_S)
@@ -893,16 +868,6 @@ if HAVE_GLUON:
             mbarrier.init(full.index(i), count=1)
             # split 1: both consumer warpgroups release a stage; split 2: all three (warpgroup 0 after S)
             mbarrier.init(free.index(i), count=SPLIT + 1)
-        if F16 == 2:
-            gl.static_assert(SPLIT == 1, "late conversion: the split consumer only")
-            sdone = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())  # S(b) retired
-            cvt = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())    # stage b is fp16
-            for i in gl.static_range(NS):
-                mbarrier.init(sdone.index(i), count=1)
-                mbarrier.init(cvt.index(i), count=1)
-        else:
-            sdone = full  # unused
-            cvt = full
 
         if SPLIT == 2:
             p_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -919,8 +884,8 @@ if HAVE_GLUON:
                           full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE, 0)),
                 (_wg_v2, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
                           full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE, 256)),
-                (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, sdone, cvt, stride_kv, HAS_ROPE, BN,
-                             NS, F16, PROFILE, PRODUCER_WARPS)),
+                (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
+                             PROFILE, PRODUCER_WARPS)),
             ], [4, 4, PRODUCER_WARPS], [V_REGS, V_REGS, PRODUCER_REGS])
         elif SPLIT:
             p_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -931,12 +896,12 @@ if HAVE_GLUON:
             gl.warp_specialize([
                 (_wg_s, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                          qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                         q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free, sdone, cvt,
+                         q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
                          HAS_ROPE, GROUPED, HPT, BN, NS, F16, OVERLAP, PROFILE, num_warps)),
                 (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
-                         full, free, p_ready, p_free, cvt, HPT, BN, NS, F16, PROFILE)),
-                (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, sdone, cvt, stride_kv, HAS_ROPE, BN,
-                             NS, F16, PROFILE, PRODUCER_WARPS)),
+                         full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE)),
+                (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
+                             PROFILE, PRODUCER_WARPS)),
             ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
         else:
             gl.warp_specialize([
@@ -944,8 +909,8 @@ if HAVE_GLUON:
                              num_heads, qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                              q_smem, lat, rope, ph_smem, pl_smem, full, free,
                              HAS_ROPE, GROUPED, HPT, BN, NS, OVERLAP, F16, PROFILE, num_warps)),
-                (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, sdone, cvt, stride_kv, HAS_ROPE, BN,
-                             NS, F16, PROFILE, PRODUCER_WARPS)),
+                (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
+                             PROFILE, PRODUCER_WARPS)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
 
@@ -972,7 +937,7 @@ def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0
         out, out.stride(0), out.stride(1), lse, lse.stride(0), lse.stride(1),
         flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
         flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages, bool(cfg.overlap),
-        cfg.f16, profile, cfg.split, SPLIT_V_REGS,
+        bool(cfg.f16), profile, cfg.split, SPLIT_V_REGS,
         cfg.producer_warps, cfg.producer_regs,
         num_warps=4 if cfg.split else CONSUMER_WARPS,
     )
