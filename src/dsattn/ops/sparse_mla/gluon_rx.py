@@ -864,7 +864,7 @@ if HAVE_GLUON:
                 s = warpgroup_mma(_k_operand(lat, scs[g], g, DOT, RA),
                                   q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
                 if g < 3:
-                    s = warpgroup_mma_wait(1 if HP == 8 else 0, deps=(s,))
+                    s = warpgroup_mma_wait(1, deps=(s,))
             s = warpgroup_mma_wait(0, deps=(s,))
 
             p, alpha, m_new = _softmax_keys(s, ix, num_slots, qk_scale, m_i)
