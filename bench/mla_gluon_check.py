@@ -152,7 +152,11 @@ def main():
                         open(base + ".ttgir", "w").write(ck.asm["ttgir"])
                         open(base + ".ptx", "w").write(ptx)
             except Exception as e:  # noqa: BLE001
-                print(f"{name:18s} {label:8s} FAILED {type(e).__name__}: {str(e)[:1500]}", flush=True)
+                cause = e
+                while cause.__cause__ is not None:  # the innermost error (a CompilationError wraps the reason)
+                    cause = cause.__cause__
+                why = "" if cause is e else f" <- {type(cause).__name__}: {str(cause)[-600:]}"
+                print(f"{name:18s} {label:8s} FAILED {type(e).__name__}: {str(e)[:1500]}{why}", flush=True)
             finally:
                 setattr(mod, attr, saved)
                 if rx:
