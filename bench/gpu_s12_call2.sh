@@ -9,16 +9,11 @@ unset TRITON_INTERPRET
 R=$OUT/r; mkdir -p $R; L=$OUT/c2.log
 P="-q -p no:cacheprovider -rfEs"
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
-timeout 150 python -m pytest tests/gpu/test_sparse_mla_rx_gpu.py $P -x -k "hang_guard or pingpong" > $R/t_pp.log 2>&1
+timeout 150 python -m pytest tests/gpu/test_sparse_mla_rx_gpu.py $P -x -k "pingpong3" > $R/t_pp.log 2>&1
 echo "pp tests rc=$?" >> $L; tail -n 4 $R/t_pp.log >> $L; tar -czf $OUT/r.tgz -C $OUT r
-if ! grep -q "failed\|Error" $R/t_pp.log; then
-  for n in 512 2048; do
+for n in 512 2048; do
     timeout 120 python bench/mla_rx_bench.py --heads 8 --layouts fp8_ds_mla,fp8_ds_mla_nope --tokens $n --rep-ms 20 \
       --configs default,5/56/4/0/1/3/0/0/1/1,5/56/4/0/0/3/0/0/1/1,5/48/4/0/1/3/0/0/1/1 --out $R > $R/rx3_$n.log 2>&1
     echo "rx3 $n rc=$?" >> $L; grep -E " ms" $R/rx3_$n.log >> $L; mv $R/sparse_mla_rx_bench.json $R/s12_rx3_$n.json
     tar -czf $OUT/r.tgz -C $OUT r
   done
-fi
-timeout 150 python -m pytest tests/gpu/test_sparse_mla_rx_gpu.py $P -x -k "not hang_guard and not pingpong" \
-  > $R/t_rx_rest.log 2>&1; echo "rx rest rc=$?" >> $L; tail -n 3 $R/t_rx_rest.log >> $L
-tar -czf $OUT/r.tgz -C $OUT r

@@ -204,7 +204,7 @@ def test_rx_pingpong3(monkeypatch, consumers, layout, d_qk, h):
         pytest.skip("runs once")
     case = make_case(40, h, d_qk, num_slots=20000, topk=2048, layout=layout, block_size=64, with_length=True,
                      empty_rows=1, seed=41 + h, device=DEV)
-    case.topk_length[1] = 100  # two blocks: the third consumer gets none
+    case.topk_length[1] = case.topk_length[1].clamp(max=100)  # at most two blocks: the third consumer gets none
     monkeypatch.setenv("DSATTN_RX_CONFIG", "4/56/4/0/1/3/0/0/1/1")
     rx = _decode(case)
     check_close(*rx, *case.reference())
