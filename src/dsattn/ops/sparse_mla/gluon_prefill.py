@@ -127,6 +127,7 @@ except Exception:  # pragma: no cover - older triton without Gluon
     HAVE_GLUON = False
 
 from ...formats import LATENT_DIM
+from .._fastlaunch import launch as _fast
 from .grouping import _build_groups, group_shape, prefill_scratch_spec
 
 if HAVE_GLUON:
@@ -931,7 +932,8 @@ def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0
     if profile & 12 and cfg.split != 2:
         raise ValueError(f"DSATTN_PF_PROFILE={profile}: bits 4 / 8 are timing builds of split 2 only "
                          f"(DSATTN_PF_CONFIG split {cfg.split})")
-    sparse_mla_prefill_kernel[grid](
+    _fast(  # kernel[grid](...) without Triton's per-call binding once this specialization ran (ops/_fastlaunch.py)
+        sparse_mla_prefill_kernel, grid,
         q, q.stride(0), q.stride(1), flat,
         idx, stride_i, end, masks,
         out, out.stride(0), out.stride(1), lse, lse.stride(0), lse.stride(1),

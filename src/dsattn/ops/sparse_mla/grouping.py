@@ -137,6 +137,7 @@ import time
 import torch
 
 from ..._checks import check_tensor
+from .._fastlaunch import launch as _fast
 from .._triton import HAVE_TRITON, interpreting, kernels_available, triton, tl
 
 __all__ = ["group_shape", "prefill_scratch_spec", "build_groups", "build_groups_reference",
@@ -759,9 +760,9 @@ def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks,
     args = (indices, indices.stride(0), topk_length if topk_length is not None else indices, num_slots, token0,
             ntokens, entries, entries.stride(0), masks, masks.stride(0), counts, k)
     meta = dict(G=G, GP=gp, KP=kp, HAS_LEN=topk_length is not None, WIDE=wide, num_warps=num_warps)
-    _group_union_kernel[(groups,)](*args, INLINE_DUPS=inline, **meta)
+    _fast(_group_union_kernel, (groups,), *args, INLINE_DUPS=inline, **meta)
     if not inline:
-        _group_union_dups_kernel[(groups,)](*args, **meta)
+        _fast(_group_union_dups_kernel, (groups,), *args, **meta)
 
 
 # build_groups' kernels: "auto" (the default: the dense map where dense_fits, else the hash table), "dense" (the
@@ -797,7 +798,7 @@ def _launch_hash1(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     k = indices.shape[1]
     ts = G * k
     gp, kp = _next_pow2(G), _next_pow2(k)
-    _hash_fused_kernel[(groups,)](
+    _fast(_hash_fused_kernel, (groups,),
         indices, indices.stride(0), topk_length if topk_length is not None else indices, num_slots, token0, ntokens,
         entries, entries.stride(0), masks, masks.stride(0), counts, k, ts,
         G=G, BK=min(_next_pow2(k), HASH1[0]), W=min(HASH_W, ts & -ts), MAX_ROUNDS=HASH_MAX_ROUNDS,
@@ -816,20 +817,20 @@ def _launch_hash(indices, topk_length, num_slots, G, token0, ntokens, entries, m
     len_ptr = topk_length if topk_length is not None else indices
     has_len = topk_length is not None
     nb = -(-ts // cb)
-    _hash_clear_kernel[(groups * nb,)](entries, entries.stride(0), counts, ts, groups, nb, CB=cb,
-                                       num_warps=1 if interp else 4)
+    _fast(_hash_clear_kernel, (groups * nb,), entries, entries.stride(0), counts, ts, groups, nb, CB=cb,
+          num_warps=1 if interp else 4)
     grid = (groups * G * -(-k // bk),)
     src = (indices, indices.stride(0), len_ptr, num_slots, token0, ntokens, entries, entries.stride(0))
     pw = 1 if interp else HASH_PROBE[1]
     w = min(HASH_W, ts & -ts)             # a power of 2 dividing TS: windows never cross the table's end
-    _hash_insert_kernel[grid](*src, masks, masks.stride(0), counts, k, ts, G=G, BK=bk, W=w, MAX_ROUNDS=HASH_MAX_ROUNDS,
-                              HAS_LEN=has_len, num_warps=pw)
-    _hash_mark_kernel[grid](*src, masks, masks.stride(0), counts, k, ts, groups, G=G, BK=bk, W=w, HAS_LEN=has_len,
-                            num_warps=pw)
+    _fast(_hash_insert_kernel, grid, *src, masks, masks.stride(0), counts, k, ts, G=G, BK=bk, W=w,
+          MAX_ROUNDS=HASH_MAX_ROUNDS, HAS_LEN=has_len, num_warps=pw)
+    _fast(_hash_mark_kernel, grid, *src, masks, masks.stride(0), counts, k, ts, groups, G=G, BK=bk, W=w,
+          HAS_LEN=has_len, num_warps=pw)
     gp, kp = _next_pow2(G), _next_pow2(k)
-    _hash_compact_kernel[(groups,)](*src, masks, masks.stride(0), counts, k, ts, G=G, CB=cb, GP=gp, KP=kp,
-                                    HAS_LEN=has_len, WIDE=num_slots * gp + gp > 2**31 - 1, REBUILD=HASH_REBUILD,
-                                    num_warps=1 if interp else HASH_COMPACT[1])
+    _fast(_hash_compact_kernel, (groups,), *src, masks, masks.stride(0), counts, k, ts, G=G, CB=cb, GP=gp, KP=kp,
+          HAS_LEN=has_len, WIDE=num_slots * gp + gp > 2**31 - 1, REBUILD=HASH_REBUILD,
+          num_warps=1 if interp else HASH_COMPACT[1])
 
 
 def dense_layout(num_slots: int, G: int) -> tuple[int, int, int]:
@@ -865,11 +866,11 @@ def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     has_len = topk_length is not None
     cb = min(_next_pow2(d), 1024)
     nb = -(-d // cb)
-    _dense_clear_kernel[(groups * nb,)](masks, masks.stride(0), counts, d, groups, nb, CB=cb,
-                                        num_warps=1 if interp else 4)
+    _fast(_dense_clear_kernel, (groups * nb,), masks, masks.stride(0), counts, d, groups, nb, CB=cb,
+          num_warps=1 if interp else 4)
     bk = min(_next_pow2(k), DENSE_INSERT[0])
     src = (indices, indices.stride(0), len_ptr, num_slots, token0, ntokens)
-    _dense_insert_kernel[(groups * G * -(-k // bk),)](
+    _fast(_dense_insert_kernel, (groups * G * -(-k // bk),),
         *src, masks, masks.stride(0), counts, k, G=G, GP=gp, SPW=spw, LOG_SPW=spw.bit_length() - 1, BK=bk,
         HAS_LEN=has_len, num_warps=1 if interp else DENSE_INSERT[1])
     dw, kp = _next_pow2(d), _next_pow2(k)
@@ -877,14 +878,12 @@ def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     inline = DENSE_INLINE and DENSE_REBUILD
     work = max(dw, gp * kp) if inline else dw
     nw = 1 if interp else (DENSE_COMPACT_WARPS or (16 if work >= 8192 else 8 if work >= 2048 else 4))
-    _dense_compact_kernel[(groups,)](*src, entries, entries.stride(0), masks, masks.stride(0), counts, k, d, groups,
-                                     G=G, GP=gp, SPW=spw, DW=dw, KP=kp, HAS_LEN=has_len, WIDE=wide, REBUILD=inline,
-                                     num_warps=nw)
+    _fast(_dense_compact_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts, k, d,
+          groups, G=G, GP=gp, SPW=spw, DW=dw, KP=kp, HAS_LEN=has_len, WIDE=wide, REBUILD=inline, num_warps=nw)
     if DENSE_REBUILD and not inline:
-        _group_union_dups_kernel[(groups,)](*src, entries, entries.stride(0), masks, masks.stride(0), counts, k, G=G,
-                                            GP=gp, KP=kp, HAS_LEN=has_len, WIDE=wide,
-                                            num_warps=1 if interp else (16 if gp * kp >= 8192 else 8 if gp * kp >= 2048
-                                                                        else 4))
+        _fast(_group_union_dups_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts, k,
+              G=G, GP=gp, KP=kp, HAS_LEN=has_len, WIDE=wide,
+              num_warps=1 if interp else (16 if gp * kp >= 8192 else 8 if gp * kp >= 2048 else 4))
 
 
 def build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts) -> int:

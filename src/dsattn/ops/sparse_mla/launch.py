@@ -4,11 +4,14 @@ outputs and split-K scratch come from the caller (sparse_mla_prefill / sparse_ml
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 
 import torch
 
 from ...formats import FP8, LATENT_DIM, KVLayout
+from .._fastlaunch import KernelPointer
+from .._fastlaunch import launch as _fast
 from .._triton import allow_runtime_loop_bounds, interpreting, triton
 from .dispatch import heads_per_program
 from .kernels import combine_splits_kernel, sparse_mla_kernel
@@ -51,17 +54,30 @@ def default_config(variant: str, num_heads: int, layout: KVLayout) -> TileConfig
 def _row_views(flat: torch.Tensor, layout: KVLayout, d_qk: int):
     """(latent, scales, rope) views of the cache rows with their row strides in elements.
 
-    flat [N, row] (bf16 values or uint8 bytes). Unused views alias `flat`.
+    flat [N, row] (bf16 values or uint8 bytes). Unused views alias `flat`. On a CUDA device the column views are
+    KernelPointers at the same addresses and dtypes (the kernels take nothing else from them).
     """
     if layout is KVLayout.BF16:
-        rope = flat[:, LATENT_DIM:] if d_qk > LATENT_DIM else flat
+        if d_qk <= LATENT_DIM:
+            rope = flat
+        elif flat.is_cuda:
+            rope = KernelPointer(flat.data_ptr() + LATENT_DIM * 2, torch.bfloat16)
+        else:
+            rope = flat[:, LATENT_DIM:]
         return (flat, flat.stride(0)), (flat, 0), (rope, flat.stride(0))
     row_bytes = flat.stride(0)
     if row_bytes % 16:
         raise ValueError(f"kv_cache slots must be 16-byte aligned, got a stride of {row_bytes} bytes")
-    lat = flat.view(FP8)
-    scales = flat.view(torch.float32)[:, LATENT_DIM // 4:]
-    rope = flat.view(torch.bfloat16)[:, (LATENT_DIM + 16) // 2:] if layout is KVLayout.FP8_DS_MLA else flat
+    has_rope = layout is KVLayout.FP8_DS_MLA
+    if flat.is_cuda:
+        base = flat.data_ptr()
+        lat = KernelPointer(base, FP8)
+        scales = KernelPointer(base + LATENT_DIM, torch.float32)
+        rope = KernelPointer(base + LATENT_DIM + 16, torch.bfloat16) if has_rope else flat
+    else:
+        lat = flat.view(FP8)
+        scales = flat.view(torch.float32)[:, LATENT_DIM // 4:]
+        rope = flat.view(torch.bfloat16)[:, (LATENT_DIM + 16) // 2:] if has_rope else flat
     return (lat, row_bytes), (scales, row_bytes // 4), (rope, row_bytes // 2)
 
 
@@ -143,13 +159,38 @@ def sparse_mla_impl() -> str:
     return impl
 
 
+_SM90: dict = {}
+_HAVE_GLUON: dict = {}
+
+
+def _sm90(device: torch.device) -> bool:
+    """Whether `device` is a CUDA device of compute capability 9.x, cached per device index (the kernel choice asked
+    torch.cuda.get_device_capability up to three times a call)."""
+    if device.type != "cuda":
+        return False
+    i = device.index
+    ok = _SM90.get(i) if i is not None else None
+    if ok is None:
+        ok = torch.cuda.get_device_capability(device)[0] == 9
+        if i is not None:
+            _SM90[i] = ok
+    return ok
+
+
+def _have_gluon(module: str) -> bool:
+    """HAVE_GLUON of the kernel module `module` (imported on first use, then remembered)."""
+    ok = _HAVE_GLUON.get(module)
+    if ok is None:
+        ok = _HAVE_GLUON[module] = importlib.import_module(f"{__package__}.{module}").HAVE_GLUON
+    return ok
+
+
 def gluon_usable(q, flat, layout: KVLayout, hp: int) -> bool:
     """Whether the Gluon few-head kernel can run this launch: a CUDA tensor on sm_90, Gluon importable,
     not interpreting, at most 32 heads per program, and rows whose addresses keep 16-byte copies."""
-    if interpreting() or hp > 32 or q.device.type != "cuda":
+    if hp > 32 or q.device.type != "cuda" or interpreting():
         return False
-    from .gluon_small import HAVE_GLUON
-    if not HAVE_GLUON or torch.cuda.get_device_capability(q.device)[0] != 9:
+    if not _have_gluon("gluon_small") or not _sm90(q.device):
         return False
     row_bytes = flat.stride(0) * flat.element_size()
     return row_bytes % 16 == 0 and flat.data_ptr() % 16 == 0 and flat.stride(-1) == 1
@@ -186,8 +227,7 @@ def ws_preferred(layout: KVLayout, hp: int) -> bool:
 
 def _have_ws() -> bool:
     """gluon_ws imports more of Gluon (mbarrier, warp_specialize) than gluon_small: its own guard."""
-    from .gluon_ws import HAVE_GLUON
-    return HAVE_GLUON
+    return _have_gluon("gluon_ws")
 
 
 def use_gluon_ws(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bool:
@@ -226,12 +266,10 @@ def use_gluon_rx(q, flat, layout: KVLayout, hp: int, impl: str | None = None) ->
     if impl == "auto":
         if not (rx_preferred(layout, hp) and gluon_usable(q, flat, layout, hp)):
             return False
-        from .gluon_rx import HAVE_GLUON
-        return HAVE_GLUON
+        return _have_gluon("gluon_rx")
     if impl != "gluon_rx" or not layout.is_fp8 or hp > 32:
         return False
-    from .gluon_rx import HAVE_GLUON
-    if not (gluon_usable(q, flat, layout, hp) and HAVE_GLUON):
+    if not (gluon_usable(q, flat, layout, hp) and _have_gluon("gluon_rx")):
         raise ValueError("DSATTN_SPARSE_MLA_IMPL=gluon_rx but the Gluon kernels cannot run this launch "
                          f"(device {q.device}, {hp} heads per program, row stride {flat.stride(0)})")
     return True
@@ -240,11 +278,10 @@ def use_gluon_rx(q, flat, layout: KVLayout, hp: int, impl: str | None = None) ->
 def g64_usable(q, flat) -> bool:
     """Whether gluon64.sparse_mla_g64_kernel can run this launch: a CUDA tensor on sm_90, Gluon importable, not
     interpreting, rows whose addresses keep 16-byte alignment."""
-    if interpreting() or q.device.type != "cuda":
+    if q.device.type != "cuda" or interpreting():
         return False
-    from .gluon64 import HAVE_GLUON
     row_bytes = flat.stride(0) * flat.element_size()
-    return (HAVE_GLUON and torch.cuda.get_device_capability(q.device)[0] == 9 and row_bytes % 16 == 0
+    return (_have_gluon("gluon64") and _sm90(q.device) and row_bytes % 16 == 0
             and flat.data_ptr() % 16 == 0 and flat.stride(-1) == 1)
 
 
@@ -309,8 +346,8 @@ def combine_splits(out, lse, part_o, part_lse, splits: int) -> None:
     """Merge split-K partials into out / lse (nothing when splits == 1)."""
     if splits > 1:
         t, h = out.shape[0], out.shape[1]
-        combine_splits_kernel[(t, h)](part_o, part_lse, out, out.stride(0), out.stride(1), lse, lse.stride(0),
-                                      lse.stride(1), h, splits, triton.next_power_of_2(splits), num_warps=4)
+        _fast(combine_splits_kernel, (t, h), part_o, part_lse, out, out.stride(0), out.stride(1), lse, lse.stride(0),
+              lse.stride(1), h, splits, triton.next_power_of_2(splits), num_warps=4)
 
 
 def _gluon_hp(num_heads: int) -> int:
@@ -326,7 +363,8 @@ def run_attention_gluon(q, flat, layout: KVLayout, indices, sm_scale, topk_lengt
     hp = _gluon_hp(h)
     cfg = config or gluon_config(layout, h, d)
     grid = (t, -(-h // hp), splits)
-    sparse_mla_small_kernel[grid](
+    _fast(
+        sparse_mla_small_kernel, grid,
         *kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse,
                      cfg.block_n),
         layout.is_fp8, d > LATENT_DIM, topk_length is not None,
@@ -347,25 +385,27 @@ def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out
         allow_runtime_loop_bounds()  # the kernels loop to topk_length, a runtime scalar
     t, h, d = q.shape
     hp = heads_per_program(variant, h)
-    if config is None and use_gluon64(q, flat, layout, hp):
+    impl = sparse_mla_impl() if config is None else None  # (read once a call)
+    if config is None and use_gluon64(q, flat, layout, hp, impl):
         from .gluon64 import run_attention_g64
         run_attention_g64(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse)
         return
-    if config is None and use_gluon_rx(q, flat, layout, hp):
+    if config is None and use_gluon_rx(q, flat, layout, hp, impl):
         from .gluon_rx import run_attention_rx
         run_attention_rx(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse)
         return
-    if config is None and use_gluon_ws(q, flat, layout, hp):
+    if config is None and use_gluon_ws(q, flat, layout, hp, impl):
         from .gluon_ws import run_attention_ws
         run_attention_ws(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse)
         return
-    if config is None and hp <= 32 and use_gluon(q, flat, layout, hp):
+    if config is None and hp <= 32 and use_gluon(q, flat, layout, hp, impl):
         run_attention_gluon(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse)
         return
     cfg = _config(hp, layout, config)
     keys_m = hp < 64 if cfg.keys_m is None else cfg.keys_m
     grid = (t, -(-h // hp), splits)
-    sparse_mla_kernel[grid](
+    _fast(
+        sparse_mla_kernel, grid,
         *kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse,
                      cfg.block_n),
         layout.is_fp8, d > LATENT_DIM, topk_length is not None,
@@ -399,11 +439,10 @@ def use_gluon_prefill(q, kv, variant: str, impl: str | None = None) -> bool:
         return False
     if impl == "auto" and not gluon_prefill_preferred(q.shape[1]):
         return False
-    ok = not interpreting() and q.device.type == "cuda"
+    ok = q.device.type == "cuda" and not interpreting()
     if ok:
-        from .gluon_prefill import HAVE_GLUON
         row_bytes = kv.stride(0) * kv.element_size()
-        ok = (HAVE_GLUON and torch.cuda.get_device_capability(q.device)[0] == 9 and row_bytes % 16 == 0
+        ok = (_have_gluon("gluon_prefill") and _sm90(q.device) and row_bytes % 16 == 0
               and kv.data_ptr() % 16 == 0 and kv.stride(-1) == 1)
     if impl == "auto":
         return ok
