@@ -72,7 +72,7 @@ def main() -> int:
                 cfg = gluon_rx.rx_fit(dataclasses.replace(cfg, **extra), case.layout, h, case.q.shape[-1])
                 label = "/".join(str(v) for v in (cfg.stages, cfg.producer_regs, cfg.producer_warps, cfg.prefetch,
                                                   cfg.pv_depth, cfg.consumers, cfg.alu, cfg.pipe, cfg.hp8,
-                                                  cfg.pingpong, cfg.qsplit))
+                                                  cfg.pingpong))
                 fn = lambda: gluon_rx.run_attention_rx(case.q, flat, case.layout, case.indices, case.sm_scale, None,
                                                        out, lse, config=cfg)
                 try:

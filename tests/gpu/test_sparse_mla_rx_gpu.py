@@ -47,14 +47,14 @@ def _decode(case, variant="native", scratch=None, out_row_pad=0):
     return out, lse
 
 
-def _vs_ws(case, rx, monkeypatch, label, variant="native", lse_tol=1e-6):
+def _vs_ws(case, rx, monkeypatch, label, variant="native"):
     monkeypatch.setenv("DSATTN_SPARSE_MLA_IMPL", "gluon_ws")
     ws = _decode(case, variant)
     monkeypatch.setenv("DSATTN_SPARSE_MLA_IMPL", "gluon_rx")
     diff = (rx[0].float() - ws[0].float()).abs().max().item()
     ldiff = ((rx[1] - ws[1]).abs() / ws[1].abs().clamp_min(1)).nan_to_num(0, 0, 0).max().item()
     print(f"gluon_rx vs gluon_ws {label}: max |out diff| {diff:.3g}, lse rel {ldiff:.3g}")
-    assert diff <= 1e-2 and ldiff <= lse_tol, (diff, ldiff)
+    assert diff <= 1e-2 and ldiff <= 1e-6, (diff, ldiff)
 
 
 _CHILD = r"""
@@ -213,33 +213,4 @@ def test_rx_pingpong3(monkeypatch, consumers, layout, d_qk, h):
     case = make_case(t, h, d_qk, num_slots=40000, topk=2048, layout=layout, with_length=True, seed=5, device=DEV)
     spec = decode_scratch_spec(t, h, 2048, "native", layout)
     scratch = [torch.full(s, float("nan"), dtype=dt, device=DEV) for s, dt in spec]
-    check_close(*_decode(case, scratch=scratch), *case.reference())
-
-
-@pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla", 512), ("fp8_ds_mla_nope", 512)])
-@pytest.mark.parametrize("h", [1, 8, 16])
-def test_rx_qsplit(monkeypatch, consumers, layout, d_qk, h):
-    """qsplit (S's latent products in e4m3 from the stored bytes, q as two e4m3 pieces) in the ping-pong consumers,
-    8- and 16-head programs: topk_length, NaN rows, an empty row, against the reference and gluon_ws; q scaled by
-    1e3 / 1e-3 (the per-head exponent) and by 6 (a peaked softmax); split-K."""
-    if consumers != 2:
-        pytest.skip("runs once")
-    for hp8 in ((0, 1) if h <= 8 else (0,)):
-        monkeypatch.setenv("DSATTN_RX_CONFIG", f"4/56/4/0/1/2/0/0/{hp8}/1/1")
-        case = make_case(40, h, d_qk, num_slots=20000, topk=2048, layout=layout, block_size=64, with_length=True,
-                         empty_rows=1, seed=51 + h + d_qk, device=DEV)
-        rx = _decode(case)
-        check_close(*rx, *case.reference())
-        # (S from e4m3 products: another accumulation than gluon_ws's fp16 one)
-        _vs_ws(case, rx, monkeypatch, f"qsplit h={h} {layout} d={d_qk} hp8={hp8}", lse_tol=1e-5)
-        monkeypatch.setenv("DSATTN_RX_CONFIG", f"4/56/4/0/1/2/0/0/{hp8}/1/1")
-        for scale in (1e3, 1e-3, 6.0):
-            case.q = (case.q.float() * scale).to(torch.bfloat16)
-            check_close(*_decode(case), *case.reference())
-            case.q = (case.q.float() / scale).to(torch.bfloat16)
-    t = 6
-    case = make_case(t, h, d_qk, num_slots=40000, topk=2048, layout=layout, with_length=True, seed=5, device=DEV)
-    spec = decode_scratch_spec(t, h, 2048, "native", layout)
-    scratch = [torch.full(s, float("nan"), dtype=dt, device=DEV) for s, dt in spec]
-    monkeypatch.setenv("DSATTN_RX_CONFIG", "4/56/4/0/1/2/0/0/1/1/1")
     check_close(*_decode(case, scratch=scratch), *case.reference())

@@ -116,7 +116,6 @@ class RxConfig:
     pipe: int = 0       # 1 (two consumers): block b's S^T issued before block b - 1's P @ V (_consumer2p)
     hp8: int = 0        # 1: programs of 8 heads (wgmma N = 8) for at most 8 heads
     pingpong: int = 0   # 1 (two or three consumers, <= 16 heads a program): blocks whole in turn, merged at the end
-    qsplit: int = 0     # 1 (ping-pong): S's latent products in e4m3 from the stored bytes, q as two e4m3 pieces
 
 
 def rx_hp(num_heads: int) -> int:
@@ -339,52 +338,6 @@ if HAVE_GLUON:
         x = gl.reshape(x, [KB, 4, 4, 2, 2])             # (row, t, ks, jj, i)
         x = gl.permute(x, (0, 2, 3, 1, 4))              # (row, ks, jj, t, i)
         return gl.convert_layout(gl.reshape(x, [KB, 64]), DOT, assert_trivial=True)
-
-    @gluon.jit
-    def _s_phys8(c):
-        """Physical latent column of S's logical column c under the fp8 products (qsplit): within a group of 128,
-        logical 32 ks + 16 jj + 4 t + i (the e4m3 wgmma A fragment: k step ks, half jj, quad position t, byte i) is
-        physical 32 t + 8 ks + 4 jj + i, so that thread t reads 32 contiguous bytes of a row (_k_layout)."""
-        w = c % 128
-        return (c - w) + 32 * ((w >> 2) & 3) + 8 * (w >> 5) + 4 * ((w >> 4) & 1) + (w & 3)
-
-    @gluon.jit
-    def _k_operand8(lat, g: gl.constexpr, DOT8: gl.constexpr):
-        """S's A operand for latent group g as the stored e4m3 bytes (no conversion): [64 keys, 128 logical
-        columns] in registers (layout DOT8, an e4m3 wgmma A operand), columns in _s_phys8's order."""
-        x = lat.slice(g * 128, 128, dim=1).load(_k_layout())
-        x = gl.reshape(x, [KB, 4, 4, 2, 4])             # (row, t, ks, jj, i)
-        x = gl.permute(x, (0, 2, 3, 1, 4))              # (row, ks, jj, t, i)
-        return gl.convert_layout(gl.reshape(x, [KB, 128]), DOT8, assert_trivial=True)
-
-    @gluon.jit
-    def _stage_q8(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q8_smem, qr_smem, HP: gl.constexpr,
-                  ROPE: gl.constexpr, Q_L: gl.constexpr):
-        """qsplit: q of heads h0 + [0, HP) into shared memory as two e4m3 pieces (q8_smem[0] = hi, [1] = lo) of
-        q x 2^e per head, e such that the head's largest |latent q| lands in [128, 256): a bf16 value has 8
-        significant bits, hi carries the first 4 and lo = q - hi the rest, so hi + lo = q x 2^e exactly but for
-        latent values below 2^-10 of the head's largest (e4m3 subnormals: 2^-10 x 2^-e absolute at most). Columns
-        in _s_phys8's order. With ROPE the RoPE part x 2^e in bf16 (exact; columns by _r_phys). Heads past
-        num_heads are zeros. Returns 2^-e per head ([HP], Q_L's row slice; 1 for a zero head)."""
-        qh = h0 + gl.arange(0, HP, gl.SliceLayout(1, Q_L))
-        qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
-        q_row = q_ptr + t * stride_qt + qh[:, None] * stride_qh
-        hmask = (qh < num_heads)[:, None]
-        q = gl.load(q_row + _s_phys8(qd)[None, :], mask=hmask, other=0.0).to(gl.float32)
-        amax = gl.max(gl.abs(q), 1)
-        e = gl.where(amax > 0.0, 7.0 - gl.floor(gl.log2(gl.where(amax > 0.0, amax, 1.0))), 0.0)
-        e = gl.minimum(gl.maximum(e, -120.0), 120.0)
-        up = gl.exp2(e)
-        qs = q * up[:, None]
-        hi8 = qs.to(gl.float8e4nv)
-        lo8 = (qs - hi8.to(gl.float32)).to(gl.float8e4nv)
-        q8_smem.index(0).store(hi8)
-        q8_smem.index(1).store(lo8)
-        if ROPE:
-            qr = _r_phys(gl.arange(0, 64, gl.SliceLayout(0, Q_L)))
-            qr_smem.store((gl.load(q_row + 512 + qr[None, :], mask=hmask, other=0.0).to(gl.float32)
-                           * up[:, None]).to(gl.bfloat16))
-        return gl.exp2(-e)
 
     @gluon.jit
     def _v_operand(lat, sc, kc: gl.constexpr, DOT: gl.constexpr, ALU: gl.constexpr):
@@ -874,16 +827,13 @@ if HAVE_GLUON:
                      out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                      q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar, full, free,
                      HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                     ALU: gl.constexpr, H: gl.constexpr, NC: gl.constexpr, QS: gl.constexpr = 0):
+                     ALU: gl.constexpr, H: gl.constexpr, NC: gl.constexpr):
         """Ping-pong consumers (config pingpong=1, NC = 2 or 3 consumers, <= 16 heads a program): consumer H takes the
         blocks b = H, H + NC, ... whole (all 512 latent columns, _consumer's products and online softmax, its own P
         buffer), so they never wait for each other inside the loop: one's tensor-core work overlaps the others'
         conversions and softmax. At the end consumers 1 .. NC - 1 hand their (m, l, O^T) to consumer 0 through shared
         memory (slot H - 1 of macc, mm_s, ml_s; mbar counts NC - 1 arrivals), which merges the partial softmaxes and
-        stores out / lse. All store q (the same values).
-        QS (config qsplit 1): S's latent products in e4m3 (wgmma k 32) straight from the stored bytes, q as two
-        e4m3 pieces (_stage_q8), one accumulator a group scaled by its per-key scale in fp32; S in q x 2^e units
-        (the RoPE product too), brought back per head before the softmax. P V as without it."""
+        stores out / lse. All store q (the same values)."""
         NW: gl.constexpr = 4
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
@@ -894,16 +844,8 @@ if HAVE_GLUON:
         RA: gl.constexpr = (ALU & 2) != 0
         VA: gl.constexpr = (ALU & 1) != 0
 
-        MMA8: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
-                                                       instr_shape=[16, HP, 32])
-        DOT8: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA8, k_width=4)
-        if QS:
-            # per head: qk_scale x 2^-e (S is in q x 2^e units)
-            hs = gl.convert_layout(_stage_q8(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP,
-                                             HAS_ROPE, Q_L), COL) * qk_scale
-        else:
-            _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP, 0, 512, HAS_ROPE, True, Q_L)
-            qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
+        _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP, 0, 512, HAS_ROPE, True, Q_L)
+        qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
         fence_async_shared()
         gl.thread_barrier()
 
@@ -919,39 +861,17 @@ if HAVE_GLUON:
             sc = raw_sc.index(st)
             mbarrier.wait(full.index(st), (b // NSTAGES) & 1)
             s = gl.zeros([KB, HP], gl.float32, MMA)
-            if QS:
-                if HAS_ROPE:
-                    s = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), s,
-                                      is_async=True)
-                    s = warpgroup_mma_wait(0, deps=(s,))
-                r01 = _row_scales(sc, 0, ROW, True)
-                r23 = _row_scales(sc, 1, ROW, True)
-                for g in gl.static_range(4):
-                    a8 = _k_operand8(lat, g, DOT8)
-                    sg = gl.zeros([KB, HP], gl.float32, MMA8)
-                    sg = warpgroup_mma(a8, q_smem.index(0).slice(g * 128, 128, dim=1).permute((1, 0)), sg,
-                                       is_async=True)
-                    sg = warpgroup_mma(a8, q_smem.index(1).slice(g * 128, 128, dim=1).permute((1, 0)), sg,
-                                       is_async=True)
-                    sg = warpgroup_mma_wait(0, deps=(sg,))
-                    if g < 2:
-                        rs = r01[g]
-                    else:
-                        rs = r23[g - 2]
-                    s = s + gl.convert_layout(sg, MMA, assert_trivial=True) * rs[:, None]
-                p, alpha, m_new = _softmax_keys(s * hs[None, :], ix, num_slots, 1.0, m_i)
-            else:
-                if HAS_ROPE:
-                    s = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), s,
-                                      is_async=True)
-                scs = _k_scales(sc, RA)
-                for g in gl.static_range(4):
-                    s = warpgroup_mma(_k_operand(lat, scs[g], g, DOT, RA),
-                                      q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
-                    if g < 3:
-                        s = warpgroup_mma_wait(1, deps=(s,))
-                s = warpgroup_mma_wait(0, deps=(s,))
-                p, alpha, m_new = _softmax_keys(s, ix, num_slots, qk_scale, m_i)
+            if HAS_ROPE:
+                s = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), s, is_async=True)
+            scs = _k_scales(sc, RA)
+            for g in gl.static_range(4):
+                s = warpgroup_mma(_k_operand(lat, scs[g], g, DOT, RA),
+                                  q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
+                if g < 3:
+                    s = warpgroup_mma_wait(1, deps=(s,))
+            s = warpgroup_mma_wait(0, deps=(s,))
+
+            p, alpha, m_new = _softmax_keys(s, ix, num_slots, qk_scale, m_i)
             l_e = l_e * alpha[None, :] + p
             acc = acc * alpha[None, :]
             m_i = m_new
@@ -1002,8 +922,7 @@ if HAVE_GLUON:
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1,
-            ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0, PINGPONG: gl.constexpr = 0, NCONS: gl.constexpr = 2,
-            QSPLIT: gl.constexpr = 0):
+            ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0, PINGPONG: gl.constexpr = 0, NCONS: gl.constexpr = 2):
         """sparse_mla_rx_kernel with two consumer warpgroups (halves of the latent columns, _consumer2); same grid and
         arguments, plus the second consumer's register budget."""
         gl.static_assert(num_warps == 4, "each consumer is one warpgroup")
@@ -1022,12 +941,7 @@ if HAVE_GLUON:
 
         raw_lat = gl.allocate_shared_memory(gl.float8e4nv, [NSTAGES, KB, 512], RAW_S)
         raw_sc = gl.allocate_shared_memory(gl.float32, [NSTAGES, KB, 4], SC_S)
-        if QSPLIT:
-            gl.static_assert(PINGPONG != 0, "qsplit: the ping-pong consumers only")
-            Q8_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HP, 512], gl.float8e4nv)
-            q_smem = gl.allocate_shared_memory(gl.float8e4nv, [2, HP, 512], Q8_S)  # q's two e4m3 pieces
-        else:
-            q_smem = gl.allocate_shared_memory(gl.float16, [HP, 512], Q_S)
+        q_smem = gl.allocate_shared_memory(gl.float16, [HP, 512], Q_S)
         p_smem = gl.allocate_shared_memory(gl.float16, [NCONS, KB, HP], P_S)
         if PINGPONG:
             gl.static_assert(HP <= 16, "ping-pong consumers hold all 512 rows of O^T: at most 16 heads a program")
@@ -1067,15 +981,15 @@ if HAVE_GLUON:
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                                 stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, 3, QSPLIT)),
+                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, 3)),
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                                 stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, 3, QSPLIT)),
+                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, 3)),
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                                 stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 2, 3, QSPLIT)),
+                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 2, 3)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                              full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
             ], [4, 4, PRODUCER_WARPS], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
@@ -1084,11 +998,11 @@ if HAVE_GLUON:
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                                 stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, 2, QSPLIT)),
+                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, 2)),
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                                 stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, 2, QSPLIT)),
+                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, 2)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                              full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
             ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
@@ -1138,8 +1052,6 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     if cfg.pingpong and (cfg.consumers == 1 or hp > 16):
         raise ValueError(f"config.pingpong needs two or three consumers and at most 16 heads a program, got "
                          f"{cfg.consumers} consumers, {hp} heads a program")
-    if cfg.qsplit and not cfg.pingpong:
-        raise ValueError("config.qsplit runs in the ping-pong consumers (pingpong 1)")
     if cfg.consumers == 3 and not (cfg.pingpong and hp == 8):
         raise ValueError(f"config.consumers 3 runs ping-pong consumers over 8-head programs (pingpong 1, hp8 1, at "
                          f"most 8 heads), got pingpong {cfg.pingpong}, {hp} heads a program")
@@ -1153,8 +1065,7 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
                             // 8 * 8)
         sparse_mla_rx2_kernel[grid](*args, *flags, hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
                                     consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
-                                    ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, NCONS=cfg.consumers,
-                                    QSPLIT=cfg.qsplit)
+                                    ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, NCONS=cfg.consumers)
     else:
         sparse_mla_rx_kernel[grid](*args, *flags, hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
                                    num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth, ALU=cfg.alu)
