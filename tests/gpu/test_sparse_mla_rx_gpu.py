@@ -193,24 +193,3 @@ def test_rx_pingpong_split_k(monkeypatch, consumers):
     scratch = [torch.full(s, float("nan"), dtype=dt, device=DEV) for s, dt in spec]
     monkeypatch.setenv("DSATTN_RX_CONFIG", "4/56/4/0/1/2/0/0/1/1")
     check_close(*_decode(case, scratch=scratch), *case.reference())
-
-
-@pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512)])
-@pytest.mark.parametrize("h", [1, 8])
-def test_rx_pingpong3(monkeypatch, consumers, layout, d_qk, h):
-    """Three ping-pong consumers (consumers 3: blocks round robin, merged at the end) over 8-head programs: topk_length,
-    NaN rows, an empty row, a row shorter than three blocks; against the reference and gluon_ws; split-K too."""
-    if consumers != 2:
-        pytest.skip("runs once")
-    case = make_case(40, h, d_qk, num_slots=20000, topk=2048, layout=layout, block_size=64, with_length=True,
-                     empty_rows=1, seed=41 + h, device=DEV)
-    case.topk_length[1] = case.topk_length[1].clamp(max=100)  # at most two blocks: the third consumer gets none
-    monkeypatch.setenv("DSATTN_RX_CONFIG", "4/56/4/0/1/3/0/0/1/1")
-    rx = _decode(case)
-    check_close(*rx, *case.reference())
-    _vs_ws(case, rx, monkeypatch, f"pingpong3 h={h} {layout}")
-    t = 6
-    case = make_case(t, h, d_qk, num_slots=40000, topk=2048, layout=layout, with_length=True, seed=5, device=DEV)
-    spec = decode_scratch_spec(t, h, 2048, "native", layout)
-    scratch = [torch.full(s, float("nan"), dtype=dt, device=DEV) for s, dt in spec]
-    check_close(*_decode(case, scratch=scratch), *case.reference())

@@ -55,6 +55,7 @@ except Exception:  # pragma: no cover - older triton without Gluon
     HAVE_GLUON = False
 
 from ...formats import LATENT_DIM, KVLayout
+from .._fastlaunch import launch as _fast_launch
 
 if HAVE_GLUON:
     from .gluon_small import _idx, _prefetch_entries, _prefetch_rows  # noqa: F401 (used inside the kernels)
@@ -485,7 +486,7 @@ def run_attention_g64(q, flat, layout: KVLayout, indices, sm_scale, topk_length,
     t, h, d = q.shape
     cfg = config or g64_config(layout, h, d)
     grid = (t, -(-h // HP), splits)
-    sparse_mla_g64_kernel[grid](
+    _fast_launch(sparse_mla_g64_kernel, grid,
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         cfg.producer_warps, cfg.producer_regs, cfg.unit, cfg.depth,

@@ -90,6 +90,7 @@ except Exception:  # pragma: no cover - older triton without Gluon
     HAVE_GLUON = False
 
 from ...formats import LATENT_DIM, KVLayout
+from .._fastlaunch import launch as _fast_launch
 
 if HAVE_GLUON:
     from .gluon_small import (_copy_layout, _idx, _prefetch_entries, _prefetch_rows,  # noqa: F401 (used inside
@@ -110,12 +111,11 @@ class RxConfig:
     producer_warps: int = 4
     prefetch: int = 0
     pv_depth: int = 1
-    consumers: int = 1  # 2: two consumer warpgroups, each owning half of the latent columns (sparse_mla_rx2_kernel);
-    #                     3: three ping-pong consumers (pingpong 1, 8-head programs), blocks round robin
+    consumers: int = 1  # 2: two consumer warpgroups, each owning half of the latent columns (sparse_mla_rx2_kernel)
     alu: int = 0        # bit 0: P @ V's operand, bit 1: S's, converted by integer operations instead of cvt (same values)
     pipe: int = 0       # 1 (two consumers): block b's S^T issued before block b - 1's P @ V (_consumer2p)
     hp8: int = 0        # 1: programs of 8 heads (wgmma N = 8) for at most 8 heads
-    pingpong: int = 0   # 1 (two or three consumers, <= 16 heads a program): blocks whole in turn, merged at the end
+    pingpong: int = 0   # 1 (two consumers, <= 16 heads a program): alternate blocks whole, merged at the end
 
 
 def rx_hp(num_heads: int) -> int:
@@ -828,12 +828,13 @@ if HAVE_GLUON:
                      q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar, full, free,
                      HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
                      ALU: gl.constexpr, H: gl.constexpr, NC: gl.constexpr):
-        """Ping-pong consumers (config pingpong=1, NC = 2 or 3 consumers, <= 16 heads a program): consumer H takes the
+        """Ping-pong consumers (config pingpong=1, NC = 2 consumers, <= 16 heads a program): consumer H takes the
         blocks b = H, H + NC, ... whole (all 512 latent columns, _consumer's products and online softmax, its own P
         buffer), so they never wait for each other inside the loop: one's tensor-core work overlaps the others'
         conversions and softmax. At the end consumers 1 .. NC - 1 hand their (m, l, O^T) to consumer 0 through shared
         memory (slot H - 1 of macc, mm_s, ml_s; mbar counts NC - 1 arrivals), which merges the partial softmaxes and
-        stores out / lse. All store q (the same values)."""
+        stores out / lse. All store q (the same values). (Three consumers, round robin, were measured slower: 128
+        launch registers at 16 warps made them spill; bench/results/s12_rx3_512.json, session 12.)"""
         NW: gl.constexpr = 4
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
@@ -945,13 +946,11 @@ if HAVE_GLUON:
         p_smem = gl.allocate_shared_memory(gl.float16, [NCONS, KB, HP], P_S)
         if PINGPONG:
             gl.static_assert(HP <= 16, "ping-pong consumers hold all 512 rows of O^T: at most 16 heads a program")
-            gl.static_assert((NCONS == 2) | ((NCONS == 3) & (HP <= 8)), "three consumers: 8-head programs only")
             sx = gl.allocate_shared_memory(gl.float32, [NCONS - 1, 512, HP], SX_S)  # the other consumers' O^T
             M1_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
             mm_s = gl.allocate_shared_memory(gl.float32, [NCONS - 1, HP], M1_S)    # their m
             ml_s = gl.allocate_shared_memory(gl.float32, [NCONS - 1, HP], M1_S)    # their l
         else:
-            gl.static_assert(NCONS == 2, "two consumers in step")
             sx = gl.allocate_shared_memory(gl.float32, [4, KB, HP], SX_S)
         if HAS_ROPE:
             raw_rope = gl.allocate_shared_memory(gl.bfloat16, [NSTAGES, KB, 64], ROPE_S)
@@ -976,24 +975,7 @@ if HAVE_GLUON:
         hi = gl.minimum(lo + keys_per_split, end)
         idx_row = idx_ptr + t * stride_it
 
-        if PINGPONG and NCONS == 3:
-            gl.warp_specialize([
-                (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                                qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                                stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, 3)),
-                (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                                qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                                stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, 3)),
-                (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                                qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                                stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 2, 3)),
-                (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
-                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
-            ], [4, 4, PRODUCER_WARPS], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
-        elif PINGPONG:
+        if PINGPONG:
             gl.warp_specialize([
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
@@ -1047,14 +1029,11 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     hp = 8 if cfg.hp8 and h <= 8 else rx_hp(h)
     if cfg.pv_depth not in (0, 1, 2):
         raise ValueError(f"config.pv_depth must be 0, 1 or 2, got {cfg.pv_depth}")
-    if cfg.consumers not in (1, 2, 3):
-        raise ValueError(f"config.consumers must be 1, 2 or 3, got {cfg.consumers}")
-    if cfg.pingpong and (cfg.consumers == 1 or hp > 16):
-        raise ValueError(f"config.pingpong needs two or three consumers and at most 16 heads a program, got "
-                         f"{cfg.consumers} consumers, {hp} heads a program")
-    if cfg.consumers == 3 and not (cfg.pingpong and hp == 8):
-        raise ValueError(f"config.consumers 3 runs ping-pong consumers over 8-head programs (pingpong 1, hp8 1, at "
-                         f"most 8 heads), got pingpong {cfg.pingpong}, {hp} heads a program")
+    if cfg.consumers not in (1, 2):
+        raise ValueError(f"config.consumers must be 1 or 2, got {cfg.consumers}")
+    if cfg.pingpong and (cfg.consumers != 2 or hp > 16):
+        raise ValueError(f"config.pingpong needs two consumers and at most 16 heads a program, got {cfg.consumers} "
+                         f"consumers, {hp} heads a program")
     grid = (t, -(-h // hp), splits)
     args = launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN)
     flags = (d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None)
@@ -1063,10 +1042,10 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         # (setmaxnreg takes multiples of 8, at most 256)
         consumer_regs = min(256, (65536 - 32 * cfg.producer_warps * cfg.producer_regs) // (128 * cfg.consumers)
                             // 8 * 8)
-        sparse_mla_rx2_kernel[grid](*args, *flags, hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-                                    consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
-                                    ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, NCONS=cfg.consumers)
+        _fast_launch(sparse_mla_rx2_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
+                     cfg.producer_regs, consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
+                     ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, NCONS=cfg.consumers)
     else:
-        sparse_mla_rx_kernel[grid](*args, *flags, hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-                                   num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth, ALU=cfg.alu)
+        _fast_launch(sparse_mla_rx_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
+                     cfg.producer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth, ALU=cfg.alu)
     launch.combine_splits(out, lse, part_o, part_lse, splits)

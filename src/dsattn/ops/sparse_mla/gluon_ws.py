@@ -43,6 +43,7 @@ except Exception:  # pragma: no cover - older triton without Gluon
     HAVE_GLUON = False
 
 from ...formats import LATENT_DIM, KVLayout
+from .._fastlaunch import launch as _fast_launch
 
 if HAVE_GLUON:
     from .gluon_small import (_copy_layout, _idx, _issue, _prefetch_entries, _prefetch_rows,  # noqa: F401 (used
@@ -363,7 +364,7 @@ def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     hp = ws_hp(h)
     cfg = config or ws_config(layout, h, d)
     grid = (t, -(-h // hp), splits)
-    sparse_mla_ws_kernel[grid](
+    _fast_launch(sparse_mla_ws_kernel, grid,
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
