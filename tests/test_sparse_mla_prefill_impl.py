@@ -21,19 +21,16 @@ def test_knob_accepts_gluon_prefill(monkeypatch):
 
 def test_only_when_forced():
     """Never under the other forced values nor under auto where it cannot run (here: CPU tensors); under
-    gluon_prefill for 'native' launches and every launch above 32 heads, ValueError where it cannot run."""
+    gluon_prefill for both variants at every head count, ValueError where it cannot run."""
     flat = torch.zeros(16, 576, dtype=torch.bfloat16)
     for h in (1, 8, 32, 64, 128):
         q = torch.zeros(2, h, 576, dtype=torch.bfloat16)
         for impl in ("auto", "triton", "gluon", "gluon_ws", "gluon64"):
             for variant in ("native", "pad64"):
                 assert not launch.use_gluon_prefill(q, flat, variant, impl)
-        with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL=gluon_prefill"):
-            launch.use_gluon_prefill(q, flat, "native", "gluon_prefill")
-    # pad64 at <= 32 heads keeps what auto runs; above 32 heads pad64 is the only variant and takes the kernel
-    assert not launch.use_gluon_prefill(torch.zeros(2, 8, 576, dtype=torch.bfloat16), flat, "pad64", "gluon_prefill")
-    with pytest.raises(ValueError, match="gluon_prefill"):
-        launch.use_gluon_prefill(torch.zeros(2, 48, 576, dtype=torch.bfloat16), flat, "pad64", "gluon_prefill")
+        for variant in ("native", "pad64"):
+            with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL=gluon_prefill"):
+                launch.use_gluon_prefill(q, flat, variant, "gluon_prefill")
 
 
 def test_auto_only_at_listed_heads(monkeypatch):
@@ -60,14 +57,16 @@ def test_decode_choices_unchanged_under_gluon_prefill():
 
 
 def test_forced_under_interpreter_raises(monkeypatch):
-    """The interpreter cannot run Gluon: a forced prefill says so (ValueError) instead of falling back silently;
-    a pad64 launch at 8 heads is not the kernel's and runs the interpreter's Triton kernel."""
+    """The interpreter cannot run Gluon: a forced prefill says so (ValueError) instead of falling back silently,
+    for both variants; under auto the interpreter's Triton kernel runs them."""
     monkeypatch.setenv("DSATTN_SPARSE_MLA_IMPL", "gluon_prefill")
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     case = make_case(3, 8, 576, num_slots=40, topk=32, layout="bf16", block_size=1, seed=3)
     out, lse = poisoned_outputs(3, 8)
-    with pytest.raises(ValueError, match="gluon_prefill"):
-        sparse_mla_prefill(case.q, case.flat, case.indices, case.sm_scale, out=out, lse=lse, variant="native")
+    for variant in ("native", "pad64"):
+        with pytest.raises(ValueError, match="gluon_prefill"):
+            sparse_mla_prefill(case.q, case.flat, case.indices, case.sm_scale, out=out, lse=lse, variant=variant)
+    monkeypatch.setenv("DSATTN_SPARSE_MLA_IMPL", "auto")
     sparse_mla_prefill(case.q, case.flat, case.indices, case.sm_scale, out=out, lse=lse, variant="pad64")
     check_close(out, lse, *case.reference())
 

@@ -2,7 +2,8 @@
 reference twin (skipped without sm_90). Every head-count class (G = 8 / 4 / 2 tokens a program at 1..8 / 9..16 /
 17..32 heads, G = 1 above), random and `overlap`-like indices, a slot listed twice by a token, -1 and out-of-range
 entries pointing at NaN rows, topk_length, rows without a valid entry, T not a multiple of G, D_qk 512 and 576,
-strided out, scratch chunks smaller than T, every launch configuration.
+strided out, scratch chunks smaller than T, every launch configuration; the 'pad64' variant (one token a 64-row
+program) at <= 32 heads.
 
 Run the hang guard first (a tiny case of each shape; a hang shows as the caller's timeout):
     timeout 120 python -m pytest -q -x tests/gpu/test_sparse_mla_prefill_gpu.py -k hang_guard
@@ -182,3 +183,14 @@ def test_pf_matches_triton(monkeypatch):
     check_close(out, lse, *ref)
     check_close(out_t, lse_t, *ref)
     print(f"gluon_prefill vs triton: max |out diff| {float((out.float() - out_t.float()).abs().max()):.3g}")
+
+
+@pytest.mark.parametrize("h", [1, 8, 16, 24, 32])
+@pytest.mark.parametrize("d_qk", [576, 512])
+def test_pf_pad64_variant(h, d_qk):
+    """The 'pad64' variant at <= 32 heads: one token's heads as a 64-row program (rows past H masked), no grouping;
+    topk_length, NaN rows behind invalid entries, an empty row, odd top-k, strided out (poisoned pad)."""
+    for t, topk in ((9, 2048), (33, 777)):
+        case = make_case(t, h, d_qk, num_slots=9000, topk=topk, layout="bf16", block_size=1, with_length=True,
+                         empty_rows=1, seed=h + t + d_qk, device=DEV)
+        _check(case, out_row_pad=16, variant="pad64")

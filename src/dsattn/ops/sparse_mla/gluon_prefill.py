@@ -946,16 +946,17 @@ def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0
 
 
 def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch=None,
-                      config: PrefillConfig | None = None) -> None:
+                      config: PrefillConfig | None = None, pad64: bool = False) -> None:
     """Sparse MLA prefill (SPEC 3) over bf16 rows flat [N, D_qk] for q [T, H, D_qk] into out / lse through
     sparse_mla_prefill_kernel. Inputs already validated by sparse_mla_prefill. G > 1 (<= 32 heads): tokens in
     chunks of C * G (C: the groups scratch holds), each chunk's union lists built by grouping.build_groups into
     scratch = (entries, masks, counts) (validated by sparse_mla_prefill; allocated here from
     grouping.prefill_scratch_spec when None), then one launch per chunk. G == 1: one launch, grid (T, head blocks
-    of 64)."""
+    of 64). pad64 (the 'pad64' variant): G == 1 at any head count, a token's heads in one 64-row program (rows past
+    H masked: zero q, never stored), scratch unused."""
     t, h, d = q.shape
     topk = indices.shape[1]
-    hpt, g = group_shape(h)
+    hpt, g = (64, 1) if pad64 else group_shape(h)
     cfg = config or prefill_config(h, d)
     if g == 1:
         end = topk_length if topk_length is not None else indices

@@ -430,12 +430,12 @@ def gluon_prefill_preferred(num_heads: int) -> bool:
 
 def use_gluon_prefill(q, kv, variant: str, impl: str | None = None) -> bool:
     """Whether launch_prefill runs gluon_prefill.sparse_mla_prefill_kernel: under DSATTN_SPARSE_MLA_IMPL=gluon_prefill,
-    or under 'auto' at the head counts of GLUON_PREFILL_AUTO_HEADS where it can run (every count), for the 'native' variant (and
-    'pad64' above 32 heads, the only variant there): the kernel maps heads itself (G tokens x HPT heads a
-    program), so a 'pad64' launch at <= 32 heads keeps what 'auto' runs. ValueError where it cannot run (not
-    sm_90, interpreter, CPU, rows whose addresses do not keep 16-byte copies)."""
+    or under 'auto' at the head counts of GLUON_PREFILL_AUTO_HEADS where it can run (every count), for both variants:
+    'native' groups G tokens x HPT heads a program, 'pad64' runs one token's heads as a 64-row program (the rows
+    past H masked: no grouping, one program a token, for short prefills where G-token groups leave SMs idle).
+    ValueError where it cannot run (not sm_90, interpreter, CPU, rows whose addresses do not keep 16-byte copies)."""
     impl = impl or sparse_mla_impl()
-    if impl not in ("gluon_prefill", "auto") or (variant != "native" and q.shape[1] <= 32):
+    if impl not in ("gluon_prefill", "auto"):
         return False
     if impl == "auto" and not gluon_prefill_preferred(q.shape[1]):
         return False
@@ -458,7 +458,7 @@ def launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, con
     runs and needs them); other kernels ignore it."""
     if config is None and use_gluon_prefill(q, kv, variant):
         from .gluon_prefill import run_prefill_gluon
-        run_prefill_gluon(q, kv, indices, sm_scale, topk_length, out, lse, scratch)
+        run_prefill_gluon(q, kv, indices, sm_scale, topk_length, out, lse, scratch, pad64=variant == "pad64")
         return
     run_attention(q, kv, KVLayout.BF16, indices, sm_scale, topk_length, out, lse, variant, config=config)
 
