@@ -129,10 +129,8 @@ def rx_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int, consumers: 
     rope = d_qk > LATENT_DIM and layout is KVLayout.FP8_DS_MLA
     stage = BN * (LATENT_DIM + 16 + (2 * 64 if rope else 0))
     fixed = hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0) + consumers * BN * hp * 2
-    if pingpong:
-        fixed += (consumers - 1) * (LATENT_DIM * hp * 4 + 2 * hp * 4)  # the merge: each other consumer's (O^T, m, l)
-    elif consumers == 2:
-        fixed += 4 * BN * hp * 4
+    if consumers == 2:
+        fixed += (LATENT_DIM * hp * 4 + 2 * hp * 4) if pingpong else 4 * BN * hp * 4
     return stages * stage + fixed
 
 
@@ -827,14 +825,14 @@ if HAVE_GLUON:
                      out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                      q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar, full, free,
                      HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                     ALU: gl.constexpr, H: gl.constexpr, NC: gl.constexpr):
-        """Ping-pong consumers (config pingpong=1, NC = 2 consumers, <= 16 heads a program): consumer H takes the
-        blocks b = H, H + NC, ... whole (all 512 latent columns, _consumer's products and online softmax, its own P
-        buffer), so they never wait for each other inside the loop: one's tensor-core work overlaps the others'
-        conversions and softmax. At the end consumers 1 .. NC - 1 hand their (m, l, O^T) to consumer 0 through shared
-        memory (slot H - 1 of macc, mm_s, ml_s; mbar counts NC - 1 arrivals), which merges the partial softmaxes and
-        stores out / lse. All store q (the same values). (Three consumers, round robin, were measured slower: 128
-        launch registers at 16 warps made them spill; bench/results/s12_rx3_512.json, session 12.)"""
+                     ALU: gl.constexpr, H: gl.constexpr):
+        """Ping-pong consumers (config pingpong=1, two consumers, <= 16 heads a program): consumer H takes the blocks
+        b = H, H + 2, ... whole (all 512 latent columns, _consumer's products and online softmax, its own P buffer), so
+        the two never wait for each other inside the loop: one's tensor-core work overlaps the other's conversions and
+        softmax. At the end consumer 1 hands its (m, l, O^T) to consumer 0 through shared memory (macc, mm_s, ml_s, mbar),
+        which merges the two partial softmaxes and stores out / lse. Both store q (the same values). (Three such
+        consumers, blocks round robin, were measured slower: at 16 warps the launch budget is 128 registers and they
+        spilled; bench/results/s12_rx3_512.json, notes/sparse_mla.md session 12.)"""
         NW: gl.constexpr = 4
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
@@ -855,7 +853,7 @@ if HAVE_GLUON:
         acc = gl.zeros([512, HP], gl.float32, MMA)
         p_buf = p_smem.index(H)
         nblocks = gl.cdiv(hi - lo, KB)
-        for b in range(H, nblocks, NC):
+        for b in range(H, nblocks, 2):
             st = b % NSTAGES
             ix = _idx(idx_row, lo + b * KB, hi, KB, ROW)
             lat = raw_lat.index(st)
@@ -888,25 +886,22 @@ if HAVE_GLUON:
             acc = warpgroup_mma_wait(0, deps=(acc,))
         l_i = gl.sum(l_e, 0)
 
-        if H > 0:
+        if H == 1:
             # hand (m, l, O^T) to consumer 0 (these buffers are used once, nothing else touches them)
-            macc.index(H - 1).store(acc)
-            mm_s.index(H - 1).store(m_i)
-            ml_s.index(H - 1).store(l_i)
+            macc.store(acc)
+            mm_s.store(m_i)
+            ml_s.store(l_i)
             mbarrier.arrive(mbar, count=1)
         else:
             mbarrier.wait(mbar, 0)
-            m = m_i
-            for j in gl.static_range(NC - 1):
-                m = gl.maximum(m, mm_s.index(j).load(COL))
+            m_o = mm_s.load(COL)
+            l_o = ml_s.load(COL)
+            m = gl.maximum(m_i, m_o)
             m_use = gl.where(m == NEG_INF, 0.0, m)
             a_s = gl.exp2(m_i - m_use)
-            l_i = l_i * a_s
-            acc = acc * a_s[None, :]
-            for j in gl.static_range(NC - 1):
-                a_o = gl.exp2(mm_s.index(j).load(COL) - m_use)
-                l_i = l_i + ml_s.index(j).load(COL) * a_o
-                acc = acc + macc.index(j).load(MMA) * a_o[None, :]
+            a_o = gl.exp2(m_o - m_use)
+            l_i = l_i * a_s + l_o * a_o
+            acc = acc * a_s[None, :] + macc.load(MMA) * a_o[None, :]
             m_i = m
             _store_ot(acc, m_i, l_i, _v_phys(gl.arange(0, 512, ROW)), t, split, h0, num_heads, out_ptr, stride_ot,
                       stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
@@ -923,7 +918,7 @@ if HAVE_GLUON:
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1,
-            ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0, PINGPONG: gl.constexpr = 0, NCONS: gl.constexpr = 2):
+            ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0, PINGPONG: gl.constexpr = 0):
         """sparse_mla_rx_kernel with two consumer warpgroups (halves of the latent columns, _consumer2); same grid and
         arguments, plus the second consumer's register budget."""
         gl.static_assert(num_warps == 4, "each consumer is one warpgroup")
@@ -943,13 +938,13 @@ if HAVE_GLUON:
         raw_lat = gl.allocate_shared_memory(gl.float8e4nv, [NSTAGES, KB, 512], RAW_S)
         raw_sc = gl.allocate_shared_memory(gl.float32, [NSTAGES, KB, 4], SC_S)
         q_smem = gl.allocate_shared_memory(gl.float16, [HP, 512], Q_S)
-        p_smem = gl.allocate_shared_memory(gl.float16, [NCONS, KB, HP], P_S)
+        p_smem = gl.allocate_shared_memory(gl.float16, [2, KB, HP], P_S)
         if PINGPONG:
             gl.static_assert(HP <= 16, "ping-pong consumers hold all 512 rows of O^T: at most 16 heads a program")
-            sx = gl.allocate_shared_memory(gl.float32, [NCONS - 1, 512, HP], SX_S)  # the other consumers' O^T
+            sx = gl.allocate_shared_memory(gl.float32, [512, HP], SX_S)     # consumer 1's O^T for the merge
             M1_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-            mm_s = gl.allocate_shared_memory(gl.float32, [NCONS - 1, HP], M1_S)    # their m
-            ml_s = gl.allocate_shared_memory(gl.float32, [NCONS - 1, HP], M1_S)    # their l
+            mm_s = gl.allocate_shared_memory(gl.float32, [HP], M1_S)        # its m
+            ml_s = gl.allocate_shared_memory(gl.float32, [HP], M1_S)        # its l
         else:
             sx = gl.allocate_shared_memory(gl.float32, [4, KB, HP], SX_S)
         if HAS_ROPE:
@@ -965,8 +960,7 @@ if HAVE_GLUON:
             mbarrier.init(full.index(i), count=PRODUCER_WARPS * 32)  # one noinc cp.async arrive per thread
             mbarrier.init(free.index(i), count=1 if PINGPONG else 2)  # one arrive per consumer reading the stage
         for i in gl.static_range(4):
-            # ping-pong: sx_bar[0] is the merge barrier, one arrival from each consumer but the first
-            mbarrier.init(sx_bar.index(i), count=(NCONS - 1) if (PINGPONG and i == 0) else 1)
+            mbarrier.init(sx_bar.index(i), count=1)
 
         end = topk
         if HAS_LEN:
@@ -980,11 +974,11 @@ if HAVE_GLUON:
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                                 stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, 2)),
+                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0)),
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                                 stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, 2)),
+                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                              full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
             ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
@@ -1037,14 +1031,13 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     grid = (t, -(-h // hp), splits)
     args = launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN)
     flags = (d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None)
-    if cfg.consumers >= 2:
-        # the register file over the warpgroups: the producer's budget, the rest split between the consumers
+    if cfg.consumers == 2:
+        # the register file over three warpgroups: the producer's budget, the rest split between the consumers
         # (setmaxnreg takes multiples of 8, at most 256)
-        consumer_regs = min(256, (65536 - 32 * cfg.producer_warps * cfg.producer_regs) // (128 * cfg.consumers)
-                            // 8 * 8)
+        consumer_regs = min(256, (65536 - 32 * cfg.producer_warps * cfg.producer_regs) // 256 // 8 * 8)
         _fast_launch(sparse_mla_rx2_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
                      cfg.producer_regs, consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
-                     ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, NCONS=cfg.consumers)
+                     ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong)
     else:
         _fast_launch(sparse_mla_rx_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
                      cfg.producer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth, ALU=cfg.alu)
