@@ -12,13 +12,12 @@ tokens a program).
     PYTHONPATH=src python bench/mla_gluon_check.py --kernel ws [--cases decode-fp8-16] [--configs 3/128/4,3/96/8]
     PYTHONPATH=src python bench/mla_gluon_check.py --kernel rx [--cases decode-fp8-16] [--configs 4/64/4/0/1/2,5/64/4/0/1/1]
     PYTHONPATH=src python bench/mla_gluon_check.py --kernel g64 [--cases decode-fp8-64] [--configs 4/96,8/64]
-    PYTHONPATH=src python bench/mla_gluon_check.py --kernel prefill [--cases prefill-bf16-8] [--configs 32/4/4/96,64/2/4/56/0/0/2]
+    PYTHONPATH=src python bench/mla_gluon_check.py --kernel prefill [--cases prefill-bf16-8] [--configs 32/4/4/96,64/2/4/56/0/0/1]
 
 (--configs: block_n/stages[/warps] for small, stages/producer_regs[/producer_warps] for ws,
 stages/producer_regs/producer_warps[/prefetch[/pv_depth[/consumers]]] for rx,
 producer_warps/producer_regs for g64, gluon_prefill's DSATTN_PF_CONFIG spec for prefill:
-block_n/stages/producer_warps/producer_regs[/overlap[/f16[/split]]], fields left out 0; split 2 is the
-three-consumer schedule, whose maxnreg= shows warpgroup 0's budget as dec136 at producer_regs 56.)
+block_n/stages/producer_warps/producer_regs[/overlap[/f16[/split]]], fields left out 0.)
 
 The launch goes through launch.run_attention_gluon with CPU tensors; the kernel launch is intercepted and
 compiled for the target instead (Triton's own binder computes the GPU's specialization).

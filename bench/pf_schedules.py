@@ -5,9 +5,9 @@ first one's (max |out diff|, max lse diff: the schedules sum in different orders
     PYTHONPATH=src python bench/pf_schedules.py --heads 8,64 --tokens 1024 \
         --specs 32/4/4/56/0/0/0,32/4/4/56/1,32/4/4/56/0/0/1 [--profile 0,1,2] --out $OUT
 
---profile adds timing builds (DSATTN_PF_PROFILE: 1 no gathers, 2 no products; split 2 only: 4 no P V products, 8 no S
-products, e.g. 5 / 9 without gathers; wrong outputs, not compared) of the FIRST spec. Per-block time: ms x 132 SMs / (programs x blocks a program) is printed as us_per_64 (64-entry
-blocks, the union lists' mean length for grouped programs).
+--profile adds timing builds (DSATTN_PF_PROFILE: 1 no gathers, 2 no products; wrong outputs, not compared) of the
+FIRST spec. Per-block time: ms x 132 SMs / (programs x blocks a program) is printed as us_per_64 (64-entry blocks, the
+union lists' mean length for grouped programs).
 """
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ in session 10:
     5.963 / 6.371 / 12.920 (3.709 / 3.840 / 4.004 / 4.321 / 8.232). The 8-head 0.541 ms is 0.15 ms over the mid
     call's 0.388 with the same function and schedule (the union lists' code changed in between; not explained).
   - session 11: the default became fp16 P with 80 producer registers (prefill_config); split 2 (three consumer
-    warpgroups, helper P2) measured slower. GPU tests of the default passed (bench/logs/s11_final.log: 31). Issue 3's
-    table (alternating rounds, bench/results/sparse_mla_s11_prefill_1024.json, _8192.json, _1024_graph.json): s_q
+    warpgroups, helper P2) measured slower (removed in session 12). GPU tests of the default passed
+    (bench/logs/s11_final.log: 31). Issue 3's table (alternating rounds, bench/results/sparse_mla_s11_prefill_1024.json, _8192.json, _1024_graph.json): s_q
     1024 8 / 16 / 32 / 64 / 128 heads 0.281 (CUDA-graph replay; eager 0.33-0.59, host-bound) / 0.422 / 0.652 /
     0.762 / 1.498 ms, s_q 8192 2.027 / 3.096 / 4.820 / 5.836 / 11.711. The 8-head eager spread was host issue
     latency: bench/graph_check.py, 0.284 ms as graph replays vs 0.38-0.48 eager.
@@ -73,29 +73,9 @@ O[:, :256]; warpgroup 1 (_wg_v) rescales O[:, 256:] by alpha and adds P V[:, 256
 overlaps warpgroup 0's S and softmax of the next block. Stages are released by both (free counts 2). With overlap 1
 (3 stages at least) warpgroup 0 also issues S of block b + 1 before block b's softmax.
 
-Three consumer warpgroups (PrefillConfig.split = 2; 4 + 4 + 4 + 4 warps; helper P2; measured below, NOT faster than
-split 1): warpgroup 0 (_wg_s2, default partition, 136 registers) computes S and the online softmax only: per
-block it waits `full`, runs S(b), releases its hold on the stage at once (free counts 3: warpgroup 0 after S, the two
-P V warpgroups after their products), runs the softmax, waits p_free (count 2: both P V warpgroups done with P(b - 1)
-and alpha(b - 1)), stores P_hi / P_lo / alpha and arrives p_ready, then goes straight on to S(b + 1), which runs on
-the tensor cores while both P V(b) do. Warpgroups 1 and 2 (_wg_v2, 160 registers each) own O[:, :256] and
-O[:, 256:] (A operands P_hi / P_lo from shared memory). Two things the compile check forced: (1) with 16 warps the
-kernel launches at 128 registers a thread, and ptxas allocates each wgmma's registers within that launch budget
-whatever the partition's setmaxnreg (an N = 256 wgmma with its 128 accumulators needs 154: ptxas C7602; shown on a
-hand-written PTX kernel, notes/sparse_mla.md "helper P2"), so each P V warpgroup runs two N = 128 accumulators (four
-wgmmas a block with the split P); (2) warpgroup 0 loads q with cp.async (a [64, 512] load through registers spilled
-at 136). With overlap = 1, S(b + 1) is issued before block b's softmax; two stages suffice here (its stage is block
-b - 1's, released by all three after P V(b - 1)). Shared-memory traffic per 64 entries (operand sizes, arithmetic):
-~416 KB against ~368 KB of split 1 (P is read from shared memory by four N = 128 products instead of one N = 256).
-Prediction before the GPU run: ~2.5 us per 64-entry block (range 2.2-2.9; tensor-core floor ~1.8 us). Measured (H200,
-session 11 call 2 at 66dc6cb, bench/pf_schedules.py, bench/results/s11_pf_split2.json, bench/logs/s11_call2.log;
-s_q 1024, `overlap` indices): us per 64-entry block split 2 / split 1: 16 heads 3.76 / 3.75, 64 heads 3.31 / 3.19
-(0.823 / 0.792 ms), 128 heads 3.47 / 3.15; overlap 1 slower (64 heads 3.82); outputs bit-identical to split 1 at
-8 / 16 / 64 / 128 heads (max |out diff| 0, lse diff 0). So the prediction was wrong: the S / P V overlap bought
-nothing, and the 4-10% loss at 64 / 128 heads is about the ~13% more shared-memory traffic. Not explained yet (timing
-builds of both: the lead's call 3); either the 2-stage ring (gather(b + 1) starts only once P V(b - 1) retired: the
-chain gather + S + softmax + P V sets the period in both schedules) or the wgmma operand reads from shared memory
-limit both.
+Three consumer warpgroups (split 2: warpgroup 0 S and the softmax only, two P V warpgroups; helper P2, session 11)
+measured slower than split 1 at every head count (64 heads 3.31 against 3.19 us a 64-entry block;
+bench/results/s11_pf_split2.json) and was removed in session 12 (its code: git 0980bad, notes/sparse_mla.md).
 
 Launch configurations (PrefillConfig, DSATTN_PF_CONFIG='bn/stages/producer_warps/producer_regs[/overlap[/f16[/split]]]'):
 64 x 2 split (default, prefill_config), 32-entry blocks x 4 stages, 64 x 2 (S's wgmma N = 32 a warpgroup in the
@@ -136,11 +116,6 @@ if HAVE_GLUON:
 M = 64               # rows of a program (wgmma M): G tokens x HPT heads
 CONSUMER_WARPS = 8
 SPLIT_V_REGS = 160   # registers of the split schedule's P @ V warpgroup (O[:, 256:] alone: 128 of them)
-# split 2 (4 + 4 + 4 + 4 warps, 128 registers a thread at launch): Triton (AllocateWarpGroups) gives the default
-# partition (_wg_s2) what the workers leave, 128 + 2 x (128 - 160) + (128 - producer_regs) = 192 - producer_regs
-# (136 at 56). Compile check (bf16, 8 / 64 heads): no spill at producer_regs 56 and 80; with overlap (two S
-# accumulators) none at 56, 24-80 B at 80. Larger producer budgets are refused.
-SPLIT2_MAX_PRODUCER_REGS = 80
 SMEM_LIMIT = 232448  # bytes of shared memory one CTA may use on sm_90
 SMEM_MARGIN = 1024   # mbarriers and the compiler's reduction scratch
 LOG2E = 1.4426950408889634
@@ -154,8 +129,7 @@ class PrefillConfig:
     softmax (the softmax runs while the tensor cores compute S), 0 runs S, softmax and P @ V in turn; f16: 1 converts
     the stages to fp16 x V_SCALE in the producer and runs one fp16 P @ V, 0 runs P_hi V + P_lo V in bf16; split: 1
     runs the split consumer (_wg_s / _wg_v: one warpgroup computes S over all BN entries, the softmax and O[:, :256],
-    the other O[:, 256:] from its P), 2 three consumer warpgroups (_wg_s2: S and the softmax only; two _wg_v2:
-    O[:, :256] and O[:, 256:]; 4 producer warps only), 0 the two-warpgroup N-split consumer (_consumer)."""
+    the other O[:, 256:] from its P), 0 the two-warpgroup N-split consumer (_consumer)."""
     block_n: int = 64
     stages: int = 2
     producer_warps: int = 4
@@ -185,14 +159,12 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
                          f"got {spec!r}") from None
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6 and cfg.producer_warps in (4, 8)
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1) and cfg.f16 in (0, 1)
-          and cfg.split in (0, 1, 2) and not (cfg.split == 1 and cfg.overlap and cfg.stages < 3)
-          and not (cfg.split == 2 and (cfg.producer_warps != 4 or cfg.producer_regs > SPLIT2_MAX_PRODUCER_REGS))
+          and cfg.split in (0, 1) and not (cfg.split == 1 and cfg.overlap and cfg.stages < 3)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
-                         "producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap, f16 0 or 1, split 0, 1 "
-                         "or 2 (split 1 with overlap: 3 stages at least; split 2: 4 producer warps, registers <= "
-                         f"{SPLIT2_MAX_PRODUCER_REGS}); got {spec!r}")
+                         "producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap, f16 0 or 1, split 0 or 1 "
+                         f"(split 1 with overlap: 3 stages at least); got {spec!r}")
     return cfg
 
 
@@ -202,8 +174,9 @@ def prefill_config(num_heads: int, d_qk: int = 576) -> PrefillConfig:
     the f16 producer; sm_90a compile check, no spill at 80 for 8..64 heads). Measured on the H200, s_q 1024, against
     the bf16 hi / lo schedule 64/2/4/56/0/0/1 in the same process (session 11 call 4, bench/results/s11_pf_f16.json):
     64 heads 0.731 vs 0.791 ms (2.95 vs 3.19 us a 64-entry block), 128 heads 1.45-1.49 vs 1.61, 32 heads 0.647 vs
-    0.663, 16 heads 0.426 vs 0.435. Split 2 (three consumer warpgroups) was slower in both numerics. Earlier
-    schedules: bench/results/pf1_schedules.json, pf_sched5.json. DSATTN_PF_CONFIG overrides it at launch time."""
+    0.663, 16 heads 0.426 vs 0.435. Split 2 (three consumer warpgroups, removed in session 12) was slower in both
+    numerics. Earlier schedules: bench/results/pf1_schedules.json, pf_sched5.json. DSATTN_PF_CONFIG overrides it at
+    launch time."""
     spec = os.environ.get("DSATTN_PF_CONFIG", "").strip()
     return parse_prefill_config(spec) if spec else PrefillConfig()
 
@@ -296,26 +269,19 @@ if HAVE_GLUON:
         async_copy.wait_group(0)
 
     @gluon.jit
-    def _s_issue(q_rope, q_smem, lat_t, rope_t, MMA_S: gl.constexpr, HAS_ROPE: gl.constexpr, BN: gl.constexpr,
-                 SKIP: gl.constexpr = False):
-        """S [64, BN] = q_rope K_rope^T + q K^T of one stage, left in flight (one wgmma group each product).
-        SKIP (split 2 timing builds, PROFILE bit 3): zeros, no product."""
+    def _s_issue(q_rope, q_smem, lat_t, rope_t, MMA_S: gl.constexpr, HAS_ROPE: gl.constexpr, BN: gl.constexpr):
+        """S [64, BN] = q_rope K_rope^T + q K^T of one stage, left in flight (one wgmma group each product)."""
         s = gl.zeros([ROWS, BN], gl.float32, MMA_S)
-        if not SKIP:
-            if HAS_ROPE:
-                s = warpgroup_mma(q_rope, rope_t.permute((1, 0)), s, is_async=True)
-            s = warpgroup_mma(q_smem, lat_t.permute((1, 0)), s, is_async=True)
+        if HAS_ROPE:
+            s = warpgroup_mma(q_rope, rope_t.permute((1, 0)), s, is_async=True)
+        s = warpgroup_mma(q_smem, lat_t.permute((1, 0)), s, is_async=True)
         return s
 
     @gluon.jit
     def _load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, QR_L: gl.constexpr,
-                HAS_ROPE: gl.constexpr, F16: gl.constexpr, HPT: gl.constexpr, num_warps: gl.constexpr,
-                ASYNC: gl.constexpr = False):
+                HAS_ROPE: gl.constexpr, F16: gl.constexpr, HPT: gl.constexpr, num_warps: gl.constexpr):
         """q's latent part into q_smem (rows: token t0 + r // HPT, head h0 + r % HPT; zeros past T / H) and its RoPE
-        part into registers in layout QR_L (a wgmma A operand; x V_SCALE under F16); returns q_rope.
-        ASYNC (split 2's warpgroup 0, 136 registers: a [64, 512] load through registers takes 128 of them and
-        spilled): cp.async straight into q_smem (masked copies zero-fill), waited for here; under F16 the landed
-        bf16 rows are then converted in place to fp16, 64 columns at a time."""
+        part into registers in layout QR_L (a wgmma A operand; x V_SCALE under F16); returns q_rope."""
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
         r = gl.arange(0, ROWS, gl.SliceLayout(1, Q_L))
         qt = t0 + r // HPT
@@ -323,23 +289,7 @@ if HAVE_GLUON:
         q_row = q_ptr + qt.to(gl.int64) * stride_qt + qh * stride_qh
         qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
         q_ok = (qt < tok_end) & (qh < num_heads)
-        if ASYNC:
-            if F16:
-                q_raw = q_smem._reinterpret(gl.bfloat16, [ROWS, 512],
-                                            gl.NVMMASharedLayout.get_default_for([ROWS, 512], gl.bfloat16))
-            else:
-                q_raw = q_smem
-            async_copy.async_copy_global_to_shared(q_raw, q_row[:, None] + qd[None, :], mask=q_ok[:, None])
-            async_copy.commit_group()
-            async_copy.wait_group(0)
-            if F16:
-                gl.thread_barrier()  # every thread's copies landed: any thread may read any row
-                CVT_L: gl.constexpr = _copy_layout(64, 2, num_warps)
-                for g in gl.static_range(8):
-                    x = q_raw.slice(g * 64, 64, dim=1).load(CVT_L)  # each thread rewrites what it read
-                    q_smem.slice(g * 64, 64, dim=1).store(x.to(gl.float16))
-        else:
-            q_smem.store(gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None], other=0.0).to(q_smem.dtype))
+        q_smem.store(gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None], other=0.0).to(q_smem.dtype))
         if HAS_ROPE:
             rr = gl.arange(0, ROWS, gl.SliceLayout(1, QR_L))
             rt = t0 + rr // HPT
@@ -504,153 +454,6 @@ if HAVE_GLUON:
         lt = t0 + rl // HPT
         lh = h0 + rl % HPT
         gl.store(lse_ptr + lt.to(gl.int64) * stride_lt + lh * stride_lh, lse, mask=(lt < tok_end) & (lh < num_heads))
-
-    @gluon.jit
-    def _wg_s2(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
-               qk_scale, lse_ptr, stride_lt, stride_lh,
-               q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
-               HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
-               NS: gl.constexpr, F16: gl.constexpr, OVERLAP: gl.constexpr, PROFILE: gl.constexpr,
-               num_warps: gl.constexpr):
-        """Three-consumer schedule (split 2), warpgroup 0 (default partition): S and the online softmax only, no
-        O accumulator. Per block b: wait full(b), S(b) (wgmma N = BN), release this warpgroup's hold on stage b at
-        once (S is its only reader: the two _wg_v2 partitions release it after their P V), the softmax, wait p_free
-        (both P V warpgroups done with P(b - 1) and alpha(b - 1)), P_hi / P_lo (or fp16 P) and alpha to shared
-        memory, arrive p_ready; then straight on to S(b + 1), which runs while the two P V(b) do.
-        OVERLAP: S(b + 1) is issued before block b's softmax (its stage: block b - 1's, released by all three
-        after P V(b - 1), so two stages suffice) and retired after P(b) is handed over; past the last block S is
-        issued over block b's stage again and never read (no gather writes a stage after the last block).
-        Epilogue: lse to global memory, 1 / l to a_smem for the P V warpgroups (their rows of out)."""
-        gl.static_assert(num_warps == 4, "one warpgroup")
-        NO_S: gl.constexpr = (PROFILE & 8) != 0  # timing builds: no S products
-        MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                        instr_shape=[16, BN, 16])
-        QR_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_S, k_width=2)
-        ROW_S: gl.constexpr = gl.SliceLayout(1, MMA_S)
-        COL_S: gl.constexpr = gl.SliceLayout(0, MMA_S)
-        q_rope = _load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, QR_L, HAS_ROPE, F16, HPT,
-                         num_warps, True)
-        fence_async_shared()
-        gl.thread_barrier()
-        if PROFILE & 2:
-            _hand_back(hi, full, free, BN, NS)
-            hi = 0
-        if F16:
-            qk_scale = qk_scale * 256.0
-            lat = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
-                                                                                                  gl.float16))
-        tok_of_row = (gl.arange(0, ROWS, ROW_S) // HPT)[:, None]
-        m_i = gl.full([ROWS], NEG_INF, gl.float32, ROW_S)
-        l_i = gl.zeros([ROWS], gl.float32, ROW_S)
-        nblocks = gl.cdiv(hi, BN)
-        if OVERLAP:
-            if nblocks > 0:
-                mbarrier.wait(full.index(0), 0)
-            s_cur = _s_issue(q_rope, q_smem, lat.index(0), rope.index(0), MMA_S, HAS_ROPE, BN, NO_S)
-            s_cur = warpgroup_mma_wait(0, deps=(s_cur,))
-            gl.thread_barrier()
-            mbarrier.arrive(free.index(0), count=1, pred=nblocks > 0)
-        for b in range(nblocks):
-            st = b % NS
-            # the block's entries (and token bits), loaded here and used after S: their latency hides behind S
-            ix = _idx(idx_row, b * BN, hi, BN, COL_S)
-            if GROUPED:
-                bits = _idx(mask_row, b * BN, hi, BN, COL_S)
-            else:
-                bits = ix  # (unread)
-            if OVERLAP:
-                has_next = b + 1 < nblocks
-                if has_next:
-                    mbarrier.wait(full.index((b + 1) % NS), ((b + 1) // NS) & 1)
-                stn = (b + has_next.to(gl.int32)) % NS
-                s_nxt = _s_issue(q_rope, q_smem, lat.index(stn), rope.index(stn), MMA_S, HAS_ROPE, BN, NO_S)
-                s = s_cur
-            else:
-                mbarrier.wait(full.index(st), (b // NS) & 1)
-                s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN, NO_S)
-                s = warpgroup_mma_wait(0, deps=(s,))
-                gl.thread_barrier()
-                mbarrier.arrive(free.index(st), count=1)  # S(b) retired: this warpgroup is done with stage b
-
-            p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
-            if F16:
-                p_hi = p.to(gl.float16)
-            else:
-                p_hi = p.to(gl.bfloat16)
-                p_lo = (p - p_hi.to(gl.float32)).to(gl.bfloat16)
-            # both P V warpgroups are done with P(b - 1) and alpha(b - 1) (fresh mbarriers count as phase 1 complete)
-            mbarrier.wait(p_free, (b & 1) ^ 1)
-            ph_smem.store(p_hi)
-            if not F16:
-                pl_smem.store(p_lo)
-            a_smem.store(alpha)
-            fence_async_shared()
-            gl.thread_barrier()
-            mbarrier.arrive(p_ready, count=1)
-            if OVERLAP:
-                s_cur = warpgroup_mma_wait(0, deps=(s_nxt,))
-                gl.thread_barrier()
-                mbarrier.arrive(free.index(stn), count=1, pred=has_next)  # S(b + 1) retired
-
-        empty = l_i == 0.0
-        lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
-        inv_l = (256.0 if F16 else 1.0) / gl.where(empty, 1.0, l_i)
-        # 1 / l for the P V warpgroups once both are done with the last alpha
-        mbarrier.wait(p_free, (nblocks & 1) ^ 1)
-        a_smem.store(inv_l)
-        gl.thread_barrier()
-        mbarrier.arrive(p_ready, count=1)
-        rl = gl.arange(0, ROWS, ROW_S)
-        lt = t0 + rl // HPT
-        lh = h0 + rl % HPT
-        gl.store(lse_ptr + lt.to(gl.int64) * stride_lt + lh * stride_lh, lse, mask=(lt < tok_end) & (lh < num_heads))
-
-    @gluon.jit
-    def _wg_v2(hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem, full,
-               free, p_ready, p_free, HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
-               PROFILE: gl.constexpr, COL0: gl.constexpr):
-        """Three-consumer schedule (split 2), a P V warpgroup (worker partition; two of them, COL0 0 and 256):
-        O[:, COL0:COL0 + 256] = alpha * O + P_hi V + P_lo V of every block with warpgroup 0's P and alpha from shared
-        memory, then its columns of the epilogue with warpgroup 0's 1 / l. Releases stage b and p_free after its
-        P V(b) retired.
-        The 256 columns are two [64, 128] accumulators (wgmma N = 128, four wgmmas a block with the split P): ptxas
-        allocates each wgmma's registers within the kernel's launch budget (.maxnreg 128 at 16 warps, whatever the
-        partition's setmaxnreg says; an N = 256 wgmma needs 154: C7602), while the code around it may use the
-        partition's 160 (checked with a hand-written PTX kernel on ptxas 12.8, notes/sparse_mla.md, helper P2)."""
-        MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                        instr_shape=[16, 128, 16])
-        ROW_O: gl.constexpr = gl.SliceLayout(1, MMA_O)
-        if PROFILE & 2:
-            _hand_back(hi, full, free, BN, NS)
-            hi = 0
-        if F16:
-            lat = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
-                                                                                                  gl.float16))
-        acc0 = gl.zeros([ROWS, 128], gl.float32, MMA_O)  # each block's products are waited for in its iteration
-        acc1 = gl.zeros([ROWS, 128], gl.float32, MMA_O)
-        nblocks = gl.cdiv(hi, BN)
-        for b in range(nblocks):
-            st = b % NS
-            mbarrier.wait(p_ready, b & 1)
-            alpha = a_smem.load(ROW_O)[:, None]
-            acc0 = acc0 * alpha
-            acc1 = acc1 * alpha
-            v0 = lat.index(st).slice(COL0, 128, dim=1)
-            v1 = lat.index(st).slice(COL0 + 128, 128, dim=1)
-            if (PROFILE & 4) == 0:  # timing builds with bit 2: no P V products
-                acc0 = warpgroup_mma(ph_smem, v0, acc0, is_async=True)
-                acc1 = warpgroup_mma(ph_smem, v1, acc1, is_async=True)
-                if not F16:
-                    acc0 = warpgroup_mma(pl_smem, v0, acc0, is_async=True)
-                    acc1 = warpgroup_mma(pl_smem, v1, acc1, is_async=True)
-            acc0, acc1 = warpgroup_mma_wait(0, deps=(acc0, acc1))
-            gl.thread_barrier()
-            mbarrier.arrive(p_free, count=1)
-            mbarrier.arrive(free.index(st), count=1)
-        mbarrier.wait(p_ready, nblocks & 1)
-        inv_l = a_smem.load(ROW_O)[:, None]
-        _store_rows(acc0 * inv_l, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, COL0, HPT)
-        _store_rows(acc1 * inv_l, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, COL0 + 128, HPT)
 
     @gluon.jit
     def _wg_v(hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem, full,
@@ -867,28 +670,10 @@ if HAVE_GLUON:
         free = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(NS):
             mbarrier.init(full.index(i), count=1)
-            # split 1: both consumer warpgroups release a stage; split 2: all three (warpgroup 0 after S)
+            # split 1: both consumer warpgroups release a stage
             mbarrier.init(free.index(i), count=SPLIT + 1)
 
-        if SPLIT == 2:
-            p_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-            p_free = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-            mbarrier.init(p_ready, count=1)
-            mbarrier.init(p_free, count=2)  # both P V warpgroups
-            a_smem = gl.allocate_shared_memory(gl.float32, [ROWS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-            gl.warp_specialize([
-                (_wg_s2, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
-                          qk_scale, lse_ptr, stride_lt, stride_lh,
-                          q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
-                          HAS_ROPE, GROUPED, HPT, BN, NS, F16, OVERLAP, PROFILE, num_warps)),
-                (_wg_v2, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
-                          full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE, 0)),
-                (_wg_v2, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
-                          full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE, 256)),
-                (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                             PROFILE, PRODUCER_WARPS)),
-            ], [4, 4, PRODUCER_WARPS], [V_REGS, V_REGS, PRODUCER_REGS])
-        elif SPLIT:
+        if SPLIT:
             p_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
             p_free = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
             mbarrier.init(p_ready, count=1)
@@ -918,20 +703,16 @@ if HAVE_GLUON:
 def _profile() -> int:
     """DSATTN_PF_PROFILE (timing builds only, WRONG OUTPUTS), bits: 1 no gathers (the consumer computes on whatever
     the stages hold); 2 no products (the consumer takes each gathered stage and hands it back; 3: the hand-offs
-    alone); split 2 only: 4 no P V products (warpgroups 1 / 2 keep every hand-off), 8 no S products (warpgroup 0 runs
-    the softmax on zeros); e.g. 5 = S + softmax + P stores without gathers, 9 = P V without gathers."""
+    alone)."""
     v = os.environ.get("DSATTN_PF_PROFILE", "0").strip() or "0"
-    if v not in ("0", "1", "2", "3", "4", "5", "8", "9", "12", "13"):
-        raise ValueError(f"DSATTN_PF_PROFILE must be 0..3 or (split 2) 4, 5, 8, 9, 12, 13, got {v!r}")
+    if v not in ("0", "1", "2", "3"):
+        raise ValueError(f"DSATTN_PF_PROFILE must be 0..3, got {v!r}")
     return int(v)
 
 
 def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0, tok_end, grid, g, hpt, has_len,
             cfg: PrefillConfig) -> None:
     profile = _profile()
-    if profile & 12 and cfg.split != 2:
-        raise ValueError(f"DSATTN_PF_PROFILE={profile}: bits 4 / 8 are timing builds of split 2 only "
-                         f"(DSATTN_PF_CONFIG split {cfg.split})")
     _fast(  # kernel[grid](...) without Triton's per-call binding once this specialization ran (ops/_fastlaunch.py)
         sparse_mla_prefill_kernel, grid,
         q, q.stride(0), q.stride(1), flat,
