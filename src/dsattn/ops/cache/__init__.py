@@ -59,16 +59,20 @@ def write_kv_cache(latent: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: t
     check_tensor("slot_mapping", slot_mapping, dtype=INDEX_DTYPES, shape=(t,), last_dim_contiguous=False)
     check_same_device(latent=latent, kv_cache=cache, slot_mapping=slot_mapping)
     if t:
-        torch.ops.dsattn.write_kv_cache(latent, cache, slot_mapping)
+        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
+        run = torch.ops.dsattn.write_kv_cache if torch.compiler.is_compiling() else _write_kv_impl
+        run(latent, cache, slot_mapping)
 
 
-@torch.library.custom_op("dsattn::write_kv_cache", mutates_args=("kv_cache",))
-def _write_kv_op(latent: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+def _write_kv_impl(latent: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
     if kernels_available(latent.device):
         from .write import launch_write_kv
         launch_write_kv(latent, kv_cache, slot_mapping)
     else:
         write_kv_cache_reference(latent, kv_cache, _slots_inside(slot_mapping, kv_cache), infer_layout(kv_cache))
+
+
+_write_kv_op = torch.library.custom_op("dsattn::write_kv_cache", _write_kv_impl, mutates_args=("kv_cache",))
 
 
 @_write_kv_op.register_fake
@@ -91,16 +95,21 @@ def write_indexer_cache(k: torch.Tensor, indexer_cache: torch.Tensor, slot_mappi
     check_tensor("slot_mapping", slot_mapping, dtype=INDEX_DTYPES, shape=(t,), last_dim_contiguous=False)
     check_same_device(k=k, indexer_cache=cache, slot_mapping=slot_mapping)
     if t:
-        torch.ops.dsattn.write_indexer_cache(k, cache, slot_mapping)
+        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
+        run = torch.ops.dsattn.write_indexer_cache if torch.compiler.is_compiling() else _write_indexer_impl
+        run(k, cache, slot_mapping)
 
 
-@torch.library.custom_op("dsattn::write_indexer_cache", mutates_args=("indexer_cache",))
-def _write_indexer_op(k: torch.Tensor, indexer_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+def _write_indexer_impl(k: torch.Tensor, indexer_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
     if kernels_available(k.device):
         from .write import launch_write_indexer
         launch_write_indexer(k, indexer_cache, slot_mapping)
     else:
         write_indexer_cache_reference(k, indexer_cache, _slots_inside(slot_mapping, indexer_cache))
+
+
+_write_indexer_op = torch.library.custom_op("dsattn::write_indexer_cache", _write_indexer_impl,
+                                            mutates_args=("indexer_cache",))
 
 
 @_write_indexer_op.register_fake

@@ -50,13 +50,14 @@ def positions_to_slots(positions: torch.Tensor, row_req: torch.Tensor, block_tab
     block_size = check_int("block_size", block_size, lo=1)
     check_same_device(positions=positions, row_req=row_req, block_table=block_table, out=out)
     if positions.numel():
-        torch.ops.dsattn.positions_to_slots(positions, row_req, block_table, block_size, out)
+        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
+        run = torch.ops.dsattn.positions_to_slots if torch.compiler.is_compiling() else _to_slots_impl
+        run(positions, row_req, block_table, block_size, out)
     return out
 
 
-@torch.library.custom_op("dsattn::positions_to_slots", mutates_args=("out",))
-def _to_slots_op(positions: torch.Tensor, row_req: torch.Tensor, block_table: torch.Tensor, block_size: int,
-                 out: torch.Tensor) -> None:
+def _to_slots_impl(positions: torch.Tensor, row_req: torch.Tensor, block_table: torch.Tensor, block_size: int,
+                   out: torch.Tensor) -> None:
     if kernels_available(positions.device):
         from .kernels import launch_map_positions
         launch_map_positions(positions, row_req, block_table, block_size, None, out)
@@ -64,6 +65,9 @@ def _to_slots_op(positions: torch.Tensor, row_req: torch.Tensor, block_table: to
         pos = positions.clone()
         pos[pos // block_size >= block_table.shape[1]] = -1
         out.copy_(_ref.positions_to_slots_reference(pos, row_req, block_table, block_size))
+
+
+_to_slots_op = torch.library.custom_op("dsattn::positions_to_slots", _to_slots_impl, mutates_args=("out",))
 
 
 @_to_slots_op.register_fake
@@ -79,17 +83,21 @@ def positions_to_offsets(positions: torch.Tensor, row_base: torch.Tensor,
     check_tensor("row_base", row_base, dtype=_I32, shape=(positions.shape[0],), last_dim_contiguous=False)
     check_same_device(positions=positions, row_base=row_base, out=out)
     if positions.numel():
-        torch.ops.dsattn.positions_to_offsets(positions, row_base, out)
+        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
+        run = torch.ops.dsattn.positions_to_offsets if torch.compiler.is_compiling() else _to_offsets_impl
+        run(positions, row_base, out)
     return out
 
 
-@torch.library.custom_op("dsattn::positions_to_offsets", mutates_args=("out",))
-def _to_offsets_op(positions: torch.Tensor, row_base: torch.Tensor, out: torch.Tensor) -> None:
+def _to_offsets_impl(positions: torch.Tensor, row_base: torch.Tensor, out: torch.Tensor) -> None:
     if kernels_available(positions.device):
         from .kernels import launch_map_positions
         launch_map_positions(positions, None, None, 1, row_base, out)
     else:
         out.copy_(_ref.positions_to_offsets_reference(positions, row_base))
+
+
+_to_offsets_op = torch.library.custom_op("dsattn::positions_to_offsets", _to_offsets_impl, mutates_args=("out",))
 
 
 @_to_offsets_op.register_fake
@@ -129,14 +137,15 @@ def gather_indexer_keys(indexer_cache: torch.Tensor, block_table: torch.Tensor, 
     check_same_device(indexer_cache=indexer_cache, block_table=block_table, piece_req=piece_req,
                       piece_len=piece_len, piece_offset=piece_offset, out_k=out_k, out_scale=out_scale)
     if n and max_len:
-        torch.ops.dsattn.gather_indexer_keys(indexer_cache, block_table, piece_req, piece_len, piece_offset, max_len,
+        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
+        run = torch.ops.dsattn.gather_indexer_keys if torch.compiler.is_compiling() else _gather_keys_impl
+        run(indexer_cache, block_table, piece_req, piece_len, piece_offset, max_len,
                                              out_k, out_scale)
 
 
-@torch.library.custom_op("dsattn::gather_indexer_keys", mutates_args=("out_k", "out_scale"))
-def _gather_keys_op(indexer_cache: torch.Tensor, block_table: torch.Tensor, piece_req: torch.Tensor,
-                    piece_len: torch.Tensor, piece_offset: torch.Tensor, max_len: int, out_k: torch.Tensor,
-                    out_scale: torch.Tensor) -> None:
+def _gather_keys_impl(indexer_cache: torch.Tensor, block_table: torch.Tensor, piece_req: torch.Tensor,
+                      piece_len: torch.Tensor, piece_offset: torch.Tensor, max_len: int, out_k: torch.Tensor,
+                      out_scale: torch.Tensor) -> None:
     if kernels_available(indexer_cache.device):
         from .kernels import launch_gather_indexer_keys
         launch_gather_indexer_keys(indexer_cache, block_table, piece_req, piece_len, piece_offset, max_len, out_k,
@@ -144,6 +153,10 @@ def _gather_keys_op(indexer_cache: torch.Tensor, block_table: torch.Tensor, piec
     else:
         _ref.gather_indexer_keys_reference(indexer_cache, block_table, piece_req, piece_len, piece_offset, out_k,
                                            out_scale)
+
+
+_gather_keys_op = torch.library.custom_op("dsattn::gather_indexer_keys", _gather_keys_impl,
+                                          mutates_args=("out_k", "out_scale"))
 
 
 @_gather_keys_op.register_fake
@@ -176,19 +189,23 @@ def gather_latent(kv_cache: torch.Tensor, block_table: torch.Tensor, piece_req: 
     check_same_device(kv_cache=kv_cache, block_table=block_table, piece_req=piece_req, piece_len=piece_len,
                       piece_offset=piece_offset, out=out)
     if n and max_len:
-        torch.ops.dsattn.gather_latent(kv_cache, block_table, piece_req, piece_len, piece_offset, max_len, out)
+        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
+        run = torch.ops.dsattn.gather_latent if torch.compiler.is_compiling() else _gather_latent_impl
+        run(kv_cache, block_table, piece_req, piece_len, piece_offset, max_len, out)
     return out
 
 
-@torch.library.custom_op("dsattn::gather_latent", mutates_args=("out",))
-def _gather_latent_op(kv_cache: torch.Tensor, block_table: torch.Tensor, piece_req: torch.Tensor,
-                      piece_len: torch.Tensor, piece_offset: torch.Tensor, max_len: int, out: torch.Tensor) -> None:
+def _gather_latent_impl(kv_cache: torch.Tensor, block_table: torch.Tensor, piece_req: torch.Tensor,
+                        piece_len: torch.Tensor, piece_offset: torch.Tensor, max_len: int, out: torch.Tensor) -> None:
     layout = infer_layout(kv_cache)
     if kernels_available(kv_cache.device):
         from .kernels import launch_gather_latent
         launch_gather_latent(kv_cache, layout, block_table, piece_req, piece_len, piece_offset, max_len, out)
     else:
         _ref.gather_latent_reference(kv_cache, layout, block_table, piece_req, piece_len, piece_offset, out)
+
+
+_gather_latent_op = torch.library.custom_op("dsattn::gather_latent", _gather_latent_impl, mutates_args=("out",))
 
 
 @_gather_latent_op.register_fake

@@ -92,18 +92,22 @@ def indexer_logits(q: torch.Tensor, weights: torch.Tensor, k: torch.Tensor, k_sc
     if out is None:
         out = _new_out(t, width, lambda: int((ke.long() - ks.long()).clamp_min(0).max()), q.device)
     if t and out.shape[1]:
-        torch.ops.dsattn.indexer_logits(q, weights, k, k_scale, ks, ke, out)
+        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
+        run = torch.ops.dsattn.indexer_logits if torch.compiler.is_compiling() else _logits_impl
+        run(q, weights, k, k_scale, ks, ke, out)
     return out
 
 
-@torch.library.custom_op("dsattn::indexer_logits", mutates_args=("out",))
-def _logits_op(q: torch.Tensor, weights: torch.Tensor, k: torch.Tensor, k_scale: Optional[torch.Tensor],
-               ks: torch.Tensor, ke: torch.Tensor, out: torch.Tensor) -> None:
+def _logits_impl(q: torch.Tensor, weights: torch.Tensor, k: torch.Tensor, k_scale: Optional[torch.Tensor],
+                 ks: torch.Tensor, ke: torch.Tensor, out: torch.Tensor) -> None:
     if kernels_available(q.device):
         from .logits import launch_logits
         launch_logits(q, weights, k, k_scale, ks, ke, out)
     else:
         out.copy_(_ref.indexer_logits_relative_reference(q, weights, k, k_scale, ks, ke, out.shape[1]))
+
+
+_logits_op = torch.library.custom_op("dsattn::indexer_logits", _logits_impl, mutates_args=("out",))
 
 
 @_logits_op.register_fake
@@ -146,7 +150,9 @@ def indexer_logits_paged(q: torch.Tensor, weights: torch.Tensor, indexer_cache: 
     if out is None:
         out = _new_out(t, width, lambda: int(row_len.max().clamp_min(0)), q.device)
     if t and out.shape[1]:
-        torch.ops.dsattn.indexer_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len, out)
+        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
+        run = torch.ops.dsattn.indexer_logits_paged if torch.compiler.is_compiling() else _paged_impl
+        run(q, weights, indexer_cache, block_table, row_req, row_len, out)
     return out
 
 
@@ -166,14 +172,16 @@ def _paged_reference(q, weights, indexer_cache, block_table, row_req, row_len, o
     out.copy_(logits.masked_fill(~ok, float("-inf")))
 
 
-@torch.library.custom_op("dsattn::indexer_logits_paged", mutates_args=("out",))
-def _paged_op(q: torch.Tensor, weights: torch.Tensor, indexer_cache: torch.Tensor, block_table: torch.Tensor,
-              row_req: torch.Tensor, row_len: torch.Tensor, out: torch.Tensor) -> None:
+def _paged_impl(q: torch.Tensor, weights: torch.Tensor, indexer_cache: torch.Tensor, block_table: torch.Tensor,
+                row_req: torch.Tensor, row_len: torch.Tensor, out: torch.Tensor) -> None:
     if kernels_available(q.device):
         from .logits import launch_logits_paged
         launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len, out)
     else:
         _paged_reference(q, weights, indexer_cache, block_table, row_req, row_len, out)
+
+
+_paged_op = torch.library.custom_op("dsattn::indexer_logits_paged", _paged_impl, mutates_args=("out",))
 
 
 @_paged_op.register_fake
@@ -223,20 +231,25 @@ def kpool_update(k: torch.Tensor, gate: torch.Tensor, ape: torch.Tensor, positio
     check_same_device(k=k, gate=gate, ape=ape, positions=positions, token_req=token_req, block_table=block_table,
                       pooled_cache=pooled_cache, tail_state=tail_state, state_slot=state_slot)
     if t:
-        torch.ops.dsattn.kpool_update(k, gate, ape, positions, token_req, block_table, pooled_cache, tail_state,
+        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
+        run = torch.ops.dsattn.kpool_update if torch.compiler.is_compiling() else _kpool_update_impl
+        run(k, gate, ape, positions, token_req, block_table, pooled_cache, tail_state,
                                       state_slot)
 
 
-@torch.library.custom_op("dsattn::kpool_update", mutates_args=("pooled_cache", "tail_state"))
-def _kpool_update_op(k: torch.Tensor, gate: torch.Tensor, ape: torch.Tensor, positions: torch.Tensor,
-                     token_req: torch.Tensor, block_table: torch.Tensor, pooled_cache: torch.Tensor,
-                     tail_state: torch.Tensor, state_slot: torch.Tensor) -> None:
+def _kpool_update_impl(k: torch.Tensor, gate: torch.Tensor, ape: torch.Tensor, positions: torch.Tensor,
+                       token_req: torch.Tensor, block_table: torch.Tensor, pooled_cache: torch.Tensor,
+                       tail_state: torch.Tensor, state_slot: torch.Tensor) -> None:
     if kernels_available(k.device):
         from .kpool import launch_kpool_update
         launch_kpool_update(k, gate, ape, positions, token_req, block_table, pooled_cache, tail_state, state_slot)
     else:
         _ref.kpool_update_reference(k, gate, ape, positions, token_req, block_table, pooled_cache, tail_state,
                                     state_slot)
+
+
+_kpool_update_op = torch.library.custom_op("dsattn::kpool_update", _kpool_update_impl,
+                                           mutates_args=("pooled_cache", "tail_state"))
 
 
 @_kpool_update_op.register_fake
@@ -263,17 +276,21 @@ def kpool_expand(pool_topk: torch.Tensor, positions: torch.Tensor, kpool: int,
     check_tensor("out", out, dtype=torch.int32, shape=(t, width))
     check_same_device(pool_topk=pool_topk, positions=positions, out=out)
     if t:
-        torch.ops.dsattn.kpool_expand(pool_topk, positions, kpool, out)
+        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
+        run = torch.ops.dsattn.kpool_expand if torch.compiler.is_compiling() else _kpool_expand_impl
+        run(pool_topk, positions, kpool, out)
     return out
 
 
-@torch.library.custom_op("dsattn::kpool_expand", mutates_args=("out",))
-def _kpool_expand_op(pool_topk: torch.Tensor, positions: torch.Tensor, kpool: int, out: torch.Tensor) -> None:
+def _kpool_expand_impl(pool_topk: torch.Tensor, positions: torch.Tensor, kpool: int, out: torch.Tensor) -> None:
     if kernels_available(pool_topk.device):
         from .kpool import launch_kpool_expand
         launch_kpool_expand(pool_topk, positions, kpool, out)
     else:
         out.copy_(_ref.kpool_expand(pool_topk, positions, kpool))
+
+
+_kpool_expand_op = torch.library.custom_op("dsattn::kpool_expand", _kpool_expand_impl, mutates_args=("out",))
 
 
 @_kpool_expand_op.register_fake

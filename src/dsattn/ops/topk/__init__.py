@@ -59,12 +59,13 @@ def topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: Optional[torc
         return out
     if scratch is None:
         scratch = torch.empty(need, dtype=torch.int32, device=logits.device)
-    torch.ops.dsattn.topk(logits, lengths, k, out, scratch)
+    # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
+    run = torch.ops.dsattn.topk if torch.compiler.is_compiling() else _topk_impl
+    run(logits, lengths, k, out, scratch)
     return out
 
 
-@torch.library.custom_op("dsattn::topk", mutates_args=("out", "scratch"))
-def _topk_op(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.Tensor, scratch: torch.Tensor) -> None:
+def _topk_impl(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.Tensor, scratch: torch.Tensor) -> None:
     if kernels_available(logits.device):
         from .select import launch_topk
         launch_topk(logits, lengths, k, out, scratch)
@@ -72,6 +73,9 @@ def _topk_op(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.Ten
         w = logits.shape[1]
         ends = lengths.long().clamp(0, w)
         out.copy_(topk_reference(logits, torch.zeros_like(ends), ends, k))
+
+
+_topk_op = torch.library.custom_op("dsattn::topk", _topk_impl, mutates_args=("out", "scratch"))
 
 
 @_topk_op.register_fake

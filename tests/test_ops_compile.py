@@ -1,0 +1,59 @@
+"""The public ops run their custom op's body directly in eager mode (no torch.library dispatcher: its host cost) and
+the custom op itself where torch.compile traces: a fullgraph compile of each public function gives the eager
+results (tiny sizes; kernels interpreted on the CPU)."""
+from dsattn.ops._triton import allow_runtime_loop_bounds
+
+allow_runtime_loop_bounds()  # (the interpreted kernels loop to runtime bounds, as in tests/test_topk.py)
+
+import torch  # noqa: E402
+
+from dsattn import formats  # noqa: E402
+from dsattn.ops.cache import write_indexer_cache, write_kv_cache  # noqa: E402
+from dsattn.ops.gather import positions_to_offsets  # noqa: E402
+from dsattn.ops.topk import topk  # noqa: E402
+
+
+def _compiled(fn):
+    return torch.compile(fn, fullgraph=True, backend="aot_eager")
+
+
+def test_topk_traces():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 300, generator=g)
+    lengths = torch.tensor([300, 17, 0], dtype=torch.int32)
+    ref = topk(logits, lengths, 32)
+    got = _compiled(lambda a, b: topk(a, b, 32))(logits, lengths)
+    for r, o in zip(ref, got):  # a set per row: compare sorted
+        assert torch.equal(r.sort().values, o.sort().values)
+
+
+def test_cache_writes_trace():
+    g = torch.Generator().manual_seed(1)
+    latent = torch.randn(5, 576, generator=g).bfloat16()
+    slots = torch.tensor([0, 3, -1, 9, 14], dtype=torch.int32)
+    eager = torch.zeros(4, 4, 656, dtype=torch.uint8)
+    write_kv_cache(latent, eager, slots)
+    traced = torch.zeros_like(eager)
+
+    def fn(lat, cache, s):
+        write_kv_cache(lat, cache, s)
+        return cache
+
+    assert torch.equal(_compiled(fn)(latent, traced, slots), eager)
+    k = torch.randn(5, formats.INDEX_DIM, generator=g).bfloat16()
+    eager = torch.zeros(4, 4, formats.INDEX_ROW_BYTES, dtype=torch.uint8)
+    write_indexer_cache(k, eager, slots)
+    traced = torch.zeros_like(eager)
+
+    def fn2(k, cache, s):
+        write_indexer_cache(k, cache, s)
+        return cache
+
+    assert torch.equal(_compiled(fn2)(k, traced, slots), eager)
+
+
+def test_positions_to_offsets_traces():
+    positions = torch.tensor([[0, 1, -1], [5, 2, 7]], dtype=torch.int32)
+    row_base = torch.tensor([10, 20], dtype=torch.int32)
+    ref = positions_to_offsets(positions, row_base)
+    assert torch.equal(_compiled(positions_to_offsets)(positions, row_base), ref)
