@@ -29,27 +29,19 @@ def test_topk_traces():
 
 def test_cache_writes_trace():
     g = torch.Generator().manual_seed(1)
-    latent = torch.randn(5, 576, generator=g).bfloat16()
     slots = torch.tensor([0, 3, -1, 9, 14], dtype=torch.int32)
-    eager = torch.zeros(4, 4, 656, dtype=torch.uint8)
-    write_kv_cache(latent, eager, slots)
-    traced = torch.zeros_like(eager)
+    for write, values, row in ((write_kv_cache, torch.randn(5, 576, generator=g).bfloat16(), 656),
+                               (write_indexer_cache, torch.randn(5, formats.INDEX_DIM, generator=g).bfloat16(),
+                                formats.INDEX_ROW_BYTES)):
+        eager = torch.zeros(4, 4, row, dtype=torch.uint8)
+        write(values, eager, slots)
+        traced = torch.zeros_like(eager)
 
-    def fn(lat, cache, s):
-        write_kv_cache(lat, cache, s)
-        return cache
+        def fn(v, cache, s, write=write):
+            write(v, cache, s)
+            return cache
 
-    assert torch.equal(_compiled(fn)(latent, traced, slots), eager)
-    k = torch.randn(5, formats.INDEX_DIM, generator=g).bfloat16()
-    eager = torch.zeros(4, 4, formats.INDEX_ROW_BYTES, dtype=torch.uint8)
-    write_indexer_cache(k, eager, slots)
-    traced = torch.zeros_like(eager)
-
-    def fn2(k, cache, s):
-        write_indexer_cache(k, cache, s)
-        return cache
-
-    assert torch.equal(_compiled(fn2)(k, traced, slots), eager)
+        assert torch.equal(_compiled(fn)(values, traced, slots), eager), write.__name__
 
 
 def test_positions_to_offsets_traces():
