@@ -294,6 +294,14 @@ if HAVE_TRITON:
         return tl.gather(x, tl.minimum(tl.maximum(pos - d, 0), N - 1), 0)
 
     @triton.jit
+    def _sentinel(WIDE: tl.constexpr):
+        """The code past every real one (int64 codes when WIDE, else int32)."""
+        if WIDE:
+            return tl.full((), 9223372036854775807, tl.int64)
+        else:
+            return tl.full((), 2147483647, tl.int32)
+
+    @triton.jit
     def _sorted_codes(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, SENT,
                       G: tl.constexpr, GP: tl.constexpr, KP: tl.constexpr, HAS_LEN: tl.constexpr,
                       WIDE: tl.constexpr):
@@ -360,10 +368,7 @@ if HAVE_TRITON:
         marked counts[c] = -1 for _group_union_dups_kernel (keeps that branch's registers out of this one)."""
         c = tl.program_id(0)
         N: tl.constexpr = GP * KP
-        if WIDE:
-            SENT = tl.full((), 9223372036854775807, tl.int64)
-        else:
-            SENT = tl.full((), 2147483647, tl.int32)
+        SENT = _sentinel(WIDE)
         code = _sorted_codes(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, SENT,
                              G, GP, KP, HAS_LEN, WIDE)
         pos, valid, s, same, first, last = _runs(code, SENT, GP, N)
@@ -388,10 +393,7 @@ if HAVE_TRITON:
                        HAS_LEN: tl.constexpr, WIDE: tl.constexpr):
         """Group c built the sort path's way with (slot, occurrence) entries (a token listed a slot twice): one
         tl.sort of its codes, then _emit_dups. The repeated-slot kernel and both compactions end here."""
-        if WIDE:
-            SENT = tl.full((), 9223372036854775807, tl.int64)
-        else:
-            SENT = tl.full((), 2147483647, tl.int32)
+        SENT = _sentinel(WIDE)
         code = _sorted_codes(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, SENT,
                              G, GP, KP, HAS_LEN, WIDE)
         _emit_dups(code, SENT, c, ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, GP, GP * KP)
