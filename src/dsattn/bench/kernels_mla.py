@@ -322,7 +322,7 @@ def measure_case(case: Case, peers, variants, rep_ms: float = 100, impls=("auto"
                 if graph and case.kind != "decode":
                     # FlashMLA's sparse fp8 decode captures but its replays fail with cudaErrorInvalidAddressSpace
                     # (H200, session 12: bench/logs/s12_graph.log; dsattn's decode replays run), and the error
-                    # poisons the process: its decode is timed eager (not host-bound at these sizes)
+                    # ended that run: its decode is timed eager (not host-bound at these sizes)
                     fn = graph_replay(fn)
             except Exception as e:  # noqa: BLE001 - a peer that refuses a shape is reported, not fatal
                 print(f"# FlashMLA {case.kind} h={case.heads} as {w}: {type(e).__name__}: {str(e)[:120]}",

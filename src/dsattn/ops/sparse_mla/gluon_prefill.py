@@ -1,7 +1,8 @@
 """Warp-specialized Gluon kernel of sparse MLA PREFILL over bf16 rows with query grouping, Hopper (sm_90).
 
 STATUS: 'auto' runs it for every prefill launch on sm_90 at launch.GLUON_PREFILL_AUTO_HEADS (every head count;
-'native', and the 64-head programs above 32 heads); DSATTN_SPARSE_MLA_IMPL=gluon_prefill forces it. Written and
+'native', 'pad64' at <= 32 heads as one token's heads a 64-row program since session 12, and the 64-head programs
+above 32 heads); DSATTN_SPARSE_MLA_IMPL=gluon_prefill forces it. Written and
 compiled for sm_90a on a machine without a GPU (bench/mla_gluon_check.py --kernel prefill), then run on the H200
 in session 10:
   - first call (bench/results/pf1_schedules.json, bench/logs/s10_pf1.log): every GPU test that ran passed; s_q 1024,
