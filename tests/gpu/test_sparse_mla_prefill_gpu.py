@@ -57,6 +57,7 @@ def _check(case, **kw):
 
 DEFAULT = "64/2/4/80/0/1/1"  # gluon_prefill.PrefillConfig() (the default schedule: fp16 P, session 11)
 BF16_SPLIT = "64/2/4/56/0/0/1"  # the default before it (P_hi V + P_lo V)
+RING = "64/2/4/120/0/1/1/2"  # the register-ring producer (PrefillConfig.ring 2: units of 16 rows, 2 in flight)
 
 
 def _sid(spec):
@@ -72,7 +73,8 @@ def _overlap_indices(t, num_slots, topk, seed):
 
 _GUARD = ([(8, s) for s in (DEFAULT, "32/4/4/56/0/0/1", "32/4/4/56/1/0/1", "64/2/4/56/0", "32/4/4/56/0", "32/4/4/56/1",
                              "32/4/4/56/1/1")]
-          + [(64, DEFAULT), (128, DEFAULT), (64, "32/4/4/56/1/0/1"), (8, BF16_SPLIT), (64, BF16_SPLIT)])
+          + [(64, DEFAULT), (128, DEFAULT), (64, "32/4/4/56/1/0/1"), (8, BF16_SPLIT), (64, BF16_SPLIT)]
+          + [(8, RING), (64, RING), (16, "32/4/4/120/0/1/1/2")])
 
 
 @pytest.mark.parametrize("h, spec", _GUARD, ids=[f"{h}-{_sid(s)}" for h, s in _GUARD])
@@ -165,6 +167,25 @@ def test_pf_configs(monkeypatch, spec):
         case = make_case(17, h, 576, num_slots=6000, topk=2048, layout="bf16", block_size=1, with_length=True,
                          seed=h, device=DEV)
         _check(case)
+
+
+@pytest.mark.parametrize("spec", [RING, "64/2/4/128/0/1/1/2", "32/4/4/120/0/1/1/2"], ids=_sid)
+@pytest.mark.parametrize("h, d_qk", [(8, 576), (16, 576), (32, 576), (64, 576), (128, 576), (8, 512), (64, 512)])
+def test_pf_ring_matches_default(monkeypatch, spec, h, d_qk):
+    """The register-ring producer stores the values the default's in-place conversion writes (bf16 -> fp32 x 2^-8
+    -> fp16) into the same stages, and the consumers are the same: outputs and lse bit-identical to the default
+    schedule with the same block size and consumer (and within tolerance of the reference): random slots with
+    invalid entries at NaN rows, topk_length, an empty row, T not a multiple of G, strided out."""
+    case = make_case(41, h, d_qk, num_slots=7000, topk=1000, layout="bf16", block_size=1, with_length=True,
+                     empty_rows=1, seed=h + d_qk, device=DEV)
+    monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
+    out, lse = _run(case, out_row_pad=8)
+    check_close(out, lse, *case.reference())
+    base = spec.split("/")
+    monkeypatch.setenv("DSATTN_PF_CONFIG", "/".join(base[:2] + ["4", "80"] + base[4:7]))
+    out_d, lse_d = _run(case, out_row_pad=8)
+    assert torch.equal(out, out_d), float((out.float() - out_d.float()).abs().max())
+    assert torch.equal(lse, lse_d)
 
 
 def test_pf_matches_triton(monkeypatch):

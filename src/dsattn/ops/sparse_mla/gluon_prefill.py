@@ -115,6 +115,7 @@ if HAVE_GLUON:
     from .gluon_small import _copy_layout, _idx  # noqa: F401 (used inside the kernels)
 
 M = 64               # rows of a program (wgmma M): G tokens x HPT heads
+RING_UNIT = 16       # rows of one register unit of the ring producer (PrefillConfig.ring)
 CONSUMER_WARPS = 8
 SPLIT_V_REGS = 160   # registers of the split schedule's P @ V warpgroup (O[:, 256:] alone: 128 of them)
 SMEM_LIMIT = 232448  # bytes of shared memory one CTA may use on sm_90
@@ -130,7 +131,12 @@ class PrefillConfig:
     softmax (the softmax runs while the tensor cores compute S), 0 runs S, softmax and P @ V in turn; f16: 1 converts
     the stages to fp16 x V_SCALE in the producer and runs one fp16 P @ V, 0 runs P_hi V + P_lo V in bf16; split: 1
     runs the split consumer (_wg_s / _wg_v: one warpgroup computes S over all BN entries, the softmax and O[:, :256],
-    the other O[:, 256:] from its P), 0 the two-warpgroup N-split consumer (_consumer)."""
+    the other O[:, 256:] from its P), 0 the two-warpgroup N-split consumer (_consumer); ring (f16 1 only): 0 gathers
+    by cp.async and converts each landed stage in place, 2 loads units of RING_UNIT rows from global memory into
+    the producer's registers (2 units in flight), converts them there and stores fp16 straight into the stage
+    (_producer_ring; by operand sizes 128 KB less shared-memory traffic a 64-entry block: no cp.async write and
+    in-place read + write of the latent, one store instead). 3 units in flight spilled 236-584 B at 136-152
+    producer registers (sm_90a compile check), so only 2 is taken."""
     block_n: int = 64
     stages: int = 2
     producer_warps: int = 4
@@ -138,6 +144,7 @@ class PrefillConfig:
     overlap: int = 0
     f16: int = 1
     split: int = 1
+    ring: int = 0
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -147,25 +154,27 @@ def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
 
 
 def parse_prefill_config(spec: str) -> PrefillConfig:
-    """'bn/stages/producer_warps/producer_regs[/overlap[/f16[/split]]]' (e.g. '64/2/4/56', '32/4/4/56/0/0/1'; fields left
+    """'bn/stages/producer_warps/producer_regs[/overlap[/f16[/split[/ring]]]]' (e.g. '64/2/4/56', '32/4/4/56/0/0/1'; fields left
     out are 0: '64/2/4/56' is the N-split consumer) -> PrefillConfig;
     ValueError naming DSATTN_PF_CONFIG when the kernel does not take it."""
     try:
         fields = [int(x) for x in spec.split("/")]
-        if len(fields) not in (4, 5, 6, 7):
+        if len(fields) not in (4, 5, 6, 7, 8):
             raise ValueError
-        cfg = PrefillConfig(*(fields + [0] * (7 - len(fields))))  # fields left out are 0 (not the defaults)
+        cfg = PrefillConfig(*(fields + [0] * (8 - len(fields))))  # fields left out are 0 (not the defaults)
     except ValueError:
         raise ValueError(f"DSATTN_PF_CONFIG must be bn/stages/producer_warps/producer_regs, e.g. 32/4/4/96, "
                          f"got {spec!r}") from None
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6 and cfg.producer_warps in (4, 8)
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1) and cfg.f16 in (0, 1)
           and cfg.split in (0, 1) and not (cfg.split == 1 and cfg.overlap and cfg.stages < 3)
+          and (cfg.ring == 0 or (cfg.ring == 2 and cfg.f16 == 1 and cfg.producer_warps == 4))
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
                          "producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap, f16 0 or 1, split 0 or 1 "
-                         f"(split 1 with overlap: 3 stages at least); got {spec!r}")
+                         "(split 1 with overlap: 3 stages at least), ring 0, or 2 with f16 1 and 4 producer warps; "
+                         f"got {spec!r}")
     return cfg
 
 
@@ -187,6 +196,7 @@ if HAVE_GLUON:
     V_SCALE = gl.constexpr(1.0 / 256)
     NEG_INF = gl.constexpr(float("-inf"))
     ROWS = gl.constexpr(M)
+    UNIT = gl.constexpr(RING_UNIT)
 
     @gluon.jit
     def _entries(idx_row, start, hi, BN: gl.constexpr, PW: gl.constexpr):
@@ -225,13 +235,99 @@ if HAVE_GLUON:
             dst.slice(g * 128, 128, dim=1).store((raw.to(gl.float32) * V_SCALE).to(gl.float16))
 
     @gluon.jit
+    def _ring_entries(idx_row, start, hi, PW: gl.constexpr):
+        """Entries [start, start + RING_UNIT) (-1 past hi) in the row layouts of a unit's latent and RoPE loads."""
+        return (_idx(idx_row, start, hi, UNIT, gl.SliceLayout(1, _copy_layout(256, 4, PW))),
+                _idx(idx_row, start, hi, UNIT, gl.SliceLayout(1, _copy_layout(32, 4, PW))))
+
+    @gluon.jit
+    def _ring_load(e, num_slots, kv_ptr, stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr, GATHER: gl.constexpr,
+                   PW: gl.constexpr):
+        """One unit's rows from global memory into registers as int32 words (2 bf16 values each; 16 bytes a thread
+        per load): latent [UNIT, 256] and RoPE [UNIT, 32]. Invalid entries are masked (zeros, nothing read).
+        Without GATHER (timing builds) zeros, no loads."""
+        LW: gl.constexpr = _copy_layout(256, 4, PW)
+        RW: gl.constexpr = _copy_layout(32, 4, PW)
+        e_lat, e_rope = e
+        if GATHER:
+            valid = (e_lat >= 0) & (e_lat < num_slots)
+            row = kv_ptr.to(gl.pointer_type(gl.int32)) + gl.where(valid, e_lat, 0).to(gl.int64) * (stride_kv // 2)
+            w = gl.arange(0, 256, gl.SliceLayout(0, LW))
+            lat = gl.load(row[:, None] + w[None, :], mask=valid[:, None], other=0)
+        else:
+            lat = gl.zeros([UNIT, 256], gl.int32, LW)
+        if HAS_ROPE and GATHER:
+            valid = (e_rope >= 0) & (e_rope < num_slots)
+            row = kv_ptr.to(gl.pointer_type(gl.int32)) + gl.where(valid, e_rope, 0).to(gl.int64) * (stride_kv // 2)
+            w = 256 + gl.arange(0, 32, gl.SliceLayout(0, RW))
+            rope = gl.load(row[:, None] + w[None, :], mask=valid[:, None], other=0)
+        else:
+            rope = gl.zeros([UNIT, 32], gl.int32, RW)
+        return lat, rope
+
+    @gluon.jit
+    def _words_to_f16(w):
+        """int32 words [R, C] (2 bf16 values each, little-endian) -> fp16 [R, 2C] in column order, each value
+        x V_SCALE: the values of _to_f16 (bf16 -> fp32 exactly, x 2^-8, round to fp16)."""
+        lo = (w << 16).to(gl.float32, bitcast=True)
+        hi = (w & -65536).to(gl.float32, bitcast=True)
+        v = gl.join((lo * V_SCALE).to(gl.float16), (hi * V_SCALE).to(gl.float16))
+        return gl.reshape(v, [w.shape[0], 2 * w.shape[1]])
+
+    @gluon.jit
+    def _words_to_bf16(w):
+        """int32 words [R, C] (2 bf16 values each, little-endian) -> bf16 [R, 2C] in column order (as stored)."""
+        v0, v1 = gl.inline_asm_elementwise("mov.b32 {$0, $1}, $2;", "=h,=h,r", [w], dtype=(gl.bfloat16, gl.bfloat16),
+                                           is_pure=True, pack=1)
+        return gl.reshape(gl.join(v0, v1), [w.shape[0], 2 * w.shape[1]])
+
+    @gluon.jit
+    def _producer_ring(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv: gl.constexpr,
+                       HAS_ROPE: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, DEPTH: gl.constexpr,
+                       PROFILE: gl.constexpr, PW: gl.constexpr):
+        """The producer as a register ring (PrefillConfig.ring = 2): units of UNIT rows, two units loaded ahead
+        into registers across block boundaries (so the next block's first units fly while the consumers still hold
+        its stage); once the stage is free, each unit is converted in registers and stored as fp16 x V_SCALE
+        (latent) and bf16 (RoPE) into its rows of the stage, and the unit two places later is loaded into the
+        registers it freed. After a block's last unit: fence.proxy.async, partition barrier, full."""
+        gl.static_assert(DEPTH == 2, "a ring of 2 units")
+        gl.static_assert(stride_kv % 8 == 0, "16-byte rows")
+        GATHER: gl.constexpr = (PROFILE & 1) == 0
+        UPB: gl.constexpr = BN // UNIT
+        lat16 = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
+                                                                                              gl.float16))
+        nblocks = gl.cdiv(hi, BN)
+        u0 = _ring_load(_ring_entries(idx_row, 0, hi, PW), num_slots, kv_ptr, stride_kv, HAS_ROPE, GATHER, PW)
+        u1 = _ring_load(_ring_entries(idx_row, UNIT, hi, PW), num_slots, kv_ptr, stride_kv, HAS_ROPE, GATHER, PW)
+        nx = _ring_entries(idx_row, 2 * UNIT, hi, PW)
+        for b in range(nblocks):
+            st = b % NS
+            # the consumers are done with block b - NS (fresh mbarriers count as phase 1 complete)
+            mbarrier.wait(free.index(st), ((b // NS) & 1) ^ 1)
+            for k in gl.static_range(UPB):
+                w_lat, w_rope = u0
+                lat16.index(st).slice(k * UNIT, UNIT, dim=0).store(_words_to_f16(w_lat))
+                if HAS_ROPE:
+                    rope.index(st).slice(k * UNIT, UNIT, dim=0).store(_words_to_bf16(w_rope))
+                # the unit two places later (past hi: masked, nothing read) into the registers u0 held
+                u0, u1 = u1, _ring_load(nx, num_slots, kv_ptr, stride_kv, HAS_ROPE, GATHER, PW)
+                nx = _ring_entries(idx_row, ((b * UPB + k) + 3) * UNIT, hi, PW)
+            fence_async_shared()  # the stage is read by wgmma (async proxy)
+            gl.thread_barrier()
+            mbarrier.arrive(full.index(st), count=1)
+
+    @gluon.jit
     def _producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv: gl.constexpr,
                   HAS_ROPE: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
-                  PROFILE: gl.constexpr, PW: gl.constexpr):
+                  PROFILE: gl.constexpr, PW: gl.constexpr, RING: gl.constexpr = 0):
         """NS - 1 blocks in flight; block b is handed over (full) once it landed (F16: and its latent was converted
         in place into fp16 x V_SCALE), then block b + NS - 1 is issued into the stage block b - 1 used, after the
         consumer freed it. Groups past the last block are empty. PROFILE bit 0 (timing builds only): no gathers
-        (the stages are handed over as they are)."""
+        (the stages are handed over as they are). RING > 0: _producer_ring instead."""
+        if RING > 0:
+            _producer_ring(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, RING,
+                           PROFILE, PW)
+            return
         GATHER: gl.constexpr = (PROFILE & 1) == 0
         nblocks = gl.cdiv(hi, BN)
         if F16:
@@ -628,7 +724,8 @@ if HAVE_GLUON:
             stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr,
             HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, OVERLAP: gl.constexpr, F16: gl.constexpr,
             PROFILE: gl.constexpr, SPLIT: gl.constexpr, V_REGS: gl.constexpr,
-            PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
+            PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
+            RING: gl.constexpr = 0):
         """Grid (programs, head blocks). G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its union
         list entries / masks row g (stride_it), end_ptr = counts. G == 1: program t = token t, idx_ptr = indices,
         end_ptr = topk_length (HAS_LEN) or unused. qk_scale: sm_scale * log2(e)."""
@@ -688,7 +785,7 @@ if HAVE_GLUON:
                 (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
                          full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE)),
                 (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                             PROFILE, PRODUCER_WARPS)),
+                             PROFILE, PRODUCER_WARPS, RING)),
             ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
         else:
             gl.warp_specialize([
@@ -697,7 +794,7 @@ if HAVE_GLUON:
                              q_smem, lat, rope, ph_smem, pl_smem, full, free,
                              HAS_ROPE, GROUPED, HPT, BN, NS, OVERLAP, F16, PROFILE, num_warps)),
                 (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                             PROFILE, PRODUCER_WARPS)),
+                             PROFILE, PRODUCER_WARPS, RING)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
 
@@ -723,7 +820,7 @@ def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0
         flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages, bool(cfg.overlap),
         bool(cfg.f16), profile, cfg.split, SPLIT_V_REGS,
         cfg.producer_warps, cfg.producer_regs,
-        num_warps=4 if cfg.split else CONSUMER_WARPS,
+        num_warps=4 if cfg.split else CONSUMER_WARPS, RING=cfg.ring,
     )
 
 
