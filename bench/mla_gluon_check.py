@@ -2,7 +2,8 @@
 ptxas says (registers, spills), shared memory, and the async copies / wgmma / barriers in the PTX:
 gluon_small.py (--kernel small, the default), the warp-specialized gluon_ws.py (--kernel ws: fp8 cases
 only; also counts mbarrier waits / arrives and setmaxnreg) or its register-operand sibling gluon_rx.py (--kernel rx:
-fp8 cases; also ld.shared / st.shared / e4m3 cvt counts in the PTX and the ptxas wgmma serialization warning, if any) or the 64-head warp-specialized gluon64.py
+fp8 cases; also ld.shared / st.shared / e4m3 cvt counts in the PTX, the ptxas wgmma serialization warning, if any, and
+the spill bytes between the SASS's setmaxnreg markers, i.e. per partition) or the 64-head warp-specialized gluon64.py
 (--kernel g64: fp8 cases, 64-head programs; also the setmaxnreg values and global loads) or the grouped bf16
 prefill kernel gluon_prefill.py (--kernel prefill: prefill-bf16[n]-H cases, 8 / 16 / 32 / 64 heads = G 8 / 4 / 2 / 1
 tokens a program).
@@ -15,7 +16,8 @@ tokens a program).
     PYTHONPATH=src python bench/mla_gluon_check.py --kernel prefill [--cases prefill-bf16-8] [--configs 32/4/4/96,64/2/4/56/0/0/1]
 
 (--configs: block_n/stages[/warps] for small, stages/producer_regs[/producer_warps] for ws,
-stages/producer_regs/producer_warps[/prefetch[/pv_depth[/consumers]]] for rx,
+RxConfig's fields in order for rx (stages/producer_regs/producer_warps[/prefetch[/pv_depth[/consumers[/alu[/pipe
+[/hp8[/pingpong[/spillfix]]]]]]]]]),
 producer_warps/producer_regs for g64, gluon_prefill's DSATTN_PF_CONFIG spec for prefill:
 block_n/stages/producer_warps/producer_regs[/overlap[/f16[/split]]], fields left out 0.)
 
@@ -41,7 +43,7 @@ from dsattn.formats import KVLayout, pack_latent_rows  # noqa: E402
 from dsattn.ops.sparse_mla import gluon64, gluon_prefill, gluon_rx, gluon_small, gluon_ws, launch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _sm90 import PTXAS, Intercept  # noqa: E402
+from _sm90 import BIN, PTXAS, Intercept  # noqa: E402
 
 
 def _intercept(fn, sink):
@@ -62,6 +64,36 @@ def ptxas_report(ptx: str) -> str:
     if "serialized" in text:  # ptxas: wgmma.mma_async instructions are serialized (and why)
         return f"regs={regs.group(1) if regs else '?'} spill_st={spill.group(1) if spill else '?'} WGMMA_SERIALIZED"
     return f"regs={regs.group(1) if regs else '?'} spill_st={spill.group(1) if spill else '?'}"
+
+
+def partition_spills(ptx: str) -> str:
+    """Spill stores / loads per stretch of the SASS between setmaxnreg markers (USETMAXREG; the partitions' code
+    as ptxas lays it out, labelled by the register count set there): 'regs:STL bytes/LDL bytes' for each stretch
+    with any, 'none' when there are none (nvdisasm of ptxas's cubin)."""
+    with tempfile.TemporaryDirectory() as d:
+        path, cubin = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
+        open(path, "w").write(ptx)
+        if subprocess.run([PTXAS, "--gpu-name", "sm_90a", path, "-o", cubin], capture_output=True).returncode:
+            return "?"
+        sass = subprocess.run([os.path.join(BIN, "nvdisasm"), "-c", cubin], capture_output=True, text=True).stdout
+    width = {"": 4, ".64": 8, ".128": 16, ".U8": 1, ".S8": 1, ".U16": 2, ".S16": 2}
+    segs, label, st, ld = [], "entry", 0, 0
+    for line in sass.splitlines():
+        m = re.search(r"USETMAXREG\.\S+\s+(?:UP\d,\s*)?(0x[0-9a-f]+)", line)
+        if m:
+            segs.append((label, st, ld))
+            label, st, ld = str(int(m.group(1), 16)), 0, 0
+            continue
+        m = re.search(r"\b(STL|LDL)(\.\w+)?\s", line)
+        if m:
+            n = width.get(m.group(2) or "", 4)
+            if m.group(1) == "STL":
+                st += n
+            else:
+                ld += n
+    segs.append((label, st, ld))
+    out = [f"{lab}:{a}/{b}" for lab, a, b in segs if a or b]
+    return " ".join(out) if out else "none"
 
 
 def _case(name: str):
@@ -141,6 +173,8 @@ def main():
                         nreg = ",".join(a + b for a, b in nreg)
                         n_ld = len(re.findall(r"ld\.global", ptx))
                         extra += f"maxnreg={nreg} ld.global={n_ld} cvt.e4m3={ptx.count('e4m3x2')} "
+                    if rx:
+                        extra += f"spills_by_setmaxnreg=[{partition_spills(ptx)}] "
                     print(f"{name:18s} {label:8s} smem={ck.metadata.shared:6d} {ptxas_report(ptx)} "
                           f"cp.async={ptx.count('cp.async.cg') + ptx.count('cp.async.ca')} "
                           f"wgmma={ptx.count('wgmma.mma_async')} bar.sync={ptx.count('bar.sync')} {extra}"

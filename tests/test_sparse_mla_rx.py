@@ -141,3 +141,38 @@ def test_rx_rejects_bad_launches():
     with pytest.raises(ValueError, match="consumers"):
         gluon_rx.run_attention_rx(q[:, :8], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse,
                                   config=gluon_rx.RxConfig(consumers=3))
+
+
+def test_rx_three_consumers_config():
+    """Three ping-pong consumers: the register split (Triton pads a 1- or 2-warp producer to a warpgroup), shared
+    memory at the stages the compile check took, the 11-field DSATTN_RX_CONFIG, and the launches refused."""
+    assert gluon_rx.rx_consumer_regs(2, 4, 56) == 224  # the default's 8-head split (unchanged)
+    assert gluon_rx.rx_consumer_regs(2, 4, 64) == 224
+    for pw in (1, 2, 4):
+        assert gluon_rx.rx_consumer_regs(3, pw, 56) == 152
+    assert gluon_rx.rx_consumer_regs(3, 2, 64) == 144
+    assert gluon_rx.rx_consumer_regs(3, 4, 32) == 160
+    for c, pw, pr in ((2, 4, 56), (3, 4, 56), (3, 2, 72), (3, 1, 104), (3, 4, 24)):
+        cr = gluon_rx.rx_consumer_regs(c, pw, pr)
+        assert cr % 8 == 0 and cr <= 256 and 128 * c * cr + 128 * pr <= 65536
+    for layout, d, stages in ((KVLayout.FP8_DS_MLA, 576, 4), (KVLayout.FP8_DS_MLA_NOPE, 512, 5)):
+        assert gluon_rx.rx_smem_bytes(layout, d, 8, stages, 3, 1) + gluon_rx.SMEM_MARGIN <= gluon_rx.SMEM_LIMIT
+        cfg = gluon_rx.RxConfig(stages=5, producer_regs=56, consumers=3, hp8=1, pingpong=1, spillfix=3)
+        assert gluon_rx.rx_fit(cfg, layout, 8, d).stages == stages
+    assert gluon_rx.RxConfig(*[int(x) for x in "4/56/4/0/1/3/0/0/1/1/3".split("/")]).spillfix == 3
+
+    q = torch.zeros(2, 8, 576, dtype=torch.bfloat16)
+    rows = torch.zeros(16, 656, dtype=torch.uint8)
+    out, lse = torch.empty(2, 8, 512), torch.empty(2, 8)
+    idx = torch.zeros(2, 64, dtype=torch.int32)
+    for bad, what in ((gluon_rx.RxConfig(consumers=3, hp8=1), "pingpong"),
+                      (gluon_rx.RxConfig(consumers=3, pingpong=1), "8-head"),
+                      (gluon_rx.RxConfig(consumers=3, hp8=1, pingpong=1, producer_warps=3), "producer_warps"),
+                      (gluon_rx.RxConfig(consumers=2, hp8=1, spillfix=1), "spillfix"),
+                      (gluon_rx.RxConfig(consumers=2, pingpong=1, spillfix=2), "spillfix")):
+        with pytest.raises(ValueError, match=what):
+            gluon_rx.run_attention_rx(q, rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=bad)
+    with pytest.raises(ValueError, match="8-head"):  # 9 heads: 16-head programs
+        gluon_rx.run_attention_rx(torch.zeros(2, 9, 576, dtype=torch.bfloat16), rows, KVLayout.FP8_DS_MLA, idx, 0.1,
+                                  None, torch.empty(2, 9, 512), torch.empty(2, 9),
+                                  config=gluon_rx.RxConfig(consumers=3, hp8=1, pingpong=1))
