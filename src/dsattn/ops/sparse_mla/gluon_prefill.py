@@ -115,17 +115,8 @@ if HAVE_GLUON:
     from .gluon_small import _copy_layout, _idx  # noqa: F401 (used inside the kernels)
 
 M = 64               # rows of a program (wgmma M): G tokens x HPT heads
-RING_UNIT = 16       # rows of one register unit of the ring producer (PrefillConfig.ring)
 CONSUMER_WARPS = 8
 SPLIT_V_REGS = 160   # registers of the split schedule's P @ V warpgroup (O[:, 256:] alone: 128 of them)
-
-
-def worker_regs(cfg: "PrefillConfig") -> int:
-    """setmaxnreg of the consumer worker warpgroup: SPLIT_V_REGS for split 1; for split 2 (two warpgroups doing the
-    same work) half of what the producer leaves (multiple of 8)."""
-    if cfg.split == 2:
-        return (65536 - 32 * cfg.producer_warps * cfg.producer_regs) // 256 // 8 * 8
-    return SPLIT_V_REGS
 SMEM_LIMIT = 232448  # bytes of shared memory one CTA may use on sm_90
 SMEM_MARGIN = 1024   # mbarriers and the compiler's reduction scratch
 LOG2E = 1.4426950408889634
@@ -139,14 +130,7 @@ class PrefillConfig:
     softmax (the softmax runs while the tensor cores compute S), 0 runs S, softmax and P @ V in turn; f16: 1 converts
     the stages to fp16 x V_SCALE in the producer and runs one fp16 P @ V, 0 runs P_hi V + P_lo V in bf16; split: 1
     runs the split consumer (_wg_s / _wg_v: one warpgroup computes S over all BN entries, the softmax and O[:, :256],
-    the other O[:, 256:] from its P), 2 the paired consumer (_wg_pair: each warpgroup computes S and the softmax
-    of every other block, they exchange row maxima and P, and each adds both blocks' P V into its half of O), 0 the
-    two-warpgroup N-split consumer (_consumer); ring (f16 1 only): 0 gathers
-    by cp.async and converts each landed stage in place, 2 loads units of RING_UNIT rows from global memory into
-    the producer's registers (2 units in flight), converts them there and stores fp16 straight into the stage
-    (_producer_ring; by operand sizes 128 KB less shared-memory traffic a 64-entry block: no cp.async write and
-    in-place read + write of the latent, one store instead). 3 units in flight spilled 236-584 B at 136-152
-    producer registers (sm_90a compile check), so only 2 is taken."""
+    the other O[:, 256:] from its P), 0 the two-warpgroup N-split consumer (_consumer)."""
     block_n: int = 64
     stages: int = 2
     producer_warps: int = 4
@@ -154,7 +138,6 @@ class PrefillConfig:
     overlap: int = 0
     f16: int = 1
     split: int = 1
-    ring: int = 0
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -164,29 +147,25 @@ def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
 
 
 def parse_prefill_config(spec: str) -> PrefillConfig:
-    """'bn/stages/producer_warps/producer_regs[/overlap[/f16[/split[/ring]]]]' (e.g. '64/2/4/56', '32/4/4/56/0/0/1'; fields left
+    """'bn/stages/producer_warps/producer_regs[/overlap[/f16[/split]]]' (e.g. '64/2/4/56', '32/4/4/56/0/0/1'; fields left
     out are 0: '64/2/4/56' is the N-split consumer) -> PrefillConfig;
     ValueError naming DSATTN_PF_CONFIG when the kernel does not take it."""
     try:
         fields = [int(x) for x in spec.split("/")]
-        if len(fields) not in (4, 5, 6, 7, 8):
+        if len(fields) not in (4, 5, 6, 7):
             raise ValueError
-        cfg = PrefillConfig(*(fields + [0] * (8 - len(fields))))  # fields left out are 0 (not the defaults)
+        cfg = PrefillConfig(*(fields + [0] * (7 - len(fields))))  # fields left out are 0 (not the defaults)
     except ValueError:
         raise ValueError(f"DSATTN_PF_CONFIG must be bn/stages/producer_warps/producer_regs, e.g. 32/4/4/96, "
                          f"got {spec!r}") from None
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6 and cfg.producer_warps in (4, 8)
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1) and cfg.f16 in (0, 1)
-          and cfg.split in (0, 1, 2) and not (cfg.split == 1 and cfg.overlap and cfg.stages < 3)
-          and not (cfg.split == 2 and (cfg.f16 != 1 or cfg.overlap or cfg.stages % 2))
-          and (cfg.ring == 0 or (cfg.ring == 2 and cfg.f16 == 1 and cfg.producer_warps == 4))
+          and cfg.split in (0, 1) and not (cfg.split == 1 and cfg.overlap and cfg.stages < 3)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
-                         "producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap, f16 0 or 1, split 0, 1 or 2 "
-                         "(split 1 with overlap: 3 stages at least; split 2: f16 1, no overlap, an even number of stages), ring 0, "
-                         "or 2 with f16 1 and 4 producer warps; "
-                         f"got {spec!r}")
+                         "producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap, f16 0 or 1, split 0 or 1 "
+                         f"(split 1 with overlap: 3 stages at least); got {spec!r}")
     return cfg
 
 
@@ -208,7 +187,6 @@ if HAVE_GLUON:
     V_SCALE = gl.constexpr(1.0 / 256)
     NEG_INF = gl.constexpr(float("-inf"))
     ROWS = gl.constexpr(M)
-    UNIT = gl.constexpr(RING_UNIT)
 
     @gluon.jit
     def _entries(idx_row, start, hi, BN: gl.constexpr, PW: gl.constexpr):
@@ -247,99 +225,13 @@ if HAVE_GLUON:
             dst.slice(g * 128, 128, dim=1).store((raw.to(gl.float32) * V_SCALE).to(gl.float16))
 
     @gluon.jit
-    def _ring_entries(idx_row, start, hi, PW: gl.constexpr):
-        """Entries [start, start + RING_UNIT) (-1 past hi) in the row layouts of a unit's latent and RoPE loads."""
-        return (_idx(idx_row, start, hi, UNIT, gl.SliceLayout(1, _copy_layout(256, 4, PW))),
-                _idx(idx_row, start, hi, UNIT, gl.SliceLayout(1, _copy_layout(32, 4, PW))))
-
-    @gluon.jit
-    def _ring_load(e, num_slots, kv_ptr, stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr, GATHER: gl.constexpr,
-                   PW: gl.constexpr):
-        """One unit's rows from global memory into registers as int32 words (2 bf16 values each; 16 bytes a thread
-        per load): latent [UNIT, 256] and RoPE [UNIT, 32]. Invalid entries are masked (zeros, nothing read).
-        Without GATHER (timing builds) zeros, no loads."""
-        LW: gl.constexpr = _copy_layout(256, 4, PW)
-        RW: gl.constexpr = _copy_layout(32, 4, PW)
-        e_lat, e_rope = e
-        if GATHER:
-            valid = (e_lat >= 0) & (e_lat < num_slots)
-            row = kv_ptr.to(gl.pointer_type(gl.int32)) + gl.where(valid, e_lat, 0).to(gl.int64) * (stride_kv // 2)
-            w = gl.arange(0, 256, gl.SliceLayout(0, LW))
-            lat = gl.load(row[:, None] + w[None, :], mask=valid[:, None], other=0)
-        else:
-            lat = gl.zeros([UNIT, 256], gl.int32, LW)
-        if HAS_ROPE and GATHER:
-            valid = (e_rope >= 0) & (e_rope < num_slots)
-            row = kv_ptr.to(gl.pointer_type(gl.int32)) + gl.where(valid, e_rope, 0).to(gl.int64) * (stride_kv // 2)
-            w = 256 + gl.arange(0, 32, gl.SliceLayout(0, RW))
-            rope = gl.load(row[:, None] + w[None, :], mask=valid[:, None], other=0)
-        else:
-            rope = gl.zeros([UNIT, 32], gl.int32, RW)
-        return lat, rope
-
-    @gluon.jit
-    def _words_to_f16(w):
-        """int32 words [R, C] (2 bf16 values each, little-endian) -> fp16 [R, 2C] in column order, each value
-        x V_SCALE: the values of _to_f16 (bf16 -> fp32 exactly, x 2^-8, round to fp16)."""
-        lo = (w << 16).to(gl.float32, bitcast=True)
-        hi = (w & -65536).to(gl.float32, bitcast=True)
-        v = gl.join((lo * V_SCALE).to(gl.float16), (hi * V_SCALE).to(gl.float16))
-        return gl.reshape(v, [w.shape[0], 2 * w.shape[1]])
-
-    @gluon.jit
-    def _words_to_bf16(w):
-        """int32 words [R, C] (2 bf16 values each, little-endian) -> bf16 [R, 2C] in column order (as stored)."""
-        v0, v1 = gl.inline_asm_elementwise("mov.b32 {$0, $1}, $2;", "=h,=h,r", [w], dtype=(gl.bfloat16, gl.bfloat16),
-                                           is_pure=True, pack=1)
-        return gl.reshape(gl.join(v0, v1), [w.shape[0], 2 * w.shape[1]])
-
-    @gluon.jit
-    def _producer_ring(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv: gl.constexpr,
-                       HAS_ROPE: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, DEPTH: gl.constexpr,
-                       PROFILE: gl.constexpr, PW: gl.constexpr):
-        """The producer as a register ring (PrefillConfig.ring = 2): units of UNIT rows, two units loaded ahead
-        into registers across block boundaries (so the next block's first units fly while the consumers still hold
-        its stage); once the stage is free, each unit is converted in registers and stored as fp16 x V_SCALE
-        (latent) and bf16 (RoPE) into its rows of the stage, and the unit two places later is loaded into the
-        registers it freed. After a block's last unit: fence.proxy.async, partition barrier, full."""
-        gl.static_assert(DEPTH == 2, "a ring of 2 units")
-        gl.static_assert(stride_kv % 8 == 0, "16-byte rows")
-        GATHER: gl.constexpr = (PROFILE & 1) == 0
-        UPB: gl.constexpr = BN // UNIT
-        lat16 = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
-                                                                                              gl.float16))
-        nblocks = gl.cdiv(hi, BN)
-        u0 = _ring_load(_ring_entries(idx_row, 0, hi, PW), num_slots, kv_ptr, stride_kv, HAS_ROPE, GATHER, PW)
-        u1 = _ring_load(_ring_entries(idx_row, UNIT, hi, PW), num_slots, kv_ptr, stride_kv, HAS_ROPE, GATHER, PW)
-        nx = _ring_entries(idx_row, 2 * UNIT, hi, PW)
-        for b in range(nblocks):
-            st = b % NS
-            # the consumers are done with block b - NS (fresh mbarriers count as phase 1 complete)
-            mbarrier.wait(free.index(st), ((b // NS) & 1) ^ 1)
-            for k in gl.static_range(UPB):
-                w_lat, w_rope = u0
-                lat16.index(st).slice(k * UNIT, UNIT, dim=0).store(_words_to_f16(w_lat))
-                if HAS_ROPE:
-                    rope.index(st).slice(k * UNIT, UNIT, dim=0).store(_words_to_bf16(w_rope))
-                # the unit two places later (past hi: masked, nothing read) into the registers u0 held
-                u0, u1 = u1, _ring_load(nx, num_slots, kv_ptr, stride_kv, HAS_ROPE, GATHER, PW)
-                nx = _ring_entries(idx_row, ((b * UPB + k) + 3) * UNIT, hi, PW)
-            fence_async_shared()  # the stage is read by wgmma (async proxy)
-            gl.thread_barrier()
-            mbarrier.arrive(full.index(st), count=1)
-
-    @gluon.jit
     def _producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv: gl.constexpr,
                   HAS_ROPE: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
-                  PROFILE: gl.constexpr, PW: gl.constexpr, RING: gl.constexpr = 0):
+                  PROFILE: gl.constexpr, PW: gl.constexpr):
         """NS - 1 blocks in flight; block b is handed over (full) once it landed (F16: and its latent was converted
         in place into fp16 x V_SCALE), then block b + NS - 1 is issued into the stage block b - 1 used, after the
         consumer freed it. Groups past the last block are empty. PROFILE bit 0 (timing builds only): no gathers
-        (the stages are handed over as they are). RING > 0: _producer_ring instead."""
-        if RING > 0:
-            _producer_ring(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, RING,
-                           PROFILE, PW)
-            return
+        (the stages are handed over as they are)."""
         GATHER: gl.constexpr = (PROFILE & 1) == 0
         nblocks = gl.cdiv(hi, BN)
         if F16:
@@ -388,20 +280,17 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, QR_L: gl.constexpr,
-                HAS_ROPE: gl.constexpr, F16: gl.constexpr, HPT: gl.constexpr, num_warps: gl.constexpr,
-                R0: gl.constexpr = 0, NR: gl.constexpr = 64):
-        """q's latent part into q_smem (rows: token t0 + r // HPT, head h0 + r % HPT; zeros past T / H; only rows
-        [R0, R0 + NR)) and its RoPE part (all rows) into registers in layout QR_L (a wgmma A operand; x V_SCALE under
-        F16); returns q_rope."""
+                HAS_ROPE: gl.constexpr, F16: gl.constexpr, HPT: gl.constexpr, num_warps: gl.constexpr):
+        """q's latent part into q_smem (rows: token t0 + r // HPT, head h0 + r % HPT; zeros past T / H) and its RoPE
+        part into registers in layout QR_L (a wgmma A operand; x V_SCALE under F16); returns q_rope."""
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
-        r = R0 + gl.arange(0, NR, gl.SliceLayout(1, Q_L))
+        r = gl.arange(0, ROWS, gl.SliceLayout(1, Q_L))
         qt = t0 + r // HPT
         qh = h0 + r % HPT
         q_row = q_ptr + qt.to(gl.int64) * stride_qt + qh * stride_qh
         qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
         q_ok = (qt < tok_end) & (qh < num_heads)
-        q_rows = q_smem if NR == ROWS else q_smem.slice(R0, NR, dim=0)
-        q_rows.store(gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None], other=0.0).to(q_smem.dtype))
+        q_smem.store(gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None], other=0.0).to(q_smem.dtype))
         if HAS_ROPE:
             rr = gl.arange(0, ROWS, gl.SliceLayout(1, QR_L))
             rt = t0 + rr // HPT
@@ -566,118 +455,6 @@ if HAVE_GLUON:
         lt = t0 + rl // HPT
         lh = h0 + rl % HPT
         gl.store(lse_ptr + lt.to(gl.int64) * stride_lt + lh * stride_lh, lse, mask=(lt < tok_end) & (lh < num_heads))
-
-    @gluon.jit
-    def _wg_pair(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
-                 qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                 q3, lat, rope, p2, x_smem, full, free, xbar, pbar, qbar,
-                 HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
-                 NS: gl.constexpr, H: gl.constexpr, PROFILE: gl.constexpr):
-        """Paired consumer (split 2, fp16 stages), warpgroup H of two that do the same work: in pair step i it
-        computes S of block 2 i + H over all BN entries (q from shared memory, read once a block as in split 1) and
-        its masked scores' row maxima, exchanges the maxima with the other warpgroup (x_smem, mbarriers xbar), so
-        both hold the same running max m; then P of its block (fp16) to p2[H] (mbarriers pbar), and adds into its
-        half O[:, 256 H : 256 H + 256] both blocks' P V: its own P from registers, the other's from p2. Each keeps
-        the row sums of its own blocks (rescaled by the same alpha); they are added at the end (l_0 + l_1).
-        A block past the last one (odd count) has P = 0 and reads the step's first stage as V (landed, finite).
-        No wgmma is in flight across an mbarrier wait (ptxas would serialize every wgmma)."""
-        MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                        instr_shape=[16, BN, 16])
-        MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                        instr_shape=[16, 256, 16])
-        QR_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_S, k_width=2)
-        ROW_S: gl.constexpr = gl.SliceLayout(1, MMA_S)
-        COL_S: gl.constexpr = gl.SliceLayout(0, MMA_S)
-        ROW_O: gl.constexpr = gl.SliceLayout(1, MMA_O)
-        P_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_O, k_width=2)
-        # each warpgroup stores half of q's rows (all of them through registers spilled), then waits for the other
-        q_rope = _load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q3.index(0), QR_L, HAS_ROPE, True,
-                         HPT, 4, H * (ROWS // 2), ROWS // 2)
-        fence_async_shared()
-        gl.thread_barrier()
-        mbarrier.arrive(qbar, count=1)
-        mbarrier.wait(qbar, 0)
-        if PROFILE & 2:
-            _hand_back(hi, full, free, BN, NS)
-            hi = 0
-        qk_scale = qk_scale * 256.0  # S is in V_SCALE units
-        lat = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
-                                                                                              gl.float16))
-        tok_of_row = (gl.arange(0, ROWS, ROW_S) // HPT)[:, None]
-        m_i = gl.full([ROWS], NEG_INF, gl.float32, ROW_S)
-        l_i = gl.zeros([ROWS], gl.float32, ROW_S)
-        acc = gl.zeros([ROWS, 256], gl.float32, MMA_O)  # each step's products are waited for in the step
-        nblocks = gl.cdiv(hi, BN)
-        for i in range(gl.cdiv(nblocks, 2)):
-            b = 2 * i + H
-            ob = 2 * i + 1 - H
-            # stages: a block past the last one reads block 2 i's stage (landed; its P is 0)
-            st = gl.where(b < nblocks, b, 2 * i) % NS
-            ost = gl.where(ob < nblocks, ob, 2 * i) % NS
-            ix = _idx(idx_row, b * BN, hi, BN, COL_S)  # -1 past hi: a missing block scores -inf everywhere
-            if GROUPED:
-                bits = _idx(mask_row, b * BN, hi, BN, COL_S)
-            if b < nblocks:
-                mbarrier.wait(full.index(st), (b // NS) & 1)
-            # q's view at index b >> 30 (always 0): the compiler forms its 32 wgmma descriptors here instead of
-            # hoisting them out of the loop into registers (which spilled at 208-216 registers a thread)
-            s = _s_issue(q_rope, q3.index(b >> 30), lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
-            s = warpgroup_mma_wait(0, deps=(s,))
-            valid = ((ix >= 0) & (ix < num_slots))[None, :]
-            if GROUPED:
-                valid = valid & (((bits[None, :] >> tok_of_row) & 1) != 0)
-            s = gl.where(valid, s * qk_scale, NEG_INF)
-            m_loc = gl.max(s, 1)
-            # row maxima of both blocks (x_smem[H] is read by the other warpgroup in this step only: it is past
-            # this step's pbar wait before this warpgroup writes it again)
-            x_smem.index(H).store(m_loc)
-            gl.thread_barrier()
-            mbarrier.arrive(xbar.index(H), count=1)
-            mbarrier.wait(xbar.index(1 - H), i & 1)
-            m_new = gl.maximum(m_i, gl.maximum(m_loc, x_smem.index(1 - H).load(ROW_S)))
-            m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
-            alpha = gl.exp2(m_i - m_use)
-            p = gl.exp2(s - m_use[:, None])
-            l_i = l_i * alpha + gl.sum(p, 1)
-            m_i = m_new
-            acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-            p16 = p.to(gl.float16)
-            # p2[H] of the last step was read by the other warpgroup's P V, retired before its xbar arrive above
-            p2.index(H).store(p16)
-            fence_async_shared()
-            gl.thread_barrier()
-            mbarrier.arrive(pbar.index(H), count=1)
-            mbarrier.wait(pbar.index(1 - H), i & 1)
-            acc = warpgroup_mma(gl.convert_layout(p16, P_L), lat.index(st).slice(H * 256, 256, dim=1), acc,
-                                is_async=True)
-            acc = warpgroup_mma(p2.index(1 - H), lat.index(ost).slice(H * 256, 256, dim=1), acc, is_async=True)
-            acc = warpgroup_mma_wait(0, deps=(acc,))
-            gl.thread_barrier()
-            mbarrier.arrive(free.index(st), count=1, pred=b < nblocks)
-            mbarrier.arrive(free.index(ost), count=1, pred=ob < nblocks)
-
-        # l = l_0 + l_1 (the same order in both), 1 / l, this half of O; warpgroup 0 stores lse
-        npairs = gl.cdiv(nblocks, 2)
-        x_smem.index(2 + H).store(l_i)
-        gl.thread_barrier()
-        mbarrier.arrive(xbar.index(H), count=1)
-        mbarrier.wait(xbar.index(1 - H), npairs & 1)
-        l_o = x_smem.index(3 - H).load(ROW_S)
-        if H == 0:
-            l_i = l_i + l_o
-        else:
-            l_i = l_o + l_i
-        empty = l_i == 0.0
-        lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
-        inv_l = 256.0 / gl.where(empty, 1.0, l_i)
-        _store_rows(acc * gl.convert_layout(inv_l, ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot,
-                    stride_oh, H * 256, HPT)
-        if H == 0:
-            rl = gl.arange(0, ROWS, ROW_S)
-            lt = t0 + rl // HPT
-            lh = h0 + rl % HPT
-            gl.store(lse_ptr + lt.to(gl.int64) * stride_lt + lh * stride_lh, lse,
-                     mask=(lt < tok_end) & (lh < num_heads))
 
     @gluon.jit
     def _wg_v(hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem, full,
@@ -851,8 +628,7 @@ if HAVE_GLUON:
             stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr,
             HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, OVERLAP: gl.constexpr, F16: gl.constexpr,
             PROFILE: gl.constexpr, SPLIT: gl.constexpr, V_REGS: gl.constexpr,
-            PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
-            RING: gl.constexpr = 0):
+            PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
         """Grid (programs, head blocks). G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its union
         list entries / masks row g (stride_it), end_ptr = counts. G == 1: program t = token t, idx_ptr = indices,
         end_ptr = topk_length (HAS_LEN) or unused. qk_scale: sm_scale * log2(e)."""
@@ -880,23 +656,13 @@ if HAVE_GLUON:
         QP_DT: gl.constexpr = gl.float16 if F16 else gl.bfloat16
         Q_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, 512], QP_DT)
         P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BN], QP_DT)
-        if SPLIT == 2:
-            # [1, 64, 512]: _wg_pair indexes it by a value the compiler cannot prove zero (see there)
-            q3 = gl.allocate_shared_memory(QP_DT, [1, ROWS, 512], Q_S)
-            q_smem = q3.index(0)
-        else:
-            q_smem = gl.allocate_shared_memory(QP_DT, [ROWS, 512], Q_S)
-            q3 = q_smem  # (unused)
+        q_smem = gl.allocate_shared_memory(QP_DT, [ROWS, 512], Q_S)
         lat = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 512], LAT_S)
         if HAS_ROPE:
             rope = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 64], ROPE_S)
         else:
             rope = lat
-        if SPLIT == 2:
-            p2 = gl.allocate_shared_memory(QP_DT, [2, ROWS, BN], P_S)  # each warpgroup's P
-            ph_smem = p2.index(0)  # (unused)
-        else:
-            ph_smem = gl.allocate_shared_memory(QP_DT, [ROWS, BN], P_S)
+        ph_smem = gl.allocate_shared_memory(QP_DT, [ROWS, BN], P_S)
         if F16:
             pl_smem = ph_smem  # one fp16 P
         else:
@@ -906,31 +672,9 @@ if HAVE_GLUON:
         for i in gl.static_range(NS):
             mbarrier.init(full.index(i), count=1)
             # split 1: both consumer warpgroups release a stage
-            mbarrier.init(free.index(i), count=1 if SPLIT == 0 else 2)
+            mbarrier.init(free.index(i), count=SPLIT + 1)
 
-        if SPLIT == 2:
-            gl.static_assert(F16 and (NS % 2 == 0), "paired consumer: fp16 stages, an even number of stages")
-            x_smem = gl.allocate_shared_memory(gl.float32, [4, ROWS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-            xbar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-            pbar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-            qbar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-            mbarrier.init(qbar, count=2)  # both warpgroups' halves of q stored
-            for i in gl.static_range(2):
-                mbarrier.init(xbar.index(i), count=1)
-                mbarrier.init(pbar.index(i), count=1)
-            gl.warp_specialize([
-                (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
-                            qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                            q3, lat, rope, p2, x_smem, full, free, xbar, pbar, qbar,
-                            HAS_ROPE, GROUPED, HPT, BN, NS, 0, PROFILE)),
-                (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
-                            qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                            q3, lat, rope, p2, x_smem, full, free, xbar, pbar, qbar,
-                            HAS_ROPE, GROUPED, HPT, BN, NS, 1, PROFILE)),
-                (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                             PROFILE, PRODUCER_WARPS, RING)),
-            ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
-        elif SPLIT:
+        if SPLIT:
             p_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
             p_free = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
             mbarrier.init(p_ready, count=1)
@@ -944,7 +688,7 @@ if HAVE_GLUON:
                 (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
                          full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE)),
                 (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                             PROFILE, PRODUCER_WARPS, RING)),
+                             PROFILE, PRODUCER_WARPS)),
             ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
         else:
             gl.warp_specialize([
@@ -953,7 +697,7 @@ if HAVE_GLUON:
                              q_smem, lat, rope, ph_smem, pl_smem, full, free,
                              HAS_ROPE, GROUPED, HPT, BN, NS, OVERLAP, F16, PROFILE, num_warps)),
                 (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                             PROFILE, PRODUCER_WARPS, RING)),
+                             PROFILE, PRODUCER_WARPS)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
 
@@ -977,9 +721,9 @@ def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0
         out, out.stride(0), out.stride(1), lse, lse.stride(0), lse.stride(1),
         flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
         flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages, bool(cfg.overlap),
-        bool(cfg.f16), profile, cfg.split, worker_regs(cfg),
+        bool(cfg.f16), profile, cfg.split, SPLIT_V_REGS,
         cfg.producer_warps, cfg.producer_regs,
-        num_warps=4 if cfg.split else CONSUMER_WARPS, RING=cfg.ring,
+        num_warps=4 if cfg.split else CONSUMER_WARPS,
     )
 
 
