@@ -263,3 +263,17 @@ def test_rx_pingpong2_spillfix(monkeypatch, consumers):
         other = _decode(case)
         check_close(*other, *case.reference())
         _same_within_rounding(other, base, f"pingpong2 spillfix 3 {layout}")
+
+
+@pytest.mark.parametrize("h", [16, 12])
+def test_rx_pingpong16_spillfix(monkeypatch, consumers, h):
+    """Ping-pong consumers over 16-head programs with spillfix 1 (the wgmma descriptors rebuilt in each block: no
+    spill at sm_90a, against 120-152 B without): the reference (topk_length, an empty row, NaN rows behind invalid
+    entries), both fp8 layouts, 12 heads padded within the program."""
+    if consumers != 2:
+        pytest.skip("runs once")
+    for layout, d_qk in (("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512)):
+        case = make_case(40, h, d_qk, num_slots=20000, topk=2048, layout=layout, block_size=64, with_length=True,
+                         empty_rows=1, seed=61 + h, device=DEV)
+        monkeypatch.setenv("DSATTN_RX_CONFIG", "4/64/4/0/1/2/0/0/1/1/1")
+        check_close(*_decode(case), *case.reference())
