@@ -110,7 +110,7 @@ def test_rx_page_sizes(monkeypatch, block_size, h):
     _vs_ws(case, rx, monkeypatch, f"h={h} block_size={block_size}")
 
 
-@pytest.mark.parametrize("h", [8, 32])
+@pytest.mark.parametrize("h", [8, 16, 32])
 def test_rx_split_k(h):
     t = 6
     case = make_case(t, h, 576, num_slots=40000, topk=2048, layout="fp8_ds_mla", with_length=True, seed=5,
