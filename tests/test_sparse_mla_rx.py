@@ -102,10 +102,10 @@ def test_rx_config(monkeypatch):
     monkeypatch.delenv("DSATTN_RX_CONSUMERS", raising=False)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(stages=4, producer_regs=56, consumers=2,
                                                                                   hp8=1, pingpong=1)
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16, 576) == gluon_rx.RxConfig(stages=4, producer_regs=56,
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16, 576) == gluon_rx.RxConfig(stages=4, producer_regs=48,
                                                                                    consumers=2, hp8=1, pingpong=1,
                                                                                    spillfix=1)
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 12, 512) == gluon_rx.RxConfig(stages=5, producer_regs=56,
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 12, 512) == gluon_rx.RxConfig(stages=5, producer_regs=48,
                                                                                       consumers=2, hp8=1, pingpong=1,
                                                                                       spillfix=1)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == gluon_rx.RxConfig(stages=3, consumers=2, hp8=1)

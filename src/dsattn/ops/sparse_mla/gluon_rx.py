@@ -197,7 +197,7 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     # bench/results/sparse_mla_rx_bench_final.json), producer 56 registers (session 11 call 1, fp8_ds_mla 8 heads,
     # 4 stages: 40 / 48 / 56 registers 0.243 / 0.2245 / 0.208 ms at 512 tokens, 0.925 / 0.852 / 0.810 at 2048;
     # bench/results/s11_rx_512.json, s11_rx_2048.json)
-    # 16-head programs: ping-pong too since session 13, with spillfix 1 (the wgmma descriptors rebuilt in each block:
+    # 16-head programs: ping-pong too since session 13 (producer 48 registers), with spillfix 1 (the wgmma descriptors rebuilt in each block:
     # no spill at sm_90a, 120-152 B without, which is what made it slower in sessions 10-12): 512 tokens fp8_ds_mla
     # 0.2526 vs 0.2821 ms (two consumers in step), nope 0.2389 vs 0.2654 (bench/results/s13_rx16.json,
     # bench/logs/s13_call3.log)
@@ -205,7 +205,9 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     stages = 5
     while stages > 2 and rx_smem_bytes(layout, d_qk, hp, stages, consumers, pingpong) + SMEM_MARGIN > SMEM_LIMIT:
         stages -= 1
-    return RxConfig(stages=stages, producer_regs=56 if pingpong else 64,
+    # producer 48 registers at 16-head programs (session 13 calls 5 / 6, 512 tokens, against 56: fp8_ds_mla 0.2442 /
+    # 0.2460 vs 0.2506 / 0.2520 ms, nope 0.2324 / 0.2364 vs 0.2373 / 0.2395; s13_rx16b.json, s13_rx16c.json)
+    return RxConfig(stages=stages, producer_regs=(48 if hp == 16 else 56) if pingpong else 64,
                     pv_depth=0 if hp == 32 and consumers == 1 else 1, consumers=consumers, hp8=1, pingpong=pingpong,
                     spillfix=int(pingpong and hp == 16))
 
