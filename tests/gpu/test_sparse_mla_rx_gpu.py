@@ -195,51 +195,6 @@ def test_rx_pingpong_split_k(monkeypatch, consumers):
     check_close(*_decode(case, scratch=scratch), *case.reference())
 
 
-# Three ping-pong consumers (consumers 3, 8-head programs, blocks round robin, N-way merge) at each producer warp count
-# (Triton pads the producer's warps to a warpgroup: 16 warps whatever the count): stages / producer registers a
-# layout, spillfix 3. Compile check (bench/mla_gluon_check.py --kernel rx): no spill at all but fp8_ds_mla with one
-# producer warp (the producer spills 12 B at 96 registers; at 104 the consumers spill, at 112 ptxas serializes wgmma).
-_PP3 = {("fp8_ds_mla", 4): "4/56/4", ("fp8_ds_mla", 2): "4/64/2", ("fp8_ds_mla", 1): "4/96/1",
-        ("fp8_ds_mla_nope", 4): "5/56/4", ("fp8_ds_mla_nope", 2): "5/56/2", ("fp8_ds_mla_nope", 1): "5/80/1"}
-
-
-@pytest.mark.parametrize("pw", [4, 2, 1])
-@pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512)])
-def test_rx_pingpong3(monkeypatch, consumers, layout, d_qk, pw):
-    """Three ping-pong consumers: topk_length (rows cut to at most one / two blocks, so that a consumer gets none),
-    NaN rows behind invalid and cut-off entries, an empty row, an odd top-k (a partial last block), split-K into NaN
-    scratch; against the reference and gluon_ws; every producer warp count bit for bit the same (the same
-    arithmetic), spillfix 0 (4 producer warps) within fp32 summation order (spillfix 2 sums the row sums across the
-    warps in another order)."""
-    if consumers != 2:
-        pytest.skip("runs once")
-    cfg = f"{_PP3[layout, pw]}/0/1/3/0/0/1/1/3"
-    for h in ((1, 8) if pw == 4 else (8,)):
-        case = make_case(40, h, d_qk, num_slots=20000, topk=2048, layout=layout, block_size=64, with_length=True,
-                         empty_rows=1, seed=41 + h, device=DEV)
-        case.topk_length[2] = case.topk_length[2].clamp(max=64)   # at most one block: consumers 1, 2 get none
-        case.topk_length[3] = case.topk_length[3].clamp(max=100)  # at most two blocks: consumer 2 gets none
-        monkeypatch.setenv("DSATTN_RX_CONFIG", cfg)
-        rx = _decode(case)
-        check_close(*rx, *case.reference())
-        _vs_ws(case, rx, monkeypatch, f"pingpong3 {cfg} h={h} {layout}")
-        if pw != 4:  # against 4 producer warps, bit for bit
-            monkeypatch.setenv("DSATTN_RX_CONFIG", f"{_PP3[layout, 4]}/0/1/3/0/0/1/1/3")
-            o = _decode(case)
-            assert torch.equal(rx[0], o[0]) and torch.equal(rx[1], o[1]), cfg
-        else:
-            monkeypatch.setenv("DSATTN_RX_CONFIG", cfg[:-1] + "0")
-            _same_within_rounding(rx, _decode(case), f"spillfix 0 vs 3 {cfg} h={h} {layout}")
-    monkeypatch.setenv("DSATTN_RX_CONFIG", cfg)
-    case = make_case(12, 8, d_qk, num_slots=20000, topk=777, layout=layout, block_size=64, seed=7, device=DEV)
-    check_close(*_decode(case), *case.reference())
-    t = 6
-    case = make_case(t, 8, d_qk, num_slots=40000, topk=2048, layout=layout, with_length=True, seed=5, device=DEV)
-    spec = decode_scratch_spec(t, 8, 2048, "native", layout)
-    scratch = [torch.full(s, float("nan"), dtype=dt, device=DEV) for s, dt in spec]
-    check_close(*_decode(case, scratch=scratch), *case.reference())
-
-
 def _same_within_rounding(a, b, label):
     diff = (a[0].float() - b[0].float()).abs().max().item()
     ldiff = ((a[1] - b[1]).abs() / b[1].abs().clamp_min(1)).nan_to_num(0, 0, 0).max().item()
@@ -248,9 +203,10 @@ def _same_within_rounding(a, b, label):
     assert torch.equal(a[1].isinf(), b[1].isinf())
 
 
-def test_rx_pingpong2_spillfix(monkeypatch, consumers):
-    """spillfix 3 with the two ping-pong consumers (the default at <= 8 heads): the reference, and the default's outputs
-    within fp32 summation order."""
+def test_rx_pingpong8_spillfix(monkeypatch, consumers):
+    """spillfix 1 with the two ping-pong consumers over 8-head programs (not the default there: measured slower,
+    0.2135 vs 0.2082 ms, bench/logs/s13_call4.log): the reference, and spillfix 0's outputs within rounding (the same
+    arithmetic; only the wgmma descriptors are built in each block)."""
     if consumers != 2:
         pytest.skip("runs once")
     for layout, d_qk, stages in (("fp8_ds_mla", 576, 4), ("fp8_ds_mla_nope", 512, 5)):
@@ -259,10 +215,10 @@ def test_rx_pingpong2_spillfix(monkeypatch, consumers):
         monkeypatch.setenv("DSATTN_RX_CONFIG", f"{stages}/56/4/0/1/2/0/0/1/1")
         base = _decode(case)
         check_close(*base, *case.reference())
-        monkeypatch.setenv("DSATTN_RX_CONFIG", f"{stages}/56/4/0/1/2/0/0/1/1/3")
+        monkeypatch.setenv("DSATTN_RX_CONFIG", f"{stages}/56/4/0/1/2/0/0/1/1/1")
         other = _decode(case)
         check_close(*other, *case.reference())
-        _same_within_rounding(other, base, f"pingpong2 spillfix 3 {layout}")
+        _same_within_rounding(other, base, f"pingpong8 spillfix 1 {layout}")
 
 
 @pytest.mark.parametrize("h", [16, 12])

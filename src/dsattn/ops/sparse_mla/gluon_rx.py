@@ -69,16 +69,16 @@ Partitions (gl.warp_specialize):
       into its own P buffer, and `free[stage]` completes when both arrived. At <= 16 heads a program they keep the
       softmax row sums per element of S^T (rescaled by alpha each block) and reduce them over the keys once at the
       end: one cross-warp reduction per block (the row max) instead of two.
-  three ping-pong consumers (consumers 3, pingpong, 8-head programs; not a default): blocks round robin, an N-way
-      merge at the end. Triton (3.6) pads the worker warps to whole warpgroups, so the CTA has 16 warps and a launch
-      budget of 128 registers a thread whatever the producer's warps (1, 2 or 4; rx_consumer_regs); each consumer
-      gets 152 (producer 4 x 56). Session 12's version spilled 480-600 B in the consumers' loops (compile check
-      here: 596 B fp8_ds_mla, 480 B nope, at 4/56/4). The spills were mostly wgmma's shared-memory descriptors,
-      which LLVM hoisted out of the loop (~40 64-bit values); config spillfix 3 rebuilds them in each block and does
-      the cross-warp row max / row sum by hand (_keys_reduce: the compiler's predicated ld.shared kept a register
-      in local memory): `bench/mla_gluon_check.py --kernel rx` then finds no spill and no wgmma serialization at
-      stages/producer regs/warps 4/56/4, 4/48/4, 4/40/4, 4/64/2, 4/72/2 (fp8_ds_mla 576) and 5/56/4, 5/48/4, 5/40/4,
-      5/56/2, 5/64/2, 5/80/1 (nope). Not measured on the GPU yet (bench/gpu_s13_c3.sh).
+  ping-pong (pingpong, <= 16 heads a program; the default there): each consumer takes every other block whole (all
+      512 columns), one merge at the end. At 16-head programs with spillfix 1 (wgmma's shared-memory descriptors
+      rebuilt in each block from an opaque 0: LLVM had hoisted ~40 64-bit values out of the loop and ptxas spilled
+      120-152 B; none with it, compile check).
+  Three ping-pong consumers (blocks round robin) were removed after two measurements, both slower than the two-
+      consumer default: session 12 with spills (bench/results/s12_rx3_512.json), session 13 spill-free (spillfix
+      bits 1 + 2, 96927db; bench/logs/s13_call3.log, 8 heads 512 tokens: fp8_ds_mla 0.2275 vs 0.2086 ms, nope
+      0.2155 vs 0.1924; a 2-warp producer 0.2716 / 0.2356). spillfix's bit 2 (cross-warp row max / row sum by hand)
+      went with them: on the 8-head default spillfix 1 / 3 were slower too (0.2135 / 0.2140 vs 0.2082 ms,
+      bench/logs/s13_call4.log).
 No wgmma stays in flight across a loop back-edge or an mbarrier wait: ptxas then serializes every wgmma of the
 kernel (C7513, register operands defined while one is in flight), as the compile check showed.
 
@@ -122,14 +122,12 @@ class RxConfig:
     producer_warps: int = 4
     prefetch: int = 0
     pv_depth: int = 1
-    consumers: int = 1  # 2: two consumer warpgroups, each owning half of the latent columns (sparse_mla_rx2_kernel);
-    #                     3: three ping-pong consumers (pingpong 1, 8-head programs), blocks round robin
+    consumers: int = 1  # 2: two consumer warpgroups, each owning half of the latent columns (sparse_mla_rx2_kernel)
     alu: int = 0        # bit 0: P @ V's operand, bit 1: S's, converted by integer operations instead of cvt (same values)
     pipe: int = 0       # 1 (two consumers): block b's S^T issued before block b - 1's P @ V (_consumer2p)
     hp8: int = 0        # 1: programs of 8 heads (wgmma N = 8) for at most 8 heads
-    pingpong: int = 0   # 1 (two or three consumers, <= 16 heads a program): blocks whole in turn, merged at the end
-    spillfix: int = 0   # ping-pong consumers, bits: 1 wgmma's shared-memory descriptors rebuilt in every block
-    #                     (_opaque_zero), 2 the row max across warps through a buffer of their own (_softmax_keys_pp)
+    pingpong: int = 0   # 1 (two consumers, <= 16 heads a program): alternate blocks whole, merged at the end
+    spillfix: int = 0   # 1 (ping-pong): wgmma's shared-memory descriptors rebuilt in every block (_opaque_zero)
 
 
 def rx_hp(num_heads: int) -> int:
@@ -143,11 +141,8 @@ def rx_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int, consumers: 
     rope = d_qk > LATENT_DIM and layout is KVLayout.FP8_DS_MLA
     stage = BN * (LATENT_DIM + 16 + (2 * 64 if rope else 0))
     fixed = hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0) + consumers * BN * hp * 2
-    if pingpong:
-        fixed += (consumers - 1) * (LATENT_DIM * hp * 4 + 2 * hp * 4)  # the merge: each other consumer's (O^T, m, l)
-        fixed += consumers * 4 * hp * 4  # spillfix 2's row-max buffers (counted whether used or not)
-    elif consumers == 2:
-        fixed += 4 * BN * hp * 4
+    if consumers == 2:
+        fixed += (LATENT_DIM * hp * 4 + 2 * hp * 4) if pingpong else 4 * BN * hp * 4
     return stages * stage + fixed
 
 
@@ -166,8 +161,7 @@ def rx_consumer_regs(consumers: int, producer_warps: int, producer_regs: int) ->
     """setmaxnreg of each consumer warpgroup: the register file less the producer's warpgroup, split between the
     consumers (multiples of 8, at most 256). Triton 3.6 (AllocateWarpGroups) pads the worker warps to whole
     warpgroups and gives the padding warps of the producer's warpgroup the producer's count, so a 1- or 2-warp
-    producer still costs 4 warps x producer_regs (and the CTA has 4 x (consumers + 1) warps: a launch budget of
-    65536 / 512 = 128 registers a thread with three consumers, whatever the producer's warps; compile check)."""
+    producer would still cost 4 warps x producer_regs (compile check, 96927db); run_attention_rx takes 4 or 8."""
     pw = -(-producer_warps // 4) * 4
     return min(256, (65536 - 32 * pw * producer_regs) // (128 * consumers) // 8 * 8)
 
@@ -863,60 +857,20 @@ if HAVE_GLUON:
         return gl.inline_asm_elementwise("mov.u32 $0, 0;", "=r,r", [x], dtype=gl.int32, is_pure=False, pack=1)
 
     @gluon.jit
-    def _keys_reduce(x, red, IS_MAX: gl.constexpr, HP: gl.constexpr, COL: gl.constexpr):
-        """max (IS_MAX) or sum over the 64 keys of x [64 keys, 8 heads] in one warpgroup's MMA layout, by hand: each
-        warp's over its 16 keys (shuffles), the 4 through red ([4, HP] fp32 in shared memory, the consumer's own;
-        the caller orders its reuse by a partition barrier), every thread reading all 4 (layout COL). The compiler's
-        cross-warp reduction loads through a predicated ld.shared whose register ptxas kept in local memory across
-        the three-consumer loop (4 B a reduction and consumer, compile check)."""
-        gl.static_assert(HP == 8, "8-head programs")
-        L3: gl.constexpr = gl.DistributedLinearLayout(     # the MMA layout of [64, 8] as [warp, 16 keys, 8 heads]
-            reg_bases=[[0, 0, 1], [0, 8, 0]], lane_bases=[[0, 0, 2], [0, 0, 4], [0, 1, 0], [0, 2, 0], [0, 4, 0]],
-            warp_bases=[[1, 0, 0], [2, 0, 0]], block_bases=[], shape=[4, 16, HP])
-        LB: gl.constexpr = gl.DistributedLinearLayout(     # [4 warps, 8 heads]: a thread holds its heads' 4 values
-            reg_bases=[[0, 1], [1, 0], [2, 0]], lane_bases=[[0, 2], [0, 4], [0, 0], [0, 0], [0, 0]],
-            warp_bases=[[0, 0], [0, 0]], block_bases=[], shape=[4, HP])
-        x = gl.convert_layout(gl.reshape(x, [4, 16, HP]), L3, assert_trivial=True)
-        if IS_MAX:
-            red.store(gl.max(x, 1))
-        else:
-            red.store(gl.sum(x, 1))
-        gl.thread_barrier()
-        if IS_MAX:
-            r = gl.max(red.load(LB), 0)
-        else:
-            r = gl.sum(red.load(LB), 0)
-        return gl.convert_layout(r, COL, assert_trivial=True)
-
-    @gluon.jit
-    def _softmax_keys_pp(s, ix, num_slots, qk_scale, m_i, red, HP: gl.constexpr, COL: gl.constexpr):
-        """_softmax_keys (gluon_small) with the max over the keys by _keys_reduce."""
-        valid = (ix >= 0) & (ix < num_slots)
-        s = gl.where(valid[:, None], s * qk_scale, NEG_INF)
-        bm = _keys_reduce(s, red, True, HP, COL)
-        m_new = gl.maximum(m_i, bm)
-        m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
-        alpha = gl.exp2(m_i - m_use)
-        p = gl.exp2(s - m_use[None, :])
-        return p, alpha, m_new
-
-    @gluon.jit
     def _consumer_pp(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
                      out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
-                     q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar, full, free, rmax,
+                     q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar, full, free,
                      HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                     ALU: gl.constexpr, H: gl.constexpr, NC: gl.constexpr, SPILLFIX: gl.constexpr = 0):
-        """Ping-pong consumers (config pingpong=1, NC = 2 consumers at <= 16 heads a program, or 3 at 8): consumer H
-        takes the blocks b = H, H + NC, ... whole (all 512 latent columns, _consumer's products and online softmax, its
-        own P buffer), so they never wait for each other inside the loop: one's tensor-core work overlaps the others'
-        conversions and softmax. At the end consumers 1 .. NC - 1 hand their (m, l, O^T) to consumer 0 through shared
-        memory (slot H - 1 of macc, mm_s, ml_s; mbar counts NC - 1 arrivals), which merges the partial softmaxes and
-        stores out / lse. All store q (the same values). Three consumers without spillfix spill 480-600 B in their
-        loops (a launch budget of 128 registers at 16 warps) and were measured slower (bench/results/s12_rx3_512.json,
-        session 12). SPILLFIX (config spillfix) bit 1: the shared-memory descriptors of q, q_rope and P (~40 64-bit
-        values, loop-invariant: LLVM hoisted them out of the loop and ptxas spilled them) are rebuilt in each block
-        from an opaque 0 (q3 / qr3 [1, HP, ...]); bit 2: the row max and the final row sums across the warps by
-        _keys_reduce. With both, the compile check finds no spill in the three-consumer kernel (module docstring)."""
+                     ALU: gl.constexpr, H: gl.constexpr, SPILLFIX: gl.constexpr = 0):
+        """Ping-pong consumers (config pingpong=1, two consumers, <= 16 heads a program): consumer H takes the blocks
+        b = H, H + 2, ... whole (all 512 latent columns, _consumer's products and online softmax, its own P buffer), so
+        the two never wait for each other inside the loop: one's tensor-core work overlaps the other's conversions and
+        softmax. At the end consumer 1 hands its (m, l, O^T) to consumer 0 through shared memory (macc, mm_s, ml_s,
+        mbar), which merges the two partial softmaxes and stores out / lse. Both store q (the same values). SPILLFIX
+        (config spillfix 1): the shared-memory descriptors of q, q_rope and P (~40 64-bit values, loop-invariant: LLVM
+        hoisted them out of the loop and ptxas spilled them at 16-head programs) are rebuilt in each block from an
+        opaque 0 (q3 / qr3 [1, HP, ...]). (Three such consumers, blocks round robin, were measured slower twice: module
+        docstring.)"""
         NW: gl.constexpr = 4
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
@@ -941,10 +895,10 @@ if HAVE_GLUON:
         l_e = gl.zeros([KB, HP], gl.float32, MMA)  # row sums per element, reduced over the keys at the end
         acc = gl.zeros([512, HP], gl.float32, MMA)
         nblocks = gl.cdiv(hi - lo, KB)
-        for b in range(H, nblocks, NC):
+        for b in range(H, nblocks, 2):
             if OPQ:
                 # wgmma's shared-memory descriptors from an opaque 0: built here in every block, not hoisted out of
-                # the loop by LLVM and held (~40 64-bit values; with three consumers, 152 registers, they spilled)
+                # the loop by LLVM and held (~40 64-bit values; at 16-head programs they spilled)
                 z = _opaque_zero(b)
                 q_smem = q3.index(z)
                 qr_smem = qr3.index(z)
@@ -969,10 +923,7 @@ if HAVE_GLUON:
                     s = warpgroup_mma_wait(1, deps=(s,))
             s = warpgroup_mma_wait(0, deps=(s,))
 
-            if (SPILLFIX & 2) != 0:
-                p, alpha, m_new = _softmax_keys_pp(s, ix, num_slots, qk_scale, m_i, rmax.index(H), HP, COL)
-            else:
-                p, alpha, m_new = _softmax_keys(s, ix, num_slots, qk_scale, m_i)
+            p, alpha, m_new = _softmax_keys(s, ix, num_slots, qk_scale, m_i)
             l_e = l_e * alpha[None, :] + p
             acc = acc * alpha[None, :]
             m_i = m_new
@@ -986,40 +937,24 @@ if HAVE_GLUON:
                     acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
             mbarrier.arrive(free.index(st), count=1)
             acc = warpgroup_mma_wait(0, deps=(acc,))
-        if (SPILLFIX & 2) != 0:  # (the last block's reads of rmax were followed by a partition barrier)
-            l_i = _keys_reduce(l_e, rmax.index(H), False, HP, COL)
-        else:
-            l_i = gl.sum(l_e, 0)
+        l_i = gl.sum(l_e, 0)
 
-        if H > 0:
+        if H == 1:
             # hand (m, l, O^T) to consumer 0 (these buffers are used once, nothing else touches them)
-            macc.index(H - 1).store(acc)
-            mm_s.index(H - 1).store(m_i)
-            ml_s.index(H - 1).store(l_i)
+            macc.store(acc)
+            mm_s.store(m_i)
+            ml_s.store(l_i)
             mbarrier.arrive(mbar, count=1)
         else:
             mbarrier.wait(mbar, 0)
-            if NC == 2:  # (session 11's two-consumer merge, as it was)
-                m_o = mm_s.index(0).load(COL)
-                l_o = ml_s.index(0).load(COL)
-                m = gl.maximum(m_i, m_o)
-                m_use = gl.where(m == NEG_INF, 0.0, m)
-                a_s = gl.exp2(m_i - m_use)
-                a_o = gl.exp2(m_o - m_use)
-                l_i = l_i * a_s + l_o * a_o
-                acc = acc * a_s[None, :] + macc.index(0).load(MMA) * a_o[None, :]
-            else:
-                m = m_i
-                for j in gl.static_range(NC - 1):
-                    m = gl.maximum(m, mm_s.index(j).load(COL))
-                m_use = gl.where(m == NEG_INF, 0.0, m)
-                a_s = gl.exp2(m_i - m_use)
-                l_i = l_i * a_s
-                acc = acc * a_s[None, :]
-                for j in gl.static_range(NC - 1):
-                    a_o = gl.exp2(mm_s.index(j).load(COL) - m_use)
-                    l_i = l_i + ml_s.index(j).load(COL) * a_o
-                    acc = acc + macc.index(j).load(MMA) * a_o[None, :]
+            m_o = mm_s.load(COL)
+            l_o = ml_s.load(COL)
+            m = gl.maximum(m_i, m_o)
+            m_use = gl.where(m == NEG_INF, 0.0, m)
+            a_s = gl.exp2(m_i - m_use)
+            a_o = gl.exp2(m_o - m_use)
+            l_i = l_i * a_s + l_o * a_o
+            acc = acc * a_s[None, :] + macc.load(MMA) * a_o[None, :]
             m_i = m
             _store_ot(acc, m_i, l_i, _v_phys(gl.arange(0, 512, ROW)), t, split, h0, num_heads, out_ptr, stride_ot,
                       stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
@@ -1036,8 +971,7 @@ if HAVE_GLUON:
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1,
-            ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0, PINGPONG: gl.constexpr = 0, NCONS: gl.constexpr = 2,
-            SPILLFIX: gl.constexpr = 0):
+            ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0, PINGPONG: gl.constexpr = 0, SPILLFIX: gl.constexpr = 0):
         """sparse_mla_rx_kernel with two consumer warpgroups (halves of the latent columns, _consumer2); same grid and
         arguments, plus the second consumer's register budget."""
         gl.static_assert(num_warps == 4, "each consumer is one warpgroup")
@@ -1063,16 +997,14 @@ if HAVE_GLUON:
         else:
             q_smem = gl.allocate_shared_memory(gl.float16, [HP, 512], Q_S)
             q3 = q_smem
-        p_smem = gl.allocate_shared_memory(gl.float16, [NCONS, KB, HP], P_S)
+        p_smem = gl.allocate_shared_memory(gl.float16, [2, KB, HP], P_S)
         if PINGPONG:
             gl.static_assert(HP <= 16, "ping-pong consumers hold all 512 rows of O^T: at most 16 heads a program")
-            gl.static_assert((NCONS == 2) | ((NCONS == 3) & (HP <= 8)), "three consumers: 8-head programs only")
-            sx = gl.allocate_shared_memory(gl.float32, [NCONS - 1, 512, HP], SX_S)  # the other consumers' O^T
+            sx = gl.allocate_shared_memory(gl.float32, [512, HP], SX_S)     # consumer 1's O^T for the merge
             M1_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-            mm_s = gl.allocate_shared_memory(gl.float32, [NCONS - 1, HP], M1_S)    # their m
-            ml_s = gl.allocate_shared_memory(gl.float32, [NCONS - 1, HP], M1_S)    # their l
+            mm_s = gl.allocate_shared_memory(gl.float32, [HP], M1_S)        # its m
+            ml_s = gl.allocate_shared_memory(gl.float32, [HP], M1_S)        # its l
         else:
-            gl.static_assert(NCONS == 2, "two consumers in step")
             sx = gl.allocate_shared_memory(gl.float32, [4, KB, HP], SX_S)
         if HAS_ROPE:
             raw_rope = gl.allocate_shared_memory(gl.bfloat16, [NSTAGES, KB, 64], ROPE_S)
@@ -1086,10 +1018,6 @@ if HAVE_GLUON:
             raw_rope = raw_sc
             qr_smem = q_smem
             qr3 = q3
-        if PINGPONG and (SPILLFIX & 2) != 0:
-            rmax = gl.allocate_shared_memory(gl.float32, [NCONS, 4, HP], SX_S)  # _softmax_keys_pp's, one a consumer
-        else:
-            rmax = sx
         full = gl.allocate_shared_memory(gl.int64, [NSTAGES, 1], mbarrier.MBarrierLayout())
         free = gl.allocate_shared_memory(gl.int64, [NSTAGES, 1], mbarrier.MBarrierLayout())
         sx_bar = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
@@ -1097,8 +1025,7 @@ if HAVE_GLUON:
             mbarrier.init(full.index(i), count=PRODUCER_WARPS * 32)  # one noinc cp.async arrive per thread
             mbarrier.init(free.index(i), count=1 if PINGPONG else 2)  # one arrive per consumer reading the stage
         for i in gl.static_range(4):
-            # ping-pong: sx_bar[0] is the merge barrier, one arrival from each consumer but the first
-            mbarrier.init(sx_bar.index(i), count=(NCONS - 1) if (PINGPONG and i == 0) else 1)
+            mbarrier.init(sx_bar.index(i), count=1)  # (ping-pong: sx_bar[0] is the merge barrier)
 
         end = topk
         if HAS_LEN:
@@ -1107,38 +1034,16 @@ if HAVE_GLUON:
         hi = gl.minimum(lo + keys_per_split, end)
         idx_row = idx_ptr + t * stride_it
 
-        if PINGPONG and NCONS == 3:
+        if PINGPONG:
             gl.warp_specialize([
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                                 stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, rmax,
-                                HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, 3, SPILLFIX)),
+                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, SPILLFIX)),
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                                 stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, rmax,
-                                HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, 3, SPILLFIX)),
-                (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                                qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                                stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, rmax,
-                                HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 2, 3, SPILLFIX)),
-                (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
-                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
-            ], [4, 4, PRODUCER_WARPS], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
-        elif PINGPONG:
-            gl.warp_specialize([
-                (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                                qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                                stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, rmax,
-                                HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, 2, SPILLFIX)),
-                (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                                qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                                stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, rmax,
-                                HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, 2, SPILLFIX)),
+                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, SPILLFIX)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                              full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
             ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
@@ -1183,28 +1088,24 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     hp = 8 if cfg.hp8 and h <= 8 else rx_hp(h)
     if cfg.pv_depth not in (0, 1, 2):
         raise ValueError(f"config.pv_depth must be 0, 1 or 2, got {cfg.pv_depth}")
-    if cfg.producer_warps not in (1, 2, 4, 8):
-        raise ValueError(f"config.producer_warps must be 1, 2, 4 or 8, got {cfg.producer_warps}")
-    if cfg.consumers not in (1, 2, 3):
-        raise ValueError(f"config.consumers must be 1, 2 or 3, got {cfg.consumers}")
-    if cfg.pingpong and (cfg.consumers == 1 or hp > 16):
-        raise ValueError(f"config.pingpong needs two or three consumers and at most 16 heads a program, got "
-                         f"{cfg.consumers} consumers, {hp} heads a program")
-    if cfg.consumers == 3 and not (cfg.pingpong and hp == 8):
-        raise ValueError(f"config.consumers 3 runs ping-pong consumers over 8-head programs (pingpong 1, hp8 1, at "
-                         f"most 8 heads), got pingpong {cfg.pingpong}, {hp} heads a program")
-    if cfg.spillfix not in (0, 1, 2, 3) or (cfg.spillfix and not cfg.pingpong) or (cfg.spillfix & 2 and hp != 8):
-        raise ValueError(f"config.spillfix (0..3) applies to ping-pong consumers, bit 2 to 8-head programs only, got "
-                         f"spillfix {cfg.spillfix}, pingpong {cfg.pingpong}, {hp} heads a program")
+    if cfg.producer_warps not in (4, 8):  # (Triton pads fewer to a warpgroup: rx_consumer_regs)
+        raise ValueError(f"config.producer_warps must be 4 or 8, got {cfg.producer_warps}")
+    if cfg.consumers not in (1, 2):  # (three ping-pong consumers were measured slower twice: module docstring)
+        raise ValueError(f"config.consumers must be 1 or 2, got {cfg.consumers}")
+    if cfg.pingpong and (cfg.consumers != 2 or hp > 16):
+        raise ValueError(f"config.pingpong needs two consumers and at most 16 heads a program, got {cfg.consumers} "
+                         f"consumers, {hp} heads a program")
+    if cfg.spillfix not in (0, 1) or (cfg.spillfix and not cfg.pingpong):
+        raise ValueError(f"config.spillfix must be 0 or 1 (1: ping-pong consumers only), got spillfix {cfg.spillfix}, "
+                         f"pingpong {cfg.pingpong}")
     grid = (t, -(-h // hp), splits)
     args = launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN)
     flags = (d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None)
-    if cfg.consumers >= 2:
+    if cfg.consumers == 2:
         consumer_regs = rx_consumer_regs(cfg.consumers, cfg.producer_warps, cfg.producer_regs)
         _fast_launch(sparse_mla_rx2_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
                      cfg.producer_regs, consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
-                     ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, NCONS=cfg.consumers,
-                     SPILLFIX=cfg.spillfix)
+                     ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, SPILLFIX=cfg.spillfix)
     else:
         _fast_launch(sparse_mla_rx_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
                      cfg.producer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth, ALU=cfg.alu)
