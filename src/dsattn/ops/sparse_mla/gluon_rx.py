@@ -4,8 +4,9 @@ that keep no fp16 tiles: the consumers build both products' A operands in REGIST
 STATUS: 'auto' runs it for fp8 rows at <= 16 heads a program (launch.rx_preferred; DSATTN_SPARSE_MLA_IMPL=gluon_rx
 forces it up to 32). Two kernels: sparse_mla_rx_kernel (one consumer warpgroup, DSATTN_RX_CONSUMERS=1) and
 sparse_mla_rx2_kernel (two, the default; ping-pong consumers at <= 16 heads a program, 8-head programs at <= 8 heads,
-spillfix 1 at 16-head programs since session 13: 0.2526 vs 0.2821 ms in step, bench/results/s13_rx16.json). Measured on the H200
-(fp8_ds_mla decode 512 tokens, topk 2048; gluon_ws 0.324 / 0.327 / 0.352 ms at 8 / 16 / 32 heads):
+spillfix 1 at 16-head programs since session 13: 0.2526 vs 0.2821 ms in step, bench/results/s13_rx16.json).
+Measured on the H200 (fp8_ds_mla decode 512 tokens, topk 2048; gluon_ws 0.324 / 0.327 / 0.352 ms at 8 / 16 / 32
+heads):
   - one consumer (edd6f78, bench/logs/s10_rx1.log): 8 heads 0.307-0.311 ms, 16 heads 0.327-0.330, 32 heads 0.431
     (pv_depth 0); 4 stages as fast as 5; L2 prefetch slower (0.38 / 0.40); GPU tests passed (32 of them, to the
     time limit), outputs within 0.004 of gluon_ws (lse 2e-7);
@@ -191,10 +192,10 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     # bench/results/sparse_mla_rx_bench_final.json), producer 56 registers (session 11 call 1, fp8_ds_mla 8 heads,
     # 4 stages: 40 / 48 / 56 registers 0.243 / 0.2245 / 0.208 ms at 512 tokens, 0.925 / 0.852 / 0.810 at 2048;
     # bench/results/s11_rx_512.json, s11_rx_2048.json)
-    # 16-head programs: ping-pong too since session 13 (producer 48 registers), with spillfix 1 (the wgmma descriptors rebuilt in each block:
-    # no spill at sm_90a, 120-152 B without, which is what made it slower in sessions 10-12): 512 tokens fp8_ds_mla
-    # 0.2526 vs 0.2821 ms (two consumers in step), nope 0.2389 vs 0.2654 (bench/results/s13_rx16.json,
-    # bench/logs/s13_call3.log)
+    # 16-head programs: ping-pong too since session 13 (producer 48 registers), with spillfix 1 (the wgmma
+    # descriptors rebuilt in each block: no spill at sm_90a, 120-152 B without, which is what made it slower in
+    # sessions 10-12): 512 tokens fp8_ds_mla 0.2526 vs 0.2821 ms (two consumers in step), nope 0.2389 vs 0.2654
+    # (bench/results/s13_rx16.json, bench/logs/s13_call3.log)
     pingpong = int(hp <= 16 and consumers == 2)
     stages = 5
     while stages > 2 and rx_smem_bytes(layout, d_qk, hp, stages, consumers, pingpong) + SMEM_MARGIN > SMEM_LIMIT:
