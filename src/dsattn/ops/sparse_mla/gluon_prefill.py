@@ -127,7 +127,10 @@ class PrefillConfig:
     """Launch configuration of sparse_mla_prefill_kernel: entries per block (BN: S's N, P @ V's K), stages of the
     cp.async ring (NS - 1 blocks in flight), the producer partition's warps and register budget (setmaxnreg; the
     consumer warpgroups get the rest of the register file), overlap: 1 issues S of block b + 1 before block b's
-    softmax (the softmax runs while the tensor cores compute S), 0 runs S, softmax and P @ V in turn; f16: 1 converts
+    softmax (the softmax runs while the tensor cores compute S), 0 runs S, softmax and P @ V in turn, 2 (split 1,
+    f16 1, 3 stages at least; written in session 13, compiled for sm_90a without spill or wgmma serialization at
+    32/4/4/80/2/1/1, NOT YET RUN ON A GPU: bench/gpu_s14_pf_ahead.sh) runs warpgroup 0's softmax of block b + 1 under
+    S(b + 2) and its P V(b) (_wg_s_ahead); f16: 1 converts
     the stages to fp16 x V_SCALE in the producer and runs one fp16 P @ V, 0 runs P_hi V + P_lo V in bf16; split: 1
     runs the split consumer (_wg_s / _wg_v: one warpgroup computes S over all BN entries, the softmax and O[:, :256],
     the other O[:, 256:] from its P), 0 the two-warpgroup N-split consumer (_consumer)."""
@@ -159,13 +162,15 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
         raise ValueError(f"DSATTN_PF_CONFIG must be bn/stages/producer_warps/producer_regs, e.g. 32/4/4/96, "
                          f"got {spec!r}") from None
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6 and cfg.producer_warps in (4, 8)
-          and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1) and cfg.f16 in (0, 1)
-          and cfg.split in (0, 1) and not (cfg.split == 1 and cfg.overlap and cfg.stages < 3)
-          and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
+          and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1, 2)
+          and cfg.f16 in (0, 1) and cfg.split in (0, 1) and not (cfg.split == 1 and cfg.overlap and cfg.stages < 3)
+          and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT
+          and (cfg.overlap != 2 or (cfg.split == 1 and cfg.f16 == 1 and cfg.stages >= 3)))
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
-                         "producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap, f16 0 or 1, split 0 or 1 "
-                         f"(split 1 with overlap: 3 stages at least); got {spec!r}")
+                         "producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap 0 / 1 / 2 (2: split 1 "
+                         "and f16 1 only), f16 0 or 1, split 0 or 1 (split 1 with overlap: 3 stages at least); "
+                         f"got {spec!r}")
     return cfg
 
 
@@ -341,6 +346,76 @@ if HAVE_GLUON:
             mbarrier.arrive(free.index(b % NS), count=1)
 
     @gluon.jit
+    def _wg_s_ahead(q_rope, q_smem, lat, rope, idx_row, mask_row, hi, num_slots, tok_of_row, qk_scale, m_i, l_i,
+                    ph_smem, a_smem, full, free, p_ready, p_free, MMA_S: gl.constexpr, MMA_O: gl.constexpr,
+                    P_L: gl.constexpr, COL_S: gl.constexpr, ROW_O: gl.constexpr, HAS_ROPE: gl.constexpr,
+                    GROUPED: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr):
+        """_wg_s's block loop with the softmax overlapped (PrefillConfig.overlap 2, fp16 stages, NS >= 3; NOT YET
+        RUN ON A GPU): S(b + 1) was retired at the end of iteration b - 1; iteration b issues S(b + 2) and this
+        warpgroup's P V(b), runs the softmax of block b + 1 on S(b + 1)'s registers while both products run, then
+        waits for both (wait 0), releases block b's stage, rescales O by alpha(b + 1) and hands P(b + 1) / alpha to
+        warpgroup 1. Every wgmma is retired by a full wait in the iteration that issued it: ptxas serializes every
+        wgmma of the kernel when a partial wait retires one issued before the loop's back-edge and its accumulator is
+        read after it (C7514; bench/wgmma_overlap_check.py, helper W, session 13), which is what the overlap 1
+        schedule avoids by retiring P V(b - 1) first. Blocks past the last (S(b + 2) near the end, the softmax after
+        the last block) read the last block's stage and score -inf everywhere (their entries are -1): P = 0, never
+        handed over. Returns (acc, m, l)."""
+        gl.static_assert(NS >= 3, "overlap 2: the stages of blocks b, b + 1 and b + 2 are held at once")
+        nblocks = gl.cdiv(hi, BN)
+        # block 0: S, softmax, P(0) to warpgroup 1 (with no block: S over stage 0 as it is, all -inf, nothing handed)
+        if nblocks > 0:
+            mbarrier.wait(full.index(0), 0)
+        s = _s_issue(q_rope, q_smem, lat.index(0), rope.index(0), MMA_S, HAS_ROPE, BN)
+        s = warpgroup_mma_wait(0, deps=(s,))
+        ix = _idx(idx_row, 0, hi, BN, COL_S)
+        if GROUPED:
+            bits = _idx(mask_row, 0, hi, BN, COL_S)
+        else:
+            bits = ix
+        p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
+        p_hi = p.to(gl.float16)
+        if nblocks > 0:
+            mbarrier.wait(p_free, 1)  # fresh: phase 1 counts as complete
+            ph_smem.store(p_hi)
+            a_smem.store(alpha)
+            fence_async_shared()
+            gl.thread_barrier()
+            mbarrier.arrive(p_ready, count=1)
+        # S(1), over the last block's stage when there is no block 1
+        if nblocks > 1:
+            mbarrier.wait(full.index(1 % NS), (1 // NS) & 1)
+        st1 = gl.maximum(gl.minimum(nblocks - 1, 1), 0) % NS
+        s_cur = _s_issue(q_rope, q_smem, lat.index(st1), rope.index(st1), MMA_S, HAS_ROPE, BN)
+        s_cur = warpgroup_mma_wait(0, deps=(s_cur,))
+        acc = gl.zeros([64, 256], gl.float32, MMA_O)  # each iteration's products are waited for in it
+        for b in range(nblocks):
+            st = b % NS
+            if b + 2 < nblocks:
+                mbarrier.wait(full.index((b + 2) % NS), ((b + 2) // NS) & 1)
+            stn = gl.minimum(b + 2, nblocks - 1) % NS
+            s_nxt = _s_issue(q_rope, q_smem, lat.index(stn), rope.index(stn), MMA_S, HAS_ROPE, BN)
+            acc = warpgroup_mma(gl.convert_layout(p_hi, P_L), lat.index(st).slice(0, 256, dim=1), acc, is_async=True)
+            ix = _idx(idx_row, (b + 1) * BN, hi, BN, COL_S)
+            if GROUPED:
+                bits = _idx(mask_row, (b + 1) * BN, hi, BN, COL_S)
+            else:
+                bits = ix
+            p, alpha, m_i, l_i = _softmax_step(s_cur, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
+            s_cur, acc = warpgroup_mma_wait(0, deps=(s_nxt, acc))
+            gl.thread_barrier()
+            mbarrier.arrive(free.index(st), count=1)
+            acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
+            p_hi = p.to(gl.float16)
+            if b + 1 < nblocks:
+                mbarrier.wait(p_free, ((b + 1) & 1) ^ 1)
+                ph_smem.store(p_hi)
+                a_smem.store(alpha)
+                fence_async_shared()
+                gl.thread_barrier()
+                mbarrier.arrive(p_ready, count=1)
+        return acc, m_i, l_i
+
+    @gluon.jit
     def _wg_s(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
               qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
               q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
@@ -377,68 +452,73 @@ if HAVE_GLUON:
         l_i = gl.zeros([ROWS], gl.float32, ROW_S)
         acc = warpgroup_mma_init(gl.zeros([ROWS, 256], gl.float32, MMA_O))
         nblocks = gl.cdiv(hi, BN)
-        NG_P: gl.constexpr = 1 if F16 else 2         # wgmma groups of one P @ V
-        if OVERLAP:
-            gl.static_assert(NS >= 3, "split overlap: stages of b and b + 1 held while b - 1 is released")
-            if nblocks > 0:
-                mbarrier.wait(full.index(0), 0)
-            s_cur = _s_issue(q_rope, q_smem, lat.index(0), rope.index(0), MMA_S, HAS_ROPE, BN)
-            s_cur = warpgroup_mma_wait(0, deps=(s_cur,))
-        for b in range(nblocks):
-            st = b % NS
-            # the block's entries (and token bits), loaded here and used after S: their latency hides behind S,
-            # and no next block's entries are carried in registers (at BN = 64 those spilled)
-            ix = _idx(idx_row, b * BN, hi, BN, COL_S)
-            if GROUPED:
-                bits = _idx(mask_row, b * BN, hi, BN, COL_S)
-            else:
-                bits = ix  # (unread)
+        if OVERLAP == 2:
+            acc, m_i, l_i = _wg_s_ahead(q_rope, q_smem, lat, rope, idx_row, mask_row, hi, num_slots, tok_of_row,
+                                        qk_scale, m_i, l_i, ph_smem, a_smem, full, free, p_ready, p_free, MMA_S,
+                                        MMA_O, P_L, COL_S, ROW_O, HAS_ROPE, GROUPED, BN, NS)
+        else:
+            NG_P: gl.constexpr = 1 if F16 else 2         # wgmma groups of one P @ V
             if OVERLAP:
-                # P V(b - 1) retired first (ptxas serializes every wgmma when an accumulator is read while another
-                # wgmma may be in flight after a partial wait: bench/mla_gluon_check.py reports WGMMA_SERIALIZED);
-                # then S(b + 1) (past the last block: over block b's stage again, never read) runs during the softmax
-                acc = warpgroup_mma_wait(0, deps=(acc,))
-                gl.thread_barrier()
-                mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
-                has_next = b + 1 < nblocks
-                if has_next:
-                    mbarrier.wait(full.index((b + 1) % NS), ((b + 1) // NS) & 1)
-                stn = (b + has_next.to(gl.int32)) % NS
-                s_nxt = _s_issue(q_rope, q_smem, lat.index(stn), rope.index(stn), MMA_S, HAS_ROPE, BN)
-                s = s_cur
-            else:
-                # O[:, :256] += P V of block b - 1 retired: this warpgroup's hold on its stage ends (warpgroup 1
-                # releases it too once its half retired)
-                acc = warpgroup_mma_wait(0, deps=(acc,))
-                gl.thread_barrier()
-                mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
-                mbarrier.wait(full.index(st), (b // NS) & 1)
-                s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
-                s = warpgroup_mma_wait(0, deps=(s,))
+                gl.static_assert(NS >= 3, "split overlap: stages of b and b + 1 held while b - 1 is released")
+                if nblocks > 0:
+                    mbarrier.wait(full.index(0), 0)
+                s_cur = _s_issue(q_rope, q_smem, lat.index(0), rope.index(0), MMA_S, HAS_ROPE, BN)
+                s_cur = warpgroup_mma_wait(0, deps=(s_cur,))
+            for b in range(nblocks):
+                st = b % NS
+                # the block's entries (and token bits), loaded here and used after S: their latency hides behind S,
+                # and no next block's entries are carried in registers (at BN = 64 those spilled)
+                ix = _idx(idx_row, b * BN, hi, BN, COL_S)
+                if GROUPED:
+                    bits = _idx(mask_row, b * BN, hi, BN, COL_S)
+                else:
+                    bits = ix  # (unread)
+                if OVERLAP:
+                    # P V(b - 1) retired first (ptxas serializes every wgmma when an accumulator is read while another
+                    # wgmma may be in flight after a partial wait: bench/mla_gluon_check.py reports WGMMA_SERIALIZED);
+                    # then S(b + 1) (past the last block: over block b's stage again, never read) runs during the softmax
+                    acc = warpgroup_mma_wait(0, deps=(acc,))
+                    gl.thread_barrier()
+                    mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
+                    has_next = b + 1 < nblocks
+                    if has_next:
+                        mbarrier.wait(full.index((b + 1) % NS), ((b + 1) // NS) & 1)
+                    stn = (b + has_next.to(gl.int32)) % NS
+                    s_nxt = _s_issue(q_rope, q_smem, lat.index(stn), rope.index(stn), MMA_S, HAS_ROPE, BN)
+                    s = s_cur
+                else:
+                    # O[:, :256] += P V of block b - 1 retired: this warpgroup's hold on its stage ends (warpgroup 1
+                    # releases it too once its half retired)
+                    acc = warpgroup_mma_wait(0, deps=(acc,))
+                    gl.thread_barrier()
+                    mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
+                    mbarrier.wait(full.index(st), (b // NS) & 1)
+                    s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
+                    s = warpgroup_mma_wait(0, deps=(s,))
 
-            p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
-            acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-            # warpgroup 1 is done with P and alpha of block b - 1 (fresh mbarriers count as phase 1 complete)
-            mbarrier.wait(p_free, (b & 1) ^ 1)
-            if F16:
-                p_hi = p.to(gl.float16)
-                ph_smem.store(p_hi)
-            else:
-                p_hi = p.to(gl.bfloat16)
-                p_lo = (p - p_hi.to(gl.float32)).to(gl.bfloat16)
-                ph_smem.store(p_hi)
-                pl_smem.store(p_lo)
-            a_smem.store(alpha)
-            fence_async_shared()
-            gl.thread_barrier()
-            mbarrier.arrive(p_ready, count=1)
-            # this warpgroup's P @ V takes P from its registers (A operand), warpgroup 1 from shared memory
-            v_left = lat.index(st).slice(0, 256, dim=1)
-            acc = warpgroup_mma(gl.convert_layout(p_hi, P_L), v_left, acc, is_async=True)
-            if not F16:
-                acc = warpgroup_mma(gl.convert_layout(p_lo, P_L), v_left, acc, is_async=True)
-            if OVERLAP:
-                s_cur = warpgroup_mma_wait(NG_P, deps=(s_nxt,))  # S(b + 1) retired; P V(b) may still run
+                p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
+                acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
+                # warpgroup 1 is done with P and alpha of block b - 1 (fresh mbarriers count as phase 1 complete)
+                mbarrier.wait(p_free, (b & 1) ^ 1)
+                if F16:
+                    p_hi = p.to(gl.float16)
+                    ph_smem.store(p_hi)
+                else:
+                    p_hi = p.to(gl.bfloat16)
+                    p_lo = (p - p_hi.to(gl.float32)).to(gl.bfloat16)
+                    ph_smem.store(p_hi)
+                    pl_smem.store(p_lo)
+                a_smem.store(alpha)
+                fence_async_shared()
+                gl.thread_barrier()
+                mbarrier.arrive(p_ready, count=1)
+                # this warpgroup's P @ V takes P from its registers (A operand), warpgroup 1 from shared memory
+                v_left = lat.index(st).slice(0, 256, dim=1)
+                acc = warpgroup_mma(gl.convert_layout(p_hi, P_L), v_left, acc, is_async=True)
+                if not F16:
+                    acc = warpgroup_mma(gl.convert_layout(p_lo, P_L), v_left, acc, is_async=True)
+                if OVERLAP:
+                    s_cur = warpgroup_mma_wait(NG_P, deps=(s_nxt,))  # S(b + 1) retired; P V(b) may still run
         acc = warpgroup_mma_wait(0, deps=(acc,))
 
         empty = l_i == 0.0
@@ -720,7 +800,7 @@ def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0
         idx, stride_i, end, masks,
         out, out.stride(0), out.stride(1), lse, lse.stride(0), lse.stride(1),
         flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
-        flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages, bool(cfg.overlap),
+        flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages, cfg.overlap,
         bool(cfg.f16), profile, cfg.split, SPLIT_V_REGS,
         cfg.producer_warps, cfg.producer_regs,
         num_warps=4 if cfg.split else CONSUMER_WARPS,
