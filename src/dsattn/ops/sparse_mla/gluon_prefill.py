@@ -165,7 +165,7 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1, 2)
           and cfg.f16 in (0, 1) and cfg.split in (0, 1) and not (cfg.split == 1 and cfg.overlap and cfg.stages < 3)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT
-          and (cfg.overlap != 2 or (cfg.split == 1 and cfg.f16 == 1 and cfg.stages >= 3)))
+          and (cfg.overlap != 2 or (cfg.split == 1 and cfg.f16 == 1)))
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
                          "producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap 0 / 1 / 2 (2: split 1 "
@@ -346,6 +346,17 @@ if HAVE_GLUON:
             mbarrier.arrive(free.index(b % NS), count=1)
 
     @gluon.jit
+    def _hand_p(p_hi, alpha, ph_smem, a_smem, p_ready, p_free, phase):
+        """Warpgroup 0 hands P (fp16) and alpha of one block to warpgroup 1: once warpgroup 1 is done with the
+        previous ones (p_free at `phase`), store, fence for wgmma's async proxy, partition barrier, p_ready."""
+        mbarrier.wait(p_free, phase)
+        ph_smem.store(p_hi)
+        a_smem.store(alpha)
+        fence_async_shared()
+        gl.thread_barrier()
+        mbarrier.arrive(p_ready, count=1)
+
+    @gluon.jit
     def _wg_s_ahead(q_rope, q_smem, lat, rope, idx_row, mask_row, hi, num_slots, tok_of_row, qk_scale, m_i, l_i,
                     ph_smem, a_smem, full, free, p_ready, p_free, MMA_S: gl.constexpr, MMA_O: gl.constexpr,
                     P_L: gl.constexpr, COL_S: gl.constexpr, ROW_O: gl.constexpr, HAS_ROPE: gl.constexpr,
@@ -375,12 +386,7 @@ if HAVE_GLUON:
         p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
         p_hi = p.to(gl.float16)
         if nblocks > 0:
-            mbarrier.wait(p_free, 1)  # fresh: phase 1 counts as complete
-            ph_smem.store(p_hi)
-            a_smem.store(alpha)
-            fence_async_shared()
-            gl.thread_barrier()
-            mbarrier.arrive(p_ready, count=1)
+            _hand_p(p_hi, alpha, ph_smem, a_smem, p_ready, p_free, 1)  # fresh: phase 1 counts as complete
         # S(1), over the last block's stage when there is no block 1
         if nblocks > 1:
             mbarrier.wait(full.index(1 % NS), (1 // NS) & 1)
@@ -407,12 +413,7 @@ if HAVE_GLUON:
             acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
             p_hi = p.to(gl.float16)
             if b + 1 < nblocks:
-                mbarrier.wait(p_free, ((b + 1) & 1) ^ 1)
-                ph_smem.store(p_hi)
-                a_smem.store(alpha)
-                fence_async_shared()
-                gl.thread_barrier()
-                mbarrier.arrive(p_ready, count=1)
+                _hand_p(p_hi, alpha, ph_smem, a_smem, p_ready, p_free, ((b + 1) & 1) ^ 1)
         return acc, m_i, l_i
 
     @gluon.jit
