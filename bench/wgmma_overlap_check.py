@@ -82,6 +82,15 @@ def _softmax(s, m_i, l_i):
 
 
 @gluon.jit
+def _stage_p(p, p_s, VAR: gl.constexpr):
+    """P into shared memory for a shared-memory-A P V (VAR bit 1: P V takes P from registers, nothing stored)."""
+    if not (VAR & 1):
+        p_s.store(p.to(gl.bfloat16))
+        fence_async_shared()
+        gl.thread_barrier()
+
+
+@gluon.jit
 def _pv(p, p_s, v, acc, P_L: gl.constexpr, VAR: gl.constexpr):
     if VAR & 1:
         acc = warpgroup_mma(gl.convert_layout(p.to(gl.bfloat16), P_L), v, acc, is_async=True)
@@ -124,10 +133,7 @@ def _consumer(out_ptr, n, q_s, k_s, v_s, p_s, bar, PAT: gl.constexpr, VAR: gl.co
             p, alpha, m_i, l_i = _softmax(s, m_i, l_i)
             if not (VAR & 4):
                 acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-            if not (VAR & 1):
-                p_s.store(p.to(gl.bfloat16))
-                fence_async_shared()
-                gl.thread_barrier()
+            _stage_p(p, p_s, VAR)
             acc = _pv(p, p_s, v_s.index(st), acc, P_L, VAR)
             acc = warpgroup_mma_wait(0, deps=(acc,))
         elif PAT == 1:  # P1: S(i) and P V(i - 1) in flight, S retired first
@@ -158,20 +164,14 @@ def _consumer(out_ptr, n, q_s, k_s, v_s, p_s, bar, PAT: gl.constexpr, VAR: gl.co
                 p, alpha, m_i, l_i = _softmax(s, m_i, l_i)
             if not (VAR & 4):
                 acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-            if not (VAR & 1):
-                p_s.store(p.to(gl.bfloat16))
-                fence_async_shared()
-                gl.thread_barrier()
+            _stage_p(p, p_s, VAR)
         elif PAT == 2:  # P2: P V in flight across an mbarrier wait
             s = warpgroup_mma(q_s, kt, s0, is_async=True, use_acc=False)
             s = warpgroup_mma_wait(0, deps=(s,))
             p, alpha, m_i, l_i = _softmax(s, m_i, l_i)
             if not (VAR & 4):
                 acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-            if not (VAR & 1):
-                p_s.store(p.to(gl.bfloat16))
-                fence_async_shared()
-                gl.thread_barrier()
+            _stage_p(p, p_s, VAR)
             acc = _pv(p, p_s, v_s.index(st), acc, P_L, VAR)
             if not (VAR & 256):
                 mbarrier.arrive(bar, count=1)
@@ -188,10 +188,7 @@ def _consumer(out_ptr, n, q_s, k_s, v_s, p_s, bar, PAT: gl.constexpr, VAR: gl.co
             p, alpha, m_i, l_i = _softmax(s_cur, m_i, l_i)
             if not (VAR & 4):
                 acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-            if not (VAR & 1):
-                p_s.store(p.to(gl.bfloat16))
-                fence_async_shared()
-                gl.thread_barrier()
+            _stage_p(p, p_s, VAR)
             acc = _pv(p, p_s, v_s.index(st), acc, P_L, VAR)
             s_cur = warpgroup_mma_wait(1, deps=(s_nxt,))
         elif PAT == 5:  # P5 (the prefill's probe G): S(i + 1) and P V(i - 1) issued, softmax of the RETIRED S(i)
@@ -202,10 +199,7 @@ def _consumer(out_ptr, n, q_s, k_s, v_s, p_s, bar, PAT: gl.constexpr, VAR: gl.co
             s_cur, acc = warpgroup_mma_wait(0, deps=(s_nxt, acc))
             if not (VAR & 4):
                 acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-            if not (VAR & 1):
-                p_s.store(p.to(gl.bfloat16))
-                fence_async_shared()
-                gl.thread_barrier()
+            _stage_p(p, p_s, VAR)
         else:  # P3: P V in flight across the back-edge
             acc = warpgroup_mma_wait(0, deps=(acc,))
             if not (VAR & 4):
@@ -213,18 +207,13 @@ def _consumer(out_ptr, n, q_s, k_s, v_s, p_s, bar, PAT: gl.constexpr, VAR: gl.co
             s = warpgroup_mma(q_s, kt, s0, is_async=True, use_acc=False)
             s = warpgroup_mma_wait(0, deps=(s,))
             p, alpha, m_i, l_i = _softmax(s, m_i, l_i)
-            if not (VAR & 1):
-                p_s.store(p.to(gl.bfloat16))
-                fence_async_shared()
-                gl.thread_barrier()
+            _stage_p(p, p_s, VAR)
             acc = _pv(p, p_s, v_s.index(st), acc, P_L, VAR)
     acc = warpgroup_mma_wait(0, deps=(acc,))
     acc = acc / gl.convert_layout(l_i, ROW_O)[:, None]
     r = gl.arange(0, 64, ROW_O)
     c = gl.arange(0, 256, gl.SliceLayout(0, MMA_O))
     gl.store(out_ptr + r[:, None] * 256 + c[None, :], acc)
-
-
 
 
 @gluon.jit
