@@ -284,6 +284,16 @@ if HAVE_GLUON:
         return s
 
     @gluon.jit
+    def _s_first(q_rope, q_smem, lat, rope, nblocks, full, MMA_S: gl.constexpr, HAS_ROPE: gl.constexpr,
+                 BN: gl.constexpr):
+        """S of block 0, retired (the overlapped schedules' prologue); with no block, over stage 0 as it is (its
+        entries are all invalid: never used)."""
+        if nblocks > 0:
+            mbarrier.wait(full.index(0), 0)
+        s = _s_issue(q_rope, q_smem, lat.index(0), rope.index(0), MMA_S, HAS_ROPE, BN)
+        return warpgroup_mma_wait(0, deps=(s,))
+
+    @gluon.jit
     def _load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, QR_L: gl.constexpr,
                 HAS_ROPE: gl.constexpr, F16: gl.constexpr, HPT: gl.constexpr, num_warps: gl.constexpr):
         """q's latent part into q_smem (rows: token t0 + r // HPT, head h0 + r % HPT; zeros past T / H) and its RoPE
@@ -374,10 +384,7 @@ if HAVE_GLUON:
         gl.static_assert(NS >= 3, "overlap 2: the stages of blocks b, b + 1 and b + 2 are held at once")
         nblocks = gl.cdiv(hi, BN)
         # block 0: S, softmax, P(0) to warpgroup 1 (with no block: S over stage 0 as it is, all -inf, nothing handed)
-        if nblocks > 0:
-            mbarrier.wait(full.index(0), 0)
-        s = _s_issue(q_rope, q_smem, lat.index(0), rope.index(0), MMA_S, HAS_ROPE, BN)
-        s = warpgroup_mma_wait(0, deps=(s,))
+        s = _s_first(q_rope, q_smem, lat, rope, nblocks, full, MMA_S, HAS_ROPE, BN)
         ix = _idx(idx_row, 0, hi, BN, COL_S)
         if GROUPED:
             bits = _idx(mask_row, 0, hi, BN, COL_S)
@@ -461,10 +468,7 @@ if HAVE_GLUON:
             NG_P: gl.constexpr = 1 if F16 else 2         # wgmma groups of one P @ V
             if OVERLAP:
                 gl.static_assert(NS >= 3, "split overlap: stages of b and b + 1 held while b - 1 is released")
-                if nblocks > 0:
-                    mbarrier.wait(full.index(0), 0)
-                s_cur = _s_issue(q_rope, q_smem, lat.index(0), rope.index(0), MMA_S, HAS_ROPE, BN)
-                s_cur = warpgroup_mma_wait(0, deps=(s_cur,))
+                s_cur = _s_first(q_rope, q_smem, lat, rope, nblocks, full, MMA_S, HAS_ROPE, BN)
             for b in range(nblocks):
                 st = b % NS
                 # the block's entries (and token bits), loaded here and used after S: their latency hides behind S,
@@ -637,10 +641,7 @@ if HAVE_GLUON:
         if OVERLAP:
             # S of block 0 before the loop; each iteration issues S(b + 1) before block b's softmax
             gl.static_assert(NS >= 2, "overlap: two stages at least")
-            if nblocks > 0:
-                mbarrier.wait(full.index(0), 0)
-            s_cur = _s_issue(q_rope, q_smem, lat.index(0), rope.index(0), MMA_S, HAS_ROPE, BN)
-            s_cur = warpgroup_mma_wait(0, deps=(s_cur,))
+            s_cur = _s_first(q_rope, q_smem, lat, rope, nblocks, full, MMA_S, HAS_ROPE, BN)
         for b in range(nblocks):
             st = b % NS
             ix = cur
