@@ -232,37 +232,40 @@ if HAVE_GLUON:
     @gluon.jit
     def _producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv: gl.constexpr,
                   HAS_ROPE: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
-                  PROFILE: gl.constexpr, PW: gl.constexpr):
-        """NS - 1 blocks in flight; block b is handed over (full) once it landed (F16: and its latent was converted
-        in place into fp16 x V_SCALE), then block b + NS - 1 is issued into the stage block b - 1 used, after the
-        consumer freed it. Groups past the last block are empty. PROFILE bit 0 (timing builds only): no gathers
-        (the stages are handed over as they are)."""
+                  PROFILE: gl.constexpr, PW: gl.constexpr, LAG: gl.constexpr):
+        """NS - LAG blocks in flight; block b is handed over (full) once it landed (F16: and its latent was converted
+        in place into fp16 x V_SCALE), then block b + NS - LAG is issued into the stage block b - LAG used, after the
+        consumers freed it. LAG 1, except 2 under overlap 2, whose consumer waits for block b + 2 before it frees
+        block b: with LAG 1, block b + 2's hand-over would wait behind the issue that waits for block b's stage (the
+        first GPU run of overlap 2 hung there, session 14). Groups past the last block are empty. PROFILE bit 0
+        (timing builds only): no gathers (the stages are handed over as they are)."""
         GATHER: gl.constexpr = (PROFILE & 1) == 0
         nblocks = gl.cdiv(hi, BN)
         if F16:
             lat16 = lat._reinterpret(gl.float16, [NS, BN, 512],
                                      gl.NVMMASharedLayout.get_default_for([BN, 512], gl.float16))
-        for i in gl.static_range(NS - 1):
+        gl.static_assert(NS > LAG, "one block in flight at least")
+        for i in gl.static_range(NS - LAG):
             if i < nblocks and GATHER:
                 _gather(_entries(idx_row, i * BN, hi, BN, PW), num_slots, kv_ptr, lat.index(i), rope.index(i),
                         stride_kv, HAS_ROPE, PW)
             else:
                 async_copy.commit_group()
-        nx = _entries(idx_row, (NS - 1) * BN, hi, BN, PW)
+        nx = _entries(idx_row, (NS - LAG) * BN, hi, BN, PW)
         for b in range(nblocks):
-            # block b landed (NS - 2 younger groups may fly); fence for the async proxy (wgmma reads it), then
+            # block b landed (NS - LAG - 1 younger groups may fly); fence for the async proxy (wgmma reads it), then
             # every producer thread's copies are done before the arrive
-            async_copy.wait_group(NS - 2)
+            async_copy.wait_group(NS - LAG - 1)
             if F16:
                 gl.thread_barrier()  # every producer thread's copies landed: any thread may read any row
                 _to_f16(lat.index(b % NS), lat16.index(b % NS), PW)
             fence_async_shared()
             gl.thread_barrier()
             mbarrier.arrive(full.index(b % NS), count=1)
-            nb = b + NS - 1
+            nb = b + NS - LAG
             st = nb % NS
             if nb < nblocks:
-                # use nb // NS of this stage: the consumer released use nb // NS - 1 (block b - 1); fresh
+                # use nb // NS of this stage: the consumers released use nb // NS - 1 (block b - LAG); fresh
                 # mbarriers count as phase 1 complete
                 mbarrier.wait(free.index(st), ((nb // NS) & 1) ^ 1)
                 if GATHER:
@@ -762,6 +765,7 @@ if HAVE_GLUON:
             mbarrier.init(p_ready, count=1)
             mbarrier.init(p_free, count=1)
             a_smem = gl.allocate_shared_memory(gl.float32, [ROWS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+            LAG: gl.constexpr = 2 if OVERLAP == 2 else 1  # overlap 2 holds blocks b .. b + 2 (see _producer)
             gl.warp_specialize([
                 (_wg_s, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                          qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
@@ -770,7 +774,7 @@ if HAVE_GLUON:
                 (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
                          full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE)),
                 (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                             PROFILE, PRODUCER_WARPS)),
+                             PROFILE, PRODUCER_WARPS, LAG)),
             ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
         else:
             gl.warp_specialize([
@@ -779,7 +783,7 @@ if HAVE_GLUON:
                              q_smem, lat, rope, ph_smem, pl_smem, full, free,
                              HAS_ROPE, GROUPED, HPT, BN, NS, OVERLAP, F16, PROFILE, num_warps)),
                 (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                             PROFILE, PRODUCER_WARPS)),
+                             PROFILE, PRODUCER_WARPS, 1)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
 
