@@ -78,6 +78,16 @@ Three consumer warpgroups (split 2: warpgroup 0 S and the softmax only, two P V 
 measured slower than split 1 at every head count (64 heads 3.31 against 3.19 us a 64-entry block;
 bench/results/s11_pf_split2.json) and was removed in session 12 (its code: git 0980bad, notes/sparse_mla.md).
 
+Overlap 2 (split 1, f16, 32/4/4/80/2/1/1; session 13: warpgroup 0's softmax of block b + 1 under S(b + 2) and its
+P V(b), the producer 2 blocks behind) was right on the H200 (bit-identical to 32/4/4/80/0/1/1) but slower at every
+head count, s_q 1024, ms overlap 2 / default / 32/4/4/80/0/1/1: 16 heads 0.633 / 0.428 / 0.506, 32 heads 0.966 /
+0.646 / 0.774, 64 heads 1.080 / 0.730 / 0.845, 128 heads 2.143 / 1.444 / 1.665 (session 14,
+bench/results/sparse_mla_s14_pf_ahead.json, bench/logs/s14_pf_ahead.log, bench/gpu_s14_pf_ahead.sh). Timing builds
+at 64 heads: no gathers 1.102 ms (4.44 us a 64-entry block; the default's 2.58, bench/results/s11_pf_f16.json), no
+products 0.556: the consumers limit; BN 32 (the only block size 3 stages fit) alone costs 15-20% (the third column
+against the second), and the schedule adds more. Removed in session 14 (its code: git cf36ac8, _wg_s_ahead and the
+producer's LAG).
+
 Launch configurations (PrefillConfig, DSATTN_PF_CONFIG='bn/stages/producer_warps/producer_regs[/overlap[/f16[/split]]]'):
 64 x 2 split (default, prefill_config), 32-entry blocks x 4 stages, 64 x 2 (S's wgmma N = 32 a warpgroup in the
 N-split consumer instead of 16: half the re-reads of q from shared memory per entry, one block in flight instead of
@@ -127,11 +137,9 @@ class PrefillConfig:
     """Launch configuration of sparse_mla_prefill_kernel: entries per block (BN: S's N, P @ V's K), stages of the
     cp.async ring (NS - 1 blocks in flight), the producer partition's warps and register budget (setmaxnreg; the
     consumer warpgroups get the rest of the register file), overlap: 1 issues S of block b + 1 before block b's
-    softmax (the softmax runs while the tensor cores compute S), 0 runs S, softmax and P @ V in turn, 2 (split 1,
-    f16 1, 3 stages at least; written in session 13, compiled for sm_90a without spill or wgmma serialization at
-    32/4/4/80/2/1/1, NOT YET RUN ON A GPU: bench/gpu_s14_pf_ahead.sh) runs warpgroup 0's softmax of block b + 1 under
-    S(b + 2) and its P V(b) (_wg_s_ahead); f16: 1 converts
-    the stages to fp16 x V_SCALE in the producer and runs one fp16 P @ V, 0 runs P_hi V + P_lo V in bf16; split: 1
+    softmax (the softmax runs while the tensor cores compute S), 0 runs S, softmax and P @ V in turn (overlap 2
+    measured slower and was removed: module docstring); f16: 1 converts the stages to fp16 x V_SCALE in the producer
+    and runs one fp16 P @ V, 0 runs P_hi V + P_lo V in bf16; split: 1
     runs the split consumer (_wg_s / _wg_v: one warpgroup computes S over all BN entries, the softmax and O[:, :256],
     the other O[:, 256:] from its P), 0 the two-warpgroup N-split consumer (_consumer)."""
     block_n: int = 64
@@ -162,15 +170,13 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
         raise ValueError(f"DSATTN_PF_CONFIG must be bn/stages/producer_warps/producer_regs, e.g. 32/4/4/96, "
                          f"got {spec!r}") from None
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6 and cfg.producer_warps in (4, 8)
-          and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1, 2)
+          and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1)
           and cfg.f16 in (0, 1) and cfg.split in (0, 1) and not (cfg.split == 1 and cfg.overlap and cfg.stages < 3)
-          and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT
-          and (cfg.overlap != 2 or (cfg.split == 1 and cfg.f16 == 1)))
+          and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
-                         "producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap 0 / 1 / 2 (2: split 1 "
-                         "and f16 1 only), f16 0 or 1, split 0 or 1 (split 1 with overlap: 3 stages at least); "
-                         f"got {spec!r}")
+                         "producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap 0 or 1, f16 0 or 1, "
+                         f"split 0 or 1 (split 1 with overlap: 3 stages at least); got {spec!r}")
     return cfg
 
 
@@ -232,40 +238,38 @@ if HAVE_GLUON:
     @gluon.jit
     def _producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv: gl.constexpr,
                   HAS_ROPE: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
-                  PROFILE: gl.constexpr, PW: gl.constexpr, LAG: gl.constexpr):
-        """NS - LAG blocks in flight; block b is handed over (full) once it landed (F16: and its latent was converted
-        in place into fp16 x V_SCALE), then block b + NS - LAG is issued into the stage block b - LAG used, after the
-        consumers freed it. LAG 1, except 2 under overlap 2, whose consumer waits for block b + 2 before it frees
-        block b: with LAG 1, block b + 2's hand-over would wait behind the issue that waits for block b's stage (the
-        first GPU run of overlap 2 hung there, session 14). Groups past the last block are empty. PROFILE bit 0
-        (timing builds only): no gathers (the stages are handed over as they are)."""
+                  PROFILE: gl.constexpr, PW: gl.constexpr):
+        """NS - 1 blocks in flight; block b is handed over (full) once it landed (F16: and its latent was converted
+        in place into fp16 x V_SCALE), then block b + NS - 1 is issued into the stage block b - 1 used, after the
+        consumers freed it. A consumer that frees block b only after block b + 2 arrived needs a longer lag (overlap 2,
+        removed, hung at this one on the H200, session 14; git cf36ac8 has a LAG parameter). Groups past the last
+        block are empty. PROFILE bit 0 (timing builds only): no gathers (the stages are handed over as they are)."""
         GATHER: gl.constexpr = (PROFILE & 1) == 0
         nblocks = gl.cdiv(hi, BN)
         if F16:
             lat16 = lat._reinterpret(gl.float16, [NS, BN, 512],
                                      gl.NVMMASharedLayout.get_default_for([BN, 512], gl.float16))
-        gl.static_assert(NS > LAG, "one block in flight at least")
-        for i in gl.static_range(NS - LAG):
+        for i in gl.static_range(NS - 1):
             if i < nblocks and GATHER:
                 _gather(_entries(idx_row, i * BN, hi, BN, PW), num_slots, kv_ptr, lat.index(i), rope.index(i),
                         stride_kv, HAS_ROPE, PW)
             else:
                 async_copy.commit_group()
-        nx = _entries(idx_row, (NS - LAG) * BN, hi, BN, PW)
+        nx = _entries(idx_row, (NS - 1) * BN, hi, BN, PW)
         for b in range(nblocks):
-            # block b landed (NS - LAG - 1 younger groups may fly); fence for the async proxy (wgmma reads it), then
+            # block b landed (NS - 2 younger groups may fly); fence for the async proxy (wgmma reads it), then
             # every producer thread's copies are done before the arrive
-            async_copy.wait_group(NS - LAG - 1)
+            async_copy.wait_group(NS - 2)
             if F16:
                 gl.thread_barrier()  # every producer thread's copies landed: any thread may read any row
                 _to_f16(lat.index(b % NS), lat16.index(b % NS), PW)
             fence_async_shared()
             gl.thread_barrier()
             mbarrier.arrive(full.index(b % NS), count=1)
-            nb = b + NS - LAG
+            nb = b + NS - 1
             st = nb % NS
             if nb < nblocks:
-                # use nb // NS of this stage: the consumers released use nb // NS - 1 (block b - LAG); fresh
+                # use nb // NS of this stage: the consumers released use nb // NS - 1 (block b - 1); fresh
                 # mbarriers count as phase 1 complete
                 mbarrier.wait(free.index(st), ((nb // NS) & 1) ^ 1)
                 if GATHER:
@@ -359,74 +363,6 @@ if HAVE_GLUON:
             mbarrier.arrive(free.index(b % NS), count=1)
 
     @gluon.jit
-    def _hand_p(p_hi, alpha, ph_smem, a_smem, p_ready, p_free, phase):
-        """Warpgroup 0 hands P (fp16) and alpha of one block to warpgroup 1: once warpgroup 1 is done with the
-        previous ones (p_free at `phase`), store, fence for wgmma's async proxy, partition barrier, p_ready."""
-        mbarrier.wait(p_free, phase)
-        ph_smem.store(p_hi)
-        a_smem.store(alpha)
-        fence_async_shared()
-        gl.thread_barrier()
-        mbarrier.arrive(p_ready, count=1)
-
-    @gluon.jit
-    def _wg_s_ahead(q_rope, q_smem, lat, rope, idx_row, mask_row, hi, num_slots, tok_of_row, qk_scale, m_i, l_i,
-                    ph_smem, a_smem, full, free, p_ready, p_free, MMA_S: gl.constexpr, MMA_O: gl.constexpr,
-                    P_L: gl.constexpr, COL_S: gl.constexpr, ROW_O: gl.constexpr, HAS_ROPE: gl.constexpr,
-                    GROUPED: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr):
-        """_wg_s's block loop with the softmax overlapped (PrefillConfig.overlap 2, fp16 stages, NS >= 3; NOT YET
-        RUN ON A GPU): S(b + 1) was retired at the end of iteration b - 1; iteration b issues S(b + 2) and this
-        warpgroup's P V(b), runs the softmax of block b + 1 on S(b + 1)'s registers while both products run, then
-        waits for both (wait 0), releases block b's stage, rescales O by alpha(b + 1) and hands P(b + 1) / alpha to
-        warpgroup 1. Every wgmma is retired by a full wait in the iteration that issued it: ptxas serializes every
-        wgmma of the kernel when a partial wait retires one issued before the loop's back-edge and its accumulator is
-        read after it (C7514; bench/wgmma_overlap_check.py, helper W, session 13), which is what the overlap 1
-        schedule avoids by retiring P V(b - 1) first. Blocks past the last (S(b + 2) near the end, the softmax after
-        the last block) read the last block's stage and score -inf everywhere (their entries are -1): P = 0, never
-        handed over. Returns (acc, m, l)."""
-        gl.static_assert(NS >= 3, "overlap 2: the stages of blocks b, b + 1 and b + 2 are held at once")
-        nblocks = gl.cdiv(hi, BN)
-        # block 0: S, softmax, P(0) to warpgroup 1 (with no block: S over stage 0 as it is, all -inf, nothing handed)
-        s = _s_first(q_rope, q_smem, lat, rope, nblocks, full, MMA_S, HAS_ROPE, BN)
-        ix = _idx(idx_row, 0, hi, BN, COL_S)
-        if GROUPED:
-            bits = _idx(mask_row, 0, hi, BN, COL_S)
-        else:
-            bits = ix
-        p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
-        p_hi = p.to(gl.float16)
-        if nblocks > 0:
-            _hand_p(p_hi, alpha, ph_smem, a_smem, p_ready, p_free, 1)  # fresh: phase 1 counts as complete
-        # S(1), over the last block's stage when there is no block 1
-        if nblocks > 1:
-            mbarrier.wait(full.index(1 % NS), (1 // NS) & 1)
-        st1 = gl.maximum(gl.minimum(nblocks - 1, 1), 0) % NS
-        s_cur = _s_issue(q_rope, q_smem, lat.index(st1), rope.index(st1), MMA_S, HAS_ROPE, BN)
-        s_cur = warpgroup_mma_wait(0, deps=(s_cur,))
-        acc = gl.zeros([64, 256], gl.float32, MMA_O)  # each iteration's products are waited for in it
-        for b in range(nblocks):
-            st = b % NS
-            if b + 2 < nblocks:
-                mbarrier.wait(full.index((b + 2) % NS), ((b + 2) // NS) & 1)
-            stn = gl.minimum(b + 2, nblocks - 1) % NS
-            s_nxt = _s_issue(q_rope, q_smem, lat.index(stn), rope.index(stn), MMA_S, HAS_ROPE, BN)
-            acc = warpgroup_mma(gl.convert_layout(p_hi, P_L), lat.index(st).slice(0, 256, dim=1), acc, is_async=True)
-            ix = _idx(idx_row, (b + 1) * BN, hi, BN, COL_S)
-            if GROUPED:
-                bits = _idx(mask_row, (b + 1) * BN, hi, BN, COL_S)
-            else:
-                bits = ix
-            p, alpha, m_i, l_i = _softmax_step(s_cur, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
-            s_cur, acc = warpgroup_mma_wait(0, deps=(s_nxt, acc))
-            gl.thread_barrier()
-            mbarrier.arrive(free.index(st), count=1)
-            acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-            p_hi = p.to(gl.float16)
-            if b + 1 < nblocks:
-                _hand_p(p_hi, alpha, ph_smem, a_smem, p_ready, p_free, ((b + 1) & 1) ^ 1)
-        return acc, m_i, l_i
-
-    @gluon.jit
     def _wg_s(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
               qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
               q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
@@ -463,70 +399,65 @@ if HAVE_GLUON:
         l_i = gl.zeros([ROWS], gl.float32, ROW_S)
         acc = warpgroup_mma_init(gl.zeros([ROWS, 256], gl.float32, MMA_O))
         nblocks = gl.cdiv(hi, BN)
-        if OVERLAP == 2:
-            acc, m_i, l_i = _wg_s_ahead(q_rope, q_smem, lat, rope, idx_row, mask_row, hi, num_slots, tok_of_row,
-                                        qk_scale, m_i, l_i, ph_smem, a_smem, full, free, p_ready, p_free, MMA_S,
-                                        MMA_O, P_L, COL_S, ROW_O, HAS_ROPE, GROUPED, BN, NS)
-        else:
-            NG_P: gl.constexpr = 1 if F16 else 2         # wgmma groups of one P @ V
+        NG_P: gl.constexpr = 1 if F16 else 2         # wgmma groups of one P @ V
+        if OVERLAP:
+            gl.static_assert(NS >= 3, "split overlap: stages of b and b + 1 held while b - 1 is released")
+            s_cur = _s_first(q_rope, q_smem, lat, rope, nblocks, full, MMA_S, HAS_ROPE, BN)
+        for b in range(nblocks):
+            st = b % NS
+            # the block's entries (and token bits), loaded here and used after S: their latency hides behind S,
+            # and no next block's entries are carried in registers (at BN = 64 those spilled)
+            ix = _idx(idx_row, b * BN, hi, BN, COL_S)
+            if GROUPED:
+                bits = _idx(mask_row, b * BN, hi, BN, COL_S)
+            else:
+                bits = ix  # (unread)
             if OVERLAP:
-                gl.static_assert(NS >= 3, "split overlap: stages of b and b + 1 held while b - 1 is released")
-                s_cur = _s_first(q_rope, q_smem, lat, rope, nblocks, full, MMA_S, HAS_ROPE, BN)
-            for b in range(nblocks):
-                st = b % NS
-                # the block's entries (and token bits), loaded here and used after S: their latency hides behind S,
-                # and no next block's entries are carried in registers (at BN = 64 those spilled)
-                ix = _idx(idx_row, b * BN, hi, BN, COL_S)
-                if GROUPED:
-                    bits = _idx(mask_row, b * BN, hi, BN, COL_S)
-                else:
-                    bits = ix  # (unread)
-                if OVERLAP:
-                    # P V(b - 1) retired first (ptxas serializes every wgmma when an accumulator is read while another
-                    # wgmma may be in flight after a partial wait: bench/mla_gluon_check.py reports WGMMA_SERIALIZED);
-                    # then S(b + 1) (past the last block: over block b's stage again, never read) runs during the softmax
-                    acc = warpgroup_mma_wait(0, deps=(acc,))
-                    gl.thread_barrier()
-                    mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
-                    has_next = b + 1 < nblocks
-                    if has_next:
-                        mbarrier.wait(full.index((b + 1) % NS), ((b + 1) // NS) & 1)
-                    stn = (b + has_next.to(gl.int32)) % NS
-                    s_nxt = _s_issue(q_rope, q_smem, lat.index(stn), rope.index(stn), MMA_S, HAS_ROPE, BN)
-                    s = s_cur
-                else:
-                    # O[:, :256] += P V of block b - 1 retired: this warpgroup's hold on its stage ends (warpgroup 1
-                    # releases it too once its half retired)
-                    acc = warpgroup_mma_wait(0, deps=(acc,))
-                    gl.thread_barrier()
-                    mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
-                    mbarrier.wait(full.index(st), (b // NS) & 1)
-                    s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
-                    s = warpgroup_mma_wait(0, deps=(s,))
-
-                p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
-                acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-                # warpgroup 1 is done with P and alpha of block b - 1 (fresh mbarriers count as phase 1 complete)
-                mbarrier.wait(p_free, (b & 1) ^ 1)
-                if F16:
-                    p_hi = p.to(gl.float16)
-                    ph_smem.store(p_hi)
-                else:
-                    p_hi = p.to(gl.bfloat16)
-                    p_lo = (p - p_hi.to(gl.float32)).to(gl.bfloat16)
-                    ph_smem.store(p_hi)
-                    pl_smem.store(p_lo)
-                a_smem.store(alpha)
-                fence_async_shared()
+                # P V(b - 1) retired first (ptxas serializes every wgmma when an accumulator is read while another
+                # wgmma may be in flight after a partial wait: bench/mla_gluon_check.py reports WGMMA_SERIALIZED);
+                # then S(b + 1) (past the last block: over block b's stage again, never read) runs during the softmax
+                acc = warpgroup_mma_wait(0, deps=(acc,))
                 gl.thread_barrier()
-                mbarrier.arrive(p_ready, count=1)
-                # this warpgroup's P @ V takes P from its registers (A operand), warpgroup 1 from shared memory
-                v_left = lat.index(st).slice(0, 256, dim=1)
-                acc = warpgroup_mma(gl.convert_layout(p_hi, P_L), v_left, acc, is_async=True)
-                if not F16:
-                    acc = warpgroup_mma(gl.convert_layout(p_lo, P_L), v_left, acc, is_async=True)
-                if OVERLAP:
-                    s_cur = warpgroup_mma_wait(NG_P, deps=(s_nxt,))  # S(b + 1) retired; P V(b) may still run
+                mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
+                has_next = b + 1 < nblocks
+                if has_next:
+                    mbarrier.wait(full.index((b + 1) % NS), ((b + 1) // NS) & 1)
+                stn = (b + has_next.to(gl.int32)) % NS
+                s_nxt = _s_issue(q_rope, q_smem, lat.index(stn), rope.index(stn), MMA_S, HAS_ROPE, BN)
+                s = s_cur
+            else:
+                # O[:, :256] += P V of block b - 1 retired: this warpgroup's hold on its stage ends (warpgroup 1
+                # releases it too once its half retired)
+                acc = warpgroup_mma_wait(0, deps=(acc,))
+                gl.thread_barrier()
+                mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
+                mbarrier.wait(full.index(st), (b // NS) & 1)
+                s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
+                s = warpgroup_mma_wait(0, deps=(s,))
+
+            p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
+            acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
+            # warpgroup 1 is done with P and alpha of block b - 1 (fresh mbarriers count as phase 1 complete)
+            mbarrier.wait(p_free, (b & 1) ^ 1)
+            if F16:
+                p_hi = p.to(gl.float16)
+                ph_smem.store(p_hi)
+            else:
+                p_hi = p.to(gl.bfloat16)
+                p_lo = (p - p_hi.to(gl.float32)).to(gl.bfloat16)
+                ph_smem.store(p_hi)
+                pl_smem.store(p_lo)
+            a_smem.store(alpha)
+            fence_async_shared()
+            gl.thread_barrier()
+            mbarrier.arrive(p_ready, count=1)
+            # this warpgroup's P @ V takes P from its registers (A operand), warpgroup 1 from shared memory
+            v_left = lat.index(st).slice(0, 256, dim=1)
+            acc = warpgroup_mma(gl.convert_layout(p_hi, P_L), v_left, acc, is_async=True)
+            if not F16:
+                acc = warpgroup_mma(gl.convert_layout(p_lo, P_L), v_left, acc, is_async=True)
+            if OVERLAP:
+                s_cur = warpgroup_mma_wait(NG_P, deps=(s_nxt,))  # S(b + 1) retired; P V(b) may still run
         acc = warpgroup_mma_wait(0, deps=(acc,))
 
         empty = l_i == 0.0
@@ -765,7 +696,6 @@ if HAVE_GLUON:
             mbarrier.init(p_ready, count=1)
             mbarrier.init(p_free, count=1)
             a_smem = gl.allocate_shared_memory(gl.float32, [ROWS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-            LAG: gl.constexpr = 2 if OVERLAP == 2 else 1  # overlap 2 holds blocks b .. b + 2 (see _producer)
             gl.warp_specialize([
                 (_wg_s, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                          qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
@@ -774,7 +704,7 @@ if HAVE_GLUON:
                 (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
                          full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE)),
                 (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                             PROFILE, PRODUCER_WARPS, LAG)),
+                             PROFILE, PRODUCER_WARPS)),
             ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
         else:
             gl.warp_specialize([
@@ -783,7 +713,7 @@ if HAVE_GLUON:
                              q_smem, lat, rope, ph_smem, pl_smem, full, free,
                              HAS_ROPE, GROUPED, HPT, BN, NS, OVERLAP, F16, PROFILE, num_warps)),
                 (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                             PROFILE, PRODUCER_WARPS, 1)),
+                             PROFILE, PRODUCER_WARPS)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
 
