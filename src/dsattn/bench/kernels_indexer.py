@@ -5,7 +5,8 @@ Ops (each ``run_<op>(args) -> rows``, for the ``dsattn bench kernels --op OP`` r
     indexer          prefill logits, causal tail of a long context, vs DeepGEMM fp8_mqa_logits
     topk             top-k 2048 of fp32 rows vs torch.topk
     indexer_prefill  one long sequence: chunked logits (under a byte cap) + top-k, vs DeepGEMM + torch.topk
-    indexer_decode   paged logits + top-k per request vs DeepGEMM fp8_paged_mqa_logits + torch.topk
+    indexer_decode   paged logits + top-k per request vs DeepGEMM fp8_paged_mqa_logits + torch.topk, eager and
+                     as CUDA-graph replays (*_graph_ms), with the other top-k version beside the default
     kpool            the k-pool indexer's pieces: pooled-cache update, decode pool top-k + expansion
 
 ``args`` needs ``quick`` (smaller sweeps) and ``sweep`` (try several block configs); ``main(argv)`` runs
@@ -23,7 +24,7 @@ from .. import formats
 from ..ops.indexer import indexer_logits_paged, kpool_expand, kpool_update
 from ..ops.indexer.logits import launch_logits, launch_logits_paged
 from ..ops.topk import topk, topk_scratch_spec
-from .common import format_table, time_ms, time_pair_ms, write_results
+from .common import format_table, graph_replay, time_ms, time_pair_ms, write_results
 
 TOPK = 2048
 DEVICE = "cuda"
@@ -382,11 +383,23 @@ def run_indexer_decode(args) -> list[dict]:
             lambda c: (lambda: launch_logits_paged(q, w, cache, block_table, row_req, row_len, logits, c)), cfgs)
         if not out_rows:
             swept = cfg
-        t_logits = time_ms(lambda: launch_logits_paged(q, w, cache, block_table, row_req, row_len, logits, cfg))
-        t_topk = time_ms(lambda: _topk(logits, row_len, TOPK, idx, scratch))
+        run_logits = lambda: launch_logits_paged(q, w, cache, block_table, row_req, row_len, logits, cfg)  # noqa: E731
+        run_topk = lambda: _topk(logits, row_len, TOPK, idx, scratch)  # noqa: E731
+        t_logits = time_ms(run_logits)
+        t_topk = time_ms(run_topk)
         row = dict(op="indexer_decode", requests=reqs, ctx=ctx, heads=heads, next_n=next_n, config=str(cfg),
                    sweep=[(str(c), tt) for c, tt in sweep], logits_ms=t_logits, topk_ms=t_topk,
                    ms=t_logits + t_topk, cache_read_tbs=t * ctx * 132 / 1e9 / t_logits)
+        # CUDA-graph replays (a serving engine's decode step): no host launch cost; v4's top-k is three launches,
+        # whose host time exceeds its GPU time at 128 rows in eager timings (bench/results/topk_v3_split.json)
+        row.update(logits_graph_ms=time_ms(graph_replay(run_logits)), topk_graph_ms=time_ms(graph_replay(run_topk)))
+        row["graph_ms"] = row["logits_graph_ms"] + row["topk_graph_ms"]
+        if not TOPK_OPTS:  # the other select beside the default (v3: one fused launch), for the v3 / v4 choice
+            from ..ops.topk.select import DEFAULT_VERSION, launch_topk
+            other = 3 if DEFAULT_VERSION == 4 else 4
+            run_other = lambda: launch_topk(logits, row_len, TOPK, idx, scratch, version=other)  # noqa: E731
+            row[f"topk_v{other}_ms"] = time_ms(run_other)
+            row[f"topk_v{other}_graph_ms"] = time_ms(graph_replay(run_other))
         if pe is not None and heads in (32, 64):
             ctx_lens = row_len.view(reqs, next_n)
             q4 = q.view(reqs, next_n, heads, 128)
@@ -398,10 +411,19 @@ def run_indexer_decode(args) -> list[dict]:
             row["max_rel_diff_vs_deepgemm"] = float(diff.max())
             ref = ref.masked_fill(~valid, float("-inf"))
             t_peer_logits = time_ms(peer_logits)
-            t_peer_topk = time_ms(lambda: torch.topk(ref, TOPK, dim=1))
+            peer_topk = lambda: torch.topk(ref, TOPK, dim=1)  # noqa: E731
+            t_peer_topk = time_ms(peer_topk)
             row.update(deepgemm_logits_ms=t_peer_logits, torch_topk_ms=t_peer_topk,
                        peer_ms=t_peer_logits + t_peer_topk)
             row["speedup_vs_peer"] = row["peer_ms"] / row["ms"]
+            try:
+                row["deepgemm_logits_graph_ms"] = time_ms(graph_replay(peer_logits))
+            except Exception as e:  # noqa: BLE001 - a peer that cannot be captured keeps its eager rows
+                row["deepgemm_logits_graph_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+            row["torch_topk_graph_ms"] = time_ms(graph_replay(peer_topk))
+            if "deepgemm_logits_graph_ms" in row:
+                row["peer_graph_ms"] = row["deepgemm_logits_graph_ms"] + row["torch_topk_graph_ms"]
+                row["speedup_vs_peer_graph"] = row["peer_graph_ms"] / row["graph_ms"]
         out_rows.append(row)
         cache = logits = None  # freed before the next case allocates
         torch.cuda.empty_cache()
