@@ -57,8 +57,6 @@ def _check(case, **kw):
 
 DEFAULT = "64/2/4/80/0/1/1"  # gluon_prefill.PrefillConfig() (the default schedule: fp16 P, session 11)
 BF16_SPLIT = "64/2/4/56/0/0/1"  # the default before it (P_hi V + P_lo V)
-PERSIST = "64/2/4/80/0/1/1/1"  # the default's blocks, one program an SM walking the work items
-PERSIST_OVERLAP = "32/4/4/80/1/1/1/1"
 
 
 def _sid(spec):
@@ -74,8 +72,7 @@ def _overlap_indices(t, num_slots, topk, seed):
 
 _GUARD = ([(8, s) for s in (DEFAULT, "32/4/4/56/0/0/1", "32/4/4/56/1/0/1", "64/2/4/56/0", "32/4/4/56/0", "32/4/4/56/1",
                              "32/4/4/56/1/1")]
-          + [(64, DEFAULT), (128, DEFAULT), (64, "32/4/4/56/1/0/1"), (8, BF16_SPLIT), (64, BF16_SPLIT)]
-          + [(8, PERSIST), (64, PERSIST), (128, PERSIST), (8, PERSIST_OVERLAP), (64, PERSIST_OVERLAP)])
+          + [(64, DEFAULT), (128, DEFAULT), (64, "32/4/4/56/1/0/1"), (8, BF16_SPLIT), (64, BF16_SPLIT)])
 
 
 @pytest.mark.parametrize("h, spec", _GUARD, ids=[f"{h}-{_sid(s)}" for h, s in _GUARD])
@@ -168,22 +165,6 @@ def test_pf_configs(monkeypatch, spec):
         case = make_case(17, h, 576, num_slots=6000, topk=2048, layout="bf16", block_size=1, with_length=True,
                          seed=h, device=DEV)
         _check(case)
-
-
-@pytest.mark.parametrize("spec", [PERSIST, PERSIST_OVERLAP, "64/2/4/56/0/0/1/1"], ids=_sid)
-@pytest.mark.parametrize("h, t", [(8, 1400), (16, 700), (32, 300), (64, 300), (128, 140)])
-def test_pf_persist(monkeypatch, spec, h, t):
-    """persist 1 (more work items than SMs, so programs walk several; items with topk_length 0 and rows without a
-    valid entry among them): right outputs, bit-identical to the same blocks launched one program an item."""
-    idx = _overlap_indices(t, 8192, 2048, seed=h)
-    case = make_case(t, h, 576, num_slots=8192, topk=2048, layout="bf16", block_size=1, indices=idx,
-                     with_length=True, empty_rows=2, seed=h, device=DEV)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
-    out, lse = _run(case, out_row_pad=16)
-    check_close(out, lse, *case.reference())
-    monkeypatch.setenv("DSATTN_PF_CONFIG", spec.rsplit("/", 1)[0])
-    out1, lse1 = _run(case, out_row_pad=16)
-    assert torch.equal(out, out1) and torch.equal(lse, lse1)
 
 
 def test_pf_matches_triton(monkeypatch):

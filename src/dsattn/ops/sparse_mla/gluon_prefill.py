@@ -88,6 +88,14 @@ products 0.556: the consumers limit; BN 32 (the only block size 3 stages fit) al
 against the second), and the schedule adds more. Removed in session 14 (its code: git cf36ac8, _wg_s_ahead and the
 producer's LAG).
 
+A persistent launch (PrefillConfig.persist, session 14: one program an SM walking work items, blocks and hand-overs
+numbered along the program's stream, so the producer gathers the next item's first blocks during the consumers'
+last block and epilogue) was right on the H200 (GPU tests bit-identical to one program an item) but slower where it
+counts, s_q 1024, ms one program an item / persistent (80 producer registers; 88): 64 heads 0.719 / 0.848 (0.826),
+128 heads 1.403 / 1.693 (1.646), 16 heads 0.430 / 0.432 (0.420), 32 heads 0.651 / 0.659 (0.636); s_q 8192 16 heads
+3.131 / 3.124 (2.999), 64 heads 5.543 / 6.474 (6.310) (bench/results/sparse_mla_s14_pf_persist_1024.json, _8192.json,
+bench/logs/s14_call7.log; the item loop cost 16-44 B of spills at sm_90a). Removed (its code: git 69caf59).
+
 Launch configurations (PrefillConfig, DSATTN_PF_CONFIG='bn/stages/producer_warps/producer_regs[/overlap[/f16[/split]]]'):
 64 x 2 split (default, prefill_config), 32-entry blocks x 4 stages, 64 x 2 (S's wgmma N = 32 a warpgroup in the
 N-split consumer instead of 16: half the re-reads of q from shared memory per entry, one block in flight instead of
@@ -103,7 +111,6 @@ out = 0, lse = -inf. Rows of heads past H and of tokens past the chunk are never
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 
 import torch
@@ -142,10 +149,7 @@ class PrefillConfig:
     measured slower and was removed: module docstring); f16: 1 converts the stages to fp16 x V_SCALE in the producer
     and runs one fp16 P @ V, 0 runs P_hi V + P_lo V in bf16; split: 1
     runs the split consumer (_wg_s / _wg_v: one warpgroup computes S over all BN entries, the softmax and O[:, :256],
-    the other O[:, 256:] from its P), 0 the two-warpgroup N-split consumer (_consumer); persist: 1 launches one
-    program an SM (split 1 only), each walking work items pid, pid + programs, ...: the producer gathers the next
-    item's first blocks while the consumers finish the current one (its last blocks, the epilogue), 0 one program
-    an item."""
+    the other O[:, 256:] from its P), 0 the two-warpgroup N-split consumer (_consumer)."""
     block_n: int = 64
     stages: int = 2
     producer_warps: int = 4
@@ -153,7 +157,6 @@ class PrefillConfig:
     overlap: int = 0
     f16: int = 1
     split: int = 1
-    persist: int = 0
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -163,27 +166,25 @@ def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
 
 
 def parse_prefill_config(spec: str) -> PrefillConfig:
-    """'bn/stages/producer_warps/producer_regs[/overlap[/f16[/split[/persist]]]]' (e.g. '64/2/4/56', '32/4/4/56/0/0/1';
-    fields left out are 0: '64/2/4/56' is the N-split consumer) -> PrefillConfig;
+    """'bn/stages/producer_warps/producer_regs[/overlap[/f16[/split]]]' (e.g. '64/2/4/56', '32/4/4/56/0/0/1'; fields left
+    out are 0: '64/2/4/56' is the N-split consumer) -> PrefillConfig;
     ValueError naming DSATTN_PF_CONFIG when the kernel does not take it."""
     try:
         fields = [int(x) for x in spec.split("/")]
-        if len(fields) not in (4, 5, 6, 7, 8):
+        if len(fields) not in (4, 5, 6, 7):
             raise ValueError
-        cfg = PrefillConfig(*(fields + [0] * (8 - len(fields))))  # fields left out are 0 (not the defaults)
+        cfg = PrefillConfig(*(fields + [0] * (7 - len(fields))))  # fields left out are 0 (not the defaults)
     except ValueError:
         raise ValueError(f"DSATTN_PF_CONFIG must be bn/stages/producer_warps/producer_regs, e.g. 32/4/4/96, "
                          f"got {spec!r}") from None
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6 and cfg.producer_warps in (4, 8)
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1)
           and cfg.f16 in (0, 1) and cfg.split in (0, 1) and not (cfg.split == 1 and cfg.overlap and cfg.stages < 3)
-          and cfg.persist in (0, 1) and not (cfg.persist and not cfg.split)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
                          "producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap 0 or 1, f16 0 or 1, "
-                         f"split 0 or 1 (split 1 with overlap: 3 stages at least), persist 0 or 1 (1: split 1 only); "
-                         f"got {spec!r}")
+                         f"split 0 or 1 (split 1 with overlap: 3 stages at least); got {spec!r}")
     return cfg
 
 
@@ -243,93 +244,42 @@ if HAVE_GLUON:
             dst.slice(g * 128, 128, dim=1).store((raw.to(gl.float32) * V_SCALE).to(gl.float16))
 
     @gluon.jit
-    def _item(w, nhb, idx_ptr, stride_it, end_ptr, mask_ptr, token0, topk, HAS_LEN: gl.constexpr, G: gl.constexpr,
-              HPT: gl.constexpr):
-        """Work item w of a launch -> (t0, h0, hi, idx_row, mask_row). G > 1: group w of the chunk (tokens
-        token0 + w * G + [0, G), union list row w, hi = counts[w]). G == 1: token w // nhb and its head block w % nhb
-        (a token's head blocks are neighbouring items, so they run at the same time), its own index row, hi = topk
-        (topk_length[t] when HAS_LEN, at most topk)."""
-        if G > 1:
-            t0 = token0 + w * G
-            h0 = w * 0
-            row_off = w.to(gl.int64) * stride_it
-            hi = gl.load(end_ptr + w)
-        else:
-            t0 = w // nhb
-            h0 = (w % nhb) * HPT
-            row_off = t0.to(gl.int64) * stride_it
-            hi = topk + w * 0
-            if HAS_LEN:
-                hi = gl.minimum(gl.load(end_ptr + t0), topk)
-        return t0, h0, hi, idx_ptr + row_off, mask_ptr + row_off
-
-    @gluon.jit
-    def _producer(pid, nprog, n_items, nhb, idx_ptr, stride_it, end_ptr, token0, topk, num_slots, kv_ptr, lat, rope,
-                  full, free, stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
-                  G: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
-                  PROFILE: gl.constexpr, PW: gl.constexpr, PERSIST: gl.constexpr):
-        """Work items pid, pid + nprog, ... < n_items (_item), their blocks one stream: block k (k0 + b, b of the
-        item, k0 the blocks of this program's earlier items) goes to stage k % NS. NS - 1 blocks in flight; block k
-        is handed over (full) once it landed (F16: and its latent was converted in place into fp16 x V_SCALE), then
-        block k + NS - 1 is issued into the stage block k - 1 used, after the consumers freed it; an item's first
-        NS - 1 blocks are issued once the previous item's last blocks were handed over. A consumer that frees block
-        b only after block b + 2 arrived needs a longer lag (overlap 2, removed, hung at this one on the H200,
-        session 14; git cf36ac8 has a LAG parameter). Groups past an item's last block are empty. PROFILE bit 0
-        (timing builds only): no gathers (the stages are handed over as they are)."""
-        if PERSIST:
-            k0 = pid * 0
-            for w in range(pid, n_items, nprog):
-                k0 = _producer_item(w, k0, nhb, idx_ptr, stride_it, end_ptr, token0, topk, num_slots, kv_ptr, lat,
-                                    rope, full, free, stride_kv, HAS_ROPE, HAS_LEN, G, HPT, BN, NS, F16, PROFILE, PW)
-        else:
-            _producer_item(pid, 0, nhb, idx_ptr, stride_it, end_ptr, token0, topk, num_slots, kv_ptr, lat, rope, full,
-                           free, stride_kv, HAS_ROPE, HAS_LEN, G, HPT, BN, NS, F16, PROFILE, PW)
-        async_copy.wait_group(0)
-
-    @gluon.jit
-    def _producer_item(w, k0, nhb, idx_ptr, stride_it, end_ptr, token0, topk, num_slots, kv_ptr, lat, rope, full,
-                       free, stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr,
-                       HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
-                       PROFILE: gl.constexpr, PW: gl.constexpr):
-        """_producer's work on item w, whose blocks start at k0 of the program's stream; returns the next item's
-        k0."""
+    def _producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv: gl.constexpr,
+                  HAS_ROPE: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
+                  PROFILE: gl.constexpr, PW: gl.constexpr):
+        """NS - 1 blocks in flight; block b is handed over (full) once it landed (F16: and its latent was converted
+        in place into fp16 x V_SCALE), then block b + NS - 1 is issued into the stage block b - 1 used, after the
+        consumers freed it. A consumer that frees block b only after block b + 2 arrived needs a longer lag (overlap 2,
+        removed, hung at this one on the H200, session 14; git cf36ac8 has a LAG parameter). Groups past the last
+        block are empty. PROFILE bit 0 (timing builds only): no gathers (the stages are handed over as they are)."""
         GATHER: gl.constexpr = (PROFILE & 1) == 0
+        nblocks = gl.cdiv(hi, BN)
         if F16:
             lat16 = lat._reinterpret(gl.float16, [NS, BN, 512],
                                      gl.NVMMASharedLayout.get_default_for([BN, 512], gl.float16))
-        _t0, _h0, hi, idx_row, _m = _item(w, nhb, idx_ptr, stride_it, end_ptr, idx_ptr, token0, topk, HAS_LEN,
-                                          G, HPT)
-        nblocks = gl.cdiv(hi, BN)
         for i in gl.static_range(NS - 1):
-            if i < nblocks:
-                # use k // NS of the stage: the consumers released use k // NS - 1 (block k - NS); fresh
-                # mbarriers count as phase 1 complete
-                k = k0 + i
-                mbarrier.wait(free.index(k % NS), ((k // NS) & 1) ^ 1)
-                if GATHER:
-                    _gather(_entries(idx_row, i * BN, hi, BN, PW), num_slots, kv_ptr, lat.index(k % NS),
-                            rope.index(k % NS), stride_kv, HAS_ROPE, PW)
-                else:
-                    async_copy.commit_group()
+            if i < nblocks and GATHER:
+                _gather(_entries(idx_row, i * BN, hi, BN, PW), num_slots, kv_ptr, lat.index(i), rope.index(i),
+                        stride_kv, HAS_ROPE, PW)
             else:
                 async_copy.commit_group()
         nx = _entries(idx_row, (NS - 1) * BN, hi, BN, PW)
         for b in range(nblocks):
-            k = k0 + b
-            # block k landed (NS - 2 younger groups may fly); fence for the async proxy (wgmma reads it), then
+            # block b landed (NS - 2 younger groups may fly); fence for the async proxy (wgmma reads it), then
             # every producer thread's copies are done before the arrive
             async_copy.wait_group(NS - 2)
             if F16:
                 gl.thread_barrier()  # every producer thread's copies landed: any thread may read any row
-                _to_f16(lat.index(k % NS), lat16.index(k % NS), PW)
+                _to_f16(lat.index(b % NS), lat16.index(b % NS), PW)
             fence_async_shared()
             gl.thread_barrier()
-            mbarrier.arrive(full.index(k % NS), count=1)
+            mbarrier.arrive(full.index(b % NS), count=1)
             nb = b + NS - 1
-            kn = k + NS - 1
-            st = kn % NS
+            st = nb % NS
             if nb < nblocks:
-                mbarrier.wait(free.index(st), ((kn // NS) & 1) ^ 1)
+                # use nb // NS of this stage: the consumers released use nb // NS - 1 (block b - 1); fresh
+                # mbarriers count as phase 1 complete
+                mbarrier.wait(free.index(st), ((nb // NS) & 1) ^ 1)
                 if GATHER:
                     _gather(nx, num_slots, kv_ptr, lat.index(st), rope.index(st), stride_kv, HAS_ROPE, PW)
                 else:
@@ -337,7 +287,7 @@ if HAVE_GLUON:
             else:
                 async_copy.commit_group()
             nx = _entries(idx_row, (nb + 1) * BN, hi, BN, PW)
-        return k0 + nblocks
+        async_copy.wait_group(0)
 
     @gluon.jit
     def _s_issue(q_rope, q_smem, lat_t, rope_t, MMA_S: gl.constexpr, HAS_ROPE: gl.constexpr, BN: gl.constexpr):
@@ -349,13 +299,13 @@ if HAVE_GLUON:
         return s
 
     @gluon.jit
-    def _s_first(q_rope, q_smem, lat, rope, k0, nblocks, full, MMA_S: gl.constexpr, HAS_ROPE: gl.constexpr,
-                 BN: gl.constexpr, NS: gl.constexpr):
-        """S of an item's block 0 (block k0 of the program's stream), retired (the overlapped schedules' prologue);
-        with no block, over that stage as it is (its entries are all invalid: never used)."""
+    def _s_first(q_rope, q_smem, lat, rope, nblocks, full, MMA_S: gl.constexpr, HAS_ROPE: gl.constexpr,
+                 BN: gl.constexpr):
+        """S of block 0, retired (the overlapped schedules' prologue); with no block, over stage 0 as it is (its
+        entries are all invalid: never used)."""
         if nblocks > 0:
-            mbarrier.wait(full.index(k0 % NS), (k0 // NS) & 1)
-        s = _s_issue(q_rope, q_smem, lat.index(k0 % NS), rope.index(k0 % NS), MMA_S, HAS_ROPE, BN)
+            mbarrier.wait(full.index(0), 0)
+        s = _s_issue(q_rope, q_smem, lat.index(0), rope.index(0), MMA_S, HAS_ROPE, BN)
         return warpgroup_mma_wait(0, deps=(s,))
 
     @gluon.jit
@@ -413,61 +363,25 @@ if HAVE_GLUON:
         return p, alpha, m_new, l_i
 
     @gluon.jit
-    def _hand_back(k0, nblocks, full, free, NS: gl.constexpr):
-        """Timing builds (PROFILE bit 1): take each gathered stage (blocks k0 .. k0 + nblocks - 1 of the program's
-        stream) and hand it back at once, no products."""
-        for b in range(nblocks):
-            k = k0 + b
-            mbarrier.wait(full.index(k % NS), (k // NS) & 1)
+    def _hand_back(hi, full, free, BN: gl.constexpr, NS: gl.constexpr):
+        """Timing builds (PROFILE bit 1): take each gathered stage and hand it back at once, no products."""
+        for b in range(gl.cdiv(hi, BN)):
+            mbarrier.wait(full.index(b % NS), (b // NS) & 1)
             gl.thread_barrier()
-            mbarrier.arrive(free.index(k % NS), count=1)
+            mbarrier.arrive(free.index(b % NS), count=1)
 
     @gluon.jit
-    def _wg_s(pid, nprog, n_items, nhb, idx_ptr, stride_it, end_ptr, mask_ptr, token0, topk,
-              q_ptr, stride_qt, stride_qh, tok_end, num_slots, num_heads,
+    def _wg_s(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
               qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
               q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
-              HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
+              HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
               NS: gl.constexpr, F16: gl.constexpr, OVERLAP: gl.constexpr, PROFILE: gl.constexpr,
-              PERSIST: gl.constexpr, num_warps: gl.constexpr):
-        """Split consumer, warpgroup 0 (default partition), for each work item of the program (_item): q, then S of
-        every block over all BN entries (wgmma N = BN), the online softmax, P (and the rescale factor alpha) to
-        shared memory for warpgroup 1, and O[:, :256]; after the last block, 1 / l for warpgroup 1 and the item's
-        epilogue. Blocks are numbered along the program's stream (k = k0 + b, as the producer), hand-overs to
-        warpgroup 1 too (j0 + b for P of block b, j0 + nblocks for 1 / l: nblocks + 1 an item).
+              num_warps: gl.constexpr):
+        """Split consumer, warpgroup 0 (default partition): S of every block over all BN entries (wgmma N = BN), the
+        online softmax, P (and the rescale factor alpha) to shared memory for warpgroup 1, and O[:, :256].
         OVERLAP: S of block b + 1 is issued before block b's softmax (the tensor cores compute it while the softmax of
         b runs), P V of b after it; S of b + 1 is waited for after that."""
         gl.static_assert(num_warps == 4, "one warpgroup")
-        if F16:
-            qk_scale = qk_scale * 256.0
-            lat = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
-                                                                                                  gl.float16))
-        if PERSIST:
-            k0 = pid * 0
-            j0 = pid * 0
-            for w in range(pid, n_items, nprog):
-                k0, j0 = _wg_s_item(w, k0, j0, nhb, idx_ptr, stride_it, end_ptr, mask_ptr, token0, topk,
-                                    q_ptr, stride_qt, stride_qh, tok_end, num_slots, num_heads, qk_scale, out_ptr,
-                                    stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh, q_smem, lat, rope, ph_smem,
-                                    pl_smem, a_smem, full, free, p_ready, p_free, HAS_ROPE, HAS_LEN, G, HPT, BN, NS,
-                                    F16, OVERLAP, PROFILE, num_warps)
-        else:
-            _wg_s_item(pid, 0, 0, nhb, idx_ptr, stride_it, end_ptr, mask_ptr, token0, topk,
-                       q_ptr, stride_qt, stride_qh, tok_end, num_slots, num_heads, qk_scale, out_ptr,
-                       stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh, q_smem, lat, rope, ph_smem,
-                       pl_smem, a_smem, full, free, p_ready, p_free, HAS_ROPE, HAS_LEN, G, HPT, BN, NS,
-                       F16, OVERLAP, PROFILE, num_warps)
-
-    @gluon.jit
-    def _wg_s_item(w, k0, j0, nhb, idx_ptr, stride_it, end_ptr, mask_ptr, token0, topk,
-                   q_ptr, stride_qt, stride_qh, tok_end, num_slots, num_heads, qk_scale, out_ptr,
-                   stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh, q_smem, lat, rope, ph_smem,
-                   pl_smem, a_smem, full, free, p_ready, p_free, HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
-                   G: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
-                   OVERLAP: gl.constexpr, PROFILE: gl.constexpr, num_warps: gl.constexpr):
-        """_wg_s's work on item w (its blocks from k0 of the program's stream, its hand-overs from j0; lat already
-        reinterpreted and qk_scale scaled under F16); returns the next item's (k0, j0)."""
-        GROUPED: gl.constexpr = G > 1
         MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                         instr_shape=[16, BN, 16])
         MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -477,29 +391,28 @@ if HAVE_GLUON:
         COL_S: gl.constexpr = gl.SliceLayout(0, MMA_S)
         ROW_O: gl.constexpr = gl.SliceLayout(1, MMA_O)
         P_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_O, k_width=2)  # P as P @ V's A operand
-        NG_P: gl.constexpr = 1 if F16 else 2         # wgmma groups of one P @ V
-        tok_of_row = (gl.arange(0, ROWS, ROW_S) // HPT)[:, None]
-        t0, h0, hi, idx_row, mask_row = _item(w, nhb, idx_ptr, stride_it, end_ptr, mask_ptr, token0, topk,
-                                              HAS_LEN, G, HPT)
-        # every S of the previous item was retired in its iteration: q_smem may be overwritten
-        q_rope = _load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, QR_L, HAS_ROPE, F16,
-                         HPT, num_warps)
+        q_rope = _load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, QR_L, HAS_ROPE, F16, HPT,
+                         num_warps)
         fence_async_shared()
         gl.thread_barrier()
-        n_real = gl.cdiv(hi, BN)
         if PROFILE & 2:
-            _hand_back(k0, n_real, full, free, NS)
-            hi = hi * 0
+            _hand_back(hi, full, free, BN, NS)
+            hi = 0
+        if F16:
+            qk_scale = qk_scale * 256.0
+            lat = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
+                                                                                                  gl.float16))
+        tok_of_row = (gl.arange(0, ROWS, ROW_S) // HPT)[:, None]
         m_i = gl.full([ROWS], NEG_INF, gl.float32, ROW_S)
         l_i = gl.zeros([ROWS], gl.float32, ROW_S)
         acc = warpgroup_mma_init(gl.zeros([ROWS, 256], gl.float32, MMA_O))
         nblocks = gl.cdiv(hi, BN)
+        NG_P: gl.constexpr = 1 if F16 else 2         # wgmma groups of one P @ V
         if OVERLAP:
             gl.static_assert(NS >= 3, "split overlap: stages of b and b + 1 held while b - 1 is released")
-            s_cur = _s_first(q_rope, q_smem, lat, rope, k0, nblocks, full, MMA_S, HAS_ROPE, BN, NS)
+            s_cur = _s_first(q_rope, q_smem, lat, rope, nblocks, full, MMA_S, HAS_ROPE, BN)
         for b in range(nblocks):
-            k = k0 + b
-            st = k % NS
+            st = b % NS
             # the block's entries (and token bits), loaded here and used after S: their latency hides behind S,
             # and no next block's entries are carried in registers (at BN = 64 those spilled)
             ix = _idx(idx_row, b * BN, hi, BN, COL_S)
@@ -510,15 +423,14 @@ if HAVE_GLUON:
             if OVERLAP:
                 # P V(b - 1) retired first (ptxas serializes every wgmma when an accumulator is read while another
                 # wgmma may be in flight after a partial wait: bench/mla_gluon_check.py reports WGMMA_SERIALIZED);
-                # then S(b + 1) (past the last block: over block b's stage again, never read) runs during the
-                # softmax
+                # then S(b + 1) (past the last block: over block b's stage again, never read) runs during the softmax
                 acc = warpgroup_mma_wait(0, deps=(acc,))
                 gl.thread_barrier()
-                mbarrier.arrive(free.index((k + NS - 1) % NS), count=1, pred=b > 0)
+                mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
                 has_next = b + 1 < nblocks
                 if has_next:
-                    mbarrier.wait(full.index((k + 1) % NS), ((k + 1) // NS) & 1)
-                stn = (k + has_next.to(gl.int32)) % NS
+                    mbarrier.wait(full.index((b + 1) % NS), ((b + 1) // NS) & 1)
+                stn = (b + has_next.to(gl.int32)) % NS
                 s_nxt = _s_issue(q_rope, q_smem, lat.index(stn), rope.index(stn), MMA_S, HAS_ROPE, BN)
                 s = s_cur
             else:
@@ -526,15 +438,15 @@ if HAVE_GLUON:
                 # releases it too once its half retired)
                 acc = warpgroup_mma_wait(0, deps=(acc,))
                 gl.thread_barrier()
-                mbarrier.arrive(free.index((k + NS - 1) % NS), count=1, pred=b > 0)
-                mbarrier.wait(full.index(st), (k // NS) & 1)
+                mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
+                mbarrier.wait(full.index(st), (b // NS) & 1)
                 s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
                 s = warpgroup_mma_wait(0, deps=(s,))
 
             p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
             acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-            # warpgroup 1 is done with hand-over j0 + b - 1 (fresh mbarriers count as phase 1 complete)
-            mbarrier.wait(p_free, ((j0 + b) & 1) ^ 1)
+            # warpgroup 1 is done with P and alpha of block b - 1 (fresh mbarriers count as phase 1 complete)
+            mbarrier.wait(p_free, (b & 1) ^ 1)
             if F16:
                 p_hi = p.to(gl.float16)
                 ph_smem.store(p_hi)
@@ -555,70 +467,42 @@ if HAVE_GLUON:
             if OVERLAP:
                 s_cur = warpgroup_mma_wait(NG_P, deps=(s_nxt,))  # S(b + 1) retired; P V(b) may still run
         acc = warpgroup_mma_wait(0, deps=(acc,))
-        # this warpgroup's hold on the item's last stage ends (the next item's blocks may reuse it)
-        gl.thread_barrier()
-        mbarrier.arrive(free.index((k0 + nblocks + NS - 1) % NS), count=1, pred=nblocks > 0)
 
         empty = l_i == 0.0
         lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
         inv_l = (256.0 if F16 else 1.0) / gl.where(empty, 1.0, l_i)
         # 1 / l for warpgroup 1 once it is done with the last alpha
-        mbarrier.wait(p_free, ((j0 + nblocks) & 1) ^ 1)
+        mbarrier.wait(p_free, (nblocks & 1) ^ 1)
         a_smem.store(inv_l)
         gl.thread_barrier()
         mbarrier.arrive(p_ready, count=1)
-        _store_rows(acc * gl.convert_layout(inv_l, ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr,
-                    stride_ot, stride_oh, 0, HPT)
+        _store_rows(acc * gl.convert_layout(inv_l, ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot,
+                    stride_oh, 0, HPT)
         rl = gl.arange(0, ROWS, ROW_S)
         lt = t0 + rl // HPT
         lh = h0 + rl % HPT
-        gl.store(lse_ptr + lt.to(gl.int64) * stride_lt + lh * stride_lh, lse,
-                 mask=(lt < tok_end) & (lh < num_heads))
-        return k0 + n_real, j0 + nblocks + 1
+        gl.store(lse_ptr + lt.to(gl.int64) * stride_lt + lh * stride_lh, lse, mask=(lt < tok_end) & (lh < num_heads))
 
     @gluon.jit
-    def _wg_v(pid, nprog, n_items, nhb, idx_ptr, stride_it, end_ptr, token0, topk,
-              tok_end, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem, full,
-              free, p_ready, p_free, HAS_LEN: gl.constexpr, G: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
-              NS: gl.constexpr, F16: gl.constexpr, PROFILE: gl.constexpr, PERSIST: gl.constexpr):
-        """Split consumer, warpgroup 1 (worker partition), for each work item of the program: O[:, 256:] += P V of
-        every block with warpgroup 0's P and alpha, then its half of the epilogue with warpgroup 0's 1 / l (released
-        back through p_free, so the next item's first P may take the buffer)."""
-        if F16:
-            lat = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
-                                                                                                  gl.float16))
-        if PERSIST:
-            k0 = pid * 0
-            j0 = pid * 0
-            for w in range(pid, n_items, nprog):
-                k0, j0 = _wg_v_item(w, k0, j0, nhb, idx_ptr, stride_it, end_ptr, token0, topk, tok_end, num_heads,
-                                    out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem, full, free, p_ready,
-                                    p_free, HAS_LEN, G, HPT, BN, NS, F16, PROFILE)
-        else:
-            _wg_v_item(pid, 0, 0, nhb, idx_ptr, stride_it, end_ptr, token0, topk, tok_end, num_heads, out_ptr,
-                       stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free, HAS_LEN, G,
-                       HPT, BN, NS, F16, PROFILE)
-
-    @gluon.jit
-    def _wg_v_item(w, k0, j0, nhb, idx_ptr, stride_it, end_ptr, token0, topk, tok_end, num_heads, out_ptr,
-                   stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
-                   HAS_LEN: gl.constexpr, G: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr,
-                   F16: gl.constexpr, PROFILE: gl.constexpr):
-        """_wg_v's work on item w (blocks from k0, hand-overs from j0; lat already reinterpreted under F16); returns
-        the next item's (k0, j0)."""
+    def _wg_v(hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem, full,
+              free, p_ready, p_free, HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
+              PROFILE: gl.constexpr):
+        """Split consumer, warpgroup 1 (worker partition): O[:, 256:] += P V of every block with warpgroup 0's P and
+        alpha, then its half of the epilogue with warpgroup 0's 1 / l."""
         MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                         instr_shape=[16, 256, 16])
         ROW_O: gl.constexpr = gl.SliceLayout(1, MMA_O)
-        t0, h0, hi, _ix, _m = _item(w, nhb, idx_ptr, stride_it, end_ptr, idx_ptr, token0, topk, HAS_LEN, G, HPT)
-        n_real = gl.cdiv(hi, BN)
         if PROFILE & 2:
-            _hand_back(k0, n_real, full, free, NS)
-            hi = hi * 0
+            _hand_back(hi, full, free, BN, NS)
+            hi = 0
+        if F16:
+            lat = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
+                                                                                                  gl.float16))
         acc = gl.zeros([ROWS, 256], gl.float32, MMA_O)  # each block's product is waited for in its iteration
         nblocks = gl.cdiv(hi, BN)
         for b in range(nblocks):
-            st = (k0 + b) % NS
-            mbarrier.wait(p_ready, (j0 + b) & 1)
+            st = b % NS
+            mbarrier.wait(p_ready, b & 1)
             acc = acc * a_smem.load(ROW_O)[:, None]
             v_right = lat.index(st).slice(256, 256, dim=1)
             acc = warpgroup_mma(ph_smem, v_right, acc, is_async=True)
@@ -628,12 +512,9 @@ if HAVE_GLUON:
             gl.thread_barrier()
             mbarrier.arrive(p_free, count=1)
             mbarrier.arrive(free.index(st), count=1)
-        mbarrier.wait(p_ready, (j0 + nblocks) & 1)
-        inv_l = a_smem.load(ROW_O)
-        gl.thread_barrier()
-        mbarrier.arrive(p_free, count=1)
-        _store_rows(acc * inv_l[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, 256, HPT)
-        return k0 + n_real, j0 + nblocks + 1
+        mbarrier.wait(p_ready, nblocks & 1)
+        _store_rows(acc * a_smem.load(ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh,
+                    256, HPT)
 
     @gluon.jit
     def _consumer(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
@@ -702,7 +583,7 @@ if HAVE_GLUON:
         if OVERLAP:
             # S of block 0 before the loop; each iteration issues S(b + 1) before block b's softmax
             gl.static_assert(NS >= 2, "overlap: two stages at least")
-            s_cur = _s_first(q_rope, q_smem, lat, rope, 0, nblocks, full, MMA_S, HAS_ROPE, BN, NS)
+            s_cur = _s_first(q_rope, q_smem, lat, rope, nblocks, full, MMA_S, HAS_ROPE, BN)
         for b in range(nblocks):
             st = b % NS
             ix = cur
@@ -767,20 +648,36 @@ if HAVE_GLUON:
             q_ptr, stride_qt, stride_qh, kv_ptr,
             idx_ptr, stride_it, end_ptr, mask_ptr,
             out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-            num_slots, num_heads, topk, token0, tok_end, n_items, qk_scale,
+            num_slots, num_heads, topk, token0, tok_end, qk_scale,
             stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr,
             HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, OVERLAP: gl.constexpr, F16: gl.constexpr,
-            PROFILE: gl.constexpr, SPLIT: gl.constexpr, PERSIST: gl.constexpr, V_REGS: gl.constexpr,
+            PROFILE: gl.constexpr, SPLIT: gl.constexpr, V_REGS: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
-        """1-D grid over n_items work items (_item): one program an item, or (split 1) fewer programs that walk
-        items pid, pid + programs, ... G > 1: item g of the chunk = tokens token0 + g * G + [0, G), its union
-        list entries / masks row g (stride_it), end_ptr = counts. G == 1: item = (token, head block), idx_ptr =
-        indices, end_ptr = topk_length (HAS_LEN) or unused. qk_scale: sm_scale * log2(e)."""
+        """1-D grid, one program a work item. G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its
+        union list entries / masks row g (stride_it), end_ptr = counts. G == 1: program p = token p // nhb, head
+        block p % nhb (nhb = cdiv(num_heads, HPT): a token's head blocks are neighbouring programs, so they run at
+        the same time and share their gathered rows in L2; session 14, 128 heads s_q 1024: 1.403 ms against 1.444
+        with the head block as the slower grid axis, different calls, bench/results/sparse_mla_s14_pf_persist_1024.json,
+        sparse_mla_s14_pf_ahead.json), idx_ptr = indices, end_ptr = topk_length (HAS_LEN) or unused. qk_scale:
+        sm_scale * log2(e)."""
         gl.static_assert(G * HPT == 64, "64 rows a program")
-        pid = gl.program_id(0)
-        nprog = gl.num_programs(0)
-        nhb = gl.cdiv(num_heads, HPT)
+        g = gl.program_id(0)
         GROUPED: gl.constexpr = G > 1
+        if GROUPED:
+            t0 = token0 + g * G
+            h0 = g * 0
+            row_off = g.to(gl.int64) * stride_it
+            hi = gl.load(end_ptr + g)
+        else:
+            nhb = gl.cdiv(num_heads, HPT)
+            t0 = g // nhb
+            h0 = (g % nhb) * HPT
+            row_off = t0.to(gl.int64) * stride_it
+            hi = topk + g * 0
+            if HAS_LEN:
+                hi = gl.minimum(gl.load(end_ptr + t0), topk)
+        idx_row = idx_ptr + row_off
+        mask_row = mask_ptr + row_off
 
         LAT_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BN, 512], gl.bfloat16)
         ROPE_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BN, 64], gl.bfloat16)
@@ -814,30 +711,23 @@ if HAVE_GLUON:
             mbarrier.init(p_free, count=1)
             a_smem = gl.allocate_shared_memory(gl.float32, [ROWS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
             gl.warp_specialize([
-                (_wg_s, (pid, nprog, n_items, nhb, idx_ptr, stride_it, end_ptr, mask_ptr, token0, topk,
-                         q_ptr, stride_qt, stride_qh, tok_end, num_slots, num_heads,
+                (_wg_s, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                          qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                          q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
-                         HAS_ROPE, HAS_LEN, G, HPT, BN, NS, F16, OVERLAP, PROFILE, PERSIST, num_warps)),
-                (_wg_v, (pid, nprog, n_items, nhb, idx_ptr, stride_it, end_ptr, token0, topk,
-                         tok_end, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
-                         full, free, p_ready, p_free, HAS_LEN, G, HPT, BN, NS, F16, PROFILE, PERSIST)),
-                (_producer, (pid, nprog, n_items, nhb, idx_ptr, stride_it, end_ptr, token0, topk, num_slots, kv_ptr,
-                             lat, rope, full, free, stride_kv, HAS_ROPE, HAS_LEN, G, HPT, BN, NS, F16, PROFILE,
-                             PRODUCER_WARPS, PERSIST)),
+                         HAS_ROPE, GROUPED, HPT, BN, NS, F16, OVERLAP, PROFILE, num_warps)),
+                (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
+                         full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE)),
+                (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
+                             PROFILE, PRODUCER_WARPS)),
             ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
         else:
-            # one item a program (the launcher refuses persist without split)
-            t0, h0, hi, idx_row, mask_row = _item(pid, nhb, idx_ptr, stride_it, end_ptr, mask_ptr, token0, topk,
-                                                  HAS_LEN, G, HPT)
             gl.warp_specialize([
                 (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots,
                              num_heads, qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                              q_smem, lat, rope, ph_smem, pl_smem, full, free,
                              HAS_ROPE, GROUPED, HPT, BN, NS, OVERLAP, F16, PROFILE, num_warps)),
-                (_producer, (pid, 1, pid + 1, nhb, idx_ptr, stride_it, end_ptr, token0, topk, num_slots, kv_ptr,
-                             lat, rope, full, free, stride_kv, HAS_ROPE, HAS_LEN, G, HPT, BN, NS, F16, PROFILE,
-                             PRODUCER_WARPS, False)),
+                (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
+                             PROFILE, PRODUCER_WARPS)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
 
@@ -851,27 +741,17 @@ def _profile() -> int:
     return int(v)
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
-def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0, tok_end, n_items, g, hpt, has_len,
+def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0, tok_end, grid, g, hpt, has_len,
             cfg: PrefillConfig) -> None:
-    """n_items work items (groups of the chunk, or tokens x head blocks): one program each, or with cfg.persist one
-    program an SM (one CTA fits an SM) walking them."""
     profile = _profile()
-    programs = n_items
-    if cfg.persist and q.is_cuda:  # (a compile-only launch on a CPU tensor keeps one program an item)
-        programs = min(n_items, _sm_count(q.device.index if q.device.index is not None else torch.cuda.current_device()))
     _fast(  # kernel[grid](...) without Triton's per-call binding once this specialization ran (ops/_fastlaunch.py)
-        sparse_mla_prefill_kernel, (programs,),
+        sparse_mla_prefill_kernel, grid,
         q, q.stride(0), q.stride(1), flat,
         idx, stride_i, end, masks,
         out, out.stride(0), out.stride(1), lse, lse.stride(0), lse.stride(1),
-        flat.shape[0], q.shape[1], topk, token0, tok_end, n_items, float(sm_scale) * LOG2E,
+        flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
         flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages, cfg.overlap,
-        bool(cfg.f16), profile, cfg.split, bool(cfg.persist), SPLIT_V_REGS,
+        bool(cfg.f16), profile, cfg.split, SPLIT_V_REGS,
         cfg.producer_warps, cfg.producer_regs,
         num_warps=4 if cfg.split else CONSUMER_WARPS,
     )
@@ -883,8 +763,8 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
     sparse_mla_prefill_kernel. Inputs already validated by sparse_mla_prefill. G > 1 (<= 32 heads): tokens in
     chunks of C * G (C: the groups scratch holds), each chunk's union lists built by grouping.build_groups into
     scratch = (entries, masks, counts) (validated by sparse_mla_prefill; allocated here from
-    grouping.prefill_scratch_spec when None), then one launch per chunk. G == 1: one launch over T x (head blocks
-    of 64). pad64 (the 'pad64' variant): G == 1 at any head count, a token's heads in one 64-row program (rows past
+    grouping.prefill_scratch_spec when None), then one launch per chunk. G == 1: one launch of T x (head blocks of
+    64) programs. pad64 (the 'pad64' variant): G == 1 at any head count, a token's heads in one 64-row program (rows past
     H masked: zero q, never stored), scratch unused."""
     t, h, d = q.shape
     topk = indices.shape[1]
@@ -893,7 +773,7 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
     if g == 1:
         end = topk_length if topk_length is not None else indices
         _launch(q, flat, indices, indices.stride(0), end, indices, out, lse, sm_scale, topk, 0, t,
-                t * -(-h // hpt), 1, hpt, topk_length is not None, cfg)
+                (t * -(-h // hpt),), 1, hpt, topk_length is not None, cfg)
         return
     if scratch is None:
         scratch = [torch.empty(shape, dtype=dt, device=q.device) for shape, dt in prefill_scratch_spec(t, h, topk)]
@@ -903,4 +783,4 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
         n = min(chunk, t - token0)
         groups = _build_groups(indices, topk_length, flat.shape[0], g, token0, n, entries, masks, counts, -(-n // g))
         _launch(q, flat, entries, entries.stride(0), counts, masks, out, lse, sm_scale, topk, token0, token0 + n,
-                groups, g, hpt, False, cfg)
+                (groups,), g, hpt, False, cfg)
