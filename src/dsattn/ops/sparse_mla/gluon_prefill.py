@@ -656,10 +656,10 @@ if HAVE_GLUON:
         """1-D grid, one program a work item. G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its
         union list entries / masks row g (stride_it), end_ptr = counts. G == 1: program p = token p // nhb, head
         block p % nhb (nhb = cdiv(num_heads, HPT): a token's head blocks are neighbouring programs, so they run at
-        the same time and share their gathered rows in L2; session 14, 128 heads s_q 1024: 1.403 ms against 1.444
-        with the head block as the slower grid axis, different calls, bench/results/sparse_mla_s14_pf_persist_1024.json,
-        sparse_mla_s14_pf_ahead.json), idx_ptr = indices, end_ptr = topk_length (HAS_LEN) or unused. qk_scale:
-        sm_scale * log2(e)."""
+        the same time and may share their gathered rows in L2; at 128 heads s_q 1024 issue 3's table read 1.506 ms
+        against 1.515 with the head block as the slower grid axis, within run-to-run spread: session 14,
+        bench/results/sparse_mla_s14_prefill_1024_order.json, _eager.json), idx_ptr = indices, end_ptr =
+        topk_length (HAS_LEN) or unused. qk_scale: sm_scale * log2(e)."""
         gl.static_assert(G * HPT == 64, "64 rows a program")
         g = gl.program_id(0)
         GROUPED: gl.constexpr = G > 1
