@@ -332,16 +332,19 @@ def measure_case(case: Case, peers, variants, rep_ms: float = 100, impls=("auto"
             entries.append((None, fn, f"flashmla:{name}", {"eager": True} if graph and case.kind == "decode" else {},
                             name, get))
         times = [[] for _ in entries]
+        windows = [[] for _ in entries]  # wall-clock (start, end) of each timing, to join with a clock log
         for _ in range(max(1, rounds)):
             for i, (impl, fn, *_rest) in enumerate(entries):
                 set_impl(impl)
+                t_start = time.time()
                 times[i].append(time_ms(fn, rep_ms=rep_ms))
+                windows[i].append((t_start, time.time()))
     finally:
         set_impl(None)
     rows, peer_ms = [], {}
-    for (impl, fn, label, rec, peer, get), ts in zip(entries, times):
+    for (impl, fn, label, rec, peer, get), ts, wins in zip(entries, times, windows):
         ms = float(statistics.median(ts))
-        row = {**_row(case, label, ms), **rec, "ms_rounds": ts}
+        row = {**_row(case, label, ms), **rec, "ms_rounds": ts, "round_windows": wins}
         if peer is not None:
             peer_ms[peer] = ms
             ofn, out, _ = ours(case, variants[0] if variants else None)
