@@ -309,6 +309,17 @@ if HAVE_GLUON:
         return warpgroup_mma_wait(0, deps=(s,))
 
     @gluon.jit
+    def _s_next(q_rope, q_smem, lat, rope, b, nblocks, full, MMA_S: gl.constexpr, HAS_ROPE: gl.constexpr,
+                BN: gl.constexpr, NS: gl.constexpr):
+        """S of block b + 1 issued once its stage landed, left in flight (the overlapped schedules); past the last
+        block, over block b's stage again (never read)."""
+        has_next = b + 1 < nblocks
+        if has_next:
+            mbarrier.wait(full.index((b + 1) % NS), ((b + 1) // NS) & 1)
+        stn = (b + has_next.to(gl.int32)) % NS
+        return _s_issue(q_rope, q_smem, lat.index(stn), rope.index(stn), MMA_S, HAS_ROPE, BN)
+
+    @gluon.jit
     def _load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, QR_L: gl.constexpr,
                 HAS_ROPE: gl.constexpr, F16: gl.constexpr, HPT: gl.constexpr, num_warps: gl.constexpr):
         """q's latent part into q_smem (rows: token t0 + r // HPT, head h0 + r % HPT; zeros past T / H) and its RoPE
@@ -427,11 +438,7 @@ if HAVE_GLUON:
                 acc = warpgroup_mma_wait(0, deps=(acc,))
                 gl.thread_barrier()
                 mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
-                has_next = b + 1 < nblocks
-                if has_next:
-                    mbarrier.wait(full.index((b + 1) % NS), ((b + 1) // NS) & 1)
-                stn = (b + has_next.to(gl.int32)) % NS
-                s_nxt = _s_issue(q_rope, q_smem, lat.index(stn), rope.index(stn), MMA_S, HAS_ROPE, BN)
+                s_nxt = _s_next(q_rope, q_smem, lat, rope, b, nblocks, full, MMA_S, HAS_ROPE, BN, NS)
                 s = s_cur
             else:
                 # O[:, :256] += P V of block b - 1 retired: this warpgroup's hold on its stage ends (warpgroup 1
@@ -596,13 +603,8 @@ if HAVE_GLUON:
             gl.thread_barrier()
             mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
             if OVERLAP:
-                # S(b + 1) runs on the tensor cores while block b's softmax runs (past the last block: S over
-                # block b's stage again, never read)
-                has_next = b + 1 < nblocks
-                if has_next:
-                    mbarrier.wait(full.index((b + 1) % NS), ((b + 1) // NS) & 1)
-                stn = (b + has_next.to(gl.int32)) % NS
-                s_nxt = _s_issue(q_rope, q_smem, lat.index(stn), rope.index(stn), MMA_S, HAS_ROPE, BN)
+                # S(b + 1) runs on the tensor cores while block b's softmax runs
+                s_nxt = _s_next(q_rope, q_smem, lat, rope, b, nblocks, full, MMA_S, HAS_ROPE, BN, NS)
                 s = s_cur
             else:
                 mbarrier.wait(full.index(st), (b // NS) & 1)
