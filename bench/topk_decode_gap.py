@@ -1,5 +1,5 @@
-"""Why the indexer decode bench's top-k (v4 default, 128 x 65536, k 2048: 0.124 ms, bench/results/indexer_decode_s13.json)
-is ~3x the top-k bench's time at the same shape (0.044 ms, topk_v3.json): the same select timed on the decode bench's
+"""Why the indexer decode bench's top-k (v4 default, 128 x 65536, k 2048: 0.124 ms,
+bench/results/indexer_decode_s13.json) is ~3x the top-k bench's time at the same shape (0.044 ms, topk_v3.json): the same select timed on the decode bench's
 own logits, on those logits permuted within each row (same values, other order), on randn of the same shape, and v3 on
 each; plus statistics of the decode logits (distinct values in a row, quantiles).
 

@@ -766,8 +766,8 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
     chunks of C * G (C: the groups scratch holds), each chunk's union lists built by grouping.build_groups into
     scratch = (entries, masks, counts) (validated by sparse_mla_prefill; allocated here from
     grouping.prefill_scratch_spec when None), then one launch per chunk. G == 1: one launch of T x (head blocks of
-    64) programs. pad64 (the 'pad64' variant): G == 1 at any head count, a token's heads in one 64-row program (rows past
-    H masked: zero q, never stored), scratch unused."""
+    64) programs. pad64 (the 'pad64' variant): G == 1 at any head count, a token's heads in one 64-row program
+    (rows past H masked: zero q, never stored), scratch unused."""
     t, h, d = q.shape
     topk = indices.shape[1]
     hpt, g = (64, 1) if pad64 else group_shape(h)
