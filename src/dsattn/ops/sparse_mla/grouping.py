@@ -9,6 +9,7 @@ listed that entry. This module builds those unions:
     build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts)
     build_groups_reference(...)                 the same in plain PyTorch (the tests' twin)
     dense_fits(num_slots, G, K), dense_max_slots(G, K), dense_layout(num_slots, G): the dense path's reach
+    hist_fits(num_slots, G): the histogram path's reach (IMPL "hist", below)
 
 Union entries (SPEC 3): entry ``i`` of token ``t``'s list is valid iff ``0 <= indices[t, i] < num_slots``
 and ``i < topk_length[t]`` (when given). A slot listed twice by one token counts twice, so union entries
@@ -127,6 +128,20 @@ registers, no spill; G 2 (8 warps) 150 registers, no spill; its rebuild kernel a
 With the repeated-slot branch inline in the first kernel G 8 spilled 792 bytes (27.9k instructions), hence
 the second kernel (INLINE_DUPS). H200 (CUDA graph of 10 calls, per call, overlap indices, topk 2048), sort
 path: s_q 1024: G 2 265 us, G 4 368 us, G 8 441 us; s_q 8192: G 2 2079, G 4 2909, G 8 3503 us.
+
+Histogram path (IMPL = "hist", session 14; NOT YET RUN ON A GPU, and not auto's choice): one program a group
+(_hist_union_kernel), the slot range in chunks of HIST[0] slots; per chunk, per token j, tl.histogram of the
+token's valid slots in the chunk (Triton lowers it to shared-memory atomics: no global atomics, no map to clear,
+no map in the scratch), min(copies, 15) packed into 4-bit field j of an int32 a slot; entries (s, k) for k below
+the largest field, ascending by (slot, k) (the reference's order: repeated slots handled in place); a field at
+15 leaves the group to the sort path's repeated-slot kernel, launched next (two launches in all). Reach: G <= 8
+(HIST_MAX_GROUP) and num_slots <= HIST_MAX_SLOTS (each program walks the whole range), else auto's choice. CPU:
+tests/test_sparse_mla_grouping.py (the impl fixture's tests entry for entry against the reference, several chunks,
+the fallbacks). sm_90a compile (HIST comment): 255 registers with small spills at 2048 slots / 4 warps; the 1-D
+[slots] tensors (packed fields, copies, offsets, 64-bit store addresses) live in registers, so wider chunks or
+more warps spill kilobytes. PREDICTION (arithmetic, not measured): at s_kv 16384 8 chunks x G histograms of 2048
+indices a group, ~0.5-1 us each, two programs an SM (registers): s_q 1024 G 4 ~20-30 us (dense measured 52.3),
+s_q 8192 ~150-200 us (dense 347). Time it with `--bench --impl dense hist --hist 2048:4 1024:4`.
 """
 from __future__ import annotations
 
@@ -743,6 +758,59 @@ if HAVE_TRITON:
             else:
                 tl.store(cnt_ptr + c, -1)
 
+    # -----------------------------------------------------------------------------------------------
+    # histogram path (IMPL "hist", session 14; NOT YET RUN ON A GPU): one program a group, one launch
+    # -----------------------------------------------------------------------------------------------
+
+    @triton.jit
+    def _hist_union_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
+                           msk_ptr, msk_stride, cnt_ptr, K, G: tl.constexpr, NB: tl.constexpr, NCH: tl.constexpr,
+                           KP: tl.constexpr, HAS_LEN: tl.constexpr):
+        """Program c: group c's union list, the slot range in NCH chunks of NB (a loop). Per chunk, for each token
+        j of the group, tl.histogram of its valid slots in the chunk (shared-memory atomics: no global atomics, no
+        map to clear), the copies of slot s token j lists (at most 15) packed into field j (4 bits) of one int32 a
+        slot; entries (s, k) for k below the largest field, in ascending (slot, k) order (the reference's), mask
+        bit j when field j > k; counts[c] = their number. A field reaching 15 (15 copies or more) leaves
+        counts[c] = -1 for the sort path's repeated-slot kernel, launched next."""
+        c = tl.program_id(0)
+        ent_row = ent_ptr + c.to(tl.int64) * ent_stride
+        msk_row = msk_ptr + c.to(tl.int64) * msk_stride
+        i = tl.arange(0, KP)
+        s = tl.arange(0, NB)
+        base = c * 0
+        sat = c * 0
+        for ci in range(NCH):
+            b0 = ci * NB
+            packed = tl.zeros([NB], tl.int32)
+            for j in tl.static_range(G):
+                t = c * G + j
+                tok_ok = t < ntokens
+                row = (token0 + t).to(tl.int64)
+                ok = (i < K) & tok_ok
+                if HAS_LEN:
+                    ok = ok & (i < tl.load(len_ptr + row, mask=tok_ok, other=0))
+                slot = tl.load(idx_ptr + row * idx_stride + i, mask=ok, other=-1)
+                ok = ok & (slot >= b0) & (slot < num_slots) & (slot < b0 + NB)
+                h = tl.histogram(tl.where(ok, slot - b0, 0), NB, mask=ok)
+                packed |= tl.minimum(h, 15) << (4 * j)
+            n = tl.zeros([NB], tl.int32)
+            for j in tl.static_range(G):
+                f = (packed >> (4 * j)) & 15
+                n = tl.maximum(n, f)
+                sat |= tl.max((f == 15).to(tl.int32), 0)
+            at = base + tl.cumsum(n, 0) - n
+            most = tl.max(n, 0)
+            for k in range(15):  # copy k of each slot listed more than k times (most is 1 without repeats)
+                if k < most:
+                    m = tl.zeros([NB], tl.int32)
+                    for j in tl.static_range(G):
+                        m |= ((((packed >> (4 * j)) & 15) > k).to(tl.int32)) << j
+                    occ = n > k
+                    tl.store(ent_row + at + k, b0 + s, mask=occ)
+                    tl.store(msk_row + at + k, m, mask=occ)
+            base += tl.sum(n, 0)
+        tl.store(cnt_ptr + c, tl.where(sat != 0, -1, base))
+
 
 def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
@@ -771,7 +839,7 @@ def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks,
 # same rule, named: dense where it fits, the hash path otherwise, never an error), "hash" (the table, 4 launches),
 # "hash1" (the same, one program a group, 1 launch) or "sort" (one tl.sort a group); DSATTN_GROUPING_IMPL overrides
 # it (read at import)
-IMPLS = ("auto", "dense", "hash", "hash1", "sort")
+IMPLS = ("auto", "dense", "hash", "hash1", "sort", "hist")
 IMPL = os.environ.get("DSATTN_GROUPING_IMPL", "auto").strip().lower() or "auto"
 if IMPL not in IMPLS:
     raise ValueError(f"DSATTN_GROUPING_IMPL must be one of {', '.join(IMPLS)}, got {IMPL!r}")
@@ -793,6 +861,36 @@ HASH_COMPACT = (8192, 16)  # compaction: cells a block, num_warps (sm_90a: 114 r
 
 
 HASH1 = (2048, 16)         # IMPL 'hash1': slots a probe step, num_warps
+HIST = (2048, 4)           # IMPL 'hist': slots a histogram (a power of 2), num_warps (sm_90a compile, topk 2048:
+                           # 255 registers, 32 / 48 / 568 B of spill at G 2 / 4 / 8; 4096 slots at 8 warps spill
+                           # 0.9-8.9 KB, more warps more: the 1-D [slots] tensors live in registers)
+HIST_MAX_GROUP = 8         # 4-bit fields in an int32: 8 tokens a group at most
+HIST_MAX_SLOTS = 1 << 16   # a program walks the whole slot range (G histograms a chunk of HIST[0] slots)
+
+
+def hist_fits(num_slots: int, G: int) -> bool:
+    """Whether IMPL 'hist' takes this call (else auto's choice: dense where it fits, else hash)."""
+    return G <= HIST_MAX_GROUP and num_slots <= HIST_MAX_SLOTS
+
+
+def _launch_hist(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups):
+    """IMPL 'hist': _hist_union_kernel, one program a group, then the sort path's repeated-slot kernel for the
+    groups it leaves at -1 (a token listing a slot 15 times or more); nothing allocated, nothing written past
+    counts[c]."""
+    k = indices.shape[1]
+    interp = interpreting()
+    len_ptr = topk_length if topk_length is not None else indices
+    has_len = topk_length is not None
+    nb = min(HIST[0], _next_pow2(max(num_slots, 1)))
+    kp = _next_pow2(k)
+    src = (indices, indices.stride(0), len_ptr, num_slots, token0, ntokens)
+    _fast(_hist_union_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts, k, G=G,
+          NB=nb, NCH=-(-num_slots // nb), KP=kp, HAS_LEN=has_len, num_warps=1 if interp else HIST[1])
+    gp = _next_pow2(G)
+    wide = num_slots * gp + gp > 2**31 - 1
+    _fast(_group_union_dups_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts, k,
+          G=G, GP=gp, KP=kp, HAS_LEN=has_len, WIDE=wide,
+          num_warps=1 if interp else (16 if gp * kp >= 8192 else 8 if gp * kp >= 2048 else 4))
 
 
 def _launch_hash1(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups):
@@ -913,10 +1011,14 @@ def _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     if not kernels_available(indices.device):
         return build_groups_reference(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts)
     impl = IMPL
+    if impl == "hist" and not hist_fits(num_slots, G):
+        impl = "auto"
     if impl in ("auto", "dense"):
         impl = "dense" if dense_fits(num_slots, G, indices.shape[1]) else "hash"
     if impl == "dense":
         _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
+    elif impl == "hist":
+        _launch_hist(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
     elif impl in ("hash", "hash1") and G * indices.shape[1] < 1 << 30:     # (counts[c] flags bit 30)
         launch = _launch_hash if impl == "hash" else _launch_hash1
         launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
@@ -995,13 +1097,13 @@ def _runner(impl, w, knobs, inline_dups):
                     _launch_hash(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups)
             finally:
                 mod.update(saved)
-        elif impl in ("hash", "hash1"):
+        elif impl in ("hash", "hash1", "hist"):
             mod = globals()
             saved = {name: mod[name] for name in knobs}
             mod.update(knobs)
             try:
-                (_launch_hash if impl == "hash" else _launch_hash1)(idx, lens, num_slots, g, token0, n, ent, msk, cnt,
-                                                                    groups)
+                launch = {"hash": _launch_hash, "hash1": _launch_hash1, "hist": _launch_hist}[impl]
+                launch(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups)
             finally:
                 mod.update(saved)
         else:
@@ -1025,6 +1127,9 @@ def _bench(args) -> None:
                 for dc in args.dense_compact or [DENSE_COMPACT_WARPS]:
                     knobs = dict(DENSE_INSERT=tuple(int(x) for x in di.split(":")), DENSE_COMPACT_WARPS=dc)
                     variants.append((impl, None, knobs, f"{impl} insert {di} compact warps {dc or 'auto'}"))
+        elif impl == "hist":
+            for hs in args.hist or [f"{HIST[0]}:{HIST[1]}"]:
+                variants.append((impl, None, dict(HIST=tuple(int(x) for x in hs.split(":"))), f"hist {hs}"))
         elif impl == "hash1":
             for hw in args.hash_w or [HASH_W]:
                 for h1 in args.hash1 or [f"{HASH1[0]}:{HASH1[1]}"]:
@@ -1172,12 +1277,13 @@ def main(argv=None) -> None:
     p.add_argument("--inline-dups", action="store_true", help="one kernel, the repeated-slot branch inline")
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # cpu: a dry run under TRITON_INTERPRET=1
     p.add_argument("--warps", type=int, nargs="*", default=None, help="sort: num_warps to sweep (default: its own)")
-    p.add_argument("--impl", nargs="+", choices=("dense", "auto", "hash", "hash1", "sort"), default=["auto"],
+    p.add_argument("--impl", nargs="+", choices=("dense", "auto", "hash", "hash1", "sort", "hist"), default=["auto"],
                    help="kernels to time (dense / auto: dense where it fits, else hash)")
     p.add_argument("--dense-insert", nargs="*", default=None,
                    help="dense: insert SLOTS:WARPS, SLOTS a power of 2 (sweep; default DENSE_INSERT)")
     p.add_argument("--dense-compact", type=int, nargs="*", default=None,
                    help="dense: compaction num_warps, 0 = by map size (sweep; default DENSE_COMPACT_WARPS)")
+    p.add_argument("--hist", nargs="*", default=None, help="hist: SLOTS:WARPS a histogram (sweep; default HIST)")
     p.add_argument("--hash1", nargs="*", default=None, help="hash1: SLOTS:WARPS a probe step (sweep; default HASH1)")
     p.add_argument("--hash-w", type=int, nargs="*", default=None,
                    help="hash: cells a lane reads a round, powers of 2 (sweep; default HASH_W)")
