@@ -9,7 +9,7 @@ unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_GROUPING_I
 R=$OUT/r; mkdir -p $R; L=$OUT/h.log
 P="-q -p no:cacheprovider -rfEs"
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
-timeout 200 python -m dsattn.ops.sparse_mla.grouping --bench --impl dense hist --hist 2048:4 1024:4 4096:8 \
+timeout 200 python -m dsattn.ops.sparse_mla.grouping --bench --impl dense hist --hist 2048:4 1024:4:128 2048:8 4096:8 \
   --groups 8 4 2 > $R/grouping.log 2>&1
 echo "grouping bench rc=$?" >> $L; grep -E " us |matches_reference" $R/grouping.log | head -n 40 >> $L
 tar -czf $OUT/r.tgz -C $OUT r

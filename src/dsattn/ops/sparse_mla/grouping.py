@@ -137,11 +137,11 @@ the largest field, ascending by (slot, k) (the reference's order: repeated slots
 15 leaves the group to the sort path's repeated-slot kernel, launched next (two launches in all). Reach: G <= 8
 (HIST_MAX_GROUP) and num_slots <= HIST_MAX_SLOTS (each program walks the whole range), else auto's choice. CPU:
 tests/test_sparse_mla_grouping.py (the impl fixture's tests entry for entry against the reference, several chunks,
-the fallbacks). sm_90a compile (HIST comment): 255 registers with small spills at 2048 slots / 4 warps; the 1-D
-[slots] tensors (packed fields, copies, offsets, 64-bit store addresses) live in registers, so wider chunks or
-more warps spill kilobytes. PREDICTION (arithmetic, not measured): at s_kv 16384 8 chunks x G histograms of 2048
+the fallbacks). sm_90a compile (HIST comment): 255 registers at 2048 slots / 4 warps, no spill at G 2 / 4 (the
+tokens in a loop: unrolled, their index loads were all hoisted and G 8 spilled 568 B); the 1-D [slots] tensors
+(packed fields, copies, offsets, store addresses) live in registers. PREDICTION (arithmetic, not measured): at s_kv 16384 8 chunks x G histograms of 2048
 indices a group, ~0.5-1 us each, two programs an SM (registers): s_q 1024 G 4 ~20-30 us (dense measured 52.3),
-s_q 8192 ~150-200 us (dense 347). Time it with `--bench --impl dense hist --hist 2048:4 1024:4`.
+s_q 8192 ~150-200 us (dense 347). Time it with `--bench --impl dense hist --hist 2048:4 1024:4:128 2048:8`.
 """
 from __future__ import annotations
 
@@ -782,7 +782,7 @@ if HAVE_TRITON:
         for ci in range(NCH):
             b0 = ci * NB
             packed = tl.zeros([NB], tl.int32)
-            for j in tl.static_range(G):
+            for j in range(G):  # (a loop: unrolled, the G tokens' index loads were all hoisted ahead)
                 t = c * G + j
                 tok_ok = t < ntokens
                 row = (token0 + t).to(tl.int64)
@@ -861,9 +861,10 @@ HASH_COMPACT = (8192, 16)  # compaction: cells a block, num_warps (sm_90a: 114 r
 
 
 HASH1 = (2048, 16)         # IMPL 'hash1': slots a probe step, num_warps
-HIST = (2048, 4)           # IMPL 'hist': slots a histogram (a power of 2), num_warps (sm_90a compile, topk 2048:
-                           # 255 registers, 32 / 48 / 568 B of spill at G 2 / 4 / 8; 4096 slots at 8 warps spill
-                           # 0.9-8.9 KB, more warps more: the 1-D [slots] tensors live in registers)
+HIST = (2048, 4, 0)        # IMPL 'hist': slots a histogram (a power of 2), num_warps, maxnreg (0: ptxas's choice).
+                           # sm_90a compile, topk 2048, G 2 / 4 / 8: 2048 / 4 warps 255 registers, no spill / none /
+                           # 80 B (two programs an SM); 2048 / 8 warps 180-255, none; 1024 / 4 warps / maxnreg 128:
+                           # none / none / 84 B (four an SM); 4096 / 8 warps 255, none / none / 80 B. Not timed.
 HIST_MAX_GROUP = 8         # 4-bit fields in an int32: 8 tokens a group at most
 HIST_MAX_SLOTS = 1 << 16   # a program walks the whole slot range (G histograms a chunk of HIST[0] slots)
 
@@ -884,8 +885,10 @@ def _launch_hist(indices, topk_length, num_slots, G, token0, ntokens, entries, m
     nb = min(HIST[0], _next_pow2(max(num_slots, 1)))
     kp = _next_pow2(k)
     src = (indices, indices.stride(0), len_ptr, num_slots, token0, ntokens)
+    opts = dict(num_warps=1) if interp else dict(num_warps=HIST[1], **({"maxnreg": HIST[2]} if HIST[2:3] and HIST[2]
+                                                                        else {}))
     _fast(_hist_union_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts, k, G=G,
-          NB=nb, NCH=-(-num_slots // nb), KP=kp, HAS_LEN=has_len, num_warps=1 if interp else HIST[1])
+          NB=nb, NCH=-(-num_slots // nb), KP=kp, HAS_LEN=has_len, **opts)
     gp = _next_pow2(G)
     wide = num_slots * gp + gp > 2**31 - 1
     _fast(_group_union_dups_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts, k,
@@ -1128,7 +1131,7 @@ def _bench(args) -> None:
                     knobs = dict(DENSE_INSERT=tuple(int(x) for x in di.split(":")), DENSE_COMPACT_WARPS=dc)
                     variants.append((impl, None, knobs, f"{impl} insert {di} compact warps {dc or 'auto'}"))
         elif impl == "hist":
-            for hs in args.hist or [f"{HIST[0]}:{HIST[1]}"]:
+            for hs in args.hist or [":".join(str(v) for v in HIST)]:
                 variants.append((impl, None, dict(HIST=tuple(int(x) for x in hs.split(":"))), f"hist {hs}"))
         elif impl == "hash1":
             for hw in args.hash_w or [HASH_W]:
@@ -1283,7 +1286,8 @@ def main(argv=None) -> None:
                    help="dense: insert SLOTS:WARPS, SLOTS a power of 2 (sweep; default DENSE_INSERT)")
     p.add_argument("--dense-compact", type=int, nargs="*", default=None,
                    help="dense: compaction num_warps, 0 = by map size (sweep; default DENSE_COMPACT_WARPS)")
-    p.add_argument("--hist", nargs="*", default=None, help="hist: SLOTS:WARPS a histogram (sweep; default HIST)")
+    p.add_argument("--hist", nargs="*", default=None,
+                   help="hist: SLOTS:WARPS[:MAXNREG] a histogram (sweep; default HIST)")
     p.add_argument("--hash1", nargs="*", default=None, help="hash1: SLOTS:WARPS a probe step (sweep; default HASH1)")
     p.add_argument("--hash-w", type=int, nargs="*", default=None,
                    help="hash: cells a lane reads a round, powers of 2 (sweep; default HASH_W)")
