@@ -141,7 +141,8 @@ the fallbacks). sm_90a compile (HIST comment): 255 registers at 2048 slots / 4 w
 tokens in a loop: unrolled, their index loads were all hoisted and G 8 spilled 568 B); the 1-D [slots] tensors
 (packed fields, copies, offsets, store addresses) live in registers. PREDICTION (arithmetic, not measured): at
 s_kv 16384 8 chunks x G histograms of 2048 indices a group, ~0.5-1 us each, two programs an SM (registers):
-s_q 1024 G 4 ~20-30 us (dense measured 52.3), s_q 8192 ~150-200 us (dense 347). Time it with `--bench --impl dense hist --hist 2048:4 1024:4:128 2048:8`.
+s_q 1024 G 4 ~20-30 us (dense measured 52.3), s_q 8192 ~150-200 us (dense 347). Time it with
+`--bench --impl dense hist --hist 2048:4 1024:4:128 2048:8` (bench/gpu_s15_hist.sh).
 """
 from __future__ import annotations
 
