@@ -866,6 +866,7 @@ HIST = (2048, 4, 0)        # IMPL 'hist': slots a histogram (a power of 2), num_
                            # sm_90a compile, topk 2048, G 2 / 4 / 8: 2048 / 4 warps 255 registers, no spill / none /
                            # 80 B (two programs an SM); 2048 / 8 warps 180-255, none; 1024 / 4 warps / maxnreg 128:
                            # none / none / 84 B (four an SM); 4096 / 8 warps 255, none / none / 80 B. Not timed.
+                           # (bench/hist_compile_check.py)
 HIST_MAX_GROUP = 8         # 4-bit fields in an int32: 8 tokens a group at most
 HIST_MAX_SLOTS = 1 << 16   # a program walks the whole slot range (G histograms a chunk of HIST[0] slots)
 
