@@ -776,7 +776,6 @@ if HAVE_TRITON:
         c = tl.program_id(0)
         ent_row = ent_ptr + c.to(tl.int64) * ent_stride
         msk_row = msk_ptr + c.to(tl.int64) * msk_stride
-        i = tl.arange(0, KP)
         s = tl.arange(0, NB)
         base = c * 0
         sat = c * 0
@@ -784,14 +783,9 @@ if HAVE_TRITON:
             b0 = ci * NB
             packed = tl.zeros([NB], tl.int32)
             for j in range(G):  # (a loop: unrolled, the G tokens' index loads were all hoisted ahead)
-                t = c * G + j
-                tok_ok = t < ntokens
-                row = (token0 + t).to(tl.int64)
-                ok = (i < K) & tok_ok
-                if HAS_LEN:
-                    ok = ok & (i < tl.load(len_ptr + row, mask=tok_ok, other=0))
-                slot = tl.load(idx_ptr + row * idx_stride + i, mask=ok, other=-1)
-                ok = ok & (slot >= b0) & (slot < num_slots) & (slot < b0 + NB)
+                slot, ok = _token_slots(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, j, 0, G, KP,
+                                        HAS_LEN)
+                ok = ok & (slot >= b0) & (slot < b0 + NB)
                 h = tl.histogram(tl.where(ok, slot - b0, 0), NB, mask=ok)
                 packed |= tl.minimum(h, 15) << (4 * j)
             n = tl.zeros([NB], tl.int32)
