@@ -760,7 +760,7 @@ if HAVE_TRITON:
                 tl.store(cnt_ptr + c, -1)
 
     # -----------------------------------------------------------------------------------------------
-    # histogram path (IMPL "hist", session 14; NOT YET RUN ON A GPU): one program a group, one launch
+    # histogram path (IMPL "hist", session 14; NOT YET RUN ON A GPU): a program a group, then the repeated-slot kernel
     # -----------------------------------------------------------------------------------------------
 
     @triton.jit
