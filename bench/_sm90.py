@@ -4,6 +4,9 @@ toolchain on a machine without a GPU."""
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import tempfile
 
 import triton
 from triton.backends.compiler import GPUTarget
@@ -32,3 +35,21 @@ class Intercept:
                                       options=options.__dict__)
             self.record(self.fn, compiled, options)
         return call
+
+
+def ptxas_report(ptx: str) -> str:
+    """ptxas -v of one PTX for sm_90a: 'regs=N spill_st=B', with ' WGMMA_SERIALIZED' when ptxas says it
+    serialized the wgmma instructions, or 'ptxas FAILED ...'."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "k.ptx")
+        with open(path, "w") as f:
+            f.write(ptx)
+        res = subprocess.run([PTXAS, "-v", "--gpu-name", "sm_90a", path, "-o", os.path.join(d, "k.cubin")],
+                             capture_output=True, text=True)
+    text = res.stdout + res.stderr
+    regs = re.search(r"Used (\d+) registers", text)
+    spill = re.search(r"(\d+) bytes spill stores", text)
+    if res.returncode:
+        return "ptxas FAILED " + text[-400:]
+    report = f"regs={regs.group(1) if regs else '?'} spill_st={spill.group(1) if spill else '?'}"
+    return report + " WGMMA_SERIALIZED" if "serialized" in text else report

@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _sm90 import PTXAS, TARGET  # noqa: E402
+from _sm90 import TARGET, ptxas_report  # noqa: E402
 
 import triton  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
@@ -39,15 +36,7 @@ def main() -> int:
                             constexprs={"G": g, "NB": nb, "NCH": -(-args.slots // nb), "KP": 2048, "HAS_LEN": True})
             opts = {"num_warps": nw, **({"maxnreg": mr[0]} if mr and mr[0] else {})}
             c = triton.compile(src, target=TARGET, options=opts)
-            d = tempfile.mkdtemp()
-            with open(os.path.join(d, "k.ptx"), "w") as f:
-                f.write(c.asm["ptx"])
-            r = subprocess.run([PTXAS, "-arch=sm_90a", "-v", "-o", os.path.join(d, "k.cubin"),
-                                os.path.join(d, "k.ptx")], capture_output=True, text=True)
-            regs = re.search(r"Used (\d+) registers", r.stderr)
-            spill = re.search(r"(\d+) bytes spill stores", r.stderr)
-            print(f"G {g} {cfg:12s} shared={c.metadata.shared} regs={regs.group(1) if regs else '?'} "
-                  f"spill_st={spill.group(1) if spill else '?'}", flush=True)
+            print(f"G {g} {cfg:12s} shared={c.metadata.shared} {ptxas_report(c.asm['ptx'])}", flush=True)
     return 0
 
 

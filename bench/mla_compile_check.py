@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import subprocess
 import sys
-import tempfile
 
 os.environ.pop("TRITON_INTERPRET", None)
 
@@ -25,23 +22,11 @@ from dsattn.ops.sparse_mla import launch  # noqa: E402
 from dsattn.ops.sparse_mla.launch import TileConfig  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _sm90 import PTXAS, Intercept  # noqa: E402
+from _sm90 import Intercept, ptxas_report  # noqa: E402
 
 
 def _intercept(fn, sink):
     return Intercept(fn, lambda f, compiled, options: sink.append((f.__name__, compiled)))
-
-
-def ptxas_report(ptx: str) -> str:
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "k.ptx")
-        open(path, "w").write(ptx)
-        res = subprocess.run([PTXAS, "-v", "--gpu-name", "sm_90a", path, "-o", os.path.join(d, "k.cubin")],
-                             capture_output=True, text=True)
-    text = res.stdout + res.stderr
-    regs = re.search(r"Used (\d+) registers", text)
-    spill = re.search(r"(\d+) bytes spill stores", text)
-    return f"regs={regs.group(1) if regs else '?'} spill_st={spill.group(1) if spill else '?'}"
 
 
 def _case(name: str):

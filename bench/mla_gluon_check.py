@@ -43,27 +43,11 @@ from dsattn.formats import KVLayout, pack_latent_rows  # noqa: E402
 from dsattn.ops.sparse_mla import gluon64, gluon_prefill, gluon_rx, gluon_small, gluon_ws, launch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _sm90 import BIN, PTXAS, Intercept  # noqa: E402
+from _sm90 import BIN, PTXAS, Intercept, ptxas_report  # noqa: E402
 
 
 def _intercept(fn, sink):
     return Intercept(fn, lambda f, compiled, options: sink.append(compiled), source=GluonASTSource)
-
-
-def ptxas_report(ptx: str) -> str:
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "k.ptx")
-        open(path, "w").write(ptx)
-        res = subprocess.run([PTXAS, "-v", "--gpu-name", "sm_90a", path, "-o", os.path.join(d, "k.cubin")],
-                             capture_output=True, text=True)
-    text = res.stdout + res.stderr
-    regs = re.search(r"Used (\d+) registers", text)
-    spill = re.search(r"(\d+) bytes spill stores", text)
-    if res.returncode:
-        return "ptxas FAILED " + text[-400:]
-    if "serialized" in text:  # ptxas: wgmma.mma_async instructions are serialized (and why)
-        return f"regs={regs.group(1) if regs else '?'} spill_st={spill.group(1) if spill else '?'} WGMMA_SERIALIZED"
-    return f"regs={regs.group(1) if regs else '?'} spill_st={spill.group(1) if spill else '?'}"
 
 
 def partition_spills(ptx: str) -> str:
