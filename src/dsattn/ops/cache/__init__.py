@@ -12,6 +12,7 @@ import torch
 
 from ..._checks import INDEX_DTYPES, check_same_device, check_tensor
 from ...formats import INDEX_DIM, INDEX_ROW_BYTES, LATENT_DIM, ROPE_DIM, KVLayout, infer_layout
+from .._eager import op_or_body
 from .._triton import kernels_available
 from .reference import write_indexer_cache_reference, write_kv_cache_reference
 
@@ -59,9 +60,7 @@ def write_kv_cache(latent: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: t
     check_tensor("slot_mapping", slot_mapping, dtype=INDEX_DTYPES, shape=(t,), last_dim_contiguous=False)
     check_same_device(latent=latent, kv_cache=cache, slot_mapping=slot_mapping)
     if t:
-        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
-        run = torch.ops.dsattn.write_kv_cache if torch.compiler.is_compiling() else _write_kv_impl
-        run(latent, cache, slot_mapping)
+        op_or_body("write_kv_cache", _write_kv_impl)(latent, cache, slot_mapping)
 
 
 def _write_kv_impl(latent: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
@@ -95,9 +94,7 @@ def write_indexer_cache(k: torch.Tensor, indexer_cache: torch.Tensor, slot_mappi
     check_tensor("slot_mapping", slot_mapping, dtype=INDEX_DTYPES, shape=(t,), last_dim_contiguous=False)
     check_same_device(k=k, indexer_cache=cache, slot_mapping=slot_mapping)
     if t:
-        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
-        run = torch.ops.dsattn.write_indexer_cache if torch.compiler.is_compiling() else _write_indexer_impl
-        run(k, cache, slot_mapping)
+        op_or_body("write_indexer_cache", _write_indexer_impl)(k, cache, slot_mapping)
 
 
 def _write_indexer_impl(k: torch.Tensor, indexer_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:

@@ -21,6 +21,7 @@ import torch
 
 from ..._checks import check_int, check_same_device, check_tensor
 from ...formats import FP8, INDEX_DIM, INDEX_ROW_BYTES, LATENT_DIM, KVLayout, infer_layout
+from .._eager import op_or_body
 from .._triton import kernels_available
 from . import reference as _ref
 
@@ -50,9 +51,7 @@ def positions_to_slots(positions: torch.Tensor, row_req: torch.Tensor, block_tab
     block_size = check_int("block_size", block_size, lo=1)
     check_same_device(positions=positions, row_req=row_req, block_table=block_table, out=out)
     if positions.numel():
-        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
-        run = torch.ops.dsattn.positions_to_slots if torch.compiler.is_compiling() else _to_slots_impl
-        run(positions, row_req, block_table, block_size, out)
+        op_or_body("positions_to_slots", _to_slots_impl)(positions, row_req, block_table, block_size, out)
     return out
 
 
@@ -83,9 +82,7 @@ def positions_to_offsets(positions: torch.Tensor, row_base: torch.Tensor,
     check_tensor("row_base", row_base, dtype=_I32, shape=(positions.shape[0],), last_dim_contiguous=False)
     check_same_device(positions=positions, row_base=row_base, out=out)
     if positions.numel():
-        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
-        run = torch.ops.dsattn.positions_to_offsets if torch.compiler.is_compiling() else _to_offsets_impl
-        run(positions, row_base, out)
+        op_or_body("positions_to_offsets", _to_offsets_impl)(positions, row_base, out)
     return out
 
 
@@ -137,10 +134,8 @@ def gather_indexer_keys(indexer_cache: torch.Tensor, block_table: torch.Tensor, 
     check_same_device(indexer_cache=indexer_cache, block_table=block_table, piece_req=piece_req,
                       piece_len=piece_len, piece_offset=piece_offset, out_k=out_k, out_scale=out_scale)
     if n and max_len:
-        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
-        run = torch.ops.dsattn.gather_indexer_keys if torch.compiler.is_compiling() else _gather_keys_impl
-        run(indexer_cache, block_table, piece_req, piece_len, piece_offset, max_len,
-                                             out_k, out_scale)
+        op_or_body("gather_indexer_keys", _gather_keys_impl)(indexer_cache, block_table, piece_req, piece_len,
+                                                             piece_offset, max_len, out_k, out_scale)
 
 
 def _gather_keys_impl(indexer_cache: torch.Tensor, block_table: torch.Tensor, piece_req: torch.Tensor,
@@ -189,9 +184,8 @@ def gather_latent(kv_cache: torch.Tensor, block_table: torch.Tensor, piece_req: 
     check_same_device(kv_cache=kv_cache, block_table=block_table, piece_req=piece_req, piece_len=piece_len,
                       piece_offset=piece_offset, out=out)
     if n and max_len:
-        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
-        run = torch.ops.dsattn.gather_latent if torch.compiler.is_compiling() else _gather_latent_impl
-        run(kv_cache, block_table, piece_req, piece_len, piece_offset, max_len, out)
+        op_or_body("gather_latent", _gather_latent_impl)(kv_cache, block_table, piece_req, piece_len, piece_offset,
+                                                         max_len, out)
     return out
 
 

@@ -22,6 +22,7 @@ import torch
 
 from ..._checks import check_int, check_same_device, check_tensor
 from ...formats import FP8, INDEX_DIM, INDEX_ROW_BYTES
+from .._eager import op_or_body
 from .._triton import kernels_available
 from . import reference as _ref
 
@@ -92,9 +93,7 @@ def indexer_logits(q: torch.Tensor, weights: torch.Tensor, k: torch.Tensor, k_sc
     if out is None:
         out = _new_out(t, width, lambda: int((ke.long() - ks.long()).clamp_min(0).max()), q.device)
     if t and out.shape[1]:
-        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
-        run = torch.ops.dsattn.indexer_logits if torch.compiler.is_compiling() else _logits_impl
-        run(q, weights, k, k_scale, ks, ke, out)
+        op_or_body("indexer_logits", _logits_impl)(q, weights, k, k_scale, ks, ke, out)
     return out
 
 
@@ -150,9 +149,8 @@ def indexer_logits_paged(q: torch.Tensor, weights: torch.Tensor, indexer_cache: 
     if out is None:
         out = _new_out(t, width, lambda: int(row_len.max().clamp_min(0)), q.device)
     if t and out.shape[1]:
-        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
-        run = torch.ops.dsattn.indexer_logits_paged if torch.compiler.is_compiling() else _paged_impl
-        run(q, weights, indexer_cache, block_table, row_req, row_len, out)
+        op_or_body("indexer_logits_paged", _paged_impl)(q, weights, indexer_cache, block_table, row_req, row_len,
+                                                        out)
     return out
 
 
@@ -231,10 +229,8 @@ def kpool_update(k: torch.Tensor, gate: torch.Tensor, ape: torch.Tensor, positio
     check_same_device(k=k, gate=gate, ape=ape, positions=positions, token_req=token_req, block_table=block_table,
                       pooled_cache=pooled_cache, tail_state=tail_state, state_slot=state_slot)
     if t:
-        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
-        run = torch.ops.dsattn.kpool_update if torch.compiler.is_compiling() else _kpool_update_impl
-        run(k, gate, ape, positions, token_req, block_table, pooled_cache, tail_state,
-                                      state_slot)
+        op_or_body("kpool_update", _kpool_update_impl)(k, gate, ape, positions, token_req, block_table, pooled_cache,
+                                                       tail_state, state_slot)
 
 
 def _kpool_update_impl(k: torch.Tensor, gate: torch.Tensor, ape: torch.Tensor, positions: torch.Tensor,
@@ -276,9 +272,7 @@ def kpool_expand(pool_topk: torch.Tensor, positions: torch.Tensor, kpool: int,
     check_tensor("out", out, dtype=torch.int32, shape=(t, width))
     check_same_device(pool_topk=pool_topk, positions=positions, out=out)
     if t:
-        # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
-        run = torch.ops.dsattn.kpool_expand if torch.compiler.is_compiling() else _kpool_expand_impl
-        run(pool_topk, positions, kpool, out)
+        op_or_body("kpool_expand", _kpool_expand_impl)(pool_topk, positions, kpool, out)
     return out
 
 

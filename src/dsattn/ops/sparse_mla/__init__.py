@@ -20,6 +20,7 @@ import torch
 
 from ..._checks import check_positive, check_same_device, check_tensor
 from ...formats import LATENT_DIM, KVLayout, infer_layout
+from .._eager import op_or_body
 from .._triton import kernels_available, sm_count
 from .dispatch import (DEFAULT_SM_COUNT, check_variant, decode_scratch_spec, decode_splits, decode_variants,
                        default_variant, prefill_variants)
@@ -134,10 +135,8 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
     if q.shape[0] == 0:
         return out, lse
     variant = variant or default_variant("prefill", q.shape[1], q.shape[0], _sm_count(q.device))
-    # the custom op where torch.compile traces; its body directly in eager mode (the dispatcher: ~60 us of host time
-    # a call on the 2-core CPU box, ~3/4 of the whole public call with the kernels stubbed out; module docstring)
-    run = torch.ops.dsattn.sparse_mla_prefill if torch.compiler.is_compiling() else _prefill_impl
-    run(q, kv, indices, float(sm_scale), topk_length, out, lse, variant, se, sm, sc)
+    op_or_body("sparse_mla_prefill", _prefill_impl)(q, kv, indices, float(sm_scale), topk_length, out, lse, variant,
+                                                    se, sm, sc)
     return out, lse
 
 
@@ -263,8 +262,8 @@ def sparse_mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Te
         if splits > 1:
             scratch_o = torch.empty((t, splits, h, LATENT_DIM), dtype=torch.float32, device=q.device)
             scratch_lse = torch.empty((t, splits, h), dtype=torch.float32, device=q.device)
-    run = torch.ops.dsattn.sparse_mla_decode if torch.compiler.is_compiling() else _decode_impl  # (as in prefill)
-    run(q, flat, indices, float(sm_scale), layout.value, topk_length, out, lse, variant, scratch_o, scratch_lse)
+    op_or_body("sparse_mla_decode", _decode_impl)(q, flat, indices, float(sm_scale), layout.value, topk_length, out,
+                                                  lse, variant, scratch_o, scratch_lse)
     return out, lse
 
 

@@ -11,6 +11,7 @@ from typing import Optional
 import torch
 
 from ..._checks import check_int, check_same_device, check_tensor
+from .._eager import op_or_body
 from .._triton import kernels_available
 from .reference import topk_reference
 
@@ -59,9 +60,7 @@ def topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: Optional[torc
         return out
     if scratch is None:
         scratch = torch.empty(need, dtype=torch.int32, device=logits.device)
-    # the custom op where torch.compile traces, its body directly in eager mode (no dispatcher)
-    run = torch.ops.dsattn.topk if torch.compiler.is_compiling() else _topk_impl
-    run(logits, lengths, k, out, scratch)
+    op_or_body("topk", _topk_impl)(logits, lengths, k, out, scratch)
     return out
 
 
