@@ -94,7 +94,8 @@ last block and epilogue) was right on the H200 (GPU tests bit-identical to one p
 counts, s_q 1024, ms one program an item / persistent (80 producer registers; 88): 64 heads 0.719 / 0.848 (0.826),
 128 heads 1.403 / 1.693 (1.646), 16 heads 0.430 / 0.432 (0.420), 32 heads 0.651 / 0.659 (0.636); s_q 8192 16 heads
 3.131 / 3.124 (2.999), 64 heads 5.543 / 6.474 (6.310) (bench/results/sparse_mla_s14_pf_persist_1024.json, _8192.json,
-bench/logs/s14_call7.log; the item loop cost 16-44 B of spills at sm_90a). Removed (its code: git 69caf59).
+bench/logs/s14_call7.log; with the item loop it compiled to 0-44 B of spills at sm_90a by head count and producer
+registers, 80 / 88 / 96). Removed (its code: git 69caf59).
 
 Launch configurations (PrefillConfig, DSATTN_PF_CONFIG='bn/stages/producer_warps/producer_regs[/overlap[/f16[/split]]]'):
 64 x 2 split (default, prefill_config), 32-entry blocks x 4 stages, 64 x 2 (S's wgmma N = 32 a warpgroup in the
