@@ -99,11 +99,10 @@ def assert_same(a, b, ordered=False):
         assert (pa == pb) if ordered else (sorted(pa) == sorted(pb)), c
 
 
-@pytest.fixture(params=["dense", "hash", "hash1", "sort", "hist"])
+@pytest.fixture(params=["dense", "hash", "hash1", "sort"])
 def impl(request, monkeypatch):
     """build_groups' kernels: the dense map (auto's choice where the slot range fits; falls back to hash where it
-    does not), the hash table (hash1: one program a group), the sort, or the histograms (hist: G <= 8 and up to
-    HIST_MAX_SLOTS slots, else auto's choice)."""
+    does not), the hash table (hash1: one program a group) or the sort."""
     from dsattn.ops.sparse_mla import grouping
     monkeypatch.setattr(grouping, "IMPL", request.param)
     return request.param
@@ -172,7 +171,7 @@ def test_triton_matches_reference(k, g, dup, lens, t, impl):
     n = 5 * k
     idx, tl = make_indices(t, k, n, dup=dup, lens=lens, span=2 * k)
     want = run(build_groups_reference, idx, tl, n, g, 0, t)
-    assert_same(run(build_groups, idx, tl, n, g, 0, t), want, ordered=impl in ("sort", "dense", "hist"))
+    assert_same(run(build_groups, idx, tl, n, g, 0, t), want, ordered=impl in ("sort", "dense"))
     assert_groups(want, oracle(idx, tl, n, g, 0, t), ordered=True)
 
 
@@ -185,7 +184,7 @@ def test_triton_chunk_offset_and_untouched_rows(impl):
     c, width = 5, g * k + 3
     e, m, cnt = scratch(c, width)
     assert build_groups(idx, tl, n, g, 6, 10, e, m, cnt) == 3
-    assert_groups((3, e[:3], m[:3], cnt[:3]), oracle(idx, tl, n, g, 6, 10), ordered=impl in ("sort", "dense", "hist"))
+    assert_groups((3, e[:3], m[:3], cnt[:3]), oracle(idx, tl, n, g, 6, 10), ordered=impl in ("sort", "dense"))
     assert (e[3:] == -7).all() and (m[3:] == -7).all() and (cnt[3:] == -7).all()
     words = grouping.dense_layout(n, g)[2]                       # the dense map: masks[c, :D]
     for r in range(3):
@@ -224,32 +223,6 @@ def test_triton_wide_codes(impl):
                       ordered=impl == "sort")
     wide = torch.stack([torch.randperm(1000)[:16] + (n - 1000) for _ in range(6)]).to(torch.int32)
     assert_groups(run(build_groups, wide, None, n, 3, 0, 6), oracle(wide, None, n, 3, 0, 6))
-
-
-@pytest.mark.parametrize("g, dup", [(2, True), (4, False), (8, True)])
-def test_hist_chunks(monkeypatch, g, dup):
-    """IMPL 'hist' over several chunks of the slot range (64 slots a chunk here), entry for entry against the
-    reference: (slot, copy) order across chunk boundaries, repeated slots handled in place."""
-    from dsattn.ops.sparse_mla import grouping
-    monkeypatch.setattr(grouping, "IMPL", "hist")
-    monkeypatch.setattr(grouping, "HIST", (64, 1))
-    k, t, n = 32, 2 * g + 1, 300
-    idx, tl = make_indices(t, k, n, dup=dup, lens=True, span=200)
-    got = run(build_groups, idx, tl, n, g, 0, t)
-    assert_same(got, run(build_groups_reference, idx, tl, n, g, 0, t), ordered=True)
-
-
-def test_hist_falls_back(monkeypatch):
-    """IMPL 'hist' past its reach (G 16, or more slots than HIST_MAX_SLOTS) runs auto's choice: right lists."""
-    from dsattn.ops.sparse_mla import grouping
-    monkeypatch.setattr(grouping, "IMPL", "hist")
-    assert grouping.hist_fits(grouping.HIST_MAX_SLOTS, 8) and not grouping.hist_fits(grouping.HIST_MAX_SLOTS + 1, 8)
-    assert not grouping.hist_fits(100, 16)
-    idx, tl = make_indices(20, 16, 100, dup=True, lens=True, span=40)
-    assert_same(run(build_groups, idx, tl, 100, 16, 0, 20), run(build_groups_reference, idx, tl, 100, 16, 0, 20))
-    big = grouping.HIST_MAX_SLOTS + 10
-    idx, tl = make_indices(8, 16, big, lens=True, span=64)
-    assert_same(run(build_groups, idx, tl, big, 4, 0, 8), run(build_groups_reference, idx, tl, big, 4, 0, 8))
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ listed that entry. This module builds those unions:
     build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts)
     build_groups_reference(...)                 the same in plain PyTorch (the tests' twin)
     dense_fits(num_slots, G, K), dense_max_slots(G, K), dense_layout(num_slots, G): the dense path's reach
-    hist_fits(num_slots, G): the histogram path's reach (IMPL "hist", below)
 
 Union entries (SPEC 3): entry ``i`` of token ``t``'s list is valid iff ``0 <= indices[t, i] < num_slots``
 and ``i < topk_length[t]`` (when given). A slot listed twice by one token counts twice, so union entries
@@ -129,20 +128,13 @@ With the repeated-slot branch inline in the first kernel G 8 spilled 792 bytes (
 the second kernel (INLINE_DUPS). H200 (CUDA graph of 10 calls, per call, overlap indices, topk 2048), sort
 path: s_q 1024: G 2 265 us, G 4 368 us, G 8 441 us; s_q 8192: G 2 2079, G 4 2909, G 8 3503 us.
 
-Histogram path (IMPL = "hist", session 14; NOT YET RUN ON A GPU, and not auto's choice): one program a group
-(_hist_union_kernel), the slot range in chunks of HIST[0] slots; per chunk, per token j, tl.histogram of the
-token's valid slots in the chunk (Triton lowers it to shared-memory atomics: no global atomics, no map to clear,
-no map in the scratch), min(copies, 15) packed into 4-bit field j of an int32 a slot; entries (s, k) for k below
-the largest field, ascending by (slot, k) (the reference's order: repeated slots handled in place); a field at
-15 leaves the group to the sort path's repeated-slot kernel, launched next (two launches in all). Reach: G <= 8
-(HIST_MAX_GROUP) and num_slots <= HIST_MAX_SLOTS (each program walks the whole range), else auto's choice. CPU:
-tests/test_sparse_mla_grouping.py (the impl fixture's tests entry for entry against the reference, several chunks,
-the fallbacks). sm_90a compile (HIST comment): 255 registers at 2048 slots / 4 warps, no spill at G 2 / 4 (the
-tokens in a loop: unrolled, their index loads were all hoisted and G 8 spilled 568 B); the 1-D [slots] tensors
-(packed fields, copies, offsets, store addresses) live in registers. PREDICTION (arithmetic, not measured): at
-s_kv 16384 8 chunks x G histograms of 2048 indices a group, ~0.5-1 us each, two programs an SM (registers):
-s_q 1024 G 4 ~20-30 us (dense measured 52.3), s_q 8192 ~150-200 us (dense 347). Time it with
-`--bench --impl dense hist --hist 2048:4 1024:4:128 2048:8` (bench/gpu_s15_hist.sh).
+Histogram path (session 14, removed in session 15): one program a group walking the slot range in 2048-slot
+chunks, per token and chunk a tl.histogram (Triton 3.6's lowering of it was not looked into), 4-bit copies a
+token packed an int32 a slot. Entry for entry equal to the reference (CPU and H200), but 7-16x slower than the
+dense path on the H200 with its best of four configurations (bench/logs/s15_hist_grouping.log, CUDA graph of 10
+calls, overlap indices, s_kv 16384, topk 2048): s_q 1024 G 8 / 4 / 2 673 / 571 / 510 us against 42.6 / 52.4 / 72.4,
+s_q 8192 3751 / 3617 / 3649 against 300 / 344 / 490; the prediction was 20-30 us at s_q 1024 G 4 and 150-200 at
+8192. Its code: git c066183 (_hist_union_kernel, bench/hist_compile_check.py).
 """
 from __future__ import annotations
 
@@ -759,53 +751,6 @@ if HAVE_TRITON:
             else:
                 tl.store(cnt_ptr + c, -1)
 
-    # -----------------------------------------------------------------------------------------------
-    # histogram path (IMPL "hist", session 14; NOT YET RUN ON A GPU): a program a group, then the repeated-slot kernel
-    # -----------------------------------------------------------------------------------------------
-
-    @triton.jit
-    def _hist_union_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
-                           msk_ptr, msk_stride, cnt_ptr, K, G: tl.constexpr, NB: tl.constexpr, NCH: tl.constexpr,
-                           KP: tl.constexpr, HAS_LEN: tl.constexpr):
-        """Program c: group c's union list, the slot range in NCH chunks of NB (a loop). Per chunk, for each token
-        j of the group, tl.histogram of its valid slots in the chunk (shared-memory atomics: no global atomics, no
-        map to clear), the copies of slot s token j lists (at most 15) packed into field j (4 bits) of one int32 a
-        slot; entries (s, k) for k below the largest field, in ascending (slot, k) order (the reference's), mask
-        bit j when field j > k; counts[c] = their number. A field reaching 15 (15 copies or more) leaves
-        counts[c] = -1 for the sort path's repeated-slot kernel, launched next."""
-        c = tl.program_id(0)
-        ent_row = ent_ptr + c.to(tl.int64) * ent_stride
-        msk_row = msk_ptr + c.to(tl.int64) * msk_stride
-        s = tl.arange(0, NB)
-        base = c * 0
-        sat = c * 0
-        for ci in range(NCH):
-            b0 = ci * NB
-            packed = tl.zeros([NB], tl.int32)
-            for j in range(G):  # (a loop: unrolled, the G tokens' index loads were all hoisted ahead)
-                slot, ok = _token_slots(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, j, 0, G, KP,
-                                        HAS_LEN)
-                ok = ok & (slot >= b0) & (slot < b0 + NB)
-                h = tl.histogram(tl.where(ok, slot - b0, 0), NB, mask=ok)
-                packed |= tl.minimum(h, 15) << (4 * j)
-            n = tl.zeros([NB], tl.int32)
-            for j in tl.static_range(G):
-                f = (packed >> (4 * j)) & 15
-                n = tl.maximum(n, f)
-                sat |= tl.max((f == 15).to(tl.int32), 0)
-            at = base + tl.cumsum(n, 0) - n
-            most = tl.max(n, 0)
-            for k in range(15):  # copy k of each slot listed more than k times (most is 1 without repeats)
-                if k < most:
-                    m = tl.zeros([NB], tl.int32)
-                    for j in tl.static_range(G):
-                        m |= ((((packed >> (4 * j)) & 15) > k).to(tl.int32)) << j
-                    occ = n > k
-                    tl.store(ent_row + at + k, b0 + s, mask=occ)
-                    tl.store(msk_row + at + k, m, mask=occ)
-            base += tl.sum(n, 0)
-        tl.store(cnt_ptr + c, tl.where(sat != 0, -1, base))
-
 
 def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
@@ -834,7 +779,7 @@ def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks,
 # same rule, named: dense where it fits, the hash path otherwise, never an error), "hash" (the table, 4 launches),
 # "hash1" (the same, one program a group, 1 launch) or "sort" (one tl.sort a group); DSATTN_GROUPING_IMPL overrides
 # it (read at import)
-IMPLS = ("auto", "dense", "hash", "hash1", "sort", "hist")
+IMPLS = ("auto", "dense", "hash", "hash1", "sort")
 IMPL = os.environ.get("DSATTN_GROUPING_IMPL", "auto").strip().lower() or "auto"
 if IMPL not in IMPLS:
     raise ValueError(f"DSATTN_GROUPING_IMPL must be one of {', '.join(IMPLS)}, got {IMPL!r}")
@@ -856,40 +801,6 @@ HASH_COMPACT = (8192, 16)  # compaction: cells a block, num_warps (sm_90a: 114 r
 
 
 HASH1 = (2048, 16)         # IMPL 'hash1': slots a probe step, num_warps
-HIST = (2048, 4, 0)        # IMPL 'hist': slots a histogram (a power of 2), num_warps, maxnreg (0: ptxas's choice).
-                           # sm_90a compile, topk 2048, G 2 / 4 / 8: 2048 / 4 warps 255 registers, no spill / none /
-                           # 80 B (two programs an SM); 2048 / 8 warps 180-255, none; 1024 / 4 warps / maxnreg 128:
-                           # none / none / 84 B (four an SM); 4096 / 8 warps 255, none / none / 80 B. Not timed.
-                           # (bench/hist_compile_check.py)
-HIST_MAX_GROUP = 8         # 4-bit fields in an int32: 8 tokens a group at most
-HIST_MAX_SLOTS = 1 << 16   # a program walks the whole slot range (G histograms a chunk of HIST[0] slots)
-
-
-def hist_fits(num_slots: int, G: int) -> bool:
-    """Whether IMPL 'hist' takes this call (else auto's choice: dense where it fits, else hash)."""
-    return G <= HIST_MAX_GROUP and num_slots <= HIST_MAX_SLOTS
-
-
-def _launch_hist(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups):
-    """IMPL 'hist': _hist_union_kernel, one program a group, then the sort path's repeated-slot kernel for the
-    groups it leaves at -1 (a token listing a slot 15 times or more); nothing allocated, nothing written past
-    counts[c]."""
-    k = indices.shape[1]
-    interp = interpreting()
-    len_ptr = topk_length if topk_length is not None else indices
-    has_len = topk_length is not None
-    nb = min(HIST[0], _next_pow2(max(num_slots, 1)))
-    kp = _next_pow2(k)
-    src = (indices, indices.stride(0), len_ptr, num_slots, token0, ntokens)
-    opts = dict(num_warps=1) if interp else dict(num_warps=HIST[1], **({"maxnreg": HIST[2]} if HIST[2:3] and HIST[2]
-                                                                        else {}))
-    _fast(_hist_union_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts, k, G=G,
-          NB=nb, NCH=-(-num_slots // nb), KP=kp, HAS_LEN=has_len, **opts)
-    gp = _next_pow2(G)
-    wide = num_slots * gp + gp > 2**31 - 1
-    _fast(_group_union_dups_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts, k,
-          G=G, GP=gp, KP=kp, HAS_LEN=has_len, WIDE=wide,
-          num_warps=1 if interp else (16 if gp * kp >= 8192 else 8 if gp * kp >= 2048 else 4))
 
 
 def _launch_hash1(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups):
@@ -1010,14 +921,10 @@ def _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     if not kernels_available(indices.device):
         return build_groups_reference(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts)
     impl = IMPL
-    if impl == "hist" and not hist_fits(num_slots, G):
-        impl = "auto"
     if impl in ("auto", "dense"):
         impl = "dense" if dense_fits(num_slots, G, indices.shape[1]) else "hash"
     if impl == "dense":
         _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
-    elif impl == "hist":
-        _launch_hist(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
     elif impl in ("hash", "hash1") and G * indices.shape[1] < 1 << 30:     # (counts[c] flags bit 30)
         launch = _launch_hash if impl == "hash" else _launch_hash1
         launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
@@ -1096,13 +1003,13 @@ def _runner(impl, w, knobs, inline_dups):
                     _launch_hash(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups)
             finally:
                 mod.update(saved)
-        elif impl in ("hash", "hash1", "hist"):
+        elif impl in ("hash", "hash1"):
             mod = globals()
             saved = {name: mod[name] for name in knobs}
             mod.update(knobs)
             try:
-                launch = {"hash": _launch_hash, "hash1": _launch_hash1, "hist": _launch_hist}[impl]
-                launch(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups)
+                (_launch_hash if impl == "hash" else _launch_hash1)(idx, lens, num_slots, g, token0, n, ent, msk, cnt,
+                                                                    groups)
             finally:
                 mod.update(saved)
         else:
@@ -1126,9 +1033,6 @@ def _bench(args) -> None:
                 for dc in args.dense_compact or [DENSE_COMPACT_WARPS]:
                     knobs = dict(DENSE_INSERT=tuple(int(x) for x in di.split(":")), DENSE_COMPACT_WARPS=dc)
                     variants.append((impl, None, knobs, f"{impl} insert {di} compact warps {dc or 'auto'}"))
-        elif impl == "hist":
-            for hs in args.hist or [":".join(str(v) for v in HIST)]:
-                variants.append((impl, None, dict(HIST=tuple(int(x) for x in hs.split(":"))), f"hist {hs}"))
         elif impl == "hash1":
             for hw in args.hash_w or [HASH_W]:
                 for h1 in args.hash1 or [f"{HASH1[0]}:{HASH1[1]}"]:
@@ -1276,14 +1180,12 @@ def main(argv=None) -> None:
     p.add_argument("--inline-dups", action="store_true", help="one kernel, the repeated-slot branch inline")
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # cpu: a dry run under TRITON_INTERPRET=1
     p.add_argument("--warps", type=int, nargs="*", default=None, help="sort: num_warps to sweep (default: its own)")
-    p.add_argument("--impl", nargs="+", choices=("dense", "auto", "hash", "hash1", "sort", "hist"), default=["auto"],
+    p.add_argument("--impl", nargs="+", choices=("dense", "auto", "hash", "hash1", "sort"), default=["auto"],
                    help="kernels to time (dense / auto: dense where it fits, else hash)")
     p.add_argument("--dense-insert", nargs="*", default=None,
                    help="dense: insert SLOTS:WARPS, SLOTS a power of 2 (sweep; default DENSE_INSERT)")
     p.add_argument("--dense-compact", type=int, nargs="*", default=None,
                    help="dense: compaction num_warps, 0 = by map size (sweep; default DENSE_COMPACT_WARPS)")
-    p.add_argument("--hist", nargs="*", default=None,
-                   help="hist: SLOTS:WARPS[:MAXNREG] a histogram (sweep; default HIST)")
     p.add_argument("--hash1", nargs="*", default=None, help="hash1: SLOTS:WARPS a probe step (sweep; default HASH1)")
     p.add_argument("--hash-w", type=int, nargs="*", default=None,
                    help="hash: cells a lane reads a round, powers of 2 (sweep; default HASH_W)")
