@@ -6,6 +6,7 @@
 - After warm-up, a step (prepare + every layer kind) makes zero device allocations, and the peak memory
   of a step above what existed before the backend equals the workspace it predicted (within 1%).
 - The mixed-batch step at 32768 tokens with 8 heads per rank runs with no allocation at all.
+- A decode step's forward captured into a CUDA graph replays bit-equal to the eager call, on every path.
 
 tests/test_backend.py and tests/test_backend_interpreted.py run the same steps on the CPU.
 """
@@ -157,3 +158,21 @@ def test_mixed_step_32768_tokens_8_heads():
         want_slots = slots_from_positions(table, torch.full_like(sel, req), sel, BS)
         agree += torch.equal(indices[r].sort().values, want_slots[0].sort().values)
     assert agree >= len(rows) - 1
+
+
+DECODES = [(3000 + 37 * i, 1) for i in range(24)] + [(700, 1), (0, 1)]
+
+
+@pytest.mark.parametrize("name, layout, heads, path", CASES)
+def test_decode_layer_replays_as_a_cuda_graph(name, layout, heads, path):
+    """A decode step's forward captured into a CUDA graph (as an engine captures its decode batches) replays
+    bit-equal to the eager call (bench.serve.graph_replay: warm-up on a side stream, capture, replay)."""
+    from dsattn.bench.serve import graph_replay
+    geo = preset(name)
+    s = make_step(geo, heads, layout, DECODES, block_size=BS, device=DEV)
+    attn = _backend(geo, layout, heads)
+    out = torch.empty((s.q.shape[0], heads, 512), dtype=torch.bfloat16, device=DEV)
+    step = attn.prepare(s.requests)
+    got = graph_replay(lambda: attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out), out, 5.0)
+    assert "graph_error" not in got, got
+    assert got["graph_equal"]

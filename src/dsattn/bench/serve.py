@@ -5,11 +5,17 @@ realistic batches (random caches holding each request's history, random block ta
 ``backend.synthetic``): decodes only, decodes with a prefill chunk (the mixed step), and prefill chunks
 only. One step is ``prepare`` (host metadata, one copy) plus one full layer's ``forward`` (cache writes,
 indexer, top-k, slot mapping, sparse MLA). Reported per step: median ms (CUDA events), prepare-only ms
-(host), tokens per second, the path and the workspace bytes (total and per consumer in the JSON).
+(host), layer_ms (one layer's forward alone on the prepared step: prepare runs once a step for all layers, the
+forward once a layer), tokens per second, the path and the workspace bytes (total and per consumer in the JSON).
+With ``--graph`` the layer's forward is also captured into a CUDA graph and replayed (graph_ms; the replay's
+output compared with the eager one: graph_equal), as an engine captures its decode steps; a capture that fails
+is reported (graph_error), not raised. Run it in a process of its own: a failed capture can leave the
+CUDA context unusable for what follows.
 
     PYTHONPATH=src python -m dsattn.cli bench serve --out bench/results
     ... --quick          # the mixed step only
     ... --tiny           # scaled-down shapes on the CPU (functional check; timings mean nothing)
+    ... --graph          # also the layer as CUDA-graph replays
 
 With ``--calibration FILE`` (default bench/results/calibration_h200.json when present) the backend's head
 dispatch follows that table; otherwise SPEC 7's thresholds.
@@ -53,6 +59,29 @@ def scenarios(tiny: bool) -> dict[str, list[tuple[int, int]]]:
     }
 
 
+def graph_replay(layer, out, rep_ms: float) -> dict:
+    """layer() (one forward writing `out`) captured into a CUDA graph after a warm-up on a side stream, then
+    replayed: {'graph_ms', 'graph_equal'} (the replay's out bit-equal to the eager call's), or {'graph_error'}."""
+    try:
+        layer()
+        want = out.clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            layer()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            layer()
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        equal = bool(torch.equal(out, want))
+        return {"graph_ms": time_ms(graph.replay, warmup_ms=rep_ms / 4, rep_ms=rep_ms), "graph_equal": equal}
+    except Exception as e:  # reported in the table: whether the layer can be captured is the result
+        return {"graph_error": f"{type(e).__name__}: {e}".splitlines()[0][:200]}
+
+
 def run(args) -> list[dict]:
     dev = torch.device(args.device)
     steps = scenarios(args.tiny)
@@ -80,6 +109,13 @@ def run(args) -> list[dict]:
             step()  # compiles, autotunes
             attn.lock()
             ms = time_ms(step, warmup_ms=args.rep_ms / 4, rep_ms=args.rep_ms)
+            prepared = attn.prepare(s.requests)
+
+            def layer():
+                attn.forward(prepared, s.q, s.latent, s.kv_cache, s.indexer, out=out)
+
+            layer_ms = time_ms(layer, warmup_ms=args.rep_ms / 4, rep_ms=args.rep_ms)
+            graph = graph_replay(layer, out, args.rep_ms) if args.graph else {}
             t0 = time.perf_counter()
             n = 0
             while time.perf_counter() - t0 < 0.05 or n < 3:
@@ -90,11 +126,15 @@ def run(args) -> list[dict]:
                 "preset": name, "tp": tp, "heads": heads, "layout": layout, "path": attn.path.value,
                 "scenario": scenario, "requests": len(spans), "tokens": tokens,
                 "context_tokens": sum(c + n for c, n in spans), "step_ms": ms, "prepare_ms": prep_ms,
+                "layer_ms": layer_ms, **graph,
                 "tokens_per_s": tokens / ms * 1e3, "workspace_MiB": attn.workspace_bytes / 2**20,
                 "workspace": {r["consumer"]: r["bytes"] for r in attn.workspace.report()},
             })
+            g = (f", graph {graph['graph_ms']:.3f} ms (equal {graph['graph_equal']})" if "graph_ms" in graph else
+                 f", graph capture failed: {graph['graph_error']}" if graph else "")
             print(f"{name} TP{tp} {layout} ({attn.path.value}) {scenario}: {tokens} tokens, {ms:.3f} ms/step, "
-                  f"prepare {prep_ms:.3f} ms, workspace {attn.workspace_bytes / 2**20:.1f} MiB", flush=True)
+                  f"prepare {prep_ms:.3f} ms, layer {layer_ms:.3f} ms{g}, workspace "
+                  f"{attn.workspace_bytes / 2**20:.1f} MiB", flush=True)
             del s, attn, out
             if dev.type == "cuda":
                 torch.cuda.empty_cache()
@@ -102,7 +142,7 @@ def run(args) -> list[dict]:
 
 
 COLUMNS = ["preset", "tp", "heads", "layout", "path", "scenario", "requests", "tokens", "step_ms", "prepare_ms",
-           "tokens_per_s", "workspace_MiB"]
+           "layer_ms", "tokens_per_s", "workspace_MiB"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="e.g. glm-5:8:fp8_ds_mla (default: the six of CONFIGS)")
     ap.add_argument("--calibration", default=None, help="head-dispatch table (dsattn calibrate)")
     ap.add_argument("--rep-ms", type=float, default=200.0)
+    ap.add_argument("--graph", action="store_true", help="also the layer as CUDA-graph replays (a process of its own)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args(argv)
     args.configs = CONFIGS if args.configs is None else [
@@ -122,15 +163,18 @@ def main(argv: list[str] | None = None) -> int:
     default_table = os.path.join("bench", "results", "calibration_h200.json")
     if args.calibration is None and os.path.exists(default_table) and not args.tiny:
         args.calibration = default_table
+    if args.graph and torch.device(args.device).type != "cuda":
+        print("dsattn bench serve: --graph needs a CUDA GPU")
+        return 2
     if torch.device(args.device).type != "cuda" and not args.tiny:
         print("dsattn bench serve: needs a CUDA GPU (or --tiny for a CPU functional run)")
         return 2
     print(f"dsattn bench serve: device {args.device}, head dispatch: {args.calibration or 'SPEC 7 fallback'}")
     rows = run(args)
     path = write_results(args.name, rows, out_dir=args.out, meta={
-        "calibration": args.calibration, "tiny": args.tiny, "rep_ms": args.rep_ms,
+        "calibration": args.calibration, "tiny": args.tiny, "rep_ms": args.rep_ms, "graph": args.graph,
         "step": "prepare + one full layer's forward (cache writes, indexer, top-k, slots, sparse MLA)",
         "scenarios": {k: v if args.tiny else f"{len(v)} requests" for k, v in scenarios(args.tiny).items()}})
-    print(format_table(rows, COLUMNS))
+    print(format_table(rows, COLUMNS + (["graph_ms", "graph_equal"] if args.graph else [])))
     print(f"results -> {path}")
     return 0
