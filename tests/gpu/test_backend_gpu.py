@@ -165,14 +165,20 @@ DECODES = [(3000 + 37 * i, 1) for i in range(24)] + [(700, 1), (0, 1)]
 
 @pytest.mark.parametrize("name, layout, heads, path", CASES)
 def test_decode_layer_replays_as_a_cuda_graph(name, layout, heads, path):
-    """A decode step's forward captured into a CUDA graph (as an engine captures its decode batches) replays
-    bit-equal to the eager call (bench.serve.graph_replay: warm-up on a side stream, capture, replay)."""
+    """A decode step's forward captured into a CUDA graph (as an engine captures its decode batches) replays what the
+    eager call computes (bench.serve.graph_replay: warm-up on a side stream, capture, replay): the same top-k sets,
+    every output written, bit-equal wherever two eager calls are; else within fp32 summation-order rounding (the
+    top-k lists its selection in an order its atomics decide)."""
     from dsattn.bench.serve import graph_replay
     geo = preset(name)
     s = make_step(geo, heads, layout, DECODES, block_size=BS, device=DEV)
-    attn = _backend(geo, layout, heads)
-    out = torch.empty((s.q.shape[0], heads, 512), dtype=torch.bfloat16, device=DEV)
+    attn = _backend(geo, layout, heads, max_num_reqs=len(DECODES))
+    t = s.q.shape[0]
+    out = torch.empty((t, heads, 512), dtype=torch.bfloat16, device=DEV)
     step = attn.prepare(s.requests)
-    got = graph_replay(lambda: attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out), out, 5.0)
+    indices = attn.workspace.view(INDICES, (t, attn.width), torch.int32)
+    got = graph_replay(lambda: attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out), out, 5.0, indices)
     assert "graph_error" not in got, got
-    assert got["graph_equal"]
+    assert got["graph_same_selection"], got
+    assert got["graph_equal"] or not got["eager_equal"], got
+    assert got["graph_max_diff"] <= 2e-2, got  # the tolerance of this file; NaN (an unwritten row) fails

@@ -8,8 +8,9 @@ indexer, top-k, slot mapping, sparse MLA). Reported per step: median ms (CUDA ev
 (host), layer_ms (one layer's forward alone on the prepared step: prepare runs once a step for all layers, the
 forward once a layer), tokens per second, the path and the workspace bytes (total and per consumer in the JSON).
 With ``--graph`` the layer's forward is also captured into a CUDA graph and replayed (graph_ms; the replay's
-output compared with the eager one: graph_equal), as an engine captures its decode steps; a capture that fails
-is reported (graph_error), not raised. Run it in a process of its own: a failed capture can leave the
+output and top-k sets compared with the eager call's: graph_equal, graph_same_selection, graph_max_diff, and
+eager_equal for two eager calls), as an engine captures its decode steps; a capture that fails is reported
+(graph_error), not raised. Run it in a process of its own: a failed capture can leave the
 CUDA context unusable for what follows.
 
     PYTHONPATH=src python -m dsattn.cli bench serve --out bench/results
@@ -28,7 +29,7 @@ import time
 
 import torch
 
-from ..backend.attention import DSAAttention
+from ..backend.attention import INDICES, DSAAttention
 from ..backend.synthetic import make_step
 from ..config import preset
 from .common import format_table, time_ms, write_results
@@ -59,25 +60,35 @@ def scenarios(tiny: bool) -> dict[str, list[tuple[int, int]]]:
     }
 
 
-def graph_replay(layer, out, rep_ms: float) -> dict:
-    """layer() (one forward writing `out`) captured into a CUDA graph after a warm-up on a side stream, then
-    replayed: {'graph_ms', 'graph_equal'} (the replay's out bit-equal to the eager call's), or {'graph_error'}."""
+def graph_replay(layer, out, rep_ms: float, indices=None) -> dict:
+    """layer() (one forward writing `out`; `indices`: the top-k it leaves in the workspace, or None) captured into a
+    CUDA graph after a warm-up on a side stream, then replayed. Returns graph_ms, eager_equal (two eager calls give
+    the same out bit for bit: the top-k lists its selection in an order its atomics decide, so the attention may
+    sum in another order), graph_equal (the replay's out equals the first eager call's), graph_max_diff, and with
+    indices graph_same_selection (the same top-k sets, row by row); or graph_error when the capture fails."""
     try:
         layer()
         want = out.clone()
+        picked = indices.sort(dim=-1).values if indices is not None else None
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             layer()
         torch.cuda.current_stream().wait_stream(side)
+        eager_equal = bool(torch.equal(out, want))
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             layer()
         out.fill_(float("nan"))
+        if indices is not None:
+            indices.fill_(-7)
         graph.replay()
         torch.cuda.synchronize()
-        equal = bool(torch.equal(out, want))
-        return {"graph_ms": time_ms(graph.replay, warmup_ms=rep_ms / 4, rep_ms=rep_ms), "graph_equal": equal}
+        got = {"eager_equal": eager_equal, "graph_equal": bool(torch.equal(out, want)),
+               "graph_max_diff": float((out.float() - want.float()).abs().max())}
+        if indices is not None:
+            got["graph_same_selection"] = bool(torch.equal(indices.sort(dim=-1).values, picked))
+        return {"graph_ms": time_ms(graph.replay, warmup_ms=rep_ms / 4, rep_ms=rep_ms), **got}
     except Exception as e:  # reported in the table: whether the layer can be captured is the result
         return {"graph_error": f"{type(e).__name__}: {e}".splitlines()[0][:200]}
 
@@ -115,7 +126,8 @@ def run(args) -> list[dict]:
                 attn.forward(prepared, s.q, s.latent, s.kv_cache, s.indexer, out=out)
 
             layer_ms = time_ms(layer, warmup_ms=args.rep_ms / 4, rep_ms=args.rep_ms)
-            graph = graph_replay(layer, out, args.rep_ms) if args.graph else {}
+            idx = attn.workspace.view(INDICES, (tokens, attn.width), torch.int32)
+            graph = graph_replay(layer, out, args.rep_ms, idx) if args.graph else {}
             t0 = time.perf_counter()
             n = 0
             while time.perf_counter() - t0 < 0.05 or n < 3:
@@ -130,7 +142,9 @@ def run(args) -> list[dict]:
                 "tokens_per_s": tokens / ms * 1e3, "workspace_MiB": attn.workspace_bytes / 2**20,
                 "workspace": {r["consumer"]: r["bytes"] for r in attn.workspace.report()},
             })
-            g = (f", graph {graph['graph_ms']:.3f} ms (equal {graph['graph_equal']})" if "graph_ms" in graph else
+            g = (f", graph {graph['graph_ms']:.3f} ms (replay == eager: {graph['graph_equal']}, eager == eager: "
+                 f"{graph['eager_equal']}, same top-k sets: {graph['graph_same_selection']}, max diff "
+                 f"{graph['graph_max_diff']:.2e})" if "graph_ms" in graph else
                  f", graph capture failed: {graph['graph_error']}" if graph else "")
             print(f"{name} TP{tp} {layout} ({attn.path.value}) {scenario}: {tokens} tokens, {ms:.3f} ms/step, "
                   f"prepare {prep_ms:.3f} ms, layer {layer_ms:.3f} ms{g}, workspace "
@@ -175,6 +189,6 @@ def main(argv: list[str] | None = None) -> int:
         "calibration": args.calibration, "tiny": args.tiny, "rep_ms": args.rep_ms, "graph": args.graph,
         "step": "prepare + one full layer's forward (cache writes, indexer, top-k, slots, sparse MLA)",
         "scenarios": {k: v if args.tiny else f"{len(v)} requests" for k, v in scenarios(args.tiny).items()}})
-    print(format_table(rows, COLUMNS + (["graph_ms", "graph_equal"] if args.graph else [])))
+    print(format_table(rows, COLUMNS + (["graph_ms", "graph_max_diff"] if args.graph else [])))
     print(f"results -> {path}")
     return 0
