@@ -60,6 +60,9 @@ VARIANTS = {
     "v4_early_tau": dict(D2, early=True, tau_early=True),
     "v4_fuse": dict(D2, fuse_tau=True),
     "v4_fuse_early": dict(D2, fuse_tau=True, early=True, tau_early=True),  # = launch_topk's default now
+    # session 15: launch_topk's default sorts each row's selection where several filter programs share a row
+    # (a deterministic output order); this is the same launch without that sort, the order left to the atomics
+    "v4_fuse_early_nosort": dict(D2, fuse_tau=True, early=True, tau_early=True, sort=False),
 }
 STAGE_CUTS = {"v4_stop1_tau": dict(D2, stop=1),
               "v4_stop2_filter": dict(D2, stop=2),
@@ -180,6 +183,9 @@ def bench(args) -> int:
                     row["rows_with_other_set"] = int(bad.sum())
                     if row["rows_with_other_set"]:
                         row["first_bad_rows"] = bad.nonzero()[:5, 0].tolist()
+                    first = out.clone()  # the same call again: the same columns in the same order?
+                    launch_topk(x, lengths, K, out, scratch, **kw)
+                    row["same_order_twice"] = bool(torch.equal(out, first))
 
                 def ours(kw=kw):
                     j = rotate()
@@ -227,7 +233,8 @@ def bench(args) -> int:
             gtxt = f"  graph {g:7.4f} vs {row['torch_topk_graph_ms']:7.4f}" if isinstance(g, float) and \
                 isinstance(row.get("torch_topk_graph_ms"), float) else ""
             print(f"{rows:5d}x{width:<6d} {dist:6s} {name:16s} {ms:8.4f} ms  torch {t_peer:7.4f}  "
-                  f"x{t_peer / ms:5.2f}  bad={row.get('rows_with_other_set')}{gtxt}", flush=True)
+                  f"x{t_peer / ms:5.2f}  bad={row.get('rows_with_other_set')} same order twice "
+                  f"{row.get('same_order_twice')}{gtxt}", flush=True)
         save()
         # dropped (not del: the timing closures above name them) before the next case allocates
         xs = ls = masked = x = lengths = out = scratch = want = None

@@ -171,11 +171,13 @@ def _ordered_keys(x):
     return torch.where(key >= 1 << 31, key - (1 << 32), key).to(torch.int32)  # the uint32's bits as int32
 
 
+@pytest.mark.parametrize("sort", [False, True])
 @pytest.mark.parametrize("mode, split, early", [(0, 0, False), (1, 0, False), (2, 0, False), (2, 1, False),
                                                (2, 0, True)])
-def test_v4_select_of_unordered_candidates(mode, split, early):
+def test_v4_select_of_unordered_candidates(mode, split, early, sort):
     """The select stage alone on candidates stored in shuffled order (as several filter programs per row
-    leave them on the GPU): ties at the k-th key still go to the lowest columns."""
+    leave them on the GPU): ties at the k-th key still go to the lowest columns; with SORT (the default
+    launch's choice there) each row lists them in ascending column order."""
     from dsattn.ops.topk.select import _GROUP, _v4_select
     k, w, cap = 8, 256, 32
     x = torch.randn(3, w)
@@ -194,9 +196,11 @@ def test_v4_select_of_unordered_candidates(mode, split, early):
         scratch[r, 2 * cap + 3] = len(cols)
     out = torch.full((3, k), -7, dtype=torch.int32)
     _v4_select[(3,)](x, x.stride(0), lengths, w, out, out.stride(0), scratch, scratch.stride(0), k,
-                     CAP=cap, PAD_BLOCK=cap, MODE=mode, ORDERED=False, SAMPLE=16, GROUP=_GROUP, FIX_ROWS=2,
-                     SPLIT=split, SMALL=8, EARLY=early, num_warps=4)
+                     CAP=cap, PAD_BLOCK=cap, MODE=mode, ORDERED=False, SORT=sort, SAMPLE=16, GROUP=_GROUP,
+                     FIX_ROWS=2, SPLIT=split, SMALL=8, EARLY=early, num_warps=4)
     _assert_same_sets(out, _expected(x, lengths, k))
+    if sort:
+        assert torch.equal(out, out.sort(dim=1).values)
 
 
 @triton.jit

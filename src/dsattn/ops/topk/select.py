@@ -540,11 +540,22 @@ if triton is not None:
             if not ATOMIC:
                 tl.store(scr + 2 * CAP + 3, count)
 
+    @triton.jit
+    def _sort_row(out_row, written, N: tl.constexpr):
+        """out_row[0, written) (written <= N) rewritten in ascending order: the filter's programs reserve their
+        tiles' candidate slots by atomics, in an order that changes from run to run, and the select lists the
+        selection in slot order (so the attention that reads it would sum in another order each run)."""
+        offs = tl.arange(0, N)
+        keep = offs < written
+        v = tl.sort(tl.load(out_row + offs, mask=keep, other=2**31 - 1))
+        tl.debug_barrier()  # every column read before any is rewritten
+        tl.store(out_row + offs, v, mask=keep)
+
     @triton.jit(do_not_specialize=["k"])
     def _v4_select(logits, stride_row, lengths, width, out, stride_out, scratch, stride_scratch, k,
                    CAP: tl.constexpr, PAD_BLOCK: tl.constexpr, MODE: tl.constexpr, ORDERED: tl.constexpr,
-                   SAMPLE: tl.constexpr, GROUP: tl.constexpr, FIX_ROWS: tl.constexpr, SPLIT: tl.constexpr,
-                   SMALL: tl.constexpr, EARLY: tl.constexpr):
+                   SORT: tl.constexpr, SAMPLE: tl.constexpr, GROUP: tl.constexpr, FIX_ROWS: tl.constexpr,
+                   SPLIT: tl.constexpr, SMALL: tl.constexpr, EARLY: tl.constexpr):
         """Per row: a row that fits CAP is selected in registers; a long row from its candidates when they
         hold the k-th largest (k <= count <= CAP); otherwise (the sample misjudged the row) up to two
         more tries with the rank scaled by target / count, each one ordered pass of this program over
@@ -569,6 +580,9 @@ if triton is not None:
                 key = tl.load(scr + 2 * cols + 1, mask=valid, other=0).to(tl.uint32, bitcast=True)
                 written = _emit_v4(key, scr.to(tl.pointer_type(tl.int64)), valid, k, out_row, MODE, ORDERED, True,
                                    SPLIT, SMALL, EARLY)
+                if SORT:
+                    tl.debug_barrier()  # the emitted columns came from other threads of this program
+                    _sort_row(out_row, written, CAP // 2)
             else:
                 row = logits + r * stride_row
                 slots = scr.to(tl.pointer_type(tl.int64))
@@ -640,7 +654,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
                    select_warps: int | None = None, select_maxnreg: int | None = None, mode: int = 2,
                    tau_mode: int = 2, per_sm: int = 16, fix_rows: int = 0, split: int = 0, small: int = 256,
                    tau_split: int = 0, tau_small: int = 256, tau_top: int = 10, early: bool = True,
-                   tau_early: bool = True, fuse_tau: bool = True, stop: int = 0) -> None:
+                   tau_early: bool = True, fuse_tau: bool = True, sort: bool = True, stop: int = 0) -> None:
     """Run the v4 select: _v4_tau; _v4_filter over [rows x segs] programs of filt_warps warps (a tile is
     filt_warps * 32 * rows_per_thread rows of 4 columns; prefetch: the next tile is loaded before this
     one is used; filt_stages: Triton's software pipelining instead); _v4_select (with the retries and the fallback for rows the sample misjudged; fix_rows: their
@@ -655,6 +669,9 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     steps stop once exactly k (rank) keys are >= the decided prefix (see _kth_rel). fuse_tau: when the
     filter runs one program per row, that program finds the threshold itself (no _v4_tau launch;
     tau_split is not used then); with several programs per row the threshold keeps its own launch.
+    sort (several programs per row only): the select sorts each row's selection (_sort_row, cap / 2 >= k
+    columns), so that every row lists it in ascending column order, the same in every run (without it the
+    filter's atomics decide the order; SPEC 4 leaves the order free, but the attention sums in it).
     The defaults (filt_warps 2, tau_mode 2, tau_top 10, select_maxnreg 80 at k 2048, early, tau_early,
     fuse_tau) are the fastest correct variant of bench/topk_v3.py on the H200 ("v4_fuse_early":
     4096 x 65536 0.582 ms = 5.72x torch.topk, bench/results/topk_v3_final.json; notes/indexer.md).
@@ -703,7 +720,8 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     else:
         segs = 1
     _v4_select[(t,)](logits, logits.stride(0), lengths, w, out, out.stride(0), scratch, sstride, k,
-                     CAP=cap, PAD_BLOCK=min(1024, cap), MODE=mode, ORDERED=segs == 1, num_warps=select_warps,
+                     CAP=cap, PAD_BLOCK=min(1024, cap), MODE=mode, ORDERED=segs == 1, SORT=sort and segs > 1,
+                     num_warps=select_warps,
                      SAMPLE=sample, GROUP=_GROUP, FIX_ROWS=fix_rows or max(1, cap // 16),
                      SPLIT=split if mode == 2 else 0, SMALL=_small(small, k),
                      EARLY=bool(early) and mode == 2 and not split,
