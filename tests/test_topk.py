@@ -171,13 +171,25 @@ def _ordered_keys(x):
     return torch.where(key >= 1 << 31, key - (1 << 32), key).to(torch.int32)  # the uint32's bits as int32
 
 
+def _interleave(runs):
+    """The runs' entries in a random interleaving that keeps each run's order."""
+    owner = torch.cat([torch.full((len(r),), i) for i, r in enumerate(runs)])
+    owner = owner[torch.randperm(len(owner))]
+    out, at = [], [0] * len(runs)
+    for i in owner.tolist():
+        out.append(runs[i][at[i]])
+        at[i] += 1
+    return torch.stack(out)
+
+
 @pytest.mark.parametrize("sort", [False, True])
 @pytest.mark.parametrize("mode, split, early", [(0, 0, False), (1, 0, False), (2, 0, False), (2, 1, False),
                                                (2, 0, True)])
 def test_v4_select_of_unordered_candidates(mode, split, early, sort):
     """The select stage alone on candidates stored in shuffled order (as several filter programs per row
-    leave them on the GPU): ties at the k-th key still go to the lowest columns; with SORT (the default
-    launch's choice there) each row lists them in ascending column order."""
+    leave them on the GPU: each program's own in column order, the programs interleaved): ties at the k-th key
+    still go to the lowest columns; with SEGS (the default launch's choice there) each row lists them in
+    ascending column order."""
     from dsattn.ops.topk.select import _GROUP, _v4_select
     k, w, cap = 8, 256, 32
     x = torch.randn(3, w)
@@ -189,14 +201,15 @@ def test_v4_select_of_unordered_candidates(mode, split, early, sort):
     for r in range(3):
         thr = x[r, : lengths[r]].topk(20).values[-1]
         cols = (x[r, : lengths[r]] >= thr).nonzero()[:, 0]
-        cols = cols[torch.randperm(len(cols))].to(torch.int32)
+        # 4 programs of 64 columns: each one's candidates in column order, interleaved at random
+        cols = _interleave([cols[cols // 64 == s] for s in range(4)]).to(torch.int32)
         assert k <= len(cols) <= cap
         scratch[r, 0: 2 * len(cols): 2] = cols  # int64 slots: the column in the low word, the key above
         scratch[r, 1: 2 * len(cols): 2] = _ordered_keys(x[r, cols.long()])
         scratch[r, 2 * cap + 3] = len(cols)
     out = torch.full((3, k), -7, dtype=torch.int32)
-    _v4_select[(3,)](x, x.stride(0), lengths, w, out, out.stride(0), scratch, scratch.stride(0), k,
-                     CAP=cap, PAD_BLOCK=cap, MODE=mode, ORDERED=False, SORT=sort, SAMPLE=16, GROUP=_GROUP,
+    _v4_select[(3,)](x, x.stride(0), lengths, w, out, out.stride(0), scratch, scratch.stride(0), k, 64,
+                     CAP=cap, PAD_BLOCK=cap, MODE=mode, ORDERED=False, SEGS=4 if sort else 1, SAMPLE=16, GROUP=_GROUP,
                      FIX_ROWS=2, SPLIT=split, SMALL=8, EARLY=early, num_warps=4)
     _assert_same_sets(out, _expected(x, lengths, k))
     if sort:

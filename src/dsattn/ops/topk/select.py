@@ -357,7 +357,8 @@ if triton is not None:
 
     @triton.jit
     def _emit_v4(key, col_src, valid, k, out_row, MODE: tl.constexpr, ORDERED: tl.constexpr,
-                 LOAD_COL: tl.constexpr, SPLIT: tl.constexpr, SMALL: tl.constexpr, EARLY: tl.constexpr):
+                 LOAD_COL: tl.constexpr, SPLIT: tl.constexpr, SMALL: tl.constexpr, EARLY: tl.constexpr,
+                 seg_len=1, SEGS: tl.constexpr = 1):
         """Write the columns of the k largest valid (key, column) entries to out_row[0 .. n); returns n.
         The columns are col_src, or (LOAD_COL) loaded from the int64 candidate slots at col_src (a
         scalar pointer; a slot's low word is its column) once the k-th key is known, so they take no
@@ -366,7 +367,11 @@ if triton is not None:
         tied columns (only when the tie straddles the cut). Keys of invalid entries must be 0. SPLIT,
         SMALL (mode 2): see _kth_rel; out_row's first SMALL entries serve as its tmp (SMALL <= k).
         EARLY (mode 2, no split): the steps stop at exactly k entries >= t where they can, and then the
-        entries >= t are the answer (no tie scan); the count written is min(n, k), not a reduction."""
+        entries >= t are the answer (no tie scan); the count written is min(n, k), not a reduction.
+        The columns go out in entry order, or with SEGS > 1 (LOAD_COL: candidates of SEGS filter programs, each
+        over seg_len columns, which reserved their tiles' slots by atomics in an order that changes from run to
+        run, each program's own slots in column order) in ascending column order: a column's place is the count
+        of taken columns in earlier segments plus its rank among its own segment's, one scan per segment."""
         n = tl.sum(valid.to(tl.int32), axis=0)
         if n <= k:
             sel = valid
@@ -389,7 +394,16 @@ if triton is not None:
             col = tl.load(col_src + tl.arange(0, key.shape[0]), mask=sel, other=0).to(tl.int32)
         else:
             col = col_src
-        pos = tl.cumsum(sel.to(tl.int32), axis=0) - 1
+        if SEGS > 1:
+            seg = col // seg_len
+            pos = tl.zeros_like(col)
+            before = 0
+            for sg in range(SEGS):
+                mine = (sel & (seg == sg)).to(tl.int32)
+                pos = tl.where(mine != 0, before + tl.cumsum(mine, axis=0) - 1, pos)
+                before += tl.sum(mine, axis=0)
+        else:
+            pos = tl.cumsum(sel.to(tl.int32), axis=0) - 1
         tl.store(out_row + pos, col, mask=sel)
         if EARLY:
             written = tl.minimum(n, k)  # exactly k are taken when more than k are valid
@@ -540,21 +554,10 @@ if triton is not None:
             if not ATOMIC:
                 tl.store(scr + 2 * CAP + 3, count)
 
-    @triton.jit
-    def _sort_row(out_row, written, N: tl.constexpr):
-        """out_row[0, written) (written <= N) rewritten in ascending order: the filter's programs reserve their
-        tiles' candidate slots by atomics, in an order that changes from run to run, and the select lists the
-        selection in slot order (so the attention that reads it would sum in another order each run)."""
-        offs = tl.arange(0, N)
-        keep = offs < written
-        v = tl.sort(tl.load(out_row + offs, mask=keep, other=2**31 - 1))
-        tl.debug_barrier()  # every column read before any is rewritten
-        tl.store(out_row + offs, v, mask=keep)
-
     @triton.jit(do_not_specialize=["k"])
-    def _v4_select(logits, stride_row, lengths, width, out, stride_out, scratch, stride_scratch, k,
+    def _v4_select(logits, stride_row, lengths, width, out, stride_out, scratch, stride_scratch, k, seg_len,
                    CAP: tl.constexpr, PAD_BLOCK: tl.constexpr, MODE: tl.constexpr, ORDERED: tl.constexpr,
-                   SORT: tl.constexpr, SAMPLE: tl.constexpr, GROUP: tl.constexpr, FIX_ROWS: tl.constexpr,
+                   SEGS: tl.constexpr, SAMPLE: tl.constexpr, GROUP: tl.constexpr, FIX_ROWS: tl.constexpr,
                    SPLIT: tl.constexpr, SMALL: tl.constexpr, EARLY: tl.constexpr):
         """Per row: a row that fits CAP is selected in registers; a long row from its candidates when they
         hold the k-th largest (k <= count <= CAP); otherwise (the sample misjudged the row) up to two
@@ -579,10 +582,7 @@ if triton is not None:
                 # keys from the high words of the slots (0 where not valid: below every threshold)
                 key = tl.load(scr + 2 * cols + 1, mask=valid, other=0).to(tl.uint32, bitcast=True)
                 written = _emit_v4(key, scr.to(tl.pointer_type(tl.int64)), valid, k, out_row, MODE, ORDERED, True,
-                                   SPLIT, SMALL, EARLY)
-                if SORT:
-                    tl.debug_barrier()  # the emitted columns came from other threads of this program
-                    _sort_row(out_row, written, CAP // 2)
+                                   SPLIT, SMALL, EARLY, seg_len, SEGS)
             else:
                 row = logits + r * stride_row
                 slots = scr.to(tl.pointer_type(tl.int64))
@@ -669,9 +669,9 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     steps stop once exactly k (rank) keys are >= the decided prefix (see _kth_rel). fuse_tau: when the
     filter runs one program per row, that program finds the threshold itself (no _v4_tau launch;
     tau_split is not used then); with several programs per row the threshold keeps its own launch.
-    sort (several programs per row only): the select sorts each row's selection (_sort_row, cap / 2 >= k
-    columns), so that every row lists it in ascending column order, the same in every run (without it the
-    filter's atomics decide the order; SPEC 4 leaves the order free, but the attention sums in it).
+    sort (several programs per row only): the select writes each row's selection in ascending column order
+    (_emit_v4's SEGS: one scan per filter program of the row), the same in every run; without it the
+    filter's atomics decide the order (SPEC 4 leaves the order free, but the attention sums in it).
     The defaults (filt_warps 2, tau_mode 2, tau_top 10, select_maxnreg 80 at k 2048, early, tau_early,
     fuse_tau) are the fastest correct variant of bench/topk_v3.py on the H200 ("v4_fuse_early":
     4096 x 65536 0.582 ms = 5.72x torch.topk, bench/results/topk_v3_final.json; notes/indexer.md).
@@ -720,7 +720,8 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     else:
         segs = 1
     _v4_select[(t,)](logits, logits.stride(0), lengths, w, out, out.stride(0), scratch, sstride, k,
-                     CAP=cap, PAD_BLOCK=min(1024, cap), MODE=mode, ORDERED=segs == 1, SORT=sort and segs > 1,
+                     seg_len if segs > 1 else 1,
+                     CAP=cap, PAD_BLOCK=min(1024, cap), MODE=mode, ORDERED=segs == 1, SEGS=segs if sort else 1,
                      num_warps=select_warps,
                      SAMPLE=sample, GROUP=_GROUP, FIX_ROWS=fix_rows or max(1, cap // 16),
                      SPLIT=split if mode == 2 else 0, SMALL=_small(small, k),
