@@ -371,7 +371,8 @@ if triton is not None:
         The columns go out in entry order, or with SEGS > 1 (LOAD_COL: candidates of SEGS filter programs, each
         over seg_len columns, which reserved their tiles' slots by atomics in an order that changes from run to
         run, each program's own slots in column order) in ascending column order: a column's place is the count
-        of taken columns in earlier segments plus its rank among its own segment's, one scan per segment."""
+        of taken columns in earlier segments plus its rank among its own segment's (one int32 scan per 2
+        segments, their counts packed 16 bits each)."""
         n = tl.sum(valid.to(tl.int32), axis=0)
         if n <= k:
             sel = valid
@@ -395,13 +396,21 @@ if triton is not None:
         else:
             col = col_src
         if SEGS > 1:
+            # per-segment counts packed 16 bits a segment, 2 segments an int32 scan (counts <= CAP < 2^15; an
+            # int64 scan of 4 spilled 288 B at 80 registers, sm_90a)
+            tl.static_assert(key.shape[0] < 32768, "16-bit packed counts")
             seg = col // seg_len
             pos = tl.zeros_like(col)
             before = 0
-            for sg in range(SEGS):
-                mine = (sel & (seg == sg)).to(tl.int32)
-                pos = tl.where(mine != 0, before + tl.cumsum(mine, axis=0) - 1, pos)
-                before += tl.sum(mine, axis=0)
+            for g in range(0, SEGS, 2):
+                f = seg - g
+                mine = sel & (f >= 0) & (f < 2)
+                sh = tl.where(mine, f, 0) * 16
+                one = tl.where(mine, 1 << sh, 0)
+                tot = tl.sum(one, axis=0)
+                rank = (tl.cumsum(one, axis=0) >> sh) & 0xFFFF      # inclusive: this entry counts itself
+                pos = tl.where(mine, before + tl.where(f == 1, tot & 0xFFFF, 0) + rank - 1, pos)
+                before += (tot & 0xFFFF) + (tot >> 16)
         else:
             pos = tl.cumsum(sel.to(tl.int32), axis=0) - 1
         tl.store(out_row + pos, col, mask=sel)
@@ -671,7 +680,8 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     tau_split is not used then); with several programs per row the threshold keeps its own launch.
     sort (several programs per row only): the select writes each row's selection in ascending column order
     (_emit_v4's SEGS: one scan per filter program of the row), the same in every run; without it the
-    filter's atomics decide the order (SPEC 4 leaves the order free, but the attention sums in it).
+    filter's atomics decide the order (SPEC 4 leaves the order free, but the attention sums in it). Its
+    16-bit packed counts take cap < 32768 (k <= 8192); past that the order is the atomics' again.
     The defaults (filt_warps 2, tau_mode 2, tau_top 10, select_maxnreg 80 at k 2048, early, tau_early,
     fuse_tau) are the fastest correct variant of bench/topk_v3.py on the H200 ("v4_fuse_early":
     4096 x 65536 0.582 ms = 5.72x torch.topk, bench/results/topk_v3_final.json; notes/indexer.md).
@@ -721,7 +731,8 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
         segs = 1
     _v4_select[(t,)](logits, logits.stride(0), lengths, w, out, out.stride(0), scratch, sstride, k,
                      seg_len if segs > 1 else 1,
-                     CAP=cap, PAD_BLOCK=min(1024, cap), MODE=mode, ORDERED=segs == 1, SEGS=segs if sort else 1,
+                     CAP=cap, PAD_BLOCK=min(1024, cap), MODE=mode, ORDERED=segs == 1,
+                     SEGS=segs if sort and cap < 32768 else 1,
                      num_warps=select_warps,
                      SAMPLE=sample, GROUP=_GROUP, FIX_ROWS=fix_rows or max(1, cap // 16),
                      SPLIT=split if mode == 2 else 0, SMALL=_small(small, k),
