@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Session 15, device call 6: top-k v4 with the ordered output as packed per-segment ranks (2 segments an int32 scan; call 5: one scan a segment, +15 us at 128 x 65536; call 4:
-# a row sort, +22 us) against the same launch without it; `bench serve
-# --graph` on the two presets whose layers differed run to run in call 3; the top-k GPU tests as time allows.
+# Session 15, device call 6: top-k v4 with the ordered output as packed per-segment ranks (2 segments an int32
+# scan; call 5: one scan a segment, +15 us at 128 x 65536; call 4: a row sort, +22 us) against the same launch
+# without it; `bench serve --graph` on the two presets whose layers differed run to run in call 3; the top-k GPU
+# tests as time allows.
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s15_call6.sh      (log $OUT/c6.log, results under $OUT/r, $OUT/r.tgz)
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer:$PWD/../.peer PYTHONUNBUFFERED=1

@@ -33,7 +33,8 @@ def _run(logits, lengths, k, **kw):
 
 
 # v3 (the fused kernel) and v4 (threshold, filter, select) with each k-th-largest mode; v4 with one
-# filter program per row (candidates in column order) and with several (atomic slots, order free)
+# filter program per row (candidates in column order) and with several (atomic slots in an order the atomics
+# decide; the select writes the selection in column order all the same, test_v4_segments_list_columns_in_order)
 CONFIGS = {
     "v3": dict(version=3),
     "v4m0": dict(version=4, mode=0, tau_mode=0, tau_top=0),
@@ -125,6 +126,22 @@ def test_v4_random_rows(v):
     logits[5] = torch.randint(-2, 2, (w,)).float()
     lengths = torch.tensor([w, 777, 65, w, 900, w], dtype=torch.int32)
     _assert_same_sets(_run(logits, lengths, k, cap=64, sample=32, **v), _expected(logits, lengths, k))
+
+
+@pytest.mark.parametrize("v", configs("v4seg4", "v4m1seg2", "v4split_seg4", "v4early_seg4"))
+def test_v4_segments_list_columns_in_order(v):
+    """Several filter programs a row (their candidates in slot order the atomics decide on a GPU): every row lists
+    its selection in ascending column order (launch_topk_v4's sort), with sort=False only the same set."""
+    k, w = 16, 1000
+    logits = torch.randn(5, w)
+    lengths = torch.tensor([w, 777, 65, 900, 512], dtype=torch.int32)
+    want = _expected(logits, lengths, k)
+    got = _run(logits, lengths, k, cap=64, sample=32, **v)
+    _assert_same_sets(got, want)
+    for r in range(5):
+        row = got[r][got[r] >= 0]
+        assert torch.equal(row, row.sort().values), r
+    _assert_same_sets(_run(logits, lengths, k, cap=64, sample=32, sort=False, **v), want)
 
 
 def test_public_op_strides_and_lengths():

@@ -6,7 +6,8 @@
 - After warm-up, a step (prepare + every layer kind) makes zero device allocations, and the peak memory
   of a step above what existed before the backend equals the workspace it predicted (within 1%).
 - The mixed-batch step at 32768 tokens with 8 heads per rank runs with no allocation at all.
-- A decode step's forward captured into a CUDA graph replays bit-equal to the eager call, on every path.
+- A decode step's forward captured into a CUDA graph replays bit-equal to the eager call, and two eager calls are
+  bit-equal, on every path.
 
 tests/test_backend.py and tests/test_backend_interpreted.py run the same steps on the CPU.
 """
@@ -167,8 +168,9 @@ DECODES = [(3000 + 37 * i, 1) for i in range(24)] + [(700, 1), (0, 1)]
 def test_decode_layer_replays_as_a_cuda_graph(name, layout, heads, path):
     """A decode step's forward captured into a CUDA graph (as an engine captures its decode batches) replays what the
     eager call computes (bench.serve.graph_replay: warm-up on a side stream, capture, replay): the same top-k sets,
-    every output written, bit-equal wherever two eager calls are; else within fp32 summation-order rounding (the
-    top-k lists its selection in an order its atomics decide)."""
+    every output written, bit for bit; and two eager calls give the same bits (the top-k lists each selection in
+    column order since session 15; before, its atomics decided the order and the attention's sums moved by up to
+    2e-3, bench/logs/s15_call3.log)."""
     from dsattn.bench.serve import graph_replay
     geo = preset(name)
     s = make_step(geo, heads, layout, DECODES, block_size=BS, device=DEV)
@@ -179,6 +181,4 @@ def test_decode_layer_replays_as_a_cuda_graph(name, layout, heads, path):
     indices = attn.workspace.view(INDICES, (t, attn.width), torch.int32)
     got = graph_replay(lambda: attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out), out, 5.0, indices)
     assert "graph_error" not in got, got
-    assert got["graph_same_selection"], got
-    assert got["graph_equal"] or not got["eager_equal"], got
-    assert got["graph_max_diff"] <= 2e-2, got  # the tolerance of this file; NaN (an unwritten row) fails
+    assert got["graph_same_selection"] and got["eager_equal"] and got["graph_equal"], got
