@@ -63,9 +63,9 @@ def scenarios(tiny: bool) -> dict[str, list[tuple[int, int]]]:
 def graph_replay(layer, out, rep_ms: float, indices=None) -> dict:
     """layer() (one forward writing `out`; `indices`: the top-k it leaves in the workspace, or None) captured into a
     CUDA graph after a warm-up on a side stream, then replayed. Returns graph_ms, eager_equal (two eager calls give
-    the same out bit for bit: the top-k lists its selection in an order its atomics decide, so the attention may
-    sum in another order), graph_equal (the replay's out equals the first eager call's), graph_max_diff, and with
-    indices graph_same_selection (the same top-k sets, row by row); or graph_error when the capture fails."""
+    the same out bit for bit; before session 15 they did not where the top-k's atomics ordered its selection),
+    graph_equal (the replay's out equals the first eager call's), graph_max_diff, and with indices
+    graph_same_selection (the same top-k sets, row by row); or graph_error when the capture fails."""
     try:
         layer()
         want = out.clone()

@@ -679,7 +679,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     filter runs one program per row, that program finds the threshold itself (no _v4_tau launch;
     tau_split is not used then); with several programs per row the threshold keeps its own launch.
     sort (several programs per row only): the select writes each row's selection in ascending column order
-    (_emit_v4's SEGS: one scan per filter program of the row), the same in every run; without it the
+    (_emit_v4's SEGS: one scan per two filter programs of the row), the same in every run; without it the
     filter's atomics decide the order (SPEC 4 leaves the order free, but the attention sums in it). Its
     16-bit packed counts take cap < 32768 (k <= 8192); past that the order is the atomics' again.
     The defaults (filt_warps 2, tau_mode 2, tau_top 10, select_maxnreg 80 at k 2048, early, tau_early,
