@@ -16,7 +16,7 @@ from _backend_helpers import import_all_ops
 from dsattn.backend import attention as attention_mod
 from dsattn.backend.attention import DECODE_SCRATCH, GATHERED, INDICES, DSAAttention
 from dsattn.backend.indexer import CHUNK
-from dsattn.backend.metadata import Request
+from dsattn.backend.metadata import Request, RequestBatch
 from dsattn.backend.policy import Path
 from dsattn.backend.synthetic import indices_as_slots, make_step, reference_step
 from dsattn.config import preset
@@ -52,8 +52,8 @@ def assert_same_sets(a, b):
     assert torch.equal(a.sort(dim=1).values, b.sort(dim=1).values)
 
 
-def run_and_check(attn, s, ref, layer=0, atol=2e-2):
-    step = attn.prepare(s.requests)
+def run_and_check(attn, s, ref, layer=0, atol=2e-2, batch=False):
+    step = attn.prepare(RequestBatch.from_requests(s.requests) if batch else s.requests)
     out = torch.full((step.host.num_tokens, attn.heads, 512), float("nan"), dtype=torch.bfloat16)
     res = attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, layer=layer, out=out)
     assert res is out
@@ -86,6 +86,15 @@ def test_mixed_batch_matches_reference(name, layout, heads, path):
     attn = backend(geo, layout, heads)
     assert attn.path is path
     run_and_check(attn, s, reference_step(s))
+
+
+@pytest.mark.parametrize("name, layout, heads", [("glm-5", "fp8_ds_mla", 8), ("glm-5", "fp8_ds_mla", 32),
+                                                 ("glm-5.3-flash", "fp8_ds_mla_nope", 8)])
+def test_request_batch_step_matches_reference(name, layout, heads):
+    """The step prepared from a RequestBatch (the requests as tensors) runs as the list's does."""
+    geo = geometry(name, heads)
+    s = make_step(geo, heads, layout, SPANS, block_size=BS)
+    run_and_check(backend(geo, layout, heads), s, reference_step(s), batch=True)
 
 
 @pytest.mark.parametrize("name, layout, heads", [("glm-5", "fp8_ds_mla", 32), ("glm-5.3-flash", "fp8_ds_mla_nope", 8)])

@@ -19,6 +19,7 @@ def test_bench_serve_tiny(tmp_path, capsys, monkeypatch):
         ("glm-5", 8, "fp8_mixed"), ("glm-5", 2, "fp8_gathered"), ("glm-5.3-flash", 8, "bf16_prefill")]
     for r in rows:
         assert r["scenario"] == "mixed" and r["tokens"] == 15 and r["step_ms"] > 0 and r["layer_ms"] > 0
+        assert r["prepare_ms"] > 0 and r["prepare_batch_ms"] > 0
         total = r["workspace_MiB"] * 2**20  # step-long consumers plus the largest phase
         assert max(r["workspace"].values()) < total < sum(r["workspace"].values())
     assert "attention.gathered_context" in rows[1]["workspace"]

@@ -5,8 +5,8 @@ import random
 import pytest
 import torch
 
-from dsattn.backend.metadata import (BatchLimits, Request, build_metadata, decodes_first, default_chunk_bytes,
-                                     plan_gather_chunks, plan_indexer_chunks)
+from dsattn.backend.metadata import (BatchLimits, Request, RequestBatch, build_metadata, decodes_first,
+                                     default_chunk_bytes, plan_gather_chunks, plan_indexer_chunks)
 
 LIMITS = BatchLimits(max_num_tokens=64, max_num_reqs=8, max_model_len=200, block_size=16)
 
@@ -143,3 +143,67 @@ def test_block_tables_as_tensors():
         build_metadata([Request(3, 1, torch.tensor([1.0]))], LIMITS)
     with pytest.raises(ValueError, match=r"requests\[1\].block_table must hold block ids >= 0"):
         build_metadata([Request(3, 1, torch.tensor([1])), Request(3, 1, torch.tensor([-2]))], LIMITS)
+
+
+def _same_metadata(a, b):
+    for f in a.__dataclass_fields__:
+        x, y = getattr(a, f), getattr(b, f)
+        assert (torch.equal(x, y) and x.dtype == y.dtype) if isinstance(x, torch.Tensor) else x == y, f
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("kpool, gathered", [(1, False), (4, False), (1, True)])
+def test_request_batch_gives_the_same_metadata(seed, kpool, gathered):
+    """RequestBatch (the requests as tensors, checked without a loop over them) builds field for field the metadata
+    of the same list of Request: per-token arrays, block table, chunk plans, gathered chunks."""
+    rng = random.Random(seed)
+    lim = BatchLimits(max_num_tokens=256, max_num_reqs=16, max_model_len=300, block_size=16, kpool=kpool,
+                      indexer_cap_bytes=default_chunk_bytes(40, 300, 300), gather_cap_tokens=400)
+    reqs, at = [], 0
+    for i in range(rng.randint(1, 16)):
+        sched = 1 if i < 5 else rng.randint(1, 30)
+        if i >= 5 and sched == 1:
+            sched = 2
+        cached = rng.randint(0, 300 - sched)
+        n = -(-(cached + sched) // 16) + rng.randint(0, 2)       # spare blocks past the request's own
+        reqs.append(Request(cached, sched, list(range(at, at + n)), state_slot=rng.randint(0, 9)))
+        at += n
+    while sum(r.num_scheduled for r in reqs) > 256:
+        reqs.pop()
+    batch = RequestBatch.from_requests(reqs)
+    batch.block_table[batch.block_table == 0] = -1 if seed % 2 else 0   # padding past the blocks is not read
+    batch.block_table[0, 0] = reqs[0].block_table[0]
+    _same_metadata(build_metadata(reqs, lim, gathered_prefill=gathered),
+                   build_metadata(batch, lim, gathered_prefill=gathered))
+    without_state = RequestBatch(batch.num_cached, batch.num_scheduled, batch.block_table.int())
+    assert build_metadata(without_state, lim).state_slot.tolist() == [0] * len(reqs)
+
+
+def _tensors(cached, sched, table, state=None):
+    t = torch.tensor
+    return RequestBatch(t(cached), t(sched), t(table), None if state is None else t(state))
+
+
+@pytest.mark.parametrize("batch, match", [
+    (_tensors([0, 0], [30, 35], [[0, 1, 0], [2, 3, 4]]), "65 scheduled tokens, more than max_num_tokens=64"),
+    (_tensors([3] * 9, [1] * 9, [[i] for i in range(9)]), "9 requests, more than max_num_reqs=8"),
+    (_tensors([195], [6], [list(range(13))]), r"requests\[0\]: more tokens of context than max_model_len=200, got 201"),
+    (_tensors([3, 40], [1, 1], [[0, 0], [0, 0]]),
+     r"requests.block_table\[1\] must hold the request's blocks, but has 2 columns; blocks needed, got 3"),
+    (_tensors([3, 20], [1, 1], [[0], [1]]), r"requests.block_table\[1\] must hold the request's blocks.*1 columns"),
+    (_tensors([3, 20], [1, 1], [[0, 5], [4, -1]]), r"requests.block_table\[1\] must hold block ids >= 0"),
+    (_tensors([0, 3], [5, 1], [[0], [1]]), r"requests\[1\] is a decode after a prefill chunk"),
+    (_tensors([0], [0], [[0]]), r"requests.num_scheduled\[0\] must be >= 1, got 0"),
+    (_tensors([1, -4], [1, 1], [[0], [1]]), r"requests.num_cached\[1\] must be >= 0, got -4"),
+    (_tensors([1], [1], [[0]], [-1]), r"requests.state_slot\[0\] must be >= 0, got -1"),
+    (RequestBatch(*(torch.zeros(0, dtype=torch.int64),) * 2, torch.zeros(0, 1, dtype=torch.int64)),
+     "at least one request"),
+    (_tensors([1.0], [1], [[0]]), "requests.num_cached must hold integers"),
+    (_tensors([1, 2], [1], [[0], [1]]), "requests.num_scheduled must have 2 rows"),
+    (RequestBatch(torch.tensor([1]), torch.tensor([1]), torch.tensor([0])), "requests.block_table must be a 2-D"),
+    (RequestBatch([1], torch.tensor([1]), torch.tensor([[0]])),
+     "requests.num_cached must be a 1-D CPU tensor, got list"),
+])
+def test_request_batch_rejects(batch, match):
+    with pytest.raises(ValueError, match=match):
+        build_metadata(batch, LIMITS)

@@ -42,7 +42,7 @@ from ..ops.sparse_mla import decode_scratch_spec, prefill_scratch_spec, sparse_m
 from ..ops.sparse_mla.dispatch import DEFAULT_SM_COUNT
 from . import policy
 from .indexer import IndexerDriver, IndexerInputs, logits_stride
-from .metadata import BatchLimits, BatchMetadata, Request, build_metadata
+from .metadata import BatchLimits, BatchMetadata, Request, RequestBatch, build_metadata
 
 METADATA = "metadata"
 INDICES = "indices"
@@ -188,8 +188,9 @@ class DSAAttention:
 
     # -- a step -----------------------------------------------------------------------------------
 
-    def prepare(self, requests: list[Request]) -> StepMetadata:
-        """Metadata of one step, copied to the device once; ValueError for a batch over the limits."""
+    def prepare(self, requests: list[Request] | RequestBatch) -> StepMetadata:
+        """Metadata of one step, copied to the device once; ValueError for a batch over the limits. requests: a
+        list of Request, or the same as tensors (RequestBatch, an engine's form: no loop over the requests)."""
         host = build_metadata(requests, self.limits, gathered_prefill=self.path is policy.Path.FP8_GATHERED,
                               chunk_bytes=self.indexer.chunk_bytes)
         qs = host.query_start

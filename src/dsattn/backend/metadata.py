@@ -2,7 +2,8 @@
 plans every path runs on. Pure host-side work on CPU tensors; the backend copies the result into the
 workspace once per step and every layer reuses it.
 
-A step is a list of requests, each with tokens already cached, tokens scheduled now and a block table.
+A step is a list of requests, each with tokens already cached, tokens scheduled now and a block table (or the
+same as tensors, RequestBatch: the engine's form, checked and turned into metadata without a loop over requests).
 Decodes (scheduled <= decode_threshold, i.e. 1 + speculative tokens) come first, prefill chunks after.
 Token t of the batch is the query row t of every op.
 
@@ -43,6 +44,37 @@ class Request:
     @property
     def seq_len(self) -> int:
         return self.num_cached + self.num_scheduled
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestBatch:
+    """A step's requests as host tensors, one row a request, decodes first: the form an engine keeps them in.
+    ``prepare`` takes it instead of a list of Request, runs the same checks on whole tensors and builds the
+    same metadata without a Python loop over the requests (validate_batch).
+
+    num_cached     [B] integer tensor: tokens already in the caches
+    num_scheduled  [B] integer tensor: tokens computed in this step
+    block_table    [B, W] integer tensor: row i's first ceil((num_cached + num_scheduled) / block_size)
+                   entries are its block ids in order; entries past them are not read
+    state_slot     [B] integer tensor, or None (all 0): rows of the k-pool tail state
+    All on the CPU.
+    """
+
+    num_cached: torch.Tensor
+    num_scheduled: torch.Tensor
+    block_table: torch.Tensor
+    state_slot: torch.Tensor | None = None
+
+    @classmethod
+    def from_requests(cls, requests: Sequence[Request]) -> RequestBatch:
+        """The same requests as tensors (block tables padded with 0 to the longest)."""
+        tables = [torch.as_tensor(r.block_table).reshape(-1) for r in requests]
+        width = max(len(t) for t in tables)
+        table = torch.zeros((len(requests), width), dtype=torch.int64)
+        for i, t in enumerate(tables):
+            table[i, :len(t)] = t
+        return cls(torch.tensor([r.num_cached for r in requests]), torch.tensor([r.num_scheduled for r in requests]),
+                   table, torch.tensor([r.state_slot for r in requests]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,6 +230,64 @@ def validate_requests(requests: Sequence[Request], limits: BatchLimits) -> None:
         raise ValueError(f"requests: {total} scheduled tokens, more than max_num_tokens={limits.max_num_tokens}")
 
 
+def _int_tensor(name: str, v, dims: int, rows: int | None = None) -> torch.Tensor:
+    """v as an int64 CPU tensor of `dims` dimensions (and `rows` rows); ValueError naming it otherwise."""
+    if not isinstance(v, torch.Tensor) or v.dim() != dims or v.device.type != "cpu":
+        raise ValueError(f"{name} must be a {dims}-D CPU tensor, got "
+                         f"{type(v).__name__ if not isinstance(v, torch.Tensor) else f'{v.dim()}-D on {v.device}'}")
+    if v.dtype.is_floating_point or v.dtype.is_complex or v.dtype == torch.bool:
+        raise ValueError(f"{name} must hold integers, got {v.dtype}")
+    if rows is not None and v.shape[0] != rows:
+        raise ValueError(f"{name} must have {rows} rows (one a request), got {v.shape[0]}")
+    return v.long()
+
+
+def _first_bad(name: str, bad: torch.Tensor, what: str, values: torch.Tensor | None = None) -> None:
+    """ValueError naming the first request i where bad[i] (with its value when given)."""
+    if bool(bad.any()):
+        i = int(bad.nonzero()[0, 0])
+        got = f", got {int(values[i])}" if values is not None else ""
+        raise ValueError(f"{name.format(i=i)} {what}{got}")
+
+
+def validate_batch(batch: RequestBatch, limits: BatchLimits) -> tuple[torch.Tensor, ...]:
+    """validate_requests for a RequestBatch, on whole tensors; returns (num_cached, num_scheduled, block table
+    [B, most blocks needed] with 0 past each request's blocks, state_slot), int64."""
+    if not isinstance(batch, RequestBatch):
+        raise ValueError(f"requests must be a list of Request or a RequestBatch, got {type(batch).__name__}")
+    cached = _int_tensor("requests.num_cached", batch.num_cached, 1)
+    b = cached.shape[0]
+    if b == 0:
+        raise ValueError("requests must hold at least one request")
+    if b > limits.max_num_reqs:
+        raise ValueError(f"requests: {b} requests, more than max_num_reqs={limits.max_num_reqs}")
+    sched = _int_tensor("requests.num_scheduled", batch.num_scheduled, 1, b)
+    table = _int_tensor("requests.block_table", batch.block_table, 2, b)
+    state = (torch.zeros(b, dtype=torch.int64) if batch.state_slot is None
+             else _int_tensor("requests.state_slot", batch.state_slot, 1, b))
+    _first_bad("requests.num_cached[{i}]", cached < 0, "must be >= 0", cached)
+    _first_bad("requests.num_scheduled[{i}]", sched < 1, "must be >= 1", sched)
+    _first_bad("requests.state_slot[{i}]", state < 0, "must be >= 0", state)
+    seq = cached + sched
+    _first_bad("requests[{i}]:", seq > limits.max_model_len, f"more tokens of context than max_model_len="
+               f"{limits.max_model_len}", seq)
+    need = -(-seq // limits.block_size)
+    most = int(need.max())
+    _first_bad("requests.block_table[{i}]", need > table.shape[1], f"must hold the request's blocks, but has "
+               f"{table.shape[1]} columns; blocks needed", need)
+    prefill = sched > limits.decode_threshold
+    after = torch.cummax(prefill.to(torch.int8), 0).values.bool()       # a prefill at or before i
+    _first_bad("requests[{i}]", ~prefill & after, f"is a decode after a prefill chunk: requests must list decodes "
+               f"(<= {limits.decode_threshold} scheduled tokens) first")
+    total = int(sched.sum())
+    if total > limits.max_num_tokens:
+        raise ValueError(f"requests: {total} scheduled tokens, more than max_num_tokens={limits.max_num_tokens}")
+    table = table[:, :most]
+    used = torch.arange(most)[None, :] < need[:, None]
+    _first_bad("requests.block_table[{i}]", ((table < 0) & used).any(1), "must hold block ids >= 0")
+    return cached, sched, torch.where(used, table, 0), state
+
+
 def decodes_first(requests: Sequence[Request], decode_threshold: int = 1) -> list[int]:
     """A stable order of `requests` with decodes first (for engines whose batches are not ordered)."""
     return sorted(range(len(requests)), key=lambda i: requests[i].num_scheduled > decode_threshold)
@@ -320,37 +410,42 @@ def _block_table(requests: Sequence[Request], need: list[int]) -> torch.Tensor:
     return table
 
 
-def build_metadata(requests: Sequence[Request], limits: BatchLimits, *, gathered_prefill: bool = False,
-                   chunk_bytes: ChunkBytes = default_chunk_bytes) -> BatchMetadata:
+def build_metadata(requests: Sequence[Request] | RequestBatch, limits: BatchLimits, *,
+                   gathered_prefill: bool = False, chunk_bytes: ChunkBytes = default_chunk_bytes) -> BatchMetadata:
     """Host metadata of one step (see BatchMetadata); ValueError if the batch is over the limits.
 
     gathered_prefill: plan the gathered-context path (fp8 cache, >= 32 heads per rank).
     chunk_bytes: workspace bytes of an indexer chunk (rows, width, gathered keys), under indexer_cap_bytes.
     """
-    validate_requests(requests, limits)
     bs, p = limits.block_size, limits.kpool
-    b = len(requests)
-    cached = torch.tensor([r.num_cached for r in requests], dtype=torch.int64)
-    sched = torch.tensor([r.num_scheduled for r in requests], dtype=torch.int64)
-    seq = cached + sched
+    if isinstance(requests, RequestBatch):
+        cached, sched, table, state = validate_batch(requests, limits)
+        seq = cached + sched
+    else:
+        validate_requests(requests, limits)
+        cached = torch.tensor([r.num_cached for r in requests], dtype=torch.int64)
+        sched = torch.tensor([r.num_scheduled for r in requests], dtype=torch.int64)
+        seq = cached + sched
+        table = _block_table(requests, (-(-seq // bs)).tolist())
+        state = torch.tensor([r.state_slot for r in requests], dtype=torch.int64)
+    b = seq.shape[0]
     qs = torch.zeros(b + 1, dtype=torch.int64)
     torch.cumsum(sched, 0, out=qs[1:])
     t = int(qs[-1])
     token_req = torch.repeat_interleave(torch.arange(b), sched)
     positions = torch.arange(t) - qs[token_req] + cached[token_req]
 
-    table = _block_table(requests, (-(-seq // bs)).tolist())
     slot_mapping = table[token_req, positions // bs] * bs + positions % bs
     max_block_id = int(table.max())
 
-    decode = [r.num_scheduled <= limits.decode_threshold for r in requests]
-    nd = sum(decode)
+    nd = int((sched <= limits.decode_threshold).sum())
     ndt = int(qs[nd])
     ql = qs.tolist()
+    cl, sl = cached.tolist(), seq.tolist()
     row_keys = (positions + 1) // p
 
-    spans_dec = [(i, ql[i], ql[i + 1], requests[i].num_cached) for i in range(nd)]
-    spans_pre = [(i, ql[i], ql[i + 1], requests[i].num_cached) for i in range(nd, b)]
+    spans_dec = [(i, ql[i], ql[i + 1], cl[i]) for i in range(nd)]
+    spans_pre = [(i, ql[i], ql[i + 1], cl[i]) for i in range(nd, b)]
     cap = limits.indexer_cap_bytes
     decode_chunks = plan_indexer_chunks(spans_dec, p, cap, chunk_bytes, gather_keys=False)
     prefill_chunks = plan_indexer_chunks(spans_pre, p, cap, chunk_bytes, gather_keys=True)
@@ -365,7 +460,7 @@ def build_metadata(requests: Sequence[Request], limits: BatchLimits, *, gathered
     gather_base = torch.full((t,), -1, dtype=torch.int64)
     gather_chunks: list[Chunk] = []
     if gathered_prefill and nd < b:
-        spans = [(i, ql[i], ql[i + 1], requests[i].seq_len) for i in range(nd, b)]
+        spans = [(i, ql[i], ql[i + 1], sl[i]) for i in range(nd, b)]
         gather_chunks = plan_gather_chunks(spans, limits.gather_tokens)
         for c in gather_chunks:
             for piece in c.pieces:
@@ -374,8 +469,8 @@ def build_metadata(requests: Sequence[Request], limits: BatchLimits, *, gathered
     i32 = torch.int32
     return BatchMetadata(
         limits=limits, num_reqs=b, num_tokens=t, num_decodes=nd, num_decode_tokens=ndt,
-        query_start=ql, seq_lens=seq.tolist(), max_block_id=max_block_id,
+        query_start=ql, seq_lens=sl, max_block_id=max_block_id,
         positions=positions.to(i32), token_req=token_req.to(i32), slot_mapping=slot_mapping.to(i32),
-        block_table=table.to(i32), state_slot=torch.tensor([r.state_slot for r in requests], dtype=i32),
+        block_table=table.to(i32), state_slot=state.to(i32),
         row_keys=row_keys.to(i32), ks=ks.to(i32), ke=ke.to(i32), gather_base=gather_base.to(i32),
         decode_chunks=decode_chunks, prefill_chunks=prefill_chunks, gather_chunks=gather_chunks)

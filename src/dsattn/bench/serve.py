@@ -5,8 +5,9 @@ realistic batches (random caches holding each request's history, random block ta
 ``backend.synthetic``): decodes only, decodes with a prefill chunk (the mixed step), and prefill chunks
 only. One step is ``prepare`` (host metadata, one copy) plus one full layer's ``forward`` (cache writes,
 indexer, top-k, slot mapping, sparse MLA). Reported per step: median ms (CUDA events), prepare-only ms
-(host), layer_ms (one layer's forward alone on the prepared step: prepare runs once a step for all layers, the
-forward once a layer), tokens per second, the path and the workspace bytes (total and per consumer in the JSON).
+(host; prepare_batch_ms: the same requests as a RequestBatch), layer_ms (one layer's forward alone on the
+prepared step: prepare runs once a step for all layers, the forward once a layer), tokens per second, the path
+and the workspace bytes (total and per consumer in the JSON).
 With ``--graph`` the layer's forward is also captured into a CUDA graph and replayed (graph_ms; the replay's
 output and top-k sets compared with the eager call's: graph_equal, graph_same_selection, graph_max_diff, and
 eager_equal for two eager calls), as an engine captures its decode steps; a capture that fails is reported
@@ -30,6 +31,7 @@ import time
 import torch
 
 from ..backend.attention import INDICES, DSAAttention
+from ..backend.metadata import RequestBatch
 from ..backend.synthetic import make_step
 from ..config import preset
 from .common import format_table, time_ms, write_results
@@ -93,6 +95,16 @@ def graph_replay(layer, out, rep_ms: float, indices=None) -> dict:
         return {"graph_error": f"{type(e).__name__}: {e}".splitlines()[0][:200]}
 
 
+def _host_ms(fn) -> float:
+    """Mean wall milliseconds of fn() over at least 3 calls and 50 ms."""
+    t0 = time.perf_counter()
+    n = 0
+    while time.perf_counter() - t0 < 0.05 or n < 3:
+        fn()
+        n += 1
+    return (time.perf_counter() - t0) * 1e3 / n
+
+
 def run(args) -> list[dict]:
     dev = torch.device(args.device)
     steps = scenarios(args.tiny)
@@ -128,16 +140,13 @@ def run(args) -> list[dict]:
             layer_ms = time_ms(layer, warmup_ms=args.rep_ms / 4, rep_ms=args.rep_ms)
             idx = attn.workspace.view(INDICES, (tokens, attn.width), torch.int32)
             graph = graph_replay(layer, out, args.rep_ms, idx) if args.graph else {}
-            t0 = time.perf_counter()
-            n = 0
-            while time.perf_counter() - t0 < 0.05 or n < 3:
-                attn.prepare(s.requests)
-                n += 1
-            prep_ms = (time.perf_counter() - t0) * 1e3 / n
+            prep_ms, prep_batch_ms = (_host_ms(lambda: attn.prepare(r))
+                                      for r in (s.requests, RequestBatch.from_requests(s.requests)))
             rows.append({
                 "preset": name, "tp": tp, "heads": heads, "layout": layout, "path": attn.path.value,
                 "scenario": scenario, "requests": len(spans), "tokens": tokens,
                 "context_tokens": sum(c + n for c, n in spans), "step_ms": ms, "prepare_ms": prep_ms,
+                "prepare_batch_ms": prep_batch_ms,
                 "layer_ms": layer_ms, **graph,
                 "tokens_per_s": tokens / ms * 1e3, "workspace_MiB": attn.workspace_bytes / 2**20,
                 "workspace": {r["consumer"]: r["bytes"] for r in attn.workspace.report()},
@@ -147,7 +156,7 @@ def run(args) -> list[dict]:
                  f"{graph['graph_max_diff']:.2e})" if "graph_ms" in graph else
                  f", graph capture failed: {graph['graph_error']}" if graph else "")
             print(f"{name} TP{tp} {layout} ({attn.path.value}) {scenario}: {tokens} tokens, {ms:.3f} ms/step, "
-                  f"prepare {prep_ms:.3f} ms, layer {layer_ms:.3f} ms{g}, workspace "
+                  f"prepare {prep_ms:.3f} ms (RequestBatch {prep_batch_ms:.3f}), layer {layer_ms:.3f} ms{g}, workspace "
                   f"{attn.workspace_bytes / 2**20:.1f} MiB", flush=True)
             del s, attn, out
             if dev.type == "cuda":
@@ -156,7 +165,7 @@ def run(args) -> list[dict]:
 
 
 COLUMNS = ["preset", "tp", "heads", "layout", "path", "scenario", "requests", "tokens", "step_ms", "prepare_ms",
-           "layer_ms", "tokens_per_s", "workspace_MiB"]
+           "prepare_batch_ms", "layer_ms", "tokens_per_s", "workspace_MiB"]
 
 
 def main(argv: list[str] | None = None) -> int:
