@@ -207,3 +207,8 @@ def _tensors(cached, sched, table, state=None):
 def test_request_batch_rejects(batch, match):
     with pytest.raises(ValueError, match=match):
         build_metadata(batch, LIMITS)
+
+
+def test_request_batch_from_no_requests():
+    with pytest.raises(ValueError, match="non-empty list of Request"):
+        RequestBatch.from_requests([])

@@ -68,6 +68,8 @@ class RequestBatch:
     @classmethod
     def from_requests(cls, requests: Sequence[Request]) -> RequestBatch:
         """The same requests as tensors (block tables padded with 0 to the longest)."""
+        if not requests:
+            raise ValueError("requests must be a non-empty list of Request")
         tables = [torch.as_tensor(r.block_table).reshape(-1) for r in requests]
         width = max(len(t) for t in tables)
         table = torch.zeros((len(requests), width), dtype=torch.int64)
