@@ -128,6 +128,24 @@ def test_v4_random_rows(v):
     _assert_same_sets(_run(logits, lengths, k, cap=64, sample=32, **v), _expected(logits, lengths, k))
 
 
+@pytest.mark.parametrize("v", configs())
+def test_rows_come_out_in_column_order(v):
+    """Every path of every version lists a row's selection in ascending column order: rows that fit the capacity,
+    the sampled candidates (one filter program a row, or several: test_v4_segments_list_columns_in_order), the
+    retries and the exact fallback (tie-heavy rows), and the -1 padding after them."""
+    k, w = 8, 300
+    logits = torch.randn(6, w)
+    logits[1] = torch.randint(0, 3, (w,)).float()  # few distinct values: the fallback
+    logits[2, 200:] = 5.0
+    logits[4, ::2] = float("-inf")
+    lengths = torch.tensor([w, w, w, 290, 250, 5], dtype=torch.int32)
+    got = _run(logits, lengths, k, cap=32, sample=16, **v)
+    _assert_same_sets(got, _expected(logits, lengths, k))
+    for r in range(6):
+        n = int((got[r] >= 0).sum())
+        assert (got[r, n:] == -1).all() and torch.equal(got[r, :n], got[r, :n].sort().values), r
+
+
 @pytest.mark.parametrize("v", configs("v4seg4", "v4m1seg2", "v4split_seg4", "v4early_seg4"))
 def test_v4_segments_list_columns_in_order(v):
     """Several filter programs a row (their candidates in slot order the atomics decide on a GPU): every row lists
