@@ -46,7 +46,7 @@ class Request:
         return self.num_cached + self.num_scheduled
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)  # (tensor fields: == would compare them element-wise)
 class RequestBatch:
     """A step's requests as host tensors, one row a request, decodes first: the form an engine keeps them in.
     ``prepare`` takes it instead of a list of Request, runs the same checks on whole tensors and builds the
