@@ -540,7 +540,8 @@ if triton is not None:
         [ROWS, 4]: each tile row is one 16-byte load and one thread's run of 4 columns, so a tile row's
         count and ranks stay in its thread; one scan over the ROWS totals places them. With one segment
         per row (ATOMIC False) the candidates land in column order; with several, each tile reserves its
-        slots with one atomic on the row's count (order then free; the select breaks ties by column).
+        slots with one atomic on the row's count (their order then free: the select breaks ties by column and
+        lists its output in column order, _emit_v4's SEGS).
         FUSE_TAU (one segment per row only): the program first finds the row's tau itself, as _v4_tau
         would (same sample, rank and mode; no split), so no separate threshold launch runs and the
         threshold's latency-bound steps overlap other programs' streaming."""
