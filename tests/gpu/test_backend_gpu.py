@@ -167,11 +167,11 @@ DECODES = [(3000 + 37 * i, 1) for i in range(24)] + [(700, 1), (0, 1)]
 @pytest.mark.parametrize("name, layout, heads, path", CASES)
 def test_decode_layer_replays_as_a_cuda_graph(name, layout, heads, path):
     """A decode step's forward captured into a CUDA graph (as an engine captures its decode batches) replays what the
-    eager call computes (bench.serve.graph_replay: warm-up on a side stream, capture, replay): the same top-k sets,
+    eager call computes (bench.serve.replay_vs_eager: warm-up on a side stream, capture, replay): the same top-k sets,
     every output written, bit for bit; and two eager calls give the same bits (the top-k lists each selection in
     column order since session 15; before, its atomics decided the order and the attention's sums moved by up to
     2e-3, bench/logs/s15_call3.log)."""
-    from dsattn.bench.serve import graph_replay
+    from dsattn.bench.serve import replay_vs_eager
     geo = preset(name)
     s = make_step(geo, heads, layout, DECODES, block_size=BS, device=DEV)
     attn = _backend(geo, layout, heads, max_num_reqs=len(DECODES))
@@ -179,6 +179,7 @@ def test_decode_layer_replays_as_a_cuda_graph(name, layout, heads, path):
     out = torch.empty((t, heads, 512), dtype=torch.bfloat16, device=DEV)
     step = attn.prepare(s.requests)
     indices = attn.workspace.view(INDICES, (t, attn.width), torch.int32)
-    got = graph_replay(lambda: attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out), out, 5.0, indices)
+    got = replay_vs_eager(lambda: attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out), out, 5.0,
+                          indices)
     assert "graph_error" not in got, got
     assert got["graph_same_selection"] and got["eager_equal"] and got["graph_equal"], got

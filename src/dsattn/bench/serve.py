@@ -62,12 +62,13 @@ def scenarios(tiny: bool) -> dict[str, list[tuple[int, int]]]:
     }
 
 
-def graph_replay(layer, out, rep_ms: float, indices=None) -> dict:
+def replay_vs_eager(layer, out, rep_ms: float, indices=None) -> dict:
     """layer() (one forward writing `out`; `indices`: the top-k it leaves in the workspace, or None) captured into a
     CUDA graph after a warm-up on a side stream, then replayed. Returns graph_ms, eager_equal (two eager calls give
     the same out bit for bit; before session 15 they did not where the top-k's atomics ordered its selection),
     graph_equal (the replay's out equals the first eager call's), graph_max_diff, and with indices
-    graph_same_selection (the same top-k sets, row by row); or graph_error when the capture fails."""
+    graph_same_selection (the same top-k sets, row by row); or graph_error when the capture fails. (Not
+    bench.common.graph_replay, which only captures: this one warms up on a side stream and checks the replay.)"""
     try:
         layer()
         want = out.clone()
@@ -138,8 +139,10 @@ def run(args) -> list[dict]:
                 attn.forward(prepared, s.q, s.latent, s.kv_cache, s.indexer, out=out)
 
             layer_ms = time_ms(layer, warmup_ms=args.rep_ms / 4, rep_ms=args.rep_ms)
-            idx = attn.workspace.view(INDICES, (tokens, attn.width), torch.int32)
-            graph = graph_replay(layer, out, args.rep_ms, idx) if args.graph else {}
+            graph = {}
+            if args.graph:
+                idx = attn.workspace.view(INDICES, (tokens, attn.width), torch.int32)
+                graph = replay_vs_eager(layer, out, args.rep_ms, idx)
             prep_ms, prep_batch_ms = (_host_ms(lambda: attn.prepare(r))
                                       for r in (s.requests, RequestBatch.from_requests(s.requests)))
             rows.append({

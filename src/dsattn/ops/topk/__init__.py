@@ -41,9 +41,10 @@ def topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: Optional[torc
     are 0 .. lengths[t] - 1 (values past W are treated as W, negative as 0); k >= 1.
     out [T, k] int32 (any row stride): the row's k largest valid columns as a set (order free), ties
     toward the lower column, padded with -1 when fewer than k are valid. The Triton kernels list each set in
-    ascending column order, the same in every run (tests/test_topk.py::test_rows_come_out_in_column_order; the
-    attention that reads the list sums in its order); the reference twin (CPU without TRITON_INTERPRET) in its own. scratch: the int32 buffer of
-    ``topk_scratch_spec(T, W, k)`` (allocated here when None and needed). Returns out.
+    ascending column order, the same in every run, for k <= 8192 (tests/test_topk.py::
+    test_rows_come_out_in_column_order; the attention that reads the list sums in its order); the reference twin
+    (CPU without TRITON_INTERPRET) in its own. scratch: the int32 buffer of ``topk_scratch_spec(T, W, k)``
+    (allocated here when None and needed). Returns out.
     """
     k = check_int("k", k, lo=1)
     check_tensor("logits", logits, dtype=torch.float32, ndim=2)
