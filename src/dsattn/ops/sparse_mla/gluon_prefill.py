@@ -97,6 +97,11 @@ counts, s_q 1024, ms one program an item / persistent (80 producer registers; 88
 bench/logs/s14_call7.log; with the item loop it compiled to 0-44 B of spills at sm_90a by head count and producer
 registers, 80 / 88 / 96). Removed (its code: git 69caf59).
 
+Tail (PrefillConfig.tail, 64/2/4/80/0/1/1/1; session 15: warpgroup 0 issues S(b + 1) right behind its P V(b) and
+retires both in iteration b) was right on the H200 (outputs bit-equal to the default) but slower at every head count,
+s_q 1024, ms tail / default: 64 heads 0.859 / 0.777, 128 heads 1.676 / 1.479, 16 heads 0.506 / 0.488, 32 heads
+0.731 / 0.663 (session 16, bench/results/ab_s16_tail_h*.json, bench/logs/s16_tail.log). Removed (its code: git 1689471).
+
 Launch configurations (PrefillConfig, DSATTN_PF_CONFIG='bn/stages/producer_warps/producer_regs[/overlap[/f16[/split]]]'):
 64 x 2 split (default, prefill_config), 32-entry blocks x 4 stages, 64 x 2 (S's wgmma N = 32 a warpgroup in the
 N-split consumer instead of 16: half the re-reads of q from shared memory per entry, one block in flight instead of
@@ -150,10 +155,8 @@ class PrefillConfig:
     measured slower and was removed: module docstring); f16: 1 converts the stages to fp16 x V_SCALE in the producer
     and runs one fp16 P @ V, 0 runs P_hi V + P_lo V in bf16; split: 1
     runs the split consumer (_wg_s / _wg_v: one warpgroup computes S over all BN entries, the softmax and O[:, :256],
-    the other O[:, 256:] from its P), 0 the two-warpgroup N-split consumer (_consumer). tail (split 1, overlap 0;
-    session 15, NOT YET RUN ON A GPU): warpgroup 0 issues S of block b + 1 right behind its P V(b) at the end of
-    iteration b and retires both there (P V(b) first: it frees stage b), so the tensor cores are not drained and
-    refilled between the blocks; two stages suffice (b and b + 1 are the two held)."""
+    the other O[:, 256:] from its P), 0 the two-warpgroup N-split consumer (_consumer) (tail, an 8th field, measured
+    slower and was removed: module docstring)."""
     block_n: int = 64
     stages: int = 2
     producer_warps: int = 4
@@ -161,7 +164,6 @@ class PrefillConfig:
     overlap: int = 0
     f16: int = 1
     split: int = 1
-    tail: int = 0
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -171,27 +173,25 @@ def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
 
 
 def parse_prefill_config(spec: str) -> PrefillConfig:
-    """'bn/stages/producer_warps/producer_regs[/overlap[/f16[/split[/tail]]]]' (e.g. '64/2/4/56', '32/4/4/56/0/0/1';
-    fields left out are 0: '64/2/4/56' is the N-split consumer) -> PrefillConfig;
+    """'bn/stages/producer_warps/producer_regs[/overlap[/f16[/split]]]' (e.g. '64/2/4/56', '32/4/4/56/0/0/1'; fields left
+    out are 0: '64/2/4/56' is the N-split consumer) -> PrefillConfig;
     ValueError naming DSATTN_PF_CONFIG when the kernel does not take it."""
     try:
         fields = [int(x) for x in spec.split("/")]
-        if len(fields) not in (4, 5, 6, 7, 8):
+        if len(fields) not in (4, 5, 6, 7):
             raise ValueError
-        cfg = PrefillConfig(*(fields + [0] * (8 - len(fields))))  # fields left out are 0 (not the defaults)
+        cfg = PrefillConfig(*(fields + [0] * (7 - len(fields))))  # fields left out are 0 (not the defaults)
     except ValueError:
         raise ValueError(f"DSATTN_PF_CONFIG must be bn/stages/producer_warps/producer_regs, e.g. 32/4/4/96, "
                          f"got {spec!r}") from None
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6 and cfg.producer_warps in (4, 8)
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1)
           and cfg.f16 in (0, 1) and cfg.split in (0, 1) and not (cfg.split == 1 and cfg.overlap and cfg.stages < 3)
-          and cfg.tail in (0, 1) and not (cfg.tail and (cfg.split != 1 or cfg.overlap))
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
                          "producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap 0 or 1, f16 0 or 1, "
-                         "split 0 or 1 (split 1 with overlap: 3 stages at least), tail 0 or 1 (split 1, overlap 0); "
-                         f"got {spec!r}")
+                         f"split 0 or 1 (split 1 with overlap: 3 stages at least); got {spec!r}")
     return cfg
 
 
@@ -394,7 +394,7 @@ if HAVE_GLUON:
               q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
               HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
               NS: gl.constexpr, F16: gl.constexpr, OVERLAP: gl.constexpr, PROFILE: gl.constexpr,
-              num_warps: gl.constexpr, TAIL: gl.constexpr = 0):
+              num_warps: gl.constexpr):
         """Split consumer, warpgroup 0 (default partition): S of every block over all BN entries (wgmma N = BN), the
         online softmax, P (and the rescale factor alpha) to shared memory for warpgroup 1, and O[:, :256].
         OVERLAP: S of block b + 1 is issued before block b's softmax (the tensor cores compute it while the softmax of
@@ -423,19 +423,12 @@ if HAVE_GLUON:
         tok_of_row = (gl.arange(0, ROWS, ROW_S) // HPT)[:, None]
         m_i = gl.full([ROWS], NEG_INF, gl.float32, ROW_S)
         l_i = gl.zeros([ROWS], gl.float32, ROW_S)
-        if TAIL:
-            acc = gl.zeros([ROWS, 256], gl.float32, MMA_O)  # each block's P V retires in its own iteration
-        else:
-            acc = warpgroup_mma_init(gl.zeros([ROWS, 256], gl.float32, MMA_O))
+        acc = warpgroup_mma_init(gl.zeros([ROWS, 256], gl.float32, MMA_O))
         nblocks = gl.cdiv(hi, BN)
         NG_P: gl.constexpr = 1 if F16 else 2         # wgmma groups of one P @ V
         if OVERLAP:
             gl.static_assert(NS >= 3, "split overlap: stages of b and b + 1 held while b - 1 is released")
             s_cur = _s_first(q_rope, q_smem, lat, rope, nblocks, full, MMA_S, HAS_ROPE, BN)
-        if TAIL:
-            gl.static_assert(not OVERLAP, "tail: the overlap schedule's S(b + 1) comes before the softmax instead")
-            s_cur = _s_first(q_rope, q_smem, lat, rope, nblocks, full, MMA_S, HAS_ROPE, BN)
-        NG_S: gl.constexpr = 2 if HAS_ROPE else 1    # wgmma groups of one S
         for b in range(nblocks):
             st = b % NS
             # the block's entries (and token bits), loaded here and used after S: their latency hides behind S,
@@ -454,8 +447,6 @@ if HAVE_GLUON:
                 mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
                 s_nxt = _s_next(q_rope, q_smem, lat, rope, b, nblocks, full, MMA_S, HAS_ROPE, BN, NS)
                 s = s_cur
-            elif TAIL:
-                s = s_cur  # S(b), retired at the end of iteration b - 1 (or by the prologue); P V(b - 1) too
             else:
                 # O[:, :256] += P V of block b - 1 retired: this warpgroup's hold on its stage ends (warpgroup 1
                 # releases it too once its half retired)
@@ -489,15 +480,6 @@ if HAVE_GLUON:
                 acc = warpgroup_mma(gl.convert_layout(p_lo, P_L), v_left, acc, is_async=True)
             if OVERLAP:
                 s_cur = warpgroup_mma_wait(NG_P, deps=(s_nxt,))  # S(b + 1) retired; P V(b) may still run
-            if TAIL:
-                # S(b + 1) queued right behind P V(b) (past the last block: over block b's stage again, never read);
-                # both retire in this iteration (a wgmma left in flight across the back-edge and retired by a partial
-                # wait whose accumulator is then read serializes every wgmma: helper W, session 13)
-                s_nxt = _s_next(q_rope, q_smem, lat, rope, b, nblocks, full, MMA_S, HAS_ROPE, BN, NS)
-                acc = warpgroup_mma_wait(NG_S, deps=(acc,))     # P V(b) retired (the older group): stage b is ours
-                gl.thread_barrier()
-                mbarrier.arrive(free.index(st), count=1)
-                s_cur = warpgroup_mma_wait(0, deps=(s_nxt,))
         acc = warpgroup_mma_wait(0, deps=(acc,))
 
         empty = l_i == 0.0
@@ -679,8 +661,7 @@ if HAVE_GLUON:
             stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr,
             HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, OVERLAP: gl.constexpr, F16: gl.constexpr,
             PROFILE: gl.constexpr, SPLIT: gl.constexpr, V_REGS: gl.constexpr,
-            PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
-            TAIL: gl.constexpr = 0):
+            PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
         """1-D grid, one program a work item. G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its
         union list entries / masks row g (stride_it), end_ptr = counts. G == 1: program p = token p // nhb, head
         block p % nhb (nhb = cdiv(num_heads, HPT): a token's head blocks are neighbouring programs, so they run at
@@ -742,7 +723,7 @@ if HAVE_GLUON:
                 (_wg_s, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                          qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                          q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
-                         HAS_ROPE, GROUPED, HPT, BN, NS, F16, OVERLAP, PROFILE, num_warps, TAIL)),
+                         HAS_ROPE, GROUPED, HPT, BN, NS, F16, OVERLAP, PROFILE, num_warps)),
                 (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
                          full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE)),
                 (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
@@ -781,7 +762,7 @@ def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0
         flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages, cfg.overlap,
         bool(cfg.f16), profile, cfg.split, SPLIT_V_REGS,
         cfg.producer_warps, cfg.producer_regs,
-        num_warps=4 if cfg.split else CONSUMER_WARPS, **({"TAIL": 1} if cfg.tail else {}),
+        num_warps=4 if cfg.split else CONSUMER_WARPS,
     )
 
 
