@@ -144,6 +144,19 @@ def test_scratch_spec_sizes():
             prefill_scratch_spec(**args)
 
 
+def test_scratch_cap_env(monkeypatch):
+    """DSATTN_PREFILL_SCRATCH_MIB sets the chunk cap (A/B runs of the chunk size); bad values name it."""
+    monkeypatch.setenv("DSATTN_PREFILL_SCRATCH_MIB", "128")
+    assert prefill_scratch_spec(100000, 8, 2048)[0][0] == (1024, 8 * 2048)   # 2 x 64 MiB: 8192 tokens a chunk
+    assert prefill_scratch_spec(8192, 16, 2048)[0][0] == (2048, 4 * 2048)    # s_q 8192 at 16 heads: one chunk
+    monkeypatch.setenv("DSATTN_PREFILL_SCRATCH_MIB", "")
+    assert prefill_scratch_spec(8192, 16, 2048)[0][0] == (1024, 4 * 2048)    # the default: two chunks
+    for bad in ("0", "-5", "1.5", "lots"):
+        monkeypatch.setenv("DSATTN_PREFILL_SCRATCH_MIB", bad)
+        with pytest.raises(ValueError, match="DSATTN_PREFILL_SCRATCH_MIB"):
+            prefill_scratch_spec(8192, 16, 2048)
+
+
 # ---------------------------------------------------------------------------------------------------
 # reference vs oracle, Triton (interpreted) vs reference
 # ---------------------------------------------------------------------------------------------------

@@ -167,9 +167,20 @@ def group_shape(num_heads: int) -> tuple[int, int]:
     return hpt, ROWS // hpt
 
 
+def scratch_cap_bytes() -> int:
+    """SCRATCH_CAP_BYTES, or DSATTN_PREFILL_SCRATCH_MIB MiB where set (read when a scratch spec is made: A/B runs
+    of the chunk size; a caller that sizes its workspace from prefill_scratch_spec gets the chunks it sized)."""
+    spec = os.environ.get("DSATTN_PREFILL_SCRATCH_MIB", "").strip()
+    if not spec:
+        return SCRATCH_CAP_BYTES
+    if not spec.isdigit() or not 1 <= int(spec) <= 65536:
+        raise ValueError(f"DSATTN_PREFILL_SCRATCH_MIB must be a whole number of MiB in 1..65536, got {spec!r}")
+    return int(spec) << 20
+
+
 def _chunk_groups(g: int, topk: int) -> int:
-    """Groups per chunk: entries + masks ((C, G * topk) int32 each) within SCRATCH_CAP_BYTES."""
-    return max(1, SCRATCH_CAP_BYTES // (2 * 4 * g * topk))
+    """Groups per chunk: entries + masks ((C, G * topk) int32 each) within scratch_cap_bytes()."""
+    return max(1, scratch_cap_bytes() // (2 * 4 * g * topk))
 
 
 def prefill_scratch_spec(num_tokens: int, num_heads: int, topk: int) -> list[tuple[tuple[int, ...], torch.dtype]]:
@@ -182,7 +193,7 @@ def prefill_scratch_spec(num_tokens: int, num_heads: int, topk: int) -> list[tup
 
     C = min(cdiv(num_tokens, G), chunk) groups, chunk = max(1, 64 MiB // (8 * G * topk)) so that entries
     and masks together stay within 64 MiB (G 8, topk 2048: 512 groups = 4096 tokens, 64 MiB; the
-    launcher builds and runs the tokens in chunks of C * G).
+    launcher builds and runs the tokens in chunks of C * G; DSATTN_PREFILL_SCRATCH_MIB sets another cap).
     """
     for name, v in (("num_tokens", num_tokens), ("topk", topk)):
         if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "num_tokens" else 1):
