@@ -101,6 +101,9 @@ Tail (PrefillConfig.tail, 64/2/4/80/0/1/1/1; session 15: warpgroup 0 issues S(b 
 retires both in iteration b) was right on the H200 (outputs bit-equal to the default) but slower at every head count,
 s_q 1024, ms tail / default: 64 heads 0.859 / 0.777, 128 heads 1.676 / 1.479, 16 heads 0.506 / 0.488, 32 heads
 0.731 / 0.663 (session 16, bench/results/ab_s16_tail_h*.json, bench/logs/s16_tail.log). Removed (its code: git 1689471).
+With block b + 1's entries loaded before S(b + 1) and carried across the back-edge (the first build loaded them right
+before the softmax that masks with them) it was slower still: 0.937 / 0.785 at 64 heads, 1.779 / 1.446 at 128, 0.585 /
+0.488 at 16 (bench/results/ab_s16_tail2_h*.json; the patch in bench/logs/s16_tail2.log).
 
 Launch configurations (PrefillConfig, DSATTN_PF_CONFIG='bn/stages/producer_warps/producer_regs[/overlap[/f16[/split]]]'):
 64 x 2 split (default, prefill_config), 32-entry blocks x 4 stages, 64 x 2 (S's wgmma N = 32 a warpgroup in the
