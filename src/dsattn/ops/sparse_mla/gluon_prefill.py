@@ -158,8 +158,8 @@ class PrefillConfig:
     measured slower and was removed: module docstring); f16: 1 converts the stages to fp16 x V_SCALE in the producer
     and runs one fp16 P @ V, 0 runs P_hi V + P_lo V in bf16; split: 1
     runs the split consumer (_wg_s / _wg_v: one warpgroup computes S over all BN entries, the softmax and O[:, :256],
-    the other O[:, 256:] from its P), 0 the two-warpgroup N-split consumer (_consumer) (tail, an 8th field, measured
-    slower and was removed: module docstring)."""
+    the other O[:, 256:] from its P), 0 the two-warpgroup N-split consumer (_consumer). A tail schedule (an 8th field)
+    was measured slower and removed: module docstring."""
     block_n: int = 64
     stages: int = 2
     producer_warps: int = 4
