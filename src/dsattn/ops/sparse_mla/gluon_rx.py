@@ -80,6 +80,20 @@ Partitions (gl.warp_specialize):
       0.2155 vs 0.1924; a 2-warp producer 0.2716 / 0.2356). spillfix's bit 2 (cross-warp row max / row sum by hand)
       went with them: on the 8-head default spillfix 1 / 3 were slower too (0.2135 / 0.2140 vs 0.2082 ms,
       bench/logs/s13_call4.log).
+fp8 S (config f8s 1, DSATTN_RX_F8S=1; two consumers: ping-pong and the halves; session 17, NOT THE DEFAULT: written
+  and compiled for sm_90a without a GPU, not yet run): S^T's latent part comes from fp8 wgmma products that read the
+  stage itself (the latent stages in NVMMASharedLayout, per 128-column group a [64, 128] tile under the same 16-byte
+  XOR swizzle by row as the raw default's, so the V operand's register reads stay conflict-free and unchanged), so each
+  latent value is converted once a block (P V's operand) instead of twice. q (bf16) is split per head into two e4m3
+  terms after a power-of-two scale (_stage_q8; exact for bf16 q but for values under 2^-2 of the scale: f8s_split, its
+  torch mirror, is what the CPU tests check); each (group, term) product is its own accumulator chain of K 128,
+  summed and scaled in fp32 (group scales per key, q's scale per head). Accuracy: session 14's cuBLAS emulation of this
+  split (bench/fp8_split_s_accuracy.py) gave lse errors of 7.1e-6 relative against issue 3's 1e-5, the fp8 products'
+  accumulation being the residual; tests/gpu/test_sparse_mla_rx_gpu.py::test_rx_f8s_* hold the kernel to issue 3's
+  tolerances. Compile check (bench/mla_gluon_check.py --kernel rx, configs ending /1): no spill at 8 / 16-head
+  ping-pong programs with spillfix 1 (rx_config gives it spillfix 1 at 8-head programs too) nor at 32-head nope, 28 B
+  (half 0) at 32-head fp8_ds_mla; at 16 heads the PTX holds 320 cvt.rn.f16x2.e4m3x2 (64 of them staging q, once a
+  program) against the default's 512. The device run is prepared in bench/gpu_s18_f8s.sh.
 No wgmma stays in flight across a loop back-edge or an mbarrier wait: ptxas then serializes every wgmma of the
 kernel (C7513, register operands defined while one is in flight), as the compile check showed.
 
