@@ -104,6 +104,7 @@ def impl(request, monkeypatch):
     """build_groups' kernels: the dense map (auto's choice where the slot range fits; falls back to hash where it
     does not), the hash table (hash1: one program a group) or the sort."""
     from dsattn.ops.sparse_mla import grouping
+    monkeypatch.delenv("DSATTN_GROUPING_IMPL", raising=False)
     monkeypatch.setattr(grouping, "IMPL", request.param)
     return request.param
 
@@ -321,6 +322,7 @@ def spy(monkeypatch):
     for name in ("_launch_dense", "_launch_hash"):
         real = getattr(grouping, name)
         monkeypatch.setattr(grouping, name, lambda *a, _r=real, _n=name: (calls.append(_n[8:]), _r(*a))[1])
+    monkeypatch.delenv("DSATTN_GROUPING_IMPL", raising=False)
     monkeypatch.setattr(grouping, "IMPL", "auto")
     return calls
 
@@ -390,6 +392,56 @@ def test_dense_rebuild_marks_only_repeats(spy, monkeypatch):
     assert spy == ["dense"] and c.tolist()[1] == -1 and c.tolist()[3] == -1 and c.tolist()[2] == 0
     want = oracle(idx, None, n, g, 0, 16)
     assert_groups((1, e[:1], m[:1], c[:1]), want[:1], ordered=True)
+
+
+def test_dense_smem_falls_back_without_a_gpu(spy, monkeypatch):
+    """IMPL 'dense_smem' (the map in shared memory, grouping_smem.py: inline PTX, never under the interpreter) runs
+    the global-memory dense map here, with the same results; its kernel's GPU tests are in tests/gpu/."""
+    from dsattn.ops.sparse_mla import grouping, grouping_smem
+    assert not grouping_smem.usable(torch.device("cpu"))
+    monkeypatch.setattr(grouping, "IMPL", "dense_smem")
+    idx, tl = make_indices(12, 16, 48, dup=True, lens=True, span=32)
+    got = run(build_groups, idx, tl, 48, 4, 0, 12)
+    assert spy == ["dense"]
+    assert_same(got, run(build_groups_reference, idx, tl, 48, 4, 0, 12), ordered=True)
+
+
+def test_grouping_impl_env_at_call_time(spy, monkeypatch):
+    """DSATTN_GROUPING_IMPL, where set, is read at each call (so an A/B run can switch it) over IMPL; a bad value is
+    refused, naming it, before any kernel runs."""
+    monkeypatch.setenv("DSATTN_GROUPING_IMPL", "hash")
+    idx, tl = make_indices(8, 16, 48, lens=True, span=32)
+    got = run(build_groups, idx, tl, 48, 4, 0, 8)
+    assert spy == ["hash"]
+    assert_same(got, run(build_groups_reference, idx, tl, 48, 4, 0, 8))
+    monkeypatch.setenv("DSATTN_GROUPING_IMPL", "fast")
+    e, m, n = scratch(2, 64)
+    with pytest.raises(ValueError, match="DSATTN_GROUPING_IMPL"):
+        build_groups(idx, tl, 48, 4, 0, 8, e, m, n)
+    assert (e == -7).all() and (m == -7).all() and (n == -7).all()
+
+
+def test_dense_smem_compiles_for_sm90a():
+    """grouping_smem's kernel compiles for sm_90a on this machine (no GPU) at topk 2048, 16384 slots, G 4 / 2: the
+    shared-memory atomics are ATOMS.OR in the SASS, the dynamic shared memory is the map's, no spill."""
+    pytest.importorskip("triton.experimental.gluon")
+    import os
+    import re
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.path.join(root, "src")}
+    env.pop("TRITON_INTERPRET", None)
+    res = subprocess.run([sys.executable, os.path.join(root, "bench", "grouping_smem_check.py"), "--groups", "4", "2"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("G ")]
+    assert len(lines) == 4, res.stdout
+    for ln in lines:
+        words = int(re.search(r"words (\d+)", ln).group(1))
+        assert int(re.search(r"shared=(\d+)", ln).group(1)) == 4 * words, ln
+        assert int(re.search(r"spill_st=(\d+)", ln).group(1)) == 0, ln
+        assert int(re.search(r"'ATOMS.OR': (\d+)", ln).group(1)) > 0, ln
 
 
 def test_three_dim_indices_and_fallback(monkeypatch):

@@ -788,12 +788,24 @@ def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks,
 
 # build_groups' kernels: "auto" (the default: the dense map where dense_fits, else the hash table), "dense" (the
 # same rule, named: dense where it fits, the hash path otherwise, never an error), "hash" (the table, 4 launches),
-# "hash1" (the same, one program a group, 1 launch) or "sort" (one tl.sort a group); DSATTN_GROUPING_IMPL overrides
-# it (read at import)
-IMPLS = ("auto", "dense", "hash", "hash1", "sort")
+# "hash1" (the same, one program a group, 1 launch) or "sort" (one tl.sort a group); "dense_smem" is "dense" with
+# each group's map built in shared memory by one Gluon program (grouping_smem.py; not yet run on a GPU, so not the
+# default; under the interpreter, or without Gluon, it runs the global-memory map); DSATTN_GROUPING_IMPL overrides
+# it (read at import, and again at each call where set, so that `dsattn bench ab` can switch it: _impl)
+IMPLS = ("auto", "dense", "dense_smem", "hash", "hash1", "sort")
 IMPL = os.environ.get("DSATTN_GROUPING_IMPL", "auto").strip().lower() or "auto"
 if IMPL not in IMPLS:
     raise ValueError(f"DSATTN_GROUPING_IMPL must be one of {', '.join(IMPLS)}, got {IMPL!r}")
+
+
+def _impl() -> str:
+    """DSATTN_GROUPING_IMPL where set now (validated), else IMPL (the tests set IMPL itself)."""
+    impl = os.environ.get("DSATTN_GROUPING_IMPL", "").strip().lower()
+    if not impl:
+        return IMPL
+    if impl not in IMPLS:
+        raise ValueError(f"DSATTN_GROUPING_IMPL must be one of {', '.join(IMPLS)}, got {impl!r}")
+    return impl
 DENSE_WORDS = 4096         # largest dense map (int32 words a group) the compaction holds in registers (sm_90a:
                            # 80 registers at 8 warps; 8192 words at 16 warps: 128 and 16 bytes of spill)
 DENSE_INSERT = (512, 4)    # dense insert: slots a program (a power of 2), num_warps
@@ -877,23 +889,31 @@ def dense_max_slots(G: int, topk: int) -> int:
     return min(DENSE_WORDS, G * topk) * spw if gp <= 16 and G * topk < 1 << 30 else 0
 
 
-def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups):
+def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups,
+                  smem_map: bool = False):
     """clear, insert, compact (which rebuilds a group with a repeated slot the sort path's way): three launches,
-    nothing allocated; the map lives in masks[c, :D] (dense_layout), the entries come out ascending by slot."""
+    nothing allocated; the map lives in masks[c, :D] (dense_layout), the entries come out ascending by slot.
+    smem_map (IMPL 'dense_smem', where grouping_smem.usable): one launch builds each group's map in shared memory
+    and writes it there instead of the clear and the insert."""
     k = indices.shape[1]
     gp, spw, d = dense_layout(num_slots, G)
     interp = interpreting()
     len_ptr = topk_length if topk_length is not None else indices
     has_len = topk_length is not None
-    cb = min(_next_pow2(d), 1024)
-    nb = -(-d // cb)
-    _fast(_dense_clear_kernel, (groups * nb,), masks, masks.stride(0), counts, d, groups, nb, CB=cb,
-          num_warps=1 if interp else 4)
-    bk = min(_next_pow2(k), DENSE_INSERT[0])
     src = (indices, indices.stride(0), len_ptr, num_slots, token0, ntokens)
-    _fast(_dense_insert_kernel, (groups * G * -(-k // bk),),
-        *src, masks, masks.stride(0), counts, k, G=G, GP=gp, SPW=spw, LOG_SPW=spw.bit_length() - 1, BK=bk,
-        HAS_LEN=has_len, num_warps=1 if interp else DENSE_INSERT[1])
+    if smem_map:
+        from . import grouping_smem
+        grouping_smem.launch_map(indices, topk_length, num_slots, G, token0, ntokens, masks, counts, groups, gp, spw,
+                                 d, _fast)
+    else:
+        cb = min(_next_pow2(d), 1024)
+        nb = -(-d // cb)
+        _fast(_dense_clear_kernel, (groups * nb,), masks, masks.stride(0), counts, d, groups, nb, CB=cb,
+              num_warps=1 if interp else 4)
+        bk = min(_next_pow2(k), DENSE_INSERT[0])
+        _fast(_dense_insert_kernel, (groups * G * -(-k // bk),),
+            *src, masks, masks.stride(0), counts, k, G=G, GP=gp, SPW=spw, LOG_SPW=spw.bit_length() - 1, BK=bk,
+            HAS_LEN=has_len, num_warps=1 if interp else DENSE_INSERT[1])
     dw, kp = _next_pow2(d), _next_pow2(k)
     wide = num_slots * gp + gp > 2**31 - 1
     inline = DENSE_INLINE and DENSE_REBUILD
@@ -931,11 +951,16 @@ def _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, 
         return 0
     if not kernels_available(indices.device):
         return build_groups_reference(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts)
-    impl = IMPL
+    impl = _impl()
+    smem_map = False
+    if impl == "dense_smem":
+        from . import grouping_smem
+        smem_map = grouping_smem.usable(indices.device)
+        impl = "dense"
     if impl in ("auto", "dense"):
         impl = "dense" if dense_fits(num_slots, G, indices.shape[1]) else "hash"
     if impl == "dense":
-        _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
+        _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups, smem_map)
     elif impl in ("hash", "hash1") and G * indices.shape[1] < 1 << 30:     # (counts[c] flags bit 30)
         launch = _launch_hash if impl == "hash" else _launch_hash1
         launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
@@ -999,17 +1024,20 @@ def _time_us(run, iters: int, dev) -> float:
 
 
 def _runner(impl, w, knobs, inline_dups):
-    """A launch of one implementation: impl 'dense' / 'auto' (build_groups' rule: dense where it fits, else hash),
+    """A launch of one implementation: impl 'dense' / 'auto' (build_groups' rule: dense where it fits, else hash;
+    'dense_smem' the same with the shared-memory map where grouping_smem.usable),
     'hash' / 'hash1' (knobs: module constants, e.g. {HASH_W, HASH_COMPACT, HASH_PROBE} or {DENSE_INSERT}, set
     for the launch) or 'sort' (w: num_warps)."""
     def go(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups):
-        if impl in ("dense", "auto"):
+        if impl in ("dense", "auto", "dense_smem"):
             mod = globals()
             saved = {name: mod[name] for name in knobs}
             mod.update(knobs)
             try:
                 if dense_fits(num_slots, g, idx.shape[1]):
-                    _launch_dense(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups)
+                    from . import grouping_smem
+                    smem = impl == "dense_smem" and grouping_smem.usable(idx.device)
+                    _launch_dense(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups, smem)
                 else:
                     _launch_hash(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups)
             finally:
@@ -1039,7 +1067,10 @@ def _bench(args) -> None:
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     variants = []
     for impl in args.impl:
-        if impl in ("dense", "auto"):
+        if impl == "dense_smem":
+            for dc in args.dense_compact or [DENSE_COMPACT_WARPS]:
+                variants.append((impl, None, dict(DENSE_COMPACT_WARPS=dc), f"dense_smem compact warps {dc or 'auto'}"))
+        elif impl in ("dense", "auto"):
             for di in args.dense_insert or [f"{DENSE_INSERT[0]}:{DENSE_INSERT[1]}"]:
                 for dc in args.dense_compact or [DENSE_COMPACT_WARPS]:
                     knobs = dict(DENSE_INSERT=tuple(int(x) for x in di.split(":")), DENSE_COMPACT_WARPS=dc)
@@ -1191,8 +1222,9 @@ def main(argv=None) -> None:
     p.add_argument("--inline-dups", action="store_true", help="one kernel, the repeated-slot branch inline")
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # cpu: a dry run under TRITON_INTERPRET=1
     p.add_argument("--warps", type=int, nargs="*", default=None, help="sort: num_warps to sweep (default: its own)")
-    p.add_argument("--impl", nargs="+", choices=("dense", "auto", "hash", "hash1", "sort"), default=["auto"],
-                   help="kernels to time (dense / auto: dense where it fits, else hash)")
+    p.add_argument("--impl", nargs="+", choices=("dense", "dense_smem", "auto", "hash", "hash1", "sort"),
+                   default=["auto"], help="kernels to time (dense / auto: dense where it fits, else hash; dense_smem: "
+                   "the dense path with the map built in shared memory)")
     p.add_argument("--dense-insert", nargs="*", default=None,
                    help="dense: insert SLOTS:WARPS, SLOTS a power of 2 (sweep; default DENSE_INSERT)")
     p.add_argument("--dense-compact", type=int, nargs="*", default=None,

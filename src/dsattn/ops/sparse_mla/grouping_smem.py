@@ -1,0 +1,118 @@
+"""The dense union-list path's map built in SHARED memory (grouping IMPL "dense_smem"; session 17, NOT THE DEFAULT:
+written and compiled for sm_90a without a GPU, not yet run).
+
+The dense path (grouping.py) keeps each group's map of token bits over the slot range in masks[c, :D] and builds it
+with one global atomic OR per valid (token, entry) pair: s_q x topk REDs in all (2.1 M at s_q 1024, 16.8 M at 8192),
+~30 us at s_q 1024 on the H200 whatever G (session 11, grouping_phases.py: about 40 REDs a clock; the clear pass
+another ~1.4 us), so at s_q 8192 most of the 300-500 us that build_groups takes. Here one program builds one group's
+map in its own shared memory instead: zero the map (D <= DENSE_WORDS words, 16 KiB at most), one shared-memory atomic
+OR per valid pair (ATOMS.OR in the SASS: no L2 round trip), then the finished map and counts[c] (the valid pairs)
+are written to masks[c, :D] / counts[c], exactly what grouping's clear + insert kernels leave there, so the
+compaction and the repeated-slot rebuild that follow are unchanged. One launch replaces two.
+
+Why inline PTX: Triton and Gluon have no shared-memory atomics (tl.histogram lowers to ballots and popcounts per bin,
+which is why the histogram path lost in session 15), so the map is read and written by `st.shared` / `red.shared.or`
+/ `ld.shared` at `global_smem + 4 w` (the kernel's dynamic shared memory, by name). A Gluon buffer of the map's size
+(`res`) makes Triton size that memory: at least the map's bytes whatever offset it is given. Between the first store
+and the last load of the map the kernel runs no Triton operation that uses shared memory (no reduction, no layout
+conversion: the valid pairs are counted per thread and summed after), so nothing of Triton's shares those bytes;
+barriers (bar.sync) separate the phases, and `res` is written only after a barrier that follows every read.
+
+PREDICTION (arithmetic, not measured): the program's work is its G x topk index loads (coalesced, 32 consecutive a
+warp) and as many shared atomics (random words: ~2-4-way bank conflicts), the map's zeroing and one write of it:
+bound by the index loads' bytes, s_q 8192 x 2048 x 4 B = 67 MB in ~20-30 us, s_q 1024 ~4-6 us, against the clear +
+insert's ~31 us (s_q 1024) and ~250 us (8192, extrapolated). build_groups at s_q 8192 G 4 would fall from ~347 to
+~120-150 us: the 16-head prefill at s_q 8192 ~3.07 -> ~2.85 ms (issue 3: 1.27-1.29x -> ~1.35x FlashMLA's 3.9-4.0).
+Prepared device run: bench/gpu_s18_grouping.sh.
+"""
+from __future__ import annotations
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    HAVE_GLUON = True
+except Exception:  # pragma: no cover - a Triton without Gluon
+    HAVE_GLUON = False
+
+MAP_WARPS = 4    # warps of a map program
+MAP_BK = 1024    # index entries a step (a power of 2): 8 a thread at 4 warps, 32 consecutive a warp
+
+if HAVE_GLUON:
+    @gluon.jit
+    def _sts(off, val):
+        """st.shared.b32 [global_smem + off], val (elementwise; the output is a dummy 0)."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .u32 a; mov.u32 a, global_smem; add.u32 a, a, $1; st.shared.b32 [a], $2; mov.u32 $0, 0; }",
+            "=r,r,r", [off, val], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _reds_or(off, bit):
+        """red.shared.or.b32 [global_smem + off], bit where bit != 0 (elementwise; the output is a dummy 0)."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .u32 a; .reg .pred p; setp.ne.u32 p, $2, 0; mov.u32 a, global_smem; add.u32 a, a, $1; "
+            "@p red.shared.or.b32 [a], $2; mov.u32 $0, 0; }",
+            "=r,r,r", [off, bit], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _lds(off):
+        """ld.shared.b32 [global_smem + off] (elementwise; not pure, so it stays after the barrier before it)."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .u32 a; mov.u32 a, global_smem; add.u32 a, a, $1; ld.shared.b32 $0, [a]; }",
+            "=r,r", [off], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit(do_not_specialize=["num_slots", "token0", "ntokens", "K", "D"])
+    def dense_map_smem_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, msk_ptr, msk_stride, cnt_ptr,
+                              K, D, G: gl.constexpr, GP: gl.constexpr, SPW: gl.constexpr, LOG_SPW: gl.constexpr,
+                              DW: gl.constexpr, BK: gl.constexpr, HAS_LEN: gl.constexpr, num_warps: gl.constexpr):
+        """Program c (first group first): group c's dense map (grouping.dense_layout: word s // SPW, field s % SPW of
+        GP bits, bit j for token j of the group) in shared memory from its G tokens' valid entries (0 <= slot <
+        num_slots, i < topk_length), then masks[c, :D] = the map and counts[c] = the valid entries: what grouping's
+        _dense_clear_kernel + _dense_insert_kernel leave. DW: the map's words rounded up to a power of 2."""
+        c = gl.program_id(0)
+        WL: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+        IL: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+        # sizes the kernel's dynamic shared memory (at least DW words); the map itself is used through global_smem
+        res = gl.allocate_shared_memory(gl.int32, [DW], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+        wi = gl.arange(0, DW, WL)
+        _sts(wi * 4, gl.zeros([DW], gl.int32, WL))
+        gl.thread_barrier()
+        listed = gl.zeros([BK], gl.int32, IL)          # valid entries, per thread (summed after the map is read)
+        for j in gl.static_range(G):
+            t = c * G + j
+            row = (token0 + t).to(gl.int64)
+            n = K
+            if HAS_LEN:
+                n = gl.minimum(gl.load(len_ptr + row, mask=t < ntokens, other=0), K)
+            n = gl.where(t < ntokens, n, 0)
+            for kb in range(0, n, BK):
+                i = kb + gl.arange(0, BK, IL)
+                ok = i < n
+                slot = gl.load(idx_ptr + row * idx_stride + i, mask=ok, other=-1)
+                ok = ok & (slot >= 0) & (slot < num_slots)
+                slot = gl.where(ok, slot, 0)
+                _reds_or((slot >> LOG_SPW) * 4, gl.where(ok, (1 << j) << ((slot & (SPW - 1)) * GP), 0))
+                listed += ok.to(gl.int32)
+        gl.thread_barrier()
+        w = _lds(wi * 4)
+        gl.thread_barrier()                            # every word read before res (which may overlap it) is written
+        res.store(w)
+        gl.store(msk_ptr + c.to(gl.int64) * msk_stride + wi, w, mask=wi < D)
+        gl.store(cnt_ptr + c, gl.sum(listed, 0))
+
+
+def usable(device) -> bool:
+    """Whether the shared-memory map kernel can run on `device`: a CUDA device and Gluon (never under the
+    interpreter, which runs no inline PTX)."""
+    from .._triton import interpreting
+    return HAVE_GLUON and device.type == "cuda" and not interpreting()
+
+
+def launch_map(indices, topk_length, num_slots, G, token0, ntokens, masks, counts, groups, gp, spw, d, fast):
+    """The map and counts of `groups` groups (grouping._launch_dense's first step under IMPL 'dense_smem')."""
+    k = indices.shape[1]
+    dw = 1 << max(0, (d - 1).bit_length())
+    fast(dense_map_smem_kernel, (groups,), indices, indices.stride(0),
+         topk_length if topk_length is not None else indices, num_slots, token0, ntokens, masks, masks.stride(0),
+         counts, k, d, G=G, GP=gp, SPW=spw, LOG_SPW=spw.bit_length() - 1, DW=dw,
+         BK=min(MAP_BK, max(32 * MAP_WARPS, 1 << max(0, (k - 1).bit_length()))), HAS_LEN=topk_length is not None,
+         num_warps=MAP_WARPS)

@@ -1,0 +1,102 @@
+"""grouping IMPL 'dense_smem' (grouping_smem.py: each group's dense map built in shared memory by one Gluon program
+with inline PTX atomics) on the GPU: the same union lists as the reference entry for entry (the dense path's order),
+and the same scratch rows bit for bit as the global-memory dense path (masks past counts hold the same map words), over
+poisoned scratch, at the prefill's sizes (overlap indices, topk 2048, 16384 slots, G 8 / 4 / 2) and at small ones
+with repeated slots (the rebuild), -1 / past-the-end / negative entries, topk_length, chunks and partial last groups;
+then the grouped prefill under it, bit-equal to the default. Skipped without CUDA."""
+import pytest
+import torch
+
+from dsattn.ops.sparse_mla import grouping, grouping_smem
+
+pytestmark = pytest.mark.gpu
+DEV = "cuda"
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Counts the shared-memory map launches (so a test fails if build_groups quietly took another path)."""
+    calls = []
+    real = grouping_smem.launch_map
+
+    def launch_map(*a, **kw):
+        calls.append(a[3])
+        return real(*a, **kw)
+    monkeypatch.setattr(grouping_smem, "launch_map", launch_map)
+    return calls
+
+
+def _indices(t, k, num_slots, dup, lens, gen):
+    idx = torch.randint(0, num_slots, (t, k), dtype=torch.int32, generator=gen)
+    junk = torch.rand(t, k, generator=gen) < 0.15
+    bad = torch.tensor([-1, num_slots, num_slots + 7, -5], dtype=torch.int32)
+    idx[junk] = bad[torch.randint(0, 4, (int(junk.sum()),), generator=gen)]
+    if dup:
+        idx[:, 1] = idx[:, 0]
+        idx[1::3, k - 1] = idx[1::3, 3]
+    tl = torch.randint(0, k + 3, (t,), dtype=torch.int32, generator=gen) if lens else None
+    return idx.to(DEV), None if tl is None else tl.to(DEV)
+
+
+def _build(impl, monkeypatch, idx, tl, num_slots, g, token0, ntokens, rows):
+    monkeypatch.delenv("DSATTN_GROUPING_IMPL", raising=False)
+    monkeypatch.setattr(grouping, "IMPL", impl)
+    width = g * idx.shape[1]
+    bufs = [torch.full((rows, width), -7, dtype=torch.int32, device=DEV),
+            torch.full((rows, width), -7, dtype=torch.int32, device=DEV),
+            torch.full((rows,), -7, dtype=torch.int32, device=DEV)]
+    r = grouping.build_groups(idx, tl, num_slots, g, token0, ntokens, *bufs)
+    torch.cuda.synchronize()
+    return r, bufs
+
+
+def _check(spy, monkeypatch, idx, tl, num_slots, g, token0, ntokens, rows):
+    r, got = _build("dense_smem", monkeypatch, idx, tl, num_slots, g, token0, ntokens, rows)
+    assert spy, "the shared-memory map did not run"
+    r2, dense = _build("dense", monkeypatch, idx, tl, num_slots, g, token0, ntokens, rows)
+    assert r == r2
+    for a, b in zip(got, dense):
+        assert torch.equal(a, b)
+    ref = [x.cpu().clone() for x in dense]
+    grouping.build_groups_reference(idx.cpu(), None if tl is None else tl.cpu(), num_slots, g, token0, ntokens, *ref)
+    cnt = got[2].cpu()
+    for c in range(r):
+        n = int(ref[2][c])
+        assert int(cnt[c]) == n, c
+        assert torch.equal(got[0][c, :n].cpu(), ref[0][c, :n]) and torch.equal(got[1][c, :n].cpu(), ref[1][c, :n]), c
+
+
+@pytest.mark.parametrize("g, k, t, dup, lens, token0", [
+    (2, 32, 7, True, True, 0), (4, 16, 10, True, False, 3), (8, 32, 16, False, True, 0), (16, 16, 20, True, True, 2),
+    (3, 48, 11, False, False, 0), (8, 2047, 19, True, True, 1), (4, 2048, 33, False, True, 0)])
+def test_dense_smem_matches(spy, monkeypatch, g, k, t, dup, lens, token0):
+    gen = torch.Generator().manual_seed(g * 100 + k)
+    n = max(3 * k, 64)
+    idx, tl = _indices(token0 + t, k, n, dup, lens, gen)
+    _check(spy, monkeypatch, idx, tl, n, g, token0, t, -(-t // g) + 1)
+
+
+@pytest.mark.parametrize("g", [8, 4, 2])
+def test_dense_smem_prefill_sizes(spy, monkeypatch, g):
+    """Overlap indices (the bench's, -1 in the short rows), topk 2048, 16384 slots (dense's limit at G 8)."""
+    from dsattn.bench.kernels_mla import overlap_indices
+    idx = overlap_indices(512, 16384, 2048, torch.device(DEV), seed=g)
+    _check(spy, monkeypatch, idx, None, 16384, g, 0, 512, 512 // g)
+
+
+def test_dense_smem_prefill_bit_equal(monkeypatch):
+    """sparse_mla_prefill at 16 heads (G 4) under dense_smem: the same union lists, so outputs bit-equal."""
+    from dsattn.ops.sparse_mla import sparse_mla_prefill
+    from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs
+    case = make_case(200, 16, 576, num_slots=12000, topk=2048, layout="bf16", with_length=True, seed=9, device=DEV)
+    outs = []
+    monkeypatch.delenv("DSATTN_GROUPING_IMPL", raising=False)
+    for impl in ("auto", "dense_smem"):
+        monkeypatch.setattr(grouping, "IMPL", impl)
+        out, lse = poisoned_outputs(200, 16, DEV)
+        sparse_mla_prefill(case.q, case.flat, case.indices, case.sm_scale, topk_length=case.topk_length, out=out,
+                           lse=lse)
+        torch.cuda.synchronize()
+        outs.append((out, lse))
+    check_close(*outs[1], *case.reference())
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
