@@ -9,13 +9,16 @@
 # Order: (1) the f8s GPU tests, hang guard first (issue 3's tolerances; the accuracy margin on lse was 1.4x in
 # session 14's cuBLAS emulation, so their printed worst errors matter); (2) A/B default vs f8s at 8 / 16 heads, both
 # layouts, 512 tokens; gluon_ws vs gluon_rx + f8s at 32 heads; (3) only if (1) passed: issue 3's decode rows with
-# f8s, FlashMLA in the same process.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s18_f8s.sh      (log $OUT/f8.log, results under $OUT/r, $OUT/r.tgz; ~6-8 min)
+# f8s, FlashMLA in the same process (part 2: run it only after part 1's tests passed).
+# Two device calls (each under the 600 s limit): part 1 = (1) + (2), ~8 min; part 2 = (3), ~4 min.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s18_f8s.sh 1|2   (log $OUT/f8.log, results under $OUT/r, $OUT/r.tgz)
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer:$PWD/../.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_GROUPING_IMPL DSATTN_RX_CONFIG DSATTN_RX_F8S
 R=$OUT/r; mkdir -p $R; L=$OUT/f8.log
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
+PART=${1:-1}
+if [ "$PART" = 1 ]; then
 timeout 240 python -m pytest tests/gpu/test_sparse_mla_rx_gpu.py -v -s -p no:cacheprovider -rfEs -k "f8s and c2" \
   > $R/t_f8s.log 2>&1
 T=$?
@@ -34,7 +37,8 @@ timeout 60 python -m dsattn.cli bench ab --op sparse_mla_decode --tokens 512 --h
   --name ab_s18_f8s_h32 --out $R > $R/ab_h32.log 2>&1
 echo "ab gluon_ws vs gluon_rx f8s, 32 heads rc=$?" >> $L; tail -n 4 $R/ab_h32.log >> $L
 tar -czf $OUT/r.tgz -C $OUT r
-[ $T -eq 0 ] || { echo "f8s tests failed: no table" >> $L; exit 0; }
+exit 0
+fi
 for n in 512 2048; do
   DSATTN_RX_F8S=1 timeout 150 python -m dsattn.cli bench kernels --op sparse_mla --cases decode --heads 8,16,32,64,128 \
     --tokens $n --impl auto --rounds 3 --rep-ms 20 --out $R --name sparse_mla_s18_f8s_decode_$n > $R/dec_$n.log 2>&1
