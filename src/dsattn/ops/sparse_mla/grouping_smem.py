@@ -19,7 +19,8 @@ conversion: the valid pairs are counted per thread and summed after), so nothing
 barriers (bar.sync) separate the phases, and `res` is written only after a barrier that follows every read.
 
 PREDICTION (arithmetic, not measured): the program's work is its G x topk index loads (coalesced, 32 consecutive a
-warp) and as many shared atomics (random words: ~2-4-way bank conflicts), the map's zeroing and one write of it:
+warp, all issued before the atomics that use them: one [GP, BK] tile at topk 2048 and G <= 4, two at G 8) and as many
+shared atomics (random words: ~2-4-way bank conflicts), the map's zeroing and one write of it:
 bound by the index loads' bytes, s_q 8192 x 2048 x 4 B = 67 MB in ~20-30 us, s_q 1024 ~4-6 us, against the clear +
 insert's ~31 us (s_q 1024) and ~250 us (8192, extrapolated). build_groups at s_q 8192 G 4 would fall from ~347 to
 ~120-150 us: the 16-head prefill at s_q 8192 ~3.07 -> ~2.85 ms (issue 3: 1.27-1.29x -> ~1.35x FlashMLA's 3.9-4.0).
@@ -34,8 +35,8 @@ try:
 except Exception:  # pragma: no cover - a Triton without Gluon
     HAVE_GLUON = False
 
-MAP_WARPS = 4    # warps of a map program
-MAP_BK = 1024    # index entries a step (a power of 2): 8 a thread at 4 warps, 32 consecutive a warp
+MAP_WARPS = 8       # warps of a map program
+MAP_TILE = 8192     # index entries a tile ([GP, BK], GP x BK of them): 32 a thread at 8 warps, 32 consecutive a warp
 
 if HAVE_GLUON:
     @gluon.jit
@@ -63,41 +64,46 @@ if HAVE_GLUON:
     @gluon.jit(do_not_specialize=["num_slots", "token0", "ntokens", "K", "D"])
     def dense_map_smem_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, msk_ptr, msk_stride, cnt_ptr,
                               K, D, G: gl.constexpr, GP: gl.constexpr, SPW: gl.constexpr, LOG_SPW: gl.constexpr,
-                              DW: gl.constexpr, BK: gl.constexpr, HAS_LEN: gl.constexpr, num_warps: gl.constexpr):
+                              DW: gl.constexpr, KP: gl.constexpr, BK: gl.constexpr, HAS_LEN: gl.constexpr,
+                              num_warps: gl.constexpr):
         """Program c (first group first): group c's dense map (grouping.dense_layout: word s // SPW, field s % SPW of
         GP bits, bit j for token j of the group) in shared memory from its G tokens' valid entries (0 <= slot <
         num_slots, i < topk_length), then masks[c, :D] = the map and counts[c] = the valid entries: what grouping's
-        _dense_clear_kernel + _dense_insert_kernel leave. DW: the map's words rounded up to a power of 2."""
+        _dense_clear_kernel + _dense_insert_kernel leave. DW: the map's words rounded up to a power of 2; the G lists
+        are read as [GP, BK] tiles (token, entry), KP / BK of them (KP: K rounded up to a power of 2), unrolled, so
+        that their loads do not wait for one another's atomics."""
         c = gl.program_id(0)
         WL: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
-        IL: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+        IL: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, num_warps], [1, 0])
         # sizes the kernel's dynamic shared memory (at least DW words); the map itself is used through global_smem
         res = gl.allocate_shared_memory(gl.int32, [DW], gl.SwizzledSharedLayout(1, 1, 1, [0]))
         wi = gl.arange(0, DW, WL)
         _sts(wi * 4, gl.zeros([DW], gl.int32, WL))
+        j = gl.arange(0, GP, gl.SliceLayout(1, IL))                  # the token within the group
+        t = c * G + j
+        tok = (j < G) & (t < ntokens)
+        row = (token0 + t).to(gl.int64)
+        n = gl.full([GP], K, gl.int32, gl.SliceLayout(1, IL))
+        if HAS_LEN:
+            n = gl.minimum(gl.load(len_ptr + row, mask=tok, other=0), K)
+        n = gl.where(tok, n, 0)
+        bitj = (1 << j)[:, None]
         gl.thread_barrier()
-        listed = gl.zeros([BK], gl.int32, IL)          # valid entries, per thread (summed after the map is read)
-        for j in gl.static_range(G):
-            t = c * G + j
-            row = (token0 + t).to(gl.int64)
-            n = K
-            if HAS_LEN:
-                n = gl.minimum(gl.load(len_ptr + row, mask=t < ntokens, other=0), K)
-            n = gl.where(t < ntokens, n, 0)
-            for kb in range(0, n, BK):
-                i = kb + gl.arange(0, BK, IL)
-                ok = i < n
-                slot = gl.load(idx_ptr + row * idx_stride + i, mask=ok, other=-1)
-                ok = ok & (slot >= 0) & (slot < num_slots)
-                slot = gl.where(ok, slot, 0)
-                _reds_or((slot >> LOG_SPW) * 4, gl.where(ok, (1 << j) << ((slot & (SPW - 1)) * GP), 0))
-                listed += ok.to(gl.int32)
+        listed = gl.zeros([GP, BK], gl.int32, IL)      # valid entries, per thread (summed after the map is read)
+        for kb in gl.static_range(0, KP, BK):
+            i = kb + gl.arange(0, BK, gl.SliceLayout(0, IL))
+            ok = i[None, :] < n[:, None]
+            slot = gl.load(idx_ptr + row[:, None] * idx_stride + i[None, :], mask=ok, other=-1)
+            ok = ok & (slot >= 0) & (slot < num_slots)
+            slot = gl.where(ok, slot, 0)
+            _reds_or((slot >> LOG_SPW) * 4, gl.where(ok, bitj << ((slot & (SPW - 1)) * GP), 0))
+            listed += ok.to(gl.int32)
         gl.thread_barrier()
         w = _lds(wi * 4)
         gl.thread_barrier()                            # every word read before res (which may overlap it) is written
         res.store(w)
         gl.store(msk_ptr + c.to(gl.int64) * msk_stride + wi, w, mask=wi < D)
-        gl.store(cnt_ptr + c, gl.sum(listed, 0))
+        gl.store(cnt_ptr + c, gl.sum(gl.sum(listed, 1), 0))
 
 
 def usable(device) -> bool:
@@ -111,8 +117,9 @@ def launch_map(indices, topk_length, num_slots, G, token0, ntokens, masks, count
     """The map and counts of `groups` groups (grouping._launch_dense's first step under IMPL 'dense_smem')."""
     k = indices.shape[1]
     dw = 1 << max(0, (d - 1).bit_length())
+    kp = 1 << max(0, (k - 1).bit_length())
+    bk = min(kp, max(32 * MAP_WARPS, MAP_TILE // gp))
     fast(dense_map_smem_kernel, (groups,), indices, indices.stride(0),
          topk_length if topk_length is not None else indices, num_slots, token0, ntokens, masks, masks.stride(0),
-         counts, k, d, G=G, GP=gp, SPW=spw, LOG_SPW=spw.bit_length() - 1, DW=dw,
-         BK=min(MAP_BK, max(32 * MAP_WARPS, 1 << max(0, (k - 1).bit_length()))), HAS_LEN=topk_length is not None,
-         num_warps=MAP_WARPS)
+         counts, k, d, G=G, GP=gp, SPW=spw, LOG_SPW=spw.bit_length() - 1, DW=dw, KP=max(kp, bk), BK=bk,
+         HAS_LEN=topk_length is not None, num_warps=MAP_WARPS)
