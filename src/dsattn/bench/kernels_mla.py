@@ -159,7 +159,7 @@ def prefill_case(s_q: int, heads: int, device, d_qk: int = 576) -> Case:
 def ours(case: Case, variant: str | None = None, config=None, splits: int | None = None):
     """A callable running dsattn on the case into preallocated outputs (config: a launch.TileConfig to
     bypass the public function and the tuned defaults; splits: force split-K in decode)."""
-    from ..ops.sparse_mla import decode_scratch_spec, sparse_mla_decode, sparse_mla_prefill
+    from ..ops.sparse_mla import decode_scratch_spec, prefill_scratch_spec, sparse_mla_decode, sparse_mla_prefill
     from ..ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, decode_splits, default_variant
     from ..ops._triton import sm_count
     from ..ops.sparse_mla.launch import run_attention
@@ -172,8 +172,13 @@ def ours(case: Case, variant: str | None = None, config=None, splits: int | None
         if config is not None:
             return lambda: run_attention(case.q, case.kv, case.layout, case.indices, case.sm_scale, None, out, lse,
                                          variant, config=config), out, lse
+        # the union lists' scratch allocated once, as an engine sizes it (prefill_scratch_spec: [] without grouping;
+        # DSATTN_PREFILL_SCRATCH_MIB, read here, sets its chunk). Tables up to session 17 let each call allocate it
+        # (scratch=None, the caching allocator's reuse); `bench ab` still does, so that an arm's env can change it.
+        spec = prefill_scratch_spec(t, h, case.indices.shape[1]) if variant == "native" else []
+        pscratch = [torch.empty(s, dtype=dt, device=case.q.device) for s, dt in spec] or None
         return lambda: sparse_mla_prefill(case.q, case.kv, case.indices, case.sm_scale, out=out, lse=lse,
-                                          variant=variant), out, lse
+                                          variant=variant, scratch=pscratch), out, lse
     scratch = [torch.empty(s, dtype=dt, device=case.q.device)
                for s, dt in decode_scratch_spec(t, h, case.indices.shape[1], variant, case.layout, sm)]
     if config is not None:

@@ -806,6 +806,8 @@ def _impl() -> str:
     if impl not in IMPLS:
         raise ValueError(f"DSATTN_GROUPING_IMPL must be one of {', '.join(IMPLS)}, got {impl!r}")
     return impl
+
+
 DENSE_WORDS = 4096         # largest dense map (int32 words a group) the compaction holds in registers (sm_90a:
                            # 80 registers at 8 warps; 8192 words at 16 warps: 128 and 16 bytes of spill)
 DENSE_INSERT = (512, 4)    # dense insert: slots a program (a power of 2), num_warps
