@@ -87,12 +87,13 @@ fp8 S (config f8s 1, DSATTN_RX_F8S=1; two consumers: ping-pong and the halves; s
   latent value is converted once a block (P V's operand) instead of twice. q (bf16) is split per head into two e4m3
   terms after a power-of-two scale (_stage_q8; exact for bf16 q but for values under 2^-2 of the scale: f8s_split, its
   torch mirror, is what the CPU tests check); each (group, term) product is its own accumulator chain of K 128,
-  summed and scaled in fp32 (group scales per key, q's scale per head). Accuracy: session 14's cuBLAS emulation of this
-  split (bench/fp8_split_s_accuracy.py) gave lse errors of 7.1e-6 relative against issue 3's 1e-5, the fp8 products'
-  accumulation being the residual; tests/gpu/test_sparse_mla_rx_gpu.py::test_rx_f8s_* hold the kernel to issue 3's
+  summed and scaled in fp32 (group scales per key, q's scale per head). Accuracy: session 14's cuBLAS emulation of a like
+  split (bench/fp8_split_s_accuracy.py: two e4m3 terms, a scale per head and 128-column group, K 128 products) gave lse
+  errors of 7.1e-6 relative against issue 3's 1e-5, the fp8 products' accumulation being the residual; tests/gpu/test_sparse_mla_rx_gpu.py::test_rx_f8s_* hold the kernel to issue 3's
   tolerances. Compile check (bench/mla_gluon_check.py --kernel rx, configs ending /1): no spill at 8 / 16-head
-  ping-pong programs with spillfix 1 (rx_config gives it spillfix 1 at 8-head programs too) nor at 32-head nope, 28 B
-  (half 0) at 32-head fp8_ds_mla; at 16 heads the PTX holds 320 cvt.rn.f16x2.e4m3x2 (64 of them staging q, once a
+  ping-pong programs with spillfix 1 (rx_config gives it spillfix 1 at 8-head programs too) nor at 32 heads (the
+  halves; f8s adds the RoPE product in half 1, since in half 0, the default partition at 216 registers, it spilled
+  28 B); at 16 heads the PTX holds 320 cvt.rn.f16x2.e4m3x2 (64 of them staging q, once a
   program) against the default's 512. The device run is prepared in bench/gpu_s18_f8s.sh.
 No wgmma stays in flight across a loop back-edge or an mbarrier wait: ptxas then serializes every wgmma of the
 kernel (C7513, register operands defined while one is in flight), as the compile check showed.
@@ -747,7 +748,7 @@ if HAVE_GLUON:
         (S = S_0 + S_1 in either: bit-identical), its own P^T buffer, its O^T rows += V16^T P^T; the epilogue
         stores its rows (half 0 the lse). F8S (config f8s 1): q_smem is [2, HP, 512] e4m3 (_stage_q8's hi, lo; each
         half scales its own columns, so the partial S^T are scaled before the exchange) and the partial S^T comes from
-        fp8 products of the stage itself (_s8_products, four accumulators)."""
+        fp8 products of the stage itself (_s8_products, four accumulators); half 1 adds the RoPE product (RH)."""
         NW: gl.constexpr = 4
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
@@ -756,9 +757,11 @@ if HAVE_GLUON:
         ROW: gl.constexpr = gl.SliceLayout(1, MMA)
         COL: gl.constexpr = gl.SliceLayout(0, MMA)
 
+        RH: gl.constexpr = 1 if F8S else 0  # the half that adds the RoPE product (f8s: half 1, the default partition
+        #                                     (half 0) having fewer registers)
         if F8S:
             qsc = _stage_q8(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP, 256 * H, 256,
-                            HAS_ROPE and H == 0, Q_L, COL)
+                            HAS_ROPE and H == RH, Q_L, COL)
         else:
             _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP, 256 * H, 256,
                      HAS_ROPE and H == 0, True, Q_L)
@@ -788,7 +791,7 @@ if HAVE_GLUON:
                 zero8 = gl.zeros([KB, HP], gl.float32, _mma8(MMA))
                 h0_, l0_ = _s8_products(lat, q_smem.index(0), q_smem.index(1), 256 * H, zero8)
                 h1_, l1_ = _s8_products(lat, q_smem.index(0), q_smem.index(1), 256 * H + 128, zero8)
-                if HAS_ROPE and H == 0:
+                if HAS_ROPE and H == RH:
                     sr = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), zero,
                                        is_async=True)
                     h0_, l0_, h1_, l1_, sr = warpgroup_mma_wait(0, deps=(h0_, l0_, h1_, l1_, sr))
@@ -812,7 +815,7 @@ if HAVE_GLUON:
                     s0, s1 = warpgroup_mma_wait(0, deps=(s0, s1))
                 c0, c1 = _row_scales(sc, H, ROW, (ALU & 2) != 0)
                 s = s0 * c0[:, None] + s1 * c1[:, None]
-            if HAS_ROPE and H == 0:
+            if HAS_ROPE and H == RH:
                 s = sr + s
             # exchange the partial S^T: the other half read this parity's buffer two blocks ago before it arrived
             # on its own buffer of the last block, which this half waited for
