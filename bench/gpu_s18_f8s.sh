@@ -5,7 +5,7 @@
 # operand) instead of twice. PREDICTION (arithmetic, per consumer thread and 64-key block at 16-head programs: ~256
 # conversion / scale operations and 16 ld.shared.v4 removed, ~80 fp32 operations and a proxy fence added, of ~650):
 # decode fp8_ds_mla 512 tokens 16 heads 0.246 -> 0.18-0.21 ms (issue 3's 2x needs 0.22), 8 heads and nope faster by a
-# similar share; 32 heads (the two halves, 28 B of spill at sm_90a) unknown against gluon_ws's 0.352.
+# similar share; 32 heads (the two halves, no spill at sm_90a) unknown against gluon_ws's 0.351.
 # Order: (1) the f8s GPU tests, hang guard first (issue 3's tolerances; the accuracy margin on lse was 1.4x in
 # session 14's cuBLAS emulation, so their printed worst errors matter); (2) A/B default vs f8s at 8 / 16 heads, both
 # layouts, 512 tokens; gluon_ws vs gluon_rx + f8s at 32 heads; (3) only if (1) passed: issue 3's decode rows with
