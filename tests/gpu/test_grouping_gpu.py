@@ -84,8 +84,9 @@ def test_dense_smem_prefill_sizes(spy, monkeypatch, g):
     _check(spy, monkeypatch, idx, None, 16384, g, 0, 512, 512 // g)
 
 
-def test_dense_smem_prefill_bit_equal(monkeypatch):
-    """sparse_mla_prefill at 16 heads (G 4) under dense_smem: the same union lists, so outputs bit-equal."""
+def test_dense_smem_prefill_bit_equal(spy, monkeypatch):
+    """sparse_mla_prefill at 16 heads (G 4, the 'native' variant: grouped) under dense_smem: the same union lists, so
+    outputs bit-equal."""
     from dsattn.ops.sparse_mla import sparse_mla_prefill
     from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs
     case = make_case(200, 16, 576, num_slots=12000, topk=2048, layout="bf16", with_length=True, seed=9, device=DEV)
@@ -95,8 +96,9 @@ def test_dense_smem_prefill_bit_equal(monkeypatch):
         monkeypatch.setattr(grouping, "IMPL", impl)
         out, lse = poisoned_outputs(200, 16, DEV)
         sparse_mla_prefill(case.q, case.flat, case.indices, case.sm_scale, topk_length=case.topk_length, out=out,
-                           lse=lse)
+                           lse=lse, variant="native")
         torch.cuda.synchronize()
         outs.append((out, lse))
+    assert spy, "the shared-memory map did not run"
     check_close(*outs[1], *case.reference())
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
