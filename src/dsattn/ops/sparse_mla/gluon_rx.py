@@ -517,9 +517,8 @@ if HAVE_GLUON:
             q8.index(0).slice(C0 + 128 * c, 128, dim=1).store(hi)
             q8.index(1).slice(C0 + 128 * c, 128, dim=1).store((x - hi.to(gl.float32)).to(gl.float8e4nv))
         if ROPE:
-            q_row = q_ptr + t * stride_qt + (h0 + gl.arange(0, HP, gl.SliceLayout(1, Q_L)))[:, None] * stride_qh
-            _stage_qr(q_row, (h0 + gl.arange(0, HP, gl.SliceLayout(1, Q_L)) < num_heads)[:, None], qr_smem, True,
-                      Q_L)
+            qhr = h0 + gl.arange(0, HP, gl.SliceLayout(1, Q_L))
+            _stage_qr(q_ptr + t * stride_qt + qhr[:, None] * stride_qh, (qhr < num_heads)[:, None], qr_smem, True, Q_L)
         return gl.convert_layout(((e - 7) << 23).to(gl.float32, bitcast=True), COL)        # 2^(e - 134)
 
     @gluon.constexpr_function
