@@ -92,7 +92,7 @@ def test_dense_smem_prefill_bit_equal(spy, monkeypatch):
     case = make_case(200, 16, 576, num_slots=12000, topk=2048, layout="bf16", with_length=True, seed=9, device=DEV)
     outs = []
     monkeypatch.delenv("DSATTN_GROUPING_IMPL", raising=False)
-    for impl in ("auto", "dense_smem"):
+    for impl in ("dense", "dense_smem"):
         monkeypatch.setattr(grouping, "IMPL", impl)
         out, lse = poisoned_outputs(200, 16, DEV)
         sparse_mla_prefill(case.q, case.flat, case.indices, case.sm_scale, topk_length=case.topk_length, out=out,

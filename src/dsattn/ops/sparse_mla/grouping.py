@@ -15,7 +15,7 @@ and ``i < topk_length[t]`` (when given). A slot listed twice by one token counts
 are (slot, occurrence) pairs: entry (s, k) carries bit j of its mask when token j of the group lists s
 more than k times. For group c (0-based within the chunk): ``entries[c, :counts[c]]`` are the slots,
 ``masks[c, :counts[c]]`` the token bits. ORDER: unspecified (the grouped kernel takes any). The dense path
-(IMPL "auto", the default, where dense_fits), the sort path and a rebuilt group (below) list them by ascending
+(IMPL "auto", the default, "dense_smem" and "dense", where dense_fits), the sort path and a rebuilt group (below) list them by ascending
 slot, then occurrence: the order of build_groups_reference. The hash path lists a group's entries in its hash
 table's order, a function of the group's slot set alone (ordered hashing: the same set gives the same table
 whatever the order of the inserts, Shun & Blelloch 2014; the CPU test permutes the insertion order, the bench's
@@ -25,8 +25,9 @@ as its table, so past counts[c] they hold table cells (unspecified); the dense p
 columns past G * K, and rows past the groups built, are never written (the sort path writes nothing past
 counts[c]).
 
-Dense path (_launch_dense; IMPL "auto" and "dense" where dense_fits, else the hash path: no error, the env
-setting cannot know num_slots; nothing allocated, the scratch spec unchanged). Each group keeps a map of its
+Dense path (_launch_dense; IMPL "auto", "dense_smem" and "dense" where dense_fits, else the hash path: no error,
+the env setting cannot know num_slots; nothing allocated, the scratch spec unchanged; under auto / dense_smem on
+a GPU, steps 1 and 2 are one shared-memory kernel instead, grouping_smem.py, with the same result). Each group keeps a map of its
 token bits over the whole slot range: GP = next power of 2 of G bits a slot (a field), SPW = 32 // GP slots an
 int32 word, D = cdiv(num_slots, SPW) words, in masks[c, :D] (topk 2048, 16384 slots: G 8 4096 words, 16 KiB a
 group; G 4 2048; G 2 1024). Three kernels and the sort path's repeated-slot kernel:
@@ -670,7 +671,7 @@ if HAVE_TRITON:
                         msk_ptr, msk_stride, cnt_ptr, K, TS, c, listed, G, CB, GP, KP, HAS_LEN, WIDE, REBUILD)
 
     # -----------------------------------------------------------------------------------------------
-    # dense path (IMPL "auto" / "dense" where the slot range fits): a map of token bits over the slot range
+    # dense path (IMPL "auto" / "dense_smem" / "dense" where the slot range fits): a map of token bits over the slot range
     # -----------------------------------------------------------------------------------------------
 
     @triton.jit
@@ -786,12 +787,14 @@ def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks,
         _fast(_group_union_dups_kernel, (groups,), *args, **meta)
 
 
-# build_groups' kernels: "auto" (the default: the dense map where dense_fits, else the hash table), "dense" (the
-# same rule, named: dense where it fits, the hash path otherwise, never an error), "hash" (the table, 4 launches),
-# "hash1" (the same, one program a group, 1 launch) or "sort" (one tl.sort a group); "dense_smem" is "dense" with
-# each group's map built in shared memory by one Gluon program (grouping_smem.py; not yet run on a GPU, so not the
-# default; under the interpreter, or without Gluon, it runs the global-memory map); DSATTN_GROUPING_IMPL overrides
-# it (read at import, and again at each call where set, so that `dsattn bench ab` can switch it: _impl)
+# build_groups' kernels: "auto" (the default: "dense_smem" where the dense map fits, else the hash table),
+# "dense_smem" (the dense map built in shared memory by one Gluon program a group, grouping_smem.py; under the
+# interpreter, or without Gluon, the global-memory map), "dense" (the global-memory map where it fits: a clear and
+# an insert of global atomic ORs; the hash path otherwise, never an error), "hash" (the table, 4 launches), "hash1"
+# (the same, one program a group, 1 launch) or "sort" (one tl.sort a group). auto took "dense" until session 18:
+# dense_smem's build is 2.2-3.0x faster at G 8 / 4 and 1.7x at G 2 and the prefill at 16 / 32 heads 4-6% (H200,
+# bench/results/grouping_s18.txt, bench/results/ab_s18_grouping_*.json). DSATTN_GROUPING_IMPL overrides it (read
+# at import, and again at each call where set, so that `dsattn bench ab` can switch it: _impl)
 IMPLS = ("auto", "dense", "dense_smem", "hash", "hash1", "sort")
 IMPL = os.environ.get("DSATTN_GROUPING_IMPL", "auto").strip().lower() or "auto"
 if IMPL not in IMPLS:
@@ -955,7 +958,7 @@ def _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, 
         return build_groups_reference(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts)
     impl = _impl()
     smem_map = False
-    if impl == "dense_smem":
+    if impl in ("auto", "dense_smem"):
         from . import grouping_smem
         smem_map = grouping_smem.usable(indices.device)
         impl = "dense"
@@ -1026,8 +1029,8 @@ def _time_us(run, iters: int, dev) -> float:
 
 
 def _runner(impl, w, knobs, inline_dups):
-    """A launch of one implementation: impl 'dense' / 'auto' (build_groups' rule: dense where it fits, else hash;
-    'dense_smem' the same with the shared-memory map where grouping_smem.usable),
+    """A launch of one implementation: impl 'dense' (dense where it fits, else hash), 'auto' / 'dense_smem' (build_groups'
+    rule: the same with the shared-memory map where grouping_smem.usable),
     'hash' / 'hash1' (knobs: module constants, e.g. {HASH_W, HASH_COMPACT, HASH_PROBE} or {DENSE_INSERT}, set
     for the launch) or 'sort' (w: num_warps)."""
     def go(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups):
@@ -1038,7 +1041,7 @@ def _runner(impl, w, knobs, inline_dups):
             try:
                 if dense_fits(num_slots, g, idx.shape[1]):
                     from . import grouping_smem
-                    smem = impl == "dense_smem" and grouping_smem.usable(idx.device)
+                    smem = impl in ("auto", "dense_smem") and grouping_smem.usable(idx.device)
                     _launch_dense(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups, smem)
                 else:
                     _launch_hash(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups)
@@ -1069,10 +1072,10 @@ def _bench(args) -> None:
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     variants = []
     for impl in args.impl:
-        if impl == "dense_smem":
+        if impl in ("dense_smem", "auto"):
             for dc in args.dense_compact or [DENSE_COMPACT_WARPS]:
-                variants.append((impl, None, dict(DENSE_COMPACT_WARPS=dc), f"dense_smem compact warps {dc or 'auto'}"))
-        elif impl in ("dense", "auto"):
+                variants.append((impl, None, dict(DENSE_COMPACT_WARPS=dc), f"{impl} compact warps {dc or 'auto'}"))
+        elif impl == "dense":
             for di in args.dense_insert or [f"{DENSE_INSERT[0]}:{DENSE_INSERT[1]}"]:
                 for dc in args.dense_compact or [DENSE_COMPACT_WARPS]:
                     knobs = dict(DENSE_INSERT=tuple(int(x) for x in di.split(":")), DENSE_COMPACT_WARPS=dc)

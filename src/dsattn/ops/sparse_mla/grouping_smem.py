@@ -1,5 +1,5 @@
-"""The dense union-list path's map built in SHARED memory (grouping IMPL "dense_smem"; session 17, NOT THE DEFAULT:
-written and compiled for sm_90a without a GPU, not yet run).
+"""The dense union-list path's map built in SHARED memory (grouping IMPL "dense_smem", and "auto", the default, since
+session 18: written in session 17 without a GPU, measured on the H200 in session 18, below).
 
 The dense path (grouping.py) keeps each group's map of token bits over the slot range in masks[c, :D] and builds it
 with one global atomic OR per valid (token, entry) pair: s_q x topk REDs in all (2.1 M at s_q 1024, 16.8 M at 8192),
@@ -18,7 +18,15 @@ and the last load of the map the kernel runs no Triton operation that uses share
 conversion: the valid pairs are counted per thread and summed after), so nothing of Triton's shares those bytes;
 barriers (bar.sync) separate the phases, and `res` is written only after a barrier that follows every read.
 
-PREDICTION (arithmetic, not measured): the program's work is its G x topk index loads (coalesced, 32 consecutive a
+MEASURED (H200, session 18, tree 12a56fa; `python -m dsattn.ops.sparse_mla.grouping --bench --impl dense dense_smem
+--s-q 1024 8192 --groups 8 4 2`, CUDA graph of 10 calls, bench/results/grouping_s18.txt): build_groups at s_q 1024
+G 8 / 4 / 2 42.6 / 52.5 / 71.7 us (dense) -> 17.2 / 24.0 / 41.2 us, at s_q 8192 301 / 343 / 495 -> 100 / 160 / 296
+us, every case matching the reference (and the edge cases); tests/gpu/test_grouping_gpu.py 11 passed. The prefill
+(`dsattn bench ab`, bench/results/ab_s18_grouping_*.json, outputs bit-equal): 16 heads s_q 1024 0.466 -> 0.440 ms,
+8192 3.101 -> 2.933 ms; 32 heads 0.690 -> 0.660, 4.836 -> 4.636 ms.
+
+PREDICTION made before the run (session 17, arithmetic; the measurement is within it at s_q 1024 and at G 2, s_q
+8192; at s_q 8192 G 8 came out faster than it, 100 us against 120-150, and G 4 slower, 160 against 120-150): the program's work is its G x topk index loads (coalesced, 32 consecutive a
 warp, all issued before the atomics that use them: one [GP, BK] tile at topk 2048 and G <= 4, two at G 8) and as many
 shared atomics (random words: ~2-4-way bank conflicts), the map's zeroing and one write of it:
 bound by the index loads' bytes, s_q 8192 x 2048 x 4 B = 67 MB in ~20-30 us, s_q 1024 ~4-6 us (latency may set it
@@ -26,7 +34,7 @@ there: one wave of programs), against the clear + insert's ~31 of 52 us at s_q 1
 between the kernels was not measured; if the insert scales with its REDs (8x, ~250 of the 347 us at G 4), build_groups
 there falls to ~120-150 us and the 16-head prefill at s_q 8192 from ~3.07 to ~2.85 ms (issue 3: 1.27-1.29x -> ~1.35x
 FlashMLA's 3.9-4.0).
-Prepared device run: bench/gpu_s18_grouping.sh.
+Device run: bench/gpu_s18_grouping.sh (parts 1 and 2).
 """
 from __future__ import annotations
 
