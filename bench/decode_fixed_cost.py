@@ -1,6 +1,6 @@
 """How much of a decode call is fixed cost a program (prologue, pipeline fill and drain, epilogue) and how much is
 per 64-entry block: time sparse_mla_decode (the default dispatch, issue 3's decode case: 131072 slots, uniform
-indices, topk 2048) with topk_length cutting every token's list to L in {256, ..., 2048}, and fit
+indices, topk 2048; CUDA graph replays) with topk_length cutting every token's list to L in {256, ..., 2048}, and fit
 t(L) = a + b L by least squares. a / t(2048) is the share a persistent program (or any overlap of one token's tail
 with the next token's head) could at most recover.
 
@@ -17,17 +17,28 @@ from dsattn.bench.kernels_mla import decode_case
 from dsattn.ops.sparse_mla import sparse_mla_decode
 
 
-def _ms(fn, reps: int = 200) -> float:
-    for _ in range(10):
-        fn()
+def _ms(fn, reps: int = 20, replays: int = 20) -> float:
+    """Mean ms a call, as replays of a CUDA graph of `reps` calls (eager calls at one wave of tokens are bound by
+    the host's ~0.1-0.15 ms a call, session 18)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(reps):
+            fn()
+    g.replay()
     torch.cuda.synchronize()
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     a.record()
-    for _ in range(reps):
-        fn()
+    for _ in range(replays):
+        g.replay()
     b.record()
     torch.cuda.synchronize()
-    return a.elapsed_time(b) / reps
+    return a.elapsed_time(b) / (reps * replays)
 
 
 def main() -> None:
