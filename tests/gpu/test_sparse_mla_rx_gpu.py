@@ -147,11 +147,15 @@ def test_rx_pad64_and_many_heads_fall_back():
                                  "2/64/4/0/1/C/0/1"])
 def test_rx_configs_agree(monkeypatch, consumers, cfg):
     """Ring depths, P @ V depths, L2 prefetch, producer warps, and the integer conversions of the operands
-    (alu, the 7th field: 1 P @ V's, 3 both) and the pipelined two-consumer loop (pipe, the 8th): the same outputs (no arithmetic changes, so bit for bit against the default config of
-    the same consumer count). C: the consumer count."""
+    (alu, the 7th field: 1 P @ V's, 3 both) and the pipelined two-consumer loop (pipe, the 8th): the same outputs (no
+    arithmetic changes, so bit for bit against the default config of the same consumer count and consumer loop: at
+    two consumers the halves, 3/64/4/0/1/2/0, since the 16-head default is ping-pong, another accumulation order).
+    C: the consumer count."""
     cfg = cfg.replace("C", str(consumers))
     case = make_case(40, 16, 576, num_slots=20000, topk=2048, layout="fp8_ds_mla", block_size=64, with_length=True,
                      empty_rows=1, seed=13, device=DEV)
+    if consumers == 2:
+        monkeypatch.setenv("DSATTN_RX_CONFIG", "3/64/4/0/1/2/0")
     base = _decode(case)
     monkeypatch.setenv("DSATTN_RX_CONFIG", cfg)
     other = _decode(case)
