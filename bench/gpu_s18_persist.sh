@@ -15,7 +15,7 @@ unset TRITON_INTERPRET DSATTN_SPARSE_MLA_IMPL DSATTN_RX_CONFIG DSATTN_RX_F8S DSA
 R=$OUT/r; mkdir -p $R; L=$OUT/ps.log
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
 timeout 330 python -m pytest tests/gpu/test_sparse_mla_rx_gpu.py -q -p no:cacheprovider -rfEs \
-  -k "c2 and not f8s" > $R/t_persist.log 2>&1
+  -k "c2 and (persist or configs_agree or rx_layouts_heads or rx_hang_guard or pingpong)" > $R/t_persist.log 2>&1
 T=$?
 echo "rx GPU tests (c2, default + persist) rc=$T" >> $L; tail -n 12 $R/t_persist.log >> $L
 tar -czf $OUT/r.tgz -C $OUT r
