@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# RAN in session 18 (bench/logs/s18_persist.log): right (60 GPU tests, bit-equal) but slower, 1-3%; config persist
+# was REMOVED afterwards (its code: 49fb844), so this script no longer runs on the tree.
 # Session 18: gluon_rx config persist (DSATTN_RX_PERSIST=1: at most one program an SM, each walking (token, head
 # block, split) items along one ring, so an item's pipeline fill and epilogue overlap its neighbours' blocks).
 # WHY: bench/decode_fixed_cost.py (H200, this session, CUDA graph replays) fits decode at 512 tokens as

@@ -100,7 +100,6 @@ def test_rx_choice():
 def test_rx_config(monkeypatch):
     monkeypatch.delenv("DSATTN_RX_CONFIG", raising=False)
     monkeypatch.delenv("DSATTN_RX_F8S", raising=False)
-    monkeypatch.delenv("DSATTN_RX_PERSIST", raising=False)
     monkeypatch.delenv("DSATTN_RX_CONSUMERS", raising=False)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(stages=4, producer_regs=56, consumers=2,
                                                                                   hp8=1, pingpong=1)
@@ -192,7 +191,6 @@ def test_rx_f8s_config(monkeypatch):
     8-head programs too) and over DSATTN_RX_CONFIG; one consumer keeps f8s 0; other values are refused, naming it."""
     monkeypatch.delenv("DSATTN_RX_CONFIG", raising=False)
     monkeypatch.delenv("DSATTN_RX_CONSUMERS", raising=False)
-    monkeypatch.delenv("DSATTN_RX_PERSIST", raising=False)
     monkeypatch.setenv("DSATTN_RX_F8S", "1")
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(
         stages=4, producer_regs=56, consumers=2, hp8=1, pingpong=1, spillfix=1, f8s=1)
@@ -218,41 +216,6 @@ def test_rx_f8s_config(monkeypatch):
     for bad in (gluon_rx.RxConfig(consumers=1, hp8=1, f8s=1), gluon_rx.RxConfig(consumers=2, hp8=1, pipe=1, f8s=1),
                 gluon_rx.RxConfig(consumers=2, hp8=1, f8s=2)):
         with pytest.raises(ValueError, match="config.f8s"):
-            gluon_rx.run_attention_rx(q, rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=bad)
-
-
-def test_rx_persist_config(monkeypatch):
-    """DSATTN_RX_PERSIST=1 turns persist on where the config has ping-pong consumers and neither f8s nor prefetch
-    (with spillfix 1), and over DSATTN_RX_CONFIG; 0 turns it off; other values are refused, naming it; a launch
-    with a config persist cannot take is refused before any kernel runs."""
-    for name in ("DSATTN_RX_CONFIG", "DSATTN_RX_CONSUMERS", "DSATTN_RX_F8S"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("DSATTN_RX_PERSIST", "1")
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(
-        stages=4, producer_regs=56, consumers=2, hp8=1, pingpong=1, spillfix=1, persist=1)
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 16, 512).persist == 1
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576).persist == 0      # the halves: not ping-pong
-    monkeypatch.setenv("DSATTN_RX_F8S", "1")
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16, 576).persist == 0
-    monkeypatch.delenv("DSATTN_RX_F8S")
-    monkeypatch.setenv("DSATTN_RX_CONFIG", "4/48/4/0/1/2/0/0/1/1/1")
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16, 576) == gluon_rx.RxConfig(4, 48, 4, 0, 1, 2, 0, 0, 1, 1, 1, 0, 1)
-    monkeypatch.setenv("DSATTN_RX_CONFIG", "4/48/4/0/1/2/0/0/1/1/1/0/1")
-    monkeypatch.setenv("DSATTN_RX_PERSIST", "0")
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16, 576).persist == 0
-    monkeypatch.delenv("DSATTN_RX_CONFIG")
-    monkeypatch.setenv("DSATTN_RX_PERSIST", "on")
-    with pytest.raises(ValueError, match="DSATTN_RX_PERSIST"):
-        gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8)
-    q = torch.zeros(2, 8, 576, dtype=torch.bfloat16)
-    rows = torch.zeros(16, 656, dtype=torch.uint8)
-    out, lse = torch.empty(2, 8, 512), torch.empty(2, 8)
-    idx = torch.zeros(2, 64, dtype=torch.int32)
-    for bad in (gluon_rx.RxConfig(consumers=2, hp8=1, persist=1),
-                gluon_rx.RxConfig(consumers=2, hp8=1, pingpong=1, f8s=1, persist=1),
-                gluon_rx.RxConfig(consumers=2, hp8=1, pingpong=1, prefetch=1, persist=1),
-                gluon_rx.RxConfig(consumers=2, hp8=1, pingpong=1, persist=2)):
-        with pytest.raises(ValueError, match="config.persist"):
             gluon_rx.run_attention_rx(q, rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=bad)
 
 

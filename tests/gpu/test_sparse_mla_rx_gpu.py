@@ -7,9 +7,7 @@ the default). test_rx_hang_guard runs first, once per consumer count: a tiny cas
 limit, so that a deadlocked pipeline (mbarrier phases) fails one test in seconds instead of hanging the session; the
 tests of that consumer count skip after it fails. The test_rx_f8s_* tests run config f8s (DSATTN_RX_F8S=1, two
 consumers: S^T from fp8 products of the stage, q split in two e4m3 terms), which changes the arithmetic, so they
-hold it to issue 3's tolerances against the reference and print its distance from the default. The
-test_rx_persist_* tests run config persist (DSATTN_RX_PERSIST=1: one program an SM walking work items), which keeps
-the arithmetic, so they hold it bit-equal to the default as well as to the tolerances.
+hold it to issue 3's tolerances against the reference and print its distance from the default.
 """
 import os
 import subprocess
@@ -41,7 +39,6 @@ def consumers(request, monkeypatch):
     monkeypatch.setenv("DSATTN_RX_CONSUMERS", str(c))
     monkeypatch.delenv("DSATTN_RX_CONFIG", raising=False)
     monkeypatch.delenv("DSATTN_RX_F8S", raising=False)
-    monkeypatch.delenv("DSATTN_RX_PERSIST", raising=False)
     return c
 
 
@@ -339,92 +336,3 @@ def test_rx_f8s_odd_topk(f8s, topk):
     case = make_case(10, 16, d_qk, num_slots=9000, topk=topk, layout=layout, with_length=True, seed=topk, device=DEV)
     check_close(*f8s(case), *case.reference())
 
-
-# ---- config persist (DSATTN_RX_PERSIST=1) -------------------------------------------------------------------------
-# One program an SM at most, walking (token, head block, split) items along one ring: per item the same blocks in the
-# same order for each consumer and the same merge, so its outputs must equal the default's bit for bit.
-
-_CHILD_MANY = _CHILD.replace("make_case(3, 8, 576, num_slots=3000, topk=200",
-                             "make_case(400, 16, 576, num_slots=3000, topk=300").replace(
-    "poisoned_outputs(3, 8,", "poisoned_outputs(400, 16,")
-
-
-def test_rx_persist_hang_guard(consumers):
-    """_CHILD's tiny launch (one item a program) and a 400-token one (16 heads: ~3 items a program, lengths cut at
-    random, empty rows) under persist, 60 s each; the persist tests skip after it fails."""
-    _two_consumers_only(consumers)
-    env = dict(os.environ, DSATTN_SPARSE_MLA_IMPL="gluon_rx", DSATTN_RX_CONSUMERS="2", DSATTN_RX_PERSIST="1")
-    for child in (_CHILD, _CHILD_MANY):
-        try:
-            res = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=60)
-        except subprocess.TimeoutExpired:
-            _STATE["persist"] = "a persist launch did not finish in 60 s (pipeline deadlock?)"
-            pytest.fail(_STATE["persist"])
-        if res.returncode:
-            _STATE["persist"] = "a persist launch failed: " + (res.stderr or res.stdout)[-1500:]
-            pytest.fail(_STATE["persist"])
-        print(res.stdout)
-
-
-@pytest.fixture
-def persist(consumers, monkeypatch):
-    """After the guard: a function running a case under persist and asserting it bit-equal to the default."""
-    _two_consumers_only(consumers)
-    if _STATE.get("persist"):
-        pytest.skip(f"test_rx_persist_hang_guard failed: {_STATE['persist']}")
-
-    def run(case, **kw):
-        base = _decode(case, **kw)
-        monkeypatch.setenv("DSATTN_RX_PERSIST", "1")
-        try:
-            got = _decode(case, **kw)
-        finally:
-            monkeypatch.delenv("DSATTN_RX_PERSIST")
-        check_close(*got, *case.reference())
-        assert torch.equal(got[0], base[0]) and torch.equal(got[1], base[1]), "persist differs from the default"
-        return got
-    return run
-
-
-@pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla", 512), ("fp8_ds_mla_nope", 512)])
-@pytest.mark.parametrize("h", [1, 8, 12, 16, 32])
-def test_rx_persist_layouts_heads(persist, layout, d_qk, h):
-    """300 tokens (more than one item a program), both layouts, 1..16 heads (ping-pong programs; 32: the halves,
-    which persist leaves alone), topk_length, invalid entries, empty rows, strided out."""
-    case = make_case(300, h, d_qk, num_slots=20000, topk=2048, layout=layout, block_size=64, with_length=True,
-                     empty_rows=3, seed=17 + h + d_qk, device=DEV)
-    persist(case, out_row_pad=32)
-
-
-@pytest.mark.parametrize("block_size", [1, 16, 64, 128])
-def test_rx_persist_page_sizes(persist, block_size):
-    case = make_case(200, 16, 576, num_slots=10000 + 7, topk=2048, layout="fp8_ds_mla", block_size=block_size,
-                     seed=block_size, device=DEV)
-    persist(case)
-
-
-@pytest.mark.parametrize("h", [8, 16])
-def test_rx_persist_split_k(persist, h):
-    """Split-K items (a few tokens: the plan splits), partials into NaN-poisoned scratch."""
-    t = 6
-    case = make_case(t, h, 576, num_slots=40000, topk=2048, layout="fp8_ds_mla", with_length=True, seed=5,
-                     device=DEV)
-    spec = decode_scratch_spec(t, h, 2048, "native", "fp8_ds_mla")
-    scratch = [torch.full(s, float("nan"), dtype=dt, device=DEV) for s, dt in spec]
-    persist(case, scratch=scratch)
-
-
-@pytest.mark.parametrize("topk", [1, 63, 65, 1000, 2047])
-def test_rx_persist_odd_topk(persist, topk):
-    layout, d_qk = ("fp8_ds_mla_nope", 512) if topk % 2 else ("fp8_ds_mla", 576)
-    case = make_case(500, 16, d_qk, num_slots=9000, topk=topk, layout=layout, with_length=True, seed=topk,
-                     device=DEV)
-    persist(case)
-
-
-def test_rx_persist_many_items(persist):
-    """2048 tokens x 16 heads (~16 items a program) and 8 heads."""
-    for h in (16, 8):
-        case = make_case(2048, h, 576, num_slots=131072, topk=2048, layout="fp8_ds_mla", with_length=True,
-                         empty_rows=5, seed=h, device=DEV)
-        persist(case)

@@ -146,8 +146,6 @@ class RxConfig:
     spillfix: int = 0   # 1 (ping-pong): wgmma's shared-memory descriptors rebuilt in every block (_opaque_zero)
     f8s: int = 0        # 1 (two consumers, not pipe): S^T from fp8 products read straight from the stage (no conversion
     #                     of S's operand), q split into two e4m3 terms (_stage_q8); DSATTN_RX_F8S=0/1 sets it at launch
-    persist: int = 0    # 1 (ping-pong, not f8s, no prefetch): one program an SM at most, walking the (token, head
-    #                     block, split) items (_consumer_pps / _producer_ps); DSATTN_RX_PERSIST=0/1 sets it at launch
 
 
 def rx_hp(num_heads: int) -> int:
@@ -192,26 +190,8 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     at 8 heads, bench/logs/s10_call5.log), as many raw stages (2..5) as shared memory holds (fp8_ds_mla 576, two
     consumers: 5 at 8-head programs, 4 at 16, 3 at 32; one consumer: 5 / 5 / 4), pv_depth 1 (one consumer at 32 heads
     a program: 0, else ptxas serializes every wgmma or spills; bench/mla_gluon_check.py --kernel rx). DSATTN_RX_CONFIG='stages/regs/warps[/prefetch[/pv_depth
-    [/consumers...[/f8s[/persist]]]]]' overrides it all (A/B runs; read at launch); DSATTN_RX_F8S=0/1, when set, sets
-    f8s on top of either (two consumers; NOT the default: measured no faster and outside issue 3's lse tolerance,
-    session 18, module docstring); DSATTN_RX_PERSIST=0/1, when set, sets persist where the config takes it
-    (ping-pong, not f8s, no prefetch)."""
-    cfg = _rx_config(layout, num_heads, d_qk)
-    persist = os.environ.get("DSATTN_RX_PERSIST", "").strip()
-    if persist not in ("", "0", "1"):
-        raise ValueError(f"DSATTN_RX_PERSIST must be 0 or 1, got {persist!r}")
-    if persist == "1" and cfg.pingpong and not cfg.f8s and not cfg.prefetch:
-        # with spillfix 1 at 8-head programs too: without it their persistent consumers spill 12-40 B at sm_90a,
-        # none with it (bench/mla_gluon_check.py --kernel rx, session 18; 16-head programs spill 28-44 B either way,
-        # outside consumer 0's block loop, one 4-byte reload and store a block in consumer 1's)
-        cfg = dataclasses.replace(cfg, persist=1, spillfix=1)
-    elif persist == "0":
-        cfg = dataclasses.replace(cfg, persist=0)
-    return cfg
-
-
-def _rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
-    """rx_config before DSATTN_RX_PERSIST."""
+    [/consumers...[/f8s]]]]' overrides it all (A/B runs; read at launch); DSATTN_RX_F8S=0/1, when set, sets f8s on
+    top of either (two consumers; NOT the default: not yet measured on a GPU)."""
     f8s = os.environ.get("DSATTN_RX_F8S", "").strip()
     if f8s not in ("", "0", "1"):
         raise ValueError(f"DSATTN_RX_F8S must be 0 or 1, got {f8s!r}")
@@ -221,8 +201,8 @@ def _rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
             cfg = RxConfig(*[int(x) for x in spec.split("/")])
         except (TypeError, ValueError):
             raise ValueError("DSATTN_RX_CONFIG must be RxConfig's fields in order, stages/producer_regs/producer_warps"
-                             "[/prefetch[/pv_depth[/consumers[/alu[/pipe[/hp8[/pingpong[/spillfix[/f8s[/persist]]]]]]]"
-                             f"]]]], e.g. 4/64/4, got {spec!r}") from None
+                             "[/prefetch[/pv_depth[/consumers[/alu[/pipe[/hp8[/pingpong[/spillfix[/f8s]]]]]]]]]], "
+                             f"e.g. 4/64/4, got {spec!r}") from None
         return dataclasses.replace(cfg, f8s=int(f8s)) if f8s else cfg
     consumers = os.environ.get("DSATTN_RX_CONSUMERS", "2").strip() or "2"
     if consumers not in ("1", "2"):
@@ -564,56 +544,10 @@ if HAVE_GLUON:
         return ph, pl
 
     @gluon.jit
-    def _rx_coords(it, n_hb, n_sp, HP: gl.constexpr):
-        """Token, first head and split of work item `it` (split fastest, then the head block)."""
-        return (it // (n_sp * n_hb)).to(gl.int64), ((it // n_sp) % n_hb) * HP, it % n_sp
-
-    @gluon.jit
-    def _rx_item(it, n_hb, n_sp, idx_ptr, stride_it, len_ptr, topk, keys_per_split, HP: gl.constexpr,
-                 HAS_LEN: gl.constexpr):
-        """Work item `it` of a persistent launch (config persist): token, head block and split of the non-persistent
-        grid (T, n_hb, n_sp), split fastest -> (t, h0, split, lo, hi, idx_row) as the kernel computes them."""
-        t, h0, split = _rx_coords(it, n_hb, n_sp, HP)
-        end = topk
-        if HAS_LEN:
-            end = gl.minimum(gl.load(len_ptr + t), topk)
-        lo = split * keys_per_split
-        hi = gl.minimum(lo + keys_per_split, end)
-        return t, h0, split, lo, hi, idx_ptr + t * stride_it
-
-    @gluon.jit
     def _producer(idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope, full, free,
                   stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
                   HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr, PF: gl.constexpr):
-        """One program's blocks (_produce from ring position 0), then the last copies drained."""
-        _produce(idx_row, lo, hi, 0, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope, full, free,
-                 stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PW, PF)
-        async_copy.wait_group(0)
-
-    @gluon.jit
-    def _producer_ps(idx_ptr, stride_it, len_ptr, topk, keys_per_split, num_heads, num_items, num_slots, lat_ptr,
-                     scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope, full, free, stride_lat: gl.constexpr,
-                     stride_scale: gl.constexpr, stride_rope: gl.constexpr, HAS_ROPE: gl.constexpr,
-                     HAS_LEN: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr):
-        """Persistent producer (config persist): the program's items pid, pid + nprog, ... back to back along one
-        ring (block numbers continue across items, so the next item's first rows are gathered while the consumers
-        finish the last one's blocks and epilogue)."""
-        n_hb = gl.cdiv(num_heads, HP)
-        n_sp = gl.cdiv(topk, keys_per_split)
-        gb = 0
-        for it in range(gl.program_id(0), num_items, gl.num_programs(0)):
-            t, h0, split, lo, hi, idx_row = _rx_item(it, n_hb, n_sp, idx_ptr, stride_it, len_ptr, topk,
-                                                     keys_per_split, HP, HAS_LEN)
-            gb = _produce(idx_row, lo, hi, gb, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
-                          full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PW, 0)
-        async_copy.wait_group(0)
-
-    @gluon.jit
-    def _produce(idx_row, lo, hi, gb0, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope, full,
-                 free, stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
-                 HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr, PF: gl.constexpr):
-        """Per block of entries [lo, hi): wait for its stage to be free, cp.async its rows, arrive on full when they
-        land (noinc). Blocks are ring positions gb0, gb0 + 1, ... (stage and phase from those); returns the next."""
+        """Per block: wait for its stage to be free, cp.async its rows, arrive on full when they land (noinc)."""
         LAT_L: gl.constexpr = _copy_layout(512, 1, PW)
         SC_L: gl.constexpr = _scale_layout(KB, PW)
         ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
@@ -624,7 +558,7 @@ if HAVE_GLUON:
         cols = gl.arange(0, 512, gl.SliceLayout(0, LAT_L))
         gcols = gl.arange(0, 4, gl.SliceLayout(0, SC_L))
         rcols = gl.arange(0, 64, gl.SliceLayout(0, ROPE_L))
-        nblocks = gl.cdiv(gl.maximum(hi - lo, 0), KB)
+        nblocks = gl.cdiv(hi - lo, KB)
         nx_lat = _idx(idx_row, lo, hi, KB, LS)
         nx_sc = _idx(idx_row, lo, hi, KB, SS)
         nx_rope = _idx(idx_row, lo, hi, KB, RS)
@@ -634,10 +568,9 @@ if HAVE_GLUON:
                                lat_ptr, stride_lat, ROW_BYTES, KB, PW)
             pfx = _prefetch_entries(idx_row, lo + (NSTAGES + PF) * KB, hi, KB, PW)
         for b in range(nblocks):
-            g = gb0 + b
-            st = g % NSTAGES
-            # the consumer is done with ring position g - NSTAGES (mbarriers start with phase 1 complete)
-            mbarrier.wait(free.index(st), ((g // NSTAGES) & 1) ^ 1)
+            st = b % NSTAGES
+            # the consumer is done with block b - NSTAGES (mbarriers start with phase 1 complete)
+            mbarrier.wait(free.index(st), ((b // NSTAGES) & 1) ^ 1)
             valid = (nx_lat >= 0) & (nx_lat < num_slots)
             slot = gl.where(valid, nx_lat, 0).to(gl.int64)
             async_copy.async_copy_global_to_shared(raw_lat.index(st),
@@ -661,7 +594,7 @@ if HAVE_GLUON:
             if PF > 0:
                 _prefetch_rows(pfx, num_slots, lat_ptr, stride_lat, ROW_BYTES, KB, PW)
                 pfx = _prefetch_entries(idx_row, lo + (b + NSTAGES + PF + 1) * KB, hi, KB, PW)
-        return gb0 + nblocks
+        async_copy.wait_group(0)
 
     @gluon.jit
     def _consumer(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
@@ -1047,28 +980,54 @@ if HAVE_GLUON:
         out of the loop it is in. (ptxas sees the constant, but did not hoist the descriptors again: compile check.)"""
         return gl.inline_asm_elementwise("mov.u32 $0, 0;", "=r,r", [x], dtype=gl.int32, is_pure=False, pack=1)
 
-    @gluon.constexpr_function
-    def _pp_mma(HP):
-        """The ping-pong consumers' accumulator layout (one warpgroup, wgmma N = HP)."""
-        return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HP, 16])
-
     @gluon.jit
-    def _pp_blocks(idx_row, lo, hi, gb0, num_slots, qk_scale, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, full, free,
-                   qsc, HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                   ALU: gl.constexpr, H: gl.constexpr, SPILLFIX: gl.constexpr, F8S: gl.constexpr):
-        """Consumer H's blocks b = H, H + 2, ... of entries [lo, hi) (ring positions gb0 + b; qk_scale already in
-        V_SCALE units; qsc: _stage_q8's per-head scale under F8S, else unused) -> (m, l, O^T) of its partial softmax."""
-        MMA: gl.constexpr = _pp_mma(HP)
+    def _consumer_pp(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
+                     out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
+                     q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar, full, free,
+                     HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
+                     ALU: gl.constexpr, H: gl.constexpr, SPILLFIX: gl.constexpr = 0, F8S: gl.constexpr = 0):
+        """Ping-pong consumers (config pingpong=1, two consumers, <= 16 heads a program): consumer H takes the blocks
+        b = H, H + 2, ... whole (all 512 latent columns, _consumer's products and online softmax, its own P buffer), so
+        the two never wait for each other inside the loop: one's tensor-core work overlaps the other's conversions and
+        softmax. At the end consumer 1 hands its (m, l, O^T) to consumer 0 through shared memory (macc, mm_s, ml_s,
+        mbar), which merges the two partial softmaxes and stores out / lse. Both store q (the same values). SPILLFIX
+        (config spillfix 1): the shared-memory descriptors of q, q_rope and P (~40 64-bit values, loop-invariant: LLVM
+        hoisted them out of the loop and ptxas spilled them at 16-head programs) are rebuilt in each block from an
+        opaque 0 (q3 / qr3 [1, HP, ...]). F8S (config f8s 1): q3 is [2, HP, 512] e4m3 (_stage_q8's hi, lo) and S^T
+        comes from fp8 products of the stage itself (_s8_products: eight accumulators, scaled in fp32 by the group
+        scales and q's per-head scale). (Three such consumers, blocks round robin, were measured slower twice: module
+        docstring.)"""
+        NW: gl.constexpr = 4
+        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
+        MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
+                                                      instr_shape=[16, HP, 16])
         DOT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
         ROW: gl.constexpr = gl.SliceLayout(1, MMA)
         COL: gl.constexpr = gl.SliceLayout(0, MMA)
         RA: gl.constexpr = (ALU & 2) != 0
         VA: gl.constexpr = (ALU & 1) != 0
+
         OPQ: gl.constexpr = (SPILLFIX & 1) != 0
+        if F8S:  # q3: [2, HP, 512] e4m3 (hi, lo); qr3 as below
+            if OPQ:
+                qsc = _stage_q8(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3, qr3.index(0), HP, 0, 512, HAS_ROPE,
+                                Q_L, COL)
+            else:
+                qsc = _stage_q8(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3, qr3, HP, 0, 512, HAS_ROPE, Q_L,
+                                COL)
+        elif OPQ:  # q3 / qr3: [1, HP, 512] / [1, HP, 64] (else the 2D buffers themselves)
+            _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3.index(0), qr3.index(0), HP, 0, 512, HAS_ROPE,
+                     True, Q_L)
+        else:
+            _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3, qr3, HP, 0, 512, HAS_ROPE, True, Q_L)
+        qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
+        fence_async_shared()
+        gl.thread_barrier()
+
         m_i = gl.full([HP], NEG_INF, gl.float32, COL)
         l_e = gl.zeros([KB, HP], gl.float32, MMA)  # row sums per element, reduced over the keys at the end
         acc = gl.zeros([512, HP], gl.float32, MMA)
-        nblocks = gl.cdiv(gl.maximum(hi - lo, 0), KB)
+        nblocks = gl.cdiv(hi - lo, KB)
         for b in range(H, nblocks, 2):
             if OPQ:
                 # wgmma's shared-memory descriptors from an opaque 0: built here in every block, not hoisted out of
@@ -1089,12 +1048,12 @@ if HAVE_GLUON:
                     q_smem = q3
                 qr_smem = qr3
                 p_buf = p_smem.index(H)
-            st = (gb0 + b) % NSTAGES
+            st = b % NSTAGES
             if not F8S:
                 ix = _idx(idx_row, lo + b * KB, hi, KB, ROW)
             lat = raw_lat.index(st)
             sc = raw_sc.index(st)
-            mbarrier.wait(full.index(st), ((gb0 + b) // NSTAGES) & 1)
+            mbarrier.wait(full.index(st), (b // NSTAGES) & 1)
             if F8S:
                 # the stage's rows (cp.async) are read by wgmma (the async proxy): a proxy fence first, before the
                 # entries' load (a load in flight at the fence would stall it)
@@ -1148,74 +1107,8 @@ if HAVE_GLUON:
                     acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
             mbarrier.arrive(free.index(st), count=1)
             acc = warpgroup_mma_wait(0, deps=(acc,))
-        return m_i, gl.sum(l_e, 0), acc
+        l_i = gl.sum(l_e, 0)
 
-    @gluon.jit
-    def _pp_stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3, qr3, HAS_ROPE: gl.constexpr,
-                    HP: gl.constexpr, SPILLFIX: gl.constexpr, Q_L: gl.constexpr):
-        """q of token t, heads h0 + [0, HP) into q3 / qr3 (fp16 latent, bf16 RoPE; not F8S)."""
-        if (SPILLFIX & 1) != 0:  # q3 / qr3: [1, HP, 512] / [1, HP, 64] (else the 2D buffers themselves)
-            _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3.index(0), qr3.index(0), HP, 0, 512, HAS_ROPE,
-                     True, Q_L)
-        else:
-            _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3, qr3, HP, 0, 512, HAS_ROPE, True, Q_L)
-
-    @gluon.jit
-    def _pp_merge(acc, m_i, l_i, macc, mm_s, ml_s, mbar, phase, MMA: gl.constexpr):
-        """Consumer 0: wait for consumer 1's (m, l, O^T) in macc / mm_s / ml_s (mbar at `phase`) and merge the two
-        partial softmaxes -> (acc, m, l)."""
-        COL: gl.constexpr = gl.SliceLayout(0, MMA)
-        mbarrier.wait(mbar, phase)
-        m_o = mm_s.load(COL)
-        l_o = ml_s.load(COL)
-        m = gl.maximum(m_i, m_o)
-        m_use = gl.where(m == NEG_INF, 0.0, m)
-        a_s = gl.exp2(m_i - m_use)
-        a_o = gl.exp2(m_o - m_use)
-        return acc * a_s[None, :] + macc.load(MMA) * a_o[None, :], m, l_i * a_s + l_o * a_o
-
-    @gluon.jit
-    def _consumer_pp(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
-                     out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
-                     q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar, full, free,
-                     HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                     ALU: gl.constexpr, H: gl.constexpr, SPILLFIX: gl.constexpr = 0, F8S: gl.constexpr = 0):
-        """Ping-pong consumers (config pingpong=1, two consumers, <= 16 heads a program): consumer H takes the blocks
-        b = H, H + 2, ... whole (all 512 latent columns, _consumer's products and online softmax, its own P buffer), so
-        the two never wait for each other inside the loop: one's tensor-core work overlaps the other's conversions and
-        softmax. At the end consumer 1 hands its (m, l, O^T) to consumer 0 through shared memory (macc, mm_s, ml_s,
-        mbar), which merges the two partial softmaxes and stores out / lse. Both store q (the same values). SPILLFIX
-        (config spillfix 1): the shared-memory descriptors of q, q_rope and P (~40 64-bit values, loop-invariant: LLVM
-        hoisted them out of the loop and ptxas spilled them at 16-head programs) are rebuilt in each block from an
-        opaque 0 (q3 / qr3 [1, HP, ...]). F8S (config f8s 1): q3 is [2, HP, 512] e4m3 (_stage_q8's hi, lo) and S^T
-        comes from fp8 products of the stage itself (_s8_products: eight accumulators, scaled in fp32 by the group
-        scales and q's per-head scale). (Three such consumers, blocks round robin, were measured slower twice: module
-        docstring.)"""
-        NW: gl.constexpr = 4
-        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
-        MMA: gl.constexpr = _pp_mma(HP)
-        ROW: gl.constexpr = gl.SliceLayout(1, MMA)
-        COL: gl.constexpr = gl.SliceLayout(0, MMA)
-        OPQ: gl.constexpr = (SPILLFIX & 1) != 0
-        if F8S:  # q3: [2, HP, 512] e4m3 (hi, lo); qr3 as below
-            if OPQ:
-                qsc = _stage_q8(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3, qr3.index(0), HP, 0, 512, HAS_ROPE,
-                                Q_L, COL)
-            else:
-                qsc = _stage_q8(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3, qr3, HP, 0, 512, HAS_ROPE, Q_L,
-                                COL)
-        elif OPQ:  # q3 / qr3: [1, HP, 512] / [1, HP, 64] (else the 2D buffers themselves)
-            _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3.index(0), qr3.index(0), HP, 0, 512, HAS_ROPE,
-                     True, Q_L)
-        else:
-            _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3, qr3, HP, 0, 512, HAS_ROPE, True, Q_L)
-        qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
-        fence_async_shared()
-        gl.thread_barrier()
-        if not F8S:
-            qsc = qk_scale
-        m_i, l_i, acc = _pp_blocks(idx_row, lo, hi, 0, num_slots, qk_scale, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem,
-                                   full, free, qsc, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, H, SPILLFIX, F8S)
         if H == 1:
             # hand (m, l, O^T) to consumer 0 (these buffers are used once, nothing else touches them)
             macc.store(acc)
@@ -1223,71 +1116,20 @@ if HAVE_GLUON:
             ml_s.store(l_i)
             mbarrier.arrive(mbar, count=1)
         else:
-            acc, m_i, l_i = _pp_merge(acc, m_i, l_i, macc, mm_s, ml_s, mbar, 0, MMA)
+            mbarrier.wait(mbar, 0)
+            m_o = mm_s.load(COL)
+            l_o = ml_s.load(COL)
+            m = gl.maximum(m_i, m_o)
+            m_use = gl.where(m == NEG_INF, 0.0, m)
+            a_s = gl.exp2(m_i - m_use)
+            a_o = gl.exp2(m_o - m_use)
+            l_i = l_i * a_s + l_o * a_o
+            acc = acc * a_s[None, :] + macc.load(MMA) * a_o[None, :]
+            m_i = m
             _store_ot(acc, m_i, l_i, _v_phys(gl.arange(0, 512, ROW)), t, split, h0, num_heads, out_ptr, stride_ot,
                       stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
 
-    @gluon.jit
-    def _consumer_pps(q_ptr, stride_qt, stride_qh, idx_ptr, stride_it, len_ptr, topk, keys_per_split, num_items,
-                      num_slots, num_heads, qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt,
-                      stride_ls, stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar,
-                      q_ready, full, free, HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, HP: gl.constexpr,
-                      NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr, ALU: gl.constexpr, H: gl.constexpr,
-                      SPILLFIX: gl.constexpr):
-        """Persistent ping-pong consumers (config persist; not F8S): _consumer_pp over the program's items pid,
-        pid + nprog, ... (the producer's ring numbering: block numbers continue across items). q is staged by
-        consumer 0 alone: for the first item before its loop, for each next one right after it merged consumer 1's
-        partial (when both are done with the last item's q, and consumer 1's merge buffers are read); it arrives on
-        q_ready, which consumer 1 waits for (phase: the item's parity) before its blocks. Consumer 0 stores the item's
-        out / lse after that hand-over, while consumer 1 and the producer are already on the next item."""
-        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [4, 1], [1, 0])
-        MMA: gl.constexpr = _pp_mma(HP)
-        ROW: gl.constexpr = gl.SliceLayout(1, MMA)
-        COL: gl.constexpr = gl.SliceLayout(0, MMA)
-        n_hb = gl.cdiv(num_heads, HP)
-        n_sp = gl.cdiv(topk, keys_per_split)
-        pid = gl.program_id(0)
-        nprog = gl.num_programs(0)
-        if H == 0:
-            t, h0, split, lo, hi, idx_row = _rx_item(pid, n_hb, n_sp, idx_ptr, stride_it, len_ptr, topk,
-                                                     keys_per_split, HP, HAS_LEN)
-            _pp_stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3, qr3, HAS_ROPE, HP, SPILLFIX, Q_L)
-            fence_async_shared()
-            gl.thread_barrier()
-            mbarrier.arrive(q_ready, count=1)
-        qk = qk_scale * 256.0  # S^T is in V_SCALE units
-        gb = 0
-        k = 0
-        for it in range(pid, num_items, nprog):
-            # (the token, head and split are recomputed for the store after the blocks: fewer values live there)
-            _t, _h0, _split, lo, hi, idx_row = _rx_item(it, n_hb, n_sp, idx_ptr, stride_it, len_ptr, topk,
-                                                        keys_per_split, HP, HAS_LEN)
-            if H == 1:
-                mbarrier.wait(q_ready, k & 1)
-            m_i, l_i, acc = _pp_blocks(idx_row, lo, hi, gb, num_slots, qk, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem,
-                                       full, free, qk, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, H, SPILLFIX, 0)
-            gb = gb + gl.cdiv(gl.maximum(hi - lo, 0), KB)
-            if H == 1:
-                macc.store(acc)
-                mm_s.store(m_i)
-                ml_s.store(l_i)
-                mbarrier.arrive(mbar, count=1)
-            else:
-                acc, m_i, l_i = _pp_merge(acc, m_i, l_i, macc, mm_s, ml_s, mbar, k & 1, MMA)
-                gl.thread_barrier()  # every thread's reads of the merge buffers (and of q) done
-                nxt = it + nprog
-                if nxt < num_items:
-                    tn, hn, _sn = _rx_coords(nxt, n_hb, n_sp, HP)
-                    _pp_stage_q(q_ptr, stride_qt, stride_qh, tn, hn, num_heads, q3, qr3, HAS_ROPE, HP, SPILLFIX, Q_L)
-                    fence_async_shared()
-                    gl.thread_barrier()
-                    mbarrier.arrive(q_ready, count=1)
-                t, h0, split = _rx_coords(it, n_hb, n_sp, HP)
-                _store_ot(acc, m_i, l_i, _v_phys(gl.arange(0, 512, ROW)), t, split, h0, num_heads, out_ptr,
-                          stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
-            k += 1
-
-    @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split", "num_items"])
+    @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split"])
     def sparse_mla_rx2_kernel(
             q_ptr, stride_qt, stride_qh,
             lat_ptr, scale_ptr, rope_ptr,
@@ -1300,11 +1142,9 @@ if HAVE_GLUON:
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1,
             ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0, PINGPONG: gl.constexpr = 0, SPILLFIX: gl.constexpr = 0,
-            F8S: gl.constexpr = 0, PERSIST: gl.constexpr = 0, num_items=0):
+            F8S: gl.constexpr = 0):
         """sparse_mla_rx_kernel with two consumer warpgroups (halves of the latent columns, _consumer2); same grid and
-        arguments, plus the second consumer's register budget. PERSIST (ping-pong, not F8S, no prefetch): a 1-D grid
-        of at most one program an SM, each walking work items pid, pid + nprog, ... of num_items (token, head block,
-        split; _rx_item) with _consumer_pps / _producer_ps. F8S: the latent stages in wgmma's 128-byte-swizzled
+        arguments, plus the second consumer's register budget. F8S: the latent stages in wgmma's 128-byte-swizzled
         layout (NVMMASharedLayout: per 128-column group a [64, 128] tile, the same 16-byte XOR swizzle by row as the
         default's, so the V operand's reads stay free of bank conflicts) and q as two e4m3 terms (_stage_q8)."""
         gl.static_assert(not (F8S and PIPE), "f8s: the pipelined consumer (pipe) has no fp8 path")
@@ -1376,24 +1216,7 @@ if HAVE_GLUON:
         hi = gl.minimum(lo + keys_per_split, end)
         idx_row = idx_ptr + t * stride_it
 
-        if PERSIST:
-            gl.static_assert(PINGPONG and not F8S and PF == 0, "persist: ping-pong consumers, no f8s, no prefetch")
-            gl.warp_specialize([   # (sx_bar[0]: the merge, sx_bar[1]: q staged)
-                (_consumer_pps, (q_ptr, stride_qt, stride_qh, idx_ptr, stride_it, len_ptr, topk, keys_per_split,
-                                 num_items, num_slots, num_heads, qk_scale, out_ptr, stride_ot, stride_os, stride_oh,
-                                 lse_ptr, stride_lt, stride_ls, stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem,
-                                 sx, mm_s, ml_s, sx_bar.index(0), sx_bar.index(1), full, free, HAS_ROPE, HAS_LEN, HP,
-                                 NSTAGES, PV_DEPTH, ALU, 0, SPILLFIX)),
-                (_consumer_pps, (q_ptr, stride_qt, stride_qh, idx_ptr, stride_it, len_ptr, topk, keys_per_split,
-                                 num_items, num_slots, num_heads, qk_scale, out_ptr, stride_ot, stride_os, stride_oh,
-                                 lse_ptr, stride_lt, stride_ls, stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem,
-                                 sx, mm_s, ml_s, sx_bar.index(0), sx_bar.index(1), full, free, HAS_ROPE, HAS_LEN, HP,
-                                 NSTAGES, PV_DEPTH, ALU, 1, SPILLFIX)),
-                (_producer_ps, (idx_ptr, stride_it, len_ptr, topk, keys_per_split, num_heads, num_items, num_slots,
-                                lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope, full, free, stride_lat,
-                                stride_scale, stride_rope, HAS_ROPE, HAS_LEN, HP, NSTAGES, PRODUCER_WARPS)),
-            ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
-        elif PINGPONG:
+        if PINGPONG:
             gl.warp_specialize([
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
@@ -1460,24 +1283,14 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     if cfg.spillfix not in (0, 1) or (cfg.spillfix and not cfg.pingpong):
         raise ValueError(f"config.spillfix must be 0 or 1 (1: ping-pong consumers only), got spillfix {cfg.spillfix}, "
                          f"pingpong {cfg.pingpong}")
-    if cfg.persist not in (0, 1) or (cfg.persist and (not cfg.pingpong or cfg.f8s or cfg.prefetch)):
-        raise ValueError(f"config.persist must be 0 or 1 (1: ping-pong consumers, no f8s, no prefetch), got persist "
-                         f"{cfg.persist}, pingpong {cfg.pingpong}, f8s {cfg.f8s}, prefetch {cfg.prefetch}")
     grid = (t, -(-h // hp), splits)
-    persist = {}
-    if cfg.persist:
-        from .._triton import sm_count
-        from .dispatch import DEFAULT_SM_COUNT
-        items = t * grid[1] * splits
-        grid = (max(1, min(items, sm_count(q.device, DEFAULT_SM_COUNT))),)
-        persist = dict(PERSIST=1, num_items=items)
     args = launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN)
     flags = (d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None)
     if cfg.consumers == 2:
         consumer_regs = rx_consumer_regs(cfg.consumers, cfg.producer_warps, cfg.producer_regs)
         _fast_launch(sparse_mla_rx2_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
                      cfg.producer_regs, consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
-                     ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, SPILLFIX=cfg.spillfix, F8S=cfg.f8s, **persist)
+                     ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, SPILLFIX=cfg.spillfix, F8S=cfg.f8s)
     else:
         _fast_launch(sparse_mla_rx_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
                      cfg.producer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth, ALU=cfg.alu)
