@@ -99,7 +99,6 @@ def test_rx_choice():
 
 def test_rx_config(monkeypatch):
     monkeypatch.delenv("DSATTN_RX_CONFIG", raising=False)
-    monkeypatch.delenv("DSATTN_RX_F8S", raising=False)
     monkeypatch.delenv("DSATTN_RX_CONSUMERS", raising=False)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(stages=4, producer_regs=56, consumers=2,
                                                                                   hp8=1, pingpong=1)
@@ -130,93 +129,6 @@ def test_rx_config(monkeypatch):
     monkeypatch.setenv("DSATTN_RX_CONFIG", "3/x")
     with pytest.raises(ValueError, match="DSATTN_RX_CONFIG"):
         gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8)
-
-
-def test_f8s_split_reconstructs_bf16_q():
-    """config f8s's q split (f8s_split mirrors the kernels' _stage_q8): per row a power-of-two scale with
-    |q| / scale in [128, 256), hi + lo equal to q / scale wherever that is >= 2^-2 and within 2^-10 below (2^-17 of
-    the row's largest value), over rows spanning 1e-30 .. 1e30, zero rows and subnormal-sized values."""
-    g = torch.Generator().manual_seed(3)
-    mags = torch.tensor([1e-30, 1e-12, 1e-3, 0.5, 1.0, 3.0, 1e3, 1e12, 1e30, 0.0])
-    q = torch.randn(len(mags), 512, generator=g) * mags[:, None]
-    q[4, :256] *= 1e-6  # a row whose columns differ by 1e6 in magnitude
-    q[5, 7] = 0.0
-    q = q.to(torch.bfloat16)
-    hi, lo, scale = gluon_rx.f8s_split(q)
-    assert hi.dtype == lo.dtype == torch.float8_e4m3fn and scale.shape == (len(mags), 1)
-    assert torch.isfinite(hi.float()).all() and torch.isfinite(lo.float()).all()
-    mant, _ = torch.frexp(scale)
-    assert (mant == 0.5).all()  # powers of two
-    qf = q.float()
-    x = qf / scale
-    amax = x.abs().amax(-1)
-    nz = amax > 0
-    assert ((amax[nz] >= 128) & (amax[nz] < 256)).all()
-    rec = hi.float() + lo.float()
-    assert (rec[x.abs() >= 0.25] == x[x.abs() >= 0.25]).all()
-    assert ((rec - x).abs() <= 2.0 ** -10).all()
-    assert ((rec * scale - qf).abs() <= 2.0 ** -17 * qf.abs().amax(-1, keepdim=True)).all()
-    assert (rec[~nz] == 0).all()
-
-
-def test_f8s_scores_equal_the_dequantized_product():
-    """The scores config f8s forms, qscale x sum over groups g of kscale_g x (K8_g hi_g + K8_g lo_g) (the fp8
-    products exact here, in fp64), against q . K over the dequantized fp8_ds_mla latent and bf16 q: the split costs
-    at most 2^-10 of the head's scale per value (2^-17 of its largest |q|). (On the GPU the
-    fp8 products accumulate in the tensor core's limited precision: tests/gpu/test_sparse_mla_rx_gpu.py checks issue
-    3's tolerances there.)"""
-    from dsattn.formats import pack_latent_rows
-    g = torch.Generator().manual_seed(5)
-    lat = torch.randn(256, 512, generator=g) * (0.5 + torch.rand(512, generator=g))
-    rows = pack_latent_rows(lat, KVLayout.FP8_DS_MLA_NOPE)
-    k8 = rows[:, :512].contiguous().view(torch.float8_e4m3fn).double()
-    ksc = rows[:, 512:528].contiguous().view(torch.float32).double()      # [keys, 4]
-    q = (torch.randn(16, 512, generator=g) * 0.5).to(torch.bfloat16)
-    hi, lo, qsc = gluon_rx.f8s_split(q)
-    s = torch.zeros(256, 16, dtype=torch.float64)
-    for grp in range(4):
-        c = slice(128 * grp, 128 * grp + 128)
-        s += ksc[:, grp : grp + 1] * (k8[:, c] @ hi[:, c].double().T + k8[:, c] @ lo[:, c].double().T)
-    s = s * qsc.double().T
-    kd = (k8.view(256, 4, 128) * ksc[:, :, None]).view(256, 512)
-    ref = kd @ q.double().T
-    # each q value is off by at most 2^-10 x its head's scale (test above), so a score by at most that times sum |K|
-    bound = kd.abs().sum(1, keepdim=True) * (2.0 ** -10 * qsc.double().T)
-    assert ((s - ref).abs() <= bound * (1 + 1e-9) + 1e-12).all()
-    assert (s - ref).abs().max() <= 2e-6 * ref.abs().max()  # measured: 1.1e-6 of the largest score
-
-
-def test_rx_f8s_config(monkeypatch):
-    """DSATTN_RX_F8S=1 turns f8s on over the default (two consumers; ping-pong programs take spillfix 1 with it, at
-    8-head programs too) and over DSATTN_RX_CONFIG; one consumer keeps f8s 0; other values are refused, naming it."""
-    monkeypatch.delenv("DSATTN_RX_CONFIG", raising=False)
-    monkeypatch.delenv("DSATTN_RX_CONSUMERS", raising=False)
-    monkeypatch.setenv("DSATTN_RX_F8S", "1")
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(
-        stages=4, producer_regs=56, consumers=2, hp8=1, pingpong=1, spillfix=1, f8s=1)
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16, 576) == gluon_rx.RxConfig(
-        stages=4, producer_regs=48, consumers=2, hp8=1, pingpong=1, spillfix=1, f8s=1)
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == gluon_rx.RxConfig(stages=3, consumers=2, hp8=1, f8s=1)
-    monkeypatch.setenv("DSATTN_RX_F8S", "0")
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16, 576).f8s == 0
-    monkeypatch.setenv("DSATTN_RX_F8S", "1")
-    monkeypatch.setenv("DSATTN_RX_CONFIG", "4/48/4/0/1/2/0/0/1/1/1")
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16, 576) == gluon_rx.RxConfig(4, 48, 4, 0, 1, 2, 0, 0, 1, 1, 1, 1)
-    monkeypatch.delenv("DSATTN_RX_CONFIG")
-    monkeypatch.setenv("DSATTN_RX_CONSUMERS", "1")
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576).f8s == 0
-    monkeypatch.delenv("DSATTN_RX_CONSUMERS")
-    monkeypatch.setenv("DSATTN_RX_F8S", "yes")
-    with pytest.raises(ValueError, match="DSATTN_RX_F8S"):
-        gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8)
-    q = torch.zeros(2, 8, 576, dtype=torch.bfloat16)
-    rows = torch.zeros(16, 656, dtype=torch.uint8)
-    out, lse = torch.empty(2, 8, 512), torch.empty(2, 8)
-    idx = torch.zeros(2, 64, dtype=torch.int32)
-    for bad in (gluon_rx.RxConfig(consumers=1, hp8=1, f8s=1), gluon_rx.RxConfig(consumers=2, hp8=1, pipe=1, f8s=1),
-                gluon_rx.RxConfig(consumers=2, hp8=1, f8s=2)):
-        with pytest.raises(ValueError, match="config.f8s"):
-            gluon_rx.run_attention_rx(q, rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=bad)
 
 
 def test_rx_rejects_bad_launches():

@@ -80,21 +80,20 @@ Partitions (gl.warp_specialize):
       0.2155 vs 0.1924; a 2-warp producer 0.2716 / 0.2356). spillfix's bit 2 (cross-warp row max / row sum by hand)
       went with them: on the 8-head default spillfix 1 / 3 were slower too (0.2135 / 0.2140 vs 0.2082 ms,
       bench/logs/s13_call4.log).
-fp8 S (config f8s 1, DSATTN_RX_F8S=1; two consumers: ping-pong and the halves; session 17, NOT THE DEFAULT: written
-  and compiled for sm_90a without a GPU, not yet run): S^T's latent part comes from fp8 wgmma products that read the
-  stage itself (the latent stages in NVMMASharedLayout, per 128-column group a [64, 128] tile under the same 16-byte
-  XOR swizzle by row as the raw default's, so the V operand's register reads stay conflict-free and unchanged), so each
-  latent value is converted once a block (P V's operand) instead of twice. q (bf16) is split per head into two e4m3
-  terms after a power-of-two scale (_stage_q8; exact for bf16 q but for values under 2^-2 of the scale: f8s_split, its
-  torch mirror, is what the CPU tests check); each (group, term) product is its own accumulator chain of K 128,
-  summed and scaled in fp32 (group scales per key, q's scale per head). Accuracy: session 14's cuBLAS emulation of a like
-  split (bench/fp8_split_s_accuracy.py: two e4m3 terms, a scale per head and 128-column group, K 128 products) gave lse
-  errors of 7.1e-6 relative against issue 3's 1e-5, the fp8 products' accumulation being the residual; tests/gpu/test_sparse_mla_rx_gpu.py::test_rx_f8s_* hold the kernel to issue 3's
-  tolerances. Compile check (bench/mla_gluon_check.py --kernel rx, configs ending /1): no spill at 8 / 16-head
-  ping-pong programs with spillfix 1 (rx_config gives it spillfix 1 at 8-head programs too) nor at 32 heads (the
-  halves; f8s adds the RoPE product in half 1, since in half 0, the default partition at 216 registers, it spilled
-  28 B); at 16 heads the PTX holds 320 cvt.rn.f16x2.e4m3x2 (64 of them staging q, once a
-  program) against the default's 512. The device run is prepared in bench/gpu_s18_f8s.sh.
+Removed in session 18 after their H200 runs (H200, `dsattn bench ab`, 512 tokens):
+  config f8s (session 17: S^T from fp8 wgmma products read straight from the stage, q split into two e4m3 terms;
+      code at 12a56fa): f8s vs the default, 8 heads fp8_ds_mla 0.236 vs 0.235 ms, 16 heads 0.270 vs 0.267, nope
+      0.233 vs 0.229 / 0.265 vs 0.270 (its one gain, 2%), 32 heads (the halves) 0.480 vs gluon_ws's 0.380 (bench/results/ab_s18_f8s_*.json),
+      and outside issue 3's lse tolerance: 1.6e-5 to 3.5e-5 relative against 1e-5 in 23 of its 34 GPU tests
+      (bench/logs/s18_f8s_tests.log). So the two conversions of each latent value were not what limits these
+      programs.
+  config persist (session 18: at most one program an SM, walking (token, head block, split) items along one ring
+      so that an item's fill and epilogue overlap its neighbours'; code at 49fb844): right, bit-equal to the
+      default in 60 GPU tests, but slower: 16 heads 0.289 vs 0.280 ms, 8 heads 0.229 vs 0.225, nope 0.210 vs 0.208
+      / 0.250 vs 0.250, 16 heads at 2048 tokens 0.966 vs 0.944 (bench/results/ab_s18_persist_*.json). A fit of
+      t(topk_length) = fixed + per-entry had given 16 heads ~23% fixed cost (bench/decode_fixed_cost.py,
+      bench/results/decode_fixed_cost_s18.json); under persist the fit is unchanged (0.0554 vs 0.0557 ms,
+      decode_fixed_cost_s18_persist.json), so that intercept is not per-program start and end.
 No wgmma stays in flight across a loop back-edge or an mbarrier wait: ptxas then serializes every wgmma of the
 kernel (C7513, register operands defined while one is in flight), as the compile check showed.
 
@@ -144,8 +143,6 @@ class RxConfig:
     hp8: int = 0        # 1: programs of 8 heads (wgmma N = 8) for at most 8 heads
     pingpong: int = 0   # 1 (two consumers, <= 16 heads a program): alternate blocks whole, merged at the end
     spillfix: int = 0   # 1 (ping-pong): wgmma's shared-memory descriptors rebuilt in every block (_opaque_zero)
-    f8s: int = 0        # 1 (two consumers, not pipe): S^T from fp8 products read straight from the stage (no conversion
-    #                     of S's operand), q split into two e4m3 terms (_stage_q8); DSATTN_RX_F8S=0/1 sets it at launch
 
 
 def rx_hp(num_heads: int) -> int:
@@ -190,20 +187,15 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     at 8 heads, bench/logs/s10_call5.log), as many raw stages (2..5) as shared memory holds (fp8_ds_mla 576, two
     consumers: 5 at 8-head programs, 4 at 16, 3 at 32; one consumer: 5 / 5 / 4), pv_depth 1 (one consumer at 32 heads
     a program: 0, else ptxas serializes every wgmma or spills; bench/mla_gluon_check.py --kernel rx). DSATTN_RX_CONFIG='stages/regs/warps[/prefetch[/pv_depth
-    [/consumers...[/f8s]]]]' overrides it all (A/B runs; read at launch); DSATTN_RX_F8S=0/1, when set, sets f8s on
-    top of either (two consumers; NOT the default: not yet measured on a GPU)."""
-    f8s = os.environ.get("DSATTN_RX_F8S", "").strip()
-    if f8s not in ("", "0", "1"):
-        raise ValueError(f"DSATTN_RX_F8S must be 0 or 1, got {f8s!r}")
+    [/consumers]]]' overrides it all (A/B runs; read at launch)."""
     spec = os.environ.get("DSATTN_RX_CONFIG", "").strip()
     if spec:
         try:
-            cfg = RxConfig(*[int(x) for x in spec.split("/")])
+            return RxConfig(*[int(x) for x in spec.split("/")])
         except (TypeError, ValueError):
             raise ValueError("DSATTN_RX_CONFIG must be RxConfig's fields in order, stages/producer_regs/producer_warps"
-                             "[/prefetch[/pv_depth[/consumers[/alu[/pipe[/hp8[/pingpong[/spillfix[/f8s]]]]]]]]]], "
-                             f"e.g. 4/64/4, got {spec!r}") from None
-        return dataclasses.replace(cfg, f8s=int(f8s)) if f8s else cfg
+                             "[/prefetch[/pv_depth[/consumers[/alu[/pipe[/hp8[/pingpong[/spillfix]]]]]]]], e.g. "
+                             f"4/64/4, got {spec!r}") from None
     consumers = os.environ.get("DSATTN_RX_CONSUMERS", "2").strip() or "2"
     if consumers not in ("1", "2"):
         raise ValueError(f"DSATTN_RX_CONSUMERS must be 1 or 2, got {consumers!r}")
@@ -218,8 +210,6 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     # descriptors rebuilt in each block: no spill at sm_90a, 120-152 B without, which is what made it slower in
     # sessions 10-12): 512 tokens fp8_ds_mla 0.2526 vs 0.2821 ms (two consumers in step), nope 0.2389 vs 0.2654
     # (bench/results/s13_rx16.json, bench/logs/s13_call3.log)
-    # f8s (DSATTN_RX_F8S=1) takes spillfix 1 at 8-head programs too: its sm_90a compile spills 8-12 B there without
-    # it (consumers) and none with it (bench/mla_gluon_check.py --kernel rx, session 17)
     pingpong = int(hp <= 16 and consumers == 2)
     stages = 5
     while stages > 2 and rx_smem_bytes(layout, d_qk, hp, stages, consumers, pingpong) + SMEM_MARGIN > SMEM_LIMIT:
@@ -228,22 +218,7 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     # 0.2460 vs 0.2506 / 0.2520 ms, nope 0.2324 / 0.2364 vs 0.2373 / 0.2395; s13_rx16b.json, s13_rx16c.json)
     return RxConfig(stages=stages, producer_regs=(48 if hp == 16 else 56) if pingpong else 64,
                     pv_depth=0 if hp == 32 and consumers == 1 else 1, consumers=consumers, hp8=1, pingpong=pingpong,
-                    spillfix=int(pingpong and (hp == 16 or f8s == "1")), f8s=int(f8s or 0) if consumers == 2 else 0)
-
-
-def f8s_split(q):
-    """Torch mirror of the kernels' _stage_q8 (config f8s): q [..., C] (latent columns of one head per row) ->
-    (hi, lo, qscale): hi, lo e4m3 [..., C], qscale fp32 [..., 1], a power of two per row with |q| / qscale < 256,
-    and q = qscale x (hi + lo) up to 2^-10 x qscale (exactly wherever |q| / qscale >= 2^-2, for bf16 q). The CPU tests
-    check the split; the kernels compute the same values with Gluon operations."""
-    import torch
-    q = q.float()
-    e = (q.abs().amax(-1, keepdim=True).view(torch.int32) >> 23) & 255
-    e = e.clamp(8, 254)
-    x = q * ((261 - e) << 23).view(torch.float32)
-    hi = x.to(torch.float8_e4m3fn)
-    lo = (x - hi.float()).to(torch.float8_e4m3fn)
-    return hi, lo, ((e - 7) << 23).view(torch.float32)
+                    spillfix=int(pingpong and hp == 16))
 
 
 def s_phys(c):
@@ -475,73 +450,11 @@ if HAVE_GLUON:
         else:
             q_smem.slice(C0, NC, dim=1).store(q)
         if ROPE:
-            _stage_qr(q_row, hmask, qr_smem, R_PHYS, Q_L)
-
-    @gluon.jit
-    def _stage_qr(q_row, hmask, qr_smem, R_PHYS: gl.constexpr, Q_L: gl.constexpr):
-        """q's RoPE part x V_SCALE as bf16 into qr_smem (columns permuted by _r_phys with R_PHYS)."""
-        qr = gl.arange(0, 64, gl.SliceLayout(0, Q_L))
-        if R_PHYS:
-            qr = _r_phys(qr)
-        qr_smem.store((gl.load(q_row + 512 + qr[None, :], mask=hmask, other=0.0).to(gl.float32)
-                       * V_SCALE).to(gl.bfloat16))
-
-    @gluon.jit
-    def _stage_q8(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q8, qr_smem, HP: gl.constexpr, C0: gl.constexpr,
-                  NC: gl.constexpr, ROPE: gl.constexpr, Q_L: gl.constexpr, COL: gl.constexpr):
-        """f8s: latent columns [C0, C0 + NC) of q (heads h0 + [0, HP), physical column order) as two e4m3 terms,
-        q = qscale x (hi + lo), hi into q8.index(0), lo into q8.index(1); with ROPE the RoPE part as _stage_q stores
-        it (register operand order). qscale is a power of two per head, 2^(e - 134) for the exponent field e of the
-        head's largest |q| over these columns (clamped to [8, 254]), so x = q / qscale is below 256 (e4m3 saturates
-        at 448): hi = e4m3(x), lo = e4m3(x - hi) (x - hi is exact in fp32). For bf16 q, x has 8 significant bits and
-        x - hi at most 4, so hi + lo = x exactly wherever x >= 2^-2, and within 2^-10 below (e4m3's subnormals):
-        2^-17 of the head's largest value (f8s_split mirrors this in torch). Heads past num_heads are zeros.
-        Returns qscale [HP] in layout COL."""
-        # 128 columns at a time, read twice (the largest |q| first): the whole row's fp32 values and their e4m3
-        # pairs (16-bit registers) live at once made ptxas spill
-        L: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [4, 1], [1, 0])
-        qh = h0 + gl.arange(0, HP, gl.SliceLayout(1, L))
-        qd = gl.arange(0, 128, gl.SliceLayout(0, L))
-        q_row = q_ptr + t * stride_qt + qh[:, None] * stride_qh
-        hmask = (qh < num_heads)[:, None]
-        amax = gl.zeros([HP], gl.float32, gl.SliceLayout(1, L))
-        for c in gl.static_range(NC // 128):
-            q = gl.load(q_row + (C0 + 128 * c) + qd[None, :], mask=hmask, other=0.0).to(gl.float32)
-            amax = gl.maximum(amax, gl.max(gl.abs(q), 1))
-        e = (amax.to(gl.int32, bitcast=True) >> 23) & 255
-        e = gl.minimum(gl.maximum(e, 8), 254)
-        inv = ((261 - e) << 23).to(gl.float32, bitcast=True)                # 2^(134 - e)
-        for c in gl.static_range(NC // 128):
-            x = gl.load(q_row + (C0 + 128 * c) + qd[None, :], mask=hmask, other=0.0).to(gl.float32) * inv[:, None]
-            hi = x.to(gl.float8e4nv)
-            q8.index(0).slice(C0 + 128 * c, 128, dim=1).store(hi)
-            q8.index(1).slice(C0 + 128 * c, 128, dim=1).store((x - hi.to(gl.float32)).to(gl.float8e4nv))
-        if ROPE:
-            qhr = h0 + gl.arange(0, HP, gl.SliceLayout(1, Q_L))
-            _stage_qr(q_ptr + t * stride_qt + qhr[:, None] * stride_qh, (qhr < num_heads)[:, None], qr_smem, True, Q_L)
-        return gl.convert_layout(((e - 7) << 23).to(gl.float32, bitcast=True), COL)        # 2^(e - 134)
-
-    @gluon.constexpr_function
-    def _mma8(mma):
-        """The accumulator layout of fp8 products for an fp16 one (wgmma K 32 instead of 16; the same registers)."""
-        return gl.NVMMADistributedLayout(version=mma.version, warps_per_cta=mma.warps_per_cta,
-                                         instr_shape=[mma.instr_shape[0], mma.instr_shape[1], 32])
-
-    @gluon.jit
-    def _f8_group(ph, pl, MMA: gl.constexpr):
-        """One group's two retired fp8 products summed, in layout MMA (the same registers: no data moves)."""
-        return gl.convert_layout(ph + pl, MMA, assert_trivial=True)
-
-    @gluon.jit
-    def _s8_products(lat, qhi, qlo, C0: gl.constexpr, zero):
-        """f8s: latent columns [C0, C0 + 128) of S^T (one scale group), unscaled, as two async fp8 wgmmas (A: the
-        stage's [64, 128] e4m3 tile as gathered, B: q's hi / lo terms of those columns), each its own accumulator
-        chain (K 128, as the accuracy check bench/fp8_split_s_accuracy.py emulated); zero in _mma8's layout.
-        -> (hi product, lo product)"""
-        a = lat.slice(C0, 128, dim=1)
-        ph = warpgroup_mma(a, qhi.slice(C0, 128, dim=1).permute((1, 0)), zero, is_async=True)
-        pl = warpgroup_mma(a, qlo.slice(C0, 128, dim=1).permute((1, 0)), zero, is_async=True)
-        return ph, pl
+            qr = gl.arange(0, 64, gl.SliceLayout(0, Q_L))
+            if R_PHYS:
+                qr = _r_phys(qr)
+            qr_smem.store((gl.load(q_row + 512 + qr[None, :], mask=hmask, other=0.0).to(gl.float32)
+                           * V_SCALE).to(gl.bfloat16))
 
     @gluon.jit
     def _producer(idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope, full, free,
@@ -740,14 +653,12 @@ if HAVE_GLUON:
                    out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                    q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
                    HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                   ALU: gl.constexpr, H: gl.constexpr, F8S: gl.constexpr = 0):
+                   ALU: gl.constexpr, H: gl.constexpr):
         """Two consumers, this one half H of the latent columns [256 H, 256 H + 256): its q columns to shared memory,
         then per block: its partial S^T (groups 2 H, 2 H + 1; the RoPE part in half 0) exchanged with the other half
         through shared memory (sx, double-buffered by block parity, sx_bar), the same online softmax in both halves
         (S = S_0 + S_1 in either: bit-identical), its own P^T buffer, its O^T rows += V16^T P^T; the epilogue
-        stores its rows (half 0 the lse). F8S (config f8s 1): q_smem is [2, HP, 512] e4m3 (_stage_q8's hi, lo; each
-        half scales its own columns, so the partial S^T are scaled before the exchange) and the partial S^T comes from
-        fp8 products of the stage itself (_s8_products, four accumulators); half 1 adds the RoPE product (RH)."""
+        stores its rows (half 0 the lse)."""
         NW: gl.constexpr = 4
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
@@ -756,14 +667,8 @@ if HAVE_GLUON:
         ROW: gl.constexpr = gl.SliceLayout(1, MMA)
         COL: gl.constexpr = gl.SliceLayout(0, MMA)
 
-        RH: gl.constexpr = 1 if F8S else 0  # the half that adds the RoPE product (f8s: half 1, the default partition
-        #                                     (half 0) having fewer registers)
-        if F8S:
-            qsc = _stage_q8(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP, 256 * H, 256,
-                            HAS_ROPE and H == RH, Q_L, COL)
-        else:
-            _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP, 256 * H, 256,
-                     HAS_ROPE and H == 0, True, Q_L)
+        _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP, 256 * H, 256, HAS_ROPE and H == 0,
+                 True, Q_L)
         qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
         fence_async_shared()
         gl.thread_barrier()
@@ -784,37 +689,23 @@ if HAVE_GLUON:
             lat = raw_lat.index(st)
             sc = raw_sc.index(st)
             mbarrier.wait(full.index(st), (b // NSTAGES) & 1)
+            # one accumulator per latent group, its scale applied in fp32 afterwards (no fp16 multiply per value)
             zero = gl.zeros([KB, HP], gl.float32, MMA)
-            if F8S:
-                fence_async_shared()  # the stage's rows (cp.async) are read by wgmma, the async proxy
-                zero8 = gl.zeros([KB, HP], gl.float32, _mma8(MMA))
-                h0_, l0_ = _s8_products(lat, q_smem.index(0), q_smem.index(1), 256 * H, zero8)
-                h1_, l1_ = _s8_products(lat, q_smem.index(0), q_smem.index(1), 256 * H + 128, zero8)
-                if HAS_ROPE and H == RH:
-                    sr = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), zero,
-                                       is_async=True)
-                    h0_, l0_, h1_, l1_, sr = warpgroup_mma_wait(0, deps=(h0_, l0_, h1_, l1_, sr))
-                else:
-                    h0_, l0_, h1_, l1_ = warpgroup_mma_wait(0, deps=(h0_, l0_, h1_, l1_))
-                c0, c1 = _row_scales(sc, H, ROW, False)
-                s = (_f8_group(h0_, l0_, MMA) * c0[:, None] + _f8_group(h1_, l1_, MMA) * c1[:, None]) * qsc[None, :]
+            s0 = warpgroup_mma(_k_operand_raw(lat, 2 * H, DOT, (ALU & 2) != 0),
+                               q_smem.slice(256 * H, 128, dim=1).permute((1, 0)), zero, is_async=True)
+            if HP == 32:  # one group's operand at a time (else ptxas serializes every wgmma or spills at 32 heads)
+                s0 = warpgroup_mma_wait(0, deps=(s0,))
+            s1 = warpgroup_mma(_k_operand_raw(lat, 2 * H + 1, DOT, (ALU & 2) != 0),
+                               q_smem.slice(256 * H + 128, 128, dim=1).permute((1, 0)), zero, is_async=True)
+            if HAS_ROPE and H == 0:
+                sr = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), zero,
+                                   is_async=True)
+                s0, s1, sr = warpgroup_mma_wait(0, deps=(s0, s1, sr))
             else:
-                # one accumulator per latent group, its scale applied in fp32 afterwards (no fp16 multiply per value)
-                s0 = warpgroup_mma(_k_operand_raw(lat, 2 * H, DOT, (ALU & 2) != 0),
-                                   q_smem.slice(256 * H, 128, dim=1).permute((1, 0)), zero, is_async=True)
-                if HP == 32:  # one group's operand at a time (else ptxas serializes every wgmma or spills at 32 heads)
-                    s0 = warpgroup_mma_wait(0, deps=(s0,))
-                s1 = warpgroup_mma(_k_operand_raw(lat, 2 * H + 1, DOT, (ALU & 2) != 0),
-                                   q_smem.slice(256 * H + 128, 128, dim=1).permute((1, 0)), zero, is_async=True)
-                if HAS_ROPE and H == 0:
-                    sr = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), zero,
-                                       is_async=True)
-                    s0, s1, sr = warpgroup_mma_wait(0, deps=(s0, s1, sr))
-                else:
-                    s0, s1 = warpgroup_mma_wait(0, deps=(s0, s1))
-                c0, c1 = _row_scales(sc, H, ROW, (ALU & 2) != 0)
-                s = s0 * c0[:, None] + s1 * c1[:, None]
-            if HAS_ROPE and H == RH:
+                s0, s1 = warpgroup_mma_wait(0, deps=(s0, s1))
+            c0, c1 = _row_scales(sc, H, ROW, (ALU & 2) != 0)
+            s = s0 * c0[:, None] + s1 * c1[:, None]
+            if HAS_ROPE and H == 0:
                 s = sr + s
             # exchange the partial S^T: the other half read this parity's buffer two blocks ago before it arrived
             # on its own buffer of the last block, which this half waited for
@@ -985,7 +876,7 @@ if HAVE_GLUON:
                      out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                      q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar, full, free,
                      HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                     ALU: gl.constexpr, H: gl.constexpr, SPILLFIX: gl.constexpr = 0, F8S: gl.constexpr = 0):
+                     ALU: gl.constexpr, H: gl.constexpr, SPILLFIX: gl.constexpr = 0):
         """Ping-pong consumers (config pingpong=1, two consumers, <= 16 heads a program): consumer H takes the blocks
         b = H, H + 2, ... whole (all 512 latent columns, _consumer's products and online softmax, its own P buffer), so
         the two never wait for each other inside the loop: one's tensor-core work overlaps the other's conversions and
@@ -993,9 +884,7 @@ if HAVE_GLUON:
         mbar), which merges the two partial softmaxes and stores out / lse. Both store q (the same values). SPILLFIX
         (config spillfix 1): the shared-memory descriptors of q, q_rope and P (~40 64-bit values, loop-invariant: LLVM
         hoisted them out of the loop and ptxas spilled them at 16-head programs) are rebuilt in each block from an
-        opaque 0 (q3 / qr3 [1, HP, ...]). F8S (config f8s 1): q3 is [2, HP, 512] e4m3 (_stage_q8's hi, lo) and S^T
-        comes from fp8 products of the stage itself (_s8_products: eight accumulators, scaled in fp32 by the group
-        scales and q's per-head scale). (Three such consumers, blocks round robin, were measured slower twice: module
+        opaque 0 (q3 / qr3 [1, HP, ...]). (Three such consumers, blocks round robin, were measured slower twice: module
         docstring.)"""
         NW: gl.constexpr = 4
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
@@ -1008,14 +897,7 @@ if HAVE_GLUON:
         VA: gl.constexpr = (ALU & 1) != 0
 
         OPQ: gl.constexpr = (SPILLFIX & 1) != 0
-        if F8S:  # q3: [2, HP, 512] e4m3 (hi, lo); qr3 as below
-            if OPQ:
-                qsc = _stage_q8(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3, qr3.index(0), HP, 0, 512, HAS_ROPE,
-                                Q_L, COL)
-            else:
-                qsc = _stage_q8(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3, qr3, HP, 0, 512, HAS_ROPE, Q_L,
-                                COL)
-        elif OPQ:  # q3 / qr3: [1, HP, 512] / [1, HP, 64] (else the 2D buffers themselves)
+        if OPQ:  # q3 / qr3: [1, HP, 512] / [1, HP, 64] (else the 2D buffers themselves)
             _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3.index(0), qr3.index(0), HP, 0, 512, HAS_ROPE,
                      True, Q_L)
         else:
@@ -1033,65 +915,28 @@ if HAVE_GLUON:
                 # wgmma's shared-memory descriptors from an opaque 0: built here in every block, not hoisted out of
                 # the loop by LLVM and held (~40 64-bit values; at 16-head programs they spilled)
                 z = _opaque_zero(b)
-                if F8S:
-                    q_smem = q3.index(z)
-                    q_lo = q3.index(z + 1)
-                else:
-                    q_smem = q3.index(z)
+                q_smem = q3.index(z)
                 qr_smem = qr3.index(z)
                 p_buf = p_smem.index(H + z)
             else:
-                if F8S:
-                    q_smem = q3.index(0)
-                    q_lo = q3.index(1)
-                else:
-                    q_smem = q3
+                q_smem = q3
                 qr_smem = qr3
                 p_buf = p_smem.index(H)
             st = b % NSTAGES
-            if not F8S:
-                ix = _idx(idx_row, lo + b * KB, hi, KB, ROW)
+            ix = _idx(idx_row, lo + b * KB, hi, KB, ROW)
             lat = raw_lat.index(st)
             sc = raw_sc.index(st)
             mbarrier.wait(full.index(st), (b // NSTAGES) & 1)
-            if F8S:
-                # the stage's rows (cp.async) are read by wgmma (the async proxy): a proxy fence first, before the
-                # entries' load (a load in flight at the fence would stall it)
-                fence_async_shared()
-                ix = _idx(idx_row, lo + b * KB, hi, KB, ROW)
-                zero = gl.zeros([KB, HP], gl.float32, MMA)
-                zero8 = gl.zeros([KB, HP], gl.float32, _mma8(MMA))
-                if HAS_ROPE:
-                    sr = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), zero,
-                                       is_async=True)
-                h0_, l0_ = _s8_products(lat, q_smem, q_lo, 0, zero8)
-                h1_, l1_ = _s8_products(lat, q_smem, q_lo, 128, zero8)
-                h2_, l2_ = _s8_products(lat, q_smem, q_lo, 256, zero8)
-                h3_, l3_ = _s8_products(lat, q_smem, q_lo, 384, zero8)
-                if HAS_ROPE:
-                    sr, h0_, l0_, h1_, l1_, h2_, l2_, h3_, l3_ = warpgroup_mma_wait(
-                        0, deps=(sr, h0_, l0_, h1_, l1_, h2_, l2_, h3_, l3_))
-                else:
-                    h0_, l0_, h1_, l1_, h2_, l2_, h3_, l3_ = warpgroup_mma_wait(
-                        0, deps=(h0_, l0_, h1_, l1_, h2_, l2_, h3_, l3_))
-                c0, c1 = _row_scales(sc, 0, ROW, False)
-                c2, c3 = _row_scales(sc, 1, ROW, False)
-                s = (_f8_group(h0_, l0_, MMA) * c0[:, None] + _f8_group(h1_, l1_, MMA) * c1[:, None]
-                     + _f8_group(h2_, l2_, MMA) * c2[:, None] + _f8_group(h3_, l3_, MMA) * c3[:, None]) * qsc[None, :]
-                if HAS_ROPE:
-                    s = sr + s
-            else:
-                s = gl.zeros([KB, HP], gl.float32, MMA)
-                if HAS_ROPE:
-                    s = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), s,
-                                      is_async=True)
-                scs = _k_scales(sc, RA)
-                for g in gl.static_range(4):
-                    s = warpgroup_mma(_k_operand(lat, scs[g], g, DOT, RA),
-                                      q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
-                    if g < 3:
-                        s = warpgroup_mma_wait(1, deps=(s,))
-                s = warpgroup_mma_wait(0, deps=(s,))
+            s = gl.zeros([KB, HP], gl.float32, MMA)
+            if HAS_ROPE:
+                s = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), s, is_async=True)
+            scs = _k_scales(sc, RA)
+            for g in gl.static_range(4):
+                s = warpgroup_mma(_k_operand(lat, scs[g], g, DOT, RA),
+                                  q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
+                if g < 3:
+                    s = warpgroup_mma_wait(1, deps=(s,))
+            s = warpgroup_mma_wait(0, deps=(s,))
 
             p, alpha, m_new = _softmax_keys(s, ix, num_slots, qk_scale, m_i)
             l_e = l_e * alpha[None, :] + p
@@ -1141,13 +986,9 @@ if HAVE_GLUON:
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1,
-            ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0, PINGPONG: gl.constexpr = 0, SPILLFIX: gl.constexpr = 0,
-            F8S: gl.constexpr = 0):
+            ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0, PINGPONG: gl.constexpr = 0, SPILLFIX: gl.constexpr = 0):
         """sparse_mla_rx_kernel with two consumer warpgroups (halves of the latent columns, _consumer2); same grid and
-        arguments, plus the second consumer's register budget. F8S: the latent stages in wgmma's 128-byte-swizzled
-        layout (NVMMASharedLayout: per 128-column group a [64, 128] tile, the same 16-byte XOR swizzle by row as the
-        default's, so the V operand's reads stay free of bank conflicts) and q as two e4m3 terms (_stage_q8)."""
-        gl.static_assert(not (F8S and PIPE), "f8s: the pipelined consumer (pipe) has no fp8 path")
+        arguments, plus the second consumer's register budget."""
         gl.static_assert(num_warps == 4, "each consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one block in flight while one computes")
         t = gl.program_id(0).to(gl.int64)
@@ -1162,18 +1003,10 @@ if HAVE_GLUON:
         P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KB, HP], gl.float16)
         SX_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
 
-        if F8S:
-            RAW8_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KB, 512], gl.float8e4nv)
-            raw_lat = gl.allocate_shared_memory(gl.float8e4nv, [NSTAGES, KB, 512], RAW8_S)
-        else:
-            raw_lat = gl.allocate_shared_memory(gl.float8e4nv, [NSTAGES, KB, 512], RAW_S)
+        raw_lat = gl.allocate_shared_memory(gl.float8e4nv, [NSTAGES, KB, 512], RAW_S)
         raw_sc = gl.allocate_shared_memory(gl.float32, [NSTAGES, KB, 4], SC_S)
         OPQ: gl.constexpr = (SPILLFIX & 1) != 0
-        if F8S:  # hi, lo (the consumers index it themselves, by an opaque 0 under spillfix)
-            Q8_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HP, 512], gl.float8e4nv)
-            q3 = gl.allocate_shared_memory(gl.float8e4nv, [2, HP, 512], Q8_S)
-            q_smem = q3
-        elif OPQ:  # a leading dimension of 1 that _consumer_pp indexes by an opaque 0
+        if OPQ:  # a leading dimension of 1 that _consumer_pp indexes by an opaque 0
             q3 = gl.allocate_shared_memory(gl.float16, [1, HP, 512], Q_S)
             q_smem = q3.index(0)
         else:
@@ -1221,11 +1054,11 @@ if HAVE_GLUON:
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                                 stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, SPILLFIX, F8S)),
+                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, SPILLFIX)),
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                                 stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, SPILLFIX, F8S)),
+                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, SPILLFIX)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                              full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
             ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
@@ -1247,11 +1080,11 @@ if HAVE_GLUON:
                 (_consumer2, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                               qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                               stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, F8S)),
+                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0)),
                 (_consumer2, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                               qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                               stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, F8S)),
+                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                              full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
             ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
@@ -1277,9 +1110,6 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     if cfg.pingpong and (cfg.consumers != 2 or hp > 16):
         raise ValueError(f"config.pingpong needs two consumers and at most 16 heads a program, got {cfg.consumers} "
                          f"consumers, {hp} heads a program")
-    if cfg.f8s not in (0, 1) or (cfg.f8s and (cfg.consumers != 2 or cfg.pipe)):
-        raise ValueError(f"config.f8s must be 0 or 1 (1: two consumers, not pipe), got f8s {cfg.f8s}, consumers "
-                         f"{cfg.consumers}, pipe {cfg.pipe}")
     if cfg.spillfix not in (0, 1) or (cfg.spillfix and not cfg.pingpong):
         raise ValueError(f"config.spillfix must be 0 or 1 (1: ping-pong consumers only), got spillfix {cfg.spillfix}, "
                          f"pingpong {cfg.pingpong}")
@@ -1290,7 +1120,7 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         consumer_regs = rx_consumer_regs(cfg.consumers, cfg.producer_warps, cfg.producer_regs)
         _fast_launch(sparse_mla_rx2_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
                      cfg.producer_regs, consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
-                     ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, SPILLFIX=cfg.spillfix, F8S=cfg.f8s)
+                     ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, SPILLFIX=cfg.spillfix)
     else:
         _fast_launch(sparse_mla_rx_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
                      cfg.producer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth, ALU=cfg.alu)
