@@ -30,7 +30,7 @@ prof() {  # name kernel-regex ncu_cases-args...
   tar -czf $OUT/r.tgz -C $OUT r
 }
 prof pf64 sparse_mla_prefill_kernel --case prefill-64
-prof fm64 run_fwd_phase1_kernel --case prefill-64 --peer
+prof fm64 sparse_attn_fwd_kernel --case prefill-64 --peer  # (the packed build names it so: session 18)
 prof pf16 sparse_mla_prefill_kernel --case prefill-16
 prof dc16 "sparse_mla_(rx|rx2|ws)_kernel" --case decode-fp8-16
 prof dc32 "sparse_mla_(rx|rx2|ws)_kernel" --case decode-fp8-32
