@@ -52,6 +52,17 @@ normalized latents and queries sit far inside it). Both pass the tolerance in a 
 arithmetic (tests/test_sparse_mla_prefill_impl.py::test_emulated_arithmetic, peaked q x 6 cases included, where
 bf16 P alone fails: test_emulated_bf16_p_misses_tolerance) and in the GPU tests (tests/gpu/, peaked included).
 
+PrefillConfig.cvt_pipe = 1 (session 18, NOT THE DEFAULT: written and compiled for sm_90a after the session's device
+time ran out, not yet run; bench/gpu_s19_cvt_pipe.sh): with f16, the producer gathers each block's latent as four
+128-column commit groups (_gather_groups; the RoPE columns with the last) and converts each group as soon as it
+landed (_to_f16_group after wait_group of the groups still allowed in flight), instead of converting the whole stage
+after all of it landed. Why: in session 18's Nsight Compute profile of the default (s_q 1024, 64 and 16 heads,
+bench/logs/s18_profile.log) consumer 0 spins on the stage's full barrier ~16% of its time, and the producer executes
+144 M of the kernel's 304 M warp instructions (FlashMLA's producer 18 M): the gather of block b + 1 and its
+conversion must both fit under block b's compute with two stages. The same values land in the stage, so outputs
+must equal the default's bit for bit (tests/gpu: test_pf_cvt_pipe_bit_equal). Compile check: no spill at 8..64
+heads, D 576 and 512; the default's PTX is unchanged outside debug labels.
+
 Partitions (gl.warp_specialize):
   producer (worker, 4 warps): cp.async of each block's rows as stored (latent [BN, 512] and RoPE [BN, 64] into
       NVMMA-swizzled stages of a ring of NS stages, NS - 1 blocks in flight); invalid entries are masked copies
@@ -159,7 +170,10 @@ class PrefillConfig:
     and runs one fp16 P @ V, 0 runs P_hi V + P_lo V in bf16; split: 1
     runs the split consumer (_wg_s / _wg_v: one warpgroup computes S over all BN entries, the softmax and O[:, :256],
     the other O[:, 256:] from its P), 0 the two-warpgroup N-split consumer (_consumer). A tail schedule (an 8th field)
-    was measured slower and removed: module docstring."""
+    was measured slower and removed: module docstring. cvt_pipe (the 8th field now; f16 only): the producer gathers
+    each block's latent as four 128-column commit groups and converts each as soon as it landed, so the conversion
+    overlaps the rest of the block's gather instead of following all of it (session 18, NOT THE DEFAULT: compiled
+    for sm_90a without a GPU, not yet run)."""
     block_n: int = 64
     stages: int = 2
     producer_warps: int = 4
@@ -167,6 +181,7 @@ class PrefillConfig:
     overlap: int = 0
     f16: int = 1
     split: int = 1
+    cvt_pipe: int = 0   # 1 (f16): the latent gathered as four 128-column commit groups, each converted as it lands
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -176,25 +191,27 @@ def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
 
 
 def parse_prefill_config(spec: str) -> PrefillConfig:
-    """'bn/stages/producer_warps/producer_regs[/overlap[/f16[/split]]]' (e.g. '64/2/4/56', '32/4/4/56/0/0/1'; fields left
-    out are 0: '64/2/4/56' is the N-split consumer) -> PrefillConfig;
+    """'bn/stages/producer_warps/producer_regs[/overlap[/f16[/split[/cvt_pipe]]]]' (e.g. '64/2/4/56', '32/4/4/56/0/0/1';
+    fields left out are 0: '64/2/4/56' is the N-split consumer) -> PrefillConfig;
     ValueError naming DSATTN_PF_CONFIG when the kernel does not take it."""
     try:
         fields = [int(x) for x in spec.split("/")]
-        if len(fields) not in (4, 5, 6, 7):
+        if len(fields) not in (4, 5, 6, 7, 8):
             raise ValueError
-        cfg = PrefillConfig(*(fields + [0] * (7 - len(fields))))  # fields left out are 0 (not the defaults)
+        cfg = PrefillConfig(*(fields + [0] * (8 - len(fields))))  # fields left out are 0 (not the defaults)
     except ValueError:
         raise ValueError(f"DSATTN_PF_CONFIG must be bn/stages/producer_warps/producer_regs, e.g. 32/4/4/96, "
                          f"got {spec!r}") from None
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6 and cfg.producer_warps in (4, 8)
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1)
           and cfg.f16 in (0, 1) and cfg.split in (0, 1) and not (cfg.split == 1 and cfg.overlap and cfg.stages < 3)
+          and cfg.cvt_pipe in (0, cfg.f16)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
                          "producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap 0 or 1, f16 0 or 1, "
-                         f"split 0 or 1 (split 1 with overlap: 3 stages at least); got {spec!r}")
+                         "split 0 or 1 (split 1 with overlap: 3 stages at least), cvt_pipe 0 or 1 (1: with f16 1); "
+                         f"got {spec!r}")
     return cfg
 
 
@@ -218,10 +235,11 @@ if HAVE_GLUON:
     ROWS = gl.constexpr(M)
 
     @gluon.jit
-    def _entries(idx_row, start, hi, BN: gl.constexpr, PW: gl.constexpr):
-        """Entries [start, start + BN) (-1 past hi) in the row layouts of the latent and RoPE copies, loaded a
-        block ahead of their copies so that the index load's latency stays off the gather's path."""
-        return (_idx(idx_row, start, hi, BN, gl.SliceLayout(1, _copy_layout(512, 2, PW))),
+    def _entries(idx_row, start, hi, BN: gl.constexpr, PW: gl.constexpr, CP: gl.constexpr = 0):
+        """Entries [start, start + BN) (-1 past hi) in the row layouts of the latent and RoPE copies (CP: of the
+        128-column latent copies, _gather_groups), loaded a block ahead of their copies so that the index load's
+        latency stays off the gather's path."""
+        return (_idx(idx_row, start, hi, BN, gl.SliceLayout(1, _copy_layout(128 if CP else 512, 2, PW))),
                 _idx(idx_row, start, hi, BN, gl.SliceLayout(1, _copy_layout(64, 2, PW))))
 
     @gluon.jit
@@ -235,52 +253,100 @@ if HAVE_GLUON:
         row = kv_ptr + gl.where(valid, ix_lat, 0).to(gl.int64) * stride_kv
         cols = gl.arange(0, 512, gl.SliceLayout(0, LAT_L))
         async_copy.async_copy_global_to_shared(lat_buf, row[:, None] + cols[None, :], mask=valid[:, None])
+        _gather_rope(ix_rope, num_slots, kv_ptr, rope_buf, stride_kv, HAS_ROPE, PW)
+        async_copy.commit_group()
+
+    @gluon.jit
+    def _gather_rope(ix_rope, num_slots, kv_ptr, rope_buf, stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr,
+                     PW: gl.constexpr):
+        """cp.async of one block's RoPE columns (none without HAS_ROPE), into the caller's commit group."""
         if HAS_ROPE:
             ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
             valid = (ix_rope >= 0) & (ix_rope < num_slots)
             row = kv_ptr + gl.where(valid, ix_rope, 0).to(gl.int64) * stride_kv + 512
             rc = gl.arange(0, 64, gl.SliceLayout(0, ROPE_L))
             async_copy.async_copy_global_to_shared(rope_buf, row[:, None] + rc[None, :], mask=valid[:, None])
-        async_copy.commit_group()
+
+    @gluon.jit
+    def _gather_groups(ix, num_slots, kv_ptr, lat_buf, rope_buf, stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr,
+                       PW: gl.constexpr):
+        """_gather as four commit groups (config cvt_pipe): latent columns [128 g, 128 g + 128) in group g, the
+        RoPE columns with group 3 (ix from _entries with CP)."""
+        LAT_G: gl.constexpr = _copy_layout(128, 2, PW)
+        ix_lat, ix_rope = ix
+        valid = (ix_lat >= 0) & (ix_lat < num_slots)
+        row = kv_ptr + gl.where(valid, ix_lat, 0).to(gl.int64) * stride_kv
+        cols = gl.arange(0, 128, gl.SliceLayout(0, LAT_G))
+        for g in gl.static_range(4):
+            async_copy.async_copy_global_to_shared(lat_buf.slice(g * 128, 128, dim=1),
+                                                   row[:, None] + (g * 128 + cols)[None, :], mask=valid[:, None])
+            if g == 3:
+                _gather_rope(ix_rope, num_slots, kv_ptr, rope_buf, stride_kv, HAS_ROPE, PW)
+            async_copy.commit_group()
+
+    @gluon.jit
+    def _commit_empty(CP: gl.constexpr):
+        """A block's worth of empty commit groups (four under CP, else one), so group counts stay per block."""
+        for _g in gl.static_range(4 if CP else 1):
+            async_copy.commit_group()
 
     @gluon.jit
     def _to_f16(src, dst, PW: gl.constexpr):
         """A landed bf16 latent stage [BN, 512] into fp16 x V_SCALE in place (each thread rewrites what it read;
         exact but for values below 2^-6, which become fp16 subnormals: 2^-17 absolute at most), one 128-column
         group at a time (registers)."""
-        CVT_L: gl.constexpr = _copy_layout(128, 2, PW)
         for g in gl.static_range(4):
-            raw = src.slice(g * 128, 128, dim=1).load(CVT_L)
-            dst.slice(g * 128, 128, dim=1).store((raw.to(gl.float32) * V_SCALE).to(gl.float16))
+            _to_f16_group(src, dst, g, PW)
+
+    @gluon.jit
+    def _to_f16_group(src, dst, g: gl.constexpr, PW: gl.constexpr):
+        """Columns [128 g, 128 g + 128) of _to_f16."""
+        CVT_L: gl.constexpr = _copy_layout(128, 2, PW)
+        raw = src.slice(g * 128, 128, dim=1).load(CVT_L)
+        dst.slice(g * 128, 128, dim=1).store((raw.to(gl.float32) * V_SCALE).to(gl.float16))
 
     @gluon.jit
     def _producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv: gl.constexpr,
                   HAS_ROPE: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
-                  PROFILE: gl.constexpr, PW: gl.constexpr):
+                  PROFILE: gl.constexpr, PW: gl.constexpr, CVT_PIPE: gl.constexpr = 0):
         """NS - 1 blocks in flight; block b is handed over (full) once it landed (F16: and its latent was converted
         in place into fp16 x V_SCALE), then block b + NS - 1 is issued into the stage block b - 1 used, after the
         consumers freed it. A consumer that frees block b only after block b + 2 arrived needs a longer lag (overlap 2,
         removed, hung at this one on the H200, session 14; git cf36ac8 has a LAG parameter). Groups past the last
-        block are empty. PROFILE bit 0 (timing builds only): no gathers (the stages are handed over as they are)."""
+        block are empty. PROFILE bit 0 (timing builds only): no gathers (the stages are handed over as they are).
+        CVT_PIPE (config cvt_pipe, with F16): each block is four commit groups (_gather_groups), and its latent is
+        converted group by group as each lands (wait_group of the groups still allowed in flight: the block's later
+        groups and the NS - 2 younger blocks' four each)."""
         GATHER: gl.constexpr = (PROFILE & 1) == 0
+        CP: gl.constexpr = (CVT_PIPE != 0) & (F16 != 0)
         nblocks = gl.cdiv(hi, BN)
         if F16:
             lat16 = lat._reinterpret(gl.float16, [NS, BN, 512],
                                      gl.NVMMASharedLayout.get_default_for([BN, 512], gl.float16))
         for i in gl.static_range(NS - 1):
             if i < nblocks and GATHER:
-                _gather(_entries(idx_row, i * BN, hi, BN, PW), num_slots, kv_ptr, lat.index(i), rope.index(i),
-                        stride_kv, HAS_ROPE, PW)
+                if CP:
+                    _gather_groups(_entries(idx_row, i * BN, hi, BN, PW, CP), num_slots, kv_ptr, lat.index(i),
+                                   rope.index(i), stride_kv, HAS_ROPE, PW)
+                else:
+                    _gather(_entries(idx_row, i * BN, hi, BN, PW), num_slots, kv_ptr, lat.index(i), rope.index(i),
+                            stride_kv, HAS_ROPE, PW)
             else:
-                async_copy.commit_group()
-        nx = _entries(idx_row, (NS - 1) * BN, hi, BN, PW)
+                _commit_empty(CP)
+        nx = _entries(idx_row, (NS - 1) * BN, hi, BN, PW, CP)
         for b in range(nblocks):
-            # block b landed (NS - 2 younger groups may fly); fence for the async proxy (wgmma reads it), then
-            # every producer thread's copies are done before the arrive
-            async_copy.wait_group(NS - 2)
-            if F16:
-                gl.thread_barrier()  # every producer thread's copies landed: any thread may read any row
-                _to_f16(lat.index(b % NS), lat16.index(b % NS), PW)
+            # block b landed (NS - 2 younger blocks' groups may fly); fence for the async proxy (wgmma reads it),
+            # then every producer thread's copies are done before the arrive
+            if CP:
+                for g in gl.static_range(4):
+                    async_copy.wait_group(4 * (NS - 2) + 3 - g)
+                    gl.thread_barrier()  # every producer thread's copies of group g landed
+                    _to_f16_group(lat.index(b % NS), lat16.index(b % NS), g, PW)
+            else:
+                async_copy.wait_group(NS - 2)
+                if F16:
+                    gl.thread_barrier()  # every producer thread's copies landed: any thread may read any row
+                    _to_f16(lat.index(b % NS), lat16.index(b % NS), PW)
             fence_async_shared()
             gl.thread_barrier()
             mbarrier.arrive(full.index(b % NS), count=1)
@@ -291,12 +357,16 @@ if HAVE_GLUON:
                 # mbarriers count as phase 1 complete
                 mbarrier.wait(free.index(st), ((nb // NS) & 1) ^ 1)
                 if GATHER:
-                    _gather(nx, num_slots, kv_ptr, lat.index(st), rope.index(st), stride_kv, HAS_ROPE, PW)
+                    if CP:
+                        _gather_groups(nx, num_slots, kv_ptr, lat.index(st), rope.index(st), stride_kv, HAS_ROPE,
+                                       PW)
+                    else:
+                        _gather(nx, num_slots, kv_ptr, lat.index(st), rope.index(st), stride_kv, HAS_ROPE, PW)
                 else:
-                    async_copy.commit_group()
+                    _commit_empty(CP)
             else:
-                async_copy.commit_group()
-            nx = _entries(idx_row, (nb + 1) * BN, hi, BN, PW)
+                _commit_empty(CP)
+            nx = _entries(idx_row, (nb + 1) * BN, hi, BN, PW, CP)
         async_copy.wait_group(0)
 
     @gluon.jit
@@ -664,7 +734,8 @@ if HAVE_GLUON:
             stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr,
             HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, OVERLAP: gl.constexpr, F16: gl.constexpr,
             PROFILE: gl.constexpr, SPLIT: gl.constexpr, V_REGS: gl.constexpr,
-            PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
+            PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
+            CVT_PIPE: gl.constexpr = 0):
         """1-D grid, one program a work item. G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its
         union list entries / masks row g (stride_it), end_ptr = counts. G == 1: program p = token p // nhb, head
         block p % nhb (nhb = cdiv(num_heads, HPT): a token's head blocks are neighbouring programs, so they run at
@@ -730,7 +801,7 @@ if HAVE_GLUON:
                 (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
                          full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE)),
                 (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                             PROFILE, PRODUCER_WARPS)),
+                             PROFILE, PRODUCER_WARPS, CVT_PIPE)),
             ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
         else:
             gl.warp_specialize([
@@ -739,7 +810,7 @@ if HAVE_GLUON:
                              q_smem, lat, rope, ph_smem, pl_smem, full, free,
                              HAS_ROPE, GROUPED, HPT, BN, NS, OVERLAP, F16, PROFILE, num_warps)),
                 (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                             PROFILE, PRODUCER_WARPS)),
+                             PROFILE, PRODUCER_WARPS, CVT_PIPE)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
 
@@ -765,7 +836,7 @@ def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0
         flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages, cfg.overlap,
         bool(cfg.f16), profile, cfg.split, SPLIT_V_REGS,
         cfg.producer_warps, cfg.producer_regs,
-        num_warps=4 if cfg.split else CONSUMER_WARPS,
+        num_warps=4 if cfg.split else CONSUMER_WARPS, CVT_PIPE=cfg.cvt_pipe,
     )
 
 
