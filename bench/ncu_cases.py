@@ -3,7 +3,8 @@
 (fp8_ds_mla / nope, H heads, 512 tokens: gluon_rx at <= 16 heads, gluon_ws at 32) or prefill-H (bf16, H heads,
 s_q 1024: gluon_prefill, G 1 at 64 heads, G 4 at 16; grouped head counts also launch the union-list kernels first),
 the kernel table's inputs (dsattn.bench.kernels_mla). --peer runs FlashMLA's sparse prefill on the prefill case instead
-(q padded to 64 heads below 64; needs the packed peers on PYTHONPATH; its sm90 kernel is sparse_attn_fwd_kernel in the packed build, ncu session 18)."""
+(q padded to 64 heads below 64; needs the packed peers on PYTHONPATH; its sm90 kernel is sparse_attn_fwd_kernel in
+the packed build, ncu session 18)."""
 from __future__ import annotations
 
 import argparse

@@ -15,8 +15,8 @@ and ``i < topk_length[t]`` (when given). A slot listed twice by one token counts
 are (slot, occurrence) pairs: entry (s, k) carries bit j of its mask when token j of the group lists s
 more than k times. For group c (0-based within the chunk): ``entries[c, :counts[c]]`` are the slots,
 ``masks[c, :counts[c]]`` the token bits. ORDER: unspecified (the grouped kernel takes any). The dense path
-(IMPL "auto", the default, "dense_smem" and "dense", where dense_fits), the sort path and a rebuilt group (below) list them by ascending
-slot, then occurrence: the order of build_groups_reference. The hash path lists a group's entries in its hash
+(IMPL "auto", the default, "dense_smem" and "dense", where dense_fits), the sort path and a rebuilt group (below)
+list them by ascending slot, then occurrence: the order of build_groups_reference. The hash path lists a group's entries in its hash
 table's order, a function of the group's slot set alone (ordered hashing: the same set gives the same table
 whatever the order of the inserts, Shun & Blelloch 2014; the CPU test permutes the insertion order, the bench's
 same_after_timing checks it on a GPU). Scratch: the hash path uses columns [0, G * K) of entries[c] / masks[c]
@@ -27,8 +27,8 @@ counts[c]).
 
 Dense path (_launch_dense; IMPL "auto", "dense_smem" and "dense" where dense_fits, else the hash path: no error,
 the env setting cannot know num_slots; nothing allocated, the scratch spec unchanged; under auto / dense_smem on
-a GPU, steps 1 and 2 are one shared-memory kernel instead, grouping_smem.py, with the same result). Each group keeps a map of its
-token bits over the whole slot range: GP = next power of 2 of G bits a slot (a field), SPW = 32 // GP slots an
+a GPU, steps 1 and 2 are one shared-memory kernel instead, grouping_smem.py, with the same result). Each group
+keeps a map of its token bits over the whole slot range: GP = next power of 2 of G bits a slot (a field), SPW = 32 // GP slots an
 int32 word, D = cdiv(num_slots, SPW) words, in masks[c, :D] (topk 2048, 16384 slots: G 8 4096 words, 16 KiB a
 group; G 4 2048; G 2 1024). Three kernels and the sort path's repeated-slot kernel:
   1. clear: masks[c, :D] = 0, counts[c] = 0 (flat grid, 1024 words a program).
