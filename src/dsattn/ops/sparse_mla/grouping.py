@@ -10,26 +10,25 @@ listed that entry. This module builds those unions:
     build_groups_reference(...)                 the same in plain PyTorch (the tests' twin)
     dense_fits(num_slots, G, K), dense_max_slots(G, K), dense_layout(num_slots, G): the dense path's reach
 
-Union entries (SPEC 3): entry ``i`` of token ``t``'s list is valid iff ``0 <= indices[t, i] < num_slots``
-and ``i < topk_length[t]`` (when given). A slot listed twice by one token counts twice, so union entries
-are (slot, occurrence) pairs: entry (s, k) carries bit j of its mask when token j of the group lists s
-more than k times. For group c (0-based within the chunk): ``entries[c, :counts[c]]`` are the slots,
-``masks[c, :counts[c]]`` the token bits. ORDER: unspecified (the grouped kernel takes any). The dense path
-(IMPL "auto", the default, "dense_smem" and "dense", where dense_fits), the sort path and a rebuilt group (below)
-list them by ascending slot, then occurrence: the order of build_groups_reference. The hash path lists a group's entries in its hash
-table's order, a function of the group's slot set alone (ordered hashing: the same set gives the same table
-whatever the order of the inserts, Shun & Blelloch 2014; the CPU test permutes the insertion order, the bench's
-same_after_timing checks it on a GPU). Scratch: the hash path uses columns [0, G * K) of entries[c] / masks[c]
-as its table, so past counts[c] they hold table cells (unspecified); the dense path keeps its map in masks[c,
-:D] (D <= G * K words, dense_layout), so past counts[c] masks hold map words and entries nothing written;
-columns past G * K, and rows past the groups built, are never written (the sort path writes nothing past
-counts[c]).
+Union entries (SPEC 3): entry ``i`` of token ``t``'s list is valid iff ``0 <= indices[t, i] < num_slots`` and ``i <
+topk_length[t]`` (when given). A slot listed twice by one token counts twice, so union entries are (slot,
+occurrence) pairs: entry (s, k) carries bit j of its mask when token j of the group lists s more than k times. For
+group c (0-based within the chunk): ``entries[c, :counts[c]]`` are the slots, ``masks[c, :counts[c]]`` the token
+bits. ORDER: unspecified (the grouped kernel takes any). The dense path (IMPL "auto", the default, "dense_smem" and
+"dense", where dense_fits), the sort path and a rebuilt group (below) list them by ascending slot, then occurrence:
+the order of build_groups_reference. The hash path lists a group's entries in its hash table's order, a function of
+the group's slot set alone (ordered hashing: the same set gives the same table whatever the order of the inserts,
+Shun & Blelloch 2014; the CPU test permutes the insertion order, the bench's same_after_timing checks it on a GPU).
+Scratch: the hash path uses columns [0, G * K) of entries[c] / masks[c] as its table, so past counts[c] they hold
+table cells (unspecified); the dense path keeps its map in masks[c, :D] (D <= G * K words, dense_layout), so past
+counts[c] masks hold map words and entries nothing written; columns past G * K, and rows past the groups built, are
+never written (the sort path writes nothing past counts[c]).
 
-Dense path (_launch_dense; IMPL "auto", "dense_smem" and "dense" where dense_fits, else the hash path: no error,
-the env setting cannot know num_slots; nothing allocated, the scratch spec unchanged; under auto / dense_smem on
-a GPU, steps 1 and 2 are one shared-memory kernel instead, grouping_smem.py, with the same result). Each group
-keeps a map of its token bits over the whole slot range: GP = next power of 2 of G bits a slot (a field), SPW = 32 // GP slots an
-int32 word, D = cdiv(num_slots, SPW) words, in masks[c, :D] (topk 2048, 16384 slots: G 8 4096 words, 16 KiB a
+Dense path (_launch_dense; IMPL "auto", "dense_smem" and "dense" where dense_fits, else the hash path: no error, the
+env setting cannot know num_slots; nothing allocated, the scratch spec unchanged; under auto / dense_smem on a GPU,
+steps 1 and 2 are one shared-memory kernel instead, grouping_smem.py, with the same result). Each group keeps a map
+of its token bits over the whole slot range: GP = next power of 2 of G bits a slot (a field), SPW = 32 // GP slots
+an int32 word, D = cdiv(num_slots, SPW) words, in masks[c, :D] (topk 2048, 16384 slots: G 8 4096 words, 16 KiB a
 group; G 4 2048; G 2 1024). Three kernels and the sort path's repeated-slot kernel:
   1. clear: masks[c, :D] = 0, counts[c] = 0 (flat grid, 1024 words a program).
   2. insert, G * cdiv(K, 512) programs a group (4 warps, 4 slots a thread): each valid slot s of token j ORs
@@ -671,7 +670,8 @@ if HAVE_TRITON:
                         msk_ptr, msk_stride, cnt_ptr, K, TS, c, listed, G, CB, GP, KP, HAS_LEN, WIDE, REBUILD)
 
     # -----------------------------------------------------------------------------------------------
-    # dense path (IMPL "auto" / "dense_smem" / "dense" where the slot range fits): a map of token bits over the slot range
+    # dense path (IMPL "auto" / "dense_smem" / "dense" where the slot range fits): a map of token bits over the
+    # slot range
     # -----------------------------------------------------------------------------------------------
 
     @triton.jit
@@ -1029,8 +1029,8 @@ def _time_us(run, iters: int, dev) -> float:
 
 
 def _runner(impl, w, knobs, inline_dups):
-    """A launch of one implementation: impl 'dense' (dense where it fits, else hash), 'auto' / 'dense_smem' (build_groups'
-    rule: the same with the shared-memory map where grouping_smem.usable),
+    """A launch of one implementation: impl 'dense' (dense where it fits, else hash), 'auto' / 'dense_smem'
+    (build_groups' rule: the same with the shared-memory map where grouping_smem.usable),
     'hash' / 'hash1' (knobs: module constants, e.g. {HASH_W, HASH_COMPACT, HASH_PROBE} or {DENSE_INSERT}, set
     for the launch) or 'sort' (w: num_warps)."""
     def go(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups):

@@ -26,14 +26,14 @@ us, every case matching the reference (and the edge cases); tests/gpu/test_group
 8192 3.101 -> 2.933 ms; 32 heads 0.690 -> 0.660, 4.836 -> 4.636 ms.
 
 PREDICTION made before the run (session 17, arithmetic; the measurement is within it at s_q 1024 and at G 2, s_q
-8192; at s_q 8192 G 8 came out faster than it, 100 us against 120-150, and G 4 slower, 160 against 120-150): the program's work is its G x topk index loads (coalesced, 32 consecutive a
-warp, all issued before the atomics that use them: one [GP, BK] tile at topk 2048 and G <= 4, two at G 8) and as many
-shared atomics (random words: ~2-4-way bank conflicts), the map's zeroing and one write of it:
-bound by the index loads' bytes, s_q 8192 x 2048 x 4 B = 67 MB in ~20-30 us, s_q 1024 ~4-6 us (latency may set it
-there: one wave of programs), against the clear + insert's ~31 of 52 us at s_q 1024 (G 4). At s_q 8192 the split
-between the kernels was not measured; if the insert scales with its REDs (8x, ~250 of the 347 us at G 4), build_groups
-there falls to ~120-150 us and the 16-head prefill at s_q 8192 from ~3.07 to ~2.85 ms (issue 3: 1.27-1.29x -> ~1.35x
-FlashMLA's 3.9-4.0).
+8192; at s_q 8192 G 8 came out faster than it, 100 us against 120-150, and G 4 slower, 160 against 120-150): the
+program's work is its G x topk index loads (coalesced, 32 consecutive a warp, all issued before the atomics that use
+them: one [GP, BK] tile at topk 2048 and G <= 4, two at G 8) and as many shared atomics (random words: ~2-4-way bank
+conflicts), the map's zeroing and one write of it: bound by the index loads' bytes, s_q 8192 x 2048 x 4 B = 67 MB in
+~20-30 us, s_q 1024 ~4-6 us (latency may set it there: one wave of programs), against the clear + insert's ~31 of 52
+us at s_q 1024 (G 4). At s_q 8192 the split between the kernels was not measured; if the insert scales with its REDs
+(8x, ~250 of the 347 us at G 4), build_groups there falls to ~120-150 us and the 16-head prefill at s_q 8192 from
+~3.07 to ~2.85 ms (issue 3: 1.27-1.29x -> ~1.35x FlashMLA's 3.9-4.0).
 Device run: bench/gpu_s18_grouping.sh (parts 1 and 2).
 """
 from __future__ import annotations
