@@ -13,32 +13,9 @@ import json
 
 import torch
 
+from dsattn.bench.common import graph_ms
 from dsattn.bench.kernels_mla import decode_case
 from dsattn.ops.sparse_mla import sparse_mla_decode
-
-
-def _ms(fn, reps: int = 20, replays: int = 20) -> float:
-    """Mean ms a call, as replays of a CUDA graph of `reps` calls (eager calls at one wave of tokens are bound by
-    the host's ~0.1-0.15 ms a call, session 18)."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(reps):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(replays):
-        g.replay()
-    b.record()
-    torch.cuda.synchronize()
-    return a.elapsed_time(b) / (reps * replays)
 
 
 def main() -> None:
@@ -60,7 +37,7 @@ def main() -> None:
                 ts = []
                 for n in args.lengths:
                     ln = torch.full((t,), n, dtype=torch.int32, device=dev)
-                    ts.append(_ms(lambda: sparse_mla_decode(case.q, case.kv, case.indices, case.sm_scale,
+                    ts.append(graph_ms(lambda: sparse_mla_decode(case.q, case.kv, case.indices, case.sm_scale,
                                                             topk_length=ln, out=out, lse=lse)))
                 x = torch.tensor(args.lengths, dtype=torch.float64)
                 y = torch.tensor(ts, dtype=torch.float64)

@@ -1,6 +1,7 @@
 """Does the decode care where its 656-byte fp8_ds_mla rows start? The same rows in three caches: packed (row stride
 656 B, or 528 for fp8_ds_mla_nope: half the rows start 16 B into a 32-byte sector), padded to the next multiple of 32
-B (every row 32-byte aligned: 672 / 544) and of 128 B (768 / 640); sparse_mla_decode over each, timed as CUDA-graph replays, outputs compared bit for bit.
+B (every row 32-byte aligned: 672 / 544) and of 128 B (768 / 640); sparse_mla_decode over each, timed as CUDA-graph
+replays, outputs compared bit for bit.
 
 Why (session 18's Nsight Compute profile of the 16-head decode, bench/logs/s18_profile.log): the latent gather's
 LDGSTS.128 instructions read 24 sectors for the 16 of their 512 contiguous bytes (1.5x, ncu's "L2 theoretical
@@ -17,6 +18,7 @@ import json
 
 import torch
 
+from dsattn.bench.common import graph_ms
 from dsattn.bench.kernels_mla import decode_case
 from dsattn.ops.sparse_mla import sparse_mla_decode
 
@@ -27,31 +29,6 @@ def padded(cache: torch.Tensor, stride: int) -> torch.Tensor:
     buf = torch.zeros((blocks, block, stride), dtype=cache.dtype, device=cache.device)
     buf[..., :row] = cache
     return buf[..., :row]
-
-
-def _ms(fn, reps: int = 20, replays: int = 20) -> float:
-    if not torch.cuda.is_available():
-        fn()
-        return float("nan")
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(reps):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(replays):
-        g.replay()
-    b.record()
-    torch.cuda.synchronize()
-    return a.elapsed_time(b) / (reps * replays)
 
 
 def main(argv=None) -> None:
@@ -75,7 +52,7 @@ def main(argv=None) -> None:
         for stride, kv in caches.items():
             out = torch.empty((args.tokens, h, 512), dtype=torch.bfloat16, device=dev)
             lse = torch.empty((args.tokens, h), dtype=torch.float32, device=dev)
-            ms = _ms(lambda: sparse_mla_decode(case.q, kv, case.indices, case.sm_scale, out=out, lse=lse))
+            ms = graph_ms(lambda: sparse_mla_decode(case.q, kv, case.indices, case.sm_scale, out=out, lse=lse))
             same = True if base is None else (torch.equal(out, base[0]) and torch.equal(lse, base[1]))
             if base is None:
                 base = (out, lse)

@@ -88,3 +88,14 @@ def test_provenance_prefers_the_named_commit(monkeypatch):
 def test_cli_rejects(argv, match):
     with pytest.raises(ValueError, match=match):
         ab.parse_args(["--op", "sparse_mla_decode", *argv])
+
+
+def test_graph_ms_without_cuda_calls_once():
+    """bench.common.graph_ms (CUDA-graph replays of reps calls) runs fn once and returns nan without CUDA."""
+    import math
+    from dsattn.bench import common
+    if common.torch.cuda.is_available():
+        pytest.skip("the CPU fallback only")
+    calls = []
+    assert math.isnan(common.graph_ms(lambda: calls.append(1)))
+    assert calls == [1]

@@ -95,6 +95,34 @@ def graph_replay(fn: Callable[[], object]) -> Callable[[], object]:
     return graph.replay
 
 
+def graph_ms(fn: Callable[[], object], reps: int = 20, replays: int = 20) -> float:
+    """Mean ms a call of fn, as `replays` replays of one CUDA graph of `reps` calls (fn's host work left out, and the
+    replay's launch spread over reps calls); fn runs 3 times on a side stream first. Without CUDA: one call, nan.
+    (Session 18: eager decode calls at one wave of tokens are host-bound, ~0.1-0.15 ms a call.)"""
+    if not torch.cuda.is_available():
+        fn()
+        return float("nan")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(reps):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(replays):
+        g.replay()
+    b.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b) / (reps * replays)
+
+
 def time_pair_ms(fn_a: Callable[[], object], fn_b: Callable[[], object], *, rounds: int = 3, **kw) -> tuple[float, float]:
     """Medians of two implementations measured alternately in the same process (for ratios)."""
     a, b = [], []
