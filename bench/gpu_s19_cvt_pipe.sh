@@ -4,8 +4,8 @@
 # groups, each converted to fp16 x 2^-8 as soon as it landed, instead of the whole stage after all of it).
 # WHY (session 18's ncu profile of the default, s_q 1024, bench/logs/s18_profile.log): consumer 0 spins on the
 # stage's full barrier for 5.3% of all samples at 64 heads and 5.6% at 16 (~16% of its own time), and the producer
-# executes 144 M of the kernel's 304 M warp instructions (FlashMLA's producer: 18 M), mostly the conversion: with two
-# stages the gather of block b + 1 and its conversion must both fit under block b's compute.
+# executes 144 M of the kernel's 304 M warp instructions (FlashMLA's producer: 18 M), ~half of it the conversion:
+# with two stages the gather of block b + 1 and its conversion must both fit under block b's compute.
 # PREDICTION (arithmetic): the conversion of three of the four groups overlaps the gather's latency, ~0.5-0.75 us off
 # a ~3 us producer chain a block; if half of consumer 0's wait goes: 64 heads s_q 1024 0.763 -> ~0.70-0.73 ms
 # (issue 3's 0.7x: ~0.73 against FlashMLA's 0.514-0.543), 16 heads 0.397 -> ~0.37-0.38 (1.3x: <= 0.377); outputs
@@ -39,7 +39,8 @@ ab 1024 16
 ab 8192 16
 for n in 1024 8192; do
   DSATTN_PF_CONFIG=$CP timeout 90 python -m dsattn.cli bench kernels --op sparse_mla --cases prefill \
-    --heads 8,16,32,64,128 --tokens $n --impl auto --rounds 3 --rep-ms 20 --out $R --name sparse_mla_s19_cvt_prefill_$n \
+    --heads 8,16,32,64,128 --tokens $n --impl auto --rounds 3 --rep-ms 20 --out $R \
+    --name sparse_mla_s19_cvt_prefill_$n \
     > $R/pf_$n.log 2>&1
   echo "prefill $n with cvt_pipe rc=$?" >> $L; grep -E "dsattn:native|flashmla:" $R/pf_$n.log >> $L
   tar -czf $OUT/r.tgz -C $OUT r
