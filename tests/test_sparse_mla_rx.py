@@ -146,6 +146,20 @@ def test_rx_rejects_bad_launches():
     with pytest.raises(ValueError, match="consumers"):
         gluon_rx.run_attention_rx(q[:, :8], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse,
                                   config=gluon_rx.RxConfig(consumers=3))
+    for bad in (gluon_rx.RxConfig(consumers=2, maxnreg=128), gluon_rx.RxConfig(consumers=1, maxnreg=100),
+                gluon_rx.RxConfig(consumers=1, maxnreg=32), gluon_rx.RxConfig(consumers=1, maxnreg=256)):
+        with pytest.raises(ValueError, match="config.maxnreg"):
+            gluon_rx.run_attention_rx(q[:, :8], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=bad)
+
+
+def test_rx_maxnreg_config(monkeypatch):
+    """maxnreg is RxConfig's 12th field (DSATTN_RX_CONFIG takes it; the default leaves it 0)."""
+    monkeypatch.delenv("DSATTN_RX_CONSUMERS", raising=False)
+    monkeypatch.setenv("DSATTN_RX_CONFIG", "2/48/4/0/1/1/0/0/1/0/0/128")
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8) == gluon_rx.RxConfig(
+        stages=2, producer_regs=48, consumers=1, hp8=1, maxnreg=128)
+    monkeypatch.delenv("DSATTN_RX_CONFIG")
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8).maxnreg == 0
 
 
 def test_rx_config_guards():

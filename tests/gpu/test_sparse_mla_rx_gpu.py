@@ -237,3 +237,21 @@ def test_rx_pingpong16_spillfix(monkeypatch, consumers, h):
                          empty_rows=1, seed=61 + h, device=DEV)
         monkeypatch.setenv("DSATTN_RX_CONFIG", "4/64/4/0/1/2/0/0/1/1/1")
         check_close(*_decode(case), *case.reference())
+
+
+@pytest.mark.parametrize("cfg", ["2/48/4/0/1/1/0/0/1/0/0/128", "3/48/4/0/1/1/0/0/1/0/0/128"])
+@pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512)])
+@pytest.mark.parametrize("h", [8, 16])
+def test_rx_one_consumer_two_ctas(monkeypatch, consumers, cfg, layout, d_qk, h):
+    """One consumer with the launch capped at 128 registers (maxnreg, the 12th field: two CTAs an SM where shared
+    memory fits two; session 18, not a default): right, and bit-equal to the one-consumer default (ring depth and
+    register cap change no arithmetic)."""
+    if consumers != 1:
+        pytest.skip("one consumer")
+    case = make_case(300, h, d_qk, num_slots=20000, topk=2048, layout=layout, block_size=64, with_length=True,
+                     empty_rows=2, seed=41 + h, device=DEV)
+    base = _decode(case)
+    monkeypatch.setenv("DSATTN_RX_CONFIG", cfg)
+    got = _decode(case)
+    check_close(*got, *case.reference())
+    assert torch.equal(got[0], base[0]) and torch.equal(got[1], base[1]), cfg

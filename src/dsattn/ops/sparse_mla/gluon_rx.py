@@ -143,6 +143,8 @@ class RxConfig:
     hp8: int = 0        # 1: programs of 8 heads (wgmma N = 8) for at most 8 heads
     pingpong: int = 0   # 1 (two consumers, <= 16 heads a program): alternate blocks whole, merged at the end
     spillfix: int = 0   # 1 (ping-pong): wgmma's shared-memory descriptors rebuilt in every block (_opaque_zero)
+    maxnreg: int = 0    # one consumer: the launch's register cap (0: Triton's); 128 lets two CTAs share an SM where
+    #                     shared memory also fits two (session 18, NOT A DEFAULT: compiled only, not yet run)
 
 
 def rx_hp(num_heads: int) -> int:
@@ -194,8 +196,8 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
             return RxConfig(*[int(x) for x in spec.split("/")])
         except (TypeError, ValueError):
             raise ValueError("DSATTN_RX_CONFIG must be RxConfig's fields in order, stages/producer_regs/producer_warps"
-                             "[/prefetch[/pv_depth[/consumers[/alu[/pipe[/hp8[/pingpong[/spillfix]]]]]]]], e.g. "
-                             f"4/64/4, got {spec!r}") from None
+                             "[/prefetch[/pv_depth[/consumers[/alu[/pipe[/hp8[/pingpong[/spillfix[/maxnreg]]]]]]]]], "
+                             f"e.g. 4/64/4, got {spec!r}") from None
     consumers = os.environ.get("DSATTN_RX_CONSUMERS", "2").strip() or "2"
     if consumers not in ("1", "2"):
         raise ValueError(f"DSATTN_RX_CONSUMERS must be 1 or 2, got {consumers!r}")
@@ -1113,6 +1115,9 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     if cfg.spillfix not in (0, 1) or (cfg.spillfix and not cfg.pingpong):
         raise ValueError(f"config.spillfix must be 0 or 1 (1: ping-pong consumers only), got spillfix {cfg.spillfix}, "
                          f"pingpong {cfg.pingpong}")
+    if cfg.maxnreg and (cfg.consumers != 1 or cfg.maxnreg % 8 or not 64 <= cfg.maxnreg <= 248):
+        raise ValueError(f"config.maxnreg must be 0 or a multiple of 8 in [64, 248], with one consumer; got maxnreg "
+                         f"{cfg.maxnreg}, consumers {cfg.consumers}")
     grid = (t, -(-h // hp), splits)
     args = launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN)
     flags = (d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None)
@@ -1122,6 +1127,7 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
                      cfg.producer_regs, consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
                      ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, SPILLFIX=cfg.spillfix)
     else:
+        cap = {"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}
         _fast_launch(sparse_mla_rx_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
-                     cfg.producer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth, ALU=cfg.alu)
+                     cfg.producer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth, ALU=cfg.alu, **cap)
     launch.combine_splits(out, lse, part_o, part_lse, splits)
