@@ -792,7 +792,7 @@ def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks,
 # interpreter, or without Gluon, the global-memory map), "dense" (the global-memory map where it fits: a clear and
 # an insert of global atomic ORs; the hash path otherwise, never an error), "hash" (the table, 4 launches), "hash1"
 # (the same, one program a group, 1 launch) or "sort" (one tl.sort a group). auto took "dense" until session 18:
-# dense_smem's build is 2.2-3.0x faster at G 8 / 4 and 1.7x at G 2 and the prefill at 16 / 32 heads 4-6% (H200,
+# dense_smem's build is 2.1-3.0x faster at G 8 / 4 and 1.7x at G 2 and the prefill at 16 / 32 heads 4-6% (H200,
 # bench/results/grouping_s18.txt, bench/results/ab_s18_grouping_*.json). DSATTN_GROUPING_IMPL overrides it (read
 # at import, and again at each call where set, so that `dsattn bench ab` can switch it: _impl)
 IMPLS = ("auto", "dense", "dense_smem", "hash", "hash1", "sort")
