@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# RAN in session 18, part 1 (bench/logs/s18_f8s.log, s18_f8s_tests.log): no faster and lse outside issue 3's 1e-5
-# (1.6e-5 to 3.5e-5 in 23 of 34 tests), so part 2 was not run and config f8s was REMOVED (its code: 12a56fa); this
-# script no longer runs on the tree.
+# RAN in session 18, part 1 (bench/logs/s18_f8s.log, s18_f8s_tests.log): no faster and outside issue 3's tolerances
+# (lse 1.6e-5 to 2.3e-4 in 20 of 34 tests, out over its bound in the 3 q-magnitude tests), so part 2 was not run and
+# config f8s was REMOVED (its code: 12a56fa); this script no longer runs on the tree.
 # Written in session 17 (no device lent that session), NOT YET RUN: gluon_rx's config f8s on the H200. f8s computes
 # S^T with fp8 wgmma products read straight from the latent stage (q split into two e4m3 terms) instead of
 # converting every latent value of K to fp16 in registers, so each consumer converts the latent once a block (P V's

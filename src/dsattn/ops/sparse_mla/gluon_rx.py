@@ -84,8 +84,9 @@ Removed in session 18 after their H200 runs (H200, `dsattn bench ab`, 512 tokens
   config f8s (session 17: S^T from fp8 wgmma products read straight from the stage, q split into two e4m3 terms;
       code at 12a56fa): f8s vs the default, 8 heads fp8_ds_mla 0.236 vs 0.235 ms, 16 heads 0.270 vs 0.267, nope
       0.233 vs 0.229 / 0.265 vs 0.270 (its one gain, 2%), 32 heads (the halves) 0.480 vs gluon_ws's 0.380
-      (bench/results/ab_s18_f8s_*.json), and outside issue 3's lse tolerance: 1.6e-5 to 3.5e-5 relative against
-      1e-5 in 23 of its 34 GPU tests (bench/logs/s18_f8s_tests.log). So the two conversions of each latent value
+      (bench/results/ab_s18_f8s_*.json), and outside issue 3's tolerances in 23 of its 34 GPU tests: lse in 20
+      (1.6e-5 to 2.3e-4 relative against 1e-5), out in the 3 q-magnitude tests (0.011-0.024 over the bound;
+      bench/logs/s18_f8s_tests.log). So the two conversions of each latent value
       were not what limits these programs.
   config persist (session 18: at most one program an SM, walking (token, head block, split) items along one ring
       so that an item's fill and epilogue overlap its neighbours'; code at 49fb844): right, bit-equal to the
