@@ -85,17 +85,18 @@ def test_config_knob(monkeypatch):
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
     assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig()
     monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/56")  # fields left out are 0: the N-split consumer
-    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(64, 2, 4, 56, 0, 0, 0)
+    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(64, 2, 4, 56, 0, 0, 0, 0)
     monkeypatch.setenv("DSATTN_PF_CONFIG", "32/4/4/48/1")
-    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(32, 4, 4, 48, 1, 0, 0)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/80/0/1/1")
-    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig()
+    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(32, 4, 4, 48, 1, 0, 0, 0)
+    monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/80/0/1/1")  # the default before session 19 (cvt_pipe 0)
+    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(cvt_pipe=0)
     monkeypatch.setenv("DSATTN_PF_CONFIG", "32/4/4/56/0/1/1")
-    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(32, 4, 4, 56, 0, 1, 1)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/80/0/1/1/1")  # cvt_pipe (session 18; 8 fields were once tail)
-    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(cvt_pipe=1)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/80/0/1/1/0")
+    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(32, 4, 4, 56, 0, 1, 1, 0)
+    monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/80/0/1/1/1")  # cvt_pipe, the default (8 fields were once tail)
     assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig()
+    assert gluon_prefill.PrefillConfig().cvt_pipe == 1
+    monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/80/0/1/1/0")
+    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(cvt_pipe=0)
     for bad in ("16/4/4/56", "64/3/4/56", "32/4/2/56", "32/4/4/60", "32/4/4", "32/4/4/56/2", "32/4/4/56/1/2",
                 "32/2/4/56/1/0/1", "32/4/4/56/0/0/3", "64/2/4/56/0/0/2", "64/2/4/80/0/1/2",
                 "32/4/4/56/0/0/1/0/0", "fast", "32/4/4/80/3/1/1",

@@ -55,9 +55,9 @@ def _check(case, **kw):
     return res
 
 
-DEFAULT = "64/2/4/80/0/1/1"  # gluon_prefill.PrefillConfig() (the default schedule: fp16 P, session 11)
-BF16_SPLIT = "64/2/4/56/0/0/1"  # the default before it (P_hi V + P_lo V)
-CVT_PIPE = "64/2/4/80/0/1/1/1"  # the default with cvt_pipe (session 18, not yet run: the latent converted per group)
+DEFAULT = "64/2/4/80/0/1/1/1"  # gluon_prefill.PrefillConfig() (fp16 P, session 11; cvt_pipe, session 19)
+BF16_SPLIT = "64/2/4/56/0/0/1"  # the default before session 11 (P_hi V + P_lo V)
+NO_CVT_PIPE = "64/2/4/80/0/1/1"  # the default before session 19 (the whole stage converted after it landed)
 
 
 def _sid(spec):
@@ -74,7 +74,7 @@ def _overlap_indices(t, num_slots, topk, seed):
 _GUARD = ([(8, s) for s in (DEFAULT, "32/4/4/56/0/0/1", "32/4/4/56/1/0/1", "64/2/4/56/0", "32/4/4/56/0", "32/4/4/56/1",
                              "32/4/4/56/1/1")]
           + [(64, DEFAULT), (128, DEFAULT), (64, "32/4/4/56/1/0/1"), (8, BF16_SPLIT), (64, BF16_SPLIT),
-             (8, CVT_PIPE), (64, CVT_PIPE), (16, "32/4/4/56/0/1/1/1")])
+             (8, NO_CVT_PIPE), (64, NO_CVT_PIPE), (16, "32/4/4/56/0/1/1/1")])
 
 
 @pytest.mark.parametrize("h, spec", _GUARD, ids=[f"{h}-{_sid(s)}" for h, s in _GUARD])
@@ -125,7 +125,7 @@ def test_pf_d512(h):
 
 
 @pytest.mark.parametrize("h", [8, 64])
-@pytest.mark.parametrize("spec", [DEFAULT, BF16_SPLIT, "32/4/4/56/0/0", "32/4/4/56/0/1/1", CVT_PIPE], ids=_sid)
+@pytest.mark.parametrize("spec", [DEFAULT, BF16_SPLIT, "32/4/4/56/0/0", "32/4/4/56/0/1/1", NO_CVT_PIPE], ids=_sid)
 def test_pf_peaked(monkeypatch, h, spec):
     """A peaked softmax (q x 6): P @ V runs as P_hi V + P_lo V (f16 0) or in fp16 (f16 1); bf16 P alone would
     miss the tolerance (tests/test_sparse_mla_prefill_impl.py, test_emulated_bf16_p_misses_tolerance)."""
@@ -159,7 +159,7 @@ def test_pf_chunks():
 
 
 @pytest.mark.parametrize("spec", ["32/4/4/56/0/0/1", "32/4/4/56/1/0/1", "64/2/4/56/0", "32/4/4/56/0", "32/4/4/56/1",
-                                  "32/2/4/56/1", "32/4/4/56/0/1", "32/4/4/56/0/1/1", "32/4/4/56/1/1/1", CVT_PIPE,
+                                  "32/2/4/56/1", "32/4/4/56/0/1", "32/4/4/56/0/1/1", "32/4/4/56/1/1/1", NO_CVT_PIPE,
                                   "32/4/4/56/0/1/1/1", "32/4/4/56/1/1/1/1", "64/2/4/80/0/1/0/1"], ids=_sid)
 def test_pf_configs(monkeypatch, spec):
     """Every launch configuration the knob takes gives right outputs (8 and 64 heads)."""
@@ -197,14 +197,14 @@ def test_pf_pad64_variant(h, d_qk):
 
 @pytest.mark.parametrize("h", [8, 16, 32, 64, 128])
 def test_pf_cvt_pipe_bit_equal(monkeypatch, h):
-    """cvt_pipe (the latent gathered and converted in four column groups) writes the same fp16 stage values as the
-    default and changes nothing else, so the outputs are bit-equal to the default's (overlap indices, topk_length,
-    NaN rows behind invalid entries)."""
+    """cvt_pipe (the default: the latent gathered and converted in four column groups) writes the same fp16 stage
+    values as the whole-stage conversion and changes nothing else, so the outputs are bit-equal (overlap indices,
+    topk_length, NaN rows behind invalid entries)."""
     case = make_case(96, h, 576, num_slots=20000, topk=2048, layout="bf16", block_size=1, with_length=True,
                      empty_rows=1, seed=31 + h, device=DEV)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", DEFAULT)
+    monkeypatch.setenv("DSATTN_PF_CONFIG", NO_CVT_PIPE)
     base = _run(case)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", CVT_PIPE)
+    monkeypatch.setenv("DSATTN_PF_CONFIG", DEFAULT)
     got = _run(case)
     check_close(*got, *case.reference())
     assert torch.equal(got[0], base[0]) and torch.equal(got[1], base[1])

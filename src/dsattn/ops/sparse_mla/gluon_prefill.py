@@ -52,16 +52,19 @@ normalized latents and queries sit far inside it). Both pass the tolerance in a 
 arithmetic (tests/test_sparse_mla_prefill_impl.py::test_emulated_arithmetic, peaked q x 6 cases included, where
 bf16 P alone fails: test_emulated_bf16_p_misses_tolerance) and in the GPU tests (tests/gpu/, peaked included).
 
-PrefillConfig.cvt_pipe = 1 (session 18, NOT THE DEFAULT: written and compiled for sm_90a after the session's device
-time ran out, not yet run; bench/gpu_s19_cvt_pipe.sh): with f16, the producer gathers each block's latent as four
-128-column commit groups (_gather_groups; the RoPE columns with the last) and converts each group as soon as it
-landed (_to_f16_group after wait_group of the groups still allowed in flight), instead of converting the whole stage
-after all of it landed. Why: in session 18's Nsight Compute profile of the default (s_q 1024, 64 and 16 heads,
-bench/logs/s18_profile.log) consumer 0 spins on the stage's full barrier ~16% of its time, and the producer executes
-144 M of the kernel's 304 M warp instructions (FlashMLA's producer 18 M): the gather of block b + 1 and its
-conversion must both fit under block b's compute with two stages. The same values land in the stage, so outputs
-must equal the default's bit for bit (tests/gpu: test_pf_cvt_pipe_bit_equal). Compile check: no spill at 8..64
-heads, D 576 and 512; the default's PTX is unchanged outside debug labels.
+PrefillConfig.cvt_pipe = 1 (THE DEFAULT since session 19; written in session 18): with f16, the producer gathers each
+block's latent as four 128-column commit groups (_gather_groups; the RoPE columns with the last) and converts each
+group as soon as it landed (_to_f16_group after wait_group of the groups still allowed in flight), instead of
+converting the whole stage after all of it landed. Why: in session 18's Nsight Compute profile of the earlier default
+(s_q 1024, 64 and 16 heads, bench/logs/s18_profile.log) consumer 0 spins on the stage's full barrier ~16% of its
+time, and the producer executes 144 M of the kernel's 304 M warp instructions (FlashMLA's producer 18 M): the gather
+of block b + 1 and its conversion must both fit under block b's compute with two stages. The same values land in the
+stage, so outputs equal the earlier default's bit for bit. Measured on the H200 in session 19
+(bench/gpu_s19_cvt_pipe.sh, bench/logs/s19_cvt_pipe.log; `dsattn bench ab`, bench/results/ab_s19_cvt_pipe_*.json),
+ms 64/2/4/80/0/1/1 -> 64/2/4/80/0/1/1/1: s_q 1024 64 heads 0.788 -> 0.747, 16 heads 0.474 -> 0.445; s_q 8192
+16 heads 2.883 -> 2.722 (5.5-6.6% faster, 95% intervals 1.048-1.084; max_abs_out_diff 0); its GPU tests (43, bit
+equality at 8..128 heads included) passed (bench/logs/s19_cvt_pipe_tests.log). Compile check: no spill at 8..64
+heads, D 576 and 512.
 
 Partitions (gl.warp_specialize):
   producer (worker, 4 warps): cp.async of each block's rows as stored (latent [BN, 512] and RoPE [BN, 64] into
@@ -170,10 +173,10 @@ class PrefillConfig:
     and runs one fp16 P @ V, 0 runs P_hi V + P_lo V in bf16; split: 1
     runs the split consumer (_wg_s / _wg_v: one warpgroup computes S over all BN entries, the softmax and O[:, :256],
     the other O[:, 256:] from its P), 0 the two-warpgroup N-split consumer (_consumer). A tail schedule (an 8th field)
-    was measured slower and removed: module docstring. cvt_pipe (the 8th field now; f16 only): the producer gathers
-    each block's latent as four 128-column commit groups and converts each as soon as it landed, so the conversion
-    overlaps the rest of the block's gather instead of following all of it (session 18, NOT THE DEFAULT: compiled
-    for sm_90a without a GPU, not yet run)."""
+    was measured slower and removed: module docstring. cvt_pipe (the 8th field now; f16 only; 1 is the default since
+    session 19, 5.5-6.6% faster: module docstring): the producer gathers each block's latent as four 128-column
+    commit groups and converts each as soon as it landed, so the conversion overlaps the rest of the block's gather
+    instead of following all of it."""
     block_n: int = 64
     stages: int = 2
     producer_warps: int = 4
@@ -181,7 +184,7 @@ class PrefillConfig:
     overlap: int = 0
     f16: int = 1
     split: int = 1
-    cvt_pipe: int = 0   # 1 (f16): the latent gathered as four 128-column commit groups, each converted as it lands
+    cvt_pipe: int = 1   # 1 (f16): the latent gathered as four 128-column commit groups, each converted as it lands
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -216,8 +219,9 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
 
 
 def prefill_config(num_heads: int, d_qk: int = 576) -> PrefillConfig:
-    """The default launch (PrefillConfig(): 64/2/4/80/0/1/1): the split consumer over 64-entry blocks, 2 stages, fp16 P
-    (f16: the producer converts each landed stage to fp16 x 2^-8, one P @ V) with 80 producer registers (56 spilled in
+    """The default launch (PrefillConfig(): 64/2/4/80/0/1/1/1): the split consumer over 64-entry blocks, 2 stages, fp16 P
+    (f16: the producer converts each landed stage to fp16 x 2^-8, one P @ V; cvt_pipe: in four column groups as they
+    land, since session 19: module docstring) with 80 producer registers (56 spilled in
     the f16 producer; sm_90a compile check, no spill at 80 for 8..64 heads). Measured on the H200, s_q 1024, against
     the bf16 hi / lo schedule 64/2/4/56/0/0/1 in the same process (session 11 call 4, bench/results/s11_pf_f16.json):
     64 heads 0.731 vs 0.791 ms (2.95 vs 3.19 us a 64-entry block), 128 heads 1.45-1.49 vs 1.61, 32 heads 0.647 vs
