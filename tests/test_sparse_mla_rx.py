@@ -102,18 +102,26 @@ def test_rx_config(monkeypatch):
     monkeypatch.delenv("DSATTN_RX_CONSUMERS", raising=False)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(stages=4, producer_regs=56, consumers=2,
                                                                                   hp8=1, pingpong=1)
+    two_ctas = gluon_rx.RxConfig(stages=2, producer_regs=48, consumers=1, hp8=1, maxnreg=128)  # session 19
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16, 576) == two_ctas
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 12, 512) == two_ctas
+    for layout, d in ((KVLayout.FP8_DS_MLA, 576), (KVLayout.FP8_DS_MLA_NOPE, 512)):  # two CTAs fit an SM
+        assert 2 * (gluon_rx.rx_smem_bytes(layout, d, 16, 2) + gluon_rx.SMEM_MARGIN) <= gluon_rx.SMEM_LIMIT
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == gluon_rx.RxConfig(stages=3, consumers=2, hp8=1)
+    monkeypatch.setenv("DSATTN_RX_CONSUMERS", "2")  # the 16-head default of sessions 13-18 (ping-pong)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16, 576) == gluon_rx.RxConfig(stages=4, producer_regs=48,
                                                                                    consumers=2, hp8=1, pingpong=1,
                                                                                    spillfix=1)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 12, 512) == gluon_rx.RxConfig(stages=5, producer_regs=48,
                                                                                       consumers=2, hp8=1, pingpong=1,
                                                                                       spillfix=1)
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == gluon_rx.RxConfig(stages=3, consumers=2, hp8=1)
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(stages=4, producer_regs=56, consumers=2,
+                                                                                  hp8=1, pingpong=1)
     monkeypatch.setenv("DSATTN_RX_CONSUMERS", "1")
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(stages=5, consumers=1, hp8=1)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == gluon_rx.RxConfig(stages=4, pv_depth=0, consumers=1,
                                                                                   hp8=1)
-    for c in ("1", "2"):
+    for c in ("", "1", "2"):
         monkeypatch.setenv("DSATTN_RX_CONSUMERS", c)
         for h in (1, 8, 16, 32):
             hp = 8 if h <= 8 else gluon_rx.rx_hp(h)
@@ -153,13 +161,17 @@ def test_rx_rejects_bad_launches():
 
 
 def test_rx_maxnreg_config(monkeypatch):
-    """maxnreg is RxConfig's 12th field (DSATTN_RX_CONFIG takes it; the default leaves it 0)."""
+    """maxnreg is RxConfig's 12th field (DSATTN_RX_CONFIG takes it; the default sets 128 at 16-head programs only)."""
     monkeypatch.delenv("DSATTN_RX_CONSUMERS", raising=False)
     monkeypatch.setenv("DSATTN_RX_CONFIG", "2/48/4/0/1/1/0/0/1/0/0/128")
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8) == gluon_rx.RxConfig(
         stages=2, producer_regs=48, consumers=1, hp8=1, maxnreg=128)
     monkeypatch.delenv("DSATTN_RX_CONFIG")
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8).maxnreg == 0
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16).maxnreg == 128
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32).maxnreg == 0
+    monkeypatch.setenv("DSATTN_RX_CONSUMERS", "1")
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16).maxnreg == 0
 
 
 def test_rx_config_guards():

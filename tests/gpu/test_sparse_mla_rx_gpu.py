@@ -2,10 +2,12 @@
 twin and against gluon_ws on the same inputs (same fp16 operand values, another accumulation order: equal within
 fp32 rounding, not bit for bit). Skipped without an sm_90 GPU.
 
-Both kernels: one consumer warpgroup (sparse_mla_rx_kernel, DSATTN_RX_CONSUMERS=1) and two (sparse_mla_rx2_kernel,
-the default). test_rx_hang_guard runs first, once per consumer count: a tiny case in a child process with a time
-limit, so that a deadlocked pipeline (mbarrier phases) fails one test in seconds instead of hanging the session; the
-tests of that consumer count skip after it fails.
+Both kernels, three ways (the `consumers` fixture): the defaults ("auto": DSATTN_RX_CONSUMERS unset; rx2's ping-pong
+at 8-head programs, the one-consumer kernel at two CTAs an SM at 16-head programs since session 19), one consumer
+warpgroup everywhere (sparse_mla_rx_kernel, DSATTN_RX_CONSUMERS=1) and two (sparse_mla_rx2_kernel, =2).
+test_rx_hang_guard runs first, once per way: a tiny case in a child process with a time limit, so that a deadlocked
+pipeline (mbarrier phases) fails one test in seconds instead of hanging the session; the tests of that way skip after
+it fails.
 """
 import os
 import subprocess
@@ -26,15 +28,19 @@ def _is_sm90():
     return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 
 
-@pytest.fixture(autouse=True, params=[2, 1], ids=["c2", "c1"])
+@pytest.fixture(autouse=True, params=[0, 2, 1], ids=["auto", "c2", "c1"])
 def consumers(request, monkeypatch):
+    """0: DSATTN_RX_CONSUMERS unset (the defaults), else the consumer count it forces."""
     if not _is_sm90():
         pytest.skip("the Gluon kernels run on sm_90 only")
     c = request.param
     if request.node.originalname != "test_rx_hang_guard" and _STATE.get(c):
         pytest.skip(f"test_rx_hang_guard[c{c}] failed: {_STATE[c]}")
     monkeypatch.setenv("DSATTN_SPARSE_MLA_IMPL", "gluon_rx")
-    monkeypatch.setenv("DSATTN_RX_CONSUMERS", str(c))
+    if c:
+        monkeypatch.setenv("DSATTN_RX_CONSUMERS", str(c))
+    else:
+        monkeypatch.delenv("DSATTN_RX_CONSUMERS", raising=False)
     monkeypatch.delenv("DSATTN_RX_CONFIG", raising=False)
     return c
 
@@ -63,10 +69,11 @@ os.environ["DSATTN_SPARSE_MLA_IMPL"] = "gluon_rx"
 from dsattn.ops.sparse_mla import sparse_mla_decode
 from dsattn.ops.sparse_mla.launch import kernel_name
 from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs
-case = make_case(3, 8, 576, num_slots=3000, topk=200, layout="fp8_ds_mla", block_size=64, with_length=True,
+h = int(os.environ.get("GUARD_HEADS", "8"))
+case = make_case(3, h, 576, num_slots=3000, topk=200, layout="fp8_ds_mla", block_size=64, with_length=True,
                  seed=1, device="cuda")
 assert kernel_name(case.q, case.cache.flatten(0, 1), case.layout, "native") == "gluon_rx"
-out, lse = poisoned_outputs(3, 8, "cuda")
+out, lse = poisoned_outputs(3, h, "cuda")
 sparse_mla_decode(case.q, case.cache, case.indices, case.sm_scale, topk_length=case.topk_length, out=out, lse=lse,
                   variant="native")
 torch.cuda.synchronize()
@@ -75,8 +82,10 @@ print(check_close(out, lse, *case.reference()))
 
 
 def test_rx_hang_guard(consumers):
-    """A tiny launch (3 tokens, 8 heads, topk 200: a partial last block, one empty row) in a child process, 60 s."""
-    env = dict(os.environ, DSATTN_SPARSE_MLA_IMPL="gluon_rx", DSATTN_RX_CONSUMERS=str(consumers))
+    """A tiny launch (3 tokens, 8 heads (16 under the defaults: the two-CTA kernel), topk 200: a partial last block,
+    one empty row) in a child process, 60 s."""
+    env = dict(os.environ, DSATTN_SPARSE_MLA_IMPL="gluon_rx", DSATTN_RX_CONSUMERS=str(consumers or ""),
+               GUARD_HEADS="16" if consumers == 0 else "8")
     try:
         res = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
@@ -145,6 +154,8 @@ def test_rx_configs_agree(monkeypatch, consumers, cfg):
     arithmetic changes, so bit for bit against the default config of the same consumer count and consumer loop: at
     two consumers the halves, 3/64/4/0/1/2/0, since the 16-head default is ping-pong, another accumulation order).
     C: the consumer count."""
+    if not consumers:
+        pytest.skip("forced consumer counts only")
     cfg = cfg.replace("C", str(consumers))
     case = make_case(40, 16, 576, num_slots=20000, topk=2048, layout="fp8_ds_mla", block_size=64, with_length=True,
                      empty_rows=1, seed=13, device=DEV)
@@ -161,6 +172,8 @@ def test_rx_configs_agree(monkeypatch, consumers, cfg):
 def test_rx_hp8(monkeypatch, consumers, h):
     """Programs of 8 heads (hp8, wgmma N = 8, the default at <= 8 heads): against the reference and 16-head programs
     (hp8 0) within fp32 accumulation order."""
+    if not consumers:
+        pytest.skip("forced consumer counts only")
     case = make_case(40, h, 576, num_slots=20000, topk=2048, layout="fp8_ds_mla", block_size=64, with_length=True,
                      empty_rows=1, seed=21 + h, device=DEV)
     hp8 = _decode(case)
@@ -244,8 +257,8 @@ def test_rx_pingpong16_spillfix(monkeypatch, consumers, h):
 @pytest.mark.parametrize("h", [8, 16])
 def test_rx_one_consumer_two_ctas(monkeypatch, consumers, cfg, layout, d_qk, h):
     """One consumer with the launch capped at 128 registers (maxnreg, the 12th field: two CTAs an SM where shared
-    memory fits two; session 18, not a default): right, and bit-equal to the one-consumer default (ring depth and
-    register cap change no arithmetic)."""
+    memory fits two; session 18, the 16-head-program default since session 19): right, and bit-equal to the
+    one-consumer kernel of DSATTN_RX_CONSUMERS=1 (ring depth and register cap change no arithmetic)."""
     if consumers != 1:
         pytest.skip("one consumer")
     case = make_case(300, h, d_qk, num_slots=20000, topk=2048, layout=layout, block_size=64, with_length=True,

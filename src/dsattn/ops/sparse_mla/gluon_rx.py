@@ -2,9 +2,11 @@
 that keep no fp16 tiles: the consumers build both products' A operands in REGISTERS from the raw fp8 stages.
 
 STATUS: 'auto' runs it for fp8 rows at <= 16 heads a program (launch.rx_preferred; DSATTN_SPARSE_MLA_IMPL=gluon_rx
-forces it up to 32). Two kernels: sparse_mla_rx_kernel (one consumer warpgroup, DSATTN_RX_CONSUMERS=1) and
-sparse_mla_rx2_kernel (two, the default; ping-pong consumers at <= 16 heads a program, 8-head programs at <= 8 heads,
-spillfix 1 at 16-head programs since session 13: 0.2526 vs 0.2821 ms in step, bench/results/s13_rx16.json).
+forces it up to 32). Two kernels: sparse_mla_rx_kernel (one consumer warpgroup) and sparse_mla_rx2_kernel (two).
+Defaults (rx_config): 8-head programs at <= 8 heads run rx2 with ping-pong consumers; 16-head programs run, since
+session 19, the one-consumer kernel with 2 stages and the launch capped at 128 registers, two CTAs an SM (2.8-6.0%
+faster than rx2's ping-pong there, bench/results/ab_s19_2cta_*.json), and DSATTN_RX_CONSUMERS=2 takes rx2's ping-pong
+with spillfix 1 (the 16-head default of sessions 13-18: 0.2526 vs 0.2821 ms in step, bench/results/s13_rx16.json).
 Measured on the H200 (fp8_ds_mla decode 512 tokens, topk 2048; gluon_ws 0.324 / 0.327 / 0.352 ms at 8 / 16 / 32
 heads):
   - one consumer (edd6f78, bench/logs/s10_rx1.log): 8 heads 0.307-0.311 ms, 16 heads 0.327-0.330, 32 heads 0.431
@@ -145,7 +147,7 @@ class RxConfig:
     pingpong: int = 0   # 1 (two consumers, <= 16 heads a program): alternate blocks whole, merged at the end
     spillfix: int = 0   # 1 (ping-pong): wgmma's shared-memory descriptors rebuilt in every block (_opaque_zero)
     maxnreg: int = 0    # one consumer: the launch's register cap (0: Triton's); 128 lets two CTAs share an SM where
-    #                     shared memory also fits two (session 18, NOT A DEFAULT: compiled only, not yet run)
+    #                     shared memory also fits two (session 18; the 16-head-program default since session 19)
 
 
 def rx_hp(num_heads: int) -> int:
@@ -185,12 +187,15 @@ def rx_consumer_regs(consumers: int, producer_warps: int, producer_regs: int) ->
 
 
 def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
-    """Two consumer warpgroups (DSATTN_RX_CONSUMERS=1 for one), ping-pong at <= 16 heads a program (spillfix 1 at 16),
-    8-head programs at <= 8 heads (hp8: 0.259 vs 0.295 ms
-    at 8 heads, bench/logs/s10_call5.log), as many raw stages (2..5) as shared memory holds (fp8_ds_mla 576, two
-    consumers: 5 at 8-head programs, 4 at 16, 3 at 32; one consumer: 5 / 5 / 4), pv_depth 1 (one consumer at 32 heads
-    a program: 0, else ptxas serializes every wgmma or spills; bench/mla_gluon_check.py --kernel rx). DSATTN_RX_CONFIG='stages/regs/warps[/prefetch[/pv_depth
-    [/consumers]]]' overrides it all (A/B runs; read at launch)."""
+    """The default launch by heads a program: 8-head programs at <= 8 heads (hp8: 0.259 vs 0.295 ms at 8 heads,
+    bench/logs/s10_call5.log) with two ping-pong consumer warpgroups; 16-head programs (9..16 heads) with ONE
+    consumer, 2 stages and the launch capped at 128 registers so that two CTAs share an SM (since session 19); 32-head
+    programs with two consumers in step. DSATTN_RX_CONSUMERS=2 takes two consumers everywhere (ping-pong at <= 16
+    heads a program, spillfix 1 at 16: the 16-head default of sessions 13-18), =1 one consumer everywhere, without the
+    register cap; as many raw stages (2..5) as shared memory holds (fp8_ds_mla 576, two consumers: 5 at 8-head
+    programs, 4 at 16, 3 at 32; one consumer: 5 / 5 / 4), pv_depth 1 (one consumer at 32 heads a program: 0, else
+    ptxas serializes every wgmma or spills; bench/mla_gluon_check.py --kernel rx). DSATTN_RX_CONFIG='stages/regs/warps
+    [/prefetch[/pv_depth[/consumers...]]]' overrides it all (A/B runs; read at launch)."""
     spec = os.environ.get("DSATTN_RX_CONFIG", "").strip()
     if spec:
         try:
@@ -199,18 +204,26 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
             raise ValueError("DSATTN_RX_CONFIG must be RxConfig's fields in order, stages/producer_regs/producer_warps"
                              "[/prefetch[/pv_depth[/consumers[/alu[/pipe[/hp8[/pingpong[/spillfix[/maxnreg]]]]]]]]], "
                              f"e.g. 4/64/4, got {spec!r}") from None
-    consumers = os.environ.get("DSATTN_RX_CONSUMERS", "2").strip() or "2"
-    if consumers not in ("1", "2"):
-        raise ValueError(f"DSATTN_RX_CONSUMERS must be 1 or 2, got {consumers!r}")
-    consumers = int(consumers)
+    consumers = os.environ.get("DSATTN_RX_CONSUMERS", "").strip()
+    if consumers not in ("", "1", "2"):
+        raise ValueError(f"DSATTN_RX_CONSUMERS must be 1 or 2 (or unset: the default), got {consumers!r}")
     hp = 8 if num_heads <= 8 else rx_hp(num_heads)  # hp8 (the default)
+    if not consumers and hp == 16:
+        # Two CTAs an SM (session 19, bench/gpu_s19_decode.sh, bench/gpu_s19_2cta.sh; `dsattn bench ab` against
+        # the ping-pong config below, bench/results/ab_s19_2cta_*.json): one consumer, 2 stages (fp8_ds_mla 576:
+        # ~94 KB of shared memory a CTA), producer 48 registers, launch capped at 128. fp8_ds_mla 512 tokens 0.282 ->
+        # 0.274 ms, 2048 tokens 0.983 -> 0.943; nope 0.251 -> 0.241, 0.926 -> 0.874 (2.8-6.0% faster). Producer 40
+        # registers: 1.7% faster than ping-pong, 56: no difference; pv_depth 2: 18% slower. At 8-head programs it
+        # was 7% slower over fp8_ds_mla (0.230 vs 0.247 ms) and no different over nope: ping-pong stays there.
+        return RxConfig(stages=2, producer_regs=48, consumers=1, hp8=1, maxnreg=128)
+    consumers = int(consumers or "2")
     # 8-head programs with two consumers: ping-pong (session 10's final device call, 512 tokens, 8 heads: fp8_ds_mla
     # 0.224 vs 0.244 ms, nope 0.192 vs 0.233; at 16-head programs it was slower, 0.306 vs 0.282;
     # bench/results/sparse_mla_rx_bench_final.json), producer 56 registers (session 11 call 1, fp8_ds_mla 8 heads,
     # 4 stages: 40 / 48 / 56 registers 0.243 / 0.2245 / 0.208 ms at 512 tokens, 0.925 / 0.852 / 0.810 at 2048;
     # bench/results/s11_rx_512.json, s11_rx_2048.json)
-    # 16-head programs: ping-pong too since session 13 (producer 48 registers), with spillfix 1 (the wgmma
-    # descriptors rebuilt in each block: no spill at sm_90a, 120-152 B without, which is what made it slower in
+    # 16-head programs, two consumers: ping-pong too since session 13 (producer 48 registers), with spillfix 1 (the
+    # wgmma descriptors rebuilt in each block: no spill at sm_90a, 120-152 B without, which is what made it slower in
     # sessions 10-12): 512 tokens fp8_ds_mla 0.2526 vs 0.2821 ms (two consumers in step), nope 0.2389 vs 0.2654
     # (bench/results/s13_rx16.json, bench/logs/s13_call3.log)
     pingpong = int(hp <= 16 and consumers == 2)
