@@ -268,3 +268,15 @@ def test_rx_one_consumer_two_ctas(monkeypatch, consumers, cfg, layout, d_qk, h):
     got = _decode(case)
     check_close(*got, *case.reference())
     assert torch.equal(got[0], base[0]) and torch.equal(got[1], base[1]), cfg
+
+
+@pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512)])
+def test_rx_default_every_small_head_count(consumers, layout, d_qk):
+    """rx_config's defaults at 1..32 heads ('auto' runs them at 1..16; 9..16: the two-CTA one-consumer kernel with
+    masked heads), topk_length, an empty row, a padded output row stride: against the reference."""
+    if consumers:
+        pytest.skip("the defaults only")
+    for h in range(1, 33):
+        case = make_case(20, h, d_qk, num_slots=5000, topk=512, layout=layout, block_size=16, with_length=True,
+                         empty_rows=1, seed=200 + h, device=DEV)
+        check_close(*_decode(case, out_row_pad=16), *case.reference())
