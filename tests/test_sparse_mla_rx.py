@@ -158,6 +158,9 @@ def test_rx_rejects_bad_launches():
                 gluon_rx.RxConfig(consumers=1, maxnreg=32), gluon_rx.RxConfig(consumers=1, maxnreg=256)):
         with pytest.raises(ValueError, match="config.maxnreg"):
             gluon_rx.run_attention_rx(q[:, :8], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=bad)
+    for bad in (gluon_rx.RxConfig(idxpf=5), gluon_rx.RxConfig(idxpf=-1)):
+        with pytest.raises(ValueError, match="config.idxpf"):
+            gluon_rx.run_attention_rx(q[:, :8], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=bad)
 
 
 def test_rx_maxnreg_config(monkeypatch):
@@ -172,6 +175,16 @@ def test_rx_maxnreg_config(monkeypatch):
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32).maxnreg == 0
     monkeypatch.setenv("DSATTN_RX_CONSUMERS", "1")
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16).maxnreg == 0
+
+
+def test_rx_idxpf_config(monkeypatch):
+    """idxpf (L1 prefetch of the index lines, session 19, not a default) is RxConfig's 13th field."""
+    monkeypatch.delenv("DSATTN_RX_CONSUMERS", raising=False)
+    monkeypatch.setenv("DSATTN_RX_CONFIG", "5/56/4/0/1/2/0/0/1/1/0/0/2")
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 8, 512) == gluon_rx.RxConfig(
+        stages=5, producer_regs=56, consumers=2, hp8=1, pingpong=1, idxpf=2)
+    monkeypatch.delenv("DSATTN_RX_CONFIG")
+    assert all(gluon_rx.rx_config(KVLayout.FP8_DS_MLA, h).idxpf == 0 for h in (8, 16, 32))
 
 
 def test_rx_config_guards():

@@ -280,3 +280,25 @@ def test_rx_default_every_small_head_count(consumers, layout, d_qk):
         case = make_case(20, h, d_qk, num_slots=5000, topk=512, layout=layout, block_size=16, with_length=True,
                          empty_rows=1, seed=200 + h, device=DEV)
         check_close(*_decode(case, out_row_pad=16), *case.reference())
+
+
+@pytest.mark.parametrize("layout, d_qk, h", [("fp8_ds_mla", 576, 8), ("fp8_ds_mla_nope", 512, 8),
+                                             ("fp8_ds_mla", 576, 16), ("fp8_ds_mla_nope", 512, 16)])
+@pytest.mark.parametrize("idxpf", [1, 2])
+def test_rx_idxpf_bit_equal(monkeypatch, consumers, layout, d_qk, h, idxpf):
+    """idxpf (the producer asks L1 for the index lines of later blocks; session 19, not a default) changes no
+    arithmetic: bit-equal to the default config it is added to, right against the reference (topk_length, an empty
+    row, NaN rows behind invalid entries, a partial last block)."""
+    import dataclasses
+    from dsattn.formats import KVLayout
+    from dsattn.ops.sparse_mla import gluon_rx
+    if consumers:
+        pytest.skip("the defaults only")
+    case = make_case(40, h, d_qk, num_slots=20000, topk=2000, layout=layout, block_size=64, with_length=True,
+                     empty_rows=1, seed=71 + h + idxpf, device=DEV)
+    base = _decode(case)
+    cfg = dataclasses.replace(gluon_rx.rx_config(KVLayout(layout), h, d_qk), idxpf=idxpf)
+    monkeypatch.setenv("DSATTN_RX_CONFIG", "/".join(str(v) for v in dataclasses.astuple(cfg)))
+    got = _decode(case)
+    check_close(*got, *case.reference())
+    assert torch.equal(got[0], base[0]) and torch.equal(got[1], base[1])

@@ -148,6 +148,8 @@ class RxConfig:
     spillfix: int = 0   # 1 (ping-pong): wgmma's shared-memory descriptors rebuilt in every block (_opaque_zero)
     maxnreg: int = 0    # one consumer: the launch's register cap (0: Triton's); 128 lets two CTAs share an SM where
     #                     shared memory also fits two (session 18; the 16-head-program default since session 19)
+    idxpf: int = 0      # > 0: the producer asks L1 for the index lines of the block idxpf past the next (session 19,
+    #                     NOT A DEFAULT: compiled only, not yet run; bench/gpu_s20_idxpf.sh)
 
 
 def rx_hp(num_heads: int) -> int:
@@ -202,7 +204,7 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
             return RxConfig(*[int(x) for x in spec.split("/")])
         except (TypeError, ValueError):
             raise ValueError("DSATTN_RX_CONFIG must be RxConfig's fields in order, stages/producer_regs/producer_warps"
-                             "[/prefetch[/pv_depth[/consumers[/alu[/pipe[/hp8[/pingpong[/spillfix[/maxnreg]]]]]]]]], "
+                             "[/prefetch[/pv_depth[/consumers[/alu[/pipe[/hp8[/pingpong[/spillfix[/maxnreg[/idxpf]]]]]]]]]], "
                              f"e.g. 4/64/4, got {spec!r}") from None
     consumers = os.environ.get("DSATTN_RX_CONSUMERS", "").strip()
     if consumers not in ("", "1", "2"):
@@ -473,10 +475,26 @@ if HAVE_GLUON:
                            * V_SCALE).to(gl.bfloat16))
 
     @gluon.jit
+    def _prefetch_idx_l1(idx_row, start, hi, PW: gl.constexpr):
+        """prefetch.global.L1 of the lines holding top-k entries [start, start + KB) below hi (KB int32 = 256 B: four
+        64-byte pieces, each within one line, one lane of warp 0 each); the other lanes issue nothing."""
+        L: gl.constexpr = gl.BlockedLayout([1], [32], [PW], [0])
+        e = gl.arange(0, 32 * PW, L)
+        j = start + 16 * e
+        go = ((e < KB // 16) & (j < hi)).to(gl.int32)
+        ptr = idx_row + gl.where(go != 0, j, 0)
+        gl.inline_asm_elementwise(
+            "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L1 [$1]; mov.b32 $0, 0; }",
+            "=r,l,r", [ptr, go], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
     def _producer(idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope, full, free,
                   stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
-                  HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr, PF: gl.constexpr):
-        """Per block: wait for its stage to be free, cp.async its rows, arrive on full when they land (noinc)."""
+                  HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr, PF: gl.constexpr,
+                  IDXPF: gl.constexpr = 0):
+        """Per block: wait for its stage to be free, cp.async its rows, arrive on full when they land (noinc).
+        IDXPF > 0 (config idxpf): the index lines of the block IDXPF past the next are asked into L1 (_prefetch_idx_l1),
+        so that the next-block index loads, which the producer waits on, hit L1."""
         LAT_L: gl.constexpr = _copy_layout(512, 1, PW)
         SC_L: gl.constexpr = _scale_layout(KB, PW)
         ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
@@ -496,6 +514,9 @@ if HAVE_GLUON:
                 _prefetch_rows(_prefetch_entries(idx_row, lo + (NSTAGES + i) * KB, hi, KB, PW), num_slots,
                                lat_ptr, stride_lat, ROW_BYTES, KB, PW)
             pfx = _prefetch_entries(idx_row, lo + (NSTAGES + PF) * KB, hi, KB, PW)
+        if IDXPF > 0:
+            for i in gl.static_range(IDXPF):
+                _prefetch_idx_l1(idx_row, lo + (i + 1) * KB, hi, PW)
         for b in range(nblocks):
             st = b % NSTAGES
             # the consumer is done with block b - NSTAGES (mbarriers start with phase 1 complete)
@@ -520,6 +541,8 @@ if HAVE_GLUON:
             nx_lat = _idx(idx_row, lo + (b + 1) * KB, hi, KB, LS)
             nx_sc = _idx(idx_row, lo + (b + 1) * KB, hi, KB, SS)
             nx_rope = _idx(idx_row, lo + (b + 1) * KB, hi, KB, RS)
+            if IDXPF > 0:
+                _prefetch_idx_l1(idx_row, lo + (b + 1 + IDXPF) * KB, hi, PW)
             if PF > 0:
                 _prefetch_rows(pfx, num_slots, lat_ptr, stride_lat, ROW_BYTES, KB, PW)
                 pfx = _prefetch_entries(idx_row, lo + (b + NSTAGES + PF + 1) * KB, hi, KB, PW)
@@ -614,7 +637,8 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1, ALU: gl.constexpr = 0):
+            num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1, ALU: gl.constexpr = 0,
+            IDXPF: gl.constexpr = 0):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_ws.sparse_mla_ws_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one block in flight while one computes")
@@ -661,7 +685,8 @@ if HAVE_GLUON:
                          stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, full, free, HAS_ROPE, HP,
                          NSTAGES, PV_DEPTH, ALU, num_warps)),
             (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
-                         full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
+                         full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
+                             IDXPF)),
         ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
     @gluon.jit
@@ -1002,7 +1027,8 @@ if HAVE_GLUON:
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1,
-            ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0, PINGPONG: gl.constexpr = 0, SPILLFIX: gl.constexpr = 0):
+            ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0, PINGPONG: gl.constexpr = 0, SPILLFIX: gl.constexpr = 0,
+            IDXPF: gl.constexpr = 0):
         """sparse_mla_rx_kernel with two consumer warpgroups (halves of the latent columns, _consumer2); same grid and
         arguments, plus the second consumer's register budget."""
         gl.static_assert(num_warps == 4, "each consumer is one warpgroup")
@@ -1076,7 +1102,8 @@ if HAVE_GLUON:
                                 stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
                                 sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, SPILLFIX)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
-                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
+                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
+                             IDXPF)),
             ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
         elif PIPE:
             gl.warp_specialize([
@@ -1089,7 +1116,8 @@ if HAVE_GLUON:
                               stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
                               HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
-                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
+                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
+                             IDXPF)),
             ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
         else:
             gl.warp_specialize([
@@ -1102,7 +1130,8 @@ if HAVE_GLUON:
                               stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
                               HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
-                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF)),
+                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
+                             IDXPF)),
             ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -1132,6 +1161,8 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     if cfg.maxnreg and (cfg.consumers != 1 or cfg.maxnreg % 8 or not 64 <= cfg.maxnreg <= 248):
         raise ValueError(f"config.maxnreg must be 0 or a multiple of 8 in [64, 248], with one consumer; got maxnreg "
                          f"{cfg.maxnreg}, consumers {cfg.consumers}")
+    if not 0 <= cfg.idxpf <= 4:
+        raise ValueError(f"config.idxpf must be 0..4 (blocks past the next whose index lines go to L1), got {cfg.idxpf}")
     grid = (t, -(-h // hp), splits)
     args = launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN)
     flags = (d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None)
@@ -1139,9 +1170,10 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         consumer_regs = rx_consumer_regs(cfg.consumers, cfg.producer_warps, cfg.producer_regs)
         _fast_launch(sparse_mla_rx2_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
                      cfg.producer_regs, consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
-                     ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, SPILLFIX=cfg.spillfix)
+                     ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, SPILLFIX=cfg.spillfix, IDXPF=cfg.idxpf)
     else:
         cap = {"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}
         _fast_launch(sparse_mla_rx_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
-                     cfg.producer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth, ALU=cfg.alu, **cap)
+                     cfg.producer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth, ALU=cfg.alu,
+                     IDXPF=cfg.idxpf, **cap)
     launch.combine_splits(out, lse, part_o, part_lse, splits)
