@@ -161,6 +161,9 @@ def test_rx_rejects_bad_launches():
     for bad in (gluon_rx.RxConfig(idxpf=5), gluon_rx.RxConfig(idxpf=-1)):
         with pytest.raises(ValueError, match="config.idxpf"):
             gluon_rx.run_attention_rx(q[:, :8], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=bad)
+    for bad in (gluon_rx.RxConfig(sraw=2), gluon_rx.RxConfig(consumers=2, sraw=1)):  # halves: not theirs
+        with pytest.raises(ValueError, match="config.sraw"):
+            gluon_rx.run_attention_rx(q[:, :8], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=bad)
 
 
 def test_rx_maxnreg_config(monkeypatch):
@@ -178,13 +181,18 @@ def test_rx_maxnreg_config(monkeypatch):
 
 
 def test_rx_idxpf_config(monkeypatch):
-    """idxpf (L1 prefetch of the index lines, session 19, not a default) is RxConfig's 13th field."""
+    """idxpf (L1 prefetch of the index lines) and sraw (S^T from unscaled fp8 values, a group's accumulator each) are
+    RxConfig's 13th and 14th fields (session 19, neither a default)."""
     monkeypatch.delenv("DSATTN_RX_CONSUMERS", raising=False)
     monkeypatch.setenv("DSATTN_RX_CONFIG", "5/56/4/0/1/2/0/0/1/1/0/0/2")
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 8, 512) == gluon_rx.RxConfig(
         stages=5, producer_regs=56, consumers=2, hp8=1, pingpong=1, idxpf=2)
+    monkeypatch.setenv("DSATTN_RX_CONFIG", "2/48/4/0/1/1/0/0/1/0/0/128/0/1")  # sraw, the 14th (session 19)
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16) == gluon_rx.RxConfig(
+        stages=2, producer_regs=48, consumers=1, hp8=1, maxnreg=128, sraw=1)
     monkeypatch.delenv("DSATTN_RX_CONFIG")
     assert all(gluon_rx.rx_config(KVLayout.FP8_DS_MLA, h).idxpf == 0 for h in (8, 16, 32))
+    assert all(gluon_rx.rx_config(KVLayout.FP8_DS_MLA, h).sraw == 0 for h in (8, 16, 32))
 
 
 def test_rx_config_guards():

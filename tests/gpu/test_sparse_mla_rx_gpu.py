@@ -302,3 +302,25 @@ def test_rx_idxpf_bit_equal(monkeypatch, consumers, layout, d_qk, h, idxpf):
     got = _decode(case)
     check_close(*got, *case.reference())
     assert torch.equal(got[0], base[0]) and torch.equal(got[1], base[1])
+
+
+@pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512)])
+@pytest.mark.parametrize("h", [8, 16, 32])
+def test_rx_sraw(monkeypatch, consumers, layout, d_qk, h):
+    """sraw (S^T as the halves build it: one accumulator a latent group over the unscaled fp8 values, the scales in
+    fp32 after; session 19, not a default) on the defaults at 8 (ping-pong) and 16 heads (two CTAs), and on the one
+    consumer at 32 heads: right against the reference (topk_length, an empty row, NaN rows behind invalid entries),
+    and the default's outputs within fp32 rounding (the same products, summed in another order)."""
+    import dataclasses
+    from dsattn.formats import KVLayout
+    from dsattn.ops.sparse_mla import gluon_rx
+    if consumers != (1 if h == 32 else 0):
+        pytest.skip("the defaults at 8 / 16 heads, one consumer at 32")
+    case = make_case(40, h, d_qk, num_slots=20000, topk=2048, layout=layout, block_size=64, with_length=True,
+                     empty_rows=1, seed=81 + h, device=DEV)
+    base = _decode(case)
+    cfg = dataclasses.replace(gluon_rx.rx_config(KVLayout(layout), h, d_qk), sraw=1)
+    monkeypatch.setenv("DSATTN_RX_CONFIG", "/".join(str(v) for v in dataclasses.astuple(cfg)))
+    got = _decode(case)
+    check_close(*got, *case.reference())
+    _same_within_rounding(got, base, f"sraw h={h} {layout}")

@@ -149,7 +149,10 @@ class RxConfig:
     maxnreg: int = 0    # one consumer: the launch's register cap (0: Triton's); 128 lets two CTAs share an SM where
     #                     shared memory also fits two (session 18; the 16-head-program default since session 19)
     idxpf: int = 0      # > 0: the producer asks L1 for the index lines of the block idxpf past the next (session 19,
-    #                     NOT A DEFAULT: compiled only, not yet run; bench/gpu_s20_idxpf.sh)
+    #                     NOT A DEFAULT: compiled only, not yet run; bench/gpu_s20_rx.sh)
+    sraw: int = 0       # 1 (one consumer, or ping-pong): S^T as _consumer2 builds it, one accumulator a latent group
+    #                     over the unscaled fp8 values, the scales in fp32 after (session 19, NOT A DEFAULT: compiled
+    #                     only, not yet run; bench/gpu_s20_rx.sh)
 
 
 def rx_hp(num_heads: int) -> int:
@@ -204,7 +207,7 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
             return RxConfig(*[int(x) for x in spec.split("/")])
         except (TypeError, ValueError):
             raise ValueError("DSATTN_RX_CONFIG must be RxConfig's fields in order, stages/producer_regs/producer_warps"
-                             "[/prefetch[/pv_depth[/consumers[/alu[/pipe[/hp8[/pingpong[/spillfix[/maxnreg[/idxpf]]]]]]]]]], "
+                             "[/prefetch[/pv_depth[/consumers[/alu[/pipe[/hp8[/pingpong[/spillfix[/maxnreg[/idxpf[/sraw]]]]]]]]]]], "
                              f"e.g. 4/64/4, got {spec!r}") from None
     consumers = os.environ.get("DSATTN_RX_CONSUMERS", "").strip()
     if consumers not in ("", "1", "2"):
@@ -549,12 +552,57 @@ if HAVE_GLUON:
         async_copy.wait_group(0)
 
     @gluon.jit
+    def _s_raw(lat, sc, rope_a, q_smem, qr_smem, HAS_ROPE: gl.constexpr, HP: gl.constexpr, MMA: gl.constexpr,
+               DOT: gl.constexpr, ALU: gl.constexpr):
+        """S^T [64 keys, HP] of one block as _consumer2 builds its halves (config sraw): one accumulator per latent
+        group over the fp8 values without their scale (_k_operand_raw: one cvt per pair, no fp16 multiply), the
+        group scales x V_SCALE applied in fp32 afterwards (exact powers of two), plus the RoPE product (rope_a: its A
+        operand, registers or the stage). The same products as _k_operand's, summed in another order."""
+        ROW: gl.constexpr = gl.SliceLayout(1, MMA)
+        zero = gl.zeros([64, HP], gl.float32, MMA)
+        # at most two products in flight (their register A operands live), one at 32 heads: more make ptxas
+        # serialize every wgmma or spill; each group's accumulator is scaled into s as soon as it retired
+        c0, c1 = _row_scales(sc, 0, ROW, ALU)
+        c2, c3 = _row_scales(sc, 1, ROW, ALU)
+        if HAS_ROPE:
+            sr = warpgroup_mma(rope_a, qr_smem.permute((1, 0)), zero, is_async=True)
+            if HP == 32:
+                sr = warpgroup_mma_wait(0, deps=(sr,))
+        s0 = warpgroup_mma(_k_operand_raw(lat, 0, DOT, ALU), q_smem.slice(0, 128, dim=1).permute((1, 0)), zero,
+                           is_async=True)
+        if HP == 32:
+            s0 = warpgroup_mma_wait(0, deps=(s0,))
+        elif HAS_ROPE:
+            sr = warpgroup_mma_wait(1, deps=(sr,))
+        s1 = warpgroup_mma(_k_operand_raw(lat, 1, DOT, ALU), q_smem.slice(128, 128, dim=1).permute((1, 0)), zero,
+                           is_async=True)
+        if HP == 32:
+            s1 = warpgroup_mma_wait(0, deps=(s1,))
+        else:
+            s0 = warpgroup_mma_wait(1, deps=(s0,))
+        s = s0 * c0[:, None]
+        if HAS_ROPE:
+            s = sr + s
+        s2 = warpgroup_mma(_k_operand_raw(lat, 2, DOT, ALU), q_smem.slice(256, 128, dim=1).permute((1, 0)), zero,
+                           is_async=True)
+        if HP == 32:
+            s2 = warpgroup_mma_wait(0, deps=(s2,))
+        else:
+            s1 = warpgroup_mma_wait(1, deps=(s1,))
+        s = s + s1 * c1[:, None]
+        s3 = warpgroup_mma(_k_operand_raw(lat, 3, DOT, ALU), q_smem.slice(384, 128, dim=1).permute((1, 0)), zero,
+                           is_async=True)
+        s2, s3 = warpgroup_mma_wait(0, deps=(s2, s3))
+        return s + s2 * c2[:, None] + s3 * c3[:, None]
+
+    @gluon.jit
     def _consumer(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
                   out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                   q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, full, free,
                   HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                  ALU: gl.constexpr, num_warps: gl.constexpr):
-        """q (permuted) to shared memory, then per block: S^T, online softmax, P^T, O^T += V16^T P^T; the epilogue."""
+                  ALU: gl.constexpr, num_warps: gl.constexpr, SRAW: gl.constexpr = 0):
+        """q (permuted) to shared memory, then per block: S^T, online softmax, P^T, O^T += V16^T P^T; the epilogue.
+        SRAW (config sraw): S^T by _s_raw."""
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                       instr_shape=[16, HP, 16])
@@ -579,28 +627,32 @@ if HAVE_GLUON:
             lat = raw_lat.index(st)
             sc = raw_sc.index(st)
             mbarrier.wait(full.index(st), (b // NSTAGES) & 1)
-            s = gl.zeros([KB, HP], gl.float32, MMA)
+            ra = raw_rope.index(st)  # the RoPE A operand (unused without RoPE)
             if HAS_ROPE:
                 if HP == 16:
-                    a = _rope_operand(raw_rope.index(st), DOT)
+                    ra = _rope_operand(raw_rope.index(st), DOT)
                 else:
                     # 32 heads: the 16 more registers of a register RoPE operand make ptxas serialize every wgmma
                     # (C7512) or spill; wgmma reads the stage itself, behind a proxy fence
                     fence_async_shared()
-                    a = raw_rope.index(st)
-                s = warpgroup_mma(a, qr_smem.permute((1, 0)), s, is_async=True)
-            scs = _k_scales(sc, (ALU & 2) != 0)
-            for g in gl.static_range(4):
-                a = _k_operand(lat, scs[g], g, DOT, (ALU & 2) != 0)
-                s = warpgroup_mma(a, q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
-                # 16 heads: at most two groups' operands live (else ptxas hoists all four and spills 32 B);
-                # 32 heads (128 accumulator registers): one group at a time, else ptxas serializes every wgmma
-                # (C7512, register resources) or spills (compile check)
-                if HP == 16 and g < 3:
-                    s = warpgroup_mma_wait(1, deps=(s,))
-                if HP == 32:
-                    s = warpgroup_mma_wait(0, deps=(s,))
-            s = warpgroup_mma_wait(0, deps=(s,))
+            if SRAW:
+                s = _s_raw(lat, sc, ra, q_smem, qr_smem, HAS_ROPE, HP, MMA, DOT, (ALU & 2) != 0)
+            else:
+                s = gl.zeros([KB, HP], gl.float32, MMA)
+                if HAS_ROPE:
+                    s = warpgroup_mma(ra, qr_smem.permute((1, 0)), s, is_async=True)
+                scs = _k_scales(sc, (ALU & 2) != 0)
+                for g in gl.static_range(4):
+                    a = _k_operand(lat, scs[g], g, DOT, (ALU & 2) != 0)
+                    s = warpgroup_mma(a, q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
+                    # 16 heads: at most two groups' operands live (else ptxas hoists all four and spills 32 B);
+                    # 32 heads (128 accumulator registers): one group at a time, else ptxas serializes every wgmma
+                    # (C7512, register resources) or spills (compile check)
+                    if HP == 16 and g < 3:
+                        s = warpgroup_mma_wait(1, deps=(s,))
+                    if HP == 32:
+                        s = warpgroup_mma_wait(0, deps=(s,))
+                s = warpgroup_mma_wait(0, deps=(s,))
 
             p, alpha, m_new = _softmax_keys(s, ix, num_slots, qk_scale, m_i)
             l_i = l_i * alpha + gl.sum(p, 0)
@@ -638,7 +690,7 @@ if HAVE_GLUON:
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1, ALU: gl.constexpr = 0,
-            IDXPF: gl.constexpr = 0):
+            IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_ws.sparse_mla_ws_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one block in flight while one computes")
@@ -683,10 +735,10 @@ if HAVE_GLUON:
             (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                          qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                          stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, full, free, HAS_ROPE, HP,
-                         NSTAGES, PV_DEPTH, ALU, num_warps)),
+                         NSTAGES, PV_DEPTH, ALU, num_warps, SRAW)),
             (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                          full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
-                             IDXPF)),
+                         IDXPF)),
         ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
     @gluon.jit
@@ -917,7 +969,7 @@ if HAVE_GLUON:
                      out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                      q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar, full, free,
                      HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                     ALU: gl.constexpr, H: gl.constexpr, SPILLFIX: gl.constexpr = 0):
+                     ALU: gl.constexpr, H: gl.constexpr, SPILLFIX: gl.constexpr = 0, SRAW: gl.constexpr = 0):
         """Ping-pong consumers (config pingpong=1, two consumers, <= 16 heads a program): consumer H takes the blocks
         b = H, H + 2, ... whole (all 512 latent columns, _consumer's products and online softmax, its own P buffer), so
         the two never wait for each other inside the loop: one's tensor-core work overlaps the other's conversions and
@@ -968,16 +1020,23 @@ if HAVE_GLUON:
             lat = raw_lat.index(st)
             sc = raw_sc.index(st)
             mbarrier.wait(full.index(st), (b // NSTAGES) & 1)
-            s = gl.zeros([KB, HP], gl.float32, MMA)
-            if HAS_ROPE:
-                s = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), s, is_async=True)
-            scs = _k_scales(sc, RA)
-            for g in gl.static_range(4):
-                s = warpgroup_mma(_k_operand(lat, scs[g], g, DOT, RA),
-                                  q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
-                if g < 3:
-                    s = warpgroup_mma_wait(1, deps=(s,))
-            s = warpgroup_mma_wait(0, deps=(s,))
+            if SRAW:  # (config sraw: S^T by _s_raw)
+                ra = raw_rope.index(st)
+                if HAS_ROPE:
+                    ra = _rope_operand(raw_rope.index(st), DOT)
+                s = _s_raw(lat, sc, ra, q_smem, qr_smem, HAS_ROPE, HP, MMA, DOT, RA)
+            else:
+                s = gl.zeros([KB, HP], gl.float32, MMA)
+                if HAS_ROPE:
+                    s = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), s,
+                                      is_async=True)
+                scs = _k_scales(sc, RA)
+                for g in gl.static_range(4):
+                    s = warpgroup_mma(_k_operand(lat, scs[g], g, DOT, RA),
+                                      q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
+                    if g < 3:
+                        s = warpgroup_mma_wait(1, deps=(s,))
+                s = warpgroup_mma_wait(0, deps=(s,))
 
             p, alpha, m_new = _softmax_keys(s, ix, num_slots, qk_scale, m_i)
             l_e = l_e * alpha[None, :] + p
@@ -1028,7 +1087,7 @@ if HAVE_GLUON:
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1,
             ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0, PINGPONG: gl.constexpr = 0, SPILLFIX: gl.constexpr = 0,
-            IDXPF: gl.constexpr = 0):
+            IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0):
         """sparse_mla_rx_kernel with two consumer warpgroups (halves of the latent columns, _consumer2); same grid and
         arguments, plus the second consumer's register budget."""
         gl.static_assert(num_warps == 4, "each consumer is one warpgroup")
@@ -1096,14 +1155,14 @@ if HAVE_GLUON:
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                                 stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, SPILLFIX)),
+                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, SPILLFIX, SRAW)),
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                                 stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, SPILLFIX)),
+                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, SPILLFIX, SRAW)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                              full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
-                             IDXPF)),
+                         IDXPF)),
             ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
         elif PIPE:
             gl.warp_specialize([
@@ -1117,7 +1176,7 @@ if HAVE_GLUON:
                               HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                              full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
-                             IDXPF)),
+                         IDXPF)),
             ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
         else:
             gl.warp_specialize([
@@ -1131,7 +1190,7 @@ if HAVE_GLUON:
                               HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                              full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
-                             IDXPF)),
+                         IDXPF)),
             ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -1161,6 +1220,9 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     if cfg.maxnreg and (cfg.consumers != 1 or cfg.maxnreg % 8 or not 64 <= cfg.maxnreg <= 248):
         raise ValueError(f"config.maxnreg must be 0 or a multiple of 8 in [64, 248], with one consumer; got maxnreg "
                          f"{cfg.maxnreg}, consumers {cfg.consumers}")
+    if cfg.sraw not in (0, 1) or (cfg.sraw and cfg.consumers == 2 and not cfg.pingpong):
+        raise ValueError(f"config.sraw must be 0 or 1 (1: one consumer or ping-pong; the halves always keep a group's "
+                         f"accumulator), got sraw {cfg.sraw}, consumers {cfg.consumers}, pingpong {cfg.pingpong}")
     if not 0 <= cfg.idxpf <= 4:
         raise ValueError(f"config.idxpf must be 0..4 (blocks past the next whose index lines go to L1), got {cfg.idxpf}")
     grid = (t, -(-h // hp), splits)
@@ -1170,10 +1232,11 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         consumer_regs = rx_consumer_regs(cfg.consumers, cfg.producer_warps, cfg.producer_regs)
         _fast_launch(sparse_mla_rx2_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
                      cfg.producer_regs, consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
-                     ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, SPILLFIX=cfg.spillfix, IDXPF=cfg.idxpf)
+                     ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, SPILLFIX=cfg.spillfix, IDXPF=cfg.idxpf,
+                     SRAW=cfg.sraw)
     else:
         cap = {"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}
         _fast_launch(sparse_mla_rx_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
                      cfg.producer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth, ALU=cfg.alu,
-                     IDXPF=cfg.idxpf, **cap)
+                     IDXPF=cfg.idxpf, SRAW=cfg.sraw, **cap)
     launch.combine_splits(out, lse, part_o, part_lse, splits)
