@@ -219,9 +219,9 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
 
 
 def prefill_config(num_heads: int, d_qk: int = 576) -> PrefillConfig:
-    """The default launch (PrefillConfig(): 64/2/4/80/0/1/1/1): the split consumer over 64-entry blocks, 2 stages, fp16 P
-    (f16: the producer converts each landed stage to fp16 x 2^-8, one P @ V; cvt_pipe: in four column groups as they
-    land, since session 19: module docstring) with 80 producer registers (56 spilled in
+    """The default launch (PrefillConfig(): 64/2/4/80/0/1/1/1): the split consumer over 64-entry blocks, 2 stages,
+    fp16 P (f16: the producer converts each landed stage to fp16 x 2^-8, one P @ V; cvt_pipe: in four column groups as
+    they land, since session 19: module docstring) with 80 producer registers (56 spilled in
     the f16 producer; sm_90a compile check, no spill at 80 for 8..64 heads). Measured on the H200, s_q 1024, against
     the bf16 hi / lo schedule 64/2/4/56/0/0/1 in the same process (session 11 call 4, bench/results/s11_pf_f16.json):
     64 heads 0.731 vs 0.791 ms (2.95 vs 3.19 us a 64-entry block), 128 heads 1.45-1.49 vs 1.61, 32 heads 0.647 vs

@@ -207,7 +207,8 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
             return RxConfig(*[int(x) for x in spec.split("/")])
         except (TypeError, ValueError):
             raise ValueError("DSATTN_RX_CONFIG must be RxConfig's fields in order, stages/producer_regs/producer_warps"
-                             "[/prefetch[/pv_depth[/consumers[/alu[/pipe[/hp8[/pingpong[/spillfix[/maxnreg[/idxpf[/sraw]]]]]]]]]]], "
+                             "[/prefetch[/pv_depth[/consumers[/alu[/pipe[/hp8[/pingpong[/spillfix[/maxnreg[/idxpf"
+                             "[/sraw]]]]]]]]]]], "
                              f"e.g. 4/64/4, got {spec!r}") from None
     consumers = os.environ.get("DSATTN_RX_CONSUMERS", "").strip()
     if consumers not in ("", "1", "2"):
@@ -1162,7 +1163,7 @@ if HAVE_GLUON:
                                 sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, SPILLFIX, SRAW)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                              full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
-                         IDXPF)),
+                             IDXPF)),
             ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
         elif PIPE:
             gl.warp_specialize([
@@ -1176,7 +1177,7 @@ if HAVE_GLUON:
                               HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                              full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
-                         IDXPF)),
+                             IDXPF)),
             ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
         else:
             gl.warp_specialize([
@@ -1190,7 +1191,7 @@ if HAVE_GLUON:
                               HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                              full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
-                         IDXPF)),
+                             IDXPF)),
             ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -1224,7 +1225,8 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         raise ValueError(f"config.sraw must be 0 or 1 (1: one consumer or ping-pong; the halves always keep a group's "
                          f"accumulator), got sraw {cfg.sraw}, consumers {cfg.consumers}, pingpong {cfg.pingpong}")
     if not 0 <= cfg.idxpf <= 4:
-        raise ValueError(f"config.idxpf must be 0..4 (blocks past the next whose index lines go to L1), got {cfg.idxpf}")
+        raise ValueError(f"config.idxpf must be 0..4 (blocks past the next whose index lines go to L1), got "
+                         f"{cfg.idxpf}")
     grid = (t, -(-h // hp), splits)
     args = launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN)
     flags = (d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None)
