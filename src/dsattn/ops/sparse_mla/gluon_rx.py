@@ -553,6 +553,12 @@ if HAVE_GLUON:
         async_copy.wait_group(0)
 
     @gluon.jit
+    def _group_mma(lat, q_smem, zero, g: gl.constexpr, DOT: gl.constexpr, ALU: gl.constexpr):
+        """Latent group g's S^T product over its unscaled fp8 values (_k_operand_raw), into a zero accumulator, async."""
+        return warpgroup_mma(_k_operand_raw(lat, g, DOT, ALU), q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), zero,
+                             is_async=True)
+
+    @gluon.jit
     def _s_raw(lat, sc, rope_a, q_smem, qr_smem, HAS_ROPE: gl.constexpr, HP: gl.constexpr, MMA: gl.constexpr,
                DOT: gl.constexpr, ALU: gl.constexpr):
         """S^T [64 keys, HP] of one block as _consumer2 builds its halves (config sraw): one accumulator per latent
@@ -565,34 +571,25 @@ if HAVE_GLUON:
         # serialize every wgmma or spill; each group's accumulator is scaled into s as soon as it retired
         c0, c1 = _row_scales(sc, 0, ROW, ALU)
         c2, c3 = _row_scales(sc, 1, ROW, ALU)
+        ONE: gl.constexpr = HP == 32
         if HAS_ROPE:
             sr = warpgroup_mma(rope_a, qr_smem.permute((1, 0)), zero, is_async=True)
-            if HP == 32:
+            if ONE:
                 sr = warpgroup_mma_wait(0, deps=(sr,))
-        s0 = warpgroup_mma(_k_operand_raw(lat, 0, DOT, ALU), q_smem.slice(0, 128, dim=1).permute((1, 0)), zero,
-                           is_async=True)
-        if HP == 32:
+        s0 = _group_mma(lat, q_smem, zero, 0, DOT, ALU)
+        if ONE:
             s0 = warpgroup_mma_wait(0, deps=(s0,))
         elif HAS_ROPE:
             sr = warpgroup_mma_wait(1, deps=(sr,))
-        s1 = warpgroup_mma(_k_operand_raw(lat, 1, DOT, ALU), q_smem.slice(128, 128, dim=1).permute((1, 0)), zero,
-                           is_async=True)
-        if HP == 32:
-            s1 = warpgroup_mma_wait(0, deps=(s1,))
-        else:
-            s0 = warpgroup_mma_wait(1, deps=(s0,))
+        s1 = _group_mma(lat, q_smem, zero, 1, DOT, ALU)
+        s0 = warpgroup_mma_wait(1 - ONE, deps=(s0,))  # (one at 32 heads: s1 too)
         s = s0 * c0[:, None]
         if HAS_ROPE:
             s = sr + s
-        s2 = warpgroup_mma(_k_operand_raw(lat, 2, DOT, ALU), q_smem.slice(256, 128, dim=1).permute((1, 0)), zero,
-                           is_async=True)
-        if HP == 32:
-            s2 = warpgroup_mma_wait(0, deps=(s2,))
-        else:
-            s1 = warpgroup_mma_wait(1, deps=(s1,))
+        s2 = _group_mma(lat, q_smem, zero, 2, DOT, ALU)
+        s1 = warpgroup_mma_wait(1 - ONE, deps=(s1,))
         s = s + s1 * c1[:, None]
-        s3 = warpgroup_mma(_k_operand_raw(lat, 3, DOT, ALU), q_smem.slice(384, 128, dim=1).permute((1, 0)), zero,
-                           is_async=True)
+        s3 = _group_mma(lat, q_smem, zero, 3, DOT, ALU)
         s2, s3 = warpgroup_mma_wait(0, deps=(s2, s3))
         return s + s2 * c2[:, None] + s3 * c3[:, None]
 
