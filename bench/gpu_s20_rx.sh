@@ -18,7 +18,7 @@
 # fp8_ds_mla (2x FlashMLA's 0.442 needs <= 0.221); 8 heads (ping-pong) 0-5%. Outputs within fp32 rounding, not
 # bit-equal. Compile check: consumer spills 32 B at the 16-head two-CTA fp8_ds_mla config, 16 B at 8-head
 # ping-pong fp8_ds_mla, 0 over nope (8 and 16 heads); 32 heads one consumer 32 / 8 B; default PTX unchanged.
-#   bash bench/gpu_s20_rx.sh   (log $OUT/ix.log, results under $OUT/r, $OUT/r.tgz)
+#   bash bench/gpu_s20_rx.sh   (log $OUT/ix.log, results under $OUT/r, $OUT/r.tgz; ~6-7 min)
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer:$PWD/../.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_SPARSE_MLA_IMPL DSATTN_RX_CONFIG DSATTN_RX_CONSUMERS
@@ -30,8 +30,8 @@ T=$?
 echo "idxpf / sraw GPU tests rc=$T" >> $L; tail -n 6 $R/t_rx.log >> $L
 tar -czf $OUT/r.tgz -C $OUT r
 [ $T -eq 0 ] || { echo "tests failed: no timings" >> $L; exit 0; }
-ab() {  # layout heads config name
-  timeout 60 python -m dsattn.cli bench ab --op sparse_mla_decode --tokens 512 --heads $2 --layout $1 \
+ab() {  # layout heads config name [tokens]
+  timeout 60 python -m dsattn.cli bench ab --op sparse_mla_decode --tokens ${5:-512} --heads $2 --layout $1 \
     --b env:DSATTN_RX_CONFIG=$3 --name ab_s20_$4 --out $R > $R/ab_$4.log 2>&1
   echo "ab default vs $3 ($1, $2 heads) rc=$?" >> $L; tail -n 3 $R/ab_$4.log >> $L
   tar -czf $OUT/r.tgz -C $OUT r
@@ -44,3 +44,5 @@ ab fp8_ds_mla_nope 8 5/56/4/0/1/2/0/0/1/1/0/0/1 idxpf1_nope_h8
 ab fp8_ds_mla_nope 8 5/56/4/0/1/2/0/0/1/1/0/0/2 idxpf2_nope_h8
 ab fp8_ds_mla 8 4/56/4/0/1/2/0/0/1/1/0/0/2 idxpf2_fp8_h8
 ab fp8_ds_mla 16 2/48/4/0/1/1/0/0/1/0/0/128/2 idxpf2_fp8_h16
+ab fp8_ds_mla 16 2/48/4/0/1/1/0/0/1/0/0/128/0/1 sraw_fp8_h16_2048 2048
+ab fp8_ds_mla_nope 8 5/56/4/0/1/2/0/0/1/1/0/0/2/1 both_nope_h8
