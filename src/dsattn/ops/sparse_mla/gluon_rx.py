@@ -215,12 +215,13 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
         raise ValueError(f"DSATTN_RX_CONSUMERS must be 1 or 2 (or unset: the default), got {consumers!r}")
     hp = 8 if num_heads <= 8 else rx_hp(num_heads)  # hp8 (the default)
     if not consumers and hp == 16:
-        # Two CTAs an SM (session 19, bench/gpu_s19_decode.sh, bench/gpu_s19_2cta.sh; `dsattn bench ab` against
-        # the ping-pong config below, bench/results/ab_s19_2cta_*.json): one consumer, 2 stages (fp8_ds_mla 576:
-        # ~94 KB of shared memory a CTA), producer 48 registers, launch capped at 128. fp8_ds_mla 512 tokens 0.282 ->
-        # 0.274 ms, 2048 tokens 0.983 -> 0.943; nope 0.251 -> 0.241, 0.926 -> 0.874 (2.8-6.0% faster). Producer 40
-        # registers: 1.7% faster than ping-pong, 56: no difference; pv_depth 2: 18% slower. At 8-head programs it
-        # was 7% slower over fp8_ds_mla (0.230 vs 0.247 ms) and no different over nope: ping-pong stays there.
+        # Two CTAs an SM (session 19, bench/gpu_s19_decode.sh, bench/gpu_s19_2cta.sh; `dsattn bench ab` against the
+        # ping-pong config below, bench/results/ab_s19_2cta_*.json): one consumer, 2 stages (fp8_ds_mla 576: 104,740 B
+        # of shared memory a CTA, nope 86,308, by the sm_90a compile check), producer 48 registers, launch capped at
+        # 128. fp8_ds_mla 512 tokens 0.282 -> 0.274 ms, 2048 tokens 0.983 -> 0.943; nope 0.251 -> 0.241, 0.926 -> 0.874
+        # (2.8-6.0% faster). Producer 40 registers: 1.7% faster than ping-pong, 56: no difference; pv_depth 2: 18%
+        # slower. At 8-head programs it was 7% slower over fp8_ds_mla (0.230 vs 0.247 ms) and no different over nope:
+        # ping-pong stays there.
         return RxConfig(stages=2, producer_regs=48, consumers=1, hp8=1, maxnreg=128)
     consumers = int(consumers or "2")
     # 8-head programs with two consumers: ping-pong (session 10's final device call, 512 tokens, 8 heads: fp8_ds_mla
@@ -554,7 +555,8 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _group_mma(lat, q_smem, zero, g: gl.constexpr, DOT: gl.constexpr, ALU: gl.constexpr):
-        """Latent group g's S^T product over its unscaled fp8 values (_k_operand_raw), into a zero accumulator, async."""
+        """Latent group g's S^T product over its unscaled fp8 values (_k_operand_raw), into a zero accumulator,
+        async."""
         return warpgroup_mma(_k_operand_raw(lat, g, DOT, ALU), q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), zero,
                              is_async=True)
 
