@@ -182,7 +182,8 @@ def test_rx_maxnreg_config(monkeypatch):
 
 def test_rx_idxpf_config(monkeypatch):
     """idxpf (L1 prefetch of the index lines) and sraw (S^T from unscaled fp8 values, a group's accumulator each) are
-    RxConfig's 13th and 14th fields (session 19, neither a default)."""
+    RxConfig's 13th and 14th fields (session 19); both are in the default only at 8-head fp8_ds_mla_nope programs
+    (session 20)."""
     monkeypatch.delenv("DSATTN_RX_CONSUMERS", raising=False)
     monkeypatch.setenv("DSATTN_RX_CONFIG", "5/56/4/0/1/2/0/0/1/1/0/0/2")
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 8, 512) == gluon_rx.RxConfig(
@@ -193,6 +194,16 @@ def test_rx_idxpf_config(monkeypatch):
     monkeypatch.delenv("DSATTN_RX_CONFIG")
     assert all(gluon_rx.rx_config(KVLayout.FP8_DS_MLA, h).idxpf == 0 for h in (8, 16, 32))
     assert all(gluon_rx.rx_config(KVLayout.FP8_DS_MLA, h).sraw == 0 for h in (8, 16, 32))
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 8, 512) == gluon_rx.RxConfig(
+        stages=5, producer_regs=56, consumers=2, hp8=1, pingpong=1, idxpf=2, sraw=1)
+    for h in (4, 8):  # every head count run as an 8-head program, and ping-pong taken by DSATTN_RX_CONSUMERS=2
+        assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, h, 512).sraw == 1
+    assert all(gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, h, 512).sraw == 0 for h in (9, 16, 32))
+    monkeypatch.setenv("DSATTN_RX_CONSUMERS", "2")
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 8, 512).idxpf == 2
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 16, 512).idxpf == 0
+    monkeypatch.setenv("DSATTN_RX_CONSUMERS", "1")
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 8, 512).sraw == 0  # one consumer: not measured with it
 
 
 def test_rx_config_guards():

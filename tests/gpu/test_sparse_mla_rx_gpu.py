@@ -286,9 +286,9 @@ def test_rx_default_every_small_head_count(consumers, layout, d_qk):
                                              ("fp8_ds_mla", 576, 16), ("fp8_ds_mla_nope", 512, 16)])
 @pytest.mark.parametrize("idxpf", [1, 2])
 def test_rx_idxpf_bit_equal(monkeypatch, consumers, layout, d_qk, h, idxpf):
-    """idxpf (the producer asks L1 for the index lines of later blocks; session 19, not a default) changes no
-    arithmetic: bit-equal to the default config it is added to, right against the reference (topk_length, an empty
-    row, NaN rows behind invalid entries, a partial last block)."""
+    """idxpf (the producer asks L1 for the index lines of later blocks; session 19, 2 in the 8-head nope default
+    since session 20) changes no arithmetic: bit-equal to the default config with idxpf 0, right against the
+    reference (topk_length, an empty row, NaN rows behind invalid entries, a partial last block)."""
     import dataclasses
     from dsattn.formats import KVLayout
     from dsattn.ops.sparse_mla import gluon_rx
@@ -296,8 +296,11 @@ def test_rx_idxpf_bit_equal(monkeypatch, consumers, layout, d_qk, h, idxpf):
         pytest.skip("the defaults only")
     case = make_case(40, h, d_qk, num_slots=20000, topk=2000, layout=layout, block_size=64, with_length=True,
                      empty_rows=1, seed=71 + h + idxpf, device=DEV)
+    default = gluon_rx.rx_config(KVLayout(layout), h, d_qk)
+    monkeypatch.setenv("DSATTN_RX_CONFIG", "/".join(str(v) for v in dataclasses.astuple(
+        dataclasses.replace(default, idxpf=0))))
     base = _decode(case)
-    cfg = dataclasses.replace(gluon_rx.rx_config(KVLayout(layout), h, d_qk), idxpf=idxpf)
+    cfg = dataclasses.replace(default, idxpf=idxpf)
     monkeypatch.setenv("DSATTN_RX_CONFIG", "/".join(str(v) for v in dataclasses.astuple(cfg)))
     got = _decode(case)
     check_close(*got, *case.reference())
@@ -308,9 +311,10 @@ def test_rx_idxpf_bit_equal(monkeypatch, consumers, layout, d_qk, h, idxpf):
 @pytest.mark.parametrize("h", [8, 16, 32])
 def test_rx_sraw(monkeypatch, consumers, layout, d_qk, h):
     """sraw (S^T as the halves build it: one accumulator a latent group over the unscaled fp8 values, the scales in
-    fp32 after; session 19, not a default) on the defaults at 8 (ping-pong) and 16 heads (two CTAs), and on the one
-    consumer at 32 heads: right against the reference (topk_length, an empty row, NaN rows behind invalid entries),
-    and the default's outputs within fp32 rounding (the same products, summed in another order)."""
+    fp32 after; session 19, in the 8-head nope default since session 20) on the defaults at 8 (ping-pong) and 16
+    heads (two CTAs), and on the one consumer at 32 heads: right against the reference (topk_length, an empty row, NaN
+    rows behind invalid entries), and within fp32 rounding of the same config with sraw 0 (the same products, summed
+    in another order)."""
     import dataclasses
     from dsattn.formats import KVLayout
     from dsattn.ops.sparse_mla import gluon_rx
@@ -318,8 +322,11 @@ def test_rx_sraw(monkeypatch, consumers, layout, d_qk, h):
         pytest.skip("the defaults at 8 / 16 heads, one consumer at 32")
     case = make_case(40, h, d_qk, num_slots=20000, topk=2048, layout=layout, block_size=64, with_length=True,
                      empty_rows=1, seed=81 + h, device=DEV)
+    default = gluon_rx.rx_config(KVLayout(layout), h, d_qk)
+    monkeypatch.setenv("DSATTN_RX_CONFIG", "/".join(str(v) for v in dataclasses.astuple(
+        dataclasses.replace(default, sraw=0))))
     base = _decode(case)
-    cfg = dataclasses.replace(gluon_rx.rx_config(KVLayout(layout), h, d_qk), sraw=1)
+    cfg = dataclasses.replace(default, sraw=1)
     monkeypatch.setenv("DSATTN_RX_CONFIG", "/".join(str(v) for v in dataclasses.astuple(cfg)))
     got = _decode(case)
     check_close(*got, *case.reference())

@@ -148,11 +148,11 @@ class RxConfig:
     spillfix: int = 0   # 1 (ping-pong): wgmma's shared-memory descriptors rebuilt in every block (_opaque_zero)
     maxnreg: int = 0    # one consumer: the launch's register cap (0: Triton's); 128 lets two CTAs share an SM where
     #                     shared memory also fits two (session 18; the 16-head-program default since session 19)
-    idxpf: int = 0      # > 0: the producer asks L1 for the index lines of the block idxpf past the next (session 19,
-    #                     NOT A DEFAULT: compiled only, not yet run; bench/gpu_s20_rx.sh)
+    idxpf: int = 0      # > 0: the producer asks L1 for the index lines of the block idxpf past the next (session 19;
+    #                     2 in the fp8_ds_mla_nope 8-head default since session 20, rx_config)
     sraw: int = 0       # 1 (one consumer, or ping-pong): S^T as _consumer2 builds it, one accumulator a latent group
-    #                     over the unscaled fp8 values, the scales in fp32 after (session 19, NOT A DEFAULT: compiled
-    #                     only, not yet run; bench/gpu_s20_rx.sh)
+    #                     over the unscaled fp8 values, the scales in fp32 after (session 19; 1 in the fp8_ds_mla_nope
+    #                     8-head default since session 20, rx_config)
 
 
 def rx_hp(num_heads: int) -> int:
@@ -195,7 +195,8 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     """The default launch by heads a program: 8-head programs at <= 8 heads (hp8: 0.259 vs 0.295 ms at 8 heads,
     bench/logs/s10_call5.log) with two ping-pong consumer warpgroups; 16-head programs (9..16 heads) with ONE
     consumer, 2 stages and the launch capped at 128 registers so that two CTAs share an SM (since session 19); 32-head
-    programs with two consumers in step. DSATTN_RX_CONSUMERS=2 takes two consumers everywhere (ping-pong at <= 16
+    programs with two consumers in step; over fp8_ds_mla_nope the 8-head programs add idxpf 2 and sraw 1 (since
+    session 20). DSATTN_RX_CONSUMERS=2 takes two consumers everywhere (ping-pong at <= 16
     heads a program, spillfix 1 at 16: the 16-head default of sessions 13-18), =1 one consumer everywhere, without the
     register cap; as many raw stages (2..5) as shared memory holds (fp8_ds_mla 576, two consumers: 5 at 8-head
     programs, 4 at 16, 3 at 32; one consumer: 5 / 5 / 4), pv_depth 1 (one consumer at 32 heads a program: 0, else
@@ -239,9 +240,15 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
         stages -= 1
     # producer 48 registers at 16-head programs (session 13 calls 5 / 6, 512 tokens, against 56: fp8_ds_mla 0.2442 /
     # 0.2460 vs 0.2506 / 0.2520 ms, nope 0.2324 / 0.2364 vs 0.2373 / 0.2395; s13_rx16b.json, s13_rx16c.json)
+    # fp8_ds_mla_nope at 8-head ping-pong programs: idxpf 2 and sraw 1 (session 20, `dsattn bench ab`, 512 tokens,
+    # against the config without them, bench/results/ab_s20_*_nope_h8.json, bench/logs/s20_rx.log): both 0.204 ->
+    # 0.199 ms (1.026x, 95% CI 1.019-1.030), sraw alone 1.018x (1.009-1.037), idxpf 2 alone 1.013x (0.993-1.027).
+    # Over fp8_ds_mla neither moved 8-head programs (sraw 1.007x, idxpf 2 0.983x, CIs across 1), and sraw made the
+    # 16-head two-CTA program 9% slower (0.913x at 512 tokens, 0.905x at 2048; its consumer spills 32 B there).
+    nope8 = int(pingpong and hp == 8 and layout is KVLayout.FP8_DS_MLA_NOPE)
     return RxConfig(stages=stages, producer_regs=(48 if hp == 16 else 56) if pingpong else 64,
                     pv_depth=0 if hp == 32 and consumers == 1 else 1, consumers=consumers, hp8=1, pingpong=pingpong,
-                    spillfix=int(pingpong and hp == 16))
+                    spillfix=int(pingpong and hp == 16), idxpf=2 * nope8, sraw=nope8)
 
 
 def s_phys(c):
