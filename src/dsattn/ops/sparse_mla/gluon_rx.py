@@ -245,8 +245,12 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     # 0.199 ms (1.026x, 95% CI 1.019-1.030), sraw alone 1.018x (1.009-1.037), idxpf 2 alone 1.013x (0.993-1.027).
     # Over fp8_ds_mla neither moved 8-head programs (sraw 1.007x, idxpf 2 0.983x, CIs across 1), and sraw made the
     # 16-head two-CTA program 9% slower (0.913x at 512 tokens, 0.905x at 2048; its consumer spills 32 B there).
+    # Then a sweep of one field at a time against that (bench/gpu_s20_nope_sweep.sh, ab_s20_sw_*.json): producer 48
+    # registers 1.018x (CI 1.008-1.025), again 1.029x, 2048 tokens 1.018x (1.017-1.021); 40 0.973x, 32 0.875x, 64
+    # 0.980x; idxpf 1 / 3, 4 stages, the two-CTA one consumer (3 stages): no difference; spillfix 1 0.959x, alu 1
+    # 0.924x, pv_depth 2 0.762x, L2 prefetch 1 0.599x.
     nope8 = int(pingpong and hp == 8 and layout is KVLayout.FP8_DS_MLA_NOPE)
-    return RxConfig(stages=stages, producer_regs=(48 if hp == 16 else 56) if pingpong else 64,
+    return RxConfig(stages=stages, producer_regs=(48 if hp == 16 or nope8 else 56) if pingpong else 64,
                     pv_depth=0 if hp == 32 and consumers == 1 else 1, consumers=consumers, hp8=1, pingpong=pingpong,
                     spillfix=int(pingpong and hp == 16), idxpf=2 * nope8, sraw=nope8)
 
