@@ -97,6 +97,11 @@ Removed in session 18 after their H200 runs (H200, `dsattn bench ab`, 512 tokens
       t(topk_length) = fixed + per-entry had given 16 heads ~23% fixed cost (bench/decode_fixed_cost.py,
       bench/results/decode_fixed_cost_s18.json); under persist the fit is unchanged (0.0554 vs 0.0557 ms,
       decode_fixed_cost_s18_persist.json), so that intercept is not per-program start and end.
+Measured in session 20 (H200, `dsattn bench ab`, 512 tokens, bench/logs/s20_rx.log, s20_nope_sweep.log):
+  config sraw (S^T from the unscaled fp8 values) made the 16-head two-CTA default 9% slower (0.263 vs 0.288 ms;
+      its consumer spills 32 B there), left 8-head fp8_ds_mla unchanged (1.007x) and nope 16 heads too (1.003x);
+      config idxpf alone moved nothing (0.983-1.013x). At 8-head fp8_ds_mla_nope programs the two together were
+      1.026x and a 48-register producer 1.018-1.029x more: that is the nope 8-head default (rx_config).
 No wgmma stays in flight across a loop back-edge or an mbarrier wait: ptxas then serializes every wgmma of the
 kernel (C7513, register operands defined while one is in flight), as the compile check showed.
 
