@@ -196,10 +196,10 @@ def test_rx_idxpf_config(monkeypatch):
     assert all(gluon_rx.rx_config(KVLayout.FP8_DS_MLA, h).sraw == 0 for h in (8, 16, 32))
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 8, 512) == gluon_rx.RxConfig(
         stages=5, producer_regs=48, consumers=2, hp8=1, pingpong=1, idxpf=2, sraw=1)
-    for h in (4, 8):  # every head count run as an 8-head program, and ping-pong taken by DSATTN_RX_CONSUMERS=2
+    for h in (4, 8):  # both run as 8-head programs
         assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, h, 512).sraw == 1
     assert all(gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, h, 512).sraw == 0 for h in (9, 16, 32))
-    monkeypatch.setenv("DSATTN_RX_CONSUMERS", "2")
+    monkeypatch.setenv("DSATTN_RX_CONSUMERS", "2")  # ping-pong at 8 and 16 heads: the nope fields at 8 only
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 8, 512).idxpf == 2
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 16, 512).idxpf == 0
     monkeypatch.setenv("DSATTN_RX_CONSUMERS", "1")

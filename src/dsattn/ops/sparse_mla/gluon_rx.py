@@ -154,7 +154,8 @@ class RxConfig:
     maxnreg: int = 0    # one consumer: the launch's register cap (0: Triton's); 128 lets two CTAs share an SM where
     #                     shared memory also fits two (session 18; the 16-head-program default since session 19)
     idxpf: int = 0      # > 0: the producer asks L1 for the index lines of the block idxpf past the next (session 19;
-    #                     2 in the fp8_ds_mla_nope 8-head default since session 20, rx_config)
+    #                     2 in the fp8_ds_mla_nope 8-head default since session 20, rx_config, where it measured
+    #                     no different from 0)
     sraw: int = 0       # 1 (one consumer, or ping-pong): S^T as _consumer2 builds it, one accumulator a latent group
     #                     over the unscaled fp8 values, the scales in fp32 after (session 19; 1 in the fp8_ds_mla_nope
     #                     8-head default since session 20, rx_config)
@@ -200,8 +201,8 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     """The default launch by heads a program: 8-head programs at <= 8 heads (hp8: 0.259 vs 0.295 ms at 8 heads,
     bench/logs/s10_call5.log) with two ping-pong consumer warpgroups; 16-head programs (9..16 heads) with ONE
     consumer, 2 stages and the launch capped at 128 registers so that two CTAs share an SM (since session 19); 32-head
-    programs with two consumers in step; over fp8_ds_mla_nope the 8-head programs add idxpf 2 and sraw 1 (since
-    session 20). DSATTN_RX_CONSUMERS=2 takes two consumers everywhere (ping-pong at <= 16
+    programs with two consumers in step; over fp8_ds_mla_nope the 8-head programs add idxpf 2, sraw 1 and a
+    48-register producer (since session 20). DSATTN_RX_CONSUMERS=2 takes two consumers everywhere (ping-pong at <= 16
     heads a program, spillfix 1 at 16: the 16-head default of sessions 13-18), =1 one consumer everywhere, without the
     register cap; as many raw stages (2..5) as shared memory holds (fp8_ds_mla 576, two consumers: 5 at 8-head
     programs, 4 at 16, 3 at 32; one consumer: 5 / 5 / 4), pv_depth 1 (one consumer at 32 heads a program: 0, else
@@ -253,7 +254,8 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     # Then a sweep of one field at a time against that (bench/gpu_s20_nope_sweep.sh, ab_s20_sw_*.json): producer 48
     # registers 1.018x (CI 1.008-1.025), again 1.029x, 2048 tokens 1.018x (1.017-1.021); 40 0.973x, 32 0.875x, 64
     # 0.980x; idxpf 1 / 3, 4 stages, the two-CTA one consumer (3 stages): no difference; spillfix 1 0.959x, alu 1
-    # 0.924x, pv_depth 2 0.762x, L2 prefetch 1 0.599x.
+    # 0.924x, pv_depth 2 0.762x, L2 prefetch 1 0.599x. At 48 registers idxpf 0 measured the same (1.002x, CI
+    # 0.991-1.014): idxpf stays because the default was timed with it (issue 3's rows), not because it is shown to help.
     nope8 = int(pingpong and hp == 8 and layout is KVLayout.FP8_DS_MLA_NOPE)
     return RxConfig(stages=stages, producer_regs=(48 if hp == 16 or nope8 else 56) if pingpong else 64,
                     pv_depth=0 if hp == 32 and consumers == 1 else 1, consumers=consumers, hp8=1, pingpong=pingpong,
