@@ -6,8 +6,8 @@
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s20_b.sh   (log $OUT/b.log, results under $OUT/r, $OUT/r.tgz; ~7 min)
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer:$PWD/../.peer PYTHONUNBUFFERED=1
-unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_GROUPING_IMPL DSATTN_RX_CONFIG DSATTN_RX_CONSUMERS \
-  DSATTN_PREFILL_SCRATCH_MIB
+unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_GROUPING_IMPL DSATTN_RX_CONFIG \
+  DSATTN_RX_CONSUMERS DSATTN_PREFILL_SCRATCH_MIB
 R=$OUT/r; mkdir -p $R; L=$OUT/b.log
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
 timeout 200 python -m pytest tests/gpu/test_sparse_mla_rx_gpu.py -q -p no:cacheprovider -rfEs -k auto > $R/t_rx.log 2>&1

@@ -6,8 +6,8 @@
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s20_c.sh   (logs $OUT/tb.log and $OUT/pr.log, results under $OUT/r; ~8 min)
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer:$PWD/../.peer PYTHONUNBUFFERED=1
-unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_GROUPING_IMPL DSATTN_RX_CONFIG DSATTN_RX_CONSUMERS \
-  DSATTN_PREFILL_SCRATCH_MIB
+unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_GROUPING_IMPL DSATTN_RX_CONFIG \
+  DSATTN_RX_CONSUMERS DSATTN_PREFILL_SCRATCH_MIB
 R=$OUT/r; mkdir -p $R; L=$OUT/tb.log
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
 for t in 1024 8192; do

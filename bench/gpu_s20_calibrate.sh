@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Written in session 19; RAN in session 20 (device call 3: the same crossovers, bench/logs/s20_calibrate.log): the head-dispatch table again. bench/results/calibration_h200.json's
+# Written in session 19; RAN in session 20 (device call 3: the same crossovers, bench/logs/s20_calibrate.log).
+# The head-dispatch table again. bench/results/calibration_h200.json's
 # decode rows were measured at c325c6d and its prefill rows at 03deb7e (session 12); since then the 16-head decode
 # kernel (ping-pong in session 13, two CTAs an SM in session 19) and the prefill (grouping in shared memory in 18,
 # cvt_pipe in 19) changed, so the 'pad64' / 'native' crossovers (decode 16 heads <= 45 tokens, prefill 8 / 16 heads

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Written in session 19 after its device time ran out; RAN in session 20 (device call 1, bench/logs/s20_rx.log): sraw lost at
-# 16 heads (0.913x), idxpf alone no difference, the two together 1.026x at nope 8 heads (now that default). Two gluon_rx configs.
+# Written in session 19 after its device time ran out; RAN in session 20 (device call 1, bench/logs/s20_rx.log):
+# sraw lost at 16 heads (0.913x), idxpf alone no difference, the two together 1.026x at nope 8 heads (now that
+# default). Two gluon_rx configs.
 # (A) idxpf (RxConfig's 13th field): the producer asks L1 (prefetch.global.L1) for the index lines of the block idxpf
 # past the next, so the next block's index loads, issued one block ahead of their use, hit L1 instead of L2.
 # WHY (session 19's ncu profile of the 8-head nope decode, bench/logs/s19_profile.log): the producer's top samples are
