@@ -11,7 +11,7 @@ R=$OUT/r; mkdir -p $R; L=$OUT/sw.log
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
 ab() {  # config name [tokens]
   timeout 60 python -m dsattn.cli bench ab --op sparse_mla_decode --tokens ${3:-512} --heads 8 \
-    --layout fp8_ds_mla_nope    --b env:DSATTN_RX_CONFIG=$1 --name ab_s20_sw_$2 --out $R > $R/ab_$2.log 2>&1
+    --layout fp8_ds_mla_nope --b env:DSATTN_RX_CONFIG=$1 --name ab_s20_sw_$2 --out $R > $R/ab_$2.log 2>&1
   echo "ab default vs $1 rc=$?" >> $L; tail -n 3 $R/ab_$2.log | head -n 2 >> $L
   tar -czf $OUT/r.tgz -C $OUT r
 }
