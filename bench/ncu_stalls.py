@@ -5,7 +5,11 @@ USETMAXREG marker above it, labelled by the register count set there: gluon's wa
 samples' share; then the samples summed per partition and per opcode. The CSV's column names differ between ncu
 versions, so they are matched loosely (an address / source / stall-sampling column); unknown formats print the header.
 
-    python bench/ncu_stalls.py pf64_source.csv [--top 40]
+    python bench/ncu_stalls.py pf64_source.csv [--top 40] [--column excessive]
+
+--column WORDS (session 21): instead of the samples, rank the instructions by the first column whose name holds all of
+WORDS (e.g. "l2 theoretical sectors global excessive"), and print that column's total; with no such column it prints
+the header.
 """
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("csv")
     p.add_argument("--top", type=int, default=40)
+    p.add_argument("--column", default=None)
     args = p.parse_args(argv)
     lines = open(args.csv, newline="").read().splitlines()
     # ncu prints a few lines before the table; the table starts at the first line naming an address column
@@ -48,6 +53,11 @@ def main(argv=None) -> int:
     src = _col(header, "source") or _col(header, "sass")
     samp = (_col(header, "warp stall sampling", "all", avoid=("not",)) or _col(header, "warp stall sampling")
             or _col(header, "sampling"))
+    if args.column:
+        samp = _col(header, *args.column.lower().split())
+        if samp is None:
+            print(f"no column with {args.column!r}; header:", header, sep="\n")
+            return 1
     if not (addr and src and samp):
         print("columns not found; header:", header, sep="\n")
         return 1

@@ -45,6 +45,32 @@ def test_v2_permutation_matches_the_register_chain():
     assert both == list(range(512))
 
 
+def test_epilogue_permutation_puts_rows_in_physical_order():
+    """_ot_phys (config vst): O^T's accumulator rows m (0..511, or 0..255 of a half) reshaped to 2 x ... x 2, permuted
+    (3, 4, 6, 7, 8, 0, 1, 2, 5) or (2, 3, 5, 6, 7, 0, 1, 4) and reshaped back: position p must hold the row m with
+    v_phys(m) = p (v_phys2(m, h) = 256 h + p), so that storing position p at out column p (256 h + p) writes what
+    _store_ot writes at v_phys(m); and _ot_phys_layout's registers are 16 (8) consecutive positions a thread."""
+    m = np.arange(512)
+    x = m.reshape([2] * 9).transpose(3, 4, 6, 7, 8, 0, 1, 2, 5).reshape(512)
+    assert all(gluon_rx.v_phys(int(x[p])) == p for p in range(512))
+    m = np.arange(256)
+    x = m.reshape([2] * 8).transpose(2, 3, 5, 6, 7, 0, 1, 4).reshape(256)
+    for h in (0, 1):
+        assert all(gluon_rx.v_phys2(int(x[p]), h) == 256 * h + p for p in range(256))
+    if not gluon_rx.HAVE_GLUON:
+        return
+    for nr, run in ((512, 16), (256, 8)):
+        for hp in (8, 16, 32):
+            lay = gluon_rx._ot_phys_layout.fn(nr, hp)  # (the constexpr_function's Python body)
+            reg = [tuple(b) for b in lay.reg_bases]
+            assert reg[:run.bit_length() - 1] == [(1 << i, 0) for i in range(run.bit_length() - 1)]
+            # every (row, head) once: the bases span [nr, hp]
+            pts = {(0, 0)}
+            for b in reg + [tuple(b) for b in lay.lane_bases] + [tuple(b) for b in lay.warp_bases]:
+                pts |= {(r ^ b[0], c ^ b[1]) for r, c in pts}
+            assert len(pts) == nr * hp and max(r for r, _ in pts) == nr - 1 and max(c for _, c in pts) == hp - 1
+
+
 def _prmt(a, sel):
     """PTX prmt.b32 d, a, 0, sel (default mode, sign replication by a selector nibble's bit 3), on uint64 arrays."""
     src = [(a >> np.uint64(8 * i)) & np.uint64(0xFF) for i in range(4)] + [np.zeros_like(a)] * 4

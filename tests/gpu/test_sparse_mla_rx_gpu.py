@@ -331,3 +331,34 @@ def test_rx_sraw(monkeypatch, consumers, layout, d_qk, h):
     got = _decode(case)
     check_close(*got, *case.reference())
     _same_within_rounding(got, base, f"sraw h={h} {layout}")
+
+
+@pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512)])
+@pytest.mark.parametrize("h", [3, 8, 13, 16, 32])
+def test_rx_vst_bit_equal(monkeypatch, consumers, layout, d_qk, h):
+    """vst (the epilogue stores 16-byte pieces of out from the accumulator rows permuted into physical order; session
+    21) changes no arithmetic: bit-equal to the same config with vst 0, every way (defaults, one and two consumers),
+    heads that do not fill a program (3, 13), a strided out (row padding), topk_length with an empty row and NaN rows
+    behind invalid entries; and with split-K partials (fp32, the scratch poisoned with NaN) at 8 / 16 heads."""
+    import dataclasses
+    from dsattn.formats import KVLayout
+    from dsattn.ops.sparse_mla import gluon_rx
+    case = make_case(40, h, d_qk, num_slots=20000, topk=2000, layout=layout, block_size=64, with_length=True,
+                     empty_rows=1, seed=91 + h, device=DEV)
+    default = gluon_rx.rx_config(KVLayout(layout), h, d_qk)
+    spec = decode_scratch_spec(6, h, 2048, "native", layout) if h in (8, 16) else None
+    small = make_case(6, h, d_qk, num_slots=40000, topk=2048, layout=layout, with_length=True, seed=5,
+                      device=DEV) if spec else None
+    got = {}
+    for vst in (0, 1):
+        monkeypatch.setenv("DSATTN_RX_CONFIG", "/".join(str(v) for v in dataclasses.astuple(
+            dataclasses.replace(default, vst=vst))))
+        got[vst] = _decode(case, out_row_pad=16)
+        if spec:
+            scratch = [torch.full(s, float("nan"), dtype=dt, device=DEV) for s, dt in spec]
+            got[vst, "split"] = _decode(small, scratch=scratch)
+    check_close(*got[1], *case.reference())
+    assert torch.equal(got[1][0], got[0][0]) and torch.equal(got[1][1], got[0][1])
+    if spec:
+        check_close(*got[1, "split"], *small.reference())
+        assert torch.equal(got[1, "split"][0], got[0, "split"][0])

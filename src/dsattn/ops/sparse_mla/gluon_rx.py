@@ -159,6 +159,7 @@ class RxConfig:
     sraw: int = 0       # 1 (one consumer, or ping-pong): S^T as _consumer2 builds it, one accumulator a latent group
     #                     over the unscaled fp8 values, the scales in fp32 after (session 19; 1 in the fp8_ds_mla_nope
     #                     8-head default since session 20, rx_config)
+    vst: int = 0        # 1: the epilogue stores whole 16-byte pieces of out (_store_ot_phys; session 21)
 
 
 def rx_hp(num_heads: int) -> int:
@@ -215,7 +216,7 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
         except (TypeError, ValueError):
             raise ValueError("DSATTN_RX_CONFIG must be RxConfig's fields in order, stages/producer_regs/producer_warps"
                              "[/prefetch[/pv_depth[/consumers[/alu[/pipe[/hp8[/pingpong[/spillfix[/maxnreg[/idxpf"
-                             "[/sraw]]]]]]]]]]], "
+                             "[/sraw[/vst]]]]]]]]]]]]], "
                              f"e.g. 4/64/4, got {spec!r}") from None
     consumers = os.environ.get("DSATTN_RX_CONSUMERS", "").strip()
     if consumers not in ("", "1", "2"):
@@ -296,6 +297,56 @@ if HAVE_GLUON:
     @gluon.jit
     def _v_phys(d):
         return 128 * ((d >> 4) & 3) + 16 * (d & 7) + 2 * (d >> 6) + ((d >> 3) & 1)
+
+    @gluon.constexpr_function
+    def _ot_phys_layout(NR, HP):
+        """[NR physical latent columns, HP heads] (NR 512: one consumer or ping-pong, v_phys; 256: a half, v_phys2):
+        the O^T accumulator (NVMMA v3, instr [16, HP, 16], 4 warps) with its rows permuted into physical order by
+        _ot_phys, and each thread's registers ordered columns first: a thread holds 16 (NR 512) or 8 (NR 256)
+        consecutive physical columns of each of its heads, so the epilogue's stores become 16-byte vectors (the
+        logical-order stores of _store_ot put every lane's 2 bytes in its own 32-byte sector: 32 sectors an
+        instruction). Lanes and warps are the accumulator's: lane bits 0-1 heads 2, 4; lane bits 2-4 the
+        accumulator row bits 0-2 (g), warp bits its row bits 4-5 (w)."""
+        k = 3 if NR == 512 else 2                        # bits of the row repetition R (8 or 4 m-tiles)
+        reg = [[1 << i, 0] for i in range(k + 1)]        # r0 (row bit 3) -> bit 0, R -> bits 1..k
+        reg += [[0, 1]] + [[0, 8 << j] for j in range((HP // 8).bit_length() - 1)]
+        lane = [[0, 2], [0, 4]] + [[2 << (k + i), 0] for i in range(3)]      # g -> bits k+1..k+3
+        warp = [[2 << (k + 3 + i), 0] for i in range(2)]                     # w -> bits k+4, k+5
+        return gl.DistributedLinearLayout(reg_bases=reg, lane_bases=lane, warp_bases=warp, block_bases=[],
+                                          shape=[NR, HP])
+
+    @gluon.jit
+    def _ot_phys(o, HP: gl.constexpr):
+        """o [NR, HP] in the accumulator layout, rows in accumulator order m = 64 R + 16 w + 8 r0 + g, permuted to
+        physical order p = v_phys(m) (NR 512) or v_phys2(m, 0) (NR 256), i.e. 2^(k+4) w + 2^(k+1) g + 2 R + r0 with k
+        the R bits (module docstring); a relabelling of registers, no data moves between threads (assert_trivial)."""
+        NR: gl.constexpr = o.shape[0]
+        if NR == 512:   # (R2 R1 R0 w1 w0 r0 g2 g1 g0) -> (w1 w0 g2 g1 g0 R2 R1 R0 r0)
+            o = gl.permute(gl.reshape(o, [2, 2, 2, 2, 2, 2, 2, 2, 2, HP]), (3, 4, 6, 7, 8, 0, 1, 2, 5, 9))
+        else:           # (R1 R0 w1 w0 r0 g2 g1 g0) -> (w1 w0 g2 g1 g0 R1 R0 r0)
+            o = gl.permute(gl.reshape(o, [2, 2, 2, 2, 2, 2, 2, 2, HP]), (2, 3, 5, 6, 7, 0, 1, 4, 8))
+        return gl.convert_layout(gl.reshape(o, [NR, HP]), _ot_phys_layout(NR, HP), assert_trivial=True)
+
+    @gluon.jit
+    def _store_ot_phys(acc, m_i, l_i, C0: gl.constexpr, t, split, h0, num_heads, out_ptr, stride_ot, stride_os,
+                       stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP: gl.constexpr, COL: gl.constexpr,
+                       WITH_LSE: gl.constexpr):
+        """gluon_small._store_ot's epilogue (the same values) with the rows permuted into physical order first
+        (_ot_phys), so that each thread stores whole 16-byte pieces of out (config vst; session 21): out columns
+        C0 + [0, NR) of heads h0 + [0, HP) of split `split` of token t, and with WITH_LSE lse."""
+        NR: gl.constexpr = acc.shape[0]
+        empty = l_i == 0.0
+        inv_l = 256.0 / gl.where(empty, 1.0, l_i)
+        o = _ot_phys((acc * inv_l[None, :]).to(out_ptr.dtype.element_ty), HP)
+        LP: gl.constexpr = _ot_phys_layout(NR, HP)
+        p = gl.arange(0, NR, gl.SliceLayout(1, LP))
+        oh = h0 + gl.arange(0, HP, gl.SliceLayout(0, LP))
+        o_ptrs = out_ptr + t * stride_ot + split * stride_os + oh[None, :] * stride_oh + (C0 + p)[:, None]
+        gl.store(o_ptrs, o, mask=(oh < num_heads)[None, :])
+        if WITH_LSE:
+            lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
+            ch = h0 + gl.arange(0, HP, COL)
+            gl.store(lse_ptr + t * stride_lt + split * stride_ls + ch * stride_lh, lse, mask=ch < num_heads)
 
     @gluon.jit
     def _cvt_scale(x, sc):
@@ -618,9 +669,9 @@ if HAVE_GLUON:
                   out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                   q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, full, free,
                   HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                  ALU: gl.constexpr, num_warps: gl.constexpr, SRAW: gl.constexpr = 0):
+                  ALU: gl.constexpr, num_warps: gl.constexpr, SRAW: gl.constexpr = 0, VST: gl.constexpr = 0):
         """q (permuted) to shared memory, then per block: S^T, online softmax, P^T, O^T += V16^T P^T; the epilogue.
-        SRAW (config sraw): S^T by _s_raw."""
+        SRAW (config sraw): S^T by _s_raw. VST (config vst): the epilogue by _store_ot_phys."""
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                       instr_shape=[16, HP, 16])
@@ -693,8 +744,12 @@ if HAVE_GLUON:
             acc = warpgroup_mma_wait(0, deps=(acc,))
 
         # ---- epilogue: as gluon_ws, rows un-permuted -------------------------------------------------
-        _store_ot(acc, m_i, l_i, _v_phys(gl.arange(0, 512, ROW)), t, split, h0, num_heads, out_ptr, stride_ot,
-                  stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
+        if VST:
+            _store_ot_phys(acc, m_i, l_i, 0, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
+                           lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
+        else:
+            _store_ot(acc, m_i, l_i, _v_phys(gl.arange(0, 512, ROW)), t, split, h0, num_heads, out_ptr, stride_ot,
+                      stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
 
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split"])
     def sparse_mla_rx_kernel(
@@ -708,7 +763,7 @@ if HAVE_GLUON:
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1, ALU: gl.constexpr = 0,
-            IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0):
+            IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0, VST: gl.constexpr = 0):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_ws.sparse_mla_ws_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one block in flight while one computes")
@@ -753,7 +808,7 @@ if HAVE_GLUON:
             (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                          qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                          stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, full, free, HAS_ROPE, HP,
-                         NSTAGES, PV_DEPTH, ALU, num_warps, SRAW)),
+                         NSTAGES, PV_DEPTH, ALU, num_warps, SRAW, VST)),
             (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                          full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
                          IDXPF)),
@@ -764,7 +819,7 @@ if HAVE_GLUON:
                    out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                    q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
                    HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                   ALU: gl.constexpr, H: gl.constexpr):
+                   ALU: gl.constexpr, H: gl.constexpr, VST: gl.constexpr = 0):
         """Two consumers, this one half H of the latent columns [256 H, 256 H + 256): its q columns to shared memory,
         then per block: its partial S^T (groups 2 H, 2 H + 1; the RoPE part in half 0) exchanged with the other half
         through shared memory (sx, double-buffered by block parity, sx_bar), the same online softmax in both halves
@@ -846,8 +901,12 @@ if HAVE_GLUON:
 
         if HP <= 16:
             l_i = gl.sum(l_i, 0)
-        _store_ot(acc, m_i, l_i, _v_phys2(gl.arange(0, 256, ROW), H), t, split, h0, num_heads, out_ptr, stride_ot,
-                  stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, H == 0)
+        if VST:
+            _store_ot_phys(acc, m_i, l_i, 256 * H, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
+                           lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, H == 0)
+        else:
+            _store_ot(acc, m_i, l_i, _v_phys2(gl.arange(0, 256, ROW), H), t, split, h0, num_heads, out_ptr,
+                      stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, H == 0)
 
     @gluon.jit
     def _s2_combine(s0, s1, sr, sc, ix, num_slots, qk_scale, sx, sx_bar, b, m_i, l_i, acc, p_buf,
@@ -881,7 +940,7 @@ if HAVE_GLUON:
                     out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                     q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
                     HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                    ALU: gl.constexpr, H: gl.constexpr):
+                    ALU: gl.constexpr, H: gl.constexpr, VST: gl.constexpr = 0):
         """_consumer2 software-pipelined (config pipe=1): iteration b issues block b's S^T and then block b - 1's P @ V
         before waiting for either, so the tensor cores work on S(b) while the V operand of b - 1 converts (a wgmma may
         not stay in flight across an mbarrier wait or the loop's back-edge: ptxas would serialize them all). Block
@@ -973,8 +1032,12 @@ if HAVE_GLUON:
 
         if HP <= 16:
             l_i = gl.sum(l_i, 0)
-        _store_ot(acc, m_i, l_i, _v_phys2(gl.arange(0, 256, ROW), H), t, split, h0, num_heads, out_ptr, stride_ot,
-                  stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, H == 0)
+        if VST:
+            _store_ot_phys(acc, m_i, l_i, 256 * H, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
+                           lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, H == 0)
+        else:
+            _store_ot(acc, m_i, l_i, _v_phys2(gl.arange(0, 256, ROW), H), t, split, h0, num_heads, out_ptr,
+                      stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, H == 0)
 
     @gluon.jit
     def _opaque_zero(x):
@@ -987,7 +1050,8 @@ if HAVE_GLUON:
                      out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                      q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar, full, free,
                      HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                     ALU: gl.constexpr, H: gl.constexpr, SPILLFIX: gl.constexpr = 0, SRAW: gl.constexpr = 0):
+                     ALU: gl.constexpr, H: gl.constexpr, SPILLFIX: gl.constexpr = 0, SRAW: gl.constexpr = 0,
+                     VST: gl.constexpr = 0):
         """Ping-pong consumers (config pingpong=1, two consumers, <= 16 heads a program): consumer H takes the blocks
         b = H, H + 2, ... whole (all 512 latent columns, _consumer's products and online softmax, its own P buffer), so
         the two never wait for each other inside the loop: one's tensor-core work overlaps the other's conversions and
@@ -1089,8 +1153,12 @@ if HAVE_GLUON:
             l_i = l_i * a_s + l_o * a_o
             acc = acc * a_s[None, :] + macc.load(MMA) * a_o[None, :]
             m_i = m
-            _store_ot(acc, m_i, l_i, _v_phys(gl.arange(0, 512, ROW)), t, split, h0, num_heads, out_ptr, stride_ot,
-                      stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
+            if VST:
+                _store_ot_phys(acc, m_i, l_i, 0, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
+                               lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
+            else:
+                _store_ot(acc, m_i, l_i, _v_phys(gl.arange(0, 512, ROW)), t, split, h0, num_heads, out_ptr,
+                          stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
 
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split"])
     def sparse_mla_rx2_kernel(
@@ -1105,7 +1173,7 @@ if HAVE_GLUON:
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1,
             ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0, PINGPONG: gl.constexpr = 0, SPILLFIX: gl.constexpr = 0,
-            IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0):
+            IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0, VST: gl.constexpr = 0):
         """sparse_mla_rx_kernel with two consumer warpgroups (halves of the latent columns, _consumer2); same grid and
         arguments, plus the second consumer's register budget."""
         gl.static_assert(num_warps == 4, "each consumer is one warpgroup")
@@ -1173,11 +1241,13 @@ if HAVE_GLUON:
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                                 stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, SPILLFIX, SRAW)),
+                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, SPILLFIX, SRAW,
+                                VST)),
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                                 stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, SPILLFIX, SRAW)),
+                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, SPILLFIX, SRAW,
+                                VST)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                              full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
                              IDXPF)),
@@ -1187,11 +1257,11 @@ if HAVE_GLUON:
                 (_consumer2p, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                               qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                               stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0)),
+                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, VST)),
                 (_consumer2p, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                               qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                               stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1)),
+                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, VST)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                              full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
                              IDXPF)),
@@ -1201,11 +1271,11 @@ if HAVE_GLUON:
                 (_consumer2, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                               qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                               stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0)),
+                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, VST)),
                 (_consumer2, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                               qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                               stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1)),
+                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, VST)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                              full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
                              IDXPF)),
@@ -1241,6 +1311,8 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     if cfg.sraw not in (0, 1) or (cfg.sraw and cfg.consumers == 2 and not cfg.pingpong):
         raise ValueError(f"config.sraw must be 0 or 1 (1: one consumer or ping-pong; the halves always keep a group's "
                          f"accumulator), got sraw {cfg.sraw}, consumers {cfg.consumers}, pingpong {cfg.pingpong}")
+    if cfg.vst not in (0, 1):
+        raise ValueError(f"config.vst must be 0 or 1, got {cfg.vst}")
     if not 0 <= cfg.idxpf <= 4:
         raise ValueError(f"config.idxpf must be 0..4 (blocks past the next whose index lines go to L1), got "
                          f"{cfg.idxpf}")
@@ -1252,10 +1324,10 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         _fast_launch(sparse_mla_rx2_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
                      cfg.producer_regs, consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
                      ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, SPILLFIX=cfg.spillfix, IDXPF=cfg.idxpf,
-                     SRAW=cfg.sraw)
+                     SRAW=cfg.sraw, VST=cfg.vst)
     else:
         cap = {"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}
         _fast_launch(sparse_mla_rx_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
                      cfg.producer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth, ALU=cfg.alu,
-                     IDXPF=cfg.idxpf, SRAW=cfg.sraw, **cap)
+                     IDXPF=cfg.idxpf, SRAW=cfg.sraw, VST=cfg.vst, **cap)
     launch.combine_splits(out, lse, part_o, part_lse, splits)
