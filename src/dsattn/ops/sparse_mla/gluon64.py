@@ -80,6 +80,8 @@ class G64Config:
     unit: int = 16
     depth: int = 2
     prefetch: int = 0  # ring producer: units of rows asked of L2 ahead of the newest load (0: none; slower on the H200)
+    vst: int = 0       # 1: the epilogue goes through the idle fp16 tiles so that out is stored in 16-byte pieces
+    #                    (session 21)
 
 
 def g64_smem_bytes(layout: KVLayout, d_qk: int) -> int:
@@ -95,18 +97,19 @@ def parse_g64_config(spec: str) -> G64Config:
     not one the kernel takes."""
     try:
         fields = [int(x) for x in spec.split("/")]
-        if len(fields) not in (4, 5):
+        if len(fields) not in (4, 5, 6):
             raise ValueError
         cfg = G64Config(*fields)
     except ValueError:
-        raise ValueError(f"DSATTN_G64_CONFIG must be warps/regs/unit/depth[/prefetch], e.g. 4/120/16/3, got {spec!r}") \
-            from None
+        raise ValueError(f"DSATTN_G64_CONFIG must be warps/regs/unit/depth[/prefetch[/vst]], e.g. 4/120/16/3, got "
+                         f"{spec!r}") from None
     ok = (cfg.producer_warps == 4 and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
           and ((cfg.depth == 1 and cfg.unit == HB and cfg.prefetch == 0)
-               or (cfg.depth in (2, 3) and cfg.unit in (16, 32) and 0 <= cfg.prefetch <= 16)))
+               or (cfg.depth in (2, 3) and cfg.unit in (16, 32) and 0 <= cfg.prefetch <= 16)) and cfg.vst in (0, 1))
     if not ok:
         raise ValueError("DSATTN_G64_CONFIG: producer warps 4, registers a multiple of 8 in [24, 160], depth 1 with "
-                         f"unit 32 (no prefetch) or depth 2 / 3 with unit 16 / 32 and prefetch 0..16; got {spec!r}")
+                         f"unit 32 (no prefetch) or depth 2 / 3 with unit 16 / 32 and prefetch 0..16, vst 0 / 1; got "
+                         f"{spec!r}")
     return cfg
 
 
@@ -339,8 +342,12 @@ if HAVE_GLUON:
     def _consumer(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
                   out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                   q_smem, qr_smem, k16, rope16, p_smem, full, free,
-                  HAS_ROPE: gl.constexpr, num_warps: gl.constexpr):
-        """q to shared memory, then per block: S, online softmax, P, O += P V; the epilogue."""
+                  HAS_ROPE: gl.constexpr, num_warps: gl.constexpr, VST: gl.constexpr = 0):
+        """q to shared memory, then per block: S, online softmax, P, O += P V; the epilogue. VST (config vst): O is
+        written into the fp16 tiles (idle: the last P V retired and no block is left for the producer) as [64, 512]
+        of out's dtype, 16-byte chunks XOR-swizzled by head, and read back 16 bytes of one head a thread, so that out is
+        stored in 16-byte pieces (the accumulator layout stores 4 bytes a lane, 8 half-filled sectors an
+        instruction)."""
         gl.static_assert(num_warps == 8, "two consumer warpgroups")
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
         MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
@@ -405,10 +412,23 @@ if HAVE_GLUON:
         lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
         inv_l = gl.convert_layout(256.0 / gl.where(empty, 1.0, l_i), ROW_O)
         o = acc * inv_l[:, None]
-        oh = h0 + gl.arange(0, HEADS, ROW_O)
-        od = gl.arange(0, 512, COL_O)
-        o_ptrs = out_ptr + t * stride_ot + split * stride_os + oh[:, None] * stride_oh + od[None, :]
-        gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=(oh < num_heads)[:, None])
+        if VST:
+            DT: gl.constexpr = out_ptr.dtype.element_ty
+            VEC: gl.constexpr = 128 // DT.primitive_bitwidth  # 16 bytes of out's dtype
+            buf = k16._reinterpret(DT, [HEADS, 512], gl.SwizzledSharedLayout(VEC, 1, 8, [1, 0]))
+            gl.thread_barrier()  # both warpgroups' last P @ V retired: the tiles are ours
+            buf.store(o.to(DT))
+            gl.thread_barrier()
+            O_L: gl.constexpr = gl.BlockedLayout([1, VEC], [1, 32], [num_warps, 1], [1, 0])
+            oh = h0 + gl.arange(0, HEADS, gl.SliceLayout(1, O_L))
+            od = gl.arange(0, 512, gl.SliceLayout(0, O_L))
+            o_ptrs = out_ptr + t * stride_ot + split * stride_os + oh[:, None] * stride_oh + od[None, :]
+            gl.store(o_ptrs, buf.load(O_L), mask=(oh < num_heads)[:, None])
+        else:
+            oh = h0 + gl.arange(0, HEADS, ROW_O)
+            od = gl.arange(0, 512, COL_O)
+            o_ptrs = out_ptr + t * stride_ot + split * stride_os + oh[:, None] * stride_oh + od[None, :]
+            gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=(oh < num_heads)[:, None])
         lh = h0 + gl.arange(0, HEADS, ROW_S)
         gl.store(lse_ptr + t * stride_lt + split * stride_ls + lh * stride_lh, lse, mask=lh < num_heads)
 
@@ -423,7 +443,7 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, UNIT: gl.constexpr, DEPTH: gl.constexpr,
-            num_warps: gl.constexpr, PF: gl.constexpr = 0):
+            num_warps: gl.constexpr, PF: gl.constexpr = 0, VST: gl.constexpr = 0):
         """Grid (T, cdiv(num_heads, 64), splits); arguments as kernels.sparse_mla_kernel (fp8 rows)."""
         t = gl.program_id(0).to(gl.int64)
         h0 = gl.program_id(1) * HEADS
@@ -462,7 +482,8 @@ if HAVE_GLUON:
             gl.warp_specialize([
                 (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                              qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                             stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, num_warps)),
+                             stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, num_warps,
+                             VST)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, k16, rope16, full, free,
                              stride_lat, stride_scale, stride_rope, HAS_ROPE, PRODUCER_WARPS)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
@@ -470,7 +491,8 @@ if HAVE_GLUON:
             gl.warp_specialize([
                 (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                              qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                             stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, num_warps)),
+                             stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, num_warps,
+                             VST)),
                 (_producer_ring, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, k16, rope16, full, free,
                                   stride_lat, stride_scale, stride_rope, HAS_ROPE, UNIT, DEPTH, PRODUCER_WARPS, PF)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
@@ -490,6 +512,6 @@ def run_attention_g64(q, flat, layout: KVLayout, indices, sm_scale, topk_length,
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         cfg.producer_warps, cfg.producer_regs, cfg.unit, cfg.depth,
-        num_warps=CONSUMER_WARPS, PF=cfg.prefetch,
+        num_warps=CONSUMER_WARPS, PF=cfg.prefetch, VST=cfg.vst,
     )
     launch.combine_splits(out, lse, part_o, part_lse, splits)

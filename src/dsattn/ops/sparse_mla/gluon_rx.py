@@ -159,7 +159,8 @@ class RxConfig:
     sraw: int = 0       # 1 (one consumer, or ping-pong): S^T as _consumer2 builds it, one accumulator a latent group
     #                     over the unscaled fp8 values, the scales in fp32 after (session 19; 1 in the fp8_ds_mla_nope
     #                     8-head default since session 20, rx_config)
-    vst: int = 0        # 1: the epilogue stores whole 16-byte pieces of out (_store_ot_phys; session 21)
+    vst: int = 1        # 1: the epilogue stores whole 16-byte pieces of out (_store_ot_phys; session 21, the default
+    #                     everywhere: bit-equal, 1.05-1.13x, bench/results/ab_s21_vst_*.json)
 
 
 def rx_hp(num_heads: int) -> int:
