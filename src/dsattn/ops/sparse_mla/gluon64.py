@@ -80,8 +80,9 @@ class G64Config:
     unit: int = 16
     depth: int = 2
     prefetch: int = 0  # ring producer: units of rows asked of L2 ahead of the newest load (0: none; slower on the H200)
-    vst: int = 0       # 1: the epilogue goes through the idle fp16 tiles so that out is stored in 16-byte pieces
-    #                    (session 21)
+    vst: int = 1       # 1: the epilogue goes through the idle fp16 tiles so that out is stored in 16-byte pieces
+    #                    (session 21, the default: bit-equal; fp8_ds_mla 64 heads 1.019x / 1.012x at 512 / 2048 tokens,
+    #                    128 heads 1.015x, nope 64 heads no difference; bench/results/ab_s21_g64vst_*.json)
 
 
 def g64_smem_bytes(layout: KVLayout, d_qk: int) -> int:

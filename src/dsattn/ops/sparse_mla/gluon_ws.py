@@ -26,6 +26,11 @@ Status: compiled for sm_90a on a CPU machine when written (bench/mla_gluon_check
 the H200: bit-identical to gluon_small and 1.20x / 1.21x faster at 8 / 16 heads (fp8 decode, 512 tokens;
 bench/results/ab_gluon_ws_h8.json, ab_gluon_ws_h16.json). launch.py's 'auto' selects it for fp8 rows at
 <= 16 heads (launch.ws_preferred); DSATTN_SPARSE_MLA_IMPL=gluon_ws forces it for fp8 rows up to 32 heads.
+
+Removed in session 21 after its H200 run: config vst (the epilogue through an idle fp16 tile, stmatrix.trans, then
+16-byte stores of out instead of 2-byte ones with 4 half-filled sectors an instruction; code at 2d4f5b2): bit-equal and
+no faster, 32 heads fp8_ds_mla 512 / 2048 tokens 1.004x / 1.004x, nope 1.001x (bench/results/ab_s21_wsvst_*.json). The
+same change gave gluon_rx 1.05-1.13x, whose old stores put every lane in its own sector (gluon_rx config vst).
 """
 from __future__ import annotations
 
@@ -64,8 +69,6 @@ class WsConfig:
     producer_regs: int = 128
     producer_warps: int = 4
     prefetch: int = 0  # half-blocks of rows asked of L2 ahead of the newest gather (0: none; slower on the H200)
-    vst: int = 0       # 1: the epilogue goes through an idle fp16 tile so that out is stored in 16-byte pieces
-    #                    (_store_ot_tile; session 21)
 
 
 def ws_hp(num_heads: int) -> int:
@@ -93,8 +96,8 @@ def ws_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> WsConfig:
         try:
             return WsConfig(*[int(x) for x in spec.split("/")])
         except (TypeError, ValueError):
-            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/vst]], e.g. "
-                             f"3/128/8/4, got {spec!r}") from None
+            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch], e.g. 3/128/8/4, "
+                             f"got {spec!r}") from None
     hp = ws_hp(num_heads)
     stages = 4
     while stages > 2 and ws_smem_bytes(layout, d_qk, hp, stages) + SMEM_MARGIN > SMEM_LIMIT:
@@ -227,41 +230,11 @@ if HAVE_GLUON:
                      + gl.arange(0, 512, gl.SliceLayout(0, L))[None, :], acc)
 
     @gluon.jit
-    def _store_ot_tile(acc, m_i, l_i, tile, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
-                       lse_ptr, stride_lt, stride_ls, stride_lh, HP: gl.constexpr, COL: gl.constexpr,
-                       num_warps: gl.constexpr):
-        """_store_ot's epilogue (the same values) through shared memory (config vst; session 21): O^T (rows = latent
-        columns in order, heads on N) is written transposed into `tile` (an fp16 tile no longer read: its last wgmma
-        retired) as [HP, 512] of out's dtype, 16-byte chunks XOR-swizzled by head so that the accumulator's lanes
-        (8 consecutive columns x 4 heads an instruction) hit distinct banks, then read back with 16 bytes of one head a
-        thread and stored so: the accumulator layout's own stores write 2 bytes a lane, 4 half-filled sectors an
-        instruction, 128 instructions a thread at 32 heads."""
-        empty = l_i == 0.0
-        lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
-        inv_l = 256.0 / gl.where(empty, 1.0, l_i)
-        DT: gl.constexpr = out_ptr.dtype.element_ty
-        VEC: gl.constexpr = 128 // DT.primitive_bitwidth  # 16 bytes of out's dtype
-        O_S: gl.constexpr = gl.SwizzledSharedLayout(VEC, 1, 8, [1, 0])
-        buf = tile._reinterpret(DT, [HP, 512], O_S)
-        gl.thread_barrier()  # every warp's last P @ V has retired (the wait above): the tile is ours
-        buf.permute((1, 0)).store((acc * inv_l[None, :]).to(DT))
-        gl.thread_barrier()
-        O_L: gl.constexpr = gl.BlockedLayout([1, VEC], [1, 32], [num_warps, 1], [1, 0])
-        o = buf.load(O_L)
-        oh = h0 + gl.arange(0, HP, gl.SliceLayout(1, O_L))
-        od = gl.arange(0, 512, gl.SliceLayout(0, O_L))
-        o_ptrs = out_ptr + t * stride_ot + split * stride_os + oh[:, None] * stride_oh + od[None, :]
-        gl.store(o_ptrs, o, mask=(oh < num_heads)[:, None])
-        ch = h0 + gl.arange(0, HP, COL)
-        gl.store(lse_ptr + t * stride_lt + split * stride_ls + ch * stride_lh, lse, mask=ch < num_heads)
-
-    @gluon.jit
     def _consumer(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
                   out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                   q_smem, qr_smem, k16, rope16, p_smem, full, free,
-                  HAS_ROPE: gl.constexpr, HP: gl.constexpr, num_warps: gl.constexpr, VST: gl.constexpr = 0):
-        """q to shared memory, then per block: S^T, online softmax, P^T, O^T += V^T P^T; the epilogue (VST, config
-        vst: by _store_ot_tile)."""
+                  HAS_ROPE: gl.constexpr, HP: gl.constexpr, num_warps: gl.constexpr):
+        """q to shared memory, then per block: S^T, online softmax, P^T, O^T += V^T P^T; the epilogue."""
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                       instr_shape=[16, HP, 16])
@@ -309,12 +282,8 @@ if HAVE_GLUON:
         acc = warpgroup_mma_wait(0, deps=(acc,))
 
         # ---- epilogue: as kernels.sparse_mla_kernel --------------------------------------------------
-        if VST:
-            _store_ot_tile(acc, m_i, l_i, k16.index(0), t, split, h0, num_heads, out_ptr, stride_ot, stride_os,
-                           stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, num_warps)
-        else:
-            _store_ot(acc, m_i, l_i, gl.arange(0, 512, ROW), t, split, h0, num_heads, out_ptr, stride_ot, stride_os,
-                      stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
+        _store_ot(acc, m_i, l_i, gl.arange(0, 512, ROW), t, split, h0, num_heads, out_ptr, stride_ot, stride_os,
+                  stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
 
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split"])
     def sparse_mla_ws_kernel(
@@ -327,7 +296,7 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0, VST: gl.constexpr = 0):
+            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_small.sparse_mla_small_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one gather in flight while a half-block converts")
@@ -379,8 +348,7 @@ if HAVE_GLUON:
             gl.warp_specialize([
                 (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                              qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                             stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, HP, num_warps,
-                             VST)),
+                             stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, HP, num_warps)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                              raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
                              stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE, PF)),
@@ -405,6 +373,6 @@ def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-        num_warps=4, PROFILE=profile, PF=cfg.prefetch, VST=cfg.vst,
+        num_warps=4, PROFILE=profile, PF=cfg.prefetch,
     )
     launch.combine_splits(out, lse, part_o, part_lse, splits)
