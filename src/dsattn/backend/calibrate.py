@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--graph", action="store_true",
                     help="time CUDA-graph replays of each variant (GPU time only, as a captured serving step runs; "
                          "without it eager calls, whose host cost dominates below ~512 tokens: notes/backend.md). "
-                         "bench/results/calibration_h200.json was measured so (sessions 12 and 20)")
+                         "bench/results/calibration_h200.json was measured so (sessions 12, 20 and 21)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args(argv)
     if torch.device(args.device).type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
