@@ -97,10 +97,14 @@ def test_config_knob(monkeypatch):
     assert gluon_prefill.PrefillConfig().cvt_pipe == 1
     monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/80/0/1/1/0")
     assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(cvt_pipe=0)
+    monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/80/0/1/1/1/1")  # vst, the 9th field (session 21; not the default)
+    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(vst=1)
+    assert gluon_prefill.PrefillConfig().vst == 0
     for bad in ("16/4/4/56", "64/3/4/56", "32/4/2/56", "32/4/4/60", "32/4/4", "32/4/4/56/2", "32/4/4/56/1/2",
                 "32/2/4/56/1/0/1", "32/4/4/56/0/0/3", "64/2/4/56/0/0/2", "64/2/4/80/0/1/2",
-                "32/4/4/56/0/0/1/0/0", "fast", "32/4/4/80/3/1/1",
-                "64/2/4/56/0/0/1/1", "64/2/4/80/0/1/1/2"):  # cvt_pipe needs f16; 0 or 1
+                "32/4/4/56/0/0/1/0/0/0", "fast", "32/4/4/80/3/1/1",
+                "64/2/4/56/0/0/1/1", "64/2/4/80/0/1/1/2",  # cvt_pipe needs f16; 0 or 1
+                "64/2/4/80/0/1/0/1/1", "64/2/4/80/0/1/1/1/2"):  # vst needs split 1; 0 or 1
         monkeypatch.setenv("DSATTN_PF_CONFIG", bad)
         with pytest.raises(ValueError, match="DSATTN_PF_CONFIG"):
             gluon_prefill.prefill_config(8)

@@ -208,3 +208,19 @@ def test_pf_cvt_pipe_bit_equal(monkeypatch, h):
     got = _run(case)
     check_close(*got, *case.reference())
     assert torch.equal(got[0], base[0]) and torch.equal(got[1], base[1])
+
+
+@pytest.mark.parametrize("h", [5, 8, 16, 27, 32, 64, 128])
+@pytest.mark.parametrize("d_qk", [576, 512])
+def test_pf_vst_bit_equal(monkeypatch, h, d_qk):
+    """vst (session 21, prepared: each warpgroup's half of out through an idle stage, 16-byte stores) changes no values:
+    bit-equal to the default and right against the reference (heads that do not fill a program, T not a multiple of
+    G, a strided out, topk_length with an empty row, NaN rows behind invalid entries)."""
+    case = make_case(93, h, d_qk, num_slots=20000, topk=2048, layout="bf16", block_size=1, with_length=True,
+                     empty_rows=1, seed=41 + h, device=DEV)
+    monkeypatch.setenv("DSATTN_PF_CONFIG", DEFAULT)
+    base = _run(case, out_row_pad=16)
+    monkeypatch.setenv("DSATTN_PF_CONFIG", DEFAULT + "/1")
+    got = _run(case, out_row_pad=16)
+    check_close(*got, *case.reference())
+    assert torch.equal(got[0], base[0]) and torch.equal(got[1], base[1])

@@ -185,6 +185,8 @@ class PrefillConfig:
     f16: int = 1
     split: int = 1
     cvt_pipe: int = 1   # 1 (f16): the latent gathered as four 128-column commit groups, each converted as it lands
+    vst: int = 0        # 1 (split): each warpgroup's half of out goes through an idle stage (stmatrix) and is stored
+    #                     in 16-byte pieces (_store_rows_tile; session 21, prepared after the device time: NOT RUN)
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -194,26 +196,28 @@ def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
 
 
 def parse_prefill_config(spec: str) -> PrefillConfig:
-    """'bn/stages/producer_warps/producer_regs[/overlap[/f16[/split[/cvt_pipe]]]]' (e.g. '64/2/4/56', '32/4/4/56/0/0/1';
+    """'bn/stages/producer_warps/producer_regs[/overlap[/f16[/split[/cvt_pipe[/vst]]]]]' (e.g. '64/2/4/56',
+    '32/4/4/56/0/0/1';
     fields left out are 0: '64/2/4/56' is the N-split consumer) -> PrefillConfig;
     ValueError naming DSATTN_PF_CONFIG when the kernel does not take it."""
     try:
         fields = [int(x) for x in spec.split("/")]
-        if len(fields) not in (4, 5, 6, 7, 8):
+        if len(fields) not in (4, 5, 6, 7, 8, 9):
             raise ValueError
-        cfg = PrefillConfig(*(fields + [0] * (8 - len(fields))))  # fields left out are 0 (not the defaults)
+        cfg = PrefillConfig(*(fields + [0] * (9 - len(fields))))  # fields left out are 0 (not the defaults)
     except ValueError:
         raise ValueError(f"DSATTN_PF_CONFIG must be bn/stages/producer_warps/producer_regs, e.g. 32/4/4/96, "
                          f"got {spec!r}") from None
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6 and cfg.producer_warps in (4, 8)
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1)
           and cfg.f16 in (0, 1) and cfg.split in (0, 1) and not (cfg.split == 1 and cfg.overlap and cfg.stages < 3)
-          and cfg.cvt_pipe in (0, cfg.f16)
+          and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, cfg.split)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
                          "producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap 0 or 1, f16 0 or 1, "
-                         "split 0 or 1 (split 1 with overlap: 3 stages at least), cvt_pipe 0 or 1 (1: with f16 1); "
+                         "split 0 or 1 (split 1 with overlap: 3 stages at least), cvt_pipe 0 or 1 (1: with f16 1), "
+                         "vst 0 or 1 (1: with split 1); "
                          f"got {spec!r}")
     return cfg
 
@@ -442,6 +446,27 @@ if HAVE_GLUON:
         gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=((ot < tok_end) & (oh < num_heads))[:, None])
 
     @gluon.jit
+    def _store_rows_tile(o, stage, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, col0: gl.constexpr,
+                         HPT: gl.constexpr):
+        """_store_rows through shared memory (config vst): o [64, 256] written into `stage` (a ring stage nothing reads
+        or writes any more: the caller's warpgroup and the other one are past their last P V, the producer past its last
+        block) as out's dtype, 16-byte chunks XOR-swizzled by row, then read back 16 bytes a thread, a warp a row, so
+        that out is stored in 16-byte pieces (the accumulator layout stores 4 bytes a lane, 8 half-filled sectors an
+        instruction; the same change gave gluon64 1.2-1.9%, session 21)."""
+        DT: gl.constexpr = out_ptr.dtype.element_ty
+        VEC: gl.constexpr = 128 // DT.primitive_bitwidth
+        buf = stage._reinterpret(DT, [ROWS, o.shape[1]], gl.SwizzledSharedLayout(VEC, 1, 8, [1, 0]))
+        buf.store(o.to(DT))
+        gl.thread_barrier()
+        O_L: gl.constexpr = gl.BlockedLayout([1, VEC], [1, 32], [4, 1], [1, 0])
+        ro = gl.arange(0, ROWS, gl.SliceLayout(1, O_L))
+        ot = t0 + ro // HPT
+        oh = h0 + ro % HPT
+        od = col0 + gl.arange(0, o.shape[1], gl.SliceLayout(0, O_L))
+        o_ptrs = out_ptr + ot.to(gl.int64)[:, None] * stride_ot + (oh * stride_oh)[:, None] + od[None, :]
+        gl.store(o_ptrs, buf.load(O_L), mask=((ot < tok_end) & (oh < num_heads))[:, None])
+
+    @gluon.jit
     def _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED: gl.constexpr):
         """One block of the online softmax (base 2) over the rows of S [64, BN]: an entry outside [0, num_slots)
         or (GROUPED) one the row's token did not list (its bit in `bits`) scores -inf. Returns (P, alpha, m, l);
@@ -471,7 +496,7 @@ if HAVE_GLUON:
               q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
               HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
               NS: gl.constexpr, F16: gl.constexpr, OVERLAP: gl.constexpr, PROFILE: gl.constexpr,
-              num_warps: gl.constexpr):
+              num_warps: gl.constexpr, VST: gl.constexpr = 0):
         """Split consumer, warpgroup 0 (default partition): S of every block over all BN entries (wgmma N = BN), the
         online softmax, P (and the rescale factor alpha) to shared memory for warpgroup 1, and O[:, :256].
         OVERLAP: S of block b + 1 is issued before block b's softmax (the tensor cores compute it while the softmax of
@@ -567,8 +592,12 @@ if HAVE_GLUON:
         a_smem.store(inv_l)
         gl.thread_barrier()
         mbarrier.arrive(p_ready, count=1)
-        _store_rows(acc * gl.convert_layout(inv_l, ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot,
-                    stride_oh, 0, HPT)
+        if VST:  # (warpgroup 1 is past its last P V: it freed P for the last alpha, above)
+            _store_rows_tile(acc * gl.convert_layout(inv_l, ROW_O)[:, None], lat.index(0), t0, tok_end, h0,
+                             num_heads, out_ptr, stride_ot, stride_oh, 0, HPT)
+        else:
+            _store_rows(acc * gl.convert_layout(inv_l, ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr,
+                        stride_ot, stride_oh, 0, HPT)
         rl = gl.arange(0, ROWS, ROW_S)
         lt = t0 + rl // HPT
         lh = h0 + rl % HPT
@@ -577,7 +606,7 @@ if HAVE_GLUON:
     @gluon.jit
     def _wg_v(hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem, full,
               free, p_ready, p_free, HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
-              PROFILE: gl.constexpr):
+              PROFILE: gl.constexpr, VST: gl.constexpr = 0):
         """Split consumer, warpgroup 1 (worker partition): O[:, 256:] += P V of every block with warpgroup 0's P and
         alpha, then its half of the epilogue with warpgroup 0's 1 / l."""
         MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -604,8 +633,12 @@ if HAVE_GLUON:
             mbarrier.arrive(p_free, count=1)
             mbarrier.arrive(free.index(st), count=1)
         mbarrier.wait(p_ready, nblocks & 1)
-        _store_rows(acc * a_smem.load(ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh,
-                    256, HPT)
+        if VST:  # stage 1: warpgroup 0 stores through stage 0
+            _store_rows_tile(acc * a_smem.load(ROW_O)[:, None], lat.index(1), t0, tok_end, h0, num_heads, out_ptr,
+                             stride_ot, stride_oh, 256, HPT)
+        else:
+            _store_rows(acc * a_smem.load(ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot,
+                        stride_oh, 256, HPT)
 
     @gluon.jit
     def _consumer(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
@@ -739,7 +772,7 @@ if HAVE_GLUON:
             HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, OVERLAP: gl.constexpr, F16: gl.constexpr,
             PROFILE: gl.constexpr, SPLIT: gl.constexpr, V_REGS: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
-            CVT_PIPE: gl.constexpr = 0):
+            CVT_PIPE: gl.constexpr = 0, VST: gl.constexpr = 0):
         """1-D grid, one program a work item. G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its
         union list entries / masks row g (stride_it), end_ptr = counts. G == 1: program p = token p // nhb, head
         block p % nhb (nhb = cdiv(num_heads, HPT): a token's head blocks are neighbouring programs, so they run at
@@ -801,9 +834,9 @@ if HAVE_GLUON:
                 (_wg_s, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                          qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                          q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
-                         HAS_ROPE, GROUPED, HPT, BN, NS, F16, OVERLAP, PROFILE, num_warps)),
+                         HAS_ROPE, GROUPED, HPT, BN, NS, F16, OVERLAP, PROFILE, num_warps, VST)),
                 (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
-                         full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE)),
+                         full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE, VST)),
                 (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
                              PROFILE, PRODUCER_WARPS, CVT_PIPE)),
             ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
@@ -840,7 +873,7 @@ def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0
         flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages, cfg.overlap,
         bool(cfg.f16), profile, cfg.split, SPLIT_V_REGS,
         cfg.producer_warps, cfg.producer_regs,
-        num_warps=4 if cfg.split else CONSUMER_WARPS, CVT_PIPE=cfg.cvt_pipe,
+        num_warps=4 if cfg.split else CONSUMER_WARPS, CVT_PIPE=cfg.cvt_pipe, VST=cfg.vst,
     )
 
 

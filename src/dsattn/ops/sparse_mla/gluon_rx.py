@@ -102,6 +102,10 @@ Measured in session 20 (H200, `dsattn bench ab`, 512 tokens, bench/logs/s20_rx.l
       its consumer spills 32 B there), left 8-head fp8_ds_mla unchanged (1.007x) and nope 16 heads too (1.003x);
       config idxpf alone moved nothing (0.983-1.013x). At 8-head fp8_ds_mla_nope programs the two together were
       1.026x and a 48-register producer 1.018-1.029x more: that is the nope 8-head default (rx_config).
+Measured in session 21 (H200, `dsattn bench ab`, bench/logs/s21_vst.log): config vst (the epilogue by _store_ot_phys:
+      the accumulator's rows relabelled into physical order, 16-byte stores of out, where _store_ot's 2-byte stores put
+      every lane of an instruction in its own sector) is bit-equal and 1.05-1.06x faster at 8-head programs, 1.11-1.13x
+      at 16 (bench/results/ab_s21_vst_*.json): the default of every config since then.
 No wgmma stays in flight across a loop back-edge or an mbarrier wait: ptxas then serializes every wgmma of the
 kernel (C7513, register operands defined while one is in flight), as the compile check showed.
 
