@@ -904,6 +904,15 @@ if HAVE_GLUON:
             mbarrier.arrive(free.index(st), count=1)  # free completes when both halves arrived
             acc = warpgroup_mma_wait(0, deps=(acc,))
 
+        _store_half(acc, m_i, l_i, H, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr,
+                    stride_lt, stride_ls, stride_lh, HP, ROW, COL, VST)
+
+    @gluon.jit
+    def _store_half(acc, m_i, l_i, H: gl.constexpr, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
+                    lse_ptr, stride_lt, stride_ls, stride_lh, HP: gl.constexpr, ROW: gl.constexpr, COL: gl.constexpr,
+                    VST: gl.constexpr):
+        """The two-consumer epilogue of half H (its 256 rows of O^T; half 0 stores lse): at <= 16 heads a program the
+        row sums are still per element of S^T and are reduced over the keys here."""
         if HP <= 16:
             l_i = gl.sum(l_i, 0)
         if VST:
@@ -1035,14 +1044,8 @@ if HAVE_GLUON:
             mbarrier.arrive(free.index(pst), count=1)
             acc = warpgroup_mma_wait(0, deps=(acc,))
 
-        if HP <= 16:
-            l_i = gl.sum(l_i, 0)
-        if VST:
-            _store_ot_phys(acc, m_i, l_i, 256 * H, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
-                           lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, H == 0)
-        else:
-            _store_ot(acc, m_i, l_i, _v_phys2(gl.arange(0, 256, ROW), H), t, split, h0, num_heads, out_ptr,
-                      stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, H == 0)
+        _store_half(acc, m_i, l_i, H, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr,
+                    stride_lt, stride_ls, stride_lh, HP, ROW, COL, VST)
 
     @gluon.jit
     def _opaque_zero(x):
