@@ -97,9 +97,14 @@ def test_config_knob(monkeypatch):
     assert gluon_prefill.PrefillConfig().cvt_pipe == 1
     monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/80/0/1/1/0")
     assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(cvt_pipe=0)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/80/0/1/1/1/1")  # vst, the 9th field (session 21; not the default)
+    monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/80/0/1/1/1/1")  # vst, the 9th field (session 21)
     assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(vst=1)
     assert gluon_prefill.PrefillConfig().vst == 0
+    monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/80/0/1/1/1")  # an explicit spec wins: vst 0 at 128 heads
+    assert gluon_prefill.prefill_config(128) == gluon_prefill.PrefillConfig()
+    monkeypatch.delenv("DSATTN_PF_CONFIG")  # the default: vst 1 from 64 heads (session 22), 0 below
+    assert gluon_prefill.prefill_config(64) == gluon_prefill.prefill_config(128) == gluon_prefill.PrefillConfig(vst=1)
+    assert gluon_prefill.prefill_config(32) == gluon_prefill.prefill_config(16) == gluon_prefill.PrefillConfig()
     for bad in ("16/4/4/56", "64/3/4/56", "32/4/2/56", "32/4/4/60", "32/4/4", "32/4/4/56/2", "32/4/4/56/1/2",
                 "32/2/4/56/1/0/1", "32/4/4/56/0/0/3", "64/2/4/56/0/0/2", "64/2/4/80/0/1/2",
                 "32/4/4/56/0/0/1/0/0/0", "fast", "32/4/4/80/3/1/1",
@@ -159,8 +164,8 @@ def test_group_shape(heads, expected):
 
 
 def test_compiles_for_sm90a():
-    """The kernel compiles for sm_90a on this machine (no GPU), grouped (8 heads) and not (64), with the default
-    schedule and the bf16 one: no spill, no wgmma serialization, shared memory within the limit, the partitions'
+    """The kernel compiles for sm_90a on this machine (no GPU), grouped (8 heads) and not (64), with the defaults
+    (8 and 64 heads) and the bf16 schedule: no spill, no wgmma serialization, shared memory within the limit, the partitions'
     register budgets in the PTX."""
     pytest.importorskip("triton.experimental.gluon")
     import dataclasses
@@ -168,8 +173,8 @@ def test_compiles_for_sm90a():
     env = {**os.environ, "PYTHONPATH": os.path.join(root, "src")}
     env.pop("TRITON_INTERPRET", None)
     env.pop("DSATTN_PF_CONFIG", None)
-    specs = list(dict.fromkeys(["/".join(str(v) for v in dataclasses.astuple(gluon_prefill.PrefillConfig())),
-                                "64/2/4/56/0/0/1"]))
+    specs = list(dict.fromkeys(["/".join(str(v) for v in dataclasses.astuple(gluon_prefill.prefill_config(h)))
+                                for h in (8, 64)] + ["64/2/4/56/0/0/1"]))  # the defaults (vst 1 from 64 heads)
     res = subprocess.run([sys.executable, os.path.join(root, "bench", "mla_gluon_check.py"), "--kernel", "prefill",
                           "--cases", "prefill-bf16-8,prefill-bf16-64", "--configs", ",".join(specs)],
                          capture_output=True, text=True, env=env, timeout=300)

@@ -186,7 +186,8 @@ class PrefillConfig:
     split: int = 1
     cvt_pipe: int = 1   # 1 (f16): the latent gathered as four 128-column commit groups, each converted as it lands
     vst: int = 0        # 1 (split): each warpgroup's half of out goes through an idle stage (stmatrix) and is stored
-    #                     in 16-byte pieces (_store_rows_tile; session 21, prepared after the device time: NOT RUN)
+    #                     in 16-byte pieces (_store_rows_tile; session 21; prefill_config's default at >= 64 heads
+    #                     since session 22: 1.029-1.037x there, 0.985x at 16 / 32 heads)
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -223,17 +224,24 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
 
 
 def prefill_config(num_heads: int, d_qk: int = 576) -> PrefillConfig:
-    """The default launch (PrefillConfig(): 64/2/4/80/0/1/1/1): the split consumer over 64-entry blocks, 2 stages,
+    """The default launch (PrefillConfig(): 64/2/4/80/0/1/1/1; vst 1 from 64 heads): the split consumer over
+    64-entry blocks, 2 stages,
     fp16 P (f16: the producer converts each landed stage to fp16 x 2^-8, one P @ V; cvt_pipe: in four column groups as
     they land, since session 19: module docstring) with 80 producer registers (56 spilled in
     the f16 producer; sm_90a compile check, no spill at 80 for 8..64 heads). Measured on the H200, s_q 1024, against
     the bf16 hi / lo schedule 64/2/4/56/0/0/1 in the same process (session 11 call 4, bench/results/s11_pf_f16.json):
     64 heads 0.731 vs 0.791 ms (2.95 vs 3.19 us a 64-entry block), 128 heads 1.45-1.49 vs 1.61, 32 heads 0.647 vs
     0.663, 16 heads 0.426 vs 0.435. Split 2 (three consumer warpgroups, removed in session 12) was slower in both
-    numerics. Earlier schedules: bench/results/pf1_schedules.json, pf_sched5.json. DSATTN_PF_CONFIG overrides it at
-    launch time."""
+    numerics. Earlier schedules: bench/results/pf1_schedules.json, pf_sched5.json. At 64 heads and more, vst 1 (out
+    through an idle stage, 16-byte stores): H200, s_q 1024, A/B against vst 0 in one process (session 22,
+    bench/results/ab_s22_pfvst_h*.json, bench/gpu_s22_pf_vst.sh), 64 heads 0.708 vs 0.734 ms (1.037x, 95% CI
+    1.030-1.048), 128 heads 1.430 vs 1.471 (1.029x); at 16 and 32 heads it was slower (0.985x, CI 0.975-0.992 and
+    0.975-0.993), so those (and the pad64 variant, which takes the config of q's head count) keep vst 0.
+    DSATTN_PF_CONFIG overrides it at launch time (all fields; a left-out vst is 0)."""
     spec = os.environ.get("DSATTN_PF_CONFIG", "").strip()
-    return parse_prefill_config(spec) if spec else PrefillConfig()
+    if spec:
+        return parse_prefill_config(spec)
+    return PrefillConfig(vst=1) if num_heads >= 64 else PrefillConfig()
 
 
 if HAVE_GLUON:
