@@ -86,25 +86,6 @@ def test_gluon_ws_defaults_fit_shared_memory(layout, d_qk, heads):
         assert gluon_ws.ws_smem_bytes(layout, d_qk, hp, cfg.stages + 1) + gluon_ws.SMEM_MARGIN > gluon_ws.SMEM_LIMIT
 
 
-def test_gluon_ws_config_depth(monkeypatch):
-    """WsConfig depth / unit (the register producers, session 22): parsed from DSATTN_WS_CONFIG's 5th / 6th fields,
-    checked (ValueError naming the variable), and no raw stages in the shared-memory count."""
-    from dsattn.ops.sparse_mla import gluon_ws
-    monkeypatch.setenv("DSATTN_WS_CONFIG", "3/128/8/0/3/32")
-    cfg = gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32)
-    assert (cfg.producer_warps, cfg.depth, cfg.unit) == (8, 3, 32)
-    monkeypatch.setenv("DSATTN_WS_CONFIG", "3/128/8/0/1")
-    assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).depth == 1
-    for bad in ("3/128/8/0/4", "3/128/8/0/2/8", "3/128/8/0/1/16", "3/128/8/2/2/32"):
-        monkeypatch.setenv("DSATTN_WS_CONFIG", bad)
-        with pytest.raises(ValueError, match="DSATTN_WS_CONFIG"):
-            gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32)
-    monkeypatch.delenv("DSATTN_WS_CONFIG")
-    assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).depth == 0
-    with_stages = gluon_ws.ws_smem_bytes(KVLayout.FP8_DS_MLA, 576, 32, 2)
-    assert with_stages - gluon_ws.ws_smem_bytes(KVLayout.FP8_DS_MLA, 576, 32, 2, depth=3) == 2 * 32 * 656
-
-
 def test_gluon_ws_rejects_bf16_rows():
     from dsattn.ops.sparse_mla import gluon_ws
     q = torch.zeros(2, 8, 576, dtype=torch.bfloat16)

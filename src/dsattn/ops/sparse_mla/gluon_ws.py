@@ -31,6 +31,14 @@ Removed in session 21 after its H200 run: config vst (the epilogue through an id
 16-byte stores of out instead of 2-byte ones with 4 half-filled sectors an instruction; code at 2d4f5b2): bit-equal and
 no faster, 32 heads fp8_ds_mla 512 / 2048 tokens 1.004x / 1.004x, nope 1.001x (bench/results/ab_s21_wsvst_*.json). The
 same change gave gluon_rx 1.05-1.13x, whose old stores put every lane in its own sector (gluon_rx config vst).
+
+Removed in session 22 after its H200 run: config depth / unit (code at a8df6ed), gluon64's register producers
+(_producer, _producer_ring) feeding this consumer, no raw stages: at 32 heads a program the cp.async ring keeps ONE
+21 KB half-block in flight, the register ring up to 63 KB (8 warps x 128 registers, depth 3 units of 32 rows; no spill
+by the sm_90a compile check). Bit-equal (9 GPU tests) and slower at every shape, fp8_ds_mla 32 heads 512 tokens, `dsattn
+bench ab` against the default (bench/gpu_s22_ws.sh, bench/results/ab_s22_ws_*.json): depth 3 unit 32 0.972x, depth 2
+unit 32 0.944x, depth 3 unit 16 0.963x, 4 warps depth 2 unit 16 0.986x (nope 0.983x, 2048 tokens 0.984x). So the rows in
+flight are not what holds the 32-head program back; its consumer's chain is (bench/logs/s22_ws.log).
 """
 from __future__ import annotations
 
@@ -53,7 +61,6 @@ from .._fastlaunch import launch as _fast_launch
 if HAVE_GLUON:
     from .gluon_small import (_copy_layout, _idx, _issue, _prefetch_entries, _prefetch_rows,  # noqa: F401 (used
                               _scale_layout, _softmax_keys, _store_ot)                        # in the kernels)
-    from .gluon64 import _producer as _g64_producer, _producer_ring as _g64_producer_ring  # WsConfig.depth > 0
 
 BN = 64   # keys per block (wgmma M)
 HB = 32   # keys per gathered half-block (the raw ring's unit)
@@ -70,9 +77,6 @@ class WsConfig:
     producer_regs: int = 128
     producer_warps: int = 4
     prefetch: int = 0  # half-blocks of rows asked of L2 ahead of the newest gather (0: none; slower on the H200)
-    depth: int = 0     # 0: the cp.async raw ring (`stages`); 1: gluon64's register producer (half-blocks, reloaded
-    #                    group by group); 2 or 3: gluon64's register ring of that many units of `unit` rows in flight
-    unit: int = 32     # rows of a register-ring unit (16 or 32; depth 2 / 3)
 
 
 def ws_hp(num_heads: int) -> int:
@@ -80,11 +84,10 @@ def ws_hp(num_heads: int) -> int:
     return 16 if num_heads <= 16 else 32
 
 
-def ws_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int, depth: int = 0) -> int:
-    """Shared memory the kernel allocates (without mbarriers and the compiler's scratch); depth > 0 (the register
-    producers): no raw stages."""
+def ws_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int) -> int:
+    """Shared memory the kernel allocates (without mbarriers and the compiler's scratch)."""
     rope = d_qk > LATENT_DIM and layout is KVLayout.FP8_DS_MLA
-    stage = 0 if depth else HB * (LATENT_DIM + 16 + (2 * 64 if rope else 0))
+    stage = HB * (LATENT_DIM + 16 + (2 * 64 if rope else 0))
     tiles = 2 * BN * (LATENT_DIM * 2 + (64 * 2 if rope else 0))
     fixed = hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0) + BN * hp * 2
     return stages * stage + tiles + fixed
@@ -99,16 +102,10 @@ def ws_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> WsConfig:
     spec = os.environ.get("DSATTN_WS_CONFIG", "").strip()
     if spec:
         try:
-            cfg = WsConfig(*[int(x) for x in spec.split("/")])
+            return WsConfig(*[int(x) for x in spec.split("/")])
         except (TypeError, ValueError):
-            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/depth[/unit]]], "
-                             f"e.g. 3/128/8/4, got {spec!r}") from None
-        ok = (cfg.depth == 0 or (cfg.prefetch == 0 and ((cfg.depth == 1 and cfg.unit == HB)
-                                                        or (cfg.depth in (2, 3) and cfg.unit in (16, 32)))))
-        if not ok:
-            raise ValueError("DSATTN_WS_CONFIG: depth (the 5th field) 0 (the cp.async ring), 1 (unit 32) or 2 / 3 "
-                             f"(unit 16 or 32), without prefetch, got {spec!r}")
-        return cfg
+            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch], e.g. 3/128/8/4, "
+                             f"got {spec!r}") from None
     hp = ws_hp(num_heads)
     stages = 4
     while stages > 2 and ws_smem_bytes(layout, d_qk, hp, stages) + SMEM_MARGIN > SMEM_LIMIT:
@@ -244,10 +241,8 @@ if HAVE_GLUON:
     def _consumer(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
                   out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                   q_smem, qr_smem, k16, rope16, p_smem, full, free,
-                  HAS_ROPE: gl.constexpr, HP: gl.constexpr, num_warps: gl.constexpr, ROPE_Q_SCALED: gl.constexpr = 0):
-        """q to shared memory, then per block: S^T, online softmax, P^T, O^T += V^T P^T; the epilogue.
-        ROPE_Q_SCALED (the register producers, whose RoPE tile holds the bytes as stored): q_rope x V_SCALE goes to
-        shared memory instead (the same products: V_SCALE is a power of two)."""
+                  HAS_ROPE: gl.constexpr, HP: gl.constexpr, num_warps: gl.constexpr):
+        """q to shared memory, then per block: S^T, online softmax, P^T, O^T += V^T P^T; the epilogue."""
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                       instr_shape=[16, HP, 16])
@@ -260,10 +255,7 @@ if HAVE_GLUON:
         q_smem.store(gl.load(q_row + qd[None, :], mask=(qh < num_heads)[:, None], other=0.0).to(gl.float16))
         if HAS_ROPE:
             qr = gl.arange(0, 64, gl.SliceLayout(0, Q_L))
-            q_r = gl.load(q_row + 512 + qr[None, :], mask=(qh < num_heads)[:, None], other=0.0)
-            if ROPE_Q_SCALED:
-                q_r = (q_r.to(gl.float32) * V_SCALE).to(gl.bfloat16)
-            qr_smem.store(q_r)
+            qr_smem.store(gl.load(q_row + 512 + qr[None, :], mask=(qh < num_heads)[:, None], other=0.0))
         qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
         fence_async_shared()
         gl.thread_barrier()
@@ -312,12 +304,10 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0, DEPTH: gl.constexpr = 0,
-            UNIT: gl.constexpr = 32):
+            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_small.sparse_mla_small_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one gather in flight while a half-block converts")
-        gl.static_assert(DEPTH == 0 or (PROFILE == 0 and PF == 0), "register producers: no timing build, no prefetch")
         t = gl.program_id(0).to(gl.int64)
         h0 = gl.program_id(1) * HP
         split = gl.program_id(2)
@@ -329,23 +319,17 @@ if HAVE_GLUON:
         QR_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HP, 64], gl.bfloat16)
         P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KB, HP], gl.float16)
 
+        raw_lat = gl.allocate_shared_memory(gl.float8e4nv, [NSTAGES, HALF, 512], RAW_S)
+        raw_sc = gl.allocate_shared_memory(gl.float32, [NSTAGES, HALF, 4], RAW_S)
         k16 = gl.allocate_shared_memory(gl.float16, [2, KB, 512], K16_S)
-        if DEPTH == 0:
-            raw_lat = gl.allocate_shared_memory(gl.float8e4nv, [NSTAGES, HALF, 512], RAW_S)
-            raw_sc = gl.allocate_shared_memory(gl.float32, [NSTAGES, HALF, 4], RAW_S)
-        else:  # the register producers keep the rows in registers: no raw stages
-            raw_lat = k16
-            raw_sc = k16
         q_smem = gl.allocate_shared_memory(gl.float16, [HP, 512], Q_S)
         p_smem = gl.allocate_shared_memory(gl.float16, [KB, HP], P_S)
-        if HAS_ROPE and DEPTH == 0:
-            raw_rope = gl.allocate_shared_memory(gl.bfloat16, [NSTAGES, HALF, 64], RAW_S)
-        else:
-            raw_rope = raw_sc
         if HAS_ROPE:
+            raw_rope = gl.allocate_shared_memory(gl.bfloat16, [NSTAGES, HALF, 64], RAW_S)
             rope16 = gl.allocate_shared_memory(gl.bfloat16, [2, KB, 64], ROPE_S)
             qr_smem = gl.allocate_shared_memory(gl.bfloat16, [HP, 64], QR_S)
         else:
+            raw_rope = raw_sc
             rope16 = k16
             qr_smem = q_smem
         full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
@@ -367,25 +351,6 @@ if HAVE_GLUON:
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                              raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
                              stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE, PF)),
-            ], [PRODUCER_WARPS], [PRODUCER_REGS])
-        elif DEPTH == 1:
-            gl.warp_specialize([
-                (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                             qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                             stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, HP, num_warps,
-                             1)),
-                (_g64_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, k16, rope16, full, free,
-                                 stride_lat, stride_scale, stride_rope, HAS_ROPE, PRODUCER_WARPS)),
-            ], [PRODUCER_WARPS], [PRODUCER_REGS])
-        elif DEPTH > 1:
-            gl.warp_specialize([
-                (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                             qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                             stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, HP, num_warps,
-                             1)),
-                (_g64_producer_ring, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, k16, rope16, full,
-                                      free, stride_lat, stride_scale, stride_rope, HAS_ROPE, UNIT, DEPTH,
-                                      PRODUCER_WARPS, 0)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
         else:
             gl.warp_specialize([
@@ -416,6 +381,6 @@ def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-        num_warps=4, PROFILE=profile, PF=cfg.prefetch, DEPTH=cfg.depth, UNIT=cfg.unit,
+        num_warps=4, PROFILE=profile, PF=cfg.prefetch,
     )
     launch.combine_splits(out, lse, part_o, part_lse, splits)
