@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Written in session 21 after its device time ran out; NOT RUN. gluon_prefill config vst (PrefillConfig's 9th field):
+# Written in session 21 after its device time ran out; ran in session 22 (call 1, bench/logs/s22_pf_vst.log): bit-equal,
+# 64 / 128 heads 1.037x / 1.029x, 16 / 32 heads 0.985x, so vst is now the default from 64 heads. gluon_prefill config vst (PrefillConfig's 9th field):
 # each consumer warpgroup's half of out [64 rows, 256] goes through a ring stage nothing uses any more (stmatrix into
 # it, 16 bytes a thread back) and is stored as st.global.v4, where the accumulator layout stores 4 bytes a lane with 8
 # half-filled sectors an instruction. Compile check (bench/mla_gluon_check.py --kernel prefill, sm_90a, 16 / 64 heads):

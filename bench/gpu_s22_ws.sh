@@ -7,6 +7,8 @@
 # stages, no cp.async write / shared-memory read of the latent. Compile check (sm_90a, 32 heads, fp8_ds_mla and nope):
 # no spill at 8 warps / 128 registers for depth 2 / 3, units 16 / 32 (112 registers: 52 B), smem 231 -> 189 KB.
 # PREDICTION: 32 heads fp8_ds_mla 512 tokens 0.352 -> 0.30-0.33 ms (1.07-1.17x; issue 3 asks <= 0.314); bit-equal.
+# OUTCOME (bench/logs/s22_ws.log): bit-equal, and 0.944-0.986x at every shape; the config was removed, so this script
+# needs the tree at a8df6ed.
 #   bash bench/gpu_s22_ws.sh   (log $OUT/ws.log, results under $OUT/r, $OUT/r.tgz; ~6 min)
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1

@@ -213,9 +213,9 @@ def test_pf_cvt_pipe_bit_equal(monkeypatch, h):
 @pytest.mark.parametrize("h", [5, 8, 16, 27, 32, 64, 128])
 @pytest.mark.parametrize("d_qk", [576, 512])
 def test_pf_vst_bit_equal(monkeypatch, h, d_qk):
-    """vst (session 21, prepared: each warpgroup's half of out through an idle stage, 16-byte stores) changes no values:
-    bit-equal to the default and right against the reference (heads that do not fill a program, T not a multiple of
-    G, a strided out, topk_length with an empty row, NaN rows behind invalid entries)."""
+    """vst (session 21; the default from 64 heads since session 22: each warpgroup's half of out through an idle stage,
+    16-byte stores) changes no values: bit-equal to vst 0 and right against the reference (heads that do not fill a
+    program, T not a multiple of G, a strided out, topk_length with an empty row, NaN rows behind invalid entries)."""
     case = make_case(93, h, d_qk, num_slots=20000, topk=2048, layout="bf16", block_size=1, with_length=True,
                      empty_rows=1, seed=41 + h, device=DEV)
     monkeypatch.setenv("DSATTN_PF_CONFIG", DEFAULT)
