@@ -165,8 +165,8 @@ def test_group_shape(heads, expected):
 
 def test_compiles_for_sm90a():
     """The kernel compiles for sm_90a on this machine (no GPU), grouped (8 heads) and not (64), with the defaults
-    (8 and 64 heads) and the bf16 schedule: no spill, no wgmma serialization, shared memory within the limit, the partitions'
-    register budgets in the PTX."""
+    (8 and 64 heads) and the bf16 schedule: no spill, no wgmma serialization, shared memory within the limit, the
+    partitions' register budgets in the PTX."""
     pytest.importorskip("triton.experimental.gluon")
     import dataclasses
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
