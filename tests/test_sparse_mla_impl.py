@@ -86,6 +86,20 @@ def test_gluon_ws_defaults_fit_shared_memory(layout, d_qk, heads):
         assert gluon_ws.ws_smem_bytes(layout, d_qk, hp, cfg.stages + 1) + gluon_ws.SMEM_MARGIN > gluon_ws.SMEM_LIMIT
 
 
+def test_gluon_ws_config_ahead(monkeypatch):
+    """WsConfig ahead (session 23: a gather's entries loaded two half-blocks before it is issued): parsed from
+    DSATTN_WS_CONFIG's 5th field, 1 or 2, anything else a ValueError naming the variable."""
+    from dsattn.ops.sparse_mla import gluon_ws
+    monkeypatch.setenv("DSATTN_WS_CONFIG", "2/128/4/0/2")
+    assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).ahead == 2
+    monkeypatch.setenv("DSATTN_WS_CONFIG", "2/128/4")
+    assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).ahead == 1
+    for bad in ("2/128/4/0/0", "2/128/4/0/3", "2/128/4/0/x"):
+        monkeypatch.setenv("DSATTN_WS_CONFIG", bad)
+        with pytest.raises(ValueError, match="DSATTN_WS_CONFIG"):
+            gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32)
+
+
 def test_gluon_ws_rejects_bf16_rows():
     from dsattn.ops.sparse_mla import gluon_ws
     q = torch.zeros(2, 8, 576, dtype=torch.bfloat16)

@@ -26,7 +26,7 @@ def _is_sm90():
 
 # tests that never launch a 64-head program over fp8 rows (so never reach the gluon64 kernel)
 _NO_G64 = ("test_prefill_heads", "test_repeated_slots_and_no_valid_rows", "test_every_small_head_count",
-           "test_odd_topk", "test_unaligned_rows_rejected", "test_ws_matches_gluon_small")
+           "test_odd_topk", "test_unaligned_rows_rejected", "test_ws_matches_gluon_small", "test_ws_ahead_bit_equal")
 
 
 @pytest.fixture(autouse=True, params=["triton", "gluon", "gluon_ws", "gluon64"])
@@ -177,6 +177,49 @@ def test_ws_matches_gluon_small(impl, monkeypatch, layout, d_qk, h):
     ldiff = ((ws[1] - small[1]).abs() / small[1].abs().clamp_min(1)).nan_to_num(0, 0, 0).max().item()
     print(f"gluon_ws vs gluon h={h} {layout}: max |out diff| {diff:.3g}, lse rel {ldiff:.3g}")
     assert diff <= 1e-2 and ldiff <= 1e-6, (diff, ldiff)
+
+
+@pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla", 512), ("fp8_ds_mla_nope", 512)])
+@pytest.mark.parametrize("h", [8, 27, 32])
+def test_ws_ahead_bit_equal(impl, layout, d_qk, h):
+    """WsConfig ahead 2 (session 23) only moves the producer's index loads a half-block earlier: the same tiles, so
+    the outputs are bit-equal to ahead 1's; each beside the reference (a partial program at 27 heads, page size 64,
+    topk_length with an empty row and lengths that end inside a half-block, NaN rows behind invalid entries, a
+    strided out), and split-K partials at 32 heads."""
+    import dataclasses
+    from dsattn.formats import KVLayout
+    from dsattn.ops.sparse_mla import gluon_ws
+    if impl != "gluon_ws":
+        pytest.skip("runs once, under the gluon_ws parameter")
+    case = make_case(40, h, d_qk, num_slots=20000, topk=2000, layout=layout, block_size=64, with_length=True,
+                     empty_rows=1, seed=5 + h, device=DEV)
+    flat = case.cache.flatten(0, 1)
+    lay = KVLayout(layout)
+    base = gluon_ws.ws_config(lay, h, d_qk)
+    cfgs = [dataclasses.replace(base, ahead=a) for a in (1, 2)]
+    outs = []
+    for cfg in cfgs:
+        out, lse = poisoned_outputs(40, h, DEV, 16)
+        gluon_ws.run_attention_ws(case.q, flat, lay, case.indices, case.sm_scale, case.topk_length, out, lse,
+                                  config=cfg)
+        check_close(out, lse, *case.reference())
+        outs.append((out, lse))
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+    if h == 32:  # split-K partials (fp32, NaN-poisoned scratch), then the combine
+        splits = 4
+        small = make_case(6, h, d_qk, num_slots=40000, topk=2048, layout=layout, with_length=True, seed=8, device=DEV)
+        sflat = small.cache.flatten(0, 1)
+        res = []
+        for cfg in cfgs:
+            part_o = torch.full((6, splits, h, 512), float("nan"), device=DEV)
+            part_lse = torch.full((6, splits, h), float("nan"), device=DEV)
+            out, lse = poisoned_outputs(6, h, DEV)
+            gluon_ws.run_attention_ws(small.q, sflat, lay, small.indices, small.sm_scale, small.topk_length, out, lse,
+                                      splits, part_o, part_lse, config=cfg)
+            check_close(out, lse, *small.reference())
+            res.append((out, lse, part_o))
+        assert torch.equal(res[0][0], res[1][0]) and torch.equal(res[0][1], res[1][1])
+        assert torch.equal(res[0][2].nan_to_num(0.0), res[1][2].nan_to_num(0.0))
 
 
 @pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512)])

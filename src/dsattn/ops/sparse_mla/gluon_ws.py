@@ -77,6 +77,7 @@ class WsConfig:
     producer_regs: int = 128
     producer_warps: int = 4
     prefetch: int = 0  # half-blocks of rows asked of L2 ahead of the newest gather (0: none; slower on the H200)
+    ahead: int = 1     # half-blocks between loading a gather's entries and issuing it (1 or 2; see _producer)
 
 
 def ws_hp(num_heads: int) -> int:
@@ -102,9 +103,13 @@ def ws_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> WsConfig:
     spec = os.environ.get("DSATTN_WS_CONFIG", "").strip()
     if spec:
         try:
-            return WsConfig(*[int(x) for x in spec.split("/")])
+            cfg = WsConfig(*[int(x) for x in spec.split("/")])
+            if cfg.ahead not in (1, 2):
+                raise ValueError
+            return cfg
         except (TypeError, ValueError):
-            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch], e.g. 3/128/8/4, "
+            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/ahead]], e.g. "
+                             "3/128/8/0/2, "
                              f"got {spec!r}") from None
     hp = ws_hp(num_heads)
     stages = 4
@@ -147,12 +152,17 @@ if HAVE_GLUON:
                   raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
                   stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
                   HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr, PROFILE: gl.constexpr,
-                  PF: gl.constexpr):
+                  PF: gl.constexpr, AHEAD: gl.constexpr):
         """Gathers half-blocks into the raw ring (NSTAGES - 1 in flight) and converts each into its tile.
         PROFILE (timing builds only, wrong outputs): 2 = no gather and no conversion (hand the tiles over as they
         are), 3 = gather but no conversion, 4 = convert whatever the stages hold, no gather.
         PF > 0: the rows of the half-block PF halves beyond the newest gather are prefetched into L2 (more rows in
-        flight than the ring holds)."""
+        flight than the ring holds).
+        AHEAD: a gather's entries are loaded AHEAD half-blocks before it is issued. With 1, ptxas hoists the next
+        gather's address arithmetic (the bounds check and the row offset of each entry) above the conversion of
+        the current half, so the conversion waits on entries loaded a few hundred instructions earlier (session 20
+        profile, 32 heads: 18% of the producer's samples on that first use, bench/logs/s20_profile/dc32_*.txt);
+        with 2 the entries in use were loaded a whole half-block before."""
         ROW_BYTES: gl.constexpr = 528 + (128 if HAS_ROPE else 0)  # latent + scales (+ RoPE)
         GATHER: gl.constexpr = PROFILE != 2 and PROFILE != 4
         CONVERT: gl.constexpr = PROFILE != 2 and PROFILE != 3
@@ -162,6 +172,9 @@ if HAVE_GLUON:
                     raw_lat.index(i), raw_sc.index(i), raw_rope.index(i), stride_lat, stride_scale, stride_rope,
                     HAS_ROPE, PW)
         nx = _entries(idx_row, lo + (NSTAGES - 1) * HALF, hi, PW)
+        nx2 = nx
+        if AHEAD == 2:
+            nx2 = _entries(idx_row, lo + NSTAGES * HALF, hi, PW)
         if PF > 0:
             for i in gl.static_range(PF):
                 _prefetch_rows(_prefetch_entries(idx_row, lo + (NSTAGES - 1 + i) * HALF, hi, HALF, PW), num_slots,
@@ -182,7 +195,11 @@ if HAVE_GLUON:
                     _gather(nx, num_slots, lat_ptr, scale_ptr, rope_ptr,
                             raw_lat.index(nxt % NSTAGES), raw_sc.index(nxt % NSTAGES), raw_rope.index(nxt % NSTAGES),
                             stride_lat, stride_scale, stride_rope, HAS_ROPE, PW)
-                    nx = _entries(idx_row, lo + (nxt + 1) * HALF, hi, PW)
+                    if AHEAD == 2:
+                        nx = nx2
+                        nx2 = _entries(idx_row, lo + (nxt + 2) * HALF, hi, PW)
+                    else:
+                        nx = _entries(idx_row, lo + (nxt + 1) * HALF, hi, PW)
                     if PF > 0:
                         _prefetch_rows(pfx, num_slots, lat_ptr, stride_lat, ROW_BYTES, HALF, PW)
                         pfx = _prefetch_entries(idx_row, lo + (nxt + PF + 1) * HALF, hi, HALF, PW)
@@ -304,7 +321,7 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0):
+            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0, AHEAD: gl.constexpr = 1):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_small.sparse_mla_small_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one gather in flight while a half-block converts")
@@ -350,7 +367,8 @@ if HAVE_GLUON:
                 (_idle_consumer, (lo, hi, full, free, k16, q_smem, p_smem, lse_ptr, num_warps)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                              raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
-                             stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE, PF)),
+                             stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE, PF,
+                             AHEAD)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
         else:
             gl.warp_specialize([
@@ -359,7 +377,8 @@ if HAVE_GLUON:
                              stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, HP, num_warps)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                              raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
-                             stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE, PF)),
+                             stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE, PF,
+                             AHEAD)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
 
@@ -376,11 +395,14 @@ def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         raise ValueError(f"the warp-specialized kernel carries at most 32 heads, got q with {h}")
     hp = ws_hp(h)
     cfg = config or ws_config(layout, h, d)
+    if cfg.ahead not in (1, 2):
+        raise ValueError(f"config.ahead must be 1 or 2 (half-blocks between loading a gather's entries and issuing "
+                         f"it), got {cfg.ahead}")
     grid = (t, -(-h // hp), splits)
     _fast_launch(sparse_mla_ws_kernel, grid,
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-        num_warps=4, PROFILE=profile, PF=cfg.prefetch,
+        num_warps=4, PROFILE=profile, PF=cfg.prefetch, AHEAD=cfg.ahead,
     )
     launch.combine_splits(out, lse, part_o, part_lse, splits)
