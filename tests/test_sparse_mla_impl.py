@@ -87,14 +87,21 @@ def test_gluon_ws_defaults_fit_shared_memory(layout, d_qk, heads):
 
 
 def test_gluon_ws_config_ahead(monkeypatch):
-    """WsConfig ahead (session 23: a gather's entries loaded two half-blocks before it is issued): parsed from
-    DSATTN_WS_CONFIG's 5th field, 1 or 2, anything else a ValueError naming the variable."""
+    """WsConfig ahead / unit (session 23: a gather's entries loaded two units before it is issued; 16-row raw
+    stages): parsed from DSATTN_WS_CONFIG's 5th / 6th fields, ahead 1 or 2, unit 16 or 32, anything else a ValueError
+    naming the variable."""
     from dsattn.ops.sparse_mla import gluon_ws
     monkeypatch.setenv("DSATTN_WS_CONFIG", "2/128/4/0/2")
     assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).ahead == 2
     monkeypatch.setenv("DSATTN_WS_CONFIG", "2/128/4")
     assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).ahead == 1
-    for bad in ("2/128/4/0/0", "2/128/4/0/3", "2/128/4/0/x"):
+    monkeypatch.setenv("DSATTN_WS_CONFIG", "4/128/4/0/2/16")
+    cfg = gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32)
+    assert (cfg.stages, cfg.ahead, cfg.unit) == (4, 2, 16)
+    # four 16-row stages take what two 32-row stages take
+    assert gluon_ws.ws_smem_bytes(KVLayout.FP8_DS_MLA, 576, 32, 4, 16) == gluon_ws.ws_smem_bytes(KVLayout.FP8_DS_MLA,
+                                                                                                576, 32, 2)
+    for bad in ("2/128/4/0/0", "2/128/4/0/3", "2/128/4/0/x", "4/128/4/0/2/8", "4/128/4/0/2/64"):
         monkeypatch.setenv("DSATTN_WS_CONFIG", bad)
         with pytest.raises(ValueError, match="DSATTN_WS_CONFIG"):
             gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32)

@@ -77,7 +77,8 @@ class WsConfig:
     producer_regs: int = 128
     producer_warps: int = 4
     prefetch: int = 0  # half-blocks of rows asked of L2 ahead of the newest gather (0: none; slower on the H200)
-    ahead: int = 1     # half-blocks between loading a gather's entries and issuing it (1 or 2; see _producer)
+    ahead: int = 1     # units between loading a gather's entries and issuing it (1 or 2; see _producer)
+    unit: int = HB     # rows a raw stage holds and a gather copies (32: half a block, or 16)
 
 
 def ws_hp(num_heads: int) -> int:
@@ -85,10 +86,10 @@ def ws_hp(num_heads: int) -> int:
     return 16 if num_heads <= 16 else 32
 
 
-def ws_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int) -> int:
-    """Shared memory the kernel allocates (without mbarriers and the compiler's scratch)."""
+def ws_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int, unit: int = HB) -> int:
+    """Shared memory the kernel allocates (without mbarriers and the compiler's scratch), raw stages of unit rows."""
     rope = d_qk > LATENT_DIM and layout is KVLayout.FP8_DS_MLA
-    stage = HB * (LATENT_DIM + 16 + (2 * 64 if rope else 0))
+    stage = unit * (LATENT_DIM + 16 + (2 * 64 if rope else 0))
     tiles = 2 * BN * (LATENT_DIM * 2 + (64 * 2 if rope else 0))
     fixed = hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0) + BN * hp * 2
     return stages * stage + tiles + fixed
@@ -104,12 +105,12 @@ def ws_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> WsConfig:
     if spec:
         try:
             cfg = WsConfig(*[int(x) for x in spec.split("/")])
-            if cfg.ahead not in (1, 2):
+            if cfg.ahead not in (1, 2) or cfg.unit not in (16, 32):
                 raise ValueError
             return cfg
         except (TypeError, ValueError):
-            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/ahead]], e.g. "
-                             "3/128/8/0/2, "
+            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/ahead[/unit]]] "
+                             "(ahead 1 or 2, unit 16 or 32), e.g. 3/128/8/0/2, "
                              f"got {spec!r}") from None
     hp = ws_hp(num_heads)
     stages = 4
@@ -123,24 +124,23 @@ if HAVE_GLUON:
     LN2 = gl.constexpr(0.6931471805599453)
     NEG_INF = gl.constexpr(float("-inf"))
     KB = gl.constexpr(BN)
-    HALF = gl.constexpr(HB)
 
     @gluon.jit
-    def _entries(idx_row, start, hi, PW: gl.constexpr):
-        """A half-block's raw entries [start, start + HALF), in the row layouts of its three copies (loaded a
-        half-block ahead of their use, so the load's latency stays off the copies' path)."""
-        return (_idx(idx_row, start, hi, HALF, gl.SliceLayout(1, _copy_layout(512, 1, PW))),
-                _idx(idx_row, start, hi, HALF, gl.SliceLayout(1, _scale_layout(HALF, PW))),
-                _idx(idx_row, start, hi, HALF, gl.SliceLayout(1, _copy_layout(64, 2, PW))))
+    def _entries(idx_row, start, hi, PW: gl.constexpr, U: gl.constexpr):
+        """A unit's raw entries [start, start + U), in the row layouts of its three copies (loaded a unit or two
+        ahead of their use, so the load's latency stays off the copies' path)."""
+        return (_idx(idx_row, start, hi, U, gl.SliceLayout(1, _copy_layout(512, 1, PW))),
+                _idx(idx_row, start, hi, U, gl.SliceLayout(1, _scale_layout(U, PW))),
+                _idx(idx_row, start, hi, U, gl.SliceLayout(1, _copy_layout(64, 2, PW))))
 
     @gluon.jit
     def _gather(ix, num_slots, lat_ptr, scale_ptr, rope_ptr, lat_buf, sc_buf, rope_buf,
                 stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
-                HAS_ROPE: gl.constexpr, PW: gl.constexpr):
-        """cp.async of one half-block's rows (ix: its entries, from _entries) into one raw stage, committed
+                HAS_ROPE: gl.constexpr, PW: gl.constexpr, U: gl.constexpr):
+        """cp.async of one unit's rows (ix: its entries, from _entries) into one raw stage, committed
         as one group. Invalid entries are masked copies: zero-filled, nothing read."""
         LAT_L: gl.constexpr = _copy_layout(512, 1, PW)
-        SC_L: gl.constexpr = _scale_layout(HALF, PW)
+        SC_L: gl.constexpr = _scale_layout(U, PW)
         ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
         ix_lat, ix_sc, ix_rope = ix
         _issue(ix_lat, ix_sc, ix_rope, num_slots, lat_ptr, scale_ptr, rope_ptr, lat_buf, sc_buf, rope_buf,
@@ -152,41 +152,45 @@ if HAVE_GLUON:
                   raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
                   stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
                   HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr, PROFILE: gl.constexpr,
-                  PF: gl.constexpr, AHEAD: gl.constexpr):
-        """Gathers half-blocks into the raw ring (NSTAGES - 1 in flight) and converts each into its tile.
+                  PF: gl.constexpr, AHEAD: gl.constexpr, U: gl.constexpr):
+        """Gathers units of U rows (half or a quarter of a block) into the raw ring (NSTAGES - 1 in flight) and
+        converts each into its part of the tile.
         PROFILE (timing builds only, wrong outputs): 2 = no gather and no conversion (hand the tiles over as they
         are), 3 = gather but no conversion, 4 = convert whatever the stages hold, no gather.
-        PF > 0: the rows of the half-block PF halves beyond the newest gather are prefetched into L2 (more rows in
+        PF > 0: the rows of the unit PF units beyond the newest gather are prefetched into L2 (more rows in
         flight than the ring holds).
-        AHEAD: a gather's entries are loaded AHEAD half-blocks before it is issued. With 1, ptxas hoists the next
+        AHEAD: a gather's entries are loaded AHEAD units before it is issued. With 1, ptxas hoists the next
         gather's address arithmetic (the bounds check and the row offset of each entry) above the conversion of
         the current half, so the conversion waits on entries loaded a few hundred instructions earlier (session 20
         profile, 32 heads: 18% of the producer's samples on that first use, bench/logs/s20_profile/dc32_*.txt);
-        with 2 the entries in use were loaded a whole half-block before."""
+        with 2 the entries in use were loaded a whole unit before.
+        U = 16 (config unit): the same shared memory holds twice the stages, so three units fly while one converts
+        (one of 32 rows at 32 heads a program, where only 2 stages of 32 fit)."""
+        NU: gl.constexpr = KB // U
         ROW_BYTES: gl.constexpr = 528 + (128 if HAS_ROPE else 0)  # latent + scales (+ RoPE)
         GATHER: gl.constexpr = PROFILE != 2 and PROFILE != 4
         CONVERT: gl.constexpr = PROFILE != 2 and PROFILE != 3
         nblocks = gl.cdiv(hi - lo, KB)
         for i in gl.static_range(NSTAGES - 1 if GATHER else 0):
-            _gather(_entries(idx_row, lo + i * HALF, hi, PW), num_slots, lat_ptr, scale_ptr, rope_ptr,
+            _gather(_entries(idx_row, lo + i * U, hi, PW, U), num_slots, lat_ptr, scale_ptr, rope_ptr,
                     raw_lat.index(i), raw_sc.index(i), raw_rope.index(i), stride_lat, stride_scale, stride_rope,
-                    HAS_ROPE, PW)
-        nx = _entries(idx_row, lo + (NSTAGES - 1) * HALF, hi, PW)
+                    HAS_ROPE, PW, U)
+        nx = _entries(idx_row, lo + (NSTAGES - 1) * U, hi, PW, U)
         nx2 = nx
         if AHEAD == 2:
-            nx2 = _entries(idx_row, lo + NSTAGES * HALF, hi, PW)
+            nx2 = _entries(idx_row, lo + NSTAGES * U, hi, PW, U)
         if PF > 0:
             for i in gl.static_range(PF):
-                _prefetch_rows(_prefetch_entries(idx_row, lo + (NSTAGES - 1 + i) * HALF, hi, HALF, PW), num_slots,
-                               lat_ptr, stride_lat, ROW_BYTES, HALF, PW)
-            pfx = _prefetch_entries(idx_row, lo + (NSTAGES - 1 + PF) * HALF, hi, HALF, PW)
+                _prefetch_rows(_prefetch_entries(idx_row, lo + (NSTAGES - 1 + i) * U, hi, U, PW), num_slots,
+                               lat_ptr, stride_lat, ROW_BYTES, U, PW)
+            pfx = _prefetch_entries(idx_row, lo + (NSTAGES - 1 + PF) * U, hi, U, PW)
         for b in range(nblocks):
             slot = b % 2
             k16_t = k16.index(slot)
-            for h in gl.static_range(2):
-                j = 2 * b + h
-                # half j landed (NSTAGES - 2 younger groups may fly); after the barrier every producer
-                # thread's copies are visible and every thread is done converting half j - 1, whose stage
+            for h in gl.static_range(NU):
+                j = NU * b + h
+                # unit j landed (NSTAGES - 2 younger groups may fly); after the barrier every producer
+                # thread's copies are visible and every thread is done converting unit j - 1, whose stage
                 # the next gather reuses
                 nxt = j + NSTAGES - 1
                 if GATHER:
@@ -194,15 +198,15 @@ if HAVE_GLUON:
                     gl.thread_barrier()
                     _gather(nx, num_slots, lat_ptr, scale_ptr, rope_ptr,
                             raw_lat.index(nxt % NSTAGES), raw_sc.index(nxt % NSTAGES), raw_rope.index(nxt % NSTAGES),
-                            stride_lat, stride_scale, stride_rope, HAS_ROPE, PW)
+                            stride_lat, stride_scale, stride_rope, HAS_ROPE, PW, U)
                     if AHEAD == 2:
                         nx = nx2
-                        nx2 = _entries(idx_row, lo + (nxt + 2) * HALF, hi, PW)
+                        nx2 = _entries(idx_row, lo + (nxt + 2) * U, hi, PW, U)
                     else:
-                        nx = _entries(idx_row, lo + (nxt + 1) * HALF, hi, PW)
+                        nx = _entries(idx_row, lo + (nxt + 1) * U, hi, PW, U)
                     if PF > 0:
-                        _prefetch_rows(pfx, num_slots, lat_ptr, stride_lat, ROW_BYTES, HALF, PW)
-                        pfx = _prefetch_entries(idx_row, lo + (nxt + PF + 1) * HALF, hi, HALF, PW)
+                        _prefetch_rows(pfx, num_slots, lat_ptr, stride_lat, ROW_BYTES, U, PW)
+                        pfx = _prefetch_entries(idx_row, lo + (nxt + PF + 1) * U, hi, U, PW)
                 if h == 0:
                     # the consumer is done with block b - 2's tile (mbarriers start with phase 1 complete)
                     mbarrier.wait(free.index(slot), ((b // 2) & 1) ^ 1)
@@ -211,7 +215,7 @@ if HAVE_GLUON:
                 st = j % NSTAGES
                 if CONVERT:
                     _convert_half(raw_lat.index(st), raw_sc.index(st), raw_rope.index(st), k16_t, rope16.index(slot), h,
-                                  HAS_ROPE, PW)
+                                  HAS_ROPE, PW, U)
             fence_async_shared()  # the tile is read by wgmma (async proxy)
             gl.thread_barrier()
             mbarrier.arrive(full.index(slot), count=1)
@@ -219,8 +223,9 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _convert_half(raw_lat, raw_sc, raw_rope, k16_t, rope16_t, h: gl.constexpr, HAS_ROPE: gl.constexpr,
-                      PW: gl.constexpr):
-        """One raw half-block stage into half h of its fp16 tile (and the RoPE part into the bf16 RoPE tile)."""
+                      PW: gl.constexpr, U: gl.constexpr):
+        """One raw stage (unit h of its block, U rows) into rows [h U, h U + U) of its fp16 tile (and the RoPE part
+        into the bf16 RoPE tile)."""
         # a half-block's latent, 8 values per thread: each warp's st.shared of 16-byte fp16 chunks covers
         # whole 128-byte rows of the swizzled tile (no bank conflict; 16 fp8 a thread made them 2-way)
         CVT_L: gl.constexpr = _copy_layout(512, 2, PW)
@@ -233,9 +238,9 @@ if HAVE_GLUON:
                       gl.where(c < 384, scs.slice(2, 1, dim=1).load(CVT_L), scs.slice(3, 1, dim=1).load(CVT_L)))
         if HAS_ROPE:
             r = raw_rope.load(ROPE_L)
-        k16_t.slice(h * HALF, HALF, dim=0).store(raw.to(gl.float16) * (sc * V_SCALE).to(gl.float16))
+        k16_t.slice(h * U, U, dim=0).store(raw.to(gl.float16) * (sc * V_SCALE).to(gl.float16))
         if HAS_ROPE:
-            rope16_t.slice(h * HALF, HALF, dim=0).store((r.to(gl.float32) * V_SCALE).to(gl.bfloat16))
+            rope16_t.slice(h * U, U, dim=0).store((r.to(gl.float32) * V_SCALE).to(gl.bfloat16))
 
     @gluon.jit
     def _idle_consumer(lo, hi, full, free, k16, q_smem, p_smem, lse_ptr, num_warps: gl.constexpr):
@@ -321,7 +326,8 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0, AHEAD: gl.constexpr = 1):
+            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0, AHEAD: gl.constexpr = 1,
+            UNIT: gl.constexpr = HB):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_small.sparse_mla_small_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one gather in flight while a half-block converts")
@@ -336,13 +342,13 @@ if HAVE_GLUON:
         QR_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HP, 64], gl.bfloat16)
         P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KB, HP], gl.float16)
 
-        raw_lat = gl.allocate_shared_memory(gl.float8e4nv, [NSTAGES, HALF, 512], RAW_S)
-        raw_sc = gl.allocate_shared_memory(gl.float32, [NSTAGES, HALF, 4], RAW_S)
+        raw_lat = gl.allocate_shared_memory(gl.float8e4nv, [NSTAGES, UNIT, 512], RAW_S)
+        raw_sc = gl.allocate_shared_memory(gl.float32, [NSTAGES, UNIT, 4], RAW_S)
         k16 = gl.allocate_shared_memory(gl.float16, [2, KB, 512], K16_S)
         q_smem = gl.allocate_shared_memory(gl.float16, [HP, 512], Q_S)
         p_smem = gl.allocate_shared_memory(gl.float16, [KB, HP], P_S)
         if HAS_ROPE:
-            raw_rope = gl.allocate_shared_memory(gl.bfloat16, [NSTAGES, HALF, 64], RAW_S)
+            raw_rope = gl.allocate_shared_memory(gl.bfloat16, [NSTAGES, UNIT, 64], RAW_S)
             rope16 = gl.allocate_shared_memory(gl.bfloat16, [2, KB, 64], ROPE_S)
             qr_smem = gl.allocate_shared_memory(gl.bfloat16, [HP, 64], QR_S)
         else:
@@ -368,7 +374,7 @@ if HAVE_GLUON:
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                              raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
                              stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE, PF,
-                             AHEAD)),
+                             AHEAD, UNIT)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
         else:
             gl.warp_specialize([
@@ -378,7 +384,7 @@ if HAVE_GLUON:
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                              raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
                              stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE, PF,
-                             AHEAD)),
+                             AHEAD, UNIT)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
 
@@ -396,13 +402,15 @@ def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     hp = ws_hp(h)
     cfg = config or ws_config(layout, h, d)
     if cfg.ahead not in (1, 2):
-        raise ValueError(f"config.ahead must be 1 or 2 (half-blocks between loading a gather's entries and issuing "
-                         f"it), got {cfg.ahead}")
+        raise ValueError(f"config.ahead must be 1 or 2 (units between loading a gather's entries and issuing it), got "
+                         f"{cfg.ahead}")
+    if cfg.unit not in (16, 32):
+        raise ValueError(f"config.unit must be 16 or 32 (rows a raw stage holds), got {cfg.unit}")
     grid = (t, -(-h // hp), splits)
     _fast_launch(sparse_mla_ws_kernel, grid,
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-        num_warps=4, PROFILE=profile, PF=cfg.prefetch, AHEAD=cfg.ahead,
+        num_warps=4, PROFILE=profile, PF=cfg.prefetch, AHEAD=cfg.ahead, UNIT=cfg.unit,
     )
     launch.combine_splits(out, lse, part_o, part_lse, splits)
