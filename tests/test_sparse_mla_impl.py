@@ -87,21 +87,19 @@ def test_gluon_ws_defaults_fit_shared_memory(layout, d_qk, heads):
 
 
 def test_gluon_ws_config_ahead(monkeypatch):
-    """WsConfig ahead / unit (session 23: a gather's entries loaded two units before it is issued; 16-row raw
-    stages): parsed from DSATTN_WS_CONFIG's 5th / 6th fields, ahead 1 or 2, unit 16 or 32, anything else a ValueError
-    naming the variable."""
+    """WsConfig ahead / release (session 23: a gather's entries loaded two half-blocks before it is issued; the
+    consumer's tile freed before its wait for the next): DSATTN_WS_CONFIG's 5th / 6th fields, ahead 1 or 2, release 0
+    or 1, anything else a ValueError naming the variable; ahead 2 is the default."""
     from dsattn.ops.sparse_mla import gluon_ws
     monkeypatch.setenv("DSATTN_WS_CONFIG", "2/128/4/0/2")
     assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).ahead == 2
-    monkeypatch.setenv("DSATTN_WS_CONFIG", "2/128/4")
+    monkeypatch.setenv("DSATTN_WS_CONFIG", "2/128/4/0/1")
     assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).ahead == 1
-    monkeypatch.setenv("DSATTN_WS_CONFIG", "4/128/4/0/2/16")
-    cfg = gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32)
-    assert (cfg.stages, cfg.ahead, cfg.unit) == (4, 2, 16)
-    # four 16-row stages take what two 32-row stages take
-    assert gluon_ws.ws_smem_bytes(KVLayout.FP8_DS_MLA, 576, 32, 4, 16) == gluon_ws.ws_smem_bytes(KVLayout.FP8_DS_MLA,
-                                                                                                576, 32, 2)
-    for bad in ("2/128/4/0/0", "2/128/4/0/3", "2/128/4/0/x", "4/128/4/0/2/8", "4/128/4/0/2/64"):
+    monkeypatch.delenv("DSATTN_WS_CONFIG")
+    assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).ahead == 2  # the default since session 23
+    monkeypatch.setenv("DSATTN_WS_CONFIG", "2/128/4/0/2/1")
+    assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).release == 1
+    for bad in ("2/128/4/0/0", "2/128/4/0/3", "2/128/4/0/x", "2/128/4/0/2/2"):
         monkeypatch.setenv("DSATTN_WS_CONFIG", bad)
         with pytest.raises(ValueError, match="DSATTN_WS_CONFIG"):
             gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32)

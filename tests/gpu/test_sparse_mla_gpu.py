@@ -182,9 +182,9 @@ def test_ws_matches_gluon_small(impl, monkeypatch, layout, d_qk, h):
 @pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla", 512), ("fp8_ds_mla_nope", 512)])
 @pytest.mark.parametrize("h", [8, 27, 32])
 def test_ws_ahead_bit_equal(impl, layout, d_qk, h):
-    """WsConfig ahead 2 (session 23) only moves the producer's index loads a unit earlier, and unit 16 gathers and
-    converts quarter blocks into twice the stages: the same tiles, so the outputs are bit-equal to the default's
-    (ahead 1, unit 32); each beside the reference (a partial program at 27 heads, page size 64,
+    """WsConfig ahead 2 (session 23) only moves the producer's index loads a half-block earlier, and release 1 only
+    swaps the consumer's two waits at the top of a block: the same tiles and products, so the outputs are bit-equal
+    to ahead 1's; each beside the reference (a partial program at 27 heads, page size 64,
     topk_length with an empty row and lengths that end inside a half-block, NaN rows behind invalid entries, a
     strided out), and split-K partials at 32 heads."""
     import dataclasses
@@ -197,8 +197,7 @@ def test_ws_ahead_bit_equal(impl, layout, d_qk, h):
     flat = case.cache.flatten(0, 1)
     lay = KVLayout(layout)
     base = gluon_ws.ws_config(lay, h, d_qk)
-    cfgs = [dataclasses.replace(base, ahead=1, unit=32)] + [
-        dataclasses.replace(base, ahead=a, unit=u, stages=base.stages * 32 // u) for a, u in ((2, 32), (2, 16), (1, 16))]
+    cfgs = [dataclasses.replace(base, ahead=a, release=r) for a, r in ((1, 0), (2, 0), (2, 1))]
     outs = []
     for cfg in cfgs:
         out, lse = poisoned_outputs(40, h, DEV, 16)

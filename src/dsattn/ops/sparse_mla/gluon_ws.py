@@ -32,6 +32,15 @@ Removed in session 21 after its H200 run: config vst (the epilogue through an id
 no faster, 32 heads fp8_ds_mla 512 / 2048 tokens 1.004x / 1.004x, nope 1.001x (bench/results/ab_s21_wsvst_*.json). The
 same change gave gluon_rx 1.05-1.13x, whose old stores put every lane in its own sector (gluon_rx config vst).
 
+Session 23 (H200, bench/gpu_s23_ws.sh, gpu_s23_ws2.sh; bench/logs/s23_ws*.log): config ahead (each gather's entries
+loaded two half-blocks before it is issued; ptxas had hoisted the next gather's bounds checks above the current half's
+conversion, so the producer stalled on entries loaded a few hundred instructions earlier) is the default: producer
+alone 0.272 -> 0.240 ms (timing builds, 512 tokens 32 heads), full kernel 1.057x / 1.069x at 512 / 2048 tokens,
+bit-equal. Tried after it and removed (code at 48bd802): config unit 16 (16-row raw stages, twice as many in the
+same shared memory, three gathers in flight instead of one): bit-equal but 0.83-0.87x over fp8_ds_mla (0.90x over
+nope), and its gathers-alone build no faster (0.245 vs 0.241 ms): more rows in flight do not speed these gathers
+(bench/results/ab_s23_u16*.json, ws_profiles_s23_u16.json), as session 22's register producers had found.
+
 Removed in session 22 after its H200 run: config depth / unit (code at a8df6ed), gluon64's register producers
 (_producer, _producer_ring) feeding this consumer, no raw stages: at 32 heads a program the cp.async ring keeps ONE
 21 KB half-block in flight, the register ring up to 63 KB (8 warps x 128 registers, depth 3 units of 32 rows; no spill
@@ -77,8 +86,9 @@ class WsConfig:
     producer_regs: int = 128
     producer_warps: int = 4
     prefetch: int = 0  # half-blocks of rows asked of L2 ahead of the newest gather (0: none; slower on the H200)
-    ahead: int = 1     # units between loading a gather's entries and issuing it (1 or 2; see _producer)
-    unit: int = HB     # rows a raw stage holds and a gather copies (32: half a block, or 16)
+    ahead: int = 2     # half-blocks between loading a gather's entries and issuing it (1 or 2; see _producer; 2,
+    #                    the default since session 23: 1.04-1.07x at 32 heads, bench/results/ab_s23_ahead_*.json)
+    release: int = 0   # 1: the consumer waits for P V(b - 1) and frees its tile BEFORE waiting for block b (_consumer)
 
 
 def ws_hp(num_heads: int) -> int:
@@ -86,10 +96,10 @@ def ws_hp(num_heads: int) -> int:
     return 16 if num_heads <= 16 else 32
 
 
-def ws_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int, unit: int = HB) -> int:
-    """Shared memory the kernel allocates (without mbarriers and the compiler's scratch), raw stages of unit rows."""
+def ws_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int) -> int:
+    """Shared memory the kernel allocates (without mbarriers and the compiler's scratch)."""
     rope = d_qk > LATENT_DIM and layout is KVLayout.FP8_DS_MLA
-    stage = unit * (LATENT_DIM + 16 + (2 * 64 if rope else 0))
+    stage = HB * (LATENT_DIM + 16 + (2 * 64 if rope else 0))
     tiles = 2 * BN * (LATENT_DIM * 2 + (64 * 2 if rope else 0))
     fixed = hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0) + BN * hp * 2
     return stages * stage + tiles + fixed
@@ -100,17 +110,20 @@ def ws_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> WsConfig:
     nope / 512 -> 4 at 16, 3 at 32), and 8 producer warps at 16 heads a program (4 at 32). The H200 sweep
     (bench/results/sparse_mla_gluon_ws_sweep.json, 512 tokens, one timing each): fp8_ds_mla 8 / 16 heads 3/128/8
     0.326 / 0.330 ms vs 3/128/4 0.333 / 0.335; nope 8 heads 4/128/8 0.296 vs 4/128/4 0.309; 32 heads 2/128/4 0.354
-    vs 2/128/8 0.359. DSATTN_WS_CONFIG='stages/regs/warps[/prefetch]' overrides it (A/B runs; read at launch)."""
+    vs 2/128/8 0.359. Entries loaded two half-blocks ahead of their gather (ahead 2, session 23: `dsattn bench ab`
+    against ahead 1, H200, 32 heads fp8_ds_mla 512 tokens 0.394 -> 0.372 ms, 1.057x, 95% CI 1.050-1.061; 2048 tokens
+    1.069x; nope 1.039x; outputs bit-equal; with 8 producer warps 0.961x of that). DSATTN_WS_CONFIG=
+    'stages/regs/warps[/prefetch[/ahead]]' overrides it (A/B runs; read at launch)."""
     spec = os.environ.get("DSATTN_WS_CONFIG", "").strip()
     if spec:
         try:
             cfg = WsConfig(*[int(x) for x in spec.split("/")])
-            if cfg.ahead not in (1, 2) or cfg.unit not in (16, 32):
+            if cfg.ahead not in (1, 2) or cfg.release not in (0, 1):
                 raise ValueError
             return cfg
         except (TypeError, ValueError):
-            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/ahead[/unit]]] "
-                             "(ahead 1 or 2, unit 16 or 32), e.g. 3/128/8/0/2, "
+            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/ahead[/release]]] "
+                             "(ahead 1 or 2, release 0 or 1), e.g. 3/128/8/0/2, "
                              f"got {spec!r}") from None
     hp = ws_hp(num_heads)
     stages = 4
@@ -124,23 +137,24 @@ if HAVE_GLUON:
     LN2 = gl.constexpr(0.6931471805599453)
     NEG_INF = gl.constexpr(float("-inf"))
     KB = gl.constexpr(BN)
+    HALF = gl.constexpr(HB)
 
     @gluon.jit
-    def _entries(idx_row, start, hi, PW: gl.constexpr, U: gl.constexpr):
-        """A unit's raw entries [start, start + U), in the row layouts of its three copies (loaded a unit or two
-        ahead of their use, so the load's latency stays off the copies' path)."""
-        return (_idx(idx_row, start, hi, U, gl.SliceLayout(1, _copy_layout(512, 1, PW))),
-                _idx(idx_row, start, hi, U, gl.SliceLayout(1, _scale_layout(U, PW))),
-                _idx(idx_row, start, hi, U, gl.SliceLayout(1, _copy_layout(64, 2, PW))))
+    def _entries(idx_row, start, hi, PW: gl.constexpr):
+        """A half-block's raw entries [start, start + HALF), in the row layouts of its three copies (loaded a
+        half-block ahead of their use, so the load's latency stays off the copies' path)."""
+        return (_idx(idx_row, start, hi, HALF, gl.SliceLayout(1, _copy_layout(512, 1, PW))),
+                _idx(idx_row, start, hi, HALF, gl.SliceLayout(1, _scale_layout(HALF, PW))),
+                _idx(idx_row, start, hi, HALF, gl.SliceLayout(1, _copy_layout(64, 2, PW))))
 
     @gluon.jit
     def _gather(ix, num_slots, lat_ptr, scale_ptr, rope_ptr, lat_buf, sc_buf, rope_buf,
                 stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
-                HAS_ROPE: gl.constexpr, PW: gl.constexpr, U: gl.constexpr):
-        """cp.async of one unit's rows (ix: its entries, from _entries) into one raw stage, committed
+                HAS_ROPE: gl.constexpr, PW: gl.constexpr):
+        """cp.async of one half-block's rows (ix: its entries, from _entries) into one raw stage, committed
         as one group. Invalid entries are masked copies: zero-filled, nothing read."""
         LAT_L: gl.constexpr = _copy_layout(512, 1, PW)
-        SC_L: gl.constexpr = _scale_layout(U, PW)
+        SC_L: gl.constexpr = _scale_layout(HALF, PW)
         ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
         ix_lat, ix_sc, ix_rope = ix
         _issue(ix_lat, ix_sc, ix_rope, num_slots, lat_ptr, scale_ptr, rope_ptr, lat_buf, sc_buf, rope_buf,
@@ -152,45 +166,41 @@ if HAVE_GLUON:
                   raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
                   stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
                   HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr, PROFILE: gl.constexpr,
-                  PF: gl.constexpr, AHEAD: gl.constexpr, U: gl.constexpr):
-        """Gathers units of U rows (half or a quarter of a block) into the raw ring (NSTAGES - 1 in flight) and
-        converts each into its part of the tile.
+                  PF: gl.constexpr, AHEAD: gl.constexpr):
+        """Gathers half-blocks into the raw ring (NSTAGES - 1 in flight) and converts each into its tile.
         PROFILE (timing builds only, wrong outputs): 2 = no gather and no conversion (hand the tiles over as they
         are), 3 = gather but no conversion, 4 = convert whatever the stages hold, no gather.
-        PF > 0: the rows of the unit PF units beyond the newest gather are prefetched into L2 (more rows in
+        PF > 0: the rows of the half-block PF halves beyond the newest gather are prefetched into L2 (more rows in
         flight than the ring holds).
-        AHEAD: a gather's entries are loaded AHEAD units before it is issued. With 1, ptxas hoists the next
+        AHEAD: a gather's entries are loaded AHEAD half-blocks before it is issued. With 1, ptxas hoists the next
         gather's address arithmetic (the bounds check and the row offset of each entry) above the conversion of
         the current half, so the conversion waits on entries loaded a few hundred instructions earlier (session 20
         profile, 32 heads: 18% of the producer's samples on that first use, bench/logs/s20_profile/dc32_*.txt);
-        with 2 the entries in use were loaded a whole unit before.
-        U = 16 (config unit): the same shared memory holds twice the stages, so three units fly while one converts
-        (one of 32 rows at 32 heads a program, where only 2 stages of 32 fit)."""
-        NU: gl.constexpr = KB // U
+        with 2 the entries in use were loaded a whole half-block before."""
         ROW_BYTES: gl.constexpr = 528 + (128 if HAS_ROPE else 0)  # latent + scales (+ RoPE)
         GATHER: gl.constexpr = PROFILE != 2 and PROFILE != 4
         CONVERT: gl.constexpr = PROFILE != 2 and PROFILE != 3
         nblocks = gl.cdiv(hi - lo, KB)
         for i in gl.static_range(NSTAGES - 1 if GATHER else 0):
-            _gather(_entries(idx_row, lo + i * U, hi, PW, U), num_slots, lat_ptr, scale_ptr, rope_ptr,
+            _gather(_entries(idx_row, lo + i * HALF, hi, PW), num_slots, lat_ptr, scale_ptr, rope_ptr,
                     raw_lat.index(i), raw_sc.index(i), raw_rope.index(i), stride_lat, stride_scale, stride_rope,
-                    HAS_ROPE, PW, U)
-        nx = _entries(idx_row, lo + (NSTAGES - 1) * U, hi, PW, U)
+                    HAS_ROPE, PW)
+        nx = _entries(idx_row, lo + (NSTAGES - 1) * HALF, hi, PW)
         nx2 = nx
         if AHEAD == 2:
-            nx2 = _entries(idx_row, lo + NSTAGES * U, hi, PW, U)
+            nx2 = _entries(idx_row, lo + NSTAGES * HALF, hi, PW)
         if PF > 0:
             for i in gl.static_range(PF):
-                _prefetch_rows(_prefetch_entries(idx_row, lo + (NSTAGES - 1 + i) * U, hi, U, PW), num_slots,
-                               lat_ptr, stride_lat, ROW_BYTES, U, PW)
-            pfx = _prefetch_entries(idx_row, lo + (NSTAGES - 1 + PF) * U, hi, U, PW)
+                _prefetch_rows(_prefetch_entries(idx_row, lo + (NSTAGES - 1 + i) * HALF, hi, HALF, PW), num_slots,
+                               lat_ptr, stride_lat, ROW_BYTES, HALF, PW)
+            pfx = _prefetch_entries(idx_row, lo + (NSTAGES - 1 + PF) * HALF, hi, HALF, PW)
         for b in range(nblocks):
             slot = b % 2
             k16_t = k16.index(slot)
-            for h in gl.static_range(NU):
-                j = NU * b + h
-                # unit j landed (NSTAGES - 2 younger groups may fly); after the barrier every producer
-                # thread's copies are visible and every thread is done converting unit j - 1, whose stage
+            for h in gl.static_range(2):
+                j = 2 * b + h
+                # half j landed (NSTAGES - 2 younger groups may fly); after the barrier every producer
+                # thread's copies are visible and every thread is done converting half j - 1, whose stage
                 # the next gather reuses
                 nxt = j + NSTAGES - 1
                 if GATHER:
@@ -198,15 +208,15 @@ if HAVE_GLUON:
                     gl.thread_barrier()
                     _gather(nx, num_slots, lat_ptr, scale_ptr, rope_ptr,
                             raw_lat.index(nxt % NSTAGES), raw_sc.index(nxt % NSTAGES), raw_rope.index(nxt % NSTAGES),
-                            stride_lat, stride_scale, stride_rope, HAS_ROPE, PW, U)
+                            stride_lat, stride_scale, stride_rope, HAS_ROPE, PW)
                     if AHEAD == 2:
                         nx = nx2
-                        nx2 = _entries(idx_row, lo + (nxt + 2) * U, hi, PW, U)
+                        nx2 = _entries(idx_row, lo + (nxt + 2) * HALF, hi, PW)
                     else:
-                        nx = _entries(idx_row, lo + (nxt + 1) * U, hi, PW, U)
+                        nx = _entries(idx_row, lo + (nxt + 1) * HALF, hi, PW)
                     if PF > 0:
-                        _prefetch_rows(pfx, num_slots, lat_ptr, stride_lat, ROW_BYTES, U, PW)
-                        pfx = _prefetch_entries(idx_row, lo + (nxt + PF + 1) * U, hi, U, PW)
+                        _prefetch_rows(pfx, num_slots, lat_ptr, stride_lat, ROW_BYTES, HALF, PW)
+                        pfx = _prefetch_entries(idx_row, lo + (nxt + PF + 1) * HALF, hi, HALF, PW)
                 if h == 0:
                     # the consumer is done with block b - 2's tile (mbarriers start with phase 1 complete)
                     mbarrier.wait(free.index(slot), ((b // 2) & 1) ^ 1)
@@ -215,7 +225,7 @@ if HAVE_GLUON:
                 st = j % NSTAGES
                 if CONVERT:
                     _convert_half(raw_lat.index(st), raw_sc.index(st), raw_rope.index(st), k16_t, rope16.index(slot), h,
-                                  HAS_ROPE, PW, U)
+                                  HAS_ROPE, PW)
             fence_async_shared()  # the tile is read by wgmma (async proxy)
             gl.thread_barrier()
             mbarrier.arrive(full.index(slot), count=1)
@@ -223,9 +233,8 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _convert_half(raw_lat, raw_sc, raw_rope, k16_t, rope16_t, h: gl.constexpr, HAS_ROPE: gl.constexpr,
-                      PW: gl.constexpr, U: gl.constexpr):
-        """One raw stage (unit h of its block, U rows) into rows [h U, h U + U) of its fp16 tile (and the RoPE part
-        into the bf16 RoPE tile)."""
+                      PW: gl.constexpr):
+        """One raw half-block stage into half h of its fp16 tile (and the RoPE part into the bf16 RoPE tile)."""
         # a half-block's latent, 8 values per thread: each warp's st.shared of 16-byte fp16 chunks covers
         # whole 128-byte rows of the swizzled tile (no bank conflict; 16 fp8 a thread made them 2-way)
         CVT_L: gl.constexpr = _copy_layout(512, 2, PW)
@@ -238,9 +247,9 @@ if HAVE_GLUON:
                       gl.where(c < 384, scs.slice(2, 1, dim=1).load(CVT_L), scs.slice(3, 1, dim=1).load(CVT_L)))
         if HAS_ROPE:
             r = raw_rope.load(ROPE_L)
-        k16_t.slice(h * U, U, dim=0).store(raw.to(gl.float16) * (sc * V_SCALE).to(gl.float16))
+        k16_t.slice(h * HALF, HALF, dim=0).store(raw.to(gl.float16) * (sc * V_SCALE).to(gl.float16))
         if HAS_ROPE:
-            rope16_t.slice(h * U, U, dim=0).store((r.to(gl.float32) * V_SCALE).to(gl.bfloat16))
+            rope16_t.slice(h * HALF, HALF, dim=0).store((r.to(gl.float32) * V_SCALE).to(gl.bfloat16))
 
     @gluon.jit
     def _idle_consumer(lo, hi, full, free, k16, q_smem, p_smem, lse_ptr, num_warps: gl.constexpr):
@@ -263,8 +272,11 @@ if HAVE_GLUON:
     def _consumer(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
                   out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                   q_smem, qr_smem, k16, rope16, p_smem, full, free,
-                  HAS_ROPE: gl.constexpr, HP: gl.constexpr, num_warps: gl.constexpr):
-        """q to shared memory, then per block: S^T, online softmax, P^T, O^T += V^T P^T; the epilogue."""
+                  HAS_ROPE: gl.constexpr, HP: gl.constexpr, num_warps: gl.constexpr, RELEASE: gl.constexpr = 0):
+        """q to shared memory, then per block: S^T, online softmax, P^T, O^T += V^T P^T; the epilogue.
+        RELEASE (config release): block b - 1's P @ V is waited for, and its tile freed, before the wait for block
+        b's tile, not after: when the consumer waits for the producer, the producer then finds the tile it
+        converts next already free instead of waiting for the consumer to wake (the same operations, bit-equal)."""
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                       instr_shape=[16, HP, 16])
@@ -291,10 +303,15 @@ if HAVE_GLUON:
             slot = b % 2
             ix = cur
             cur = _idx(idx_row, lo + (b + 1) * KB, hi, KB, ROW)  # the next block's entries, a block ahead
-            mbarrier.wait(full.index(slot), (b // 2) & 1)
-            # block b - 1's P @ V has retired: its tile (the other slot) and p_smem are free
-            acc = warpgroup_mma_wait(0, deps=(acc,))
-            mbarrier.arrive(free.index(1 - slot), count=1, pred=b > 0)
+            if RELEASE:
+                acc = warpgroup_mma_wait(0, deps=(acc,))
+                mbarrier.arrive(free.index(1 - slot), count=1, pred=b > 0)
+                mbarrier.wait(full.index(slot), (b // 2) & 1)
+            else:
+                mbarrier.wait(full.index(slot), (b // 2) & 1)
+                # block b - 1's P @ V has retired: its tile (the other slot) and p_smem are free
+                acc = warpgroup_mma_wait(0, deps=(acc,))
+                mbarrier.arrive(free.index(1 - slot), count=1, pred=b > 0)
             s = gl.zeros([KB, HP], gl.float32, MMA)
             if HAS_ROPE:
                 s = warpgroup_mma(rope16.index(slot), qr_smem.permute((1, 0)), s, is_async=True)
@@ -327,7 +344,7 @@ if HAVE_GLUON:
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0, AHEAD: gl.constexpr = 1,
-            UNIT: gl.constexpr = HB):
+            RELEASE: gl.constexpr = 0):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_small.sparse_mla_small_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one gather in flight while a half-block converts")
@@ -342,13 +359,13 @@ if HAVE_GLUON:
         QR_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HP, 64], gl.bfloat16)
         P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KB, HP], gl.float16)
 
-        raw_lat = gl.allocate_shared_memory(gl.float8e4nv, [NSTAGES, UNIT, 512], RAW_S)
-        raw_sc = gl.allocate_shared_memory(gl.float32, [NSTAGES, UNIT, 4], RAW_S)
+        raw_lat = gl.allocate_shared_memory(gl.float8e4nv, [NSTAGES, HALF, 512], RAW_S)
+        raw_sc = gl.allocate_shared_memory(gl.float32, [NSTAGES, HALF, 4], RAW_S)
         k16 = gl.allocate_shared_memory(gl.float16, [2, KB, 512], K16_S)
         q_smem = gl.allocate_shared_memory(gl.float16, [HP, 512], Q_S)
         p_smem = gl.allocate_shared_memory(gl.float16, [KB, HP], P_S)
         if HAS_ROPE:
-            raw_rope = gl.allocate_shared_memory(gl.bfloat16, [NSTAGES, UNIT, 64], RAW_S)
+            raw_rope = gl.allocate_shared_memory(gl.bfloat16, [NSTAGES, HALF, 64], RAW_S)
             rope16 = gl.allocate_shared_memory(gl.bfloat16, [2, KB, 64], ROPE_S)
             qr_smem = gl.allocate_shared_memory(gl.bfloat16, [HP, 64], QR_S)
         else:
@@ -374,17 +391,18 @@ if HAVE_GLUON:
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                              raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
                              stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE, PF,
-                             AHEAD, UNIT)),
+                             AHEAD)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
         else:
             gl.warp_specialize([
                 (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                              qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                             stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, HP, num_warps)),
+                             stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, HP, num_warps,
+                             RELEASE)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                              raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
                              stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE, PF,
-                             AHEAD, UNIT)),
+                             AHEAD)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
 
@@ -402,15 +420,15 @@ def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     hp = ws_hp(h)
     cfg = config or ws_config(layout, h, d)
     if cfg.ahead not in (1, 2):
-        raise ValueError(f"config.ahead must be 1 or 2 (units between loading a gather's entries and issuing it), got "
-                         f"{cfg.ahead}")
-    if cfg.unit not in (16, 32):
-        raise ValueError(f"config.unit must be 16 or 32 (rows a raw stage holds), got {cfg.unit}")
+        raise ValueError(f"config.ahead must be 1 or 2 (half-blocks between loading a gather's entries and issuing "
+                         f"it), got {cfg.ahead}")
+    if cfg.release not in (0, 1):
+        raise ValueError(f"config.release must be 0 or 1, got {cfg.release}")
     grid = (t, -(-h // hp), splits)
     _fast_launch(sparse_mla_ws_kernel, grid,
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-        num_warps=4, PROFILE=profile, PF=cfg.prefetch, AHEAD=cfg.ahead, UNIT=cfg.unit,
+        num_warps=4, PROFILE=profile, PF=cfg.prefetch, AHEAD=cfg.ahead, RELEASE=cfg.release,
     )
     launch.combine_splits(out, lse, part_o, part_lse, splits)
