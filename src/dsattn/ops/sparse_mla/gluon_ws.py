@@ -39,7 +39,10 @@ alone 0.272 -> 0.240 ms (timing builds, 512 tokens 32 heads), full kernel 1.057x
 bit-equal. Tried after it and removed (code at 48bd802): config unit 16 (16-row raw stages, twice as many in the
 same shared memory, three gathers in flight instead of one): bit-equal but 0.83-0.87x over fp8_ds_mla (0.90x over
 nope), and its gathers-alone build no faster (0.245 vs 0.241 ms): more rows in flight do not speed these gathers
-(bench/results/ab_s23_u16*.json, ws_profiles_s23_u16.json), as session 22's register producers had found.
+(bench/results/ab_s23_u16*.json, ws_profiles_s23_u16.json), as session 22's register producers had found. Also
+removed (code at 351ce64): config release (the consumer waits for P V(b - 1) and frees its tile before waiting for
+block b, not after): bit-equal, no difference (1.006x, CI 1.001-1.010, at 512 tokens; 0.997x at 2048; nope 1.004x;
+bench/results/ab_s23_release_*.json).
 
 Removed in session 22 after its H200 run: config depth / unit (code at a8df6ed), gluon64's register producers
 (_producer, _producer_ring) feeding this consumer, no raw stages: at 32 heads a program the cp.async ring keeps ONE
@@ -88,7 +91,6 @@ class WsConfig:
     prefetch: int = 0  # half-blocks of rows asked of L2 ahead of the newest gather (0: none; slower on the H200)
     ahead: int = 2     # half-blocks between loading a gather's entries and issuing it (1 or 2; see _producer; 2,
     #                    the default since session 23: 1.04-1.07x at 32 heads, bench/results/ab_s23_ahead_*.json)
-    release: int = 0   # 1: the consumer waits for P V(b - 1) and frees its tile BEFORE waiting for block b (_consumer)
 
 
 def ws_hp(num_heads: int) -> int:
@@ -118,12 +120,12 @@ def ws_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> WsConfig:
     if spec:
         try:
             cfg = WsConfig(*[int(x) for x in spec.split("/")])
-            if cfg.ahead not in (1, 2) or cfg.release not in (0, 1):
+            if not 1 <= cfg.ahead <= 4:
                 raise ValueError
             return cfg
         except (TypeError, ValueError):
-            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/ahead[/release]]] "
-                             "(ahead 1 or 2, release 0 or 1), e.g. 3/128/8/0/2, "
+            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/ahead]] (ahead "
+                             "1..4), e.g. 3/128/8/0/2, "
                              f"got {spec!r}") from None
     hp = ws_hp(num_heads)
     stages = 4
@@ -140,12 +142,27 @@ if HAVE_GLUON:
     HALF = gl.constexpr(HB)
 
     @gluon.jit
-    def _entries(idx_row, start, hi, PW: gl.constexpr):
-        """A half-block's raw entries [start, start + HALF), in the row layouts of its three copies (loaded a
-        half-block ahead of their use, so the load's latency stays off the copies' path)."""
-        return (_idx(idx_row, start, hi, HALF, gl.SliceLayout(1, _copy_layout(512, 1, PW))),
-                _idx(idx_row, start, hi, HALF, gl.SliceLayout(1, _scale_layout(HALF, PW))),
-                _idx(idx_row, start, hi, HALF, gl.SliceLayout(1, _copy_layout(64, 2, PW))))
+    def _hashed(start, hi, num_slots, L: gl.constexpr):
+        """Timing builds only (PROFILE 5): pseudo-random entries [start, start + HALF) of this program's token, in
+        [0, num_slots) (a multiplicative hash of the position), computed instead of loaded."""
+        j = start + gl.arange(0, HALF, L)
+        pos = gl.program_id(0).to(gl.int64) * 4096 + j.to(gl.int64)
+        h = (pos * 2654435761) % 4294967296
+        return gl.where(j < hi, (h % num_slots).to(gl.int32), -1)
+
+    @gluon.jit
+    def _entries(idx_row, start, hi, PW: gl.constexpr, num_slots, HASH: gl.constexpr):
+        """A half-block's raw entries [start, start + HALF), in the row layouts of its three copies (loaded ahead
+        of their use, so the load's latency stays off the copies' path). HASH (timing builds): _hashed."""
+        L0: gl.constexpr = gl.SliceLayout(1, _copy_layout(512, 1, PW))
+        L1: gl.constexpr = gl.SliceLayout(1, _scale_layout(HALF, PW))
+        L2: gl.constexpr = gl.SliceLayout(1, _copy_layout(64, 2, PW))
+        if HASH:
+            return (_hashed(start, hi, num_slots, L0), _hashed(start, hi, num_slots, L1),
+                    _hashed(start, hi, num_slots, L2))
+        else:
+            return (_idx(idx_row, start, hi, HALF, L0), _idx(idx_row, start, hi, HALF, L1),
+                    _idx(idx_row, start, hi, HALF, L2))
 
     @gluon.jit
     def _gather(ix, num_slots, lat_ptr, scale_ptr, rope_ptr, lat_buf, sc_buf, rope_buf,
@@ -169,7 +186,8 @@ if HAVE_GLUON:
                   PF: gl.constexpr, AHEAD: gl.constexpr):
         """Gathers half-blocks into the raw ring (NSTAGES - 1 in flight) and converts each into its tile.
         PROFILE (timing builds only, wrong outputs): 2 = no gather and no conversion (hand the tiles over as they
-        are), 3 = gather but no conversion, 4 = convert whatever the stages hold, no gather.
+        are), 3 = gather but no conversion, 4 = convert whatever the stages hold, no gather, 5 = as 3 with the
+        entries computed (_hashed), not loaded.
         PF > 0: the rows of the half-block PF halves beyond the newest gather are prefetched into L2 (more rows in
         flight than the ring holds).
         AHEAD: a gather's entries are loaded AHEAD half-blocks before it is issued. With 1, ptxas hoists the next
@@ -179,16 +197,24 @@ if HAVE_GLUON:
         with 2 the entries in use were loaded a whole half-block before."""
         ROW_BYTES: gl.constexpr = 528 + (128 if HAS_ROPE else 0)  # latent + scales (+ RoPE)
         GATHER: gl.constexpr = PROFILE != 2 and PROFILE != 4
-        CONVERT: gl.constexpr = PROFILE != 2 and PROFILE != 3
+        CONVERT: gl.constexpr = PROFILE != 2 and PROFILE != 3 and PROFILE != 5
+        HASH: gl.constexpr = PROFILE == 5
         nblocks = gl.cdiv(hi - lo, KB)
         for i in gl.static_range(NSTAGES - 1 if GATHER else 0):
-            _gather(_entries(idx_row, lo + i * HALF, hi, PW), num_slots, lat_ptr, scale_ptr, rope_ptr,
+            _gather(_entries(idx_row, lo + i * HALF, hi, PW, num_slots, HASH), num_slots, lat_ptr, scale_ptr, rope_ptr,
                     raw_lat.index(i), raw_sc.index(i), raw_rope.index(i), stride_lat, stride_scale, stride_rope,
                     HAS_ROPE, PW)
-        nx = _entries(idx_row, lo + (NSTAGES - 1) * HALF, hi, PW)
+        nx = _entries(idx_row, lo + (NSTAGES - 1) * HALF, hi, PW, num_slots, HASH)
+        # the queue of entries loaded ahead: nx is issued next, then nx2, nx3, nx4 (AHEAD - 1 of them used)
         nx2 = nx
-        if AHEAD == 2:
-            nx2 = _entries(idx_row, lo + NSTAGES * HALF, hi, PW)
+        nx3 = nx
+        nx4 = nx
+        if AHEAD >= 2:
+            nx2 = _entries(idx_row, lo + NSTAGES * HALF, hi, PW, num_slots, HASH)
+        if AHEAD >= 3:
+            nx3 = _entries(idx_row, lo + (NSTAGES + 1) * HALF, hi, PW, num_slots, HASH)
+        if AHEAD >= 4:
+            nx4 = _entries(idx_row, lo + (NSTAGES + 2) * HALF, hi, PW, num_slots, HASH)
         if PF > 0:
             for i in gl.static_range(PF):
                 _prefetch_rows(_prefetch_entries(idx_row, lo + (NSTAGES - 1 + i) * HALF, hi, HALF, PW), num_slots,
@@ -209,11 +235,20 @@ if HAVE_GLUON:
                     _gather(nx, num_slots, lat_ptr, scale_ptr, rope_ptr,
                             raw_lat.index(nxt % NSTAGES), raw_sc.index(nxt % NSTAGES), raw_rope.index(nxt % NSTAGES),
                             stride_lat, stride_scale, stride_rope, HAS_ROPE, PW)
-                    if AHEAD == 2:
+                    if AHEAD == 1:
+                        nx = _entries(idx_row, lo + (nxt + 1) * HALF, hi, PW, num_slots, HASH)
+                    elif AHEAD == 2:
                         nx = nx2
-                        nx2 = _entries(idx_row, lo + (nxt + 2) * HALF, hi, PW)
+                        nx2 = _entries(idx_row, lo + (nxt + 2) * HALF, hi, PW, num_slots, HASH)
+                    elif AHEAD == 3:
+                        nx = nx2
+                        nx2 = nx3
+                        nx3 = _entries(idx_row, lo + (nxt + 3) * HALF, hi, PW, num_slots, HASH)
                     else:
-                        nx = _entries(idx_row, lo + (nxt + 1) * HALF, hi, PW)
+                        nx = nx2
+                        nx2 = nx3
+                        nx3 = nx4
+                        nx4 = _entries(idx_row, lo + (nxt + 4) * HALF, hi, PW, num_slots, HASH)
                     if PF > 0:
                         _prefetch_rows(pfx, num_slots, lat_ptr, stride_lat, ROW_BYTES, HALF, PW)
                         pfx = _prefetch_entries(idx_row, lo + (nxt + PF + 1) * HALF, hi, HALF, PW)
@@ -253,7 +288,7 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _idle_consumer(lo, hi, full, free, k16, q_smem, p_smem, lse_ptr, num_warps: gl.constexpr):
-        """Timing builds only (PROFILE 1 or 3): takes each tile and hands it back at once, no products, no output.
+        """Timing builds only (PROFILE 1, 3 or 5): takes each tile and hands it back at once, no products, no output.
         It reads one row of each tile (and touches q / P) so that the kernel keeps the shared memory, and so the
         occupancy, of the real one."""
         L: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [1, num_warps], [1, 0])
@@ -272,11 +307,8 @@ if HAVE_GLUON:
     def _consumer(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
                   out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                   q_smem, qr_smem, k16, rope16, p_smem, full, free,
-                  HAS_ROPE: gl.constexpr, HP: gl.constexpr, num_warps: gl.constexpr, RELEASE: gl.constexpr = 0):
-        """q to shared memory, then per block: S^T, online softmax, P^T, O^T += V^T P^T; the epilogue.
-        RELEASE (config release): block b - 1's P @ V is waited for, and its tile freed, before the wait for block
-        b's tile, not after: when the consumer waits for the producer, the producer then finds the tile it
-        converts next already free instead of waiting for the consumer to wake (the same operations, bit-equal)."""
+                  HAS_ROPE: gl.constexpr, HP: gl.constexpr, num_warps: gl.constexpr):
+        """q to shared memory, then per block: S^T, online softmax, P^T, O^T += V^T P^T; the epilogue."""
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                       instr_shape=[16, HP, 16])
@@ -303,15 +335,10 @@ if HAVE_GLUON:
             slot = b % 2
             ix = cur
             cur = _idx(idx_row, lo + (b + 1) * KB, hi, KB, ROW)  # the next block's entries, a block ahead
-            if RELEASE:
-                acc = warpgroup_mma_wait(0, deps=(acc,))
-                mbarrier.arrive(free.index(1 - slot), count=1, pred=b > 0)
-                mbarrier.wait(full.index(slot), (b // 2) & 1)
-            else:
-                mbarrier.wait(full.index(slot), (b // 2) & 1)
-                # block b - 1's P @ V has retired: its tile (the other slot) and p_smem are free
-                acc = warpgroup_mma_wait(0, deps=(acc,))
-                mbarrier.arrive(free.index(1 - slot), count=1, pred=b > 0)
+            mbarrier.wait(full.index(slot), (b // 2) & 1)
+            # block b - 1's P @ V has retired: its tile (the other slot) and p_smem are free
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            mbarrier.arrive(free.index(1 - slot), count=1, pred=b > 0)
             s = gl.zeros([KB, HP], gl.float32, MMA)
             if HAS_ROPE:
                 s = warpgroup_mma(rope16.index(slot), qr_smem.permute((1, 0)), s, is_async=True)
@@ -343,8 +370,7 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0, AHEAD: gl.constexpr = 1,
-            RELEASE: gl.constexpr = 0):
+            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0, AHEAD: gl.constexpr = 1):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_small.sparse_mla_small_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one gather in flight while a half-block converts")
@@ -385,7 +411,7 @@ if HAVE_GLUON:
         hi = gl.minimum(lo + keys_per_split, end)
         idx_row = idx_ptr + t * stride_it
 
-        if PROFILE == 1 or PROFILE == 3:
+        if PROFILE == 1 or PROFILE == 3 or PROFILE == 5:
             gl.warp_specialize([
                 (_idle_consumer, (lo, hi, full, free, k16, q_smem, p_smem, lse_ptr, num_warps)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
@@ -397,8 +423,7 @@ if HAVE_GLUON:
             gl.warp_specialize([
                 (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                              qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                             stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, HP, num_warps,
-                             RELEASE)),
+                             stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, HP, num_warps)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                              raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
                              stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE, PF,
@@ -409,8 +434,9 @@ if HAVE_GLUON:
 def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out, lse, splits: int = 1,
                      part_o=None, part_lse=None, config: WsConfig | None = None, profile: int = 0) -> None:
     """launch.run_attention's contract over fp8 rows through sparse_mla_ws_kernel (native few-head variant).
-    profile != 0 builds a timing variant with wrong outputs (bench/mla_ws_profile.py): 1 producer alone,
-    2 consumer alone, 3 gathers alone, 4 producer without gathers + consumer."""
+    profile != 0 builds a timing variant with wrong outputs (bench/mla_gluon_sweep.py --ws --profile): 1 producer alone,
+    2 consumer alone, 3 gathers alone, 4 producer without gathers + consumer, 5 gathers alone
+    with computed (not loaded) entries."""
     from . import launch
     if not layout.is_fp8:
         raise ValueError(f"the warp-specialized kernel takes fp8 rows only, got layout {layout.value}")
@@ -419,16 +445,14 @@ def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         raise ValueError(f"the warp-specialized kernel carries at most 32 heads, got q with {h}")
     hp = ws_hp(h)
     cfg = config or ws_config(layout, h, d)
-    if cfg.ahead not in (1, 2):
-        raise ValueError(f"config.ahead must be 1 or 2 (half-blocks between loading a gather's entries and issuing "
+    if not 1 <= cfg.ahead <= 4:
+        raise ValueError(f"config.ahead must be 1..4 (half-blocks between loading a gather's entries and issuing "
                          f"it), got {cfg.ahead}")
-    if cfg.release not in (0, 1):
-        raise ValueError(f"config.release must be 0 or 1, got {cfg.release}")
     grid = (t, -(-h // hp), splits)
     _fast_launch(sparse_mla_ws_kernel, grid,
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-        num_warps=4, PROFILE=profile, PF=cfg.prefetch, AHEAD=cfg.ahead, RELEASE=cfg.release,
+        num_warps=4, PROFILE=profile, PF=cfg.prefetch, AHEAD=cfg.ahead,
     )
     launch.combine_splits(out, lse, part_o, part_lse, splits)
