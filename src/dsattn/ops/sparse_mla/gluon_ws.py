@@ -42,7 +42,12 @@ nope), and its gathers-alone build no faster (0.245 vs 0.241 ms): more rows in f
 (bench/results/ab_s23_u16*.json, ws_profiles_s23_u16.json), as session 22's register producers had found. Also
 removed (code at 351ce64): config release (the consumer waits for P V(b - 1) and frees its tile before waiting for
 block b, not after): bit-equal, no difference (1.006x, CI 1.001-1.010, at 512 tokens; 0.997x at 2048; nope 1.004x;
-bench/results/ab_s23_release_*.json).
+bench/results/ab_s23_release_*.json). Measured and not kept (call 4, code at a183326, bench/logs/s23_ws4.log): ahead 3
+/ 4 (the producer at 152 registers, where 128 spilled) no faster than 2 (0.989x / 0.993x), 152 registers at ahead 2
+0.985x; a gathers-alone build with hashed, computed entries (no index loads) ran 0.69 ms against 0.24 (its rows fell
+in another, slower pattern: it says nothing about the index loads). Nsight Compute at ahead 2 (bench/logs/s23_profile/):
+the consumer now spins on `full` for 1.9% of all samples (11.1% before), and waits on its own wgmmas (9.3%) and its
+softmax's reductions (FMNMX 6.5%, SHFL 3.9%): the consumer sets the pace.
 
 Removed in session 22 after its H200 run: config depth / unit (code at a8df6ed), gluon64's register producers
 (_producer, _producer_ring) feeding this consumer, no raw stages: at 32 heads a program the cp.async ring keeps ONE
@@ -120,12 +125,12 @@ def ws_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> WsConfig:
     if spec:
         try:
             cfg = WsConfig(*[int(x) for x in spec.split("/")])
-            if not 1 <= cfg.ahead <= 4:
+            if cfg.ahead not in (1, 2):
                 raise ValueError
             return cfg
         except (TypeError, ValueError):
             raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/ahead]] (ahead "
-                             "1..4), e.g. 3/128/8/0/2, "
+                             "1 or 2), e.g. 3/128/8/0/2, "
                              f"got {spec!r}") from None
     hp = ws_hp(num_heads)
     stages = 4
@@ -142,27 +147,12 @@ if HAVE_GLUON:
     HALF = gl.constexpr(HB)
 
     @gluon.jit
-    def _hashed(start, hi, num_slots, L: gl.constexpr):
-        """Timing builds only (PROFILE 5): pseudo-random entries [start, start + HALF) of this program's token, in
-        [0, num_slots) (a multiplicative hash of the position), computed instead of loaded."""
-        j = start + gl.arange(0, HALF, L)
-        pos = gl.program_id(0).to(gl.int64) * 4096 + j.to(gl.int64)
-        h = (pos * 2654435761) % 4294967296
-        return gl.where(j < hi, (h % num_slots).to(gl.int32), -1)
-
-    @gluon.jit
-    def _entries(idx_row, start, hi, PW: gl.constexpr, num_slots, HASH: gl.constexpr):
+    def _entries(idx_row, start, hi, PW: gl.constexpr):
         """A half-block's raw entries [start, start + HALF), in the row layouts of its three copies (loaded ahead
-        of their use, so the load's latency stays off the copies' path). HASH (timing builds): _hashed."""
-        L0: gl.constexpr = gl.SliceLayout(1, _copy_layout(512, 1, PW))
-        L1: gl.constexpr = gl.SliceLayout(1, _scale_layout(HALF, PW))
-        L2: gl.constexpr = gl.SliceLayout(1, _copy_layout(64, 2, PW))
-        if HASH:
-            return (_hashed(start, hi, num_slots, L0), _hashed(start, hi, num_slots, L1),
-                    _hashed(start, hi, num_slots, L2))
-        else:
-            return (_idx(idx_row, start, hi, HALF, L0), _idx(idx_row, start, hi, HALF, L1),
-                    _idx(idx_row, start, hi, HALF, L2))
+        of their use, so the load's latency stays off the copies' path)."""
+        return (_idx(idx_row, start, hi, HALF, gl.SliceLayout(1, _copy_layout(512, 1, PW))),
+                _idx(idx_row, start, hi, HALF, gl.SliceLayout(1, _scale_layout(HALF, PW))),
+                _idx(idx_row, start, hi, HALF, gl.SliceLayout(1, _copy_layout(64, 2, PW))))
 
     @gluon.jit
     def _gather(ix, num_slots, lat_ptr, scale_ptr, rope_ptr, lat_buf, sc_buf, rope_buf,
@@ -186,8 +176,7 @@ if HAVE_GLUON:
                   PF: gl.constexpr, AHEAD: gl.constexpr):
         """Gathers half-blocks into the raw ring (NSTAGES - 1 in flight) and converts each into its tile.
         PROFILE (timing builds only, wrong outputs): 2 = no gather and no conversion (hand the tiles over as they
-        are), 3 = gather but no conversion, 4 = convert whatever the stages hold, no gather, 5 = as 3 with the
-        entries computed (_hashed), not loaded.
+        are), 3 = gather but no conversion, 4 = convert whatever the stages hold, no gather.
         PF > 0: the rows of the half-block PF halves beyond the newest gather are prefetched into L2 (more rows in
         flight than the ring holds).
         AHEAD: a gather's entries are loaded AHEAD half-blocks before it is issued. With 1, ptxas hoists the next
@@ -197,24 +186,16 @@ if HAVE_GLUON:
         with 2 the entries in use were loaded a whole half-block before."""
         ROW_BYTES: gl.constexpr = 528 + (128 if HAS_ROPE else 0)  # latent + scales (+ RoPE)
         GATHER: gl.constexpr = PROFILE != 2 and PROFILE != 4
-        CONVERT: gl.constexpr = PROFILE != 2 and PROFILE != 3 and PROFILE != 5
-        HASH: gl.constexpr = PROFILE == 5
+        CONVERT: gl.constexpr = PROFILE != 2 and PROFILE != 3
         nblocks = gl.cdiv(hi - lo, KB)
         for i in gl.static_range(NSTAGES - 1 if GATHER else 0):
-            _gather(_entries(idx_row, lo + i * HALF, hi, PW, num_slots, HASH), num_slots, lat_ptr, scale_ptr, rope_ptr,
+            _gather(_entries(idx_row, lo + i * HALF, hi, PW), num_slots, lat_ptr, scale_ptr, rope_ptr,
                     raw_lat.index(i), raw_sc.index(i), raw_rope.index(i), stride_lat, stride_scale, stride_rope,
                     HAS_ROPE, PW)
-        nx = _entries(idx_row, lo + (NSTAGES - 1) * HALF, hi, PW, num_slots, HASH)
-        # the queue of entries loaded ahead: nx is issued next, then nx2, nx3, nx4 (AHEAD - 1 of them used)
+        nx = _entries(idx_row, lo + (NSTAGES - 1) * HALF, hi, PW)
         nx2 = nx
-        nx3 = nx
-        nx4 = nx
-        if AHEAD >= 2:
-            nx2 = _entries(idx_row, lo + NSTAGES * HALF, hi, PW, num_slots, HASH)
-        if AHEAD >= 3:
-            nx3 = _entries(idx_row, lo + (NSTAGES + 1) * HALF, hi, PW, num_slots, HASH)
-        if AHEAD >= 4:
-            nx4 = _entries(idx_row, lo + (NSTAGES + 2) * HALF, hi, PW, num_slots, HASH)
+        if AHEAD == 2:
+            nx2 = _entries(idx_row, lo + NSTAGES * HALF, hi, PW)
         if PF > 0:
             for i in gl.static_range(PF):
                 _prefetch_rows(_prefetch_entries(idx_row, lo + (NSTAGES - 1 + i) * HALF, hi, HALF, PW), num_slots,
@@ -235,20 +216,11 @@ if HAVE_GLUON:
                     _gather(nx, num_slots, lat_ptr, scale_ptr, rope_ptr,
                             raw_lat.index(nxt % NSTAGES), raw_sc.index(nxt % NSTAGES), raw_rope.index(nxt % NSTAGES),
                             stride_lat, stride_scale, stride_rope, HAS_ROPE, PW)
-                    if AHEAD == 1:
-                        nx = _entries(idx_row, lo + (nxt + 1) * HALF, hi, PW, num_slots, HASH)
-                    elif AHEAD == 2:
+                    if AHEAD == 2:
                         nx = nx2
-                        nx2 = _entries(idx_row, lo + (nxt + 2) * HALF, hi, PW, num_slots, HASH)
-                    elif AHEAD == 3:
-                        nx = nx2
-                        nx2 = nx3
-                        nx3 = _entries(idx_row, lo + (nxt + 3) * HALF, hi, PW, num_slots, HASH)
+                        nx2 = _entries(idx_row, lo + (nxt + 2) * HALF, hi, PW)
                     else:
-                        nx = nx2
-                        nx2 = nx3
-                        nx3 = nx4
-                        nx4 = _entries(idx_row, lo + (nxt + 4) * HALF, hi, PW, num_slots, HASH)
+                        nx = _entries(idx_row, lo + (nxt + 1) * HALF, hi, PW)
                     if PF > 0:
                         _prefetch_rows(pfx, num_slots, lat_ptr, stride_lat, ROW_BYTES, HALF, PW)
                         pfx = _prefetch_entries(idx_row, lo + (nxt + PF + 1) * HALF, hi, HALF, PW)
@@ -288,7 +260,7 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _idle_consumer(lo, hi, full, free, k16, q_smem, p_smem, lse_ptr, num_warps: gl.constexpr):
-        """Timing builds only (PROFILE 1, 3 or 5): takes each tile and hands it back at once, no products, no output.
+        """Timing builds only (PROFILE 1 or 3): takes each tile and hands it back at once, no products, no output.
         It reads one row of each tile (and touches q / P) so that the kernel keeps the shared memory, and so the
         occupancy, of the real one."""
         L: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [1, num_warps], [1, 0])
@@ -411,7 +383,7 @@ if HAVE_GLUON:
         hi = gl.minimum(lo + keys_per_split, end)
         idx_row = idx_ptr + t * stride_it
 
-        if PROFILE == 1 or PROFILE == 3 or PROFILE == 5:
+        if PROFILE == 1 or PROFILE == 3:
             gl.warp_specialize([
                 (_idle_consumer, (lo, hi, full, free, k16, q_smem, p_smem, lse_ptr, num_warps)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
@@ -435,8 +407,7 @@ def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
                      part_o=None, part_lse=None, config: WsConfig | None = None, profile: int = 0) -> None:
     """launch.run_attention's contract over fp8 rows through sparse_mla_ws_kernel (native few-head variant).
     profile != 0 builds a timing variant with wrong outputs (bench/mla_gluon_sweep.py --ws --profile): 1 producer alone,
-    2 consumer alone, 3 gathers alone, 4 producer without gathers + consumer, 5 gathers alone
-    with computed (not loaded) entries."""
+    2 consumer alone, 3 gathers alone, 4 producer without gathers + consumer."""
     from . import launch
     if not layout.is_fp8:
         raise ValueError(f"the warp-specialized kernel takes fp8 rows only, got layout {layout.value}")
@@ -445,8 +416,8 @@ def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         raise ValueError(f"the warp-specialized kernel carries at most 32 heads, got q with {h}")
     hp = ws_hp(h)
     cfg = config or ws_config(layout, h, d)
-    if not 1 <= cfg.ahead <= 4:
-        raise ValueError(f"config.ahead must be 1..4 (half-blocks between loading a gather's entries and issuing "
+    if cfg.ahead not in (1, 2):
+        raise ValueError(f"config.ahead must be 1 or 2 (half-blocks between loading a gather's entries and issuing "
                          f"it), got {cfg.ahead}")
     grid = (t, -(-h // hp), splits)
     _fast_launch(sparse_mla_ws_kernel, grid,
