@@ -83,8 +83,6 @@ class G64Config:
     vst: int = 1       # 1: the epilogue goes through the idle fp16 tiles so that out is stored in 16-byte pieces
     #                    (session 21, the default: bit-equal; fp8_ds_mla 64 heads 1.019x / 1.012x at 512 / 2048 tokens,
     #                    128 heads 1.015x, nope 64 heads no difference; bench/results/ab_s21_g64vst_*.json)
-    ahead: int = 0     # 1 (ring producer): a unit's group scales loaded with its rows, its entries a unit earlier
-    #                    (_producer_ring; session 23)
 
 
 def g64_smem_bytes(layout: KVLayout, d_qk: int) -> int:
@@ -100,24 +98,27 @@ def parse_g64_config(spec: str) -> G64Config:
     not one the kernel takes."""
     try:
         fields = [int(x) for x in spec.split("/")]
-        if len(fields) not in (4, 5, 6, 7):
+        if len(fields) not in (4, 5, 6):
             raise ValueError
         cfg = G64Config(*fields)
     except ValueError:
-        raise ValueError(f"DSATTN_G64_CONFIG must be warps/regs/unit/depth[/prefetch[/vst[/ahead]]], e.g. 4/120/16/3, got "
+        raise ValueError(f"DSATTN_G64_CONFIG must be warps/regs/unit/depth[/prefetch[/vst]], e.g. 4/120/16/3, got "
                          f"{spec!r}") from None
     ok = (cfg.producer_warps == 4 and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
           and ((cfg.depth == 1 and cfg.unit == HB and cfg.prefetch == 0)
-               or (cfg.depth in (2, 3) and cfg.unit in (16, 32) and 0 <= cfg.prefetch <= 16)) and cfg.vst in (0, 1)
-          and cfg.ahead in (0, 1) and (cfg.ahead == 0 or cfg.depth > 1))
+               or (cfg.depth in (2, 3) and cfg.unit in (16, 32) and 0 <= cfg.prefetch <= 16)) and cfg.vst in (0, 1))
     if not ok:
         raise ValueError("DSATTN_G64_CONFIG: producer warps 4, registers a multiple of 8 in [24, 160], depth 1 with "
-                         f"unit 32 (no prefetch) or depth 2 / 3 with unit 16 / 32 and prefetch 0..16, vst 0 / 1, ahead 0 / "
-                         f"1 (depth 2 / 3 only); got "
+                         f"unit 32 (no prefetch) or depth 2 / 3 with unit 16 / 32 and prefetch 0..16, vst 0 / 1; got "
                          f"{spec!r}")
     return cfg
 
 
+# Session 23, measured and removed (code at 09d2c05): config ahead, the ring producer loading a unit's group scales with
+# its rows and its entries a unit earlier, as WsConfig ahead does for gluon_ws. Bit-equal (9 GPU tests) and slower over
+# fp8_ds_mla: 64 heads 0.933x at 120 producer registers (12 B spilled there), 0.897x at 112, 128 heads 0.928x, 2048
+# tokens 0.930x; over nope (no spill) no difference, 1.005x (bench/results/ab_s23_g64*.json, bench/logs/s23_g64.log).
+# Those loads do not hold the 64-head program back.
 def g64_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> G64Config:
     """The default launch, the fastest producer of the H200 sweep (bench/results/sparse_mla_gluon64_sweep.json,
     `bench/mla_gluon_sweep.py --g64`, fp8 decode 512 tokens): a ring of 2 units of 16 rows, producer 112 registers:
@@ -297,73 +298,6 @@ if HAVE_GLUON:
             rope_rows.store(_words_to_bf16(rope))
 
     @gluon.jit
-    def _load_unit_sc(ix, num_slots, lat_ptr, scale_ptr, rope_ptr, stride_lat: gl.constexpr, stride_scale: gl.constexpr,
-                      stride_rope: gl.constexpr, HAS_ROPE: gl.constexpr, PW: gl.constexpr):
-        """_load_unit plus the unit's four group scales per row (config ahead: loaded with the rows, not when the
-        unit is stored)."""
-        ix_lat, ix_rope = ix
-        valid = (ix_lat >= 0) & (ix_lat < num_slots)
-        row_sc = scale_ptr + gl.where(valid, ix_lat, 0).to(gl.int64) * stride_scale
-        w0, w1, w2, w3, rope = _load_unit(ix, num_slots, lat_ptr, rope_ptr, stride_lat, stride_rope, HAS_ROPE, PW)
-        return (w0, w1, w2, w3, rope, gl.load(row_sc, mask=valid, other=0.0), gl.load(row_sc + 1, mask=valid, other=0.0),
-                gl.load(row_sc + 2, mask=valid, other=0.0), gl.load(row_sc + 3, mask=valid, other=0.0))
-
-    @gluon.jit
-    def _store_unit_sc(u, rows, rope_rows, HAS_ROPE: gl.constexpr):
-        """_store_unit over a unit from _load_unit_sc (the same values and stores)."""
-        w0, w1, w2, w3, rope, s0, s1, s2, s3 = u
-        v0 = _group_f16(w0, s0)
-        v1 = _group_f16(w1, s1)
-        v2 = _group_f16(w2, s2)
-        v3 = _group_f16(w3, s3)
-        v = gl.permute(gl.join(gl.join(v0, v1), gl.join(v2, v3)), (0, 3, 2, 1))
-        rows.store(gl.reshape(v, [v0.shape[0], 512]))
-        if HAS_ROPE:
-            rope_rows.store(_words_to_bf16(rope))
-
-    @gluon.jit
-    def _producer_ring_ahead(idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, k16, rope16, full, free,
-                             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
-                             HAS_ROPE: gl.constexpr, UNIT: gl.constexpr, DEPTH: gl.constexpr, PW: gl.constexpr):
-        """_producer_ring (no prefetch) with two latencies taken off the conversion's path (config ahead, session
-        23): a unit's group scales are loaded with its rows (so they have landed when it converts, instead of being
-        asked for then), and its entries two units before its loads (so the row loads' addresses do not wait on
-        entries loaded a unit earlier, which is what ptxas's schedule made the 32-head gluon_ws wait on: WsConfig
-        ahead). The same values into the same tile rows: bit-equal to _producer_ring."""
-        gl.static_assert(DEPTH == 2 or DEPTH == 3, "a ring of 2 or 3 units")
-        UPB: gl.constexpr = KB // UNIT
-        nblocks = gl.cdiv(hi - lo, KB)
-        u0 = _load_unit_sc(_entries(idx_row, lo, hi, PW, UNIT), num_slots, lat_ptr, scale_ptr, rope_ptr, stride_lat,
-                           stride_scale, stride_rope, HAS_ROPE, PW)
-        u1 = _load_unit_sc(_entries(idx_row, lo + UNIT, hi, PW, UNIT), num_slots, lat_ptr, scale_ptr, rope_ptr,
-                           stride_lat, stride_scale, stride_rope, HAS_ROPE, PW)
-        if DEPTH == 3:
-            u2 = _load_unit_sc(_entries(idx_row, lo + 2 * UNIT, hi, PW, UNIT), num_slots, lat_ptr, scale_ptr, rope_ptr,
-                               stride_lat, stride_scale, stride_rope, HAS_ROPE, PW)
-        nx = _entries(idx_row, lo + DEPTH * UNIT, hi, PW, UNIT)
-        nx2 = _entries(idx_row, lo + (DEPTH + 1) * UNIT, hi, PW, UNIT)
-        for b in range(nblocks):
-            slot = b % 2
-            for k in gl.static_range(UPB):
-                j = b * UPB + k
-                if k == 0:
-                    # the consumer is done with block b - 2's tile (mbarriers start with phase 1 complete)
-                    mbarrier.wait(free.index(slot), ((b // 2) & 1) ^ 1)
-                _store_unit_sc(u0, k16.index(slot).slice(k * UNIT, UNIT, dim=0),
-                               rope16.index(slot).slice(k * UNIT, UNIT, dim=0), HAS_ROPE)
-                new = _load_unit_sc(nx, num_slots, lat_ptr, scale_ptr, rope_ptr, stride_lat, stride_scale, stride_rope,
-                                    HAS_ROPE, PW)
-                if DEPTH == 3:
-                    u0, u1, u2 = u1, u2, new
-                else:
-                    u0, u1 = u1, new
-                nx = nx2
-                nx2 = _entries(idx_row, lo + (j + DEPTH + 2) * UNIT, hi, PW, UNIT)
-            fence_async_shared()  # the tile is read by wgmma (async proxy)
-            gl.thread_barrier()
-            mbarrier.arrive(full.index(slot), count=1)
-
-    @gluon.jit
     def _producer_ring(idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, k16, rope16, full, free,
                        stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
                        HAS_ROPE: gl.constexpr, UNIT: gl.constexpr, DEPTH: gl.constexpr, PW: gl.constexpr,
@@ -515,7 +449,7 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, UNIT: gl.constexpr, DEPTH: gl.constexpr,
-            num_warps: gl.constexpr, PF: gl.constexpr = 0, VST: gl.constexpr = 0, AHEAD: gl.constexpr = 0):
+            num_warps: gl.constexpr, PF: gl.constexpr = 0, VST: gl.constexpr = 0):
         """Grid (T, cdiv(num_heads, 64), splits); arguments as kernels.sparse_mla_kernel (fp8 rows)."""
         t = gl.program_id(0).to(gl.int64)
         h0 = gl.program_id(1) * HEADS
@@ -559,17 +493,6 @@ if HAVE_GLUON:
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, k16, rope16, full, free,
                              stride_lat, stride_scale, stride_rope, HAS_ROPE, PRODUCER_WARPS)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
-        elif AHEAD:
-            gl.static_assert(PF == 0, "config ahead: no L2 prefetch")
-            gl.warp_specialize([
-                (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                             qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                             stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, num_warps,
-                             VST)),
-                (_producer_ring_ahead, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, k16, rope16, full,
-                                        free, stride_lat, stride_scale, stride_rope, HAS_ROPE, UNIT, DEPTH,
-                                        PRODUCER_WARPS)),
-            ], [PRODUCER_WARPS], [PRODUCER_REGS])
         else:
             gl.warp_specialize([
                 (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
@@ -595,6 +518,6 @@ def run_attention_g64(q, flat, layout: KVLayout, indices, sm_scale, topk_length,
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         cfg.producer_warps, cfg.producer_regs, cfg.unit, cfg.depth,
-        num_warps=CONSUMER_WARPS, PF=cfg.prefetch, VST=cfg.vst, AHEAD=cfg.ahead,
+        num_warps=CONSUMER_WARPS, PF=cfg.prefetch, VST=cfg.vst,
     )
     launch.combine_splits(out, lse, part_o, part_lse, splits)
