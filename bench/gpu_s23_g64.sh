@@ -6,6 +6,8 @@
 # the same pattern that held the 32-head gluon_ws producer, fixed there by WsConfig ahead: 1.04-1.07x this session).
 # Compile check: the producer spills 12 B at 120 registers over fp8_ds_mla (20 B at 112), none over nope at 112.
 # PREDICTION: 64 / 128 heads 1.00-1.05x; bit-equal.
+# OUTCOME (bench/logs/s23_g64.log): bit-equal and slower over fp8_ds_mla (0.90-0.93x), nope 1.005x; removed (needs
+# 09d2c05).
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s23_g64.sh   (log $OUT/g64.log, results under $OUT/r, $OUT/r.tgz; ~6 min)
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1

@@ -8,6 +8,8 @@
 # With ahead 2 the same instructions read entries loaded a whole half-block before (sm_90a SASS checked; no spill,
 # shared memory unchanged). PREDICTION: 32 heads fp8_ds_mla 512 tokens 0.352 -> 0.32-0.34 ms (1.03-1.10x), nope and
 # 2048 tokens alike; bit-equal. Issue 3 asks <= 0.314 ms (1.4x of FlashMLA padded to 64).
+# OUTCOME (bench/logs/s23_ws.log): right, 1.057x / 1.069x (512 / 2048 tokens), nope 1.039x, bit-equal; producer alone
+# 0.272 -> 0.240 ms. ahead 2 is the default since; the script still runs (the A/Bs then compare ahead 2 with itself).
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s23_ws.sh   (log $OUT/ws.log, results under $OUT/r, $OUT/r.tgz; ~6 min)
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1

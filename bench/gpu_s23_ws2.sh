@@ -7,6 +7,8 @@
 # check: no spill) three fly while one converts (31.5 KB), and the producer's wait on `free` no longer drains the ring.
 # PREDICTION: against ahead 2 (the call-1 winner), 32 heads fp8_ds_mla 512 tokens 0.331 -> 0.30-0.32 ms (1.03-1.10x);
 # bit-equal. Issue 3 asks <= 0.314 ms (1.4x of FlashMLA padded to 64 heads).
+# OUTCOME (bench/logs/s23_ws2.log): bit-equal and slower, 0.83-0.90x; gathers alone no faster (0.245 ms). The unit
+# field was removed, so this script needs the tree at 48bd802.
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s23_ws2.sh   (log $OUT/ws2.log, results under $OUT/r, $OUT/r.tgz; ~6 min)
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1

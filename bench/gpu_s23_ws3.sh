@@ -7,6 +7,8 @@
 # the other tile waits too. Compile check: no spill, no wgmma serialization. PREDICTION: 1.00-1.04x at 32 heads;
 # bit-equal. (2) Issue 3's 32-head decode rows (FlashMLA in the same process, 3 alternating rounds) at this tree's
 # default (ahead 2), then with release 1 set (its nope rows then run 2 stages, not nope's default 3).
+# OUTCOME (bench/logs/s23_ws3.log): release made no difference (1.006x / 0.997x, nope 1.004x) and was removed (this
+# script needs 351ce64 for its A/Bs); the 32-head rows at the default: 1.34x / 1.32x FlashMLA.
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s23_ws3.sh   (log $OUT/ws3.log, results under $OUT/r, $OUT/r.tgz; ~7 min)
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1

@@ -7,6 +7,8 @@
 # alone at ~0.24 ms whether 1, 2 or 3 units of rows fly (bench/logs/s23_ws*.log): PROFILE 5 tells whether the index
 # loads are what holds them there. (3) Nsight Compute source counters of the default (bench/ncu_stalls.py).
 # PREDICTION: ahead 3 / 4 within 1.00-1.03x of ahead 2; PROFILE 5 below 0.2 ms if the index loads bind the gathers.
+# OUTCOME (bench/logs/s23_ws4.log): ahead 3 / 4 no faster (0.989x / 0.993x); the hashed-entries build was 0.69 ms
+# (another access pattern: uninformative); ncu in bench/logs/s23_profile/. Needs a183326 (both were removed).
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s23_ws4.sh   (log $OUT/ws4.log, results under $OUT/r, $OUT/r.tgz; ~6 min)
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1

@@ -6,6 +6,7 @@
 # samples in its softmax reductions and FMUL 2.8% (the rescale). Compile check: no spill, no wgmma serialization.
 # Not bit-equal (the same softmax rounded another way): GPU tests against the reference at q x 1 / 6 / 0.02.
 # PREDICTION: 32 heads fp8_ds_mla 512 tokens 1.02-1.06x against the default; issue 3 asks <= 0.314 ms.
+# OUTCOME (bench/logs/s23_ws5.log): within tolerance but slower, 0.981x / 0.977x, nope 0.914x; removed (needs 50624e3).
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s23_ws5.sh   (log $OUT/ws5.log, results under $OUT/r, $OUT/r.tgz; ~6 min)
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
