@@ -7,6 +7,7 @@
 # misaligned 64 bytes (3 sectors for 2). Session 19's padded 768-byte rows were 5.7% faster at 32 heads: the bound.
 # Compile check: no spill, copies still 16 bytes, 64 SHFL.IDX a block in the producer.
 # PREDICTION: 32 heads fp8_ds_mla 512 tokens 1.00-1.05x against the default; bit-equal.
+# OUTCOME (bench/logs/s23_rot.log): bit-equal and slower, 0.843x, nope 0.846x; removed (needs 620a969).
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s23_rot.sh   (log $OUT/rot.log, results under $OUT/r, $OUT/r.tgz; ~3 min)
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1

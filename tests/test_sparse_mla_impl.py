@@ -87,9 +87,9 @@ def test_gluon_ws_defaults_fit_shared_memory(layout, d_qk, heads):
 
 
 def test_gluon_ws_config_ahead(monkeypatch):
-    """WsConfig ahead / rot (session 23: a gather's entries loaded 1 or 2 half-blocks before it is issued; latent
-    rows landed rotated): DSATTN_WS_CONFIG's 5th / 6th fields, anything else (or a 7th field) a ValueError naming
-    the variable; ahead 2 is the default."""
+    """WsConfig ahead (session 23: a gather's entries loaded 1 or 2 half-blocks before it is issued):
+    DSATTN_WS_CONFIG's 5th field, anything else (or a 6th field) a ValueError naming the variable; 2 is the
+    default."""
     from dsattn.ops.sparse_mla import gluon_ws
     monkeypatch.setenv("DSATTN_WS_CONFIG", "2/128/4/0/2")
     assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).ahead == 2
@@ -97,9 +97,7 @@ def test_gluon_ws_config_ahead(monkeypatch):
     assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).ahead == 1
     monkeypatch.delenv("DSATTN_WS_CONFIG")
     assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).ahead == 2  # the default since session 23
-    monkeypatch.setenv("DSATTN_WS_CONFIG", "2/128/4/0/2/1")
-    assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).rot == 1
-    for bad in ("2/128/4/0/0", "2/128/4/0/3", "2/128/4/0/x", "2/128/4/0/2/2", "2/128/4/0/2/1/0"):
+    for bad in ("2/128/4/0/0", "2/128/4/0/3", "2/128/4/0/x", "2/128/4/0/2/1"):
         monkeypatch.setenv("DSATTN_WS_CONFIG", bad)
         with pytest.raises(ValueError, match="DSATTN_WS_CONFIG"):
             gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32)

@@ -52,7 +52,11 @@ the running max moved only in blocks whose scores pass it by more than 8 (base 2
 the rescale of O^T skipped for one warpgroup-wide "any": within issue 3's tolerances of the reference in all 27 GPU
 cases (q x 1 / 6 / 0.02; 4 cases tripped only the test's own lazy-vs-default bound, 0.031 against 0.02, one bf16 step
 at |out| 4-8), but slower: 0.981x (CI 0.976-0.989) at 512 tokens, 0.977x at 2048, nope 0.914x
-(bench/results/ab_s23_lazy_*.json, bench/logs/s23_ws5.log). Not kept.
+(bench/results/ab_s23_lazy_*.json, bench/logs/s23_ws5.log). Not kept. Last (call 8, code at 620a969) config rot: each
+latent row landed rotated in its stage so that it keeps its global 128-byte phase (the profile had counted 10.5
+shared-memory wavefronts a latent copy for 4 ideal), rotated back in the conversion by two shuffles a word pair:
+bit-equal (9 GPU tests) and slower, 0.843x (CI 0.831-0.846), nope 0.846x (bench/results/ab_s23_rot_*.json,
+bench/logs/s23_rot.log): the producer's added shuffles cost more than the aligned copies save. Not kept.
 
 Removed in session 22 after its H200 run: config depth / unit (code at a8df6ed), gluon64's register producers
 (_producer, _producer_ring) feeding this consumer, no raw stages: at 32 heads a program the cp.async ring keeps ONE
@@ -81,7 +85,6 @@ from ...formats import LATENT_DIM, KVLayout
 from .._fastlaunch import launch as _fast_launch
 
 if HAVE_GLUON:
-    from .gluon64 import _fp8x4_to_f16  # noqa: F401 (config rot)
     from .gluon_small import (_copy_layout, _idx, _issue, _prefetch_entries, _prefetch_rows,  # noqa: F401 (used
                               _scale_layout, _softmax_keys, _store_ot)                        # in the kernels)
 
@@ -102,7 +105,6 @@ class WsConfig:
     prefetch: int = 0  # half-blocks of rows asked of L2 ahead of the newest gather (0: none; slower on the H200)
     ahead: int = 2     # half-blocks between loading a gather's entries and issuing it (1 or 2; see _producer; 2,
     #                    the default since session 23: 1.04-1.07x at 32 heads, bench/results/ab_s23_ahead_*.json)
-    rot: int = 0       # 1: each latent row lands rotated so that it keeps its global 128-byte phase (_gather_rot)
 
 
 def ws_hp(num_heads: int) -> int:
@@ -111,8 +113,7 @@ def ws_hp(num_heads: int) -> int:
 
 
 def ws_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int) -> int:
-    """Shared memory the kernel allocates (without mbarriers and the compiler's scratch; config rot adds 4 bytes a
-    stage row)."""
+    """Shared memory the kernel allocates (without mbarriers and the compiler's scratch)."""
     rope = d_qk > LATENT_DIM and layout is KVLayout.FP8_DS_MLA
     stage = HB * (LATENT_DIM + 16 + (2 * 64 if rope else 0))
     tiles = 2 * BN * (LATENT_DIM * 2 + (64 * 2 if rope else 0))
@@ -133,12 +134,12 @@ def ws_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> WsConfig:
     if spec:
         try:
             cfg = WsConfig(*[int(x) for x in spec.split("/")])
-            if cfg.ahead not in (1, 2) or cfg.rot not in (0, 1):
+            if cfg.ahead not in (1, 2):
                 raise ValueError
             return cfg
         except (TypeError, ValueError):
-            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/ahead[/rot]]] "
-                             "(ahead 1 or 2, rot 0 or 1), e.g. 3/128/8/0/2, "
+            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/ahead]] (ahead "
+                             "1 or 2), e.g. 3/128/8/0/2, "
                              f"got {spec!r}") from None
     hp = ws_hp(num_heads)
     stages = 4
@@ -177,91 +178,11 @@ if HAVE_GLUON:
         async_copy.commit_group()
 
     @gluon.jit
-    def _gather_rot(ix, num_slots, lat_ptr, scale_ptr, rope_ptr, lat_buf, sc_buf, rope_buf, ph_buf,
-                    stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
-                    HAS_ROPE: gl.constexpr, PW: gl.constexpr):
-        """_gather with each latent row rotated (config rot): row r's byte b lands at column (b + p) mod 512 of its
-        stage row, p = its global offset mod 128 (16-byte steps: 656- and 528-byte rows), so every 128-byte global
-        line of the row fills one 128-byte line of shared memory and every 4-lane quarter of a copy instruction reads
-        one 64-byte-aligned piece. A 128-byte-aligned stage row takes 656-byte rows at 16 (slot mod 8) bytes into their
-        first line otherwise: the session 23 profile counted 10.5 shared-memory wavefronts a latent copy for 4 ideal.
-        p (bytes) goes to ph_buf for the conversion, which rotates the words back (_unrotate). Scales, RoPE as
-        _gather."""
-        LAT_L: gl.constexpr = _copy_layout(512, 1, PW)
-        SC_L: gl.constexpr = _scale_layout(HALF, PW)
-        ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
-        ix_lat, ix_sc, ix_rope = ix
-        valid = (ix_lat >= 0) & (ix_lat < num_slots)
-        slot = gl.where(valid, ix_lat, 0).to(gl.int64)
-        row = lat_ptr + slot * stride_lat
-        ph = (row.to(gl.int64) % 128).to(gl.int32)
-        cols = gl.arange(0, 512, gl.SliceLayout(0, LAT_L))
-        src = gl.max_contiguous(gl.multiple_of((cols[None, :] - ph[:, None]) & 511, [1, 16]), [1, 16])
-        async_copy.async_copy_global_to_shared(lat_buf, row[:, None] + src, mask=valid[:, None])
-        ph_buf.store(ph)
-        valid = (ix_sc >= 0) & (ix_sc < num_slots)
-        slot = gl.where(valid, ix_sc, 0).to(gl.int64)
-        g = gl.arange(0, 4, gl.SliceLayout(0, SC_L))
-        async_copy.async_copy_global_to_shared(sc_buf, scale_ptr + slot[:, None] * stride_scale + g[None, :],
-                                               mask=valid[:, None])
-        if HAS_ROPE:
-            valid = (ix_rope >= 0) & (ix_rope < num_slots)
-            slot = gl.where(valid, ix_rope, 0).to(gl.int64)
-            rc = gl.arange(0, 64, gl.SliceLayout(0, ROPE_L))
-            async_copy.async_copy_global_to_shared(rope_buf, rope_ptr + slot[:, None] * stride_rope + rc[None, :],
-                                                   mask=valid[:, None])
-        async_copy.commit_group()
-
-    @gluon.jit
-    def _unrotate(w0, w1, sh):
-        """The words of a rotated row back in order (config rot). w0 / w1: a warp's [rows, 64] int32 words of stage
-        columns [0, 256) / [256, 512), lane l holding words 2l, 2l + 1 of each; sh: the row's rotation in lanes (p / 8).
-        Logical word 64 r + 2 l + i sits at stage word 64 r' + 2 l' + i, l' = (l + sh) mod 32, r' = r flipped if
-        l + sh >= 32: two shuffles a word pair from lane l', then a select per half."""
-        return gl.inline_asm_elementwise(
-            "{ .reg .u32 ln, src; .reg .b32 a, b; .reg .pred wr; mov.u32 ln, %laneid; add.u32 src, ln, $4; "
-            "setp.ge.u32 wr, src, 32; and.b32 src, src, 31; shfl.sync.idx.b32 a, $2, src, 31, -1; "
-            "shfl.sync.idx.b32 b, $3, src, 31, -1; selp.b32 $0, b, a, wr; selp.b32 $1, a, b, wr; }",
-            "=r,=r,r,r,r", [w0, w1, sh], dtype=(gl.int32, gl.int32), is_pure=False, pack=1)
-
-    @gluon.jit
-    def _store_words(w, raw_sc, k16_t, h: gl.constexpr, part: gl.constexpr):
-        """Latent columns [256 part, 256 part + 256) of a half-block from their int32 words into the fp16 tile."""
-        v = _fp8x4_to_f16(w)
-        VL: gl.constexpr = v.type.layout
-        c = gl.arange(0, 256, gl.SliceLayout(0, VL))[None, :]
-        sa = raw_sc.slice(2 * part, 1, dim=1).load(VL)
-        sb = raw_sc.slice(2 * part + 1, 1, dim=1).load(VL)
-        sc = gl.where(c < 128, sa, sb)
-        k16_t.slice(h * HALF, HALF, dim=0).slice(256 * part, 256, dim=1).store(v * (sc * V_SCALE).to(gl.float16))
-
-    @gluon.jit
-    def _convert_half_rot(raw_lat, raw_sc, raw_rope, ph_buf, k16_t, rope16_t, h: gl.constexpr,
-                          HAS_ROPE: gl.constexpr, PW: gl.constexpr):
-        """_convert_half over a rotated stage (config rot): the latent read as int32 words, rotated back by
-        _unrotate, each word's four e4m3 values to fp16 (cvt.rn.f16x2.e4m3x2, as .to(float16)) times the fp16 group
-        scale x V_SCALE: the same tile values."""
-        WL: gl.constexpr = gl.BlockedLayout([1, 2], [1, 32], [PW, 1], [1, 0])
-        ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
-        words = raw_lat._reinterpret(gl.int32, [HALF, 128], raw_lat.layout)
-        w0 = words.slice(0, 64, dim=1).load(WL)
-        w1 = words.slice(64, 64, dim=1).load(WL)
-        ph = ph_buf.load(gl.SliceLayout(1, WL))
-        sh = gl.zeros([HALF, 64], gl.int32, WL) + (ph // 8)[:, None]
-        l0, l1 = _unrotate(w0, w1, sh)
-        if HAS_ROPE:
-            r = raw_rope.load(ROPE_L)
-        _store_words(l0, raw_sc, k16_t, h, 0)
-        _store_words(l1, raw_sc, k16_t, h, 1)
-        if HAS_ROPE:
-            rope16_t.slice(h * HALF, HALF, dim=0).store((r.to(gl.float32) * V_SCALE).to(gl.bfloat16))
-
-    @gluon.jit
     def _producer(idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                   raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
                   stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
                   HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr, PROFILE: gl.constexpr,
-                  PF: gl.constexpr, AHEAD: gl.constexpr, ph_buf, ROT: gl.constexpr):
+                  PF: gl.constexpr, AHEAD: gl.constexpr):
         """Gathers half-blocks into the raw ring (NSTAGES - 1 in flight) and converts each into its tile.
         PROFILE (timing builds only, wrong outputs): 2 = no gather and no conversion (hand the tiles over as they
         are), 3 = gather but no conversion, 4 = convert whatever the stages hold, no gather.
@@ -277,14 +198,9 @@ if HAVE_GLUON:
         CONVERT: gl.constexpr = PROFILE != 2 and PROFILE != 3
         nblocks = gl.cdiv(hi - lo, KB)
         for i in gl.static_range(NSTAGES - 1 if GATHER else 0):
-            if ROT:
-                _gather_rot(_entries(idx_row, lo + i * HALF, hi, PW), num_slots, lat_ptr, scale_ptr, rope_ptr,
-                            raw_lat.index(i), raw_sc.index(i), raw_rope.index(i), ph_buf.index(i), stride_lat,
-                            stride_scale, stride_rope, HAS_ROPE, PW)
-            else:
-                _gather(_entries(idx_row, lo + i * HALF, hi, PW), num_slots, lat_ptr, scale_ptr, rope_ptr,
-                        raw_lat.index(i), raw_sc.index(i), raw_rope.index(i), stride_lat, stride_scale, stride_rope,
-                        HAS_ROPE, PW)
+            _gather(_entries(idx_row, lo + i * HALF, hi, PW), num_slots, lat_ptr, scale_ptr, rope_ptr,
+                    raw_lat.index(i), raw_sc.index(i), raw_rope.index(i), stride_lat, stride_scale, stride_rope,
+                    HAS_ROPE, PW)
         nx = _entries(idx_row, lo + (NSTAGES - 1) * HALF, hi, PW)
         nx2 = nx
         if AHEAD == 2:
@@ -306,14 +222,9 @@ if HAVE_GLUON:
                 if GATHER:
                     async_copy.wait_group(NSTAGES - 2)
                     gl.thread_barrier()
-                    if ROT:
-                        _gather_rot(nx, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat.index(nxt % NSTAGES),
-                                    raw_sc.index(nxt % NSTAGES), raw_rope.index(nxt % NSTAGES),
-                                    ph_buf.index(nxt % NSTAGES), stride_lat, stride_scale, stride_rope, HAS_ROPE, PW)
-                    else:
-                        _gather(nx, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat.index(nxt % NSTAGES),
-                                raw_sc.index(nxt % NSTAGES), raw_rope.index(nxt % NSTAGES), stride_lat, stride_scale,
-                                stride_rope, HAS_ROPE, PW)
+                    _gather(nx, num_slots, lat_ptr, scale_ptr, rope_ptr,
+                            raw_lat.index(nxt % NSTAGES), raw_sc.index(nxt % NSTAGES), raw_rope.index(nxt % NSTAGES),
+                            stride_lat, stride_scale, stride_rope, HAS_ROPE, PW)
                     if AHEAD == 2:
                         nx = nx2
                         nx2 = _entries(idx_row, lo + (nxt + 2) * HALF, hi, PW)
@@ -329,12 +240,8 @@ if HAVE_GLUON:
                 # apart and puts a barrier between every load and a following store
                 st = j % NSTAGES
                 if CONVERT:
-                    if ROT:
-                        _convert_half_rot(raw_lat.index(st), raw_sc.index(st), raw_rope.index(st), ph_buf.index(st),
-                                          k16_t, rope16.index(slot), h, HAS_ROPE, PW)
-                    else:
-                        _convert_half(raw_lat.index(st), raw_sc.index(st), raw_rope.index(st), k16_t,
-                                      rope16.index(slot), h, HAS_ROPE, PW)
+                    _convert_half(raw_lat.index(st), raw_sc.index(st), raw_rope.index(st), k16_t, rope16.index(slot), h,
+                                  HAS_ROPE, PW)
             fence_async_shared()  # the tile is read by wgmma (async proxy)
             gl.thread_barrier()
             mbarrier.arrive(full.index(slot), count=1)
@@ -444,8 +351,7 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0, AHEAD: gl.constexpr = 2,
-            ROT: gl.constexpr = 0):
+            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0, AHEAD: gl.constexpr = 2):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_small.sparse_mla_small_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one gather in flight while a half-block converts")
@@ -473,10 +379,6 @@ if HAVE_GLUON:
             raw_rope = raw_sc
             rope16 = k16
             qr_smem = q_smem
-        if ROT:
-            ph_buf = gl.allocate_shared_memory(gl.int32, [NSTAGES, HALF], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-        else:
-            ph_buf = raw_sc
         full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(2):
@@ -496,7 +398,7 @@ if HAVE_GLUON:
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                              raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
                              stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE, PF,
-                             AHEAD, ph_buf, ROT)),
+                             AHEAD)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
         else:
             gl.warp_specialize([
@@ -506,7 +408,7 @@ if HAVE_GLUON:
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                              raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
                              stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE, PF,
-                             AHEAD, ph_buf, ROT)),
+                             AHEAD)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
 
@@ -526,13 +428,11 @@ def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     if cfg.ahead not in (1, 2):
         raise ValueError(f"config.ahead must be 1 or 2 (half-blocks between loading a gather's entries and issuing "
                          f"it), got {cfg.ahead}")
-    if cfg.rot not in (0, 1):
-        raise ValueError(f"config.rot must be 0 or 1, got {cfg.rot}")
     grid = (t, -(-h // hp), splits)
     _fast_launch(sparse_mla_ws_kernel, grid,
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-        num_warps=4, PROFILE=profile, PF=cfg.prefetch, AHEAD=cfg.ahead, ROT=cfg.rot,
+        num_warps=4, PROFILE=profile, PF=cfg.prefetch, AHEAD=cfg.ahead,
     )
     launch.combine_splits(out, lse, part_o, part_lse, splits)
