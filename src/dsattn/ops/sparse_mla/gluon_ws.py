@@ -50,8 +50,8 @@ the consumer now spins on `full` for 1.9% of all samples (11.1% before), and wai
 softmax's reductions (FMNMX 6.5%, SHFL 3.9%): the consumer sets the pace. Then (call 5, code at 50624e3) config lazy:
 the running max moved only in blocks whose scores pass it by more than 8 (base 2), elsewhere the cross-warp max and
 the rescale of O^T skipped for one warpgroup-wide "any": within issue 3's tolerances of the reference in all 27 GPU
-cases (q x 1 / 6 / 0.02; 4 cases tripped only the test's own lazy-vs-default bound, 0.031 against 0.02, one bf16 step
-at |out| 4-8), but slower: 0.981x (CI 0.976-0.989) at 512 tokens, 0.977x at 2048, nope 0.914x
+cases (q x 1 / 6 / 0.02; 4 cases tripped only the test's own lazy-vs-default bound: 0.031 against 0.02, which is one
+bf16 step for values in [4, 8)), but slower: 0.981x (CI 0.976-0.989) at 512 tokens, 0.977x at 2048, nope 0.914x
 (bench/results/ab_s23_lazy_*.json, bench/logs/s23_ws5.log). Not kept. Last (call 8, code at 620a969) config rot: each
 latent row landed rotated in its stage so that it keeps its global 128-byte phase (the profile had counted 10.5
 shared-memory wavefronts a latent copy for 4 ideal), rotated back in the conversion by two shuffles a word pair:
@@ -128,7 +128,7 @@ def ws_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> WsConfig:
     0.326 / 0.330 ms vs 3/128/4 0.333 / 0.335; nope 8 heads 4/128/8 0.296 vs 4/128/4 0.309; 32 heads 2/128/4 0.354
     vs 2/128/8 0.359. Entries loaded two half-blocks ahead of their gather (ahead 2, session 23: `dsattn bench ab`
     against ahead 1, H200, 32 heads fp8_ds_mla 512 tokens 0.394 -> 0.372 ms, 1.057x, 95% CI 1.050-1.061; 2048 tokens
-    1.069x; nope 1.039x; outputs bit-equal; with 8 producer warps 0.961x of that). DSATTN_WS_CONFIG=
+    1.069x; nope 1.039x; outputs bit-equal; ahead 2 with 8 producer warps: 0.961x against ahead 1). DSATTN_WS_CONFIG=
     'stages/regs/warps[/prefetch[/ahead]]' overrides it (A/B runs; read at launch)."""
     spec = os.environ.get("DSATTN_WS_CONFIG", "").strip()
     if spec:
