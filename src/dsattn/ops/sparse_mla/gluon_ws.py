@@ -58,6 +58,21 @@ shared-memory wavefronts a latent copy for 4 ideal), rotated back in the convers
 bit-equal (9 GPU tests) and slower, 0.843x (CI 0.831-0.846), nope 0.846x (bench/results/ab_s23_rot_*.json,
 bench/logs/s23_rot.log): the producer's added shuffles cost more than the aligned copies save. Not kept.
 
+Removed in session 24 after its H200 run (code at 9a9fdfa): config pingpong, two consumer warpgroups taking every
+other block whole, each always on its own fp16 tile slot (the producer fills slot b % 2 anyway), P^T written over the
+tile's RoPE part (dead once S^T retired), consumer 1's (m, l, O^T) merged at the end through its idle tile: no third
+tile, 227,632 B of shared memory, hot loops spill-free, no wgmma serialization (compile check). Right (27 GPU tests
+against the reference: 8 / 27 / 32 heads, three layouts, 64 / 96 / 2000 entries, split-K; within 0.004 / 2e-7 of the
+default) and slower: fp8_ds_mla 32 heads 512 tokens 0.944x (producer 112 registers), 0.942x (96), 0.951x / 0.876x (8
+producer warps at 64 registers, ahead 1 / 2), 2048 tokens 0.940x, nope 0.919x (bench/results/ab_s24_pp*.json,
+bench/logs/s24_pp.log, s24_pp2.log). Nsight Compute (bench/logs/s24_profile/): each consumer spins on `full` for about a
+third of its samples (11.4% and 9.8% of all samples on the try-wait branches): with two chains the producer, slowed by
+their shared-memory traffic, sets the pace, so the one-consumer kernel's 0.33 ms is held by both sides at once. Then
+(code at 50732b0) pingpong fed by gluon64's register producers (no raw stages: 185,648 B; session 22's depth / unit
+brought back): right (27 GPU tests of the depth-2 ring; the 8-warp variant's tests failed on a test bug, its A/B compared
+outputs within 0.001) and slower still: 0.883x (ring of 2 units of 16 rows, 4 warps), 0.890x (8 warps), 0.850x (one
+half-block ahead), nope 0.873x (bench/results/ab_s24_ppr*.json, bench/logs/s24_pp3.log).
+
 Removed in session 22 after its H200 run: config depth / unit (code at a8df6ed), gluon64's register producers
 (_producer, _producer_ring) feeding this consumer, no raw stages: at 32 heads a program the cp.async ring keeps ONE
 21 KB half-block in flight, the register ring up to 63 KB (8 warps x 128 registers, depth 3 units of 32 rows; no spill
@@ -87,8 +102,6 @@ from .._fastlaunch import launch as _fast_launch
 if HAVE_GLUON:
     from .gluon_small import (_copy_layout, _idx, _issue, _prefetch_entries, _prefetch_rows,  # noqa: F401 (used
                               _scale_layout, _softmax_keys, _store_ot)                        # in the kernels)
-    from .gluon_rx import _opaque_zero
-    from .gluon64 import _producer as _g64_producer, _producer_ring as _g64_producer_ring
 
 BN = 64   # keys per block (wgmma M)
 HB = 32   # keys per gathered half-block (the raw ring's unit)
@@ -107,11 +120,6 @@ class WsConfig:
     prefetch: int = 0  # half-blocks of rows asked of L2 ahead of the newest gather (0: none; slower on the H200)
     ahead: int = 2     # half-blocks between loading a gather's entries and issuing it (1 or 2; see _producer; 2,
     #                    the default since session 23: 1.04-1.07x at 32 heads, bench/results/ab_s23_ahead_*.json)
-    pingpong: int = 0  # 1: two consumer warpgroups, each taking every other block whole on its own tile slot
-    #                    (_consumer_pp), one merge at the end
-    depth: int = 0     # (pingpong) 0: the cp.async raw ring feeds the tiles; 1: gluon64's register producer (a half-block
-    #                    ahead); 2 / 3: gluon64's register ring of that many units of `unit` rows; no raw stages
-    unit: int = 32
 
 
 def ws_hp(num_heads: int) -> int:
@@ -119,18 +127,12 @@ def ws_hp(num_heads: int) -> int:
     return 16 if num_heads <= 16 else 32
 
 
-def ws_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int, pingpong: int = 0) -> int:
-    """Shared memory the kernel allocates (without mbarriers and the compiler's scratch). Ping-pong consumers
-    write P^T into their tile's RoPE part (dead once S^T retired) where there is one, else into two P buffers, and
-    add the merge's m and l (its O^T goes through the idle tile)."""
+def ws_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int) -> int:
+    """Shared memory the kernel allocates (without mbarriers and the compiler's scratch)."""
     rope = d_qk > LATENT_DIM and layout is KVLayout.FP8_DS_MLA
     stage = HB * (LATENT_DIM + 16 + (2 * 64 if rope else 0))
     tiles = 2 * BN * (LATENT_DIM * 2 + (64 * 2 if rope else 0))
-    fixed = hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0)
-    if pingpong:
-        fixed += (0 if rope else 2 * BN * hp * 2) + 2 * hp * 4
-    else:
-        fixed += BN * hp * 2
+    fixed = hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0) + BN * hp * 2
     return stages * stage + tiles + fixed
 
 
@@ -147,13 +149,12 @@ def ws_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> WsConfig:
     if spec:
         try:
             cfg = WsConfig(*[int(x) for x in spec.split("/")])
-            if (cfg.ahead not in (1, 2) or cfg.pingpong not in (0, 1) or cfg.depth not in (0, 1, 2, 3)
-                    or (cfg.depth and not cfg.pingpong) or cfg.unit not in (16, 32)):
+            if cfg.ahead not in (1, 2):
                 raise ValueError
             return cfg
         except (TypeError, ValueError):
-            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/ahead[/pingpong]]] "
-                             "(ahead 1 or 2, pingpong 0 or 1), e.g. 3/128/8/0/2, "
+            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/ahead]] (ahead "
+                             "1 or 2), e.g. 3/128/8/0/2, "
                              f"got {spec!r}") from None
     hp = ws_hp(num_heads)
     stages = 4
@@ -354,88 +355,6 @@ if HAVE_GLUON:
         _store_ot(acc, m_i, l_i, gl.arange(0, 512, ROW), t, split, h0, num_heads, out_ptr, stride_ot, stride_os,
                   stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
 
-    @gluon.jit
-    def _consumer_pp(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
-                     out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
-                     q3, qr3, k16, rope16, p_bufs, macc, mm_s, ml_s, mbar, full, free,
-                     HAS_ROPE: gl.constexpr, HP: gl.constexpr, PSTEP: gl.constexpr, H: gl.constexpr,
-                     ROPE_Q_SCALED: gl.constexpr = 0):
-        """Ping-pong consumers (config pingpong): consumer H takes the blocks b = H, H + 2, ... whole, always on
-        tile slot H (the producer fills slot b % 2), with its own online softmax and O^T; the two never wait for each
-        other inside the loop, so one's products run while the other's softmax does. P^T goes to p_bufs.index(H)
-        (over the fp8_ds_mla tile's RoPE part, dead once S^T retired). At the end consumer 1 hands (m, l, O^T) to
-        consumer 0 (O^T over its idle fp16 tile), which merges and stores out / lse. Both stage q (the same
-        values)."""
-        NW: gl.constexpr = 4
-        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
-        MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
-                                                      instr_shape=[16, HP, 16])
-        ROW: gl.constexpr = gl.SliceLayout(1, MMA)
-        COL: gl.constexpr = gl.SliceLayout(0, MMA)
-
-        qh = h0 + gl.arange(0, HP, gl.SliceLayout(1, Q_L))
-        qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
-        q_row = q_ptr + t * stride_qt + qh[:, None] * stride_qh
-        q3.index(0).store(gl.load(q_row + qd[None, :], mask=(qh < num_heads)[:, None], other=0.0).to(gl.float16))
-        if HAS_ROPE:
-            qr = gl.arange(0, 64, gl.SliceLayout(0, Q_L))
-            q_r = gl.load(q_row + 512 + qr[None, :], mask=(qh < num_heads)[:, None], other=0.0)
-            if ROPE_Q_SCALED:  # (gluon64's producers store the RoPE bytes as they are: the same products)
-                q_r = (q_r.to(gl.float32) * V_SCALE).to(gl.bfloat16)
-            qr3.index(0).store(q_r)
-        qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
-        fence_async_shared()
-        gl.thread_barrier()
-
-        m_i = gl.full([HP], NEG_INF, gl.float32, COL)
-        l_i = gl.zeros([HP], gl.float32, COL)
-        acc = gl.zeros([512, HP], gl.float32, MMA)
-        nblocks = gl.cdiv(hi - lo, KB)
-        for b in range(H, nblocks, 2):
-            # wgmma's shared-memory descriptors from an opaque 0, built in every block: LLVM would hoist them out
-            # of the loop and hold them in registers (as in gluon_rx's ping-pong, config spillfix)
-            z = _opaque_zero(b)
-            k16_t = k16.index(H + z)
-            p_buf = p_bufs.index(PSTEP * H + z)
-            q_smem = q3.index(z)
-            ix = _idx(idx_row, lo + b * KB, hi, KB, ROW)
-            mbarrier.wait(full.index(H), (b // 2) & 1)
-            s = gl.zeros([KB, HP], gl.float32, MMA)
-            if HAS_ROPE:
-                s = warpgroup_mma(rope16.index(H + z), qr3.index(z).permute((1, 0)), s, is_async=True)
-            s = warpgroup_mma(k16_t, q_smem.permute((1, 0)), s, is_async=True)
-            s = warpgroup_mma_wait(0, deps=(s,))
-
-            p, alpha, m_new = _softmax_keys(s, ix, num_slots, qk_scale, m_i)
-            l_i = l_i * alpha + gl.sum(p, 0)
-            acc = acc * alpha[None, :]
-            m_i = m_new
-            p_buf.store(p.to(gl.float16))  # (over the RoPE part: S^T, its last reader, has retired)
-            fence_async_shared()
-            gl.thread_barrier()
-            acc = warpgroup_mma(k16_t.permute((1, 0)), p_buf, acc, is_async=True)
-            acc = warpgroup_mma_wait(0, deps=(acc,))
-            mbarrier.arrive(free.index(H), count=1)
-
-        if H == 1:
-            # slot 1 is idle for good: the producer fills it for odd blocks only, and this was the last
-            macc.store(acc)
-            mm_s.store(m_i)
-            ml_s.store(l_i)
-            mbarrier.arrive(mbar, count=1)
-        else:
-            mbarrier.wait(mbar, 0)
-            m_o = mm_s.load(COL)
-            l_o = ml_s.load(COL)
-            m = gl.maximum(m_i, m_o)
-            m_use = gl.where(m == NEG_INF, 0.0, m)
-            a_s = gl.exp2(m_i - m_use)
-            a_o = gl.exp2(m_o - m_use)
-            l_i = l_i * a_s + l_o * a_o
-            acc = acc * a_s[None, :] + macc.load(MMA) * a_o[None, :]
-            _store_ot(acc, m, l_i, gl.arange(0, 512, ROW), t, split, h0, num_heads, out_ptr, stride_ot, stride_os,
-                      stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
-
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split"])
     def sparse_mla_ws_kernel(
             q_ptr, stride_qt, stride_qh,
@@ -447,9 +366,7 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0, AHEAD: gl.constexpr = 2,
-            PINGPONG: gl.constexpr = 0, CONSUMER_REGS: gl.constexpr = 0, DEPTH: gl.constexpr = 0,
-            UNIT: gl.constexpr = 32):
+            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0, AHEAD: gl.constexpr = 2):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_small.sparse_mla_small_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one gather in flight while a half-block converts")
@@ -464,51 +381,24 @@ if HAVE_GLUON:
         QR_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HP, 64], gl.bfloat16)
         P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KB, HP], gl.float16)
 
+        raw_lat = gl.allocate_shared_memory(gl.float8e4nv, [NSTAGES, HALF, 512], RAW_S)
+        raw_sc = gl.allocate_shared_memory(gl.float32, [NSTAGES, HALF, 4], RAW_S)
         k16 = gl.allocate_shared_memory(gl.float16, [2, KB, 512], K16_S)
-        if DEPTH == 0:
-            raw_lat = gl.allocate_shared_memory(gl.float8e4nv, [NSTAGES, HALF, 512], RAW_S)
-            raw_sc = gl.allocate_shared_memory(gl.float32, [NSTAGES, HALF, 4], RAW_S)
-        else:  # gluon64's register producers: no raw stages
-            raw_lat = k16
-            raw_sc = k16
-        q3 = gl.allocate_shared_memory(gl.float16, [1, HP, 512], Q_S)  # (ping-pong indexes it by an opaque 0)
-        q_smem = q3.index(0)
-        if not PINGPONG:
-            p_smem = gl.allocate_shared_memory(gl.float16, [KB, HP], P_S)
+        q_smem = gl.allocate_shared_memory(gl.float16, [HP, 512], Q_S)
+        p_smem = gl.allocate_shared_memory(gl.float16, [KB, HP], P_S)
         if HAS_ROPE:
-            if DEPTH == 0:
-                raw_rope = gl.allocate_shared_memory(gl.bfloat16, [NSTAGES, HALF, 64], RAW_S)
-            else:
-                raw_rope = raw_sc
+            raw_rope = gl.allocate_shared_memory(gl.bfloat16, [NSTAGES, HALF, 64], RAW_S)
             rope16 = gl.allocate_shared_memory(gl.bfloat16, [2, KB, 64], ROPE_S)
-            qr3 = gl.allocate_shared_memory(gl.bfloat16, [1, HP, 64], QR_S)
-            qr_smem = qr3.index(0)
+            qr_smem = gl.allocate_shared_memory(gl.bfloat16, [HP, 64], QR_S)
         else:
             raw_rope = raw_sc
             rope16 = k16
             qr_smem = q_smem
-            qr3 = q3
-        PSTEP: gl.constexpr = 64 // HP if HAS_ROPE else 1  # p_bufs.index(PSTEP * c): consumer c's P^T
-        if PINGPONG:
-            gl.static_assert(PROFILE == 0, "timing builds have one consumer")
-            if HAS_ROPE:  # P^T of slot c at the start of rope16[c] (8 KB; P^T takes 4 KB at 32 heads)
-                p_bufs = rope16._reinterpret(gl.float16, [2 * PSTEP, KB, HP], P_S)
-            else:
-                p_bufs = gl.allocate_shared_memory(gl.float16, [2, KB, HP], P_S)
-            # consumer 1's O^T for the merge, over k16[1] once that slot is idle for good
-            MACC_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
-            macc = k16._reinterpret(gl.float32, [2 * (32 // HP), 512, HP], MACC_S).index(32 // HP)
-            M1_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-            mm_s = gl.allocate_shared_memory(gl.float32, [HP], M1_S)
-            ml_s = gl.allocate_shared_memory(gl.float32, [HP], M1_S)
         full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(2):
             mbarrier.init(full.index(i), count=1)
             mbarrier.init(free.index(i), count=1)
-        if PINGPONG:
-            mbar = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())  # the merge's
-            mbarrier.init(mbar.index(0), count=1)
 
         end = topk
         if HAS_LEN:
@@ -517,49 +407,7 @@ if HAVE_GLUON:
         hi = gl.minimum(lo + keys_per_split, end)
         idx_row = idx_ptr + t * stride_it
 
-        if PINGPONG and DEPTH == 1:
-            gl.warp_specialize([
-                (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                                qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                                stride_lh, q3, qr3, k16, rope16, p_bufs, macc, mm_s, ml_s, mbar.index(0),
-                                full, free, HAS_ROPE, HP, PSTEP, 0, DEPTH > 0)),
-                (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                                qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                                stride_lh, q3, qr3, k16, rope16, p_bufs, macc, mm_s, ml_s, mbar.index(0),
-                                full, free, HAS_ROPE, HP, PSTEP, 1, DEPTH > 0)),
-                (_g64_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, k16, rope16, full, free,
-                                 stride_lat, stride_scale, stride_rope, HAS_ROPE, PRODUCER_WARPS)),
-            ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
-        elif PINGPONG and DEPTH > 1:
-            gl.warp_specialize([
-                (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                                qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                                stride_lh, q3, qr3, k16, rope16, p_bufs, macc, mm_s, ml_s, mbar.index(0),
-                                full, free, HAS_ROPE, HP, PSTEP, 0, DEPTH > 0)),
-                (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                                qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                                stride_lh, q3, qr3, k16, rope16, p_bufs, macc, mm_s, ml_s, mbar.index(0),
-                                full, free, HAS_ROPE, HP, PSTEP, 1, DEPTH > 0)),
-                (_g64_producer_ring, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, k16, rope16, full,
-                                      free, stride_lat, stride_scale, stride_rope, HAS_ROPE, UNIT, DEPTH,
-                                      PRODUCER_WARPS, 0)),
-            ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
-        elif PINGPONG:
-            gl.warp_specialize([
-                (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                                qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                                stride_lh, q3, qr3, k16, rope16, p_bufs, macc, mm_s, ml_s, mbar.index(0),
-                                full, free, HAS_ROPE, HP, PSTEP, 0, DEPTH > 0)),
-                (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                                qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                                stride_lh, q3, qr3, k16, rope16, p_bufs, macc, mm_s, ml_s, mbar.index(0),
-                                full, free, HAS_ROPE, HP, PSTEP, 1, DEPTH > 0)),
-                (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
-                             raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
-                             stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE, PF,
-                             AHEAD)),
-            ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
-        elif PROFILE == 1 or PROFILE == 3:
+        if PROFILE == 1 or PROFILE == 3:
             gl.warp_specialize([
                 (_idle_consumer, (lo, hi, full, free, k16, q_smem, p_smem, lse_ptr, num_warps)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
@@ -595,19 +443,11 @@ def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     if cfg.ahead not in (1, 2):
         raise ValueError(f"config.ahead must be 1 or 2 (half-blocks between loading a gather's entries and issuing "
                          f"it), got {cfg.ahead}")
-    if cfg.pingpong not in (0, 1) or (cfg.pingpong and profile):
-        raise ValueError(f"config.pingpong must be 0 or 1 (1: no timing builds), got pingpong {cfg.pingpong}, "
-                         f"profile {profile}")
-    consumer_regs = 0
-    if cfg.pingpong:
-        # the register file less the producer's warps, split between the two consumers (multiples of 8)
-        consumer_regs = min(256, (65536 - 32 * cfg.producer_warps * cfg.producer_regs) // 256 // 8 * 8)
     grid = (t, -(-h // hp), splits)
     _fast_launch(sparse_mla_ws_kernel, grid,
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-        num_warps=4, PROFILE=profile, PF=cfg.prefetch, AHEAD=cfg.ahead, PINGPONG=cfg.pingpong,
-        CONSUMER_REGS=consumer_regs, DEPTH=cfg.depth, UNIT=cfg.unit,
+        num_warps=4, PROFILE=profile, PF=cfg.prefetch, AHEAD=cfg.ahead,
     )
     launch.combine_splits(out, lse, part_o, part_lse, splits)
