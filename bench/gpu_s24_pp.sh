@@ -10,18 +10,7 @@
 # tokens 0.33 -> 0.26-0.30 ms (the producer's 0.24 the floor), i.e. 1.10-1.25x in the A/B; outputs within 1e-2 / 1e-6
 # of the default (another accumulation order).
 #   bash bench/gpu_s24_pp.sh   (log $OUT/pp.log, results under $OUT/r, $OUT/r.tgz; ~9 min)
-set -u
-export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
-unset TRITON_INTERPRET DSATTN_SPARSE_MLA_IMPL DSATTN_RX_CONFIG DSATTN_RX_CONSUMERS DSATTN_WS_CONFIG DSATTN_G64_CONFIG
-R=$OUT/r; mkdir -p $R; L=$OUT/pp.log
-nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
-pack() { tar -czf $OUT/r.tgz -C $OUT r; }
-ab() {  # layout heads configB name [tokens]
-  timeout 90 python -m dsattn.cli bench ab --op sparse_mla_decode --tokens ${5:-512} --heads $2 --layout $1 \
-    --b env:DSATTN_WS_CONFIG=$3 --name ab_s24_$4 --out $R > $R/ab_$4.log 2>&1
-  echo "ab default vs $3 ($1, $2 heads, ${5:-512} tokens) rc=$?" >> $L; tail -n 3 $R/ab_$4.log | head -n 2 >> $L
-  pack
-}
+LOG=pp.log source bench/gpu_s24_lib.sh
 rows() {  # tokens name
   timeout 110 python -m dsattn.cli bench kernels --op sparse_mla --cases decode --heads 32 --tokens $1 \
     --impl auto --rounds 3 --rep-ms 20 --out $R --name $2 > $R/$2.log 2>&1

@@ -7,19 +7,7 @@
 # no better than 1.0x (a guess: what limits is not known). (2) Nsight Compute source counters of pingpong 2/112/4/0/2/1
 # (where its partitions wait). (3) Issue 3's decode rows at 512 tokens (every head count, FlashMLA beside them).
 #   bash bench/gpu_s24_pp2.sh   (log $OUT/pp2.log, results under $OUT/r, $OUT/r.tgz; ~8 min)
-set -u
-export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
-unset TRITON_INTERPRET DSATTN_SPARSE_MLA_IMPL DSATTN_RX_CONFIG DSATTN_RX_CONSUMERS DSATTN_WS_CONFIG DSATTN_G64_CONFIG \
-  DSATTN_PF_CONFIG DSATTN_GROUPING_IMPL DSATTN_PREFILL_SCRATCH_MIB
-R=$OUT/r; mkdir -p $R; L=$OUT/pp2.log
-nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
-pack() { tar -czf $OUT/r.tgz -C $OUT r; }
-ab() {  # layout heads configB name [tokens]
-  timeout 90 python -m dsattn.cli bench ab --op sparse_mla_decode --tokens ${5:-512} --heads $2 --layout $1 \
-    --b env:DSATTN_WS_CONFIG=$3 --name ab_s24_$4 --out $R > $R/ab_$4.log 2>&1
-  echo "ab default vs $3 ($1, $2 heads, ${5:-512} tokens) rc=$?" >> $L; tail -n 3 $R/ab_$4.log | head -n 2 >> $L
-  pack
-}
+LOG=pp2.log source bench/gpu_s24_lib.sh
 ab fp8_ds_mla 32 2/64/8/0/1/1 pp64w8a1_fp8_h32
 ab fp8_ds_mla 32 2/64/8/0/2/1 pp64w8_fp8_h32
 if command -v ncu > /dev/null; then

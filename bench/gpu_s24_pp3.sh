@@ -7,18 +7,7 @@
 # spill only in the merge (52 B), no wgmma serialization. PREDICTION: against the one-consumer default, 0.95-1.10x
 # (it lost alone in session 22, 0.94-0.99x, when the consumer set the pace).
 #   bash bench/gpu_s24_pp3.sh   (log $OUT/pp3.log, results under $OUT/r, $OUT/r.tgz; ~7 min)
-set -u
-export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
-unset TRITON_INTERPRET DSATTN_SPARSE_MLA_IMPL DSATTN_RX_CONFIG DSATTN_RX_CONSUMERS DSATTN_WS_CONFIG DSATTN_G64_CONFIG
-R=$OUT/r; mkdir -p $R; L=$OUT/pp3.log
-nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
-pack() { tar -czf $OUT/r.tgz -C $OUT r; }
-ab() {  # layout heads configB name [tokens]
-  timeout 90 python -m dsattn.cli bench ab --op sparse_mla_decode --tokens ${5:-512} --heads $2 --layout $1 \
-    --b env:DSATTN_WS_CONFIG=$3 --name ab_s24_$4 --out $R > $R/ab_$4.log 2>&1
-  echo "ab default vs $3 ($1, $2 heads, ${5:-512} tokens) rc=$?" >> $L; tail -n 3 $R/ab_$4.log | head -n 2 >> $L
-  pack
-}
+LOG=pp3.log source bench/gpu_s24_lib.sh
 T="python -m pytest tests/gpu/test_sparse_mla_gpu.py -q -p no:cacheprovider -rfE -s"
 timeout 150 $T -k "ws_pingpong and gluon_ws and 32 and 2000 and reg" > $R/t_guard3.log 2>&1
 rc=$?; echo "guard rc=$rc" >> $L; grep -E "pingpong|passed|failed|Error" $R/t_guard3.log | tail -n 10 >> $L; pack
