@@ -77,10 +77,30 @@ def test_cli_tiny(argv, tmp_path, capsys):
 
 
 def test_provenance_prefers_the_named_commit(monkeypatch):
-    from dsattn.bench.common import provenance
+    from dsattn.bench.common import provenance, src_digest
     monkeypatch.setenv("DSATTN_GIT_COMMIT", "abc1234")
     info = provenance()
     assert info["git_commit"] == "abc1234" and info["git_dirty"] is None
+    assert info["src_digest"] == src_digest()
+
+
+def test_src_digest_follows_the_sources(tmp_path):
+    """src_digest names the code by content: a changed, added or renamed .py file changes it; other files and
+    __pycache__ do not."""
+    from dsattn.bench.common import src_digest
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
+    base = src_digest(str(tmp_path))
+    assert len(base) == 12 and int(base, 16) >= 0 and src_digest(str(tmp_path)) == base
+    (tmp_path / "notes.md").write_text("prose")
+    (tmp_path / "pkg" / "__pycache__").mkdir()
+    (tmp_path / "pkg" / "__pycache__" / "a.py").write_text("cached")
+    assert src_digest(str(tmp_path)) == base
+    (tmp_path / "pkg" / "a.py").write_text("x = 2\n")
+    changed = src_digest(str(tmp_path))
+    assert changed != base
+    (tmp_path / "pkg" / "a.py").rename(tmp_path / "pkg" / "b.py")
+    assert src_digest(str(tmp_path)) not in (base, changed)
 
 
 @pytest.mark.parametrize("argv, match", [(["--slots", "100", "--block-size", "64"], "--slots must be a multiple"),

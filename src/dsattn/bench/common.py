@@ -16,8 +16,27 @@ from collections.abc import Callable, Sequence
 import torch
 
 
+def src_digest(root: str | None = None) -> str:
+    """First 12 hex digits of a SHA-256 over the Python sources below root (default: this package; path and bytes,
+    sorted by path, __pycache__ left out): names the
+    code that ran where the git commit cannot (a copied tree with a stale .git reports the commit it was copied from,
+    as the GPU machine's copy did in session 24)."""
+    import hashlib
+    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                path = os.path.join(dirpath, name)
+                h.update(os.path.relpath(path, root).encode() + b"\0")
+                with open(path, "rb") as f:
+                    h.update(f.read() + b"\0")
+    return h.hexdigest()[:12]
+
+
 def provenance() -> dict:
-    """Device, library versions and git commit of this run."""
+    """Device, library versions, git commit and source digest (src_digest) of this run."""
     try:
         import triton
         triton_version = triton.__version__
@@ -44,6 +63,7 @@ def provenance() -> dict:
         "cuda": torch.version.cuda,
         "git_commit": commit,
         "git_dirty": dirty,
+        "src_digest": src_digest(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     if torch.cuda.is_available():
