@@ -18,9 +18,8 @@ import torch
 
 def src_digest(root: str | None = None) -> str:
     """First 12 hex digits of a SHA-256 over the Python sources below root (default: this package; path and bytes,
-    sorted by path, __pycache__ left out): names the
-    code that ran where the git commit cannot (a copied tree with a stale .git reports the commit it was copied from,
-    as the GPU machine's copy did in session 24)."""
+    sorted by path, __pycache__ left out): names the code that ran where the git commit cannot (a copied tree with a
+    stale .git reports the commit it was copied from, as the GPU machine's copy did in session 24)."""
     import hashlib
     root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     h = hashlib.sha256()
