@@ -6,9 +6,10 @@
 # 0.331 at 512 tokens): a second, independent chain runs its products while the first runs its softmax, with no third
 # tile (each consumer waits for the producer to refill its own slot). Compile check (sm_90a, Triton's ptxas): smem
 # 227,632 B (fp8_ds_mla) / 207,152 B (nope, 2 stages), no wgmma serialization, hot loops spill-free; 52 B of spills in
-# the merge after the loops at producer 112 registers (consumers 192 / 200). PREDICTION: 32 heads fp8_ds_mla 512
+# the epilogue after the loops at producer 112 registers (consumers 192 / 200). PREDICTION: 32 heads fp8_ds_mla 512
 # tokens 0.33 -> 0.26-0.30 ms (the producer's 0.24 the floor), i.e. 1.10-1.25x in the A/B; outputs within 1e-2 / 1e-6
 # of the default (another accumulation order).
+# OUTCOME (bench/logs/s24_pp.log): right, and 0.94x / 0.92x (nope); removed. Needs 9a9fdfa (pingpong and its test).
 #   bash bench/gpu_s24_pp.sh   (log $OUT/pp.log, results under $OUT/r, $OUT/r.tgz; ~9 min)
 LOG=pp.log source bench/gpu_s24_lib.sh
 rows() {  # tokens name

@@ -6,6 +6,7 @@
 # as fast) should move it: A/B of 2/64/8/0/1/1 (no spill) and 2/64/8/0/2/1 (34 B of producer spills). PREDICTION:
 # no better than 1.0x (a guess: what limits is not known). (2) Nsight Compute source counters of pingpong 2/112/4/0/2/1
 # (where its partitions wait). (3) Issue 3's decode rows at 512 tokens (every head count, FlashMLA beside them).
+# OUTCOME (bench/logs/s24_pp2.log): 0.951x / 0.876x; consumers spin on `full` ~1/3 of their samples. Needs 9a9fdfa.
 #   bash bench/gpu_s24_pp2.sh   (log $OUT/pp2.log, results under $OUT/r, $OUT/r.tgz; ~8 min)
 LOG=pp2.log source bench/gpu_s24_lib.sh
 ab fp8_ds_mla 32 2/64/8/0/1/1 pp64w8a1_fp8_h32

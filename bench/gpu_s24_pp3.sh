@@ -6,6 +6,8 @@
 # shared memory (of ~365 KB), and 185,648 B of shared memory. Compile check: 2/112/4/0/2/1/2/16 and 2/64/8/0/2/1/2/16
 # spill only in the merge (52 B), no wgmma serialization. PREDICTION: against the one-consumer default, 0.95-1.10x
 # (it lost alone in session 22, 0.94-0.99x, when the consumer set the pace).
+# OUTCOME (bench/logs/s24_pp3.log): right (the 8-warp variant's tests hit a test bug), 0.85-0.89x; removed. Needs
+# 50732b0.
 #   bash bench/gpu_s24_pp3.sh   (log $OUT/pp3.log, results under $OUT/r, $OUT/r.tgz; ~7 min)
 LOG=pp3.log source bench/gpu_s24_lib.sh
 T="python -m pytest tests/gpu/test_sparse_mla_gpu.py -q -p no:cacheprovider -rfE -s"
