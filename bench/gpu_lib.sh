@@ -5,12 +5,12 @@ set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_SPARSE_MLA_IMPL DSATTN_RX_CONFIG DSATTN_RX_CONSUMERS DSATTN_WS_CONFIG DSATTN_G64_CONFIG \
   DSATTN_PF_CONFIG DSATTN_GROUPING_IMPL DSATTN_PREFILL_SCRATCH_MIB
-R=$OUT/r; mkdir -p $R; L=$OUT/$LOG
+R=$OUT/r; mkdir -p $R; L=$OUT/$LOG; PFX=$TAG  # (a prefix assignment to `source` lasts only while it runs)
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
 pack() { tar -czf $OUT/r.tgz -C $OUT r; }
 ab() {  # VAR layout heads configB name [tokens]: `dsattn bench ab` of sparse_mla_decode, the default against VAR=configB
   timeout 90 python -m dsattn.cli bench ab --op sparse_mla_decode --tokens ${6:-512} --heads $3 --layout $2 \
-    --b env:$1=$4 --name ab_${TAG}_$5 --out $R > $R/ab_$5.log 2>&1
+    --b env:$1=$4 --name ab_${PFX}_$5 --out $R > $R/ab_$5.log 2>&1
   echo "ab default vs $1=$4 ($2, $3 heads, ${6:-512} tokens) rc=$?" >> $L; tail -n 3 $R/ab_$5.log | head -n 2 >> $L
   pack
 }
