@@ -362,35 +362,3 @@ def test_rx_vst_bit_equal(monkeypatch, consumers, layout, d_qk, h):
     if spec:
         check_close(*got[1, "split"], *small.reference())
         assert torch.equal(got[1, "split"][0], got[0, "split"][0])
-
-
-@pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512)])
-@pytest.mark.parametrize("h", [3, 8, 16])
-def test_rx_pair(monkeypatch, consumers, layout, d_qk, h):
-    """pair (session 25: each ping-pong consumer takes two blocks an iteration, one softmax step over their 128 keys;
-    spillfix 1, which the compile check needs for no spills at 8-head programs) on the 8-head ping-pong defaults and on
-    16-head ping-pong programs: right against the reference (topk_length: odd block counts, the producer's padding
-    block; an empty row; NaN rows behind invalid entries; a strided out), within fp32 rounding of pair 0, and split-K
-    partials (scratch poisoned with NaN)."""
-    import dataclasses
-    from dsattn.formats import KVLayout
-    from dsattn.ops.sparse_mla import gluon_rx
-    if consumers != 2:
-        pytest.skip("two (ping-pong) consumers")
-    case = make_case(40, h, d_qk, num_slots=20000, topk=2000, layout=layout, block_size=64, with_length=True,
-                     empty_rows=1, seed=101 + h, device=DEV)
-    monkeypatch.delenv("DSATTN_RX_CONSUMERS", raising=False)
-    base_cfg = gluon_rx.rx_config(KVLayout(layout), 8, d_qk) if h <= 8 else gluon_rx.RxConfig(
-        stages=4, producer_regs=48, consumers=2, hp8=1, pingpong=1, spillfix=1)
-    monkeypatch.setenv("DSATTN_RX_CONSUMERS", "2")
-    spec = lambda c: "/".join(str(v) for v in dataclasses.astuple(c))  # noqa: E731
-    monkeypatch.setenv("DSATTN_RX_CONFIG", spec(base_cfg))
-    base = _decode(case, out_row_pad=16)
-    monkeypatch.setenv("DSATTN_RX_CONFIG", spec(dataclasses.replace(base_cfg, pair=1, spillfix=1)))
-    got = _decode(case, out_row_pad=16)
-    check_close(*got, *case.reference())
-    _same_within_rounding(got, base, f"pair h={h} {layout}")
-    small = make_case(6, h, d_qk, num_slots=40000, topk=2048, layout=layout, with_length=True, seed=7, device=DEV)
-    scratch = [torch.full(s, float("nan"), dtype=dt, device=DEV)
-               for s, dt in decode_scratch_spec(6, h, 2048, "native", layout)]
-    check_close(*_decode(small, scratch=scratch), *small.reference())

@@ -106,6 +106,14 @@ Measured in session 21 (H200, `dsattn bench ab`, bench/logs/s21_vst.log): config
       the accumulator's rows relabelled into physical order, 16-byte stores of out, where _store_ot's 2-byte stores put
       every lane of an instruction in its own sector) is bit-equal and 1.05-1.06x faster at 8-head programs, 1.11-1.13x
       at 16 (bench/results/ab_s21_vst_*.json): the default of every config since then.
+Removed in session 25 after its H200 run (code at 9c3be7b): config pair, each ping-pong consumer taking two consecutive
+      blocks (128 keys) an iteration with ONE online-softmax step for both (one cross-warp max, one alpha, one rescale
+      of O^T and the row sums, one fence + barrier for both P^T; the producer padded the blocks to an even count). Right
+      (6 GPU tests against the reference and within rounding of pair 0: 3 / 8 / 16 heads, both fp8 layouts, topk_length,
+      split-K) and no faster: 8-head nope 512 tokens 0.970x (95% CI 0.954-0.993, spillfix 1: spill-free at 5 stages /
+      48 registers), 2048 tokens 1.000x, fp8_ds_mla 0.970x (CI 0.947-1.001); 4 stages / 56 registers without spillfix
+      0.849x (bench/results/ab_s25_pair*.json, bench/logs/s25_pair.log). So the per-block softmax synchronization is
+      not what holds the 8-head programs.
 No wgmma stays in flight across a loop back-edge or an mbarrier wait: ptxas then serializes every wgmma of the
 kernel (C7513, register operands defined while one is in flight), as the compile check showed.
 
@@ -165,8 +173,6 @@ class RxConfig:
     #                     8-head default since session 20, rx_config)
     vst: int = 1        # 1: the epilogue stores whole 16-byte pieces of out (_store_ot_phys; session 21, the default
     #                     everywhere: bit-equal, 1.05-1.13x, bench/results/ab_s21_vst_*.json)
-    pair: int = 0       # 1 (ping-pong): each consumer takes two consecutive blocks (128 keys) an iteration, with one
-    #                     softmax update, one cross-warp max and one rescale of O^T for both (session 25)
 
 
 def rx_hp(num_heads: int) -> int:
@@ -174,14 +180,12 @@ def rx_hp(num_heads: int) -> int:
     return 16 if num_heads <= 16 else 32
 
 
-def rx_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int, consumers: int = 1, pingpong: int = 0,
-                  pair: int = 0) -> int:
+def rx_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int, consumers: int = 1, pingpong: int = 0) -> int:
     """Shared memory the kernel allocates (without mbarriers and the compiler's scratch); two consumers add a P
-    buffer and the S exchange (2 halves x 2 parities x [64, hp] fp32), or with pingpong the merge buffers (and with
-    pair two P buffers a consumer)."""
+    buffer and the S exchange (2 halves x 2 parities x [64, hp] fp32), or with pingpong the merge buffers."""
     rope = d_qk > LATENT_DIM and layout is KVLayout.FP8_DS_MLA
     stage = BN * (LATENT_DIM + 16 + (2 * 64 if rope else 0))
-    fixed = hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0) + (1 + pair) * consumers * BN * hp * 2
+    fixed = hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0) + consumers * BN * hp * 2
     if consumers == 2:
         fixed += (LATENT_DIM * hp * 4 + 2 * hp * 4) if pingpong else 4 * BN * hp * 4
     return stages * stage + fixed
@@ -192,8 +196,8 @@ def rx_fit(cfg: RxConfig, layout: KVLayout, num_heads: int, d_qk: int = 576) -> 
     default config, e.g. pingpong)."""
     hp = 8 if cfg.hp8 and num_heads <= 8 else rx_hp(num_heads)
     stages = cfg.stages
-    while stages > 2 and (rx_smem_bytes(layout, d_qk, hp, stages, cfg.consumers, cfg.pingpong, cfg.pair)
-                          + SMEM_MARGIN > SMEM_LIMIT):
+    while stages > 2 and (rx_smem_bytes(layout, d_qk, hp, stages, cfg.consumers, cfg.pingpong) + SMEM_MARGIN
+                          > SMEM_LIMIT):
         stages -= 1
     return dataclasses.replace(cfg, stages=stages)
 
@@ -225,7 +229,7 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
         except (TypeError, ValueError):
             raise ValueError("DSATTN_RX_CONFIG must be RxConfig's fields in order, stages/producer_regs/producer_warps"
                              "[/prefetch[/pv_depth[/consumers[/alu[/pipe[/hp8[/pingpong[/spillfix[/maxnreg[/idxpf"
-                             "[/sraw[/vst[/pair]]]]]]]]]]]]]], "
+                             "[/sraw[/vst]]]]]]]]]]]]], "
                              f"e.g. 4/64/4, got {spec!r}") from None
     consumers = os.environ.get("DSATTN_RX_CONSUMERS", "").strip()
     if consumers not in ("", "1", "2"):
@@ -574,11 +578,10 @@ if HAVE_GLUON:
     def _producer(idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope, full, free,
                   stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
                   HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr, PF: gl.constexpr,
-                  IDXPF: gl.constexpr = 0, PAD2: gl.constexpr = 0):
+                  IDXPF: gl.constexpr = 0):
         """Per block: wait for its stage to be free, cp.async its rows, arrive on full when they land (noinc).
         IDXPF > 0 (config idxpf): the index lines of the block IDXPF past the next are asked into L1 (_prefetch_idx_l1),
-        so that the next-block index loads, which the producer waits on, hit L1. PAD2 (config pair): an even number
-        of blocks, the last one all invalid entries (masked copies) where the keys fill an odd number."""
+        so that the next-block index loads, which the producer waits on, hit L1."""
         LAT_L: gl.constexpr = _copy_layout(512, 1, PW)
         SC_L: gl.constexpr = _scale_layout(KB, PW)
         ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
@@ -590,8 +593,6 @@ if HAVE_GLUON:
         gcols = gl.arange(0, 4, gl.SliceLayout(0, SC_L))
         rcols = gl.arange(0, 64, gl.SliceLayout(0, ROPE_L))
         nblocks = gl.cdiv(hi - lo, KB)
-        if PAD2:
-            nblocks = gl.cdiv(hi - lo, 2 * KB) * 2
         nx_lat = _idx(idx_row, lo, hi, KB, LS)
         nx_sc = _idx(idx_row, lo, hi, KB, SS)
         nx_rope = _idx(idx_row, lo, hi, KB, RS)
@@ -1175,144 +1176,6 @@ if HAVE_GLUON:
                 _store_ot(acc, m_i, l_i, _v_phys(gl.arange(0, 512, ROW)), t, split, h0, num_heads, out_ptr,
                           stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
 
-    @gluon.jit
-    def _s_block(lat, sc, rope, q_smem, qr_smem, HAS_ROPE: gl.constexpr, HP: gl.constexpr, MMA: gl.constexpr,
-                 DOT: gl.constexpr, RA: gl.constexpr, SRAW: gl.constexpr):
-        """S^T [64 keys, HP] of one stage, as _consumer_pp builds it (SRAW: by _s_raw)."""
-        if SRAW:
-            ra = rope
-            if HAS_ROPE:
-                ra = _rope_operand(rope, DOT)
-            s = _s_raw(lat, sc, ra, q_smem, qr_smem, HAS_ROPE, HP, MMA, DOT, RA)
-        else:
-            s = gl.zeros([KB, HP], gl.float32, MMA)
-            if HAS_ROPE:
-                s = warpgroup_mma(_rope_operand(rope, DOT), qr_smem.permute((1, 0)), s, is_async=True)
-            scs = _k_scales(sc, RA)
-            for g in gl.static_range(4):
-                s = warpgroup_mma(_k_operand(lat, scs[g], g, DOT, RA),
-                                  q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
-                if g < 3:
-                    s = warpgroup_mma_wait(1, deps=(s,))
-            s = warpgroup_mma_wait(0, deps=(s,))
-        return s
-
-    @gluon.jit
-    def _consumer_pair(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
-                       out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
-                       q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar, full, free,
-                       HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                       ALU: gl.constexpr, H: gl.constexpr, SPILLFIX: gl.constexpr = 0, SRAW: gl.constexpr = 0,
-                       VST: gl.constexpr = 0):
-        """_consumer_pp over PAIRS of blocks (config pair): consumer H takes blocks (b, b + 1) for b = 2H, 2H + 4, ...
-        (the producer pads the blocks to an even count with an all-invalid one). Both blocks' S^T first, then ONE
-        online-softmax step over their 128 keys (one cross-warp max, one alpha, one rescale of O^T and of the row
-        sums), both P^T written (p_smem[2H], [2H + 1]) behind one fence and barrier, then P V of block b (its stage
-        freed) and of block b + 1. The same products as _consumer_pp; the softmax's max moves in steps of 128 keys,
-        so outputs equal it within fp32 rounding. Epilogue and merge as _consumer_pp."""
-        NW: gl.constexpr = 4
-        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
-        MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
-                                                      instr_shape=[16, HP, 16])
-        DOT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
-        ROW: gl.constexpr = gl.SliceLayout(1, MMA)
-        COL: gl.constexpr = gl.SliceLayout(0, MMA)
-        RA: gl.constexpr = (ALU & 2) != 0
-        VA: gl.constexpr = (ALU & 1) != 0
-
-        OPQ: gl.constexpr = (SPILLFIX & 1) != 0
-        if OPQ:  # q3 / qr3: [1, HP, 512] / [1, HP, 64] (else the 2D buffers themselves)
-            _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3.index(0), qr3.index(0), HP, 0, 512, HAS_ROPE,
-                     True, Q_L)
-        else:
-            _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3, qr3, HP, 0, 512, HAS_ROPE, True, Q_L)
-        qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
-        fence_async_shared()
-        gl.thread_barrier()
-
-        m_i = gl.full([HP], NEG_INF, gl.float32, COL)
-        l_e = gl.zeros([KB, HP], gl.float32, MMA)  # row sums per element, reduced over the keys at the end
-        acc = gl.zeros([512, HP], gl.float32, MMA)
-        nblocks = gl.cdiv(hi - lo, 2 * KB) * 2
-        for b in range(2 * H, nblocks, 4):
-            if OPQ:
-                z = _opaque_zero(b)
-                q_smem = q3.index(z)
-                qr_smem = qr3.index(z)
-                pa_buf = p_smem.index(2 * H + z)
-                pb_buf = p_smem.index(2 * H + 1 + z)
-            else:
-                q_smem = q3
-                qr_smem = qr3
-                pa_buf = p_smem.index(2 * H)
-                pb_buf = p_smem.index(2 * H + 1)
-            sa = b % NSTAGES
-            sb = (b + 1) % NSTAGES
-            ix_a = _idx(idx_row, lo + b * KB, hi, KB, ROW)
-            ix_b = _idx(idx_row, lo + (b + 1) * KB, hi, KB, ROW)
-            mbarrier.wait(full.index(sa), (b // NSTAGES) & 1)
-            s_a = _s_block(raw_lat.index(sa), raw_sc.index(sa), raw_rope.index(sa), q_smem, qr_smem, HAS_ROPE, HP,
-                           MMA, DOT, RA, SRAW)
-            mbarrier.wait(full.index(sb), ((b + 1) // NSTAGES) & 1)
-            s_b = _s_block(raw_lat.index(sb), raw_sc.index(sb), raw_rope.index(sb), q_smem, qr_smem, HAS_ROPE, HP,
-                           MMA, DOT, RA, SRAW)
-
-            s_a = gl.where(((ix_a >= 0) & (ix_a < num_slots))[:, None], s_a * qk_scale, NEG_INF)
-            s_b = gl.where(((ix_b >= 0) & (ix_b < num_slots))[:, None], s_b * qk_scale, NEG_INF)
-            m_new = gl.maximum(m_i, gl.max(gl.maximum(s_a, s_b), 0))
-            m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
-            alpha = gl.exp2(m_i - m_use)
-            p_a = gl.exp2(s_a - m_use[None, :])
-            p_b = gl.exp2(s_b - m_use[None, :])
-            l_e = l_e * alpha[None, :] + (p_a + p_b)
-            acc = acc * alpha[None, :]
-            m_i = m_new
-            pa_buf.store(p_a.to(gl.float16))
-            pb_buf.store(p_b.to(gl.float16))
-            fence_async_shared()
-            gl.thread_barrier()
-            lat = raw_lat.index(sa)
-            sc = raw_sc.index(sa)
-            for kc in gl.static_range(4):
-                acc = warpgroup_mma(_v_operand(lat, sc, kc, DOT, VA), pa_buf.slice(kc * 16, 16, dim=0), acc,
-                                    is_async=True)
-                acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
-            mbarrier.arrive(free.index(sa), count=1)
-            lat = raw_lat.index(sb)
-            sc = raw_sc.index(sb)
-            for kc in gl.static_range(4):
-                acc = warpgroup_mma(_v_operand(lat, sc, kc, DOT, VA), pb_buf.slice(kc * 16, 16, dim=0), acc,
-                                    is_async=True)
-                if kc < 3:
-                    acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
-            mbarrier.arrive(free.index(sb), count=1)
-            acc = warpgroup_mma_wait(0, deps=(acc,))
-        l_i = gl.sum(l_e, 0)
-
-        if H == 1:
-            # hand (m, l, O^T) to consumer 0 (these buffers are used once, nothing else touches them)
-            macc.store(acc)
-            mm_s.store(m_i)
-            ml_s.store(l_i)
-            mbarrier.arrive(mbar, count=1)
-        else:
-            mbarrier.wait(mbar, 0)
-            m_o = mm_s.load(COL)
-            l_o = ml_s.load(COL)
-            m = gl.maximum(m_i, m_o)
-            m_use = gl.where(m == NEG_INF, 0.0, m)
-            a_s = gl.exp2(m_i - m_use)
-            a_o = gl.exp2(m_o - m_use)
-            l_i = l_i * a_s + l_o * a_o
-            acc = acc * a_s[None, :] + macc.load(MMA) * a_o[None, :]
-            m_i = m
-            if VST:
-                _store_ot_phys(acc, m_i, l_i, 0, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
-                               lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
-            else:
-                _store_ot(acc, m_i, l_i, _v_phys(gl.arange(0, 512, ROW)), t, split, h0, num_heads, out_ptr,
-                          stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
-
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split"])
     def sparse_mla_rx2_kernel(
             q_ptr, stride_qt, stride_qh,
@@ -1326,9 +1189,9 @@ if HAVE_GLUON:
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1,
             ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0, PINGPONG: gl.constexpr = 0, SPILLFIX: gl.constexpr = 0,
-            IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0, VST: gl.constexpr = 0, PAIR: gl.constexpr = 0):
+            IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0, VST: gl.constexpr = 0):
         """sparse_mla_rx_kernel with two consumer warpgroups (halves of the latent columns, _consumer2); same grid and
-        arguments, plus the second consumer's register budget. PAIR (with PINGPONG): _consumer_pair."""
+        arguments, plus the second consumer's register budget."""
         gl.static_assert(num_warps == 4, "each consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one block in flight while one computes")
         t = gl.program_id(0).to(gl.int64)
@@ -1352,7 +1215,7 @@ if HAVE_GLUON:
         else:
             q_smem = gl.allocate_shared_memory(gl.float16, [HP, 512], Q_S)
             q3 = q_smem
-        p_smem = gl.allocate_shared_memory(gl.float16, [2 + 2 * PAIR, KB, HP], P_S)
+        p_smem = gl.allocate_shared_memory(gl.float16, [2, KB, HP], P_S)
         if PINGPONG:
             gl.static_assert(HP <= 16, "ping-pong consumers hold all 512 rows of O^T: at most 16 heads a program")
             sx = gl.allocate_shared_memory(gl.float32, [512, HP], SX_S)     # consumer 1's O^T for the merge
@@ -1389,23 +1252,7 @@ if HAVE_GLUON:
         hi = gl.minimum(lo + keys_per_split, end)
         idx_row = idx_ptr + t * stride_it
 
-        if PINGPONG and PAIR:
-            gl.warp_specialize([
-                (_consumer_pair, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                                  qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                                  stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                  sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, SPILLFIX,
-                                  SRAW, VST)),
-                (_consumer_pair, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                                  qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                                  stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                  sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, SPILLFIX,
-                                  SRAW, VST)),
-                (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
-                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
-                             IDXPF, 1)),
-            ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
-        elif PINGPONG:
+        if PINGPONG:
             gl.warp_specialize([
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
@@ -1482,9 +1329,6 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
                          f"accumulator), got sraw {cfg.sraw}, consumers {cfg.consumers}, pingpong {cfg.pingpong}")
     if cfg.vst not in (0, 1):
         raise ValueError(f"config.vst must be 0 or 1, got {cfg.vst}")
-    if cfg.pair not in (0, 1) or (cfg.pair and not cfg.pingpong):
-        raise ValueError(f"config.pair must be 0 or 1 (1: ping-pong consumers only), got pair {cfg.pair}, pingpong "
-                         f"{cfg.pingpong}")
     if not 0 <= cfg.idxpf <= 4:
         raise ValueError(f"config.idxpf must be 0..4 (blocks past the next whose index lines go to L1), got "
                          f"{cfg.idxpf}")
@@ -1496,7 +1340,7 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         _fast_launch(sparse_mla_rx2_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
                      cfg.producer_regs, consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
                      ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, SPILLFIX=cfg.spillfix, IDXPF=cfg.idxpf,
-                     SRAW=cfg.sraw, VST=cfg.vst, PAIR=cfg.pair)
+                     SRAW=cfg.sraw, VST=cfg.vst)
     else:
         cap = {"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}
         _fast_launch(sparse_mla_rx_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
