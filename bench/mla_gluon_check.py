@@ -100,6 +100,8 @@ def main():
     p.add_argument("--cases", default=None, help="comma separated (default: every case the kernel takes)")
     p.add_argument("--configs", default="", help="block_n/stages, comma separated (default: GLUON_CONFIGS)")
     p.add_argument("--dump", default=None, help="folder for the TTGIR and PTX of each compile")
+    p.add_argument("--profile", type=int, default=0,
+                   help="ws / rx: compile a timing build (run_attention_ws's / run_attention_rx's profile argument)")
     args = p.parse_args()
     rx = args.kernel == "rx"
     ws = args.kernel in ("ws", "rx")
@@ -141,7 +143,8 @@ def main():
                 if pf:
                     gluon_prefill.run_prefill_gluon(q, rows, idx, 0.1, None, out, lse, config=cfg)
                 else:
-                    run(q, rows, layout, idx, 0.1, None, out, lse, config=cfg)
+                    run(q, rows, layout, idx, 0.1, None, out, lse, config=cfg,
+                        **({"profile": args.profile} if args.profile else {}))
                 for ck in sink:
                     ptx = ck.asm["ptx"]
                     extra = ""

@@ -255,6 +255,11 @@ def test_rx_config_guards():
                       (gluon_rx.RxConfig(consumers=2, hp8=1, pingpong=1, producer_warps=1), "config.producer_warps")):
         with pytest.raises(ValueError, match=what):
             gluon_rx.run_attention_rx(q, rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=bad)
+    for bad_profile, cfg in ((3, gluon_rx.RxConfig(consumers=2, hp8=1, pingpong=1)),
+                             (1, gluon_rx.RxConfig(consumers=2, hp8=1)), (2, gluon_rx.RxConfig(consumers=1, hp8=1))):
+        with pytest.raises(ValueError, match="profile"):  # timing builds: ping-pong configs only
+            gluon_rx.run_attention_rx(q, rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=cfg,
+                                      profile=bad_profile)
     with pytest.raises(ValueError, match="config.pingpong"):  # 32 heads: 32-head programs
         gluon_rx.run_attention_rx(torch.zeros(2, 32, 576, dtype=torch.bfloat16), rows, KVLayout.FP8_DS_MLA, idx, 0.1,
                                   None, torch.empty(2, 32, 512), torch.empty(2, 32),

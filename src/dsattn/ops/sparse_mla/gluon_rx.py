@@ -578,8 +578,9 @@ if HAVE_GLUON:
     def _producer(idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope, full, free,
                   stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
                   HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr, PF: gl.constexpr,
-                  IDXPF: gl.constexpr = 0):
+                  IDXPF: gl.constexpr = 0, PROFILE: gl.constexpr = 0):
         """Per block: wait for its stage to be free, cp.async its rows, arrive on full when they land (noinc).
+        PROFILE 2 (timing builds only, wrong outputs): no copies, each stage handed over as it is.
         IDXPF > 0 (config idxpf): the index lines of the block IDXPF past the next are asked into L1 (_prefetch_idx_l1),
         so that the next-block index loads, which the producer waits on, hit L1."""
         LAT_L: gl.constexpr = _copy_layout(512, 1, PW)
@@ -608,17 +609,18 @@ if HAVE_GLUON:
             st = b % NSTAGES
             # the consumer is done with block b - NSTAGES (mbarriers start with phase 1 complete)
             mbarrier.wait(free.index(st), ((b // NSTAGES) & 1) ^ 1)
-            valid = (nx_lat >= 0) & (nx_lat < num_slots)
-            slot = gl.where(valid, nx_lat, 0).to(gl.int64)
-            async_copy.async_copy_global_to_shared(raw_lat.index(st),
-                                                   lat_ptr + slot[:, None] * stride_lat + cols[None, :],
-                                                   mask=valid[:, None])
-            valid = (nx_sc >= 0) & (nx_sc < num_slots)
-            slot = gl.where(valid, nx_sc, 0).to(gl.int64)
-            async_copy.async_copy_global_to_shared(raw_sc.index(st),
-                                                   scale_ptr + slot[:, None] * stride_scale + gcols[None, :],
-                                                   mask=valid[:, None])
-            if HAS_ROPE:
+            if PROFILE != 2:
+                valid = (nx_lat >= 0) & (nx_lat < num_slots)
+                slot = gl.where(valid, nx_lat, 0).to(gl.int64)
+                async_copy.async_copy_global_to_shared(raw_lat.index(st),
+                                                       lat_ptr + slot[:, None] * stride_lat + cols[None, :],
+                                                       mask=valid[:, None])
+                valid = (nx_sc >= 0) & (nx_sc < num_slots)
+                slot = gl.where(valid, nx_sc, 0).to(gl.int64)
+                async_copy.async_copy_global_to_shared(raw_sc.index(st),
+                                                       scale_ptr + slot[:, None] * stride_scale + gcols[None, :],
+                                                       mask=valid[:, None])
+            if HAS_ROPE and PROFILE != 2:
                 valid = (nx_rope >= 0) & (nx_rope < num_slots)
                 slot = gl.where(valid, nx_rope, 0).to(gl.int64)
                 async_copy.async_copy_global_to_shared(raw_rope.index(st),
@@ -1067,7 +1069,7 @@ if HAVE_GLUON:
                      q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar, full, free,
                      HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
                      ALU: gl.constexpr, H: gl.constexpr, SPILLFIX: gl.constexpr = 0, SRAW: gl.constexpr = 0,
-                     VST: gl.constexpr = 0):
+                     VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0):
         """Ping-pong consumers (config pingpong=1, two consumers, <= 16 heads a program): consumer H takes the blocks
         b = H, H + 2, ... whole (all 512 latent columns, _consumer's products and online softmax, its own P buffer), so
         the two never wait for each other inside the loop: one's tensor-core work overlaps the other's conversions and
@@ -1076,7 +1078,8 @@ if HAVE_GLUON:
         (config spillfix 1): the shared-memory descriptors of q, q_rope and P (~40 64-bit values, loop-invariant: LLVM
         hoisted them out of the loop and ptxas spilled them at 16-head programs) are rebuilt in each block from an
         opaque 0 (q3 / qr3 [1, HP, ...]). (Three such consumers, blocks round robin, were measured slower twice: module
-        docstring.)"""
+        docstring.)
+        PROFILE 1 (timing builds only, wrong outputs): each stage freed as soon as it is full, no products, no output."""
         NW: gl.constexpr = 4
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
@@ -1101,6 +1104,11 @@ if HAVE_GLUON:
         l_e = gl.zeros([KB, HP], gl.float32, MMA)  # row sums per element, reduced over the keys at the end
         acc = gl.zeros([512, HP], gl.float32, MMA)
         nblocks = gl.cdiv(hi - lo, KB)
+        if PROFILE == 1:
+            for b in range(H, nblocks, 2):
+                mbarrier.wait(full.index(b % NSTAGES), (b // NSTAGES) & 1)
+                mbarrier.arrive(free.index(b % NSTAGES), count=1)
+            return
         for b in range(H, nblocks, 2):
             if OPQ:
                 # wgmma's shared-memory descriptors from an opaque 0: built here in every block, not hoisted out of
@@ -1189,9 +1197,10 @@ if HAVE_GLUON:
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1,
             ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0, PINGPONG: gl.constexpr = 0, SPILLFIX: gl.constexpr = 0,
-            IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0, VST: gl.constexpr = 0):
+            IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0, VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0):
         """sparse_mla_rx_kernel with two consumer warpgroups (halves of the latent columns, _consumer2); same grid and
-        arguments, plus the second consumer's register budget."""
+        arguments, plus the second consumer's register budget. PROFILE (ping-pong only; timing builds, wrong outputs):
+        1 the producer alone (_consumer_pp), 2 the consumers alone (_producer)."""
         gl.static_assert(num_warps == 4, "each consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one block in flight while one computes")
         t = gl.program_id(0).to(gl.int64)
@@ -1258,15 +1267,15 @@ if HAVE_GLUON:
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                                 stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
                                 sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, SPILLFIX, SRAW,
-                                VST)),
+                                VST, PROFILE)),
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                                 stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
                                 sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, SPILLFIX, SRAW,
-                                VST)),
+                                VST, PROFILE)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                              full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
-                             IDXPF)),
+                             IDXPF, PROFILE)),
             ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
         elif PIPE:
             gl.warp_specialize([
@@ -1299,8 +1308,11 @@ if HAVE_GLUON:
 
 
 def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out, lse, splits: int = 1,
-                     part_o=None, part_lse=None, config: RxConfig | None = None) -> None:
-    """launch.run_attention's contract over fp8 rows through sparse_mla_rx_kernel (native few-head variant)."""
+                     part_o=None, part_lse=None, config: RxConfig | None = None, profile: int = 0) -> None:
+    """launch.run_attention's contract over fp8 rows through sparse_mla_rx_kernel (native few-head variant).
+    profile != 0 (ping-pong configs only) builds a timing variant with WRONG outputs: 1 the producer alone (the
+    consumers free each stage as soon as it is full), 2 the consumers alone (no gathers: they compute on whatever
+    the stages hold)."""
     from . import launch
     if not layout.is_fp8:
         raise ValueError(f"the register-operand kernel takes fp8 rows only, got layout {layout.value}")
@@ -1332,6 +1344,9 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     if not 0 <= cfg.idxpf <= 4:
         raise ValueError(f"config.idxpf must be 0..4 (blocks past the next whose index lines go to L1), got "
                          f"{cfg.idxpf}")
+    if profile not in (0, 1, 2) or (profile and not cfg.pingpong):
+        raise ValueError(f"profile must be 0, 1 or 2 (1 / 2: ping-pong configs only), got {profile} with pingpong "
+                         f"{cfg.pingpong}")
     grid = (t, -(-h // hp), splits)
     args = launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN)
     flags = (d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None)
@@ -1340,7 +1355,7 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         _fast_launch(sparse_mla_rx2_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
                      cfg.producer_regs, consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
                      ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, SPILLFIX=cfg.spillfix, IDXPF=cfg.idxpf,
-                     SRAW=cfg.sraw, VST=cfg.vst)
+                     SRAW=cfg.sraw, VST=cfg.vst, PROFILE=profile)
     else:
         cap = {"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}
         _fast_launch(sparse_mla_rx_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
