@@ -114,6 +114,16 @@ Removed in session 25 after its H200 run (code at 9c3be7b): config pair, each pi
       48 registers), 2048 tokens 1.000x, fp8_ds_mla 0.970x (CI 0.947-1.001); 4 stages / 56 registers without spillfix
       0.849x (bench/results/ab_s25_pair*.json, bench/logs/s25_pair.log). So the per-block softmax synchronization is
       not what holds the 8-head programs.
+Timing builds (session 25, run_attention_rx's profile argument, ping-pong configs; bench/rx_timing_builds.py,
+      bench/results/rx_timing_builds_s25.json, issue 3's decode case, do_bench with the L2 flushed, median of 3 rounds):
+      8-head programs, 512 / 2048 tokens, ms:
+                        full            producer alone   consumers alone
+        fp8_ds_mla      0.197 / 0.759   0.160 / 0.599    0.158 / 0.615
+        fp8_ds_mla_nope 0.173 / 0.652   0.132 / 0.484    0.144 / 0.552
+      fp8_ds_mla is held by both sides about equally; over nope the consumers are the slower side (their work is
+      0.90-0.91x fp8_ds_mla's, the gathers 0.81-0.83x). So nope's gain over fp8_ds_mla (1.13-1.14x, issue 3 asks 1.15x)
+      is bounded by the consumers' cost, which both layouts share (the two conversions of every latent value, the
+      N = 8 products): it rises only as that cost falls for both.
 No wgmma stays in flight across a loop back-edge or an mbarrier wait: ptxas then serializes every wgmma of the
 kernel (C7513, register operands defined while one is in flight), as the compile check showed.
 
