@@ -278,7 +278,8 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     # Then a sweep of one field at a time against that (bench/gpu_s20_nope_sweep.sh, ab_s20_sw_*.json): producer 48
     # registers 1.018x (CI 1.008-1.025), again 1.029x, 2048 tokens 1.018x (1.017-1.021); 40 0.973x, 32 0.875x, 64
     # 0.980x; idxpf 1 / 3, 4 stages, the two-CTA one consumer (3 stages): no difference; spillfix 1 0.959x, alu 1
-    # 0.924x, pv_depth 2 0.762x, L2 prefetch 1 0.599x. At 48 registers idxpf 0 measured the same (1.002x, CI
+    # 0.924x, pv_depth 2 0.762x (it spilled 220 B; with spillfix 1 it does not, and measured 0.999x / 0.957x at 512 /
+    # 2048 tokens, fp8_ds_mla 0.985x: session 25, ab_s25_pvd2_*.json), L2 prefetch 1 0.599x. At 48 registers idxpf 0 measured the same (1.002x, CI
     # 0.991-1.014): idxpf stays because the default was timed with it (issue 3's rows), not because it is shown to help.
     nope8 = int(pingpong and hp == 8 and layout is KVLayout.FP8_DS_MLA_NOPE)
     return RxConfig(stages=stages, producer_regs=(48 if hp == 16 or nope8 else 56) if pingpong else 64,
