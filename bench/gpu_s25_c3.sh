@@ -7,6 +7,8 @@
 # Sessions 12-13 measured three consumers slower (nope 0.2155 vs 0.1924 ms), before vst / sraw / idxpf and the
 # 48-register producer. PREDICTION: nope 8 heads 1.00-1.10x against the default, fp8_ds_mla 0.95-1.03x (its producer
 # binds sooner); outputs within 1e-2 of the default.
+# OUTCOME (bench/logs/s25_c3.log): right (5 GPU tests), slower: nope 0.957x / 0.985x (512 / 2048 tokens), fp8_ds_mla
+# 0.918x; removed. Needs 881755d (consumers 3 and its test).
 #   bash bench/gpu_s25_c3.sh   (log $OUT/c3.log, results under $OUT/r, $OUT/r.tgz; ~3 min)
 LOG=c3.log TAG=s25 source bench/gpu_lib.sh
 timeout 150 python -m pytest tests/gpu/test_sparse_mla_rx_gpu.py -q -p no:cacheprovider -rfE -s \

@@ -245,9 +245,8 @@ def test_rx_config_guards():
     rows = torch.zeros(16, 656, dtype=torch.uint8)
     out, lse = torch.empty(2, 8, 512), torch.empty(2, 8)
     idx = torch.zeros(2, 64, dtype=torch.int32)
-    for bad, what in ((gluon_rx.RxConfig(consumers=3, hp8=1), "config.consumers"),
-                      (gluon_rx.RxConfig(consumers=4, hp8=1, pingpong=1), "config.consumers"),
-                      (gluon_rx.RxConfig(consumers=3, hp8=1, pingpong=1, spillfix=3), "config.spillfix"),
+    for bad, what in ((gluon_rx.RxConfig(consumers=3, hp8=1, pingpong=1), "config.consumers"),
+                      (gluon_rx.RxConfig(consumers=3, hp8=1, pingpong=1, spillfix=3), "config.consumers"),
                       (gluon_rx.RxConfig(consumers=2, hp8=1, pingpong=1, spillfix=2), "config.spillfix"),
                       (gluon_rx.RxConfig(consumers=2, hp8=1, pingpong=1, spillfix=3), "config.spillfix"),
                       (gluon_rx.RxConfig(consumers=2, hp8=1, spillfix=1), "config.spillfix"),
@@ -261,10 +260,6 @@ def test_rx_config_guards():
         with pytest.raises(ValueError, match="profile"):  # timing builds: ping-pong configs only
             gluon_rx.run_attention_rx(q, rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=cfg,
                                       profile=bad_profile)
-    with pytest.raises(ValueError, match="config.consumers"):  # three: 8-head programs only
-        gluon_rx.run_attention_rx(torch.zeros(2, 16, 576, dtype=torch.bfloat16), rows, KVLayout.FP8_DS_MLA, idx, 0.1,
-                                  None, torch.empty(2, 16, 512), torch.empty(2, 16),
-                                  config=gluon_rx.RxConfig(consumers=3, hp8=1, pingpong=1))
     with pytest.raises(ValueError, match="config.pingpong"):  # 32 heads: 32-head programs
         gluon_rx.run_attention_rx(torch.zeros(2, 32, 576, dtype=torch.bfloat16), rows, KVLayout.FP8_DS_MLA, idx, 0.1,
                                   None, torch.empty(2, 32, 512), torch.empty(2, 32),

@@ -362,26 +362,3 @@ def test_rx_vst_bit_equal(monkeypatch, consumers, layout, d_qk, h):
     if spec:
         check_close(*got[1, "split"], *small.reference())
         assert torch.equal(got[1, "split"][0], got[0, "split"][0])
-
-
-@pytest.mark.parametrize("layout, d_qk, cfg", [("fp8_ds_mla", 576, "4/56/4/0/1/3/0/0/1/1/1/0/0/0/1"),
-                                               ("fp8_ds_mla_nope", 512, "5/48/4/0/1/3/0/0/1/1/1/0/2/1/1")])
-@pytest.mark.parametrize("h", [3, 8])
-def test_rx_three_consumers(monkeypatch, consumers, layout, d_qk, cfg, h):
-    """Three ping-pong consumers over 8-head programs (config consumers 3, session 25; spillfix 1): right against the
-    reference (topk_length, an empty row, NaN rows behind invalid entries, a strided out, 3 heads masked in the
-    program), within fp32 rounding of the two-consumer default, and split-K partials (scratch poisoned with NaN)."""
-    if consumers != 2:
-        pytest.skip("runs once")
-    case = make_case(40, h, d_qk, num_slots=20000, topk=2000, layout=layout, block_size=64, with_length=True,
-                     empty_rows=1, seed=131 + h, device=DEV)
-    monkeypatch.delenv("DSATTN_RX_CONSUMERS", raising=False)
-    base = _decode(case, out_row_pad=16)
-    monkeypatch.setenv("DSATTN_RX_CONFIG", cfg)
-    got = _decode(case, out_row_pad=16)
-    check_close(*got, *case.reference())
-    _same_within_rounding(got, base, f"three consumers h={h} {layout}")
-    small = make_case(6, h, d_qk, num_slots=40000, topk=2048, layout=layout, with_length=True, seed=9, device=DEV)
-    scratch = [torch.full(s, float("nan"), dtype=dt, device=DEV)
-               for s, dt in decode_scratch_spec(6, h, 2048, "native", layout)]
-    check_close(*_decode(small, scratch=scratch), *small.reference())

@@ -79,7 +79,10 @@ Partitions (gl.warp_specialize):
   Three ping-pong consumers (blocks round robin) were removed after two measurements, both slower than the two-
       consumer default: session 12 with spills (bench/results/s12_rx3_512.json), session 13 spill-free (spillfix
       bits 1 + 2, 96927db; bench/logs/s13_call3.log, 8 heads 512 tokens: fp8_ds_mla 0.2275 vs 0.2086 ms, nope
-      0.2155 vs 0.1924; a 2-warp producer 0.2716 / 0.2356). spillfix's bit 2 (cross-warp row max / row sum by hand)
+      0.2155 vs 0.1924; a 2-warp producer 0.2716 / 0.2356). Session 25 measured them a third time, ported onto the
+      current consumer (vst, sraw, idxpf, 48 / 56-register producer; spillfix 1, 152 registers a consumer, 8 B of
+      spills in two; code at 881755d): right (5 GPU tests) and slower, nope 0.957x (CI 0.934-0.975) / 0.985x at
+      512 / 2048 tokens, fp8_ds_mla 0.918x (bench/results/ab_s25_c3_*.json, bench/logs/s25_c3.log). Removed again. spillfix's bit 2 (cross-warp row max / row sum by hand)
       went with them: on the 8-head default spillfix 1 / 3 were slower too (0.2135 / 0.2140 vs 0.2082 ms,
       bench/logs/s13_call4.log).
 Removed in session 18 after their H200 runs (H200, `dsattn bench ab`, 512 tokens):
@@ -167,8 +170,7 @@ class RxConfig:
     producer_warps: int = 4
     prefetch: int = 0
     pv_depth: int = 1
-    consumers: int = 1  # 2: two consumer warpgroups, each owning half of the latent columns (sparse_mla_rx2_kernel);
-    #                     3 (pingpong, 8-head programs): three ping-pong consumers (session 25)
+    consumers: int = 1  # 2: two consumer warpgroups, each owning half of the latent columns (sparse_mla_rx2_kernel)
     alu: int = 0        # bit 0: P @ V's operand, bit 1: S's, converted by integer operations instead of cvt (same values)
     pipe: int = 0       # 1 (two consumers): block b's S^T issued before block b - 1's P @ V (_consumer2p)
     hp8: int = 0        # 1: programs of 8 heads (wgmma N = 8) for at most 8 heads
@@ -197,8 +199,8 @@ def rx_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int, consumers: 
     rope = d_qk > LATENT_DIM and layout is KVLayout.FP8_DS_MLA
     stage = BN * (LATENT_DIM + 16 + (2 * 64 if rope else 0))
     fixed = hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0) + consumers * BN * hp * 2
-    if consumers >= 2:
-        fixed += (consumers - 1) * (LATENT_DIM * hp * 4 + 2 * hp * 4) if pingpong else 4 * BN * hp * 4
+    if consumers == 2:
+        fixed += (LATENT_DIM * hp * 4 + 2 * hp * 4) if pingpong else 4 * BN * hp * 4
     return stages * stage + fixed
 
 
@@ -1081,7 +1083,7 @@ if HAVE_GLUON:
                      q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar, full, free,
                      HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
                      ALU: gl.constexpr, H: gl.constexpr, SPILLFIX: gl.constexpr = 0, SRAW: gl.constexpr = 0,
-                     VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0, NC: gl.constexpr = 2):
+                     VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0):
         """Ping-pong consumers (config pingpong=1, two consumers, <= 16 heads a program): consumer H takes the blocks
         b = H, H + 2, ... whole (all 512 latent columns, _consumer's products and online softmax, its own P buffer), so
         the two never wait for each other inside the loop: one's tensor-core work overlaps the other's conversions and
@@ -1091,9 +1093,7 @@ if HAVE_GLUON:
         hoisted them out of the loop and ptxas spilled them at 16-head programs) are rebuilt in each block from an
         opaque 0 (q3 / qr3 [1, HP, ...]). (Three such consumers, blocks round robin, were measured slower twice: module
         docstring.)
-        PROFILE 1 (timing builds only, wrong outputs): each stage freed as soon as it is full, no products, no output.
-        NC 3 (config consumers 3, session 25): three such consumers, blocks b = H, H + 3, ...; consumers 1 and 2 hand
-        their (m, l, O^T) to consumer 0 through slots H - 1 of macc, mm_s, ml_s (mbar counts two arrivals)."""
+        PROFILE 1 (timing builds only, wrong outputs): each stage freed as soon as it is full, no products, no output."""
         NW: gl.constexpr = 4
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
@@ -1119,11 +1119,11 @@ if HAVE_GLUON:
         acc = gl.zeros([512, HP], gl.float32, MMA)
         nblocks = gl.cdiv(hi - lo, KB)
         if PROFILE == 1:
-            for b in range(H, nblocks, NC):
+            for b in range(H, nblocks, 2):
                 mbarrier.wait(full.index(b % NSTAGES), (b // NSTAGES) & 1)
                 mbarrier.arrive(free.index(b % NSTAGES), count=1)
             return
-        for b in range(H, nblocks, NC):
+        for b in range(H, nblocks, 2):
             if OPQ:
                 # wgmma's shared-memory descriptors from an opaque 0: built here in every block, not hoisted out of
                 # the loop by LLVM and held (~40 64-bit values; at 16-head programs they spilled)
@@ -1174,18 +1174,13 @@ if HAVE_GLUON:
             acc = warpgroup_mma_wait(0, deps=(acc,))
         l_i = gl.sum(l_e, 0)
 
-        if H > 0:
+        if H == 1:
             # hand (m, l, O^T) to consumer 0 (these buffers are used once, nothing else touches them)
-            if NC == 2:
-                macc.store(acc)
-                mm_s.store(m_i)
-                ml_s.store(l_i)
-            else:
-                macc.index(H - 1).store(acc)
-                mm_s.index(H - 1).store(m_i)
-                ml_s.index(H - 1).store(l_i)
+            macc.store(acc)
+            mm_s.store(m_i)
+            ml_s.store(l_i)
             mbarrier.arrive(mbar, count=1)
-        elif NC == 2:
+        else:
             mbarrier.wait(mbar, 0)
             m_o = mm_s.load(COL)
             l_o = ml_s.load(COL)
@@ -1196,21 +1191,6 @@ if HAVE_GLUON:
             l_i = l_i * a_s + l_o * a_o
             acc = acc * a_s[None, :] + macc.load(MMA) * a_o[None, :]
             m_i = m
-        else:
-            mbarrier.wait(mbar, 0)
-            m = m_i
-            for j in gl.static_range(NC - 1):
-                m = gl.maximum(m, mm_s.index(j).load(COL))
-            m_use = gl.where(m == NEG_INF, 0.0, m)
-            a_s = gl.exp2(m_i - m_use)
-            l_i = l_i * a_s
-            acc = acc * a_s[None, :]
-            for j in gl.static_range(NC - 1):
-                a_o = gl.exp2(mm_s.index(j).load(COL) - m_use)
-                l_i = l_i + ml_s.index(j).load(COL) * a_o
-                acc = acc + macc.index(j).load(MMA) * a_o[None, :]
-            m_i = m
-        if H == 0:
             if VST:
                 _store_ot_phys(acc, m_i, l_i, 0, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
                                lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
@@ -1231,12 +1211,10 @@ if HAVE_GLUON:
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1,
             ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0, PINGPONG: gl.constexpr = 0, SPILLFIX: gl.constexpr = 0,
-            IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0, VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0,
-            NCONS: gl.constexpr = 2):
+            IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0, VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0):
         """sparse_mla_rx_kernel with two consumer warpgroups (halves of the latent columns, _consumer2); same grid and
-        arguments, plus the consumers' register budget. PROFILE (ping-pong only; timing builds, wrong outputs): 1 the
-        producer alone (_consumer_pp), 2 the consumers alone (_producer). NCONS 3 (ping-pong at 8-head programs only):
-        three ping-pong consumers."""
+        arguments, plus the second consumer's register budget. PROFILE (ping-pong only; timing builds, wrong outputs):
+        1 the producer alone (_consumer_pp), 2 the consumers alone (_producer)."""
         gl.static_assert(num_warps == 4, "each consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one block in flight while one computes")
         t = gl.program_id(0).to(gl.int64)
@@ -1260,15 +1238,8 @@ if HAVE_GLUON:
         else:
             q_smem = gl.allocate_shared_memory(gl.float16, [HP, 512], Q_S)
             q3 = q_smem
-        gl.static_assert((NCONS == 2) | ((NCONS == 3) & (PINGPONG == 1) & (HP <= 8)),
-                         "three consumers: ping-pong over 8-head programs only")
-        p_smem = gl.allocate_shared_memory(gl.float16, [NCONS, KB, HP], P_S)
-        if PINGPONG and NCONS == 3:
-            M2_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])     # (the rank of one slot)
-            sx = gl.allocate_shared_memory(gl.float32, [2, 512, HP], SX_S)  # consumers 1 and 2's O^T for the merge
-            mm_s = gl.allocate_shared_memory(gl.float32, [2, HP], M2_S)     # their m
-            ml_s = gl.allocate_shared_memory(gl.float32, [2, HP], M2_S)     # their l
-        elif PINGPONG:
+        p_smem = gl.allocate_shared_memory(gl.float16, [2, KB, HP], P_S)
+        if PINGPONG:
             gl.static_assert(HP <= 16, "ping-pong consumers hold all 512 rows of O^T: at most 16 heads a program")
             sx = gl.allocate_shared_memory(gl.float32, [512, HP], SX_S)     # consumer 1's O^T for the merge
             M1_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
@@ -1295,7 +1266,7 @@ if HAVE_GLUON:
             mbarrier.init(full.index(i), count=PRODUCER_WARPS * 32)  # one noinc cp.async arrive per thread
             mbarrier.init(free.index(i), count=1 if PINGPONG else 2)  # one arrive per consumer reading the stage
         for i in gl.static_range(4):
-            mbarrier.init(sx_bar.index(i), count=NCONS - 1 if PINGPONG and i == 0 else 1)  # (ping-pong: [0] merges)
+            mbarrier.init(sx_bar.index(i), count=1)  # (ping-pong: sx_bar[0] is the merge barrier)
 
         end = topk
         if HAS_LEN:
@@ -1304,28 +1275,7 @@ if HAVE_GLUON:
         hi = gl.minimum(lo + keys_per_split, end)
         idx_row = idx_ptr + t * stride_it
 
-        if PINGPONG and NCONS == 3:
-            gl.warp_specialize([
-                (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                                qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                                stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, SPILLFIX, SRAW,
-                                VST, PROFILE, 3)),
-                (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                                qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                                stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, SPILLFIX, SRAW,
-                                VST, PROFILE, 3)),
-                (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                                qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                                stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 2, SPILLFIX, SRAW,
-                                VST, PROFILE, 3)),
-                (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
-                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
-                             IDXPF, PROFILE)),
-            ], [4, 4, PRODUCER_WARPS], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
-        elif PINGPONG:
+        if PINGPONG:
             gl.warp_specialize([
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
@@ -1389,13 +1339,11 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         raise ValueError(f"config.pv_depth must be 0, 1 or 2, got {cfg.pv_depth}")
     if cfg.producer_warps not in (4, 8):  # (Triton pads fewer to a warpgroup: rx_consumer_regs)
         raise ValueError(f"config.producer_warps must be 4 or 8, got {cfg.producer_warps}")
-    if cfg.consumers not in (1, 2, 3) or (cfg.consumers == 3 and not (cfg.pingpong and hp == 8)):
-        # (three: ping-pong at 8-head programs only; measured slower in sessions 12-13, module docstring)
-        raise ValueError(f"config.consumers must be 1 or 2, or 3 with pingpong over 8-head programs; got "
-                         f"{cfg.consumers} (pingpong {cfg.pingpong}, {hp} heads a program)")
-    if cfg.pingpong and (cfg.consumers < 2 or hp > 16):
-        raise ValueError(f"config.pingpong needs two (or three) consumers and at most 16 heads a program, got "
-                         f"{cfg.consumers} consumers, {hp} heads a program")
+    if cfg.consumers not in (1, 2):  # (three ping-pong consumers were measured slower twice: module docstring)
+        raise ValueError(f"config.consumers must be 1 or 2, got {cfg.consumers}")
+    if cfg.pingpong and (cfg.consumers != 2 or hp > 16):
+        raise ValueError(f"config.pingpong needs two consumers and at most 16 heads a program, got {cfg.consumers} "
+                         f"consumers, {hp} heads a program")
     if cfg.spillfix not in (0, 1) or (cfg.spillfix and not cfg.pingpong):
         raise ValueError(f"config.spillfix must be 0 or 1 (1: ping-pong consumers only), got spillfix {cfg.spillfix}, "
                          f"pingpong {cfg.pingpong}")
@@ -1416,12 +1364,12 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     grid = (t, -(-h // hp), splits)
     args = launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN)
     flags = (d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None)
-    if cfg.consumers >= 2:
+    if cfg.consumers == 2:
         consumer_regs = rx_consumer_regs(cfg.consumers, cfg.producer_warps, cfg.producer_regs)
         _fast_launch(sparse_mla_rx2_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
                      cfg.producer_regs, consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
                      ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, SPILLFIX=cfg.spillfix, IDXPF=cfg.idxpf,
-                     SRAW=cfg.sraw, VST=cfg.vst, PROFILE=profile, NCONS=cfg.consumers)
+                     SRAW=cfg.sraw, VST=cfg.vst, PROFILE=profile)
     else:
         cap = {"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}
         _fast_launch(sparse_mla_rx_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
