@@ -1,5 +1,6 @@
 # Shared by the device scripts from session 25 on (bench/gpu_s25_*.sh): the environment, the log header, an A/B
-# helper and a Nsight Compute helper. Set LOG (the log's name under $OUT) and TAG (the result files' prefix, e.g. s25) before sourcing.
+# helper and a Nsight Compute helper. Set LOG (the log's name under $OUT) and TAG (the result files' prefix, e.g.
+# s25) before sourcing.
 # (Session 24's scripts keep their own copy, bench/gpu_s24_lib.sh, as the record of what ran.)
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
@@ -8,7 +9,8 @@ unset TRITON_INTERPRET DSATTN_SPARSE_MLA_IMPL DSATTN_RX_CONFIG DSATTN_RX_CONSUME
 R=$OUT/r; mkdir -p $R; L=$OUT/$LOG; PFX=$TAG  # (a prefix assignment to `source` lasts only while it runs)
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
 pack() { tar -czf $OUT/r.tgz -C $OUT r; }
-ab() {  # VAR layout heads configB name [tokens]: `dsattn bench ab` of sparse_mla_decode, the default against VAR=configB
+# VAR layout heads configB name [tokens]: `dsattn bench ab` of sparse_mla_decode, the default against VAR=configB
+ab() {
   timeout 90 python -m dsattn.cli bench ab --op sparse_mla_decode --tokens ${6:-512} --heads $3 --layout $2 \
     --b env:$1=$4 --name ab_${PFX}_$5 --out $R > $R/ab_$5.log 2>&1
   echo "ab default vs $1=$4 ($2, $3 heads, ${6:-512} tokens) rc=$?" >> $L; tail -n 3 $R/ab_$5.log | head -n 2 >> $L

@@ -7,9 +7,10 @@
 # 5 stages / 48 registers, fp8_ds_mla 4 / 56), and nope 4 / 56 without it; no wgmma serialization.
 # PREDICTION: nope 8 heads 1.02-1.06x against the default, fp8_ds_mla 8 heads 1.00-1.04x (the nope program is the more
 # consumer-bound one: fewer bytes a key); outputs within 1e-2 / 1e-6 of the default (the max moves in 128-key steps).
-# OUTCOME (bench/logs/s25_pair.log): right (6 GPU tests), no faster: nope 0.970x / 1.000x (512 / 2048 tokens), fp8_ds_mla
-# 0.970x, nope 4 / 56 without spillfix 0.849x; removed. Needs 9c3be7b (pair and its test).
-#   bash bench/gpu_s25_pair.sh   (SKIP_GUARD=1: without the first tests, which a first try of the call passed; log $OUT/pair.log, results under $OUT/r, $OUT/r.tgz; ~9 min)
+# OUTCOME (bench/logs/s25_pair.log): right (6 GPU tests), no faster: nope 0.970x / 1.000x (512 / 2048 tokens),
+# fp8_ds_mla 0.970x, nope 4 / 56 without spillfix 0.849x; removed. Needs 9c3be7b (pair and its test).
+#   bash bench/gpu_s25_pair.sh   (SKIP_GUARD=1: without the first tests, which a first try of the call passed;
+#   log $OUT/pair.log, results under $OUT/r, $OUT/r.tgz; ~9 min)
 LOG=pair.log TAG=s25 source bench/gpu_lib.sh
 export DSATTN_GIT_COMMIT=${DSATTN_GIT_COMMIT:-unknown}
 T="python -m pytest tests/gpu/test_sparse_mla_rx_gpu.py -q -p no:cacheprovider -rfE -s"

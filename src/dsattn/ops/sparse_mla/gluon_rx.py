@@ -82,9 +82,9 @@ Partitions (gl.warp_specialize):
       0.2155 vs 0.1924; a 2-warp producer 0.2716 / 0.2356). Session 25 measured them a third time, ported onto the
       current consumer (vst, sraw, idxpf, 48 / 56-register producer; spillfix 1, 152 registers a consumer, 8 B of
       spills in two; code at 881755d): right (5 GPU tests) and slower, nope 0.957x (CI 0.934-0.975) / 0.985x at
-      512 / 2048 tokens, fp8_ds_mla 0.918x (bench/results/ab_s25_c3_*.json, bench/logs/s25_c3.log). Removed again. spillfix's bit 2 (cross-warp row max / row sum by hand)
-      went with them: on the 8-head default spillfix 1 / 3 were slower too (0.2135 / 0.2140 vs 0.2082 ms,
-      bench/logs/s13_call4.log).
+      512 / 2048 tokens, fp8_ds_mla 0.918x (bench/results/ab_s25_c3_*.json, bench/logs/s25_c3.log). Removed again.
+      spillfix's bit 2 (cross-warp row max / row sum by hand) went with them in session 13: on the 8-head default
+      spillfix 1 / 3 were slower too (0.2135 / 0.2140 vs 0.2082 ms, bench/logs/s13_call4.log).
 Removed in session 18 after their H200 runs (H200, `dsattn bench ab`, 512 tokens):
   config f8s (session 17: S^T from fp8 wgmma products read straight from the stage, q split into two e4m3 terms;
       code at 12a56fa): f8s vs the default, 8 heads fp8_ds_mla 0.236 vs 0.235 ms, 16 heads 0.270 vs 0.267, nope
@@ -282,8 +282,9 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     # registers 1.018x (CI 1.008-1.025), again 1.029x, 2048 tokens 1.018x (1.017-1.021); 40 0.973x, 32 0.875x, 64
     # 0.980x; idxpf 1 / 3, 4 stages, the two-CTA one consumer (3 stages): no difference; spillfix 1 0.959x, alu 1
     # 0.924x, pv_depth 2 0.762x (it spilled 220 B; with spillfix 1 it does not, and measured 0.999x / 0.957x at 512 /
-    # 2048 tokens, fp8_ds_mla 0.985x: session 25, ab_s25_pvd2_*.json), L2 prefetch 1 0.599x. At 48 registers idxpf 0 measured the same (1.002x, CI
-    # 0.991-1.014): idxpf stays because the default was timed with it (issue 3's rows), not because it is shown to help.
+    # 2048 tokens, fp8_ds_mla 0.985x: session 25, ab_s25_pvd2_*.json), L2 prefetch 1 0.599x. At 48 registers idxpf 0
+    # measured the same (1.002x, CI 0.991-1.014): idxpf stays because the default was timed with it (issue 3's rows),
+    # not because it is shown to help.
     nope8 = int(pingpong and hp == 8 and layout is KVLayout.FP8_DS_MLA_NOPE)
     return RxConfig(stages=stages, producer_regs=(48 if hp == 16 or nope8 else 56) if pingpong else 64,
                     pv_depth=0 if hp == 32 and consumers == 1 else 1, consumers=consumers, hp8=1, pingpong=pingpong,
@@ -1091,9 +1092,10 @@ if HAVE_GLUON:
         mbar), which merges the two partial softmaxes and stores out / lse. Both store q (the same values). SPILLFIX
         (config spillfix 1): the shared-memory descriptors of q, q_rope and P (~40 64-bit values, loop-invariant: LLVM
         hoisted them out of the loop and ptxas spilled them at 16-head programs) are rebuilt in each block from an
-        opaque 0 (q3 / qr3 [1, HP, ...]). (Three such consumers, blocks round robin, were measured slower twice: module
-        docstring.)
-        PROFILE 1 (timing builds only, wrong outputs): each stage freed as soon as it is full, no products, no output."""
+        opaque 0 (q3 / qr3 [1, HP, ...]). (Three such consumers, blocks round robin, were measured slower three times:
+        module docstring.)
+        PROFILE 1 (timing builds only, wrong outputs): each stage freed as soon as it is full, no products, no
+        output."""
         NW: gl.constexpr = 4
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
