@@ -157,3 +157,134 @@ def test_the_model_catches_a_deadlock():
     """Warpgroup 0 never releasing its stages: the producer waits forever once the ring is full."""
     with pytest.raises(AssertionError, match="deadlock"):
         _run("default_no_free", 4, 2, 0)
+
+
+def _run_pair(nblocks, ns, seed, broken=None):
+    """The staggered pair (PrefillConfig split 2, gluon_prefill._wg_pair): warpgroup H takes blocks 2 i + H, the
+    running max goes warpgroup 0 -> 1 through x_smem[0] (xbar[0]) and back through x_smem[1] (xbar[1]), P through
+    p2[H] (pbar[H]); both warpgroups release both stages of a step once their products retired. Checked besides the
+    stages: every read of x_smem[k] sees the value of its own step (not an older one, not the next one), and p2[k]
+    is not rewritten while the other warpgroup's P V may still read it. broken: 'early_p' (warpgroup 0 writes p2[0]
+    before waiting xbar[1]) must be caught."""
+    rnd = random.Random(seed)
+    full = [Barrier(1) for _ in range(ns)]
+    free = [Barrier(2) for _ in range(ns)]
+    xbar, pbar, qbar = [Barrier(1), Barrier(1)], [Barrier(1), Barrier(1)], Barrier(2)
+    stage = [None] * ns
+    x_val = [None] * 4                      # the step whose value each x_smem slot holds
+    p_val = [None, None]                    # the step whose P each p2 slot holds
+    p_reading = [set(), set()]              # steps of P V products (by the other warpgroup) reading p2[k]
+
+    def holds(st, b):
+        assert stage[st] == b, f"stage {st} holds {stage[st]}, block {b} still read (pair, {nblocks}, {ns})"
+
+    def wait(bar, parity):
+        while not bar.passed(parity):
+            yield BLOCKED
+
+    def producer():
+        for i in range(min(ns - 1, nblocks)):
+            stage[i % ns] = i
+            yield
+        for b in range(nblocks):
+            yield
+            full[b % ns].arrive()
+            nb = b + ns - 1
+            if nb < nblocks:
+                yield from wait(free[nb % ns], ((nb // ns) & 1) ^ 1)
+                stage[nb % ns] = nb
+            yield
+
+    def write_p(h, i):
+        assert not p_reading[h], f"p2[{h}] rewritten at step {i} while step {p_reading[h]}'s P V reads it"
+        p_val[h] = i
+
+    def wg(h):
+        qbar.arrive()
+        yield from wait(qbar, 0)
+        npairs = (nblocks + 1) // 2
+        for i in range(npairs):
+            b, ob = 2 * i + h, 2 * i + 1 - h
+            st = (b if b < nblocks else 2 * i) % ns
+            ost = (ob if ob < nblocks else 2 * i) % ns
+            if b < nblocks:
+                yield from wait(full[st], (b // ns) & 1)
+                holds(st, b)                # S(b), issued and retired
+            yield
+            if h == 0:
+                x_val[0] = i
+                xbar[0].arrive()
+                own = (st, b if b < nblocks else None)  # its P V, in flight
+                yield
+                if broken == "early_p":
+                    write_p(0, i)
+                yield from wait(xbar[1], i & 1)
+                assert x_val[1] == i, f"warpgroup 0 read x_smem[1] of step {x_val[1]} at step {i}"
+                if broken != "early_p":
+                    write_p(0, i)
+                pbar[0].arrive()
+                if own[1] is not None:
+                    holds(*own)             # its P V retired
+                yield
+                yield from wait(pbar[1], i & 1)
+                assert p_val[1] == i, f"p2[1] holds step {p_val[1]}'s P at step {i}: rewritten too early or late"
+                p_reading[1].add(i)         # P V with p2[1], in flight
+                yield
+                if ob < nblocks:
+                    holds(ost, ob)
+                p_reading[1].discard(i)
+            else:
+                yield from wait(xbar[0], i & 1)
+                assert x_val[0] == i, f"warpgroup 1 read x_smem[0] of step {x_val[0]} at step {i}"
+                x_val[1] = i
+                xbar[1].arrive()
+                yield
+                write_p(1, i)
+                pbar[1].arrive()
+                yield
+                yield from wait(pbar[0], i & 1)
+                assert p_val[0] == i, f"p2[0] holds step {p_val[0]}'s P at step {i}: rewritten too early or late"
+                p_reading[0].add(i)
+                yield
+                if b < nblocks:
+                    holds(st, b)
+                holds(ost, 2 * i)           # the other P V reads block 2 i's stage (also for a missing own block)
+                p_reading[0].discard(i)
+            yield
+            if b < nblocks:
+                free[st].arrive()
+            if ob < nblocks:
+                free[ost].arrive()
+        x_val[2 + h] = npairs               # the row sums
+        xbar[h].arrive()
+        yield from wait(xbar[1 - h], npairs & 1)
+        assert x_val[3 - h] == npairs
+
+    procs = [producer(), wg(0), wg(1)]
+    blocked = 0
+    while procs:
+        p = rnd.choice(procs)
+        try:
+            blocked = blocked + 1 if next(p) is BLOCKED else 0
+        except StopIteration:
+            procs.remove(p)
+            blocked = 0
+        assert blocked < 1000, f"deadlock: pair, {nblocks} blocks, {ns} stages, seed {seed}"
+
+
+@pytest.mark.parametrize("stages", [2, 4])
+def test_pair_protocol(stages):
+    for nblocks in range(0, 10):
+        for seed in range(40):
+            _run_pair(nblocks, stages, seed)
+
+
+def test_pair_model_catches_an_early_p():
+    caught = 0
+    for seed in range(200):
+        try:
+            _run_pair(6, 4, seed, broken="early_p")
+        except AssertionError as e:
+            assert "rewritten" in str(e)
+            caught += 1
+    assert caught > 0
