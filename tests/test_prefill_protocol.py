@@ -159,13 +159,14 @@ def test_the_model_catches_a_deadlock():
         _run("default_no_free", 4, 2, 0)
 
 
-def _run_pair(nblocks, ns, seed, broken=None):
+def _run_pair(nblocks, ns, seed, broken=None, ahead=False):
     """The staggered pair (PrefillConfig split 2, gluon_prefill._wg_pair): warpgroup H takes blocks 2 i + H, the
     running max goes warpgroup 0 -> 1 through x_smem[0] (xbar[0]) and back through x_smem[1] (xbar[1]), P through
     p2[H] (pbar[H]); both warpgroups release both stages of a step once their products retired. Checked besides the
     stages: every read of x_smem[k] sees the value of its own step (not an older one, not the next one), and p2[k]
     is not rewritten while the other warpgroup's P V may still read it. broken: 'early_p' (warpgroup 0 writes p2[0]
-    before waiting xbar[1]) must be caught."""
+    before waiting xbar[1]) must be caught. ahead (config overlap 1): warpgroup 0 issues S(2 i + 2) behind its second
+    P V of step i, retired at the top of step i + 1."""
     rnd = random.Random(seed)
     full = [Barrier(1) for _ in range(ns)]
     free = [Barrier(2) for _ in range(ns)]
@@ -203,11 +204,17 @@ def _run_pair(nblocks, ns, seed, broken=None):
         qbar.arrive()
         yield from wait(qbar, 0)
         npairs = (nblocks + 1) // 2
+        s_ahead = h == 0 and ahead
+        if s_ahead and nblocks > 0:
+            yield from wait(full[0], 0)
+        pending = (0, 0 if nblocks > 0 else None)   # warpgroup 0's S issued ahead (stage, block)
         for i in range(npairs):
             b, ob = 2 * i + h, 2 * i + 1 - h
             st = (b if b < nblocks else 2 * i) % ns
             ost = (ob if ob < nblocks else 2 * i) % ns
-            if b < nblocks:
+            if s_ahead:
+                holds(*pending)             # S(b), issued in the step before, retired
+            elif b < nblocks:
                 yield from wait(full[st], (b // ns) & 1)
                 holds(st, b)                # S(b), issued and retired
             yield
@@ -225,14 +232,24 @@ def _run_pair(nblocks, ns, seed, broken=None):
                 pbar[0].arrive()
                 if own[1] is not None:
                     holds(*own)             # its P V retired
+                    free[st].arrive()       # its own block's stage: S and its P V retired
                 yield
                 yield from wait(pbar[1], i & 1)
                 assert p_val[1] == i, f"p2[1] holds step {p_val[1]}'s P at step {i}: rewritten too early or late"
                 p_reading[1].add(i)         # P V with p2[1], in flight
+                if s_ahead:
+                    nb = b + 2
+                    if nb < nblocks:
+                        yield from wait(full[nb % ns], (nb // ns) & 1)
+                        pending = (nb % ns, nb)
+                    else:
+                        pending = (st, None)
                 yield
                 if ob < nblocks:
                     holds(ost, ob)
                 p_reading[1].discard(i)
+                if s_ahead and pending[1] is not None:
+                    holds(*pending)         # S(b + 2) still in flight across the releases below
             else:
                 yield from wait(xbar[0], i & 1)
                 assert x_val[0] == i, f"warpgroup 1 read x_smem[0] of step {x_val[0]} at step {i}"
@@ -251,7 +268,7 @@ def _run_pair(nblocks, ns, seed, broken=None):
                 holds(ost, 2 * i)           # the other P V reads block 2 i's stage (also for a missing own block)
                 p_reading[0].discard(i)
             yield
-            if b < nblocks:
+            if b < nblocks and h == 1:
                 free[st].arrive()
             if ob < nblocks:
                 free[ost].arrive()
@@ -272,11 +289,11 @@ def _run_pair(nblocks, ns, seed, broken=None):
         assert blocked < 1000, f"deadlock: pair, {nblocks} blocks, {ns} stages, seed {seed}"
 
 
-@pytest.mark.parametrize("stages", [2, 4])
-def test_pair_protocol(stages):
+@pytest.mark.parametrize("stages, ahead", [(2, False), (4, False), (4, True), (6, True)])
+def test_pair_protocol(stages, ahead):
     for nblocks in range(0, 10):
         for seed in range(40):
-            _run_pair(nblocks, stages, seed)
+            _run_pair(nblocks, stages, seed, ahead=ahead)
 
 
 def test_pair_model_catches_an_early_p():

@@ -60,6 +60,7 @@ BF16_SPLIT = "64/2/4/56/0/0/1"  # the default before session 11 (P_hi V + P_lo V
 NO_CVT_PIPE = "64/2/4/80/0/1/1"  # the default before session 19 (the whole stage converted after it landed)
 PAIR = "32/4/4/80/0/1/2/1"  # the staggered pair (split 2, session 26): 32-entry blocks, two pairs of stages
 PAIR64 = "64/2/4/80/0/1/2/1"  # the same over 64-entry blocks, one pair of stages
+PAIR_AHEAD = "32/4/4/80/1/1/2/1"  # PAIR with warpgroup 0's next S issued behind its last P V of a step
 
 
 def _sid(spec):
@@ -77,7 +78,8 @@ _GUARD = ([(8, s) for s in (DEFAULT, "32/4/4/56/0/0/1", "32/4/4/56/1/0/1", "64/2
                              "32/4/4/56/1/1")]
           + [(64, DEFAULT), (128, DEFAULT), (64, "32/4/4/56/1/0/1"), (8, BF16_SPLIT), (64, BF16_SPLIT),
              (8, NO_CVT_PIPE), (64, NO_CVT_PIPE), (16, "32/4/4/56/0/1/1/1")]
-          + [(8, PAIR), (64, PAIR), (128, PAIR), (8, PAIR64), (64, PAIR64)])
+          + [(8, PAIR), (64, PAIR), (128, PAIR), (8, PAIR64), (64, PAIR64), (8, PAIR_AHEAD), (64, PAIR_AHEAD),
+             (128, PAIR_AHEAD), (16, PAIR_AHEAD)])
 
 
 @pytest.mark.parametrize("h, spec", _GUARD, ids=[f"{h}-{_sid(s)}" for h, s in _GUARD])
@@ -128,7 +130,8 @@ def test_pf_d512(h):
 
 
 @pytest.mark.parametrize("h", [8, 64])
-@pytest.mark.parametrize("spec", [DEFAULT, BF16_SPLIT, "32/4/4/56/0/0", "32/4/4/56/0/1/1", NO_CVT_PIPE, PAIR],
+@pytest.mark.parametrize("spec", [DEFAULT, BF16_SPLIT, "32/4/4/56/0/0", "32/4/4/56/0/1/1", NO_CVT_PIPE, PAIR,
+                                  PAIR_AHEAD],
                          ids=_sid)
 def test_pf_peaked(monkeypatch, h, spec):
     """A peaked softmax (q x 6): P @ V runs as P_hi V + P_lo V (f16 0) or in fp16 (f16 1); bf16 P alone would
@@ -230,7 +233,7 @@ def test_pf_vst_bit_equal(monkeypatch, h, d_qk):
     assert torch.equal(got[0], base[0]) and torch.equal(got[1], base[1])
 
 
-@pytest.mark.parametrize("spec", [PAIR, PAIR64], ids=_sid)
+@pytest.mark.parametrize("spec", [PAIR, PAIR64, PAIR_AHEAD], ids=_sid)
 @pytest.mark.parametrize("h, d_qk", [(1, 576), (8, 576), (16, 576), (32, 576), (64, 576), (128, 576), (8, 512),
                                      (64, 512)])
 def test_pf_pair(monkeypatch, spec, h, d_qk):

@@ -182,7 +182,8 @@ class PrefillConfig:
     runs the split consumer (_wg_s / _wg_v: one warpgroup computes S over all BN entries, the softmax and O[:, :256],
     the other O[:, 256:] from its P), 2 the staggered pair (_wg_pair: each warpgroup computes S and the softmax of
     every other block and owns half of O's columns, the running max passed one way a pair so that the two softmaxes
-    do not run at the same time; f16 1, overlap 0, an even number of stages), 0 the two-warpgroup N-split consumer
+    do not run at the same time; f16 1, an even number of stages; overlap 1: warpgroup 0 issues its next S behind its
+    last P V of a step, 4 stages at least), 0 the two-warpgroup N-split consumer
     (_consumer). A tail schedule (an 8th field)
     was measured slower and removed: module docstring. cvt_pipe (the 8th field now; f16 only; 1 is the default since
     session 19, 5.5-6.6% faster: module docstring): the producer gathers each block's latent as four 128-column
@@ -223,14 +224,14 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6 and cfg.producer_warps in (4, 8)
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1)
           and cfg.f16 in (0, 1) and cfg.split in (0, 1, 2) and not (cfg.split == 1 and cfg.overlap and cfg.stages < 3)
-          and not (cfg.split == 2 and (cfg.f16 != 1 or cfg.overlap or cfg.stages % 2))
+          and not (cfg.split == 2 and (cfg.f16 != 1 or cfg.stages % 2 or (cfg.overlap and cfg.stages < 4)))
           and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, int(cfg.split == 1))
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
                          "producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap 0 or 1, f16 0 or 1, "
-                         "split 0, 1 or 2 (split 1 with overlap: 3 stages at least; split 2: f16 1, overlap 0, an even "
-                         "number of stages), cvt_pipe 0 or 1 (1: with f16 1), "
+                         "split 0, 1 or 2 (split 1 with overlap: 3 stages at least; split 2: f16 1, an even number "
+                         "of stages, 4 with overlap), cvt_pipe 0 or 1 (1: with f16 1), "
                          "vst 0 or 1 (1: with split 1); "
                          f"got {spec!r}")
     return cfg
@@ -632,7 +633,7 @@ if HAVE_GLUON:
                  qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                  q3, lat, rope, p2, x_smem, full, free, xbar, pbar, qbar,
                  HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
-                 NS: gl.constexpr, H: gl.constexpr, PROFILE: gl.constexpr):
+                 NS: gl.constexpr, H: gl.constexpr, PROFILE: gl.constexpr, OVERLAP: gl.constexpr = 0):
         """Staggered pair (split 2, fp16 stages), warpgroup H of two. In pair step i warpgroup H computes S of block
         2 i + H over all BN entries and the softmax of its rows, and adds into its half O[:, 256 H : 256 H + 256]
         the P V of both blocks: its own P from registers, the other warpgroup's from p2. The running max is passed
@@ -648,7 +649,9 @@ if HAVE_GLUON:
         0's P V is. Each buffer is rewritten only after the other warpgroup is past its last read of it (see the
         waits). Each keeps the row sums of its own blocks in mc's units; they are added at the end (l_0 + l_1). A
         block past the last one (odd count) scores -inf (P = 0) and reads block 2 i's stage (landed and finite by
-        the time its P V is issued: after xbar[0])."""
+        the time its P V is issued: after xbar[0]). OVERLAP (config overlap 1): warpgroup 0 issues S(2 i + 2) right
+        behind its second P V of step i and retires that P V with wait(1) (FlashMLA's order), so its next S is on
+        the tensor cores while warpgroup 1 finishes step i."""
         MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                         instr_shape=[16, BN, 16])
         MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -676,6 +679,11 @@ if HAVE_GLUON:
         l_i = gl.zeros([ROWS], gl.float32, ROW_S)
         acc = gl.zeros([ROWS, 256], gl.float32, MMA_O)  # each step's products are retired in the step
         nblocks = gl.cdiv(hi, BN)
+        AHEAD: gl.constexpr = (OVERLAP != 0) & (H == 0)
+        if AHEAD:  # S(0) issued before the loop (with no block: over stage 0 as it is, never read)
+            if nblocks > 0:
+                mbarrier.wait(full.index(0), 0)
+            s_nx = _s_issue(q_rope, q3.index(nblocks >> 30), lat.index(0), rope.index(0), MMA_S, HAS_ROPE, BN)
         for i in range(gl.cdiv(nblocks, 2)):
             b = 2 * i + H
             ob = 2 * i + 1 - H
@@ -684,12 +692,15 @@ if HAVE_GLUON:
             ix = _idx(idx_row, b * BN, hi, BN, COL_S)  # -1 past hi: a missing block scores -inf everywhere
             if GROUPED:
                 bits = _idx(mask_row, b * BN, hi, BN, COL_S)
-            if b < nblocks:
-                mbarrier.wait(full.index(st), (b // NS) & 1)
-            # q's view at index b >> 30 (always 0): its wgmma descriptors are formed here, not hoisted out of the
-            # loop into registers
-            s = _s_issue(q_rope, q3.index(b >> 30), lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
-            s = warpgroup_mma_wait(0, deps=(s,))
+            if AHEAD:
+                s = warpgroup_mma_wait(0, deps=(s_nx,))
+            else:
+                if b < nblocks:
+                    mbarrier.wait(full.index(st), (b // NS) & 1)
+                # q's view at index b >> 30 (always 0): its wgmma descriptors are formed here, not hoisted out of the
+                # loop into registers
+                s = _s_issue(q_rope, q3.index(b >> 30), lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
+                s = warpgroup_mma_wait(0, deps=(s,))
             valid = ((ix >= 0) & (ix < num_slots))[None, :]
             if GROUPED:
                 valid = valid & (((bits[None, :] >> tok_of_row) & 1) != 0)
@@ -718,11 +729,26 @@ if HAVE_GLUON:
                 gl.thread_barrier()
                 mbarrier.arrive(pbar.index(0), count=1)
                 acc = warpgroup_mma_wait(0, deps=(acc,))
+                # its own block's stage: S and this P V retired. Released here, not at the end of the step: the
+                # producer hands block b + 2 over only once it may refill this stage with block b + NS, and overlap 1
+                # waits for block b + 2 before the end of the step (a deadlock otherwise: test_pair_protocol)
+                gl.thread_barrier()
+                mbarrier.arrive(free.index(st), count=1)
                 acc = acc * gl.convert_layout(beta, ROW_O)[:, None]
                 l_i = l_i * beta
                 m_i = mc
                 mbarrier.wait(pbar.index(1), i & 1)
                 acc = warpgroup_mma(p2.index(1), v_other, acc, is_async=True)
+                if AHEAD:
+                    # S(b + 2) behind it (past the last block: over stage st again, never read)
+                    nb = b + 2
+                    has_next = nb < nblocks
+                    if has_next:
+                        mbarrier.wait(full.index(nb % NS), (nb // NS) & 1)
+                    nst = gl.where(has_next, nb, b) % NS
+                    s_nx = _s_issue(q_rope, q3.index(nb >> 30), lat.index(nst), rope.index(nst), MMA_S, HAS_ROPE,
+                                    BN)
+                    acc = warpgroup_mma_wait(1, deps=(acc,))  # the P V retired; S(b + 2) may still run
             else:
                 mx = gl.max(s, 1)
                 mbarrier.wait(xbar.index(0), i & 1)
@@ -745,11 +771,15 @@ if HAVE_GLUON:
                 acc = warpgroup_mma(gl.convert_layout(p16, P_L), v_own, acc, is_async=True)
                 mbarrier.wait(pbar.index(0), i & 1)
                 acc = warpgroup_mma(p2.index(0), v_other, acc, is_async=True)
-            acc = warpgroup_mma_wait(0, deps=(acc,))
+            if not AHEAD:
+                acc = warpgroup_mma_wait(0, deps=(acc,))
             gl.thread_barrier()
-            mbarrier.arrive(free.index(st), count=1, pred=b < nblocks)
+            if H == 1:
+                mbarrier.arrive(free.index(st), count=1, pred=b < nblocks)
             mbarrier.arrive(free.index(ost), count=1, pred=ob < nblocks)
 
+        if AHEAD:
+            s_nx = warpgroup_mma_wait(0, deps=(s_nx,))  # the S issued past the last block (never read)
         # l = l_0 + l_1 (the same order in both), 1 / l, this half of O; warpgroup 0 stores lse
         npairs = gl.cdiv(nblocks, 2)
         x_smem.index(2 + H).store(l_i)
@@ -1018,11 +1048,11 @@ if HAVE_GLUON:
                 (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                             qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                             q3, lat, rope, p2, x_smem, full, free, xbar, pbar, qbar,
-                            HAS_ROPE, GROUPED, HPT, BN, NS, 0, PROFILE)),
+                            HAS_ROPE, GROUPED, HPT, BN, NS, 0, PROFILE, OVERLAP)),
                 (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                             qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                             q3, lat, rope, p2, x_smem, full, free, xbar, pbar, qbar,
-                            HAS_ROPE, GROUPED, HPT, BN, NS, 1, PROFILE)),
+                            HAS_ROPE, GROUPED, HPT, BN, NS, 1, PROFILE, OVERLAP)),
                 (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
                              PROFILE, PRODUCER_WARPS, CVT_PIPE)),
             ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
