@@ -58,9 +58,6 @@ def _check(case, **kw):
 DEFAULT = "64/2/4/80/0/1/1/1"  # gluon_prefill.PrefillConfig() (fp16 P, session 11; cvt_pipe, session 19)
 BF16_SPLIT = "64/2/4/56/0/0/1"  # the default before session 11 (P_hi V + P_lo V)
 NO_CVT_PIPE = "64/2/4/80/0/1/1"  # the default before session 19 (the whole stage converted after it landed)
-PAIR = "32/4/4/80/0/1/2/1"  # the staggered pair (split 2, session 26): 32-entry blocks, two pairs of stages
-PAIR64 = "64/2/4/80/0/1/2/1"  # the same over 64-entry blocks, one pair of stages
-PAIR_AHEAD = "32/4/4/80/1/1/2/1"  # PAIR with warpgroup 0's next S issued behind its last P V of a step
 
 
 def _sid(spec):
@@ -77,9 +74,7 @@ def _overlap_indices(t, num_slots, topk, seed):
 _GUARD = ([(8, s) for s in (DEFAULT, "32/4/4/56/0/0/1", "32/4/4/56/1/0/1", "64/2/4/56/0", "32/4/4/56/0", "32/4/4/56/1",
                              "32/4/4/56/1/1")]
           + [(64, DEFAULT), (128, DEFAULT), (64, "32/4/4/56/1/0/1"), (8, BF16_SPLIT), (64, BF16_SPLIT),
-             (8, NO_CVT_PIPE), (64, NO_CVT_PIPE), (16, "32/4/4/56/0/1/1/1")]
-          + [(8, PAIR), (64, PAIR), (128, PAIR), (8, PAIR64), (64, PAIR64), (8, PAIR_AHEAD), (64, PAIR_AHEAD),
-             (128, PAIR_AHEAD), (16, PAIR_AHEAD)])
+             (8, NO_CVT_PIPE), (64, NO_CVT_PIPE), (16, "32/4/4/56/0/1/1/1")])
 
 
 @pytest.mark.parametrize("h, spec", _GUARD, ids=[f"{h}-{_sid(s)}" for h, s in _GUARD])
@@ -130,9 +125,7 @@ def test_pf_d512(h):
 
 
 @pytest.mark.parametrize("h", [8, 64])
-@pytest.mark.parametrize("spec", [DEFAULT, BF16_SPLIT, "32/4/4/56/0/0", "32/4/4/56/0/1/1", NO_CVT_PIPE, PAIR,
-                                  PAIR_AHEAD],
-                         ids=_sid)
+@pytest.mark.parametrize("spec", [DEFAULT, BF16_SPLIT, "32/4/4/56/0/0", "32/4/4/56/0/1/1", NO_CVT_PIPE], ids=_sid)
 def test_pf_peaked(monkeypatch, h, spec):
     """A peaked softmax (q x 6): P @ V runs as P_hi V + P_lo V (f16 0) or in fp16 (f16 1); bf16 P alone would
     miss the tolerance (tests/test_sparse_mla_prefill_impl.py, test_emulated_bf16_p_misses_tolerance)."""
@@ -231,22 +224,3 @@ def test_pf_vst_bit_equal(monkeypatch, h, d_qk):
     got = _run(case, out_row_pad=16)
     check_close(*got, *case.reference())
     assert torch.equal(got[0], base[0]) and torch.equal(got[1], base[1])
-
-
-@pytest.mark.parametrize("spec", [PAIR, PAIR64, PAIR_AHEAD], ids=_sid)
-@pytest.mark.parametrize("h, d_qk", [(1, 576), (8, 576), (16, 576), (32, 576), (64, 576), (128, 576), (8, 512),
-                                     (64, 512)])
-def test_pf_pair(monkeypatch, spec, h, d_qk):
-    """The staggered pair (split 2) against the reference: odd and even block counts a program (topk_length; topk 33
-    and 20: one or two blocks, so the second warpgroup may have no block of its own), an empty row, invalid entries
-    at NaN rows, T not a multiple of G, strided out; `overlap` indices (grouped programs over long union lists)."""
-    monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
-    for t, topk in ((41, 1000), (13, 33), (9, 20)):
-        case = make_case(t, h, d_qk, num_slots=7000, topk=topk, layout="bf16", block_size=1, with_length=True,
-                         empty_rows=1, seed=h + d_qk + topk, device=DEV)
-        _check(case, out_row_pad=8)
-    if d_qk == 576:
-        idx = _overlap_indices(37, 4096, 2048, seed=h)
-        case = make_case(37, h, 576, num_slots=4096, topk=2048, layout="bf16", block_size=1, indices=idx, seed=h,
-                         device=DEV)
-        _check(case)

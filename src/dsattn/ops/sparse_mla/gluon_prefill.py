@@ -119,6 +119,20 @@ With block b + 1's entries loaded before S(b + 1) and carried across the back-ed
 before the softmax that masks with them) it was slower still: 0.937 / 0.785 at 64 heads, 1.779 / 1.446 at 128, 0.585 /
 0.488 at 16 (bench/results/ab_s16_tail2_h*.json; the patch in bench/logs/s16_tail2.log).
 
+Staggered pair (PrefillConfig split 2, session 26; FlashMLA's sparse prefill schedule,
+notes/flashmla_sparse_prefill_study.md proposal 1): each consumer warpgroup computed S and the softmax of every other
+block and owned half of O's columns, the running max passed warpgroup 0 -> 1 -> 0 once a pair of blocks (so the two
+softmaxes do not run at the same time), each adding its own P V from registers and the other's from shared memory;
+overlap 1 issued warpgroup 0's next S behind its last P V. Compiled spill-free over 32-entry blocks x 4 stages (64 x 2
+spilled 84-532 B), its mbarrier protocol modelled on the CPU (the model caught a deadlock of the first overlap 1 build).
+Right on the H200 (28 GPU tests against the reference and 9 hang guards at the final code) and slower at every head
+count, s_q 1024, `dsattn bench ab` against the default: 32 x 4 64 heads 0.661x, 32 heads 0.738x, 16 heads 0.747x, 128
+heads 0.666x; overlap 1 0.631x / 0.702x; 64 x 2 0.747x (64 heads). The consumers themselves are slower, not the gathers:
+timing builds without gathers 0.705x (32 x 4) and 0.845x / 0.860x (64 x 2, 64 / 32 heads, where one pair of stages costs
+nothing). Nsight Compute of the no-gather builds at 64 heads (649 vs 767 us): the pair's worker warpgroup spins on one
+barrier for 13% of all samples, and the default partition, given 208 registers, spills (bench/logs/s26_pair.log,
+s26_ahead.log, s26_prof.log, s26_profile/; bench/results/ab_s26_*.json). Removed (its code: git a7f7a6d).
+
 Launch configurations (PrefillConfig, DSATTN_PF_CONFIG='bn/stages/producer_warps/producer_regs[/overlap[/f16[/split]]]'):
 64 x 2 split (default, prefill_config), 32-entry blocks x 4 stages, 64 x 2 (S's wgmma N = 32 a warpgroup in the
 N-split consumer instead of 16: half the re-reads of q from shared memory per entry, one block in flight instead of
@@ -163,14 +177,6 @@ SMEM_MARGIN = 1024   # mbarriers and the compiler's reduction scratch
 LOG2E = 1.4426950408889634
 
 
-def worker_regs(cfg: "PrefillConfig") -> int:
-    """setmaxnreg of the consumer worker warpgroup: SPLIT_V_REGS for split 1; for split 2 (two warpgroups doing the
-    same work) half of what the producer leaves of the register file, a multiple of 8."""
-    if cfg.split == 2:
-        return (65536 - 32 * cfg.producer_warps * cfg.producer_regs) // 256 // 8 * 8
-    return SPLIT_V_REGS
-
-
 @dataclasses.dataclass(frozen=True)
 class PrefillConfig:
     """Launch configuration of sparse_mla_prefill_kernel: entries per block (BN: S's N, P @ V's K), stages of the
@@ -180,11 +186,7 @@ class PrefillConfig:
     measured slower and was removed: module docstring); f16: 1 converts the stages to fp16 x V_SCALE in the producer
     and runs one fp16 P @ V, 0 runs P_hi V + P_lo V in bf16; split: 1
     runs the split consumer (_wg_s / _wg_v: one warpgroup computes S over all BN entries, the softmax and O[:, :256],
-    the other O[:, 256:] from its P), 2 the staggered pair (_wg_pair: each warpgroup computes S and the softmax of
-    every other block and owns half of O's columns, the running max passed one way a pair so that the two softmaxes
-    do not run at the same time; f16 1, an even number of stages; overlap 1: warpgroup 0 issues its next S behind its
-    last P V of a step, 4 stages at least), 0 the two-warpgroup N-split consumer
-    (_consumer). A tail schedule (an 8th field)
+    the other O[:, 256:] from its P), 0 the two-warpgroup N-split consumer (_consumer). A tail schedule (an 8th field)
     was measured slower and removed: module docstring. cvt_pipe (the 8th field now; f16 only; 1 is the default since
     session 19, 5.5-6.6% faster: module docstring): the producer gathers each block's latent as four 128-column
     commit groups and converts each as soon as it landed, so the conversion overlaps the rest of the block's gather
@@ -223,15 +225,13 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
                          f"got {spec!r}") from None
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6 and cfg.producer_warps in (4, 8)
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1)
-          and cfg.f16 in (0, 1) and cfg.split in (0, 1, 2) and not (cfg.split == 1 and cfg.overlap and cfg.stages < 3)
-          and not (cfg.split == 2 and (cfg.f16 != 1 or cfg.stages % 2 or (cfg.overlap and cfg.stages < 4)))
-          and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, int(cfg.split == 1))
+          and cfg.f16 in (0, 1) and cfg.split in (0, 1) and not (cfg.split == 1 and cfg.overlap and cfg.stages < 3)
+          and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, cfg.split)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
                          "producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap 0 or 1, f16 0 or 1, "
-                         "split 0, 1 or 2 (split 1 with overlap: 3 stages at least; split 2: f16 1, an even number "
-                         "of stages, 4 with overlap), cvt_pipe 0 or 1 (1: with f16 1), "
+                         "split 0 or 1 (split 1 with overlap: 3 stages at least), cvt_pipe 0 or 1 (1: with f16 1), "
                          "vst 0 or 1 (1: with split 1); "
                          f"got {spec!r}")
     return cfg
@@ -431,20 +431,17 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, QR_L: gl.constexpr,
-                HAS_ROPE: gl.constexpr, F16: gl.constexpr, HPT: gl.constexpr, num_warps: gl.constexpr,
-                R0: gl.constexpr = 0, NR: gl.constexpr = 64):
-        """q's latent part into q_smem (rows: token t0 + r // HPT, head h0 + r % HPT; zeros past T / H; only rows
-        [R0, R0 + NR)) and its RoPE part (all rows) into registers in layout QR_L (a wgmma A operand; x V_SCALE under
-        F16); returns q_rope."""
+                HAS_ROPE: gl.constexpr, F16: gl.constexpr, HPT: gl.constexpr, num_warps: gl.constexpr):
+        """q's latent part into q_smem (rows: token t0 + r // HPT, head h0 + r % HPT; zeros past T / H) and its RoPE
+        part into registers in layout QR_L (a wgmma A operand; x V_SCALE under F16); returns q_rope."""
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
-        r = R0 + gl.arange(0, NR, gl.SliceLayout(1, Q_L))
+        r = gl.arange(0, ROWS, gl.SliceLayout(1, Q_L))
         qt = t0 + r // HPT
         qh = h0 + r % HPT
         q_row = q_ptr + qt.to(gl.int64) * stride_qt + qh * stride_qh
         qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
         q_ok = (qt < tok_end) & (qh < num_heads)
-        q_rows = q_smem if NR == ROWS else q_smem.slice(R0, NR, dim=0)
-        q_rows.store(gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None], other=0.0).to(q_smem.dtype))
+        q_smem.store(gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None], other=0.0).to(q_smem.dtype))
         if HAS_ROPE:
             rr = gl.arange(0, ROWS, gl.SliceLayout(1, QR_L))
             rt = t0 + rr // HPT
@@ -627,181 +624,6 @@ if HAVE_GLUON:
         lt = t0 + rl // HPT
         lh = h0 + rl % HPT
         gl.store(lse_ptr + lt.to(gl.int64) * stride_lt + lh * stride_lh, lse, mask=(lt < tok_end) & (lh < num_heads))
-
-    @gluon.jit
-    def _wg_pair(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
-                 qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                 q3, lat, rope, p2, x_smem, full, free, xbar, pbar, qbar,
-                 HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
-                 NS: gl.constexpr, H: gl.constexpr, PROFILE: gl.constexpr, OVERLAP: gl.constexpr = 0):
-        """Staggered pair (split 2, fp16 stages), warpgroup H of two. In pair step i warpgroup H computes S of block
-        2 i + H over all BN entries and the softmax of its rows, and adds into its half O[:, 256 H : 256 H + 256]
-        the P V of both blocks: its own P from registers, the other warpgroup's from p2. The running max is passed
-        one way a step, so that the two softmaxes do not run at the same time (FlashMLA's sparse prefill schedule,
-        notes/flashmla_sparse_prefill_study.md):
-          warpgroup 0: S(2 i); m0 = max(m, its rows' max) to x_smem[0] (xbar[0]); P(2 i) against m0 and its own
-              P V issued at once; then the common max mc (x_smem[1], xbar[1]); its P rescaled by 2^(m0 - mc) into
-              p2[0] (pbar[0]); its own P V retired, O half and row sums rescaled by the same factor; the other P V
-              (p2[1], pbar[1]).
-          warpgroup 1: S(2 i + 1); mc = max(m0, its rows' max) to x_smem[1] (xbar[1]); P(2 i + 1) against mc into
-              p2[1] (pbar[1]) and its own P V; the other P V (p2[0], pbar[0]).
-        So warpgroup 0's softmax runs while warpgroup 1's S is on the tensor cores, and warpgroup 1's while warpgroup
-        0's P V is. Each buffer is rewritten only after the other warpgroup is past its last read of it (see the
-        waits). Each keeps the row sums of its own blocks in mc's units; they are added at the end (l_0 + l_1). A
-        block past the last one (odd count) scores -inf (P = 0) and reads block 2 i's stage (landed and finite by
-        the time its P V is issued: after xbar[0]). OVERLAP (config overlap 1): warpgroup 0 issues S(2 i + 2) right
-        behind its second P V of step i and retires that P V with wait(1) (FlashMLA's order), so its next S is on
-        the tensor cores while warpgroup 1 finishes step i."""
-        MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                        instr_shape=[16, BN, 16])
-        MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                        instr_shape=[16, 256, 16])
-        QR_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_S, k_width=2)
-        ROW_S: gl.constexpr = gl.SliceLayout(1, MMA_S)
-        COL_S: gl.constexpr = gl.SliceLayout(0, MMA_S)
-        ROW_O: gl.constexpr = gl.SliceLayout(1, MMA_O)
-        P_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_O, k_width=2)
-        # each warpgroup stores half of q's rows, then waits for the other's
-        q_rope = _load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q3.index(0), QR_L, HAS_ROPE, True,
-                         HPT, 4, H * (ROWS // 2), ROWS // 2)
-        fence_async_shared()
-        gl.thread_barrier()
-        mbarrier.arrive(qbar, count=1)
-        mbarrier.wait(qbar, 0)
-        if PROFILE & 2:
-            _hand_back(hi, full, free, BN, NS)
-            hi = 0
-        qk_scale = qk_scale * 256.0  # S is in V_SCALE units
-        lat = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
-                                                                                              gl.float16))
-        tok_of_row = (gl.arange(0, ROWS, ROW_S) // HPT)[:, None]
-        m_i = gl.full([ROWS], NEG_INF, gl.float32, ROW_S)
-        l_i = gl.zeros([ROWS], gl.float32, ROW_S)
-        acc = gl.zeros([ROWS, 256], gl.float32, MMA_O)  # each step's products are retired in the step
-        nblocks = gl.cdiv(hi, BN)
-        AHEAD: gl.constexpr = (OVERLAP != 0) & (H == 0)
-        if AHEAD:  # S(0) issued before the loop (with no block: over stage 0 as it is, never read)
-            if nblocks > 0:
-                mbarrier.wait(full.index(0), 0)
-            s_nx = _s_issue(q_rope, q3.index(nblocks >> 30), lat.index(0), rope.index(0), MMA_S, HAS_ROPE, BN)
-        for i in range(gl.cdiv(nblocks, 2)):
-            b = 2 * i + H
-            ob = 2 * i + 1 - H
-            st = gl.where(b < nblocks, b, 2 * i) % NS
-            ost = gl.where(ob < nblocks, ob, 2 * i) % NS
-            ix = _idx(idx_row, b * BN, hi, BN, COL_S)  # -1 past hi: a missing block scores -inf everywhere
-            if GROUPED:
-                bits = _idx(mask_row, b * BN, hi, BN, COL_S)
-            if AHEAD:
-                s = warpgroup_mma_wait(0, deps=(s_nx,))
-            else:
-                if b < nblocks:
-                    mbarrier.wait(full.index(st), (b // NS) & 1)
-                # q's view at index b >> 30 (always 0): its wgmma descriptors are formed here, not hoisted out of the
-                # loop into registers
-                s = _s_issue(q_rope, q3.index(b >> 30), lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
-                s = warpgroup_mma_wait(0, deps=(s,))
-            valid = ((ix >= 0) & (ix < num_slots))[None, :]
-            if GROUPED:
-                valid = valid & (((bits[None, :] >> tok_of_row) & 1) != 0)
-            s = gl.where(valid, s * qk_scale, NEG_INF)
-            v_own = lat.index(st).slice(H * 256, 256, dim=1)
-            v_other = lat.index(ost).slice(H * 256, 256, dim=1)
-            if H == 0:
-                m0 = gl.maximum(m_i, gl.max(s, 1))
-                # x_smem[0] of step i - 1 was read by warpgroup 1 before its xbar[1] arrive, waited for below
-                x_smem.index(0).store(m0)
-                gl.thread_barrier()
-                mbarrier.arrive(xbar.index(0), count=1)
-                m0u = gl.where(m0 == NEG_INF, 0.0, m0)
-                alpha = gl.exp2(m_i - m0u)
-                p = gl.exp2(s - m0u[:, None])
-                l_i = l_i * alpha + gl.sum(p, 1)
-                acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-                acc = warpgroup_mma(gl.convert_layout(p.to(gl.float16), P_L), v_own, acc, is_async=True)
-                mbarrier.wait(xbar.index(1), i & 1)
-                mc = x_smem.index(1).load(ROW_S)
-                # mc >= m0; a row with no valid entry yet (m0 = -inf) has P, O and l all 0
-                beta = gl.where(m0 == NEG_INF, 1.0, gl.exp2(m0 - gl.where(mc == NEG_INF, 0.0, mc)))
-                # p2[0] of step i - 1 was read by warpgroup 1's P V, retired before its xbar[1] arrive
-                p2.index(0).store((p * beta[:, None]).to(gl.float16))
-                fence_async_shared()
-                gl.thread_barrier()
-                mbarrier.arrive(pbar.index(0), count=1)
-                acc = warpgroup_mma_wait(0, deps=(acc,))
-                # its own block's stage: S and this P V retired. Released here, not at the end of the step: the
-                # producer hands block b + 2 over only once it may refill this stage with block b + NS, and overlap 1
-                # waits for block b + 2 before the end of the step (a deadlock otherwise: test_pair_protocol)
-                gl.thread_barrier()
-                mbarrier.arrive(free.index(st), count=1)
-                acc = acc * gl.convert_layout(beta, ROW_O)[:, None]
-                l_i = l_i * beta
-                m_i = mc
-                mbarrier.wait(pbar.index(1), i & 1)
-                acc = warpgroup_mma(p2.index(1), v_other, acc, is_async=True)
-                if AHEAD:
-                    # S(b + 2) behind it (past the last block: over stage st again, never read)
-                    nb = b + 2
-                    has_next = nb < nblocks
-                    if has_next:
-                        mbarrier.wait(full.index(nb % NS), (nb // NS) & 1)
-                    nst = gl.where(has_next, nb, b) % NS
-                    s_nx = _s_issue(q_rope, q3.index(nb >> 30), lat.index(nst), rope.index(nst), MMA_S, HAS_ROPE,
-                                    BN)
-                    acc = warpgroup_mma_wait(1, deps=(acc,))  # the P V retired; S(b + 2) may still run
-            else:
-                mx = gl.max(s, 1)
-                mbarrier.wait(xbar.index(0), i & 1)
-                mc = gl.maximum(x_smem.index(0).load(ROW_S), mx)  # x_smem[0] = max(m_i, warpgroup 0's rows)
-                x_smem.index(1).store(mc)
-                gl.thread_barrier()
-                mbarrier.arrive(xbar.index(1), count=1)
-                mcu = gl.where(mc == NEG_INF, 0.0, mc)
-                alpha = gl.exp2(m_i - mcu)
-                p = gl.exp2(s - mcu[:, None])
-                l_i = l_i * alpha + gl.sum(p, 1)
-                m_i = mc
-                acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-                p16 = p.to(gl.float16)
-                # p2[1] of step i - 1 was read by warpgroup 0's P V, retired before its xbar[0] arrive
-                p2.index(1).store(p16)
-                fence_async_shared()
-                gl.thread_barrier()
-                mbarrier.arrive(pbar.index(1), count=1)
-                acc = warpgroup_mma(gl.convert_layout(p16, P_L), v_own, acc, is_async=True)
-                mbarrier.wait(pbar.index(0), i & 1)
-                acc = warpgroup_mma(p2.index(0), v_other, acc, is_async=True)
-            if not AHEAD:
-                acc = warpgroup_mma_wait(0, deps=(acc,))
-            gl.thread_barrier()
-            if H == 1:
-                mbarrier.arrive(free.index(st), count=1, pred=b < nblocks)
-            mbarrier.arrive(free.index(ost), count=1, pred=ob < nblocks)
-
-        if AHEAD:
-            s_nx = warpgroup_mma_wait(0, deps=(s_nx,))  # the S issued past the last block (never read)
-        # l = l_0 + l_1 (the same order in both), 1 / l, this half of O; warpgroup 0 stores lse
-        npairs = gl.cdiv(nblocks, 2)
-        x_smem.index(2 + H).store(l_i)
-        gl.thread_barrier()
-        mbarrier.arrive(xbar.index(H), count=1)
-        mbarrier.wait(xbar.index(1 - H), npairs & 1)
-        l_o = x_smem.index(3 - H).load(ROW_S)
-        if H == 0:
-            l_i = l_i + l_o
-        else:
-            l_i = l_o + l_i
-        empty = l_i == 0.0
-        lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
-        inv_l = 256.0 / gl.where(empty, 1.0, l_i)
-        _store_rows(acc * gl.convert_layout(inv_l, ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot,
-                    stride_oh, H * 256, HPT)
-        if H == 0:
-            rl = gl.arange(0, ROWS, ROW_S)
-            lt = t0 + rl // HPT
-            lh = h0 + rl % HPT
-            gl.store(lse_ptr + lt.to(gl.int64) * stride_lt + lh * stride_lh, lse,
-                     mask=(lt < tok_end) & (lh < num_heads))
 
     @gluon.jit
     def _wg_v(hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem, full,
@@ -1006,23 +828,13 @@ if HAVE_GLUON:
         QP_DT: gl.constexpr = gl.float16 if F16 else gl.bfloat16
         Q_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, 512], QP_DT)
         P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BN], QP_DT)
-        if SPLIT == 2:
-            # [1, 64, 512]: _wg_pair indexes it by a value the compiler cannot prove zero (see there)
-            q3 = gl.allocate_shared_memory(QP_DT, [1, ROWS, 512], Q_S)
-            q_smem = q3.index(0)
-        else:
-            q_smem = gl.allocate_shared_memory(QP_DT, [ROWS, 512], Q_S)
-            q3 = q_smem  # (unused)
+        q_smem = gl.allocate_shared_memory(QP_DT, [ROWS, 512], Q_S)
         lat = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 512], LAT_S)
         if HAS_ROPE:
             rope = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 64], ROPE_S)
         else:
             rope = lat
-        if SPLIT == 2:
-            p2 = gl.allocate_shared_memory(QP_DT, [2, ROWS, BN], P_S)  # each warpgroup's P
-            ph_smem = p2.index(0)  # (unused)
-        else:
-            ph_smem = gl.allocate_shared_memory(QP_DT, [ROWS, BN], P_S)
+        ph_smem = gl.allocate_shared_memory(QP_DT, [ROWS, BN], P_S)
         if F16:
             pl_smem = ph_smem  # one fp16 P
         else:
@@ -1031,32 +843,10 @@ if HAVE_GLUON:
         free = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(NS):
             mbarrier.init(full.index(i), count=1)
-            # split 1 / 2: both consumer warpgroups release a stage
-            mbarrier.init(free.index(i), count=1 if SPLIT == 0 else 2)
+            # split 1: both consumer warpgroups release a stage
+            mbarrier.init(free.index(i), count=SPLIT + 1)
 
-        if SPLIT == 2:
-            gl.static_assert(F16 and (NS % 2 == 0), "staggered pair: fp16 stages, an even number of stages")
-            x_smem = gl.allocate_shared_memory(gl.float32, [4, ROWS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-            xbar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-            pbar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-            qbar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-            mbarrier.init(qbar, count=2)  # both warpgroups' halves of q stored
-            for i in gl.static_range(2):
-                mbarrier.init(xbar.index(i), count=1)
-                mbarrier.init(pbar.index(i), count=1)
-            gl.warp_specialize([
-                (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
-                            qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                            q3, lat, rope, p2, x_smem, full, free, xbar, pbar, qbar,
-                            HAS_ROPE, GROUPED, HPT, BN, NS, 0, PROFILE, OVERLAP)),
-                (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
-                            qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                            q3, lat, rope, p2, x_smem, full, free, xbar, pbar, qbar,
-                            HAS_ROPE, GROUPED, HPT, BN, NS, 1, PROFILE, OVERLAP)),
-                (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                             PROFILE, PRODUCER_WARPS, CVT_PIPE)),
-            ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
-        elif SPLIT:
+        if SPLIT:
             p_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
             p_free = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
             mbarrier.init(p_ready, count=1)
@@ -1103,7 +893,7 @@ def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0
         out, out.stride(0), out.stride(1), lse, lse.stride(0), lse.stride(1),
         flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
         flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages, cfg.overlap,
-        bool(cfg.f16), profile, cfg.split, worker_regs(cfg),
+        bool(cfg.f16), profile, cfg.split, SPLIT_V_REGS,
         cfg.producer_warps, cfg.producer_regs,
         num_warps=4 if cfg.split else CONSUMER_WARPS, CVT_PIPE=cfg.cvt_pipe, VST=cfg.vst,
     )
