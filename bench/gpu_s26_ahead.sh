@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Record of a session 26 call (bench/logs/s26_*.log). split 2 and its tests were removed afterwards (code at a7f7a6d),
+# so this script only runs at its own commit.
 # Session 26, call 2. Call 1 (bench/gpu_s26_pair.sh, bench/logs/s26_pair.log): the staggered pair (split 2) right in 18
 # GPU tests and much slower: s_q 1024, 64 heads 0.661x, 32 heads 0.738x, 16 heads 0.747x, 128 heads 0.666x, 64 x 2
 # 0.747x; the no-gather builds 0.705x (0.690 vs 0.978 ms at 64 heads): the consumers themselves are slower.

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Record of a session 26 call (bench/logs/s26_*.log). split 2 and its tests were removed afterwards (code at a7f7a6d),
+# so this script only runs at its own commit.
 # Session 26, call 1: gluon_prefill split 2, the staggered pair (_wg_pair; FlashMLA's sparse prefill schedule:
 # notes/flashmla_sparse_prefill_study.md, proposal 1). Each consumer warpgroup computes S and the softmax of every
 # other block and owns half of O's columns; the running max goes warpgroup 0 -> 1 -> 0 once a step, so warpgroup 0's
