@@ -635,12 +635,12 @@ if HAVE_GLUON:
                 async_copy.async_copy_global_to_shared(raw_sc.index(st),
                                                        scale_ptr + slot[:, None] * stride_scale + gcols[None, :],
                                                        mask=valid[:, None])
-            if HAS_ROPE and PROFILE != 2:
-                valid = (nx_rope >= 0) & (nx_rope < num_slots)
-                slot = gl.where(valid, nx_rope, 0).to(gl.int64)
-                async_copy.async_copy_global_to_shared(raw_rope.index(st),
-                                                       rope_ptr + slot[:, None] * stride_rope + rcols[None, :],
-                                                       mask=valid[:, None])
+                if HAS_ROPE:
+                    valid = (nx_rope >= 0) & (nx_rope < num_slots)
+                    slot = gl.where(valid, nx_rope, 0).to(gl.int64)
+                    async_copy.async_copy_global_to_shared(raw_rope.index(st),
+                                                           rope_ptr + slot[:, None] * stride_rope + rcols[None, :],
+                                                           mask=valid[:, None])
             async_copy.mbarrier_arrive(full.index(st), increment_count=False)
             nx_lat = _idx(idx_row, lo + (b + 1) * KB, hi, KB, LS)
             nx_sc = _idx(idx_row, lo + (b + 1) * KB, hi, KB, SS)
