@@ -125,14 +125,15 @@ block and owned half of O's columns, the running max passed warpgroup 0 -> 1 -> 
 softmaxes do not run at the same time), each adding its own P V from registers and the other's from shared memory;
 overlap 1 issued warpgroup 0's next S behind its last P V. Compiled spill-free over 32-entry blocks x 4 stages (64 x 2
 spilled 84-532 B), its mbarrier protocol modelled on the CPU (the model caught a deadlock of the first overlap 1 build).
-Right on the H200 (28 GPU tests against the reference and 9 hang guards at the final code) and slower at every head
-count, s_q 1024, `dsattn bench ab` against the default: 32 x 4 64 heads 0.661x, 32 heads 0.738x, 16 heads 0.747x, 128
-heads 0.666x; overlap 1 0.631x / 0.702x; 64 x 2 0.747x (64 heads). The consumers themselves are slower, not the gathers:
-timing builds without gathers 0.705x (32 x 4) and 0.845x / 0.860x (64 x 2, 64 / 32 heads; the producer still converts
-each freed stage in place there, so one pair of stages still waits on that pass). Nsight Compute of the no-gather builds
-at 64 heads (649 vs 767 us): the pair's worker warpgroup spins on one barrier for 13% of all samples, and the default
-partition, given 208 registers, spills (bench/logs/s26_pair.log, s26_ahead.log, s26_prof.log, s26_profile/;
-bench/results/ab_s26_*.json). Removed (its code: git a7f7a6d).
+Right on the H200 (28 GPU tests against the reference at the final code, with the hang guards of overlap 1; those of
+overlap 0 and 64 x 2 passed at the first build) and slower at every head count, s_q 1024, `dsattn bench ab` against the
+default: 32 x 4 64 heads 0.661x, 32 heads 0.738x, 16 heads 0.747x, 128 heads 0.666x; overlap 1 0.631x / 0.702x; 64 x 2
+0.747x (64 heads). The consumers themselves are slower, not the gathers: timing builds without gathers 0.705x (32 x 4)
+and 0.845x / 0.860x (64 x 2, 64 / 32 heads; the producer still converts each freed stage in place there, so one pair of
+stages still waits on that pass). Nsight Compute of the no-gather builds at 64 heads (649 vs 767 us): the pair's worker
+warpgroup spins on one barrier for 13% of all samples, and the default partition, given 208 registers, spills
+(bench/logs/s26_pair.log, s26_ahead.log, s26_prof.log, s26_profile/; bench/results/ab_s26_*.json). Removed (its code:
+git a7f7a6d).
 
 Launch configurations (PrefillConfig, DSATTN_PF_CONFIG='bn/stages/producer_warps/producer_regs[/overlap[/f16[/split]]]'):
 64 x 2 split (default, prefill_config), 32-entry blocks x 4 stages, 64 x 2 (S's wgmma N = 32 a warpgroup in the
