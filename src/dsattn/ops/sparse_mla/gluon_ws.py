@@ -122,7 +122,7 @@ class WsConfig:
     ahead: int = 2     # half-blocks between loading a gather's entries and issuing it (1 or 2; see _producer; 2,
     #                    the default since session 23: 1.04-1.07x at 32 heads, bench/results/ab_s23_ahead_*.json)
     tma: int = 0       # 1: latent / RoPE rows by TMA from a loader partition (_loader), the producer only converts
-    loader_regs: int = 40  # setmaxnreg of the loader partition (tma 1)
+    loader_regs: int = 96  # setmaxnreg of the loader partition (tma 1; 40-64 spill, compile check)
     loader_warps: int = 1  # warps of the loader partition (tma 1)
 
 
@@ -299,23 +299,32 @@ if HAVE_GLUON:
         cp.async arrive per loader thread; rawe[stage] is the converter's release."""
         SC_L: gl.constexpr = _scale_layout(HALF, LW)
         SS: gl.constexpr = gl.SliceLayout(1, SC_L)
+        # every thread holds a group of EG entries (one vector load a thread, a group ahead of its copies): picking
+        # entry i out of its registers is free (the select folds at compile time); groups keep ptxas from hoisting
+        # the address set-up of all of a half-block's copies at once (it spilled 468 B at 128 registers)
+        EG: gl.constexpr = 8
+        E_L: gl.constexpr = gl.BlockedLayout([EG], [32], [LW], [0])
         BYTES: gl.constexpr = HALF * 512 + (HALF * 128 if HAS_ROPE else 0)
         g = gl.arange(0, 4, gl.SliceLayout(0, SC_L))
+        er = gl.arange(0, EG, E_L)
         nhalves = 2 * gl.cdiv(hi - lo, KB)
         for j in range(nhalves):
             st = j % NSTAGES
             start = lo + j * HALF
             ix_sc = _idx(idx_row, start, hi, HALF, SS)
+            nx = _idx(idx_row, start, hi, EG, E_L)
             # the converter is done with half j - NSTAGES (mbarriers start with phase 1 complete)
             mbarrier.wait(rawe.index(st), ((j // NSTAGES) & 1) ^ 1)
             mbarrier.expect(rawf.index(st), BYTES)
-            for r in gl.static_range(HALF):
-                e = gl.load(idx_row + start + r, mask=start + r < hi, other=-1)
-                row = gl.where((e >= 0) & (e < num_slots), e, num_slots)
-                tma.async_copy_global_to_shared(lat_desc, [row, 0], rawf.index(st), raw_lat_t.index(st * HALF + r))
-                if HAS_ROPE:
-                    tma.async_copy_global_to_shared(rope_desc, [row, 0], rawf.index(st),
-                                                    raw_rope_t.index(st * HALF + r))
+            for q in range(HALF // EG):
+                rows = gl.where((nx >= 0) & (nx < num_slots), nx, num_slots)
+                nx = _idx(idx_row, start + (q + 1) * EG, hi, EG, E_L)
+                for i in gl.static_range(EG):
+                    row = gl.sum(gl.where(er == i, rows, 0), 0)
+                    k = st * HALF + q * EG + i
+                    tma.async_copy_global_to_shared(lat_desc, [row, 0], rawf.index(st), raw_lat_t.index(k))
+                    if HAS_ROPE:
+                        tma.async_copy_global_to_shared(rope_desc, [row, 0], rawf.index(st), raw_rope_t.index(k))
             valid = (ix_sc >= 0) & (ix_sc < num_slots)
             slot = gl.where(valid, ix_sc, 0).to(gl.int64)
             async_copy.async_copy_global_to_shared(raw_sc.index(st), scale_ptr + slot[:, None] * stride_scale
@@ -430,7 +439,7 @@ if HAVE_GLUON:
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0, AHEAD: gl.constexpr = 2,
-            TMA: gl.constexpr = 0, LOADER_REGS: gl.constexpr = 40, LOADER_WARPS: gl.constexpr = 1, lat_desc=None, rope_desc=None):
+            TMA: gl.constexpr = 0, LOADER_REGS: gl.constexpr = 96, LOADER_WARPS: gl.constexpr = 1, lat_desc=None, rope_desc=None):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_small.sparse_mla_small_kernel (fp8 rows).
         TMA 1 (config tma): lat_desc / rope_desc are the rows' TMA descriptors (run_attention_ws)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
