@@ -7,6 +7,8 @@
 # producer's copy instructions sharing the SM with the consumer; session 19's 768-byte padded rows were 5.7% faster.
 # TMA writes whole rows by the copy engine: no per-16-byte copy instruction, no address arithmetic in the converting
 # warps. PREDICTION: bit-equal; 32 heads fp8_ds_mla 512 tokens 1.03-1.10x (issue 3 needs 1.05x at 512, 1.066x at 2048).
+# OUTCOME (bench/logs/s27_tma.log, at 8d639a2): bit-equal (9 GPU tests, A/B diff 0) and much slower, 0.577x / 0.576x
+# (512 / 2048 tokens), nope 0.830x: config tma was removed, so the script runs only at 8d639a2.
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s27_tma.sh   (log $OUT/tma.log, results under $OUT/r, $OUT/r.tgz)
 LOG=tma.log TAG=s27 source bench/gpu_lib.sh
 ab DSATTN_WS_CONFIG fp8_ds_mla 32 2/128/4/0/2/1/96/1 tma_fp8_h32
