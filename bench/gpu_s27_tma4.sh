@@ -5,6 +5,8 @@
 # copy (then ~4x the issue rate), or by the copy engine / latency (then no change)? From call 1 (64 copies a half-block
 # over fp8_ds_mla 2 stages: ~4300 SM cycles a half; nope 32 copies, 3 stages: ~2800), a fit predicts 0.30-0.40 ms if
 # issue-bound. PREDICTION: 0.577x -> 0.85-1.1x of the default if issue-bound, ~0.58x if not; bit-equal either way.
+# OUTCOME (bench/logs/s27_tma4.log, at 1e63530): bit-equal (9 GPU tests), 0.717x / 0.757x (512 / 2048 tokens), nope
+# 0.967x: partly issue-bound (1.23x over one loader), still slower; config tma was removed, so the script runs only at 1e63530.
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s27_tma4.sh   (log $OUT/tma4.log, results under $OUT/r, $OUT/r.tgz)
 LOG=tma4.log TAG=s27 source bench/gpu_lib.sh
 ab DSATTN_WS_CONFIG fp8_ds_mla 32 2/128/4/0/2/1/96/1 tma4_fp8_h32

@@ -73,6 +73,26 @@ brought back): right (27 GPU tests of the depth-2 ring; the 8-warp variant's tes
 outputs within 0.001) and slower still: 0.883x (ring of 2 units of 16 rows, 4 warps), 0.890x (8 warps), 0.850x (one
 half-block ahead), nope 0.873x (bench/results/ab_s24_ppr*.json, bench/logs/s24_pp3.log).
 
+Removed in session 27 after its H200 run (code at 8d639a2, bench/gpu_s27_tma.sh, bench/logs/s27_tma.log): config tma,
+the latent (512 bytes) and RoPE (128 bytes) of each row landed by one TMA copy of a one-row box of a host tensor
+descriptor (the rows as int16 [num_slots, 256] / bf16 [num_slots, 64]; an invalid entry asked for row num_slots, out of
+bounds, so zero-filled and nothing read), issued from a one-warp loader partition (96 registers: spill-free by the
+compile check, 40-64 spilled) that held 8 entries a thread and picked each out of its registers; the scales stayed
+cp.async from the loader (noinc arrives on the same mbarrier); the producer warpgroup only converted. Why: the
+latent cp.async runs at 10.5 shared-memory wavefronts for 4 ideal (session 23) and session 19's 128-byte aligned rows
+were 5.7% faster. Bit-equal (the 9 tests of test_ws_ahead_bit_equal with tma added; A/B max |out diff| 0) and much
+slower: 32 heads fp8_ds_mla 512 tokens 0.354 -> 0.613 ms (0.577x, 95% CI 0.571-0.589), 2048 tokens 0.576x, nope (3
+stages) 0.830x; loader at 128 registers 0.573x, producer at 160 0.575x (bench/results/ab_s27_tma_*.json). One thread
+issuing a TMA copy per row costs ~65-90 SM cycles a row here (0.613 ms is ~4300 cycles a half-block of 64 copies
+per SM, nope ~2800 for 32), so with two stages the ring is paced by the loader; the copies of a TMA op are always
+issued by one elected thread in Gluon (with 4 loader warps in one partition Triton put a partition barrier before
+every copy), and Hopper has no row-gather TMA (Blackwell's gather4). Then (code at 1e63530, bench/gpu_s27_tma4.sh) four
+one-warp loader partitions, each issuing a quarter of the rows: bit-equal (the same 9 tests) and still slower, 0.717x
+(CI 0.708-0.730) / 0.757x at 512 / 2048 tokens, nope 0.967x (bench/results/ab_s27_tma4_*.json): four issuers gave
+1.23x, not 4x, so past the one warp's issue the copies themselves (~55 SM cycles a copy of a 64-copy half-block) or
+their latency at two stages bind. Merging a row's latent, scales and RoPE into one copy (an int64 [1, 82] box) would
+halve the copies but needs 768-byte aligned stage rows, 7 KB more than the 32-head program has.
+
 Removed in session 22 after its H200 run: config depth / unit (code at a8df6ed), gluon64's register producers
 (_producer, _producer_ring) feeding this consumer, no raw stages: at 32 heads a program the cp.async ring keeps ONE
 21 KB half-block in flight, the register ring up to 63 KB (8 warps x 128 registers, depth 3 units of 32 rows; no spill
@@ -89,10 +109,9 @@ import os
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.hopper import (async_copy, fence_async_shared, mbarrier, tma,
+    from triton.experimental.gluon.language.nvidia.hopper import (async_copy, fence_async_shared, mbarrier,
                                                                    warpgroup_mma, warpgroup_mma_init,
                                                                    warpgroup_mma_wait)
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     HAVE_GLUON = True
 except Exception:  # pragma: no cover - older triton without Gluon
     HAVE_GLUON = False
@@ -121,9 +140,6 @@ class WsConfig:
     prefetch: int = 0  # half-blocks of rows asked of L2 ahead of the newest gather (0: none; slower on the H200)
     ahead: int = 2     # half-blocks between loading a gather's entries and issuing it (1 or 2; see _producer; 2,
     #                    the default since session 23: 1.04-1.07x at 32 heads, bench/results/ab_s23_ahead_*.json)
-    tma: int = 0       # 1: latent / RoPE rows by TMA from a loader partition (_loader), the producer only converts
-    loader_regs: int = 96  # setmaxnreg of the loader partition (tma 1; 40-64 spill, compile check)
-    loader_warps: int = 1  # unused in this build (four one-warp loader partitions)
 
 
 def ws_hp(num_heads: int) -> int:
@@ -153,12 +169,12 @@ def ws_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> WsConfig:
     if spec:
         try:
             cfg = WsConfig(*[int(x) for x in spec.split("/")])
-            if cfg.ahead not in (1, 2) or cfg.tma not in (0, 1):
+            if cfg.ahead not in (1, 2):
                 raise ValueError
             return cfg
         except (TypeError, ValueError):
-            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/ahead[/tma"
-                             "[/loader_regs[/loader_warps]]]]] (ahead 1 or 2, tma 0 or 1), e.g. 3/128/8/0/2, "
+            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/ahead]] (ahead "
+                             "1 or 2), e.g. 3/128/8/0/2, "
                              f"got {spec!r}") from None
     hp = ws_hp(num_heads)
     stages = 4
@@ -287,79 +303,6 @@ if HAVE_GLUON:
             rope16_t.slice(h * HALF, HALF, dim=0).store((r.to(gl.float32) * V_SCALE).to(gl.bfloat16))
 
     @gluon.jit
-    def _loader(idx_row, lo, hi, num_slots, lat_desc, rope_desc, scale_ptr, raw_lat_t, raw_sc, raw_rope_t, rawf, rawe,
-                stride_scale: gl.constexpr, HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, LW: gl.constexpr,
-                Q: gl.constexpr = 0, NQ: gl.constexpr = 1):
-        """Config tma: fills the raw ring half-block by half-block. Each latent row (512 bytes) and RoPE row (128
-        bytes) is one TMA copy of a one-row box (lat_desc: the rows as int16 [num_slots, 256]; rope_desc: bf16
-        [num_slots, 64]) issued by one thread, so the rows land by the copy engine in whole lines, with no copy
-        instruction per 16 bytes and no address arithmetic in the converting warps. An invalid entry copies row
-        num_slots: out of the descriptor's bounds, so the box is zero-filled, nothing is read, and its bytes still
-        count. The group scales (16 bytes a row) stay cp.async from this partition's threads (a TMA box lands on
-        128-byte aligned rows, 8x their shared memory). rawf[stage] completes on the TMA bytes plus one noinc
-        cp.async arrive per loader thread; rawe[stage] is the converter's release."""
-        SC_L: gl.constexpr = _scale_layout(HALF, LW)
-        SS: gl.constexpr = gl.SliceLayout(1, SC_L)
-        # every thread holds a group of EG entries (one vector load a thread, a group ahead of its copies): picking
-        # entry i out of its registers is free (the select folds at compile time); groups keep ptxas from hoisting
-        # the address set-up of all of a half-block's copies at once (it spilled 468 B at 128 registers)
-        # NQ loaders (one-warp partitions) issue a half-block's copies together: loader Q its rows [Q * R, Q * R + R)
-        # (R = HALF / NQ), each arming rawf with its own bytes; loader 0 also copies the scales
-        EG: gl.constexpr = 8
-        R: gl.constexpr = HALF // NQ
-        E_L: gl.constexpr = gl.BlockedLayout([EG], [32], [LW], [0])
-        BYTES: gl.constexpr = R * 512 + (R * 128 if HAS_ROPE else 0)
-        g = gl.arange(0, 4, gl.SliceLayout(0, SC_L))
-        er = gl.arange(0, EG, E_L)
-        nhalves = 2 * gl.cdiv(hi - lo, KB)
-        for j in range(nhalves):
-            st = j % NSTAGES
-            start = lo + j * HALF
-            ix_sc = _idx(idx_row, start, hi, HALF, SS)
-            nx = _idx(idx_row, start + Q * R, hi, EG, E_L)
-            # the converter is done with half j - NSTAGES (mbarriers start with phase 1 complete)
-            mbarrier.wait(rawe.index(st), ((j // NSTAGES) & 1) ^ 1)
-            mbarrier.expect(rawf.index(st), BYTES)
-            for q in range(R // EG):
-                rows = gl.where((nx >= 0) & (nx < num_slots), nx, num_slots)
-                nx = _idx(idx_row, start + Q * R + (q + 1) * EG, hi, EG, E_L)
-                for i in gl.static_range(EG):
-                    row = gl.sum(gl.where(er == i, rows, 0), 0)
-                    k = st * HALF + Q * R + q * EG + i
-                    tma.async_copy_global_to_shared(lat_desc, [row, 0], rawf.index(st), raw_lat_t.index(k))
-                    if HAS_ROPE:
-                        tma.async_copy_global_to_shared(rope_desc, [row, 0], rawf.index(st), raw_rope_t.index(k))
-            if Q == 0:
-                valid = (ix_sc >= 0) & (ix_sc < num_slots)
-                slot = gl.where(valid, ix_sc, 0).to(gl.int64)
-                async_copy.async_copy_global_to_shared(raw_sc.index(st), scale_ptr + slot[:, None] * stride_scale
-                                                       + g[None, :], mask=valid[:, None])
-                async_copy.mbarrier_arrive(rawf.index(st), increment_count=False)
-
-    @gluon.jit
-    def _converter(lo, hi, raw_lat, raw_sc, raw_rope, k16, rope16, full, free, rawf, rawe,
-                   HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr):
-        """Config tma: _producer without the gathers; each half-block waits for its rows on rawf and releases its
-        raw stage on rawe once converted."""
-        nblocks = gl.cdiv(hi - lo, KB)
-        for b in range(nblocks):
-            slot = b % 2
-            k16_t = k16.index(slot)
-            for h in gl.static_range(2):
-                j = 2 * b + h
-                st = j % NSTAGES
-                if h == 0:
-                    mbarrier.wait(free.index(slot), ((b // 2) & 1) ^ 1)
-                mbarrier.wait(rawf.index(st), (j // NSTAGES) & 1)
-                _convert_half(raw_lat.index(st), raw_sc.index(st), raw_rope.index(st), k16_t, rope16.index(slot), h,
-                              HAS_ROPE, PW)
-                gl.thread_barrier()
-                mbarrier.arrive(rawe.index(st), count=1)
-            fence_async_shared()  # the tile is read by wgmma (async proxy)
-            gl.thread_barrier()
-            mbarrier.arrive(full.index(slot), count=1)
-
-    @gluon.jit
     def _idle_consumer(lo, hi, full, free, k16, q_smem, p_smem, lse_ptr, num_warps: gl.constexpr):
         """Timing builds only (PROFILE 1 or 3): takes each tile and hands it back at once, no products, no output.
         It reads one row of each tile (and touches q / P) so that the kernel keeps the shared memory, and so the
@@ -443,10 +386,8 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0, AHEAD: gl.constexpr = 2,
-            TMA: gl.constexpr = 0, LOADER_REGS: gl.constexpr = 96, LOADERS: gl.constexpr = 4, lat_desc=None, rope_desc=None):
-        """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_small.sparse_mla_small_kernel (fp8 rows).
-        TMA 1 (config tma): lat_desc / rope_desc are the rows' TMA descriptors (run_attention_ws)."""
+            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0, AHEAD: gl.constexpr = 2):
+        """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_small.sparse_mla_small_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one gather in flight while a half-block converts")
         t = gl.program_id(0).to(gl.int64)
@@ -460,44 +401,24 @@ if HAVE_GLUON:
         QR_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HP, 64], gl.bfloat16)
         P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KB, HP], gl.float16)
 
-        if TMA:
-            # one TMA box per row: [1, 256] int16 (512 bytes) at row r of the stage, the stage's plain row-major
-            # layout as the converter reads it
-            raw_lat_t = gl.allocate_shared_memory(gl.int16, [NSTAGES * HALF, 1, 256],
-                                                  gl.NVMMASharedLayout(0, 16, rank=2))
-            raw_lat = raw_lat_t._reinterpret(gl.float8e4nv, [NSTAGES, HALF, 512], RAW_S)
-        else:
-            raw_lat = gl.allocate_shared_memory(gl.float8e4nv, [NSTAGES, HALF, 512], RAW_S)
+        raw_lat = gl.allocate_shared_memory(gl.float8e4nv, [NSTAGES, HALF, 512], RAW_S)
         raw_sc = gl.allocate_shared_memory(gl.float32, [NSTAGES, HALF, 4], RAW_S)
         k16 = gl.allocate_shared_memory(gl.float16, [2, KB, 512], K16_S)
         q_smem = gl.allocate_shared_memory(gl.float16, [HP, 512], Q_S)
         p_smem = gl.allocate_shared_memory(gl.float16, [KB, HP], P_S)
         if HAS_ROPE:
-            if TMA:
-                raw_rope_t = gl.allocate_shared_memory(gl.bfloat16, [NSTAGES * HALF, 1, 64],
-                                                       gl.NVMMASharedLayout(0, 16, rank=2))
-                raw_rope = raw_rope_t._reinterpret(gl.bfloat16, [NSTAGES, HALF, 64], RAW_S)
-            else:
-                raw_rope = gl.allocate_shared_memory(gl.bfloat16, [NSTAGES, HALF, 64], RAW_S)
+            raw_rope = gl.allocate_shared_memory(gl.bfloat16, [NSTAGES, HALF, 64], RAW_S)
             rope16 = gl.allocate_shared_memory(gl.bfloat16, [2, KB, 64], ROPE_S)
             qr_smem = gl.allocate_shared_memory(gl.bfloat16, [HP, 64], QR_S)
         else:
             raw_rope = raw_sc
             rope16 = k16
             qr_smem = q_smem
-            if TMA:
-                raw_rope_t = raw_lat_t
         full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(2):
             mbarrier.init(full.index(i), count=1)
             mbarrier.init(free.index(i), count=1)
-        if TMA:
-            rawf = gl.allocate_shared_memory(gl.int64, [NSTAGES, 1], mbarrier.MBarrierLayout())
-            rawe = gl.allocate_shared_memory(gl.int64, [NSTAGES, 1], mbarrier.MBarrierLayout())
-            for i in gl.static_range(NSTAGES):
-                mbarrier.init(rawf.index(i), count=LOADERS + 32)  # each loader's expect-tx + loader 0's noinc arrives
-                mbarrier.init(rawe.index(i), count=1)
 
         end = topk
         if HAS_LEN:
@@ -506,25 +427,7 @@ if HAVE_GLUON:
         hi = gl.minimum(lo + keys_per_split, end)
         idx_row = idx_ptr + t * stride_it
 
-        if TMA:
-            gl.static_assert(PROFILE == 0, "config tma has no timing builds")
-            gl.static_assert(LOADERS == 4, "this build: four one-warp loaders")
-            gl.warp_specialize([
-                (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                             qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                             stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, HP, num_warps)),
-                (_converter, (lo, hi, raw_lat, raw_sc, raw_rope, k16, rope16, full, free, rawf, rawe,
-                              HAS_ROPE, NSTAGES, PRODUCER_WARPS)),
-                (_loader, (idx_row, lo, hi, num_slots, lat_desc, rope_desc, scale_ptr, raw_lat_t, raw_sc, raw_rope_t,
-                           rawf, rawe, stride_scale, HAS_ROPE, NSTAGES, 1, 0, LOADERS)),
-                (_loader, (idx_row, lo, hi, num_slots, lat_desc, rope_desc, scale_ptr, raw_lat_t, raw_sc, raw_rope_t,
-                           rawf, rawe, stride_scale, HAS_ROPE, NSTAGES, 1, 1, LOADERS)),
-                (_loader, (idx_row, lo, hi, num_slots, lat_desc, rope_desc, scale_ptr, raw_lat_t, raw_sc, raw_rope_t,
-                           rawf, rawe, stride_scale, HAS_ROPE, NSTAGES, 1, 2, LOADERS)),
-                (_loader, (idx_row, lo, hi, num_slots, lat_desc, rope_desc, scale_ptr, raw_lat_t, raw_sc, raw_rope_t,
-                           rawf, rawe, stride_scale, HAS_ROPE, NSTAGES, 1, 3, LOADERS)),
-            ], [PRODUCER_WARPS, 1, 1, 1, 1], [PRODUCER_REGS, LOADER_REGS, LOADER_REGS, LOADER_REGS, LOADER_REGS])
-        elif PROFILE == 1 or PROFILE == 3:
+        if PROFILE == 1 or PROFILE == 3:
             gl.warp_specialize([
                 (_idle_consumer, (lo, hi, full, free, k16, q_smem, p_smem, lse_ptr, num_warps)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
@@ -561,30 +464,10 @@ def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         raise ValueError(f"config.ahead must be 1 or 2 (half-blocks between loading a gather's entries and issuing "
                          f"it), got {cfg.ahead}")
     grid = (t, -(-h // hp), splits)
-    descs = {}
-    if cfg.tma:
-        descs = dict(TMA=1, LOADER_REGS=cfg.loader_regs, LOADERS=4, **_tma_descs(flat, layout, d))
     _fast_launch(sparse_mla_ws_kernel, grid,
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-        num_warps=4, PROFILE=profile, PF=cfg.prefetch, AHEAD=cfg.ahead, **descs,
+        num_warps=4, PROFILE=profile, PF=cfg.prefetch, AHEAD=cfg.ahead,
     )
     launch.combine_splits(out, lse, part_o, part_lse, splits)
-
-
-def _tma_descs(flat, layout: KVLayout, d_qk: int) -> dict:
-    """Config tma: host TMA descriptors of the cache rows (flat [N, row_bytes] uint8): lat_desc reads a row's 512
-    latent bytes as int16 [N, 256], one row a box; rope_desc its 64 bf16 RoPE values (fp8_ds_mla at D_qk 576)."""
-    import torch
-    n, row_bytes = flat.shape[0], flat.stride(0)
-    if row_bytes % 16 or flat.data_ptr() % 16:
-        raise ValueError(f"config tma needs 16-byte aligned rows, got a stride of {row_bytes} bytes")
-    lat = flat.view(torch.int16)
-    descs = dict(lat_desc=TensorDescriptor(lat, [n, 256], [row_bytes // 2, 1], [1, 256],
-                                           gl.NVMMASharedLayout(0, 16, rank=2)))
-    if d_qk > LATENT_DIM and layout is KVLayout.FP8_DS_MLA:
-        rope = flat.view(torch.bfloat16)[:, (LATENT_DIM + 16) // 2:]
-        descs["rope_desc"] = TensorDescriptor(rope, [n, 64], [row_bytes // 2, 1], [1, 64],
-                                              gl.NVMMASharedLayout(0, 16, rank=2))
-    return descs
