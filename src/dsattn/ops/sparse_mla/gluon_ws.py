@@ -78,20 +78,21 @@ the latent (512 bytes) and RoPE (128 bytes) of each row landed by one TMA copy o
 descriptor (the rows as int16 [num_slots, 256] / bf16 [num_slots, 64]; an invalid entry asked for row num_slots, out of
 bounds, so zero-filled and nothing read), issued from a one-warp loader partition (96 registers: spill-free by the
 compile check, 40-64 spilled) that held 8 entries a thread and picked each out of its registers; the scales stayed
-cp.async from the loader (noinc arrives on the same mbarrier); the producer warpgroup only converted. Why: the
-latent cp.async runs at 10.5 shared-memory wavefronts for 4 ideal (session 23) and session 19's 128-byte aligned rows
-were 5.7% faster. Bit-equal (the 9 tests of test_ws_ahead_bit_equal with tma added; A/B max |out diff| 0) and much
-slower: 32 heads fp8_ds_mla 512 tokens 0.354 -> 0.613 ms (0.577x, 95% CI 0.571-0.589), 2048 tokens 0.576x, nope (3
-stages) 0.830x; loader at 128 registers 0.573x, producer at 160 0.575x (bench/results/ab_s27_tma_*.json). 0.613 ms is
-~4300 SM cycles a half-block of 64 copies per SM (~67 a copy; nope ~2800 for 32, ~88 a copy; the default ~2500 a
-half-block, at 1.755 GHz), so the ring is paced by the loader's copies; the copies of a TMA op are always
-issued by one elected thread in Gluon (with 4 loader warps in one partition Triton put a partition barrier before
-every copy), and Hopper has no row-gather TMA (Blackwell's gather4). Then (code at 1e63530, bench/gpu_s27_tma4.sh) four
-one-warp loader partitions, each issuing a quarter of the rows: bit-equal (the same 9 tests) and still slower, 0.717x
-(CI 0.708-0.730) / 0.757x at 512 / 2048 tokens, nope 0.967x (bench/results/ab_s27_tma4_*.json): four issuers gave
-1.23x, not 4x, so past the one warp's issue the copies themselves (~55 SM cycles a copy of a 64-copy half-block) or
-their latency at two stages bind. Merging a row's latent, scales and RoPE into one copy (an int64 [1, 82] box) would
-halve the copies but needs 128-byte aligned 768-byte stage rows, 7 KB more than the 32-head program has.
+cp.async from the loader (noinc arrives on the same mbarrier); the producer warpgroup only converted. Why: the latent
+cp.async runs at 10.5 shared-memory wavefronts for 4 ideal (session 23) and session 19's 128-byte aligned rows were 5.7%
+faster. Bit-equal (the 9 tests of test_ws_ahead_bit_equal with tma added; A/B max |out diff| 0) and much slower: 32
+heads fp8_ds_mla 512 tokens 0.354 -> 0.613 ms (0.577x, 95% CI 0.571-0.589), 2048 tokens 0.576x, nope (3 stages) 0.830x;
+loader at 128 registers 0.573x, producer at 160 0.575x (bench/results/ab_s27_tma_*.json). 0.613 ms is ~4300 SM cycles a
+half-block of 64 copies per SM (~67 a copy; nope ~2800 for 32, ~88 a copy; the default ~2500 a half-block; taking the SM
+clock as ~1.75 GHz, within the 1.70-1.80 GHz Nsight Compute read in bench/logs/s25_profile/ and s26_profile/: the A/B
+runs record no clock), so the ring is paced by the loader's copies; the copies of a TMA op are always issued by one
+elected thread in Gluon (with 4 loader warps in one partition Triton put a partition barrier before every copy), and
+Hopper has no row-gather TMA (Blackwell's gather4). Then (code at 1e63530, bench/gpu_s27_tma4.sh) four one-warp loader
+partitions, each issuing a quarter of the rows: bit-equal (the same 9 tests) and still slower, 0.717x (CI 0.708-0.730) /
+0.757x at 512 / 2048 tokens, nope 0.967x (bench/results/ab_s27_tma4_*.json): four issuers gave 1.23x, not 4x, so past
+the one warp's issue the copies themselves (~55 SM cycles a copy of a 64-copy half-block) or their latency at two stages
+bind. Merging a row's latent, scales and RoPE into one copy (an int64 [1, 82] box) would halve the copies but needs
+128-byte aligned 768-byte stage rows, 7 KB more than the 32-head program has.
 
 Removed in session 22 after its H200 run: config depth / unit (code at a8df6ed), gluon64's register producers
 (_producer, _producer_ring) feeding this consumer, no raw stages: at 32 heads a program the cp.async ring keeps ONE
