@@ -11,13 +11,14 @@ tokens a program).
     PYTHONPATH=src python bench/mla_gluon_check.py [--cases decode-fp8-8,prefill-bf16-16] [--configs 64/3,64/2]
         [--dump DIR]
     PYTHONPATH=src python bench/mla_gluon_check.py --kernel ws [--cases decode-fp8-16] [--configs 3/128/4,3/96/8]
-    PYTHONPATH=src python bench/mla_gluon_check.py --kernel rx [--cases decode-fp8-16] [--configs 4/64/4/0/1/2,5/64/4/0/1/1]
+    PYTHONPATH=src python bench/mla_gluon_check.py --kernel rx [--cases decode-fp8-16]
+        [--configs 'stages=4;consumers=2,stages=5']
     PYTHONPATH=src python bench/mla_gluon_check.py --kernel g64 [--cases decode-fp8-64] [--configs 4/96,8/64]
     PYTHONPATH=src python bench/mla_gluon_check.py --kernel prefill [--cases prefill-bf16-8] [--configs 32/4/4/96,64/2/4/56/0/0/1]
 
 (--configs: block_n/stages[/warps] for small, stages/producer_regs[/producer_warps] for ws,
-RxConfig's fields in order for rx (stages/producer_regs/producer_warps[/prefetch[/pv_depth[/consumers[/alu[/pipe
-[/hp8[/pingpong[/spillfix]]]]]]]]]),
+RxConfig's fields by name for rx, ';' between them (gluon_rx.parse_rx_config with ';' for ','; fields left out take
+RxConfig's defaults),
 producer_warps/producer_regs for g64, gluon_prefill's DSATTN_PF_CONFIG spec for prefill:
 block_n/stages/producer_warps/producer_regs[/overlap[/f16[/split]]], fields left out 0.)
 
@@ -126,7 +127,8 @@ def main():
                 cls = (gluon_rx.RxConfig if rx else gluon_ws.WsConfig if ws else gluon64.G64Config if g64 else gluon_prefill.PrefillConfig if pf
                        else launch.GluonConfig)
                 # prefill: gluon_prefill's own parser (fields left out are 0, not the dataclass defaults)
-                cfg = gluon_prefill.parse_prefill_config(c) if pf else cls(*[int(x) for x in c.split("/")])
+                cfg = (gluon_prefill.parse_prefill_config(c) if pf else gluon_rx.parse_rx_config(c.replace(";", ","))
+                       if rx else cls(*[int(x) for x in c.split("/")]))
             label = c or "default"
             sink = []
             saved = getattr(mod, attr)
@@ -168,7 +170,7 @@ def main():
                           f"compile_s={time.time() - t0:.1f}", flush=True)
                     if args.dump:
                         os.makedirs(args.dump, exist_ok=True)
-                        base = os.path.join(args.dump, f"{name}_{label.replace('/', '_')}")
+                        base = os.path.join(args.dump, f"{name}_{re.sub(r'[/;=,]', '_', label)}")
                         open(base + ".ttgir", "w").write(ck.asm["ttgir"])
                         open(base + ".ptx", "w").write(ptx)
             except Exception as e:  # noqa: BLE001

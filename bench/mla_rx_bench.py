@@ -3,7 +3,8 @@ issue 3): fp8_ds_mla 512 tokens at 8 / 16 / 32 heads (and nope 8), topk 2048, un
 decode_case). Each config of gluon_rx is checked against gluon_ws's outputs on the same inputs (max abs out
 difference, largest relative lse difference; NaN shows as nan), then timed (median, L2 flushed: bench.common.time_ms).
 
-    PYTHONPATH=src python bench/mla_rx_bench.py --out DIR [--rep-ms 40] [--heads 8,16,32] [--configs c2,c2+alu+pipe,c1]
+    PYTHONPATH=src python bench/mla_rx_bench.py --out DIR [--rep-ms 40] [--heads 8,16,32]
+        [--configs c2,c2+hp8,c1,'stages=3;consumers=2']
 
 Writes DIR/sparse_mla_rx_bench.json. FlashMLA's time on these cases (bench/results, session 10): 0.444 ms at 8 / 16
 heads (padded to 64); targets 0.222 ms (8 / 16 heads) and 0.317 ms (32).
@@ -33,10 +34,10 @@ def main() -> int:
     p.add_argument("--layouts", default="fp8_ds_mla")
     p.add_argument("--tokens", type=int, default=512)
     p.add_argument("--configs", default="default",
-                   help="stages/producer_regs/producer_warps[/prefetch[/pv_depth[/consumers[/alu]]]], 'default' "
-                        "(rx_config's choice) or c1 / c2 (rx_config's choice at one / two consumer warpgroups); a "
-                        "+alu / +alu3 suffix sets alu 1 / 3, +pipe pipe 1, +hp8 hp8 1, +pp pingpong 1 with 56 producer "
-                        "registers (combinable); comma separated")
+                   help="RxConfig fields by name, ';' between them (e.g. 'stages=3;consumers=2'; gluon_rx."
+                        "parse_rx_config), 'default' (rx_config's choice) or c1 / c2 (rx_config's choice at one / two "
+                        "consumer warpgroups); a +hp8 suffix sets hp8 1, +pp pingpong 1 with 56 producer registers "
+                        "(combinable); comma separated")
     args = p.parse_args()
     dev = torch.device("cuda")
     rows = []
@@ -55,12 +56,13 @@ def main() -> int:
             rows.append({"layout": layout, "tokens": t, "heads": h, "kernel": "gluon_ws", "config": None, "ms": ms})
             print(f"decode {layout:16s} t={t} h={h:3d} gluon_ws (default)   {ms:.4f} ms", flush=True)
             for spec in args.configs.split(","):
-                # suffixes: +alu (P @ V's operand by integer ops), +alu3 (both operands), +pipe (pipelined consumers)
+                # suffixes: +hp8 (8-head programs), +pp (ping-pong consumers, 56-register producer); a config of
+                # named fields separates them by ';' here (',' separates configs): gluon_rx.parse_rx_config
+                # (the alu / pipe suffixes went with those options in session 28)
                 spec, *flags = spec.split("+")
                 extra = {}
                 for f in flags:
-                    extra.update({"alu": {"alu": 1}, "alu3": {"alu": 3}, "pipe": {"pipe": 1}, "hp8": {"hp8": 1},
-                                  "pp": {"pingpong": 1, "producer_regs": 56}}[f])
+                    extra.update({"hp8": {"hp8": 1}, "pp": {"pingpong": 1, "producer_regs": 56}}[f])
                 if spec in ("c1", "c2"):
                     os.environ["DSATTN_RX_CONSUMERS"] = spec[1]
                     cfg = gluon_rx.rx_config(case.layout, h, case.q.shape[-1])
@@ -68,11 +70,9 @@ def main() -> int:
                 elif spec in ("", "default"):
                     cfg = gluon_rx.rx_config(case.layout, h, case.q.shape[-1])
                 else:
-                    cfg = gluon_rx.RxConfig(*[int(x) for x in spec.split("/")])
+                    cfg = gluon_rx.parse_rx_config(spec.replace(";", ","))
                 cfg = gluon_rx.rx_fit(dataclasses.replace(cfg, **extra), case.layout, h, case.q.shape[-1])
-                label = "/".join(str(v) for v in (cfg.stages, cfg.producer_regs, cfg.producer_warps, cfg.prefetch,
-                                                  cfg.pv_depth, cfg.consumers, cfg.alu, cfg.pipe, cfg.hp8,
-                                                  cfg.pingpong))
+                label = gluon_rx.rx_config_spec(cfg)
                 fn = lambda: gluon_rx.run_attention_rx(case.q, flat, case.layout, case.indices, case.sm_scale, None,
                                                        out, lse, config=cfg)
                 try:

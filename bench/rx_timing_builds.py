@@ -6,7 +6,6 @@ slots), both fp8 layouts, triton's do_bench with the L2 flushed before each call
     PYTHONPATH=src python bench/rx_timing_builds.py [--tokens 512,2048] [--out DIR] [--name NAME]
 """
 import argparse
-import dataclasses
 
 import torch
 
@@ -49,7 +48,7 @@ def main():
             for prof, build in BUILDS:
                 ms = sorted(times[prof])[len(times[prof]) // 2]
                 rows.append({"tokens": tokens, "heads": args.heads, "layout": layout, "build": build, "ms": ms,
-                             "rounds_ms": times[prof], "config": "/".join(str(v) for v in dataclasses.astuple(cfg))})
+                             "rounds_ms": times[prof], "config": gluon_rx.rx_config_spec(cfg)})
                 print(f"{layout:16s} t={tokens:5d} h={args.heads} {build:16s} {ms:.4f} ms", flush=True)
     write_results(args.name, rows, meta={"what": __doc__.split("\n\n")[0]}, out_dir=args.out)
 

@@ -71,38 +71,6 @@ def test_epilogue_permutation_puts_rows_in_physical_order():
             assert len(pts) == nr * hp and max(r for r, _ in pts) == nr - 1 and max(c for _, c in pts) == hp - 1
 
 
-def _prmt(a, sel):
-    """PTX prmt.b32 d, a, 0, sel (default mode, sign replication by a selector nibble's bit 3), on uint64 arrays."""
-    src = [(a >> np.uint64(8 * i)) & np.uint64(0xFF) for i in range(4)] + [np.zeros_like(a)] * 4
-    out = np.zeros_like(a)
-    for i in range(4):
-        n = (sel >> (4 * i)) & 0xF
-        byte = src[n & 7]
-        if n & 8:
-            byte = np.where(byte & np.uint64(0x80), np.uint64(0xFF), np.uint64(0))
-        out |= byte << np.uint64(8 * i)
-    return out
-
-
-def test_alu_conversion_is_exact():
-    """_cvt_alu / _cvt_alu_scale's integer conversion of 4 e4m3 bytes (prmt 0x9180 / 0xB3A2, << 7, & 0xBF80BF80),
-    emulated over every pair of bytes: each fp16 lane is e4m3(b) x 2^-8 exactly for every non-NaN byte (signed
-    zeros and subnormals included), whatever the neighbouring byte."""
-    u = np.uint64
-    w = np.arange(1 << 16, dtype=np.uint64)
-    w = w | (w << u(16))                                        # bytes b0 b1 b0 b1: every pair in both halves
-    ref = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).double() * 2.0 ** -8
-    for sel, bytes_ in ((0x9180, (0, 1)), (0xB3A2, (2, 3))):
-        out = (_prmt(w, sel) << u(7)) & u(0xBF80BF80)
-        for lane, i in zip((0, 16), bytes_):
-            bits = ((out >> u(lane)) & u(0xFFFF)).astype(np.uint16)
-            got = torch.from_numpy(bits.view(np.float16).astype(np.float64))
-            want = ref[torch.from_numpy(((w >> u(8 * i)) & u(0xFF)).astype(np.int64))]
-            keep = ~torch.isnan(want)
-            assert torch.equal(got[keep], want[keep])
-            assert torch.equal(torch.signbit(got[keep]), torch.signbit(want[keep]))
-
-
 def test_rx_choice():
     """gluon_rx: under auto only for fp8 rows at <= 16 heads a program where usable (never on a CPU tensor, no
     ValueError); under gluon_rx over fp8 rows at <= 32 heads, ValueError where it cannot run."""
@@ -158,11 +126,20 @@ def test_rx_config(monkeypatch):
     monkeypatch.setenv("DSATTN_RX_CONSUMERS", "3")
     with pytest.raises(ValueError, match="DSATTN_RX_CONSUMERS"):
         gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8)
-    monkeypatch.setenv("DSATTN_RX_CONFIG", "3/64/4/2/2")
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8) == gluon_rx.RxConfig(3, 64, 4, 2, 2)
-    monkeypatch.setenv("DSATTN_RX_CONFIG", "3/x")
-    with pytest.raises(ValueError, match="DSATTN_RX_CONFIG"):
-        gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8)
+    monkeypatch.delenv("DSATTN_RX_CONSUMERS")
+    monkeypatch.setenv("DSATTN_RX_CONFIG", "stages=3, pv_depth=2")  # fields left out: RxConfig's defaults
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8) == gluon_rx.RxConfig(stages=3, pv_depth=2)
+    # the positional form of sessions 10-27, unknown or repeated fields, non-integers: refused, naming the variable
+    for bad in ("3/64/4/0/2", "stages=3/64", "prefetch=1", "alu=1", "pipe=1", "stages=3,stages=4", "stages=x",
+                "stages", "stages=3,"):
+        monkeypatch.setenv("DSATTN_RX_CONFIG", bad)
+        with pytest.raises(ValueError, match="DSATTN_RX_CONFIG"):
+            gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8)
+    monkeypatch.delenv("DSATTN_RX_CONFIG")
+    for layout, d in ((KVLayout.FP8_DS_MLA, 576), (KVLayout.FP8_DS_MLA_NOPE, 512)):
+        for h in (8, 16, 32):  # rx_config_spec writes what parse_rx_config reads
+            cfg = gluon_rx.rx_config(layout, h, d)
+            assert gluon_rx.parse_rx_config(gluon_rx.rx_config_spec(cfg)) == cfg
 
 
 def test_rx_rejects_bad_launches():
@@ -193,9 +170,9 @@ def test_rx_rejects_bad_launches():
 
 
 def test_rx_maxnreg_config(monkeypatch):
-    """maxnreg is RxConfig's 12th field (DSATTN_RX_CONFIG takes it; the default sets 128 at 16-head programs only)."""
+    """maxnreg (DSATTN_RX_CONFIG takes it; the default sets 128 at 16-head programs only)."""
     monkeypatch.delenv("DSATTN_RX_CONSUMERS", raising=False)
-    monkeypatch.setenv("DSATTN_RX_CONFIG", "2/48/4/0/1/1/0/0/1/0/0/128")
+    monkeypatch.setenv("DSATTN_RX_CONFIG", "stages=2,producer_regs=48,consumers=1,hp8=1,maxnreg=128")
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8) == gluon_rx.RxConfig(
         stages=2, producer_regs=48, consumers=1, hp8=1, maxnreg=128)
     monkeypatch.delenv("DSATTN_RX_CONFIG")
@@ -207,14 +184,13 @@ def test_rx_maxnreg_config(monkeypatch):
 
 
 def test_rx_idxpf_config(monkeypatch):
-    """idxpf (L1 prefetch of the index lines) and sraw (S^T from unscaled fp8 values, a group's accumulator each) are
-    RxConfig's 13th and 14th fields (session 19); both are in the default only at 8-head fp8_ds_mla_nope programs
-    (session 20)."""
+    """idxpf (L1 prefetch of the index lines) and sraw (S^T from unscaled fp8 values, a group's accumulator each;
+    session 19): both are in the default only at 8-head fp8_ds_mla_nope programs (session 20)."""
     monkeypatch.delenv("DSATTN_RX_CONSUMERS", raising=False)
-    monkeypatch.setenv("DSATTN_RX_CONFIG", "5/56/4/0/1/2/0/0/1/1/0/0/2")
+    monkeypatch.setenv("DSATTN_RX_CONFIG", "stages=5,producer_regs=56,consumers=2,hp8=1,pingpong=1,idxpf=2")
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 8, 512) == gluon_rx.RxConfig(
         stages=5, producer_regs=56, consumers=2, hp8=1, pingpong=1, idxpf=2)
-    monkeypatch.setenv("DSATTN_RX_CONFIG", "2/48/4/0/1/1/0/0/1/0/0/128/0/1")  # sraw, the 14th (session 19)
+    monkeypatch.setenv("DSATTN_RX_CONFIG", "stages=2,producer_regs=48,consumers=1,hp8=1,maxnreg=128,sraw=1")
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16) == gluon_rx.RxConfig(
         stages=2, producer_regs=48, consumers=1, hp8=1, maxnreg=128, sraw=1)
     monkeypatch.delenv("DSATTN_RX_CONFIG")
@@ -240,7 +216,6 @@ def test_rx_config_guards():
     assert gluon_rx.rx_consumer_regs(2, 4, 48) == 232  # 16-head programs
     assert gluon_rx.rx_consumer_regs(2, 4, 64) == 224
     assert gluon_rx.rx_consumer_regs(2, 8, 64) == 192
-    assert gluon_rx.RxConfig(*[int(x) for x in "4/48/4/0/1/2/0/0/1/1/1".split("/")]).spillfix == 1
     q = torch.zeros(2, 8, 576, dtype=torch.bfloat16)
     rows = torch.zeros(16, 656, dtype=torch.uint8)
     out, lse = torch.empty(2, 8, 512), torch.empty(2, 8)

@@ -39,11 +39,11 @@ Products (wgmma, M = 64 rows per instruction, fp32 accumulation; values in V_SCA
                       K16_g q_g^T (fp16)
   O^T [512, HP]    += V16^T P^T      (fp16, 4 chunks of 16 keys, B = P^T in shared memory)
 
-V16 is fp8 value x fp16(group scale x V_SCALE) (cvt.rn.f16x2.e4m3x2, or with the alu option integer operations giving the
-same values), gluon_ws's tile values. K16 likewise in the one-consumer kernel; the two-consumer kernel keeps one
-S^T accumulator per group over the unscaled fp8 values and applies the scale x V_SCALE in fp32 (exact powers of
-two: the same products, another rounding order). The RoPE operand comes from registers too (at 32 heads a program
-in the one-consumer kernel wgmma reads it from the stage, behind a proxy fence: registers). The reduction index of
+V16 is fp8 value x fp16(group scale x V_SCALE) (cvt.rn.f16x2.e4m3x2, then mul.rn.f16x2), gluon_ws's tile values. K16
+likewise in the one-consumer kernel; the two-consumer kernel keeps one S^T accumulator per group over the unscaled
+fp8 values and applies the scale x V_SCALE in fp32 (exact powers of two: the same products, another rounding order).
+The RoPE operand comes from registers too (at 32 heads a program in the one-consumer kernel wgmma reads it from the
+stage, behind a proxy fence: registers). The reduction index of
 each product is free to permute if the other operand is permuted the same way, and the rows of O^T are free to
 permute if the epilogue un-permutes them, so every thread reads whole 16-byte (8-byte) chunks:
   - S: in group g (128 latent columns) thread t of a quad holds physical bytes [32t, 32t + 32) of rows r, r + 8;
@@ -127,6 +127,14 @@ Timing builds (session 25, run_attention_rx's profile argument, ping-pong config
       0.90-0.91x fp8_ds_mla's, the gathers 0.81-0.83x). So nope's gain over fp8_ds_mla (1.13-1.14x, issue 3 asks 1.15x)
       is bounded by the consumers' cost, which both layouts share (the two conversions of every latent value, the
       N = 8 products): it rises only as that cost falls for both.
+Removed in session 28 (no H200 run: options that had only ever measured slower; code at 42b02a1): config prefetch
+      (L2 prefetch of the rows of later blocks by cp.async.bulk.prefetch.L2: 0.38 / 0.40 ms against 0.31 in session 10,
+      0.599x at the 8-head nope config in session 20), alu (the e4m3 -> fp16 conversions by prmt / shift / and
+      instead of cvt: session 10's alu3 0.323 ms against 0.295; session 20, 8-head nope, alu 1 / 2 0.924x / 0.933x)
+      and pipe (the halves' loop issuing block b's S^T before block b - 1's P @ V, _consumer2p: session 10, alu +
+      pipe 0.314 ms against 0.295). The sm_90a PTX of the 8 default builds checked (8 / 16 / 32 heads, both fp8
+      layouts) and of 18 other builds (configs and timing builds) is identical outside debug information (compile
+      check). DSATTN_RX_CONFIG names its fields since then (parse_rx_config).
 No wgmma stays in flight across a loop back-edge or an mbarrier wait: ptxas then serializes every wgmma of the
 kernel (C7513, register operands defined while one is in flight), as the compile check showed.
 
@@ -152,8 +160,8 @@ from ...formats import LATENT_DIM, KVLayout
 from .._fastlaunch import launch as _fast_launch
 
 if HAVE_GLUON:
-    from .gluon_small import (_copy_layout, _idx, _prefetch_entries, _prefetch_rows,  # noqa: F401 (used inside
-                              _scale_layout, _softmax_keys, _store_ot)                # the kernels)
+    from .gluon_small import (_copy_layout, _idx, _scale_layout, _softmax_keys,  # noqa: F401 (used inside
+                              _store_ot)                                          # the kernels)
 
 BN = 64   # keys per block and per raw stage (wgmma M of S^T)
 SMEM_LIMIT = 232448  # bytes of shared memory one CTA may use on sm_90
@@ -162,17 +170,14 @@ SMEM_MARGIN = 1024   # mbarriers and the compiler's reduction scratch
 
 @dataclasses.dataclass(frozen=True)
 class RxConfig:
-    """Launch configuration of sparse_mla_rx_kernel: raw 64-key stages of the ring, the producer partition's
-    register budget (setmaxnreg) and warps, L2 prefetch of rows (blocks ahead of the newest gather, 0: none),
-    and how many P @ V chunks may stay in flight while the next chunk converts (pv_depth 1 or 2)."""
+    """Launch configuration of sparse_mla_rx_kernel / sparse_mla_rx2_kernel: raw 64-key stages of the ring, the
+    producer partition's register budget (setmaxnreg) and warps, and how many P @ V chunks may stay in flight while
+    the next chunk converts (pv_depth 0, 1 or 2). DSATTN_RX_CONFIG names fields (parse_rx_config)."""
     stages: int = 4
     producer_regs: int = 64
     producer_warps: int = 4
-    prefetch: int = 0
     pv_depth: int = 1
-    consumers: int = 1  # 2: two consumer warpgroups, each owning half of the latent columns (sparse_mla_rx2_kernel)
-    alu: int = 0        # bit 0: P @ V's operand, bit 1: S's, converted by integer operations instead of cvt (same values)
-    pipe: int = 0       # 1 (two consumers): block b's S^T issued before block b - 1's P @ V (_consumer2p)
+    consumers: int = 1  # 2: two consumer warpgroups (sparse_mla_rx2_kernel): halves of the latent columns, or pingpong
     hp8: int = 0        # 1: programs of 8 heads (wgmma N = 8) for at most 8 heads
     pingpong: int = 0   # 1 (two consumers, <= 16 heads a program): alternate blocks whole, merged at the end
     spillfix: int = 0   # 1 (ping-pong): wgmma's shared-memory descriptors rebuilt in every block (_opaque_zero)
@@ -186,6 +191,33 @@ class RxConfig:
     #                     8-head default since session 20, rx_config)
     vst: int = 1        # 1: the epilogue stores whole 16-byte pieces of out (_store_ot_phys; session 21, the default
     #                     everywhere: bit-equal, 1.05-1.13x, bench/results/ab_s21_vst_*.json)
+
+
+def parse_rx_config(spec: str) -> RxConfig:
+    """DSATTN_RX_CONFIG's text -> RxConfig: 'field=value' pairs separated by commas, RxConfig's field names, integer
+    values, each field at most once; fields left out take RxConfig's defaults (not rx_config's), e.g.
+    'stages=5,producer_regs=48,consumers=2,hp8=1,pingpong=1,idxpf=2,sraw=1' (the 8-head fp8_ds_mla_nope default).
+    ValueError naming DSATTN_RX_CONFIG for anything else. (Before session 28 the fields were positional, with three
+    more: prefetch, alu, pipe; module docstring.)"""
+    names = [f.name for f in dataclasses.fields(RxConfig)]
+    kw = {}
+    try:
+        for part in spec.split(","):
+            key, value = part.split("=")
+            key = key.strip()
+            if key not in names or key in kw:
+                raise ValueError
+            kw[key] = int(value)
+    except ValueError:
+        raise ValueError(f"DSATTN_RX_CONFIG must be field=value pairs separated by commas, fields from {names} (those "
+                         f"left out take RxConfig's defaults), e.g. 'stages=5,consumers=2,hp8=1,pingpong=1'; got "
+                         f"{spec!r}") from None
+    return RxConfig(**kw)
+
+
+def rx_config_spec(cfg: RxConfig) -> str:
+    """DSATTN_RX_CONFIG's text for cfg, every field named (parse_rx_config(rx_config_spec(cfg)) == cfg)."""
+    return ",".join(f"{f.name}={getattr(cfg, f.name)}" for f in dataclasses.fields(RxConfig))
 
 
 def rx_hp(num_heads: int) -> int:
@@ -233,17 +265,11 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     heads a program, spillfix 1 at 16: the 16-head default of sessions 13-18), =1 one consumer everywhere, without the
     register cap; as many raw stages (2..5) as shared memory holds (fp8_ds_mla 576, two consumers: 5 at 8-head
     programs, 4 at 16, 3 at 32; one consumer: 5 / 5 / 4), pv_depth 1 (one consumer at 32 heads a program: 0, else
-    ptxas serializes every wgmma or spills; bench/mla_gluon_check.py --kernel rx). DSATTN_RX_CONFIG='stages/regs/warps
-    [/prefetch[/pv_depth[/consumers...]]]' overrides it all (A/B runs; read at launch)."""
+    ptxas serializes every wgmma or spills; bench/mla_gluon_check.py --kernel rx). DSATTN_RX_CONFIG='field=value,...'
+    overrides it all (parse_rx_config; A/B runs; read at launch)."""
     spec = os.environ.get("DSATTN_RX_CONFIG", "").strip()
     if spec:
-        try:
-            return RxConfig(*[int(x) for x in spec.split("/")])
-        except (TypeError, ValueError):
-            raise ValueError("DSATTN_RX_CONFIG must be RxConfig's fields in order, stages/producer_regs/producer_warps"
-                             "[/prefetch[/pv_depth[/consumers[/alu[/pipe[/hp8[/pingpong[/spillfix[/maxnreg[/idxpf"
-                             "[/sraw[/vst]]]]]]]]]]]]], "
-                             f"e.g. 4/64/4, got {spec!r}") from None
+        return parse_rx_config(spec)
     consumers = os.environ.get("DSATTN_RX_CONSUMERS", "").strip()
     if consumers not in ("", "1", "2"):
         raise ValueError(f"DSATTN_RX_CONSUMERS must be 1 or 2 (or unset: the default), got {consumers!r}")
@@ -395,30 +421,6 @@ if HAVE_GLUON:
             warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[64, 128])
 
     @gluon.jit
-    def _cvt_alu_scale(x, sc):
-        """_cvt_scale's values by integer operations instead of cvt (Hopper's conversions are slow; these run on the
-        integer and FMA pipes): prmt puts each e4m3 byte b of a pair in the low byte of a 16-bit lane and its sign,
-        replicated (prmt's sign mode), in the high byte; (that << 7) & 0xBF80BF80 is fp16(e4m3(b) x 2^-8) exactly
-        (sign to bit 15, exponent and mantissa to bits 13..7; subnormals and -0 included; NaN bytes give finite
-        values; tests/test_sparse_mla_rx.py emulates it over every byte pair); then times the group scale sc in fp16
-        (not x V_SCALE: the 2^-8 is already in; the scales are powers of two, formats.group_scales, so fp16(sc) is
-        exact from 2^-24 to 2^15 and the product equals _cvt_scale's). 3 integer operations per fp16 pair against
-        one cvt."""
-        return gl.inline_asm_elementwise(
-            "{ .reg .b32 t0, t1; prmt.b32 t0, $2, 0, 0x9180; prmt.b32 t1, $2, 0, 0xB3A2; shl.b32 t0, t0, 7; "
-            "shl.b32 t1, t1, 7; and.b32 t0, t0, 0xBF80BF80; and.b32 t1, t1, 0xBF80BF80; mul.rn.f16x2 $0, t0, $3; "
-            "mul.rn.f16x2 $1, t1, $4; }",
-            "=r,=r,r,r,r", [x, sc], dtype=gl.float16, is_pure=True, pack=4)
-
-    @gluon.jit
-    def _cvt_alu(x):
-        """_cvt_alu_scale without the scale: fp16(e4m3(b) x 2^-8), exact."""
-        return gl.inline_asm_elementwise(
-            "{ .reg .b32 t0, t1; prmt.b32 t0, $2, 0, 0x9180; prmt.b32 t1, $2, 0, 0xB3A2; shl.b32 t0, t0, 7; "
-            "shl.b32 t1, t1, 7; and.b32 $0, t0, 0xBF80BF80; and.b32 $1, t1, 0xBF80BF80; }",
-            "=r,=r,r", [x], dtype=gl.float16, is_pure=True, pack=4)
-
-    @gluon.jit
     def _cvt(x):
         """fp8 bytes x (e4m3) -> fp16 (exact), cvt.rn.f16x2.e4m3x2 on 4 consecutive register elements."""
         return gl.inline_asm_elementwise(
@@ -426,16 +428,13 @@ if HAVE_GLUON:
             "=r,=r,r", [x], dtype=gl.float16, is_pure=True, pack=4)
 
     @gluon.jit
-    def _row_scales(sc, H: gl.constexpr, R: gl.constexpr, ALU: gl.constexpr):
-        """Group scales 2 H, 2 H + 1 of the block x V_SCALE (fp32, exact; ALU: the operand's values are already x 2^-8,
-        so the scales alone) as 2 tensors [64] in row layout R (the rows of an MMA [64, N] layout: one 16-byte load
-        per row and thread)."""
+    def _row_scales(sc, H: gl.constexpr, R: gl.constexpr):
+        """Group scales 2 H, 2 H + 1 of the block x V_SCALE (fp32, exact) as 2 tensors [64] in row layout R (the rows
+        of an MMA [64, N] layout: one 16-byte load per row and thread)."""
         L: gl.constexpr = gl.DistributedLinearLayout(
             reg_bases=[[0, 1], [0, 2], [8, 0]], lane_bases=[[0, 0], [0, 0], [1, 0], [2, 0], [4, 0]],
             warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[64, 4])
-        x = sc.load(L)
-        if not ALU:
-            x = x * V_SCALE
+        x = sc.load(L) * V_SCALE
         e, o = gl.split(gl.reshape(x, [64, 2, 2]))      # groups (0, 2), (1, 3)
         s0, s2 = gl.split(e)
         s1, s3 = gl.split(o)
@@ -445,30 +444,23 @@ if HAVE_GLUON:
             return gl.convert_layout(s2, R, assert_trivial=True), gl.convert_layout(s3, R, assert_trivial=True)
 
     @gluon.jit
-    def _k_operand_raw(lat, g: gl.constexpr, DOT: gl.constexpr, ALU: gl.constexpr):
-        """_k_operand without the group scale: fp8 values in fp16 (ALU: x 2^-8, by _cvt_alu); the scale is applied to
-        this group's own S^T accumulator instead, in fp32."""
-        x = lat.slice(g * 128, 128, dim=1).load(_k_layout())
-        if ALU:
-            x = _cvt_alu(x)
-        else:
-            x = _cvt(x)
+    def _k_operand_raw(lat, g: gl.constexpr, DOT: gl.constexpr):
+        """_k_operand without the group scale: fp8 values in fp16; the scale is applied to this group's own S^T
+        accumulator instead, in fp32."""
+        x = _cvt(lat.slice(g * 128, 128, dim=1).load(_k_layout()))
         x = gl.reshape(x, [KB, 4, 2, 4, 2, 2])          # (row, t, h, ks', jj, i)
         x = gl.permute(x, (0, 2, 3, 4, 1, 5))           # (row, h, ks', jj, t, i)
         return gl.convert_layout(gl.reshape(x, [KB, 128]), DOT, assert_trivial=True)
 
     @gluon.jit
-    def _k_scales(sc, ALU: gl.constexpr):
-        """The block's group scales x V_SCALE in fp16 (ALU: the scales alone, for _cvt_alu_scale) as 4 tensors [64]
-        in _k_layout's rows (one 16-byte load per row and thread)."""
+    def _k_scales(sc):
+        """The block's group scales x V_SCALE in fp16 as 4 tensors [64] in _k_layout's rows (one 16-byte load per row
+        and thread)."""
         L: gl.constexpr = gl.DistributedLinearLayout(
             reg_bases=[[0, 1], [0, 2], [8, 0]], lane_bases=[[0, 0], [0, 0], [1, 0], [2, 0], [4, 0]],
             warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[64, 4])
         R: gl.constexpr = gl.SliceLayout(1, _k_layout())
-        x = sc.load(L)
-        if not ALU:
-            x = x * V_SCALE
-        x = x.to(gl.float16)
+        x = (sc.load(L) * V_SCALE).to(gl.float16)
         e, o = gl.split(gl.reshape(x, [64, 2, 2]))
         s0, s2 = gl.split(e)
         s1, s3 = gl.split(o)
@@ -476,14 +468,11 @@ if HAVE_GLUON:
                 gl.convert_layout(s2, R, assert_trivial=True), gl.convert_layout(s3, R, assert_trivial=True))
 
     @gluon.jit
-    def _k_operand(lat, s16, g: gl.constexpr, DOT: gl.constexpr, ALU: gl.constexpr):
+    def _k_operand(lat, s16, g: gl.constexpr, DOT: gl.constexpr):
         """S's A operand for latent group g [64 keys, 128 logical columns] in registers (layout DOT); s16: the
-        group's scales from _k_scales (same ALU)."""
+        group's scales from _k_scales."""
         x = lat.slice(g * 128, 128, dim=1).load(_k_layout())
-        if ALU:
-            x = _cvt_alu_scale(x, s16[:, None])         # (inline asm broadcasts)
-        else:
-            x = _cvt_scale(x, s16[:, None])
+        x = _cvt_scale(x, s16[:, None])                 # (inline asm broadcasts)
         x = gl.reshape(x, [KB, 4, 2, 4, 2, 2])          # (row, t, h, ks', jj, i)
         x = gl.permute(x, (0, 2, 3, 4, 1, 5))           # (row, h, ks', jj, t, i)
         return gl.convert_layout(gl.reshape(x, [KB, 128]), DOT, assert_trivial=True)
@@ -503,7 +492,7 @@ if HAVE_GLUON:
         return gl.convert_layout(gl.reshape(x, [KB, 64]), DOT, assert_trivial=True)
 
     @gluon.jit
-    def _v_operand(lat, sc, kc: gl.constexpr, DOT: gl.constexpr, ALU: gl.constexpr):
+    def _v_operand(lat, sc, kc: gl.constexpr, DOT: gl.constexpr):
         """O^T's A operand for keys [16 kc, 16 kc + 16): V16^T [512 logical rows, 16 keys] in registers."""
         # [16 keys, 4 groups (warp), 128 bytes]: 16 contiguous bytes (registers) at 16 g (lane group), keys from
         # the lane's quad position and two register bits
@@ -518,10 +507,7 @@ if HAVE_GLUON:
         x = lat.slice(kc * 16, 16, dim=0).load(LV)
         x = gl.convert_layout(gl.reshape(x, [16, 4, 128]), LV3, assert_trivial=True)
         s = sc.slice(kc * 16, 16, dim=0).load(gl.SliceLayout(2, LV3))
-        if ALU:
-            x = _cvt_alu_scale(x, s.to(gl.float16)[:, :, None])
-        else:
-            x = _cvt_scale(x, (s * V_SCALE).to(gl.float16)[:, :, None])
+        x = _cvt_scale(x, (s * V_SCALE).to(gl.float16)[:, :, None])
         x = gl.reshape(x, [16, 4, 8, 8, 2])             # (key, w, g, R, r0)
         x = gl.permute(x, (3, 1, 4, 2, 0))              # (R, w, r0, g, key)
         return gl.convert_layout(gl.reshape(x, [512, 16]), DOT, assert_trivial=True)
@@ -531,7 +517,7 @@ if HAVE_GLUON:
         return 256 * H + 64 * ((d >> 4) & 3) + 8 * (d & 7) + 2 * (d >> 6) + ((d >> 3) & 1)
 
     @gluon.jit
-    def _v_operand2(lat, sc, kc: gl.constexpr, H: gl.constexpr, DOT: gl.constexpr, ALU: gl.constexpr):
+    def _v_operand2(lat, sc, kc: gl.constexpr, H: gl.constexpr, DOT: gl.constexpr):
         """Two consumers: half H's O^T A operand for keys [16 kc, 16 kc + 16), V16^T [256 logical rows, 16 keys]: the
         thread with lane group g reads bytes [256 H + 64 w + 8 g, + 8) of its 16 keys (warp w: group 2 H + w // 2);
         logical row d = 64 R + 16 w + 8 r0 + g is physical 256 H + 64 w + 8 g + 2 R + r0 (v_phys2)."""
@@ -546,10 +532,7 @@ if HAVE_GLUON:
         x = lat.slice(kc * 16, 16, dim=0).slice(256 * H, 256, dim=1).load(LV)
         x = gl.convert_layout(gl.reshape(x, [16, 2, 128]), LV3, assert_trivial=True)
         s = sc.slice(kc * 16, 16, dim=0).slice(2 * H, 2, dim=1).load(gl.SliceLayout(2, LV3))
-        if ALU:
-            x = _cvt_alu_scale(x, s.to(gl.float16)[:, :, None])
-        else:
-            x = _cvt_scale(x, (s * V_SCALE).to(gl.float16)[:, :, None])
+        x = _cvt_scale(x, (s * V_SCALE).to(gl.float16)[:, :, None])
         x = gl.reshape(x, [16, 2, 2, 8, 4, 2])          # (key, w1, w0, g, R, r0)
         x = gl.permute(x, (4, 1, 2, 5, 3, 0))           # (R, w1, w0, r0, g, key)
         return gl.convert_layout(gl.reshape(x, [256, 16]), DOT, assert_trivial=True)
@@ -592,7 +575,7 @@ if HAVE_GLUON:
     @gluon.jit
     def _producer(idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope, full, free,
                   stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
-                  HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr, PF: gl.constexpr,
+                  HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr,
                   IDXPF: gl.constexpr = 0, PROFILE: gl.constexpr = 0):
         """Per block: wait for its stage to be free, cp.async its rows, arrive on full when they land (noinc).
         PROFILE 2 (timing builds only, wrong outputs): no copies, each stage handed over as it is.
@@ -604,7 +587,6 @@ if HAVE_GLUON:
         LS: gl.constexpr = gl.SliceLayout(1, LAT_L)
         SS: gl.constexpr = gl.SliceLayout(1, SC_L)
         RS: gl.constexpr = gl.SliceLayout(1, ROPE_L)
-        ROW_BYTES: gl.constexpr = 528 + (128 if HAS_ROPE else 0)
         cols = gl.arange(0, 512, gl.SliceLayout(0, LAT_L))
         gcols = gl.arange(0, 4, gl.SliceLayout(0, SC_L))
         rcols = gl.arange(0, 64, gl.SliceLayout(0, ROPE_L))
@@ -612,11 +594,6 @@ if HAVE_GLUON:
         nx_lat = _idx(idx_row, lo, hi, KB, LS)
         nx_sc = _idx(idx_row, lo, hi, KB, SS)
         nx_rope = _idx(idx_row, lo, hi, KB, RS)
-        if PF > 0:
-            for i in gl.static_range(PF):
-                _prefetch_rows(_prefetch_entries(idx_row, lo + (NSTAGES + i) * KB, hi, KB, PW), num_slots,
-                               lat_ptr, stride_lat, ROW_BYTES, KB, PW)
-            pfx = _prefetch_entries(idx_row, lo + (NSTAGES + PF) * KB, hi, KB, PW)
         if IDXPF > 0:
             for i in gl.static_range(IDXPF):
                 _prefetch_idx_l1(idx_row, lo + (i + 1) * KB, hi, PW)
@@ -647,21 +624,18 @@ if HAVE_GLUON:
             nx_rope = _idx(idx_row, lo + (b + 1) * KB, hi, KB, RS)
             if IDXPF > 0:
                 _prefetch_idx_l1(idx_row, lo + (b + 1 + IDXPF) * KB, hi, PW)
-            if PF > 0:
-                _prefetch_rows(pfx, num_slots, lat_ptr, stride_lat, ROW_BYTES, KB, PW)
-                pfx = _prefetch_entries(idx_row, lo + (b + NSTAGES + PF + 1) * KB, hi, KB, PW)
         async_copy.wait_group(0)
 
     @gluon.jit
-    def _group_mma(lat, q_smem, zero, g: gl.constexpr, DOT: gl.constexpr, ALU: gl.constexpr):
+    def _group_mma(lat, q_smem, zero, g: gl.constexpr, DOT: gl.constexpr):
         """Latent group g's S^T product over its unscaled fp8 values (_k_operand_raw), into a zero accumulator,
         async."""
-        return warpgroup_mma(_k_operand_raw(lat, g, DOT, ALU), q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), zero,
+        return warpgroup_mma(_k_operand_raw(lat, g, DOT), q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), zero,
                              is_async=True)
 
     @gluon.jit
     def _s_raw(lat, sc, rope_a, q_smem, qr_smem, HAS_ROPE: gl.constexpr, HP: gl.constexpr, MMA: gl.constexpr,
-               DOT: gl.constexpr, ALU: gl.constexpr):
+               DOT: gl.constexpr):
         """S^T [64 keys, HP] of one block as _consumer2 builds its halves (config sraw): one accumulator per latent
         group over the fp8 values without their scale (_k_operand_raw: one cvt per pair, no fp16 multiply), the
         group scales x V_SCALE applied in fp32 afterwards (exact powers of two), plus the RoPE product (rope_a: its A
@@ -670,27 +644,27 @@ if HAVE_GLUON:
         zero = gl.zeros([64, HP], gl.float32, MMA)
         # at most two products in flight (their register A operands live), one at 32 heads: more make ptxas
         # serialize every wgmma or spill; each group's accumulator is scaled into s as soon as it retired
-        c0, c1 = _row_scales(sc, 0, ROW, ALU)
-        c2, c3 = _row_scales(sc, 1, ROW, ALU)
+        c0, c1 = _row_scales(sc, 0, ROW)
+        c2, c3 = _row_scales(sc, 1, ROW)
         ONE: gl.constexpr = HP == 32
         if HAS_ROPE:
             sr = warpgroup_mma(rope_a, qr_smem.permute((1, 0)), zero, is_async=True)
             if ONE:
                 sr = warpgroup_mma_wait(0, deps=(sr,))
-        s0 = _group_mma(lat, q_smem, zero, 0, DOT, ALU)
+        s0 = _group_mma(lat, q_smem, zero, 0, DOT)
         if ONE:
             s0 = warpgroup_mma_wait(0, deps=(s0,))
         elif HAS_ROPE:
             sr = warpgroup_mma_wait(1, deps=(sr,))
-        s1 = _group_mma(lat, q_smem, zero, 1, DOT, ALU)
+        s1 = _group_mma(lat, q_smem, zero, 1, DOT)
         s0 = warpgroup_mma_wait(1 - ONE, deps=(s0,))  # (one at 32 heads: s1 too)
         s = s0 * c0[:, None]
         if HAS_ROPE:
             s = sr + s
-        s2 = _group_mma(lat, q_smem, zero, 2, DOT, ALU)
+        s2 = _group_mma(lat, q_smem, zero, 2, DOT)
         s1 = warpgroup_mma_wait(1 - ONE, deps=(s1,))
         s = s + s1 * c1[:, None]
-        s3 = _group_mma(lat, q_smem, zero, 3, DOT, ALU)
+        s3 = _group_mma(lat, q_smem, zero, 3, DOT)
         s2, s3 = warpgroup_mma_wait(0, deps=(s2, s3))
         return s + s2 * c2[:, None] + s3 * c3[:, None]
 
@@ -699,7 +673,7 @@ if HAVE_GLUON:
                   out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                   q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, full, free,
                   HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                  ALU: gl.constexpr, num_warps: gl.constexpr, SRAW: gl.constexpr = 0, VST: gl.constexpr = 0):
+                  num_warps: gl.constexpr, SRAW: gl.constexpr = 0, VST: gl.constexpr = 0):
         """q (permuted) to shared memory, then per block: S^T, online softmax, P^T, O^T += V16^T P^T; the epilogue.
         SRAW (config sraw): S^T by _s_raw. VST (config vst): the epilogue by _store_ot_phys."""
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
@@ -735,14 +709,14 @@ if HAVE_GLUON:
                     # (C7512) or spill; wgmma reads the stage itself, behind a proxy fence
                     fence_async_shared()
             if SRAW:
-                s = _s_raw(lat, sc, ra, q_smem, qr_smem, HAS_ROPE, HP, MMA, DOT, (ALU & 2) != 0)
+                s = _s_raw(lat, sc, ra, q_smem, qr_smem, HAS_ROPE, HP, MMA, DOT)
             else:
                 s = gl.zeros([KB, HP], gl.float32, MMA)
                 if HAS_ROPE:
                     s = warpgroup_mma(ra, qr_smem.permute((1, 0)), s, is_async=True)
-                scs = _k_scales(sc, (ALU & 2) != 0)
+                scs = _k_scales(sc)
                 for g in gl.static_range(4):
-                    a = _k_operand(lat, scs[g], g, DOT, (ALU & 2) != 0)
+                    a = _k_operand(lat, scs[g], g, DOT)
                     s = warpgroup_mma(a, q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
                     # 16 heads: at most two groups' operands live (else ptxas hoists all four and spills 32 B);
                     # 32 heads (128 accumulator registers): one group at a time, else ptxas serializes every wgmma
@@ -763,7 +737,7 @@ if HAVE_GLUON:
             # the next block's entries, loaded here: a load in flight at a proxy fence (MEMBAR) stalls it
             cur = _idx(idx_row, lo + (b + 1) * KB, hi, KB, ROW)
             for kc in gl.static_range(4):
-                a = _v_operand(lat, sc, kc, DOT, (ALU & 1) != 0)
+                a = _v_operand(lat, sc, kc, DOT)
                 acc = warpgroup_mma(a, p_smem.slice(kc * 16, 16, dim=0), acc, is_async=True)
                 if kc < 3:
                     acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
@@ -792,8 +766,8 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1, ALU: gl.constexpr = 0,
-            IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0, VST: gl.constexpr = 0):
+            num_warps: gl.constexpr, PV_DEPTH: gl.constexpr = 1, IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0,
+            VST: gl.constexpr = 0):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_ws.sparse_mla_ws_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one block in flight while one computes")
@@ -838,9 +812,9 @@ if HAVE_GLUON:
             (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                          qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                          stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, full, free, HAS_ROPE, HP,
-                         NSTAGES, PV_DEPTH, ALU, num_warps, SRAW, VST)),
+                         NSTAGES, PV_DEPTH, num_warps, SRAW, VST)),
             (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
-                         full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
+                         full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS,
                          IDXPF)),
         ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
@@ -849,7 +823,7 @@ if HAVE_GLUON:
                    out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                    q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
                    HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                   ALU: gl.constexpr, H: gl.constexpr, VST: gl.constexpr = 0):
+                   H: gl.constexpr, VST: gl.constexpr = 0):
         """Two consumers, this one half H of the latent columns [256 H, 256 H + 256): its q columns to shared memory,
         then per block: its partial S^T (groups 2 H, 2 H + 1; the RoPE part in half 0) exchanged with the other half
         through shared memory (sx, double-buffered by block parity, sx_bar), the same online softmax in both halves
@@ -887,11 +861,11 @@ if HAVE_GLUON:
             mbarrier.wait(full.index(st), (b // NSTAGES) & 1)
             # one accumulator per latent group, its scale applied in fp32 afterwards (no fp16 multiply per value)
             zero = gl.zeros([KB, HP], gl.float32, MMA)
-            s0 = warpgroup_mma(_k_operand_raw(lat, 2 * H, DOT, (ALU & 2) != 0),
+            s0 = warpgroup_mma(_k_operand_raw(lat, 2 * H, DOT),
                                q_smem.slice(256 * H, 128, dim=1).permute((1, 0)), zero, is_async=True)
             if HP == 32:  # one group's operand at a time (else ptxas serializes every wgmma or spills at 32 heads)
                 s0 = warpgroup_mma_wait(0, deps=(s0,))
-            s1 = warpgroup_mma(_k_operand_raw(lat, 2 * H + 1, DOT, (ALU & 2) != 0),
+            s1 = warpgroup_mma(_k_operand_raw(lat, 2 * H + 1, DOT),
                                q_smem.slice(256 * H + 128, 128, dim=1).permute((1, 0)), zero, is_async=True)
             if HAS_ROPE and H == 0:
                 sr = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), zero,
@@ -899,7 +873,7 @@ if HAVE_GLUON:
                 s0, s1, sr = warpgroup_mma_wait(0, deps=(s0, s1, sr))
             else:
                 s0, s1 = warpgroup_mma_wait(0, deps=(s0, s1))
-            c0, c1 = _row_scales(sc, H, ROW, (ALU & 2) != 0)
+            c0, c1 = _row_scales(sc, H, ROW)
             s = s0 * c0[:, None] + s1 * c1[:, None]
             if HAS_ROPE and H == 0:
                 s = sr + s
@@ -922,7 +896,7 @@ if HAVE_GLUON:
             gl.thread_barrier()
             cur = _idx(idx_row, lo + (b + 1) * KB, hi, KB, ROW)
             for kc in gl.static_range(4):
-                a = _v_operand2(lat, sc, kc, H, DOT, (ALU & 1) != 0)
+                a = _v_operand2(lat, sc, kc, H, DOT)
                 acc = warpgroup_mma(a, p_buf.slice(kc * 16, 16, dim=0), acc, is_async=True)
                 if kc < 3:
                     acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
@@ -948,131 +922,6 @@ if HAVE_GLUON:
                       stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, H == 0)
 
     @gluon.jit
-    def _s2_combine(s0, s1, sr, sc, ix, num_slots, qk_scale, sx, sx_bar, b, m_i, l_i, acc, p_buf,
-                    H: gl.constexpr, ALU: gl.constexpr, HAS_R: gl.constexpr, ROW: gl.constexpr, MMA: gl.constexpr,
-                    HP: gl.constexpr):
-        """_consumer2p: block b's partial S^T (group accumulators s0, s1 and, HAS_R, the RoPE product sr; retired)
-        scaled and exchanged with the other half,
-        the online softmax, P^T (fp16) into p_buf (its previous P @ V retired), acc rescaled. -> (m_i, l_i, acc)"""
-        par = b % 2
-        c0, c1 = _row_scales(sc, H, ROW, (ALU & 2) != 0)
-        s = s0 * c0[:, None] + s1 * c1[:, None]
-        if HAS_R:
-            s = sr + s
-        sx.index(2 * H + par).store(s)
-        mbarrier.arrive(sx_bar.index(2 * H + par), count=1)
-        mbarrier.wait(sx_bar.index(2 * (1 - H) + par), (b // 2) & 1)
-        s = s + sx.index(2 * (1 - H) + par).load(MMA)
-        p, alpha, m_new = _softmax_keys(s, ix, num_slots, qk_scale, m_i)
-        if HP <= 16:  # (l_i per element, as in _consumer2p)
-            l_i = l_i * alpha[None, :] + p
-        else:
-            l_i = l_i * alpha + gl.sum(p, 0)
-        acc = acc * alpha[None, :]
-        p_buf.store(p.to(gl.float16))
-        fence_async_shared()
-        gl.thread_barrier()
-        return m_new, l_i, acc
-
-    @gluon.jit
-    def _consumer2p(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
-                    out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
-                    q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                    HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                    ALU: gl.constexpr, H: gl.constexpr, VST: gl.constexpr = 0):
-        """_consumer2 software-pipelined (config pipe=1): iteration b issues block b's S^T and then block b - 1's P @ V
-        before waiting for either, so the tensor cores work on S(b) while the V operand of b - 1 converts (a wgmma may
-        not stay in flight across an mbarrier wait or the loop's back-edge: ptxas would serialize them all). Block
-        b - 1's stage is released after its P @ V, one block later than _consumer2 releases it; the S exchange and
-        softmax of block b follow. Block 0's S^T is peeled before the loop, the last block's P @ V after it."""
-        NW: gl.constexpr = 4
-        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
-        MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
-                                                      instr_shape=[16, HP, 16])
-        DOT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
-        ROW: gl.constexpr = gl.SliceLayout(1, MMA)
-        COL: gl.constexpr = gl.SliceLayout(0, MMA)
-        RA: gl.constexpr = (ALU & 2) != 0
-        VA: gl.constexpr = (ALU & 1) != 0
-
-        _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP, 256 * H, 256, HAS_ROPE and H == 0,
-                 True, Q_L)
-        qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
-        fence_async_shared()
-        gl.thread_barrier()
-
-        m_i = gl.full([HP], NEG_INF, gl.float32, COL)
-        if HP <= 16:  # per-element row sums, reduced over the keys once at the end (32 heads: the 16 more
-            l_i = gl.zeros([KB, HP], gl.float32, MMA)  # registers spill), not by a cross-warp reduction per block
-        else:
-            l_i = gl.zeros([HP], gl.float32, COL)
-        acc = gl.zeros([256, HP], gl.float32, MMA)
-        p_buf = p_smem.index(H)
-        qa = q_smem.slice(256 * H, 128, dim=1).permute((1, 0))
-        qb = q_smem.slice(256 * H + 128, 128, dim=1).permute((1, 0))
-        nblocks = gl.cdiv(hi - lo, KB)
-        if nblocks > 0:
-            # ---- block 0: S^T, exchange, softmax, P^T
-            ix = _idx(idx_row, lo, hi, KB, ROW)
-            mbarrier.wait(full.index(0), 0)
-            zero = gl.zeros([KB, HP], gl.float32, MMA)
-            lat = raw_lat.index(0)
-            s0 = warpgroup_mma(_k_operand_raw(lat, 2 * H, DOT, RA), qa, zero, is_async=True)
-            if HP == 32:
-                s0 = warpgroup_mma_wait(0, deps=(s0,))
-            s1 = warpgroup_mma(_k_operand_raw(lat, 2 * H + 1, DOT, RA), qb, zero, is_async=True)
-            if HAS_ROPE and H == 0:
-                sr = warpgroup_mma(_rope_operand(raw_rope.index(0), DOT), qr_smem.permute((1, 0)), zero,
-                                   is_async=True)
-                s0, s1, sr = warpgroup_mma_wait(0, deps=(s0, s1, sr))
-            else:
-                s0, s1 = warpgroup_mma_wait(0, deps=(s0, s1))
-                sr = s0
-            m_i, l_i, acc = _s2_combine(s0, s1, sr, raw_sc.index(0), ix, num_slots, qk_scale, sx, sx_bar, 0, m_i, l_i,
-                                        acc, p_buf, H, ALU, HAS_ROPE and H == 0, ROW, MMA, HP)
-            for b in range(1, nblocks):
-                st = b % NSTAGES
-                pst = (b - 1) % NSTAGES
-                ix = _idx(idx_row, lo + b * KB, hi, KB, ROW)
-                mbarrier.wait(full.index(st), (b // NSTAGES) & 1)
-                lat = raw_lat.index(st)
-                plat = raw_lat.index(pst)
-                psc = raw_sc.index(pst)
-                s0 = warpgroup_mma(_k_operand_raw(lat, 2 * H, DOT, RA), qa, zero, is_async=True)
-                if HP == 32:
-                    s0 = warpgroup_mma_wait(0, deps=(s0,))
-                s1 = warpgroup_mma(_k_operand_raw(lat, 2 * H + 1, DOT, RA), qb, zero, is_async=True)
-                if HAS_ROPE and H == 0:
-                    sr = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), zero,
-                                       is_async=True)
-                # block b - 1's P @ V behind block b's S^T in the tensor pipe
-                for kc in gl.static_range(4):
-                    acc = warpgroup_mma(_v_operand2(plat, psc, kc, H, DOT, VA), p_buf.slice(kc * 16, 16, dim=0), acc,
-                                        is_async=True)
-                    if kc < 3:  # (retires block b's S^T groups too: committed before)
-                        acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
-                mbarrier.arrive(free.index(pst), count=1)  # every read of block b - 1's stage is done
-                if HAS_ROPE and H == 0:
-                    s0, s1, sr, acc = warpgroup_mma_wait(0, deps=(s0, s1, sr, acc))
-                else:
-                    s0, s1, acc = warpgroup_mma_wait(0, deps=(s0, s1, acc))
-                    sr = s0
-                m_i, l_i, acc = _s2_combine(s0, s1, sr, raw_sc.index(st), ix, num_slots, qk_scale, sx, sx_bar, b,
-                                            m_i, l_i, acc, p_buf, H, ALU, HAS_ROPE and H == 0, ROW, MMA, HP)
-            # ---- the last block's P @ V
-            pst = (nblocks - 1) % NSTAGES
-            for kc in gl.static_range(4):
-                acc = warpgroup_mma(_v_operand2(raw_lat.index(pst), raw_sc.index(pst), kc, H, DOT, VA),
-                                    p_buf.slice(kc * 16, 16, dim=0), acc, is_async=True)
-                if kc < 3:
-                    acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
-            mbarrier.arrive(free.index(pst), count=1)
-            acc = warpgroup_mma_wait(0, deps=(acc,))
-
-        _store_half(acc, m_i, l_i, H, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr,
-                    stride_lt, stride_ls, stride_lh, HP, ROW, COL, VST)
-
-    @gluon.jit
     def _opaque_zero(x):
         """0 from inline PTX with side effects (x: any int32 scalar, unused), so LLVM cannot hoist what depends on it
         out of the loop it is in. (ptxas sees the constant, but did not hoist the descriptors again: compile check.)"""
@@ -1083,7 +932,7 @@ if HAVE_GLUON:
                      out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                      q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar, full, free,
                      HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                     ALU: gl.constexpr, H: gl.constexpr, SPILLFIX: gl.constexpr = 0, SRAW: gl.constexpr = 0,
+                     H: gl.constexpr, SPILLFIX: gl.constexpr = 0, SRAW: gl.constexpr = 0,
                      VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0):
         """Ping-pong consumers (config pingpong=1, two consumers, <= 16 heads a program): consumer H takes the blocks
         b = H, H + 2, ... whole (all 512 latent columns, _consumer's products and online softmax, its own P buffer), so
@@ -1103,8 +952,6 @@ if HAVE_GLUON:
         DOT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
         ROW: gl.constexpr = gl.SliceLayout(1, MMA)
         COL: gl.constexpr = gl.SliceLayout(0, MMA)
-        RA: gl.constexpr = (ALU & 2) != 0
-        VA: gl.constexpr = (ALU & 1) != 0
 
         OPQ: gl.constexpr = (SPILLFIX & 1) != 0
         if OPQ:  # q3 / qr3: [1, HP, 512] / [1, HP, 64] (else the 2D buffers themselves)
@@ -1146,15 +993,15 @@ if HAVE_GLUON:
                 ra = raw_rope.index(st)
                 if HAS_ROPE:
                     ra = _rope_operand(raw_rope.index(st), DOT)
-                s = _s_raw(lat, sc, ra, q_smem, qr_smem, HAS_ROPE, HP, MMA, DOT, RA)
+                s = _s_raw(lat, sc, ra, q_smem, qr_smem, HAS_ROPE, HP, MMA, DOT)
             else:
                 s = gl.zeros([KB, HP], gl.float32, MMA)
                 if HAS_ROPE:
                     s = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), s,
                                       is_async=True)
-                scs = _k_scales(sc, RA)
+                scs = _k_scales(sc)
                 for g in gl.static_range(4):
-                    s = warpgroup_mma(_k_operand(lat, scs[g], g, DOT, RA),
+                    s = warpgroup_mma(_k_operand(lat, scs[g], g, DOT),
                                       q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
                     if g < 3:
                         s = warpgroup_mma_wait(1, deps=(s,))
@@ -1168,7 +1015,7 @@ if HAVE_GLUON:
             fence_async_shared()
             gl.thread_barrier()
             for kc in gl.static_range(4):
-                acc = warpgroup_mma(_v_operand(lat, sc, kc, DOT, VA), p_buf.slice(kc * 16, 16, dim=0), acc,
+                acc = warpgroup_mma(_v_operand(lat, sc, kc, DOT), p_buf.slice(kc * 16, 16, dim=0), acc,
                                     is_async=True)
                 if kc < 3:
                     acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
@@ -1211,9 +1058,9 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PF: gl.constexpr = 0, PV_DEPTH: gl.constexpr = 1,
-            ALU: gl.constexpr = 0, PIPE: gl.constexpr = 0, PINGPONG: gl.constexpr = 0, SPILLFIX: gl.constexpr = 0,
-            IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0, VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0):
+            CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PV_DEPTH: gl.constexpr = 1,
+            PINGPONG: gl.constexpr = 0, SPILLFIX: gl.constexpr = 0, IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0,
+            VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0):
         """sparse_mla_rx_kernel with two consumer warpgroups (halves of the latent columns, _consumer2); same grid and
         arguments, plus the second consumer's register budget. PROFILE (ping-pong only; timing builds, wrong outputs):
         1 the producer alone (_consumer_pp), 2 the consumers alone (_producer)."""
@@ -1282,43 +1129,29 @@ if HAVE_GLUON:
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                                 stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, SPILLFIX, SRAW,
+                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, 0, SPILLFIX, SRAW,
                                 VST, PROFILE)),
                 (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                                 qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                                 stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, SPILLFIX, SRAW,
+                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, 1, SPILLFIX, SRAW,
                                 VST, PROFILE)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
-                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
+                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS,
                              IDXPF, PROFILE)),
-            ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
-        elif PIPE:
-            gl.warp_specialize([
-                (_consumer2p, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                              qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                              stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, VST)),
-                (_consumer2p, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                              qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                              stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, VST)),
-                (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
-                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
-                             IDXPF)),
             ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
         else:
             gl.warp_specialize([
                 (_consumer2, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                               qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                               stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 0, VST)),
+                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, 0, VST)),
                 (_consumer2, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                               qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                               stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, ALU, 1, VST)),
+                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, 1, VST)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
-                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PF,
+                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS,
                              IDXPF)),
             ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
 
@@ -1369,12 +1202,11 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     if cfg.consumers == 2:
         consumer_regs = rx_consumer_regs(cfg.consumers, cfg.producer_warps, cfg.producer_regs)
         _fast_launch(sparse_mla_rx2_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
-                     cfg.producer_regs, consumer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth,
-                     ALU=cfg.alu, PIPE=cfg.pipe, PINGPONG=cfg.pingpong, SPILLFIX=cfg.spillfix, IDXPF=cfg.idxpf,
-                     SRAW=cfg.sraw, VST=cfg.vst, PROFILE=profile)
+                     cfg.producer_regs, consumer_regs, num_warps=4, PV_DEPTH=cfg.pv_depth, PINGPONG=cfg.pingpong,
+                     SPILLFIX=cfg.spillfix, IDXPF=cfg.idxpf, SRAW=cfg.sraw, VST=cfg.vst, PROFILE=profile)
     else:
         cap = {"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}
         _fast_launch(sparse_mla_rx_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
-                     cfg.producer_regs, num_warps=4, PF=cfg.prefetch, PV_DEPTH=cfg.pv_depth, ALU=cfg.alu,
-                     IDXPF=cfg.idxpf, SRAW=cfg.sraw, VST=cfg.vst, **cap)
+                     cfg.producer_regs, num_warps=4, PV_DEPTH=cfg.pv_depth, IDXPF=cfg.idxpf, SRAW=cfg.sraw,
+                     VST=cfg.vst, **cap)
     launch.combine_splits(out, lse, part_o, part_lse, splits)
