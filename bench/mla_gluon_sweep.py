@@ -8,8 +8,9 @@ output compared with the Triton kernel's on the same inputs (max abs difference;
 Writes DIR/sparse_mla_gluon_sweep.json. --ws: the warp-specialized kernel (gluon_ws.py) instead, over the fp8
 decode cases, each config (raw half-block stages / producer registers / producer warps) beside gluon_small's default;
 writes DIR/sparse_mla_gluon_ws_sweep.json. --ws --profile: also the timing builds of gluon_ws (one side of the
-pipeline alone, PROFILES) at each case's default config. --g64: the 64-head kernel's producer shapes and L2
-prefetch distances (G64_SWEEP) beside the Triton kernel; writes DIR/sparse_mla_gluon64_sweep.json.
+pipeline alone, PROFILES) at each case's default config. --g64: the 64-head kernel's producer shapes (G64_SWEEP)
+beside the Triton kernel; writes DIR/sparse_mla_gluon64_sweep.json. (Until session 28 both sweeps also took L2
+prefetch distances; that option, slower at every distance in session 10, is gone from the kernels.)
 """
 from __future__ import annotations
 
@@ -35,22 +36,20 @@ SWEEP = [
 
 
 WS_SWEEP = [
-    # (layout, tokens, heads, configs as (stages, producer_regs, producer_warps, L2 prefetch distance)); 96 registers
-    # with 4 producer warps spill (bench/mla_gluon_check.py --kernel ws)
-    ("fp8_ds_mla", 512, 8, [(3, 128, 8, 0), (3, 128, 8, 2), (3, 128, 8, 4), (3, 128, 8, 8), (3, 96, 8, 4),
-                            (2, 128, 8, 4)]),
-    ("fp8_ds_mla", 512, 16, [(3, 128, 8, 0), (3, 128, 8, 4), (3, 128, 4, 4)]),
-    ("fp8_ds_mla", 512, 32, [(2, 128, 4, 0), (2, 128, 4, 4), (2, 128, 4, 8)]),
-    ("fp8_ds_mla_nope", 512, 8, [(4, 128, 8, 0), (4, 128, 8, 4), (4, 128, 8, 8)]),
+    # (layout, tokens, heads, configs as (stages, producer_regs, producer_warps)); 96 registers with 4 producer warps
+    # spill (bench/mla_gluon_check.py --kernel ws)
+    ("fp8_ds_mla", 512, 8, [(3, 128, 8), (3, 96, 8), (2, 128, 8)]),
+    ("fp8_ds_mla", 512, 16, [(3, 128, 8), (3, 128, 4)]),
+    ("fp8_ds_mla", 512, 32, [(2, 128, 4), (2, 128, 8)]),
+    ("fp8_ds_mla_nope", 512, 8, [(4, 128, 8), (4, 128, 4)]),
 ]
 
 G64_SWEEP = [
-    # (layout, tokens, heads, G64Config fields: producer warps, regs, unit, depth, L2 prefetch distance in units)
-    ("fp8_ds_mla", 512, 64, [(4, 120, 16, 3, 0), (4, 112, 16, 2, 0), (4, 120, 16, 2, 0), (4, 104, 16, 2, 0),
-                             (4, 104, 32, 1, 0)]),
-    ("fp8_ds_mla", 512, 128, [(4, 120, 16, 3, 0), (4, 112, 16, 2, 0)]),
-    ("fp8_ds_mla", 2048, 64, [(4, 120, 16, 3, 0), (4, 112, 16, 2, 0)]),
-    ("fp8_ds_mla_nope", 512, 64, [(4, 120, 16, 3, 0), (4, 112, 16, 2, 0)]),
+    # (layout, tokens, heads, G64Config fields: producer warps, regs, unit, depth)
+    ("fp8_ds_mla", 512, 64, [(4, 120, 16, 3), (4, 112, 16, 2), (4, 120, 16, 2), (4, 104, 16, 2), (4, 104, 32, 1)]),
+    ("fp8_ds_mla", 512, 128, [(4, 120, 16, 3), (4, 112, 16, 2)]),
+    ("fp8_ds_mla", 2048, 64, [(4, 120, 16, 3), (4, 112, 16, 2)]),
+    ("fp8_ds_mla_nope", 512, 64, [(4, 120, 16, 3), (4, 112, 16, 2)]),
 ]
 
 
@@ -107,18 +106,18 @@ def ws_main(args) -> int:
         ms = time_ms(small, rep_ms=args.rep_ms)
         rows.append({"layout": layout, "tokens": tokens, "heads": heads, "kernel": "gluon", "config": None, "ms": ms})
         print(f"decode {layout:16s} t={tokens} h={heads:3d} gluon          {ms:.4f} ms", flush=True)
-        for st, regs, pw, pf in configs:
-            cfg = gluon_ws.WsConfig(st, regs, pw, pf)
+        for st, regs, pw in configs:
+            cfg = gluon_ws.WsConfig(st, regs, pw)
             fn = lambda: gluon_ws.run_attention_ws(case.q, flat, case.layout, case.indices, case.sm_scale, None, out,
                                                    lse, config=cfg)
             try:
                 ms, diff, ldiff = _checked_time(fn, out, lse, ref_o, ref_l, args.rep_ms)
             except Exception as e:  # noqa: BLE001
-                print(f"  ws {st}/{regs}/{pw}/{pf} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+                print(f"  ws {st}/{regs}/{pw} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
                 continue
             rows.append({"layout": layout, "tokens": tokens, "heads": heads, "kernel": "gluon_ws",
-                         "config": [st, regs, pw, pf], "ms": ms, "max_abs_vs_gluon": diff, "lse_rel_vs_gluon": ldiff})
-            print(f"decode {layout:16s} t={tokens} h={heads:3d} gluon_ws {st}/{regs}/{pw}/{pf}  {ms:.4f} ms  "
+                         "config": [st, regs, pw], "ms": ms, "max_abs_vs_gluon": diff, "lse_rel_vs_gluon": ldiff})
+            print(f"decode {layout:16s} t={tokens} h={heads:3d} gluon_ws {st}/{regs}/{pw}  {ms:.4f} ms  "
                   f"max_abs_vs_gluon={diff:.3g} lse_rel={ldiff:.3g}", flush=True)
         for prof in (PROFILES if args.profile else ()):
             fn = lambda: gluon_ws.run_attention_ws(case.q, flat, case.layout, case.indices, case.sm_scale, None, out,

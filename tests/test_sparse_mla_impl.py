@@ -88,16 +88,16 @@ def test_gluon_ws_defaults_fit_shared_memory(layout, d_qk, heads):
 
 def test_gluon_ws_config_ahead(monkeypatch):
     """WsConfig ahead (session 23: a gather's entries loaded 1 or 2 half-blocks before it is issued):
-    DSATTN_WS_CONFIG's 5th field, anything else (or a 6th field) a ValueError naming the variable; 2 is the
-    default."""
+    DSATTN_WS_CONFIG's 4th field (the 5th until session 28 removed the L2 prefetch before it), anything else (or a
+    5th field) a ValueError naming the variable; 2 is the default."""
     from dsattn.ops.sparse_mla import gluon_ws
-    monkeypatch.setenv("DSATTN_WS_CONFIG", "2/128/4/0/2")
-    assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).ahead == 2
-    monkeypatch.setenv("DSATTN_WS_CONFIG", "2/128/4/0/1")
+    monkeypatch.setenv("DSATTN_WS_CONFIG", "2/128/4/2")
+    assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32) == gluon_ws.WsConfig(2, 128, 4, ahead=2)
+    monkeypatch.setenv("DSATTN_WS_CONFIG", "2/128/4/1")
     assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).ahead == 1
     monkeypatch.delenv("DSATTN_WS_CONFIG")
     assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).ahead == 2  # the default since session 23
-    for bad in ("2/128/4/0/0", "2/128/4/0/3", "2/128/4/0/x", "2/128/4/0/2/1"):
+    for bad in ("2/128/4/0", "2/128/4/3", "2/128/4/x", "2/128/4/2/1", "2/128/4/0/2"):
         monkeypatch.setenv("DSATTN_WS_CONFIG", bad)
         with pytest.raises(ValueError, match="DSATTN_WS_CONFIG"):
             gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32)
@@ -157,7 +157,10 @@ def test_gluon64_config_knob(monkeypatch):
     assert gluon64.g64_config(KVLayout.FP8_DS_MLA, 64) == gluon64.G64Config()
     monkeypatch.setenv("DSATTN_G64_CONFIG", "4/104/32/1")
     assert gluon64.g64_config(KVLayout.FP8_DS_MLA, 64) == gluon64.G64Config(4, 104, 32, 1)
-    for bad in ("4/104/16/1", "8/104/16/3", "4/100/16/3", "4/120/16/4", "4/120/16", "fast"):
+    monkeypatch.setenv("DSATTN_G64_CONFIG", "4/112/16/2/0")  # vst, the 5th field since session 28
+    assert gluon64.g64_config(KVLayout.FP8_DS_MLA, 64) == gluon64.G64Config(vst=0)
+    for bad in ("4/104/16/1", "8/104/16/3", "4/100/16/3", "4/120/16/4", "4/120/16", "fast", "4/112/16/2/0/1",
+                "4/112/16/2/2"):
         monkeypatch.setenv("DSATTN_G64_CONFIG", bad)
         with pytest.raises(ValueError, match="DSATTN_G64_CONFIG"):
             gluon64.g64_config(KVLayout.FP8_DS_MLA, 64)

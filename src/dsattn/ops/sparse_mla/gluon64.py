@@ -58,7 +58,7 @@ from ...formats import LATENT_DIM, KVLayout
 from .._fastlaunch import launch as _fast_launch
 
 if HAVE_GLUON:
-    from .gluon_small import _idx, _prefetch_entries, _prefetch_rows  # noqa: F401 (used inside the kernels)
+    from .gluon_small import _idx  # noqa: F401 (used inside the kernels)
 
 BN = 64    # keys per block (S's N; P @ V's K)
 HB = 32    # keys per producer half-block
@@ -79,7 +79,6 @@ class G64Config:
     producer_regs: int = 112
     unit: int = 16
     depth: int = 2
-    prefetch: int = 0  # ring producer: units of rows asked of L2 ahead of the newest load (0: none; slower on the H200)
     vst: int = 1       # 1: the epilogue goes through the idle fp16 tiles so that out is stored in 16-byte pieces
     #                    (session 21, the default: bit-equal; fp8_ds_mla 64 heads 1.019x / 1.012x at 512 / 2048 tokens,
     #                    128 heads 1.015x, nope 64 heads no difference; bench/results/ab_s21_g64vst_*.json)
@@ -98,19 +97,18 @@ def parse_g64_config(spec: str) -> G64Config:
     not one the kernel takes."""
     try:
         fields = [int(x) for x in spec.split("/")]
-        if len(fields) not in (4, 5, 6):
+        if len(fields) not in (4, 5):
             raise ValueError
         cfg = G64Config(*fields)
     except ValueError:
-        raise ValueError(f"DSATTN_G64_CONFIG must be warps/regs/unit/depth[/prefetch[/vst]], e.g. 4/120/16/3, got "
-                         f"{spec!r}") from None
+        raise ValueError("DSATTN_G64_CONFIG must be warps/regs/unit/depth[/vst], e.g. 4/120/16/3, "
+                         f"got {spec!r}") from None
     ok = (cfg.producer_warps == 4 and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
-          and ((cfg.depth == 1 and cfg.unit == HB and cfg.prefetch == 0)
-               or (cfg.depth in (2, 3) and cfg.unit in (16, 32) and 0 <= cfg.prefetch <= 16)) and cfg.vst in (0, 1))
+          and ((cfg.depth == 1 and cfg.unit == HB) or (cfg.depth in (2, 3) and cfg.unit in (16, 32)))
+          and cfg.vst in (0, 1))
     if not ok:
         raise ValueError("DSATTN_G64_CONFIG: producer warps 4, registers a multiple of 8 in [24, 160], depth 1 with "
-                         f"unit 32 (no prefetch) or depth 2 / 3 with unit 16 / 32 and prefetch 0..16, vst 0 / 1; got "
-                         f"{spec!r}")
+                         f"unit 32 or depth 2 / 3 with unit 16 / 32, vst 0 / 1; got {spec!r}")
     return cfg
 
 
@@ -125,8 +123,9 @@ def g64_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> G64Config:
     64 heads 0.444 ms (ring of 3 x 16 at 120 registers 0.564, half-blocks 0.512, 2 x 16 at 104 / 120 registers
     0.446 / 0.454), 128 heads 0.869 (1.109), 2048 tokens 64 heads 1.717 (2.198), nope 64 heads 0.408 (0.409).
     L2 prefetch ahead of the loads was slower at every distance tried (64 heads 0.641-0.671 ms; session 10 call 2,
-    bench/logs/s10_call2.log). DSATTN_G64_CONFIG='warps/regs/unit/depth[/prefetch]' overrides it (for `dsattn
-    bench ab --a env:DSATTN_G64_CONFIG=...` sweeps; read at launch time)."""
+    bench/logs/s10_call2.log, bench/results/sparse_mla_gluon64_sweep_prefetch.json; removed in session 28, code at
+    42b02a1). DSATTN_G64_CONFIG='warps/regs/unit/depth[/vst]' (until session 28 with prefetch before vst) overrides
+    it (for `dsattn bench ab --a env:DSATTN_G64_CONFIG=...` sweeps; read at launch time)."""
     spec = os.environ.get("DSATTN_G64_CONFIG", "").strip()
     return parse_g64_config(spec) if spec else G64Config()
 
@@ -300,12 +299,9 @@ if HAVE_GLUON:
     @gluon.jit
     def _producer_ring(idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, k16, rope16, full, free,
                        stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
-                       HAS_ROPE: gl.constexpr, UNIT: gl.constexpr, DEPTH: gl.constexpr, PW: gl.constexpr,
-                       PF: gl.constexpr):
+                       HAS_ROPE: gl.constexpr, UNIT: gl.constexpr, DEPTH: gl.constexpr, PW: gl.constexpr):
         """The producer as a register ring: units of UNIT rows, DEPTH units loaded ahead (2 or 3); after a unit
-        is stored, the unit DEPTH places later is loaded into the registers it freed. PF > 0: the rows of the unit
-        PF places beyond the newest load are prefetched into L2 (more rows in flight than the registers hold)."""
-        ROW_BYTES: gl.constexpr = 528 + (128 if HAS_ROPE else 0)  # latent + scales (+ RoPE)
+        is stored, the unit DEPTH places later is loaded into the registers it freed."""
         gl.static_assert(DEPTH == 2 or DEPTH == 3, "a ring of 2 or 3 units")
         UPB: gl.constexpr = KB // UNIT
         nblocks = gl.cdiv(hi - lo, KB)
@@ -317,11 +313,6 @@ if HAVE_GLUON:
             e2 = _entries(idx_row, lo + 2 * UNIT, hi, PW, UNIT)
             u2 = _load_unit(e2, num_slots, lat_ptr, rope_ptr, stride_lat, stride_rope, HAS_ROPE, PW)
         nx = _entries(idx_row, lo + DEPTH * UNIT, hi, PW, UNIT)
-        if PF > 0:
-            for i in gl.static_range(PF):
-                _prefetch_rows(_prefetch_entries(idx_row, lo + (DEPTH + i) * UNIT, hi, UNIT, PW), num_slots, lat_ptr,
-                               stride_lat, ROW_BYTES, UNIT, PW)
-            pfx = _prefetch_entries(idx_row, lo + (DEPTH + PF) * UNIT, hi, UNIT, PW)
         for b in range(nblocks):
             slot = b % 2
             for k in gl.static_range(UPB):
@@ -332,9 +323,6 @@ if HAVE_GLUON:
                 _store_unit(u0, e0, num_slots, scale_ptr, stride_scale, k16.index(slot).slice(k * UNIT, UNIT, dim=0),
                             rope16.index(slot).slice(k * UNIT, UNIT, dim=0), HAS_ROPE)
                 new = _load_unit(nx, num_slots, lat_ptr, rope_ptr, stride_lat, stride_rope, HAS_ROPE, PW)
-                if PF > 0:
-                    _prefetch_rows(pfx, num_slots, lat_ptr, stride_lat, ROW_BYTES, UNIT, PW)
-                    pfx = _prefetch_entries(idx_row, lo + (j + DEPTH + PF + 1) * UNIT, hi, UNIT, PW)
                 if DEPTH == 3:
                     u0, e0, u1, e1, u2, e2 = u1, e1, u2, e2, new, nx
                 else:
@@ -449,7 +437,7 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, UNIT: gl.constexpr, DEPTH: gl.constexpr,
-            num_warps: gl.constexpr, PF: gl.constexpr = 0, VST: gl.constexpr = 0):
+            num_warps: gl.constexpr, VST: gl.constexpr = 0):
         """Grid (T, cdiv(num_heads, 64), splits); arguments as kernels.sparse_mla_kernel (fp8 rows)."""
         t = gl.program_id(0).to(gl.int64)
         h0 = gl.program_id(1) * HEADS
@@ -500,7 +488,7 @@ if HAVE_GLUON:
                              stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, num_warps,
                              VST)),
                 (_producer_ring, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, k16, rope16, full, free,
-                                  stride_lat, stride_scale, stride_rope, HAS_ROPE, UNIT, DEPTH, PRODUCER_WARPS, PF)),
+                                  stride_lat, stride_scale, stride_rope, HAS_ROPE, UNIT, DEPTH, PRODUCER_WARPS)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
 
@@ -518,6 +506,6 @@ def run_attention_g64(q, flat, layout: KVLayout, indices, sm_scale, topk_length,
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         cfg.producer_warps, cfg.producer_regs, cfg.unit, cfg.depth,
-        num_warps=CONSUMER_WARPS, PF=cfg.prefetch, VST=cfg.vst,
+        num_warps=CONSUMER_WARPS, VST=cfg.vst,
     )
     launch.combine_splits(out, lse, part_o, part_lse, splits)

@@ -66,44 +66,6 @@ if HAVE_GLUON:
         tc = 4 // vec
         return gl.BlockedLayout([1, vec], [32 // tc, tc], [num_warps, 1], [1, 0])
 
-    @gluon.constexpr_function
-    def _prefetch_cols(rows, num_warps):
-        """Columns of _prefetch_layout's tensor: every lane of every warp holds one element."""
-        return (32 // min(rows, 32)) * num_warps
-
-    @gluon.constexpr_function
-    def _prefetch_layout(rows, num_warps):
-        """[rows, _prefetch_cols]: row r on lane r % 32 (rows < 32: lanes r, r + rows, ...), one column per lane
-        group and warp; _prefetch_rows issues from column 0 only, so each row is asked for once."""
-        tr = min(rows, 32)
-        return gl.BlockedLayout([max(1, rows // 32), 1], [tr, 32 // tr], [1, num_warps], [0, 1])
-
-    @gluon.jit
-    def _prefetch_entries(idx_row, start, hi, R: gl.constexpr, PW: gl.constexpr):
-        """Raw top-k entries [start, start + R) for _prefetch_rows, in its layout (-1 past hi)."""
-        L: gl.constexpr = _prefetch_layout(R, PW)
-        C: gl.constexpr = _prefetch_cols(R, PW)
-        j = start + gl.arange(0, R, gl.SliceLayout(1, L))[:, None] + gl.zeros([R, C], gl.int32, L)
-        return gl.load(idx_row + j, mask=j < hi, other=-1)
-
-    @gluon.jit
-    def _prefetch_rows(ix, num_slots, row_ptr, stride_row: gl.constexpr, ROW_BYTES: gl.constexpr,
-                       R: gl.constexpr, PW: gl.constexpr):
-        """Asks L2 for whole cache rows (cp.async.bulk.prefetch.L2, one per valid entry of ix, from _prefetch_entries)
-        so that a later gather of them hits L2: more rows in flight than the shared-memory ring holds. Nothing
-        is read into the SM; invalid entries issue nothing. row_ptr: the rows' first byte (any element type),
-        stride_row in its elements; ROW_BYTES a multiple of 16. Measured on the H200 (session 10): slower in gluon_ws,
-        gluon64 and gluon_rx at every distance tried (notes/sparse_mla.md), so every default leaves it off."""
-        L: gl.constexpr = _prefetch_layout(R, PW)
-        C: gl.constexpr = _prefetch_cols(R, PW)
-        w = gl.arange(0, C, gl.SliceLayout(0, L))[None, :]
-        go = ((ix >= 0) & (ix < num_slots) & (w == 0)).to(gl.int32)
-        ptr = row_ptr + gl.where(go != 0, ix, 0).to(gl.int64) * stride_row
-        size = gl.full([R, C], ROW_BYTES, gl.int32, L)
-        gl.inline_asm_elementwise(
-            "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $3; mov.b32 $0, 0; }",
-            "=r,l,r,r", [ptr, go, size], dtype=gl.int32, is_pure=False, pack=1)
-
     @gluon.jit
     def _idx(idx_row, start, hi, BN: gl.constexpr, L: gl.constexpr):
         """Raw top-k entries [start, start + BN) in layout L (-1 past hi), loaded ahead of their use."""

@@ -101,6 +101,12 @@ by the sm_90a compile check). Bit-equal (9 GPU tests) and slower at every shape,
 bench ab` against the default (bench/gpu_s22_ws.sh, bench/results/ab_s22_ws_*.json): depth 3 unit 32 0.972x, depth 2
 unit 32 0.944x, depth 3 unit 16 0.963x, 4 warps depth 2 unit 16 0.986x (nope 0.983x, 2048 tokens 0.984x). So the rows in
 flight are not what holds the 32-head program back; its consumer's chain is (bench/logs/s22_ws.log).
+
+Removed in session 28 (code at 42b02a1): config prefetch (rows of later half-blocks asked of L2 by
+cp.async.bulk.prefetch.L2; slower at every distance tried in session 10, 8 heads 0.325 -> 0.452-0.460 ms, 32 heads
+0.353 -> 0.494: bench/results/sparse_mla_gluon_ws_sweep_prefetch.json), as in gluon_rx and gluon64. The sm_90a PTX
+of the defaults, ahead 1, 8 producer warps and the timing builds is identical outside debug information (compile
+check); DSATTN_WS_CONFIG lost its 4th field.
 """
 from __future__ import annotations
 
@@ -121,8 +127,8 @@ from ...formats import LATENT_DIM, KVLayout
 from .._fastlaunch import launch as _fast_launch
 
 if HAVE_GLUON:
-    from .gluon_small import (_copy_layout, _idx, _issue, _prefetch_entries, _prefetch_rows,  # noqa: F401 (used
-                              _scale_layout, _softmax_keys, _store_ot)                        # in the kernels)
+    from .gluon_small import (_copy_layout, _idx, _issue, _scale_layout, _softmax_keys,  # noqa: F401 (used in
+                              _store_ot)                                                  # the kernels)
 
 BN = 64   # keys per block (wgmma M)
 HB = 32   # keys per gathered half-block (the raw ring's unit)
@@ -138,7 +144,6 @@ class WsConfig:
     stages: int = 3
     producer_regs: int = 128
     producer_warps: int = 4
-    prefetch: int = 0  # half-blocks of rows asked of L2 ahead of the newest gather (0: none; slower on the H200)
     ahead: int = 2     # half-blocks between loading a gather's entries and issuing it (1 or 2; see _producer; 2,
     #                    the default since session 23: 1.04-1.07x at 32 heads, bench/results/ab_s23_ahead_*.json)
 
@@ -165,7 +170,8 @@ def ws_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> WsConfig:
     vs 2/128/8 0.359. Entries loaded two half-blocks ahead of their gather (ahead 2, session 23: `dsattn bench ab`
     against ahead 1, H200, 32 heads fp8_ds_mla 512 tokens 0.394 -> 0.372 ms, 1.057x, 95% CI 1.050-1.061; 2048 tokens
     1.069x; nope 1.039x; outputs bit-equal; ahead 2 with 8 producer warps: 0.961x against ahead 1). DSATTN_WS_CONFIG=
-    'stages/regs/warps[/prefetch[/ahead]]' overrides it (A/B runs; read at launch)."""
+    'stages/regs/warps[/ahead]' overrides it (A/B runs; read at launch; until session 28 a 4th field, L2 prefetch,
+    came before ahead: gluon_ws's docstring)."""
     spec = os.environ.get("DSATTN_WS_CONFIG", "").strip()
     if spec:
         try:
@@ -174,8 +180,8 @@ def ws_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> WsConfig:
                 raise ValueError
             return cfg
         except (TypeError, ValueError):
-            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/prefetch[/ahead]] (ahead "
-                             "1 or 2), e.g. 3/128/8/0/2, "
+            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/ahead] (ahead 1 or 2), "
+                             "e.g. 3/128/8/2, "
                              f"got {spec!r}") from None
     hp = ws_hp(num_heads)
     stages = 4
@@ -218,18 +224,15 @@ if HAVE_GLUON:
                   raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
                   stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
                   HAS_ROPE: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr, PROFILE: gl.constexpr,
-                  PF: gl.constexpr, AHEAD: gl.constexpr):
+                  AHEAD: gl.constexpr):
         """Gathers half-blocks into the raw ring (NSTAGES - 1 in flight) and converts each into its tile.
         PROFILE (timing builds only, wrong outputs): 2 = no gather and no conversion (hand the tiles over as they
         are), 3 = gather but no conversion, 4 = convert whatever the stages hold, no gather.
-        PF > 0: the rows of the half-block PF halves beyond the newest gather are prefetched into L2 (more rows in
-        flight than the ring holds).
         AHEAD: a gather's entries are loaded AHEAD half-blocks before it is issued. With 1, ptxas hoists the next
         gather's address arithmetic (the bounds check and the row offset of each entry) above the conversion of
         the current half, so the conversion waits on entries loaded a few hundred instructions earlier (session 20
         profile, 32 heads: 18% of the producer's samples on that first use, bench/logs/s20_profile/dc32_*.txt);
         with 2 the entries in use were loaded a whole half-block before."""
-        ROW_BYTES: gl.constexpr = 528 + (128 if HAS_ROPE else 0)  # latent + scales (+ RoPE)
         GATHER: gl.constexpr = PROFILE != 2 and PROFILE != 4
         CONVERT: gl.constexpr = PROFILE != 2 and PROFILE != 3
         nblocks = gl.cdiv(hi - lo, KB)
@@ -241,11 +244,6 @@ if HAVE_GLUON:
         nx2 = nx
         if AHEAD == 2:
             nx2 = _entries(idx_row, lo + NSTAGES * HALF, hi, PW)
-        if PF > 0:
-            for i in gl.static_range(PF):
-                _prefetch_rows(_prefetch_entries(idx_row, lo + (NSTAGES - 1 + i) * HALF, hi, HALF, PW), num_slots,
-                               lat_ptr, stride_lat, ROW_BYTES, HALF, PW)
-            pfx = _prefetch_entries(idx_row, lo + (NSTAGES - 1 + PF) * HALF, hi, HALF, PW)
         for b in range(nblocks):
             slot = b % 2
             k16_t = k16.index(slot)
@@ -266,9 +264,6 @@ if HAVE_GLUON:
                         nx2 = _entries(idx_row, lo + (nxt + 2) * HALF, hi, PW)
                     else:
                         nx = _entries(idx_row, lo + (nxt + 1) * HALF, hi, PW)
-                    if PF > 0:
-                        _prefetch_rows(pfx, num_slots, lat_ptr, stride_lat, ROW_BYTES, HALF, PW)
-                        pfx = _prefetch_entries(idx_row, lo + (nxt + PF + 1) * HALF, hi, HALF, PW)
                 if h == 0:
                     # the consumer is done with block b - 2's tile (mbarriers start with phase 1 complete)
                     mbarrier.wait(free.index(slot), ((b // 2) & 1) ^ 1)
@@ -387,7 +382,7 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, PF: gl.constexpr = 0, AHEAD: gl.constexpr = 2):
+            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, AHEAD: gl.constexpr = 2):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_small.sparse_mla_small_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one gather in flight while a half-block converts")
@@ -433,7 +428,7 @@ if HAVE_GLUON:
                 (_idle_consumer, (lo, hi, full, free, k16, q_smem, p_smem, lse_ptr, num_warps)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                              raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
-                             stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE, PF,
+                             stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE,
                              AHEAD)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
         else:
@@ -443,7 +438,7 @@ if HAVE_GLUON:
                              stride_lh, q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, HP, num_warps)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
                              raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
-                             stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE, PF,
+                             stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE,
                              AHEAD)),
             ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
@@ -469,6 +464,6 @@ def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-        num_warps=4, PROFILE=profile, PF=cfg.prefetch, AHEAD=cfg.ahead,
+        num_warps=4, PROFILE=profile, AHEAD=cfg.ahead,
     )
     launch.combine_splits(out, lse, part_o, part_lse, splits)
