@@ -230,7 +230,8 @@ def test_ws_persist_bit_equal(impl, layout, d_qk, h):
     """WsConfig persist 1 (session 29 experiment): CTAs walking (token, split) items along one ring compute each item
     as the one-program-a-token kernel does, so the outputs are bit-equal to it; each beside the reference. 3 CTAs
     (13-14 tokens each, so the ring runs on across items with topk_length ending inside half-blocks and an empty
-    row), and one CTA a token; split-K partials (NaN-poisoned scratch) over 5 CTAs at 32 heads."""
+    row), and one CTA a token. With split-K (NaN-poisoned partials, 32 heads) persist falls back to the grid of
+    programs, so the same bits again."""
     import dataclasses
     from dsattn.formats import KVLayout
     from dsattn.ops.sparse_mla import gluon_ws

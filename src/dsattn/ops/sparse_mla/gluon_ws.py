@@ -148,7 +148,7 @@ class WsConfig:
     ahead: int = 2     # half-blocks between loading a gather's entries and issuing it (1 or 2; see _producer; 2,
     #                    the default since session 23: 1.04-1.07x at 32 heads, bench/results/ab_s23_ahead_*.json)
     persist: int = 0   # 1: persistent programs (session 29 experiment, NOT the default): `ctas` CTAs (0: one an SM)
-    #                    each walk the (token, split) items pid, pid + grid, ... along one ring (_producer_persist)
+    #                    each walk the tokens pid, pid + grid, ... along one ring (_producer_persist); without split-K
     ctas: int = 0      # persist 1 only: the grid (0: the SM count); tests force fewer to give each CTA many items
 
 
@@ -376,57 +376,60 @@ if HAVE_GLUON:
                   stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
 
     # ---- persistent programs (WsConfig persist 1; session 29 experiment) --------------------------------------
-    # Each CTA walks the work items pid, pid + G, ... (G = the grid; item = token * splits + split) along ONE ring:
-    # block and half-block counters run on across items, so the producer gathers and converts the next item's first
-    # blocks while the consumer finishes the current one (its last P V, the epilogue, the next q). Every item walks
-    # NB = cdiv(keys_per_split, 64) blocks, its nominal range; entries past its end (topk_length) are masked, and a
-    # block without a valid entry leaves (m, l, O^T) as they are (alpha 1, P 0), so the outputs are bit-equal to the
-    # one-program-a-token kernel's.
+    # Each CTA walks the tokens pid, pid + G, ... (G = the grid; no split-K) along ONE ring: block and half-block
+    # counters run on across tokens, so the producer gathers and converts the next token's first blocks while the
+    # consumer finishes the current one (its last P V, the epilogue, the next q). Every token walks NB = cdiv(topk,
+    # 64) blocks, its nominal range; entries past its end (topk_length) are masked, and a block without a valid entry
+    # leaves (m, l, O^T) as they are (alpha 1, P 0), so the outputs are bit-equal to the one-program-a-token kernel's.
+    # No integer division on the producer's path: its entry position advances by one half-block at a time.
 
     @gluon.jit
-    def _item(item, num_items, num_splits, idx_ptr, stride_it, len_ptr, topk, keys_per_split, HAS_LEN: gl.constexpr):
-        """Work item -> (token, split, its top-k row, lo, hi); an item past the last one has no valid entry."""
-        ok = item < num_items
-        it = gl.minimum(item, num_items - 1)
-        t = (it // num_splits).to(gl.int64)
-        split = it % num_splits
+    def _item(k, pid, G, num_items, idx_ptr, stride_it, len_ptr, topk, HAS_LEN: gl.constexpr):
+        """This CTA's k-th token -> (token, its top-k row, hi); a token past the last one has no valid entry."""
+        item = pid + k * G
+        t = gl.minimum(item, num_items - 1).to(gl.int64)
         end = topk
         if HAS_LEN:
             end = gl.minimum(gl.load(len_ptr + t), topk)
-        lo = split * keys_per_split
-        hi = gl.where(ok, gl.minimum(lo + keys_per_split, end), lo)
-        return t, split, idx_ptr + t * stride_it, lo, hi
+        return t, idx_ptr + t * stride_it, gl.where(item < num_items, end, 0)
 
     @gluon.jit
-    def _pos_entries(pos, pid, G, num_items, num_splits, idx_ptr, stride_it, len_ptr, topk, keys_per_split, NH,
-                     HAS_LEN: gl.constexpr, PW: gl.constexpr):
-        """_entries of this CTA's half-block number pos (NH half-blocks an item)."""
-        k = pos // NH
-        t, split, idx_row, lo, hi = _item(pid + k * G, num_items, num_splits, idx_ptr, stride_it, len_ptr, topk,
-                                          keys_per_split, HAS_LEN)
-        return _entries(idx_row, lo + (pos - k * NH) * HALF, hi, PW)
+    def _advance(ke, je, row_e, hi_e, NH, pid, G, num_items, idx_ptr, stride_it, len_ptr, topk,
+                 HAS_LEN: gl.constexpr):
+        """The producer's entry position, one half-block on (NH half-blocks a token)."""
+        je = je + 1
+        if je == NH:
+            je = 0
+            ke = ke + 1
+            t_e, row_e, hi_e = _item(ke, pid, G, num_items, idx_ptr, stride_it, len_ptr, topk, HAS_LEN)
+        return ke, je, row_e, hi_e
 
     @gluon.jit
-    def _producer_persist(pid, G, num_items, num_splits, idx_ptr, stride_it, len_ptr, topk, keys_per_split,
+    def _producer_persist(pid, G, num_items, idx_ptr, stride_it, len_ptr, topk,
                           num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
                           stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
                           HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr,
                           AHEAD: gl.constexpr):
-        """_producer over this CTA's items as one stream of half-blocks (see the section comment above)."""
-        NB = gl.cdiv(keys_per_split, KB)
+        """_producer over this CTA's tokens as one stream of half-blocks (see the section comment above)."""
+        NB = gl.cdiv(topk, KB)
         NH = 2 * NB
         nblocks = gl.cdiv(num_items - pid, G) * NB
+        ke = 0
+        je = 0
+        t_e, row_e, hi_e = _item(0, pid, G, num_items, idx_ptr, stride_it, len_ptr, topk, HAS_LEN)
         for i in gl.static_range(NSTAGES - 1):
-            _gather(_pos_entries(i, pid, G, num_items, num_splits, idx_ptr, stride_it, len_ptr, topk, keys_per_split,
-                                 NH, HAS_LEN, PW),
-                    num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat.index(i), raw_sc.index(i), raw_rope.index(i),
-                    stride_lat, stride_scale, stride_rope, HAS_ROPE, PW)
-        nx = _pos_entries(NSTAGES - 1, pid, G, num_items, num_splits, idx_ptr, stride_it, len_ptr, topk,
-                          keys_per_split, NH, HAS_LEN, PW)
+            _gather(_entries(row_e, je * HALF, hi_e, PW), num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat.index(i),
+                    raw_sc.index(i), raw_rope.index(i), stride_lat, stride_scale, stride_rope, HAS_ROPE, PW)
+            ke, je, row_e, hi_e = _advance(ke, je, row_e, hi_e, NH, pid, G, num_items, idx_ptr, stride_it, len_ptr,
+                                           topk, HAS_LEN)
+        nx = _entries(row_e, je * HALF, hi_e, PW)
+        ke, je, row_e, hi_e = _advance(ke, je, row_e, hi_e, NH, pid, G, num_items, idx_ptr, stride_it, len_ptr, topk,
+                                       HAS_LEN)
         nx2 = nx
         if AHEAD == 2:
-            nx2 = _pos_entries(NSTAGES, pid, G, num_items, num_splits, idx_ptr, stride_it, len_ptr, topk,
-                               keys_per_split, NH, HAS_LEN, PW)
+            nx2 = _entries(row_e, je * HALF, hi_e, PW)
+            ke, je, row_e, hi_e = _advance(ke, je, row_e, hi_e, NH, pid, G, num_items, idx_ptr, stride_it, len_ptr,
+                                           topk, HAS_LEN)
         for b in range(nblocks):
             slot = b % 2
             k16_t = k16.index(slot)
@@ -440,11 +443,11 @@ if HAVE_GLUON:
                         stride_lat, stride_scale, stride_rope, HAS_ROPE, PW)
                 if AHEAD == 2:
                     nx = nx2
-                    nx2 = _pos_entries(nxt + 2, pid, G, num_items, num_splits, idx_ptr, stride_it, len_ptr, topk,
-                                       keys_per_split, NH, HAS_LEN, PW)
+                    nx2 = _entries(row_e, je * HALF, hi_e, PW)
                 else:
-                    nx = _pos_entries(nxt + 1, pid, G, num_items, num_splits, idx_ptr, stride_it, len_ptr, topk,
-                                      keys_per_split, NH, HAS_LEN, PW)
+                    nx = _entries(row_e, je * HALF, hi_e, PW)
+                ke, je, row_e, hi_e = _advance(ke, je, row_e, hi_e, NH, pid, G, num_items, idx_ptr, stride_it,
+                                               len_ptr, topk, HAS_LEN)
                 if h == 0:
                     mbarrier.wait(free.index(slot), ((b // 2) & 1) ^ 1)
                 st = j % NSTAGES
@@ -456,13 +459,13 @@ if HAVE_GLUON:
         async_copy.wait_group(0)
 
     @gluon.jit
-    def _consumer_persist(pid, G, num_items, num_splits, idx_ptr, stride_it, len_ptr, topk, keys_per_split,
+    def _consumer_persist(pid, G, num_items, idx_ptr, stride_it, len_ptr, topk,
                           q_ptr, stride_qt, stride_qh, h0, num_slots, num_heads, qk_scale,
                           out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                           q_smem, qr_smem, k16, rope16, p_smem, full, free,
                           HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, HP: gl.constexpr, num_warps: gl.constexpr):
-        """_consumer over this CTA's items: per item q to shared memory, its NB blocks (block counter running on
-        across items), the epilogue; the item's last tile is freed once its P V has retired."""
+        """_consumer over this CTA's tokens: per token q to shared memory, its NB blocks (block counter running on
+        across tokens), the epilogue; the token's last tile is freed once its P V has retired."""
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                       instr_shape=[16, HP, 16])
@@ -472,11 +475,10 @@ if HAVE_GLUON:
         qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
         qr = gl.arange(0, 64, gl.SliceLayout(0, Q_L))
         qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
-        NB = gl.cdiv(keys_per_split, KB)
+        NB = gl.cdiv(topk, KB)
         for k in range(gl.cdiv(num_items - pid, G)):
-            t, split, idx_row, lo, hi = _item(pid + k * G, num_items, num_splits, idx_ptr, stride_it, len_ptr, topk,
-                                              keys_per_split, HAS_LEN)
-            # every S^T product of the previous item has retired (each is waited for), so q_smem is free
+            t, idx_row, hi = _item(k, pid, G, num_items, idx_ptr, stride_it, len_ptr, topk, HAS_LEN)
+            # every S^T product of the previous token has retired (each is waited for), so q_smem is free
             q_row = q_ptr + t * stride_qt + qh[:, None] * stride_qh
             q_smem.store(gl.load(q_row + qd[None, :], mask=(qh < num_heads)[:, None], other=0.0).to(gl.float16))
             if HAS_ROPE:
@@ -487,12 +489,12 @@ if HAVE_GLUON:
             m_i = gl.full([HP], NEG_INF, gl.float32, COL)
             l_i = gl.zeros([HP], gl.float32, COL)
             acc = warpgroup_mma_init(gl.zeros([512, HP], gl.float32, MMA))
-            cur = _idx(idx_row, lo, hi, KB, ROW)
+            cur = _idx(idx_row, 0, hi, KB, ROW)
             for b in range(NB):
                 g = k * NB + b
                 slot = g % 2
                 ix = cur
-                cur = _idx(idx_row, lo + (b + 1) * KB, hi, KB, ROW)
+                cur = _idx(idx_row, (b + 1) * KB, hi, KB, ROW)
                 mbarrier.wait(full.index(slot), (g // 2) & 1)
                 acc = warpgroup_mma_wait(0, deps=(acc,))
                 mbarrier.arrive(free.index(1 - slot), count=1, pred=b > 0)
@@ -512,10 +514,10 @@ if HAVE_GLUON:
                 acc = warpgroup_mma(k16.index(slot).permute((1, 0)), p_smem, acc, is_async=True)
             acc = warpgroup_mma_wait(0, deps=(acc,))
             mbarrier.arrive(free.index((k * NB + NB - 1) % 2), count=1, pred=NB > 0)
-            _store_ot(acc, m_i, l_i, gl.arange(0, 512, ROW), t, split, h0, num_heads, out_ptr, stride_ot, stride_os,
+            _store_ot(acc, m_i, l_i, gl.arange(0, 512, ROW), t, 0, h0, num_heads, out_ptr, stride_ot, stride_os,
                       stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
 
-    @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split", "num_items", "num_splits"])
+    @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split", "num_items"])
     def sparse_mla_ws_kernel(
             q_ptr, stride_qt, stride_qh,
             lat_ptr, scale_ptr, rope_ptr,
@@ -527,9 +529,9 @@ if HAVE_GLUON:
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, AHEAD: gl.constexpr = 2, PERSIST: gl.constexpr = 0,
-            num_items=1, num_splits=1):
+            num_items=1):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_small.sparse_mla_small_kernel (fp8 rows). With
-        PERSIST: grid (G,), G <= num_items = T * num_splits (HP covers every head), items walked as above."""
+        PERSIST: grid (G,), G <= num_items = T (HP covers every head, no split-K), tokens walked as above."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one gather in flight while a half-block converts")
         t = gl.program_id(0).to(gl.int64)
@@ -574,12 +576,12 @@ if HAVE_GLUON:
             pid = gl.program_id(0)
             G = gl.num_programs(0)
             gl.warp_specialize([
-                (_consumer_persist, (pid, G, num_items, num_splits, idx_ptr, stride_it, len_ptr, topk, keys_per_split,
+                (_consumer_persist, (pid, G, num_items, idx_ptr, stride_it, len_ptr, topk,
                                      q_ptr, stride_qt, stride_qh, 0, num_slots, num_heads, qk_scale,
                                      out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                                      q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, HAS_LEN, HP,
                                      num_warps)),
-                (_producer_persist, (pid, G, num_items, num_splits, idx_ptr, stride_it, len_ptr, topk, keys_per_split,
+                (_producer_persist, (pid, G, num_items, idx_ptr, stride_it, len_ptr, topk,
                                      num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope, k16, rope16,
                                      full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, HAS_LEN, NSTAGES,
                                      PRODUCER_WARPS, AHEAD)),
@@ -624,16 +626,16 @@ def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         raise ValueError(f"config.persist must be 0 or 1 and config.ctas >= 0 (no timing builds of persistent "
                          f"programs), got persist {cfg.persist}, ctas {cfg.ctas}, profile {profile}")
     grid = (t, -(-h // hp), splits)
-    num_items = t * splits  # persist: hp covers every head (h <= 32), so one item a (token, split)
-    if cfg.persist:
-        if num_items == 0:
+    persist = cfg.persist and splits == 1  # (split-K serves fewer tokens than SMs: nothing to walk)
+    if persist:  # hp covers every head (h <= 32): one item a token
+        if t == 0:
             return
-        grid = (min(num_items, cfg.ctas or _sm_count(q.device)),)
+        grid = (min(t, cfg.ctas or _sm_count(q.device)),)
     _fast_launch(sparse_mla_ws_kernel, grid,
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-        num_warps=4, PROFILE=profile, AHEAD=cfg.ahead, PERSIST=cfg.persist, num_items=num_items, num_splits=splits,
+        num_warps=4, PROFILE=profile, AHEAD=cfg.ahead, PERSIST=int(persist), num_items=t,
     )
     launch.combine_splits(out, lse, part_o, part_lse, splits)
 
