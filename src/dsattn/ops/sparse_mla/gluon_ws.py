@@ -384,6 +384,12 @@ if HAVE_GLUON:
     # No integer division on the producer's path: its entry position advances by one half-block at a time.
 
     @gluon.jit
+    def _opaque_zero(x):
+        """0 from inline PTX with side effects (x: any int32 scalar, unused), so LLVM cannot hoist what depends on it
+        out of the loop it is in (as gluon_rx._opaque_zero)."""
+        return gl.inline_asm_elementwise("mov.u32 $0, 0;", "=r,r", [x], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
     def _item(k, pid, G, num_items, idx_ptr, stride_it, len_ptr, topk, HAS_LEN: gl.constexpr):
         """This CTA's k-th token -> (token, its top-k row, hi); a token past the last one has no valid entry."""
         item = pid + k * G
@@ -471,13 +477,17 @@ if HAVE_GLUON:
                                                       instr_shape=[16, HP, 16])
         ROW: gl.constexpr = gl.SliceLayout(1, MMA)
         COL: gl.constexpr = gl.SliceLayout(0, MMA)
-        qh = h0 + gl.arange(0, HP, gl.SliceLayout(1, Q_L))
-        qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
-        qr = gl.arange(0, 64, gl.SliceLayout(0, Q_L))
         qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
         NB = gl.cdiv(topk, KB)
         for k in range(gl.cdiv(num_items - pid, G)):
             t, idx_row, hi = _item(k, pid, G, num_items, idx_ptr, stride_it, len_ptr, topk, HAS_LEN)
+            # the q / out index vectors are built in each token from an opaque 0: hoisted out of the token loop
+            # (LLVM's choice), they held ~50 registers through the block loop, whose softmax reductions then ran
+            # as one serial chain (session 29 profile: 0.82x)
+            z = _opaque_zero(k)
+            qh = h0 + z + gl.arange(0, HP, gl.SliceLayout(1, Q_L))
+            qd = z + gl.arange(0, 512, gl.SliceLayout(0, Q_L))
+            qr = z + gl.arange(0, 64, gl.SliceLayout(0, Q_L))
             # every S^T product of the previous token has retired (each is waited for), so q_smem is free
             q_row = q_ptr + t * stride_qt + qh[:, None] * stride_qh
             q_smem.store(gl.load(q_row + qd[None, :], mask=(qh < num_heads)[:, None], other=0.0).to(gl.float16))
@@ -514,7 +524,8 @@ if HAVE_GLUON:
                 acc = warpgroup_mma(k16.index(slot).permute((1, 0)), p_smem, acc, is_async=True)
             acc = warpgroup_mma_wait(0, deps=(acc,))
             mbarrier.arrive(free.index((k * NB + NB - 1) % 2), count=1, pred=NB > 0)
-            _store_ot(acc, m_i, l_i, gl.arange(0, 512, ROW), t, 0, h0, num_heads, out_ptr, stride_ot, stride_os,
+            z = _opaque_zero(k)
+            _store_ot(acc, m_i, l_i, z + gl.arange(0, 512, ROW), t, 0, h0 + z, num_heads, out_ptr, stride_ot, stride_os,
                       stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
 
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split", "num_items"])
