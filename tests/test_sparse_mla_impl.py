@@ -88,9 +88,8 @@ def test_gluon_ws_defaults_fit_shared_memory(layout, d_qk, heads):
 
 def test_gluon_ws_config_ahead(monkeypatch):
     """WsConfig ahead (session 23: a gather's entries loaded 1 or 2 half-blocks before it is issued):
-    DSATTN_WS_CONFIG's 4th field (the 5th until session 28 removed the L2 prefetch before it), anything else a
-    ValueError naming the variable; 2 is the default. The 5th and 6th fields: persist (0 / 1, session 29's experiment,
-    off by default) and its CTA count (>= 0)."""
+    DSATTN_WS_CONFIG's 4th field (the 5th until session 28 removed the L2 prefetch before it), anything else (or a
+    5th field) a ValueError naming the variable; 2 is the default."""
     from dsattn.ops.sparse_mla import gluon_ws
     monkeypatch.setenv("DSATTN_WS_CONFIG", "2/128/4/2")
     assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32) == gluon_ws.WsConfig(2, 128, 4, ahead=2)
@@ -98,11 +97,7 @@ def test_gluon_ws_config_ahead(monkeypatch):
     assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).ahead == 1
     monkeypatch.delenv("DSATTN_WS_CONFIG")
     assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).ahead == 2  # the default since session 23
-    assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32).persist == 0
-    monkeypatch.setenv("DSATTN_WS_CONFIG", "2/128/4/2/1/7")
-    assert gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32) == gluon_ws.WsConfig(2, 128, 4, 2, persist=1, ctas=7)
-    for bad in ("2/128/4/0", "2/128/4/3", "2/128/4/x", "2/128/4/2/2", "2/128/4/0/1", "2/128/4/2/1/-1",
-                "2/128/4/2/1/0/9"):
+    for bad in ("2/128/4/0", "2/128/4/3", "2/128/4/x", "2/128/4/2/1", "2/128/4/0/2"):
         monkeypatch.setenv("DSATTN_WS_CONFIG", bad)
         with pytest.raises(ValueError, match="DSATTN_WS_CONFIG"):
             gluon_ws.ws_config(KVLayout.FP8_DS_MLA, 32)

@@ -107,11 +107,22 @@ cp.async.bulk.prefetch.L2; slower at every distance tried in session 10, 8 heads
 0.353 -> 0.494: bench/results/sparse_mla_gluon_ws_sweep_prefetch.json), as in gluon_rx and gluon64. The sm_90a PTX
 of the defaults, ahead 1, 8 producer warps and the timing builds is identical outside debug information (compile
 check); DSATTN_WS_CONFIG lost its 4th field.
+
+Removed in session 29 after its H200 run (code at 97adb7b; bench/gpu_s29_b.sh, gpu_s29_c.sh, gpu_s29_d.sh,
+bench/logs/s29_*): config persist, one CTA an SM walking the tokens pid, pid + 132, ... along ONE ring (block counters
+running on across tokens, so the producer gathers the next token's first blocks during the consumer's last block,
+epilogue and next q). Why: at whole waves (528 tokens, topk_length 64 to 2048, CUDA-graph replays) the 32-head decode
+takes 0.0271 ms + 0.1495 ms per 1024 entries, an L-independent ~6 us a program, 8.3% of the full time
+(bench/results/decode_fixed_cost_s29_h32.json). Bit-equal (18 GPU tests) and slower: 0.939x / 0.946x at 512 / 2048
+tokens, nope 0.987x; the same code with one token a CTA (the grid of the default) 0.949x (bench/results/ab_s29d_*.json),
+so walking the tokens took back none of that cost, as gluon_rx's persist found in session 18. The first builds ran
+0.82-0.89x: LLVM hoisted the q / out index vectors out of the token loop, they held ~50 registers through the block
+loop, and ptxas ran the softmax's key sums as one serial chain (13 shuffle registers against the default's 29; Nsight
+Compute, bench/logs/s29_c/); built from an opaque zero in each token, they no longer were.
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 
 try:
@@ -147,9 +158,6 @@ class WsConfig:
     producer_warps: int = 4
     ahead: int = 2     # half-blocks between loading a gather's entries and issuing it (1 or 2; see _producer; 2,
     #                    the default since session 23: 1.04-1.07x at 32 heads, bench/results/ab_s23_ahead_*.json)
-    persist: int = 0   # 1: persistent programs (session 29 experiment, NOT the default): `ctas` CTAs (0: one an SM)
-    #                    each walk the tokens pid, pid + grid, ... along one ring (_producer_persist); without split-K
-    ctas: int = 0      # persist 1 only: the grid (0: the SM count); tests force fewer to give each CTA many items
 
 
 def ws_hp(num_heads: int) -> int:
@@ -180,12 +188,12 @@ def ws_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> WsConfig:
     if spec:
         try:
             cfg = WsConfig(*[int(x) for x in spec.split("/")])
-            if cfg.ahead not in (1, 2) or cfg.persist not in (0, 1) or cfg.ctas < 0:
+            if cfg.ahead not in (1, 2):
                 raise ValueError
             return cfg
         except (TypeError, ValueError):
-            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/ahead[/persist[/ctas]]] "
-                             "(ahead 1 or 2, persist 0 or 1, ctas >= 0), e.g. 3/128/8/2, "
+            raise ValueError("DSATTN_WS_CONFIG must be stages/producer_regs/producer_warps[/ahead] (ahead 1 or 2), "
+                             "e.g. 3/128/8/2, "
                              f"got {spec!r}") from None
     hp = ws_hp(num_heads)
     stages = 4
@@ -375,160 +383,7 @@ if HAVE_GLUON:
         _store_ot(acc, m_i, l_i, gl.arange(0, 512, ROW), t, split, h0, num_heads, out_ptr, stride_ot, stride_os,
                   stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
 
-    # ---- persistent programs (WsConfig persist 1; session 29 experiment) --------------------------------------
-    # Each CTA walks the tokens pid, pid + G, ... (G = the grid; no split-K) along ONE ring: block and half-block
-    # counters run on across tokens, so the producer gathers and converts the next token's first blocks while the
-    # consumer finishes the current one (its last P V, the epilogue, the next q). Every token walks NB = cdiv(topk,
-    # 64) blocks, its nominal range; entries past its end (topk_length) are masked, and a block without a valid entry
-    # leaves (m, l, O^T) as they are (alpha 1, P 0), so the outputs are bit-equal to the one-program-a-token kernel's.
-    # No integer division on the producer's path: its entry position advances by one half-block at a time.
-
-    @gluon.jit
-    def _opaque_zero(x):
-        """0 from inline PTX with side effects (x: any int32 scalar, unused), so LLVM cannot hoist what depends on it
-        out of the loop it is in (as gluon_rx._opaque_zero)."""
-        return gl.inline_asm_elementwise("mov.u32 $0, 0;", "=r,r", [x], dtype=gl.int32, is_pure=False, pack=1)
-
-    @gluon.jit
-    def _item(k, pid, G, num_items, idx_ptr, stride_it, len_ptr, topk, HAS_LEN: gl.constexpr):
-        """This CTA's k-th token -> (token, its top-k row, hi); a token past the last one has no valid entry."""
-        item = pid + k * G
-        t = gl.minimum(item, num_items - 1).to(gl.int64)
-        end = topk
-        if HAS_LEN:
-            end = gl.minimum(gl.load(len_ptr + t), topk)
-        return t, idx_ptr + t * stride_it, gl.where(item < num_items, end, 0)
-
-    @gluon.jit
-    def _advance(ke, je, row_e, hi_e, NH, pid, G, num_items, idx_ptr, stride_it, len_ptr, topk,
-                 HAS_LEN: gl.constexpr):
-        """The producer's entry position, one half-block on (NH half-blocks a token)."""
-        je = je + 1
-        if je == NH:
-            je = 0
-            ke = ke + 1
-            t_e, row_e, hi_e = _item(ke, pid, G, num_items, idx_ptr, stride_it, len_ptr, topk, HAS_LEN)
-        return ke, je, row_e, hi_e
-
-    @gluon.jit
-    def _producer_persist(pid, G, num_items, idx_ptr, stride_it, len_ptr, topk,
-                          num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope, k16, rope16, full, free,
-                          stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
-                          HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, NSTAGES: gl.constexpr, PW: gl.constexpr,
-                          AHEAD: gl.constexpr):
-        """_producer over this CTA's tokens as one stream of half-blocks (see the section comment above)."""
-        NB = gl.cdiv(topk, KB)
-        NH = 2 * NB
-        nblocks = gl.cdiv(num_items - pid, G) * NB
-        ke = 0
-        je = 0
-        t_e, row_e, hi_e = _item(0, pid, G, num_items, idx_ptr, stride_it, len_ptr, topk, HAS_LEN)
-        for i in gl.static_range(NSTAGES - 1):
-            _gather(_entries(row_e, je * HALF, hi_e, PW), num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat.index(i),
-                    raw_sc.index(i), raw_rope.index(i), stride_lat, stride_scale, stride_rope, HAS_ROPE, PW)
-            ke, je, row_e, hi_e = _advance(ke, je, row_e, hi_e, NH, pid, G, num_items, idx_ptr, stride_it, len_ptr,
-                                           topk, HAS_LEN)
-        nx = _entries(row_e, je * HALF, hi_e, PW)
-        ke, je, row_e, hi_e = _advance(ke, je, row_e, hi_e, NH, pid, G, num_items, idx_ptr, stride_it, len_ptr, topk,
-                                       HAS_LEN)
-        nx2 = nx
-        if AHEAD == 2:
-            nx2 = _entries(row_e, je * HALF, hi_e, PW)
-            ke, je, row_e, hi_e = _advance(ke, je, row_e, hi_e, NH, pid, G, num_items, idx_ptr, stride_it, len_ptr,
-                                           topk, HAS_LEN)
-        for b in range(nblocks):
-            slot = b % 2
-            k16_t = k16.index(slot)
-            for h in gl.static_range(2):
-                j = 2 * b + h
-                nxt = j + NSTAGES - 1
-                async_copy.wait_group(NSTAGES - 2)
-                gl.thread_barrier()
-                _gather(nx, num_slots, lat_ptr, scale_ptr, rope_ptr,
-                        raw_lat.index(nxt % NSTAGES), raw_sc.index(nxt % NSTAGES), raw_rope.index(nxt % NSTAGES),
-                        stride_lat, stride_scale, stride_rope, HAS_ROPE, PW)
-                if AHEAD == 2:
-                    nx = nx2
-                    nx2 = _entries(row_e, je * HALF, hi_e, PW)
-                else:
-                    nx = _entries(row_e, je * HALF, hi_e, PW)
-                ke, je, row_e, hi_e = _advance(ke, je, row_e, hi_e, NH, pid, G, num_items, idx_ptr, stride_it,
-                                               len_ptr, topk, HAS_LEN)
-                if h == 0:
-                    mbarrier.wait(free.index(slot), ((b // 2) & 1) ^ 1)
-                st = j % NSTAGES
-                _convert_half(raw_lat.index(st), raw_sc.index(st), raw_rope.index(st), k16_t, rope16.index(slot), h,
-                              HAS_ROPE, PW)
-            fence_async_shared()
-            gl.thread_barrier()
-            mbarrier.arrive(full.index(slot), count=1)
-        async_copy.wait_group(0)
-
-    @gluon.jit
-    def _consumer_persist(pid, G, num_items, idx_ptr, stride_it, len_ptr, topk,
-                          q_ptr, stride_qt, stride_qh, h0, num_slots, num_heads, qk_scale,
-                          out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
-                          q_smem, qr_smem, k16, rope16, p_smem, full, free,
-                          HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, HP: gl.constexpr, num_warps: gl.constexpr):
-        """_consumer over this CTA's tokens: per token q to shared memory, its NB blocks (block counter running on
-        across tokens), the epilogue; the token's last tile is freed once its P V has retired."""
-        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
-        MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                      instr_shape=[16, HP, 16])
-        ROW: gl.constexpr = gl.SliceLayout(1, MMA)
-        COL: gl.constexpr = gl.SliceLayout(0, MMA)
-        qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
-        NB = gl.cdiv(topk, KB)
-        for k in range(gl.cdiv(num_items - pid, G)):
-            t, idx_row, hi = _item(k, pid, G, num_items, idx_ptr, stride_it, len_ptr, topk, HAS_LEN)
-            # the q / out index vectors are built in each token from an opaque 0: hoisted out of the token loop
-            # (LLVM's choice), they held ~50 registers through the block loop, whose softmax reductions then ran
-            # as one serial chain (session 29 profile: 0.82x)
-            z = _opaque_zero(k)
-            qh = h0 + z + gl.arange(0, HP, gl.SliceLayout(1, Q_L))
-            qd = z + gl.arange(0, 512, gl.SliceLayout(0, Q_L))
-            qr = z + gl.arange(0, 64, gl.SliceLayout(0, Q_L))
-            # every S^T product of the previous token has retired (each is waited for), so q_smem is free
-            q_row = q_ptr + t * stride_qt + qh[:, None] * stride_qh
-            q_smem.store(gl.load(q_row + qd[None, :], mask=(qh < num_heads)[:, None], other=0.0).to(gl.float16))
-            if HAS_ROPE:
-                qr_smem.store(gl.load(q_row + 512 + qr[None, :], mask=(qh < num_heads)[:, None], other=0.0))
-            fence_async_shared()
-            gl.thread_barrier()
-
-            m_i = gl.full([HP], NEG_INF, gl.float32, COL)
-            l_i = gl.zeros([HP], gl.float32, COL)
-            acc = warpgroup_mma_init(gl.zeros([512, HP], gl.float32, MMA))
-            cur = _idx(idx_row, 0, hi, KB, ROW)
-            for b in range(NB):
-                g = k * NB + b
-                slot = g % 2
-                ix = cur
-                cur = _idx(idx_row, (b + 1) * KB, hi, KB, ROW)
-                mbarrier.wait(full.index(slot), (g // 2) & 1)
-                acc = warpgroup_mma_wait(0, deps=(acc,))
-                mbarrier.arrive(free.index(1 - slot), count=1, pred=b > 0)
-                s = gl.zeros([KB, HP], gl.float32, MMA)
-                if HAS_ROPE:
-                    s = warpgroup_mma(rope16.index(slot), qr_smem.permute((1, 0)), s, is_async=True)
-                s = warpgroup_mma(k16.index(slot), q_smem.permute((1, 0)), s, is_async=True)
-                s = warpgroup_mma_wait(0, deps=(s,))
-
-                p, alpha, m_new = _softmax_keys(s, ix, num_slots, qk_scale, m_i)
-                l_i = l_i * alpha + gl.sum(p, 0)
-                acc = acc * alpha[None, :]
-                m_i = m_new
-                p_smem.store(p.to(gl.float16))
-                fence_async_shared()
-                gl.thread_barrier()
-                acc = warpgroup_mma(k16.index(slot).permute((1, 0)), p_smem, acc, is_async=True)
-            acc = warpgroup_mma_wait(0, deps=(acc,))
-            mbarrier.arrive(free.index((k * NB + NB - 1) % 2), count=1, pred=NB > 0)
-            z = _opaque_zero(k)
-            _store_ot(acc, m_i, l_i, z + gl.arange(0, 512, ROW), t, 0, h0 + z, num_heads, out_ptr, stride_ot, stride_os,
-                      stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
-
-    @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split", "num_items"])
+    @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split"])
     def sparse_mla_ws_kernel(
             q_ptr, stride_qt, stride_qh,
             lat_ptr, scale_ptr, rope_ptr,
@@ -539,10 +394,8 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, AHEAD: gl.constexpr = 2, PERSIST: gl.constexpr = 0,
-            num_items=1):
-        """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_small.sparse_mla_small_kernel (fp8 rows). With
-        PERSIST: grid (G,), G <= num_items = T (HP covers every head, no split-K), tokens walked as above."""
+            num_warps: gl.constexpr, PROFILE: gl.constexpr = 0, AHEAD: gl.constexpr = 2):
+        """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_small.sparse_mla_small_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one gather in flight while a half-block converts")
         t = gl.program_id(0).to(gl.int64)
@@ -576,28 +429,13 @@ if HAVE_GLUON:
             mbarrier.init(free.index(i), count=1)
 
         end = topk
-        if HAS_LEN and not PERSIST:  # (a persistent program's id is not a token)
+        if HAS_LEN:
             end = gl.minimum(gl.load(len_ptr + t), topk)
         lo = split * keys_per_split
         hi = gl.minimum(lo + keys_per_split, end)
         idx_row = idx_ptr + t * stride_it
 
-        if PERSIST:
-            gl.static_assert(PROFILE == 0, "no timing builds of the persistent programs")
-            pid = gl.program_id(0)
-            G = gl.num_programs(0)
-            gl.warp_specialize([
-                (_consumer_persist, (pid, G, num_items, idx_ptr, stride_it, len_ptr, topk,
-                                     q_ptr, stride_qt, stride_qh, 0, num_slots, num_heads, qk_scale,
-                                     out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
-                                     q_smem, qr_smem, k16, rope16, p_smem, full, free, HAS_ROPE, HAS_LEN, HP,
-                                     num_warps)),
-                (_producer_persist, (pid, G, num_items, idx_ptr, stride_it, len_ptr, topk,
-                                     num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope, k16, rope16,
-                                     full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, HAS_LEN, NSTAGES,
-                                     PRODUCER_WARPS, AHEAD)),
-            ], [PRODUCER_WARPS], [PRODUCER_REGS])
-        elif PROFILE == 1 or PROFILE == 3:
+        if PROFILE == 1 or PROFILE == 3:
             gl.warp_specialize([
                 (_idle_consumer, (lo, hi, full, free, k16, q_smem, p_smem, lse_ptr, num_warps)),
                 (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr,
@@ -633,25 +471,11 @@ def run_attention_ws(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     if cfg.ahead not in (1, 2):
         raise ValueError(f"config.ahead must be 1 or 2 (half-blocks between loading a gather's entries and issuing "
                          f"it), got {cfg.ahead}")
-    if cfg.persist not in (0, 1) or cfg.ctas < 0 or (cfg.persist and profile):
-        raise ValueError(f"config.persist must be 0 or 1 and config.ctas >= 0 (no timing builds of persistent "
-                         f"programs), got persist {cfg.persist}, ctas {cfg.ctas}, profile {profile}")
     grid = (t, -(-h // hp), splits)
-    persist = cfg.persist and splits == 1  # (split-K serves fewer tokens than SMs: nothing to walk)
-    if persist:  # hp covers every head (h <= 32): one item a token
-        if t == 0:
-            return
-        grid = (min(t, cfg.ctas or _sm_count(q.device)),)
     _fast_launch(sparse_mla_ws_kernel, grid,
         *launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN),
         d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None,
         hp, cfg.stages, cfg.producer_warps, cfg.producer_regs,
-        num_warps=4, PROFILE=profile, AHEAD=cfg.ahead, PERSIST=int(persist), num_items=t,
+        num_warps=4, PROFILE=profile, AHEAD=cfg.ahead,
     )
     launch.combine_splits(out, lse, part_o, part_lse, splits)
-
-
-@functools.lru_cache(maxsize=None)
-def _sm_count(device) -> int:
-    import torch
-    return torch.cuda.get_device_properties(device).multi_processor_count
