@@ -1,3 +1,5 @@
+# Record of a session 29 call: the persist config it runs was removed afterwards (code at 97adb7b), so this script
+# only runs at its own commit.
 # Session 29, calls 2 and 3: gluon_ws persist (one CTA an SM walking the tokens along one ring; WsConfig persist 1): its GPU
 # tests (bit-equal to the default, beside the reference; a hang guard: timeout), then `dsattn bench ab` against the
 # default at 32 heads, only if the tests passed.

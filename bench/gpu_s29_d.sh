@@ -1,3 +1,5 @@
+# Record of a session 29 call: the persist config it runs was removed afterwards (code at 97adb7b), so this script
+# only runs at its own commit.
 # Session 29, call 5: gluon_ws persist after the fix of call 4's finding (the consumer's q / out index vectors, hoisted
 # out of the token loop by LLVM, held ~50 registers through the block loop and serialized its softmax reductions:
 # now built from an opaque 0 in each token). GPU tests, then A/B against the default at 32 heads.
