@@ -336,10 +336,6 @@ def measure_case(case: Case, peers, variants, rep_ms: float = 100, impls=("auto"
             name = "native" if w == case.heads else f"pad{w}"
             entries.append((None, fn, f"flashmla:{name}", {"eager": True} if graph and case.kind == "decode" else {},
                             name, get))
-        # the builds above may have left the GPU idle for seconds (compiles): session 29's table read its first nope
-        # row at 0.238 / 0.218 / 0.172 ms over three rounds right after ~4 s idle at 123 W (bench/logs/s29_table/),
-        # so the GPU is kept busy for a moment before the first round (whether that removes it is not yet measured)
-        warm_up_gpu(0.3)
         times = [[] for _ in entries]
         windows = [[] for _ in entries]  # wall-clock (start, end) of each timing, to join with a clock log
         for _ in range(max(1, rounds)):
