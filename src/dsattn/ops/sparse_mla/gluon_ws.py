@@ -113,12 +113,14 @@ bench/logs/s29_*): config persist, one CTA an SM walking the tokens pid, pid + 1
 running on across tokens, so the producer gathers the next token's first blocks during the consumer's last block,
 epilogue and next q). Why: at whole waves (528 tokens, topk_length 64 to 2048, CUDA-graph replays) the 32-head decode
 takes 0.0271 ms + 0.1495 ms per 1024 entries: 8.3% of the full time does not depend on the entries, up to ~6.8 us a
-program over the 4 waves (bench/results/decode_fixed_cost_s29_h32.json). Bit-equal (18 GPU tests) and slower: 0.939x / 0.946x at 512 / 2048
-tokens, nope 0.987x; the same code with one token a CTA (the grid of the default) 0.949x (bench/results/ab_s29d_*.json),
-so walking the tokens took back none of that cost, as gluon_rx's persist found in session 18. The first builds ran
-0.82-0.89x: LLVM hoisted the q / out index vectors out of the token loop, they held ~50 registers through the block
-loop, and ptxas ran the softmax's key sums as one serial chain (13 shuffle registers against the default's 29; Nsight
-Compute, bench/logs/s29_c/); built from an opaque zero in each token, they no longer were.
+program over the 4 waves (bench/results/decode_fixed_cost_s29_h32.json). Bit-equal (18 GPU tests) and slower: 0.939x /
+0.946x at 512 / 2048 tokens, nope 0.987x; the same code with one token a CTA (the grid of the default) 0.949x
+(bench/results/ab_s29d_*.json), so walking the tokens took back none of that cost, as gluon_rx's persist found in
+session 18. The first builds ran 0.82-0.89x: LLVM hoisted the q / out index vectors out of the token loop, they stayed
+live through the block loop (48 int32 values a thread, by the layouts' element counts), and ptxas ran the softmax's key
+sums as one serial chain (13 distinct shuffle destinations in the block loop's SASS against the default's 29, by the
+sm_90a compile check; Nsight Compute of the slow build: bench/logs/s29_c/); built from an opaque zero in each token,
+they no longer were.
 """
 from __future__ import annotations
 
