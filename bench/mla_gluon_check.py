@@ -14,13 +14,14 @@ tokens a program).
     PYTHONPATH=src python bench/mla_gluon_check.py --kernel rx [--cases decode-fp8-16]
         [--configs 'stages=4;consumers=2,stages=5']
     PYTHONPATH=src python bench/mla_gluon_check.py --kernel g64 [--cases decode-fp8-64] [--configs 4/96,8/64]
-    PYTHONPATH=src python bench/mla_gluon_check.py --kernel prefill [--cases prefill-bf16-8] [--configs 32/4/4/96,64/2/4/56/0/0/1]
+    PYTHONPATH=src python bench/mla_gluon_check.py --kernel prefill [--cases prefill-bf16-8]
+        [--configs 'block_n=32;stages=4;producer_regs=96,f16=0;cvt_pipe=0;producer_regs=56']
 
 (--configs: block_n/stages[/warps] for small, stages/producer_regs[/producer_warps] for ws,
 RxConfig's fields by name for rx, ';' between them (gluon_rx.parse_rx_config with ';' for ','; fields left out take
 RxConfig's defaults),
-producer_warps/producer_regs for g64, gluon_prefill's DSATTN_PF_CONFIG spec for prefill:
-block_n/stages/producer_warps/producer_regs[/overlap[/f16[/split]]], fields left out 0.)
+producer_warps/producer_regs for g64, PrefillConfig's fields by name for prefill, ';' between them
+(gluon_prefill.parse_prefill_config with ';' for ','; fields left out take PrefillConfig's defaults).)
 
 The launch goes through launch.run_attention_gluon with CPU tensors; the kernel launch is intercepted and
 compiled for the target instead (Triton's own binder computes the GPU's specialization).
@@ -126,9 +127,8 @@ def main():
             else:
                 cls = (gluon_rx.RxConfig if rx else gluon_ws.WsConfig if ws else gluon64.G64Config if g64 else gluon_prefill.PrefillConfig if pf
                        else launch.GluonConfig)
-                # prefill: gluon_prefill's own parser (fields left out are 0, not the dataclass defaults)
-                cfg = (gluon_prefill.parse_prefill_config(c) if pf else gluon_rx.parse_rx_config(c.replace(";", ","))
-                       if rx else cls(*[int(x) for x in c.split("/")]))
+                cfg = (gluon_prefill.parse_prefill_config(c.replace(";", ",")) if pf else
+                       gluon_rx.parse_rx_config(c.replace(";", ",")) if rx else cls(*[int(x) for x in c.split("/")]))
             label = c or "default"
             sink = []
             saved = getattr(mod, attr)

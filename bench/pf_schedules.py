@@ -3,7 +3,11 @@ cases (bench kernels' `overlap` indices over 16384 bf16 rows, topk 2048), and co
 first one's (max |out diff|, max lse diff: the schedules sum in different orders, so small differences are expected).
 
     PYTHONPATH=src python bench/pf_schedules.py --heads 8,64 --tokens 1024 \
-        --specs 32/4/4/56/0/0/0,32/4/4/56/1,32/4/4/56/0/0/1 [--profile 0,1,2] --out $OUT
+        --specs 'vst=0,cvt_pipe=0,f16=0;cvt_pipe=0;producer_regs=56' [--profile 0,1,2] --out $OUT
+
+(--specs: DSATTN_PF_CONFIG texts separated by commas, ';' between a text's fields: gluon_prefill.parse_prefill_config
+with ';' for ','. Before session 30 they were positional, e.g. 32/4/4/56/0/0/1; the results of those sessions keep
+their texts.)
 
 --profile adds timing builds (DSATTN_PF_PROFILE: 1 no gathers, 2 no products; wrong outputs, not compared) of the
 FIRST spec. Per-block time: ms x 132 SMs / (programs x blocks a program) is printed as us_per_64 (64-entry blocks, the
@@ -23,7 +27,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--heads", default="8,64")
     p.add_argument("--tokens", default="1024")
-    p.add_argument("--specs", default="32/4/4/56/0/0/0")
+    p.add_argument("--specs", default="vst=0")
     p.add_argument("--profile", default="0")
     p.add_argument("--rep-ms", type=float, default=10)
     p.add_argument("--out", default=None)
@@ -55,7 +59,7 @@ def main(argv=None) -> int:
             ref = None
             runs = [(spec, 0) for spec in specs] + [(specs[0], pr) for pr in profiles if pr]
             for spec, pr in runs:
-                os.environ["DSATTN_PF_CONFIG"] = spec
+                os.environ["DSATTN_PF_CONFIG"] = spec.replace(";", ",")
                 os.environ["DSATTN_PF_PROFILE"] = str(pr)
                 try:
                     fn, out, lse = ours(case, "native")

@@ -54,6 +54,9 @@ def test_parse_arm():
     assert ab.parse_arm("version=4,segs=2,mode=x,flag=True,env:A_B=3", "--a") == (
         dict(version=4, segs=2, mode="x", flag=True), {"A_B": "3"})
     assert ab.parse_arm("", "--b") == ({}, {})
+    # ';' in an env value stands for ',' (named-field configs: DSATTN_PF_CONFIG, DSATTN_RX_CONFIG)
+    assert ab.parse_arm("env:DSATTN_PF_CONFIG=f16=0;cvt_pipe=0,version=2", "--b") == (
+        dict(version=2), {"DSATTN_PF_CONFIG": "f16=0,cvt_pipe=0"})
     with pytest.raises(ValueError, match="--b must be"):
         ab.parse_arm("version", "--b")
 

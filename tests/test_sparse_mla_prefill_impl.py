@@ -82,47 +82,44 @@ def test_default_fits_shared_memory():
 
 
 def test_config_knob(monkeypatch):
+    """DSATTN_PF_CONFIG: PrefillConfig's fields by name, fields left out at PrefillConfig's defaults; prefill_config's
+    own default (vst 1 from 64 heads) only when the variable is unset."""
+    P = gluon_prefill.PrefillConfig
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
-    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig()
-    monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/56")  # fields left out are 0: the N-split consumer
-    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(64, 2, 4, 56, 0, 0, 0, 0)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", "32/4/4/48/1")
-    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(32, 4, 4, 48, 1, 0, 0, 0)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/80/0/1/1")  # the default before session 19 (cvt_pipe 0)
-    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(cvt_pipe=0)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", "32/4/4/56/0/1/1")
-    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(32, 4, 4, 56, 0, 1, 1, 0)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/80/0/1/1/1")  # cvt_pipe, the default (8 fields were once tail)
-    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig()
-    assert gluon_prefill.PrefillConfig().cvt_pipe == 1
-    monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/80/0/1/1/0")
-    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(cvt_pipe=0)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/80/0/1/1/1/1")  # vst, the 9th field (session 21)
-    assert gluon_prefill.prefill_config(8) == gluon_prefill.PrefillConfig(vst=1)
-    assert gluon_prefill.PrefillConfig().vst == 0
-    monkeypatch.setenv("DSATTN_PF_CONFIG", "64/2/4/80/0/1/1/1")  # an explicit spec wins: vst 0 at 128 heads
-    assert gluon_prefill.prefill_config(128) == gluon_prefill.PrefillConfig()
+    assert gluon_prefill.prefill_config(8) == P()
+    assert P() == P(block_n=64, stages=2, producer_regs=80, f16=1, cvt_pipe=1, vst=0)
+    for spec, want in (("vst=0", P()),
+                       ("cvt_pipe=0", P(cvt_pipe=0)),  # the default before session 19
+                       ("f16=0,cvt_pipe=0,producer_regs=56", P(producer_regs=56, f16=0, cvt_pipe=0)),  # bf16 P
+                       (" block_n = 32 , stages=4,producer_regs=48", P(block_n=32, stages=4, producer_regs=48)),
+                       ("stages=2,producer_regs=96", P(producer_regs=96)),
+                       ("vst=1", P(vst=1))):
+        monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
+        assert gluon_prefill.prefill_config(8) == want, spec
+        assert gluon_prefill.parse_prefill_config(gluon_prefill.prefill_config_spec(want)) == want
+    monkeypatch.setenv("DSATTN_PF_CONFIG", "vst=0")  # an explicit spec wins: vst 0 at 128 heads
+    assert gluon_prefill.prefill_config(128) == P()
     monkeypatch.delenv("DSATTN_PF_CONFIG")  # the default: vst 1 from 64 heads (session 22), 0 below
-    assert gluon_prefill.prefill_config(64) == gluon_prefill.prefill_config(128) == gluon_prefill.PrefillConfig(vst=1)
-    assert gluon_prefill.prefill_config(32) == gluon_prefill.prefill_config(16) == gluon_prefill.PrefillConfig()
-    for bad in ("16/4/4/56", "64/3/4/56", "32/4/2/56", "32/4/4/60", "32/4/4", "32/4/4/56/2", "32/4/4/56/1/2",
-                "32/2/4/56/1/0/1", "32/4/4/56/0/0/3", "64/2/4/56/0/0/2", "64/2/4/80/0/1/2",
-                "32/4/4/56/0/0/1/0/0/0", "fast", "32/4/4/80/3/1/1",
-                "64/2/4/56/0/0/1/1", "64/2/4/80/0/1/1/2",  # cvt_pipe needs f16; 0 or 1
-                "64/2/4/80/0/1/0/1/1", "64/2/4/80/0/1/1/1/2"):  # vst needs split 1; 0 or 1
+    assert gluon_prefill.prefill_config(64) == gluon_prefill.prefill_config(128) == P(vst=1)
+    assert gluon_prefill.prefill_config(32) == gluon_prefill.prefill_config(16) == P()
+    for bad in ("block_n=16", "stages=3", "block_n=32,stages=7", "producer_warps=8", "producer_regs=60",
+                "producer_regs=16", "producer_regs=168", "f16=2", "f16=0", "cvt_pipe=2", "vst=2", "stages=1",
+                "fast", "vst", "vst=1,vst=0", "vst=x", "overlap=1", "split=0", "split=1", "tail=1",
+                "vst=1;f16=1"):
         monkeypatch.setenv("DSATTN_PF_CONFIG", bad)
         with pytest.raises(ValueError, match="DSATTN_PF_CONFIG"):
             gluon_prefill.prefill_config(8)
 
 
-def test_config_refuses_overlap_2(monkeypatch):
-    """overlap 2 (measured slower on the H200 in session 14 and removed) is refused with a ValueError naming
-    DSATTN_PF_CONFIG and the overlaps it takes, before any kernel runs."""
-    for bad in ("32/4/4/80/2/1/1", "64/2/4/80/2/1/1", "32/4/4/80/2/0/1", "32/4/4/80/2/1/0", "32/4/4/56/2"):
+def test_config_refuses_positional(monkeypatch):
+    """The positional form of sessions 10-29 ('bn/stages/producer_warps/producer_regs[/overlap[/f16[/split[/cvt_pipe
+    [/vst]]]]]') is refused with a ValueError naming DSATTN_PF_CONFIG, before any kernel runs: with producer_warps,
+    overlap and split gone (session 30) an old string would otherwise be read with its later fields shifted."""
+    for bad in ("64/2/4/80/0/1/1/1", "64/2/4/80/0/1/1/1/1", "64/2/4/56/0/0/1", "64/2/4/56", "32/4/4/80/2/1/1"):
         monkeypatch.setenv("DSATTN_PF_CONFIG", bad)
-        with pytest.raises(ValueError, match=r"DSATTN_PF_CONFIG.*overlap 0 or 1"):
+        with pytest.raises(ValueError, match=r"DSATTN_PF_CONFIG must be field=value pairs"):
             gluon_prefill.prefill_config(8)
-        with pytest.raises(ValueError, match=r"DSATTN_PF_CONFIG.*overlap 0 or 1"):
+        with pytest.raises(ValueError, match=r"DSATTN_PF_CONFIG must be field=value pairs"):
             gluon_prefill.parse_prefill_config(bad)
 
 
@@ -168,13 +165,12 @@ def test_compiles_for_sm90a():
     (8 and 64 heads) and the bf16 schedule: no spill, no wgmma serialization, shared memory within the limit, the
     partitions' register budgets in the PTX."""
     pytest.importorskip("triton.experimental.gluon")
-    import dataclasses
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": os.path.join(root, "src")}
     env.pop("TRITON_INTERPRET", None)
     env.pop("DSATTN_PF_CONFIG", None)
-    specs = list(dict.fromkeys(["/".join(str(v) for v in dataclasses.astuple(gluon_prefill.prefill_config(h)))
-                                for h in (8, 64)] + ["64/2/4/56/0/0/1"]))  # the defaults (vst 1 from 64 heads)
+    specs = list(dict.fromkeys([gluon_prefill.prefill_config_spec(gluon_prefill.prefill_config(h)).replace(",", ";")
+                                for h in (8, 64)] + ["f16=0;cvt_pipe=0;producer_regs=56"]))  # vst 1 from 64 heads
     res = subprocess.run([sys.executable, os.path.join(root, "bench", "mla_gluon_check.py"), "--kernel", "prefill",
                           "--cases", "prefill-bf16-8,prefill-bf16-64", "--configs", ",".join(specs)],
                          capture_output=True, text=True, env=env, timeout=300)

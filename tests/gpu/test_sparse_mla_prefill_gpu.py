@@ -10,8 +10,8 @@ Run the hang guard first (a tiny case of each shape; a hang shows as the caller'
 
 Tests that do not name a schedule run DSATTN_PF_CONFIG when it is set (else the default), so the whole file can be
 run under another schedule, e.g. the bf16 one:
-    DSATTN_PF_CONFIG=64/2/4/56/0/0/1 timeout 150 python -m pytest -q -x tests/gpu/test_sparse_mla_prefill_gpu.py \
-        -k "heads or overlap or duplicates"
+    DSATTN_PF_CONFIG=f16=0,cvt_pipe=0,producer_regs=56 timeout 150 python -m pytest -q -x \
+        tests/gpu/test_sparse_mla_prefill_gpu.py -k "heads or overlap or duplicates"
 """
 import os
 
@@ -55,14 +55,18 @@ def _check(case, **kw):
     return res
 
 
-DEFAULT = "64/2/4/80/0/1/1/1"  # gluon_prefill.PrefillConfig() (fp16 P, session 11; cvt_pipe, session 19)
-BF16_SPLIT = "64/2/4/56/0/0/1"  # the default before session 11 (P_hi V + P_lo V)
-NO_CVT_PIPE = "64/2/4/80/0/1/1"  # the default before session 19 (the whole stage converted after it landed)
+# DSATTN_PF_CONFIG texts (gluon_prefill.parse_prefill_config: fields by name, the rest at PrefillConfig's defaults)
+DEFAULT = "vst=0"  # gluon_prefill.PrefillConfig() (fp16 P, session 11; cvt_pipe, session 19)
+BF16_SPLIT = "f16=0,cvt_pipe=0,producer_regs=56"  # the default before session 11 (P_hi V + P_lo V)
+NO_CVT_PIPE = "cvt_pipe=0"  # the default before session 19 (the whole stage converted after it landed)
+BN32 = "block_n=32,stages=4,producer_regs=56"  # 32-entry blocks x 4 stages (fp16 P, cvt_pipe)
+BN32_NO_CVT_PIPE = BN32 + ",cvt_pipe=0"
+BN32_BF16 = BN32 + ",f16=0,cvt_pipe=0"
 
 
 def _sid(spec):
-    """Test id of a schedule: 'default', or 's' + the spec with '_' for '/' (usable in -k)."""
-    return "default" if spec == DEFAULT else "s" + spec.replace("/", "_")
+    """Test id of a schedule: 'default', or 's_' + the spec with '_' for ',' and '=' (usable in -k)."""
+    return "default" if spec == DEFAULT else "s_" + spec.replace(",", "_").replace("=", "_")
 
 
 def _overlap_indices(t, num_slots, topk, seed):
@@ -71,10 +75,9 @@ def _overlap_indices(t, num_slots, topk, seed):
     return overlap_indices(t, num_slots, topk, "cpu", seed=seed)
 
 
-_GUARD = ([(8, s) for s in (DEFAULT, "32/4/4/56/0/0/1", "32/4/4/56/1/0/1", "64/2/4/56/0", "32/4/4/56/0", "32/4/4/56/1",
-                             "32/4/4/56/1/1")]
-          + [(64, DEFAULT), (128, DEFAULT), (64, "32/4/4/56/1/0/1"), (8, BF16_SPLIT), (64, BF16_SPLIT),
-             (8, NO_CVT_PIPE), (64, NO_CVT_PIPE), (16, "32/4/4/56/0/1/1/1")])
+_GUARD = ([(8, s) for s in (DEFAULT, BN32_BF16, BN32, BN32_NO_CVT_PIPE)]
+          + [(64, DEFAULT), (128, DEFAULT), (64, BN32_BF16), (8, BF16_SPLIT), (64, BF16_SPLIT),
+             (8, NO_CVT_PIPE), (64, NO_CVT_PIPE), (16, BN32), (64, "vst=1")])
 
 
 @pytest.mark.parametrize("h, spec", _GUARD, ids=[f"{h}-{_sid(s)}" for h, s in _GUARD])
@@ -125,7 +128,7 @@ def test_pf_d512(h):
 
 
 @pytest.mark.parametrize("h", [8, 64])
-@pytest.mark.parametrize("spec", [DEFAULT, BF16_SPLIT, "32/4/4/56/0/0", "32/4/4/56/0/1/1", NO_CVT_PIPE], ids=_sid)
+@pytest.mark.parametrize("spec", [DEFAULT, BF16_SPLIT, BN32_BF16, BN32_NO_CVT_PIPE, NO_CVT_PIPE], ids=_sid)
 def test_pf_peaked(monkeypatch, h, spec):
     """A peaked softmax (q x 6): P @ V runs as P_hi V + P_lo V (f16 0) or in fp16 (f16 1); bf16 P alone would
     miss the tolerance (tests/test_sparse_mla_prefill_impl.py, test_emulated_bf16_p_misses_tolerance)."""
@@ -158,9 +161,8 @@ def test_pf_chunks():
     check_close(out, lse, *case.reference())
 
 
-@pytest.mark.parametrize("spec", ["32/4/4/56/0/0/1", "32/4/4/56/1/0/1", "64/2/4/56/0", "32/4/4/56/0", "32/4/4/56/1",
-                                  "32/2/4/56/1", "32/4/4/56/0/1", "32/4/4/56/0/1/1", "32/4/4/56/1/1/1", NO_CVT_PIPE,
-                                  "32/4/4/56/0/1/1/1", "32/4/4/56/1/1/1/1", "64/2/4/80/0/1/0/1"], ids=_sid)
+@pytest.mark.parametrize("spec", [BN32_BF16, BN32_NO_CVT_PIPE, BN32, NO_CVT_PIPE, BF16_SPLIT, "vst=1",
+                                  "stages=2,producer_regs=96"], ids=_sid)
 def test_pf_configs(monkeypatch, spec):
     """Every launch configuration the knob takes gives right outputs (8 and 64 heads)."""
     monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
@@ -220,7 +222,7 @@ def test_pf_vst_bit_equal(monkeypatch, h, d_qk):
                      empty_rows=1, seed=41 + h, device=DEV)
     monkeypatch.setenv("DSATTN_PF_CONFIG", DEFAULT)
     base = _run(case, out_row_pad=16)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", DEFAULT + "/1")
+    monkeypatch.setenv("DSATTN_PF_CONFIG", "vst=1")
     got = _run(case, out_row_pad=16)
     check_close(*got, *case.reference())
     assert torch.equal(got[0], base[0]) and torch.equal(got[1], base[1])

@@ -141,14 +141,16 @@ def ab_test(fn_a: Callable[[], object], fn_b: Callable[[], object], *, env_a: di
 # ---------------------------------------------------------------------------------------------------
 
 def parse_arm(text: str, what: str) -> tuple[dict, dict]:
-    """'k=v,env:NAME=v,...' -> (kwargs, env). Values: int, float, True/False/None, else str."""
+    """'k=v,env:NAME=v,...' -> (kwargs, env). Values: int, float, True/False/None, else str. In an env value ';'
+    stands for ',' (the settings are comma-separated), so that a named-field config such as
+    env:DSATTN_PF_CONFIG=f16=0;cvt_pipe=0 reaches the variable as 'f16=0,cvt_pipe=0'."""
     kwargs, env = {}, {}
     for item in filter(None, (s.strip() for s in text.split(","))):
         key, sep, val = item.partition("=")
         if not sep or not key:
             raise ValueError(f"{what} must be comma-separated key=value settings, got {item!r} in {text!r}")
         if key.startswith("env:"):
-            env[key[4:]] = val
+            env[key[4:]] = val.replace(";", ",")
             continue
         for conv in (int, float):
             try:
@@ -242,7 +244,8 @@ def _agreement(op: str, res_a, res_b) -> dict:
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="dsattn bench ab", description=__doc__.split("\n\n")[0])
     ap.add_argument("--op", required=True, choices=sorted(OPS))
-    ap.add_argument("--a", default="", help="arm A: key=value settings (kwargs, env:NAME=value), comma-separated")
+    ap.add_argument("--a", default="", help="arm A: key=value settings (kwargs, env:NAME=value; in an env value ';' "
+                    "stands for ','), comma-separated")
     ap.add_argument("--b", default="", help="arm B, as --a")
     ap.add_argument("--tokens", type=int, default=512, help="sparse MLA: query tokens (decode) or s_q (prefill)")
     ap.add_argument("--heads", type=int, default=8)

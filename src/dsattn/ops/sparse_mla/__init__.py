@@ -115,7 +115,8 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
                  lets the launcher allocate what it needs. Must be None or empty when the spec is [].
     Returns (out, lse).
     Range: on Hopper the default kernel (gluon_prefill, fp16 products) keeps |kv| < ~1.68e7 and |q| <= 65504
-    finite; DSATTN_PF_CONFIG=64/2/4/56/0/0/1 runs it in bf16 without that limit (gluon_prefill.py docstring).
+    finite; DSATTN_PF_CONFIG=f16=0,cvt_pipe=0,producer_regs=56 runs it in bf16 without that limit (gluon_prefill.py
+    docstring).
     """
     indices = _check_common(q, indices, sm_scale, d_v, topk_length, out, lse)
     scratch = _check_prefill_scratch(scratch, q, indices)

@@ -47,10 +47,11 @@ PrefillConfig.f16 = 1 (THE DEFAULT since session 11: one P @ V instead of two, 6
 numerics: exact but for values below 2^-6, fp16 subnormals) in the producer, and runs q (fp16, exact for bf16
 values in fp16's normal range) . K and one fp16 P @ V; q_rope is scaled by V_SCALE (exact) so the bf16 RoPE
 product lands in the same units. Range: latent values up to 2^24 * (1 - 2^-11) (~1.68e7) and |q| up to 65504
-stay finite; past that fp16 overflows (the bf16 schedule, DSATTN_PF_CONFIG=64/2/4/56/0/0/1, has no such limit;
-normalized latents and queries sit far inside it). Both pass the tolerance in a PyTorch emulation of the kernel's
-arithmetic (tests/test_sparse_mla_prefill_impl.py::test_emulated_arithmetic, peaked q x 6 cases included, where
-bf16 P alone fails: test_emulated_bf16_p_misses_tolerance) and in the GPU tests (tests/gpu/, peaked included).
+stay finite; past that fp16 overflows (the bf16 schedule,
+DSATTN_PF_CONFIG=f16=0,cvt_pipe=0,producer_regs=56, has no such limit; normalized latents and queries sit far inside
+it). Both pass the tolerance in a PyTorch emulation of the kernel's arithmetic
+(tests/test_sparse_mla_prefill_impl.py::test_emulated_arithmetic, peaked q x 6 cases included, where bf16 P alone
+fails: test_emulated_bf16_p_misses_tolerance) and in the GPU tests (tests/gpu/, peaked included).
 
 PrefillConfig.cvt_pipe = 1 (THE DEFAULT since session 19; written in session 18): with f16, the producer gathers each
 block's latent as four 128-column commit groups (_gather_groups; the RoPE columns with the last) and converts each
@@ -61,7 +62,7 @@ time, and the producer executes 144 M of the kernel's 304 M warp instructions (F
 of block b + 1 and its conversion must both fit under block b's compute with two stages. The same values land in the
 stage, so outputs equal the earlier default's bit for bit. Measured on the H200 in session 19
 (bench/gpu_s19_cvt_pipe.sh, bench/logs/s19_cvt_pipe.log; `dsattn bench ab`, bench/results/ab_s19_cvt_pipe_*.json),
-ms 64/2/4/80/0/1/1 -> 64/2/4/80/0/1/1/1: s_q 1024 64 heads 0.788 -> 0.747, 16 heads 0.474 -> 0.445; s_q 8192
+ms cvt_pipe 0 -> 1: s_q 1024 64 heads 0.788 -> 0.747, 16 heads 0.474 -> 0.445; s_q 8192
 16 heads 2.883 -> 2.722 (5.5-6.6% faster, 95% intervals 1.048-1.084; max_abs_out_diff 0); its GPU tests (43, bit
 equality at 8..128 heads included) passed (bench/logs/s19_cvt_pipe_tests.log). Compile check: no spill at 8..64
 heads, D 576 and 512.
@@ -72,21 +73,23 @@ Partitions (gl.warp_specialize):
       (src-size 0: zero-filled, nothing read, so NaN rows behind them never reach the tile); once a block landed
       (cp.async.wait_group), fence.proxy.async, partition barrier, arrive on `full[stage]`. Before reusing a
       stage it waits on `free[stage]`.
-  consumer (default, 8 warps = two warpgroups): NVMMA layouts with warps [4, 2] split each product's N: S's keys
-      (BN / 2 a warpgroup), O's 512 columns (256 a warpgroup, 128 fp32 registers a thread); row max / row sum
-      cross the warpgroups. q [64, 512] in shared memory, q_rope [64, 64] in registers (a wgmma A operand: the
-      8 KB it would take in shared memory is what lets 2 x 64-key stages fit). Per block: retire the previous
-      P @ V, partition barrier, arrive `free`; wait `full`; S; online softmax (base 2); P_hi / P_lo to shared
-      memory; both P @ V left in flight. With PrefillConfig.overlap = 1, S of block b + 1 is issued right after
-      `free` (before block b's softmax), so the softmax runs while the tensor cores compute it; the consumer then
-      holds two stages (b for P @ V, b + 1 for S).
+  consumer warpgroup 0 (_wg_s, default partition, 4 warps): q [64, 512] into shared memory, q_rope [64, 64] into
+      registers (a wgmma A operand: the 8 KB it would take in shared memory is what lets 2 x 64-key stages fit);
+      per block: retire its previous P @ V, partition barrier, arrive `free`; wait `full`; S over all BN entries
+      (wgmma N = BN: q is read from shared memory once a block); the online softmax (base 2) within its own rows;
+      P (and the rescale factor alpha) into shared memory for warpgroup 1 (mbarriers p_ready / p_free); O[:, :256]
+      += P V with P from its registers, left in flight.
+  consumer warpgroup 1 (_wg_v, worker, 4 warps): rescales O[:, 256:] by alpha and adds P V[:, 256:] (P from shared
+      memory), then p_free, so its P @ V overlaps warpgroup 0's S and softmax of the next block. Stages are released
+      by both consumer warpgroups (free counts 2).
 
-Split consumer (PrefillConfig.split = 1; three partitions, 4 + 4 + 4 warps): warpgroup 0 (_wg_s) computes S over all
-BN entries of a block (wgmma N = BN instead of BN / 2: q is read from shared memory once a block, not twice), the
-softmax within its own rows (no cross-warpgroup reductions), P and alpha into shared memory (mbarrier p_ready), and
-O[:, :256]; warpgroup 1 (_wg_v) rescales O[:, 256:] by alpha and adds P V[:, 256:] (then p_free), so its P @ V
-overlaps warpgroup 0's S and softmax of the next block. Stages are released by both (free counts 2). With overlap 1
-(3 stages at least) warpgroup 0 also issues S of block b + 1 before block b's softmax.
+Removed in session 30 (their code: git 7811b1a), both measured slower than this schedule whenever they ran (the N-split
+consumer was the default of session 10's first calls only): the N-split consumer (PrefillConfig.split 0: one 8-warp
+partition with warps [4, 2] splitting S's keys and O's columns, row max / row sum across the warpgroups; 64 heads s_q
+1024 0.871 vs 0.790 ms, bench/results/pf_sched5.json) and overlap 1 (S of block b + 1 issued before block b's softmax,
+holding a third stage: only 32-entry blocks fit it; N-split 32 x 4 with overlap 1.321 vs 1.182 ms at 64 heads,
+bench/results/pf1_schedules.json, and see overlap 2 below). The sm_90a PTX of the kept schedules was unchanged outside
+debug information (notes/sparse_mla.md, session 30).
 
 Three consumer warpgroups (split 2: warpgroup 0 S and the softmax only, two P V warpgroups; helper P2, session 11)
 measured slower than split 1 at every head count (64 heads 3.31 against 3.19 us a 64-entry block;
@@ -135,13 +138,12 @@ warpgroup spins on one barrier for 13% of all samples, and the default partition
 (bench/logs/s26_pair.log, s26_ahead.log, s26_prof.log, s26_profile/; bench/results/ab_s26_*.json). Removed (its code:
 git a7f7a6d).
 
-Launch configurations (PrefillConfig, DSATTN_PF_CONFIG='bn/stages/producer_warps/producer_regs[/overlap[/f16[/split]]]'):
-64 x 2 split (default, prefill_config), 32-entry blocks x 4 stages, 64 x 2 (S's wgmma N = 32 a warpgroup in the
-N-split consumer instead of 16: half the re-reads of q from shared memory per entry, one block in flight instead of
-three), overlap 0 / 1, f16 0 / 1 (a second wgmma per block against a conversion pass in the producer, ~144 KB more
-shared-memory traffic per 64 entries). Measured (H200, s_q 1024, bench/results/pf1_schedules.json): the consumer
-limits (timing build without gathers 1.139 ms against 1.182 at 64 heads, 32 x 4 N-split; producer alone 0.374 ms),
-and the per-block times of the schedules follow their shared-memory traffic per entry (N-split 32 x 4: ~610 KB per
+Launch configurations (PrefillConfig; DSATTN_PF_CONFIG='field=value,...', parse_prefill_config): 64-entry blocks x 2
+stages (default, prefill_config) or 32 x 4 (one block in flight against three; 32 x 4 split 0.885 vs 0.790 ms at 64
+heads, bf16 P, bench/results/pf_sched5.json), f16 0 / 1 (a second wgmma per block against a conversion pass in the
+producer), cvt_pipe, vst, the producer's registers. Measured (H200, s_q 1024, bench/results/pf1_schedules.json): the
+consumer limits (timing build without gathers 1.139 ms against 1.182 at 64 heads, 32 x 4 N-split; producer alone 0.374
+ms), and the per-block times of the schedules follow their shared-memory traffic per entry (N-split 32 x 4: ~610 KB per
 64 entries, 4.8 us a block; 64 x 2 and split 32 x 4: ~460 KB, 3.5 us).
 
 Outputs: out [T, H, 512] bf16 (any row strides), lse [T, H] fp32 natural log; a row without a valid entry gets
@@ -172,8 +174,9 @@ if HAVE_GLUON:
     from .gluon_small import _copy_layout, _idx  # noqa: F401 (used inside the kernels)
 
 M = 64               # rows of a program (wgmma M): G tokens x HPT heads
-CONSUMER_WARPS = 8
-SPLIT_V_REGS = 160   # registers of the split schedule's P @ V warpgroup (O[:, 256:] alone: 128 of them)
+SPLIT_V_REGS = 160   # registers of consumer warpgroup 1 (_wg_v: O[:, 256:] alone takes 128 of them)
+PRODUCER_WARPS = 4   # 8 did not compile beside the two consumer warpgroups (40 / 56 producer registers, 8 / 64 heads;
+#                      16 warps leave 128 registers a thread at launch, within which ptxas places a wgmma's: C7602)
 SMEM_LIMIT = 232448  # bytes of shared memory one CTA may use on sm_90
 SMEM_MARGIN = 1024   # mbarriers and the compiler's reduction scratch
 LOG2E = 1.4426950408889634
@@ -182,27 +185,21 @@ LOG2E = 1.4426950408889634
 @dataclasses.dataclass(frozen=True)
 class PrefillConfig:
     """Launch configuration of sparse_mla_prefill_kernel: entries per block (BN: S's N, P @ V's K), stages of the
-    cp.async ring (NS - 1 blocks in flight), the producer partition's warps and register budget (setmaxnreg; the
-    consumer warpgroups get the rest of the register file), overlap: 1 issues S of block b + 1 before block b's
-    softmax (the softmax runs while the tensor cores compute S), 0 runs S, softmax and P @ V in turn (overlap 2
-    measured slower and was removed: module docstring); f16: 1 converts the stages to fp16 x V_SCALE in the producer
-    and runs one fp16 P @ V, 0 runs P_hi V + P_lo V in bf16; split: 1
-    runs the split consumer (_wg_s / _wg_v: one warpgroup computes S over all BN entries, the softmax and O[:, :256],
-    the other O[:, 256:] from its P), 0 the two-warpgroup N-split consumer (_consumer). A tail schedule (an 8th field)
-    was measured slower and removed: module docstring. cvt_pipe (the 8th field now; f16 only; 1 is the default since
-    session 19, 5.5-6.6% faster: module docstring): the producer gathers each block's latent as four 128-column
-    commit groups and converts each as soon as it landed, so the conversion overlaps the rest of the block's gather
-    instead of following all of it."""
+    cp.async ring (NS - 1 blocks in flight), the register budget of the producer partition (PRODUCER_WARPS warps;
+    setmaxnreg: the consumer warpgroups get the rest of the register file); f16: 1 converts the stages to fp16 x
+    V_SCALE in the producer and runs one fp16 P @ V, 0 runs P_hi V + P_lo V in bf16 (no fp16 range limit: module
+    docstring); cvt_pipe (f16 only; 1 is the default since session 19, 5.5-6.6% faster: module docstring): the producer
+    gathers each block's latent as four 128-column commit groups and converts each as soon as it landed, so the
+    conversion overlaps the rest of the block's gather instead of following all of it. The consumer is always the split
+    one (_wg_s / _wg_v); the N-split consumer and overlap 1 were removed in session 30, and overlap 2, a tail schedule,
+    persistent programs and two pair schedules before them (module docstring)."""
     block_n: int = 64
     stages: int = 2
-    producer_warps: int = 4
     producer_regs: int = 80
-    overlap: int = 0
     f16: int = 1
-    split: int = 1
     cvt_pipe: int = 1   # 1 (f16): the latent gathered as four 128-column commit groups, each converted as it lands
-    vst: int = 0        # 1 (split): each warpgroup's half of out goes through an idle stage (stmatrix) and is stored
-    #                     in 16-byte pieces (_store_rows_tile; session 21; prefill_config's default at >= 64 heads
+    vst: int = 0        # 1: each warpgroup's half of out goes through an idle stage (stmatrix) and is stored in
+    #                     16-byte pieces (_store_rows_tile; session 21; prefill_config's default at >= 64 heads
     #                     since session 22: 1.029-1.037x there, 0.985x at 16 / 32 heads)
 
 
@@ -213,47 +210,60 @@ def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
 
 
 def parse_prefill_config(spec: str) -> PrefillConfig:
-    """'bn/stages/producer_warps/producer_regs[/overlap[/f16[/split[/cvt_pipe[/vst]]]]]' (e.g. '64/2/4/56',
-    '32/4/4/56/0/0/1';
-    fields left out are 0: '64/2/4/56' is the N-split consumer) -> PrefillConfig;
-    ValueError naming DSATTN_PF_CONFIG when the kernel does not take it."""
+    """DSATTN_PF_CONFIG's text -> PrefillConfig: 'field=value' pairs separated by commas, PrefillConfig's field names,
+    integer values, each field at most once; fields left out take PrefillConfig's defaults (not prefill_config's: vst
+    is 0 unless named), e.g. 'f16=0,cvt_pipe=0,producer_regs=56' (the bf16 schedule) or 'vst=1' (the default at >= 64
+    heads). ValueError naming DSATTN_PF_CONFIG for anything else, and for a configuration the kernel does not take.
+    (Before session 30 the fields were positional,
+    'bn/stages/producer_warps/producer_regs[/overlap[/f16[/split[/cvt_pipe[/vst]]]]]', fields left out 0; that form is
+    refused, so that an old string cannot be read with shifted fields. producer_warps went with them: 8 producer warps
+    did not compile beside the split consumer, PRODUCER_WARPS.)"""
+    names = [f.name for f in dataclasses.fields(PrefillConfig)]
+    kw = {}
     try:
-        fields = [int(x) for x in spec.split("/")]
-        if len(fields) not in (4, 5, 6, 7, 8, 9):
-            raise ValueError
-        cfg = PrefillConfig(*(fields + [0] * (9 - len(fields))))  # fields left out are 0 (not the defaults)
+        for part in spec.split(","):
+            key, value = part.split("=")
+            key = key.strip()
+            if key not in names or key in kw:
+                raise ValueError
+            kw[key] = int(value)
     except ValueError:
-        raise ValueError(f"DSATTN_PF_CONFIG must be bn/stages/producer_warps/producer_regs, e.g. 32/4/4/96, "
+        raise ValueError(f"DSATTN_PF_CONFIG must be field=value pairs separated by commas, fields from {names} (those "
+                         f"left out take PrefillConfig's defaults), e.g. 'f16=0,cvt_pipe=0,producer_regs=56'; "
                          f"got {spec!r}") from None
-    ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6 and cfg.producer_warps in (4, 8)
-          and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160 and cfg.overlap in (0, 1)
-          and cfg.f16 in (0, 1) and cfg.split in (0, 1) and not (cfg.split == 1 and cfg.overlap and cfg.stages < 3)
-          and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, cfg.split)
+    cfg = PrefillConfig(**kw)
+    ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6
+          and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
+          and cfg.f16 in (0, 1) and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, 1)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
-                         "producer warps 4 or 8, registers a multiple of 8 in [24, 160], overlap 0 or 1, f16 0 or 1, "
-                         "split 0 or 1 (split 1 with overlap: 3 stages at least), cvt_pipe 0 or 1 (1: with f16 1), "
-                         "vst 0 or 1 (1: with split 1); "
+                         "producer_regs a multiple of 8 in [24, 160], f16 0 or 1, "
+                         "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1; "
                          f"got {spec!r}")
     return cfg
 
 
+def prefill_config_spec(cfg: PrefillConfig) -> str:
+    """DSATTN_PF_CONFIG's text for cfg, every field named (parse_prefill_config(prefill_config_spec(cfg)) == cfg)."""
+    return ",".join(f"{f.name}={getattr(cfg, f.name)}" for f in dataclasses.fields(PrefillConfig))
+
+
 def prefill_config(num_heads: int, d_qk: int = 576) -> PrefillConfig:
-    """The default launch (PrefillConfig(): 64/2/4/80/0/1/1/1; vst 1 from 64 heads): the split consumer over
-    64-entry blocks, 2 stages,
+    """The default launch (PrefillConfig(); vst 1 from 64 heads): the split consumer over 64-entry blocks, 2 stages,
     fp16 P (f16: the producer converts each landed stage to fp16 x 2^-8, one P @ V; cvt_pipe: in four column groups as
-    they land, since session 19: module docstring) with 80 producer registers (56 spilled in
-    the f16 producer; sm_90a compile check, no spill at 80 for 8..64 heads). Measured on the H200, s_q 1024, against
-    the bf16 hi / lo schedule 64/2/4/56/0/0/1 in the same process (session 11 call 4, bench/results/s11_pf_f16.json):
-    64 heads 0.731 vs 0.791 ms (2.95 vs 3.19 us a 64-entry block), 128 heads 1.45-1.49 vs 1.61, 32 heads 0.647 vs
-    0.663, 16 heads 0.426 vs 0.435. Split 2 (three consumer warpgroups, removed in session 12) was slower in both
-    numerics. Earlier schedules: bench/results/pf1_schedules.json, pf_sched5.json. At 64 heads and more, vst 1 (out
-    through an idle stage, 16-byte stores): H200, s_q 1024, A/B against vst 0 in one process (session 22,
+    they land, since session 19: module docstring) with 80 producer registers (56 spilled in the f16 producer; sm_90a
+    compile check, no spill at 80 for 8..64 heads). Measured on the H200, s_q 1024, against the bf16 hi / lo schedule
+    (f16=0,cvt_pipe=0,producer_regs=56) in the same process (session 11 call 4, bench/results/s11_pf_f16.json): 64
+    heads 0.731 vs 0.791 ms (2.95 vs 3.19 us a 64-entry block), 128 heads 1.45-1.49 vs 1.61, 32 heads 0.647 vs 0.663,
+    16 heads 0.426 vs 0.435. Split 2 (three consumer warpgroups, removed in session 12) was slower in both numerics.
+    Earlier schedules: bench/results/pf1_schedules.json, pf_sched5.json. At 64 heads and more, vst 1 (out through an
+    idle stage, 16-byte stores): H200, s_q 1024, A/B against vst 0 in one process (session 22,
     bench/results/ab_s22_pfvst_h*.json, bench/gpu_s22_pf_vst.sh), 64 heads 0.708 vs 0.734 ms (1.037x, 95% CI
     1.030-1.048), 128 heads 1.430 vs 1.471 (1.029x); at 16 and 32 heads it was slower (0.985x, CI 0.975-0.992 and
     0.975-0.993), so those (and the pad64 variant, which takes the config of q's head count) keep vst 0.
-    DSATTN_PF_CONFIG overrides it at launch time (all fields; a left-out vst is 0)."""
+    DSATTN_PF_CONFIG overrides it at launch time (parse_prefill_config: fields left out take PrefillConfig's defaults,
+    so vst is 0 unless named)."""
     spec = os.environ.get("DSATTN_PF_CONFIG", "").strip()
     if spec:
         return parse_prefill_config(spec)
@@ -411,27 +421,6 @@ if HAVE_GLUON:
         return s
 
     @gluon.jit
-    def _s_first(q_rope, q_smem, lat, rope, nblocks, full, MMA_S: gl.constexpr, HAS_ROPE: gl.constexpr,
-                 BN: gl.constexpr):
-        """S of block 0, retired (the overlapped schedules' prologue); with no block, over stage 0 as it is (its
-        entries are all invalid: never used)."""
-        if nblocks > 0:
-            mbarrier.wait(full.index(0), 0)
-        s = _s_issue(q_rope, q_smem, lat.index(0), rope.index(0), MMA_S, HAS_ROPE, BN)
-        return warpgroup_mma_wait(0, deps=(s,))
-
-    @gluon.jit
-    def _s_next(q_rope, q_smem, lat, rope, b, nblocks, full, MMA_S: gl.constexpr, HAS_ROPE: gl.constexpr,
-                BN: gl.constexpr, NS: gl.constexpr):
-        """S of block b + 1 issued once its stage landed, left in flight (the overlapped schedules); past the last
-        block, over block b's stage again (never read)."""
-        has_next = b + 1 < nblocks
-        if has_next:
-            mbarrier.wait(full.index((b + 1) % NS), ((b + 1) // NS) & 1)
-        stn = (b + has_next.to(gl.int32)) % NS
-        return _s_issue(q_rope, q_smem, lat.index(stn), rope.index(stn), MMA_S, HAS_ROPE, BN)
-
-    @gluon.jit
     def _load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, QR_L: gl.constexpr,
                 HAS_ROPE: gl.constexpr, F16: gl.constexpr, HPT: gl.constexpr, num_warps: gl.constexpr):
         """q's latent part into q_smem (rows: token t0 + r // HPT, head h0 + r % HPT; zeros past T / H) and its RoPE
@@ -494,7 +483,7 @@ if HAVE_GLUON:
     def _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED: gl.constexpr):
         """One block of the online softmax (base 2) over the rows of S [64, BN]: an entry outside [0, num_slots)
         or (GROUPED) one the row's token did not list (its bit in `bits`) scores -inf. Returns (P, alpha, m, l);
-        the rows' reductions run over S's layout (across both warpgroups in the N-split consumer)."""
+        the rows' reductions run over S's layout (one warpgroup's rows)."""
         valid = ((ix >= 0) & (ix < num_slots))[None, :]
         if GROUPED:
             valid = valid & (((bits[None, :] >> tok_of_row) & 1) != 0)
@@ -519,12 +508,10 @@ if HAVE_GLUON:
               qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
               q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
               HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
-              NS: gl.constexpr, F16: gl.constexpr, OVERLAP: gl.constexpr, PROFILE: gl.constexpr,
-              num_warps: gl.constexpr, VST: gl.constexpr = 0):
-        """Split consumer, warpgroup 0 (default partition): S of every block over all BN entries (wgmma N = BN), the
-        online softmax, P (and the rescale factor alpha) to shared memory for warpgroup 1, and O[:, :256].
-        OVERLAP: S of block b + 1 is issued before block b's softmax (the tensor cores compute it while the softmax of
-        b runs), P V of b after it; S of b + 1 is waited for after that."""
+              NS: gl.constexpr, F16: gl.constexpr, PROFILE: gl.constexpr, num_warps: gl.constexpr,
+              VST: gl.constexpr = 0):
+        """Consumer warpgroup 0 (default partition): S of every block over all BN entries (wgmma N = BN), the online
+        softmax, P (and the rescale factor alpha) to shared memory for warpgroup 1, and O[:, :256]."""
         gl.static_assert(num_warps == 4, "one warpgroup")
         MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                         instr_shape=[16, BN, 16])
@@ -551,10 +538,6 @@ if HAVE_GLUON:
         l_i = gl.zeros([ROWS], gl.float32, ROW_S)
         acc = warpgroup_mma_init(gl.zeros([ROWS, 256], gl.float32, MMA_O))
         nblocks = gl.cdiv(hi, BN)
-        NG_P: gl.constexpr = 1 if F16 else 2         # wgmma groups of one P @ V
-        if OVERLAP:
-            gl.static_assert(NS >= 3, "split overlap: stages of b and b + 1 held while b - 1 is released")
-            s_cur = _s_first(q_rope, q_smem, lat, rope, nblocks, full, MMA_S, HAS_ROPE, BN)
         for b in range(nblocks):
             st = b % NS
             # the block's entries (and token bits), loaded here and used after S: their latency hides behind S,
@@ -564,24 +547,14 @@ if HAVE_GLUON:
                 bits = _idx(mask_row, b * BN, hi, BN, COL_S)
             else:
                 bits = ix  # (unread)
-            if OVERLAP:
-                # P V(b - 1) retired first (ptxas serializes every wgmma when an accumulator is read while another
-                # wgmma may be in flight after a partial wait: bench/mla_gluon_check.py reports WGMMA_SERIALIZED);
-                # then S(b + 1) (past the last block: over block b's stage again, never read) runs during the softmax
-                acc = warpgroup_mma_wait(0, deps=(acc,))
-                gl.thread_barrier()
-                mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
-                s_nxt = _s_next(q_rope, q_smem, lat, rope, b, nblocks, full, MMA_S, HAS_ROPE, BN, NS)
-                s = s_cur
-            else:
-                # O[:, :256] += P V of block b - 1 retired: this warpgroup's hold on its stage ends (warpgroup 1
-                # releases it too once its half retired)
-                acc = warpgroup_mma_wait(0, deps=(acc,))
-                gl.thread_barrier()
-                mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
-                mbarrier.wait(full.index(st), (b // NS) & 1)
-                s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
-                s = warpgroup_mma_wait(0, deps=(s,))
+            # O[:, :256] += P V of block b - 1 retired: this warpgroup's hold on its stage ends (warpgroup 1 releases
+            # it too once its half retired)
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            gl.thread_barrier()
+            mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
+            mbarrier.wait(full.index(st), (b // NS) & 1)
+            s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
+            s = warpgroup_mma_wait(0, deps=(s,))
 
             p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
             acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
@@ -604,8 +577,6 @@ if HAVE_GLUON:
             acc = warpgroup_mma(gl.convert_layout(p_hi, P_L), v_left, acc, is_async=True)
             if not F16:
                 acc = warpgroup_mma(gl.convert_layout(p_lo, P_L), v_left, acc, is_async=True)
-            if OVERLAP:
-                s_cur = warpgroup_mma_wait(NG_P, deps=(s_nxt,))  # S(b + 1) retired; P V(b) may still run
         acc = warpgroup_mma_wait(0, deps=(acc,))
 
         empty = l_i == 0.0
@@ -631,7 +602,7 @@ if HAVE_GLUON:
     def _wg_v(hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem, full,
               free, p_ready, p_free, HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
               PROFILE: gl.constexpr, VST: gl.constexpr = 0):
-        """Split consumer, warpgroup 1 (worker partition): O[:, 256:] += P V of every block with warpgroup 0's P and
+        """Consumer warpgroup 1 (worker partition): O[:, 256:] += P V of every block with warpgroup 0's P and
         alpha, then its half of the epilogue with warpgroup 0's 1 / l."""
         MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                         instr_shape=[16, 256, 16])
@@ -664,128 +635,6 @@ if HAVE_GLUON:
             _store_rows(acc * a_smem.load(ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot,
                         stride_oh, 256, HPT)
 
-    @gluon.jit
-    def _consumer(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
-                  qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                  q_smem, lat, rope, ph_smem, pl_smem, full, free,
-                  HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
-                  NS: gl.constexpr, OVERLAP: gl.constexpr, F16: gl.constexpr, PROFILE: gl.constexpr,
-                  num_warps: gl.constexpr):
-        """q to shared memory (q_rope to registers), then per block: S, online softmax, P_hi / P_lo,
-        O += P V; the epilogue."""
-        gl.static_assert(num_warps == 8, "two consumer warpgroups")
-        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
-        MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
-                                                        instr_shape=[16, BN // 2, 16])
-        MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
-                                                        instr_shape=[16, 256, 16])
-        QR_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_S, k_width=2)
-        ROW_S: gl.constexpr = gl.SliceLayout(1, MMA_S)   # [64] rows
-        COL_S: gl.constexpr = gl.SliceLayout(0, MMA_S)   # [BN] entries
-        ROW_O: gl.constexpr = gl.SliceLayout(1, MMA_O)   # [64] rows
-        COL_O: gl.constexpr = gl.SliceLayout(0, MMA_O)   # [512] latent columns
-
-        # row r: token t0 + r // HPT, head h0 + r % HPT
-        r = gl.arange(0, ROWS, gl.SliceLayout(1, Q_L))
-        qt = t0 + r // HPT
-        qh = h0 + r % HPT
-        q_ok = (qt < tok_end) & (qh < num_heads)
-        q_row = q_ptr + qt.to(gl.int64) * stride_qt + qh * stride_qh
-        qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
-        q_smem.store(gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None], other=0.0).to(q_smem.dtype))
-        if HAS_ROPE:
-            # loaded straight into the wgmma A-operand layout (a convert_layout would take shared-memory scratch)
-            rr = gl.arange(0, ROWS, gl.SliceLayout(1, QR_L))
-            rt = t0 + rr // HPT
-            rh = h0 + rr % HPT
-            qr = gl.arange(0, 64, gl.SliceLayout(0, QR_L))
-            qr_ptrs = q_ptr + rt.to(gl.int64)[:, None] * stride_qt + (rh * stride_qh)[:, None] + 512 + qr[None, :]
-            q_rope = gl.load(qr_ptrs, mask=((rt < tok_end) & (rh < num_heads))[:, None], other=0.0)
-            if F16:  # times V_SCALE (exact in bf16): the RoPE product lands in the fp16 stage's V_SCALE units
-                q_rope = (q_rope.to(gl.float32) * V_SCALE).to(gl.bfloat16)
-        else:
-            q_rope = q_smem  # unused
-        fence_async_shared()
-        gl.thread_barrier()
-
-        if PROFILE & 2:
-            # timing build (wrong outputs): take each stage and hand it back at once, no products
-            for b in range(gl.cdiv(hi, BN)):
-                mbarrier.wait(full.index(b % NS), (b // NS) & 1)
-                gl.thread_barrier()
-                mbarrier.arrive(free.index(b % NS), count=1)
-            hi = 0
-        if F16:
-            qk_scale = qk_scale * 256.0  # S is in V_SCALE units
-            lat = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
-                                                                                                  gl.float16))
-        tok_of_row = (gl.arange(0, ROWS, ROW_S) // HPT)[:, None]
-        m_i = gl.full([ROWS], NEG_INF, gl.float32, ROW_S)
-        l_i = gl.zeros([ROWS], gl.float32, ROW_S)
-        acc = warpgroup_mma_init(gl.zeros([ROWS, 512], gl.float32, MMA_O))
-        nblocks = gl.cdiv(hi, BN)
-        cur = _idx(idx_row, 0, hi, BN, COL_S)
-        bits = cur
-        if GROUPED:
-            cur_bits = _idx(mask_row, 0, hi, BN, COL_S)
-        if OVERLAP:
-            # S of block 0 before the loop; each iteration issues S(b + 1) before block b's softmax
-            gl.static_assert(NS >= 2, "overlap: two stages at least")
-            s_cur = _s_first(q_rope, q_smem, lat, rope, nblocks, full, MMA_S, HAS_ROPE, BN)
-        for b in range(nblocks):
-            st = b % NS
-            ix = cur
-            cur = _idx(idx_row, (b + 1) * BN, hi, BN, COL_S)  # the next block's entries, a block ahead
-            if GROUPED:
-                bits = cur_bits
-                cur_bits = _idx(mask_row, (b + 1) * BN, hi, BN, COL_S)
-            # block b - 1's P @ V retired in both warpgroups: its stage and the P buffers are free
-            acc = warpgroup_mma_wait(0, deps=(acc,))
-            gl.thread_barrier()
-            mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
-            if OVERLAP:
-                # S(b + 1) runs on the tensor cores while block b's softmax runs
-                s_nxt = _s_next(q_rope, q_smem, lat, rope, b, nblocks, full, MMA_S, HAS_ROPE, BN, NS)
-                s = s_cur
-            else:
-                mbarrier.wait(full.index(st), (b // NS) & 1)
-                s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
-                s = warpgroup_mma_wait(0, deps=(s,))
-
-            p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
-            acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-            if F16:
-                ph_smem.store(p.to(gl.float16))
-            else:
-                p_hi = p.to(gl.bfloat16)
-                ph_smem.store(p_hi)
-                pl_smem.store((p - p_hi.to(gl.float32)).to(gl.bfloat16))
-            fence_async_shared()
-            gl.thread_barrier()  # both warpgroups' halves of P are in shared memory
-            acc = warpgroup_mma(ph_smem, lat.index(st), acc, is_async=True)
-            if not F16:
-                acc = warpgroup_mma(pl_smem, lat.index(st), acc, is_async=True)
-            if OVERLAP:
-                # S(b + 1) retired (issued before this P @ V, whose one or two groups may still run)
-                s_cur = warpgroup_mma_wait(1 if F16 else 2, deps=(s_nxt,))
-        acc = warpgroup_mma_wait(0, deps=(acc,))
-
-        # ---- epilogue ---------------------------------------------------------------------------------
-        empty = l_i == 0.0
-        lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
-        inv_l = gl.convert_layout((256.0 if F16 else 1.0) / gl.where(empty, 1.0, l_i), ROW_O)
-        o = acc * inv_l[:, None]
-        ro = gl.arange(0, ROWS, ROW_O)
-        ot = t0 + ro // HPT
-        oh = h0 + ro % HPT
-        od = gl.arange(0, 512, COL_O)
-        o_ptrs = out_ptr + ot.to(gl.int64)[:, None] * stride_ot + (oh * stride_oh)[:, None] + od[None, :]
-        gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=((ot < tok_end) & (oh < num_heads))[:, None])
-        rl = gl.arange(0, ROWS, ROW_S)
-        lt = t0 + rl // HPT
-        lh = h0 + rl % HPT
-        gl.store(lse_ptr + lt.to(gl.int64) * stride_lt + lh * stride_lh, lse, mask=(lt < tok_end) & (lh < num_heads))
-
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "token0", "tok_end"])
     def sparse_mla_prefill_kernel(
             q_ptr, stride_qt, stride_qh, kv_ptr,
@@ -793,8 +642,8 @@ if HAVE_GLUON:
             out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
             num_slots, num_heads, topk, token0, tok_end, qk_scale,
             stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr,
-            HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, OVERLAP: gl.constexpr, F16: gl.constexpr,
-            PROFILE: gl.constexpr, SPLIT: gl.constexpr, V_REGS: gl.constexpr,
+            HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
+            PROFILE: gl.constexpr, V_REGS: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
             CVT_PIPE: gl.constexpr = 0, VST: gl.constexpr = 0):
         """1-D grid, one program a work item. G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its
@@ -845,34 +694,23 @@ if HAVE_GLUON:
         free = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(NS):
             mbarrier.init(full.index(i), count=1)
-            # split 1: both consumer warpgroups release a stage
-            mbarrier.init(free.index(i), count=SPLIT + 1)
+            mbarrier.init(free.index(i), count=2)  # both consumer warpgroups release a stage
 
-        if SPLIT:
-            p_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-            p_free = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-            mbarrier.init(p_ready, count=1)
-            mbarrier.init(p_free, count=1)
-            a_smem = gl.allocate_shared_memory(gl.float32, [ROWS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-            gl.warp_specialize([
-                (_wg_s, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
-                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                         q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
-                         HAS_ROPE, GROUPED, HPT, BN, NS, F16, OVERLAP, PROFILE, num_warps, VST)),
-                (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
-                         full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE, VST)),
-                (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                             PROFILE, PRODUCER_WARPS, CVT_PIPE)),
-            ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
-        else:
-            gl.warp_specialize([
-                (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots,
-                             num_heads, qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                             q_smem, lat, rope, ph_smem, pl_smem, full, free,
-                             HAS_ROPE, GROUPED, HPT, BN, NS, OVERLAP, F16, PROFILE, num_warps)),
-                (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                             PROFILE, PRODUCER_WARPS, CVT_PIPE)),
-            ], [PRODUCER_WARPS], [PRODUCER_REGS])
+        p_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        p_free = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        mbarrier.init(p_ready, count=1)
+        mbarrier.init(p_free, count=1)
+        a_smem = gl.allocate_shared_memory(gl.float32, [ROWS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+        gl.warp_specialize([
+            (_wg_s, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
+                     qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
+                     q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
+                     HAS_ROPE, GROUPED, HPT, BN, NS, F16, PROFILE, num_warps, VST)),
+            (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
+                     full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE, VST)),
+            (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
+                         PROFILE, PRODUCER_WARPS, CVT_PIPE)),
+        ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
 
 
 def _profile() -> int:
@@ -894,10 +732,10 @@ def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0
         idx, stride_i, end, masks,
         out, out.stride(0), out.stride(1), lse, lse.stride(0), lse.stride(1),
         flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
-        flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages, cfg.overlap,
-        bool(cfg.f16), profile, cfg.split, SPLIT_V_REGS,
-        cfg.producer_warps, cfg.producer_regs,
-        num_warps=4 if cfg.split else CONSUMER_WARPS, CVT_PIPE=cfg.cvt_pipe, VST=cfg.vst,
+        flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages,
+        bool(cfg.f16), profile, SPLIT_V_REGS,
+        PRODUCER_WARPS, cfg.producer_regs,
+        num_warps=4, CVT_PIPE=cfg.cvt_pipe, VST=cfg.vst,
     )
 
 
