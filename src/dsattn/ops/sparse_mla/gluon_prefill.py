@@ -169,6 +169,7 @@ except Exception:  # pragma: no cover - older triton without Gluon
 from ...formats import LATENT_DIM
 from .._fastlaunch import launch as _fast
 from .grouping import _build_groups, group_shape, prefill_scratch_spec
+from .named_config import named_spec, parse_named
 
 if HAVE_GLUON:
     from .gluon_small import _copy_layout, _idx  # noqa: F401 (used inside the kernels)
@@ -218,20 +219,7 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
     'bn/stages/producer_warps/producer_regs[/overlap[/f16[/split[/cvt_pipe[/vst]]]]]', fields left out 0; that form is
     refused, so that an old string cannot be read with shifted fields. producer_warps went with them: 8 producer warps
     did not compile beside the split consumer, PRODUCER_WARPS.)"""
-    names = [f.name for f in dataclasses.fields(PrefillConfig)]
-    kw = {}
-    try:
-        for part in spec.split(","):
-            key, value = part.split("=")
-            key = key.strip()
-            if key not in names or key in kw:
-                raise ValueError
-            kw[key] = int(value)
-    except ValueError:
-        raise ValueError(f"DSATTN_PF_CONFIG must be field=value pairs separated by commas, fields from {names} (those "
-                         f"left out take PrefillConfig's defaults), e.g. 'f16=0,cvt_pipe=0,producer_regs=56'; "
-                         f"got {spec!r}") from None
-    cfg = PrefillConfig(**kw)
+    cfg = parse_named(PrefillConfig, spec, "DSATTN_PF_CONFIG", "f16=0,cvt_pipe=0,producer_regs=56")
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
           and cfg.f16 in (0, 1) and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, 1)
@@ -246,7 +234,7 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
 
 def prefill_config_spec(cfg: PrefillConfig) -> str:
     """DSATTN_PF_CONFIG's text for cfg, every field named (parse_prefill_config(prefill_config_spec(cfg)) == cfg)."""
-    return ",".join(f"{f.name}={getattr(cfg, f.name)}" for f in dataclasses.fields(PrefillConfig))
+    return named_spec(cfg)
 
 
 def prefill_config(num_heads: int, d_qk: int = 576) -> PrefillConfig:

@@ -158,6 +158,7 @@ except Exception:  # pragma: no cover - older triton without Gluon
 
 from ...formats import LATENT_DIM, KVLayout
 from .._fastlaunch import launch as _fast_launch
+from .named_config import named_spec, parse_named
 
 if HAVE_GLUON:
     from .gluon_small import (_copy_layout, _idx, _scale_layout, _softmax_keys,  # noqa: F401 (used inside
@@ -199,25 +200,12 @@ def parse_rx_config(spec: str) -> RxConfig:
     'stages=5,producer_regs=48,consumers=2,hp8=1,pingpong=1,idxpf=2,sraw=1' (the 8-head fp8_ds_mla_nope default).
     ValueError naming DSATTN_RX_CONFIG for anything else. (Before session 28 the fields were positional, with three
     more: prefetch, alu, pipe; module docstring.)"""
-    names = [f.name for f in dataclasses.fields(RxConfig)]
-    kw = {}
-    try:
-        for part in spec.split(","):
-            key, value = part.split("=")
-            key = key.strip()
-            if key not in names or key in kw:
-                raise ValueError
-            kw[key] = int(value)
-    except ValueError:
-        raise ValueError(f"DSATTN_RX_CONFIG must be field=value pairs separated by commas, fields from {names} (those "
-                         f"left out take RxConfig's defaults), e.g. 'stages=5,consumers=2,hp8=1,pingpong=1'; got "
-                         f"{spec!r}") from None
-    return RxConfig(**kw)
+    return parse_named(RxConfig, spec, "DSATTN_RX_CONFIG", "stages=5,consumers=2,hp8=1,pingpong=1")
 
 
 def rx_config_spec(cfg: RxConfig) -> str:
     """DSATTN_RX_CONFIG's text for cfg, every field named (parse_rx_config(rx_config_spec(cfg)) == cfg)."""
-    return ",".join(f"{f.name}={getattr(cfg, f.name)}" for f in dataclasses.fields(RxConfig))
+    return named_spec(cfg)
 
 
 def rx_hp(num_heads: int) -> int:
