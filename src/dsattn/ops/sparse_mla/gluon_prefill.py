@@ -2,25 +2,11 @@
 
 STATUS: 'auto' runs it for every prefill launch on sm_90 at launch.GLUON_PREFILL_AUTO_HEADS (every head count;
 'native', 'pad64' at <= 32 heads as one token's heads a 64-row program since session 12, and the 64-head programs
-above 32 heads); DSATTN_SPARSE_MLA_IMPL=gluon_prefill forces it. Written and
-compiled for sm_90a on a machine without a GPU (bench/mla_gluon_check.py --kernel prefill), then run on the H200
-in session 10:
-  - first call (bench/results/pf1_schedules.json, bench/logs/s10_pf1.log): every GPU test that ran passed; s_q 1024,
-    64 heads 0.869 ms (N-split 64 x 2), 8 heads 0.725 ms including ~0.44 ms of the sort path's build_groups;
-  - mid call (bench/results/pf_sched5.json): the default (64 x 2 split, P @ V from registers) 8 heads 0.388 ms,
-    64 heads 0.790 (3.18 us per 64-entry block against ~1.7 us of tensor-core time with the split P);
-  - final calls: the GPU tests of the default passed (27: every head count 1..128, overlap, duplicates, NaN rows,
-    D 512, odd topk, chunks; bench/logs/s10_final.log, s10_last.log). Issue 3's table beside FlashMLA
-    (bench/results/sparse_mla_final_prefill_1024.json, _8192.json): s_q 1024 8 / 16 / 32 / 64 / 128 heads 0.541 /
-    0.528 / 0.799 / 0.814 / 1.654 ms (FlashMLA best 0.493 / 0.493 / 0.493 / 0.535 / 1.020); s_q 8192 2.896 / 3.985 /
-    5.963 / 6.371 / 12.920 (3.709 / 3.840 / 4.004 / 4.321 / 8.232). The 8-head 0.541 ms is 0.15 ms over the mid
-    call's 0.388 with the same function and schedule (the union lists' code changed in between; not explained).
-  - session 11: the default became fp16 P with 80 producer registers (prefill_config); split 2 (three consumer
-    warpgroups, helper P2) measured slower (removed in session 12). GPU tests of the default passed
-    (bench/logs/s11_final.log: 31). Issue 3's table (alternating rounds, bench/results/sparse_mla_s11_prefill_1024.json, _8192.json, _1024_graph.json): s_q
-    1024 8 / 16 / 32 / 64 / 128 heads 0.281 (CUDA-graph replay; eager 0.33-0.59, host-bound) / 0.422 / 0.652 /
-    0.762 / 1.498 ms, s_q 8192 2.027 / 3.096 / 4.820 / 5.836 / 11.711. The 8-head eager spread was host issue
-    latency: bench/graph_check.py, 0.284 ms as graph replays vs 0.38-0.48 eager.
+above 32 heads); DSATTN_SPARSE_MLA_IMPL=gluon_prefill forces it. Issue 3's rows beside FlashMLA at session 30
+(e20dd97, bench/results/sparse_mla_s30_prefill_1024.json, _8192.json): s_q 1024, 8 / 16 / 32 / 64 / 128 heads 0.231 /
+0.367 / 0.567 / 0.719 / 1.425 ms (FlashMLA's best 0.489 / 0.489 / 0.508 / 0.519 / 1.043). Every schedule measured since
+session 10, kept or removed, with its numbers and the commit that holds removed code: notes/sparse_mla.md (its section
+"gluon_prefill.py's docstring, sessions 10-30" holds the passages moved out of this docstring in session 30).
 
 Heads on M, M = 64 rows = G query tokens x HPT heads (grouping.group_shape: HPT 8 for 1..8 heads, 16, 32, 64;
 G = 64 // HPT; 65..128 heads: two programs of 64 heads a token, G = 1). Row r of a program is token
@@ -83,60 +69,13 @@ Partitions (gl.warp_specialize):
       memory), then p_free, so its P @ V overlaps warpgroup 0's S and softmax of the next block. Stages are released
       by both consumer warpgroups (free counts 2).
 
-Removed in session 30 (their code: git 7811b1a), both measured slower than this schedule whenever they ran (the N-split
-consumer was the default of session 10's first calls only): the N-split consumer (PrefillConfig.split 0: one 8-warp
-partition with warps [4, 2] splitting S's keys and O's columns, row max / row sum across the warpgroups; 64 heads s_q
-1024 0.871 vs 0.790 ms, bench/results/pf_sched5.json) and overlap 1 (S of block b + 1 issued before block b's softmax,
-holding a third stage: only 32-entry blocks fit it; N-split 32 x 4 with overlap 1.321 vs 1.182 ms at 64 heads,
-bench/results/pf1_schedules.json, and see overlap 2 below). The sm_90a PTX of the kept schedules was unchanged outside
-debug information (notes/sparse_mla.md, session 30).
-
-Three consumer warpgroups (split 2: warpgroup 0 S and the softmax only, two P V warpgroups; helper P2, session 11)
-measured slower than split 1 at every head count (64 heads 3.31 against 3.19 us a 64-entry block;
-bench/results/s11_pf_split2.json) and was removed in session 12 (its code: git 0980bad, notes/sparse_mla.md).
-
-Overlap 2 (split 1, f16, 32/4/4/80/2/1/1; session 13: warpgroup 0's softmax of block b + 1 under S(b + 2) and its
-P V(b), the producer 2 blocks behind) was right on the H200 (bit-identical to 32/4/4/80/0/1/1) but slower at every
-head count, s_q 1024, ms overlap 2 / default / 32/4/4/80/0/1/1: 16 heads 0.633 / 0.428 / 0.506, 32 heads 0.966 /
-0.646 / 0.774, 64 heads 1.080 / 0.730 / 0.845, 128 heads 2.143 / 1.444 / 1.665 (session 14,
-bench/results/sparse_mla_s14_pf_ahead.json, bench/logs/s14_pf_ahead.log, bench/gpu_s14_pf_ahead.sh). Timing builds
-at 64 heads: no gathers 1.102 ms (4.44 us a 64-entry block; the default's 2.58, bench/results/s11_pf_f16.json), no
-products 0.556: the consumers limit; BN 32 (the only block size 3 stages fit) alone costs 15-20% (the third column
-against the second), and the schedule adds more. Removed in session 14 (its code: git cf36ac8, _wg_s_ahead and the
-producer's LAG).
-
-A persistent launch (PrefillConfig.persist, session 14: one program an SM walking work items, blocks and hand-overs
-numbered along the program's stream, so the producer gathers the next item's first blocks during the consumers'
-last block and epilogue) was right on the H200 (GPU tests bit-identical to one program an item) but slower where it
-counts, s_q 1024, ms one program an item / persistent (80 producer registers; 88): 64 heads 0.719 / 0.848 (0.826),
-128 heads 1.403 / 1.693 (1.646), 16 heads 0.430 / 0.432 (0.420), 32 heads 0.651 / 0.659 (0.636); s_q 8192 16 heads
-3.131 / 3.124 (2.999), 64 heads 5.543 / 6.474 (6.310) (bench/results/sparse_mla_s14_pf_persist_1024.json, _8192.json,
-bench/logs/s14_call7.log; with the item loop it compiled to 0-44 B of spills at sm_90a by head count and producer
-registers, 80 / 88 / 96). Removed (its code: git 69caf59).
-
-Tail (PrefillConfig.tail, 64/2/4/80/0/1/1/1; session 15: warpgroup 0 issues S(b + 1) right behind its P V(b) and
-retires both in iteration b) was right on the H200 (outputs bit-equal to the default) but slower at every head count,
-s_q 1024, ms tail / default: 64 heads 0.859 / 0.777, 128 heads 1.676 / 1.479, 16 heads 0.506 / 0.488, 32 heads
-0.731 / 0.663 (session 16, bench/results/ab_s16_tail_h*.json, bench/logs/s16_tail.log). Removed (its code: git 1689471).
-With block b + 1's entries loaded before S(b + 1) and carried across the back-edge (the first build loaded them right
-before the softmax that masks with them) it was slower still: 0.937 / 0.785 at 64 heads, 1.779 / 1.446 at 128, 0.585 /
-0.488 at 16 (bench/results/ab_s16_tail2_h*.json; the patch in bench/logs/s16_tail2.log).
-
-Staggered pair (PrefillConfig split 2, session 26; FlashMLA's sparse prefill schedule,
-notes/flashmla_sparse_prefill_study.md proposal 1): each consumer warpgroup computed S and the softmax of every other
-block and owned half of O's columns, the running max passed warpgroup 0 -> 1 -> 0 once a pair of blocks (so the two
-softmaxes do not run at the same time), each adding its own P V from registers and the other's from shared memory;
-overlap 1 issued warpgroup 0's next S behind its last P V. Compiled spill-free over 32-entry blocks x 4 stages (64 x 2
-spilled 84-532 B), its mbarrier protocol modelled on the CPU (the model caught a deadlock of the first overlap 1 build).
-Right on the H200 (28 GPU tests against the reference at the final code, with the hang guards of overlap 1; those of
-overlap 0 and 64 x 2 passed at the first build) and slower at every head count, s_q 1024, `dsattn bench ab` against the
-default: 32 x 4 64 heads 0.661x, 32 heads 0.738x, 16 heads 0.747x, 128 heads 0.666x; overlap 1 0.631x / 0.702x; 64 x 2
-0.747x (64 heads). The consumers themselves are slower, not the gathers: timing builds without gathers 0.705x (32 x 4)
-and 0.845x / 0.860x (64 x 2, 64 / 32 heads; the producer still converts each freed stage in place there, so one pair of
-stages still waits on that pass). Nsight Compute of the no-gather builds at 64 heads (649 vs 767 us): the pair's worker
-warpgroup spins on one barrier for 13% of all samples, and the default partition, given 208 registers, spills
-(bench/logs/s26_pair.log, s26_ahead.log, s26_prof.log, s26_profile/; bench/results/ab_s26_*.json). Removed (its code:
-git a7f7a6d).
+Schedules measured on the H200 and removed (each passed its GPU tests against the reference; their numbers are in
+notes/sparse_mla.md): three consumer warpgroups (S and the softmax alone in warpgroup 0; slower at 64 / 128 heads, even
+at 16; session 11, code at 0980bad), overlap 2 (warpgroup 0's softmax of block b + 1 under S(b + 2); slower at every
+head count; session 14, cf36ac8), persistent programs (slower at 64 / 128 heads, within run-to-run drift at 16 / 32;
+session 14, 69caf59), a tail schedule (S(b + 1) queued behind P V(b); slower at every head count; session 16, 1689471),
+FlashMLA's staggered pair (0.63-0.75x; session 26, a7f7a6d), the N-split consumer and overlap 1 (slower wherever they
+ran; session 30, 7811b1a).
 
 Launch configurations (PrefillConfig; DSATTN_PF_CONFIG='field=value,...', parse_prefill_config): 64-entry blocks x 2
 stages (default, prefill_config) or 32 x 4 (one block in flight against three; 32 x 4 split 0.885 vs 0.790 ms at 64
