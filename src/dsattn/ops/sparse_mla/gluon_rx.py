@@ -7,25 +7,23 @@ Defaults (rx_config): 8-head programs at <= 8 heads run rx2 with ping-pong consu
 session 19, the one-consumer kernel with 2 stages and the launch capped at 128 registers, two CTAs an SM (2.8-6.0%
 faster than rx2's ping-pong there, bench/results/ab_s19_2cta_*.json), and DSATTN_RX_CONSUMERS=2 takes rx2's ping-pong
 with spillfix 1 (the 16-head default of sessions 13-18: 0.2526 vs 0.2821 ms in step, bench/results/s13_rx16.json).
-Measured on the H200 (fp8_ds_mla decode 512 tokens, topk 2048; gluon_ws 0.324 / 0.327 / 0.352 ms at 8 / 16 / 32
-heads):
-  - one consumer (edd6f78, bench/logs/s10_rx1.log): 8 heads 0.307-0.311 ms, 16 heads 0.327-0.330, 32 heads 0.431
-    (pv_depth 0); 4 stages as fast as 5; L2 prefetch slower (0.38 / 0.40); GPU tests passed (32 of them, to the
-    time limit), outputs within 0.004 of gluon_ws (lse 2e-7);
-  - two consumers (bench/logs/s10_call5.log): 8 heads 0.295 ms, with 8-head programs (hp8) 0.259; 32 heads 0.463
-    (slower than gluon_ws: auto keeps gluon_ws there); the integer e4m3 conversion (alu) and the pipelined loop
-    (pipe) were slower (alu3 0.323, alu + pipe 0.314, alu + pipe + hp8 0.273 at 8 heads);
-  - final calls (bench/results/sparse_mla_rx_bench_final.json, one process beside gluon_ws): ping-pong at 8-head
-    programs 0.224 ms (two consumers in step 0.244, gluon_ws 0.326), nope 0.192 (0.233, 0.295); at 16-head programs
-    ping-pong was slower (0.306 vs 0.282), so the default keeps the consumers in step there. Issue 3's table
-    (bench/results/sparse_mla_final_decode_*.json, FlashMLA padded to 64 heads in the same process): 8 heads
-    2048 tokens 0.856 vs 1.706 ms (1.99x), 512 tokens 0.282 vs 0.441 (that run's first case; 0.224 above);
-    16 heads 0.282 / 1.098 vs 0.442 / 1.706 (1.57x / 1.55x). GPU tests of the defaults passed (bench/logs/s10_final.log,
-    s10_last.log).
-What the measurements suggest: time falls with the wgmma N (hp8), and conversions on another pipe do not help, so
-the consumers' tensor-core work does not overlap their conversions and softmax while the S exchange keeps the two
-consumers in step; ping-pong (alternate blocks whole) lets one consumer's products run under the other's
-conversions, which is what helped at 8-head programs.
+Measured on the H200 (decode, topk 2048, FlashMLA padded to 64 heads in the same process; session 29,
+bench/results/sparse_mla_s29_decode_512.json, _2048.json): fp8_ds_mla 8 heads 0.196 / 0.757 ms at 512 / 2048 tokens
+(2.25x / 2.29x), 16 heads 0.214 / 0.852 (2.08x / 2.02x); fp8_ds_mla_nope at 8 heads 1.132x / 1.143x faster than
+fp8_ds_mla (7 alternating rounds, sparse_mla_s29_decode8_r7_*.json). Defaults measured in: vst (16-byte epilogue stores
+of out from the accumulator relabelled into physical order; 1.05-1.13x, session 21), and at 8-head programs over
+fp8_ds_mla_nope sraw (S^T from the unscaled fp8 values), idxpf 2 (L1 prefetch of later blocks' index lines) and a
+48-register producer (1.026x, then 1.018-1.029x; session 20). Timing builds (session 25,
+bench/results/rx_timing_builds_s25.json): over nope the consumers alone take 83-85% of the full time and their work
+is 0.90-0.91x fp8_ds_mla's, so nope's gain stops where the consumers' shared cost does.
+
+Options measured on the H200 and removed (numbers and reasons in notes/sparse_mla.md, whose section "gluon_rx.py's
+docstring, sessions 10-28" holds what this docstring said of them): three ping-pong consumers (slower three times,
+sessions 12, 13, 25; code at 96927db, 881755d), spillfix bit 2 (session 13), f8s (fp8 S products with q in two e4m3
+terms: no faster and outside the tolerances; session 18, 12a56fa), persist (one program an SM walking items: 0-3%
+slower; session 18, 49fb844), pair (two blocks a softmax step: 0.85-1.00x; session 25, 9c3be7b), prefetch, alu and
+pipe (L2 prefetch, integer e4m3 conversions, the halves' pipelined loop: slower wherever run; removed in session 28,
+42b02a1).
 
 Why (notes/sparse_mla.md, gluon_ws timing builds, 8 heads): gluon_ws's two fp16 tiles (144 KB) leave room for only
 ~42 KB of gathered rows in flight per SM, and its shared-memory traffic per 64-key block is ~290 KB (raw in, fp8
@@ -76,71 +74,12 @@ Partitions (gl.warp_specialize):
       512 columns), one merge at the end. At 16-head programs with spillfix 1 (wgmma's shared-memory descriptors
       rebuilt in each block from an opaque 0: LLVM had hoisted ~40 64-bit values out of the loop and ptxas spilled
       120-152 B; none with it, compile check).
-  Three ping-pong consumers (blocks round robin) were removed after two measurements, both slower than the two-
-      consumer default: session 12 with spills (bench/results/s12_rx3_512.json), session 13 spill-free (spillfix
-      bits 1 + 2, 96927db; bench/logs/s13_call3.log, 8 heads 512 tokens: fp8_ds_mla 0.2275 vs 0.2086 ms, nope
-      0.2155 vs 0.1924; a 2-warp producer 0.2716 / 0.2356). Session 25 measured them a third time, ported onto the
-      current consumer (vst, sraw, idxpf, 48 / 56-register producer; spillfix 1, 152 registers a consumer, 8 B of
-      spills in two; code at 881755d): right (5 GPU tests) and slower, nope 0.957x (CI 0.934-0.975) / 0.985x at
-      512 / 2048 tokens, fp8_ds_mla 0.918x (bench/results/ab_s25_c3_*.json, bench/logs/s25_c3.log). Removed again.
-      spillfix's bit 2 (cross-warp row max / row sum by hand) went with them in session 13: on the 8-head default
-      spillfix 1 / 3 were slower too (0.2135 / 0.2140 vs 0.2082 ms, bench/logs/s13_call4.log).
-Removed in session 18 after their H200 runs (H200, `dsattn bench ab`, 512 tokens):
-  config f8s (session 17: S^T from fp8 wgmma products read straight from the stage, q split into two e4m3 terms;
-      code at 12a56fa): f8s vs the default, 8 heads fp8_ds_mla 0.236 vs 0.235 ms, 16 heads 0.270 vs 0.267, nope
-      0.233 vs 0.229 / 0.265 vs 0.270 (its one gain, 2%), 32 heads (the halves) 0.480 vs gluon_ws's 0.380
-      (bench/results/ab_s18_f8s_*.json), and outside issue 3's tolerances in 23 of its 34 GPU tests: lse in 20
-      (1.6e-5 to 2.3e-4 relative against 1e-5), out in the 3 q-magnitude tests (0.011-0.024 over the bound;
-      bench/logs/s18_f8s_tests.log). So the two conversions of each latent value
-      were not what limits these programs.
-  config persist (session 18: at most one program an SM, walking (token, head block, split) items along one ring
-      so that an item's fill and epilogue overlap its neighbours'; code at 49fb844): right, bit-equal to the
-      default in 60 GPU tests, but slower: 16 heads 0.289 vs 0.280 ms, 8 heads 0.229 vs 0.225, nope 0.210 vs 0.208
-      / 0.250 vs 0.250, 16 heads at 2048 tokens 0.966 vs 0.944 (bench/results/ab_s18_persist_*.json). A fit of
-      t(topk_length) = fixed + per-entry had given 16 heads ~23% fixed cost (bench/decode_fixed_cost.py,
-      bench/results/decode_fixed_cost_s18.json); under persist the fit is unchanged (0.0554 vs 0.0557 ms,
-      decode_fixed_cost_s18_persist.json), so that intercept is not per-program start and end.
-Measured in session 20 (H200, `dsattn bench ab`, 512 tokens, bench/logs/s20_rx.log, s20_nope_sweep.log):
-  config sraw (S^T from the unscaled fp8 values) made the 16-head two-CTA default 9% slower (0.263 vs 0.288 ms;
-      its consumer spills 32 B there), left 8-head fp8_ds_mla unchanged (1.007x) and nope 16 heads too (1.003x);
-      config idxpf alone moved nothing (0.983-1.013x). At 8-head fp8_ds_mla_nope programs the two together were
-      1.026x and a 48-register producer 1.018-1.029x more: that is the nope 8-head default (rx_config).
-Measured in session 21 (H200, `dsattn bench ab`, bench/logs/s21_vst.log): config vst (the epilogue by _store_ot_phys:
-      the accumulator's rows relabelled into physical order, 16-byte stores of out, where _store_ot's 2-byte stores put
-      every lane of an instruction in its own sector) is bit-equal and 1.05-1.06x faster at 8-head programs, 1.11-1.13x
-      at 16 (bench/results/ab_s21_vst_*.json): the default of every config since then.
-Removed in session 25 after its H200 run (code at 9c3be7b): config pair, each ping-pong consumer taking two consecutive
-      blocks (128 keys) an iteration with ONE online-softmax step for both (one cross-warp max, one alpha, one rescale
-      of O^T and the row sums, one fence + barrier for both P^T; the producer padded the blocks to an even count). Right
-      (6 GPU tests against the reference and within rounding of pair 0: 3 / 8 / 16 heads, both fp8 layouts, topk_length,
-      split-K) and no faster: 8-head nope 512 tokens 0.970x (95% CI 0.954-0.993, spillfix 1: spill-free at 5 stages /
-      48 registers), 2048 tokens 1.000x, fp8_ds_mla 0.970x (CI 0.947-1.001); 4 stages / 56 registers without spillfix
-      0.849x (bench/results/ab_s25_pair*.json, bench/logs/s25_pair.log). So the per-block softmax synchronization is
-      not what holds the 8-head programs.
-Timing builds (session 25, run_attention_rx's profile argument, ping-pong configs; bench/rx_timing_builds.py,
-      bench/results/rx_timing_builds_s25.json, issue 3's decode case, do_bench with the L2 flushed, median of 3 rounds):
-      8-head programs, 512 / 2048 tokens, ms:
-                        full            producer alone   consumers alone
-        fp8_ds_mla      0.197 / 0.759   0.160 / 0.599    0.158 / 0.615
-        fp8_ds_mla_nope 0.173 / 0.652   0.132 / 0.484    0.144 / 0.552
-      fp8_ds_mla is held by both sides about equally; over nope the consumers are the slower side (their work is
-      0.90-0.91x fp8_ds_mla's, the gathers 0.81-0.83x). So nope's gain over fp8_ds_mla (1.13-1.14x, issue 3 asks 1.15x)
-      is bounded by the consumers' cost, which both layouts share (the two conversions of every latent value, the
-      N = 8 products): it rises only as that cost falls for both.
-Removed in session 28 (no H200 run: options that had only ever measured slower; code at 42b02a1): config prefetch
-      (L2 prefetch of the rows of later blocks by cp.async.bulk.prefetch.L2: 0.38 / 0.40 ms against 0.31 in session 10,
-      0.599x at the 8-head nope config in session 20), alu (the e4m3 -> fp16 conversions by prmt / shift / and
-      instead of cvt: session 10's alu3 0.323 ms against 0.295; session 20, 8-head nope, alu 1 / 2 0.924x / 0.933x)
-      and pipe (the halves' loop issuing block b's S^T before block b - 1's P @ V, _consumer2p: session 10, alu +
-      pipe 0.314 ms against 0.295). The sm_90a PTX of the 8 default builds checked (8 / 16 / 32 heads, both fp8
-      layouts) and of 18 other builds (configs and timing builds) is identical outside debug information (compile
-      check). DSATTN_RX_CONFIG names its fields since then (parse_rx_config).
 No wgmma stays in flight across a loop back-edge or an mbarrier wait: ptxas then serializes every wgmma of the
 kernel (C7513, register operands defined while one is in flight), as the compile check showed.
 
 Numerics: the fp16 operand values equal gluon_ws's tile values; the accumulation order differs, so outputs match
-gluon_ws within fp32 rounding, not bit for bit (measured above). Outputs as gluon_ws: out / lse, or normalized
-split partials for kernels.combine_splits_kernel.
+gluon_ws within fp32 rounding, not bit for bit (out within 0.004, lse 2e-7: session 10, bench/logs/s10_rx1.log).
+Outputs as gluon_ws: out / lse, or normalized split partials for kernels.combine_splits_kernel.
 """
 from __future__ import annotations
 

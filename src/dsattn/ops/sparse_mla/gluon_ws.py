@@ -22,105 +22,23 @@ Invalid entries (index < 0, >= num_slots, past topk_length or the split) are mas
 read) and -inf scores, as in gluon_small. Outputs: out / lse, or normalized split partials for
 kernels.combine_splits_kernel. bf16 rows are not handled here (launch.py keeps gluon_small for them).
 
-Status: compiled for sm_90a on a CPU machine when written (bench/mla_gluon_check.py --kernel ws), then run on
-the H200: bit-identical to gluon_small and 1.20x / 1.21x faster at 8 / 16 heads (fp8 decode, 512 tokens;
-bench/results/ab_gluon_ws_h8.json, ab_gluon_ws_h16.json). launch.py's 'auto' selects it for fp8 rows at
-<= 16 heads (launch.ws_preferred); DSATTN_SPARSE_MLA_IMPL=gluon_ws forces it for fp8 rows up to 32 heads.
+Status: launch.py's 'auto' runs it for fp8 rows at 17..32 heads a program (launch.ws_preferred; gluon_rx takes <= 16);
+DSATTN_SPARSE_MLA_IMPL=gluon_ws forces it for fp8 rows up to 32 heads. On the H200, fp8_ds_mla decode, topk 2048, 32
+heads: 0.330 / 1.288 ms at 512 / 2048 tokens against FlashMLA padded to 64 heads 0.439 / 1.710 (1.33x / 1.33x; session
+29, bench/results/sparse_mla_s29_decode_512.json, _2048.json). Its one option beyond stages and registers, ahead (each
+gather's entries loaded two half-blocks before it is issued), is the default since session 23: 1.057x / 1.069x,
+bit-equal (bench/results/ab_s23_ahead_*.json).
 
-Removed in session 21 after its H200 run: config vst (the epilogue through an idle fp16 tile, stmatrix.trans, then
-16-byte stores of out instead of 2-byte ones with 4 half-filled sectors an instruction; code at 2d4f5b2): bit-equal and
-no faster, 32 heads fp8_ds_mla 512 / 2048 tokens 1.004x / 1.004x, nope 1.001x (bench/results/ab_s21_wsvst_*.json). The
-same change gave gluon_rx 1.05-1.13x, whose old stores put every lane in its own sector (gluon_rx config vst).
-
-Session 23 (H200, bench/gpu_s23_ws.sh, gpu_s23_ws2.sh; bench/logs/s23_ws*.log): config ahead (each gather's entries
-loaded two half-blocks before it is issued; ptxas had hoisted the next gather's bounds checks above the current half's
-conversion, so the producer stalled on entries loaded a few hundred instructions earlier) is the default: producer
-alone 0.272 -> 0.240 ms (timing builds, 512 tokens 32 heads), full kernel 1.057x / 1.069x at 512 / 2048 tokens,
-bit-equal. Tried after it and removed (code at 48bd802): config unit 16 (16-row raw stages, twice as many in the
-same shared memory, three gathers in flight instead of one): bit-equal but 0.83-0.87x over fp8_ds_mla (0.90x over
-nope), and its gathers-alone build no faster (0.245 vs 0.241 ms): more rows in flight do not speed these gathers
-(bench/results/ab_s23_u16*.json, ws_profiles_s23_u16.json), as session 22's register producers had found. Also
-removed (code at 351ce64): config release (the consumer waits for P V(b - 1) and frees its tile before waiting for
-block b, not after): bit-equal, no difference (1.006x, CI 1.001-1.010, at 512 tokens; 0.997x at 2048; nope 1.004x;
-bench/results/ab_s23_release_*.json). Measured and not kept (call 4, code at a183326, bench/logs/s23_ws4.log): ahead 3
-/ 4 (the producer at 152 registers, where 128 spilled) no faster than 2 (0.989x / 0.993x), 152 registers at ahead 2
-0.985x; a gathers-alone build with hashed, computed entries (no index loads) ran 0.69 ms against 0.24 (its rows fell
-in another, slower pattern: it says nothing about the index loads). Nsight Compute at ahead 2 (bench/logs/s23_profile/):
-the consumer now spins on `full` for 1.9% of all samples (11.1% before), and waits on its own wgmmas (9.3%) and its
-softmax's reductions (FMNMX 6.5%, SHFL 3.9%): the consumer sets the pace. Then (call 5, code at 50624e3) config lazy:
-the running max moved only in blocks whose scores pass it by more than 8 (base 2), elsewhere the cross-warp max and
-the rescale of O^T skipped for one warpgroup-wide "any": within issue 3's tolerances of the reference in all 27 GPU
-cases (q x 1 / 6 / 0.02; 4 cases tripped only the test's own lazy-vs-default bound: 0.031 against 0.02, which is one
-bf16 step for values in [4, 8)), but slower: 0.981x (CI 0.976-0.989) at 512 tokens, 0.977x at 2048, nope 0.914x
-(bench/results/ab_s23_lazy_*.json, bench/logs/s23_ws5.log). Not kept. Last (call 8, code at 620a969) config rot: each
-latent row landed rotated in its stage so that it keeps its global 128-byte phase (the profile had counted 10.5
-shared-memory wavefronts a latent copy for 4 ideal), rotated back in the conversion by two shuffles a word pair:
-bit-equal (9 GPU tests) and slower, 0.843x (CI 0.831-0.846), nope 0.846x (bench/results/ab_s23_rot_*.json,
-bench/logs/s23_rot.log): the producer's added shuffles cost more than the aligned copies save. Not kept.
-
-Removed in session 24 after its H200 run (code at 9a9fdfa): config pingpong, two consumer warpgroups taking every
-other block whole, each always on its own fp16 tile slot (the producer fills slot b % 2 anyway), P^T written over the
-tile's RoPE part (dead once S^T retired), consumer 1's (m, l, O^T) merged at the end through its idle tile: no third
-tile, 227,632 B of shared memory, hot loops spill-free, no wgmma serialization (compile check). Right (27 GPU tests
-against the reference: 8 / 27 / 32 heads, three layouts, 64 / 96 / 2000 entries, split-K; within 0.004 / 2e-7 of the
-default) and slower: fp8_ds_mla 32 heads 512 tokens 0.944x (producer 112 registers), 0.942x (96), 0.951x / 0.876x (8
-producer warps at 64 registers, ahead 1 / 2), 2048 tokens 0.940x, nope 0.919x (bench/results/ab_s24_pp*.json,
-bench/logs/s24_pp.log, s24_pp2.log). Nsight Compute (bench/logs/s24_profile/): each consumer spins on `full` for about a
-third of its samples (11.4% and 9.8% of all samples on the try-wait branches): with two chains the producer, slowed by
-their shared-memory traffic, sets the pace, so the one-consumer kernel's 0.33 ms is held by both sides at once. Then
-(code at 50732b0) pingpong fed by gluon64's register producers (no raw stages: 185,648 B; session 22's depth / unit
-brought back): right (27 GPU tests of the depth-2 ring; the 8-warp variant's tests failed on a test bug, its A/B compared
-outputs within 0.001) and slower still: 0.883x (ring of 2 units of 16 rows, 4 warps), 0.890x (8 warps), 0.850x (one
-half-block ahead), nope 0.873x (bench/results/ab_s24_ppr*.json, bench/logs/s24_pp3.log).
-
-Removed in session 27 after its H200 run (code at 8d639a2, bench/gpu_s27_tma.sh, bench/logs/s27_tma.log): config tma,
-the latent (512 bytes) and RoPE (128 bytes) of each row landed by one TMA copy of a one-row box of a host tensor
-descriptor (the rows as int16 [num_slots, 256] / bf16 [num_slots, 64]; an invalid entry asked for row num_slots, out of
-bounds, so zero-filled and nothing read), issued from a one-warp loader partition (96 registers: spill-free by the
-compile check, 40-64 spilled) that held 8 entries a thread and picked each out of its registers; the scales stayed
-cp.async from the loader (noinc arrives on the same mbarrier); the producer warpgroup only converted. Why: the latent
-cp.async runs at 10.5 shared-memory wavefronts for 4 ideal (session 23) and session 19's 128-byte aligned rows were 5.7%
-faster. Bit-equal (the 9 tests of test_ws_ahead_bit_equal with tma added; A/B max |out diff| 0) and much slower: 32
-heads fp8_ds_mla 512 tokens 0.354 -> 0.613 ms (0.577x, 95% CI 0.571-0.589), 2048 tokens 0.576x, nope (3 stages) 0.830x;
-loader at 128 registers 0.573x, producer at 160 0.575x (bench/results/ab_s27_tma_*.json). 0.613 ms is ~4300 SM cycles a
-half-block of 64 copies per SM (~67 a copy; nope ~2800 for 32, ~88 a copy; the default ~2500 a half-block; taking the SM
-clock as ~1.75 GHz, within the 1.70-1.80 GHz Nsight Compute read in bench/logs/s25_profile/ and s26_profile/: the A/B
-runs record no clock), so the ring is paced by the loader's copies; the copies of a TMA op are always issued by one
-elected thread in Gluon (with 4 loader warps in one partition Triton put a partition barrier before every copy), and
-Hopper has no row-gather TMA (Blackwell's gather4). Then (code at 1e63530, bench/gpu_s27_tma4.sh) four one-warp loader
-partitions, each issuing a quarter of the rows: bit-equal (the same 9 tests) and still slower, 0.717x (CI 0.708-0.730) /
-0.757x at 512 / 2048 tokens, nope 0.967x (bench/results/ab_s27_tma4_*.json): four issuers gave 1.23x, not 4x, so past
-the one warp's issue the copies themselves (~55 SM cycles a copy of a 64-copy half-block) or their latency at two stages
-bind. Merging a row's latent, scales and RoPE into one copy (an int64 [1, 82] box) would halve the copies but needs
-128-byte aligned 768-byte stage rows, 7 KB more than the 32-head program has.
-
-Removed in session 22 after its H200 run: config depth / unit (code at a8df6ed), gluon64's register producers
-(_producer, _producer_ring) feeding this consumer, no raw stages: at 32 heads a program the cp.async ring keeps ONE
-21 KB half-block in flight, the register ring up to 63 KB (8 warps x 128 registers, depth 3 units of 32 rows; no spill
-by the sm_90a compile check). Bit-equal (9 GPU tests) and slower at every shape, fp8_ds_mla 32 heads 512 tokens, `dsattn
-bench ab` against the default (bench/gpu_s22_ws.sh, bench/results/ab_s22_ws_*.json): depth 3 unit 32 0.972x, depth 2
-unit 32 0.944x, depth 3 unit 16 0.963x, 4 warps depth 2 unit 16 0.986x (nope 0.983x, 2048 tokens 0.984x). So the rows in
-flight are not what holds the 32-head program back; its consumer's chain is (bench/logs/s22_ws.log).
-
-Removed in session 28 (code at 42b02a1): config prefetch (rows of later half-blocks asked of L2 by
-cp.async.bulk.prefetch.L2; slower at every distance tried in session 10, 8 heads 0.325 -> 0.452-0.460 ms, 32 heads
-0.353 -> 0.494: bench/results/sparse_mla_gluon_ws_sweep_prefetch.json), as in gluon_rx and gluon64. The sm_90a PTX
-of the defaults, ahead 1, 8 producer warps and the timing builds is identical outside debug information (compile
-check); DSATTN_WS_CONFIG lost its 4th field.
-
-Removed in session 29 after its H200 run (code at 97adb7b; bench/gpu_s29_b.sh, gpu_s29_c.sh, gpu_s29_d.sh,
-bench/logs/s29_*): config persist, one CTA an SM walking the tokens pid, pid + 132, ... along ONE ring (block counters
-running on across tokens, so the producer gathers the next token's first blocks during the consumer's last block,
-epilogue and next q). Why: at whole waves (528 tokens, topk_length 64 to 2048, CUDA-graph replays) the 32-head decode
-takes 0.0271 ms + 0.1495 ms per 1024 entries: 8.3% of the full time does not depend on the entries, up to ~6.8 us a
-program over the 4 waves (bench/results/decode_fixed_cost_s29_h32.json). Bit-equal (18 GPU tests) and slower: 0.939x /
-0.946x at 512 / 2048 tokens, nope 0.987x; the same code with one token a CTA (the grid of the default) 0.949x
-(bench/results/ab_s29d_*.json), so walking the tokens took back none of that cost, as gluon_rx's persist found in
-session 18. The first builds ran 0.82-0.89x: LLVM hoisted the q / out index vectors out of the token loop, they stayed
-live through the block loop (48 int32 values a thread, by the layouts' element counts), and ptxas ran the softmax's key
-sums as one serial chain (13 distinct shuffle destinations in the block loop's SASS against the default's 29, by the
-sm_90a compile check; Nsight Compute of the slow build: bench/logs/s29_c/); built from an opaque zero in each token,
-they no longer were.
+Options measured on the H200 and removed (each right in its GPU tests; numbers, profiles and the reasons in
+notes/sparse_mla.md, whose section "gluon_ws.py's docstring, sessions 21-29" holds what this docstring said of them):
+vst, 16-byte epilogue stores through an idle tile (no faster; session 21, code at 2d4f5b2); depth / unit, gluon64's
+register producers (0.94-0.99x; session 22, a8df6ed); unit 16, 16-row raw stages (0.83-0.90x; session 23, 48bd802);
+release, the tile freed before the wait for the next block (no difference; 351ce64); ahead 3 / 4 (no faster than 2;
+a183326); lazy, a lazily moved softmax max (0.91-0.98x; 50624e3); rot, latent rows landed rotated to keep their
+128-byte phase (0.84-0.85x; 620a969); pingpong, two consumer warpgroups (0.88-0.95x, 0.85-0.89x fed by register
+producers; session 24, 9a9fdfa, 50732b0); tma, rows landed by one-row TMA copies (0.58x from one loader warp, 0.72x
+from four, at 512 tokens; session 27, 8d639a2, 1e63530); prefetch, L2 prefetch of later rows (slower at every distance;
+session 28, 42b02a1); persist, one CTA an SM walking the tokens along one ring (0.94-0.99x; session 29, 97adb7b).
 """
 from __future__ import annotations
 
