@@ -70,12 +70,12 @@ Partitions (gl.warp_specialize):
       by both consumer warpgroups (free counts 2).
 
 Schedules measured on the H200 and removed (each passed its GPU tests against the reference; their numbers are in
-notes/sparse_mla.md): three consumer warpgroups (S and the softmax alone in warpgroup 0; slower at 64 / 128 heads, even
-at 16; session 11, code at 0980bad), overlap 2 (warpgroup 0's softmax of block b + 1 under S(b + 2); slower at every
-head count; session 14, cf36ac8), persistent programs (slower at 64 / 128 heads, within run-to-run drift at 16 / 32;
-session 14, 69caf59), a tail schedule (S(b + 1) queued behind P V(b); slower at every head count; session 16, 1689471),
-FlashMLA's staggered pair (0.63-0.75x; session 26, a7f7a6d), the N-split consumer and overlap 1 (slower wherever they
-ran; session 30, 7811b1a).
+notes/sparse_mla.md): three consumer warpgroups (S and the softmax alone in warpgroup 0; slower at 64 / 128 heads,
+level at 16 (3.76 vs 3.75 us a block); session 11, code at 0980bad), overlap 2 (warpgroup 0's softmax of block b + 1
+under S(b + 2); slower at every head count; session 14, cf36ac8), persistent programs (slower at 64 / 128 heads, within
+run-to-run drift at 16 / 32; session 14, 69caf59), a tail schedule (S(b + 1) queued behind P V(b); slower at every head
+count; session 16, 1689471), FlashMLA's staggered pair (0.63-0.75x; session 26, a7f7a6d), the N-split consumer and
+overlap 1 (slower wherever they ran; session 30, 7811b1a).
 
 Launch configurations (PrefillConfig; DSATTN_PF_CONFIG='field=value,...', parse_prefill_config): 64-entry blocks x 2
 stages (default, prefill_config) or 32 x 4 (one block in flight against three; 32 x 4 split 0.885 vs 0.790 ms at 64
