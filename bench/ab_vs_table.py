@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 
@@ -25,7 +24,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     from dsattn.bench import ab
-    from dsattn.bench.common import time_ms, warm_up_gpu
+    from dsattn.bench.common import time_ms, warm_up_gpu, write_results
     from dsattn.bench.kernels_mla import ours, prefill_case
     from dsattn.ops.sparse_mla import sparse_mla_prefill
     dev = torch.device("cuda")
@@ -54,10 +53,9 @@ def main(argv=None) -> int:
             row = {"tokens": args.tokens, "heads": h, "what": key, "ms": statistics.median(v), "ms_rounds": v}
             rows.append(row)
             print(json.dumps(row), flush=True)
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "ab_vs_table_s30.json"), "w") as f:
-            json.dump({"rows": rows, "device": torch.cuda.get_device_name(dev)}, f, indent=1)
+    if args.out:  # with the run's provenance (device, versions, commit), as every dsattn bench result
+        write_results("ab_vs_table_s30", rows, meta={"heads": args.heads, "tokens": args.tokens, "rounds": args.rounds},
+                      out_dir=args.out)
     return 0
 
 
