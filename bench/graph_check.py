@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 
 import torch
 
-from dsattn.bench.common import graph_replay, time_ms, warm_up_gpu
+from dsattn.bench.common import graph_replay, time_ms, warm_up_gpu, write_results
 from dsattn.bench.kernels_mla import _peers, decode_case, flashmla, ours, prefill_case
 
 
@@ -48,9 +47,8 @@ def main() -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "graph_check.json"), "w") as f:
-            json.dump({"rows": rows, "device": torch.cuda.get_device_name(dev)}, f, indent=1)
+        # provenance (device, versions, commit) as every dsattn bench result; the device name is in it
+        print(write_results("graph_check", rows, meta={"rep_ms": args.rep_ms, "rounds": 3}, out_dir=args.out))
     return 0
 
 
