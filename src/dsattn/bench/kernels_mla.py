@@ -5,7 +5,8 @@ Cases (BENCHMARKS.md):
     decode   paged cache of 131072 slots (block 64), fp8_ds_mla (D_qk 576) and fp8_ds_mla_nope (512),
              topk 2048, `uniform` indices (each token's top-k of random scores over all slots), one query
              token per request, tokens 512 and 2048. FlashMLA runs 64 or 128 heads only: fewer heads are
-             padded to 64 (the padding copy is not timed).
+             padded to 64 (the padding copy is not timed). --decode-context C gives each request its own C
+             slots instead (no row gathered twice a call; decode_case says why both exist).
     prefill  bf16 flat KV of s_kv 16384, D_qk 576, topk 2048, `overlap` indices (queries are the last s_q
              positions; row t takes the top-k of shared[n] + 0.5 * noise[t, n] over its causal prefix),
              s_q 1024 and 8192. FlashMLA native and padded to 64 heads.
@@ -126,19 +127,41 @@ def _q(t: int, h: int, d_qk: int, device, seed: int) -> torch.Tensor:
 _CACHE: dict = {}
 
 
-def decode_case(tokens: int, heads: int, layout: str, device, d_qk: int | None = None) -> Case:
+def decode_case(tokens: int, heads: int, layout: str, device, d_qk: int | None = None, context: int = 0) -> Case:
+    """context 0: every token's top-k over one shared pool of DECODE_SLOTS slots (as BENCHMARKS.md's peer table was
+    measured; at 512 tokens each slot is gathered ~8 times a call, at 2048 ~32, and the 86 / 69 MB pool is not much
+    larger than the H200's 50 MB L2). context C > 0: request t owns slots [t * C, (t + 1) * C) and takes its top-k
+    over those alone, so no row is gathered twice in a call (BENCHMARKS.md's `uniform`: "no reuse between tokens";
+    decode: "each request its own context"). The big cache repeats the pool's rows (the same values at other
+    addresses: only the addresses matter for speed, and every implementation reads the same cache)."""
     layout = KVLayout(layout)
     d_qk = d_qk or (512 if layout is KVLayout.FP8_DS_MLA_NOPE else 576)
+    if context and (context < TOPK or context % DECODE_BLOCK):
+        raise ValueError(f"context: {context} slots a request; needs >= topk {TOPK} and a multiple of {DECODE_BLOCK}")
     key = ("decode-kv", layout, d_qk)
     if key not in _CACHE:
         lat = _latents(DECODE_SLOTS, d_qk, device, seed=1)
         rows = pack_latent_rows(lat, layout) if layout.is_fp8 else lat.to(torch.bfloat16)
         _CACHE[key] = rows.view(DECODE_SLOTS // DECODE_BLOCK, DECODE_BLOCK, rows.shape[1])
-    ikey = ("uniform", tokens)
+    kv = _CACHE[key]
+    if context:
+        big = ("decode-kv-own", layout, d_qk, tokens, context)
+        if big not in _CACHE:
+            blocks = tokens * context // DECODE_BLOCK
+            reps = -(-blocks // kv.shape[0])
+            _CACHE[big] = kv.repeat(reps, 1, 1)[:blocks].contiguous()
+        kv = _CACHE[big]
+    ikey = ("uniform", tokens, context)
     if ikey not in _CACHE:
-        _CACHE[ikey] = uniform_indices(tokens, DECODE_SLOTS, TOPK, device, seed=tokens)
-    return Case("decode", layout, tokens, heads, d_qk, _q(tokens, heads, d_qk, device, heads), _CACHE[key],
-                _CACHE[ikey], 576 ** -0.5 if d_qk == 576 else 512 ** -0.5, "uniform")
+        if context:
+            own = uniform_indices(tokens, context, TOPK, device, seed=tokens)
+            base = torch.arange(tokens, device=device, dtype=torch.int32)[:, None] * context
+            _CACHE[ikey] = own + base
+        else:
+            _CACHE[ikey] = uniform_indices(tokens, DECODE_SLOTS, TOPK, device, seed=tokens)
+    return Case("decode", layout, tokens, heads, d_qk, _q(tokens, heads, d_qk, device, heads), kv,
+                _CACHE[ikey], 576 ** -0.5 if d_qk == 576 else 512 ** -0.5,
+                f"uniform, own {context} slots a request" if context else "uniform")
 
 
 def prefill_case(s_q: int, heads: int, device, d_qk: int = 576) -> Case:
@@ -380,7 +403,8 @@ def run_table(args, device, peers) -> list[dict]:
         for size in sizes:
             for layout in layouts:
                 for h in args.heads:
-                    case = decode_case(size, h, layout, device) if kind == "decode" else prefill_case(size, h, device)
+                    case = decode_case(size, h, layout, device, context=args.decode_context) if kind == "decode" \
+                        else prefill_case(size, h, device)
                     t0 = time.time()
                     rows += measure_case(case, peers, _variants(kind, h), rep_ms=args.rep_ms, impls=args.impl,
                                          rounds=args.rounds, graph=args.graph)
@@ -414,6 +438,10 @@ def parse_args(argv):
                    help="comma list of DSATTN_SPARSE_MLA_IMPL values to time dsattn under (auto, triton, gluon, "
                         "gluon_ws, gluon_rx, gluon64, gluon_prefill: the grouped bf16 prefill kernel); "
                         "a forced kernel that a variant lacks is skipped")
+    p.add_argument("--decode-context", type=int, default=0,
+                   help="decode: slots each request owns (its top-k is drawn from those alone: no row gathered twice "
+                        "a call); 0 (default) draws every request's top-k from one shared pool of "
+                        f"{DECODE_SLOTS} slots")
     p.add_argument("--rep-ms", type=float, default=100)
     p.add_argument("--rounds", type=int, default=3,
                    help="timings of each implementation, alternating; a row reports their median")
@@ -448,7 +476,9 @@ def run(op: str, argv: list[str]) -> int:
     print(format_table(rows, COLUMNS))
     path = write_results(args.name, rows, out_dir=args.out, meta={
         "op": op, "cases": args.cases, "rounds": args.rounds,
-        "timing": "CUDA-graph replays" if args.graph else "eager calls", "decode": f"{DECODE_SLOTS} slots, block {DECODE_BLOCK}, uniform, topk {TOPK}",
+        "timing": "CUDA-graph replays" if args.graph else "eager calls",
+        "decode": (f"{args.decode_context} own slots a request" if args.decode_context else f"{DECODE_SLOTS} shared slots")
+        + f", block {DECODE_BLOCK}, uniform, topk {TOPK}",
         "prefill": f"s_kv {PREFILL_KV}, overlap (noise 0.5), topk {TOPK}", "hbm_bytes_per_s": HBM_BYTES_PER_S,
         "bf16_flops": BF16_FLOPS, "speedup": "FlashMLA best ms / dsattn ms (FlashMLA padded to 64 heads below 64)",
         "env": {k: v for k, v in os.environ.items() if k.startswith(("TRITON", "CUDA_VISIBLE", "DSATTN"))}})

@@ -1,0 +1,53 @@
+"""The sparse MLA benchmark's decode cases (dsattn.bench.kernels_mla.decode_case), on the CPU at tiny sizes."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dsattn.bench import kernels_mla as km
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    monkeypatch.setattr(km, "DECODE_SLOTS", 256)
+    monkeypatch.setattr(km, "DECODE_BLOCK", 16)
+    monkeypatch.setattr(km, "TOPK", 64)
+    monkeypatch.setattr(km, "_CACHE", {})
+    return torch.device("cpu")
+
+
+@pytest.mark.parametrize("layout", ["fp8_ds_mla", "fp8_ds_mla_nope"])
+def test_decode_own_context(tiny, layout):
+    tokens, context = 5, 128
+    case = km.decode_case(tokens, 8, layout, tiny, context=context)
+    pool = km.decode_case(tokens, 8, layout, tiny)  # the shared pool the big cache repeats
+    idx = case.indices.long()
+    assert idx.shape == (tokens, 64) and case.indices.dtype == torch.int32
+    owner = torch.arange(tokens)[:, None]
+    assert bool(((idx >= owner * context) & (idx < (owner + 1) * context)).all())
+    assert torch.unique(idx).numel() == idx.numel()  # no row gathered twice in a call
+    assert case.kv.shape[0] * case.kv.shape[1] == tokens * context and case.kv.shape[1:] == pool.kv.shape[1:]
+    flat, base = case.kv.flatten(0, 1), pool.kv.flatten(0, 1)
+    slots = torch.arange(tokens * context)
+    assert torch.equal(flat, base[slots % base.shape[0]])
+    assert case.dist == f"uniform, own {context} slots a request" and pool.dist == "uniform"
+    assert case.valid == tokens * 64
+
+
+def test_decode_shared_pool_unchanged(tiny):
+    case = km.decode_case(4, 8, "fp8_ds_mla", tiny)
+    assert case.kv.shape[0] * case.kv.shape[1] == 256
+    assert bool(((case.indices >= 0) & (case.indices < 256)).all())
+    assert all(torch.unique(r).numel() == 64 for r in case.indices)
+
+
+@pytest.mark.parametrize("context", [32, 100])
+def test_decode_context_refused(tiny, context):
+    with pytest.raises(ValueError, match="context"):
+        km.decode_case(2, 8, "fp8_ds_mla", tiny, context=context)
+
+
+def test_cli_flag():
+    args = km.parse_args(["--cases", "decode", "--decode-context", "16384"])
+    assert args.decode_context == 16384
+    assert km.parse_args([]).decode_context == 0
