@@ -51,3 +51,10 @@ def test_cli_flag():
     args = km.parse_args(["--cases", "decode", "--decode-context", "16384"])
     assert args.decode_context == 16384
     assert km.parse_args([]).decode_context == 0
+
+
+@pytest.mark.parametrize("bad", ["100", "-64", "2050"])
+def test_cli_flag_refused(bad, capsys):
+    with pytest.raises(SystemExit):
+        km.parse_args(["--decode-context", bad])
+    assert "--decode-context" in capsys.readouterr().err

@@ -460,6 +460,8 @@ def parse_args(argv):
     if bad:
         p.error(f"--impl: unknown {bad}")
     args.tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else None
+    if args.decode_context and (args.decode_context < TOPK or args.decode_context % DECODE_BLOCK):
+        p.error(f"--decode-context: {args.decode_context}; needs 0, or >= topk {TOPK} and a multiple of {DECODE_BLOCK}")
     return args
 
 
