@@ -58,3 +58,11 @@ def test_cli_flag_refused(bad, capsys):
     with pytest.raises(SystemExit):
         km.parse_args(["--decode-context", bad])
     assert "--decode-context" in capsys.readouterr().err
+
+
+def test_decode_ascending(tiny):
+    rnd = km.decode_case(4, 8, "fp8_ds_mla", tiny, context=128)
+    asc = km.decode_case(4, 8, "fp8_ds_mla", tiny, context=128, ascending=True)
+    assert torch.equal(asc.indices, rnd.indices.sort(dim=1).values) and not torch.equal(asc.indices, rnd.indices)
+    assert asc.dist.endswith(", ascending") and asc.kv is rnd.kv
+    assert km.parse_args(["--ascending"]).ascending and not km.parse_args([]).ascending

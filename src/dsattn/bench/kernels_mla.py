@@ -127,13 +127,16 @@ def _q(t: int, h: int, d_qk: int, device, seed: int) -> torch.Tensor:
 _CACHE: dict = {}
 
 
-def decode_case(tokens: int, heads: int, layout: str, device, d_qk: int | None = None, context: int = 0) -> Case:
+def decode_case(tokens: int, heads: int, layout: str, device, d_qk: int | None = None, context: int = 0,
+                ascending: bool = False) -> Case:
     """context 0: every token's top-k over one shared pool of DECODE_SLOTS slots (as BENCHMARKS.md's peer table was
     measured; at 512 tokens each slot is gathered ~8 times a call, at 2048 ~32, and the 86 / 69 MB pool is not much
     larger than the H200's 50 MB L2). context C > 0: request t owns slots [t * C, (t + 1) * C) and takes its top-k
     over those alone, so no row is gathered twice in a call (BENCHMARKS.md's `uniform`: "no reuse between tokens";
     decode: "each request its own context"). The big cache repeats the pool's rows (the same values at other
-    addresses: only the addresses matter for speed, and every implementation reads the same cache)."""
+    addresses: only the addresses matter for speed, and every implementation reads the same cache). ascending: each
+    token's entries sorted by slot (the order dsattn's top-k emits positions in; the default is the random order of a
+    top-k by score)."""
     layout = KVLayout(layout)
     d_qk = d_qk or (512 if layout is KVLayout.FP8_DS_MLA_NOPE else 576)
     if context and (context < TOPK or context % DECODE_BLOCK):
@@ -151,17 +154,18 @@ def decode_case(tokens: int, heads: int, layout: str, device, d_qk: int | None =
             reps = -(-blocks // kv.shape[0])
             _CACHE[big] = kv.repeat(reps, 1, 1)[:blocks].contiguous()
         kv = _CACHE[big]
-    ikey = ("uniform", tokens, context)
+    ikey = ("uniform", tokens, context, ascending)
     if ikey not in _CACHE:
         if context:
             own = uniform_indices(tokens, context, TOPK, device, seed=tokens)
             base = torch.arange(tokens, device=device, dtype=torch.int32)[:, None] * context
-            _CACHE[ikey] = own + base
+            idx = own + base
         else:
-            _CACHE[ikey] = uniform_indices(tokens, DECODE_SLOTS, TOPK, device, seed=tokens)
+            idx = uniform_indices(tokens, DECODE_SLOTS, TOPK, device, seed=tokens)
+        _CACHE[ikey] = idx.sort(dim=1).values if ascending else idx
     return Case("decode", layout, tokens, heads, d_qk, _q(tokens, heads, d_qk, device, heads), kv,
                 _CACHE[ikey], 576 ** -0.5 if d_qk == 576 else 512 ** -0.5,
-                f"uniform, own {context} slots a request" if context else "uniform")
+                (f"uniform, own {context} slots a request" if context else "uniform") + (", ascending" if ascending else ""))
 
 
 def prefill_case(s_q: int, heads: int, device, d_qk: int = 576) -> Case:
@@ -403,7 +407,8 @@ def run_table(args, device, peers) -> list[dict]:
         for size in sizes:
             for layout in layouts:
                 for h in args.heads:
-                    case = decode_case(size, h, layout, device, context=args.decode_context) if kind == "decode" \
+                    case = decode_case(size, h, layout, device, context=args.decode_context,
+                                       ascending=args.ascending) if kind == "decode" \
                         else prefill_case(size, h, device)
                     t0 = time.time()
                     rows += measure_case(case, peers, _variants(kind, h), rep_ms=args.rep_ms, impls=args.impl,
@@ -442,6 +447,9 @@ def parse_args(argv):
                    help="decode: slots each request owns (its top-k is drawn from those alone: no row gathered twice "
                         "a call); 0 (default) draws every request's top-k from one shared pool of "
                         f"{DECODE_SLOTS} slots")
+    p.add_argument("--ascending", action="store_true",
+                   help="decode: each token's entries sorted by slot (as dsattn's top-k emits them) instead of the "
+                        "random order of a top-k by score")
     p.add_argument("--rep-ms", type=float, default=100)
     p.add_argument("--rounds", type=int, default=3,
                    help="timings of each implementation, alternating; a row reports their median")
@@ -480,7 +488,7 @@ def run(op: str, argv: list[str]) -> int:
         "op": op, "cases": args.cases, "rounds": args.rounds,
         "timing": "CUDA-graph replays" if args.graph else "eager calls",
         "decode": (f"{args.decode_context} own slots a request" if args.decode_context else f"{DECODE_SLOTS} shared slots")
-        + f", block {DECODE_BLOCK}, uniform, topk {TOPK}",
+        + f", block {DECODE_BLOCK}, uniform{', ascending' if args.ascending else ''}, topk {TOPK}",
         "prefill": f"s_kv {PREFILL_KV}, overlap (noise 0.5), topk {TOPK}", "hbm_bytes_per_s": HBM_BYTES_PER_S,
         "bf16_flops": BF16_FLOPS, "speedup": "FlashMLA best ms / dsattn ms (FlashMLA padded to 64 heads below 64)",
         "env": {k: v for k, v in os.environ.items() if k.startswith(("TRITON", "CUDA_VISIBLE", "DSATTN"))}})
