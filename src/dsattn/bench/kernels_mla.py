@@ -150,9 +150,8 @@ def decode_case(tokens: int, heads: int, layout: str, device, d_qk: int | None =
     if context:
         big = ("decode-kv-own", layout, d_qk, tokens, context)
         if big not in _CACHE:
-            blocks = tokens * context // DECODE_BLOCK
-            reps = -(-blocks // kv.shape[0])
-            _CACHE[big] = kv.repeat(reps, 1, 1)[:blocks].contiguous()
+            blocks = tokens * context // DECODE_BLOCK  # exactly these (a repeat then a slice would keep the rest alive)
+            _CACHE[big] = kv[torch.arange(blocks, device=kv.device) % kv.shape[0]]
         kv = _CACHE[big]
     ikey = ("uniform", tokens, context, ascending)
     if ikey not in _CACHE:
