@@ -66,3 +66,15 @@ def test_decode_ascending(tiny):
     assert torch.equal(asc.indices, rnd.indices.sort(dim=1).values) and not torch.equal(asc.indices, rnd.indices)
     assert asc.dist.endswith(", ascending") and asc.kv is rnd.kv
     assert km.parse_args(["--ascending"]).ascending and not km.parse_args([]).ascending
+
+
+def test_decode_own_context_one_at_a_time(tiny):
+    """Only the newest own-context cache stays in the module's cache; a Case built earlier keeps its own rows."""
+    first = km.decode_case(4, 8, "fp8_ds_mla", tiny, context=128)
+    assert km.decode_case(4, 16, "fp8_ds_mla", tiny, context=128).kv is first.kv  # same case, other heads: reused
+    second = km.decode_case(2, 8, "fp8_ds_mla_nope", tiny, context=128)
+    own = [k for k in km._CACHE if k[0] == "decode-kv-own"]
+    assert own == [("decode-kv-own", km.KVLayout.FP8_DS_MLA_NOPE, 512, 2, 128)]
+    assert first.kv.shape[0] * first.kv.shape[1] == 4 * 128 and second.kv.shape[0] * second.kv.shape[1] == 2 * 128
+    again = km.decode_case(4, 8, "fp8_ds_mla", tiny, context=128)  # rebuilt with the same rows
+    assert again.kv is not first.kv and torch.equal(again.kv, first.kv)

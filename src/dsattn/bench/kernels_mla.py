@@ -150,6 +150,11 @@ def decode_case(tokens: int, heads: int, layout: str, device, d_qk: int | None =
     if context:
         big = ("decode-kv-own", layout, d_qk, tokens, context)
         if big not in _CACHE:
+            # one own-context cache at a time: each is tokens x context rows (22 GB at 2048 x 16384 fp8_ds_mla), and
+            # keeping every case's for the whole process held ~50 GB in session 32's 7-round run (a Case built
+            # earlier keeps its own rows alive while the caller holds it)
+            for k in [k for k in _CACHE if k[0] == "decode-kv-own"]:
+                del _CACHE[k]
             blocks = tokens * context // DECODE_BLOCK  # exactly these (a repeat then a slice would keep the rest alive)
             _CACHE[big] = kv[torch.arange(blocks, device=kv.device) % kv.shape[0]]
         kv = _CACHE[big]
@@ -412,6 +417,7 @@ def run_table(args, device, peers) -> list[dict]:
                     t0 = time.time()
                     rows += measure_case(case, peers, _variants(kind, h), rep_ms=args.rep_ms, impls=args.impl,
                                          rounds=args.rounds, graph=args.graph)
+                    del case  # its rows may go before the next case builds its own (decode_case)
                     print(f"# {kind} {layout.value} tokens={size} heads={h}: {time.time() - t0:.1f}s", file=sys.stderr)
     _nope_vs_fp8(rows)
     return rows
@@ -489,7 +495,8 @@ def run(op: str, argv: list[str]) -> int:
         "decode": (f"{args.decode_context} own slots a request" if args.decode_context else f"{DECODE_SLOTS} shared slots")
         + f", block {DECODE_BLOCK}, uniform{', ascending' if args.ascending else ''}, topk {TOPK}",
         "prefill": f"s_kv {PREFILL_KV}, overlap (noise 0.5), topk {TOPK}", "hbm_bytes_per_s": HBM_BYTES_PER_S,
-        "bf16_flops": BF16_FLOPS, "speedup": "FlashMLA best ms / dsattn ms (FlashMLA padded to 64 heads below 64)",
+        "bf16_flops": BF16_FLOPS, "peak_gpu_bytes": torch.cuda.max_memory_allocated(device),
+        "speedup": "FlashMLA best ms / dsattn ms (FlashMLA padded to 64 heads below 64)",
         "env": {k: v for k, v in os.environ.items() if k.startswith(("TRITON", "CUDA_VISIBLE", "DSATTN"))}})
     print(f"# wrote {path}")
     return 0
