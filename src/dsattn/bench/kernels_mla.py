@@ -150,9 +150,9 @@ def decode_case(tokens: int, heads: int, layout: str, device, d_qk: int | None =
     if context:
         big = ("decode-kv-own", layout, d_qk, tokens, context)
         if big not in _CACHE:
-            # one own-context cache at a time: each is tokens x context rows (22 GB at 2048 x 16384 fp8_ds_mla), and
-            # keeping every case's for the whole process held ~50 GB in session 32's 7-round run (a Case built
-            # earlier keeps its own rows alive while the caller holds it)
+            # one own-context cache at a time: each is tokens x context rows (22 GB at 2048 x 16384 fp8_ds_mla); the
+            # decode table at C 16384 peaked at 50.19 GB allocated keeping every case's, 22.54 GB now (H200,
+            # bench/gpu_s33_cache.sh). A Case built earlier keeps its own rows alive while its caller holds it.
             for k in [k for k in _CACHE if k[0] == "decode-kv-own"]:
                 del _CACHE[k]
             blocks = tokens * context // DECODE_BLOCK  # exactly these (a repeat then a slice would keep the rest alive)
