@@ -127,6 +127,11 @@ def _q(t: int, h: int, d_qk: int, device, seed: int) -> torch.Tensor:
 _CACHE: dict = {}
 
 
+def _bad_context(context: int) -> bool:
+    """A per-request context decode_case cannot draw a top-k from: not 0, and under topk or not whole blocks."""
+    return bool(context) and (context < TOPK or context % DECODE_BLOCK != 0)
+
+
 def decode_case(tokens: int, heads: int, layout: str, device, d_qk: int | None = None, context: int = 0,
                 ascending: bool = False) -> Case:
     """context 0: every token's top-k over one shared pool of DECODE_SLOTS slots (as BENCHMARKS.md's peer table was
@@ -139,7 +144,7 @@ def decode_case(tokens: int, heads: int, layout: str, device, d_qk: int | None =
     top-k by score)."""
     layout = KVLayout(layout)
     d_qk = d_qk or (512 if layout is KVLayout.FP8_DS_MLA_NOPE else 576)
-    if context and (context < TOPK or context % DECODE_BLOCK):
+    if _bad_context(context):
         raise ValueError(f"context: {context} slots a request; needs >= topk {TOPK} and a multiple of {DECODE_BLOCK}")
     key = ("decode-kv", layout, d_qk)
     if key not in _CACHE:
@@ -473,7 +478,7 @@ def parse_args(argv):
     if bad:
         p.error(f"--impl: unknown {bad}")
     args.tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else None
-    if args.decode_context and (args.decode_context < TOPK or args.decode_context % DECODE_BLOCK):
+    if _bad_context(args.decode_context):
         p.error(f"--decode-context: {args.decode_context}; needs 0, or >= topk {TOPK} and a multiple of {DECODE_BLOCK}")
     return args
 
