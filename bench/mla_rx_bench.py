@@ -4,7 +4,7 @@ decode_case). Each config of gluon_rx is checked against gluon_ws's outputs on t
 difference, largest relative lse difference; NaN shows as nan), then timed (median, L2 flushed: bench.common.time_ms).
 
     PYTHONPATH=src python bench/mla_rx_bench.py --out DIR [--rep-ms 40] [--heads 8,16,32]
-        [--configs c2,c2+hp8,c1,'stages=3;consumers=2']
+        [--configs c2,c2+hp8,c1,'stages=3;consumers=2;pingpong=1']
 
 Writes DIR/sparse_mla_rx_bench.json. FlashMLA's time on these cases (bench/results, session 10): 0.444 ms at 8 / 16
 heads (padded to 64); targets 0.222 ms (8 / 16 heads) and 0.317 ms (32).
@@ -34,7 +34,7 @@ def main() -> int:
     p.add_argument("--layouts", default="fp8_ds_mla")
     p.add_argument("--tokens", type=int, default=512)
     p.add_argument("--configs", default="default",
-                   help="RxConfig fields by name, ';' between them (e.g. 'stages=3;consumers=2'; gluon_rx."
+                   help="RxConfig fields by name, ';' between them (e.g. 'stages=3;consumers=2;pingpong=1'; gluon_rx."
                         "parse_rx_config), 'default' (rx_config's choice) or c1 / c2 (rx_config's choice at one / two "
                         "consumer warpgroups); a +hp8 suffix sets hp8 1, +pp pingpong 1 with 56 producer registers "
                         "(combinable); comma separated")

@@ -33,42 +33,25 @@ def test_v_permutation_matches_the_register_chain():
         gluon_rx.s_phys(t), torch.tensor([gluon_rx.s_phys(c) for c in range(512)]))
 
 
-def test_v2_permutation_matches_the_register_chain():
-    """Two consumers, _v_operand2: half h's [16 keys, 2 groups, 128] -> [16, 2, 2, 8, 4, 2], permute
-    (4, 1, 2, 5, 3, 0), reshape [256, 16]: logical row d of half h holds physical column v_phys2(d, h)."""
-    for h in (0, 1):
-        p = np.broadcast_to(256 * h + np.arange(256).reshape(2, 128), (16, 2, 128))
-        x = p.reshape(16, 2, 2, 8, 4, 2).transpose(4, 1, 2, 5, 3, 0).reshape(256, 16)
-        v = np.array([gluon_rx.v_phys2(d, h) for d in range(256)])
-        assert (x == v[:, None]).all()
-    both = sorted(gluon_rx.v_phys2(d, h) for h in (0, 1) for d in range(256))
-    assert both == list(range(512))
-
-
 def test_epilogue_permutation_puts_rows_in_physical_order():
-    """_ot_phys (config vst): O^T's accumulator rows m (0..511, or 0..255 of a half) reshaped to 2 x ... x 2, permuted
-    (3, 4, 6, 7, 8, 0, 1, 2, 5) or (2, 3, 5, 6, 7, 0, 1, 4) and reshaped back: position p must hold the row m with
-    v_phys(m) = p (v_phys2(m, h) = 256 h + p), so that storing position p at out column p (256 h + p) writes what
-    _store_ot writes at v_phys(m); and _ot_phys_layout's registers are 16 (8) consecutive positions a thread."""
+    """_ot_phys (config vst): O^T's accumulator rows m (0..511) reshaped to 2 x ... x 2, permuted
+    (3, 4, 6, 7, 8, 0, 1, 2, 5) and reshaped back: position p must hold the row m with v_phys(m) = p, so that storing
+    position p at out column p writes what _store_ot writes at v_phys(m); and _ot_phys_layout's registers are 16
+    consecutive positions a thread."""
     m = np.arange(512)
     x = m.reshape([2] * 9).transpose(3, 4, 6, 7, 8, 0, 1, 2, 5).reshape(512)
     assert all(gluon_rx.v_phys(int(x[p])) == p for p in range(512))
-    m = np.arange(256)
-    x = m.reshape([2] * 8).transpose(2, 3, 5, 6, 7, 0, 1, 4).reshape(256)
-    for h in (0, 1):
-        assert all(gluon_rx.v_phys2(int(x[p]), h) == 256 * h + p for p in range(256))
     if not gluon_rx.HAVE_GLUON:
         return
-    for nr, run in ((512, 16), (256, 8)):
-        for hp in (8, 16, 32):
-            lay = gluon_rx._ot_phys_layout.fn(nr, hp)  # (the constexpr_function's Python body)
-            reg = [tuple(b) for b in lay.reg_bases]
-            assert reg[:run.bit_length() - 1] == [(1 << i, 0) for i in range(run.bit_length() - 1)]
-            # every (row, head) once: the bases span [nr, hp]
-            pts = {(0, 0)}
-            for b in reg + [tuple(b) for b in lay.lane_bases] + [tuple(b) for b in lay.warp_bases]:
-                pts |= {(r ^ b[0], c ^ b[1]) for r, c in pts}
-            assert len(pts) == nr * hp and max(r for r, _ in pts) == nr - 1 and max(c for _, c in pts) == hp - 1
+    for hp in (8, 16, 32):
+        lay = gluon_rx._ot_phys_layout.fn(hp)  # (the constexpr_function's Python body)
+        reg = [tuple(b) for b in lay.reg_bases]
+        assert reg[:4] == [(1 << i, 0) for i in range(4)]
+        # every (row, head) once: the bases span [512, hp]
+        pts = {(0, 0)}
+        for b in reg + [tuple(b) for b in lay.lane_bases] + [tuple(b) for b in lay.warp_bases]:
+            pts |= {(r ^ b[0], c ^ b[1]) for r, c in pts}
+        assert len(pts) == 512 * hp and max(r for r, _ in pts) == 511 and max(c for _, c in pts) == hp - 1
 
 
 def test_rx_choice():
@@ -101,7 +84,8 @@ def test_rx_config(monkeypatch):
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 12, 512) == two_ctas
     for layout, d in ((KVLayout.FP8_DS_MLA, 576), (KVLayout.FP8_DS_MLA_NOPE, 512)):  # two CTAs fit an SM
         assert 2 * (gluon_rx.rx_smem_bytes(layout, d, 16, 2) + gluon_rx.SMEM_MARGIN) <= gluon_rx.SMEM_LIMIT
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == gluon_rx.RxConfig(stages=3, consumers=2, hp8=1)
+    one32 = gluon_rx.RxConfig(stages=4, pv_depth=0, consumers=1, hp8=1)  # 32-head programs: one consumer, always
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == one32
     monkeypatch.setenv("DSATTN_RX_CONSUMERS", "2")  # the 16-head default of sessions 13-18 (ping-pong)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16, 576) == gluon_rx.RxConfig(stages=4, producer_regs=48,
                                                                                    consumers=2, hp8=1, pingpong=1,
@@ -111,17 +95,18 @@ def test_rx_config(monkeypatch):
                                                                                       spillfix=1)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(stages=4, producer_regs=56, consumers=2,
                                                                                   hp8=1, pingpong=1)
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == one32
     monkeypatch.setenv("DSATTN_RX_CONSUMERS", "1")
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(stages=5, consumers=1, hp8=1)
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == gluon_rx.RxConfig(stages=4, pv_depth=0, consumers=1,
-                                                                                  hp8=1)
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == one32
     for c in ("", "1", "2"):
         monkeypatch.setenv("DSATTN_RX_CONSUMERS", c)
         for h in (1, 8, 16, 32):
             hp = 8 if h <= 8 else gluon_rx.rx_hp(h)
             for layout, d in ((KVLayout.FP8_DS_MLA, 576), (KVLayout.FP8_DS_MLA_NOPE, 512)):
                 cfg = gluon_rx.rx_config(layout, h, d)
-                assert (gluon_rx.rx_smem_bytes(layout, d, hp, cfg.stages, cfg.consumers, cfg.pingpong)
+                assert cfg.pingpong == (cfg.consumers == 2)
+                assert (gluon_rx.rx_smem_bytes(layout, d, hp, cfg.stages, cfg.consumers)
                         + gluon_rx.SMEM_MARGIN <= gluon_rx.SMEM_LIMIT)
     monkeypatch.setenv("DSATTN_RX_CONSUMERS", "3")
     with pytest.raises(ValueError, match="DSATTN_RX_CONSUMERS"):
@@ -157,16 +142,16 @@ def test_rx_rejects_bad_launches():
     with pytest.raises(ValueError, match="consumers"):
         gluon_rx.run_attention_rx(q[:, :8], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse,
                                   config=gluon_rx.RxConfig(consumers=3))
-    for bad in (gluon_rx.RxConfig(consumers=2, maxnreg=128), gluon_rx.RxConfig(consumers=1, maxnreg=100),
+    for bad in (gluon_rx.RxConfig(consumers=2, pingpong=1, maxnreg=128), gluon_rx.RxConfig(consumers=1, maxnreg=100),
                 gluon_rx.RxConfig(consumers=1, maxnreg=32), gluon_rx.RxConfig(consumers=1, maxnreg=256)):
         with pytest.raises(ValueError, match="config.maxnreg"):
             gluon_rx.run_attention_rx(q[:, :8], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=bad)
     for bad in (gluon_rx.RxConfig(idxpf=5), gluon_rx.RxConfig(idxpf=-1)):
         with pytest.raises(ValueError, match="config.idxpf"):
             gluon_rx.run_attention_rx(q[:, :8], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=bad)
-    for bad in (gluon_rx.RxConfig(sraw=2), gluon_rx.RxConfig(consumers=2, sraw=1)):  # halves: not theirs
-        with pytest.raises(ValueError, match="config.sraw"):
-            gluon_rx.run_attention_rx(q[:, :8], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=bad)
+    with pytest.raises(ValueError, match="config.sraw"):
+        gluon_rx.run_attention_rx(q[:, :8], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse,
+                                  config=gluon_rx.RxConfig(sraw=2))
 
 
 def test_rx_maxnreg_config(monkeypatch):
@@ -224,14 +209,18 @@ def test_rx_config_guards():
                       (gluon_rx.RxConfig(consumers=3, hp8=1, pingpong=1, spillfix=3), "config.consumers"),
                       (gluon_rx.RxConfig(consumers=2, hp8=1, pingpong=1, spillfix=2), "config.spillfix"),
                       (gluon_rx.RxConfig(consumers=2, hp8=1, pingpong=1, spillfix=3), "config.spillfix"),
-                      (gluon_rx.RxConfig(consumers=2, hp8=1, spillfix=1), "config.spillfix"),
+                      (gluon_rx.RxConfig(consumers=1, hp8=1, spillfix=1), "config.spillfix"),
                       (gluon_rx.RxConfig(consumers=1, hp8=1, pingpong=1), "config.pingpong"),
+                      # two consumers in step (the halves, pingpong 0): removed in session 34
+                      (gluon_rx.RxConfig(consumers=2, hp8=1), "config.pingpong"),
+                      (gluon_rx.RxConfig(consumers=2, hp8=1, spillfix=1), "config.pingpong"),
+                      (gluon_rx.RxConfig(consumers=2, hp8=1, pingpong=2), "config.pingpong"),
                       (gluon_rx.RxConfig(consumers=2, hp8=1, pingpong=1, producer_warps=2), "config.producer_warps"),
                       (gluon_rx.RxConfig(consumers=2, hp8=1, pingpong=1, producer_warps=1), "config.producer_warps")):
         with pytest.raises(ValueError, match=what):
             gluon_rx.run_attention_rx(q, rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=bad)
     for bad_profile, cfg in ((3, gluon_rx.RxConfig(consumers=2, hp8=1, pingpong=1)),
-                             (1, gluon_rx.RxConfig(consumers=2, hp8=1)), (2, gluon_rx.RxConfig(consumers=1, hp8=1))):
+                             (1, gluon_rx.RxConfig(consumers=1, hp8=1)), (2, gluon_rx.RxConfig(consumers=1, hp8=1))):
         with pytest.raises(ValueError, match="profile"):  # timing builds: ping-pong configs only
             gluon_rx.run_attention_rx(q, rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=cfg,
                                       profile=bad_profile)

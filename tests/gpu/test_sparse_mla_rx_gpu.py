@@ -4,7 +4,8 @@ fp32 rounding, not bit for bit). Skipped without an sm_90 GPU.
 
 Both kernels, three ways (the `consumers` fixture): the defaults ("auto": DSATTN_RX_CONSUMERS unset; rx2's ping-pong
 at 8-head programs, the one-consumer kernel at two CTAs an SM at 16-head programs since session 19), one consumer
-warpgroup everywhere (sparse_mla_rx_kernel, DSATTN_RX_CONSUMERS=1) and two (sparse_mla_rx2_kernel, =2).
+warpgroup everywhere (sparse_mla_rx_kernel, DSATTN_RX_CONSUMERS=1) and two ping-pong consumers (sparse_mla_rx2_kernel,
+=2) at <= 16 heads a program (32-head programs run one consumer either way since session 34 removed the halves).
 test_rx_hang_guard runs first, once per way: a tiny case in a child process with a time limit, so that a deadlocked
 pipeline (mbarrier phases) fails one test in seconds instead of hanging the session; the tests of that way skip after
 it fails.
@@ -149,17 +150,18 @@ def test_rx_pad64_and_many_heads_fall_back():
                                  "stages=4,producer_warps=8"])
 def test_rx_configs_agree(monkeypatch, consumers, cfg):
     """Ring depths, P @ V depths, producer registers and warps: the same outputs (no arithmetic changes, so bit for
-    bit against the default config of the same consumer count and consumer loop: at two consumers the halves,
-    stages=3,consumers=2, since the 16-head default is ping-pong, another accumulation order). (Until session 27 also
-    the L2 prefetch, the integer operand conversions (alu) and the pipelined two-consumer loop (pipe), since
-    removed: gluon_rx's docstring.)"""
+    bit against the default config of the same consumer count and consumer loop: at two consumers ping-pong with
+    spillfix 1, stages=3). (Until session 27 also the L2 prefetch, the integer operand conversions (alu) and the
+    pipelined two-consumer loop (pipe); until session 34 two consumers meant the halves here: gluon_rx's
+    docstring.)"""
     if not consumers:
         pytest.skip("forced consumer counts only")
-    cfg = f"{cfg},consumers={consumers}"
+    two = ",pingpong=1,spillfix=1" if consumers == 2 else ""
+    cfg = f"{cfg},consumers={consumers}{two}"
     case = make_case(40, 16, 576, num_slots=20000, topk=2048, layout="fp8_ds_mla", block_size=64, with_length=True,
                      empty_rows=1, seed=13, device=DEV)
     if consumers == 2:
-        monkeypatch.setenv("DSATTN_RX_CONFIG", "stages=3,consumers=2")
+        monkeypatch.setenv("DSATTN_RX_CONFIG", f"stages=3,consumers=2{two}")
     base = _decode(case)
     monkeypatch.setenv("DSATTN_RX_CONFIG", cfg)
     other = _decode(case)
@@ -177,7 +179,8 @@ def test_rx_hp8(monkeypatch, consumers, h):
                      empty_rows=1, seed=21 + h, device=DEV)
     hp8 = _decode(case)
     stages = 5 if consumers == 1 else 4
-    monkeypatch.setenv("DSATTN_RX_CONFIG", f"stages={stages},consumers={consumers},hp8=0")
+    two = ",pingpong=1,spillfix=1" if consumers == 2 else ""  # (16-head ping-pong programs: spillfix 1)
+    monkeypatch.setenv("DSATTN_RX_CONFIG", f"stages={stages},consumers={consumers},hp8=0{two}")
     base = _decode(case)
     check_close(*hp8, *case.reference())
     diff = (hp8[0].float() - base[0].float()).abs().max().item()
@@ -310,9 +313,9 @@ def test_rx_idxpf_bit_equal(monkeypatch, consumers, layout, d_qk, h, idxpf):
 @pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512)])
 @pytest.mark.parametrize("h", [8, 16, 32])
 def test_rx_sraw(monkeypatch, consumers, layout, d_qk, h):
-    """sraw (S^T as the halves build it: one accumulator a latent group over the unscaled fp8 values, the scales in
-    fp32 after; session 19, in the 8-head nope default since session 20) on the defaults at 8 (ping-pong) and 16
-    heads (two CTAs), and on the one consumer at 32 heads: right against the reference (topk_length, an empty row, NaN
+    """sraw (S^T from one accumulator a latent group over the unscaled fp8 values, the scales in fp32 after; session
+    19, in the 8-head nope default since session 20) on the defaults at 8 (ping-pong) and 16 heads (two CTAs), and
+    on the one consumer at 32 heads: right against the reference (topk_length, an empty row, NaN
     rows behind invalid entries), and within fp32 rounding of the same config with sraw 0 (the same products, summed
     in another order)."""
     import dataclasses

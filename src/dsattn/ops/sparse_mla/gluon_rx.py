@@ -2,11 +2,13 @@
 that keep no fp16 tiles: the consumers build both products' A operands in REGISTERS from the raw fp8 stages.
 
 STATUS: 'auto' runs it for fp8 rows at <= 16 heads a program (launch.rx_preferred; DSATTN_SPARSE_MLA_IMPL=gluon_rx
-forces it up to 32). Two kernels: sparse_mla_rx_kernel (one consumer warpgroup) and sparse_mla_rx2_kernel (two).
+forces it up to 32). Two kernels: sparse_mla_rx_kernel (one consumer warpgroup) and sparse_mla_rx2_kernel (two
+ping-pong consumers, at most 16 heads a program).
 Defaults (rx_config): 8-head programs at <= 8 heads run rx2 with ping-pong consumers; 16-head programs run, since
 session 19, the one-consumer kernel with 2 stages and the launch capped at 128 registers, two CTAs an SM (2.8-6.0%
 faster than rx2's ping-pong there, bench/results/ab_s19_2cta_*.json), and DSATTN_RX_CONSUMERS=2 takes rx2's ping-pong
-with spillfix 1 (the 16-head default of sessions 13-18: 0.2526 vs 0.2821 ms in step, bench/results/s13_rx16.json).
+with spillfix 1 (the 16-head default of sessions 13-18: 0.2526 ms against the halves' 0.2821 then,
+bench/results/s13_rx16.json).
 Measured on the H200 (decode, topk 2048, FlashMLA padded to 64 heads in the same process; session 29,
 bench/results/sparse_mla_s29_decode_512.json, _2048.json): fp8_ds_mla 8 heads 0.196 / 0.757 ms at 512 / 2048 tokens
 (2.25x / 2.29x), 16 heads 0.214 / 0.852 (2.08x / 2.02x); fp8_ds_mla_nope at 8 heads 1.132x / 1.143x faster than
@@ -23,7 +25,9 @@ sessions 12, 13, 25; code at 96927db, 881755d), spillfix bit 2 (session 13), f8s
 terms: no faster and outside the tolerances; session 18, 12a56fa), persist (one program an SM walking items: 0-3%
 slower; session 18, 49fb844), pair (two blocks a softmax step: 0.85-1.00x; session 25, 9c3be7b), prefetch, alu and
 pipe (L2 prefetch, integer e4m3 conversions, the halves' pipelined loop: slower wherever run; removed in session 28,
-42b02a1).
+42b02a1), the halves (two consumers in step, each over half of the latent columns, exchanging partial S^T: slower
+than ping-pong at 8-head programs, 0.244 vs 0.224 ms, and at 16, 0.282 vs 0.253, and than gluon_ws at 32 heads, 0.483
+vs 0.369; the 16-head default of sessions 10-12 only; removed in session 34, code at d37e495).
 
 Why (notes/sparse_mla.md, gluon_ws timing builds, 8 heads): gluon_ws's two fp16 tiles (144 KB) leave room for only
 ~42 KB of gathered rows in flight per SM, and its shared-memory traffic per 64-key block is ~290 KB (raw in, fp8
@@ -38,18 +42,16 @@ Products (wgmma, M = 64 rows per instruction, fp32 accumulation; values in V_SCA
   O^T [512, HP]    += V16^T P^T      (fp16, 4 chunks of 16 keys, B = P^T in shared memory)
 
 V16 is fp8 value x fp16(group scale x V_SCALE) (cvt.rn.f16x2.e4m3x2, then mul.rn.f16x2), gluon_ws's tile values. K16
-likewise in the one-consumer kernel; the two-consumer kernel keeps one S^T accumulator per group over the unscaled
-fp8 values and applies the scale x V_SCALE in fp32 (exact powers of two: the same products, another rounding order).
-The RoPE operand comes from registers too (at 32 heads a program in the one-consumer kernel wgmma reads it from the
-stage, behind a proxy fence: registers). The reduction index of
+likewise, or with config sraw one S^T accumulator per group over the unscaled fp8 values, the scale x V_SCALE applied
+in fp32 (exact powers of two: the same products, another rounding order). The RoPE operand comes from registers too
+(at 32 heads a program wgmma reads it from the stage, behind a proxy fence: registers). The reduction index of
 each product is free to permute if the other operand is permuted the same way, and the rows of O^T are free to
 permute if the epilogue un-permutes them, so every thread reads whole 16-byte (8-byte) chunks:
   - S: in group g (128 latent columns) thread t of a quad holds physical bytes [32t, 32t + 32) of rows r, r + 8;
     logical column c = 16 ks + 8 jj + 2 t + i (the wgmma A fragment) is physical 32 t + 16 (ks // 4) + 4 (ks % 4)
     + 2 jj + i (s_phys); q is stored in shared memory in that logical order (RoPE: r_phys).
-  - O, one consumer: warp w handles group w; the thread with lane group g reads bytes [128 w + 16 g, + 16) of its 16
-    keys; logical row d = 64 R + 16 w + 8 r0 + g is physical 128 w + 16 g + 2 R + r0 (v_phys). Two consumers:
-    half h's row d (0..255) is physical 256 h + 64 w + 8 g + 2 R + r0 (v_phys2, 8-byte reads). Keys not permuted.
+  - O: warp w handles group w; the thread with lane group g reads bytes [128 w + 16 g, + 16) of its 16 keys; logical
+    row d = 64 R + 16 w + 8 r0 + g is physical 128 w + 16 g + 2 R + r0 (v_phys). Keys not permuted.
 The register layouts are DistributedLinearLayouts; the reshape / permute to the wgmma operand layout is checked
 to move no data between threads (gl.convert_layout(..., assert_trivial=True)); tests/test_sparse_mla_rx.py checks
 the permutations against the reshape / permute chains. The raw latent stage uses a 16-byte XOR swizzle by row
@@ -63,17 +65,12 @@ Partitions (gl.warp_specialize):
   one consumer (default partition): waits `full[stage]`, S^T (register operands, async wgmma), online softmax in
       base 2 over the keys, P^T (fp16) to shared memory, O^T += V16^T P^T chunk by chunk (pv_depth chunks left in
       flight over the next chunk's conversion), arrives on `free[stage]` after its last read of the stage.
-  two consumers (default partition = half 0, a worker = half 1): each owns latent columns [256 h, 256 h + 256) of
-      both products (its half of q, its 256 rows of O^T: half the accumulator registers, half the conversions),
-      computes its partial S^T, exchanges it with the other half through shared memory (double-buffered by block
-      parity, mbarriers sx_bar), then both run the same softmax (S_0 + S_1 in either order: bit-identical), each
-      into its own P buffer, and `free[stage]` completes when both arrived. At <= 16 heads a program they keep the
-      softmax row sums per element of S^T (rescaled by alpha each block) and reduce them over the keys once at the
-      end: one cross-warp reduction per block (the row max) instead of two.
-  ping-pong (pingpong, <= 16 heads a program; the default there): each consumer takes every other block whole (all
-      512 columns), one merge at the end. At 16-head programs with spillfix 1 (wgmma's shared-memory descriptors
-      rebuilt in each block from an opaque 0: LLVM had hoisted ~40 64-bit values out of the loop and ptxas spilled
-      120-152 B; none with it, compile check).
+  two ping-pong consumers (consumers 2 with pingpong 1, <= 16 heads a program; the default at 8-head programs):
+      each takes every other block whole (all 512 columns), one merge at the end. They keep the softmax row sums
+      per element of S^T (rescaled by alpha each block) and reduce them over the keys once at the end: one
+      cross-warp reduction per block (the row max) instead of two. At 16-head programs with spillfix 1 (wgmma's
+      shared-memory descriptors rebuilt in each block from an opaque 0: LLVM had hoisted ~40 64-bit values out of
+      the loop and ptxas spilled 120-152 B; none with it, compile check).
 No wgmma stays in flight across a loop back-edge or an mbarrier wait: ptxas then serializes every wgmma of the
 kernel (C7513, register operands defined while one is in flight), as the compile check showed.
 
@@ -117,18 +114,20 @@ class RxConfig:
     producer_regs: int = 64
     producer_warps: int = 4
     pv_depth: int = 1
-    consumers: int = 1  # 2: two consumer warpgroups (sparse_mla_rx2_kernel): halves of the latent columns, or pingpong
+    consumers: int = 1  # 2: two ping-pong consumer warpgroups (sparse_mla_rx2_kernel; with pingpong 1)
     hp8: int = 0        # 1: programs of 8 heads (wgmma N = 8) for at most 8 heads
-    pingpong: int = 0   # 1 (two consumers, <= 16 heads a program): alternate blocks whole, merged at the end
+    pingpong: int = 0   # 1 with two consumers, and only there (<= 16 heads a program): alternate blocks whole, merged
+    #                     at the end. (Two consumers once also ran in step over halves of the latent columns, with
+    #                     pingpong 0: removed in session 34, the module docstring says why.)
     spillfix: int = 0   # 1 (ping-pong): wgmma's shared-memory descriptors rebuilt in every block (_opaque_zero)
     maxnreg: int = 0    # one consumer: the launch's register cap (0: Triton's); 128 lets two CTAs share an SM where
     #                     shared memory also fits two (session 18; the 16-head-program default since session 19)
     idxpf: int = 0      # > 0: the producer asks L1 for the index lines of the block idxpf past the next (session 19;
     #                     2 in the fp8_ds_mla_nope 8-head default since session 20, rx_config, where it measured
     #                     no different from 0)
-    sraw: int = 0       # 1 (one consumer, or ping-pong): S^T as _consumer2 builds it, one accumulator a latent group
-    #                     over the unscaled fp8 values, the scales in fp32 after (session 19; 1 in the fp8_ds_mla_nope
-    #                     8-head default since session 20, rx_config)
+    sraw: int = 0       # 1: S^T by _s_raw, one accumulator a latent group over the unscaled fp8 values, the scales
+    #                     in fp32 after (session 19; 1 in the fp8_ds_mla_nope 8-head default since session 20,
+    #                     rx_config)
     vst: int = 1        # 1: the epilogue stores whole 16-byte pieces of out (_store_ot_phys; session 21, the default
     #                     everywhere: bit-equal, 1.05-1.13x, bench/results/ab_s21_vst_*.json)
 
@@ -152,14 +151,14 @@ def rx_hp(num_heads: int) -> int:
     return 16 if num_heads <= 16 else 32
 
 
-def rx_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int, consumers: int = 1, pingpong: int = 0) -> int:
-    """Shared memory the kernel allocates (without mbarriers and the compiler's scratch); two consumers add a P
-    buffer and the S exchange (2 halves x 2 parities x [64, hp] fp32), or with pingpong the merge buffers."""
+def rx_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int, consumers: int = 1) -> int:
+    """Shared memory the kernel allocates (without mbarriers and the compiler's scratch); two (ping-pong) consumers
+    add a P buffer and the merge buffers (consumer 1's O^T, m and l in fp32)."""
     rope = d_qk > LATENT_DIM and layout is KVLayout.FP8_DS_MLA
     stage = BN * (LATENT_DIM + 16 + (2 * 64 if rope else 0))
     fixed = hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0) + consumers * BN * hp * 2
     if consumers == 2:
-        fixed += (LATENT_DIM * hp * 4 + 2 * hp * 4) if pingpong else 4 * BN * hp * 4
+        fixed += LATENT_DIM * hp * 4 + 2 * hp * 4
     return stages * stage + fixed
 
 
@@ -168,8 +167,7 @@ def rx_fit(cfg: RxConfig, layout: KVLayout, num_heads: int, d_qk: int = 576) -> 
     default config, e.g. pingpong)."""
     hp = 8 if cfg.hp8 and num_heads <= 8 else rx_hp(num_heads)
     stages = cfg.stages
-    while stages > 2 and (rx_smem_bytes(layout, d_qk, hp, stages, cfg.consumers, cfg.pingpong) + SMEM_MARGIN
-                          > SMEM_LIMIT):
+    while stages > 2 and rx_smem_bytes(layout, d_qk, hp, stages, cfg.consumers) + SMEM_MARGIN > SMEM_LIMIT:
         stages -= 1
     return dataclasses.replace(cfg, stages=stages)
 
@@ -187,13 +185,15 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     """The default launch by heads a program: 8-head programs at <= 8 heads (hp8: 0.259 vs 0.295 ms at 8 heads,
     bench/logs/s10_call5.log) with two ping-pong consumer warpgroups; 16-head programs (9..16 heads) with ONE
     consumer, 2 stages and the launch capped at 128 registers so that two CTAs share an SM (since session 19); 32-head
-    programs with two consumers in step; over fp8_ds_mla_nope the 8-head programs add idxpf 2, sraw 1 and a
-    48-register producer (since session 20). DSATTN_RX_CONSUMERS=2 takes two consumers everywhere (ping-pong at <= 16
-    heads a program, spillfix 1 at 16: the 16-head default of sessions 13-18), =1 one consumer everywhere, without the
-    register cap; as many raw stages (2..5) as shared memory holds (fp8_ds_mla 576, two consumers: 5 at 8-head
-    programs, 4 at 16, 3 at 32; one consumer: 5 / 5 / 4), pv_depth 1 (one consumer at 32 heads a program: 0, else
-    ptxas serializes every wgmma or spills; bench/mla_gluon_check.py --kernel rx). DSATTN_RX_CONFIG='field=value,...'
-    overrides it all (parse_rx_config; A/B runs; read at launch)."""
+    programs (which 'auto' gives gluon_ws) with one consumer (until session 34: two in step over halves of the latent
+    columns, removed); over fp8_ds_mla_nope the 8-head programs add idxpf 2, sraw 1 and a 48-register producer (since
+    session 20). DSATTN_RX_CONSUMERS=2 takes two ping-pong consumers at <= 16 heads a program (spillfix 1 at 16: the
+    16-head default of sessions 13-18), =1 one consumer everywhere, without the register cap; 32-head programs take
+    one consumer either way (ping-pong consumers each hold all 512 rows of O^T: at most 16 heads). As many raw stages
+    (2..5) as shared memory holds (fp8_ds_mla 576, two consumers: 4 at 8- and 16-head programs; one consumer: 5 / 5
+    / 4 at 8 / 16 / 32), pv_depth 1 (at 32 heads a program: 0, else ptxas serializes every wgmma or spills;
+    bench/mla_gluon_check.py --kernel rx). DSATTN_RX_CONFIG='field=value,...' overrides it all (parse_rx_config; A/B
+    runs; read at launch)."""
     spec = os.environ.get("DSATTN_RX_CONFIG", "").strip()
     if spec:
         return parse_rx_config(spec)
@@ -210,7 +210,7 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
         # slower. At 8-head programs it was 7% slower over fp8_ds_mla (0.230 vs 0.247 ms) and no different over nope:
         # ping-pong stays there.
         return RxConfig(stages=2, producer_regs=48, consumers=1, hp8=1, maxnreg=128)
-    consumers = int(consumers or "2")
+    consumers = int(consumers or "2") if hp <= 16 else 1
     # 8-head programs with two consumers: ping-pong (session 10's final device call, 512 tokens, 8 heads: fp8_ds_mla
     # 0.224 vs 0.244 ms, nope 0.192 vs 0.233; at 16-head programs it was slower, 0.306 vs 0.282;
     # bench/results/sparse_mla_rx_bench_final.json), producer 56 registers (session 11 call 1, fp8_ds_mla 8 heads,
@@ -220,9 +220,9 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     # wgmma descriptors rebuilt in each block: no spill at sm_90a, 120-152 B without, which is what made it slower in
     # sessions 10-12): 512 tokens fp8_ds_mla 0.2526 vs 0.2821 ms (two consumers in step), nope 0.2389 vs 0.2654
     # (bench/results/s13_rx16.json, bench/logs/s13_call3.log)
-    pingpong = int(hp <= 16 and consumers == 2)
+    pingpong = int(consumers == 2)
     stages = 5
-    while stages > 2 and rx_smem_bytes(layout, d_qk, hp, stages, consumers, pingpong) + SMEM_MARGIN > SMEM_LIMIT:
+    while stages > 2 and rx_smem_bytes(layout, d_qk, hp, stages, consumers) + SMEM_MARGIN > SMEM_LIMIT:
         stages -= 1
     # producer 48 registers at 16-head programs (session 13 calls 5 / 6, 512 tokens, against 56: fp8_ds_mla 0.2442 /
     # 0.2460 vs 0.2506 / 0.2520 ms, nope 0.2324 / 0.2364 vs 0.2373 / 0.2395; s13_rx16b.json, s13_rx16c.json)
@@ -240,7 +240,7 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     # not because it is shown to help.
     nope8 = int(pingpong and hp == 8 and layout is KVLayout.FP8_DS_MLA_NOPE)
     return RxConfig(stages=stages, producer_regs=(48 if hp == 16 or nope8 else 56) if pingpong else 64,
-                    pv_depth=0 if hp == 32 and consumers == 1 else 1, consumers=consumers, hp8=1, pingpong=pingpong,
+                    pv_depth=0 if hp == 32 else 1, consumers=consumers, hp8=1, pingpong=pingpong,
                     spillfix=int(pingpong and hp == 16), idxpf=2 * nope8, sraw=nope8)
 
 
@@ -253,11 +253,6 @@ def s_phys(c):
 def v_phys(d):
     """Physical latent column of O^T's logical row d (0..511; ints and integer tensors)."""
     return 128 * ((d >> 4) & 3) + 16 * (d & 7) + 2 * (d >> 6) + ((d >> 3) & 1)
-
-
-def v_phys2(d, h):
-    """Two consumers: physical latent column of half h's logical O^T row d (0..255)."""
-    return 256 * h + 64 * ((d >> 4) & 3) + 8 * (d & 7) + 2 * (d >> 6) + ((d >> 3) & 1)
 
 
 if HAVE_GLUON:
@@ -280,54 +275,46 @@ if HAVE_GLUON:
         return 128 * ((d >> 4) & 3) + 16 * (d & 7) + 2 * (d >> 6) + ((d >> 3) & 1)
 
     @gluon.constexpr_function
-    def _ot_phys_layout(NR, HP):
-        """[NR physical latent columns, HP heads] (NR 512: one consumer or ping-pong, v_phys; 256: a half, v_phys2):
-        the O^T accumulator (NVMMA v3, instr [16, HP, 16], 4 warps) with its rows permuted into physical order by
-        _ot_phys, and each thread's registers ordered columns first: a thread holds 16 (NR 512) or 8 (NR 256)
-        consecutive physical columns of each of its heads, so the epilogue's stores become 16-byte vectors (the
-        logical-order stores of _store_ot put every lane's 2 bytes in its own 32-byte sector: 32 sectors an
+    def _ot_phys_layout(HP):
+        """[512 physical latent columns, HP heads]: the O^T accumulator (NVMMA v3, instr [16, HP, 16], 4 warps) with
+        its rows permuted into physical order by _ot_phys, and each thread's registers ordered columns first: a thread
+        holds 16 consecutive physical columns of each of its heads, so the epilogue's stores become 16-byte vectors
+        (the logical-order stores of _store_ot put every lane's 2 bytes in its own 32-byte sector: 32 sectors an
         instruction). Lanes and warps are the accumulator's: lane bits 0-1 heads 2, 4; lane bits 2-4 the
         accumulator row bits 0-2 (g), warp bits its row bits 4-5 (w)."""
-        k = 3 if NR == 512 else 2                        # bits of the row repetition R (8 or 4 m-tiles)
-        reg = [[1 << i, 0] for i in range(k + 1)]        # r0 (row bit 3) -> bit 0, R -> bits 1..k
+        reg = [[1 << i, 0] for i in range(4)]            # r0 (row bit 3) -> bit 0, R (8 m-tiles) -> bits 1..3
         reg += [[0, 1]] + [[0, 8 << j] for j in range((HP // 8).bit_length() - 1)]
-        lane = [[0, 2], [0, 4]] + [[2 << (k + i), 0] for i in range(3)]      # g -> bits k+1..k+3
-        warp = [[2 << (k + 3 + i), 0] for i in range(2)]                     # w -> bits k+4, k+5
+        lane = [[0, 2], [0, 4]] + [[16 << i, 0] for i in range(3)]           # g -> bits 4..6
+        warp = [[128 << i, 0] for i in range(2)]                             # w -> bits 7, 8
         return gl.DistributedLinearLayout(reg_bases=reg, lane_bases=lane, warp_bases=warp, block_bases=[],
-                                          shape=[NR, HP])
+                                          shape=[512, HP])
 
     @gluon.jit
     def _ot_phys(o, HP: gl.constexpr):
-        """o [NR, HP] in the accumulator layout, rows in accumulator order m = 64 R + 16 w + 8 r0 + g, permuted to
-        physical order p = v_phys(m) (NR 512) or v_phys2(m, 0) (NR 256), i.e. 2^(k+4) w + 2^(k+1) g + 2 R + r0 with k
-        the R bits (module docstring); a relabelling of registers, no data moves between threads (assert_trivial)."""
-        NR: gl.constexpr = o.shape[0]
-        if NR == 512:   # (R2 R1 R0 w1 w0 r0 g2 g1 g0) -> (w1 w0 g2 g1 g0 R2 R1 R0 r0)
-            o = gl.permute(gl.reshape(o, [2, 2, 2, 2, 2, 2, 2, 2, 2, HP]), (3, 4, 6, 7, 8, 0, 1, 2, 5, 9))
-        else:           # (R1 R0 w1 w0 r0 g2 g1 g0) -> (w1 w0 g2 g1 g0 R1 R0 r0)
-            o = gl.permute(gl.reshape(o, [2, 2, 2, 2, 2, 2, 2, 2, HP]), (2, 3, 5, 6, 7, 0, 1, 4, 8))
-        return gl.convert_layout(gl.reshape(o, [NR, HP]), _ot_phys_layout(NR, HP), assert_trivial=True)
+        """o [512, HP] in the accumulator layout, rows in accumulator order m = 64 R + 16 w + 8 r0 + g, permuted to
+        physical order p = v_phys(m) = 128 w + 16 g + 2 R + r0 (module docstring); a relabelling of registers, no
+        data moves between threads (assert_trivial)."""
+        # (R2 R1 R0 w1 w0 r0 g2 g1 g0) -> (w1 w0 g2 g1 g0 R2 R1 R0 r0)
+        o = gl.permute(gl.reshape(o, [2, 2, 2, 2, 2, 2, 2, 2, 2, HP]), (3, 4, 6, 7, 8, 0, 1, 2, 5, 9))
+        return gl.convert_layout(gl.reshape(o, [512, HP]), _ot_phys_layout(HP), assert_trivial=True)
 
     @gluon.jit
-    def _store_ot_phys(acc, m_i, l_i, C0: gl.constexpr, t, split, h0, num_heads, out_ptr, stride_ot, stride_os,
-                       stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP: gl.constexpr, COL: gl.constexpr,
-                       WITH_LSE: gl.constexpr):
+    def _store_ot_phys(acc, m_i, l_i, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr,
+                       stride_lt, stride_ls, stride_lh, HP: gl.constexpr, COL: gl.constexpr):
         """gluon_small._store_ot's epilogue (the same values) with the rows permuted into physical order first
-        (_ot_phys), so that each thread stores whole 16-byte pieces of out (config vst; session 21): out columns
-        C0 + [0, NR) of heads h0 + [0, HP) of split `split` of token t, and with WITH_LSE lse."""
-        NR: gl.constexpr = acc.shape[0]
+        (_ot_phys), so that each thread stores whole 16-byte pieces of out (config vst; session 21): out's 512 columns
+        and lse of heads h0 + [0, HP) of split `split` of token t."""
         empty = l_i == 0.0
         inv_l = 256.0 / gl.where(empty, 1.0, l_i)
         o = _ot_phys((acc * inv_l[None, :]).to(out_ptr.dtype.element_ty), HP)
-        LP: gl.constexpr = _ot_phys_layout(NR, HP)
-        p = gl.arange(0, NR, gl.SliceLayout(1, LP))
+        LP: gl.constexpr = _ot_phys_layout(HP)
+        p = gl.arange(0, 512, gl.SliceLayout(1, LP))
         oh = h0 + gl.arange(0, HP, gl.SliceLayout(0, LP))
-        o_ptrs = out_ptr + t * stride_ot + split * stride_os + oh[None, :] * stride_oh + (C0 + p)[:, None]
+        o_ptrs = out_ptr + t * stride_ot + split * stride_os + oh[None, :] * stride_oh + p[:, None]
         gl.store(o_ptrs, o, mask=(oh < num_heads)[None, :])
-        if WITH_LSE:
-            lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
-            ch = h0 + gl.arange(0, HP, COL)
-            gl.store(lse_ptr + t * stride_lt + split * stride_ls + ch * stride_lh, lse, mask=ch < num_heads)
+        lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
+        ch = h0 + gl.arange(0, HP, COL)
+        gl.store(lse_ptr + t * stride_lt + split * stride_ls + ch * stride_lh, lse, mask=ch < num_heads)
 
     @gluon.jit
     def _cvt_scale(x, sc):
@@ -440,45 +427,17 @@ if HAVE_GLUON:
         return gl.convert_layout(gl.reshape(x, [512, 16]), DOT, assert_trivial=True)
 
     @gluon.jit
-    def _v_phys2(d, H: gl.constexpr):
-        return 256 * H + 64 * ((d >> 4) & 3) + 8 * (d & 7) + 2 * (d >> 6) + ((d >> 3) & 1)
-
-    @gluon.jit
-    def _v_operand2(lat, sc, kc: gl.constexpr, H: gl.constexpr, DOT: gl.constexpr):
-        """Two consumers: half H's O^T A operand for keys [16 kc, 16 kc + 16), V16^T [256 logical rows, 16 keys]: the
-        thread with lane group g reads bytes [256 H + 64 w + 8 g, + 8) of its 16 keys (warp w: group 2 H + w // 2);
-        logical row d = 64 R + 16 w + 8 r0 + g is physical 256 H + 64 w + 8 g + 2 R + r0 (v_phys2)."""
-        LV: gl.constexpr = gl.DistributedLinearLayout(
-            reg_bases=[[0, 1], [0, 2], [0, 4], [1, 0], [8, 0]],
-            lane_bases=[[2, 0], [4, 0], [0, 8], [0, 16], [0, 32]],
-            warp_bases=[[0, 64], [0, 128]], block_bases=[], shape=[16, 256])
-        LV3: gl.constexpr = gl.DistributedLinearLayout(
-            reg_bases=[[0, 0, 1], [0, 0, 2], [0, 0, 4], [1, 0, 0], [8, 0, 0]],
-            lane_bases=[[2, 0, 0], [4, 0, 0], [0, 0, 8], [0, 0, 16], [0, 0, 32]],
-            warp_bases=[[0, 0, 64], [0, 1, 0]], block_bases=[], shape=[16, 2, 128])
-        x = lat.slice(kc * 16, 16, dim=0).slice(256 * H, 256, dim=1).load(LV)
-        x = gl.convert_layout(gl.reshape(x, [16, 2, 128]), LV3, assert_trivial=True)
-        s = sc.slice(kc * 16, 16, dim=0).slice(2 * H, 2, dim=1).load(gl.SliceLayout(2, LV3))
-        x = _cvt_scale(x, (s * V_SCALE).to(gl.float16)[:, :, None])
-        x = gl.reshape(x, [16, 2, 2, 8, 4, 2])          # (key, w1, w0, g, R, r0)
-        x = gl.permute(x, (4, 1, 2, 5, 3, 0))           # (R, w1, w0, r0, g, key)
-        return gl.convert_layout(gl.reshape(x, [256, 16]), DOT, assert_trivial=True)
-
-    @gluon.jit
-    def _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP: gl.constexpr, C0: gl.constexpr,
-                 NC: gl.constexpr, ROPE: gl.constexpr, R_PHYS: gl.constexpr, Q_L: gl.constexpr):
-        """q of heads h0 + [0, HP) into shared memory as the consumers read it: latent columns [C0, C0 + NC) in
-        S's permuted order (_s_phys) as fp16, and with ROPE the RoPE part x V_SCALE as bf16 (columns permuted by
-        _r_phys with R_PHYS, as _rope_operand reads them). Heads past num_heads are zeros."""
+    def _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP: gl.constexpr,
+                 ROPE: gl.constexpr, R_PHYS: gl.constexpr, Q_L: gl.constexpr):
+        """q of heads h0 + [0, HP) into shared memory as the consumers read it: the 512 latent columns in S's
+        permuted order (_s_phys) as fp16, and with ROPE the RoPE part x V_SCALE as bf16 (columns permuted by _r_phys
+        with R_PHYS, as _rope_operand reads them). Heads past num_heads are zeros."""
         qh = h0 + gl.arange(0, HP, gl.SliceLayout(1, Q_L))
-        qd = C0 + gl.arange(0, NC, gl.SliceLayout(0, Q_L))
+        qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
         q_row = q_ptr + t * stride_qt + qh[:, None] * stride_qh
         hmask = (qh < num_heads)[:, None]
         q = gl.load(q_row + _s_phys(qd)[None, :], mask=hmask, other=0.0).to(gl.float16)
-        if NC == 512:
-            q_smem.store(q)
-        else:
-            q_smem.slice(C0, NC, dim=1).store(q)
+        q_smem.store(q)
         if ROPE:
             qr = gl.arange(0, 64, gl.SliceLayout(0, Q_L))
             if R_PHYS:
@@ -563,10 +522,10 @@ if HAVE_GLUON:
     @gluon.jit
     def _s_raw(lat, sc, rope_a, q_smem, qr_smem, HAS_ROPE: gl.constexpr, HP: gl.constexpr, MMA: gl.constexpr,
                DOT: gl.constexpr):
-        """S^T [64 keys, HP] of one block as _consumer2 builds its halves (config sraw): one accumulator per latent
-        group over the fp8 values without their scale (_k_operand_raw: one cvt per pair, no fp16 multiply), the
-        group scales x V_SCALE applied in fp32 afterwards (exact powers of two), plus the RoPE product (rope_a: its A
-        operand, registers or the stage). The same products as _k_operand's, summed in another order."""
+        """S^T [64 keys, HP] of one block (config sraw): one accumulator per latent group over the fp8 values without
+        their scale (_k_operand_raw: one cvt per pair, no fp16 multiply), the group scales x V_SCALE applied in fp32
+        afterwards (exact powers of two), plus the RoPE product (rope_a: its A operand, registers or the stage). The
+        same products as _k_operand's, summed in another order."""
         ROW: gl.constexpr = gl.SliceLayout(1, MMA)
         zero = gl.zeros([64, HP], gl.float32, MMA)
         # at most two products in flight (their register A operands live), one at 32 heads: more make ptxas
@@ -611,7 +570,7 @@ if HAVE_GLUON:
         COL: gl.constexpr = gl.SliceLayout(0, MMA)   # [HP] heads
 
         # (16 heads: the RoPE operand is read into registers in _rope_operand's column order)
-        _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP, 0, 512, HAS_ROPE, HP == 16, Q_L)
+        _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP, HAS_ROPE, HP == 16, Q_L)
         qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
         fence_async_shared()
         gl.thread_barrier()
@@ -676,8 +635,8 @@ if HAVE_GLUON:
 
         # ---- epilogue: as gluon_ws, rows un-permuted -------------------------------------------------
         if VST:
-            _store_ot_phys(acc, m_i, l_i, 0, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
-                           lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
+            _store_ot_phys(acc, m_i, l_i, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
+                           lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL)
         else:
             _store_ot(acc, m_i, l_i, _v_phys(gl.arange(0, 512, ROW)), t, split, h0, num_heads, out_ptr, stride_ot,
                       stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
@@ -746,109 +705,6 @@ if HAVE_GLUON:
         ], [PRODUCER_WARPS], [PRODUCER_REGS])
 
     @gluon.jit
-    def _consumer2(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
-                   out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
-                   q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                   HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                   H: gl.constexpr, VST: gl.constexpr = 0):
-        """Two consumers, this one half H of the latent columns [256 H, 256 H + 256): its q columns to shared memory,
-        then per block: its partial S^T (groups 2 H, 2 H + 1; the RoPE part in half 0) exchanged with the other half
-        through shared memory (sx, double-buffered by block parity, sx_bar), the same online softmax in both halves
-        (S = S_0 + S_1 in either: bit-identical), its own P^T buffer, its O^T rows += V16^T P^T; the epilogue
-        stores its rows (half 0 the lse)."""
-        NW: gl.constexpr = 4
-        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
-        MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
-                                                      instr_shape=[16, HP, 16])
-        DOT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
-        ROW: gl.constexpr = gl.SliceLayout(1, MMA)
-        COL: gl.constexpr = gl.SliceLayout(0, MMA)
-
-        _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP, 256 * H, 256, HAS_ROPE and H == 0,
-                 True, Q_L)
-        qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
-        fence_async_shared()
-        gl.thread_barrier()
-
-        m_i = gl.full([HP], NEG_INF, gl.float32, COL)
-        if HP <= 16:  # per-element row sums, reduced over the keys once at the end (32 heads: the 16 more
-            l_i = gl.zeros([KB, HP], gl.float32, MMA)  # registers spill), not by a cross-warp reduction per block
-        else:
-            l_i = gl.zeros([HP], gl.float32, COL)
-        acc = gl.zeros([256, HP], gl.float32, MMA)
-        p_buf = p_smem.index(H)
-        nblocks = gl.cdiv(hi - lo, KB)
-        cur = _idx(idx_row, lo, hi, KB, ROW)
-        for b in range(nblocks):
-            st = b % NSTAGES
-            par = b % 2
-            ix = cur
-            lat = raw_lat.index(st)
-            sc = raw_sc.index(st)
-            mbarrier.wait(full.index(st), (b // NSTAGES) & 1)
-            # one accumulator per latent group, its scale applied in fp32 afterwards (no fp16 multiply per value)
-            zero = gl.zeros([KB, HP], gl.float32, MMA)
-            s0 = warpgroup_mma(_k_operand_raw(lat, 2 * H, DOT),
-                               q_smem.slice(256 * H, 128, dim=1).permute((1, 0)), zero, is_async=True)
-            if HP == 32:  # one group's operand at a time (else ptxas serializes every wgmma or spills at 32 heads)
-                s0 = warpgroup_mma_wait(0, deps=(s0,))
-            s1 = warpgroup_mma(_k_operand_raw(lat, 2 * H + 1, DOT),
-                               q_smem.slice(256 * H + 128, 128, dim=1).permute((1, 0)), zero, is_async=True)
-            if HAS_ROPE and H == 0:
-                sr = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), zero,
-                                   is_async=True)
-                s0, s1, sr = warpgroup_mma_wait(0, deps=(s0, s1, sr))
-            else:
-                s0, s1 = warpgroup_mma_wait(0, deps=(s0, s1))
-            c0, c1 = _row_scales(sc, H, ROW)
-            s = s0 * c0[:, None] + s1 * c1[:, None]
-            if HAS_ROPE and H == 0:
-                s = sr + s
-            # exchange the partial S^T: the other half read this parity's buffer two blocks ago before it arrived
-            # on its own buffer of the last block, which this half waited for
-            sx.index(2 * H + par).store(s)
-            mbarrier.arrive(sx_bar.index(2 * H + par), count=1)
-            mbarrier.wait(sx_bar.index(2 * (1 - H) + par), (b // 2) & 1)
-            s = s + sx.index(2 * (1 - H) + par).load(MMA)
-
-            p, alpha, m_new = _softmax_keys(s, ix, num_slots, qk_scale, m_i)
-            if HP <= 16:
-                l_i = l_i * alpha[None, :] + p
-            else:
-                l_i = l_i * alpha + gl.sum(p, 0)
-            acc = acc * alpha[None, :]
-            m_i = m_new
-            p_buf.store(p.to(gl.float16))
-            fence_async_shared()
-            gl.thread_barrier()
-            cur = _idx(idx_row, lo + (b + 1) * KB, hi, KB, ROW)
-            for kc in gl.static_range(4):
-                a = _v_operand2(lat, sc, kc, H, DOT)
-                acc = warpgroup_mma(a, p_buf.slice(kc * 16, 16, dim=0), acc, is_async=True)
-                if kc < 3:
-                    acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
-            mbarrier.arrive(free.index(st), count=1)  # free completes when both halves arrived
-            acc = warpgroup_mma_wait(0, deps=(acc,))
-
-        _store_half(acc, m_i, l_i, H, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr,
-                    stride_lt, stride_ls, stride_lh, HP, ROW, COL, VST)
-
-    @gluon.jit
-    def _store_half(acc, m_i, l_i, H: gl.constexpr, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
-                    lse_ptr, stride_lt, stride_ls, stride_lh, HP: gl.constexpr, ROW: gl.constexpr, COL: gl.constexpr,
-                    VST: gl.constexpr):
-        """The two-consumer epilogue of half H (its 256 rows of O^T; half 0 stores lse): at <= 16 heads a program the
-        row sums are still per element of S^T and are reduced over the keys here."""
-        if HP <= 16:
-            l_i = gl.sum(l_i, 0)
-        if VST:
-            _store_ot_phys(acc, m_i, l_i, 256 * H, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
-                           lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, H == 0)
-        else:
-            _store_ot(acc, m_i, l_i, _v_phys2(gl.arange(0, 256, ROW), H), t, split, h0, num_heads, out_ptr,
-                      stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, H == 0)
-
-    @gluon.jit
     def _opaque_zero(x):
         """0 from inline PTX with side effects (x: any int32 scalar, unused), so LLVM cannot hoist what depends on it
         out of the loop it is in. (ptxas sees the constant, but did not hoist the descriptors again: compile check.)"""
@@ -882,10 +738,10 @@ if HAVE_GLUON:
 
         OPQ: gl.constexpr = (SPILLFIX & 1) != 0
         if OPQ:  # q3 / qr3: [1, HP, 512] / [1, HP, 64] (else the 2D buffers themselves)
-            _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3.index(0), qr3.index(0), HP, 0, 512, HAS_ROPE,
+            _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3.index(0), qr3.index(0), HP, HAS_ROPE,
                      True, Q_L)
         else:
-            _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3, qr3, HP, 0, 512, HAS_ROPE, True, Q_L)
+            _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3, qr3, HP, HAS_ROPE, True, Q_L)
         qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
         fence_async_shared()
         gl.thread_barrier()
@@ -968,8 +824,8 @@ if HAVE_GLUON:
             acc = acc * a_s[None, :] + macc.load(MMA) * a_o[None, :]
             m_i = m
             if VST:
-                _store_ot_phys(acc, m_i, l_i, 0, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
-                               lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
+                _store_ot_phys(acc, m_i, l_i, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
+                               lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL)
             else:
                 _store_ot(acc, m_i, l_i, _v_phys(gl.arange(0, 512, ROW)), t, split, h0, num_heads, out_ptr,
                           stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
@@ -986,13 +842,14 @@ if HAVE_GLUON:
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PV_DEPTH: gl.constexpr = 1,
-            PINGPONG: gl.constexpr = 0, SPILLFIX: gl.constexpr = 0, IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0,
+            SPILLFIX: gl.constexpr = 0, IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0,
             VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0):
-        """sparse_mla_rx_kernel with two consumer warpgroups (halves of the latent columns, _consumer2); same grid and
-        arguments, plus the second consumer's register budget. PROFILE (ping-pong only; timing builds, wrong outputs):
-        1 the producer alone (_consumer_pp), 2 the consumers alone (_producer)."""
+        """sparse_mla_rx_kernel with two ping-pong consumer warpgroups (_consumer_pp); same grid and arguments, plus
+        the consumers' register budget. PROFILE (timing builds, wrong outputs): 1 the producer alone (_consumer_pp),
+        2 the consumers alone (_producer)."""
         gl.static_assert(num_warps == 4, "each consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one block in flight while one computes")
+        gl.static_assert(HP <= 16, "ping-pong consumers hold all 512 rows of O^T: at most 16 heads a program")
         t = gl.program_id(0).to(gl.int64)
         h0 = gl.program_id(1) * HP
         split = gl.program_id(2)
@@ -1003,46 +860,36 @@ if HAVE_GLUON:
         Q_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HP, 512], gl.float16)
         QR_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HP, 64], gl.bfloat16)
         P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KB, HP], gl.float16)
-        SX_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+        MACC_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
 
         raw_lat = gl.allocate_shared_memory(gl.float8e4nv, [NSTAGES, KB, 512], RAW_S)
         raw_sc = gl.allocate_shared_memory(gl.float32, [NSTAGES, KB, 4], SC_S)
         OPQ: gl.constexpr = (SPILLFIX & 1) != 0
         if OPQ:  # a leading dimension of 1 that _consumer_pp indexes by an opaque 0
             q3 = gl.allocate_shared_memory(gl.float16, [1, HP, 512], Q_S)
-            q_smem = q3.index(0)
         else:
-            q_smem = gl.allocate_shared_memory(gl.float16, [HP, 512], Q_S)
-            q3 = q_smem
+            q3 = gl.allocate_shared_memory(gl.float16, [HP, 512], Q_S)
         p_smem = gl.allocate_shared_memory(gl.float16, [2, KB, HP], P_S)
-        if PINGPONG:
-            gl.static_assert(HP <= 16, "ping-pong consumers hold all 512 rows of O^T: at most 16 heads a program")
-            sx = gl.allocate_shared_memory(gl.float32, [512, HP], SX_S)     # consumer 1's O^T for the merge
-            M1_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-            mm_s = gl.allocate_shared_memory(gl.float32, [HP], M1_S)        # its m
-            ml_s = gl.allocate_shared_memory(gl.float32, [HP], M1_S)        # its l
-        else:
-            sx = gl.allocate_shared_memory(gl.float32, [4, KB, HP], SX_S)
+        macc = gl.allocate_shared_memory(gl.float32, [512, HP], MACC_S)     # consumer 1's O^T for the merge
+        M1_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+        mm_s = gl.allocate_shared_memory(gl.float32, [HP], M1_S)            # its m
+        ml_s = gl.allocate_shared_memory(gl.float32, [HP], M1_S)            # its l
         if HAS_ROPE:
             raw_rope = gl.allocate_shared_memory(gl.bfloat16, [NSTAGES, KB, 64], ROPE_S)
             if OPQ:
                 qr3 = gl.allocate_shared_memory(gl.bfloat16, [1, HP, 64], QR_S)
-                qr_smem = qr3.index(0)
             else:
-                qr_smem = gl.allocate_shared_memory(gl.bfloat16, [HP, 64], QR_S)
-                qr3 = qr_smem
+                qr3 = gl.allocate_shared_memory(gl.bfloat16, [HP, 64], QR_S)
         else:
             raw_rope = raw_sc
-            qr_smem = q_smem
             qr3 = q3
         full = gl.allocate_shared_memory(gl.int64, [NSTAGES, 1], mbarrier.MBarrierLayout())
         free = gl.allocate_shared_memory(gl.int64, [NSTAGES, 1], mbarrier.MBarrierLayout())
-        sx_bar = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
+        mbar = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())  # the merge's hand-over
         for i in gl.static_range(NSTAGES):
             mbarrier.init(full.index(i), count=PRODUCER_WARPS * 32)  # one noinc cp.async arrive per thread
-            mbarrier.init(free.index(i), count=1 if PINGPONG else 2)  # one arrive per consumer reading the stage
-        for i in gl.static_range(4):
-            mbarrier.init(sx_bar.index(i), count=1)  # (ping-pong: sx_bar[0] is the merge barrier)
+            mbarrier.init(free.index(i), count=1)  # the one consumer that took the block
+        mbarrier.init(mbar.index(0), count=1)
 
         end = topk
         if HAS_LEN:
@@ -1051,36 +898,19 @@ if HAVE_GLUON:
         hi = gl.minimum(lo + keys_per_split, end)
         idx_row = idx_ptr + t * stride_it
 
-        if PINGPONG:
-            gl.warp_specialize([
-                (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                                qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                                stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, 0, SPILLFIX, SRAW,
-                                VST, PROFILE)),
-                (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                                qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                                stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, sx, mm_s, ml_s,
-                                sx_bar.index(0), full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, 1, SPILLFIX, SRAW,
-                                VST, PROFILE)),
-                (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
-                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS,
-                             IDXPF, PROFILE)),
-            ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
-        else:
-            gl.warp_specialize([
-                (_consumer2, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                              qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                              stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, 0, VST)),
-                (_consumer2, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
-                              qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                              stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, sx, sx_bar, full, free,
-                              HAS_ROPE, HP, NSTAGES, PV_DEPTH, 1, VST)),
-                (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
-                             full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS,
-                             IDXPF)),
-            ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
+        gl.warp_specialize([
+            (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
+                            qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
+                            stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar.index(0),
+                            full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, 0, SPILLFIX, SRAW, VST, PROFILE)),
+            (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
+                            qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
+                            stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar.index(0),
+                            full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, 1, SPILLFIX, SRAW, VST, PROFILE)),
+            (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
+                         full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS,
+                         IDXPF, PROFILE)),
+        ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
 
 
 def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out, lse, splits: int = 1,
@@ -1103,34 +933,34 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         raise ValueError(f"config.producer_warps must be 4 or 8, got {cfg.producer_warps}")
     if cfg.consumers not in (1, 2):  # (three ping-pong consumers were measured slower twice: module docstring)
         raise ValueError(f"config.consumers must be 1 or 2, got {cfg.consumers}")
-    if cfg.pingpong and (cfg.consumers != 2 or hp > 16):
-        raise ValueError(f"config.pingpong needs two consumers and at most 16 heads a program, got {cfg.consumers} "
-                         f"consumers, {hp} heads a program")
+    if cfg.pingpong != (cfg.consumers == 2) or (cfg.pingpong and hp > 16):
+        # (two consumers once also ran in step with pingpong 0, the halves: removed in session 34)
+        raise ValueError(f"config.pingpong must be 1 with two consumers (at most 16 heads a program) and 0 with one, "
+                         f"got pingpong {cfg.pingpong}, {cfg.consumers} consumers, {hp} heads a program")
     if cfg.spillfix not in (0, 1) or (cfg.spillfix and not cfg.pingpong):
         raise ValueError(f"config.spillfix must be 0 or 1 (1: ping-pong consumers only), got spillfix {cfg.spillfix}, "
                          f"pingpong {cfg.pingpong}")
     if cfg.maxnreg and (cfg.consumers != 1 or cfg.maxnreg % 8 or not 64 <= cfg.maxnreg <= 248):
         raise ValueError(f"config.maxnreg must be 0 or a multiple of 8 in [64, 248], with one consumer; got maxnreg "
                          f"{cfg.maxnreg}, consumers {cfg.consumers}")
-    if cfg.sraw not in (0, 1) or (cfg.sraw and cfg.consumers == 2 and not cfg.pingpong):
-        raise ValueError(f"config.sraw must be 0 or 1 (1: one consumer or ping-pong; the halves always keep a group's "
-                         f"accumulator), got sraw {cfg.sraw}, consumers {cfg.consumers}, pingpong {cfg.pingpong}")
+    if cfg.sraw not in (0, 1):
+        raise ValueError(f"config.sraw must be 0 or 1, got {cfg.sraw}")
     if cfg.vst not in (0, 1):
         raise ValueError(f"config.vst must be 0 or 1, got {cfg.vst}")
     if not 0 <= cfg.idxpf <= 4:
         raise ValueError(f"config.idxpf must be 0..4 (blocks past the next whose index lines go to L1), got "
                          f"{cfg.idxpf}")
-    if profile not in (0, 1, 2) or (profile and not cfg.pingpong):
-        raise ValueError(f"profile must be 0, 1 or 2 (1 / 2: ping-pong configs only), got {profile} with pingpong "
-                         f"{cfg.pingpong}")
+    if profile not in (0, 1, 2) or (profile and cfg.consumers != 2):
+        raise ValueError(f"profile must be 0, 1 or 2 (1 / 2: ping-pong configs only), got {profile} with "
+                         f"{cfg.consumers} consumers")
     grid = (t, -(-h // hp), splits)
     args = launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN)
     flags = (d > LATENT_DIM and layout is KVLayout.FP8_DS_MLA, topk_length is not None)
     if cfg.consumers == 2:
         consumer_regs = rx_consumer_regs(cfg.consumers, cfg.producer_warps, cfg.producer_regs)
         _fast_launch(sparse_mla_rx2_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
-                     cfg.producer_regs, consumer_regs, num_warps=4, PV_DEPTH=cfg.pv_depth, PINGPONG=cfg.pingpong,
-                     SPILLFIX=cfg.spillfix, IDXPF=cfg.idxpf, SRAW=cfg.sraw, VST=cfg.vst, PROFILE=profile)
+                     cfg.producer_regs, consumer_regs, num_warps=4, PV_DEPTH=cfg.pv_depth, SPILLFIX=cfg.spillfix,
+                     IDXPF=cfg.idxpf, SRAW=cfg.sraw, VST=cfg.vst, PROFILE=profile)
     else:
         cap = {"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}
         _fast_launch(sparse_mla_rx_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
