@@ -107,7 +107,9 @@ s_q 1024 ~30-45 us in all (insert ~13, mark ~9, clear ~3, compact ~5, gaps), s_q
 slots); G 2 slower (longer probes at load 0.71). Measured on the H200 (final device call, bench/logs/s10_final.log,
 CUDA graph of 10 calls, per call, matches_reference and the edge cases True): s_q 1024 G 8 / 4 / 2 119.6 / 129.8 /
 200.1 us, s_q 8192 1149.5 / 1111.4 / 1457.2 us: 3-4x over the prediction, 3.0-3.7x under the sort path's 441 / 3503
-us. hash1 and HASH_W 8 were not timed.
+us. Session 11 call 1 (bench/logs/s11_call1.log, the same bench) timed hash1 and HASH_W 8 too: hash1 (W 4) s_q 1024
+G 8 / 4 / 2 148.0 / 198.4 / 433.2 us against hash's 119.7 / 130.6 / 200.4, s_q 8192 1030.6 / 1309.1 / 2820.1 against
+1116.1 / 1089.8 / 1435.3 (faster at G 8 only); W 8 slower than W 4 in every case of both.
 
 Sort path (IMPL = "sort"; one program per group) sorts the G * K codes ``slot * GP + j`` (GP = next power
 of 2 of G; invalid entries get a sentinel that sorts last) with one ``tl.sort`` and compacts the sorted runs
