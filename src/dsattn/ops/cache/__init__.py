@@ -57,7 +57,7 @@ def write_kv_cache(latent: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: t
         raise ValueError(f"latent must have 512 or 576 columns for fp8_ds_mla, got {d}")
     elif layout is KVLayout.FP8_DS_MLA_NOPE and d != LATENT_DIM:
         raise ValueError(f"latent must have 512 columns for fp8_ds_mla_nope, got {d}")
-    check_tensor("slot_mapping", slot_mapping, dtype=INDEX_DTYPES, shape=(t,), last_dim_contiguous=False)
+    check_tensor("slot_mapping", slot_mapping, dtype=INDEX_DTYPES, shape=(t,))
     check_same_device(latent=latent, kv_cache=cache, slot_mapping=slot_mapping)
     if t:
         op_or_body("write_kv_cache", _write_kv_impl)(latent, cache, slot_mapping)
@@ -91,7 +91,7 @@ def write_indexer_cache(k: torch.Tensor, indexer_cache: torch.Tensor, slot_mappi
     t = k.shape[0]
     cache = _squeeze_cache("indexer_cache", indexer_cache)
     check_tensor("indexer_cache", cache, dtype=torch.uint8, shape=(None, None, INDEX_ROW_BYTES))
-    check_tensor("slot_mapping", slot_mapping, dtype=INDEX_DTYPES, shape=(t,), last_dim_contiguous=False)
+    check_tensor("slot_mapping", slot_mapping, dtype=INDEX_DTYPES, shape=(t,))
     check_same_device(k=k, indexer_cache=cache, slot_mapping=slot_mapping)
     if t:
         op_or_body("write_indexer_cache", _write_indexer_impl)(k, cache, slot_mapping)

@@ -46,7 +46,7 @@ def positions_to_slots(positions: torch.Tensor, row_req: torch.Tensor, block_tab
     out may be positions itself (rewritten in place). Returns out."""
     out = _check_positions(positions, out)
     r = positions.shape[0]
-    check_tensor("row_req", row_req, dtype=_I32, shape=(r,), last_dim_contiguous=False)
+    check_tensor("row_req", row_req, dtype=_I32, shape=(r,))
     check_tensor("block_table", block_table, dtype=_I32, ndim=2)
     block_size = check_int("block_size", block_size, lo=1)
     check_same_device(positions=positions, row_req=row_req, block_table=block_table, out=out)
@@ -79,7 +79,7 @@ def positions_to_offsets(positions: torch.Tensor, row_base: torch.Tensor,
     """positions [R, W] int32 (-1 = unused), row_base [R] int32 -> out [R, W] int32 = row_base[r] + pos,
     -1 kept. out may be positions itself. Returns out."""
     out = _check_positions(positions, out)
-    check_tensor("row_base", row_base, dtype=_I32, shape=(positions.shape[0],), last_dim_contiguous=False)
+    check_tensor("row_base", row_base, dtype=_I32, shape=(positions.shape[0],))
     check_same_device(positions=positions, row_base=row_base, out=out)
     if positions.numel():
         op_or_body("positions_to_offsets", _to_offsets_impl)(positions, row_base, out)
@@ -119,7 +119,9 @@ def gather_indexer_keys(indexer_cache: torch.Tensor, block_table: torch.Tensor, 
     indexer_cache uint8 [num_blocks, block_size, 132] contiguous (``formats.indexer_cache_views``
     layout); block_table [B, M] int32; piece_req / piece_len / piece_offset [P] int32; max_len >= every
     piece_len (a host int: it sizes the launch); out_k [N, 128] fp8 e4m3 contiguous, out_scale [N] fp32.
-    Rows no piece covers are left as they are. Block ids are trusted (the backend validated them).
+    Rows no piece covers are left as they are. The values are trusted, as reading them would cost a device
+    sync: block ids, piece_req < B, piece_offset + piece_len <= N and piece_len <= max_len (the backend
+    builds the pieces on the host from validated metadata); the kernel does not bound-check them.
     """
     if indexer_cache.dim() == 4 and indexer_cache.shape[2] == 1:
         indexer_cache = indexer_cache.squeeze(2)

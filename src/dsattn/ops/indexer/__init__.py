@@ -12,7 +12,8 @@ caller-given buffers and allocate only an ``out`` that is not given):
 
 On a CUDA tensor (or on the CPU under ``TRITON_INTERPRET=1``) they run the Triton kernels; otherwise
 the reference twins. Every argument is checked first: bad input raises ValueError naming it, before
-anything is written.
+anything is written. Index values that only a device sync could read (key ranges, table entries, state
+slots) are trusted where a function's docstring says so.
 """
 from __future__ import annotations
 
@@ -83,11 +84,11 @@ def indexer_logits(q: torch.Tensor, weights: torch.Tensor, k: torch.Tensor, k_sc
     if k.dtype == FP8:
         if k_scale is None:
             raise ValueError("k_scale must be given (fp32 [N]) when k is fp8")
-        check_tensor("k_scale", k_scale, dtype=torch.float32, shape=(k.shape[0],), last_dim_contiguous=False)
+        check_tensor("k_scale", k_scale, dtype=torch.float32, shape=(k.shape[0],))
     elif k_scale is not None:
         raise ValueError("k_scale must be None when k is bf16")
-    check_tensor("ks", ks, dtype=_INT, shape=(t,), last_dim_contiguous=False)
-    check_tensor("ke", ke, dtype=_INT, shape=(t,), last_dim_contiguous=False)
+    check_tensor("ks", ks, dtype=_INT, shape=(t,))
+    check_tensor("ke", ke, dtype=_INT, shape=(t,))
     _check_out(out, t)
     check_same_device(q=q, weights=weights, k=k, k_scale=k_scale, ks=ks, ke=ke, out=out)
     if out is None:
@@ -141,8 +142,8 @@ def indexer_logits_paged(q: torch.Tensor, weights: torch.Tensor, indexer_cache: 
     if not indexer_cache.is_contiguous():
         raise ValueError("indexer_cache must be contiguous")
     check_tensor("block_table", block_table, dtype=_INT, ndim=2)
-    check_tensor("row_req", row_req, dtype=_INT, shape=(t,), last_dim_contiguous=False)
-    check_tensor("row_len", row_len, dtype=_INT, shape=(t,), last_dim_contiguous=False)
+    check_tensor("row_req", row_req, dtype=_INT, shape=(t,))
+    check_tensor("row_len", row_len, dtype=_INT, shape=(t,))
     _check_out(out, t)
     check_same_device(q=q, weights=weights, indexer_cache=indexer_cache, block_table=block_table,
                       row_req=row_req, row_len=row_len, out=out)
@@ -208,16 +209,21 @@ def kpool_update(k: torch.Tensor, gate: torch.Tensor, ape: torch.Tensor, positio
     members of gate + ape weighting the members' keys; earlier members from this step or tail_state) is
     quantized as ``formats.quantize_fp8`` and written at the pool's slot. Then the members of each
     request's new incomplete pool that arrived in this step are stored in tail_state.
+    The index values (positions, token_req, block-table entries, state_slot < S) are trusted: reading them
+    would cost a device sync, so the kernels do not bound-check them (the backend builds them from
+    validated metadata and checks state_slot against tail_state: ``IndexerDriver.check_inputs``).
     """
     check_tensor("k", k, dtype=(torch.bfloat16, torch.float32), ndim=2, shape=(None, INDEX_DIM))
     t = k.shape[0]
     check_tensor("gate", gate, dtype=torch.float32, shape=(t, INDEX_DIM))
     check_tensor("ape", ape, dtype=torch.float32, ndim=2, shape=(None, INDEX_DIM))
+    if not ape.is_contiguous():
+        raise ValueError("ape must be contiguous")
     kpool = ape.shape[0]
     if kpool < 2:
         raise ValueError(f"ape must have kpool >= 2 rows, got {kpool}")
-    check_tensor("positions", positions, dtype=_INT, shape=(t,), last_dim_contiguous=False)
-    check_tensor("token_req", token_req, dtype=_INT, shape=(t,), last_dim_contiguous=False)
+    check_tensor("positions", positions, dtype=_INT, shape=(t,))
+    check_tensor("token_req", token_req, dtype=_INT, shape=(t,))
     check_tensor("block_table", block_table, dtype=_INT, ndim=2)
     check_tensor("pooled_cache", pooled_cache, dtype=torch.uint8, ndim=3, shape=(None, None, INDEX_ROW_BYTES))
     if not pooled_cache.is_contiguous():
@@ -225,7 +231,7 @@ def kpool_update(k: torch.Tensor, gate: torch.Tensor, ape: torch.Tensor, positio
     check_tensor("tail_state", tail_state, dtype=torch.float32, ndim=3, shape=(None, kpool - 1, 2 * INDEX_DIM))
     if not tail_state.is_contiguous():
         raise ValueError("tail_state must be contiguous")
-    check_tensor("state_slot", state_slot, dtype=_INT, shape=(block_table.shape[0],), last_dim_contiguous=False)
+    check_tensor("state_slot", state_slot, dtype=_INT, shape=(block_table.shape[0],))
     check_same_device(k=k, gate=gate, ape=ape, positions=positions, token_req=token_req, block_table=block_table,
                       pooled_cache=pooled_cache, tail_state=tail_state, state_slot=state_slot)
     if t:
@@ -263,9 +269,9 @@ def kpool_expand(pool_topk: torch.Tensor, positions: torch.Tensor, kpool: int,
     the last complete pool; every other entry is -1. Returns out.
     """
     kpool = check_int("kpool", kpool, lo=1)
-    check_tensor("pool_topk", pool_topk, dtype=_INT, ndim=2, last_dim_contiguous=False)
+    check_tensor("pool_topk", pool_topk, dtype=_INT, ndim=2)
     t, kp = pool_topk.shape
-    check_tensor("positions", positions, dtype=_INT, shape=(t,), last_dim_contiguous=False)
+    check_tensor("positions", positions, dtype=_INT, shape=(t,))
     width = kp * kpool + kpool - 1
     if out is None:
         out = torch.empty((t, width), dtype=torch.int32, device=pool_topk.device)
