@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from dsattn.ops._triton import tl, triton
-from dsattn.ops.topk import topk, topk_scratch_spec
+from dsattn.ops.topk import MAX_TOPK, topk, topk_scratch_spec
 from dsattn.ops.topk.reference import topk_reference
 from dsattn.ops.topk.select import SCRATCH_META, _kth_largest_rel, candidate_capacity, launch_topk
 
@@ -162,6 +162,28 @@ def test_v4_segments_list_columns_in_order(v):
     _assert_same_sets(_run(logits, lengths, k, cap=64, sample=32, sort=False, **v), want)
 
 
+@pytest.mark.parametrize("v", configs("v3", "v4m0", "v4m1", "v4m2", "v4seg4", "v4split", "v4early", "v4d2"))
+def test_signed_zeros_tie(v):
+    """-0.0 and +0.0 are equal logits (SPEC 4: a tie, lower position first), in registers and past the capacity.
+    A -0.0 logit is what sum_h w * relu(0) gives with negative weights in fp32 arithmetic that keeps the sign."""
+    k = 4
+    short = torch.tensor([[-0.0, 0.0, -0.0, 0.0, -1.0, 0.0, -0.0, -2.0, 0.0, -0.0, -3.0, -0.0]])
+    lengths = torch.tensor([12], dtype=torch.int32)
+    assert sorted(_run(short, lengths, k, **v)[0].tolist()) == [0, 1, 2, 3]
+    w = 300
+    long = torch.randn(3, w).abs().neg() - 1.0  # every other logit below the zeros
+    long[0, 7::5] = 0.0
+    long[0, 10::5] = -0.0  # the zeros interleave: columns 7, 10, 12, 15 win
+    long[1, 100:] = -0.0
+    long[1, 200:220:2] = 0.0  # +0.0 after many -0.0: columns 100-103 win
+    long[2, ::2] = -0.0
+    long[2, 1::2] = 0.0  # every column ties: 0-3
+    lengths = torch.full((3,), w, dtype=torch.int32)
+    got = _run(long, lengths, k, cap=32, sample=16, **v)
+    assert [sorted(r) for r in got.tolist()] == [[7, 10, 12, 15], [100, 101, 102, 103], [0, 1, 2, 3]]
+    _assert_same_sets(got, _expected(long, lengths, k))
+
+
 def test_public_op_strides_and_lengths():
     k = 8
     base = torch.randn(4, 90)
@@ -186,6 +208,10 @@ def test_scratch_spec_and_rejects():
         topk(x, n.long(), 4)
     with pytest.raises(ValueError, match="k must be"):
         topk(x, n, 0)
+    with pytest.raises(ValueError, match="k must be <= 8192"):
+        topk(x, n, MAX_TOPK + 1)
+    with pytest.raises(ValueError, match="lengths must have a contiguous last dimension"):
+        topk(x, torch.full((6,), 10, dtype=torch.int32)[::2], 4)  # a kernel would read it at stride 1
     with pytest.raises(ValueError, match="out must have shape"):
         topk(x, n, 4, out=torch.empty(3, 5, dtype=torch.int32))
     with pytest.raises(ValueError, match="scratch must be at least"):

@@ -85,7 +85,7 @@ TOPK_IMPLS = {"default": None, "v4": dict(version=4), "v4_segs1": dict(version=4
 
 
 @pytest.mark.parametrize("impl", list(TOPK_IMPLS))
-@pytest.mark.parametrize("width, k", [(65536, 2048), (200000, 2048), (5000, 2048), (70000, 512)])
+@pytest.mark.parametrize("width, k", [(65536, 2048), (200000, 2048), (5000, 2048), (70000, 512), (65536, 8192)])
 def test_topk_sets(width, k, impl):
     rows = 64
     x = torch.randn(rows, width, device=DEV)
@@ -171,6 +171,53 @@ def test_kpool_update_gpu():
     # exp on the GPU and the CPU differ in the last bit: allow one fp8 step where rounding flips
     assert ((got - want).abs() <= want.abs() / 8 + 1e-6).all()
     assert (got == want).float().mean() > 0.999
+
+
+@pytest.mark.parametrize("impl", list(TOPK_IMPLS))
+def test_topk_signed_zeros_tie(impl):
+    """-0.0 and +0.0 are one logit value (SPEC 4 ties, lower positions first) at the k-th largest, in rows that fit
+    the candidate capacity and in long rows (sampled threshold, filter, select)."""
+    rows, width, k = 8, 65536, 2048
+    x = -1.0 - torch.rand(rows, width, device=DEV)
+    x[:, : k // 2] = 1.0  # half of k strict winners, then the zeros decide
+    x[:, k // 2:: 3] = 0.0
+    x[:, k // 2 + 1:: 3] = -0.0
+    x[1] = -0.0
+    x[1, 1::2] = 0.0  # every column ties
+    lengths = torch.full((rows,), width, device=DEV, dtype=torch.int32)
+    lengths[2:4] = 3000  # fits the capacity (4096 at k 2048)
+    out = torch.full((rows, k), -7, dtype=torch.int32, device=DEV)
+    if TOPK_IMPLS[impl] is None:
+        topk(x, lengths, k, out=out)
+    else:
+        from dsattn.ops.topk import topk_scratch_spec
+        from dsattn.ops.topk.select import launch_topk
+        (shape, dtype), = topk_scratch_spec(rows, width, k)
+        launch_topk(x, lengths, k, out, torch.full(shape, -5, dtype=dtype, device=DEV), **TOPK_IMPLS[impl])
+    want = topk_reference(x, torch.zeros_like(lengths), lengths, k)
+    assert _sets_equal(out, want).all()
+    assert torch.equal(out[1].sort().values, torch.arange(k, device=DEV, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_tiny_groups_on_the_gpu(dtype):
+    """Groups with amax below 448 * 2 ** -126, subnormal inputs included (the CPU interpreter converts subnormal
+    bf16 wrongly, so only the GPU holds these): scale 2 ** -126, bytes equal to the reference's."""
+    amax = torch.tensor([1e-37, 2.0 ** -130, 448 * 2.0 ** -126, 3e-36, 1e-39, 5.0], device=DEV)
+    x = torch.rand(6, 512, device=DEV) * 0.5 + 0.5
+    x = (x / x.amax(1, keepdim=True) * amax[:, None]).to(dtype)
+    cache = formats.new_kv_cache(2, 4, "fp8_ds_mla_nope", 512, device=DEV)
+    cache.fill_(0xAB)
+    want = cache.clone()
+    slots = torch.arange(6, device=DEV, dtype=torch.int32)
+    write_kv_cache(x, cache, slots)
+    write_kv_cache_reference(x, want, slots, "fp8_ds_mla_nope")
+    assert torch.equal(cache, want)
+    icache = formats.new_indexer_cache(2, 4, device=DEV).fill_(0xAB)
+    iwant = icache.clone()
+    write_indexer_cache(x[:, :128], icache, slots)
+    write_indexer_cache_reference(x[:, :128], iwant, slots)
+    assert torch.equal(icache, iwant)
 
 
 def test_cache_writes_gpu():

@@ -29,7 +29,7 @@ from ..memory.workspace import Workspace, specs_nbytes
 from ..ops.indexer import indexer_logits, indexer_logits_paged, kpool_expand, kpool_update
 from ..ops.cache import write_indexer_cache
 from ..ops.gather import gather_indexer_keys
-from ..ops.topk import topk, topk_scratch_spec
+from ..ops.topk import MAX_TOPK, topk, topk_scratch_spec
 from .metadata import BatchLimits, Chunk
 
 PHASE = "indexer"
@@ -82,6 +82,9 @@ class IndexerDriver:
         self.tp_group, self.tp_min_rows_per_rank = tp_group, tp_min_rows_per_rank
         if geometry.index_head_dim != INDEX_DIM:
             raise ValueError(f"geometry.index_head_dim must be {INDEX_DIM}, got {geometry.index_head_dim}")
+        if self.k > MAX_TOPK:
+            raise ValueError(f"geometry.index_topk / kpool must be <= {MAX_TOPK} (the top-k's largest k), got "
+                             f"{geometry.index_topk} / {self.kpool}")
         cap = limits.indexer_cap_bytes
         if self.chunk_bytes(1, limits.max_keys, limits.max_keys) > cap:
             raise ValueError(f"indexer_cap_bytes must hold one chunk of one row of the longest request "
@@ -138,6 +141,9 @@ class IndexerDriver:
             check_tensor("indexer.ape", inputs.ape, dtype=torch.float32, shape=(p, INDEX_DIM), device=device)
             check_tensor("indexer.tail_state", inputs.tail_state, dtype=torch.float32,
                          shape=(None, p - 1, 2 * INDEX_DIM), device=device)
+            for name in ("ape", "tail_state"):  # kpool_update's own checks come after the KV cache write
+                if not getattr(inputs, name).is_contiguous():
+                    raise ValueError(f"indexer.{name} must be contiguous")
             top = int(step.host.state_slot.max())
             if top >= inputs.tail_state.shape[0]:
                 raise ValueError(f"indexer.tail_state has {inputs.tail_state.shape[0]} rows but a request uses "

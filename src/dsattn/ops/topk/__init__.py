@@ -15,7 +15,11 @@ from .._eager import op_or_body
 from .._triton import kernels_available
 from .reference import topk_reference
 
-__all__ = ["topk", "topk_scratch_spec"]
+__all__ = ["topk", "topk_scratch_spec", "MAX_TOPK"]
+
+# The largest k topk takes: the ordered select's packed counts hold up to k 8192 (select.py), and k 8192 is
+# the largest the GPU tests run (tests/gpu/test_indexer_gpu.py::test_topk_sets). The models use 2048.
+MAX_TOPK = 8192
 
 
 def topk_scratch_spec(num_rows: int, width: int, k: int) -> list[tuple[tuple[int, ...], torch.dtype]]:
@@ -38,7 +42,8 @@ def topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: Optional[torc
     """The k largest valid columns of each row.
 
     logits [T, W] fp32 (any row stride, contiguous last dim); lengths [T] int32: row t's valid columns
-    are 0 .. lengths[t] - 1 (values past W are treated as W, negative as 0); k >= 1.
+    are 0 .. lengths[t] - 1 (values past W are treated as W, negative as 0); 1 <= k <= MAX_TOPK (8192).
+    -0.0 and +0.0 are equal logits (a tie).
     out [T, k] int32 (any row stride): the row's k largest valid columns as a set (order free), ties
     toward the lower column, padded with -1 when fewer than k are valid. The Triton kernels list each set in
     ascending column order, the same in every run, for k <= 8192 (tests/test_topk.py::
@@ -47,9 +52,11 @@ def topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: Optional[torc
     (allocated here when None and needed). Returns out.
     """
     k = check_int("k", k, lo=1)
+    if k > MAX_TOPK:
+        raise ValueError(f"k must be <= {MAX_TOPK}, got {k}")
     check_tensor("logits", logits, dtype=torch.float32, ndim=2)
     t, w = logits.shape
-    check_tensor("lengths", lengths, dtype=torch.int32, shape=(t,), last_dim_contiguous=False)
+    check_tensor("lengths", lengths, dtype=torch.int32, shape=(t,))
     if out is None:
         out = torch.empty((t, k), dtype=torch.int32, device=logits.device)
     check_tensor("out", out, dtype=torch.int32, shape=(t, k))

@@ -1,10 +1,10 @@
 """Top-k of logits rows by selection, not sorting: one program per row.
 
 Keys: an fp32 logit maps to a uint32 whose unsigned order is the float order (flip every bit of a
-negative, set the sign bit of a positive). The k-th largest key T is found by deciding its bits from
-the top (``_kth_largest``: 32 counting steps over keys held in registers), then the row's keys > T and
-the first (k - #keys > T) keys == T in column order are written out, which breaks ties toward the lower
-column.
+negative, set the sign bit of a positive; -0.0 first becomes +0.0, so the two tie). The k-th largest
+key T is found by deciding its bits from the top (``_kth_largest``: 32 counting steps over keys held in
+registers), then the row's keys > T and the first (k - #keys > T) keys == T in column order are written
+out, which breaks ties toward the lower column.
 
 A row of at most CAP (a power of two >= 2k) valid columns is selected in registers directly. A longer
 row is first cut down to candidates:
@@ -43,8 +43,8 @@ if triton is not None:
 
     @triton.jit
     def _ordered_key(x):
-        """fp32 -> uint32 whose unsigned order is the float order."""
-        bits = x.to(tl.uint32, bitcast=True)
+        """fp32 -> uint32 whose unsigned order is the float order (-0.0 taken as +0.0: equal logits tie)."""
+        bits = (x + 0.0).to(tl.uint32, bitcast=True)  # -0.0 + 0.0 = +0.0
         neg = (bits >> 31) != 0
         return tl.where(neg, bits ^ 0xFFFFFFFF, bits | 0x80000000)
 
@@ -204,8 +204,8 @@ if triton is not None:
 
     @triton.jit
     def _ordered_key_v4(x):
-        """fp32 -> uint32 whose unsigned order is the float order, in two instructions (shift, lop3)."""
-        bits = x.to(tl.int32, bitcast=True)
+        """fp32 -> uint32 whose unsigned order is the float order, -0.0 taken as +0.0 (equal logits tie)."""
+        bits = (x + 0.0).to(tl.int32, bitcast=True)  # -0.0 + 0.0 = +0.0 (one FADD; x + -0.0 would fold away)
         return (bits ^ ((bits >> 31) | -2147483648)).to(tl.uint32, bitcast=True)
 
     @triton.jit
