@@ -83,6 +83,18 @@ def test_sparse_mla_topk_length():
     torch.testing.assert_close(sparse_mla_reference(q, kv, idx2, 0.07, topk_length=lengths), got)
 
 
+def test_sparse_mla_negative_topk_length_and_no_columns():
+    """SPEC 3: a negative topk_length leaves its row no valid entry (as the kernels read it), and so does K = 0."""
+    q, kv = torch.randn(3, 2, 576), torch.randn(10, 576)
+    idx = torch.randint(0, 10, (3, 4), dtype=torch.int32)
+    out, lse = sparse_mla_reference(q, kv, idx, 0.1, topk_length=torch.tensor([4, -1, 2], dtype=torch.int32))
+    assert (out[1] == 0).all() and torch.isneginf(lse[1]).all() and torch.isfinite(lse[[0, 2]]).all()
+    for out, lse in (sparse_mla_reference(q, kv, idx[:, :0], 0.1),
+                     sparse_mla_paged_reference(q, new_kv_cache(3, 4, "fp8_ds_mla", 576), idx[:, :0], 0.1,
+                                                "fp8_ds_mla")):
+        assert out.shape == (3, 2, 512) and (out == 0).all() and torch.isneginf(lse).all()
+
+
 def test_sparse_mla_large_logits_stay_finite():
     q = torch.randn(2, 2, 576) * 100
     kv = torch.randn(8, 576) * 100

@@ -30,6 +30,9 @@ def _inputs(t=3, h=8, d=576, n=40, k=16, seed=0):
     (dict(sm_scale=-1.0), "sm_scale"),
     (dict(sm_scale=float("inf")), "sm_scale"),
     (dict(d_v=256), "d_v"),
+    (dict(d_v=512.0), "d_v must be the int 512"),
+    (dict(sm_scale=1e39), "sm_scale must be finite in fp32"),  # finite as a double, inf in the kernels' fp32
+    (dict(sm_scale=10 ** 400), "sm_scale must be finite in fp32"),  # math.isfinite raised OverflowError here
     (dict(topk_length=torch.ones(2, dtype=torch.int32)), "topk_length"),
     (dict(topk_length=torch.ones(6, dtype=torch.int32)[::2]), "topk_length must have a contiguous"),
     (dict(out=torch.empty(3, 8, 512)), "out must have dtype"),
@@ -129,3 +132,56 @@ def test_decode_custom_op_traces(k):
     got = torch.compile(fn, fullgraph=True, backend="aot_eager")(q, cache, idx, *scratch)
     torch.testing.assert_close(got[0], ref[0])
     torch.testing.assert_close(got[1], ref[1])
+
+
+def test_sm_scale_as_a_traced_argument():
+    """sm_scale passed into a compiled function becomes a symbolic float on its second value (or at once with
+    dynamic=True): the argument checks must trace (math.isfinite did not)."""
+    q, kv, idx = _inputs()
+    fn = torch.compile(lambda q, kv, idx, s: sparse_mla_prefill(q, kv, idx, s), fullgraph=True, backend="aot_eager",
+                       dynamic=True)
+    for s in (0.1, 0.2):
+        torch.testing.assert_close(fn(q, kv, idx, s)[1], sparse_mla_prefill(q, kv, idx, s)[1])
+
+
+def test_no_columns_and_negative_lengths():
+    """K = 0 gives every row out 0, lse -inf (poisoned buffers fully written, no kernel built for it); a negative
+    topk_length empties its row on every path, as in the reference."""
+    q, kv, idx = _inputs(d=576)
+    cache = formats.pack_latent_rows(kv.float(), "fp8_ds_mla").view(10, 4, -1)
+    for run in (lambda **kw: sparse_mla_prefill(q, kv, **kw), lambda **kw: sparse_mla_decode(q, cache, **kw)):
+        out = torch.full((3, 8, 512), float("nan"), dtype=torch.bfloat16)
+        lse = torch.full((3, 8), float("nan"))
+        run(indices=idx[:, :0], sm_scale=0.1, out=out, lse=lse)
+        assert (out == 0).all() and torch.isneginf(lse).all()
+        lens = torch.tensor([16, -5, 3], dtype=torch.int32)
+        out, lse = run(indices=idx, sm_scale=0.1, topk_length=lens)
+        assert (out[1] == 0).all() and torch.isneginf(lse[1]).all()
+    ro, rl = sparse_mla_paged_reference(q, cache, idx, 0.1, "fp8_ds_mla", topk_length=lens)
+    torch.testing.assert_close(lse, rl)
+
+
+def test_page_size_one_cache_with_padded_rows():
+    """[N, 1, row] with rows 672 bytes apart: the stride of the size-1 page dimension means nothing (unsqueeze sets
+    it to 656); such a cache was refused as 'not evenly strided' while the same memory with stride 672 ran."""
+    q, kv, idx = _inputs(d=576)
+    packed = formats.pack_latent_rows(kv.float(), "fp8_ds_mla")
+    wide = torch.zeros(40, 672, dtype=torch.uint8)
+    wide[:, :656] = packed
+    cache = wide[:, :656].unsqueeze(1)
+    assert cache.stride() == (672, 656, 1)
+    got = sparse_mla_decode(q, cache, idx, 0.1)
+    want = sparse_mla_decode(q, packed.view(40, 1, 656), idx, 0.1)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+def test_check_close_holds_empty_rows_to_exact_zero():
+    """The kernels' test helper: a row without a valid entry must give out = 0 exactly, not within the tolerance."""
+    from dsattn.ops.sparse_mla.testing import check_close
+    ref_out, ref_lse = torch.zeros(2, 1, 512), torch.tensor([[float("-inf")], [0.5]])
+    ref_out[1] = 0.25
+    out = ref_out.bfloat16()
+    check_close(out, ref_lse.clone(), ref_out, ref_lse)
+    out[0, 0, 7] = 1e-3  # within 2e-3 absolute, but the row has no valid entry
+    with pytest.raises(AssertionError, match="out = 0 exactly"):
+        check_close(out, ref_lse.clone(), ref_out, ref_lse)

@@ -20,8 +20,8 @@ def test_knob_accepts_gluon_prefill(monkeypatch):
 
 
 def test_only_when_forced():
-    """Never under the other forced values nor under auto where it cannot run (here: CPU tensors); under
-    gluon_prefill for both variants at every head count, ValueError where it cannot run."""
+    """Never where it cannot run (here: CPU tensors) under auto or the other forced values; under gluon_prefill for
+    both variants at every head count, ValueError where it cannot run."""
     flat = torch.zeros(16, 576, dtype=torch.bfloat16)
     for h in (1, 8, 32, 64, 128):
         q = torch.zeros(2, h, 576, dtype=torch.bfloat16)
@@ -31,6 +31,23 @@ def test_only_when_forced():
         for variant in ("native", "pad64"):
             with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL=gluon_prefill"):
                 launch.use_gluon_prefill(q, flat, variant, "gluon_prefill")
+
+
+def test_forced_decode_kernels_on_a_simulated_sm90(monkeypatch):
+    """Where it can run (an sm_90 stand-in: q says cuda, the capability and Gluon imports cached as present):
+    gluon64 takes no bf16 rows, so a prefill under it runs what auto runs (gluon_prefill); triton, gluon, gluon_ws
+    and gluon_rx force the flat kernels on prefill too."""
+    import types
+    monkeypatch.setitem(launch._SM90, 0, True)
+    for m in ("gluon_prefill", "gluon_small", "gluon64", "gluon_ws", "gluon_rx"):
+        monkeypatch.setitem(launch._HAVE_GLUON, m, True)
+    monkeypatch.setattr(launch, "interpreting", lambda: False)
+    q = types.SimpleNamespace(shape=(4, 8, 576), device=torch.device("cuda", 0))
+    flat = torch.zeros(64, 576, dtype=torch.bfloat16)
+    for impl in ("auto", "gluon64", "gluon_prefill"):
+        assert launch.use_gluon_prefill(q, flat, "native", impl), impl
+    for impl in ("triton", "gluon", "gluon_ws", "gluon_rx"):
+        assert not launch.use_gluon_prefill(q, flat, "native", impl), impl
 
 
 def test_auto_only_at_listed_heads(monkeypatch):

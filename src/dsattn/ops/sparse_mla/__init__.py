@@ -12,7 +12,6 @@ Every argument is checked before anything runs; bad input raises ValueError nami
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Optional
 
@@ -31,6 +30,7 @@ __all__ = ["sparse_mla_prefill", "sparse_mla_decode", "prefill_variants", "decod
            "decode_scratch_spec", "prefill_scratch_spec", "default_variant"]
 
 D_QK = (512, 576)
+_FP32_MAX = torch.finfo(torch.float32).max
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -53,10 +53,12 @@ def _check_common(q, indices, sm_scale, d_v, topk_length, out, lse):
     if indices.shape[0] != t:
         raise ValueError(f"indices must have one row per query token ({t}), got {indices.shape[0]}")
     check_positive("sm_scale", sm_scale)
-    if not math.isfinite(sm_scale):
-        raise ValueError(f"sm_scale must be finite, got {sm_scale!r}")
-    if d_v != LATENT_DIM:
-        raise ValueError(f"d_v must be {LATENT_DIM}, got {d_v!r}")
+    # the kernels take sm_scale as fp32; a comparison (not math.isfinite) also traces when torch.compile makes it
+    # a symbolic float, and compares an int of any size exactly
+    if not sm_scale <= _FP32_MAX:
+        raise ValueError(f"sm_scale must be finite in fp32 (<= {_FP32_MAX:.6g}), got {sm_scale!r}")
+    if isinstance(d_v, bool) or not isinstance(d_v, int) or d_v != LATENT_DIM:
+        raise ValueError(f"d_v must be the int {LATENT_DIM}, got {d_v!r}")
     if topk_length is not None:  # contiguous: the kernels read topk_length[t] without a stride
         check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(t,))
     if out is not None:
@@ -79,6 +81,13 @@ def _check_rows_aligned(name: str, flat: torch.Tensor, check_start: bool = True)
     if check_start and flat.data_ptr() % 16:
         raise ValueError(f"{name} rows must be 16-byte aligned (row stride and start), got a start "
                          f"{flat.data_ptr() % 16} bytes past a 16-byte boundary")
+
+
+def _no_entries(out, lse):
+    """K = 0: every row has no valid entry (SPEC 3: out 0, lse -inf); no kernel is built for an empty list."""
+    out.zero_()
+    lse.fill_(float("-inf"))
+    return out, lse
 
 
 def _outputs(q, d_v, out, lse):
@@ -135,6 +144,8 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
     out, lse = _outputs(q, d_v, out, lse)
     if q.shape[0] == 0:
         return out, lse
+    if indices.shape[1] == 0:
+        return _no_entries(out, lse)
     variant = variant or default_variant("prefill", q.shape[1], q.shape[0], _sm_count(q.device))
     op_or_body("sparse_mla_prefill", _prefill_impl)(q, kv, indices, float(sm_scale), topk_length, out, lse, variant,
                                                     se, sm, sc)
@@ -214,7 +225,7 @@ def _flat_cache(kv_cache: torch.Tensor) -> torch.Tensor:
             raise ValueError(f"kv_cache must have shape [blocks, block_size, row] or [blocks, block_size, 1, row], "
                              f"got {list(kv_cache.shape)}")
         kv_cache = kv_cache[:, :, 0]
-    if kv_cache.stride(0) != kv_cache.shape[1] * kv_cache.stride(1) and kv_cache.shape[0] > 1:
+    if kv_cache.shape[0] > 1 and kv_cache.shape[1] > 1 and kv_cache.stride(0) != kv_cache.shape[1] * kv_cache.stride(1):
         raise ValueError(f"kv_cache blocks must be evenly strided slots (stride(0) = block_size * stride(1)), "
                          f"got strides {kv_cache.stride()}")
     # view, not reshape: the check above makes it possible, and a copy of the cache must never happen here
@@ -242,6 +253,7 @@ def sparse_mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Te
     scratch      split-K workspace, the tensors of decode_scratch_spec(T, H, K, variant, layout) in order,
                  contiguous (allocated only when the plan splits and none is given)
     Returns (out, lse).
+    Range: over fp8 rows the kernels take q in fp16 (kernels.py's docstring), so |q| <= 65504 finite.
     """
     indices = _check_common(q, indices, sm_scale, d_v, topk_length, out, lse)
     check_tensor("kv_cache", kv_cache, dtype=(torch.bfloat16, torch.uint8), ndim=(3, 4))
@@ -261,6 +273,8 @@ def sparse_mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Te
     out, lse = _outputs(q, d_v, out, lse)
     if t == 0:
         return out, lse
+    if indices.shape[1] == 0:
+        return _no_entries(out, lse)
     if scratch_o is None and kernels_available(q.device):
         splits = decode_splits(t, h, indices.shape[1], variant, _sm_count(q.device))
         if splits > 1:

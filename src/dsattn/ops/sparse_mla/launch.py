@@ -304,7 +304,7 @@ def use_gluon64(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> 
 
 
 def kernel_name(q, flat, layout: KVLayout, variant: str, prefill: bool = False) -> str:
-    """'gluon_prefill', 'gluon64', 'gluon_ws', 'gluon' or 'triton': which kernel run_attention (prefill: launch_prefill)
+    """'gluon_prefill', 'gluon64', 'gluon_ws', 'gluon_rx', 'gluon' or 'triton': which kernel run_attention (prefill: launch_prefill)
     launches for these inputs now (for benchmark records)."""
     if prefill and use_gluon_prefill(q, flat, variant):
         return "gluon_prefill"
@@ -435,6 +435,8 @@ def use_gluon_prefill(q, kv, variant: str, impl: str | None = None) -> bool:
     past H masked: no grouping, one program a token, for short prefills where G-token groups leave SMs idle).
     ValueError where it cannot run (not sm_90, interpreter, CPU, rows whose addresses do not keep 16-byte copies)."""
     impl = impl or sparse_mla_impl()
+    if impl == "gluon64":
+        impl = "auto"  # gluon64 takes fp8 rows only: prefill launches (bf16 rows) run what auto runs
     if impl not in ("gluon_prefill", "auto"):
         return False
     if impl == "auto" and not gluon_prefill_preferred(q.shape[1]):

@@ -4,16 +4,15 @@
     out[t,h] = sum_j softmax_j(s) * c[idx_j][:d_v]
     lse[t,h] = ln(sum_j exp(s_j))
 
-Entry j of row t is valid iff j < topk_length[t] (when given) and 0 <= indices[t, j] < N. Invalid
-entries never reach the result, whatever their slot holds. A row with no valid entry gives out = 0,
-lse = -inf (so does every row when N = 0).
+Entry j of row t is valid iff j < topk_length[t] (when given; a negative length leaves no valid entry)
+and 0 <= indices[t, j] < N. Invalid entries never reach the result, whatever their slot holds. A row with
+no valid entry gives out = 0, lse = -inf (so does every row when N = 0 or K = 0).
 """
 from __future__ import annotations
 
 import torch
 
-from ..._checks import (FLOAT_DTYPES, INDEX_DTYPES, check_int, check_positive, check_same_device, check_tensor,
-                        check_values)
+from ..._checks import FLOAT_DTYPES, INDEX_DTYPES, check_int, check_positive, check_same_device, check_tensor
 from ...formats import KVLayout, as_layout, infer_layout, kv_cache_flat, unpack_latent_rows
 
 # Tokens per chunk, so that the gathered [chunk, topk, D_qk] fp32 block stays small.
@@ -57,8 +56,6 @@ def _check_args(q, indices, sm_scale, d_v, topk_length):
     if topk_length is not None:
         check_tensor("topk_length", topk_length, dtype=INDEX_DTYPES, shape=(q.shape[0],), last_dim_contiguous=False)
     check_same_device(q=q, indices=indices, topk_length=topk_length)
-    if topk_length is not None:
-        check_values("topk_length", topk_length, lo=0)
     return indices
 
 
@@ -67,7 +64,7 @@ def _run(q, gather, num_slots, indices, sm_scale, d_v, topk_length):
     k = indices.shape[1]
     out = torch.empty((t, h, d_v), dtype=torch.float32, device=q.device)
     lse = torch.empty((t, h), dtype=torch.float32, device=q.device)
-    if num_slots == 0:  # no slot to stand in for the invalid entries, and none is valid
+    if num_slots == 0 or k == 0:  # no slot to stand in for the invalid entries, or no entry: none is valid
         return out.zero_(), lse.fill_(float("-inf"))
     valid = valid_entries(indices, num_slots, topk_length)
     chunk = max(1, _CHUNK_ELEMS // max(1, k * d))

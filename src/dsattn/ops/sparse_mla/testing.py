@@ -117,6 +117,7 @@ def check_close(out: torch.Tensor, lse: torch.Tensor, ref_out: torch.Tensor, ref
     assert (err <= bound).all(), f"out error {float((err - bound).max()):.3g} over the bound; max err {float(err.max()):.3g}"
     inf = torch.isinf(ref_lse)
     assert torch.equal(torch.isinf(lse), inf) and (lse[inf] == ref_lse[inf]).all(), "lse -inf rows differ"
+    assert (o[inf] == 0).all(), "a row without a valid entry must give out = 0 exactly (SPEC 3)"
     # Relative to max(|lse|, 1): a row whose lse happens to be near 0 is held to 1e-5 absolute.
     rel = ((lse[~inf] - ref_lse[~inf]).abs() / ref_lse[~inf].abs().clamp_min(1.0))
     worst = float(rel.max()) if rel.numel() else 0.0
