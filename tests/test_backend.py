@@ -325,3 +325,71 @@ def test_a_step_is_valid_until_the_next_prepare():
     assert torch.equal(s.kv_cache.view(torch.uint8), kv_before.view(torch.uint8))  # nothing written
     assert new.step_id > old.step_id
     run_and_check(attn, s, reference_step(s))  # a third prepare reuses the first buffer
+
+
+def test_backends_sharing_a_workspace_see_each_others_prepare():
+    """Two backends on one workspace share its step-long regions (metadata, indices): a step stays valid only
+    until the next prepare() on the workspace, whichever backend runs it, and a shared layer needs a full layer of
+    its own step since. Nothing is written on a rejected call."""
+    heads = 8
+    geo = geometry("glm-5.3-flash", heads, indexer_types=("full", "shared"))
+    a = backend(geo, "bf16", heads)
+    b = backend(geo, "bf16", heads, workspace=a.workspace)
+    sa = make_step(geo, heads, "bf16", SPANS, block_size=BS, seed=1)
+    sb = make_step(geo, heads, "bf16", [(60, 1), (2, 1), (20, 7)], block_size=BS, seed=2)
+    step_a = a.prepare(sa.requests)
+    full, shared = 0, 1
+    a.forward(step_a, sa.q, sa.latent, sa.kv_cache, sa.indexer, layer=full)
+    step_b = b.prepare(sb.requests)
+    before = _caches(sa)
+    with pytest.raises(ValueError, match="latest prepare"):
+        a.forward(step_a, sa.q, None, sa.kv_cache, None, layer=shared)
+    assert _unchanged(sa, before)
+    b.forward(step_b, sb.q, sb.latent, sb.kv_cache, sb.indexer, layer=full)
+    step_a = a.prepare(sa.requests)  # a new step of A: B's indices are not A's
+    with pytest.raises(ValueError, match="no full layer ran earlier in this step"):
+        a.forward(step_a, sa.q, None, sa.kv_cache, None, layer=shared)
+    assert _unchanged(sa, before)
+
+
+@pytest.mark.parametrize("what", ["ape", "tail_state"])
+def test_non_contiguous_kpool_inputs_are_rejected_before_the_cache_write(what):
+    heads = 8
+    geo = geometry("glm-5.3-flash", heads)
+    attn = backend(geo, "fp8_ds_mla_nope", heads)
+    s = make_step(geo, heads, "fp8_ds_mla_nope", SPANS, block_size=BS)
+    x = getattr(s.indexer, what)
+    strided = torch.empty((2 * x.shape[0],) + x.shape[1:], dtype=x.dtype)[::2]  # rows apart, last dim contiguous
+    strided.copy_(x)
+    before = _caches(s)
+    with pytest.raises(ValueError, match=f"indexer.{what} must"):
+        attn.forward(attn.prepare(s.requests), s.q, s.latent, s.kv_cache,
+                     dataclasses.replace(s.indexer, **{what: strided}))
+    assert _unchanged(s, before)
+
+
+def test_fp8_cache_layout_is_checked_before_the_indexer_cache_write():
+    """latent=None (rows already written): a padded fp8 cache, or [.., 2, row], fails before the indexer runs."""
+    heads = 8
+    geo = geometry("glm-5", heads)
+    attn = backend(geo, "fp8_ds_mla", heads)
+    s = make_step(geo, heads, "fp8_ds_mla", SPANS, block_size=BS)
+    nb, _, row = s.kv_cache.shape
+    padded = torch.zeros(nb, BS + 1, row, dtype=torch.uint8)[:, :BS]
+    padded.copy_(s.kv_cache)
+    for cache, match in ((padded, "blocks back to back"), (s.kv_cache[:, :, None].expand(nb, BS, 2, row), "row]")):
+        before = _caches(s)
+        with pytest.raises(ValueError, match=match):
+            attn.forward(attn.prepare(s.requests), s.q, None, cache, s.indexer)
+        assert _unchanged(s, before)
+    wide = torch.zeros(nb, BS, row + 16, dtype=torch.uint8)[..., :row]  # padded rows: blocks back to back
+    wide.copy_(s.kv_cache)
+    with pytest.raises(ValueError, match="kv_cache must be contiguous"):  # this step writes latent rows into it
+        attn.forward(attn.prepare(s.requests), s.q, s.latent, wide, s.indexer)
+    assert _unchanged(s, before)
+
+
+def test_unsupported_latent_width_is_rejected_at_construction():
+    geo = geometry("glm-5", 8, kv_lora_rank=256)
+    with pytest.raises(ValueError, match="geometry must have kv_lora_rank 512"):
+        backend(geo, "bf16", 8)

@@ -33,7 +33,7 @@ import torch
 from .._checks import check_tensor
 from ..config import DSAGeometry
 from ..distributed import group_size, plan_row_shards, should_shard
-from ..formats import LATENT_DIM, KVLayout, as_layout, infer_layout, kv_cache_flat
+from ..formats import LATENT_DIM, ROPE_DIM, KVLayout, as_layout, infer_layout, kv_cache_flat
 from ..memory.workspace import Workspace, specs_nbytes
 from ..ops._triton import sm_count
 from ..ops.cache import write_kv_cache
@@ -107,6 +107,10 @@ class DSAAttention:
                  calibration: dict | str | os.PathLike | None = None, workspace: Workspace | None = None, tp_group=None,
                  tp_min_rows_per_rank: int | None = None):
         self.geometry = geometry
+        if geometry.kv_lora_rank != LATENT_DIM or geometry.qk_rope_head_dim not in (0, ROPE_DIM):
+            # the kernels run D_v = 512 and D_qk 512 or 576 (SPEC 3): reject here, not after a cache write
+            raise ValueError(f"geometry must have kv_lora_rank {LATENT_DIM} and qk_rope_head_dim 0 or {ROPE_DIM}, got "
+                             f"{geometry.kv_lora_rank} and {geometry.qk_rope_head_dim}")
         self.heads = geometry.heads_per_rank(tp)
         self.kv_layout = as_layout(kv_layout, "kv_layout")
         if self.kv_layout.max_d_qk() is not None and geometry.d_qk > self.kv_layout.max_d_qk():
@@ -136,8 +140,6 @@ class DSAAttention:
                            for _ in range(2)]
         self._upload_done: list[torch.cuda.Event | None] = [None, None]
         self._uploads = 0
-        self._current_step = 0
-        self._indices_step = 0
 
     # -- workspace --------------------------------------------------------------------------------
 
@@ -211,8 +213,9 @@ class DSAAttention:
             "gather_pieces": torch.tensor(gather_pieces, dtype=torch.int32).reshape(-1, 3).T,
         }
         dev = self._upload(arrays)
-        self._current_step = next(_step_ids)
-        return StepMetadata(host=host, step_id=self._current_step, **dev, key_piece_start=key_piece_start,
+        step_id = next(_step_ids)  # unique over every backend, so a stamp names one step of one backend
+        self.workspace.stamp(METADATA, step_id)
+        return StepMetadata(host=host, step_id=step_id, **dev, key_piece_start=key_piece_start,
                             key_piece_rows=key_piece_rows, gather_piece_start=gather_piece_start,
                             tp_boundaries=self._plan_tp(host))
 
@@ -255,16 +258,20 @@ class DSAAttention:
         """Every argument, before anything is written. Returns whether the layer is a shared one."""
         if not isinstance(step, StepMetadata) or step.host.limits is not self.limits:
             raise ValueError("step must be the StepMetadata this backend's prepare() returned")
-        if step.step_id != self._current_step:
-            # its device metadata lives in one workspace region that the later prepare() overwrote
-            raise ValueError("step must come from this backend's latest prepare() (a later one replaced its metadata)")
+        if self.workspace.stamp_of(METADATA) != step.step_id:
+            # its device metadata lives in one workspace region that a later prepare() overwrote: this backend's
+            # or another's on the same workspace
+            raise ValueError("step must come from the latest prepare() on this workspace (a later one, by this "
+                             "backend or another sharing the workspace, replaced its metadata)")
         shared = bool(self.geometry.indexer_types) and self.geometry.is_shared_layer(layer)
         t, h, d = step.host.num_tokens, self.heads, self.geometry.d_qk
         check_tensor("q", q, dtype=torch.bfloat16, shape=(t, h, d), device=self.device)
         if latent is not None:
             check_tensor("latent", latent, dtype=(torch.bfloat16, torch.float32), shape=(t, d), device=self.device)
-        if not isinstance(kv_cache, torch.Tensor) or kv_cache.dim() not in (3, 4):
-            raise ValueError("kv_cache must be a tensor [num_blocks, block_size, row]")
+        if not isinstance(kv_cache, torch.Tensor) or kv_cache.dim() not in (3, 4) or (
+                kv_cache.dim() == 4 and kv_cache.shape[2] != 1):
+            raise ValueError("kv_cache must be a tensor [num_blocks, block_size, row] or [num_blocks, block_size, 1, "
+                             "row]")
         if infer_layout(kv_cache) is not self.kv_layout:
             raise ValueError(f"kv_cache must hold {self.kv_layout.value} rows, got {infer_layout(kv_cache).value}")
         check_tensor("kv_cache", kv_cache, device=self.device)
@@ -272,10 +279,17 @@ class DSAAttention:
             raise ValueError(f"kv_cache must have block_size {self.limits.block_size}, got {kv_cache.shape[1]}")
         if self.kv_layout is KVLayout.BF16 and kv_cache.shape[-1] != d:
             raise ValueError(f"kv_cache must have rows of D_qk {d}, got {kv_cache.shape[-1]}")
-        if self.path is policy.Path.BF16_PREFILL and kv_cache.stride(0) != kv_cache.shape[1] * kv_cache.stride(1):
-            # the prefill kernel reads the cache as one [slots, row] view; a padded cache would be copied
-            raise ValueError("kv_cache must hold its blocks back to back (stride(0) == block_size * stride(1)) "
-                             "on the bf16 path")
+        cache = kv_cache[:, :, 0] if kv_cache.dim() == 4 else kv_cache
+        if cache.shape[0] > 1 and cache.shape[1] > 1 and cache.stride(0) != cache.shape[1] * cache.stride(1):
+            # the kernels read the cache as one [slots, row] view; a padded cache would be copied
+            raise ValueError("kv_cache must hold its blocks back to back (stride(0) == block_size * stride(1))")
+        if (latent is not None or self.path is policy.Path.FP8_GATHERED) and not cache.is_contiguous():
+            # write_kv_cache and gather_latent address it densely (padded rows are for steps that only read it)
+            raise ValueError("kv_cache must be contiguous (" + ("this step writes latent rows into it)" if latent
+                             is not None else "the fp8 gathered path reads it densely)"))
+        row_stride = cache.stride(1) if cache.shape[1] > 1 else cache.stride(0)
+        if (row_stride * cache.element_size()) % 16 or cache.data_ptr() % 16:
+            raise ValueError("kv_cache rows must be 16-byte aligned (row stride and start)")
         if step.host.max_block_id >= kv_cache.shape[0]:
             raise ValueError(f"kv_cache has {kv_cache.shape[0]} blocks but the block tables use block "
                              f"{step.host.max_block_id}")
@@ -284,7 +298,7 @@ class DSAAttention:
         if shared:
             if indexer is not None:
                 raise ValueError(f"indexer must be None on shared layer {layer} (it reuses the previous top-k)")
-            if self._indices_step != step.step_id:
+            if self.workspace.stamp_of(INDICES) != step.step_id:
                 raise ValueError(f"layer {layer} is a shared layer but no full layer ran earlier in this step")
         else:
             self.indexer.check_inputs(indexer, step, self.device)
@@ -311,7 +325,7 @@ class DSAAttention:
         if not shared:
             self.indexer.run(step, indexer, indices)
             self._positions_to_kv_rows(step, indices)
-            self._indices_step = step.step_id
+            ws.stamp(INDICES, step.step_id)
         lse = ws.view(LSE, (t, self.heads), torch.float32)
         if self.path is policy.Path.BF16_PREFILL:
             variant = policy.choose_variant("prefill", self.heads, t, self.table, self.sm_count)

@@ -13,8 +13,13 @@ reservation larger than a region frees and reallocates the buffer (views taken e
 contents are lost, so reserve at construction or in a profile step); after ``lock()`` it raises
 ``WorkspaceLockedError`` naming the consumer and the bytes. ``views`` never grows anything (a step that
 grew the buffer half-way would lose its step-long data): buffers that do not fit their consumer's region
-raise ``WorkspaceLockedError`` when locked, ValueError before. Taking a view never touches the device
-allocator.
+raise ``WorkspaceLockedError`` when locked, ValueError before. Taking a view touches the device allocator
+only when the buffer does not exist yet (before ``allocate()``, or after a reserve that grew a region).
+
+Holders that share a workspace share its regions too: a step-long region written by one holder (a step's
+metadata, say) is overwritten by the next holder that writes it. ``stamp`` records what a region holds now
+(a step id); a holder checks ``stamp_of`` before it reads data an earlier call left there. Stamps are
+dropped when the buffer is reallocated (its contents are lost then).
 """
 from __future__ import annotations
 
@@ -79,6 +84,7 @@ class Workspace:
         self._regions: dict[str, _Region] = {}
         self._buffer: torch.Tensor | None = None
         self._locked = False
+        self._stamps: dict[str, object] = {}
 
     # -- declaring ------------------------------------------------------------------------------
 
@@ -106,6 +112,7 @@ class Workspace:
                 raise WorkspaceLockedError(consumer, need, region.nbytes)
             region.nbytes = need
             self._buffer = None  # laid out again and reallocated on the next view
+            self._stamps.clear()
 
     def allocate(self) -> None:
         """Take the device memory the reservations need now (else it happens at the first view)."""
@@ -148,6 +155,16 @@ class Workspace:
     def view(self, consumer: str, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
         """The one buffer of a single-buffer consumer (``views`` with one spec)."""
         return self.views(consumer, {"buf": (shape, dtype)})["buf"]
+
+    def stamp(self, consumer: str, value: object) -> None:
+        """Record what `consumer`'s region holds from now on (e.g. the id of the step that wrote it)."""
+        if consumer not in self._regions:
+            raise ValueError(f"consumer {consumer!r} has no region; reserve() it first")
+        self._stamps[consumer] = value
+
+    def stamp_of(self, consumer: str) -> object:
+        """The last ``stamp`` of `consumer`'s region (None: none, or the buffer was reallocated since)."""
+        return self._stamps.get(consumer)
 
     # -- accounting -----------------------------------------------------------------------------
 
