@@ -57,6 +57,24 @@ def test_write_indexer_cache(dtype):
     assert torch.equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_tiny_groups_take_the_smallest_normal_scale(dtype):
+    """amax below 448 * 2 ** -126 (ratio subnormal, or 0 in fp32): the kernel's scale is 2 ** -126, and the
+    reference's (formats.group_scales) the same; before session 35 the reference went subnormal (1e-37) or off by
+    a power of two (2 ** -140), against the kernel's bit-for-bit claim."""
+    # bf16: no subnormal input here (the interpreter converts subnormal bf16 to fp32 wrongly: 0.25 for ~0.04 after
+    # scaling; tests/gpu/test_indexer_gpu.py::test_tiny_groups_on_the_gpu holds them on the GPU)
+    amax = [1e-37, 448 * 2.0 ** -127 if dtype is torch.bfloat16 else 2.0 ** -140, 448 * 2.0 ** -126, 3e-36]
+    x = torch.rand(4, 128) * 0.5 + 0.5
+    x = (x / x.amax(1, keepdim=True) * torch.tensor(amax)[:, None]).to(dtype)
+    assert (formats.group_scales(x.float()) == 2.0 ** -126).all()
+    got = _poisoned(formats.new_indexer_cache(1, 4))
+    want = got.clone()
+    write_indexer_cache(x, got, torch.arange(4, dtype=torch.int32))
+    write_indexer_cache_reference(x, want, torch.arange(4))
+    assert torch.equal(got, want)
+
+
 def test_rejects_leave_cache_untouched():
     cache = _poisoned(formats.new_kv_cache(2, 4, "fp8_ds_mla_nope", 512))
     before = cache.clone()

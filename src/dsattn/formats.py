@@ -63,7 +63,10 @@ def as_layout(layout: "KVLayout | str", name: str = "layout") -> KVLayout:
 def group_scales(x: torch.Tensor) -> torch.Tensor:
     """Power-of-two scales ``2 ** ceil(log2(amax / 448))`` per 128-value group of the last dim.
 
-    x [..., G * 128] (any float dtype) -> fp32 [..., G]; an all-zero group gets scale 1.
+    x [..., G * 128] (any float dtype) -> fp32 [..., G]; an all-zero group gets scale 1, and a group with
+    amax < 448 * 2 ** -126 (~5.3e-36) the smallest normal fp32, 2 ** -126, as the write kernels do (a
+    subnormal scale's reciprocal is not finite, and amax / 448 rounds there). Finite x only: the groups of
+    a non-finite value get unspecified contents (the kernels and this twin differ).
     """
     if x.shape[-1] % GROUP != 0:
         raise ValueError(f"x last dim must be a multiple of {GROUP}, got {x.shape[-1]}")
@@ -71,7 +74,7 @@ def group_scales(x: torch.Tensor) -> torch.Tensor:
     # frexp gives amax/448 = m * 2**e with m in [0.5, 1): ceil(log2) is e, or e - 1 when m == 0.5
     # exactly (a power of two). Exact, unlike log2 + ceil in floating point.
     mant, exp = torch.frexp(amax / FP8_MAX)
-    exp = torch.where(mant == 0.5, exp - 1, exp)
+    exp = torch.where(mant == 0.5, exp - 1, exp).clamp_min(-126)
     scale = torch.ldexp(torch.ones_like(amax), exp)
     return torch.where(amax > 0, scale, torch.ones_like(amax))
 

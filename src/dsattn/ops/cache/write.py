@@ -1,8 +1,9 @@
 """Triton kernels of the cache writes: one program per token, skipping slots outside the cache.
 
-Quantization matches ``formats.quantize_fp8`` bit for bit: per 128 values, scale = 2 ** ceil(log2(amax /
-448)) read off the exponent of the correctly rounded quotient (a power of two exactly when its
-mantissa is zero), values divided by that power of two (exact) and rounded to nearest-even fp8.
+Quantization matches ``formats.quantize_fp8`` bit for bit on finite input: per 128 values, scale =
+2 ** ceil(log2(amax / 448)) read off the exponent of the correctly rounded quotient (a power of two
+exactly when its mantissa is zero; at least 2 ** -126, the smallest normal fp32), values divided by that
+power of two (exact) and rounded to nearest-even fp8. A group holding inf or NaN gets unspecified bytes.
 """
 from __future__ import annotations
 
