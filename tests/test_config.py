@@ -2,6 +2,7 @@
 transformers 5.24.0's config classes (their defaults are the released models' shapes)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -90,6 +91,9 @@ def test_glm5_next_defaults_for_absent_fields():
     geo = from_hf_config(raw)
     assert (geo.qk_rope_head_dim, geo.kpool) == (text["qk_rope_head_dim"], text["index_kpool"]) == (0, 16)
     assert geo.d_qk == 512
+    # a hand-written multimodal config naming its type only at the top level reads the same
+    outer = {"model_type": "glm5_next", "text_config": {k: v for k, v in raw.items() if k != "model_type"}}
+    assert dataclasses.replace(from_hf_config(outer), name=geo.name) == geo
 
 
 @needs_transformers

@@ -138,7 +138,8 @@ def from_hf_config(config: str | os.PathLike | dict) -> DSAGeometry:
             config = json.load(f)
     cfg = config.get("text_config", config)
     try:
-        model_type = cfg.get("model_type", "")
+        # a hand-written multimodal config may name its type only at the top level
+        model_type = cfg.get("model_type") or config.get("model_type", "")
         is_glm5_next = "glm5_next" in model_type
         # Glm5NextTextConfig's own defaults when the fields are absent (NoPE, pools of 16)
         rope = cfg.get("qk_rope_head_dim", 0 if is_glm5_next else 64)
