@@ -79,6 +79,13 @@ def test_prefill_empty_rows():
     out = torch.full((3, 5), float("nan"))
     launch_logits(q, w, k, k_scale, ks, ke, out)
     _check(out, indexer_logits_relative_reference(q, w, k, k_scale, ks, ke, 5))
+    # an empty row may start past the keys (0 <= ks, ke <= N only bound the keys a row scores): the reference
+    # gives its -inf row as the kernel does (it raised "ke must be <= 10" for a ke it raised itself)
+    ks, ke = torch.tensor([12, 0, 30], dtype=torch.int32), torch.tensor([5, 2, 10], dtype=torch.int32)
+    launch_logits(q, w, k, k_scale, ks, ke, out.fill_(float("nan")))
+    want = indexer_logits_relative_reference(q, w, k, k_scale, ks, ke, 5)
+    _check(out, want)
+    assert torch.isneginf(want[[0, 2]]).all()
 
 
 def _paged_cache(num_blocks, bs):

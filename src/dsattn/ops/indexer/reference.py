@@ -189,16 +189,16 @@ def indexer_logits_relative_reference(q: torch.Tensor, weights: torch.Tensor, k:
     q [T, Hi, D] (fp8 or float), weights [T, Hi], k [N, D] fp8 with k_scale [N] fp32, or float with
     k_scale None; ks/ke [T] int (ke <= ks: an empty row). Keys past `width` columns are dropped.
     """
-    ke = torch.maximum(ke, ks)
     kf = k.float() if k_scale is None else k.float() * k_scale.float()[:, None]
     t = q.shape[0]
     out = torch.full((t, width), float("-inf"), dtype=torch.float32, device=q.device)
-    if t == 0 or width == 0 or k.shape[0] == 0:
+    empty = ke <= ks  # wherever its ks lies (past N too): nothing to score
+    if t == 0 or width == 0 or k.shape[0] == 0 or bool(empty.all()):
         return out
-    # rows of one request share a key range: score the union once, then shift each row to its start
-    lo, hi = int(ks.min()), int(ke.max())
-    if hi <= lo:
-        return out
+    # rows of one request share a key range: score the union of the non-empty rows' once, then shift each row to
+    # its start
+    lo, hi = int(ks[~empty].min()), int(ke[~empty].max())
+    ks, ke = torch.where(empty, lo, ks), torch.where(empty, lo, ke)
     sub = indexer_logits_reference(q, weights, kf[lo:hi], ks.long() - lo, ke.long() - lo)
     col = torch.arange(width, device=q.device)
     src = ks.long()[:, None] - lo + col[None, :]
