@@ -212,7 +212,9 @@ def slots_from_positions(block_table: torch.Tensor, rows: torch.Tensor, position
                          block_size: int) -> torch.Tensor:
     """Cache slots of tokens: ``block_table[rows, pos // bs] * bs + pos % bs``; -1 where pos < 0.
 
-    block_table [B, max_blocks] int32, rows [...] (request of each entry), positions [...] int.
+    block_table [B, max_blocks] int32, rows [...] (request of each entry), positions [...] int. A position
+    past the table (pos // bs >= max_blocks) reads the table's last column, a wrong block, without an error:
+    callers keep positions inside (``ops.gather.positions_to_slots`` maps them to -1 first).
     """
     pos = positions.long()
     valid = pos >= 0

@@ -43,7 +43,9 @@ def write_kv_cache(latent: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: t
     accepted), contiguous: bf16 rows of D_qk values, or uint8 rows of 656 (fp8_ds_mla: D_qk 512 or 576;
     a 512-wide latent gets zero RoPE values) or 528 bytes (fp8_ds_mla_nope: D_qk 512); the layout is
     inferred from dtype and row width. slot_mapping [T] int32/int64: token t goes to slot
-    ``block * block_size + offset``; slots < 0 (padding) or >= num_blocks * block_size are skipped.
+    ``block * block_size + offset``; slots < 0 (padding) or >= num_blocks * block_size are skipped. A slot
+    listed twice in one call holds an unspecified mix of those tokens' rows (each token's program stores its
+    values, scales and RoPE part separately): slot mappings name each slot once.
     fp8 rows are quantized as ``formats.pack_latent_rows`` (per-128 power-of-two scales).
     """
     check_tensor("latent", latent, dtype=(torch.bfloat16, torch.float32), ndim=2)
