@@ -195,8 +195,8 @@ def indexer_logits_relative_reference(q: torch.Tensor, weights: torch.Tensor, k:
     empty = ke <= ks  # wherever its ks lies (past N too): nothing to score
     if t == 0 or width == 0 or k.shape[0] == 0 or bool(empty.all()):
         return out
-    # rows of one request share a key range: score the union of the non-empty rows' once, then shift each row to
-    # its start
+    # rows of one request share a key range: score the union of the non-empty rows' ranges once, then shift each
+    # row to its start
     lo, hi = int(ks[~empty].min()), int(ke[~empty].max())
     ks, ke = torch.where(empty, lo, ks), torch.where(empty, lo, ke)
     sub = indexer_logits_reference(q, weights, kf[lo:hi], ks.long() - lo, ke.long() - lo)

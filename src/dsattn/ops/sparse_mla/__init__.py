@@ -253,7 +253,7 @@ def sparse_mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Te
     scratch      split-K workspace, the tensors of decode_scratch_spec(T, H, K, variant, layout) in order,
                  contiguous (allocated only when the plan splits and none is given)
     Returns (out, lse).
-    Range: over fp8 rows the kernels take q in fp16 (kernels.py's docstring), so |q| <= 65504 finite.
+    Range: over fp8 rows the kernels take q's 512 latent values in fp16 (kernels.py's docstring): |q| <= 65504.
     """
     indices = _check_common(q, indices, sm_scale, d_v, topk_length, out, lse)
     check_tensor("kv_cache", kv_cache, dtype=(torch.bfloat16, torch.uint8), ndim=(3, 4))

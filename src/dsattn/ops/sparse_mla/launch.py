@@ -304,8 +304,8 @@ def use_gluon64(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> 
 
 
 def kernel_name(q, flat, layout: KVLayout, variant: str, prefill: bool = False) -> str:
-    """'gluon_prefill', 'gluon64', 'gluon_ws', 'gluon_rx', 'gluon' or 'triton': which kernel run_attention (prefill: launch_prefill)
-    launches for these inputs now (for benchmark records)."""
+    """'gluon_prefill', 'gluon64', 'gluon_ws', 'gluon_rx', 'gluon' or 'triton': which kernel run_attention (prefill:
+    launch_prefill) launches for these inputs now (for benchmark records)."""
     if prefill and use_gluon_prefill(q, flat, variant):
         return "gluon_prefill"
     hp = heads_per_program(variant, q.shape[1])
