@@ -3,6 +3,7 @@ import json
 import time
 
 import pytest
+import torch
 
 from dsattn.bench import ab
 from dsattn.cli import main
@@ -77,6 +78,40 @@ def test_cli_tiny(argv, tmp_path, capsys):
     else:
         assert row["max_abs_out_diff"] < 2e-2 and row["max_rel_lse_diff"] < 1e-4
     assert "verdict" in capsys.readouterr().out
+
+
+def test_ratio_ci_drops_as_many_ratios_at_each_end():
+    """The percentile interval of R resampled ratios drops the same count at both ends (0.9 / 2000 dropped 99 below
+    and 100 above before session 35); at the defaults (0.95 / 2000: 50 and 50) nothing changed."""
+    import random
+    import statistics
+    rng = random.Random(1)
+    a = [1 + rng.random() for _ in range(9)]
+    b = [1 + rng.random() for _ in range(9)]
+    for conf, r, cut in ((0.9, 2000, 100), (0.95, 999, 24), (0.99, 100, 0), (0.95, 2000, 50), (0.5, 1, 0)):
+        rr = random.Random(3)  # the resamples ratio_ci draws with seed 3
+        ratios = []
+        for _ in range(r):
+            pick = [rr.randrange(9) for _ in range(9)]
+            ratios.append(statistics.median(a[i] for i in pick) / statistics.median(b[i] for i in pick))
+        ratios.sort()
+        _, lo, hi = ab.ratio_ci(a, b, confidence=conf, resamples=r, seed=3)
+        assert (lo, hi) == (ratios[cut], ratios[r - 1 - cut]), (conf, r)
+
+
+def test_arms_that_disagree_exit_1(monkeypatch, tmp_path, capsys):
+    """Timed all the same, but a run whose arms compute different functions exits 1 with a warning."""
+    assert ab._agreement("topk", (torch.tensor([[1, 2]]),), (torch.tensor([[2, 1]]),))["outputs_agree"]
+    assert not ab._agreement("topk", (torch.tensor([[1, 2]]),), (torch.tensor([[1, 3]]),))["outputs_agree"]
+    out, lse = torch.rand(2, 3, 512).bfloat16(), torch.tensor([[1.0, float("-inf"), 2.0]] * 2)
+    assert ab._agreement("sparse_mla_decode", (out, lse), (out.clone(), lse.clone()))["outputs_agree"]
+    assert not ab._agreement("sparse_mla_decode", (out + 0.5, lse), (out, lse))["outputs_agree"]
+    monkeypatch.setattr(ab, "_agreement", lambda op, a, b: dict(rows_with_other_set=1, outputs_agree=False))
+    argv = ["--op", "topk", "--rows", "3", "--width", "300", "--topk", "16", "--a", "version=3", "--b", "version=4"]
+    assert main(["bench", "ab", *argv, "--blocks", "2", "--calls", "1", "--warmup", "0", "--resamples", "50",
+                 "--out", str(tmp_path)]) == 1
+    assert "outputs differ" in capsys.readouterr().err
+    assert (tmp_path / "ab.json").exists()
 
 
 def test_provenance_prefers_the_named_commit(monkeypatch):

@@ -9,10 +9,14 @@ An arm is the op's keyword arguments and/or environment variables, e.g.
 
 (an ``env:`` setting is in force only while that arm runs, so it must be read at call time.)
 
-Method. Both arms run once, and their outputs are compared (the same function must be computed: max abs
-difference for attention, equal sets for top-k); then after a warm-up, ``--blocks`` blocks, each timing
-``--calls`` back-to-back calls of A and of B in a random order (CUDA events around each group; the host clock
-on a CPU). One block gives one paired sample (ms per call of A, of B). The estimate is
+Method. Both arms run once, and their outputs are compared (the same function must be computed: equal sets
+for top-k; for attention every output element within twice issue 3's bound of the other arm's, 2 * (2e-3 + 3/128
+|out|), and lse within 2e-5 relative; under the CPU interpreter, whose bf16 dot is inexact, 2e-2 and 1e-4). Arms
+that disagree are still timed, but the run prints a warning and exits 1. Then after a warm-up, ``--blocks``
+blocks, each timing ``--calls`` back-to-back calls of A and of B in a random order (CUDA events around each group;
+the host clock on a CPU; no L2 flush between the calls of a group, unlike ``do_bench``: rows a call gathered may
+still be in L2 for the next). One block gives one paired sample (ms per call of A, of B). A top-k arm calls
+``launch_topk`` with its keyword arguments (none: the public op's defaults), so both arms pay the same host cost. The estimate is
 median(A) / median(B) (> 1: B is faster); its interval resamples the blocks with replacement
 (``--resamples``, percentile interval, fixed seed). The verdict names the faster arm only when the interval
 excludes 1; otherwise "no difference detected" (widen with more blocks). Alternation in blocks keeps clock
@@ -55,10 +59,8 @@ def ratio_ci(a_ms: list[float], b_ms: list[float], confidence: float = 0.95, res
         pick = [rng.randrange(n) for _ in range(n)]
         ratios.append(statistics.median(a_ms[i] for i in pick) / statistics.median(b_ms[i] for i in pick))
     ratios.sort()
-    tail = (1 - confidence) / 2
-    lo = ratios[min(resamples - 1, int(tail * resamples))]
-    hi = ratios[max(0, min(resamples - 1, int((1 - tail) * resamples) - 1))]
-    return est, lo, hi
+    cut = min(int((1 - confidence) / 2 * resamples + 1e-9), (resamples - 1) // 2)  # as many dropped at each end
+    return est, ratios[cut], ratios[resamples - 1 - cut]
 
 
 def verdict(lo: float, hi: float) -> str:
@@ -208,7 +210,7 @@ def build_sparse_mla(args, device) -> tuple[Callable[[dict], tuple[Callable, Cal
 
 
 def build_topk(args, device):
-    from ..ops.topk import topk, topk_scratch_spec
+    from ..ops.topk import topk_scratch_spec
     from ..ops.topk.select import launch_topk
     from ..ops._triton import allow_runtime_loop_bounds, interpreting
     if interpreting():
@@ -222,9 +224,7 @@ def build_topk(args, device):
     def make(kwargs):
         out = torch.empty((args.rows, args.topk), dtype=torch.int32, device=device)
         scratch = torch.empty(sshape, dtype=sdtype, device=device)
-        if kwargs:
-            return (lambda: launch_topk(x, lengths, args.topk, out, scratch, **kwargs)), (lambda: (out,))
-        return (lambda: topk(x, lengths, args.topk, out=out, scratch=scratch)), (lambda: (out,))
+        return (lambda: launch_topk(x, lengths, args.topk, out, scratch, **kwargs)), (lambda: (out,))
     return make, shape
 
 
@@ -232,13 +232,23 @@ OPS = {"sparse_mla_decode": build_sparse_mla, "sparse_mla_prefill": build_sparse
 
 
 def _agreement(op: str, res_a, res_b) -> dict:
+    """What the arms' outputs share, and whether they compute the same function (the module docstring's bounds)."""
     if op == "topk":
         a, b = (r[0].sort(dim=1).values for r in (res_a, res_b))
-        return dict(rows_with_other_set=int((a != b).any(dim=1).sum()))
+        other = int((a != b).any(dim=1).sum())
+        return dict(rows_with_other_set=other, outputs_agree=other == 0)
+    from ..ops._triton import interpreting
+    from ..ops.sparse_mla.testing import LSE_RTOL, OUT_ATOL, OUT_RTOL
     (oa, la), (ob, lb) = res_a, res_b
-    rel = (la - lb).abs() / lb.abs().clamp_min(1e-30)
-    rel = torch.where(la == lb, torch.zeros_like(rel), rel)  # equal -inf (a row without valid keys) agrees
-    return dict(max_abs_out_diff=float((oa.float() - ob.float()).abs().max()), max_rel_lse_diff=float(rel.max()))
+    same = la == lb  # equal -inf (a row without valid keys) agrees
+    rel = torch.where(same, 0.0, (la - lb).abs() / lb.abs().clamp_min(1e-30))
+    diff = (oa.float() - ob.float()).abs()
+    if interpreting():
+        out_ok, lse_ok = bool((diff <= 2e-2).all()), float(rel.max()) <= 1e-4
+    else:  # each arm within issue 3's bounds of the reference, so within twice them of each other
+        out_ok = bool((diff <= 2 * (OUT_ATOL + OUT_RTOL * ob.float().abs())).all())
+        lse_ok = bool((torch.where(same, 0.0, (la - lb).abs() / lb.abs().clamp_min(1.0)) <= 2 * LSE_RTOL).all())
+    return dict(max_abs_out_diff=float(diff.max()), max_rel_lse_diff=float(rel.max()), outputs_agree=out_ok and lse_ok)
 
 
 def parse_args(argv):
@@ -298,6 +308,10 @@ def main(argv: list[str] | None = None) -> int:
                                                       argv=list(sys.argv[1:] if argv is None else argv)),
                          out_dir=args.out)
     print(f"wrote {path}")
+    if not agree["outputs_agree"]:
+        print("WARNING: the arms' outputs differ beyond the bounds of the module docstring: they compute different "
+              "functions, and the timing compares them as such", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -29,8 +29,10 @@ def group_rank(group=None) -> int:
 def backend_for(group, device_type: str) -> str | None:
     """The backend that runs collectives of `group` on tensors of `device_type` ('cuda', 'cpu'), or None.
 
-    A group may map device types to backends ("cpu:gloo,cuda:nccl"); a plain NCCL group serves only
-    CUDA tensors, a plain gloo group only CPU ones (its CUDA support stages through the host).
+    A group maps device types to backends as torch reports it ("cpu:gloo,cuda:nccl"). torch 2.13 reports a
+    plain gloo group as "cpu:gloo,cuda:gloo" (CUDA tensors staged through the host), so such a group serves
+    CUDA tensors too and the sharded path may run over it; a plain NCCL group serves CUDA tensors only. Without
+    a per-device config (torch without ``get_backend_config``) a plain backend serves its native device only.
     """
     if not initialized():
         return None
