@@ -90,6 +90,16 @@ def test_scratch_spec():
     spec = decode_scratch_spec(4, 8, 2048, "native", "fp8_ds_mla")
     (so, do), (sl, dl) = spec
     assert so[0] == 4 and so[2:] == (8, 512) and sl == so[:3] and do == dl == torch.float32
+    # arguments checked as prefill_scratch_spec checks them (they gave negative or float shapes)
+    for bad, match in (((-5, 8, 2048), "num_tokens"), ((2.5, 8, 2048), "num_tokens"), ((4, 8, -1), "topk")):
+        with pytest.raises(ValueError, match=match):
+            decode_scratch_spec(*bad)
+    # no tokens: the prefill spec has no groups, and the public function takes it (nothing runs)
+    from dsattn.ops.sparse_mla import prefill_scratch_spec
+    q, kv, idx = _inputs(t=0)
+    scratch = [torch.empty(sh, dtype=dt) for sh, dt in prefill_scratch_spec(0, 8, 16)]
+    out, lse = sparse_mla_prefill(q, kv, idx, 0.1, scratch=scratch)
+    assert out.shape == (0, 8, 512) and lse.shape == (0, 8)
 
 
 @pytest.mark.parametrize("layout", ["bf16", "fp8_ds_mla", "fp8_ds_mla_nope"])

@@ -114,8 +114,10 @@ def test_gluon_ws_rejects_bf16_rows():
 
 def test_gluon64_choice():
     """gluon64: under auto and gluon64 only for 64-head programs over fp8 rows; auto falls back where it cannot run
-    (here: CPU tensors), gluon64 raises ValueError; never under triton / gluon / gluon_ws; the other kernels'
-    choices stay auto's."""
+    (here: CPU tensors), gluon64 raises ValueError; never under triton; gluon / gluon_ws / gluon_prefill leave
+    64-head programs to auto (here: nothing, on CPU tensors; on a simulated sm_90:
+    test_sparse_mla_prefill_impl.py::test_forced_decode_kernels_on_a_simulated_sm90); the other kernels' choices
+    stay auto's."""
     q = torch.zeros(2, 64, 576, dtype=torch.bfloat16)
     rows = torch.zeros(16, 656, dtype=torch.uint8)
     flat = torch.zeros(16, 576, dtype=torch.bfloat16)

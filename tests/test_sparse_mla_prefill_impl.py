@@ -34,9 +34,10 @@ def test_only_when_forced():
 
 
 def test_forced_decode_kernels_on_a_simulated_sm90(monkeypatch):
-    """Where it can run (an sm_90 stand-in: q says cuda, the capability and Gluon imports cached as present):
-    gluon64 takes no bf16 rows, so a prefill under it runs what auto runs (gluon_prefill); triton, gluon, gluon_ws
-    and gluon_rx force the flat kernels on prefill too."""
+    """Where it can run (an sm_90 stand-in: q says cuda, the capability and Gluon imports cached as present): a
+    forced kernel leaves to auto what it does not take. gluon64 takes no bf16 rows, so a prefill under it runs
+    gluon_prefill; gluon, gluon_ws and gluon_rx force the flat kernels on prefills of at most 32 heads a program and
+    leave 64-head programs (prefill and fp8 decode) to auto; triton forces the flat kernels everywhere."""
     import types
     monkeypatch.setitem(launch._SM90, 0, True)
     for m in ("gluon_prefill", "gluon_small", "gluon64", "gluon_ws", "gluon_rx"):
@@ -48,6 +49,13 @@ def test_forced_decode_kernels_on_a_simulated_sm90(monkeypatch):
         assert launch.use_gluon_prefill(q, flat, "native", impl), impl
     for impl in ("triton", "gluon", "gluon_ws", "gluon_rx"):
         assert not launch.use_gluon_prefill(q, flat, "native", impl), impl
+    q64 = types.SimpleNamespace(shape=(4, 64, 576), device=torch.device("cuda", 0))
+    for impl in ("gluon", "gluon_ws", "gluon_rx"):
+        assert launch.use_gluon_prefill(q64, flat, "native", impl), impl
+        assert launch.use_gluon_prefill(q, flat, "pad64", impl), impl  # a 64-row program
+        assert launch.use_gluon64(q64, torch.zeros(64, 656, dtype=torch.uint8), KVLayout.FP8_DS_MLA, 64, impl), impl
+    assert not launch.use_gluon_prefill(q64, flat, "native", "triton")
+    assert not launch.use_gluon64(q64, torch.zeros(64, 656, dtype=torch.uint8), KVLayout.FP8_DS_MLA, 64, "triton")
 
 
 def test_auto_only_at_listed_heads(monkeypatch):

@@ -172,7 +172,7 @@ def _check_prefill_scratch(scratch, q, indices):
     width = spec[0][0][1]
     check_tensor("scratch[0]", entries, dtype=torch.int32, shape=(None, width))
     c = entries.shape[0]
-    if c < 1:
+    if c < 1 and t > 0:  # (the spec of 0 tokens has 0 groups: nothing runs)
         raise ValueError("scratch[0] must have at least one group (dim 0)")
     check_tensor("scratch[1]", masks, dtype=torch.int32, shape=(c, width))
     check_tensor("scratch[2]", counts, dtype=torch.int32, shape=(c,))
@@ -253,7 +253,8 @@ def sparse_mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Te
     scratch      split-K workspace, the tensors of decode_scratch_spec(T, H, K, variant, layout) in order,
                  contiguous (allocated only when the plan splits and none is given)
     Returns (out, lse).
-    Range: over fp8 rows the kernels take q's 512 latent values in fp16 (kernels.py's docstring): |q| <= 65504.
+    Range: over fp8 rows the kernels take q's 512 latent values in fp16 (kernels.py's docstring): |q| <= 65504;
+    a 128-value group stored with a scale of 2**-17 or less (amax <= ~3.4e-3) reads as zeros there.
     """
     indices = _check_common(q, indices, sm_scale, d_v, topk_length, out, lse)
     check_tensor("kv_cache", kv_cache, dtype=(torch.bfloat16, torch.uint8), ndim=(3, 4))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from ..._checks import check_int
 from ...formats import LATENT_DIM, KVLayout, as_layout
 
 MAX_HEADS = 128
@@ -100,6 +101,9 @@ def decode_scratch_spec(num_tokens: int, num_heads: int, topk: int, variant: str
 
     `variant` None means the default_variant for these sizes.
     """
+    num_tokens = check_int("num_tokens", num_tokens, lo=0)
+    topk = check_int("topk", topk, lo=0)
+    sm_count = check_int("sm_count", sm_count, lo=1)
     as_layout(layout)
     _check_heads(num_heads)
     variant = variant or default_variant("decode", num_heads, num_tokens, sm_count)

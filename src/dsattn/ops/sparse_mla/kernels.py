@@ -19,8 +19,11 @@ issue's 2e-3 + 3/128 bound on peaked softmax, notes/sparse_mla.md), and V enters
 (V_SCALE, undone on the fp32 accumulator) so any value up to 1.6e7 stays finite; values under 2**-6
 turn subnormal there, an absolute error under 2**-17. Over bf16 rows q . k runs on the bf16 operands
 as they are. Over fp8 rows (e4m3 -> fp16 is one instruction per pair on sm90, BENCHMARKS.md) the latent
-is dequantized once, into that same scaled fp16 tile (exact: the group scales are powers of two), and
-q . k uses it with q in fp16 (finite for |q| < 65504) and the 2**8 folded into the softmax scale.
+is dequantized once, into that same scaled fp16 tile (the group scales are powers of two: exact down to the
+tile's subnormals), and q . k uses it with q in fp16 (finite for |q| < 65504) and the 2**8 folded into the
+softmax scale. The factor is fp16(group scale x 2**-8), which is 0 for a group scale of 2**-17 or less (amax <=
+448 x 2**-17, ~3.4e-3): such a group reads as zeros in both products. Every fp8 decode kernel builds its tile this
+way (gluon_small, gluon_ws, gluon_rx's V operand, gluon64); notes/foundation.md, session 35.
 
 Each program owns one query token (or one split of its top-k list), all of its heads (or one 64-head
 block), and writes either the final (out, lse) or a split partial (normalized out, lse) that

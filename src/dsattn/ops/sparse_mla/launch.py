@@ -290,10 +290,11 @@ def use_gluon64(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> 
     'auto' where usable (fp8 decode 512 tokens, 64 / 128 heads: 0.629 / 1.171 ms vs Triton 1.215 / 2.351,
     outputs within 4.9e-4; bench/results/ab_g64_h64.json, ab_g64_h128.json, H200) and under
     DSATTN_SPARSE_MLA_IMPL=gluon64, ValueError there where it cannot run (not sm_90, interpreter, rows whose
-    addresses do not keep 16-byte alignment). The other forced values never take it."""
+    addresses do not keep 16-byte alignment). 'triton' never takes it; the other forced values leave 64-head
+    programs to auto."""
     impl = impl or sparse_mla_impl()
-    if impl == "gluon_prefill":
-        impl = "auto"  # decode launches run what auto runs
+    if impl in ("gluon_prefill", "gluon", "gluon_ws", "gluon_rx"):
+        impl = "auto"  # their kernels take decode programs of at most 32 heads (prefill: bf16 rows)
     if impl not in ("auto", "gluon64") or hp != 64 or not layout.is_fp8:
         return False
     ok = g64_usable(q, flat)
@@ -430,13 +431,16 @@ def gluon_prefill_preferred(num_heads: int) -> bool:
 
 def use_gluon_prefill(q, kv, variant: str, impl: str | None = None) -> bool:
     """Whether launch_prefill runs gluon_prefill.sparse_mla_prefill_kernel: under DSATTN_SPARSE_MLA_IMPL=gluon_prefill,
-    or under 'auto' at the head counts of GLUON_PREFILL_AUTO_HEADS where it can run (every count), for both variants:
+    or under 'auto' (so also under gluon64, and under gluon / gluon_ws / gluon_rx for programs of over 32 heads, which
+    their kernels do not take) at the head counts of GLUON_PREFILL_AUTO_HEADS where it can run (every count), for both
+    variants:
     'native' groups G tokens x HPT heads a program, 'pad64' runs one token's heads as a 64-row program (the rows
     past H masked: no grouping, one program a token, for short prefills where G-token groups leave SMs idle).
     ValueError where it cannot run (not sm_90, interpreter, CPU, rows whose addresses do not keep 16-byte copies)."""
     impl = impl or sparse_mla_impl()
-    if impl == "gluon64":
-        impl = "auto"  # gluon64 takes fp8 rows only: prefill launches (bf16 rows) run what auto runs
+    if impl == "gluon64" or (impl in ("gluon", "gluon_ws", "gluon_rx") and heads_per_program(variant, q.shape[1]) > 32):
+        # gluon64 takes fp8 rows only, the others programs of at most 32 heads: the rest run what auto runs
+        impl = "auto"
     if impl not in ("gluon_prefill", "auto"):
         return False
     if impl == "auto" and not gluon_prefill_preferred(q.shape[1]):
