@@ -22,8 +22,9 @@ as they are. Over fp8 rows (e4m3 -> fp16 is one instruction per pair on sm90, BE
 is dequantized once, into that same scaled fp16 tile (the group scales are powers of two: exact down to the
 tile's subnormals), and q . k uses it with q in fp16 (finite for |q| < 65504) and the 2**8 folded into the
 softmax scale. The factor is fp16(group scale x 2**-8), which is 0 for a group scale of 2**-17 or less (amax <=
-448 x 2**-17, ~3.4e-3): such a group reads as zeros in both products. Every fp8 decode kernel builds its tile this
-way (gluon_small, gluon_ws, gluon_rx's V operand, gluon64); notes/foundation.md, session 35.
+448 x 2**-17, ~3.4e-3): such a group reads as zeros in both products. Every fp8 decode kernel does the same (H200,
+this kernel, gluon_small, gluon_rx, gluon_ws, gluon64: out 0 for such a group and lse 2.2e-5 to 2.8e-5 relative
+off, bench/results/fp8_tiny_groups_s35.json); notes/foundation.md, session 35.
 
 Each program owns one query token (or one split of its top-k list), all of its heads (or one 64-head
 block), and writes either the final (out, lse) or a split partial (normalized out, lse) that
