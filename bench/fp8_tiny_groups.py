@@ -3,7 +3,9 @@ the tile (kernels.py's docstring), and fp16's smallest subnormal is 2^-24, so a 
 <= 448 x 2^-17 ~ 3.4e-3) should read as zeros. This measures it per kernel: group 0 of every row scaled to an amax,
 the other latent groups zero (out is then group 0 alone), against the reference.
 
-    PYTHONPATH=src python bench/fp8_tiny_groups.py [--out DIR]      (a GPU; on a CPU only the Triton kernel, interpreted)
+    PYTHONPATH=src python bench/fp8_tiny_groups.py [--out DIR]
+
+(a GPU; on a CPU with TRITON_INTERPRET=1 only the Triton kernel, interpreted)
 """
 from __future__ import annotations
 

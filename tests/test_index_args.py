@@ -67,7 +67,8 @@ def _kpool_update(arg):
     pooled = torch.randint(0, 255, (4, 2, 132), dtype=torch.uint8)
     tail = torch.randn(2, 3, 256)
     return (kpool_update, dict(k=torch.randn(3, 128), gate=torch.randn(3, 128), ape=torch.randn(4, 128),
-                               positions=torch.tensor([1, 2, 3], dtype=I32), token_req=torch.tensor([0, 0, 0], dtype=I32),
+                               positions=torch.tensor([1, 2, 3], dtype=I32),
+                               token_req=torch.tensor([0, 0, 0], dtype=I32),
                                block_table=torch.tensor([[0, 1], [2, 3]], dtype=I32), pooled_cache=pooled,
                                tail_state=tail, state_slot=torch.tensor([1, 0], dtype=I32)), [pooled, tail])
 

@@ -16,8 +16,8 @@ that disagree are still timed, but the run prints a warning and exits 1. Then af
 blocks, each timing ``--calls`` back-to-back calls of A and of B in a random order (CUDA events around each group;
 the host clock on a CPU; no L2 flush between the calls of a group, unlike ``do_bench``: rows a call gathered may
 still be in L2 for the next). One block gives one paired sample (ms per call of A, of B). A top-k arm calls
-``launch_topk`` with its keyword arguments (none: the public op's defaults), so both arms pay the same host cost. The estimate is
-median(A) / median(B) (> 1: B is faster); its interval resamples the blocks with replacement
+``launch_topk`` with its keyword arguments (none: the public op's defaults), so both arms pay the same host cost.
+The estimate is median(A) / median(B) (> 1: B is faster); its interval resamples the blocks with replacement
 (``--resamples``, percentile interval, fixed seed). The verdict names the faster arm only when the interval
 excludes 1; otherwise "no difference detected" (widen with more blocks). Alternation in blocks keeps clock
 and thermal drift out of the ratio; the interval says how much the run-to-run spread still allows.

@@ -433,9 +433,8 @@ def use_gluon_prefill(q, kv, variant: str, impl: str | None = None) -> bool:
     """Whether launch_prefill runs gluon_prefill.sparse_mla_prefill_kernel: under DSATTN_SPARSE_MLA_IMPL=gluon_prefill,
     or under 'auto' (so also under gluon64, and under gluon / gluon_ws / gluon_rx for programs of over 32 heads, which
     their kernels do not take) at the head counts of GLUON_PREFILL_AUTO_HEADS where it can run (every count), for both
-    variants:
-    'native' groups G tokens x HPT heads a program, 'pad64' runs one token's heads as a 64-row program (the rows
-    past H masked: no grouping, one program a token, for short prefills where G-token groups leave SMs idle).
+    variants: 'native' groups G tokens x HPT heads a program, 'pad64' runs one token's heads as a 64-row program (the
+    rows past H masked: no grouping, one program a token, for short prefills where G-token groups leave SMs idle).
     ValueError where it cannot run (not sm_90, interpreter, CPU, rows whose addresses do not keep 16-byte copies)."""
     impl = impl or sparse_mla_impl()
     if impl == "gluon64" or (impl in ("gluon", "gluon_ws", "gluon_rx") and heads_per_program(variant, q.shape[1]) > 32):
