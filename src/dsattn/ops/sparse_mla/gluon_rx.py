@@ -127,7 +127,8 @@ class RxConfig:
     #                     no different from 0)
     sraw: int = 0       # 1: S^T by _s_raw, one accumulator a latent group over the unscaled fp8 values, the scales
     #                     in fp32 after (session 19; 1 in the fp8_ds_mla_nope 8-head default since session 20,
-    #                     rx_config)
+    #                     rx_config). It also keeps a group of scale <= 2^-17 in q . k, which the fp16 factor reads
+    #                     as zeros (lse exact there; session 36, bench/results/fp8_tiny_groups_s36.json)
     vst: int = 1        # 1: the epilogue stores whole 16-byte pieces of out (_store_ot_phys; session 21, the default
     #                     everywhere: bit-equal, 1.05-1.13x, bench/results/ab_s21_vst_*.json)
 
