@@ -22,7 +22,7 @@ as they are. Over fp8 rows (e4m3 -> fp16 is one instruction per pair on sm90, BE
 is dequantized once, into that same scaled fp16 tile (the group scales are powers of two: exact down to the
 tile's subnormals), and q . k uses it with q in fp16 (finite for |q| < 65504) and the 2**8 folded into the
 softmax scale. The factor is fp16(group scale x 2**-8), which is 0 for a group scale of 2**-17 or less (amax <=
-448 x 2**-17, ~3.4e-3): such a group reads as zeros in both products. Every fp8 decode kernel does the same in P V,
+448 x 2**-17, ~3.4e-3): here such a group reads as zeros in both products. Every fp8 decode kernel does so in P V,
 and all but gluon_rx's config sraw (S^T from the unscaled values, the scales in fp32; the 8-head fp8_ds_mla_nope
 default) in q . k too. H200, one such group a row (bench/fp8_tiny_groups.py, bench/results/fp8_tiny_groups_s36.json):
 this kernel, gluon_small, gluon_rx, gluon_ws and gluon64 return out 0 for it (reference ~3e-4) and lse 2.2e-5 to
