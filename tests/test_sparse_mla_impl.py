@@ -25,6 +25,19 @@ def test_impl_knob_rejects_unknown(monkeypatch):
         launch.sparse_mla_impl()
 
 
+def test_kernel_name_resolves_a_missing_variant_as_the_op_does(monkeypatch):
+    """variant None: default_variant's choice (pad64 at 64 tokens, native past the SM count at 8 heads), so a
+    benchmark record that passes the op's variant names the kernel that ran."""
+    from dsattn.ops.sparse_mla.dispatch import DEFAULT_SM_COUNT
+    monkeypatch.setattr(launch, "use_gluon64", lambda q, flat, layout, hp, impl=None: hp == 64)
+    flat = torch.zeros(16, 656, dtype=torch.uint8)
+    for t, want in ((64, "gluon64"), (DEFAULT_SM_COUNT + 1, "triton")):
+        q = torch.zeros(t, 8, 576, dtype=torch.bfloat16)
+        assert launch.kernel_name(q, flat, KVLayout.FP8_DS_MLA, None) == want
+    assert launch.kernel_name(torch.zeros(64, 8, 576, dtype=torch.bfloat16), flat, KVLayout.FP8_DS_MLA,
+                              "native") == "triton"
+
+
 def test_gluon_never_chosen_off_gpu():
     q = torch.zeros(2, 8, 576, dtype=torch.bfloat16)
     flat = torch.zeros(16, 576, dtype=torch.bfloat16)

@@ -304,9 +304,16 @@ def use_gluon64(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> 
     return ok
 
 
-def kernel_name(q, flat, layout: KVLayout, variant: str, prefill: bool = False) -> str:
+def kernel_name(q, flat, layout: KVLayout, variant: str | None, prefill: bool = False) -> str:
     """'gluon_prefill', 'gluon64', 'gluon_ws', 'gluon_rx', 'gluon' or 'triton': which kernel run_attention (prefill:
-    launch_prefill) launches for these inputs now (for benchmark records)."""
+    launch_prefill) launches for these inputs now (for benchmark records). Pass the variant given to the public op:
+    None resolves as there (default_variant, from the token count and the device's SMs), which is pad64 below ~one
+    token a SM (session 36: a script that named "native" here recorded the wrong kernel)."""
+    if variant is None:
+        from .._triton import sm_count
+        from .dispatch import DEFAULT_SM_COUNT, default_variant
+        variant = default_variant("prefill" if prefill else "decode", q.shape[1], q.shape[0],
+                                  sm_count(q.device, DEFAULT_SM_COUNT))
     if prefill and use_gluon_prefill(q, flat, variant):
         return "gluon_prefill"
     hp = heads_per_program(variant, q.shape[1])
