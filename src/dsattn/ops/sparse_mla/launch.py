@@ -12,8 +12,8 @@ import torch
 from ...formats import FP8, LATENT_DIM, KVLayout
 from .._fastlaunch import KernelPointer
 from .._fastlaunch import launch as _fast
-from .._triton import allow_runtime_loop_bounds, interpreting, triton
-from .dispatch import heads_per_program
+from .._triton import allow_runtime_loop_bounds, interpreting, sm_count, triton
+from .dispatch import DEFAULT_SM_COUNT, default_variant, heads_per_program
 from .kernels import combine_splits_kernel, sparse_mla_kernel
 
 LOG2E = 1.4426950408889634
@@ -310,8 +310,6 @@ def kernel_name(q, flat, layout: KVLayout, variant: str | None, prefill: bool = 
     None resolves as there (default_variant, from the token count and the device's SMs), which is pad64 below ~one
     token a SM (session 36: a script that named "native" here recorded the wrong kernel)."""
     if variant is None:
-        from .._triton import sm_count
-        from .dispatch import DEFAULT_SM_COUNT, default_variant
         variant = default_variant("prefill" if prefill else "decode", q.shape[1], q.shape[0],
                                   sm_count(q.device, DEFAULT_SM_COUNT))
     if prefill and use_gluon_prefill(q, flat, variant):
