@@ -727,11 +727,15 @@ if HAVE_TRITON:
     def _dense_compact_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
                               msk_ptr, msk_stride, cnt_ptr, K, D, groups,
                               G: tl.constexpr, GP: tl.constexpr, SPW: tl.constexpr, DW: tl.constexpr,
-                              KP: tl.constexpr, HAS_LEN: tl.constexpr, WIDE: tl.constexpr, REBUILD: tl.constexpr):
+                              KP: tl.constexpr, HAS_LEN: tl.constexpr, WIDE: tl.constexpr, REBUILD: tl.constexpr,
+                              FIELD_MAJOR: tl.constexpr):
         """Program c (last group first): group c's whole map (D <= DW words) into registers, then (a barrier: every
-        word loaded before any store) its occupied fields written to entries / masks [0, n) ascending by slot
-        (word w's fields go to the occupied fields before it, an exclusive prefix sum, field by field), counts[c]
-        = n. When the map holds fewer bits than counts[c] (the valid entries listed: a token listed a slot twice)
+        word loaded before any store) its occupied fields written to entries / masks [0, n), counts[c] = n.
+        Ascending by slot (FIELD_MAJOR 0: word w's fields go to the occupied fields before it, an exclusive prefix
+        sum, field by field: the lanes of a warp write every field loop's entries interleaved over the same lines)
+        or field-major (FIELD_MAJOR 1: slot s at the rank of (s % SPW, s // SPW); field f's entries come after
+        those of the fields before it, each field loop an exclusive prefix sum over the words, so that a warp's
+        entries of one field are consecutive). When the map holds fewer bits than counts[c] (the valid entries listed: a token listed a slot twice)
         the group is rebuilt the sort path's way instead (REBUILD: _emit_dups here; else counts[c] = -1, which
         _group_union_dups_kernel, launched next unless the tests switch it off, rebuilds)."""
         c = groups - 1 - tl.program_id(0)
@@ -751,12 +755,22 @@ if HAVE_TRITON:
         bits = tl.sum(_popcount32(w), 0)
         tl.debug_barrier()                                 # the map is read whole before the rows are written
         if bits == listed:
-            for fld in range(SPW):                         # (a loop: unrolled it took ~250 registers)
-                m = (w >> (fld * GP)) & FM
-                occ = m != 0
-                tl.store(ent_row + at, wi * SPW + fld, mask=occ)
-                tl.store(msk_row + at, m, mask=occ)
-                at += occ.to(tl.int32)
+            if FIELD_MAJOR:
+                base = n * 0
+                for fld in range(SPW):
+                    m = (w >> (fld * GP)) & FM
+                    occ = (m != 0).to(tl.int32)
+                    pos = base + tl.cumsum(occ, 0) - occ
+                    tl.store(ent_row + pos, wi * SPW + fld, mask=occ != 0)
+                    tl.store(msk_row + pos, m, mask=occ != 0)
+                    base += tl.sum(occ, 0)
+            else:
+                for fld in range(SPW):                     # (a loop: unrolled it took ~250 registers)
+                    m = (w >> (fld * GP)) & FM
+                    occ = m != 0
+                    tl.store(ent_row + at, wi * SPW + fld, mask=occ)
+                    tl.store(msk_row + at, m, mask=occ)
+                    at += occ.to(tl.int32)
             tl.store(cnt_ptr + c, n)
         else:
             if REBUILD:
@@ -818,6 +832,22 @@ DENSE_WORDS = 4096         # largest dense map (int32 words a group) the compact
 DENSE_INSERT = (512, 4)    # dense insert: slots a program (a power of 2), num_warps
 DENSE_REBUILD = True       # groups with a repeated slot rebuilt the sort path's way (False: counts -1; tests)
 DENSE_INLINE = False       # the rebuild inside the compaction (True) or in _group_union_dups_kernel after it
+DENSE_ORDERS = ("slot", "field")
+DENSE_ORDER = os.environ.get("DSATTN_GROUPING_ORDER", "slot").strip().lower() or "slot"
+if DENSE_ORDER not in DENSE_ORDERS:
+    raise ValueError(f"DSATTN_GROUPING_ORDER must be one of {', '.join(DENSE_ORDERS)}, got {DENSE_ORDER!r}")
+
+
+def _order() -> str:
+    """The dense compaction's entry order: DSATTN_GROUPING_ORDER where set now (validated), else DENSE_ORDER."""
+    order = os.environ.get("DSATTN_GROUPING_ORDER", "").strip().lower()
+    if not order:
+        return DENSE_ORDER
+    if order not in DENSE_ORDERS:
+        raise ValueError(f"DSATTN_GROUPING_ORDER must be one of {', '.join(DENSE_ORDERS)}, got {order!r}")
+    return order
+
+
 DENSE_COMPACT_WARPS = 0    # compaction num_warps (0: 4 / 8 / 16 by map size; the bench's --dense-compact sweeps it)
 HASH_W = 4             # cells a probing lane reads per round (a power of 2; cut to one that divides G * K)
 HASH_MAX_ROUNDS = 256  # insert rounds before a program gives its group up to the rebuild
@@ -927,7 +957,8 @@ def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     work = max(dw, gp * kp) if inline else dw
     nw = 1 if interp else (DENSE_COMPACT_WARPS or (16 if work >= 8192 else 8 if work >= 2048 else 4))
     _fast(_dense_compact_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts, k, d,
-          groups, G=G, GP=gp, SPW=spw, DW=dw, KP=kp, HAS_LEN=has_len, WIDE=wide, REBUILD=inline, num_warps=nw)
+          groups, G=G, GP=gp, SPW=spw, DW=dw, KP=kp, HAS_LEN=has_len, WIDE=wide, REBUILD=inline,
+          FIELD_MAJOR=_order() == "field", num_warps=nw)
     if DENSE_REBUILD and not inline:
         _fast(_group_union_dups_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts, k,
               G=G, GP=gp, KP=kp, HAS_LEN=has_len, WIDE=wide,
@@ -1076,7 +1107,9 @@ def _bench(args) -> None:
     for impl in args.impl:
         if impl in ("dense_smem", "auto"):
             for dc in args.dense_compact or [DENSE_COMPACT_WARPS]:
-                variants.append((impl, None, dict(DENSE_COMPACT_WARPS=dc), f"{impl} compact warps {dc or 'auto'}"))
+                for do in args.dense_order or [DENSE_ORDER]:
+                    variants.append((impl, None, dict(DENSE_COMPACT_WARPS=dc, DENSE_ORDER=do),
+                                     f"{impl} compact warps {dc or 'auto'} order {do}"))
         elif impl == "dense":
             for di in args.dense_insert or [f"{DENSE_INSERT[0]}:{DENSE_INSERT[1]}"]:
                 for dc in args.dense_compact or [DENSE_COMPACT_WARPS]:
@@ -1236,6 +1269,8 @@ def main(argv=None) -> None:
                    help="dense: insert SLOTS:WARPS, SLOTS a power of 2 (sweep; default DENSE_INSERT)")
     p.add_argument("--dense-compact", type=int, nargs="*", default=None,
                    help="dense: compaction num_warps, 0 = by map size (sweep; default DENSE_COMPACT_WARPS)")
+    p.add_argument("--dense-order", nargs="*", choices=DENSE_ORDERS, default=None,
+                   help="dense_smem / auto: the compaction's entry order (sweep; default DENSE_ORDER)")
     p.add_argument("--hash1", nargs="*", default=None, help="hash1: SLOTS:WARPS a probe step (sweep; default HASH1)")
     p.add_argument("--hash-w", type=int, nargs="*", default=None,
                    help="hash: cells a lane reads a round, powers of 2 (sweep; default HASH_W)")

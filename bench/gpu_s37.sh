@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Session 37: build_groups' dense compaction in field-major order (grouping DENSE_ORDER / DSATTN_GROUPING_ORDER
+# 'field') against the ascending-slot order of sessions 11-36 ('slot').
+# Why: the compaction's time grows with SPW (fields a map word: 4 / 8 / 16 at G 8 / 4 / 2), 10.1 / 17.7 / 34.8 us at
+# s_q 1024 (bench/logs/s11_call2.log) for the same 524 K map words, while its instructions would take ~2-3 us: in
+# slot order each field loop's stores of a warp land interleaved over the lines the other loops also write (~3-4
+# partly written sectors a warp store, every line written once a field); in field order a warp's entries of one field
+# are consecutive (~1 sector a store).
+# PREDICTION (arithmetic, not measured): the compaction at G 2 35 -> <= 10 us at s_q 1024 (build_groups 41 -> ~15),
+# ~8x that at 8192; the 32-head prefill 0.567 -> ~0.54 ms at s_q 1024 (0.90x -> ~0.94x FlashMLA's best), 4.37 -> ~4.15
+# at 8192; the 16-head a few % less; 8 heads ~2-3%.
+# Call 1 (`a`): per-kernel times (grouping_phases.py, both orders), the grouping bench (union against the reference,
+# the edge cases), Nsight Compute of the compaction at G 2 (both orders), `dsattn bench ab` of the prefill, slot
+# against field (8 / 16 / 32 heads).
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s37.sh a
+set -u
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_GROUPING_IMPL DSATTN_GROUPING_ORDER \
+  DSATTN_PREFILL_SCRATCH_MIB
+R=$OUT/r; mkdir -p $R; L=$OUT/s37.log
+nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
+pack() { tar -czf $OUT/r.tgz -C $OUT r s37.log; }
+abp() {  # s_q heads
+  timeout 100 python -m dsattn.cli bench ab --op sparse_mla_prefill --tokens $1 --heads $2 \
+    --a env:DSATTN_GROUPING_ORDER=slot --b env:DSATTN_GROUPING_ORDER=field \
+    --name ab_s37_order_$1_h$2 --out $R > $R/ab_$1_h$2.log 2>&1
+  echo "ab slot vs field, s_q $1, $2 heads rc=$?" >> $L; tail -n 4 $R/ab_$1_h$2.log >> $L
+  pack
+}
+case $1 in
+a)
+  for o in slot field; do
+    DSATTN_GROUPING_ORDER=$o timeout 100 python bench/grouping_phases.py --impl dense_smem --s-q 1024 8192 \
+      --groups 8 4 2 > $R/phases_$o.log 2>&1
+    echo "phases $o rc=$?" >> $L; cat $R/phases_$o.log >> $L
+  done
+  pack
+  timeout 150 python -m dsattn.ops.sparse_mla.grouping --bench --impl dense_smem --dense-order slot field \
+    --s-q 1024 8192 --groups 8 4 2 > $R/grouping_bench.log 2>&1
+  echo "grouping bench rc=$?" >> $L; cat $R/grouping_bench.log >> $L
+  pack
+  for o in slot field; do
+    DSATTN_GROUPING_ORDER=$o timeout 100 ncu --clock-control none -k regex:_dense_compact -s 1 -c 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
+      --section Occupancy python bench/grouping_phases.py --impl dense_smem --s-q 1024 --groups 2 --iters 2 \
+      > $R/ncu_compact_g2_$o.txt 2>&1
+    echo "ncu $o rc=$?" >> $L
+    grep -iE "Duration|Throughput|Warp Cycles Per Issued|Achieved Occupancy|Registers|L2 Hit|Stall" \
+      $R/ncu_compact_g2_$o.txt | head -24 >> $L
+  done
+  pack
+  abp 1024 32
+  abp 8192 32
+  abp 1024 16
+  abp 8192 16
+  abp 1024 8
+  ;;
+esac
