@@ -102,3 +102,78 @@ def test_dense_smem_prefill_bit_equal(spy, monkeypatch):
     assert spy, "the shared-memory map did not run"
     check_close(*outs[1], *case.reference())
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+
+
+# grouping IMPL 'dense_fused' (grouping_smem.dense_union_smem_kernel: the map built and compacted in one program's
+# shared memory, then written out whole): the reference's lists entry for entry (ascending slots; a group with a
+# repeated slot rebuilt by the repeated-slot kernel), nothing written to the rows of groups not built.
+
+@pytest.fixture
+def spy_union(monkeypatch):
+    """Counts the fused launches (so a test fails if build_groups quietly took another path)."""
+    calls = []
+    real = grouping_smem.launch_union
+
+    def launch_union(*a, **kw):
+        calls.append(a[3])
+        return real(*a, **kw)
+    monkeypatch.setattr(grouping_smem, "launch_union", launch_union)
+    return calls
+
+
+def _check_fused(spy_union, monkeypatch, idx, tl, num_slots, g, token0, ntokens, rows):
+    r, got = _build("dense_fused", monkeypatch, idx, tl, num_slots, g, token0, ntokens, rows)
+    assert spy_union, "the fused union kernel did not run"
+    ref = [x.cpu().clone() for x in got]
+    assert grouping.build_groups_reference(idx.cpu(), None if tl is None else tl.cpu(), num_slots, g, token0, ntokens,
+                                           *ref) == r
+    cnt = got[2].cpu()
+    for c in range(r):
+        n = int(ref[2][c])
+        assert int(cnt[c]) == n, c
+        assert torch.equal(got[0][c, :n].cpu(), ref[0][c, :n]) and torch.equal(got[1][c, :n].cpu(), ref[1][c, :n]), c
+    assert (got[0][r:] == -7).all() and (got[1][r:] == -7).all() and (got[2][r:] == -7).all()
+
+
+@pytest.mark.parametrize("g, k, t, dup, lens, token0", [
+    (2, 32, 7, True, True, 0), (4, 16, 10, True, False, 3), (8, 32, 16, False, True, 0), (16, 16, 20, True, True, 2),
+    (3, 48, 11, False, False, 0), (8, 2047, 19, True, True, 1), (4, 2048, 33, False, True, 0),
+    (2, 2048, 9, False, False, 0), (2, 1000, 12, True, True, 5), (1, 64, 5, True, True, 0)])
+def test_dense_fused_matches(spy_union, monkeypatch, g, k, t, dup, lens, token0):
+    gen = torch.Generator().manual_seed(g * 100 + k + 7)
+    n = max(3 * k, 64)
+    idx, tl = _indices(token0 + t, k, n, dup, lens, gen)
+    _check_fused(spy_union, monkeypatch, idx, tl, n, g, token0, t, -(-t // g) + 1)
+
+
+@pytest.mark.parametrize("g, slots", [(8, 16384), (4, 16384), (2, 16384), (4, 32768), (2, 65536), (2, 100)])
+def test_dense_fused_prefill_sizes(spy_union, monkeypatch, g, slots):
+    """Overlap indices (the bench's, -1 in the short rows), topk 2048, at the prefill's 16384 slots and at the dense
+    path's limits (G 4 32768, G 2 65536 slots), and a slot range smaller than a program's map (100 slots)."""
+    from dsattn.bench.kernels_mla import overlap_indices
+    idx = overlap_indices(512, max(slots, 16384), 2048, torch.device(DEV), seed=g)
+    if slots < 16384:
+        idx = torch.where(idx >= 0, idx % (slots + 20), idx)         # a few past the end, and repeats (the rebuild)
+    _check_fused(spy_union, monkeypatch, idx, None, slots, g, 0, 512, 512 // g + 1)
+
+
+def test_dense_fused_prefill_bit_equal(spy_union, monkeypatch):
+    """sparse_mla_prefill at 16 and 32 heads (G 4 / 2, grouped) under dense_fused: the same union lists in the same
+    order as the dense path's, so outputs bit-equal."""
+    from dsattn.ops.sparse_mla import sparse_mla_prefill
+    from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs
+    monkeypatch.delenv("DSATTN_GROUPING_IMPL", raising=False)
+    for heads in (16, 32):
+        case = make_case(200, heads, 576, num_slots=12000, topk=2048, layout="bf16", with_length=True, seed=9,
+                         device=DEV)
+        outs = []
+        for impl in ("dense", "dense_fused"):
+            monkeypatch.setattr(grouping, "IMPL", impl)
+            out, lse = poisoned_outputs(200, heads, DEV)
+            sparse_mla_prefill(case.q, case.flat, case.indices, case.sm_scale, topk_length=case.topk_length, out=out,
+                               lse=lse, variant="native")
+            torch.cuda.synchronize()
+            outs.append((out, lse))
+        check_close(*outs[1], *case.reference())
+        assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+    assert spy_union, "the fused union kernel did not run"

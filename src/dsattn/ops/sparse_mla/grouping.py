@@ -811,7 +811,7 @@ def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks,
 # dense_smem's build is 2.1-3.0x faster at G 8 / 4 and 1.7x at G 2 and the prefill at 16 / 32 heads 4-6% (H200,
 # bench/results/grouping_s18.txt, bench/results/ab_s18_grouping_*.json). DSATTN_GROUPING_IMPL overrides it (read
 # at import, and again at each call where set, so that `dsattn bench ab` can switch it: _impl)
-IMPLS = ("auto", "dense", "dense_smem", "hash", "hash1", "sort")
+IMPLS = ("auto", "dense", "dense_smem", "dense_fused", "hash", "hash1", "sort")
 IMPL = os.environ.get("DSATTN_GROUPING_IMPL", "auto").strip().lower() or "auto"
 if IMPL not in IMPLS:
     raise ValueError(f"DSATTN_GROUPING_IMPL must be one of {', '.join(IMPLS)}, got {IMPL!r}")
@@ -927,7 +927,7 @@ def dense_max_slots(G: int, topk: int) -> int:
 
 
 def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups,
-                  smem_map: bool = False):
+                  smem_map: bool = False, fused: bool = False):
     """clear, insert, compact (which rebuilds a group with a repeated slot the sort path's way): three launches,
     nothing allocated; the map lives in masks[c, :D] (dense_layout), the entries come out ascending by slot.
     smem_map (IMPL 'dense_smem', where grouping_smem.usable): one launch builds each group's map in shared memory
@@ -938,6 +938,16 @@ def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     len_ptr = topk_length if topk_length is not None else indices
     has_len = topk_length is not None
     src = (indices, indices.stride(0), len_ptr, num_slots, token0, ntokens)
+    if fused:
+        from . import grouping_smem
+        grouping_smem.launch_union(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups,
+                                   gp, spw, d, _fast)
+        kp = _next_pow2(k)
+        if DENSE_REBUILD:
+            _fast(_group_union_dups_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts, k,
+                  G=G, GP=gp, KP=kp, HAS_LEN=has_len, WIDE=num_slots * gp + gp > 2**31 - 1,
+                  num_warps=16 if gp * kp >= 8192 else 8 if gp * kp >= 2048 else 4)
+        return
     if smem_map:
         from . import grouping_smem
         grouping_smem.launch_map(indices, topk_length, num_slots, G, token0, ntokens, masks, counts, groups, gp, spw,
@@ -990,15 +1000,17 @@ def _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     if not kernels_available(indices.device):
         return build_groups_reference(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts)
     impl = _impl()
-    smem_map = False
-    if impl in ("auto", "dense_smem"):
+    smem_map = fused = False
+    if impl in ("auto", "dense_smem", "dense_fused"):
         from . import grouping_smem
         smem_map = grouping_smem.usable(indices.device)
+        fused = smem_map and impl == "dense_fused"
         impl = "dense"
     if impl in ("auto", "dense"):
         impl = "dense" if dense_fits(num_slots, G, indices.shape[1]) else "hash"
     if impl == "dense":
-        _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups, smem_map)
+        _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups, smem_map,
+                      fused)
     elif impl in ("hash", "hash1") and G * indices.shape[1] < 1 << 30:     # (counts[c] flags bit 30)
         launch = _launch_hash if impl == "hash" else _launch_hash1
         launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
@@ -1067,15 +1079,16 @@ def _runner(impl, w, knobs, inline_dups):
     'hash' / 'hash1' (knobs: module constants, e.g. {HASH_W, HASH_COMPACT, HASH_PROBE} or {DENSE_INSERT}, set
     for the launch) or 'sort' (w: num_warps)."""
     def go(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups):
-        if impl in ("dense", "auto", "dense_smem"):
+        if impl in ("dense", "auto", "dense_smem", "dense_fused"):
             mod = globals()
             saved = {name: mod[name] for name in knobs}
             mod.update(knobs)
             try:
                 if dense_fits(num_slots, g, idx.shape[1]):
                     from . import grouping_smem
-                    smem = impl in ("auto", "dense_smem") and grouping_smem.usable(idx.device)
-                    _launch_dense(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups, smem)
+                    smem = impl in ("auto", "dense_smem", "dense_fused") and grouping_smem.usable(idx.device)
+                    _launch_dense(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups, smem,
+                                  smem and impl == "dense_fused")
                 else:
                     _launch_hash(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups)
             finally:
@@ -1105,7 +1118,7 @@ def _bench(args) -> None:
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     variants = []
     for impl in args.impl:
-        if impl in ("dense_smem", "auto"):
+        if impl in ("dense_smem", "auto", "dense_fused"):
             for dc in args.dense_compact or [DENSE_COMPACT_WARPS]:
                 for do in args.dense_order or [DENSE_ORDER]:
                     variants.append((impl, None, dict(DENSE_COMPACT_WARPS=dc, DENSE_ORDER=do),
@@ -1262,7 +1275,7 @@ def main(argv=None) -> None:
     p.add_argument("--inline-dups", action="store_true", help="one kernel, the repeated-slot branch inline")
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # cpu: a dry run under TRITON_INTERPRET=1
     p.add_argument("--warps", type=int, nargs="*", default=None, help="sort: num_warps to sweep (default: its own)")
-    p.add_argument("--impl", nargs="+", choices=("dense", "dense_smem", "auto", "hash", "hash1", "sort"),
+    p.add_argument("--impl", nargs="+", choices=("dense", "dense_smem", "dense_fused", "auto", "hash", "hash1", "sort"),
                    default=["auto"], help="kernels to time (dense / auto: dense where it fits, else hash; dense_smem: "
                    "the dense path with the map built in shared memory)")
     p.add_argument("--dense-insert", nargs="*", default=None,

@@ -116,6 +116,136 @@ if HAVE_GLUON:
         gl.store(cnt_ptr + c, gl.sum(gl.sum(listed, 1), 0))
 
 
+    @gluon.jit
+    def _sts_if(off, val, ok):
+        """st.shared.b32 [global_smem + off], val where ok != 0 (elementwise; the output is a dummy 0)."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .u32 a; .reg .pred p; setp.ne.u32 p, $3, 0; mov.u32 a, global_smem; add.u32 a, a, $1; "
+            "@p st.shared.b32 [a], $2; mov.u32 $0, 0; }",
+            "=r,r,r,r", [off, val, ok], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _warp_add_smem(off, val):
+        """red.shared.add.u32 [global_smem + off] of the warp's sum of val (redux.sync over the 32 lanes, added by
+        lane 0; elementwise, every lane must take part; the output is a dummy 0)."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .u32 a, s, l; .reg .pred p; redux.sync.add.u32 s, $2, 0xffffffff; mov.u32 l, %laneid; "
+            "setp.eq.u32 p, l, 0; mov.u32 a, global_smem; add.u32 a, a, $1; @p red.shared.add.u32 [a], s; "
+            "mov.u32 $0, 0; }",
+            "=r,r,r", [off, val], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _add(a, b):
+        return a + b
+
+    @gluon.jit(do_not_specialize=["num_slots", "token0", "ntokens", "K"])
+    def dense_union_smem_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
+                                msk_ptr, msk_stride, cnt_ptr, K, G: gl.constexpr, GP: gl.constexpr,
+                                SPW: gl.constexpr, LOG_SPW: gl.constexpr, DW: gl.constexpr, KP: gl.constexpr,
+                                BK: gl.constexpr, OUTW: gl.constexpr, HAS_LEN: gl.constexpr,
+                                num_warps: gl.constexpr):
+        """Program c (first group first): group c's union list in one program (grouping IMPL 'dense_fused'): the
+        map built in shared memory as dense_map_smem_kernel builds it, then compacted there, ascending by slot, and
+        written out whole: entries[c, :n], masks[c, :n], counts[c] = n; or counts[c] = -1 and nothing else
+        written when a token listed a slot twice (the map holds fewer bits than the valid entries listed), for
+        grouping's _group_union_dups_kernel. Shared memory (words from global_smem): the map [0, DW) (DW >= 32 x
+        num_warps), the per-warp totals and the listed count [DW, DW + 32), the compacted codes (slot << GP | token
+        bits) [DW + 32, DW + 32 + OUTW). No Triton operation here uses shared memory (the scans and sums run
+        within a warp: the words are a [num_warps, DW / num_warps] tile, one warp a row; totals cross warps
+        through the inline-PTX words), so the three buffers allocated below only size it."""
+        c = gl.program_id(0)
+        NW: gl.constexpr = num_warps
+        R: gl.constexpr = DW // (32 * NW)
+        RW: gl.constexpr = DW // NW
+        TOT: gl.constexpr = DW                       # word offsets of the totals and of the codes
+        OUT: gl.constexpr = DW + 32
+        LISTED: gl.constexpr = TOT + 2 * NW
+        FM: gl.constexpr = (1 << GP) - 1
+        LOW: gl.constexpr = 0x55555555 if GP == 2 else 0x11111111 if GP == 4 else 0x01010101 if GP == 8 else 0x00010001
+        L2: gl.constexpr = gl.BlockedLayout([1, R], [1, 32], [NW, 1], [1, 0])
+        IL: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, NW], [1, 0])
+        CL: gl.constexpr = gl.BlockedLayout([1], [32], [NW], [0])
+        SL: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+        # size the kernel's dynamic shared memory (DW + 32 + OUTW words); used through global_smem only
+        res_map = gl.allocate_shared_memory(gl.int32, [DW], SL)
+        res_tot = gl.allocate_shared_memory(gl.int32, [32], SL)
+        res_out = gl.allocate_shared_memory(gl.int32, [OUTW], SL)
+        wk = gl.arange(0, NW, gl.SliceLayout(1, L2))
+        wi = wk[:, None] * RW + gl.arange(0, RW, gl.SliceLayout(0, L2))[None, :]      # [NW, RW] word index
+        _sts(wi * 4, gl.zeros([NW, RW], gl.int32, L2))
+        ci = gl.arange(0, 32 * NW, CL)
+        _sts_if((TOT + ci) * 4, gl.zeros([32 * NW], gl.int32, CL), (ci < 32).to(gl.int32))
+        j = gl.arange(0, GP, gl.SliceLayout(1, IL))
+        t = c * G + j
+        tok = (j < G) & (t < ntokens)
+        row = (token0 + t).to(gl.int64)
+        n = gl.full([GP], K, gl.int32, gl.SliceLayout(1, IL))
+        if HAS_LEN:
+            n = gl.minimum(gl.load(len_ptr + row, mask=tok, other=0), K)
+        n = gl.where(tok, n, 0)
+        bitj = (1 << j)[:, None]
+        gl.thread_barrier()
+        listed = gl.zeros([BK], gl.int32, gl.SliceLayout(0, IL))
+        for kb in gl.static_range(0, KP, BK):
+            i = kb + gl.arange(0, BK, gl.SliceLayout(0, IL))
+            ok = i[None, :] < n[:, None]
+            slot = gl.load(idx_ptr + row[:, None] * idx_stride + i[None, :], mask=ok, other=-1)
+            ok = ok & (slot >= 0) & (slot < num_slots)
+            slot = gl.where(ok, slot, 0)
+            _reds_or((slot >> LOG_SPW) * 4, gl.where(ok, bitj << ((slot & (SPW - 1)) * GP), 0))
+            listed += gl.sum(ok.to(gl.int32), 0)      # over the tile's tokens: within a thread
+        _warp_add_smem(gl.full([BK], LISTED * 4, gl.int32, gl.SliceLayout(0, IL)), listed)
+        gl.thread_barrier()
+        w = _lds(wi * 4)
+        if GP == 1:
+            occ = _popc(w)                           # occupied fields (slots) of each word
+        else:
+            x = w
+            for s in gl.static_range(4):             # fold each field's bits onto its lowest bit
+                if (1 << s) < GP:
+                    x = x | (x >> (1 << s))
+            occ = _popc(x & LOW)                     # occupied fields of each word
+        bits = _popc(w)
+        at = gl.associative_scan(occ, 1, _add) - occ   # entries before the word within its warp's row
+        _sts((TOT + wk) * 4, gl.sum(occ, 1))
+        _sts((TOT + NW + wk) * 4, gl.sum(bits, 1))
+        gl.thread_barrier()
+        base = gl.zeros([NW], gl.int32, gl.SliceLayout(1, L2))
+        tot = gl.zeros([NW], gl.int32, gl.SliceLayout(1, L2))
+        nbits = gl.zeros([NW], gl.int32, gl.SliceLayout(1, L2))
+        for k in gl.static_range(NW):
+            tk = _lds(gl.full([NW], (TOT + k) * 4, gl.int32, gl.SliceLayout(1, L2)))
+            base += gl.where(wk > k, tk, 0)
+            tot += tk
+            nbits += _lds(gl.full([NW], (TOT + NW + k) * 4, gl.int32, gl.SliceLayout(1, L2)))
+        nlisted = _lds(gl.full([NW], LISTED * 4, gl.int32, gl.SliceLayout(1, L2)))
+        keep = (nbits == nlisted).to(gl.int32)[:, None]  # else a token listed a slot twice: the dups kernel
+        at += base[:, None]
+        for f in range(SPW):                         # (a loop: fewer registers)
+            m = (w >> (f * GP)) & FM
+            _sts_if((OUT + at) * 4, ((wi * SPW + f) << GP) | m, (m != 0).to(gl.int32) * keep)
+            at += (m != 0).to(gl.int32)
+        gl.store(cnt_ptr + c + wk * 0, gl.where(nbits == nlisted, tot, -1), mask=wk == 0)
+        gl.thread_barrier()                          # the codes and counts[c] written before they are read
+        total = gl.load(cnt_ptr + c, cache_modifier=".cg")
+        ent_row = ent_ptr + c.to(gl.int64) * ent_stride
+        msk_row = msk_ptr + c.to(gl.int64) * msk_stride
+        for p0 in range(0, total, 32 * NW):
+            p = p0 + ci
+            code = _lds((OUT + gl.minimum(p, OUTW - 1)) * 4)
+            gl.store(ent_row + p, code >> GP, mask=p < total)
+            gl.store(msk_row + p, code & FM, mask=p < total)
+        gl.thread_barrier()                          # every raw read done before the buffers are touched
+        res_map.slice(0, 32 * NW).store(gl.zeros([32 * NW], gl.int32, CL))
+        res_tot.store(gl.zeros([32], gl.int32, gl.BlockedLayout([1], [32], [NW], [0])))
+        res_out.slice(0, 32 * NW).store(gl.zeros([32 * NW], gl.int32, CL))
+
+    @gluon.jit
+    def _popc(x):
+        """popc.b32 of each int32."""
+        return gl.inline_asm_elementwise("popc.b32 $0, $1;", "=r,r", [x], dtype=gl.int32, is_pure=True, pack=1)
+
+
 def usable(device) -> bool:
     """Whether the shared-memory map kernel can run on `device`: a CUDA device and Gluon (never under the
     interpreter, which runs no inline PTX)."""
@@ -133,3 +263,17 @@ def launch_map(indices, topk_length, num_slots, G, token0, ntokens, masks, count
          topk_length if topk_length is not None else indices, num_slots, token0, ntokens, masks, masks.stride(0),
          counts, k, d, G=G, GP=gp, SPW=spw, LOG_SPW=spw.bit_length() - 1, DW=dw, KP=max(kp, bk), BK=bk,
          HAS_LEN=topk_length is not None, num_warps=MAP_WARPS)
+
+
+def launch_union(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups, gp, spw, d, fast):
+    """The union lists of `groups` groups in one launch (grouping._launch_dense under IMPL 'dense_fused'); groups
+    with a repeated slot get counts -1, for the repeated-slot kernel that follows."""
+    k = indices.shape[1]
+    dw = max(1 << max(0, (d - 1).bit_length()), 32 * MAP_WARPS)
+    kp = 1 << max(0, (k - 1).bit_length())
+    bk = min(kp, max(32 * MAP_WARPS, MAP_TILE // gp))
+    outw = max(1 << max(0, (G * k - 1).bit_length()), 32 * MAP_WARPS)
+    fast(dense_union_smem_kernel, (groups,), indices, indices.stride(0),
+         topk_length if topk_length is not None else indices, num_slots, token0, ntokens, entries, entries.stride(0),
+         masks, masks.stride(0), counts, k, G=G, GP=gp, SPW=spw, LOG_SPW=spw.bit_length() - 1, DW=dw,
+         KP=max(kp, bk), BK=bk, OUTW=outw, HAS_LEN=topk_length is not None, num_warps=MAP_WARPS)
