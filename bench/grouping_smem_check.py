@@ -1,8 +1,10 @@
-"""Compile grouping_smem.dense_map_smem_kernel (IMPL 'dense_smem') for sm_90a on a machine without a GPU and report
-what ptxas says (registers, spills), the dynamic shared memory, and the shared-memory atomics / index loads in the
-PTX and SASS, for the dense path's shapes: topk 2048, 16384 slots, G 8 / 4 / 2, with and without topk_length.
+"""Compile grouping_smem.dense_map_smem_kernel (IMPL 'dense_smem'; --kernel map) or dense_union_smem_kernel (IMPL
+'dense_fused' and 'auto'; --kernel union) for sm_90a on a machine without a GPU and report what ptxas says
+(registers, spills), the dynamic shared memory (for union also the words its raw-PTX regions take, map + 32 + codes,
+which must equal it: no other shared memory), and the shared-memory atomics / index loads in the PTX and SASS, for
+the dense path's shapes: topk 2048, 16384 slots, G 8 / 4 / 2, with and without topk_length.
 
-    PYTHONPATH=src python bench/grouping_smem_check.py [--slots 16384] [--topk 2048] [--groups 8 4 2]
+    PYTHONPATH=src python bench/grouping_smem_check.py [--kernel map|union] [--slots 16384] [--topk 2048] [--groups 8 4 2]
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ def main(argv=None) -> int:
     p.add_argument("--slots", type=int, default=16384)
     p.add_argument("--topk", type=int, default=2048)
     p.add_argument("--groups", type=int, nargs="+", default=[8, 4, 2])
+    p.add_argument("--kernel", choices=("map", "union"), default="map")
     args = p.parse_args(argv)
     for g in args.groups:
         for with_len in (False, True):
@@ -53,12 +56,20 @@ def main(argv=None) -> int:
 
             def fast(kernel, grid, *a, **kw):
                 Intercept(kernel, lambda f, compiled, o: sink.append(compiled), source=GluonASTSource)[grid](*a, **kw)
-            grouping_smem.launch_map(idx, lens, args.slots, g, 0, t, masks, counts, 1, gp, spw, d, fast)
+            if args.kernel == "map":
+                grouping_smem.launch_map(idx, lens, args.slots, g, 0, t, masks, counts, 1, gp, spw, d, fast)
+                extra = ""
+            else:
+                ent = torch.zeros_like(masks)
+                grouping_smem.launch_union(idx, lens, args.slots, g, 0, t, ent, masks, counts, 1, gp, spw, d, fast)
+                dw = max(1 << max(0, (d - 1).bit_length()), 32 * grouping_smem.MAP_WARPS)
+                outw = max(1 << max(0, (g * args.topk - 1).bit_length()), 32 * grouping_smem.MAP_WARPS)
+                extra = f" raw_words {dw + 32 + outw}"
             c = sink[0]
             ptx = c.asm["ptx"]
             pc = collections.Counter(re.findall(r"\b(red\.shared\.or\.b32|st\.shared\.b32|ld\.shared\.b32|"
                                                 r"ld\.global[.\w]*)\b", ptx))
-            print(f"G {g} len {int(with_len)} words {d}: {ptxas_report(ptx)} shared={c.metadata.shared} "
+            print(f"G {g} len {int(with_len)} words {d}{extra}: {ptxas_report(ptx)} shared={c.metadata.shared} "
                   f"ptx={dict(pc)} sass={dict(sass_counts(ptx))}")
     return 0
 

@@ -21,12 +21,14 @@ the group's slot set alone (ordered hashing: the same set gives the same table w
 Shun & Blelloch 2014; the CPU test permutes the insertion order, the bench's same_after_timing checks it on a GPU).
 Scratch: the hash path uses columns [0, G * K) of entries[c] / masks[c] as its table, so past counts[c] they hold
 table cells (unspecified); the dense path keeps its map in masks[c, :D] (D <= G * K words, dense_layout), so past
-counts[c] masks hold map words and entries nothing written; columns past G * K, and rows past the groups built, are
-never written (the sort path writes nothing past counts[c]).
+counts[c] masks hold map words and entries nothing written (under dense_fused, the default on a GPU, the map lives in
+shared memory and nothing past counts[c] is written); columns past G * K, and rows past the groups built, are never
+written (the sort path writes nothing past counts[c]).
 
-Dense path (_launch_dense; IMPL "auto", "dense_smem" and "dense" where dense_fits, else the hash path: no error, the
-env setting cannot know num_slots; nothing allocated, the scratch spec unchanged; under auto / dense_smem on a GPU,
-steps 1 and 2 are one shared-memory kernel instead, grouping_smem.py, with the same result). Each group keeps a map
+Dense path (_launch_dense; IMPL "auto", "dense_fused", "dense_smem" and "dense" where dense_fits, else the hash path:
+no error, the env setting cannot know num_slots; nothing allocated, the scratch spec unchanged; on a GPU, under auto /
+dense_fused steps 1 to 3 are one shared-memory kernel instead, and under dense_smem steps 1 and 2, grouping_smem.py,
+with the same entries in the same order). Each group keeps a map
 of its token bits over the whole slot range: GP = next power of 2 of G bits a slot (a field), SPW = 32 // GP slots
 an int32 word, D = cdiv(num_slots, SPW) words, in masks[c, :D] (topk 2048, 16384 slots: G 8 4096 words, 16 KiB a
 group; G 4 2048; G 2 1024). Three kernels and the sort path's repeated-slot kernel:
@@ -727,15 +729,11 @@ if HAVE_TRITON:
     def _dense_compact_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
                               msk_ptr, msk_stride, cnt_ptr, K, D, groups,
                               G: tl.constexpr, GP: tl.constexpr, SPW: tl.constexpr, DW: tl.constexpr,
-                              KP: tl.constexpr, HAS_LEN: tl.constexpr, WIDE: tl.constexpr, REBUILD: tl.constexpr,
-                              FIELD_MAJOR: tl.constexpr):
+                              KP: tl.constexpr, HAS_LEN: tl.constexpr, WIDE: tl.constexpr, REBUILD: tl.constexpr):
         """Program c (last group first): group c's whole map (D <= DW words) into registers, then (a barrier: every
-        word loaded before any store) its occupied fields written to entries / masks [0, n), counts[c] = n.
-        Ascending by slot (FIELD_MAJOR 0: word w's fields go to the occupied fields before it, an exclusive prefix
-        sum, field by field: the lanes of a warp write every field loop's entries interleaved over the same lines)
-        or field-major (FIELD_MAJOR 1: slot s at the rank of (s % SPW, s // SPW); field f's entries come after
-        those of the fields before it, each field loop an exclusive prefix sum over the words, so that a warp's
-        entries of one field are consecutive). When the map holds fewer bits than counts[c] (the valid entries listed: a token listed a slot twice)
+        word loaded before any store) its occupied fields written to entries / masks [0, n) ascending by slot
+        (word w's fields go to the occupied fields before it, an exclusive prefix sum, field by field), counts[c]
+        = n. When the map holds fewer bits than counts[c] (the valid entries listed: a token listed a slot twice)
         the group is rebuilt the sort path's way instead (REBUILD: _emit_dups here; else counts[c] = -1, which
         _group_union_dups_kernel, launched next unless the tests switch it off, rebuilds)."""
         c = groups - 1 - tl.program_id(0)
@@ -755,22 +753,12 @@ if HAVE_TRITON:
         bits = tl.sum(_popcount32(w), 0)
         tl.debug_barrier()                                 # the map is read whole before the rows are written
         if bits == listed:
-            if FIELD_MAJOR:
-                base = n * 0
-                for fld in range(SPW):
-                    m = (w >> (fld * GP)) & FM
-                    occ = (m != 0).to(tl.int32)
-                    pos = base + tl.cumsum(occ, 0) - occ
-                    tl.store(ent_row + pos, wi * SPW + fld, mask=occ != 0)
-                    tl.store(msk_row + pos, m, mask=occ != 0)
-                    base += tl.sum(occ, 0)
-            else:
-                for fld in range(SPW):                     # (a loop: unrolled it took ~250 registers)
-                    m = (w >> (fld * GP)) & FM
-                    occ = m != 0
-                    tl.store(ent_row + at, wi * SPW + fld, mask=occ)
-                    tl.store(msk_row + at, m, mask=occ)
-                    at += occ.to(tl.int32)
+            for fld in range(SPW):                         # (a loop: unrolled it took ~250 registers)
+                m = (w >> (fld * GP)) & FM
+                occ = m != 0
+                tl.store(ent_row + at, wi * SPW + fld, mask=occ)
+                tl.store(msk_row + at, m, mask=occ)
+                at += occ.to(tl.int32)
             tl.store(cnt_ptr + c, n)
         else:
             if REBUILD:
@@ -803,14 +791,19 @@ def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks,
         _fast(_group_union_dups_kernel, (groups,), *args, **meta)
 
 
-# build_groups' kernels: "auto" (the default: "dense_smem" where the dense map fits, else the hash table),
-# "dense_smem" (the dense map built in shared memory by one Gluon program a group, grouping_smem.py; under the
-# interpreter, or without Gluon, the global-memory map), "dense" (the global-memory map where it fits: a clear and
-# an insert of global atomic ORs; the hash path otherwise, never an error), "hash" (the table, 4 launches), "hash1"
-# (the same, one program a group, 1 launch) or "sort" (one tl.sort a group). auto took "dense" until session 18:
-# dense_smem's build is 2.1-3.0x faster at G 8 / 4 and 1.7x at G 2 and the prefill at 16 / 32 heads 4-6% (H200,
-# bench/results/grouping_s18.txt, bench/results/ab_s18_grouping_*.json). DSATTN_GROUPING_IMPL overrides it (read
-# at import, and again at each call where set, so that `dsattn bench ab` can switch it: _impl)
+# build_groups' kernels: "auto" (the default: "dense_fused" where the dense map fits, else the hash table),
+# "dense_fused" (each group's map built AND compacted in shared memory by one Gluon program, then the repeated-slot
+# kernel; grouping_smem.py), "dense_smem" (the map built in shared memory by one Gluon program, then the compaction
+# kernel; under the interpreter, or without Gluon, both take the global-memory map), "dense" (the global-memory map
+# where it fits: a clear and an insert of global atomic ORs; the hash path otherwise, never an error), "hash" (the
+# table, 4 launches), "hash1" (the same, one program a group, 1 launch) or "sort" (one tl.sort a group). auto took
+# "dense" until session 18: dense_smem's build is 2.1-3.0x faster at G 8 / 4 and 1.7x at G 2 and the prefill at 16 /
+# 32 heads 4-6% (H200, bench/results/grouping_s18.txt, bench/results/ab_s18_grouping_*.json); and "dense_smem" until
+# session 37: dense_fused's build at s_q 1024 G 8 / 4 / 2 12.5 / 11.1 / 13.3 us against 16.9 / 24.1 / 41.1, at 8192
+# 81 / 82 / 88 against 99 / 158 / 293, and the prefill 1.035x / 1.049x / 1.058x faster at 8 / 16 / 32 heads, s_q
+# 1024 (1.014x / 1.025x / 1.047x at 8192), outputs bit-equal (H200, bench/logs/s37/call2/,
+# bench/results/ab_s37_fused_*.json). DSATTN_GROUPING_IMPL overrides it (read at import, and again at each call where
+# set, so that `dsattn bench ab` can switch it: _impl)
 IMPLS = ("auto", "dense", "dense_smem", "dense_fused", "hash", "hash1", "sort")
 IMPL = os.environ.get("DSATTN_GROUPING_IMPL", "auto").strip().lower() or "auto"
 if IMPL not in IMPLS:
@@ -832,22 +825,6 @@ DENSE_WORDS = 4096         # largest dense map (int32 words a group) the compact
 DENSE_INSERT = (512, 4)    # dense insert: slots a program (a power of 2), num_warps
 DENSE_REBUILD = True       # groups with a repeated slot rebuilt the sort path's way (False: counts -1; tests)
 DENSE_INLINE = False       # the rebuild inside the compaction (True) or in _group_union_dups_kernel after it
-DENSE_ORDERS = ("slot", "field")
-DENSE_ORDER = os.environ.get("DSATTN_GROUPING_ORDER", "slot").strip().lower() or "slot"
-if DENSE_ORDER not in DENSE_ORDERS:
-    raise ValueError(f"DSATTN_GROUPING_ORDER must be one of {', '.join(DENSE_ORDERS)}, got {DENSE_ORDER!r}")
-
-
-def _order() -> str:
-    """The dense compaction's entry order: DSATTN_GROUPING_ORDER where set now (validated), else DENSE_ORDER."""
-    order = os.environ.get("DSATTN_GROUPING_ORDER", "").strip().lower()
-    if not order:
-        return DENSE_ORDER
-    if order not in DENSE_ORDERS:
-        raise ValueError(f"DSATTN_GROUPING_ORDER must be one of {', '.join(DENSE_ORDERS)}, got {order!r}")
-    return order
-
-
 DENSE_COMPACT_WARPS = 0    # compaction num_warps (0: 4 / 8 / 16 by map size; the bench's --dense-compact sweeps it)
 HASH_W = 4             # cells a probing lane reads per round (a power of 2; cut to one that divides G * K)
 HASH_MAX_ROUNDS = 256  # insert rounds before a program gives its group up to the rebuild
@@ -931,7 +908,9 @@ def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     """clear, insert, compact (which rebuilds a group with a repeated slot the sort path's way): three launches,
     nothing allocated; the map lives in masks[c, :D] (dense_layout), the entries come out ascending by slot.
     smem_map (IMPL 'dense_smem', where grouping_smem.usable): one launch builds each group's map in shared memory
-    and writes it there instead of the clear and the insert."""
+    and writes it there instead of the clear and the insert. fused (IMPL 'auto' / 'dense_fused', where
+    grouping_smem.usable): one launch builds and compacts each group's map in shared memory (the same entries in the
+    same order; nothing past counts[c] written), then the repeated-slot kernel."""
     k = indices.shape[1]
     gp, spw, d = dense_layout(num_slots, G)
     interp = interpreting()
@@ -967,8 +946,7 @@ def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     work = max(dw, gp * kp) if inline else dw
     nw = 1 if interp else (DENSE_COMPACT_WARPS or (16 if work >= 8192 else 8 if work >= 2048 else 4))
     _fast(_dense_compact_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts, k, d,
-          groups, G=G, GP=gp, SPW=spw, DW=dw, KP=kp, HAS_LEN=has_len, WIDE=wide, REBUILD=inline,
-          FIELD_MAJOR=_order() == "field", num_warps=nw)
+          groups, G=G, GP=gp, SPW=spw, DW=dw, KP=kp, HAS_LEN=has_len, WIDE=wide, REBUILD=inline, num_warps=nw)
     if DENSE_REBUILD and not inline:
         _fast(_group_union_dups_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts, k,
               G=G, GP=gp, KP=kp, HAS_LEN=has_len, WIDE=wide,
@@ -1004,7 +982,7 @@ def _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     if impl in ("auto", "dense_smem", "dense_fused"):
         from . import grouping_smem
         smem_map = grouping_smem.usable(indices.device)
-        fused = smem_map and impl == "dense_fused"
+        fused = smem_map and impl in ("auto", "dense_fused")
         impl = "dense"
     if impl in ("auto", "dense"):
         impl = "dense" if dense_fits(num_slots, G, indices.shape[1]) else "hash"
@@ -1088,7 +1066,7 @@ def _runner(impl, w, knobs, inline_dups):
                     from . import grouping_smem
                     smem = impl in ("auto", "dense_smem", "dense_fused") and grouping_smem.usable(idx.device)
                     _launch_dense(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups, smem,
-                                  smem and impl == "dense_fused")
+                                  smem and impl in ("auto", "dense_fused"))
                 else:
                     _launch_hash(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups)
             finally:
@@ -1120,9 +1098,7 @@ def _bench(args) -> None:
     for impl in args.impl:
         if impl in ("dense_smem", "auto", "dense_fused"):
             for dc in args.dense_compact or [DENSE_COMPACT_WARPS]:
-                for do in args.dense_order or [DENSE_ORDER]:
-                    variants.append((impl, None, dict(DENSE_COMPACT_WARPS=dc, DENSE_ORDER=do),
-                                     f"{impl} compact warps {dc or 'auto'} order {do}"))
+                variants.append((impl, None, dict(DENSE_COMPACT_WARPS=dc), f"{impl} compact warps {dc or 'auto'}"))
         elif impl == "dense":
             for di in args.dense_insert or [f"{DENSE_INSERT[0]}:{DENSE_INSERT[1]}"]:
                 for dc in args.dense_compact or [DENSE_COMPACT_WARPS]:
@@ -1282,8 +1258,6 @@ def main(argv=None) -> None:
                    help="dense: insert SLOTS:WARPS, SLOTS a power of 2 (sweep; default DENSE_INSERT)")
     p.add_argument("--dense-compact", type=int, nargs="*", default=None,
                    help="dense: compaction num_warps, 0 = by map size (sweep; default DENSE_COMPACT_WARPS)")
-    p.add_argument("--dense-order", nargs="*", choices=DENSE_ORDERS, default=None,
-                   help="dense_smem / auto: the compaction's entry order (sweep; default DENSE_ORDER)")
     p.add_argument("--hash1", nargs="*", default=None, help="hash1: SLOTS:WARPS a probe step (sweep; default HASH1)")
     p.add_argument("--hash-w", type=int, nargs="*", default=None,
                    help="hash: cells a lane reads a round, powers of 2 (sweep; default HASH_W)")

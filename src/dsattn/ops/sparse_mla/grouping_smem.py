@@ -1,5 +1,6 @@
-"""The dense union-list path's map built in SHARED memory (grouping IMPL "dense_smem", and "auto", the default, since
-session 18: written in session 17 without a GPU, measured on the H200 in session 18, below).
+"""The dense union-list path's map built in SHARED memory (grouping IMPL "dense_smem", the default from session 18 to
+36: written in session 17 without a GPU, measured on the H200 in session 18, below), and since session 37 compacted
+there too (IMPL "dense_fused", and "auto": the last section).
 
 The dense path (grouping.py) keeps each group's map of token bits over the slot range in masks[c, :D] and builds it
 with one global atomic OR per valid (token, entry) pair: s_q x topk REDs in all (2.1 M at s_q 1024, 16.8 M at 8192),
@@ -35,6 +36,35 @@ us at s_q 1024 (G 4). At s_q 8192 the split between the kernels was not measured
 (8x, ~250 of the 347 us at G 4), build_groups there falls to ~120-150 us and the 16-head prefill at s_q 8192 from
 ~3.07 to ~2.85 ms (issue 3: 1.27-1.29x -> ~1.35x FlashMLA's 3.9-4.0).
 Device run: bench/gpu_s18_grouping.sh (parts 1 and 2).
+
+THE DEFAULT SINCE SESSION 37, grouping IMPL "dense_fused" (and "auto"): dense_union_smem_kernel builds the map as above
+and then compacts it in the same program's shared memory, so the compaction kernel (grouping._dense_compact_kernel)
+and the map's round trip through masks[c, :D] are gone. Why: at s_q 1024 the compaction took 10.4 / 17.8 / 34.5 us of
+dense_smem's 17 / 23 / 41 at G 8 / 4 / 2 (252 of 298 at 8192, G 2; bench/logs/s37/call1/phases_slot.log), growing
+with SPW (4 / 8 / 16 fields a word) for the same number of map words; Nsight Compute at G 2 (call 1,
+ncu_compact_g2_slot.txt): L2 throughput 62%, 83% of the stalls on the scoreboard: each of its SPW field loops stores,
+from the 32 lanes of a warp, entries spread over the same few lines that every other field loop also writes in part.
+Here the program (8 warps, the words a [num_warps, DW / num_warps] tile with one warp a row, so that the prefix sums
+and sums run within a warp by shuffles and no Triton operation uses shared memory) counts the occupied fields of each
+word (the field bits folded onto the field's lowest bit, popc), takes an exclusive prefix sum within its warp's row,
+adds the rows before it (per-warp totals through shared-memory words written and read by inline PTX), and writes
+each occupied field's code (slot << GP | token bits) to its rank in a shared-memory array, field by field; after a
+barrier it copies the n codes out to entries[c, :n] / masks[c, :n] with coalesced stores. The order is the
+reference's (ascending slots), so the grouped prefill's outputs are bit-equal to dense_smem's. A token listing a
+slot twice shows as the map's bits (popc over its words) short of the valid entries listed (per-thread counts summed
+by redux.sync and one shared atomic add per warp): then counts[c] = -1 and nothing else is written, for grouping's
+repeated-slot kernel. counts[c] is written before the barrier and read back (ld.global.cg) as the copy loop's bound.
+Shared memory: DW + 32 + OUTW words (OUTW = G x topk rounded up to a power of 2: 20.6 / 41.1 / 82.0 KB at G 2 / 4 / 8,
+topk 2048, 16384 slots), exactly what the three buffers allocated to size it take (sm_90a compile: no other shared
+memory, registers 40 / 99 / 128 at G 2 / 4 / 8, no spill: bench/grouping_smem_check.py --kernel union).
+MEASURED (H200, session 37 call 2 at a602032, bench/gpu_s37.sh b, bench/logs/s37/call2/): the GPU tests
+(tests/gpu/test_grouping_gpu.py, entry for entry against the reference, edge cases, the dense path's limits, 100
+slots) 28 passed; build_groups (the grouping bench, CUDA graph of 10 calls) at s_q 1024 G 8 / 4 / 2 16.9 / 24.1 / 41.1
+-> 12.5 / 11.1 / 13.3 us, at 8192 99 / 158 / 293 -> 81 / 82 / 88 us (the kernel itself 76-77 us there, the
+repeated-slot kernel's 4096 early-returning programs 17 us at G 2); the prefill (`dsattn bench ab`, dense_smem against
+dense_fused, outputs bit-equal, bench/results/ab_s37_fused_*.json) 8 / 16 / 32 heads s_q 1024 1.035x / 1.049x /
+1.058x, s_q 8192 1.014x / 1.025x / 1.047x. PREDICTION made before the run (arithmetic): 41 -> ~8-12 us at G 2 s_q
+1024 and 297 -> ~60-90 at 8192, the 32-head prefill ~5% faster; within it but for G 2 at 1024 (13.3).
 """
 from __future__ import annotations
 
