@@ -21,6 +21,10 @@
 # round trip). PREDICTION (arithmetic): build_groups at s_q 1024 G 2 41 -> ~8-12 us, at 8192 297 -> ~60-90; the
 # 32-head prefill ~5% faster at both sizes against today's default, ~2-3% at 16 heads, ~2% at 8. Its GPU tests first
 # (tests/gpu/test_grouping_gpu.py: entry for entry against the reference, the prefill bit-equal to the dense path).
+# Call 2 measured (bench/logs/s37/call2/): tests 28 passed; build_groups at s_q 1024 G 8 / 4 / 2 12.5 / 11.1 / 13.3 us
+# (dense_smem 16.9 / 24.1 / 41.1), at 8192 81 / 82 / 88 (99 / 158 / 293); the prefill 1.035x / 1.049x / 1.058x at 8 /
+# 16 / 32 heads, s_q 1024, 1.014x / 1.025x / 1.047x at 8192, outputs bit-equal. dense_fused became 'auto' (871996a),
+# and the field order of part a was removed (its code, and DSATTN_GROUPING_ORDER, at acd839c).
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s37.sh a|b
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1

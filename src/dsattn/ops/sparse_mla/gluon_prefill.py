@@ -2,9 +2,11 @@
 
 STATUS: 'auto' runs it for every prefill launch on sm_90 at launch.GLUON_PREFILL_AUTO_HEADS (every head count;
 'native', 'pad64' at <= 32 heads as one token's heads a 64-row program since session 12, and the 64-head programs
-above 32 heads); DSATTN_SPARSE_MLA_IMPL=gluon_prefill forces it. Issue 3's rows beside FlashMLA at session 30
-(e20dd97, bench/results/sparse_mla_s30_prefill_1024.json, _8192.json): s_q 1024, 8 / 16 / 32 / 64 / 128 heads 0.231 /
-0.367 / 0.567 / 0.719 / 1.425 ms (FlashMLA's best 0.489 / 0.489 / 0.508 / 0.519 / 1.043). Every schedule measured since
+above 32 heads); DSATTN_SPARSE_MLA_IMPL=gluon_prefill forces it. Issue 3's rows beside FlashMLA at session 37
+(871996a, bench/results/sparse_mla_s37_prefill_1024.json, _8192.json; the union lists built in one shared-memory
+launch since then, grouping_smem.py): s_q 1024, 8 / 16 / 32 / 64 / 128 heads 0.226 / 0.355 / 0.541 / 0.722 / 1.419 ms
+(FlashMLA's best 0.493 / 0.493 / 0.497 / 0.536 / 1.065); session 30 (e20dd97) read 0.231 / 0.367 / 0.567 / 0.719 /
+1.425. Every schedule measured since
 session 10, kept or removed, with its numbers and the commit that holds removed code: notes/sparse_mla.md (its section
 "gluon_prefill.py's docstring, sessions 10-30" holds the passages moved out of this docstring in session 30).
 
