@@ -4,7 +4,8 @@
 which must equal it: no other shared memory), and the shared-memory atomics / index loads in the PTX and SASS, for
 the dense path's shapes: topk 2048, 16384 slots, G 8 / 4 / 2, with and without topk_length.
 
-    PYTHONPATH=src python bench/grouping_smem_check.py [--kernel map|union] [--slots 16384] [--topk 2048] [--groups 8 4 2]
+    PYTHONPATH=src python bench/grouping_smem_check.py [--kernel map|union] [--slots 16384] [--topk 2048]
+        [--groups 8 4 2]
 """
 from __future__ import annotations
 

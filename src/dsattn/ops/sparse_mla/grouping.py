@@ -923,8 +923,8 @@ def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, 
                                    gp, spw, d, _fast)
         kp = _next_pow2(k)
         if DENSE_REBUILD:
-            _fast(_group_union_dups_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts, k,
-                  G=G, GP=gp, KP=kp, HAS_LEN=has_len, WIDE=num_slots * gp + gp > 2**31 - 1,
+            _fast(_group_union_dups_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts,
+                  k, G=G, GP=gp, KP=kp, HAS_LEN=has_len, WIDE=num_slots * gp + gp > 2**31 - 1,
                   num_warps=16 if gp * kp >= 8192 else 8 if gp * kp >= 2048 else 4)
         return
     if smem_map:
