@@ -394,25 +394,14 @@ def test_dense_rebuild_marks_only_repeats(spy, monkeypatch):
     assert_groups((1, e[:1], m[:1], c[:1]), want[:1], ordered=True)
 
 
-def test_dense_smem_falls_back_without_a_gpu(spy, monkeypatch):
-    """IMPL 'dense_smem' (the map in shared memory, grouping_smem.py: inline PTX, never under the interpreter) runs
-    the global-memory dense map here, with the same results; its kernel's GPU tests are in tests/gpu/."""
+@pytest.mark.parametrize("impl", ["dense_smem", "dense_fused"])
+def test_dense_smem_falls_back_without_a_gpu(spy, monkeypatch, impl):
+    """IMPL 'dense_smem' (the map in shared memory) and 'dense_fused' (map and compaction there; auto's choice on a
+    GPU), grouping_smem.py: inline PTX, never under the interpreter, so here they run the global-memory dense map,
+    with the same results; their kernels' GPU tests are in tests/gpu/."""
     from dsattn.ops.sparse_mla import grouping, grouping_smem
     assert not grouping_smem.usable(torch.device("cpu"))
-    monkeypatch.setattr(grouping, "IMPL", "dense_smem")
-    idx, tl = make_indices(12, 16, 48, dup=True, lens=True, span=32)
-    got = run(build_groups, idx, tl, 48, 4, 0, 12)
-    assert spy == ["dense"]
-    assert_same(got, run(build_groups_reference, idx, tl, 48, 4, 0, 12), ordered=True)
-
-
-def test_dense_fused_falls_back_without_a_gpu(spy, monkeypatch):
-    """IMPL 'dense_fused' (map and compaction in shared memory, grouping_smem.py: inline PTX, never under the
-    interpreter; auto's choice on a GPU) runs the global-memory dense map here, with the same results; its kernel's
-    GPU tests are in tests/gpu/."""
-    from dsattn.ops.sparse_mla import grouping, grouping_smem
-    assert not grouping_smem.usable(torch.device("cpu"))
-    monkeypatch.setattr(grouping, "IMPL", "dense_fused")
+    monkeypatch.setattr(grouping, "IMPL", impl)
     idx, tl = make_indices(12, 16, 48, dup=True, lens=True, span=32)
     got = run(build_groups, idx, tl, 48, 4, 0, 12)
     assert spy == ["dense"]
@@ -434,9 +423,13 @@ def test_grouping_impl_env_at_call_time(spy, monkeypatch):
     assert (e == -7).all() and (m == -7).all() and (n == -7).all()
 
 
-def test_dense_smem_compiles_for_sm90a():
-    """grouping_smem's kernel compiles for sm_90a on this machine (no GPU) at topk 2048, 16384 slots, G 4 / 2: the
-    shared-memory atomics are ATOMS.OR in the SASS, the dynamic shared memory is the map's, no spill."""
+@pytest.mark.parametrize("kernel, groups, words", [("map", ["4", "2"], "words"), ("union", ["2"], "raw_words")])
+def test_dense_smem_kernels_compile_for_sm90a(kernel, groups, words):
+    """grouping_smem's kernels compile for sm_90a on this machine (no GPU) at topk 2048, 16384 slots: the map kernel
+    (IMPL 'dense_smem') at G 4 / 2, the fused one ('dense_fused', auto's choice) at G 2. The shared-memory atomics are
+    ATOMS.OR in the SASS, no spill, and the dynamic shared memory is exactly the words the inline PTX addresses (the
+    map's; for the fused kernel map + 32 + codes), so no shared memory of Triton's own can overlap those raw
+    accesses."""
     pytest.importorskip("triton.experimental.gluon")
     import os
     import re
@@ -445,38 +438,14 @@ def test_dense_smem_compiles_for_sm90a():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": os.path.join(root, "src")}
     env.pop("TRITON_INTERPRET", None)
-    res = subprocess.run([sys.executable, os.path.join(root, "bench", "grouping_smem_check.py"), "--groups", "4", "2"],
-                         capture_output=True, text=True, env=env, timeout=300)
+    res = subprocess.run([sys.executable, os.path.join(root, "bench", "grouping_smem_check.py"), "--kernel", kernel,
+                          "--groups", *groups], capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("G ")]
-    assert len(lines) == 4, res.stdout
+    assert len(lines) == 2 * len(groups), res.stdout
     for ln in lines:
-        words = int(re.search(r"words (\d+)", ln).group(1))
-        assert int(re.search(r"shared=(\d+)", ln).group(1)) == 4 * words, ln
-        assert int(re.search(r"spill_st=(\d+)", ln).group(1)) == 0, ln
-        assert int(re.search(r"'ATOMS.OR': (\d+)", ln).group(1)) > 0, ln
-
-
-def test_dense_fused_compiles_for_sm90a():
-    """grouping_smem's fused kernel compiles for sm_90a on this machine (no GPU) at topk 2048, 16384 slots, G 2: its
-    dynamic shared memory is exactly the words its inline PTX addresses (map + 32 + codes: no shared memory of
-    Triton's own that those raw accesses could overlap), no spill, ATOMS.OR in the SASS."""
-    pytest.importorskip("triton.experimental.gluon")
-    import os
-    import re
-    import subprocess
-    import sys
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "PYTHONPATH": os.path.join(root, "src")}
-    env.pop("TRITON_INTERPRET", None)
-    res = subprocess.run([sys.executable, os.path.join(root, "bench", "grouping_smem_check.py"), "--kernel", "union",
-                          "--groups", "2"], capture_output=True, text=True, env=env, timeout=300)
-    assert res.returncode == 0, res.stderr[-2000:]
-    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("G ")]
-    assert len(lines) == 2, res.stdout
-    for ln in lines:
-        words = int(re.search(r"raw_words (\d+)", ln).group(1))
-        assert int(re.search(r"shared=(\d+)", ln).group(1)) == 4 * words, ln
+        n = int(re.search(words + r" (\d+)", ln).group(1))
+        assert int(re.search(r"shared=(\d+)", ln).group(1)) == 4 * n, ln
         assert int(re.search(r"spill_st=(\d+)", ln).group(1)) == 0, ln
         assert int(re.search(r"'ATOMS.OR': (\d+)", ln).group(1)) > 0, ln
 

@@ -13,17 +13,23 @@ pytestmark = pytest.mark.gpu
 DEV = "cuda"
 
 
-@pytest.fixture
-def spy(monkeypatch):
-    """Counts the shared-memory map launches (so a test fails if build_groups quietly took another path)."""
+def _spy_on(monkeypatch, name):
+    """Records the G of each call of grouping_smem.<name> (so a test fails if build_groups quietly took another
+    path)."""
     calls = []
-    real = grouping_smem.launch_map
+    real = getattr(grouping_smem, name)
 
-    def launch_map(*a, **kw):
+    def launch(*a, **kw):
         calls.append(a[3])
         return real(*a, **kw)
-    monkeypatch.setattr(grouping_smem, "launch_map", launch_map)
+    monkeypatch.setattr(grouping_smem, name, launch)
     return calls
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """The shared-memory map launches (IMPL 'dense_smem')."""
+    return _spy_on(monkeypatch, "launch_map")
 
 
 def _indices(t, k, num_slots, dup, lens, gen):
@@ -110,15 +116,8 @@ def test_dense_smem_prefill_bit_equal(spy, monkeypatch):
 
 @pytest.fixture
 def spy_union(monkeypatch):
-    """Counts the fused launches (so a test fails if build_groups quietly took another path)."""
-    calls = []
-    real = grouping_smem.launch_union
-
-    def launch_union(*a, **kw):
-        calls.append(a[3])
-        return real(*a, **kw)
-    monkeypatch.setattr(grouping_smem, "launch_union", launch_union)
-    return calls
+    """The fused launches (IMPL 'dense_fused')."""
+    return _spy_on(monkeypatch, "launch_union")
 
 
 def _check_fused(spy_union, monkeypatch, idx, tl, num_slots, g, token0, ntokens, rows):

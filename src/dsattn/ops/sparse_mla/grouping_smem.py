@@ -101,6 +101,36 @@ if HAVE_GLUON:
             "{ .reg .u32 a; mov.u32 a, global_smem; add.u32 a, a, $1; ld.shared.b32 $0, [a]; }",
             "=r,r", [off], dtype=gl.int32, is_pure=False, pack=1)
 
+    @gluon.jit
+    def _insert(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, G: gl.constexpr, GP: gl.constexpr,
+                SPW: gl.constexpr, LOG_SPW: gl.constexpr, KP: gl.constexpr, BK: gl.constexpr, HAS_LEN: gl.constexpr,
+                IL: gl.constexpr):
+        """Group c's map (zeroed before) from its G tokens' valid entries (0 <= slot < num_slots, i < topk_length):
+        a barrier, then one red.shared.or a valid entry, bit j of field slot % SPW of word slot // SPW. The lists are
+        read as [GP, BK] tiles (token, entry) in layout IL, KP / BK of them (KP: K rounded up to a power of 2),
+        unrolled, so that their loads do not wait for one another's atomics. Returns the valid entries counted per
+        tile element ([GP, BK], IL)."""
+        j = gl.arange(0, GP, gl.SliceLayout(1, IL))                  # the token within the group
+        t = c * G + j
+        tok = (j < G) & (t < ntokens)
+        row = (token0 + t).to(gl.int64)
+        n = gl.full([GP], K, gl.int32, gl.SliceLayout(1, IL))
+        if HAS_LEN:
+            n = gl.minimum(gl.load(len_ptr + row, mask=tok, other=0), K)
+        n = gl.where(tok, n, 0)
+        bitj = (1 << j)[:, None]
+        gl.thread_barrier()
+        listed = gl.zeros([GP, BK], gl.int32, IL)
+        for kb in gl.static_range(0, KP, BK):
+            i = kb + gl.arange(0, BK, gl.SliceLayout(0, IL))
+            ok = i[None, :] < n[:, None]
+            slot = gl.load(idx_ptr + row[:, None] * idx_stride + i[None, :], mask=ok, other=-1)
+            ok = ok & (slot >= 0) & (slot < num_slots)
+            slot = gl.where(ok, slot, 0)
+            _reds_or((slot >> LOG_SPW) * 4, gl.where(ok, bitj << ((slot & (SPW - 1)) * GP), 0))
+            listed += ok.to(gl.int32)
+        return listed
+
     @gluon.jit(do_not_specialize=["num_slots", "token0", "ntokens", "K", "D"])
     def dense_map_smem_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, msk_ptr, msk_stride, cnt_ptr,
                               K, D, G: gl.constexpr, GP: gl.constexpr, SPW: gl.constexpr, LOG_SPW: gl.constexpr,
@@ -119,25 +149,8 @@ if HAVE_GLUON:
         res = gl.allocate_shared_memory(gl.int32, [DW], gl.SwizzledSharedLayout(1, 1, 1, [0]))
         wi = gl.arange(0, DW, WL)
         _sts(wi * 4, gl.zeros([DW], gl.int32, WL))
-        j = gl.arange(0, GP, gl.SliceLayout(1, IL))                  # the token within the group
-        t = c * G + j
-        tok = (j < G) & (t < ntokens)
-        row = (token0 + t).to(gl.int64)
-        n = gl.full([GP], K, gl.int32, gl.SliceLayout(1, IL))
-        if HAS_LEN:
-            n = gl.minimum(gl.load(len_ptr + row, mask=tok, other=0), K)
-        n = gl.where(tok, n, 0)
-        bitj = (1 << j)[:, None]
-        gl.thread_barrier()
-        listed = gl.zeros([GP, BK], gl.int32, IL)      # valid entries, per thread (summed after the map is read)
-        for kb in gl.static_range(0, KP, BK):
-            i = kb + gl.arange(0, BK, gl.SliceLayout(0, IL))
-            ok = i[None, :] < n[:, None]
-            slot = gl.load(idx_ptr + row[:, None] * idx_stride + i[None, :], mask=ok, other=-1)
-            ok = ok & (slot >= 0) & (slot < num_slots)
-            slot = gl.where(ok, slot, 0)
-            _reds_or((slot >> LOG_SPW) * 4, gl.where(ok, bitj << ((slot & (SPW - 1)) * GP), 0))
-            listed += ok.to(gl.int32)
+        listed = _insert(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, G, GP, SPW, LOG_SPW, KP, BK,
+                         HAS_LEN, IL)                 # valid entries, per thread (summed after the map is read)
         gl.thread_barrier()
         w = _lds(wi * 4)
         gl.thread_barrier()                            # every word read before res (which may overlap it) is written
@@ -205,26 +218,9 @@ if HAVE_GLUON:
         _sts(wi * 4, gl.zeros([NW, RW], gl.int32, L2))
         ci = gl.arange(0, 32 * NW, CL)
         _sts_if((TOT + ci) * 4, gl.zeros([32 * NW], gl.int32, CL), (ci < 32).to(gl.int32))
-        j = gl.arange(0, GP, gl.SliceLayout(1, IL))
-        t = c * G + j
-        tok = (j < G) & (t < ntokens)
-        row = (token0 + t).to(gl.int64)
-        n = gl.full([GP], K, gl.int32, gl.SliceLayout(1, IL))
-        if HAS_LEN:
-            n = gl.minimum(gl.load(len_ptr + row, mask=tok, other=0), K)
-        n = gl.where(tok, n, 0)
-        bitj = (1 << j)[:, None]
-        gl.thread_barrier()
-        listed = gl.zeros([BK], gl.int32, gl.SliceLayout(0, IL))
-        for kb in gl.static_range(0, KP, BK):
-            i = kb + gl.arange(0, BK, gl.SliceLayout(0, IL))
-            ok = i[None, :] < n[:, None]
-            slot = gl.load(idx_ptr + row[:, None] * idx_stride + i[None, :], mask=ok, other=-1)
-            ok = ok & (slot >= 0) & (slot < num_slots)
-            slot = gl.where(ok, slot, 0)
-            _reds_or((slot >> LOG_SPW) * 4, gl.where(ok, bitj << ((slot & (SPW - 1)) * GP), 0))
-            listed += gl.sum(ok.to(gl.int32), 0)      # over the tile's tokens: within a thread
-        _warp_add_smem(gl.full([BK], LISTED * 4, gl.int32, gl.SliceLayout(0, IL)), listed)
+        listed = _insert(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, G, GP, SPW, LOG_SPW, KP, BK,
+                         HAS_LEN, IL)
+        _warp_add_smem(gl.full([BK], LISTED * 4, gl.int32, gl.SliceLayout(0, IL)), gl.sum(listed, 0))  # (in-thread)
         gl.thread_barrier()
         w = _lds(wi * 4)
         if GP == 1:
