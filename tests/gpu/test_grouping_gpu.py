@@ -3,7 +3,9 @@ with inline PTX atomics) on the GPU: the same union lists as the reference entry
 and the same scratch rows bit for bit as the global-memory dense path (masks past counts hold the same map words), over
 poisoned scratch, at the prefill's sizes (overlap indices, topk 2048, 16384 slots, G 8 / 4 / 2) and at small ones
 with repeated slots (the rebuild), -1 / past-the-end / negative entries, topk_length, chunks and partial last groups;
-then the grouped prefill under it, bit-equal to the default. Skipped without CUDA."""
+then the grouped prefill under it, bit-equal to the global-memory dense path. Then IMPL 'dense_fused' (auto's choice
+since session 37: map and compaction in one shared-memory program), entry for entry against the reference on the same
+kinds of input and at the dense path's limits, the prefill bit-equal. Skipped without CUDA."""
 import pytest
 import torch
 
