@@ -15,7 +15,7 @@ tokens a program).
         [--configs 'stages=4;consumers=2,stages=5']
     PYTHONPATH=src python bench/mla_gluon_check.py --kernel g64 [--cases decode-fp8-64] [--configs 4/96,8/64]
     PYTHONPATH=src python bench/mla_gluon_check.py --kernel prefill [--cases prefill-bf16-8]
-        [--configs 'block_n=32;stages=4;producer_regs=96,f16=0;cvt_pipe=0;producer_regs=56']
+        [--configs 'block_n=32;stages=4;producer_regs=96,f16=0;cvt_pipe=0;producer_regs=56'] [--splits 4]
 
 (--configs: block_n/stages[/warps] for small, stages/producer_regs[/producer_warps] for ws,
 RxConfig's fields by name for rx, ';' between them (gluon_rx.parse_rx_config with ';' for ','; fields left out take
@@ -99,6 +99,8 @@ def _case(name: str):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--kernel", choices=("small", "ws", "rx", "g64", "prefill"), default="small")
+    p.add_argument("--splits", type=int, default=1,
+                   help="prefill: the split build (fp32 partials; dispatch.prefill_splits), this many splits")
     p.add_argument("--cases", default=None, help="comma separated (default: every case the kernel takes)")
     p.add_argument("--configs", default="", help="block_n/stages, comma separated (default: GLUON_CONFIGS)")
     p.add_argument("--dump", default=None, help="folder for the TTGIR and PTX of each compile")
@@ -142,7 +144,17 @@ def main():
                 lse = torch.empty(q.shape[0], q.shape[1])
                 run = (gluon_rx.run_attention_rx if rx else gluon_ws.run_attention_ws if ws else gluon64.run_attention_g64 if g64 else
                        launch.run_attention_gluon)
-                if pf:
+                if pf and args.splits > 1:  # the split build (combine_splits, a Triton launch, not compiled here)
+                    sp = args.splits
+                    po = torch.empty(q.shape[0], sp, q.shape[1], 512)
+                    pl = torch.empty(q.shape[0], sp, q.shape[1])
+                    saved_combine, launch.combine_splits = launch.combine_splits, lambda *a: None
+                    try:
+                        gluon_prefill.run_prefill_gluon(q, rows, idx, 0.1, None, out, lse, config=cfg, splits=sp,
+                                                        part_o=po, part_lse=pl)
+                    finally:
+                        launch.combine_splits = saved_combine
+                elif pf:
                     gluon_prefill.run_prefill_gluon(q, rows, idx, 0.1, None, out, lse, config=cfg)
                 else:
                     run(q, rows, layout, idx, 0.1, None, out, lse, config=cfg,

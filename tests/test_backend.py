@@ -14,7 +14,7 @@ import torch
 from _backend_helpers import import_all_ops
 
 from dsattn.backend import attention as attention_mod
-from dsattn.backend.attention import DECODE_SCRATCH, GATHERED, INDICES, DSAAttention
+from dsattn.backend.attention import DECODE_SCRATCH, GATHERED, INDICES, PREFILL_SPLIT, DSAAttention
 from dsattn.backend.indexer import CHUNK
 from dsattn.backend.metadata import Request, RequestBatch
 from dsattn.backend.policy import Path
@@ -189,6 +189,36 @@ def test_workspace_holds_only_what_the_path_uses():
     assert DECODE_SCRATCH in consumers("fp8_ds_mla", 8) and GATHERED not in consumers("fp8_ds_mla", 8)
     assert {DECODE_SCRATCH, GATHERED} <= consumers("fp8_ds_mla", 64)
     assert {"metadata", INDICES, CHUNK, "attention.lse"} <= consumers("bf16", 8)
+
+
+def test_prefill_split_partials_are_workspace(monkeypatch):
+    """A short prefill's split partials (dispatch.prefill_splits; on the bf16 path every step runs the prefill kernel)
+    come from the workspace: reserved for the largest call that can split, handed to the op as views, so a locked
+    workspace runs such a step without growing. The fp8 mixed path (< 32 heads) runs no prefill kernel."""
+    from dsattn.memory.workspace import specs_nbytes
+    import dsattn.ops.sparse_mla as sm
+    from dsattn.ops.sparse_mla import prefill_split_spec
+    geo = geometry("glm-5", 8, topk=1024)
+    attn = backend(geo, "bf16", 8)
+    sizes = {r["consumer"]: r["bytes"] for r in attn.workspace.report()}
+    want = max(specs_nbytes(dict(enumerate(prefill_split_spec(t, 8, 1024, attn._prefill_split(t)[0]))))
+               for t in range(1, 65))
+    assert want > 0 and sizes[PREFILL_SPLIT] >= want
+    assert PREFILL_SPLIT not in {r["consumer"] for r in backend(geo, "fp8_ds_mla", 8).workspace.report()}
+    assert PREFILL_SPLIT in {r["consumer"] for r in backend(geometry("glm-5", 64, topk=1024), "fp8_ds_mla",
+                                                                     64).workspace.report()}
+    seen = []
+    real = sm.sparse_mla_prefill
+    monkeypatch.setattr(attention_mod, "sparse_mla_prefill",
+                        lambda *a, **kw: seen.append(kw["split_scratch"]) or real(*a, **kw))
+    attn.lock()
+    predicted = attn.workspace_bytes
+    s = make_step(geo, 8, "bf16", SPANS, block_size=BS)
+    run_and_check(attn, s, reference_step(s))
+    assert attn.workspace_bytes == predicted
+    t = sum(n for _, n in SPANS)
+    want = prefill_split_spec(t, 8, 1024, attn._prefill_split(t)[0])
+    assert want and seen and seen[0] is not None and tuple(seen[0][0].shape) == want[0][0]
 
 
 def _caches(s):

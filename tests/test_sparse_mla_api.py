@@ -195,3 +195,78 @@ def test_check_close_holds_empty_rows_to_exact_zero():
     out[0, 0, 7] = 1e-3  # within 2e-3 absolute, but the row has no valid entry
     with pytest.raises(AssertionError, match="out = 0 exactly"):
         check_close(out, ref_lse.clone(), ref_out, ref_lse)
+
+
+def test_prefill_split_plan(monkeypatch):
+    """dispatch.prefill_splits: a short prefill's programs (a group of G tokens, or a token's 64-head block) fill the
+    SMs, each split keeping >= 256 keys of topk; prefill_split_spec sizes the partials; DSATTN_PREFILL_SPLITS forces
+    a count (bad values name it)."""
+    from dsattn.ops.sparse_mla import prefill_split_spec
+    from dsattn.ops.sparse_mla.dispatch import prefill_programs, prefill_split_tokens_max, prefill_splits
+    monkeypatch.delenv("DSATTN_PREFILL_SPLITS", raising=False)
+    assert [prefill_programs(50, h, "native") for h in (1, 8, 16, 32, 64, 100, 128)] == [7, 7, 13, 25, 50, 100, 100]
+    assert prefill_programs(50, 8, "pad64") == 50 and prefill_programs(0, 8, "pad64") == 1
+    assert prefill_splits(32, 8, 2048, "pad64", 132) == 4       # 32 x 4 = 128 programs
+    assert prefill_splits(32, 8, 2048, "native", 132) == 8      # 4 groups x 8; 2048 / 8 = 256 keys
+    assert prefill_splits(1, 128, 2048, "native", 132) == 8
+    assert prefill_splits(1024, 8, 2048, "native", 132) == 1    # 128 groups fill the SMs already
+    assert prefill_splits(66, 64, 2048, "native", 132) == 2 and prefill_splits(67, 64, 2048, "native", 132) == 1
+    assert prefill_splits(3, 8, 511, "pad64", 132) == 1         # no split keeps 256 keys
+    top = prefill_split_tokens_max(132)
+    assert top == 528
+    for h in (1, 8, 16, 32, 64, 128):
+        for v in prefill_variants(h):
+            assert prefill_splits(top + 1, h, 1 << 20, v, 132) == 1
+    assert prefill_split_spec(1024, 8, 2048, "native") == []
+    (so, do), (sl, dl) = prefill_split_spec(32, 8, 2048, "pad64")
+    assert so == (32, 4, 8, 512) and sl == (32, 4, 8) and do == dl == torch.float32
+    assert prefill_split_spec(0, 8, 2048, "pad64") == []
+    for bad, match in (((-1, 8, 2048), "num_tokens"), ((4, 8, -1), "topk"), ((4, 129, 2048), "num_heads"),
+                       ((4, 64, 2048, "pad64"), "variant")):
+        with pytest.raises(ValueError, match=match):
+            prefill_split_spec(*bad)
+    monkeypatch.setenv("DSATTN_PREFILL_SPLITS", "3")
+    assert prefill_splits(4096, 8, 2048, "native", 132) == 3 and prefill_split_tokens_max(132) is None
+    assert prefill_split_spec(5, 8, 64, "native")[0][0] == (5, 3, 8, 512)
+    monkeypatch.setenv("DSATTN_PREFILL_SPLITS", "1")
+    assert prefill_split_spec(5, 8, 2048, "native") == []
+    for bad in ("0", "65", "x", "-2"):
+        monkeypatch.setenv("DSATTN_PREFILL_SPLITS", bad)
+        with pytest.raises(ValueError, match="DSATTN_PREFILL_SPLITS"):
+            prefill_splits(5, 8, 2048, "native")
+
+
+@pytest.mark.parametrize("bad, match", [
+    ([torch.empty(3, 2, 8, 512)], r"split_scratch must hold the 2 tensors of prefill_split_spec"),
+    (torch.empty(3, 2, 8, 512), r"split_scratch must hold the 2 tensors"),
+    ([torch.empty(3, 2, 8, 512), torch.empty(3, 3, 8)], r"split_scratch\[1\] must have shape"),
+    ([torch.empty(3, 2, 8, 512, dtype=torch.bfloat16), torch.empty(3, 2, 8)], r"split_scratch\[0\] must have dtype"),
+    ([torch.empty(4, 2, 8, 512), torch.empty(4, 2, 8)], r"split_scratch\[0\] must have shape"),
+    ([torch.empty(3, 0, 8, 512), torch.empty(3, 0, 8)], r"split_scratch\[0\] must have at least one split"),
+    ([torch.empty(3, 2, 8, 1024)[..., ::2], torch.empty(3, 2, 8)], r"split_scratch\[0\]"),
+    ([torch.empty(3, 2, 8, 512), torch.empty(3, 4, 8)[:, ::2]], r"split_scratch\[1\] must be contiguous"),
+])
+def test_prefill_split_scratch_rejected(bad, match):
+    """A wrong split_scratch is a ValueError naming it, before anything runs or is written."""
+    q, kv, idx = _inputs()
+    out = torch.full((3, 8, 512), 7.0, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=match):
+        sparse_mla_prefill(q, kv, idx, 0.1, out=out, split_scratch=bad)
+    assert (out == 7).all()
+
+
+def test_prefill_custom_op_traces_with_splits():
+    """The prefill op with split partials (explicit, and allocated by the plan at 640 keys over 3 tokens) traces."""
+    q, kv, idx = _inputs(k=640)
+    from dsattn.ops.sparse_mla import prefill_split_spec
+    split = [torch.empty(s, dtype=dt) for s, dt in prefill_split_spec(3, 8, 640, "pad64")]
+    assert split
+
+    def fn(q, kv, idx, *split):
+        return sparse_mla_prefill(q, kv, idx, 0.1, variant="pad64", split_scratch=list(split) or None)
+
+    ref = sparse_mla_reference(q, kv, idx, 0.1)
+    for args in (split, ()):
+        got = torch.compile(fn, fullgraph=True, backend="aot_eager")(q, kv, idx, *args)
+        torch.testing.assert_close(got[0].float(), ref[0], atol=1e-2, rtol=1e-2)
+        torch.testing.assert_close(got[1], ref[1])

@@ -3,7 +3,7 @@
 Random inputs, outputs poisoned with NaN, invalid entries pointing at NaN rows (SPEC 3 edge cases:
 -1, past the cache, huge, topk_length cuts, rows with no valid entry, repeated slots), every head-count
 class under every variant, D_qk 576 / 512, the three cache layouts, page sizes 1 / 16 / 64 / 128,
-strided outputs, padded cache rows and the split-K path. tests/gpu/test_sparse_mla_gpu.py runs the
+strided outputs, padded cache rows and the split-K path (decode, and a short prefill's split_scratch). tests/gpu/test_sparse_mla_gpu.py runs the
 same at real sizes.
 """
 
@@ -47,6 +47,23 @@ def test_prefill_every_head_count(h, d_qk):
     ref = case.reference()
     for variant in ("native", "pad64") if h <= 32 else (None,):
         check_close(*_run_prefill(case, variant, out_row_pad=8), *ref)
+
+
+@pytest.mark.parametrize("h", [1, 8, 20, 64, 100])
+@pytest.mark.parametrize("splits", [2, 3])
+def test_prefill_splits(h, splits):
+    """A split prefill (split_scratch of `splits` parts, poisoned: the combine reads every partial, so an unwritten
+    one shows as NaN): topk_length with an empty row (every part empty: out 0, lse -inf), NaN rows behind invalid
+    entries, every variant. 40 keys in 16-entry blocks: with 3 splits the last part is short."""
+    case = make_case(3, h, 576, num_slots=80, topk=40, layout="bf16", block_size=1, with_length=True, empty_rows=1,
+                     seed=h * 5 + splits)
+    ref = case.reference()
+    for variant in ("native", "pad64") if h <= 32 else (None,):
+        part = [torch.full((3, splits, h, 512), float("nan")), torch.full((3, splits, h), float("nan"))]
+        out, lse = poisoned_outputs(3, h, out_row_pad=8)
+        sparse_mla_prefill(case.q, case.flat, case.indices, case.sm_scale, topk_length=case.topk_length, out=out,
+                           lse=lse, variant=variant, split_scratch=part)
+        check_close(out, lse, *ref)
 
 
 @pytest.mark.parametrize("layout, d_qk", [("bf16", 576), ("bf16", 512), ("fp8_ds_mla", 576), ("fp8_ds_mla", 512),

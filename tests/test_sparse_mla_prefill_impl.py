@@ -159,7 +159,7 @@ def test_profile_knob(monkeypatch):
         with pytest.raises(ValueError, match="DSATTN_PF_PROFILE"):
             gluon_prefill._profile()
     with pytest.raises(ValueError, match="DSATTN_PF_PROFILE"):
-        gluon_prefill._launch(*[None] * 16, cfg=gluon_prefill.PrefillConfig())
+        gluon_prefill._launch(*[None] * 14, cfg=gluon_prefill.PrefillConfig(), dest=None)
 
 
 def test_scratch_checked():

@@ -3,7 +3,8 @@ reference twin (skipped without sm_90). Every head-count class (G = 8 / 4 / 2 to
 17..32 heads, G = 1 above), random and `overlap`-like indices, a slot listed twice by a token, -1 and out-of-range
 entries pointing at NaN rows, topk_length, rows without a valid entry, T not a multiple of G, D_qk 512 and 576,
 strided out, scratch chunks smaller than T, every launch configuration; the 'pad64' variant (one token a 64-row
-program) at <= 32 heads.
+program) at <= 32 heads; split prefills (split_scratch: each list walked by several programs, then combined; short
+prefills split by default, dispatch.prefill_splits).
 
 Run the hang guard first (a tiny case of each shape; a hang shows as the caller's timeout):
     timeout 120 python -m pytest -q -x tests/gpu/test_sparse_mla_prefill_gpu.py -k hang_guard
@@ -86,6 +87,86 @@ def test_pf_hang_guard(monkeypatch, h, spec):
     monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
     case = make_case(5, h, 576, num_slots=256, topk=100, layout="bf16", block_size=1, seed=h, device=DEV)
     _check(case)
+
+
+def test_pf_hang_guard_split(monkeypatch):
+    """A forced split of a tiny case (3 parts of 2 blocks: the last part empty) at G 8 and G 1."""
+    monkeypatch.setenv("DSATTN_PREFILL_SPLITS", "3")
+    for h in (8, 64):
+        case = make_case(5, h, 576, num_slots=256, topk=100, layout="bf16", block_size=1, seed=h, device=DEV)
+        _check(case)
+
+
+def _run_split(case, splits, variant=None, out_row_pad=16):
+    """The prefill with an explicit split_scratch of `splits` parts, poisoned with NaN (the combine reads every
+    partial: one left unwritten shows in out / lse)."""
+    t, h, _ = case.q.shape
+    part = [torch.full((t, splits, h, 512), float("nan"), device=DEV),
+            torch.full((t, splits, h), float("nan"), device=DEV)]
+    out, lse = poisoned_outputs(t, h, DEV, out_row_pad)
+    sparse_mla_prefill(case.q, case.flat, case.indices, case.sm_scale, topk_length=case.topk_length, out=out,
+                       lse=lse, variant=variant if h <= 32 else None, split_scratch=part)
+    torch.cuda.synchronize()
+    return out, lse
+
+
+_SPLIT_CASES = [(h, v) for h in (1, 8, 16, 24, 32) for v in ("native", "pad64")] + [(h, "native") for h in (64, 100, 128)]
+
+
+@pytest.mark.parametrize("h, variant", _SPLIT_CASES, ids=[f"{h}-{v}" for h, v in _SPLIT_CASES])
+@pytest.mark.parametrize("splits", [1, 2, 3, 8])
+def test_pf_splits(h, variant, splits):
+    """A short prefill (T = 50) with `splits` parts (1: the unsplit kernel): random slots with NaN rows behind
+    invalid entries, topk_length (a full row, an empty one: every part empty), strided out; against the reference."""
+    case = make_case(50, h, 576, num_slots=20000, topk=2048, layout="bf16", block_size=1, with_length=True,
+                     empty_rows=1, seed=h * 11 + splits, device=DEV)
+    res = check_close(*_run_split(case, splits, variant), *case.reference())
+    print(f"h={h} {variant} splits={splits}: {res}")
+
+
+@pytest.mark.parametrize("h", [8, 16, 32, 64])
+@pytest.mark.parametrize("d_qk", [576, 512])
+def test_pf_splits_overlap(h, d_qk):
+    """`overlap` indices (long union lists at G > 1) in 4 and 5 parts, D_qk 576 and 512; the split outputs stay
+    within 2e-3 of the unsplit ones."""
+    idx = _overlap_indices(37, 4096, 2048, seed=h + d_qk)
+    case = make_case(37, h, d_qk, num_slots=4096, topk=2048, layout="bf16", block_size=1, indices=idx, seed=h,
+                     device=DEV)
+    ref = case.reference()
+    base = _run_split(case, 1)
+    check_close(*base, *ref)
+    for splits in (4, 5):
+        got = _run_split(case, splits)
+        check_close(*got, *ref)
+        assert float((got[0].float() - base[0].float()).abs().max()) <= 2e-3
+
+
+def test_pf_splits_chunks():
+    """Scratch for 3 groups (50 tokens at G = 8 run as 3 chunks) with 5 parts a group: each chunk's launch writes its
+    tokens' partials, one combine at the end."""
+    from dsattn.ops.sparse_mla import launch
+    case = make_case(50, 8, 576, num_slots=20000, topk=2048, layout="bf16", block_size=1, with_length=True,
+                     empty_rows=1, seed=9, device=DEV)
+    out, lse = poisoned_outputs(50, 8, DEV)
+    scratch = [torch.empty((3, 8 * 2048), dtype=torch.int32, device=DEV) for _ in range(2)]
+    scratch.append(torch.empty(3, dtype=torch.int32, device=DEV))
+    part_o = torch.full((50, 5, 8, 512), float("nan"), device=DEV)
+    part_lse = torch.full((50, 5, 8), float("nan"), device=DEV)
+    launch.launch_prefill(case.q, case.flat, case.indices, case.sm_scale, case.topk_length, out, lse, "native",
+                          scratch=tuple(scratch), part_o=part_o, part_lse=part_lse)
+    torch.cuda.synchronize()
+    check_close(out, lse, *case.reference())
+
+
+@pytest.mark.parametrize("spec", ["vst=1", "block_n=32,stages=4,producer_regs=56,vst=1", BF16_SPLIT], ids=_sid)
+@pytest.mark.parametrize("h", [8, 64])
+def test_pf_splits_configs(monkeypatch, spec, h):
+    """Split partials (fp32) through vst's stage stores (a 64-entry stage holds half a partial; at 32 entries the
+    launcher turns vst off for the split) and the bf16 schedule."""
+    monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
+    case = make_case(17, h, 576, num_slots=6000, topk=2048, layout="bf16", block_size=1, with_length=True,
+                     empty_rows=1, seed=h + 3, device=DEV)
+    check_close(*_run_split(case, 3), *case.reference())
 
 
 @pytest.mark.parametrize("h", [1, 8, 16, 24, 32, 48, 64, 128])

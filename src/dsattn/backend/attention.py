@@ -38,8 +38,9 @@ from ..memory.workspace import Workspace, specs_nbytes
 from ..ops._triton import sm_count
 from ..ops.cache import write_kv_cache
 from ..ops.gather import gather_latent, positions_to_offsets, positions_to_slots
-from ..ops.sparse_mla import decode_scratch_spec, prefill_scratch_spec, sparse_mla_decode, sparse_mla_prefill
-from ..ops.sparse_mla.dispatch import DEFAULT_SM_COUNT
+from ..ops.sparse_mla import (decode_scratch_spec, prefill_scratch_spec, prefill_split_spec, sparse_mla_decode,
+                               sparse_mla_prefill)
+from ..ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, prefill_split_tokens_max
 from . import policy
 from .indexer import IndexerDriver, IndexerInputs, logits_stride
 from .metadata import BatchLimits, BatchMetadata, Request, RequestBatch, build_metadata
@@ -49,6 +50,7 @@ INDICES = "indices"
 LSE = "attention.lse"
 DECODE_SCRATCH = "attention.decode_scratch"
 PREFILL_SCRATCH = "attention.prefill_scratch"
+PREFILL_SPLIT = "attention.prefill_split"
 GATHERED = "attention.gathered_context"
 ATTENTION = "attention"
 
@@ -156,6 +158,11 @@ class DSAAttention:
             return lim.max_num_tokens
         return min(lim.max_num_tokens, lim.max_num_reqs * lim.decode_threshold)
 
+    def _prefill_split(self, tokens: int) -> tuple[str, list]:
+        """(variant, prefill_split_spec) of a prefill call of `tokens` tokens."""
+        variant = policy.choose_variant("prefill", self.heads, tokens, self.table, self.sm_count)
+        return variant, prefill_split_spec(tokens, self.heads, self.width, variant, self.sm_count)
+
     def _decode_scratch(self, tokens: int) -> tuple[str, list]:
         variant = policy.choose_variant("decode", self.heads, tokens, self.table, self.sm_count, self.kv_layout)
         return variant, decode_scratch_spec(tokens, self.heads, self.width, variant, self.kv_layout, self.sm_count)
@@ -176,6 +183,14 @@ class DSAAttention:
             specs = prefill_scratch_spec(lim.max_num_tokens, self.heads, self.width)
             if specs:
                 ws.reserve(PREFILL_SCRATCH, dict(enumerate(specs)), phase=ATTENTION)
+            # exact: the largest split partials over every prefill call size that can split (short prefills; on
+            # the bf16 path every step, decodes included)
+            top = prefill_split_tokens_max(self.sm_count)
+            top = lim.max_num_tokens if top is None else min(top, lim.max_num_tokens)
+            most = max((specs_nbytes(dict(enumerate(self._prefill_split(t)[1]))) for t in range(1, top + 1)),
+                       default=0)
+            if most:
+                ws.reserve_bytes(PREFILL_SPLIT, most, phase=ATTENTION)
         if self.path is policy.Path.FP8_GATHERED:
             ws.reserve(GATHERED, {"context": ((lim.gather_tokens, g.d_qk), torch.bfloat16)}, phase=ATTENTION)
 
@@ -328,9 +343,9 @@ class DSAAttention:
             ws.stamp(INDICES, step.step_id)
         lse = ws.view(LSE, (t, self.heads), torch.float32)
         if self.path is policy.Path.BF16_PREFILL:
-            variant = policy.choose_variant("prefill", self.heads, t, self.table, self.sm_count)
+            variant, split = self._prefill_split_views(t)
             sparse_mla_prefill(q, kv_cache_flat(kv_cache), indices, self.sm_scale, out=out, lse=lse, variant=variant,
-                               scratch=self._prefill_scratch(t))
+                               scratch=self._prefill_scratch(t), split_scratch=split)
         elif self.path is policy.Path.FP8_MIXED:
             self._decode(q, kv_cache, indices, out, lse, 0, t)
         else:
@@ -365,6 +380,13 @@ class DSAAttention:
             return None
         return list(self.workspace.views(PREFILL_SCRATCH, {str(i): s for i, s in enumerate(specs)}).values())
 
+    def _prefill_split_views(self, tokens: int) -> tuple[str, list | None]:
+        """(variant, views of the workspace for its prefill_split_spec, None when the call does not split)."""
+        variant, specs = self._prefill_split(tokens)
+        if not specs:
+            return variant, None
+        return variant, list(self.workspace.views(PREFILL_SPLIT, {str(i): s for i, s in enumerate(specs)}).values())
+
     def _gathered_prefill(self, step, q, kv_cache, indices, out, lse) -> None:
         gp = step.gather_pieces
         for c, p0 in zip(step.host.gather_chunks, step.gather_piece_start):
@@ -373,6 +395,6 @@ class DSAAttention:
             gather_latent(kv_cache, step.block_table, gp[0, p0:p1], gp[1, p0:p1], gp[2, p0:p1],
                           max(p.num_keys for p in c.pieces), context)
             a, b = c.row_start, c.row_end
-            variant = policy.choose_variant("prefill", self.heads, b - a, self.table, self.sm_count)
+            variant, split = self._prefill_split_views(b - a)
             sparse_mla_prefill(q[a:b], context, indices[a:b], self.sm_scale, out=out[a:b], lse=lse[a:b],
-                               variant=variant, scratch=self._prefill_scratch(b - a))
+                               variant=variant, scratch=self._prefill_scratch(b - a), split_scratch=split)

@@ -195,7 +195,8 @@ def prefill_case(s_q: int, heads: int, device, d_qk: int = 576) -> Case:
 def ours(case: Case, variant: str | None = None, config=None, splits: int | None = None):
     """A callable running dsattn on the case into preallocated outputs (config: a launch.TileConfig to
     bypass the public function and the tuned defaults; splits: force split-K in decode)."""
-    from ..ops.sparse_mla import decode_scratch_spec, prefill_scratch_spec, sparse_mla_decode, sparse_mla_prefill
+    from ..ops.sparse_mla import (decode_scratch_spec, prefill_scratch_spec, prefill_split_spec, sparse_mla_decode,
+                                  sparse_mla_prefill)
     from ..ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, decode_splits, default_variant
     from ..ops._triton import sm_count
     from ..ops.sparse_mla.launch import run_attention
@@ -211,10 +212,14 @@ def ours(case: Case, variant: str | None = None, config=None, splits: int | None
         # the union lists' scratch allocated once, as an engine sizes it (prefill_scratch_spec: [] without grouping;
         # DSATTN_PREFILL_SCRATCH_MIB, read here, sets its chunk). Tables up to session 17 let each call allocate it
         # (scratch=None, the caching allocator's reuse); `bench ab` still does, so that an arm's env can change it.
+        # The split partials too (prefill_split_spec: [] unless a short prefill splits; DSATTN_PREFILL_SPLITS, read
+        # here, forces the count).
         spec = prefill_scratch_spec(t, h, case.indices.shape[1]) if variant == "native" else []
         pscratch = [torch.empty(s, dtype=dt, device=case.q.device) for s, dt in spec] or None
+        sscratch = [torch.empty(s, dtype=dt, device=case.q.device)
+                    for s, dt in prefill_split_spec(t, h, case.indices.shape[1], variant, sm)] or None
         return lambda: sparse_mla_prefill(case.q, case.kv, case.indices, case.sm_scale, out=out, lse=lse,
-                                          variant=variant, scratch=pscratch), out, lse
+                                          variant=variant, scratch=pscratch, split_scratch=sscratch), out, lse
     scratch = [torch.empty(s, dtype=dt, device=case.q.device)
                for s, dt in decode_scratch_spec(t, h, case.indices.shape[1], variant, case.layout, sm)]
     if config is not None:

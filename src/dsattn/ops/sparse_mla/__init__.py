@@ -22,12 +22,12 @@ from ...formats import LATENT_DIM, KVLayout, infer_layout
 from .._eager import op_or_body
 from .._triton import kernels_available, sm_count
 from .dispatch import (DEFAULT_SM_COUNT, check_variant, decode_scratch_spec, decode_splits, decode_variants,
-                       default_variant, prefill_variants)
+                       default_variant, prefill_split_spec, prefill_splits, prefill_variants)
 from .grouping import prefill_scratch_spec
 from .reference import sparse_mla_paged_reference, sparse_mla_reference
 
 __all__ = ["sparse_mla_prefill", "sparse_mla_decode", "prefill_variants", "decode_variants",
-           "decode_scratch_spec", "prefill_scratch_spec", "default_variant"]
+           "decode_scratch_spec", "prefill_scratch_spec", "prefill_split_spec", "default_variant"]
 
 D_QK = (512, 576)
 _FP32_MAX = torch.finfo(torch.float32).max
@@ -106,7 +106,8 @@ def _outputs(q, d_v, out, lse):
 def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float, d_v: int = 512,
                        topk_length: torch.Tensor | None = None, out: torch.Tensor | None = None,
                        lse: torch.Tensor | None = None, variant: str | None = None,
-                       scratch: "Sequence[torch.Tensor] | None" = None):
+                       scratch: "Sequence[torch.Tensor] | None" = None,
+                       split_scratch: "Sequence[torch.Tensor] | None" = None):
     """Sparse MLA over a flat bf16 latent view (a bf16 paged cache reshaped to slots works as is).
 
     q            [T, H, D_qk] bf16, D_qk 576 or 512, H 1..128
@@ -122,6 +123,10 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
     scratch      query-group union lists of the grouped kernel: the tensors of prefill_scratch_spec(T, H, K)
                  in order (entries, masks, counts; any C >= 1 groups per chunk), contiguous; None (or empty)
                  lets the launcher allocate what it needs. Must be None or empty when the spec is [].
+    split_scratch  partials of a split prefill (a short prefill's lists walked by several programs each, then
+                 combined): the tensors of prefill_split_spec(T, H, K, variant) in order, [T, S, H, 512] and
+                 [T, S, H] fp32, contiguous; S (any >= 1) is the number of splits run, 1 none. None (or empty)
+                 lets the launcher allocate them when the plan (prefill_splits) splits.
     Returns (out, lse).
     Range: on Hopper the default kernel (gluon_prefill, fp16 products) keeps |kv| < ~1.68e7 and |q| <= 65504
     finite; DSATTN_PF_CONFIG=f16=0,cvt_pipe=0,producer_regs=56 runs it in bf16 without that limit (gluon_prefill.py
@@ -129,6 +134,7 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
     """
     indices = _check_common(q, indices, sm_scale, d_v, topk_length, out, lse)
     scratch = _check_prefill_scratch(scratch, q, indices)
+    part_o, part_lse = _check_scratch(split_scratch, q, "split_scratch", "prefill_split_spec")
     check_tensor("kv", kv, dtype=torch.bfloat16, ndim=(2, 3))
     if kv.dim() == 3:
         if kv.shape[1] != 1:
@@ -140,15 +146,22 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
     check_variant(variant, q.shape[1])
     se, sm, sc = scratch if scratch is not None else (None, None, None)
     check_same_device(q=q, kv=kv, indices=indices, topk_length=topk_length, out=out, lse=lse,
-                      scratch_entries=se, scratch_masks=sm, scratch_counts=sc)
+                      scratch_entries=se, scratch_masks=sm, scratch_counts=sc, split_scratch_o=part_o,
+                      split_scratch_lse=part_lse)
     out, lse = _outputs(q, d_v, out, lse)
-    if q.shape[0] == 0:
+    t, h, _ = q.shape
+    if t == 0:
         return out, lse
     if indices.shape[1] == 0:
         return _no_entries(out, lse)
-    variant = variant or default_variant("prefill", q.shape[1], q.shape[0], _sm_count(q.device))
+    variant = variant or default_variant("prefill", h, t, _sm_count(q.device))
+    if part_o is None and kernels_available(q.device):
+        splits = prefill_splits(t, h, indices.shape[1], variant, _sm_count(q.device))
+        if splits > 1:
+            part_o = torch.empty((t, splits, h, LATENT_DIM), dtype=torch.float32, device=q.device)
+            part_lse = torch.empty((t, splits, h), dtype=torch.float32, device=q.device)
     op_or_body("sparse_mla_prefill", _prefill_impl)(q, kv, indices, float(sm_scale), topk_length, out, lse, variant,
-                                                    se, sm, sc)
+                                                    se, sm, sc, part_o, part_lse)
     return out, lse
 
 
@@ -187,17 +200,16 @@ def _check_prefill_scratch(scratch, q, indices):
 def _prefill_impl(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float,
                   topk_length: Optional[torch.Tensor], out: torch.Tensor, lse: torch.Tensor, variant: str,
                   scratch_entries: Optional[torch.Tensor], scratch_masks: Optional[torch.Tensor],
-                  scratch_counts: Optional[torch.Tensor]) -> None:
+                  scratch_counts: Optional[torch.Tensor], scratch_o: Optional[torch.Tensor],
+                  scratch_lse: Optional[torch.Tensor]) -> None:
     # no defaults on the mutated optional arguments: torch 2.11 drops trailing arguments equal to their defaults
     # when it redispatches a boxed call, and its ADInplaceOrView step then indexes past them (IndexError on the H200)
     _check_rows_aligned("kv", kv)
     if kernels_available(q.device):
         from .launch import launch_prefill
-        if scratch_entries is None:
-            launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant)
-        else:
-            launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant,
-                           scratch=(scratch_entries, scratch_masks, scratch_counts))
+        scratch = None if scratch_entries is None else (scratch_entries, scratch_masks, scratch_counts)
+        launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, scratch=scratch,
+                       part_o=scratch_o, part_lse=scratch_lse)
         return
     o, s = sparse_mla_reference(q, kv, indices, sm_scale, LATENT_DIM, topk_length)
     out.copy_(o)
@@ -205,12 +217,13 @@ def _prefill_impl(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_s
 
 
 _prefill_op = torch.library.custom_op("dsattn::sparse_mla_prefill", _prefill_impl,
-                                      mutates_args=("out", "lse", "scratch_entries", "scratch_masks", "scratch_counts"))
+                                      mutates_args=("out", "lse", "scratch_entries", "scratch_masks", "scratch_counts",
+                                                    "scratch_o", "scratch_lse"))
 
 
 @_prefill_op.register_fake
 def _(q, kv, indices, sm_scale, topk_length, out, lse, variant, scratch_entries, scratch_masks,
-      scratch_counts) -> None:
+      scratch_counts, scratch_o, scratch_lse) -> None:
     return None
 
 
@@ -269,7 +282,7 @@ def sparse_mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Te
         raise ValueError(f"q must have D_qk 512 for an fp8_ds_mla_nope cache (no RoPE part), got {d}")
     check_variant(variant, h)
     variant = variant or default_variant("decode", h, t, _sm_count(q.device))
-    scratch_o, scratch_lse = _check_scratch(scratch, q)
+    scratch_o, scratch_lse = _check_scratch(scratch, q, "scratch", "decode_scratch_spec")
     check_same_device(q=q, kv_cache=kv_cache, indices=indices, topk_length=topk_length, out=out, lse=lse,
                       scratch_o=scratch_o, scratch_lse=scratch_lse)
     out, lse = _outputs(q, d_v, out, lse)
@@ -287,23 +300,24 @@ def sparse_mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Te
     return out, lse
 
 
-def _check_scratch(scratch, q):
-    """(scratch_o, scratch_lse) or (None, None); both contiguous, as combine_splits_kernel reads them."""
+def _check_scratch(scratch, q, arg: str, spec: str):
+    """Split partials (o, lse) or (None, None): decode's `scratch`, prefill's `split_scratch` (`arg`; `spec` names
+    the function that sizes them). Both contiguous, as combine_splits_kernel reads them."""
     if scratch is None:
         return None, None
     scratch = [scratch] if isinstance(scratch, torch.Tensor) else list(scratch)
     if len(scratch) == 0:
         return None, None
     if len(scratch) != 2:
-        raise ValueError(f"scratch must hold the 2 tensors of decode_scratch_spec (or be empty), got {len(scratch)}")
+        raise ValueError(f"{arg} must hold the 2 tensors of {spec} (or be empty), got {len(scratch)}")
     so, sl = scratch
     t, h, _ = q.shape
-    check_tensor("scratch[0]", so, dtype=torch.float32, shape=(t, None, h, LATENT_DIM))
+    check_tensor(f"{arg}[0]", so, dtype=torch.float32, shape=(t, None, h, LATENT_DIM))
     splits = so.shape[1]
     if splits < 1:
-        raise ValueError("scratch[0] must have at least one split (dim 1)")
-    check_tensor("scratch[1]", sl, dtype=torch.float32, shape=(t, splits, h))
-    for name, x in (("scratch[0]", so), ("scratch[1]", sl)):
+        raise ValueError(f"{arg}[0] must have at least one split (dim 1)")
+    check_tensor(f"{arg}[1]", sl, dtype=torch.float32, shape=(t, splits, h))
+    for name, x in ((f"{arg}[0]", so), (f"{arg}[1]", sl)):
         if not x.is_contiguous():
             raise ValueError(f"{name} must be contiguous")
     return so, sl

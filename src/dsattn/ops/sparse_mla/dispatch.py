@@ -12,6 +12,8 @@ Nothing here touches a GPU: the backend's policy and the workspace call these to
 """
 from __future__ import annotations
 
+import os
+
 import torch
 
 from ..._checks import check_int
@@ -89,6 +91,72 @@ def decode_splits(num_tokens: int, num_heads: int, topk: int, variant: str, sm_c
     while programs * splits * 2 <= 2 * sm_count and topk // (splits * 2) >= 256:
         splits *= 2
     return splits
+
+
+# Keys a prefill split walks at least (of topk: a grouped program's union list is at least as long when its tokens list
+# topk valid entries), so that the partials' stores and the combine stay small next to the split's own gathers.
+PREFILL_MIN_SPLIT_KEYS = 256
+
+
+def prefill_programs(num_tokens: int, num_heads: int, variant: str) -> int:
+    """Programs the Hopper prefill kernel (gluon_prefill) launches for one call without splitting: one a group of G
+    tokens for 'native' at <= 32 heads (grouping.group_shape: G = 8 / 4 / 2 at 1..8 / 9..16 / 17..32 heads), else
+    one a token and 64-head block."""
+    num_tokens = max(1, num_tokens)
+    if variant == "native" and num_heads <= MAX_NATIVE_SMALL:
+        hpt = 8
+        while hpt < num_heads:
+            hpt *= 2
+        return -(-num_tokens // (64 // hpt))
+    return num_tokens * -(-num_heads // 64)
+
+
+def prefill_splits(num_tokens: int, num_heads: int, topk: int, variant: str, sm_count: int = DEFAULT_SM_COUNT) -> int:
+    """How many programs share one work item's entries in prefill (1: no split, no partials).
+
+    A short prefill (a bf16 cache's decode step runs here too: SPEC 7) leaves most SMs idle: one program a group
+    or a token walks its whole list alone. Splitting each list into parts that fill the SMs (prefill_programs x
+    splits <= sm_count, one program an SM) cuts that walk; each part keeps at least PREFILL_MIN_SPLIT_KEYS of
+    topk, and a combine launch merges the normalized partials. DSATTN_PREFILL_SPLITS (a whole number >= 1) forces
+    the count, for A/B runs; the plan reads it when asked, so a workspace sized from prefill_split_spec gets it too.
+    """
+    forced = os.environ.get("DSATTN_PREFILL_SPLITS", "").strip()
+    if forced:
+        if not forced.isdigit() or not 1 <= int(forced) <= 64:
+            raise ValueError(f"DSATTN_PREFILL_SPLITS must be a whole number in 1..64, got {forced!r}")
+        return int(forced)
+    programs = prefill_programs(num_tokens, num_heads, variant)
+    splits = 1
+    while programs * splits * 2 <= sm_count and topk // (splits * 2) >= PREFILL_MIN_SPLIT_KEYS:
+        splits *= 2
+    return splits
+
+
+def prefill_split_tokens_max(sm_count: int = DEFAULT_SM_COUNT) -> int | None:
+    """The most tokens a prefill call can have and still split under prefill_splits' own rule (a program packs at
+    most 8 tokens, and a split needs programs x 2 <= sm_count), or None when DSATTN_PREFILL_SPLITS forces a count
+    (any call may split then): a workspace sizes the partials over the call sizes up to this one."""
+    if os.environ.get("DSATTN_PREFILL_SPLITS", "").strip():
+        return None
+    return 8 * (sm_count // 2)
+
+
+def prefill_split_spec(num_tokens: int, num_heads: int, topk: int, variant: str | None = None,
+                       sm_count: int = DEFAULT_SM_COUNT) -> list[tuple[tuple[int, ...], torch.dtype]]:
+    """Scratch of a split prefill (sparse_mla_prefill's split_scratch): [] when prefill_splits is 1, else the two
+    tensors of decode_scratch_spec's form, [((T, splits, H, 512), float32), ((T, splits, H), float32)]
+    (partial outputs normalized per split, partial lse). `variant` None means default_variant("prefill", ...)."""
+    num_tokens = check_int("num_tokens", num_tokens, lo=0)
+    topk = check_int("topk", topk, lo=0)
+    sm_count = check_int("sm_count", sm_count, lo=1)
+    _check_heads(num_heads)
+    variant = variant or default_variant("prefill", num_heads, num_tokens, sm_count)
+    check_variant(variant, num_heads)
+    splits = prefill_splits(num_tokens, num_heads, topk, variant, sm_count)
+    if splits == 1 or num_tokens == 0:
+        return []
+    return [((num_tokens, splits, num_heads, LATENT_DIM), torch.float32),
+            ((num_tokens, splits, num_heads), torch.float32)]
 
 
 def decode_scratch_spec(num_tokens: int, num_heads: int, topk: int, variant: str | None = None,

@@ -564,11 +564,12 @@ if HAVE_GLUON:
             _store_rows(acc * a_smem.load(ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot,
                         stride_oh, 256, HPT)
 
-    @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "token0", "tok_end"])
+    @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "token0", "tok_end", "stride_os", "stride_ls",
+                                  "splits"])
     def sparse_mla_prefill_kernel(
             q_ptr, stride_qt, stride_qh, kv_ptr,
             idx_ptr, stride_it, end_ptr, mask_ptr,
-            out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
+            out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh, stride_os, stride_ls, splits,
             num_slots, num_heads, topk, token0, tok_end, qk_scale,
             stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr,
             HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
@@ -581,9 +582,14 @@ if HAVE_GLUON:
         the same time and may share their gathered rows in L2; at 128 heads s_q 1024 issue 3's table read 1.506 ms
         against 1.515 with the head block as the slower grid axis, within run-to-run spread: session 14,
         bench/results/sparse_mla_s14_prefill_1024_order.json, _eager.json), idx_ptr = indices, end_ptr =
-        topk_length (HAS_LEN) or unused. qk_scale: sm_scale * log2(e)."""
+        topk_length (HAS_LEN) or unused. qk_scale: sm_scale * log2(e).
+        Grid axis 1 = split (`splits` of them, 1: none): the work item's list of hi entries is cut into `splits`
+        parts of whole blocks (cdiv(cdiv(hi, BN), splits) blocks each, the last ones shorter or empty), split s
+        walks part s alone and stores its normalized partial at out_ptr + s * stride_os / lse_ptr + s * stride_ls
+        (an empty part: 0 / -inf), for kernels.combine_splits_kernel."""
         gl.static_assert(G * HPT == 64, "64 rows a program")
         g = gl.program_id(0)
+        sp = gl.program_id(1)
         GROUPED: gl.constexpr = G > 1
         if GROUPED:
             t0 = token0 + g * G
@@ -598,6 +604,14 @@ if HAVE_GLUON:
             hi = topk + g * 0
             if HAS_LEN:
                 hi = gl.minimum(gl.load(end_ptr + t0), topk)
+        # this split's part of the list: [lo, lo + hi) after the cut (splits == 1: lo 0, hi as it is)
+        hi = gl.maximum(hi, 0)
+        per = gl.cdiv(gl.cdiv(hi, BN), splits) * BN
+        lo = sp * per
+        hi = gl.maximum(gl.minimum(hi - lo, per), 0)
+        row_off = row_off + lo
+        out_ptr = out_ptr + sp.to(gl.int64) * stride_os
+        lse_ptr = lse_ptr + sp.to(gl.int64) * stride_ls
         idx_row = idx_ptr + row_off
         mask_row = mask_ptr + row_off
 
@@ -652,14 +666,17 @@ def _profile() -> int:
     return int(v)
 
 
-def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0, tok_end, grid, g, hpt, has_len,
-            cfg: PrefillConfig) -> None:
+def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end, programs, g, hpt, has_len,
+            cfg: PrefillConfig, dest) -> None:
+    """One launch of `programs` work items x dest's splits. dest: (splits, o, o's token / split / head strides,
+    lse, lse's three strides), from _dest."""
     profile = _profile()
+    splits, o, so_t, so_s, so_h, ls, sl_t, sl_s, sl_h = dest
     _fast(  # kernel[grid](...) without Triton's per-call binding once this specialization ran (ops/_fastlaunch.py)
-        sparse_mla_prefill_kernel, grid,
+        sparse_mla_prefill_kernel, (programs, splits),
         q, q.stride(0), q.stride(1), flat,
         idx, stride_i, end, masks,
-        out, out.stride(0), out.stride(1), lse, lse.stride(0), lse.stride(1),
+        o, so_t, so_h, ls, sl_t, sl_h, so_s, sl_s, splits,
         flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
         flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages,
         bool(cfg.f16), profile, SPLIT_V_REGS,
@@ -668,23 +685,39 @@ def _launch(q, flat, idx, stride_i, end, masks, out, lse, sm_scale, topk, token0
     )
 
 
+def _dest(out, lse, splits, part_o, part_lse):
+    """Where the programs store: out / lse (splits 1), else the partials [T, S, H, 512] / [T, S, H]."""
+    if splits == 1:
+        return (1, out, out.stride(0), 0, out.stride(1), lse, lse.stride(0), 0, lse.stride(1))
+    return (splits, part_o, part_o.stride(0), part_o.stride(1), part_o.stride(2),
+            part_lse, part_lse.stride(0), part_lse.stride(1), part_lse.stride(2))
+
+
 def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch=None,
-                      config: PrefillConfig | None = None, pad64: bool = False) -> None:
+                      config: PrefillConfig | None = None, pad64: bool = False, splits: int = 1, part_o=None,
+                      part_lse=None) -> None:
     """Sparse MLA prefill (SPEC 3) over bf16 rows flat [N, D_qk] for q [T, H, D_qk] into out / lse through
     sparse_mla_prefill_kernel. Inputs already validated by sparse_mla_prefill. G > 1 (<= 32 heads): tokens in
     chunks of C * G (C: the groups scratch holds), each chunk's union lists built by grouping.build_groups into
     scratch = (entries, masks, counts) (validated by sparse_mla_prefill; allocated here from
     grouping.prefill_scratch_spec when None), then one launch per chunk. G == 1: one launch of T x (head blocks of
     64) programs. pad64 (the 'pad64' variant): G == 1 at any head count, a token's heads in one 64-row program
-    (rows past H masked: zero q, never stored), scratch unused."""
+    (rows past H masked: zero q, never stored), scratch unused. splits > 1 (a short prefill; dispatch.prefill_splits):
+    each work item's list is walked by `splits` programs into part_o / part_lse ([T, S, H, 512] / [T, S, H] fp32),
+    then launch.combine_splits writes out / lse."""
+    from .launch import combine_splits
     t, h, d = q.shape
     topk = indices.shape[1]
     hpt, g = (64, 1) if pad64 else group_shape(h)
     cfg = config or prefill_config(h, d)
+    if splits > 1 and cfg.vst and cfg.block_n * 512 * 2 < M * 256 * 4:
+        cfg = dataclasses.replace(cfg, vst=0)  # a 32-entry stage cannot hold a half of the fp32 partial
+    dest = _dest(out, lse, splits, part_o, part_lse)
     if g == 1:
         end = topk_length if topk_length is not None else indices
-        _launch(q, flat, indices, indices.stride(0), end, indices, out, lse, sm_scale, topk, 0, t,
-                (t * -(-h // hpt),), 1, hpt, topk_length is not None, cfg)
+        _launch(q, flat, indices, indices.stride(0), end, indices, sm_scale, topk, 0, t,
+                t * -(-h // hpt), 1, hpt, topk_length is not None, cfg, dest)
+        combine_splits(out, lse, part_o, part_lse, splits)
         return
     if scratch is None:
         scratch = [torch.empty(shape, dtype=dt, device=q.device) for shape, dt in prefill_scratch_spec(t, h, topk)]
@@ -693,5 +726,6 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
     for token0 in range(0, t, chunk):
         n = min(chunk, t - token0)
         groups = _build_groups(indices, topk_length, flat.shape[0], g, token0, n, entries, masks, counts, -(-n // g))
-        _launch(q, flat, entries, entries.stride(0), counts, masks, out, lse, sm_scale, topk, token0, token0 + n,
-                (groups,), g, hpt, False, cfg)
+        _launch(q, flat, entries, entries.stride(0), counts, masks, sm_scale, topk, token0, token0 + n,
+                groups, g, hpt, False, cfg, dest)
+    combine_splits(out, lse, part_o, part_lse, splits)

@@ -462,15 +462,20 @@ def use_gluon_prefill(q, kv, variant: str, impl: str | None = None) -> bool:
     return True
 
 
-def launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, config=None, scratch=None):
+def launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, config=None, scratch=None, part_o=None,
+                   part_lse=None):
     """kv [N, D_qk] bf16 flat view; the rest as sparse_mla_prefill (already validated). scratch: the grouped
     prefill kernel's (entries, masks, counts) (grouping.prefill_scratch_spec) or None (allocated when that kernel
-    runs and needs them); other kernels ignore it."""
+    runs and needs them); other kernels ignore it. part_o / part_lse: split partials [T, S, H, 512] / [T, S, H]
+    (dispatch.prefill_split_spec) or None; S > 1 runs S programs over each work item's list and one combine."""
+    splits = part_o.shape[1] if part_o is not None else 1
     if config is None and use_gluon_prefill(q, kv, variant):
         from .gluon_prefill import run_prefill_gluon
-        run_prefill_gluon(q, kv, indices, sm_scale, topk_length, out, lse, scratch, pad64=variant == "pad64")
+        run_prefill_gluon(q, kv, indices, sm_scale, topk_length, out, lse, scratch, pad64=variant == "pad64",
+                          splits=splits, part_o=part_o, part_lse=part_lse)
         return
-    run_attention(q, kv, KVLayout.BF16, indices, sm_scale, topk_length, out, lse, variant, config=config)
+    run_attention(q, kv, KVLayout.BF16, indices, sm_scale, topk_length, out, lse, variant, splits, part_o, part_lse,
+                  config=config)
 
 
 def launch_decode(q, kv_flat, indices, sm_scale, layout, topk_length, out, lse, variant, scratch_o, scratch_lse,
