@@ -111,7 +111,13 @@ def graph_replay(fn: Callable[[], object]) -> Callable[[], object]:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
-    return graph.replay
+
+    def replay(_keep=fn):
+        # _keep: fn's closure holds what the graph reads and writes outside its own pool (a caller's scratch made
+        # once beside fn); dropped, the caching allocator would hand that memory to the next allocation while the
+        # graph still uses it (session 38: the split sweep's first version read freed union lists)
+        graph.replay()
+    return replay
 
 
 def graph_ms(fn: Callable[[], object], reps: int = 20, replays: int = 20) -> float:
