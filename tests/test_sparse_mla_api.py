@@ -199,7 +199,7 @@ def test_check_close_holds_empty_rows_to_exact_zero():
 
 def test_prefill_split_plan(monkeypatch):
     """dispatch.prefill_splits: a short prefill's programs (a group of G tokens, or a token's 64-head block) fill the
-    SMs, each split keeping >= 256 keys of topk; prefill_split_spec sizes the partials; DSATTN_PREFILL_SPLITS forces
+    SMs, each split keeping >= 64 keys of topk; prefill_split_spec sizes the partials; DSATTN_PREFILL_SPLITS forces
     a count (bad values name it)."""
     from dsattn.ops.sparse_mla import prefill_split_spec
     from dsattn.ops.sparse_mla.dispatch import prefill_programs, prefill_split_tokens_max, prefill_splits
@@ -207,11 +207,12 @@ def test_prefill_split_plan(monkeypatch):
     assert [prefill_programs(50, h, "native") for h in (1, 8, 16, 32, 64, 100, 128)] == [7, 7, 13, 25, 50, 100, 100]
     assert prefill_programs(50, 8, "pad64") == 50 and prefill_programs(0, 8, "pad64") == 1
     assert prefill_splits(32, 8, 2048, "pad64", 132) == 4       # 32 x 4 = 128 programs
-    assert prefill_splits(32, 8, 2048, "native", 132) == 8      # 4 groups x 8; 2048 / 8 = 256 keys
-    assert prefill_splits(1, 128, 2048, "native", 132) == 8
+    assert prefill_splits(32, 8, 2048, "native", 132) == 32     # 4 groups x 32; 2048 / 32 = 64 keys
+    assert prefill_splits(1, 128, 2048, "native", 132) == 32    # 64 parts would keep 32 keys
     assert prefill_splits(1024, 8, 2048, "native", 132) == 1    # 128 groups fill the SMs already
     assert prefill_splits(66, 64, 2048, "native", 132) == 2 and prefill_splits(67, 64, 2048, "native", 132) == 1
-    assert prefill_splits(3, 8, 511, "pad64", 132) == 1         # no split keeps 256 keys
+    assert prefill_splits(3, 8, 511, "pad64", 132) == 4
+    assert prefill_splits(3, 8, 127, "pad64", 132) == 1         # no split keeps 64 keys
     top = prefill_split_tokens_max(132)
     assert top == 528
     for h in (1, 8, 16, 32, 64, 128):

@@ -94,8 +94,12 @@ def decode_splits(num_tokens: int, num_heads: int, topk: int, variant: str, sm_c
 
 
 # Keys a prefill split walks at least (of topk: a grouped program's union list is at least as long when its tokens list
-# topk valid entries), so that the partials' stores and the combine stay small next to the split's own gathers.
-PREFILL_MIN_SPLIT_KEYS = 256
+# topk valid entries): one 64-entry block of gluon_prefill. H200, the 64 cases of bench/prefill_splits_sweep.py (8..128
+# heads, both variants, 1..1024 tokens, 1..32 splits; bench/results/prefill_splits_sweep_s38.json): with 64 the plan's
+# count took 1.002x the best count's time on average (worst 1.093x), with 128 1.022x (1.179x), with 256 1.075x
+# (1.447x: 1 or 8 tokens want 16-32 parts of 2048 keys); filling two waves instead of one was worse at every minimum
+# (1.10-1.13x).
+PREFILL_MIN_SPLIT_KEYS = 64
 
 
 def prefill_programs(num_tokens: int, num_heads: int, variant: str) -> int:
