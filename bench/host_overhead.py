@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import io
 import pstats
 import sys
@@ -93,9 +94,9 @@ def _install_stub() -> None:
     launch.gluon_usable = lambda q, flat, layout, hp: hp <= 32
     launch.g64_usable = lambda q, flat: True
 
-    def use_gluon_prefill(q, kv, variant, impl=None):
+    def use_gluon_prefill(q, kv, variant, impl=None):  # launch.use_gluon_prefill on sm_90 (both variants)
         impl = impl or launch.sparse_mla_impl()
-        if impl not in ("gluon_prefill", "auto") or (variant != "native" and q.shape[1] <= 32):
+        if impl not in ("gluon_prefill", "auto"):
             return False
         return impl == "gluon_prefill" or launch.gluon_prefill_preferred(q.shape[1])
     launch.use_gluon_prefill = use_gluon_prefill
@@ -227,9 +228,13 @@ def main() -> int:
     cases = [("decode fp8 8h 512", decode_case(512, 8, "fp8_ds_mla", dev)),
              ("decode fp8 64h 512", decode_case(512, 64, "fp8_ds_mla", dev)),
              ("prefill 8h 1024", prefill_case(1024, 8, dev)),
-             ("prefill 64h 1024", prefill_case(1024, 64, dev))]
+             ("prefill 64h 1024", prefill_case(1024, 64, dev)),
+             ("prefill 8h 32 (pad64, split: the plan)", prefill_case(32, 8, dev)),
+             ("prefill 8h 32 (pad64, DSATTN_PREFILL_SPLITS=1)", prefill_case(32, 8, dev))]
     print(f"{'GPU' if gpu else 'stub (CPU box)'}; n {n}, least of {args.reps} rounds", flush=True)
     for name, case in cases:
+        if "SPLITS=1" in name:  # read when the case's scratch is sized (ours) and at each call
+            os.environ["DSATTN_PREFILL_SPLITS"] = "1"
         fn, _, _ = ours(case)
         fn()
         fn()
