@@ -82,8 +82,24 @@ def _allocations():
     return torch.cuda.memory_stats()["allocation.all.allocated"]
 
 
+def _allocator_bytes(nbytes):
+    """What the caching allocator counts as allocated for one request of `nbytes` in an empty cache: the request
+    rounded to 512 bytes, or its whole segment (requests over 1 MiB get segments rounded up to 2 MiB) when the rest
+    of that segment is under 1 MiB, which the allocator does not split off. Session 38: a 57.18 MiB workspace was
+    counted as 58 MiB (0.82 MiB over a 1% bound; bench/ws_peak_debug.py), while 56.49 MiB was counted as asked."""
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_allocated()
+    probe = torch.empty(nbytes, dtype=torch.uint8, device=DEV)
+    counted = torch.cuda.memory_allocated() - before
+    del probe
+    torch.cuda.empty_cache()
+    return counted
+
+
 def _check_zero_allocation_and_peak(attn, run_step, base):
-    """Warm up (compiles, autotunes), lock, then one step must allocate nothing and peak at the prediction."""
+    """Warm up (compiles, autotunes), lock, then one step must allocate nothing and peak at the prediction (as the
+    caching allocator counts a request of the predicted bytes: _allocator_bytes)."""
     predicted = attn.workspace_bytes
     for _ in range(2):
         run_step()
@@ -95,7 +111,8 @@ def _check_zero_allocation_and_peak(attn, run_step, base):
     torch.cuda.synchronize()
     assert _allocations() == before, f"{_allocations() - before} device allocations in a warm step"
     peak = torch.cuda.max_memory_allocated() - base
-    assert abs(peak - predicted) <= 0.01 * predicted, f"peak {peak} bytes, predicted {predicted}"
+    counted = _allocator_bytes(predicted)
+    assert abs(peak - counted) <= 0.01 * predicted, f"peak {peak} bytes, predicted {predicted} (counted {counted})"
     assert attn.workspace_bytes == predicted
 
 
