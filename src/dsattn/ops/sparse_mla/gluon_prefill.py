@@ -94,7 +94,7 @@ Splits (session 38): below one wave of programs (a short prefill, or a bf16-cach
 is cut into parts of whole blocks (dispatch.prefill_splits: programs x parts <= SMs, >= 64 keys a part), grid axis 1
 walks one part each into normalized fp32 partials [T, S, H, 512] / [T, S, H] (an empty part: 0 / -inf), and
 launch.combine_splits merges them into out / lse. H200, CUDA-graph replays (bench/results/prefill_splits_sweep_s38.json):
-8 heads 32 tokens pad64 0.089 -> 0.032 ms, native 0.232 -> 0.051; 64 heads 1 token 0.102 -> 0.027.
+8 heads 32 tokens pad64 0.089 -> 0.032 ms, native 0.232 -> 0.052; 64 heads 1 token 0.102 -> 0.020.
 """
 from __future__ import annotations
 
