@@ -271,3 +271,12 @@ def test_prefill_custom_op_traces_with_splits():
         got = torch.compile(fn, fullgraph=True, backend="aot_eager")(q, kv, idx, *args)
         torch.testing.assert_close(got[0].float(), ref[0], atol=1e-2, rtol=1e-2)
         torch.testing.assert_close(got[1], ref[1])
+
+
+def test_next_pow2_matches_triton():
+    """ops._triton.next_pow2 (launch code's power of two, without Triton's ConstexprFunction call) gives
+    triton.next_power_of_2's values."""
+    triton = pytest.importorskip("triton")
+    from dsattn.ops._triton import next_pow2
+    for n in list(range(0, 5000)) + [(1 << 20) - 1, 1 << 20, (1 << 20) + 1, (1 << 31) - 1]:
+        assert next_pow2(n) == triton.next_power_of_2(n), n

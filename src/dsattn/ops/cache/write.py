@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from ...formats import LATENT_DIM, KVLayout, infer_layout
-from .._triton import tl, triton
+from .._triton import next_pow2, tl, triton
 
 if triton is not None:
 
@@ -104,7 +104,7 @@ def launch_write_kv(latent: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: 
     row = kv_cache.shape[2] if layout is KVLayout.BF16 else layout.row_bytes(d)
     _write_kv_kernel[(t,)](latent, latent.stride(0), kv_cache, slot_mapping, num_slots,
                            D=d, ROW=row, FP8=layout.is_fp8, HAS_ROPE_IN=d > LATENT_DIM,
-                           ROPE_OUT=layout is KVLayout.FP8_DS_MLA, DP=triton.next_power_of_2(d), num_warps=4)
+                           ROPE_OUT=layout is KVLayout.FP8_DS_MLA, DP=next_pow2(d), num_warps=4)
 
 
 def launch_write_indexer(k: torch.Tensor, indexer_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:

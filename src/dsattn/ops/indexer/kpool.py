@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from .._triton import tl, triton
+from .._triton import next_pow2, tl, triton
 from ..cache.write import quantize_groups
 
 if triton is not None:
@@ -112,7 +112,7 @@ if triton is not None:
 def launch_kpool_update(k, gate, ape, positions, token_req, block_table, pooled_cache, tail_state, state_slot):
     t = k.shape[0]
     kpool = ape.shape[0]
-    pp = triton.next_power_of_2(kpool)
+    pp = next_pow2(kpool)
     _pool_kernel[(t,)](k, k.stride(0), gate, gate.stride(0), ape, positions, token_req, t, block_table,
                        block_table.stride(0), pooled_cache, pooled_cache.shape[1], tail_state, state_slot,
                        P=kpool, PP=pp, num_warps=1)
@@ -122,7 +122,7 @@ def launch_kpool_update(k, gate, ape, positions, token_req, block_table, pooled_
 
 def launch_kpool_expand(pool_topk: torch.Tensor, positions: torch.Tensor, kpool: int, out: torch.Tensor) -> None:
     t, kp = pool_topk.shape
-    block = min(256, triton.next_power_of_2(max(kp, 1)))
+    block = min(256, next_pow2(max(kp, 1)))
     grid = (t, triton.cdiv(kp, block) + 1)
     _expand_kernel[grid](pool_topk, pool_topk.stride(0), positions, out, out.stride(0), kp,
-                         P=kpool, PP=triton.next_power_of_2(kpool), BLOCK=block, num_warps=4)
+                         P=kpool, PP=next_pow2(kpool), BLOCK=block, num_warps=4)

@@ -13,7 +13,7 @@ tiles (a split) when there are too few row blocks to fill the GPU.
 from __future__ import annotations
 
 from ...formats import FP8
-from .._triton import interpreting, sm_count, tl, triton
+from .._triton import interpreting, next_pow2, sm_count, tl, triton
 
 
 if triton is not None:
@@ -142,7 +142,7 @@ def default_logits_config(num_rows: int, num_heads: int, device) -> dict:
     """Block sizes of the prefill kernel (from the H200 sweep in notes/indexer.md)."""
     # BT * heads = 256 query columns per key tile: the fastest of the sweep on the H200
     # (bench/results/indexer_sweep.json, 8192 x 131072 causal tail, 32 heads: BT 8, BN 64, 4 warps)
-    bt = max(1, 256 // max(32, triton.next_power_of_2(num_heads)))
+    bt = max(1, 256 // max(32, next_pow2(num_heads)))
     cfg = dict(BT=bt, BN=64, num_warps=4, num_stages=3, splits=None)
     if interpreting():
         cfg.update(BN=16, num_warps=4, num_stages=1)

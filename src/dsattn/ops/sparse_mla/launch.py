@@ -12,7 +12,7 @@ import torch
 from ...formats import FP8, LATENT_DIM, KVLayout
 from .._fastlaunch import KernelPointer
 from .._fastlaunch import launch as _fast
-from .._triton import allow_runtime_loop_bounds, interpreting, sm_count, triton
+from .._triton import allow_runtime_loop_bounds, interpreting, next_pow2, sm_count
 from .dispatch import DEFAULT_SM_COUNT, default_variant, heads_per_program
 from .kernels import combine_splits_kernel, sparse_mla_kernel
 
@@ -353,7 +353,7 @@ def combine_splits(out, lse, part_o, part_lse, splits: int) -> None:
     if splits > 1:
         t, h = out.shape[0], out.shape[1]
         _fast(combine_splits_kernel, (t, h), part_o, part_lse, out, out.stride(0), out.stride(1), lse, lse.stride(0),
-              lse.stride(1), h, splits, triton.next_power_of_2(splits), num_warps=4)
+              lse.stride(1), h, splits, next_pow2(splits), num_warps=4)
 
 
 def _gluon_hp(num_heads: int) -> int:
