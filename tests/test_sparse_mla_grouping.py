@@ -359,9 +359,10 @@ def test_dense_limit(spy, monkeypatch, g, k, words):
     """num_slots at dense_max_slots runs dense (the last slot in the last field of the last word), one more runs
     the hash path; the limit is the register cap DENSE_WORDS or the masks row's G * K columns, whichever is less
     (g 2, k 4: 8 columns)."""
+    from dsattn.ops._triton import next_pow2
     from dsattn.ops.sparse_mla import grouping
     monkeypatch.setattr(grouping, "DENSE_WORDS", words)
-    gp = grouping._next_pow2(g)
+    gp = next_pow2(g)
     top = min(words, g * k) * (32 // gp)
     assert grouping.dense_max_slots(g, k) == top
     assert grouping.dense_fits(top, g, k) and not grouping.dense_fits(top + 1, g, k)

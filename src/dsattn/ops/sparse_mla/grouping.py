@@ -150,7 +150,7 @@ import torch
 
 from ..._checks import check_tensor
 from .._fastlaunch import launch as _fast
-from .._triton import HAVE_TRITON, interpreting, kernels_available, triton, tl
+from .._triton import HAVE_TRITON, interpreting, kernels_available, next_pow2, triton, tl
 
 __all__ = ["group_shape", "prefill_scratch_spec", "build_groups", "build_groups_reference",
            "SCRATCH_CAP_BYTES", "MAX_GROUP"]
@@ -768,17 +768,13 @@ if HAVE_TRITON:
                 tl.store(cnt_ptr + c, -1)
 
 
-def _next_pow2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
 INLINE_DUPS = False  # see _group_union_kernel; the bench's --inline-dups times the other choice
 
 
 def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups, num_warps=None,
             inline_dups=None):
     k = indices.shape[1]
-    gp, kp = _next_pow2(G), _next_pow2(k)
+    gp, kp = next_pow2(G), next_pow2(k)
     wide = num_slots * gp + gp > 2**31 - 1
     inline = INLINE_DUPS if inline_dups is None else inline_dups
     if num_warps is None:
@@ -844,12 +840,12 @@ def _launch_hash1(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     """IMPL 'hash1': _hash_fused_kernel, one program a group, one launch."""
     k = indices.shape[1]
     ts = G * k
-    gp, kp = _next_pow2(G), _next_pow2(k)
+    gp, kp = next_pow2(G), next_pow2(k)
     _fast(_hash_fused_kernel, (groups,),
         indices, indices.stride(0), topk_length if topk_length is not None else indices, num_slots, token0, ntokens,
         entries, entries.stride(0), masks, masks.stride(0), counts, k, ts,
-        G=G, BK=min(_next_pow2(k), HASH1[0]), W=min(HASH_W, ts & -ts), MAX_ROUNDS=HASH_MAX_ROUNDS,
-        CB=min(_next_pow2(ts), HASH_COMPACT[0]), GP=gp, KP=kp, HAS_LEN=topk_length is not None,
+        G=G, BK=min(next_pow2(k), HASH1[0]), W=min(HASH_W, ts & -ts), MAX_ROUNDS=HASH_MAX_ROUNDS,
+        CB=min(next_pow2(ts), HASH_COMPACT[0]), GP=gp, KP=kp, HAS_LEN=topk_length is not None,
         WIDE=num_slots * gp + gp > 2**31 - 1, REBUILD=HASH_REBUILD, num_warps=1 if interpreting() else HASH1[1])
 
 
@@ -859,8 +855,8 @@ def _launch_hash(indices, topk_length, num_slots, G, token0, ntokens, entries, m
     k = indices.shape[1]
     ts = G * k
     interp = interpreting()
-    bk = min(_next_pow2(k), HASH_PROBE[0])
-    cb = min(_next_pow2(ts), HASH_COMPACT[0])
+    bk = min(next_pow2(k), HASH_PROBE[0])
+    cb = min(next_pow2(ts), HASH_COMPACT[0])
     len_ptr = topk_length if topk_length is not None else indices
     has_len = topk_length is not None
     nb = -(-ts // cb)
@@ -874,7 +870,7 @@ def _launch_hash(indices, topk_length, num_slots, G, token0, ntokens, entries, m
           MAX_ROUNDS=HASH_MAX_ROUNDS, HAS_LEN=has_len, num_warps=pw)
     _fast(_hash_mark_kernel, grid, *src, masks, masks.stride(0), counts, k, ts, groups, G=G, BK=bk, W=w,
           HAS_LEN=has_len, num_warps=pw)
-    gp, kp = _next_pow2(G), _next_pow2(k)
+    gp, kp = next_pow2(G), next_pow2(k)
     _fast(_hash_compact_kernel, (groups,), *src, masks, masks.stride(0), counts, k, ts, G=G, CB=cb, GP=gp, KP=kp,
           HAS_LEN=has_len, WIDE=num_slots * gp + gp > 2**31 - 1, REBUILD=HASH_REBUILD,
           num_warps=1 if interp else HASH_COMPACT[1])
@@ -883,7 +879,7 @@ def _launch_hash(indices, topk_length, num_slots, G, token0, ntokens, entries, m
 def dense_layout(num_slots: int, G: int) -> tuple[int, int, int]:
     """(GP, SPW, D) of the dense map: GP = next power of 2 of G bits a slot (its field), SPW = 32 // GP slots a
     word, D = max(1, cdiv(num_slots, SPW)) words a group."""
-    gp = _next_pow2(G)
+    gp = next_pow2(G)
     spw = 32 // gp
     return gp, spw, max(1, -(-num_slots // spw))
 
@@ -921,7 +917,7 @@ def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, 
         from . import grouping_smem
         grouping_smem.launch_union(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups,
                                    gp, spw, d, _fast)
-        kp = _next_pow2(k)
+        kp = next_pow2(k)
         if DENSE_REBUILD:
             _fast(_group_union_dups_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts,
                   k, G=G, GP=gp, KP=kp, HAS_LEN=has_len, WIDE=num_slots * gp + gp > 2**31 - 1,
@@ -932,15 +928,15 @@ def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, 
         grouping_smem.launch_map(indices, topk_length, num_slots, G, token0, ntokens, masks, counts, groups, gp, spw,
                                  d, _fast)
     else:
-        cb = min(_next_pow2(d), 1024)
+        cb = min(next_pow2(d), 1024)
         nb = -(-d // cb)
         _fast(_dense_clear_kernel, (groups * nb,), masks, masks.stride(0), counts, d, groups, nb, CB=cb,
               num_warps=1 if interp else 4)
-        bk = min(_next_pow2(k), DENSE_INSERT[0])
+        bk = min(next_pow2(k), DENSE_INSERT[0])
         _fast(_dense_insert_kernel, (groups * G * -(-k // bk),),
             *src, masks, masks.stride(0), counts, k, G=G, GP=gp, SPW=spw, LOG_SPW=spw.bit_length() - 1, BK=bk,
             HAS_LEN=has_len, num_warps=1 if interp else DENSE_INSERT[1])
-    dw, kp = _next_pow2(d), _next_pow2(k)
+    dw, kp = next_pow2(d), next_pow2(k)
     wide = num_slots * gp + gp > 2**31 - 1
     inline = DENSE_INLINE and DENSE_REBUILD
     work = max(dw, gp * kp) if inline else dw
