@@ -148,12 +148,12 @@ def main():
                     sp = args.splits
                     po = torch.empty(q.shape[0], sp, q.shape[1], 512)
                     pl = torch.empty(q.shape[0], sp, q.shape[1])
-                    saved_combine, launch.combine_splits = launch.combine_splits, lambda *a: None
+                    saved_combine, gluon_prefill.combine_splits = gluon_prefill.combine_splits, lambda *a: None
                     try:
                         gluon_prefill.run_prefill_gluon(q, rows, idx, 0.1, None, out, lse, config=cfg, splits=sp,
                                                         part_o=po, part_lse=pl)
                     finally:
-                        launch.combine_splits = saved_combine
+                        gluon_prefill.combine_splits = saved_combine
                 elif pf:
                     gluon_prefill.run_prefill_gluon(q, rows, idx, 0.1, None, out, lse, config=cfg)
                 else:

@@ -116,6 +116,7 @@ except Exception:  # pragma: no cover - older triton without Gluon
 from ...formats import LATENT_DIM
 from .._fastlaunch import launch as _fast
 from .grouping import _build_groups, group_shape, prefill_scratch_spec
+from .launch import combine_splits
 from .named_config import named_spec, parse_named
 
 if HAVE_GLUON:
@@ -711,7 +712,6 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
     (rows past H masked: zero q, never stored), scratch unused. splits > 1 (a short prefill; dispatch.prefill_splits):
     each work item's list is walked by `splits` programs into part_o / part_lse ([T, S, H, 512] / [T, S, H] fp32),
     then launch.combine_splits writes out / lse."""
-    from .launch import combine_splits
     t, h, d = q.shape
     topk = indices.shape[1]
     hpt, g = (64, 1) if pad64 else group_shape(h)
