@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Session 39. Call `b`: short prefills beside FlashMLA as CUDA-graph replays (session 38 left them eager only, where
+# both are host-bound), and where a split short prefill's GPU time goes per kernel (is the combine launch worth
+# folding into the split kernel?).
+# PREDICTION: ours (split by the plan) 0.014-0.05 ms at 1-32 tokens, 8-32 heads; FlashMLA padded to 64 ~0.03-0.06
+# (its eager 0.066 at 32 tokens includes host time); the combine 2-5 us of a split call.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s39.sh b
+set -u
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_GROUPING_IMPL DSATTN_PREFILL_SCRATCH_MIB \
+  DSATTN_PREFILL_SPLITS
+R=$OUT/r; mkdir -p $R; L=$OUT/s39.log
+nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
+pack() { tar -czf $OUT/r.tgz -C $OUT r s39.log; }
+case "$1" in
+b)
+  t0=$(date +%s)
+  timeout 150 python bench/prefill_split_kernels.py --out $R --name prefill_split_kernels_s39 > $R/split_kernels.log 2>&1
+  echo "split kernels rc=$? $(( $(date +%s) - t0 )) s" >> $L; cat $R/split_kernels.log >> $L; pack
+  export PYTHONPATH=$PWD/src:$PWD/.peer:$PWD/../.peer
+  t0=$(date +%s)
+  timeout 360 python -m dsattn.cli bench kernels --op sparse_mla --cases prefill --heads 8,16,32,64,128 \
+    --tokens 1,8,32,128 --impl auto --graph --rounds 3 --rep-ms 20 --out $R --name sparse_mla_s39_prefill_short_graph \
+    > $R/prefill_short.log 2>&1
+  echo "prefill short graph rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -E "dsattn:|flashmla:" $R/prefill_short.log >> $L
+  ;;
+esac
+pack
