@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Session 39. Call `b`: short prefills beside FlashMLA as CUDA-graph replays (session 38 left them eager only, where
+# Session 39. Call `c`: small-batch decode split-K, every count against none and the plan (dispatch.decode_splits:
+# >= 256 keys a part, programs x parts <= 2 x SMs; never swept), as graph replays (bench/decode_splits_sweep.py).
+# PREDICTION: as the prefill sweep (session 38), 1-16 tokens at 8-32 heads want 16-32 parts where the plan gives 8.
+# Call `b`: short prefills beside FlashMLA as CUDA-graph replays (session 38 left them eager only, where
 # both are host-bound), and where a split short prefill's GPU time goes per kernel (is the combine launch worth
 # folding into the split kernel?).
 # PREDICTION: ours (split by the plan) 0.014-0.05 ms at 1-32 tokens, 8-32 heads; FlashMLA padded to 64 ~0.03-0.06
 # (its eager 0.066 at 32 tokens includes host time); the combine 2-5 us of a split call.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s39.sh b
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s39.sh b|c
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_GROUPING_IMPL DSATTN_PREFILL_SCRATCH_MIB \
@@ -23,6 +26,11 @@ b)
     --tokens 1,8,32,128 --impl auto --graph --rounds 3 --rep-ms 20 --out $R --name sparse_mla_s39_prefill_short_graph \
     > $R/prefill_short.log 2>&1
   echo "prefill short graph rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -E "dsattn:|flashmla:" $R/prefill_short.log >> $L
+  ;;
+c)
+  t0=$(date +%s)
+  timeout 500 python bench/decode_splits_sweep.py --out $R --name decode_splits_sweep_s39 > $R/decode_sweep.log 2>&1
+  echo "decode sweep rc=$? $(( $(date +%s) - t0 )) s" >> $L; cat $R/decode_sweep.log >> $L
   ;;
 esac
 pack
