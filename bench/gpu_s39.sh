@@ -7,7 +7,7 @@
 # folding into the split kernel?).
 # PREDICTION: ours (split by the plan) 0.014-0.05 ms at 1-32 tokens, 8-32 heads; FlashMLA padded to 64 ~0.03-0.06
 # (its eager 0.066 at 32 tokens includes host time); the combine 2-5 us of a split call.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s39.sh b|c
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s39.sh b|c|d
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_GROUPING_IMPL DSATTN_PREFILL_SCRATCH_MIB \
@@ -31,6 +31,17 @@ c)
   t0=$(date +%s)
   timeout 500 python bench/decode_splits_sweep.py --out $R --name decode_splits_sweep_s39 > $R/decode_sweep.log 2>&1
   echo "decode sweep rc=$? $(( $(date +%s) - t0 )) s" >> $L; cat $R/decode_sweep.log >> $L
+  ;;
+d)
+  # after the decode plan change (one wave, 64 keys): the plan against every count over nope and other token counts,
+  # then the decode and backend GPU test files (the workspace's split-K reservation follows the plan)
+  t0=$(date +%s)
+  timeout 120 python bench/decode_splits_sweep.py --layouts fp8_ds_mla_nope,fp8_ds_mla --heads 8,32,64 --variants native \
+    --tokens 2,8,32 --rounds 3 --out $R --name decode_splits_sweep_s39_check > $R/decode_check.log 2>&1
+  echo "decode check rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -E "plan|->" $R/decode_check.log >> $L; pack
+  N=16 LIMIT=330 bash bench/gpu_tests_sharded.sh $R/tests_d tests/gpu/test_sparse_mla_gpu.py \
+    tests/gpu/test_sparse_mla_rx_gpu.py tests/gpu/test_backend_gpu.py
+  cat $R/tests_d/summary.log >> $L
   ;;
 esac
 pack

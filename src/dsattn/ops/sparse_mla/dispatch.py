@@ -77,18 +77,24 @@ def heads_per_program(variant: str, num_heads: int) -> int:
     return 64
 
 
+# Keys a decode split walks at least: one 64-entry block. H200, fp8_ds_mla, topk 2048, `uniform` indices, 8..128 heads,
+# both variants, 1 / 4 / 16 / 64 tokens, 1..32 parts, CUDA-graph replays (bench/decode_splits_sweep.py,
+# bench/results/decode_splits_sweep_s39.json): this rule (one wave, 64 keys) picked the fastest count in 31 of the 32
+# cases (16 heads native, 64 tokens: 2 parts, 1.08x the time of 4), on average 1.003x the best time; the plan before
+# it (two waves, 256 keys) averaged 1.23x, worst 1.54x (1-4 tokens took 8 parts where 16-32 won: 64 heads, 1 token
+# 0.0275 vs 0.0184 ms), and took twice the best count at 64 tokens (up to 1.20x).
+DECODE_MIN_SPLIT_KEYS = 64
+
+
 def decode_splits(num_tokens: int, num_heads: int, topk: int, variant: str, sm_count: int = DEFAULT_SM_COUNT) -> int:
     """How many programs share one token's top-k list in decode (1: no split-K, no scratch).
 
-    Splitting pays only when the token x head-block programs cannot fill the GPU; each part must keep
-    at least 256 keys so the combine stays cheap next to the gather.
+    Splitting pays only when the token x head-block programs cannot fill the GPU: the parts fill one wave
+    (programs x splits <= sm_count), each keeping at least DECODE_MIN_SPLIT_KEYS of topk, as prefill_splits.
     """
-    hb = heads_per_program(variant, num_heads)
-    programs = max(1, num_tokens) * -(-num_heads // hb)
-    if programs >= sm_count:
-        return 1
+    programs = max(1, num_tokens) * -(-num_heads // heads_per_program(variant, num_heads))
     splits = 1
-    while programs * splits * 2 <= 2 * sm_count and topk // (splits * 2) >= 256:
+    while programs * splits * 2 <= sm_count and topk // (splits * 2) >= DECODE_MIN_SPLIT_KEYS:
         splits *= 2
     return splits
 
