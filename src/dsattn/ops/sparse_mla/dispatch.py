@@ -93,8 +93,13 @@ def decode_splits(num_tokens: int, num_heads: int, topk: int, variant: str, sm_c
     (programs x splits <= sm_count), each keeping at least DECODE_MIN_SPLIT_KEYS of topk, as prefill_splits.
     """
     programs = max(1, num_tokens) * -(-num_heads // heads_per_program(variant, num_heads))
+    return _one_wave_splits(programs, topk, sm_count, DECODE_MIN_SPLIT_KEYS)
+
+
+def _one_wave_splits(programs: int, topk: int, sm_count: int, min_keys: int) -> int:
+    """The largest power of two of parts with programs x parts <= sm_count and >= min_keys of topk a part (>= 1)."""
     splits = 1
-    while programs * splits * 2 <= sm_count and topk // (splits * 2) >= DECODE_MIN_SPLIT_KEYS:
+    while programs * splits * 2 <= sm_count and topk // (splits * 2) >= min_keys:
         splits *= 2
     return splits
 
@@ -135,11 +140,7 @@ def prefill_splits(num_tokens: int, num_heads: int, topk: int, variant: str, sm_
         if not forced.isdigit() or not 1 <= int(forced) <= 64:
             raise ValueError(f"DSATTN_PREFILL_SPLITS must be a whole number in 1..64, got {forced!r}")
         return int(forced)
-    programs = prefill_programs(num_tokens, num_heads, variant)
-    splits = 1
-    while programs * splits * 2 <= sm_count and topk // (splits * 2) >= PREFILL_MIN_SPLIT_KEYS:
-        splits *= 2
-    return splits
+    return _one_wave_splits(prefill_programs(num_tokens, num_heads, variant), topk, sm_count, PREFILL_MIN_SPLIT_KEYS)
 
 
 def prefill_split_tokens_max(sm_count: int = DEFAULT_SM_COUNT) -> int | None:
