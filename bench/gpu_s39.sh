@@ -7,7 +7,7 @@
 # folding into the split kernel?).
 # PREDICTION: ours (split by the plan) 0.014-0.05 ms at 1-32 tokens, 8-32 heads; FlashMLA padded to 64 ~0.03-0.06
 # (its eager 0.066 at 32 tokens includes host time); the combine 2-5 us of a split call.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s39.sh b|c|d
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s39.sh b|c|d|e
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_GROUPING_IMPL DSATTN_PREFILL_SCRATCH_MIB \
@@ -42,6 +42,15 @@ d)
   N=16 LIMIT=330 bash bench/gpu_tests_sharded.sh $R/tests_d tests/gpu/test_sparse_mla_gpu.py \
     tests/gpu/test_sparse_mla_rx_gpu.py tests/gpu/test_backend_gpu.py
   cat $R/tests_d/summary.log >> $L
+  ;;
+e)
+  # the combine's share of a small-batch decode at the new plan, and the split prefill's kernels with the fixed script
+  python bench/prefill_split_kernels.py --decode fp8_ds_mla --cases 8:native:1,8:native:4,8:native:16,8:native:64,32:native:4,64:native:1,64:native:16,128:native:16 \
+    --out $R --name decode_split_kernels_s39 > $R/decode_kernels.log 2>&1
+  echo "decode kernels rc=$?" >> $L; grep -v -i warn $R/decode_kernels.log >> $L; pack
+  python bench/prefill_split_kernels.py --cases 8:pad64:1,8:pad64:8,8:pad64:32,8:native:128,32:native:32,64:native:8 \
+    --out $R --name prefill_split_kernels_s39b > $R/split_kernels_b.log 2>&1
+  echo "split kernels rc=$?" >> $L; grep -v -i warn $R/split_kernels_b.log >> $L
   ;;
 esac
 pack

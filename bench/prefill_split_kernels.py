@@ -5,6 +5,7 @@ for the plan's split count (dispatch.prefill_splits) and for no split. Session 3
 Prints one line per (case, arm, kernel): mean us a call over --calls calls; writes bench/results/<--name>.json.
 
     PYTHONPATH=src python bench/prefill_split_kernels.py [--cases 8:pad64:1,8:pad64:32,...] [--calls 50]
+    PYTHONPATH=src python bench/prefill_split_kernels.py --decode fp8_ds_mla --cases 8:native:1,64:native:16
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from dsattn.backend import calibrate
 from dsattn.bench.common import warm_up_gpu, write_results
 from dsattn.bench.kernels_mla import ours
 from dsattn.ops._triton import sm_count
-from dsattn.ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, prefill_splits
+from dsattn.ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, decode_splits, prefill_splits
 
 ENV = "DSATTN_PREFILL_SPLITS"
 CASES = "8:pad64:1,8:pad64:8,8:pad64:32,8:native:128,8:native:256,32:native:32,32:native:128,64:native:8,128:native:32"
@@ -46,6 +47,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default=CASES, help="comma list of heads:variant:tokens")
     ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--decode", default=None, metavar="LAYOUT",
+                    help="profile the decode (fp8_ds_mla or fp8_ds_mla_nope cache, `uniform` indices) at the plan's "
+                         "split-K count (dispatch.decode_splits) instead; no unsplit arm")
     ap.add_argument("--name", default="prefill_split_kernels")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
@@ -60,9 +64,13 @@ def main(argv=None) -> int:
     for spec in args.cases.split(","):
         heads, variant, tokens = spec.split(":")
         heads, tokens = int(heads), int(tokens)
-        case = calibrate._case("prefill", tokens, heads, cargs, cache)
-        plan = prefill_splits(case.tokens, heads, 2048, variant, sm)
-        for arm in ("1", None):
+        if args.decode:
+            case = calibrate._case(f"decode/{args.decode}", tokens, heads, cargs, cache)
+            plan = decode_splits(case.tokens, heads, 2048, variant, sm)
+        else:
+            case = calibrate._case("prefill", tokens, heads, cargs, cache)
+            plan = prefill_splits(case.tokens, heads, 2048, variant, sm)
+        for arm in ((None,) if args.decode else ("1", None)):
             # the op reads DSATTN_PREFILL_SPLITS at each call, so the arm's value holds through the calls (session
             # 39's run set it only while building the call: both arms ran the plan)
             saved = os.environ.pop(ENV, None)
@@ -78,7 +86,7 @@ def main(argv=None) -> int:
             label = "unsplit" if arm else f"plan ({plan} parts)"
             for k, us in sorted(per.items(), key=lambda kv: -kv[1]):
                 print(f"{heads:4d} {variant:6s} {tokens:5d} {label:16s} {us:8.1f} us  {k[:70]}")
-                rows.append({"heads": heads, "variant": variant, "tokens": tokens, "splits": 1 if arm else plan,
+                rows.append({"kind": "decode/" + args.decode if args.decode else "prefill", "heads": heads, "variant": variant, "tokens": tokens, "splits": 1 if arm else plan,
                              "kernel": k, "us": us})
             print(f"{heads:4d} {variant:6s} {tokens:5d} {label:16s} {sum(per.values()):8.1f} us  (all kernels)")
         sys.stdout.flush()
