@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Session 40. Call `a`: the split call's combine launched with programmatic dependent launch and / or over 4 column
+# programs (bench/combine_launch.py: graphs of 8 consecutive calls, then single-call graphs), then the split tests of
+# the sparse MLA GPU files and the whole backend GPU file with the new default launch.
+# PREDICTION: PDL saves ~0.5-1.5 us a split call in the 8-call graphs (the combine's launch gap), more at 1-16 tokens
+# where a call is 8-25 us; 128 columns a program cut the combine ~0.5 us where it has few programs (1-4 tokens at 8
+# heads: 8-32 programs of 512 columns) and change nothing at 16 tokens x 64 heads (1024 programs).
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s40.sh a
+set -u
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_GROUPING_IMPL DSATTN_PREFILL_SCRATCH_MIB \
+  DSATTN_PREFILL_SPLITS DSATTN_COMBINE_PDL DSATTN_COMBINE_COLS
+R=$OUT/r; mkdir -p $R; L=$OUT/s40.log
+nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
+pack() { tar -czf $OUT/r.tgz -C $OUT r s40.log; }
+case "$1" in
+a)
+  t0=$(date +%s)
+  timeout 150 python bench/combine_launch.py --calls 8 --out $R --name combine_launch_s40 > $R/combine8.log 2>&1
+  echo "combine 8 calls rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -v -i warn $R/combine8.log >> $L; pack
+  t0=$(date +%s)
+  timeout 120 python bench/combine_launch.py --calls 1 --out $R --name combine_launch_s40_single > $R/combine1.log 2>&1
+  echo "combine 1 call rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -v -i warn $R/combine1.log >> $L; pack
+  K=split N=16 LIMIT=240 bash bench/gpu_tests_sharded.sh $R/tests_split tests/gpu/test_sparse_mla_gpu.py \
+    tests/gpu/test_sparse_mla_rx_gpu.py tests/gpu/test_sparse_mla_prefill_gpu.py
+  cat $R/tests_split/summary.log >> $L; pack
+  N=8 LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_backend tests/gpu/test_backend_gpu.py
+  cat $R/tests_backend/summary.log >> $L
+  ;;
+esac
+pack
