@@ -225,26 +225,12 @@ def sparse_mla_kernel(
 
 
 @triton.jit
-def _grid_dependency_wait():
-    """PTX griddepcontrol.wait: block until the grids this launch depends on have completed and their writes are
-    visible (what a launch with programmatic dependent launch must do before reading their outputs; a no-op in a
-    launch without it). sm_90+."""
-    tl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
 def combine_splits_kernel(part_o_ptr, part_lse_ptr, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                          num_heads, SPLITS: tl.constexpr, SP: tl.constexpr, COLS: tl.constexpr = LATENT,
-                          PDL: tl.constexpr = False):
-    """Merge split partials [T, SPLITS, H, 512] (normalized) and [T, SPLITS, H] (lse) of one (token, head) over
-    COLS of the 512 columns. Grid (T, H, 512 // COLS); the first column program writes lse. Partials are contiguous
-    (they live in the workspace). PDL: launched with programmatic dependent launch behind the kernel that wrote the
-    partials, so it waits for that grid before reading anything (launch.combine_splits)."""
-    if PDL:
-        _grid_dependency_wait()
+                          num_heads, SPLITS: tl.constexpr, SP: tl.constexpr):
+    """Merge split partials [T, SPLITS, H, 512] (normalized) and [T, SPLITS, H] (lse) of one (token, head).
+    Grid (T, H). Partials are contiguous (they live in the workspace)."""
     t = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
-    c0 = tl.program_id(2) * COLS
     sp = tl.arange(0, SP)
     smask = sp < SPLITS
     part_lse = tl.load(part_lse_ptr + (t * SPLITS + sp) * num_heads + h, mask=smask, other=NEG_INF)
@@ -252,11 +238,10 @@ def combine_splits_kernel(part_o_ptr, part_lse_ptr, out_ptr, stride_ot, stride_o
     m_use = tl.where(m == NEG_INF, 0.0, m)
     w = tl.exp(part_lse - m_use)
     total = tl.sum(w, 0)
-    dcols = c0 + tl.arange(0, COLS)
+    dcols = tl.arange(0, LATENT)
     parts = tl.load(part_o_ptr + ((t * SPLITS + sp[:, None]) * num_heads + h) * LATENT + dcols[None, :],
                     mask=smask[:, None], other=0.0)
     out = tl.sum(parts * w[:, None], 0) / tl.where(total == 0.0, 1.0, total)
+    lse = tl.where(total == 0.0, NEG_INF, m_use + tl.log(tl.where(total == 0.0, 1.0, total)))
     tl.store(out_ptr + t * stride_ot + h * stride_oh + dcols, out.to(out_ptr.dtype.element_ty))
-    if c0 == 0:
-        lse = tl.where(total == 0.0, NEG_INF, m_use + tl.log(tl.where(total == 0.0, 1.0, total)))
-        tl.store(lse_ptr + t * stride_lt + h * stride_lh, lse)
+    tl.store(lse_ptr + t * stride_lt + h * stride_lh, lse)

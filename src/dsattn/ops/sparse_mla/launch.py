@@ -348,31 +348,12 @@ def kernel_args(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out, 
             flat.shape[0], h, topk, keys_per_split, float(sm_scale) * LOG2E, s_lat, s_scale, s_rope)
 
 
-def _env_choice(name: str, default: str, allowed: tuple) -> str:
-    v = os.environ.get(name, default).strip().lower() or default
-    if v not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {v!r}")
-    return v
-
-
-# How the combine of a split call launches (read at import; benches set the module attributes). COMBINE_PDL: behind
-# the kernel that wrote the partials with programmatic dependent launch (sm_90 CUDA launches only), so that its
-# launch overlaps that kernel's last programs; the kernel waits for that grid before reading (griddepcontrol.wait).
-# COMBINE_COLS: columns of out per combine program (512: grid (T, H); 128: (T, H, 4), four times the programs, each
-# reading a quarter of the partials). DSATTN_COMBINE_PDL=0|1, DSATTN_COMBINE_COLS=128|256|512.
-COMBINE_PDL = _env_choice("DSATTN_COMBINE_PDL", "1", ("0", "1")) == "1"
-COMBINE_COLS = int(_env_choice("DSATTN_COMBINE_COLS", "512", ("128", "256", "512")))
-
-
 def combine_splits(out, lse, part_o, part_lse, splits: int) -> None:
-    """Merge split-K partials into out / lse (nothing when splits == 1): COMBINE_COLS, COMBINE_PDL above."""
+    """Merge split-K partials into out / lse (nothing when splits == 1)."""
     if splits > 1:
         t, h = out.shape[0], out.shape[1]
-        cols = COMBINE_COLS
-        pdl = COMBINE_PDL and _sm90(out.device) and not interpreting()
-        _fast(combine_splits_kernel, (t, h, LATENT_DIM // cols), part_o, part_lse, out, out.stride(0), out.stride(1),
-              lse, lse.stride(0), lse.stride(1), h, splits, next_pow2(splits), cols, pdl, num_warps=4,
-              **({"launch_pdl": True} if pdl else {}))
+        _fast(combine_splits_kernel, (t, h), part_o, part_lse, out, out.stride(0), out.stride(1), lse, lse.stride(0),
+              lse.stride(1), h, splits, next_pow2(splits), num_warps=4)
 
 
 def _gluon_hp(num_heads: int) -> int:
