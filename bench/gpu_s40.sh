@@ -7,9 +7,9 @@
 # heads: 8-32 programs of 512 columns) and change nothing at 16 tokens x 64 heads (1024 programs).
 # OUTCOME (bench/results/combine_launch_s40*.json, bench/logs/s40/call1/): PDL no faster in the 8-call graphs
 # (0.990-1.011x, -0.20..+0.15 us a call), 0.16-0.51 us (1.004-1.022x) in single-call graphs; 128 columns 0.1-0.25 us
-# faster at 1-4 tokens x 8 heads, up to 20 us (0.67x) slower elsewhere. The split tests (87 passed, 5 skipped) and the backend GPU file
-# (19 passed) ran with PDL on. Both removed after the call: the code (launch.COMBINE_PDL / COMBINE_COLS, kernels.py's
-# combine_splits_kernel, bench/combine_launch.py) is at ea33551, where `a` runs.
+# faster at 1-4 tokens x 8 heads, up to 20 us (0.67x) slower elsewhere. The split tests (87 passed, 5 skipped) and the
+# backend GPU file (19 passed) ran with PDL on. Both removed after the call: the code (launch.COMBINE_PDL /
+# COMBINE_COLS, kernels.py's combine_splits_kernel, bench/combine_launch.py) is at ea33551, where `a` runs.
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s40.sh a
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
