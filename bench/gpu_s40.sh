@@ -10,7 +10,11 @@
 # faster at 1-4 tokens x 8 heads, up to 20 us (0.67x) slower elsewhere. The split tests (87 passed, 5 skipped) and the
 # backend GPU file (19 passed) ran with PDL on. Both removed after the call: the code (launch.COMBINE_PDL /
 # COMBINE_COLS, kernels.py's combine_splits_kernel, bench/combine_launch.py) is at ea33551, where `a` runs.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s40.sh a
+# Call `b`: small-batch decode (1-64 tokens) beside FlashMLA by each side's kernel time a call (torch.profiler; FlashMLA's
+# decode fails on graph replay), bench/decode_small_vs_flashmla.py.
+# PREDICTION: ours 7-13 us at 1 token (8-64 heads, session 39's kernel times); FlashMLA padded to 64 ~10-15 us, so ~1.5x
+# at 8 heads and ~1x at 64 heads.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s40.sh a|b
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_GROUPING_IMPL DSATTN_PREFILL_SCRATCH_MIB \
@@ -31,6 +35,12 @@ a)
   cat $R/tests_split/summary.log >> $L; pack
   N=8 LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_backend tests/gpu/test_backend_gpu.py
   cat $R/tests_backend/summary.log >> $L
+  ;;
+b)
+  t0=$(date +%s)
+  PYTHONPATH=$PWD/src:$PWD/.peer:$PWD/../.peer timeout 400 python bench/decode_small_vs_flashmla.py --out $R \
+    --name decode_small_vs_flashmla_s40 > $R/small_vs_flashmla.log 2>&1
+  echo "small decode vs FlashMLA rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -v -i warn $R/small_vs_flashmla.log >> $L
   ;;
 esac
 pack

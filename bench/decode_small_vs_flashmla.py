@@ -1,0 +1,94 @@
+"""Small-batch decode (1-64 tokens, below one wave of programs) beside FlashMLA: each side's GPU kernel time a call.
+
+Session 39 swept our split-K plan at these sizes but never against FlashMLA, whose sparse fp8 decode fails on CUDA-graph
+replay (notes/sparse_mla.md, session 12) and whose eager calls are host-bound here. So both sides are timed by
+torch.profiler's CUDA kernel durations: the sum of every kernel a call launches (ours: the split kernel and the
+combine; FlashMLA: whatever its call launches, listed per kernel), mean over --calls eager calls. That leaves out the
+gaps between a call's kernels on both sides (one gap in ours at these sizes). FlashMLA runs 64 or 128 heads: q is
+zero-padded to 64 below 64 heads, as in issue 3's decode rows; ours runs each variant the policy offers (native,
+pad64), the speedup taken from the faster. Cases: the calibration's fp8_ds_mla decode case (`uniform` indices over one
+131072-slot paged cache, topk 2048). Our CUDA-graph replay time is recorded beside it.
+Writes bench/results/<--name>.json.
+
+    PYTHONPATH=src:.peer python bench/decode_small_vs_flashmla.py [--heads 8,16,32,64,128] [--tokens 1,4,16,64]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from types import SimpleNamespace
+
+import torch
+
+from dsattn.backend import calibrate, policy
+from dsattn.bench.common import graph_replay, time_ms, warm_up_gpu, write_results
+from dsattn.bench.kernels_mla import _peers, flashmla, ours
+from dsattn.ops._triton import sm_count
+from dsattn.ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, decode_splits
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from prefill_split_kernels import _kernel_us  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--heads", default="8,16,32,64,128")
+    ap.add_argument("--tokens", default="1,4,16,64")
+    ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--name", default="decode_small_vs_flashmla")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("decode_small_vs_flashmla: needs a CUDA GPU")
+        return 2
+    peers = _peers()
+    dev = torch.device("cuda")
+    sm = sm_count(dev, DEFAULT_SM_COUNT)
+    cargs = SimpleNamespace(device="cuda", topk=2048, slots=131072, block_size=64)
+    warm_up_gpu()
+    rows, cache = [], {}
+    meta = {"sm_count": sm, "topk": 2048, "slots": 131072, "layout": "fp8_ds_mla", "dist": "uniform",
+            "calls": args.calls, "how": "torch.profiler CUDA kernel durations, summed over a call's kernels, mean of "
+                                        "--calls eager calls; FlashMLA padded to 64 heads below 64"}
+    path = None
+    for tokens in (int(x) for x in args.tokens.split(",")):
+        for heads in (int(x) for x in args.heads.split(",")):
+            case = calibrate._case("decode/fp8_ds_mla", tokens, heads, cargs, cache)
+            arms = {}
+            for variant in policy.variants("decode", heads, "fp8_ds_mla"):
+                fn, out, _ = ours(case, variant)
+                k_us = _kernel_us(fn, args.calls)
+                arms[variant] = {"splits": decode_splits(tokens, heads, 2048, variant, sm), "kernels_us": k_us,
+                                 "us": sum(k_us.values()),
+                                 "graph_replay_us": time_ms(graph_replay(fn), warmup_ms=5, rep_ms=20) * 1e3,
+                                 "out": out}
+            best = min(arms, key=lambda v: arms[v]["us"])
+            out = arms[best].pop("out")
+            for a in arms.values():
+                a.pop("out", None)
+            row = {"tokens": tokens, "heads": heads, "ours": arms, "ours_best": best, "ours_us": arms[best]["us"]}
+            try:
+                built = flashmla(case, peers, 64 if heads <= 64 else 128)
+                if built is not None:
+                    ffn, get = built
+                    fl_k = _kernel_us(ffn, args.calls)
+                    torch.cuda.synchronize()
+                    diff = float((get().float() - out.float()).abs().max())
+                    row.update({"flashmla_heads": 64 if heads <= 64 else 128, "flashmla_kernels_us": fl_k,
+                                "flashmla_us": sum(fl_k.values()), "speedup": sum(fl_k.values()) / arms[best]["us"],
+                                "max_abs_out_diff_vs_flashmla": diff})
+            except Exception as e:  # noqa: BLE001 - a peer failure is reported, ours is kept
+                print(f"# FlashMLA tokens {tokens} heads {heads}: {type(e).__name__}: {str(e)[:160]}", flush=True)
+            rows.append(row)
+            fl = f"flashmla {row['flashmla_us']:7.2f} us  {row['speedup']:5.2f}x" if "flashmla_us" in row else "no peer"
+            line = "  ".join(f"{v} {a['us']:7.2f} us (split {a['splits']:2d}, replay {a['graph_replay_us']:6.2f})"
+                             for v, a in arms.items())
+            print(f"tokens {tokens:3d} heads {heads:3d}  {line}  {fl}", flush=True)
+            path = write_results(args.name, rows, out_dir=args.out, meta=meta)
+    print(f"-> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
