@@ -1,25 +1,29 @@
 """Small-batch decode (1-64 tokens, below one wave of programs) beside FlashMLA: each side's GPU kernel time a call.
 
-Session 39 swept our split-K plan at these sizes but never against FlashMLA, whose sparse fp8 decode fails on CUDA-graph
-replay (notes/sparse_mla.md, session 12) and whose eager calls are host-bound here. So both sides are timed by
-torch.profiler's CUDA kernel durations: the sum of every kernel a call launches (ours: the split kernel and the
-combine; FlashMLA: whatever its call launches, listed per kernel), mean over --calls eager calls. That leaves out the
-gaps between a call's kernels on both sides (one gap in ours at these sizes). FlashMLA runs 64 or 128 heads: q is
+Session 39 swept our split-K plan at these sizes but never against FlashMLA, whose sparse fp8 decode fails on
+CUDA-graph replay (notes/sparse_mla.md, session 12) and whose eager calls are host-bound here. So both sides are timed
+from torch.profiler's CUDA kernel events: a call's span on the GPU, from its first kernel's start to its last kernel's
+end (ours: the split kernel and the combine; FlashMLA: its split kernel and its combine), mean over --calls eager
+calls. Each kernel's own duration is recorded too, but summing them is not a call's time: in this script's first run
+FlashMLA's combine took ~10 us at 1 token, about as long as its split kernel, as if it were resident and waiting while
+the split kernel ran (a launch with programmatic dependent launch would do that), so the sum would count that time
+twice; the span counts it once and counts the gap between our two kernels. FlashMLA runs 64 or 128 heads: q is
 zero-padded to 64 below 64 heads, as in issue 3's decode rows; ours runs each variant the policy offers (native,
 pad64), the speedup taken from the faster. Cases: the calibration's fp8_ds_mla decode case (`uniform` indices over one
-131072-slot paged cache, topk 2048). Our CUDA-graph replay time is recorded beside it.
-Writes bench/results/<--name>.json.
+131072-slot paged cache, topk 2048). Our CUDA-graph replay time is recorded beside it. Writes
+bench/results/<--name>.json.
 
     PYTHONPATH=src:.peer python bench/decode_small_vs_flashmla.py [--heads 8,16,32,64,128] [--tokens 1,4,16,64]
 """
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+from collections import defaultdict
 from types import SimpleNamespace
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 from dsattn.backend import calibrate, policy
 from dsattn.bench.common import graph_replay, time_ms, warm_up_gpu, write_results
@@ -27,8 +31,30 @@ from dsattn.bench.kernels_mla import _peers, flashmla, ours
 from dsattn.ops._triton import sm_count
 from dsattn.ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, decode_splits
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from prefill_split_kernels import _kernel_us  # noqa: E402
+
+def _call_us(fn, calls: int) -> tuple[float, dict[str, float]]:
+    """(mean span of a call's kernels on the GPU, from the first one's start to the last one's end, in us; mean us a
+    call of each kernel's own duration) over `calls` calls of fn under torch.profiler, fn run once before. The span
+    counts the gaps between a call's kernels once and an overlap once: a kernel launched with programmatic dependent
+    launch (FlashMLA's combine) starts before the kernel it waits for ends, so its own duration includes the wait."""
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    evs = sorted((ev.time_range.start, ev.time_range.end, ev.name) for ev in prof.events()
+                 if ev.device_type == torch.autograd.DeviceType.CUDA)
+    per_call = len(evs) // calls
+    if per_call * calls != len(evs) or per_call == 0:
+        raise RuntimeError(f"{len(evs)} kernel events for {calls} calls: not a whole number a call")
+    spans, own = [], defaultdict(float)
+    for i in range(calls):
+        group = evs[i * per_call:(i + 1) * per_call]
+        spans.append(max(e for _, e, _ in group) - min(s for s, _, _ in group))
+    for s_, e, name in evs:
+        own[name] += (e - s_) / calls
+    return sum(spans) / calls, dict(own)
 
 
 def main(argv=None) -> int:
@@ -49,8 +75,9 @@ def main(argv=None) -> int:
     warm_up_gpu()
     rows, cache = [], {}
     meta = {"sm_count": sm, "topk": 2048, "slots": 131072, "layout": "fp8_ds_mla", "dist": "uniform",
-            "calls": args.calls, "how": "torch.profiler CUDA kernel durations, summed over a call's kernels, mean of "
-                                        "--calls eager calls; FlashMLA padded to 64 heads below 64"}
+            "calls": args.calls,
+            "how": "torch.profiler CUDA kernel events: a call's span from its first kernel's start to its last one's "
+                   "end, mean of --calls eager calls; FlashMLA padded to 64 heads below 64"}
     path = None
     for tokens in (int(x) for x in args.tokens.split(",")):
         for heads in (int(x) for x in args.heads.split(",")):
@@ -58,9 +85,9 @@ def main(argv=None) -> int:
             arms = {}
             for variant in policy.variants("decode", heads, "fp8_ds_mla"):
                 fn, out, _ = ours(case, variant)
-                k_us = _kernel_us(fn, args.calls)
+                span, k_us = _call_us(fn, args.calls)
                 arms[variant] = {"splits": decode_splits(tokens, heads, 2048, variant, sm), "kernels_us": k_us,
-                                 "us": sum(k_us.values()),
+                                 "us": span,
                                  "graph_replay_us": time_ms(graph_replay(fn), warmup_ms=5, rep_ms=20) * 1e3,
                                  "out": out}
             best = min(arms, key=lambda v: arms[v]["us"])
@@ -72,11 +99,11 @@ def main(argv=None) -> int:
                 built = flashmla(case, peers, 64 if heads <= 64 else 128)
                 if built is not None:
                     ffn, get = built
-                    fl_k = _kernel_us(ffn, args.calls)
+                    fl_span, fl_k = _call_us(ffn, args.calls)
                     torch.cuda.synchronize()
                     diff = float((get().float() - out.float()).abs().max())
                     row.update({"flashmla_heads": 64 if heads <= 64 else 128, "flashmla_kernels_us": fl_k,
-                                "flashmla_us": sum(fl_k.values()), "speedup": sum(fl_k.values()) / arms[best]["us"],
+                                "flashmla_us": fl_span, "speedup": fl_span / arms[best]["us"],
                                 "max_abs_out_diff_vs_flashmla": diff})
             except Exception as e:  # noqa: BLE001 - a peer failure is reported, ours is kept
                 print(f"# FlashMLA tokens {tokens} heads {heads}: {type(e).__name__}: {str(e)[:160]}", flush=True)

@@ -14,6 +14,9 @@
 # decode fails on graph replay), bench/decode_small_vs_flashmla.py.
 # PREDICTION: ours 7-13 us at 1 token (8-64 heads, session 39's kernel times); FlashMLA padded to 64 ~10-15 us, so ~1.5x
 # at 8 heads and ~1x at 64 heads.
+# OUTCOME of its first run (733ce44, decode_small_vs_flashmla_s40_sums.json, bench/logs/s40/call2/): it summed each
+# kernel's own duration, and FlashMLA's combine took ~10 us at 1 token, about its split kernel's time, as if it waited
+# resident for it; the sum counts that twice. The script now takes each call's span on the GPU (second run).
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s40.sh a|b
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
