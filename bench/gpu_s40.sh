@@ -17,6 +17,9 @@
 # OUTCOME of its first run (733ce44, decode_small_vs_flashmla_s40_sums.json, bench/logs/s40/call2/): it summed each
 # kernel's own duration, and FlashMLA's combine took ~10 us at 1 token, about its split kernel's time, as if it waited
 # resident for it; the sum counts that twice. The script now takes each call's span on the GPU (second run).
+# Second run (537c13e, decode_small_vs_flashmla_s40_eager.json, bench/logs/s40/call3/): spans of eager calls; ours are
+# host-bound (~45-55 us a call at every size: the gap between our two kernels is the host's launch work), FlashMLA
+# ~19 us at 1-4 tokens. The script now takes our spans from profiled CUDA-graph replays (third run).
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s40.sh a|b
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
