@@ -7,11 +7,12 @@ own duration is recorded too). FlashMLA's span comes from eager calls: it launch
 back to back. Ours comes from CUDA-graph replays of the call, as an engine replays a captured step: our eager calls
 are host-bound at these sizes, the gap between our split kernel and our combine being the host's launch work (~45-55
 us a call in this script's second run; their spans are recorded as eager_span_us). Summing kernel durations instead
-would not give a call's time: FlashMLA's combine took ~10 us at 1 token, about as long as its split kernel, as if it
-were resident and waiting while the split kernel ran (this script's first run). FlashMLA runs 64 or 128 heads: q is
-zero-padded to 64 below 64 heads, as in issue 3's decode rows; ours runs each variant the policy offers (native,
-pad64), the speedup taken from the faster. Cases: the calibration's fp8_ds_mla decode case (`uniform` indices over one
-131072-slot paged cache, topk 2048). Writes bench/results/<--name>.json.
+would not give a call's time: FlashMLA's two kernels overlap by up to 4.6 us (its combine's own duration, 8.6-11.6 us at
+1-4 tokens, includes part of its split kernel's time), and the sum leaves out the gap between our two (0-0.7 us in
+graphs); this script's first run summed them. FlashMLA runs 64 or 128 heads: q is zero-padded to 64 below 64 heads, as
+in issue 3's decode rows; ours runs each variant the policy offers (native, pad64), the speedup taken from the faster.
+Cases: the calibration's fp8_ds_mla decode case (`uniform` indices over one 131072-slot paged cache, topk 2048).
+Writes bench/results/<--name>.json.
 
     PYTHONPATH=src:.peer python bench/decode_small_vs_flashmla.py [--heads 8,16,32,64,128] [--tokens 1,4,16,64]
 """

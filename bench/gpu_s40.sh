@@ -10,16 +10,18 @@
 # faster at 1-4 tokens x 8 heads, up to 20 us (0.67x) slower elsewhere. The split tests (87 passed, 5 skipped) and the
 # backend GPU file (19 passed) ran with PDL on. Both removed after the call: the code (launch.COMBINE_PDL /
 # COMBINE_COLS, kernels.py's combine_splits_kernel, bench/combine_launch.py) is at ea33551, where `a` runs.
-# Call `b`: small-batch decode (1-64 tokens) beside FlashMLA by each side's kernel time a call (torch.profiler; FlashMLA's
-# decode fails on graph replay), bench/decode_small_vs_flashmla.py.
+# Call `b`: small-batch decode (1-64 tokens) beside FlashMLA by each side's kernel time a call (torch.profiler;
+# FlashMLA's decode fails on graph replay), bench/decode_small_vs_flashmla.py.
 # PREDICTION: ours 7-13 us at 1 token (8-64 heads, session 39's kernel times); FlashMLA padded to 64 ~10-15 us, so ~1.5x
 # at 8 heads and ~1x at 64 heads.
-# OUTCOME of its first run (733ce44, decode_small_vs_flashmla_s40_sums.json, bench/logs/s40/call2/): it summed each
-# kernel's own duration, and FlashMLA's combine took ~10 us at 1 token, about its split kernel's time, as if it waited
-# resident for it; the sum counts that twice. The script now takes each call's span on the GPU (second run).
-# Second run (537c13e, decode_small_vs_flashmla_s40_eager.json, bench/logs/s40/call3/): spans of eager calls; ours are
-# host-bound (~45-55 us a call at every size: the gap between our two kernels is the host's launch work), FlashMLA
-# ~19 us at 1-4 tokens. The script now takes our spans from profiled CUDA-graph replays (third run).
+# OUTCOMES. First run (733ce44, decode_small_vs_flashmla_s40_sums.json, bench/logs/s40/call2/): it summed each
+# kernel's own duration, which is not a call's time (FlashMLA's two kernels overlap by up to 4.6 us, and our gap is left
+# out). Second run (537c13e, _eager.json, call3/): spans of eager calls; ours are host-bound (~45-55 us a call at every
+# size: the gap between our two kernels is the host's launch work), FlashMLA ~19 us at 1-4 tokens. Third run
+# (669f499, decode_small_vs_flashmla_s40.json, call4/): our spans from profiled CUDA-graph replays, FlashMLA's eager:
+# ours faster at 8 heads 2.0-2.4x, 16 heads 1.66-2.2x, 32 heads 1.5-1.89x, 64 heads 1.09-1.42x, 128 heads 0.98-1.39x
+# (1 token 8 heads 8.1 vs 19.0 us); outputs within 2.5e-4 of FlashMLA's. The prediction was low at 8-32 heads:
+# FlashMLA's call is ~19 us at 1-4 tokens, not 10-15.
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s40.sh a|b
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
