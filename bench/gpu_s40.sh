@@ -22,7 +22,11 @@
 # ours faster at 8 heads 2.0-2.4x, 16 heads 1.66-2.2x, 32 heads 1.5-1.89x, 64 heads 1.09-1.42x, 128 heads 0.98-1.39x
 # (1 token 8 heads 8.1 vs 19.0 us); outputs within 2.5e-4 of FlashMLA's. The prediction was low at 8-32 heads:
 # FlashMLA's call is ~19 us at 1-4 tokens, not 10-15.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s40.sh a|b
+# Call `c`: where one decode layer's GPU time goes at 1 / 8 / 32 / 128 requests, each kernel inside the layer's CUDA
+# graph (bench/decode_layer_kernels.py; glm-5 TP8, glm-5.3-flash TP8 nope, deepseek-v3.2 TP8 and TP1).
+# PREDICTION: at 1 request a layer replays in ~40-60 us, most of it the fixed latency of ~10 small kernels (3-5 us
+# each), the sparse MLA ~8-10 us of it; at 128 requests glm-5 TP8 ~0.27 ms as in session 15 (serve_s15_graph*.json).
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s40.sh a|b|c
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_GROUPING_IMPL DSATTN_PREFILL_SCRATCH_MIB \
@@ -49,6 +53,11 @@ b)
   PYTHONPATH=$PWD/src:$PWD/.peer:$PWD/../.peer timeout 400 python bench/decode_small_vs_flashmla.py --out $R \
     --name decode_small_vs_flashmla_s40 > $R/small_vs_flashmla.log 2>&1
   echo "small decode vs FlashMLA rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -v -i warn $R/small_vs_flashmla.log >> $L
+  ;;
+c)
+  t0=$(date +%s)
+  timeout 400 python bench/decode_layer_kernels.py --out $R --name decode_layer_kernels_s40 > $R/layer_kernels.log 2>&1
+  echo "decode layer kernels rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -v -i warn $R/layer_kernels.log >> $L
   ;;
 esac
 pack

@@ -1,0 +1,90 @@
+"""Where a decode layer's GPU time goes at small batches: each kernel of one layer's forward inside its CUDA graph.
+
+`dsattn bench serve --graph` times one decode layer at 128 requests (glm-5 TP8 0.269 ms as a replay, session 15); a
+latency-bound engine runs 1-32. Here, per preset x TP x layout and batch size (decodes over 4K + 64 i tokens of
+context, as bench serve's decode step), the layer's forward (cache writes, indexer, top-k, slot mapping, sparse MLA)
+is captured in a CUDA graph and replayed: the replay's time (do_bench: cold L2, the graph's launch included), its span
+on the GPU from torch.profiler's kernel events (first kernel's start to last kernel's end, warm, replays back to back),
+and each kernel's mean device time a replay, largest first. The sum of the kernels against the span shows the gaps
+between them. Writes bench/results/<--name>.json.
+
+    PYTHONPATH=src python bench/decode_layer_kernels.py [--configs glm-5:8:fp8_ds_mla,...] [--batches 1,8,32,128]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+from dsattn.backend.attention import DSAAttention
+from dsattn.backend.synthetic import make_step
+from dsattn.bench.common import graph_replay, time_ms, warm_up_gpu, write_results
+from dsattn.config import preset
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from decode_small_vs_flashmla import _call_us  # noqa: E402
+
+CONFIGS = "glm-5:8:fp8_ds_mla,glm-5.3-flash:8:fp8_ds_mla_nope,deepseek-v3.2:8:fp8_ds_mla,deepseek-v3.2:1:fp8_ds_mla"
+CALIBRATION = os.path.join("bench", "results", "calibration_h200.json")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--configs", default=CONFIGS, help="comma list of preset:tp:layout")
+    ap.add_argument("--batches", default="1,8,32,128")
+    ap.add_argument("--calls", type=int, default=30)
+    ap.add_argument("--calibration", default=CALIBRATION if os.path.exists(CALIBRATION) else None)
+    ap.add_argument("--name", default="decode_layer_kernels")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("decode_layer_kernels: needs a CUDA GPU")
+        return 2
+    dev = torch.device("cuda")
+    warm_up_gpu()
+    rows = []
+    meta = {"calibration": args.calibration, "calls": args.calls, "block_size": 64,
+            "how": "one decode layer's forward captured in a CUDA graph: do_bench replay ms, and torch.profiler "
+                   "kernel events of --calls replays (span and each kernel's mean us a replay)"}
+    path = None
+    for spec in args.configs.split(","):
+        name, tp, layout = spec.split(":")
+        tp = int(tp)
+        geo = preset(name)
+        heads = geo.heads_per_rank(tp)
+        for b in (int(x) for x in args.batches.split(",")):
+            spans = [(4096 + 64 * i, 1) for i in range(b)]
+            s = make_step(geo, heads, layout, spans, block_size=64, device=dev, seed=b)
+            attn = DSAAttention(geo, tp=tp, kv_layout=layout, block_size=64, device=dev, max_num_tokens=b,
+                                max_num_reqs=b, max_model_len=max(c + n for c, n in spans),
+                                calibration=args.calibration)
+            out = torch.empty((b, heads, 512), dtype=torch.bfloat16, device=dev)
+            attn.forward(attn.prepare(s.requests), s.q, s.latent, s.kv_cache, s.indexer, out=out)  # compiles
+            attn.lock()
+            prepared = attn.prepare(s.requests)
+
+            def layer(attn=attn, prepared=prepared, s=s, out=out):
+                attn.forward(prepared, s.q, s.latent, s.kv_cache, s.indexer, out=out)
+
+            replay = graph_replay(layer)
+            replay_ms = time_ms(replay, warmup_ms=5, rep_ms=25)
+            span, kernels = _call_us(replay, args.calls)
+            kernels = dict(sorted(kernels.items(), key=lambda kv: -kv[1]))
+            rows.append({"preset": name, "tp": tp, "heads": heads, "layout": layout, "path": attn.path.value,
+                         "requests": b, "replay_ms": replay_ms, "span_us": span,
+                         "kernels_sum_us": sum(kernels.values()), "kernel_count": len(kernels),
+                         "kernels_us": kernels})
+            top = ", ".join(f"{k[:48]} {v:.1f}" for k, v in list(kernels.items())[:6])
+            print(f"{name} TP{tp} {layout} ({heads} heads) {b:4d} requests: replay {replay_ms * 1e3:7.1f} us, span "
+                  f"{span:7.1f} us, {len(kernels)} kernels summing {sum(kernels.values()):7.1f} us: {top}", flush=True)
+            path = write_results(args.name, rows, out_dir=args.out, meta=meta)
+            del s, attn, out, replay
+            torch.cuda.empty_cache()
+    print(f"-> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
