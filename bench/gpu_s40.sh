@@ -26,7 +26,12 @@
 # graph (bench/decode_layer_kernels.py; glm-5 TP8, glm-5.3-flash TP8 nope, deepseek-v3.2 TP8 and TP1).
 # PREDICTION: at 1 request a layer replays in ~40-60 us, most of it the fixed latency of ~10 small kernels (3-5 us
 # each), the sparse MLA ~8-10 us of it; at 128 requests glm-5 TP8 ~0.27 ms as in session 15 (serve_s15_graph*.json).
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s40.sh a|b|c
+# Call `d`: the top-k's latency at few rows (call c: at 1 request its three kernels take ~22 us of a glm-5 TP8 layer's
+# ~48 us, the select ~13 us whatever the batch), knobs of launch_topk_v4 one at a time (bench/topk_v3.py --shapes).
+# PREDICTION: one filter program a row (segs 1: the threshold fused, one launch less, no order scans) saves ~5-8 us at
+# 1 x 4097; the histogram select (4 rounds instead of up to 12 two-bit steps) a few us of the select's ~13; 16 select
+# warps no better (the steps are reduction latency, not work).
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s40.sh a|b|c|d
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_GROUPING_IMPL DSATTN_PREFILL_SCRATCH_MIB \
@@ -58,6 +63,20 @@ c)
   t0=$(date +%s)
   timeout 400 python bench/decode_layer_kernels.py --out $R --name decode_layer_kernels_s40 > $R/layer_kernels.log 2>&1
   echo "decode layer kernels rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -v -i warn $R/layer_kernels.log >> $L
+  ;;
+d)
+  V=v4,v4_mode1,v4_segs1,v4_segs1_mode1,v4_sel4w,v4_sel16w,v4_nocap,v4_segs1_sel16w
+  S=1x4097,1x16384,1x65536,8x16384,32x16384,32x65536,128x65536
+  C=1x4097:full,1x16384:full,1x65536:full,8x16384:ragged,32x16384:ragged,32x65536:full,128x65536:full
+  t0=$(date +%s)
+  for i in 0 1 2 3 4 5 6 7; do
+    timeout 200 python bench/topk_v3.py --warm $i/8 --variants $V --shapes $S > $R/warm$i.log 2>&1 &
+  done; wait
+  echo "warm $(( $(date +%s) - t0 )) s" >> $L; cat $R/warm*.log | grep -v "^warm v4[a-z0-9_]*: [0-9.]* s$" >> $L
+  t0=$(date +%s)
+  timeout 300 python bench/topk_v3.py --shapes $S --cases $C --variants $V --rounds 3 --rep-ms 20 \
+    --out $R/topk_small_s40.json > $R/topk_small.log 2>&1
+  echo "topk small rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -v -i warn $R/topk_small.log >> $L
   ;;
 esac
 pack

@@ -15,10 +15,10 @@ reference), then timed alternately with torch.topk (CUDA events, medians, `round
 under 256 MB rotate among several input copies so that L2 does not hold the input. The JSON is
 rewritten after every case, so a run cut short keeps what it measured.
 
---warm i/n compiles variants i, i+n, ... on 8-row inputs (one and several filter programs per row)
-so that parallel processes fill Triton's cache before the timed process starts. --variants a,b,... (names
-of VARIANTS or STAGE_CUTS) and --cases RxW:dist,... (dist full, ragged or ties) restrict a run (and a
-warm-up) to those variants and cases.
+--warm i/n compiles variants i, i+n, ... on 8-row inputs (one and several filter programs per row), or with
+--shapes on those shapes, so that parallel processes fill Triton's cache before the timed process starts.
+--variants a,b,... (names of VARIANTS or STAGE_CUTS) and --cases RxW:dist,... (dist full, ragged or ties) restrict
+a run (and a warm-up) to those variants and cases; --shapes RxW,... replaces the default shapes.
 """
 from __future__ import annotations
 
@@ -63,6 +63,15 @@ VARIANTS = {
     # session 15: launch_topk's default sorts each row's selection where several filter programs share a row
     # (a deterministic output order); this is the same launch without that sort, the order left to the atomics
     "v4_fuse_early_nosort": dict(D2, fuse_tau=True, early=True, tau_early=True, sort=False),
+    # session 40: latency at few rows (a small-batch decode step, 1-32 rows), knobs of the default ("v4") one at a
+    # time: the histogram select, one filter program a row (threshold fused, no order scans), select warps, no cap
+    "v4_mode1": dict(version=4, mode=1),
+    "v4_segs1": dict(version=4, segs=1),
+    "v4_segs1_mode1": dict(version=4, segs=1, mode=1),
+    "v4_sel4w": dict(version=4, select_warps=4),
+    "v4_sel16w": dict(version=4, select_warps=16),
+    "v4_nocap": dict(version=4, select_maxnreg=0),
+    "v4_segs1_sel16w": dict(version=4, segs=1, select_warps=16),
 }
 STAGE_CUTS = {"v4_stop1_tau": dict(D2, stop=1),
               "v4_stop2_filter": dict(D2, stop=2),
@@ -85,24 +94,31 @@ def _pick(names, only):
     return [n for n in names if n in only] if only else list(names)
 
 
-def warm(part: str, only=None) -> None:
+def warm(part: str, only=None, shapes=None) -> None:
+    """Compile every n-th variant from the i-th: on 8 x 65536 rows with one and four filter programs a row, or
+    (shapes) on each of those shapes with the variant's own knobs, so that the timed run compiles nothing."""
     i, n = (int(v) for v in part.split("/"))
     dev = DEV
-    x = torch.randn(8, 65536, device=dev)
-    lengths = torch.full((8,), 65536, dtype=torch.int32, device=dev)
-    lengths[0] = 1000  # a row that fits the capacity
-    out = torch.empty(8, K, dtype=torch.int32, device=dev)
-    scratch = _scratch(8, 65536, dev)
     names = _pick(list(VARIANTS) + list(STAGE_CUTS), only)
     for name in names[i::n]:
         kw = dict(VARIANTS.get(name) or STAGE_CUTS[name])
         t0 = time.perf_counter()
-        for segs in ((1, 4) if kw["version"] == 4 else (None,)):
-            extra = {} if segs is None else {"segs": segs}
+        if shapes:
+            runs = [(r, w, {}) for r, w in shapes]
+        else:
+            runs = [(8, 65536, {} if segs is None else {"segs": segs})
+                    for segs in ((1, 4) if kw["version"] == 4 and "segs" not in kw else (None,))]
+        for rows, width, extra in runs:
+            x = torch.randn(rows, width, device=dev)
+            lengths = torch.full((rows,), width, dtype=torch.int32, device=dev)
+            if not shapes:
+                lengths[0] = 1000  # a row that fits the capacity
+            out = torch.empty(rows, K, dtype=torch.int32, device=dev)
+            scratch = _scratch(rows, width, dev)
             try:
                 launch_topk(x, lengths, K, out, scratch, **kw, **extra)
             except Exception as e:  # noqa: BLE001 - the timed run reports it again
-                print(f"warm {name} segs={segs}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+                print(f"warm {name} {rows}x{width} {extra}: {type(e).__name__}: {str(e)[:300]}", flush=True)
         torch.cuda.synchronize()
         print(f"warm {name}: {time.perf_counter() - t0:.1f} s", flush=True)
 
@@ -252,10 +268,15 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--variants", default=None, help="comma list: run only these variants / stage cuts")
     p.add_argument("--cases", default=None, help="comma list of RxW:dist (e.g. 4096x65536:full)")
+    p.add_argument("--shapes", default=None,
+                   help="comma list of RxW replacing the default shapes (e.g. 1x4097,32x65536)")
     p.add_argument("--cpu-smoke", action="store_true", help="tiny shapes on the CPU interpreter (checks the script)")
     args = p.parse_args(argv)
+    if args.shapes:
+        global SHAPES
+        SHAPES = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     if args.cpu_smoke:
-        global DEV, K, SHAPES
+        global DEV, K
         from dsattn.ops._triton import allow_runtime_loop_bounds
         allow_runtime_loop_bounds()
         DEV, K, SHAPES = "cpu", 16, [(6, 700), (3, 1100), (2, 500)]
@@ -265,7 +286,7 @@ def main(argv=None) -> int:
         print("needs a CUDA GPU", file=sys.stderr)
         return 1
     if args.warm:
-        warm(args.warm, args.variants.split(",") if args.variants else None)
+        warm(args.warm, args.variants.split(",") if args.variants else None, SHAPES if args.shapes else None)
         return 0
     os.makedirs(os.path.dirname(os.path.abspath(args.out)) if args.out else ".", exist_ok=True)
     return bench(args)
