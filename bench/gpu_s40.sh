@@ -31,7 +31,15 @@
 # PREDICTION: one filter program a row (segs 1: the threshold fused, one launch less, no order scans) saves ~5-8 us at
 # 1 x 4097; the histogram select (4 rounds instead of up to 12 two-bit steps) a few us of the select's ~13; 16 select
 # warps no better (the steps are reduction latency, not work).
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s40.sh a|b|c|d
+# OUTCOME (topk_small_s40.json, bench/logs/s40/call6/, CUDA-graph replays): the register cap off (select_maxnreg 0) is
+# the one knob faster at every few-row shape: 1 x 65536 0.0451 -> 0.0383 ms, 32 x 65536 0.0489 -> 0.0421, 128 x 65536
+# 0.0520 -> 0.0479, 1 x 4097 0.0308 -> 0.0305. One filter program a row only at 1 x 4097 (0.0297), slower from 65536;
+# the histogram select ~2x slower everywhere; 4 select warps slower, 16 no better. So launch_topk_v4 now caps the
+# select only past two programs an SM (select.select_register_cap).
+# Call `e` (after that change): the indexer and backend GPU test files, then call c again (the layer's kernels).
+# PREDICTION: tests pass (the uncapped select was bad=0 at every shape of call d); the top-k's select a few us less at
+# 1-128 requests, the layer's span 1-4 us less.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s40.sh a|b|c|d|e
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_GROUPING_IMPL DSATTN_PREFILL_SCRATCH_MIB \
@@ -77,6 +85,13 @@ d)
   timeout 300 python bench/topk_v3.py --shapes $S --cases $C --variants $V --rounds 3 --rep-ms 20 \
     --out $R/topk_small_s40.json > $R/topk_small.log 2>&1
   echo "topk small rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -v -i warn $R/topk_small.log >> $L
+  ;;
+e)
+  N=8 LIMIT=300 bash bench/gpu_tests_sharded.sh $R/tests_e tests/gpu/test_indexer_gpu.py tests/gpu/test_backend_gpu.py
+  cat $R/tests_e/summary.log >> $L; pack
+  t0=$(date +%s)
+  timeout 300 python bench/decode_layer_kernels.py --out $R --name decode_layer_kernels_s40b > $R/layer_kernels_b.log 2>&1
+  echo "decode layer kernels rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -v -i warn $R/layer_kernels_b.log >> $L
   ;;
 esac
 pack

@@ -306,3 +306,15 @@ def test_early_steps_stop_at_exactly_k():
     ge = lambda t: (ukeys >= t[:, None]).sum(1)  # noqa: E731
     assert torch.equal(ge(got[True]), ge(exact))
     assert (got[True] < exact).any()  # some row stopped before the last step
+
+
+def test_select_register_cap_only_past_two_programs_an_sm():
+    """The select's register cap (3 programs an SM instead of 2) is taken only where the rows need more than two
+    programs an SM: below that it buys no occupancy and its spills cost latency (session 40, topk_small_s40.json)."""
+    from dsattn.ops.topk.select import select_register_cap
+    assert select_register_cap(4096, 4096, 8, 132) == 80
+    assert select_register_cap(265, 4096, 8, 132) == 80
+    for rows in (1, 32, 128, 264):
+        assert select_register_cap(rows, 4096, 8, 132) == 0
+    assert select_register_cap(4096, 8192, 8, 132) == 0  # k > 2048: never capped
+    assert select_register_cap(4096, 4096, 4, 132) == 0

@@ -652,6 +652,17 @@ def v4_segments(rows: int, width: int, tile: int, filt_warps: int, sm_count: int
     return segs
 
 
+def select_register_cap(rows: int, cap: int, select_warps: int, sms: int) -> int:
+    """launch_topk_v4's default select_maxnreg: 80 at cap 4096 (1024 < k <= 2048) with 8 select warps when the rows need
+    more than two select programs an SM (rows > 2 x SMs), else 0 (no cap). The cap fits 3 programs of 8 warps an
+    SM instead of 2 (127 registers, 120 bytes of spills under it): 4096 x 65536 0.7104 vs 0.7244 ms alone
+    (notes/indexer.md, bench/results/topk_v3.json of its time). With no more rows than two programs an SM hold it
+    buys no occupancy and its spills cost latency: H200, CUDA-graph replays, k 2048
+    (bench/results/topk_small_s40.json), without the cap 1 x 65536 0.0383 vs 0.0451 ms, 32 x 65536 0.0421 vs
+    0.0489, 128 x 65536 0.0479 vs 0.0520, 8 x 16384 0.0296 vs 0.0313, 1 x 4097 0.0305 vs 0.0308."""
+    return 80 if cap == 4096 and select_warps == 8 and rows > 2 * sms else 0
+
+
 def _small(small: int, k: int) -> int:
     """The bucket size of a split select: a power of two, at most k (the output row is its tmp)."""
     small = min(small, k)
@@ -674,7 +685,8 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     after `split` two-bit steps the rest run over the k-th largest's bucket when it holds at most `small`
     keys (0: never); tau_split/tau_small the same for the threshold (tau_mode 2), tau_top > 0: the
     threshold decides only its top tau_top two-bit steps (rounded down; 0: every step). select_maxnreg:
-    a register cap for the select (None: 80 at cap 4096, i.e. 1024 < k <= 2048, else none; 0: none).
+    a register cap for the select (None: select_register_cap, 80 at cap 4096, i.e. 1024 < k <= 2048, with more
+    rows than two select programs an SM hold, else none; 0: none).
     early (select, mode 2 without split) / tau_early (threshold, tau_mode 2 without tau_split): the two-bit
     steps stop once exactly k (rank) keys are >= the decided prefix (see _kth_rel). fuse_tau: when the
     filter runs one program per row, that program finds the threshold itself (no _v4_tau launch;
@@ -683,8 +695,8 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     (_emit_v4's SEGS: one scan per two filter programs of the row), the same in every run; without it the
     filter's atomics decide the order (SPEC 4 leaves the order free, but the attention sums in it). Its
     16-bit packed counts take cap < 32768 (k <= 8192); past that the order is the atomics' again.
-    The defaults (filt_warps 2, tau_mode 2, tau_top 10, select_maxnreg 80 at k 2048, early, tau_early,
-    fuse_tau) are the fastest correct variant of bench/topk_v3.py on the H200 ("v4_fuse_early":
+    The defaults (filt_warps 2, tau_mode 2, tau_top 10, select_maxnreg 80 at k 2048 over > 2 x SMs rows, early,
+    tau_early, fuse_tau) are the fastest correct variant of bench/topk_v3.py on the H200 ("v4_fuse_early":
     4096 x 65536 0.582 ms = 5.72x torch.topk, bench/results/topk_v3_final.json; notes/indexer.md).
     stop (timing only):
     1 ends after the threshold, 2 after the filter (wrong output)."""
@@ -704,8 +716,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     sstride = scratch.stride(0) if scratch.dim() == 2 else 0
     select_warps = select_warps or (8 if cap >= 2048 else 4)
     if select_maxnreg is None:
-        # 3 programs of 8 warps per SM instead of 2 (127 registers; some spills): measured faster at k 2048
-        select_maxnreg = 80 if cap == 4096 and select_warps == 8 else 0
+        select_maxnreg = select_register_cap(t, cap, select_warps, sm_count(logits.device, 132))
     if long_rows:
         rows = 32 * filt_warps * rows_per_thread
         tile = rows * 4
