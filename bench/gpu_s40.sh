@@ -90,7 +90,8 @@ e)
   N=8 LIMIT=300 bash bench/gpu_tests_sharded.sh $R/tests_e tests/gpu/test_indexer_gpu.py tests/gpu/test_backend_gpu.py
   cat $R/tests_e/summary.log >> $L; pack
   t0=$(date +%s)
-  timeout 300 python bench/decode_layer_kernels.py --out $R --name decode_layer_kernels_s40b > $R/layer_kernels_b.log 2>&1
+  timeout 300 python bench/decode_layer_kernels.py --out $R --name decode_layer_kernels_s40b \
+    > $R/layer_kernels_b.log 2>&1
   echo "decode layer kernels rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -v -i warn $R/layer_kernels_b.log >> $L
   ;;
 esac
