@@ -20,11 +20,8 @@ import torch
 
 from dsattn.backend.attention import DSAAttention
 from dsattn.backend.synthetic import make_step
-from dsattn.bench.common import graph_replay, time_ms, warm_up_gpu, write_results
+from dsattn.bench.common import call_spans, graph_replay, kernel_events, time_ms, warm_up_gpu, write_results
 from dsattn.config import preset
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from decode_small_vs_flashmla import _call_us  # noqa: E402
 
 CONFIGS = "glm-5:8:fp8_ds_mla,glm-5.3-flash:8:fp8_ds_mla_nope,deepseek-v3.2:8:fp8_ds_mla,deepseek-v3.2:1:fp8_ds_mla"
 CALIBRATION = os.path.join("bench", "results", "calibration_h200.json")
@@ -70,7 +67,7 @@ def main(argv=None) -> int:
 
             replay = graph_replay(layer)
             replay_ms = time_ms(replay, warmup_ms=5, rep_ms=25)
-            span, kernels = _call_us(replay, args.calls)
+            span, kernels = call_spans(kernel_events(replay, args.calls), args.calls)
             kernels = dict(sorted(kernels.items(), key=lambda kv: -kv[1]))
             rows.append({"preset": name, "tp": tp, "heads": heads, "layout": layout, "path": attn.path.value,
                          "requests": b, "replay_ms": replay_ms, "span_us": span,

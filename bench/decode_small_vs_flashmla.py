@@ -20,42 +20,23 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import defaultdict
 from types import SimpleNamespace
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 from dsattn.backend import calibrate, policy
-from dsattn.bench.common import graph_replay, time_ms, warm_up_gpu, write_results
+from dsattn.bench.common import call_spans, graph_replay, kernel_events, time_ms, warm_up_gpu, write_results
 from dsattn.bench.kernels_mla import _peers, flashmla, ours
 from dsattn.ops._triton import sm_count
 from dsattn.ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, decode_splits
 
 
 def _call_us(fn, calls: int) -> tuple[float, dict[str, float]]:
-    """(mean span of a call's kernels on the GPU, from the first one's start to the last one's end, in us; mean us a
-    call of each kernel's own duration) over `calls` calls of fn under torch.profiler, fn run once before. The span
-    counts the gaps between a call's kernels once and an overlap once: a kernel launched with programmatic dependent
-    launch (FlashMLA's combine) starts before the kernel it waits for ends, so its own duration includes the wait."""
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    evs = sorted((ev.time_range.start, ev.time_range.end, ev.name) for ev in prof.events()
-                 if ev.device_type == torch.autograd.DeviceType.CUDA)
-    per_call = len(evs) // calls
-    if per_call * calls != len(evs) or per_call == 0:
-        raise RuntimeError(f"{len(evs)} kernel events for {calls} calls: not a whole number a call")
-    spans, own = [], defaultdict(float)
-    for i in range(calls):
-        group = evs[i * per_call:(i + 1) * per_call]
-        spans.append(max(e for _, e, _ in group) - min(s for s, _, _ in group))
-    for s_, e, name in evs:
-        own[name] += (e - s_) / calls
-    return sum(spans) / calls, dict(own)
+    """(mean span of a call on the GPU in us, each kernel's mean us a call) over `calls` calls of fn."""
+    try:
+        return call_spans(kernel_events(fn, calls), calls)
+    except ValueError as e:
+        raise RuntimeError(str(e)) from e
 
 
 def main(argv=None) -> int:

@@ -39,7 +39,9 @@
 # Call `e` (after that change): the indexer and backend GPU test files, then call c again (the layer's kernels).
 # PREDICTION: tests pass (the uncapped select was bad=0 at every shape of call d); the top-k's select a few us less at
 # 1-128 requests, the layer's span 1-4 us less.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s40.sh a|b|c|d|e
+# Call `f`: the three profiler benches after their profiling moved into bench.common (kernel_events, call_spans):
+# each runs one small case (a check that they still run and read as before, not a measurement).
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s40.sh a|b|c|d|e|f
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_GROUPING_IMPL DSATTN_PREFILL_SCRATCH_MIB \
@@ -93,6 +95,14 @@ e)
   timeout 300 python bench/decode_layer_kernels.py --out $R --name decode_layer_kernels_s40b \
     > $R/layer_kernels_b.log 2>&1
   echo "decode layer kernels rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -v -i warn $R/layer_kernels_b.log >> $L
+  ;;
+f)
+  python bench/decode_layer_kernels.py --configs glm-5:8:fp8_ds_mla --batches 1,32 --out $R --name check_layer \
+    > $R/check.log 2>&1; echo "layer rc=$?" >> $L
+  PYTHONPATH=$PWD/src:$PWD/.peer:$PWD/../.peer python bench/decode_small_vs_flashmla.py --heads 8,64 --tokens 1 \
+    --out $R --name check_small >> $R/check.log 2>&1; echo "small vs flashmla rc=$?" >> $L
+  python bench/prefill_split_kernels.py --cases 8:pad64:1 --out $R --name check_split >> $R/check.log 2>&1
+  echo "split kernels rc=$?" >> $L; grep -v -i warn $R/check.log >> $L
   ;;
 esac
 pack

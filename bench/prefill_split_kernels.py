@@ -16,10 +16,9 @@ from collections import defaultdict
 from types import SimpleNamespace
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 from dsattn.backend import calibrate
-from dsattn.bench.common import warm_up_gpu, write_results
+from dsattn.bench.common import kernel_events, warm_up_gpu, write_results
 from dsattn.bench.kernels_mla import ours
 from dsattn.ops._triton import sm_count
 from dsattn.ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, decode_splits, prefill_splits
@@ -30,16 +29,9 @@ CASES = "8:pad64:1,8:pad64:8,8:pad64:32,8:native:128,8:native:256,32:native:32,3
 
 def _kernel_us(fn, calls: int) -> dict[str, float]:
     """Mean device us a call of each kernel fn launches (fn run `calls` times under the profiler)."""
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
     acc = defaultdict(float)
-    for ev in prof.events():
-        if ev.device_type == torch.autograd.DeviceType.CUDA:
-            acc[ev.name] += ev.time_range.elapsed_us()  # a kernel event's range is its GPU interval
+    for start, end, name in kernel_events(fn, calls):
+        acc[name] += end - start  # a kernel event's range is its GPU interval
     return {k: v / calls for k, v in acc.items()}
 
 

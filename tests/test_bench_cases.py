@@ -1,4 +1,5 @@
-"""The sparse MLA benchmark's decode cases (dsattn.bench.kernels_mla.decode_case), on the CPU at tiny sizes."""
+"""The sparse MLA benchmark's decode cases (dsattn.bench.kernels_mla.decode_case), on the CPU at tiny sizes; and
+bench.common.call_spans (a call's span from GPU events)."""
 from __future__ import annotations
 
 import pytest
@@ -78,3 +79,17 @@ def test_decode_own_context_one_at_a_time(tiny):
     assert first.kv.shape[0] * first.kv.shape[1] == 4 * 128 and second.kv.shape[0] * second.kv.shape[1] == 2 * 128
     again = km.decode_case(4, 8, "fp8_ds_mla", tiny, context=128)  # rebuilt with the same rows
     assert again.kv is not first.kv and torch.equal(again.kv, first.kv)
+
+
+def test_call_spans_from_gpu_events():
+    """bench.common.call_spans: a call's span counts the gap between its kernels once and an overlap once."""
+    from dsattn.bench.common import call_spans
+    # two calls of two kernels each: call 1 has a 1 us gap, call 2 overlaps its kernels by 2 us
+    events = [(0.0, 5.0, "a"), (6.0, 8.0, "b"), (10.0, 15.0, "a"), (13.0, 16.0, "b")]
+    span, own = call_spans(events, 2)
+    assert span == (8.0 + 6.0) / 2
+    assert own == {"a": 5.0, "b": 2.5}
+    with pytest.raises(ValueError, match="not a whole number a call"):
+        call_spans(events[:3], 2)
+    with pytest.raises(ValueError):
+        call_spans([], 1)

@@ -148,6 +148,39 @@ def graph_ms(fn: Callable[[], object], reps: int = 20, replays: int = 20) -> flo
     return a.elapsed_time(b) / (reps * replays)
 
 
+def kernel_events(fn: Callable[[], object], calls: int) -> list[tuple[float, float, str]]:
+    """fn run once, then `calls` times under torch.profiler (CUDA activity): every GPU activity event (kernels, and
+    memsets or copies where fn issues them) as (start us, end us, name), by start time. Kernels inside a replayed
+    CUDA graph are reported one by one (session 40's benches)."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    return sorted((ev.time_range.start, ev.time_range.end, ev.name) for ev in prof.events()
+                  if ev.device_type == torch.autograd.DeviceType.CUDA)
+
+
+def call_spans(events: Sequence[tuple[float, float, str]], calls: int) -> tuple[float, dict[str, float]]:
+    """(mean span of a call on the GPU, from its first event's start to its last event's end; each event name's mean
+    duration a call) from kernel_events of `calls` calls that each issue the same number of events, back to back.
+    The span counts the gaps between a call's kernels once and overlapping kernels once; summing the durations would
+    leave out the gaps and count an overlap twice (FlashMLA's decode kernels overlap: session 40). ValueError when the
+    events do not split into `calls` equal groups."""
+    per_call = len(events) // calls if calls > 0 else 0
+    if per_call == 0 or per_call * calls != len(events):
+        raise ValueError(f"{len(events)} GPU events for {calls} calls: not a whole number a call")
+    spans, own = [], {}
+    for i in range(calls):
+        group = events[i * per_call:(i + 1) * per_call]
+        spans.append(max(e for _, e, _ in group) - min(s for s, _, _ in group))
+    for s, e, name in events:
+        own[name] = own.get(name, 0.0) + (e - s) / calls
+    return sum(spans) / calls, own
+
+
 def time_pair_ms(fn_a: Callable[[], object], fn_b: Callable[[], object], *, rounds: int = 3, **kw) -> tuple[float, float]:
     """Medians of two implementations measured alternately in the same process (for ratios)."""
     a, b = [], []
