@@ -41,6 +41,9 @@
 # 1-128 requests, the layer's span 1-4 us less.
 # Call `f`: the three profiler benches after their profiling moved into bench.common (kernel_events, call_spans):
 # each runs one small case (a check that they still run and read as before, not a measurement).
+# OUTCOME (e9beaca, bench/logs/s40/call8/): all three ran (rc 0) and read as before: glm-5 TP8 layer span 47.7 / 87.0 us
+# at 1 / 32 requests (call 7: 47.7 / 87.0); 1 token 8 heads 7.94 vs FlashMLA 19.17 us (call 4: 8.08 vs 19.03); the
+# split prefill 8 heads pad64 1 token 88.0 -> 8.8 us (session 39: 87.7 -> 8.9).
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s40.sh a|b|c|d|e|f
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
