@@ -31,14 +31,6 @@ from dsattn.ops._triton import sm_count
 from dsattn.ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, decode_splits
 
 
-def _call_us(fn, calls: int) -> tuple[float, dict[str, float]]:
-    """(mean span of a call on the GPU in us, each kernel's mean us a call) over `calls` calls of fn."""
-    try:
-        return call_spans(kernel_events(fn, calls), calls)
-    except ValueError as e:
-        raise RuntimeError(str(e)) from e
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--heads", default="8,16,32,64,128")
@@ -68,12 +60,13 @@ def main(argv=None) -> int:
             arms = {}
             for variant in policy.variants("decode", heads, "fp8_ds_mla"):
                 fn, out, _ = ours(case, variant)
-                eager_span, _ = _call_us(fn, args.calls)
+                eager_span, _ = call_spans(kernel_events(fn, args.calls), args.calls)
                 replay = graph_replay(fn)
                 bench_us = time_ms(replay, warmup_ms=5, rep_ms=20) * 1e3
                 try:
-                    span, k_us, src = *_call_us(replay, args.calls), "profiled graph replays"
-                except RuntimeError as e:  # the profiler did not see the graph's kernels one by one
+                    span, k_us = call_spans(kernel_events(replay, args.calls), args.calls)
+                    src = "profiled graph replays"
+                except ValueError as e:  # the profiler did not see the graph's kernels one by one
                     print(f"# tokens {tokens} heads {heads} {variant}: {e}; do_bench replay time instead", flush=True)
                     span, k_us, src = bench_us, {}, "do_bench graph replays (cold L2, graph launch included)"
                 arms[variant] = {"splits": decode_splits(tokens, heads, 2048, variant, sm), "kernels_us": k_us,
@@ -88,7 +81,7 @@ def main(argv=None) -> int:
                 built = flashmla(case, peers, 64 if heads <= 64 else 128)
                 if built is not None:
                     ffn, get = built
-                    fl_span, fl_k = _call_us(ffn, args.calls)
+                    fl_span, fl_k = call_spans(kernel_events(ffn, args.calls), args.calls)
                     torch.cuda.synchronize()
                     diff = float((get().float() - out.float()).abs().max())
                     row.update({"flashmla_heads": 64 if heads <= 64 else 128, "flashmla_kernels_us": fl_k,

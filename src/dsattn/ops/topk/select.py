@@ -654,12 +654,13 @@ def v4_segments(rows: int, width: int, tile: int, filt_warps: int, sm_count: int
 
 def select_register_cap(rows: int, cap: int, select_warps: int, sms: int) -> int:
     """launch_topk_v4's default select_maxnreg: 80 at cap 4096 (1024 < k <= 2048) with 8 select warps when the rows need
-    more than two select programs an SM (rows > 2 x SMs), else 0 (no cap). The cap fits 3 programs of 8 warps an
-    SM instead of 2 (127 registers, 120 bytes of spills under it): 4096 x 65536 0.7104 vs 0.7244 ms alone
-    (notes/indexer.md, bench/results/topk_v3.json of its time). With no more rows than two programs an SM hold it
-    buys no occupancy and its spills cost latency: H200, CUDA-graph replays, k 2048
+    more than two select programs an SM (rows > 2 x SMs), else 0 (no cap). Uncapped the select takes 127
+    registers (2 programs an SM); the cap fits 3, with 120 bytes of spills: 4096 x 65536 0.7104 vs 0.7244 ms
+    alone (notes/indexer.md, bench/results/topk_v3.json of its time). With no more rows than two programs an SM
+    hold it buys no occupancy and its spills cost latency: H200, CUDA-graph replays, k 2048
     (bench/results/topk_small_s40.json), without the cap 1 x 65536 0.0383 vs 0.0451 ms, 32 x 65536 0.0421 vs
-    0.0489, 128 x 65536 0.0479 vs 0.0520, 8 x 16384 0.0296 vs 0.0313, 1 x 4097 0.0305 vs 0.0308."""
+    0.0489, 128 x 65536 0.0479 vs 0.0520, 8 x 16384 0.0296 vs 0.0313, 1 x 4097 0.0305 vs 0.0308. 129-264 rows and
+    265-4095 rows were not measured: there the rule follows the occupancy."""
     return 80 if cap == 4096 and select_warps == 8 and rows > 2 * sms else 0
 
 
