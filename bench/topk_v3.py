@@ -72,12 +72,20 @@ VARIANTS = {
     "v4_sel16w": dict(version=4, select_warps=16),
     "v4_nocap": dict(version=4, select_maxnreg=0),
     "v4_segs1_sel16w": dict(version=4, segs=1, select_warps=16),
+    # session 41: a larger candidate capacity, so that a row of up to `cap` columns is selected in registers by the
+    # select alone (no threshold, no filter: one launch instead of three)
+    "v4_cap8k": dict(version=4, cap=8192),
+    "v4_cap8k_w16": dict(version=4, cap=8192, select_warps=16),
+    "v4_cap16k_w16": dict(version=4, cap=16384, select_warps=16),
 }
 STAGE_CUTS = {"v4_stop1_tau": dict(D2, stop=1),
               "v4_stop2_filter": dict(D2, stop=2),
               "v4_prev_stop1_tau": dict(PREV, stop=1),
               "v4_early_tau_stop1": dict(D2, tau_early=True, stop=1),
-              "v4_fuse_early_stop2": dict(D2, fuse_tau=True, tau_early=True, stop=2)}
+              "v4_fuse_early_stop2": dict(D2, fuse_tau=True, tau_early=True, stop=2),
+              # session 41: the default's stages at few rows (several filter programs a row: tau has its own launch)
+              "v4_stop1": dict(version=4, stop=1),
+              "v4_stop2": dict(version=4, stop=2)}
 SHAPES = [(4096, 65536), (1024, 131072), (128, 65536)]
 TIES_VARIANTS = ["v4", "v4_prev"]
 
