@@ -7,7 +7,18 @@
 # PREDICTION: the select's samples sit in its two-bit step loops (barrier and shuffle waits: latency, not work);
 # cap 8192 at 1 x 4160 and 1 x 8192 ~15 us as a graph replay against the default's ~29-31 us; from ~64 rows the default
 # wins (one 241-register program an SM at cap 8192 x 8 warps).
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s41.sh a
+# OUTCOME (3973a69, bench/results/topk_cap_s41.json, bench/logs/s41/a/): one launch each, the warp-state samples are too
+# few to read (14 in the select, 6 in tau); ncu durations select 16.3 us, tau 7.5 (clocks unlocked). As CUDA-graph
+# replays (do_bench, us; every variant bad=0): 1 x 4160 default 24.7, cap 8192 14.7 (tau alone 10.7, tau + filter 15.3);
+# 1 x 8192 26.8 -> 20.2, 4 x 8192 25.2 -> 19.3, 8 x 8192 27.9 -> 18.5, 32 x 8192 28.7 -> 19.5, 128 x 8192 34.6 -> 26.5;
+# 1 x 4096 (the default selects it in registers already) 11.3, cap 8192 15.2. Cap 16384 (16 warps, 248 B of spills)
+# loses at 1 x 16384 (30.0 vs 27.6). So the second half of the prediction was right, the crossover was not found.
+# Call `b`: the crossover in rows (256-4096 rows x 8192, k 2048) and the same question at k 512 (glm-5.3-flash's pooled
+# top-k: default cap 1024, tried 2048 / 4096 / 8192 over 1040-8192 columns).
+# PREDICTION: cap 8192 still wins at 256 rows (two waves of 132 one-program SMs) and loses from ~1024 rows, where the
+# default's three stages run many programs an SM; at k 512 the same picture, with caps 2048 / 4096 winning where they
+# cover the row.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s41.sh a|b
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -41,5 +52,17 @@ a)
     --variants v4,v4_stop1,v4_stop2,v4_cap8k,v4_cap8k_w16,v4_cap16k_w16 --rounds 3 --rep-ms 20 \
     --out $R/topk_cap_s41.json > $R/topk_cap.log 2>&1
   echo "topk_v3 rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -v -i warn $R/topk_cap.log >> $L; pack
+  ;;
+b)
+  t0=$(date +%s)
+  timeout 250 python bench/topk_v3.py --shapes 256x8192,512x8192,1024x8192,4096x8192,1x5000,64x5000 \
+    --cases 256x8192:full,512x8192:full,1024x8192:full,4096x8192:full,1x5000:full,64x5000:ragged \
+    --variants v4,v4_cap8k --rounds 3 --rep-ms 20 --out $R/topk_cap_rows_s41.json > $R/topk_rows.log 2>&1
+  echo "topk_v3 k 2048 rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -v -i warn $R/topk_rows.log >> $L; pack
+  t0=$(date +%s)
+  timeout 300 python bench/topk_v3.py --k 512 --shapes 1x1040,8x1040,1x2048,1x4160,8x4160,128x4160,1024x4160,1x8192,128x8192 \
+    --cases 1x1040:full,8x1040:ragged,1x2048:full,1x4160:full,8x4160:ragged,128x4160:full,1024x4160:full,1x8192:full,128x8192:full \
+    --variants v4,v4_cap2k,v4_cap4k,v4_cap8k --rounds 3 --rep-ms 20 --out $R/topk_cap_k512_s41.json > $R/topk_k512.log 2>&1
+  echo "topk_v3 k 512 rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -v -i warn $R/topk_k512.log >> $L; pack
   ;;
 esac

@@ -77,6 +77,8 @@ VARIANTS = {
     "v4_cap8k": dict(version=4, cap=8192),
     "v4_cap8k_w16": dict(version=4, cap=8192, select_warps=16),
     "v4_cap16k_w16": dict(version=4, cap=16384, select_warps=16),
+    "v4_cap2k": dict(version=4, cap=2048),
+    "v4_cap4k": dict(version=4, cap=4096),
 }
 STAGE_CUTS = {"v4_stop1_tau": dict(D2, stop=1),
               "v4_stop2_filter": dict(D2, stop=2),
@@ -278,13 +280,15 @@ def main(argv=None) -> int:
     p.add_argument("--cases", default=None, help="comma list of RxW:dist (e.g. 4096x65536:full)")
     p.add_argument("--shapes", default=None,
                    help="comma list of RxW replacing the default shapes (e.g. 1x4097,32x65536)")
+    p.add_argument("--k", type=int, default=None, help="k (default 2048)")
     p.add_argument("--cpu-smoke", action="store_true", help="tiny shapes on the CPU interpreter (checks the script)")
     args = p.parse_args(argv)
+    global SHAPES, DEV, K
+    if args.k:
+        K = args.k
     if args.shapes:
-        global SHAPES
         SHAPES = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     if args.cpu_smoke:
-        global DEV, K
         from dsattn.ops._triton import allow_runtime_loop_bounds
         allow_runtime_loop_bounds()
         DEV, K, SHAPES = "cpu", 16, [(6, 700), (3, 1100), (2, 500)]
