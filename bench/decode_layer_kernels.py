@@ -6,7 +6,8 @@ context, as bench serve's decode step), the layer's forward (cache writes, index
 is captured in a CUDA graph and replayed: the replay's time (do_bench: cold L2, the graph's launch included), its span
 on the GPU from torch.profiler's kernel events (first kernel's start to last kernel's end, warm, replays back to back),
 and each kernel's mean device time a replay, largest first. The sum of the kernels against the span shows the gaps
-between them. Writes bench/results/<--name>.json.
+between them. Writes bench/results/<--name>.json. --usual-cap (session 41) runs the top-k with the candidate capacity
+of k alone (ops.topk.select.candidate_capacity), as before select_capacity widened it for few rows a little past it.
 
     PYTHONPATH=src python bench/decode_layer_kernels.py [--configs glm-5:8:fp8_ds_mla,...] [--batches 1,8,32,128]
 """
@@ -35,14 +36,18 @@ def main(argv=None) -> int:
     ap.add_argument("--calibration", default=CALIBRATION if os.path.exists(CALIBRATION) else None)
     ap.add_argument("--name", default="decode_layer_kernels")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--usual-cap", action="store_true", help="the top-k's capacity before session 41 (no widening)")
     args = ap.parse_args(argv)
+    if args.usual_cap:
+        from dsattn.ops.topk import select
+        select.select_capacity = lambda rows, width, k, sms: select.candidate_capacity(k)
     if not torch.cuda.is_available():
         print("decode_layer_kernels: needs a CUDA GPU")
         return 2
     dev = torch.device("cuda")
     warm_up_gpu()
     rows = []
-    meta = {"calibration": args.calibration, "calls": args.calls, "block_size": 64,
+    meta = {"calibration": args.calibration, "calls": args.calls, "block_size": 64, "usual_cap": args.usual_cap,
             "how": "one decode layer's forward captured in a CUDA graph: do_bench replay ms, and torch.profiler "
                    "kernel events of --calls replays (span and each kernel's mean us a replay)"}
     path = None

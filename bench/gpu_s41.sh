@@ -18,7 +18,18 @@
 # PREDICTION: cap 8192 still wins at 256 rows (two waves of 132 one-program SMs) and loses from ~1024 rows, where the
 # default's three stages run many programs an SM; at k 512 the same picture, with caps 2048 / 4096 winning where they
 # cover the row.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s41.sh a|b
+# OUTCOME (e7542b5, topk_cap_rows_s41.json, topk_cap_k512_s41.json, bench/logs/s41/b/; graph replays, us, all bad=0):
+# k 2048 cap 8192: 256 x 8192 44.1 -> 35.7, 512 x 8192 66.7 / 64.9 (even), 1024 x 8192 104.9 / 120.5, 4096 x 8192 288 /
+# 440 (slower), 1 x 5000 31.5 -> 18.1, 64 x 5000 31.3 -> 21.0. k 512: cap 2048 1 x 1040 15.7 -> 9.6, 1 x 2048 16.0 ->
+# 11.6, 8 x 1040 10.5 / 10.3; cap 8192 no gain (1 x 4160 19.7 / 19.9, 1 x 8192 18.9 / 19.1, 1024 x 4160 45.6 / 115.4).
+# So: twice the usual capacity at <= 2 x SMs rows (select.select_capacity), not more.
+# Call `c` (select_capacity the default): the indexer and backend GPU test files; the decode layer's kernels with the
+# new default and with --usual-cap (two processes, one after the other); topk_v3 of the new default against the usual
+# capacity at the shapes the rule changes and at its edges.
+# PREDICTION: tests pass. The layer's top-k at 1-8 requests (widths 4160-4608) ~22 -> ~12 us of kernel time and its
+# span ~8-10 us less; at 32 requests (up to 6.1K columns) the same; at 128 requests (up to 12.2K columns, the batch's
+# width) unchanged. glm-5.3-flash (k 512 pooled, ~1040-1150 pooled columns at 1-8 requests) ~5 us less.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s41.sh a|b|c
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -64,5 +75,22 @@ b)
     --cases 1x1040:full,8x1040:ragged,1x2048:full,1x4160:full,8x4160:ragged,128x4160:full,1024x4160:full,1x8192:full,128x8192:full \
     --variants v4,v4_cap2k,v4_cap4k,v4_cap8k --rounds 3 --rep-ms 20 --out $R/topk_cap_k512_s41.json > $R/topk_k512.log 2>&1
   echo "topk_v3 k 512 rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -v -i warn $R/topk_k512.log >> $L; pack
+  ;;
+c)
+  N=8 LIMIT=300 bash bench/gpu_tests_sharded.sh $R/tests_c tests/gpu/test_indexer_gpu.py tests/gpu/test_backend_gpu.py
+  cat $R/tests_c/summary.log >> $L; pack
+  for v in new usual; do
+    t0=$(date +%s)
+    timeout 200 python bench/decode_layer_kernels.py --batches 1,8,32,128 --out $R --name decode_layer_kernels_s41_$v \
+      $([ $v = usual ] && echo --usual-cap) > $R/layer_$v.log 2>&1
+    echo "decode layer kernels ($v) rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -v -i warn $R/layer_$v.log >> $L; pack
+  done
+  timeout 150 python bench/topk_v3.py --shapes 1x4160,8x4160,128x8192,264x8192,265x8192 \
+    --cases 1x4160:full,8x4160:ragged,128x8192:full,264x8192:full,265x8192:full \
+    --variants v4,v4_cap4k --rounds 3 --rep-ms 20 --out $R/topk_default_s41.json > $R/topk_default.log 2>&1
+  echo "topk_v3 k 2048 rc=$?" >> $L; grep -v -i warn $R/topk_default.log >> $L; pack
+  timeout 120 python bench/topk_v3.py --k 512 --shapes 1x1040,8x2048,128x2048 --cases 1x1040:full,8x2048:full,128x2048:full \
+    --variants v4,v4_cap1k --rounds 3 --rep-ms 20 --out $R/topk_default_k512_s41.json > $R/topk_default_k512.log 2>&1
+  echo "topk_v3 k 512 rc=$?" >> $L; grep -v -i warn $R/topk_default_k512.log >> $L; pack
   ;;
 esac

@@ -77,6 +77,7 @@ VARIANTS = {
     "v4_cap8k": dict(version=4, cap=8192),
     "v4_cap8k_w16": dict(version=4, cap=8192, select_warps=16),
     "v4_cap16k_w16": dict(version=4, cap=16384, select_warps=16),
+    "v4_cap1k": dict(version=4, cap=1024),
     "v4_cap2k": dict(version=4, cap=2048),
     "v4_cap4k": dict(version=4, cap=4096),
 }

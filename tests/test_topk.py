@@ -318,3 +318,36 @@ def test_select_register_cap_only_past_two_programs_an_sm():
         assert select_register_cap(rows, 4096, 8, 132) == 0
     assert select_register_cap(4096, 8192, 8, 132) == 0  # k > 2048: never capped
     assert select_register_cap(4096, 4096, 4, 132) == 0
+
+
+def test_select_capacity_doubles_for_few_rows_a_little_wider():
+    """Rows a little wider than the candidate capacity are selected in registers at twice it (one launch, not three)
+    while there are at most two rows an SM; wider rows, more rows and caps past WIDE_CAP_MAX keep the usual capacity
+    (session 41, bench/results/topk_cap_s41.json, topk_cap_rows_s41.json, topk_cap_k512_s41.json)."""
+    from dsattn.ops.topk.select import WIDE_CAP_MAX, select_capacity
+    assert select_capacity(1, 4096, 2048, 132) == 4096     # fits the usual capacity
+    assert select_capacity(1, 4097, 2048, 132) == 8192
+    assert select_capacity(264, 8192, 2048, 132) == 8192
+    assert select_capacity(265, 8192, 2048, 132) == 4096   # more than two rows an SM
+    assert select_capacity(1, 8193, 2048, 132) == 4096     # wider than twice the capacity
+    assert select_capacity(1, 2048, 512, 132) == 2048
+    assert select_capacity(1, 6000, 4096, 132) == 8192     # usual capacity already WIDE_CAP_MAX
+    assert select_capacity(1, 9000, 4096, 132) == 8192
+    assert WIDE_CAP_MAX == 8192
+
+
+@pytest.mark.parametrize("v", configs("v4m2", "v4early"))
+def test_default_capacity_takes_few_wide_rows_in_registers(v):
+    """No cap given: 5 rows of 20-32 columns at k 8 (usual capacity 16) are selected in registers at capacity 32,
+    the sets right and listed in column order, ties toward the lower column, every entry written."""
+    k, w = 8, 30
+    logits = torch.randn(5, w)
+    logits[3, ::2] = logits[3, 0]  # ties at the cut
+    lengths = torch.tensor([30, 17, 25, 30, 5], dtype=torch.int32)
+    out = torch.full((5, k), -7, dtype=torch.int32)
+    launch_topk(logits, lengths, k, out, torch.empty(0, 0, dtype=torch.int32), **v)  # no scratch: none is read
+    want = _expected(logits, lengths, k)
+    _assert_same_sets(out, want)
+    for r in range(5):
+        row = out[r][out[r] >= 0]
+        assert torch.equal(row, row.sort().values)

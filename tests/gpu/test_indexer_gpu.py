@@ -85,8 +85,11 @@ TOPK_IMPLS = {"default": None, "v4": dict(version=4), "v4_segs1": dict(version=4
 
 
 @pytest.mark.parametrize("impl", list(TOPK_IMPLS))
-@pytest.mark.parametrize("width, k", [(65536, 2048), (200000, 2048), (5000, 2048), (70000, 512), (65536, 8192)])
+@pytest.mark.parametrize("width, k", [(65536, 2048), (200000, 2048), (5000, 2048), (70000, 512), (65536, 8192),
+                                      (8192, 2048), (1040, 512), (2048, 512)])
 def test_topk_sets(width, k, impl):
+    """Sets and column order. At widths 5000, 8192 (k 2048), 1040 and 2048 (k 512) the v4 entries select the 64 rows in
+    registers at twice the usual capacity (select_capacity); v3 keeps its three stages."""
     rows = 64
     x = torch.randn(rows, width, device=DEV)
     x[1] = torch.randint(0, 16, (width,), device=DEV).float()  # heavy ties: the exact fallback

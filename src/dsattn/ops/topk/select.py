@@ -6,8 +6,8 @@ key T is found by deciding its bits from the top (``_kth_largest``: 32 counting 
 registers), then the row's keys > T and the first (k - #keys > T) keys == T in column order are written
 out, which breaks ties toward the lower column.
 
-A row of at most CAP (a power of two >= 2k) valid columns is selected in registers directly. A longer
-row is first cut down to candidates:
+A row of at most CAP (a power of two >= 2k; v4 takes twice the usual one for few rows a little wider than it,
+``select_capacity``) valid columns is selected in registers directly. A longer row is first cut down to candidates:
 
 1. sample SAMPLE keys (groups of 8 neighbours spread over the row) and take the sample's key of rank
    r = (k + CAP) / 2 * SAMPLE / L as a lower bound tau: about (k + CAP) / 2 of the row's keys are >= tau;
@@ -664,6 +664,28 @@ def select_register_cap(rows: int, cap: int, select_warps: int, sms: int) -> int
     return 80 if cap == 4096 and select_warps == 8 and rows > 2 * sms else 0
 
 
+# The widest row the select takes in registers (8 warps, 241 registers, no spill at sm_90a: bench/topk_compile_check.py;
+# 16384 spills at 16 warps and loses, bench/results/topk_cap_s41.json).
+WIDE_CAP_MAX = 8192
+
+
+def select_capacity(rows: int, width: int, k: int, sms: int) -> int:
+    """launch_topk_v4's default candidate capacity: candidate_capacity(k), or twice that (at most WIDE_CAP_MAX) when
+    the rows are wider than the first but fit the second and there are at most two rows an SM. Then every row is
+    selected in registers by the select alone: one launch instead of three (threshold, filter, select), at the cost of
+    twice the keys a thread. H200, CUDA-graph replays, every set right (bench/results/topk_cap_s41.json,
+    topk_cap_rows_s41.json, topk_cap_k512_s41.json): k 2048 (cap 4096 -> 8192) 1 x 4160 24.7 -> 14.7 us, 1 x 5000
+    31.5 -> 18.1, 1 x 8192 26.8 -> 20.2, 8 x 8192 27.9 -> 18.5, 32 x 8192 28.7 -> 19.5, 128 x 8192 34.6 -> 26.5, 256 x
+    8192 44.1 -> 35.7; even at 512 rows (66.7 / 64.9), slower from 1024 (104.9 / 120.5; 4096 rows 288 / 440); k 512
+    (cap 1024 -> 2048) 1 x 1040 15.7 -> 9.6, 1 x 2048 16.0 -> 11.6, 8 x 1040 10.5 / 10.3. Four times the capacity did
+    not pay at k 512 (cap 8192: 1 x 4160 19.7 / 19.9), so the rule stops at twice. Other k were not measured."""
+    cap = candidate_capacity(k)
+    wide = 2 * cap
+    if cap < width <= wide <= WIDE_CAP_MAX and rows <= 2 * sms:
+        return wide
+    return cap
+
+
 def _small(small: int, k: int) -> int:
     """The bucket size of a split select: a power of two, at most k (the output row is its tmp)."""
     small = min(small, k)
@@ -680,8 +702,9 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     """Run the v4 select: _v4_tau; _v4_filter over [rows x segs] programs of filt_warps warps (a tile is
     filt_warps * 32 * rows_per_thread rows of 4 columns; prefetch: the next tile is loaded before this
     one is used; filt_stages: Triton's software pipelining instead); _v4_select (with the retries and the fallback for rows the sample misjudged; fix_rows: their
-    tiles' rows of 4). mode: how the k-th
-    largest is found (0 two-bit steps over the full key, 1 8-bit histograms, 2 two-bit steps over the
+    tiles' rows of 4); rows of at most `cap` columns skip the first two launches and are selected in registers
+    (cap None: select_capacity, which widens it for rows a little past candidate_capacity(k) at few rows). mode: how
+    the k-th largest is found (0 two-bit steps over the full key, 1 8-bit histograms, 2 two-bit steps over the
     bits in which the keys differ); tau_mode: the same for the sample's threshold. split/small (mode 2):
     after `split` two-bit steps the rest run over the k-th largest's bucket when it holds at most `small`
     keys (0: never); tau_split/tau_small the same for the threshold (tau_mode 2), tau_top > 0: the
@@ -702,7 +725,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     stop (timing only):
     1 ends after the threshold, 2 after the filter (wrong output)."""
     t, w = logits.shape
-    cap = cap or candidate_capacity(k)
+    cap = cap or select_capacity(t, w, k, sm_count(logits.device, 132))
     sample = min(sample or 2048, cap)
     if cap < 2 * k or cap & (cap - 1) or sample & (sample - 1) or sample < _GROUP:
         raise ValueError(f"cap must be a power of two >= 2k and sample a power of two >= {_GROUP}")
