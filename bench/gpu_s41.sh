@@ -29,7 +29,19 @@
 # PREDICTION: tests pass. The layer's top-k at 1-8 requests (widths 4160-4608) ~22 -> ~12 us of kernel time and its
 # span ~8-10 us less; at 32 requests (up to 6.1K columns) the same; at 128 requests (up to 12.2K columns, the batch's
 # width) unchanged. glm-5.3-flash (k 512 pooled, ~1040-1150 pooled columns at 1-8 requests) ~5 us less.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s41.sh a|b|c
+# OUTCOME (c622e80, bench/logs/s41/c/): GPU tests 121 passed (indexer + backend files). The layer's span, new / usual
+# capacity (decode_layer_kernels_s41_new.json, _usual.json; two processes): glm-5 TP8 1 / 8 / 32 / 128 requests 39.9 /
+# 48.2, 44.8 / 51.8, 79.1 / 86.8, 245.4 / 246.3 us; deepseek-v3.2 TP8 40.0 / 48.9, 47.8 / 55.9, 85.9 / 94.2; TP1 44.9 /
+# 53.4, 62.9 / 71.8, 126.9 / 135.9; glm-5.3-flash 1 request 26.9 / 27.3 (1024 pooled columns: in registers before
+# too), 8 requests 33.6 / 40.0, 32 requests 46.3 / 53.3. The select alone 15.4-15.9 us at cap 8192 (12-13 at 4096).
+# topk_v3 (topk_default_s41.json, _k512_s41.json), graph replays: 1 x 4160 14.7 / 24.4 us, 128 x 8192 21.2 / 30.3, 264
+# x 8192 36.6 / 45.7, 265 x 8192 47.4 / 47.3 (the same launch), 8 x 4160 ragged 17.5 / 15.9 (slower: its random lengths
+# left every row within 4096, which the backend's widths never do: a chunk is as wide as its longest row); k 512 1 x 1040
+# 9.5 / 15.5, 8 x 2048 11.6 / 17.1, 128 x 2048 12.5 / 18.4.
+# Call `d`: where the select's ~15 us go, by Nsight Compute warp-state samples at the finest interval (one launch, one
+# program: 1 x 4160 in registers at cap 8192; 1 x 16384 over its candidates), and tau / filter at 1 x 16384.
+# PREDICTION: most samples on the step loops' barriers and shuffles and on the emit's scans (cumsum) barriers.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s41.sh a|b|c|d
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -38,7 +50,7 @@ nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
 pack() { tar -czf $OUT/r.tgz -C $OUT r s41.log; }
 prof() {  # name kernel-regex args...
   local n=$1 k=$2; shift 2
-  timeout 150 ncu --clock-control none -k regex:$k -s 1 -c 1 --section SourceCounters \
+  timeout 150 ncu --clock-control none ${NCU_EXTRA:-} -k regex:$k -s 1 -c 1 --section SourceCounters \
     --section WarpStateStats --section SchedulerStats --section SpeedOfLight \
     -f -o $R/$n python bench/topk_ncu_case.py "$@" > $R/ncu_$n.log 2>&1
   echo "== $n rc=$?" >> $L
@@ -92,5 +104,13 @@ c)
   timeout 120 python bench/topk_v3.py --k 512 --shapes 1x1040,8x2048,128x2048 --cases 1x1040:full,8x2048:full,128x2048:full \
     --variants v4,v4_cap1k --rounds 3 --rep-ms 20 --out $R/topk_default_k512_s41.json > $R/topk_default_k512.log 2>&1
   echo "topk_v3 k 512 rc=$?" >> $L; grep -v -i warn $R/topk_default_k512.log >> $L; pack
+  ;;
+d)
+  python bench/topk_ncu_case.py --rows 1 --width 16384 && python bench/topk_ncu_case.py --rows 1 --width 4160 && echo ok >> $L
+  export NCU_EXTRA="--warp-sampling-interval 0"
+  prof sel_w4160 _v4_select --rows 1 --width 4160
+  prof sel_w16384 _v4_select --rows 1 --width 16384
+  prof tau_w16384 _v4_tau --rows 1 --width 16384
+  prof filt_w16384 _v4_filter --rows 1 --width 16384
   ;;
 esac
