@@ -41,7 +41,16 @@
 # Call `d`: where the select's ~15 us go, by Nsight Compute warp-state samples at the finest interval (one launch, one
 # program: 1 x 4160 in registers at cap 8192; 1 x 16384 over its candidates), and tau / filter at 1 x 16384.
 # PREDICTION: most samples on the step loops' barriers and shuffles and on the emit's scans (cumsum) barriers.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s41.sh a|b|c|d
+# OUTCOME (5e83dd0, bench/logs/s41/d/, finest sampling interval, one program): the select at 1 x 4160 (cap 8192, 14.2 us
+# under ncu) has ~42% of its samples and ~48% of its executed instructions in the two-bit step loop (ISETP / SEL / IADD
+# of the compares, SHFL of the reductions), the rest spread over the emit and the loads; 0.42 issued warps a cycle a
+# scheduler (2 active warps, 0.64 eligible): both issue and latency. At 1 x 16384 over its candidates (19.9 us) ~34% in
+# the step loop and ~45% in the emit's ordered scans (SHFL.UP, SEL). tau (7.5 us): ~68% in its step loop, ~21% in its
+# sample loads. So the prediction was half right: the steps' compares cost as much as their reductions.
+# Call `e`: at few rows, the split select (steps after `split` over the k-th largest's bucket of <= small keys: 1 key a
+# thread, not 32) and 8 threshold warps (8 sample keys a thread, not 16), knobs of launch_topk_v4.
+# PREDICTION: split 3 saves ~3 us of the select at 1 x 4160 (cap 8192) and ~2 us over candidates; tau 8 warps ~1-2 us.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s41.sh a|b|c|d|e
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -112,5 +121,13 @@ d)
   prof sel_w16384 _v4_select --rows 1 --width 16384
   prof tau_w16384 _v4_tau --rows 1 --width 16384
   prof filt_w16384 _v4_filter --rows 1 --width 16384
+  ;;
+e)
+  t0=$(date +%s)
+  timeout 330 python bench/topk_v3.py --shapes 1x4160,8x8192,1x16384,8x16384,32x65536,128x65536 \
+    --cases 1x4160:full,8x8192:full,1x16384:full,8x16384:ragged,32x65536:full,128x65536:full \
+    --variants v4,v4_split2,v4_split3,v4_split4,v4_split3_s1k,v4_tauw8 --rounds 3 --rep-ms 20 \
+    --out $R/topk_split_s41.json > $R/topk_split.log 2>&1
+  echo "topk_v3 rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -v -i warn $R/topk_split.log >> $L; pack
   ;;
 esac
