@@ -50,7 +50,11 @@
 # Call `e`: at few rows, the split select (steps after `split` over the k-th largest's bucket of <= small keys: 1 key a
 # thread, not 32) and 8 threshold warps (8 sample keys a thread, not 16), knobs of launch_topk_v4.
 # PREDICTION: split 3 saves ~3 us of the select at 1 x 4160 (cap 8192) and ~2 us over candidates; tau 8 warps ~1-2 us.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s41.sh a|b|c|d|e
+# OUTCOME (8a7a850, topk_split_s41.json, bench/logs/s41/e/; graph replays, us, all bad=0): the split select slower at
+# every shape (1 x 4160 14.7 -> 23.1-26.5, 8 x 8192 21.1 -> 26.2-26.7, 1 x 16384 27.6 -> 38.0-42.8, 32 x 65536 43.1 ->
+# 51.5-54.5, 128 x 65536 47.4 -> 56.0-59.9): what it takes out of the steps it loses with the early stop and its bucket
+# pass. 8 threshold warps no different (15.1, 21.2, 27.8, 43.2, 47.5). Neither kept; the tau_warps knob was removed.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s41.sh a|b|c|d|e  (e needs 8a7a850's select.py)
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET

@@ -78,14 +78,14 @@ VARIANTS = {
     "v4_cap8k_w16": dict(version=4, cap=8192, select_warps=16),
     "v4_cap16k_w16": dict(version=4, cap=16384, select_warps=16),
     "v4_cap1k": dict(version=4, cap=1024),
-    # session 41, the select's and the threshold's step loops at few rows (Nsight Compute: ~half the select's samples
-    # and ~80% of the threshold's are their two-bit steps): the split select (the steps after `split` over the k-th
-    # largest's bucket of <= small keys; no early stop then), and 8 threshold warps (8 sample keys a thread, not 16)
+    # session 41, the select's and the threshold's step loops at few rows (Nsight Compute: ~40% of the select's samples
+    # and ~70% of the threshold's are their two-bit steps): the split select (the steps after `split` over the k-th
+    # largest's bucket of <= small keys; no early stop then): slower at every few-row shape (topk_split_s41.json).
+    # 8 threshold warps (a launch_topk_v4 knob for that run, removed after it: code at 8a7a850) were no faster.
     "v4_split2": dict(version=4, split=2, small=256),
     "v4_split3": dict(version=4, split=3, small=256),
     "v4_split4": dict(version=4, split=4, small=256),
     "v4_split3_s1k": dict(version=4, split=3, small=1024),
-    "v4_tauw8": dict(version=4, tau_warps=8),
     "v4_cap2k": dict(version=4, cap=2048),
     "v4_cap4k": dict(version=4, cap=4096),
 }

@@ -698,8 +698,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
                    select_warps: int | None = None, select_maxnreg: int | None = None, mode: int = 2,
                    tau_mode: int = 2, per_sm: int = 16, fix_rows: int = 0, split: int = 0, small: int = 256,
                    tau_split: int = 0, tau_small: int = 256, tau_top: int = 10, early: bool = True,
-                   tau_early: bool = True, fuse_tau: bool = True, sort: bool = True, tau_warps: int | None = None,
-                   stop: int = 0) -> None:
+                   tau_early: bool = True, fuse_tau: bool = True, sort: bool = True, stop: int = 0) -> None:
     """Run the v4 select: _v4_tau; _v4_filter over [rows x segs] programs of filt_warps warps (a tile is
     filt_warps * 32 * rows_per_thread rows of 4 columns; prefetch: the next tile is loaded before this
     one is used; filt_stages: Triton's software pipelining instead); _v4_select (with the retries and the fallback for rows the sample misjudged; fix_rows: their
@@ -719,8 +718,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     sort (several programs per row only): the select writes each row's selection in ascending column order
     (_emit_v4's SEGS: one scan per two filter programs of the row), the same in every run; without it the
     filter's atomics decide the order (SPEC 4 leaves the order free, but the attention sums in it). Its
-    16-bit packed counts take cap < 32768 (k <= 8192); past that the order is the atomics' again. tau_warps: the
-    threshold program's warps (None: 4 for samples of >= 1024 keys, else 1).
+    16-bit packed counts take cap < 32768 (k <= 8192); past that the order is the atomics' again.
     The defaults (filt_warps 2, tau_mode 2, tau_top 10, select_maxnreg 80 at k 2048 over > 2 x SMs rows, early,
     tau_early, fuse_tau) are the fastest correct variant of bench/topk_v3.py on the H200 ("v4_fuse_early":
     4096 x 65536 0.582 ms = 5.72x torch.topk, bench/results/topk_v3_final.json; notes/indexer.md).
@@ -754,7 +752,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
             _v4_tau[(t,)](logits, logits.stride(0), lengths, w, scratch, sstride, k,
                           CAP=cap, SAMPLE=sample, GROUP=_GROUP, MODE=tau_mode, SPLIT=tau_split,
                           SMALL=min(tau_small, 2 * cap), TOP=tau_top, EARLY=tau_early and not tau_split,
-                          num_warps=tau_warps or (4 if sample >= 1024 else 1))
+                          num_warps=4 if sample >= 1024 else 1)
         if stop == 1:
             return
         seg_len = triton.cdiv(triton.cdiv(w, segs), tile) * tile
