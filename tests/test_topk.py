@@ -339,8 +339,7 @@ def test_select_capacity_doubles_for_few_rows_a_little_wider():
 @pytest.mark.parametrize("v", configs("v4m2", "v4early"))
 def test_default_capacity_takes_few_wide_rows_in_registers(v):
     """No cap given: 5 rows (lengths 5-30) of a 30-column buffer at k 8 (usual capacity 16) are selected in registers
-    at capacity 32,
-    the sets right and listed in column order, ties toward the lower column, every entry written."""
+    at capacity 32: the sets right and listed in column order, ties toward the lower column, every entry written."""
     k, w = 8, 30
     logits = torch.randn(5, w)
     logits[3, ::2] = logits[3, 0]  # ties at the cut
