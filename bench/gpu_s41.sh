@@ -54,7 +54,11 @@
 # every shape (1 x 4160 14.7 -> 23.1-26.5, 8 x 8192 21.1 -> 26.2-26.7, 1 x 16384 27.6 -> 38.0-42.8, 32 x 65536 43.1 ->
 # 51.5-54.5, 128 x 65536 47.4 -> 56.0-59.9): what it takes out of the steps it loses with the early stop and its bucket
 # pass. 8 threshold warps no different (15.1, 21.2, 27.8, 43.2, 47.5). Neither kept; the tau_warps knob was removed.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s41.sh a|b|c|d|e  (e needs 8a7a850's select.py)
+# Call `f`: capacity 16384 over 32 select warps (16 keys a thread, 64 registers, 192 B of spills by the compile check),
+# for few rows of 8193-16384 columns, against the default (three launches).
+# PREDICTION: no faster: 16 warps at cap 8192 were slower than 8 (16.8 vs 15.2 us at 1 x 4096), and cap 16384 over 16
+# warps lost (30.0 vs 27.6 at 1 x 16384); at best ~22 us at 1 x 16384.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s41.sh a|b|c|d|e|f  (e needs 8a7a850's select.py)
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -133,5 +137,11 @@ e)
     --variants v4,v4_split2,v4_split3,v4_split4,v4_split3_s1k,v4_tauw8 --rounds 3 --rep-ms 20 \
     --out $R/topk_split_s41.json > $R/topk_split.log 2>&1
   echo "topk_v3 rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -v -i warn $R/topk_split.log >> $L; pack
+  ;;
+f)
+  timeout 200 python bench/topk_v3.py --shapes 1x12000,1x16384,8x16384,32x16384,128x16384 \
+    --cases 1x12000:full,1x16384:full,8x16384:ragged,32x16384:full,128x16384:full \
+    --variants v4,v4_cap16k_w32 --rounds 3 --rep-ms 20 --out $R/topk_cap16k_s41.json > $R/topk_16k.log 2>&1
+  echo "topk_v3 rc=$?" >> $L; grep -v -i warn $R/topk_16k.log >> $L; pack
   ;;
 esac
