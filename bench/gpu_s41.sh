@@ -58,6 +58,7 @@
 # for few rows of 8193-16384 columns, against the default (three launches).
 # PREDICTION: no faster: 16 warps at cap 8192 were slower than 8 (16.8 vs 15.2 us at 1 x 4096), and cap 16384 over 16
 # warps lost (30.0 vs 27.6 at 1 x 16384); at best ~22 us at 1 x 16384.
+# NOT RUN: no device machine could be started when it was asked for (session 41).
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s41.sh a|b|c|d|e|f  (e needs 8a7a850's select.py)
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
