@@ -681,9 +681,10 @@ def select_capacity(rows: int, width: int, k: int, sms: int) -> int:
     not pay at k 512 (cap 8192: 1 x 4160 19.7 / 19.9), so the rule stops at twice. Other k were not measured.
     In a decode layer (bench/decode_layer_kernels.py, decode_layer_kernels_s41_new.json against _usual.json) the span
     drops 6.4-9.0 us at 1-32 requests wherever rows pass the usual capacity (glm-5 TP8 48.2 -> 39.9 us at 1 request).
-    It costs where a row fits the usual capacity in a wider buffer (8 x 4160 with random lengths, all within 4096: 15.9 -> 17.5 us, topk_default_s41.json);
-    the backend's decode chunks are as wide as their longest row, so they never hold that case. topk_scratch_spec
-    still sizes the scratch for the usual capacity (it does not know the SM count); these rows leave it unread."""
+    It costs where a row fits the usual capacity in a wider buffer (8 x 4160 with random lengths, all within 4096:
+    15.9 -> 17.5 us, topk_default_s41.json); the backend's decode chunks are as wide as their longest row, so they never
+    hold that case. topk_scratch_spec still sizes the scratch for the usual capacity (it does not know the SM count);
+    these rows leave it unread."""
     cap = candidate_capacity(k)
     wide = 2 * cap
     if cap < width <= wide <= WIDE_CAP_MAX and rows <= 2 * sms:
