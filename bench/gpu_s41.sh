@@ -58,7 +58,9 @@
 # for few rows of 8193-16384 columns, against the default (three launches).
 # PREDICTION: no faster: 16 warps at cap 8192 were slower than 8 (16.8 vs 15.2 us at 1 x 4096), and cap 16384 over 16
 # warps lost (30.0 vs 27.6 at 1 x 16384); at best ~22 us at 1 x 16384.
-# NOT RUN: no device machine could be started when it was asked for (session 41).
+# OUTCOME (0b6b652 after a first try found no machine; topk_cap16k_s41.json, bench/logs/s41/f/; graph replays, us, all
+# bad=0): much slower, 1 x 12000 26.6 -> 42.0, 1 x 16384 27.1 -> 40.6, 8 x 16384 27.9 -> 42.2, 32 x 16384 31.0 -> 48.4,
+# 128 x 16384 34.3 -> 49.9. Not kept: the rule stays at twice the capacity and at most 8192.
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s41.sh a|b|c|d|e|f  (e needs 8a7a850's select.py)
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
