@@ -1,6 +1,7 @@
-"""Two launches of the default top-k (k 2048) on random rows, for Nsight Compute (`ncu -k regex:_v4_ -s 3 -c 3 ...
-python bench/topk_ncu_case.py --rows R --width W`): the first call's three kernels are the warm-up, the second's are
-profiled. Rows are full (lengths = W)."""
+"""Two calls of the default top-k (k 2048) on random rows, for Nsight Compute (`ncu -k regex:_v4_select -s 1 -c 1 ...
+python bench/topk_ncu_case.py --rows R --width W`, as bench/gpu_s41.sh runs it): the first call is the warm-up, the
+named kernel of the second is profiled. Rows are full (lengths = W); the call launches one kernel (the select) or three
+(threshold, filter, select), by select.select_capacity."""
 from __future__ import annotations
 
 import argparse

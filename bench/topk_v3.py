@@ -79,6 +79,8 @@ VARIANTS = {
     "v4_cap16k_w16": dict(version=4, cap=16384, select_warps=16),
     "v4_cap16k_w32": dict(version=4, cap=16384, select_warps=32),  # 1 x 16384 27.1 -> 40.6 us (topk_cap16k_s41.json)
     "v4_cap1k": dict(version=4, cap=1024),
+    "v4_cap2k": dict(version=4, cap=2048),
+    "v4_cap4k": dict(version=4, cap=4096),
     # session 41, the select's and the threshold's step loops at few rows (Nsight Compute: ~40% of the select's samples
     # and ~70% of the threshold's are their two-bit steps): the split select (the steps after `split` over the k-th
     # largest's bucket of <= small keys; no early stop then): slower at every few-row shape (topk_split_s41.json).
@@ -87,8 +89,6 @@ VARIANTS = {
     "v4_split3": dict(version=4, split=3, small=256),
     "v4_split4": dict(version=4, split=4, small=256),
     "v4_split3_s1k": dict(version=4, split=3, small=1024),
-    "v4_cap2k": dict(version=4, cap=2048),
-    "v4_cap4k": dict(version=4, cap=4096),
 }
 STAGE_CUTS = {"v4_stop1_tau": dict(D2, stop=1),
               "v4_stop2_filter": dict(D2, stop=2),
