@@ -51,8 +51,10 @@ def test_prefill_logits(heads, dtype):
     torch.testing.assert_close(out[fin], want[fin], rtol=2e-3, atol=2e-3 * float(scale))
 
 
+@pytest.mark.parametrize("ahead", [None, 1, 2])
 @pytest.mark.parametrize("next_n", [1, 2])
-def test_paged_logits(next_n):
+def test_paged_logits(next_n, ahead):
+    """ahead None: the public op's default; 1, 2: the hand-issued ring kernel at 16 and 3 splits."""
     reqs, bs, blocks_per_req, heads = 24, 64, 40, 32
     nb = reqs * blocks_per_req + 3
     cache = formats.new_indexer_cache(nb, bs, device=DEV)
@@ -63,7 +65,11 @@ def test_paged_logits(next_n):
     row_len = torch.randint(0, blocks_per_req * bs + 1, (t,), device=DEV, dtype=torch.int32)
     q, w = _quantized_q(torch.randn(t, heads, 128, device=DEV), torch.rand(t, heads, device=DEV) / 64)
     out = torch.full((t, blocks_per_req * bs), float("nan"), device=DEV)
-    indexer_logits_paged(q, w, cache, table, row_req, row_len, out=out)
+    if ahead is None:
+        indexer_logits_paged(q, w, cache, table, row_req, row_len, out=out)
+    else:
+        from dsattn.ops.indexer.logits import launch_logits_paged
+        launch_logits_paged(q, w, cache, table, row_req, row_len, out, dict(ahead=ahead, splits=16 if ahead == 1 else 3))
     want = ref.indexer_logits_paged_reference(q.float(), w, cache, table, row_req, row_len, max_len=out.shape[1])
     assert torch.equal(out.isinf(), want.isinf()) and not out.isnan().any()
     fin = want.isfinite()

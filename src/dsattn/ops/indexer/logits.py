@@ -124,6 +124,71 @@ if triton is not None:
             pos = n_pos + (split + f * num_splits) * BN + tl.arange(0, BN)
             tl.store(out_row + pos, tl.full((BN,), NEG_INF, tl.float32), mask=pos < width)
 
+    @triton.jit
+    def _page_ids(table, table_width, block_size, pos, end):
+        """Block ids of the positions pos (-1 from `end` on and past the table's columns)."""
+        page = pos // block_size
+        return tl.load(table + page, mask=(pos < end) & (page < table_width), other=-1)
+
+    @triton.jit
+    def _key_tile(cache, num_blocks, block_size, block_bytes, pos, blk, d):
+        """Issue one tile's loads: (fp8 key bytes [BN, 128], scales [BN], ok [BN]); -1 blocks load nothing."""
+        ok = (blk >= 0) & (blk < num_blocks)
+        base = cache + tl.where(ok, blk, 0).to(tl.int64) * block_bytes
+        off = (pos % block_size).to(tl.int64)
+        k_tile = tl.load(base[:, None] + off[:, None] * 128 + d[None, :], mask=ok[:, None], other=0)
+        scale = tl.load((base + block_size * 128 + off * 4).to(tl.pointer_type(tl.float32)), mask=ok, other=0.0)
+        return k_tile, scale, ok
+
+    @triton.jit
+    def _paged_ring_kernel(q, stride_qt, stride_qh, w, stride_wt, stride_wh, cache, num_blocks, block_size,
+                           block_table, stride_bt, table_width, row_req, row_len, out, stride_out, num_heads,
+                           width, num_splits, HP: tl.constexpr, BN: tl.constexpr, AHEAD: tl.constexpr,
+                           DOT_DTYPE: tl.constexpr, UPCAST: tl.constexpr):
+        """_paged_kernel's grid and output, with its loads issued by hand AHEAD (1 or 2) tiles before the tile
+        is scored, carried in registers: a tile's key bytes and scales AHEAD tiles ahead, its block ids one
+        further, so no load of the loop is waited for in the iteration that issues it."""
+        t = tl.program_id(0).to(tl.int64)
+        split = tl.program_id(1)
+        d = tl.arange(0, 128)
+        h = tl.arange(0, HP)
+        h_ok = h < num_heads
+        q_t = tl.load(q + t * stride_qt + h[None, :] * stride_qh + d[:, None], mask=h_ok[None, :],
+                      other=0.0).to(DOT_DTYPE)
+        wh = tl.load(w + t * stride_wt + h * stride_wh, mask=h_ok, other=0.0)
+        n_pos = tl.minimum(tl.maximum(tl.load(row_len + t), 0), width)
+        table = block_table + tl.load(row_req + t).to(tl.int64) * stride_bt
+        out_row = out + t * stride_out
+        block_bytes = block_size.to(tl.int64) * 132
+
+        n_tiles = tl.cdiv(n_pos, BN)
+        per_split = tl.cdiv(n_tiles, num_splits)
+        first = split * per_split
+        count = tl.minimum(per_split, n_tiles - first)
+        end = tl.minimum(n_pos, (first + count) * BN)  # this program's positions: first * BN .. end - 1
+        pos = first * BN + tl.arange(0, BN)
+        k0, s0, ok0 = _key_tile(cache, num_blocks, block_size, block_bytes, pos,
+                                _page_ids(table, table_width, block_size, pos, end), d)
+        if AHEAD == 2:
+            k1, s1, ok1 = _key_tile(cache, num_blocks, block_size, block_bytes, pos + BN,
+                                    _page_ids(table, table_width, block_size, pos + BN, end), d)
+        blk_next = _page_ids(table, table_width, block_size, pos + AHEAD * BN, end)
+        for i in range(count):
+            k_n, s_n, ok_n = _key_tile(cache, num_blocks, block_size, block_bytes, pos + AHEAD * BN, blk_next, d)
+            blk_next = _page_ids(table, table_width, block_size, pos + (AHEAD + 1) * BN, end)
+            s = _scores(k0.to(tl.float8e4nv, bitcast=True).to(DOT_DTYPE), q_t, wh, HP, 1, UPCAST)
+            tl.store(out_row + pos, tl.where(ok0, tl.reshape(s, (BN,)) * s0, NEG_INF), mask=pos < n_pos)
+            if AHEAD == 2:
+                k0, s0, ok0 = k1, s1, ok1
+                k1, s1, ok1 = k_n, s_n, ok_n
+            else:
+                k0, s0, ok0 = k_n, s_n, ok_n
+            pos += BN
+        n_fill = tl.cdiv(width - n_pos, BN)
+        for f in range(tl.cdiv(tl.maximum(n_fill - split, 0), num_splits)):
+            fpos = n_pos + (split + f * num_splits) * BN + tl.arange(0, BN)
+            tl.store(out_row + fpos, tl.full((BN,), NEG_INF, tl.float32), mask=fpos < width)
+
 
 def _dot_dtype(q_dtype, k_dtype):
     if q_dtype == FP8 and k_dtype == FP8:
@@ -191,8 +256,12 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
     splits = max(1, min(splits, n_tiles))
     nb, bs, _ = indexer_cache.shape
     dot_dtype = tl.float8e4nv if q.dtype == FP8 else tl.bfloat16
-    _paged_kernel[(t, splits)](
-        q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), indexer_cache, nb, bs,
-        block_table, block_table.stride(0), block_table.shape[1], row_req, row_len, out, out.stride(0), hi, width,
-        splits, HP=hp, BN=cfg["BN"], DOT_DTYPE=dot_dtype, UPCAST=interpreting(),
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    args = (q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), indexer_cache, nb, bs,
+            block_table, block_table.stride(0), block_table.shape[1], row_req, row_len, out, out.stride(0), hi, width,
+            splits)
+    if cfg.get("ahead"):
+        _paged_ring_kernel[(t, splits)](*args, HP=hp, BN=cfg["BN"], AHEAD=cfg["ahead"], DOT_DTYPE=dot_dtype,
+                                        UPCAST=interpreting(), num_warps=cfg["num_warps"], num_stages=1)
+        return
+    _paged_kernel[(t, splits)](*args, HP=hp, BN=cfg["BN"], DOT_DTYPE=dot_dtype, UPCAST=interpreting(),
+                               num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])

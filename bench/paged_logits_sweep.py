@@ -1,0 +1,178 @@
+"""The decode indexer's paged logits (ops/indexer/logits.launch_logits_paged) at a decode layer's shapes: kernel x
+split count, as CUDA-graph replays, beside DeepGEMM's paged MQA logits where its inputs fit (fp8 queries, 32 or 64
+heads, block 64).
+
+Session 40's layer profile (bench/results/decode_layer_kernels_s41_new.json) has the paged logits at ~12 us for 1-8
+requests of 4K + 64 i tokens and 152 us at 128 requests (0.9 TB/s of its 138 MB). Cases: requests of 4096 + 64 i tokens
+(as bench/decode_layer_kernels.py; the chunk as wide as its longest row) and bench kernels_indexer's uniform
+65536 / 131072-token decodes. Variants: the pipelined kernel (`pipe`) and the hand-issued ring (`ring1`, `ring2`: key
+bytes and scales that many tiles ahead) at the default split rule and at fixed split counts (`all`: one tile a
+program). Each variant's logits are compared with the default's (same inputs). Rounds alternate the variants; a
+timing is one replay of a graph of --calls launches divided by --calls. Writes bench/results/<--name>.json.
+
+    PYTHONPATH=src:.peer python bench/paged_logits_sweep.py [--cases ...] [--kernels pipe,ring1,ring2] [--splits rule,8,all]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from dsattn import formats
+from dsattn.bench.common import time_ms, warm_up_gpu, write_results
+from dsattn.ops._triton import sm_count
+from dsattn.ops.indexer.logits import default_paged_config, launch_logits_paged
+
+BS = 64
+CASES = ("layer:1:32:bf16,layer:8:32:bf16,layer:32:32:bf16,layer:128:32:bf16,layer:1:32:fp8,layer:8:32:fp8,"
+         "layer:32:32:fp8,layer:128:32:fp8,layer:1:64:bf16,layer:32:64:bf16,layer:128:64:bf16,"
+         "uniform:128:32:fp8:65536,uniform:32:32:fp8:131072")
+KERNELS = {"pipe": {}, "ring1": {"ahead": 1}, "ring2": {"ahead": 2}, "ring1_bn128w8": {"ahead": 1, "BN": 128, "num_warps": 8},
+           "ring2_w8": {"ahead": 2, "num_warps": 8}}
+
+
+def _peers():
+    try:
+        import peers
+        return peers
+    except ImportError:
+        return None
+
+
+def make_case(spec: str, dev):
+    """kind:requests:heads:dtype[:ctx] -> dict of inputs. layer: contexts 4096 + 64 i; uniform: every request ctx."""
+    parts = spec.split(":")
+    kind, reqs, heads, qd = parts[0], int(parts[1]), int(parts[2]), parts[3]
+    ctxs = [4096 + 64 * i for i in range(reqs)] if kind == "layer" else [int(parts[4])] * reqs
+    per = [-(-c // BS) for c in ctxs]
+    nb = sum(per) + 3
+    cache = formats.new_indexer_cache(nb, BS, device=dev)
+    values, scales = formats.indexer_cache_views(cache)
+    v, s = formats.quantize_fp8(torch.randn(nb * BS, 128, device=dev))
+    values.copy_(v.view(nb, BS, 128))
+    scales.copy_(s.view(nb, BS))
+    perm = torch.randperm(nb, device=dev).to(torch.int32)
+    table = torch.full((reqs, max(per)), -1, dtype=torch.int32, device=dev)
+    at = 0
+    for r, p in enumerate(per):
+        table[r, :p] = perm[at:at + p]
+        at += p
+    qf = torch.randn(reqs, heads, 128, device=dev) * 2
+    q = qf.to(formats.FP8) if qd == "fp8" else qf.bfloat16()
+    w = torch.rand(reqs, heads, device=dev) * heads ** -0.5 * 128 ** -0.5
+    row_len = torch.tensor(ctxs, dtype=torch.int32, device=dev)
+    row_req = torch.arange(reqs, dtype=torch.int32, device=dev)
+    out = torch.empty(reqs, max(ctxs), device=dev)
+    return dict(spec=spec, q=q, w=w, cache=cache, table=table, row_req=row_req, row_len=row_len, out=out,
+                ctxs=ctxs, heads=heads, qd=qd)
+
+
+def graph_of(fn, calls):
+    fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    return g.replay
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default=CASES)
+    ap.add_argument("--kernels", default="pipe,ring1,ring2,ring1_bn128w8,ring2_w8")
+    ap.add_argument("--splits", default="rule,4,8,32,64,all")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--rep-ms", type=float, default=20)
+    ap.add_argument("--name", default="paged_logits_sweep")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("paged_logits_sweep: needs a CUDA GPU")
+        return 2
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    warm_up_gpu()
+    pe = _peers()
+    rows = []
+    for spec in args.cases.split(","):
+        c = make_case(spec, dev)
+        t, width = c["out"].shape
+        keys = sum(c["ctxs"])
+        mb = keys * 132 / 1e6
+        launch = lambda cfg, out=c["out"]: launch_logits_paged(c["q"], c["w"], c["cache"], c["table"], c["row_req"],  # noqa: E731
+                                                                c["row_len"], out, cfg)
+        ref = torch.full_like(c["out"], float("nan"))
+        launch({}, ref)
+        torch.cuda.synchronize()
+        variants = []
+        for kn in args.kernels.split(","):
+            kc = KERNELS[kn]
+            bn = kc.get("BN", 64)
+            tiles = -(-width // bn)
+            for sp in args.splits.split(","):
+                if sp == "rule":
+                    cfg = dict(kc)
+                else:
+                    n = tiles if sp == "all" else int(sp)
+                    cfg = dict(kc, splits=n)
+                variants.append((f"{kn}/{sp}", cfg))
+        res = {name: [] for name, _ in variants}
+        check = {}
+        for name, cfg in variants:
+            c["out"].fill_(float("nan"))
+            launch(cfg)
+            torch.cuda.synchronize()
+            o = c["out"]
+            same_inf = bool(torch.equal(o.isinf(), ref.isinf())) and not bool(o.isnan().any())
+            fin = ref.isfinite()
+            diff = float(((o[fin] - ref[fin]).abs() / ref[fin].abs().clamp_min(1e-3)).max()) if fin.any() else 0.0
+            check[name] = dict(same_inf=same_inf, max_rel_diff=diff)
+        replays = {name: graph_of(lambda cfg=cfg: launch(cfg), args.calls) for name, cfg in variants}
+        if pe is not None and c["qd"] == "fp8" and c["heads"] in (32, 64):
+            try:
+                q4 = c["q"].view(t, 1, c["heads"], 128)
+                lens = c["row_len"].view(t, 1)
+                cache4 = c["cache"].unsqueeze(2)
+                peer = lambda: pe.deepgemm_paged_mqa_logits(q4, cache4, c["w"], lens, c["table"].clamp_min(0), width)  # noqa: E731
+                got = peer()
+                fin = ref.isfinite()
+                check["deepgemm"] = dict(max_rel_diff=float(((got[fin] - ref[fin]).abs()
+                                                             / ref[fin].abs().clamp_min(1e-3)).max()))
+                replays["deepgemm"] = graph_of(peer, args.calls)
+                res["deepgemm"] = []
+            except Exception as e:  # noqa: BLE001 - the peer is optional
+                check["deepgemm"] = dict(error=f"{type(e).__name__}: {str(e)[:200]}")
+        for _ in range(args.rounds):
+            for name, rep in replays.items():
+                res[name].append(time_ms(rep, warmup_ms=5, rep_ms=args.rep_ms) / args.calls)
+        best = {name: min(v) for name, v in res.items()}
+        base = best["pipe/rule"] if "pipe/rule" in best else None
+        for name, v in res.items():
+            row = dict(case=spec, rows=t, width=width, keys=keys, cache_mb=mb, variant=name, us=[x * 1e3 for x in v],
+                       best_us=best[name] * 1e3, tbs=mb / 1e6 / (best[name] / 1e3), **check.get(name, {}))
+            if base:
+                row["vs_pipe_rule"] = base / best[name]
+            rows.append(row)
+        top = sorted(best.items(), key=lambda kv: kv[1])[:6]
+        bad = [n for n, ch in check.items() if n != "deepgemm"
+               and (not ch.get("same_inf", True) or ch.get("max_rel_diff", 0) > 1e-3)]
+        print(f"{spec} ({t} rows, width {width}, {mb:.1f} MB, splits rule "
+              f"{default_paged_config(t, width, dev)['splits']}, SMs {sm_count(dev, 0)}): pipe/rule "
+              f"{(base or 0) * 1e3:.1f} us; best " + ", ".join(f"{n} {m * 1e3:.1f}" for n, m in top)
+              + (f"; deepgemm {best['deepgemm'] * 1e3:.1f}" if "deepgemm" in best else "")
+              + (f"; BAD {bad}" if bad else ""), flush=True)
+        path = write_results(args.name, rows, out_dir=args.out,
+                             meta=dict(calls=args.calls, rounds=args.rounds, rep_ms=args.rep_ms, block_size=BS,
+                                       how="CUDA-graph replays of --calls launches / --calls, do_bench median, "
+                                           "best of --rounds alternating rounds"))
+        c = replays = ref = None
+        torch.cuda.empty_cache()
+    print(f"-> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
