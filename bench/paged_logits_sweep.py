@@ -5,9 +5,9 @@ heads, block 64).
 Session 40's layer profile (bench/results/decode_layer_kernels_s41_new.json) has the paged logits at ~12 us for 1-8
 requests of 4K + 64 i tokens and 152 us at 128 requests (0.9 TB/s of its 138 MB). Cases: requests of 4096 + 64 i tokens
 (as bench/decode_layer_kernels.py; the chunk as wide as its longest row) and bench kernels_indexer's uniform
-65536 / 131072-token decodes. Variants: the pipelined kernel (`pipe`) and the hand-issued ring (`ring1`, `ring2`: key
-bytes and scales that many tiles ahead) at the default split rule and at fixed split counts (`all`: one tile a
-program). Each variant's logits are compared with the default's (same inputs). Rounds alternate the variants; a
+65536 / 131072-token decodes. Variants: the pipelined kernel (`pipe`), the hand-issued ring (`ring1`, `ring2`: key
+bytes and scales that many tiles ahead), key tiles by tensor descriptor (`tma_s<num_stages>`), at the default split
+rule, at `fill` (fill_splits) and at fixed split counts (`all`: one tile a program). Each variant's logits are compared with the default's (same inputs). Rounds alternate the variants; a
 timing is one replay of a graph of --calls launches divided by --calls. Writes bench/results/<--name>.json.
 
     PYTHONPATH=src:.peer python bench/paged_logits_sweep.py [--cases ...] [--kernels pipe,ring1,ring2] [--splits rule,8,all]
@@ -28,8 +28,16 @@ BS = 64
 CASES = ("layer:1:32:bf16,layer:8:32:bf16,layer:32:32:bf16,layer:128:32:bf16,layer:1:32:fp8,layer:8:32:fp8,"
          "layer:32:32:fp8,layer:128:32:fp8,layer:1:64:bf16,layer:32:64:bf16,layer:128:64:bf16,"
          "uniform:128:32:fp8:65536,uniform:32:32:fp8:131072")
-KERNELS = {"pipe": {}, "ring1": {"ahead": 1}, "ring2": {"ahead": 2}, "ring1_bn128w8": {"ahead": 1, "BN": 128, "num_warps": 8},
-           "ring2_w8": {"ahead": 2, "num_warps": 8}}
+KERNELS = {"pipe": {"tma": False, "ahead": 0}, "ring1": {"tma": False, "ahead": 1}, "ring2": {"tma": False, "ahead": 2},
+           "ring1_bn128w8": {"tma": False, "ahead": 1, "BN": 128, "num_warps": 8},
+           "ring2_w8": {"tma": False, "ahead": 2, "num_warps": 8},
+           "tma_s3": {"tma": True, "num_stages": 3}, "tma_s4": {"tma": True, "num_stages": 4},
+           "tma_s6": {"tma": True, "num_stages": 6}, "tma_s4_w8": {"tma": True, "num_stages": 4, "num_warps": 8}}
+
+
+def fill_splits(rows, tiles, sms):
+    """A split rule to try: about 4 programs an SM, at least 16 splits a row, at most 32 tiles a program."""
+    return min(tiles, max(16, -(-4 * sms // rows), -(-tiles // 32)))
 
 
 def _peers():
@@ -81,8 +89,8 @@ def graph_of(fn, calls):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default=CASES)
-    ap.add_argument("--kernels", default="pipe,ring1,ring2,ring1_bn128w8,ring2_w8")
-    ap.add_argument("--splits", default="rule,4,8,32,64,all")
+    ap.add_argument("--kernels", default="pipe,ring1,tma_s3,tma_s4,tma_s6,tma_s4_w8")
+    ap.add_argument("--splits", default="rule,fill,8,32,64,all")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--rep-ms", type=float, default=20)
@@ -115,6 +123,8 @@ def main(argv=None) -> int:
             for sp in args.splits.split(","):
                 if sp == "rule":
                     cfg = dict(kc)
+                elif sp == "fill":
+                    cfg = dict(kc, splits=fill_splits(t, tiles, sm_count(dev, 132)))
                 else:
                     n = tiles if sp == "all" else int(sp)
                     cfg = dict(kc, splits=n)

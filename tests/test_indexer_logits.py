@@ -112,6 +112,28 @@ def test_paged_logits(qd, heads, splits, ahead):
     _check(out, ref)
 
 
+@pytest.mark.parametrize("qd", ["fp8", "bf16"])
+@pytest.mark.parametrize("bs, splits", [(32, 1), (64, 3), (128, 2)])
+def test_paged_logits_tma(qd, bs, splits, monkeypatch):
+    """The key tiles by tensor descriptor (_paged_tma_kernel: block sizes that are multiples of 32), with missing
+    and out-of-range block ids, rows past the block table and a width past the longest row."""
+    from dsattn.ops.indexer import logits
+    monkeypatch.setattr(logits, "_paged_kernel", None)  # the other kernel must not run
+    nb = 7
+    cache = _paged_cache(nb, bs)
+    block_table = torch.tensor([[3, -1, 0, 5], [6, 2, 99, 1]], dtype=torch.int32)
+    row_req = torch.tensor([0, 0, 1, 1, 1], dtype=torch.int32)
+    row_len = torch.tensor([bs + 5, 3 * bs, 1, 2 * bs + 7, 5 * bs], dtype=torch.int32)
+    q, w = _q(5, 8, qd), torch.rand(5, 8)
+    width = 4 * bs + 40
+    out = torch.full((5, width), float("nan"))
+    launch_logits_paged(q, w, cache, block_table, row_req, row_len, out, config=dict(tma=True, splits=splits))
+    ref = torch.empty_like(out)
+    _paged_reference(q, w, cache, block_table, row_req, row_len, ref)
+    _check(out, ref)
+    assert out[0, bs:2 * bs].isinf().all() and out[4, 2 * bs:3 * bs].isinf().all() and out[4, 4 * bs:].isinf().all()
+
+
 def test_paged_bad_blocks_and_width():
     bs, nb = 4, 5
     cache = _paged_cache(nb, bs)

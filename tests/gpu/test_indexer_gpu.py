@@ -51,10 +51,17 @@ def test_prefill_logits(heads, dtype):
     torch.testing.assert_close(out[fin], want[fin], rtol=2e-3, atol=2e-3 * float(scale))
 
 
-@pytest.mark.parametrize("ahead", [None, 1, 2])
+PAGED_CONFIGS = {"default": None, "ring1": dict(ahead=1, splits=16), "ring2": dict(ahead=2, splits=3),
+                 "tma": dict(tma=True, num_stages=4), "tma_s6_split3": dict(tma=True, num_stages=6, splits=3),
+                 "pipe": dict(tma=False, ahead=0)}
+
+
+@pytest.mark.parametrize("impl", list(PAGED_CONFIGS))
+@pytest.mark.parametrize("qd", ["fp8", "bf16"])
 @pytest.mark.parametrize("next_n", [1, 2])
-def test_paged_logits(next_n, ahead):
-    """ahead None: the public op's default; 1, 2: the hand-issued ring kernel at 16 and 3 splits."""
+def test_paged_logits(next_n, qd, impl):
+    """The public op's default and each kernel of launch_logits_paged (pipelined loads, hand-issued ring, key tiles
+    by tensor descriptor), fp8 and bf16 queries."""
     reqs, bs, blocks_per_req, heads = 24, 64, 40, 32
     nb = reqs * blocks_per_req + 3
     cache = formats.new_indexer_cache(nb, bs, device=DEV)
@@ -65,16 +72,50 @@ def test_paged_logits(next_n, ahead):
     row_len = torch.randint(0, blocks_per_req * bs + 1, (t,), device=DEV, dtype=torch.int32)
     q, w = _quantized_q(torch.randn(t, heads, 128, device=DEV), torch.rand(t, heads, device=DEV) / 64)
     out = torch.full((t, blocks_per_req * bs), float("nan"), device=DEV)
-    if ahead is None:
+    if qd == "bf16":
+        q = q.float().bfloat16()
+    if PAGED_CONFIGS[impl] is None:
         indexer_logits_paged(q, w, cache, table, row_req, row_len, out=out)
     else:
         from dsattn.ops.indexer.logits import launch_logits_paged
-        launch_logits_paged(q, w, cache, table, row_req, row_len, out, dict(ahead=ahead, splits=16 if ahead == 1 else 3))
+        launch_logits_paged(q, w, cache, table, row_req, row_len, out, PAGED_CONFIGS[impl])
     want = ref.indexer_logits_paged_reference(q.float(), w, cache, table, row_req, row_len, max_len=out.shape[1])
     assert torch.equal(out.isinf(), want.isinf()) and not out.isnan().any()
     fin = want.isfinite()
     torch.testing.assert_close(out[fin], want[fin], rtol=2e-3, atol=2e-3 * float(want[fin].abs().max()))
 
+
+@pytest.mark.parametrize("impl", list(PAGED_CONFIGS))
+@pytest.mark.parametrize("bs", [32, 64, 16])
+def test_paged_logits_bad_blocks(impl, bs):
+    """Missing (-1) and out-of-range block ids score -inf and are never read (their cache rows hold NaN); rows past
+    the block table; block sizes 16 (no tensor descriptor: the other kernel), 32 and 64."""
+    from dsattn.ops.indexer import _paged_reference
+    reqs, blocks_per_req, heads = 6, 12, 64
+    nb = reqs * blocks_per_req + 2
+    cache = formats.new_indexer_cache(nb, bs, device=DEV)
+    write_indexer_cache(torch.randn(nb * bs, 128, device=DEV), cache, torch.arange(nb * bs, device=DEV))
+    table = torch.randperm(nb - 2, device=DEV).to(torch.int32).view(reqs, blocks_per_req)
+    table[0, 3] = -1
+    table[1, 5] = nb + 1000
+    cache[nb - 1] = 255  # NaN bytes (fp8 e4m3 0xff is NaN; the scale bytes too): a block no row may read
+    table[2, 0] = -7
+    row_req = torch.arange(reqs, device=DEV, dtype=torch.int32)
+    row_len = torch.tensor([blocks_per_req * bs, blocks_per_req * bs - 3, 5 * bs + 1, 0, 1, blocks_per_req * bs + 40],
+                           device=DEV, dtype=torch.int32)
+    q, w = _quantized_q(torch.randn(reqs, heads, 128, device=DEV), torch.rand(reqs, heads, device=DEV) / 64)
+    out = torch.full((reqs, blocks_per_req * bs + 64), float("nan"), device=DEV)
+    if PAGED_CONFIGS[impl] is None:
+        indexer_logits_paged(q, w, cache, table, row_req, row_len, out=out)
+    else:
+        from dsattn.ops.indexer.logits import launch_logits_paged
+        launch_logits_paged(q, w, cache, table, row_req, row_len, out, PAGED_CONFIGS[impl])
+    want = torch.empty_like(out)
+    _paged_reference(q, w, cache, table, row_req, row_len, want)
+    assert torch.equal(out.isinf(), want.isinf()) and not out.isnan().any()
+    assert out[0, 3 * bs:4 * bs].isinf().all() and out[1, 5 * bs:6 * bs].isinf().all() and out[2, :bs].isinf().all()
+    fin = want.isfinite()
+    torch.testing.assert_close(out[fin], want[fin], rtol=2e-3, atol=2e-3 * float(want[fin].abs().max()))
 
 # the public op (its default version), and v4 with several filter programs per row (candidates in
 # any order), with one (column order), and with the histogram select; the split select and threshold

@@ -12,7 +12,7 @@ tiles (a split) when there are too few row blocks to fill the GPU.
 """
 from __future__ import annotations
 
-from ...formats import FP8
+from ...formats import FP8, INDEX_ROW_BYTES
 from .._triton import interpreting, next_pow2, sm_count, tl, triton
 
 
@@ -189,6 +189,63 @@ if triton is not None:
             fpos = n_pos + (split + f * num_splits) * BN + tl.arange(0, BN)
             tl.store(out_row + fpos, tl.full((BN,), NEG_INF, tl.float32), mask=fpos < width)
 
+    @triton.jit
+    def _tile_scales(cache, table, table_width, num_blocks, block_size, tile, n_tiles, BN: tl.constexpr):
+        """(block id, fp32 key scales) of tile `tile` (BN positions of one block): -1 and zeros for a block id outside
+        [0, num_blocks), a position past the block table, or tile >= n_tiles."""
+        page = (tile * BN) // block_size
+        blk = tl.load(table + page, mask=(page < table_width) & (tile < n_tiles), other=-1)
+        ok = (blk >= 0) & (blk < num_blocks)
+        base = cache + tl.where(ok, blk, 0).to(tl.int64) * block_size * 132 + block_size * 128
+        off = (tile * BN) % block_size + tl.arange(0, BN)
+        scale = tl.load((base + off * 4).to(tl.pointer_type(tl.float32)), mask=ok & (off < block_size), other=0.0)
+        return tl.where(ok, blk, -1), scale
+
+    @triton.jit
+    def _paged_tma_kernel(q, stride_qt, stride_qh, w, stride_wt, stride_wh, cache, values, num_blocks, block_size,
+                          rows_per_block, block_table, stride_bt, table_width, row_req, row_len, out, stride_out,
+                          num_heads, width, num_splits, HP: tl.constexpr, BN: tl.constexpr,
+                          DOT_DTYPE: tl.constexpr, UPCAST: tl.constexpr):
+        """_paged_kernel's grid and output, its key tiles fetched by the tensor memory accelerator (pipelined by
+        Triton) and their scales one tile ahead by hand. For the key values the cache is seen as 128-byte rows
+        (block_size a multiple of 32): block b's values are rows b * R .. b * R + block_size - 1 of `values` (fp8
+        [num_blocks * R, 128], R = block_size * 132 / 128). A tile is BN <= block_size positions of one block (BN
+        divides block_size). Block ids outside [0, num_blocks) address row num_blocks * R, past the tensor: nothing
+        is read."""
+        t = tl.program_id(0).to(tl.int64)
+        split = tl.program_id(1)
+        d = tl.arange(0, 128)
+        h = tl.arange(0, HP)
+        h_ok = h < num_heads
+        q_t = tl.load(q + t * stride_qt + h[None, :] * stride_qh + d[:, None], mask=h_ok[None, :],
+                      other=0.0).to(DOT_DTYPE)
+        wh = tl.load(w + t * stride_wt + h * stride_wh, mask=h_ok, other=0.0)
+        n_pos = tl.minimum(tl.maximum(tl.load(row_len + t), 0), width)
+        table = block_table + tl.load(row_req + t).to(tl.int64) * stride_bt
+        out_row = out + t * stride_out
+        tiles_per_block = block_size // BN
+        n_tiles = tl.cdiv(n_pos, BN)
+        per_split = tl.cdiv(n_tiles, num_splits)
+        first = split * per_split
+        last = tl.minimum(first + per_split, n_tiles)
+        blk, scale = _tile_scales(cache, table, table_width, num_blocks, block_size, first, last, BN)
+        for tile in range(first, last):
+            # the next tile's block id and scales are loaded here and used in the next iteration
+            blk_next, scale_next = _tile_scales(cache, table, table_width, num_blocks, block_size, tile + 1, last, BN)
+            ok = blk >= 0
+            k_tile = values.load([tl.where(ok, blk, num_blocks) * rows_per_block + (tile % tiles_per_block) * BN, 0])
+            if UPCAST:  # the interpreter's bf16 dot is wrong (see _triton.py); fp32 is exact there
+                s = _scores(k_tile.to(tl.float32), q_t, wh, HP, 1, UPCAST)
+            else:
+                s = _scores(k_tile.to(DOT_DTYPE), q_t, wh, HP, 1, UPCAST)
+            pos = tile * BN + tl.arange(0, BN)
+            tl.store(out_row + pos, tl.where(ok, tl.reshape(s, (BN,)) * scale, NEG_INF), mask=pos < n_pos)
+            blk, scale = blk_next, scale_next
+        n_fill = tl.cdiv(width - n_pos, BN)
+        for f in range(tl.cdiv(tl.maximum(n_fill - split, 0), num_splits)):
+            fpos = n_pos + (split + f * num_splits) * BN + tl.arange(0, BN)
+            tl.store(out_row + fpos, tl.full((BN,), NEG_INF, tl.float32), mask=fpos < width)
+
 
 def _dot_dtype(q_dtype, k_dtype):
     if q_dtype == FP8 and k_dtype == FP8:
@@ -259,6 +316,18 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
     args = (q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), indexer_cache, nb, bs,
             block_table, block_table.stride(0), block_table.shape[1], row_req, row_len, out, out.stride(0), hi, width,
             splits)
+    if cfg.get("tma") and bs % 32 == 0 and indexer_cache.data_ptr() % 16 == 0:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+        bn = min(max(cfg["BN"], 32), bs & -bs)  # a power of two dividing the block size
+        r = bs * INDEX_ROW_BYTES // 128
+        flat = indexer_cache.view(nb * r, 128)
+        values = TensorDescriptor.from_tensor(flat.view(FP8), [bn, 128])
+        _paged_tma_kernel[(t, splits)](
+            q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), indexer_cache, values, nb, bs, r,
+            block_table, block_table.stride(0), block_table.shape[1], row_req, row_len, out, out.stride(0), hi,
+            width, splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, UPCAST=interpreting(),
+            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        return
     if cfg.get("ahead"):
         _paged_ring_kernel[(t, splits)](*args, HP=hp, BN=cfg["BN"], AHEAD=cfg["ahead"], DOT_DTYPE=dot_dtype,
                                         UPCAST=interpreting(), num_warps=cfg["num_warps"], num_stages=1)
