@@ -21,6 +21,19 @@
 # with num_stages 3 / 4 / 6 and 8 warps, and a split rule `fill` (>= 16 splits, ~4 programs an SM, <= 32 tiles a
 # program).
 # PREDICTION: tests pass. tma_s4 at 128 requests fp8 ~45-50 us (DeepGEMM 44.7), bf16 ~60-70 us; at 128 x 65536 ~300 us.
+# OUTCOME (e0b53cf, paged_logits_tma_s42.json, bench/logs/s42/b/): tests 42 passed. Graph replays, us, against the
+# default of the day (pipelined, 16 splits): 3 stages best of 3 / 4 / 6 (8 warps 1.5-2x slower). tma_s3 at its best
+# split / at 16 splits: 128 requests fp8 41.2 / 42.2 (was 64.5; DeepGEMM 44.7), bf16 66.7 / 66.8 (148.8), 64 heads bf16
+# 77.2 (149.9); 32 requests fp8 8.6 (13.5; DeepGEMM 12.5), bf16 14.7 (31.2); 1 request one tile a program fp8 3.2 (7.1;
+# DeepGEMM 7.6), bf16 3.6 (10.8); 8 requests 4.5 / 5.7 (8.7 / 13.1). 128 x 65536 275.0 at 64 splits, 314.9 at 16
+# (DeepGEMM 280.6); 32 x 131072 145.4 at 16, 189.3 at 32 (DeepGEMM 145.2): wave quantization (7 programs an SM).
+# The prediction held, a little better at 128 requests.
+# Call `c` (tensor-descriptor tiles, 3 stages and logits.paged_splits the default; the ring kernel removed): the
+# indexer and backend GPU test files; the sweep's default against the old default (and DeepGEMM); a decode layer's
+# kernels at 1-128 requests; kernels_indexer's indexer_decode (logits + top-k against DeepGEMM + torch.topk).
+# PREDICTION: tests pass; the sweep as call b's tma_s3 at paged_splits' choices (1 request 3.2 / 3.6 us, 128 requests
+# 42 / 67, 128 x 65536 ~275, 32 x 131072 ~145); glm-5 TP8 layer span ~8 us less at 1-8 requests, ~20 at 32 and ~80
+# at 128 (bf16 indexer queries: 148.8 -> 66.8 us).
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s42.sh a
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
@@ -42,5 +55,17 @@ b)
   t0=$(date +%s)
   timeout 420 python bench/paged_logits_sweep.py --out $R --name paged_logits_tma_s42 > $R/sweep_b.log 2>&1
   echo "sweep rc=$? $(( $(date +%s) - t0 )) s" >> $L; grep -v -i warn $R/sweep_b.log >> $L; pack
+  ;;
+c)
+  N=8 LIMIT=300 bash bench/gpu_tests_sharded.sh $R/tests_c tests/gpu/test_indexer_gpu.py tests/gpu/test_backend_gpu.py
+  cat $R/tests_c/summary.log >> $L; pack
+  timeout 150 python bench/paged_logits_sweep.py --kernels default,old --splits rule --rounds 3 --out $R \
+    --name paged_logits_default_s42 > $R/sweep_c.log 2>&1
+  echo "sweep rc=$?" >> $L; grep -v -i warn $R/sweep_c.log >> $L; pack
+  timeout 200 python bench/decode_layer_kernels.py --batches 1,8,32,128 --out $R --name decode_layer_kernels_s42 \
+    > $R/layer_c.log 2>&1
+  echo "decode layer kernels rc=$?" >> $L; grep -v -i warn $R/layer_c.log >> $L; pack
+  timeout 150 python -m dsattn.bench.kernels_indexer --op indexer_decode --out-dir $R > $R/idx_decode.log 2>&1
+  echo "indexer_decode rc=$?" >> $L; tail -n 12 $R/idx_decode.log >> $L; pack
   ;;
 esac

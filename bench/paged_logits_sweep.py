@@ -5,12 +5,14 @@ heads, block 64).
 Session 40's layer profile (bench/results/decode_layer_kernels_s41_new.json) has the paged logits at ~12 us for 1-8
 requests of 4K + 64 i tokens and 152 us at 128 requests (0.9 TB/s of its 138 MB). Cases: requests of 4096 + 64 i tokens
 (as bench/decode_layer_kernels.py; the chunk as wide as its longest row) and bench kernels_indexer's uniform
-65536 / 131072-token decodes. Variants: the pipelined kernel (`pipe`), the hand-issued ring (`ring1`, `ring2`: key
-bytes and scales that many tiles ahead), key tiles by tensor descriptor (`tma_s<num_stages>`), at the default split
-rule, at `fill` (fill_splits) and at fixed split counts (`all`: one tile a program). Each variant's logits are compared with the default's (same inputs). Rounds alternate the variants; a
-timing is one replay of a graph of --calls launches divided by --calls. Writes bench/results/<--name>.json.
+65536 / 131072-token decodes. Kernels (KERNELS): the default, the pipelined loads (`pipe`), `old` (the default before
+session 42: pipelined loads, 4 stages, min(16, 2048 / rows) splits), key tiles by tensor descriptor
+(`tma_s<num_stages>`); each at the split rule of launch_logits_paged (`rule`: paged_splits), at `fill` (fill_splits, a
+rule tried in session 42) and at fixed split counts (`all`: one tile a program). Each variant's logits are compared with
+the default's (same inputs). Rounds alternate the variants; a timing is one replay of a graph of --calls launches
+divided by --calls. Writes bench/results/<--name>.json.
 
-    PYTHONPATH=src:.peer python bench/paged_logits_sweep.py [--cases ...] [--kernels pipe,ring1,ring2] [--splits rule,8,all]
+    PYTHONPATH=src:.peer python bench/paged_logits_sweep.py [--cases ...] [--kernels default,old] [--splits rule,8,all]
 """
 from __future__ import annotations
 
@@ -22,15 +24,14 @@ import torch
 from dsattn import formats
 from dsattn.bench.common import time_ms, warm_up_gpu, write_results
 from dsattn.ops._triton import sm_count
-from dsattn.ops.indexer.logits import default_paged_config, launch_logits_paged
+from dsattn.ops.indexer.logits import launch_logits_paged
 
 BS = 64
 CASES = ("layer:1:32:bf16,layer:8:32:bf16,layer:32:32:bf16,layer:128:32:bf16,layer:1:32:fp8,layer:8:32:fp8,"
          "layer:32:32:fp8,layer:128:32:fp8,layer:1:64:bf16,layer:32:64:bf16,layer:128:64:bf16,"
          "uniform:128:32:fp8:65536,uniform:32:32:fp8:131072")
-KERNELS = {"pipe": {"tma": False, "ahead": 0}, "ring1": {"tma": False, "ahead": 1}, "ring2": {"tma": False, "ahead": 2},
-           "ring1_bn128w8": {"tma": False, "ahead": 1, "BN": 128, "num_warps": 8},
-           "ring2_w8": {"tma": False, "ahead": 2, "num_warps": 8},
+# session 42's first sweep also ran a hand-issued register ring (ahead 1 / 2 tiles; code at ae97e09), since removed
+KERNELS = {"default": {}, "pipe": {"tma": False, "num_stages": 4}, "old": {"tma": False, "num_stages": 4},
            "tma_s3": {"tma": True, "num_stages": 3}, "tma_s4": {"tma": True, "num_stages": 4},
            "tma_s6": {"tma": True, "num_stages": 6}, "tma_s4_w8": {"tma": True, "num_stages": 4, "num_warps": 8}}
 
@@ -89,7 +90,7 @@ def graph_of(fn, calls):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default=CASES)
-    ap.add_argument("--kernels", default="pipe,ring1,tma_s3,tma_s4,tma_s6,tma_s4_w8")
+    ap.add_argument("--kernels", default="default,old,pipe,tma_s3,tma_s4")
     ap.add_argument("--splits", default="rule,fill,8,32,64,all")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--calls", type=int, default=10)
@@ -121,7 +122,9 @@ def main(argv=None) -> int:
             bn = kc.get("BN", 64)
             tiles = -(-width // bn)
             for sp in args.splits.split(","):
-                if sp == "rule":
+                if sp == "rule" and kn == "old":
+                    cfg = dict(kc, splits=max(1, min(16, -(-2048 // t))))
+                elif sp == "rule":
                     cfg = dict(kc)
                 elif sp == "fill":
                     cfg = dict(kc, splits=fill_splits(t, tiles, sm_count(dev, 132)))
@@ -159,19 +162,18 @@ def main(argv=None) -> int:
             for name, rep in replays.items():
                 res[name].append(time_ms(rep, warmup_ms=5, rep_ms=args.rep_ms) / args.calls)
         best = {name: min(v) for name, v in res.items()}
-        base = best["pipe/rule"] if "pipe/rule" in best else None
+        base = best.get("old/rule")
         for name, v in res.items():
             row = dict(case=spec, rows=t, width=width, keys=keys, cache_mb=mb, variant=name, us=[x * 1e3 for x in v],
                        best_us=best[name] * 1e3, tbs=mb / 1e6 / (best[name] / 1e3), **check.get(name, {}))
             if base:
-                row["vs_pipe_rule"] = base / best[name]
+                row["vs_old"] = base / best[name]
             rows.append(row)
         top = sorted(best.items(), key=lambda kv: kv[1])[:6]
         bad = [n for n, ch in check.items() if n != "deepgemm"
                and (not ch.get("same_inf", True) or ch.get("max_rel_diff", 0) > 1e-3)]
-        print(f"{spec} ({t} rows, width {width}, {mb:.1f} MB, splits rule "
-              f"{default_paged_config(t, width, dev)['splits']}, SMs {sm_count(dev, 0)}): pipe/rule "
-              f"{(base or 0) * 1e3:.1f} us; best " + ", ".join(f"{n} {m * 1e3:.1f}" for n, m in top)
+        print(f"{spec} ({t} rows, width {width}, {mb:.1f} MB, SMs {sm_count(dev, 0)}): old/rule "
+              f"{(base or 0) * 1e3:.1f} us; default/rule {best.get('default/rule', 0) * 1e3:.1f} us; best " + ", ".join(f"{n} {m * 1e3:.1f}" for n, m in top)
               + (f"; deepgemm {best['deepgemm'] * 1e3:.1f}" if "deepgemm" in best else "")
               + (f"; BAD {bad}" if bad else ""), flush=True)
         path = write_results(args.name, rows, out_dir=args.out,

@@ -94,11 +94,10 @@ def _paged_cache(num_blocks, bs):
     return cache
 
 
-@pytest.mark.parametrize("ahead", [0, 1, 2])
 @pytest.mark.parametrize("qd", ["fp8", "bf16"])
 @pytest.mark.parametrize("heads, splits", [(4, 1), (32, 3)])
-def test_paged_logits(qd, heads, splits, ahead):
-    """ahead 0: the pipelined kernel; 1, 2: loads issued by hand that many tiles ahead (_paged_ring_kernel)."""
+def test_paged_logits(qd, heads, splits):
+    """Block size 8: the pipelined-load kernel (the tensor-descriptor one needs multiples of 32)."""
     bs, nb = 8, 9
     cache = _paged_cache(nb, bs)
     block_table = torch.randperm(nb).to(torch.int32)[:8].view(2, 4)
@@ -107,7 +106,7 @@ def test_paged_logits(qd, heads, splits, ahead):
     q, w = _q(5, heads, qd), torch.rand(5, heads)
     width = 36
     out = torch.full((5, width), float("nan"))
-    launch_logits_paged(q, w, cache, block_table, row_req, row_len, out, config=dict(splits=splits, ahead=ahead))
+    launch_logits_paged(q, w, cache, block_table, row_req, row_len, out, config=dict(splits=splits))
     ref = indexer_logits_paged_reference(q.float(), w, cache, block_table, row_req, row_len, max_len=width)
     _check(out, ref)
 
@@ -132,6 +131,39 @@ def test_paged_logits_tma(qd, bs, splits, monkeypatch):
     _paged_reference(q, w, cache, block_table, row_req, row_len, ref)
     _check(out, ref)
     assert out[0, bs:2 * bs].isinf().all() and out[4, 2 * bs:3 * bs].isinf().all() and out[4, 4 * bs:].isinf().all()
+
+
+def test_paged_logits_tma_off_and_default_splits(monkeypatch):
+    """tma=False runs the pipelined-load kernel at a block size the descriptor kernel could take; the default
+    config (splits from paged_splits) gives the same logits."""
+    from dsattn.ops.indexer import logits
+    cache = _paged_cache(5, 32)
+    block_table = torch.tensor([[4, 0, 2], [1, 3, -1]], dtype=torch.int32)
+    row_req = torch.tensor([0, 1, 1], dtype=torch.int32)
+    row_len = torch.tensor([90, 64, 33], dtype=torch.int32)
+    q, w = _q(3, 16, "fp8"), torch.rand(3, 16)
+    ref = torch.empty(3, 100)
+    _paged_reference(q, w, cache, block_table, row_req, row_len, ref)
+    out = torch.full((3, 100), float("nan"))
+    launch_logits_paged(q, w, cache, block_table, row_req, row_len, out)
+    _check(out, ref)
+    monkeypatch.setattr(logits, "_paged_tma_kernel", None)
+    out.fill_(float("nan"))
+    launch_logits_paged(q, w, cache, block_table, row_req, row_len, out, config=dict(tma=False))
+    _check(out, ref)
+
+
+def test_paged_splits():
+    """One tile a program at few rows; otherwise >= 16 splits, <= one per 8 tiles, by the wave fill (H200: 132 SMs,
+    7 fp8 programs an SM)."""
+    from dsattn.ops.indexer.logits import paged_splits
+    assert paged_splits(1, 64, 132, 7) == 64 and paged_splits(8, 71, 132, 7) == 71
+    assert paged_splits(32, 95, 132, 7) == 16 and paged_splits(128, 191, 132, 7) == 16
+    assert paged_splits(128, 1024, 132, 7) == 64  # 16 splits: three waves of 924 slots, the last a fifth full
+    assert paged_splits(32, 2048, 132, 7) == 16  # one wave
+    assert paged_splits(2, 2048, 132, 7) == 256  # few long rows: enough programs to keep the memory busy
+    assert paged_splits(3, 4, 132, 7) == 4 and paged_splits(500, 10, 132, 7) == 10
+    assert paged_splits(0, 0, 4, 7) == 1
 
 
 def test_paged_bad_blocks_and_width():

@@ -51,17 +51,17 @@ def test_prefill_logits(heads, dtype):
     torch.testing.assert_close(out[fin], want[fin], rtol=2e-3, atol=2e-3 * float(scale))
 
 
-PAGED_CONFIGS = {"default": None, "ring1": dict(ahead=1, splits=16), "ring2": dict(ahead=2, splits=3),
-                 "tma": dict(tma=True, num_stages=4), "tma_s6_split3": dict(tma=True, num_stages=6, splits=3),
-                 "pipe": dict(tma=False, ahead=0)}
+PAGED_CONFIGS = {"default": None, "tma_s4_split16": dict(tma=True, num_stages=4, splits=16),
+                 "tma_s6_split3": dict(tma=True, num_stages=6, splits=3), "pipe": dict(tma=False),
+                 "pipe_split3": dict(tma=False, splits=3)}
 
 
 @pytest.mark.parametrize("impl", list(PAGED_CONFIGS))
 @pytest.mark.parametrize("qd", ["fp8", "bf16"])
 @pytest.mark.parametrize("next_n", [1, 2])
 def test_paged_logits(next_n, qd, impl):
-    """The public op's default and each kernel of launch_logits_paged (pipelined loads, hand-issued ring, key tiles
-    by tensor descriptor), fp8 and bf16 queries."""
+    """The public op's default (key tiles by tensor descriptor) and each kernel of launch_logits_paged at other
+    settings, fp8 and bf16 queries."""
     reqs, bs, blocks_per_req, heads = 24, 64, 40, 32
     nb = reqs * blocks_per_req + 3
     cache = formats.new_indexer_cache(nb, bs, device=DEV)

@@ -125,71 +125,6 @@ if triton is not None:
             tl.store(out_row + pos, tl.full((BN,), NEG_INF, tl.float32), mask=pos < width)
 
     @triton.jit
-    def _page_ids(table, table_width, block_size, pos, end):
-        """Block ids of the positions pos (-1 from `end` on and past the table's columns)."""
-        page = pos // block_size
-        return tl.load(table + page, mask=(pos < end) & (page < table_width), other=-1)
-
-    @triton.jit
-    def _key_tile(cache, num_blocks, block_size, block_bytes, pos, blk, d):
-        """Issue one tile's loads: (fp8 key bytes [BN, 128], scales [BN], ok [BN]); -1 blocks load nothing."""
-        ok = (blk >= 0) & (blk < num_blocks)
-        base = cache + tl.where(ok, blk, 0).to(tl.int64) * block_bytes
-        off = (pos % block_size).to(tl.int64)
-        k_tile = tl.load(base[:, None] + off[:, None] * 128 + d[None, :], mask=ok[:, None], other=0)
-        scale = tl.load((base + block_size * 128 + off * 4).to(tl.pointer_type(tl.float32)), mask=ok, other=0.0)
-        return k_tile, scale, ok
-
-    @triton.jit
-    def _paged_ring_kernel(q, stride_qt, stride_qh, w, stride_wt, stride_wh, cache, num_blocks, block_size,
-                           block_table, stride_bt, table_width, row_req, row_len, out, stride_out, num_heads,
-                           width, num_splits, HP: tl.constexpr, BN: tl.constexpr, AHEAD: tl.constexpr,
-                           DOT_DTYPE: tl.constexpr, UPCAST: tl.constexpr):
-        """_paged_kernel's grid and output, with its loads issued by hand AHEAD (1 or 2) tiles before the tile
-        is scored, carried in registers: a tile's key bytes and scales AHEAD tiles ahead, its block ids one
-        further, so no load of the loop is waited for in the iteration that issues it."""
-        t = tl.program_id(0).to(tl.int64)
-        split = tl.program_id(1)
-        d = tl.arange(0, 128)
-        h = tl.arange(0, HP)
-        h_ok = h < num_heads
-        q_t = tl.load(q + t * stride_qt + h[None, :] * stride_qh + d[:, None], mask=h_ok[None, :],
-                      other=0.0).to(DOT_DTYPE)
-        wh = tl.load(w + t * stride_wt + h * stride_wh, mask=h_ok, other=0.0)
-        n_pos = tl.minimum(tl.maximum(tl.load(row_len + t), 0), width)
-        table = block_table + tl.load(row_req + t).to(tl.int64) * stride_bt
-        out_row = out + t * stride_out
-        block_bytes = block_size.to(tl.int64) * 132
-
-        n_tiles = tl.cdiv(n_pos, BN)
-        per_split = tl.cdiv(n_tiles, num_splits)
-        first = split * per_split
-        count = tl.minimum(per_split, n_tiles - first)
-        end = tl.minimum(n_pos, (first + count) * BN)  # this program's positions: first * BN .. end - 1
-        pos = first * BN + tl.arange(0, BN)
-        k0, s0, ok0 = _key_tile(cache, num_blocks, block_size, block_bytes, pos,
-                                _page_ids(table, table_width, block_size, pos, end), d)
-        if AHEAD == 2:
-            k1, s1, ok1 = _key_tile(cache, num_blocks, block_size, block_bytes, pos + BN,
-                                    _page_ids(table, table_width, block_size, pos + BN, end), d)
-        blk_next = _page_ids(table, table_width, block_size, pos + AHEAD * BN, end)
-        for i in range(count):
-            k_n, s_n, ok_n = _key_tile(cache, num_blocks, block_size, block_bytes, pos + AHEAD * BN, blk_next, d)
-            blk_next = _page_ids(table, table_width, block_size, pos + (AHEAD + 1) * BN, end)
-            s = _scores(k0.to(tl.float8e4nv, bitcast=True).to(DOT_DTYPE), q_t, wh, HP, 1, UPCAST)
-            tl.store(out_row + pos, tl.where(ok0, tl.reshape(s, (BN,)) * s0, NEG_INF), mask=pos < n_pos)
-            if AHEAD == 2:
-                k0, s0, ok0 = k1, s1, ok1
-                k1, s1, ok1 = k_n, s_n, ok_n
-            else:
-                k0, s0, ok0 = k_n, s_n, ok_n
-            pos += BN
-        n_fill = tl.cdiv(width - n_pos, BN)
-        for f in range(tl.cdiv(tl.maximum(n_fill - split, 0), num_splits)):
-            fpos = n_pos + (split + f * num_splits) * BN + tl.arange(0, BN)
-            tl.store(out_row + fpos, tl.full((BN,), NEG_INF, tl.float32), mask=fpos < width)
-
-    @triton.jit
     def _tile_scales(cache, table, table_width, num_blocks, block_size, tile, n_tiles, BN: tl.constexpr):
         """(block id, fp32 key scales) of tile `tile` (BN positions of one block): -1 and zeros for a block id outside
         [0, num_blocks), a position past the block table, or tile >= n_tiles."""
@@ -292,45 +227,79 @@ def launch_logits(q, weights, k, k_scale, ks, ke, out, config: dict | None = Non
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
 
 
+def paged_splits(rows: int, tiles: int, sms: int, per_sm: int) -> int:
+    """Programs a row of the paged kernels (a contiguous share of its `tiles` key tiles each), chosen for the
+    H200 sweep of session 42 (bench/results/paged_logits_tma_s42.json):
+
+    - few rows (rows x tiles <= 8 x SMs): one tile a program, the latency of a single tile (1 request of 4K keys:
+      3.2 us fp8, 3.6 bf16, against 7.1 / 10.8 at 16 splits);
+    - otherwise 16 or more splits, at most one per 8 tiles, picked by the program count's fill of the GPU:
+      ``per_sm`` programs an SM run at once (their registers and shared memory), a last partial wave idles the rest,
+      and fewer than 4 programs an SM leave the memory system underused. 128 rows x 65536 keys: 64 splits, 275 us
+      against 315 at 16 (three waves, the last a fifth full); 32 x 131072: 16 (one wave), 145 us against 189 at 32.
+    """
+    tiles = max(tiles, 1)
+    if rows * tiles <= 8 * sms:
+        return tiles
+    slots = per_sm * sms
+
+    def fill(n):
+        busy = min(1.0, n / (4 * sms))
+        return busy if n <= slots else busy * n / (triton.cdiv(n, slots) * slots)
+
+    best, best_fill = min(16, tiles), -1.0
+    s = 16
+    while s <= min(tiles, max(16, tiles // 8)):
+        f = fill(rows * s)
+        if f > best_fill * 1.02:  # a larger split count only for a clearly better fill
+            best, best_fill = s, f
+        s *= 2
+    return best
+
+
 def default_paged_config(num_rows: int, width: int, device) -> dict:
-    """The fastest of the H200 sweep (bench/results/indexer_decode.json): 64-position tiles, 16 splits
-    per row at 32 to 128 rows; more rows take fewer splits (about 2048 programs)."""
-    cfg = dict(BN=64, num_warps=4, num_stages=4, splits=max(1, min(16, triton.cdiv(2048, max(num_rows, 1)))))
+    """Key tiles by tensor descriptor (block sizes that are multiples of 32; otherwise the pipelined loads),
+    64 positions, 4 warps, 3 stages: the fastest of session 42's H200 sweep at every shape of it
+    (bench/results/paged_logits_tma_s42.json); the pipelined loads keep the 4 stages of their first sweep
+    (bench/results/indexer_decode.json). splits None: paged_splits."""
+    cfg = dict(BN=64, num_warps=4, num_stages=None, splits=None, tma=True)
     if interpreting():
-        cfg.update(BN=16, num_stages=1, splits=None)
+        cfg.update(BN=16, num_stages=1)
     return cfg
 
 
 def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len, out, config: dict | None = None):
+    """config overrides default_paged_config: BN, num_warps, num_stages, splits (None: paged_splits), tma (False:
+    the pipelined-load kernel at any block size)."""
     t, hi, _ = q.shape
     width = out.shape[1]
     cfg = {**default_paged_config(t, width, q.device), **(config or {})}
     hp = _heads_padded(hi, 1)
-    splits = cfg.get("splits")
-    n_tiles = triton.cdiv(width, cfg["BN"])
-    if splits is None:
-        splits = max(1, min(n_tiles, triton.cdiv(4 * sm_count(q.device, 4), t)))
-    splits = max(1, min(splits, n_tiles))
     nb, bs, _ = indexer_cache.shape
-    dot_dtype = tl.float8e4nv if q.dtype == FP8 else tl.bfloat16
-    args = (q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), indexer_cache, nb, bs,
-            block_table, block_table.stride(0), block_table.shape[1], row_req, row_len, out, out.stride(0), hi, width,
-            splits)
-    if cfg.get("tma") and bs % 32 == 0 and indexer_cache.data_ptr() % 16 == 0:
+    fp8 = q.dtype == FP8
+    dot_dtype = tl.float8e4nv if fp8 else tl.bfloat16
+    tma = cfg["tma"] and bs % 32 == 0 and indexer_cache.data_ptr() % 16 == 0
+    bn = min(max(cfg["BN"], 32), bs & -bs) if tma else cfg["BN"]  # a TMA tile: a power of two dividing block_size
+    n_tiles = triton.cdiv(width, bn)
+    splits = cfg["splits"]
+    if splits is None:
+        # programs an SM at once (compile check, sm_90a): TMA 55 registers fp8, 96 bf16; pipelined 72 / 136
+        per_sm = (7 if fp8 else 5) if tma else (7 if fp8 else 3)
+        splits = paged_splits(t, n_tiles, sm_count(q.device, 4), per_sm)
+    splits = max(1, min(splits, n_tiles))
+    stages = cfg["num_stages"] or (3 if tma else 4)
+    if tma:
         from triton.tools.tensor_descriptor import TensorDescriptor
-        bn = min(max(cfg["BN"], 32), bs & -bs)  # a power of two dividing the block size
         r = bs * INDEX_ROW_BYTES // 128
-        flat = indexer_cache.view(nb * r, 128)
-        values = TensorDescriptor.from_tensor(flat.view(FP8), [bn, 128])
+        values = TensorDescriptor.from_tensor(indexer_cache.view(nb * r, 128).view(FP8), [bn, 128])
         _paged_tma_kernel[(t, splits)](
-            q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), indexer_cache, values, nb, bs, r,
-            block_table, block_table.stride(0), block_table.shape[1], row_req, row_len, out, out.stride(0), hi,
+            q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), indexer_cache, values, nb, bs,
+            r, block_table, block_table.stride(0), block_table.shape[1], row_req, row_len, out, out.stride(0), hi,
             width, splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, UPCAST=interpreting(),
-            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+            num_warps=cfg["num_warps"], num_stages=stages)
         return
-    if cfg.get("ahead"):
-        _paged_ring_kernel[(t, splits)](*args, HP=hp, BN=cfg["BN"], AHEAD=cfg["ahead"], DOT_DTYPE=dot_dtype,
-                                        UPCAST=interpreting(), num_warps=cfg["num_warps"], num_stages=1)
-        return
-    _paged_kernel[(t, splits)](*args, HP=hp, BN=cfg["BN"], DOT_DTYPE=dot_dtype, UPCAST=interpreting(),
-                               num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    _paged_kernel[(t, splits)](
+        q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), indexer_cache, nb, bs,
+        block_table, block_table.stride(0), block_table.shape[1], row_req, row_len, out, out.stride(0), hi, width,
+        splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, UPCAST=interpreting(),
+        num_warps=cfg["num_warps"], num_stages=stages)
