@@ -34,6 +34,20 @@
 # PREDICTION: tests pass; the sweep as call b's tma_s3 at paged_splits' choices (1 request 3.2 / 3.6 us, 128 requests
 # 42 / 67, 128 x 65536 ~275, 32 x 131072 ~145); glm-5 TP8 layer span ~8 us less at 1-8 requests, ~20 at 32 and ~80
 # at 128 (bf16 indexer queries: 148.8 -> 66.8 us).
+# OUTCOME (01be644, bench/logs/s42/c/): GPU tests 154 passed (8 shards). Sweep, old default -> default, us
+# (paged_logits_default_s42.json): 1 request bf16 10.5 -> 3.2, fp8 7.2 -> 3.2 (DeepGEMM 7.7); 8: 13.3 -> 5.7, 8.7 -> 4.5
+# (9.2); 32: 31.3 -> 14.8, 13.4 -> 8.6 (12.5); 128: 147.6 -> 66.7, 64.3 -> 42.6 (45.1); 64 heads bf16 128: 148.0 -> 77.0;
+# 128 x 65536 417.8 -> 278.4 (284.0); 32 x 131072 250.6 -> 147.6 (147.1). Layer spans (decode_layer_kernels_s42.json
+# against s41's _new): glm-5 TP8 1 / 8 / 32 / 128 requests 39.9 -> 31.7, 44.8 -> 37.5, 79.1 -> 58.8, 245.4 -> 162.9;
+# deepseek-v3.2 TP8 40.0 -> 32.0, 47.8 -> 42.1, 85.9 -> 67.9, 260.7 -> 187.6; TP1 44.9 -> 36.7, 62.9 -> 56.4, 126.9 ->
+# 108.6, 411.7 -> 337.1. glm-5.3-flash keeps the pipelined kernel (pooled block size 16): 32 requests 9.9 -> 11.9 us
+# (one tile a program), the rest within 0.2 us or better (8: 6.6 -> 5.0). indexer_decode (indexer_decode_s42.json,
+# graph): logits + top-k 0.373 ms vs DeepGEMM + torch.topk 0.474 at 128 x 65536 (1.27x; 1.009x in s16), 32 x 131072
+# 0.268 vs 0.281 (1.05x), 64 x 65536 x 2 tokens 0.311 vs 0.339 (1.09x), 64 heads 0.348 vs 0.478 (1.37x).
+# Prediction held at 1-32 requests; at 128 the span fell 82 us (predicted ~80).
+# Call `d`: the pipelined kernel's split rule back to the old one past 4 x SMs one-tile programs (glm-5.3-flash at 32
+# requests); the paged GPU tests; glm-5.3-flash's layer.
+# PREDICTION: tests pass; glm-5.3-flash 32 requests paged kernel ~9.9 us again, 8 requests ~5.0.
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s42.sh a
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
@@ -67,5 +81,12 @@ c)
   echo "decode layer kernels rc=$?" >> $L; grep -v -i warn $R/layer_c.log >> $L; pack
   timeout 150 python -m dsattn.bench.kernels_indexer --op indexer_decode --out-dir $R > $R/idx_decode.log 2>&1
   echo "indexer_decode rc=$?" >> $L; tail -n 12 $R/idx_decode.log >> $L; pack
+  ;;
+d)
+  timeout 100 python -m pytest -q -x tests/gpu/test_indexer_gpu.py -k paged_logits > $R/tests_d.log 2>&1
+  echo "tests rc=$? $(tail -n 1 $R/tests_d.log)" >> $L; pack
+  timeout 150 python bench/decode_layer_kernels.py --configs glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,8,32,128 \
+    --out $R --name decode_layer_kernels_s42_flash > $R/layer_d.log 2>&1
+  echo "decode layer kernels rc=$?" >> $L; grep -v -i warn $R/layer_d.log >> $L; pack
   ;;
 esac

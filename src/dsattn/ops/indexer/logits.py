@@ -269,8 +269,8 @@ def default_paged_config(num_rows: int, width: int, device) -> dict:
 
 
 def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len, out, config: dict | None = None):
-    """config overrides default_paged_config: BN, num_warps, num_stages, splits (None: paged_splits), tma (False:
-    the pipelined-load kernel at any block size)."""
+    """config overrides default_paged_config: BN, num_warps, num_stages, splits (None: paged_splits for the
+    tensor-descriptor kernel), tma (False: the pipelined-load kernel, which runs any block size)."""
     t, hi, _ = q.shape
     width = out.shape[1]
     cfg = {**default_paged_config(t, width, q.device), **(config or {})}
@@ -282,10 +282,15 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
     bn = min(max(cfg["BN"], 32), bs & -bs) if tma else cfg["BN"]  # a TMA tile: a power of two dividing block_size
     n_tiles = triton.cdiv(width, bn)
     splits = cfg["splits"]
-    if splits is None:
-        # programs an SM at once (compile check, sm_90a): TMA 55 registers fp8, 96 bf16; pipelined 72 / 136
-        per_sm = (7 if fp8 else 5) if tma else (7 if fp8 else 3)
-        splits = paged_splits(t, n_tiles, sm_count(q.device, 4), per_sm)
+    if splits is None and tma:
+        # programs an SM at once (compile check, sm_90a): 55 registers and 29 KB of shared memory fp8, 96 / 25 KB bf16
+        splits = paged_splits(t, n_tiles, sm_count(q.device, 4), 7 if fp8 else 5)
+    elif splits is None:
+        # the pipelined loads (block sizes not a multiple of 32: glm-5.3-flash's pooled 16): one tile a program up to
+        # 4 x SMs programs, else the rule of their first sweep (session 42: at 32 requests of its pooled cache, 768
+        # one-tile programs took 11.9 us against 9.9 at 16 splits; bench/results/decode_layer_kernels_s42.json)
+        sms = sm_count(q.device, 4)
+        splits = n_tiles if t * n_tiles <= 4 * sms else min(16, triton.cdiv(2048, max(t, 1)))
     splits = max(1, min(splits, n_tiles))
     stages = cfg["num_stages"] or (3 if tma else 4)
     if tma:
