@@ -48,6 +48,15 @@
 # Call `d`: the pipelined kernel's split rule back to the old one past 4 x SMs one-tile programs (glm-5.3-flash at 32
 # requests); the paged GPU tests; glm-5.3-flash's layer.
 # PREDICTION: tests pass; glm-5.3-flash 32 requests paged kernel ~9.9 us again, 8 requests ~5.0.
+# OUTCOME (6ae6e78, decode_layer_kernels_s42_flash.json, bench/logs/s42/d/): tests 35 passed. glm-5.3-flash paged
+# kernel 4.2 / 5.0 / 10.2 / 52.4 us at 1 / 8 / 32 / 128 requests (s41: 4.3 / 6.6 / 9.9 / 52.6); spans 25.2 / 30.4 / 44.6
+# / 128.2 (s41: 26.9 / 33.6 / 46.3 / 128.8).
+# Call `e`: the descriptor 3-D ([blocks, block_size, 128], strides block_size * 132, 128, 1), so block sizes that are
+# multiples of 16 take it (glm-5.3-flash's pooled cache: 16-key tiles, mma v2 at M 16, compile check); the indexer and
+# backend GPU test files; the sweep at pooled shapes (a quarter of 4K + 64 i keys, block 16) and two layer shapes; the
+# glm-5.3-flash layer.
+# PREDICTION: tests pass; layer shapes as call c (66.7 / 42.6 us at 128); pooled 128 requests ~52 -> ~20 us, 32
+# requests ~10 -> ~5.
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s42.sh a
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
@@ -88,5 +97,16 @@ d)
   timeout 150 python bench/decode_layer_kernels.py --configs glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,8,32,128 \
     --out $R --name decode_layer_kernels_s42_flash > $R/layer_d.log 2>&1
   echo "decode layer kernels rc=$?" >> $L; grep -v -i warn $R/layer_d.log >> $L; pack
+  ;;
+e)
+  N=8 LIMIT=300 bash bench/gpu_tests_sharded.sh $R/tests_e tests/gpu/test_indexer_gpu.py tests/gpu/test_backend_gpu.py
+  cat $R/tests_e/summary.log >> $L; pack
+  timeout 150 python bench/paged_logits_sweep.py --kernels default,old --splits rule --rounds 3 --out $R \
+    --cases pooled:1:32:bf16,pooled:8:32:bf16,pooled:32:32:bf16,pooled:128:32:bf16,pooled:32:32:fp8,pooled:128:32:fp8,layer:128:32:bf16,layer:128:32:fp8 \
+    --name paged_logits_pooled_s42 > $R/sweep_e.log 2>&1
+  echo "sweep rc=$?" >> $L; grep -v -i warn $R/sweep_e.log >> $L; pack
+  timeout 150 python bench/decode_layer_kernels.py --configs glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,8,32,128 \
+    --out $R --name decode_layer_kernels_s42_flash3d > $R/layer_e.log 2>&1
+  echo "decode layer kernels rc=$?" >> $L; grep -v -i warn $R/layer_e.log >> $L; pack
   ;;
 esac

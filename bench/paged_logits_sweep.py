@@ -26,7 +26,6 @@ from dsattn.bench.common import time_ms, warm_up_gpu, write_results
 from dsattn.ops._triton import sm_count
 from dsattn.ops.indexer.logits import launch_logits_paged
 
-BS = 64
 CASES = ("layer:1:32:bf16,layer:8:32:bf16,layer:32:32:bf16,layer:128:32:bf16,layer:1:32:fp8,layer:8:32:fp8,"
          "layer:32:32:fp8,layer:128:32:fp8,layer:1:64:bf16,layer:32:64:bf16,layer:128:64:bf16,"
          "uniform:128:32:fp8:65536,uniform:32:32:fp8:131072")
@@ -50,17 +49,22 @@ def _peers():
 
 
 def make_case(spec: str, dev):
-    """kind:requests:heads:dtype[:ctx] -> dict of inputs. layer: contexts 4096 + 64 i; uniform: every request ctx."""
+    """kind:requests:heads:dtype[:ctx] -> dict of inputs. layer: contexts 4096 + 64 i, block 64; pooled: a quarter of
+    those, block 16 (glm-5.3-flash's k-pool of 4); uniform: every request ctx, block 64."""
     parts = spec.split(":")
     kind, reqs, heads, qd = parts[0], int(parts[1]), int(parts[2]), parts[3]
-    ctxs = [4096 + 64 * i for i in range(reqs)] if kind == "layer" else [int(parts[4])] * reqs
-    per = [-(-c // BS) for c in ctxs]
+    bs = 16 if kind == "pooled" else 64
+    if kind == "uniform":
+        ctxs = [int(parts[4])] * reqs
+    else:
+        ctxs = [(4096 + 64 * i) // (4 if kind == "pooled" else 1) for i in range(reqs)]
+    per = [-(-c // bs) for c in ctxs]
     nb = sum(per) + 3
-    cache = formats.new_indexer_cache(nb, BS, device=dev)
+    cache = formats.new_indexer_cache(nb, bs, device=dev)
     values, scales = formats.indexer_cache_views(cache)
-    v, s = formats.quantize_fp8(torch.randn(nb * BS, 128, device=dev))
-    values.copy_(v.view(nb, BS, 128))
-    scales.copy_(s.view(nb, BS))
+    v, s = formats.quantize_fp8(torch.randn(nb * bs, 128, device=dev))
+    values.copy_(v.view(nb, bs, 128))
+    scales.copy_(s.view(nb, bs))
     perm = torch.randperm(nb, device=dev).to(torch.int32)
     table = torch.full((reqs, max(per)), -1, dtype=torch.int32, device=dev)
     at = 0
@@ -74,7 +78,7 @@ def make_case(spec: str, dev):
     row_req = torch.arange(reqs, dtype=torch.int32, device=dev)
     out = torch.empty(reqs, max(ctxs), device=dev)
     return dict(spec=spec, q=q, w=w, cache=cache, table=table, row_req=row_req, row_len=row_len, out=out,
-                ctxs=ctxs, heads=heads, qd=qd)
+                ctxs=ctxs, heads=heads, qd=qd, bs=bs)
 
 
 def graph_of(fn, calls):
@@ -144,7 +148,7 @@ def main(argv=None) -> int:
             diff = float(((o[fin] - ref[fin]).abs() / ref[fin].abs().clamp_min(1e-3)).max()) if fin.any() else 0.0
             check[name] = dict(same_inf=same_inf, max_rel_diff=diff)
         replays = {name: graph_of(lambda cfg=cfg: launch(cfg), args.calls) for name, cfg in variants}
-        if pe is not None and c["qd"] == "fp8" and c["heads"] in (32, 64):
+        if pe is not None and c["qd"] == "fp8" and c["heads"] in (32, 64) and c["bs"] == 64:
             try:
                 q4 = c["q"].view(t, 1, c["heads"], 128)
                 lens = c["row_len"].view(t, 1)
@@ -165,7 +169,8 @@ def main(argv=None) -> int:
         base = best.get("old/rule")
         for name, v in res.items():
             row = dict(case=spec, rows=t, width=width, keys=keys, cache_mb=mb, variant=name, us=[x * 1e3 for x in v],
-                       best_us=best[name] * 1e3, tbs=mb / 1e6 / (best[name] / 1e3), **check.get(name, {}))
+                       best_us=best[name] * 1e3, tbs=mb / 1e6 / (best[name] / 1e3), block_size=c["bs"],
+                       **check.get(name, {}))
             if base:
                 row["vs_old"] = base / best[name]
             rows.append(row)
@@ -177,7 +182,7 @@ def main(argv=None) -> int:
               + (f"; deepgemm {best['deepgemm'] * 1e3:.1f}" if "deepgemm" in best else "")
               + (f"; BAD {bad}" if bad else ""), flush=True)
         path = write_results(args.name, rows, out_dir=args.out,
-                             meta=dict(calls=args.calls, rounds=args.rounds, rep_ms=args.rep_ms, block_size=BS,
+                             meta=dict(calls=args.calls, rounds=args.rounds, rep_ms=args.rep_ms,
                                        how="CUDA-graph replays of --calls launches / --calls, do_bench median, "
                                            "best of --rounds alternating rounds"))
         c = replays = ref = None

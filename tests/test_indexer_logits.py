@@ -112,10 +112,10 @@ def test_paged_logits(qd, heads, splits):
 
 
 @pytest.mark.parametrize("qd", ["fp8", "bf16"])
-@pytest.mark.parametrize("bs, splits", [(32, 1), (64, 3), (128, 2)])
+@pytest.mark.parametrize("bs, splits", [(16, 2), (32, 1), (48, 3), (64, 3), (128, 2)])
 def test_paged_logits_tma(qd, bs, splits, monkeypatch):
-    """The key tiles by tensor descriptor (_paged_tma_kernel: block sizes that are multiples of 32), with missing
-    and out-of-range block ids, rows past the block table and a width past the longest row."""
+    """The key tiles by tensor descriptor (_paged_tma_kernel: block sizes that are multiples of 16; 48 takes 16-key
+    tiles), with missing and out-of-range block ids, rows past the block table and a width past the longest row."""
     from dsattn.ops.indexer import logits
     monkeypatch.setattr(logits, "_paged_kernel", None)  # the other kernel must not run
     nb = 7
@@ -135,7 +135,8 @@ def test_paged_logits_tma(qd, bs, splits, monkeypatch):
 
 def test_paged_logits_tma_off_and_default_splits(monkeypatch):
     """tma=False runs the pipelined-load kernel at a block size the descriptor kernel could take; the default
-    config (splits from paged_splits) gives the same logits."""
+    config (splits from paged_splits) gives the same logits. Block size 8 (not a multiple of 16) is
+    test_paged_logits's."""
     from dsattn.ops.indexer import logits
     cache = _paged_cache(5, 32)
     block_table = torch.tensor([[4, 0, 2], [1, 3, -1]], dtype=torch.int32)

@@ -138,15 +138,14 @@ if triton is not None:
 
     @triton.jit
     def _paged_tma_kernel(q, stride_qt, stride_qh, w, stride_wt, stride_wh, cache, values, num_blocks, block_size,
-                          rows_per_block, block_table, stride_bt, table_width, row_req, row_len, out, stride_out,
+                          block_table, stride_bt, table_width, row_req, row_len, out, stride_out,
                           num_heads, width, num_splits, HP: tl.constexpr, BN: tl.constexpr,
                           DOT_DTYPE: tl.constexpr, UPCAST: tl.constexpr):
         """_paged_kernel's grid and output, its key tiles fetched by the tensor memory accelerator (pipelined by
-        Triton) and their scales one tile ahead by hand. For the key values the cache is seen as 128-byte rows
-        (block_size a multiple of 32): block b's values are rows b * R .. b * R + block_size - 1 of `values` (fp8
-        [num_blocks * R, 128], R = block_size * 132 / 128). A tile is BN <= block_size positions of one block (BN
-        divides block_size). Block ids outside [0, num_blocks) address row num_blocks * R, past the tensor: nothing
-        is read."""
+        Triton) and their scales one tile ahead by hand. `values` describes the key values of the cache as fp8
+        [num_blocks, block_size, 128] (strides block_size * 132, 128, 1: a block's values come first). A tile is BN
+        positions of one block (BN a power of two dividing block_size, >= 16). Block ids outside [0, num_blocks)
+        address block num_blocks, past the tensor: nothing is read."""
         t = tl.program_id(0).to(tl.int64)
         split = tl.program_id(1)
         d = tl.arange(0, 128)
@@ -168,7 +167,8 @@ if triton is not None:
             # the next tile's block id and scales are loaded here and used in the next iteration
             blk_next, scale_next = _tile_scales(cache, table, table_width, num_blocks, block_size, tile + 1, last, BN)
             ok = blk >= 0
-            k_tile = values.load([tl.where(ok, blk, num_blocks) * rows_per_block + (tile % tiles_per_block) * BN, 0])
+            k_tile = values.load([tl.where(ok, blk, num_blocks), (tile % tiles_per_block) * BN, 0])
+            k_tile = tl.reshape(k_tile, (BN, 128))
             if UPCAST:  # the interpreter's bf16 dot is wrong (see _triton.py); fp32 is exact there
                 s = _scores(k_tile.to(tl.float32), q_t, wh, HP, 1, UPCAST)
             else:
@@ -278,8 +278,9 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
     nb, bs, _ = indexer_cache.shape
     fp8 = q.dtype == FP8
     dot_dtype = tl.float8e4nv if fp8 else tl.bfloat16
-    tma = cfg["tma"] and bs % 32 == 0 and indexer_cache.data_ptr() % 16 == 0
-    bn = min(max(cfg["BN"], 32), bs & -bs) if tma else cfg["BN"]  # a TMA tile: a power of two dividing block_size
+    # a descriptor needs 16-byte strides (block_size * 132) and a 16-byte aligned cache; a tile >= 16 positions
+    tma = cfg["tma"] and bs % 16 == 0 and indexer_cache.data_ptr() % 16 == 0
+    bn = min(max(cfg["BN"], 16), bs & -bs) if tma else cfg["BN"]  # a TMA tile: a power of two dividing block_size
     n_tiles = triton.cdiv(width, bn)
     splits = cfg["splits"]
     if splits is None and tma:
@@ -295,11 +296,10 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
     stages = cfg["num_stages"] or (3 if tma else 4)
     if tma:
         from triton.tools.tensor_descriptor import TensorDescriptor
-        r = bs * INDEX_ROW_BYTES // 128
-        values = TensorDescriptor.from_tensor(indexer_cache.view(nb * r, 128).view(FP8), [bn, 128])
+        values = TensorDescriptor(indexer_cache.view(FP8), [nb, bs, 128], [bs * INDEX_ROW_BYTES, 128, 1], [1, bn, 128])
         _paged_tma_kernel[(t, splits)](
             q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), indexer_cache, values, nb, bs,
-            r, block_table, block_table.stride(0), block_table.shape[1], row_req, row_len, out, out.stride(0), hi,
+            block_table, block_table.stride(0), block_table.shape[1], row_req, row_len, out, out.stride(0), hi,
             width, splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, UPCAST=interpreting(),
             num_warps=cfg["num_warps"], num_stages=stages)
         return
