@@ -57,6 +57,13 @@
 # glm-5.3-flash layer.
 # PREDICTION: tests pass; layer shapes as call c (66.7 / 42.6 us at 128); pooled 128 requests ~52 -> ~20 us, 32
 # requests ~10 -> ~5.
+# OUTCOME (acd65a4, paged_logits_pooled_s42.json, decode_layer_kernels_s42_flash3d.json, bench/logs/s42/e/): GPU tests
+# 154 passed. Layer shapes as call c (128 requests bf16 67.3, fp8 42.1; DeepGEMM 45.0). Pooled (block 16, 16-key tiles)
+# against the pipelined loads at their old rule: faster at 1 / 8 requests (bf16 4.6 -> 3.3, 7.1 -> 5.4), slower from 32
+# (bf16 10.6 -> 13.9, 46.8 -> 59.8 at 128; fp8 6.3 -> 9.3, 22.3 -> 36.6); glm-5.3-flash's layer at 128 requests 128.2 ->
+# 137.4 us span. The prediction was wrong for pooled shapes: 16-key tiles (2 KB a TMA load, M 16 products) lose. So
+# the default takes the descriptor kernel only where tiles are 64 keys (block size a multiple of 64); glm-5.3-flash
+# keeps the pipelined loads (call d's numbers).
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s42.sh a
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1

@@ -154,6 +154,25 @@ def test_paged_logits_tma_off_and_default_splits(monkeypatch):
     _check(out, ref)
 
 
+@pytest.mark.parametrize("bs, kernel", [(64, "_paged_tma_kernel"), (128, "_paged_tma_kernel"), (32, "_paged_kernel"),
+                                        (16, "_paged_kernel")])
+def test_paged_default_kernel(bs, kernel, monkeypatch):
+    """By default the descriptor kernel takes block sizes that are multiples of 64 (64-key tiles) and the pipelined
+    loads the rest (16-key tiles lost to them, session 42)."""
+    from dsattn.ops.indexer import logits
+    other = "_paged_kernel" if kernel == "_paged_tma_kernel" else "_paged_tma_kernel"
+    monkeypatch.setattr(logits, other, None)
+    cache = _paged_cache(3, bs)
+    block_table = torch.tensor([[2, 0, 1]], dtype=torch.int32)
+    row_len = torch.tensor([bs + 3], dtype=torch.int32)
+    q, w = _q(1, 4, "fp8"), torch.rand(1, 4)
+    out = torch.full((1, bs + 8), float("nan"))
+    launch_logits_paged(q, w, cache, block_table, torch.zeros(1, dtype=torch.int32), row_len, out)
+    ref = torch.empty_like(out)
+    _paged_reference(q, w, cache, block_table, torch.zeros(1, dtype=torch.int32), row_len, ref)
+    _check(out, ref)
+
+
 def test_paged_splits():
     """One tile a program at few rows; otherwise >= 16 splits, <= one per 8 tiles, by the wave fill (H200: 132 SMs,
     7 fp8 programs an SM)."""

@@ -9,6 +9,13 @@ A positive fp8 key scale commutes with relu, so it multiplies the head-summed lo
 The prefill kernel gives each program BT consecutive query rows (their key ranges overlap almost fully
 in a causal prefill, so one key tile feeds BT rows) and, optionally, one contiguous share of the key
 tiles (a split) when there are too few row blocks to fill the GPU.
+
+The paged kernels give each program one query row and one contiguous share of its key tiles. Where the
+cache's block size is a multiple of 64, a tile's 64 keys are fetched by the tensor memory accelerator
+(``_paged_tma_kernel``: Triton multi-buffers those loads; the block id and scales of the next tile are
+loaded by hand one iteration ahead, so no load is waited for in the iteration that issues it); other
+block sizes take ``_paged_kernel``'s pipelined pointer loads. Session 42 measured the first 1.5-2.2x
+faster at a decode layer's shapes (notes/indexer.md).
 """
 from __future__ import annotations
 
@@ -258,11 +265,11 @@ def paged_splits(rows: int, tiles: int, sms: int, per_sm: int) -> int:
 
 
 def default_paged_config(num_rows: int, width: int, device) -> dict:
-    """Key tiles by tensor descriptor (block sizes that are multiples of 32; otherwise the pipelined loads),
-    64 positions, 4 warps, 3 stages: the fastest of session 42's H200 sweep at every shape of it
+    """Key tiles by tensor descriptor (tma None: where the block size is a multiple of 64; otherwise the pipelined
+    loads), 64 positions, 4 warps, 3 stages: the fastest of session 42's H200 sweep at every shape of it
     (bench/results/paged_logits_tma_s42.json); the pipelined loads keep the 4 stages of their first sweep
     (bench/results/indexer_decode.json). splits None: paged_splits."""
-    cfg = dict(BN=64, num_warps=4, num_stages=None, splits=None, tma=True)
+    cfg = dict(BN=64, num_warps=4, num_stages=None, splits=None, tma=None)
     if interpreting():
         cfg.update(BN=16, num_stages=1)
     return cfg
@@ -270,7 +277,8 @@ def default_paged_config(num_rows: int, width: int, device) -> dict:
 
 def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len, out, config: dict | None = None):
     """config overrides default_paged_config: BN, num_warps, num_stages, splits (None: paged_splits for the
-    tensor-descriptor kernel), tma (False: the pipelined-load kernel, which runs any block size)."""
+    tensor-descriptor kernel), tma (True: the tensor-descriptor kernel wherever it runs, block sizes that are
+    multiples of 16; False: the pipelined-load kernel, which runs any block size; None: the default's choice)."""
     t, hi, _ = q.shape
     width = out.shape[1]
     cfg = {**default_paged_config(t, width, q.device), **(config or {})}
@@ -278,8 +286,11 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
     nb, bs, _ = indexer_cache.shape
     fp8 = q.dtype == FP8
     dot_dtype = tl.float8e4nv if fp8 else tl.bfloat16
-    # a descriptor needs 16-byte strides (block_size * 132) and a 16-byte aligned cache; a tile >= 16 positions
-    tma = cfg["tma"] and bs % 16 == 0 and indexer_cache.data_ptr() % 16 == 0
+    # a descriptor needs 16-byte strides (block_size * 132) and a 16-byte aligned cache; a tile >= 16 positions.
+    # By default only 64-key tiles: 16-key ones (glm-5.3-flash's pooled block 16) lost to the pipelined loads from
+    # 32 rows on (H200, session 42: 128 rows 36.6 vs 22.3 us fp8, 59.8 vs 46.8 bf16; paged_logits_pooled_s42.json)
+    tma = cfg["tma"] if cfg["tma"] is not None else bs % 64 == 0
+    tma = tma and bs % 16 == 0 and indexer_cache.data_ptr() % 16 == 0
     bn = min(max(cfg["BN"], 16), bs & -bs) if tma else cfg["BN"]  # a TMA tile: a power of two dividing block_size
     n_tiles = triton.cdiv(width, bn)
     splits = cfg["splits"]
