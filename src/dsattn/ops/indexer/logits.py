@@ -92,6 +92,28 @@ if triton is not None:
             tl.store(out_rows + cols[:, None], tl.full((FILL, BT), NEG_INF, tl.float32), mask=keep)
 
     @triton.jit
+    def _paged_row(q, stride_qt, stride_qh, w, stride_wt, stride_wh, block_table, stride_bt, row_req, row_len, out,
+                   stride_out, num_heads, width, t, d, HP: tl.constexpr, DOT_DTYPE: tl.constexpr):
+        """Query row t of a paged kernel: (q^T [128, HP], head weights [HP], positions it scores, its block-table
+        row, its output row)."""
+        h = tl.arange(0, HP)
+        h_ok = h < num_heads
+        q_t = tl.load(q + t * stride_qt + h[None, :] * stride_qh + d[:, None], mask=h_ok[None, :],
+                      other=0.0).to(DOT_DTYPE)
+        wh = tl.load(w + t * stride_wt + h * stride_wh, mask=h_ok, other=0.0)
+        n_pos = tl.minimum(tl.maximum(tl.load(row_len + t), 0), width)
+        table = block_table + tl.load(row_req + t).to(tl.int64) * stride_bt
+        return q_t, wh, n_pos, table, out + t * stride_out
+
+    @triton.jit
+    def _fill_tail(out_row, n_pos, width, split, num_splits, BN: tl.constexpr):
+        """-inf from n_pos to width, tiles of BN round-robin over the splits."""
+        n_fill = tl.cdiv(width - n_pos, BN)
+        for f in range(tl.cdiv(tl.maximum(n_fill - split, 0), num_splits)):
+            pos = n_pos + (split + f * num_splits) * BN + tl.arange(0, BN)
+            tl.store(out_row + pos, tl.full((BN,), NEG_INF, tl.float32), mask=pos < width)
+
+    @triton.jit
     def _paged_kernel(q, stride_qt, stride_qh, w, stride_wt, stride_wh, cache, num_blocks, block_size,
                       block_table, stride_bt, table_width, row_req, row_len, out, stride_out, num_heads, width,
                       num_splits, HP: tl.constexpr, BN: tl.constexpr, DOT_DTYPE: tl.constexpr,
@@ -100,14 +122,9 @@ if triton is not None:
         t = tl.program_id(0).to(tl.int64)
         split = tl.program_id(1)
         d = tl.arange(0, 128)
-        h = tl.arange(0, HP)
-        h_ok = h < num_heads
-        q_t = tl.load(q + t * stride_qt + h[None, :] * stride_qh + d[:, None], mask=h_ok[None, :],
-                      other=0.0).to(DOT_DTYPE)
-        wh = tl.load(w + t * stride_wt + h * stride_wh, mask=h_ok, other=0.0)
-        n_pos = tl.minimum(tl.maximum(tl.load(row_len + t), 0), width)
-        table = block_table + tl.load(row_req + t).to(tl.int64) * stride_bt
-        out_row = out + t * stride_out
+        q_t, wh, n_pos, table, out_row = _paged_row(q, stride_qt, stride_qh, w, stride_wt, stride_wh, block_table,
+                                                    stride_bt, row_req, row_len, out, stride_out, num_heads, width,
+                                                    t, d, HP, DOT_DTYPE)
         block_bytes = block_size.to(tl.int64) * 132
 
         # the positions 0 .. n_pos - 1 in tiles, shared out among the splits in contiguous runs
@@ -125,11 +142,7 @@ if triton is not None:
             scale = tl.load((base + block_size * 128 + off * 4).to(tl.pointer_type(tl.float32)), mask=ok, other=0.0)
             s = _scores(k_tile.to(tl.float8e4nv, bitcast=True).to(DOT_DTYPE), q_t, wh, HP, 1, UPCAST)
             tl.store(out_row + pos, tl.where(ok, tl.reshape(s, (BN,)) * scale, NEG_INF), mask=pos < n_pos)
-        # -inf from n_pos to width, tiles round-robin over the splits
-        n_fill = tl.cdiv(width - n_pos, BN)
-        for f in range(tl.cdiv(tl.maximum(n_fill - split, 0), num_splits)):
-            pos = n_pos + (split + f * num_splits) * BN + tl.arange(0, BN)
-            tl.store(out_row + pos, tl.full((BN,), NEG_INF, tl.float32), mask=pos < width)
+        _fill_tail(out_row, n_pos, width, split, num_splits, BN)
 
     @triton.jit
     def _tile_scales(cache, table, table_width, num_blocks, block_size, tile, n_tiles, BN: tl.constexpr):
@@ -156,14 +169,9 @@ if triton is not None:
         t = tl.program_id(0).to(tl.int64)
         split = tl.program_id(1)
         d = tl.arange(0, 128)
-        h = tl.arange(0, HP)
-        h_ok = h < num_heads
-        q_t = tl.load(q + t * stride_qt + h[None, :] * stride_qh + d[:, None], mask=h_ok[None, :],
-                      other=0.0).to(DOT_DTYPE)
-        wh = tl.load(w + t * stride_wt + h * stride_wh, mask=h_ok, other=0.0)
-        n_pos = tl.minimum(tl.maximum(tl.load(row_len + t), 0), width)
-        table = block_table + tl.load(row_req + t).to(tl.int64) * stride_bt
-        out_row = out + t * stride_out
+        q_t, wh, n_pos, table, out_row = _paged_row(q, stride_qt, stride_qh, w, stride_wt, stride_wh, block_table,
+                                                    stride_bt, row_req, row_len, out, stride_out, num_heads, width,
+                                                    t, d, HP, DOT_DTYPE)
         tiles_per_block = block_size // BN
         n_tiles = tl.cdiv(n_pos, BN)
         per_split = tl.cdiv(n_tiles, num_splits)
@@ -183,10 +191,7 @@ if triton is not None:
             pos = tile * BN + tl.arange(0, BN)
             tl.store(out_row + pos, tl.where(ok, tl.reshape(s, (BN,)) * scale, NEG_INF), mask=pos < n_pos)
             blk, scale = blk_next, scale_next
-        n_fill = tl.cdiv(width - n_pos, BN)
-        for f in range(tl.cdiv(tl.maximum(n_fill - split, 0), num_splits)):
-            fpos = n_pos + (split + f * num_splits) * BN + tl.arange(0, BN)
-            tl.store(out_row + fpos, tl.full((BN,), NEG_INF, tl.float32), mask=fpos < width)
+        _fill_tail(out_row, n_pos, width, split, num_splits, BN)
 
 
 def _dot_dtype(q_dtype, k_dtype):
