@@ -134,9 +134,9 @@ def test_paged_logits_tma(qd, bs, splits, monkeypatch):
 
 
 def test_paged_logits_tma_off_and_default_splits(monkeypatch):
-    """tma=False runs the pipelined-load kernel at a block size the descriptor kernel could take; the default
-    config (splits from paged_splits) gives the same logits. Block size 8 (not a multiple of 16) is
-    test_paged_logits's."""
+    """The default config at block size 32 (the pipelined loads, their split rule) and tma=False (the pipelined
+    loads at a block size the descriptor kernel could take) give the reference's logits. Block size 8 (not a
+    multiple of 16) is test_paged_logits's."""
     from dsattn.ops.indexer import logits
     cache = _paged_cache(5, 32)
     block_table = torch.tensor([[4, 0, 2], [1, 3, -1]], dtype=torch.int32)

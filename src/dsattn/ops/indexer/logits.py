@@ -303,7 +303,7 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
         # programs an SM at once (compile check, sm_90a): 55 registers and 29 KB of shared memory fp8, 96 / 25 KB bf16
         splits = paged_splits(t, n_tiles, sm_count(q.device, 4), 7 if fp8 else 5)
     elif splits is None:
-        # the pipelined loads (block sizes not a multiple of 32: glm-5.3-flash's pooled 16): one tile a program up to
+        # the pipelined loads (block sizes not a multiple of 64: glm-5.3-flash's pooled 16): one tile a program up to
         # 4 x SMs programs, else the rule of their first sweep (session 42: at 32 requests of its pooled cache, 768
         # one-tile programs took 11.9 us against 9.9 at 16 splits; bench/results/decode_layer_kernels_s42.json)
         sms = sm_count(q.device, 4)
