@@ -2,12 +2,12 @@
 split count, as CUDA-graph replays, beside DeepGEMM's paged MQA logits where its inputs fit (fp8 queries, 32 or 64
 heads, block 64).
 
-Session 40's layer profile (bench/results/decode_layer_kernels_s41_new.json) has the paged logits at ~12 us for 1-8
-requests of 4K + 64 i tokens and 152 us at 128 requests (0.9 TB/s of its 138 MB). Cases: requests of 4096 + 64 i tokens
-(as bench/decode_layer_kernels.py; the chunk as wide as its longest row) and bench kernels_indexer's uniform
-65536 / 131072-token decodes. Kernels (KERNELS): the default, the pipelined loads (`pipe`), `old` (the default before
+Session 41's layer profile (bench/results/decode_layer_kernels_s41_new.json) has the paged logits at ~12 us for 1-8
+requests of 4K + 64 i tokens and 152 us at 128 requests (0.9 TB/s of its 138 MB). Cases (make_case): requests of
+4096 + 64 i tokens (as bench/decode_layer_kernels.py; the chunk as wide as its longest row), a quarter of those over
+a block-16 cache (glm-5.3-flash's pooled keys) and bench kernels_indexer's uniform 65536 / 131072-token decodes. Kernels (KERNELS): the default, the pipelined loads (`pipe`), `old` (the default before
 session 42: pipelined loads, 4 stages, min(16, 2048 / rows) splits), key tiles by tensor descriptor
-(`tma_s<num_stages>`); each at the split rule of launch_logits_paged (`rule`: paged_splits), at `fill` (fill_splits, a
+(`tma_s<num_stages>`); each at launch_logits_paged's own split rule (`rule`), at `fill` (fill_splits, a
 rule tried in session 42) and at fixed split counts (`all`: one tile a program). Each variant's logits are compared with
 the default's (same inputs). Rounds alternate the variants; a timing is one replay of a graph of --calls launches
 divided by --calls. Writes bench/results/<--name>.json.
@@ -23,6 +23,7 @@ import torch
 
 from dsattn import formats
 from dsattn.bench.common import time_ms, warm_up_gpu, write_results
+from dsattn.bench.kernels_indexer import _peers
 from dsattn.ops._triton import sm_count
 from dsattn.ops.indexer.logits import launch_logits_paged
 
@@ -38,14 +39,6 @@ KERNELS = {"default": {}, "pipe": {"tma": False, "num_stages": 4}, "old": {"tma"
 def fill_splits(rows, tiles, sms):
     """A split rule to try: about 4 programs an SM, at least 16 splits a row, at most 32 tiles a program."""
     return min(tiles, max(16, -(-4 * sms // rows), -(-tiles // 32)))
-
-
-def _peers():
-    try:
-        import peers
-        return peers
-    except ImportError:
-        return None
 
 
 def make_case(spec: str, dev):
