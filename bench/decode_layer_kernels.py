@@ -8,6 +8,8 @@ on the GPU from torch.profiler's kernel events (first kernel's start to last ker
 and each kernel's mean device time a replay, largest first. The sum of the kernels against the span shows the gaps
 between them. Writes bench/results/<--name>.json. --usual-cap (session 41) runs the top-k with the candidate capacity
 of k alone (ops.topk.select.candidate_capacity), as before select_capacity widened it for few rows a little past it.
+--context N (session 43) starts the contexts at N instead of 4096; --topk-3l runs long top-k rows in three launches
+(ops.topk.select.fused_default off), as before session 43.
 
     PYTHONPATH=src python bench/decode_layer_kernels.py [--configs glm-5:8:fp8_ds_mla,...] [--batches 1,8,32,128]
 """
@@ -37,10 +39,16 @@ def main(argv=None) -> int:
     ap.add_argument("--name", default="decode_layer_kernels")
     ap.add_argument("--out", default=None)
     ap.add_argument("--usual-cap", action="store_true", help="the top-k's capacity before session 41 (no widening)")
+    ap.add_argument("--context", type=int, default=4096, help="request i's context: context + 64 i tokens")
+    ap.add_argument("--topk-3l", action="store_true",
+                    help="long top-k rows in three launches always (before session 43's one-launch path)")
     args = ap.parse_args(argv)
     if args.usual_cap:
         from dsattn.ops.topk import select
         select.select_capacity = lambda rows, width, k, sms: select.candidate_capacity(k)
+    if args.topk_3l:
+        from dsattn.ops.topk import select
+        select.fused_default = lambda rows, width, tile, sms: False
     if not torch.cuda.is_available():
         print("decode_layer_kernels: needs a CUDA GPU")
         return 2
@@ -48,6 +56,7 @@ def main(argv=None) -> int:
     warm_up_gpu()
     rows = []
     meta = {"calibration": args.calibration, "calls": args.calls, "block_size": 64, "usual_cap": args.usual_cap,
+            "context": args.context, "topk_3l": args.topk_3l,
             "how": "one decode layer's forward captured in a CUDA graph: do_bench replay ms, and torch.profiler "
                    "kernel events of --calls replays (span and each kernel's mean us a replay)"}
     path = None
@@ -57,7 +66,7 @@ def main(argv=None) -> int:
         geo = preset(name)
         heads = geo.heads_per_rank(tp)
         for b in (int(x) for x in args.batches.split(",")):
-            spans = [(4096 + 64 * i, 1) for i in range(b)]
+            spans = [(args.context + 64 * i, 1) for i in range(b)]
             s = make_step(geo, heads, layout, spans, block_size=64, device=dev, seed=b)
             attn = DSAAttention(geo, tp=tp, kv_layout=layout, block_size=64, device=dev, max_num_tokens=b,
                                 max_num_reqs=b, max_model_len=max(c + n for c, n in spans),

@@ -29,7 +29,7 @@ from topk_v3 import STAGE_CUTS, VARIANTS  # noqa: E402
 from dsattn.ops.topk import select, topk_scratch_spec  # noqa: E402
 
 from _sm90 import BIN, Intercept  # noqa: E402
-KERNELS = ["_v4_tau", "_v4_filter", "_v4_select", "_v4_filter_tau", "_topk_kernel"]
+KERNELS = ["_v4_tau", "_v4_filter", "_v4_select", "_v4_filter_tau", "_v4_fused", "_topk_kernel"]
 
 
 def _intercept(fn, sink):

@@ -89,6 +89,13 @@ VARIANTS = {
     "v4_split3": dict(version=4, split=3, small=256),
     "v4_split4": dict(version=4, split=4, small=256),
     "v4_split3_s1k": dict(version=4, split=3, small=1024),
+    # session 43: few long rows in one launch (_v4_fused: every tile's program finds the threshold itself, the last
+    # of a row to finish selects) against the three launches (the default before it), by tile size
+    "v4_3l": dict(version=4, fused=False),
+    "v4_fused": dict(version=4, fused=True),
+    "v4_fused_t1k": dict(version=4, fused=True, fused_tile=1024),
+    "v4_fused_t2k": dict(version=4, fused=True, fused_tile=2048),
+    "v4_fused_t8k": dict(version=4, fused=True, fused_tile=8192),
 }
 STAGE_CUTS = {"v4_stop1_tau": dict(D2, stop=1),
               "v4_stop2_filter": dict(D2, stop=2),

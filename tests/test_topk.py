@@ -32,29 +32,35 @@ def _run(logits, lengths, k, **kw):
     return out
 
 
-# v3 (the fused kernel) and v4 (threshold, filter, select) with each k-th-largest mode; v4 with one
+# v3 (the fused kernel) and v4 (threshold, filter, select: fused=False) with each k-th-largest mode; v4 with one
 # filter program per row (candidates in column order) and with several (atomic slots in an order the atomics
 # decide; the select writes the selection in column order all the same, test_v4_segments_list_columns_in_order)
 CONFIGS = {
     "v3": dict(version=3),
-    "v4m0": dict(version=4, mode=0, tau_mode=0, tau_top=0),
-    "v4m1": dict(version=4, mode=1),
-    "v4m2": dict(version=4, mode=2),
-    "v4seg4": dict(version=4, mode=2, segs=4, rows_per_thread=1),
-    "v4m1seg2": dict(version=4, mode=1, tau_mode=1, segs=2),
-    "v4w2": dict(version=4, mode=2, prefetch=False, filt_warps=2, rows_per_thread=1, filt_stages=2),
-    "v4tiles": dict(version=4, mode=0, rows_per_thread=1, segs=1),
+    "v4m0": dict(version=4, fused=False, mode=0, tau_mode=0, tau_top=0),
+    "v4m1": dict(version=4, fused=False, mode=1),
+    "v4m2": dict(version=4, fused=False, mode=2),
+    "v4seg4": dict(version=4, fused=False, mode=2, segs=4, rows_per_thread=1),
+    "v4m1seg2": dict(version=4, fused=False, mode=1, tau_mode=1, segs=2),
+    "v4w2": dict(version=4, fused=False, mode=2, prefetch=False, filt_warps=2, rows_per_thread=1, filt_stages=2),
+    "v4tiles": dict(version=4, fused=False, mode=0, rows_per_thread=1, segs=1),
     # the split select (the bucket's steps over a small tensor) and the split, truncated threshold
-    "v4split": dict(version=4, mode=2, split=1, small=8, tau_mode=2, tau_split=1, tau_small=8, tau_top=5),
-    "v4split_seg4": dict(version=4, mode=2, split=2, small=4, tau_mode=2, tau_top=2, segs=4, rows_per_thread=1),
+    "v4split": dict(version=4, fused=False, mode=2, split=1, small=8, tau_mode=2, tau_split=1, tau_small=8, tau_top=5),
+    "v4split_seg4": dict(version=4, fused=False, mode=2, split=2, small=4, tau_mode=2, tau_top=2, segs=4,
+                         rows_per_thread=1),
     # early-stopping steps (select and threshold), the threshold fused into one filter program per
     # row, and early steps with several filter programs per row (unordered; fuse_tau then unused)
-    "v4early": dict(version=4, early=True, tau_early=True, tau_top=0, segs=1),
-    "v4fuse": dict(version=4, early=True, tau_early=True, fuse_tau=True, segs=1, rows_per_thread=1),
-    "v4early_seg4": dict(version=4, early=True, tau_early=True, fuse_tau=True, segs=4, rows_per_thread=1),
+    "v4early": dict(version=4, fused=False, early=True, tau_early=True, tau_top=0, segs=1),
+    "v4fuse": dict(version=4, fused=False, early=True, tau_early=True, fuse_tau=True, segs=1, rows_per_thread=1),
+    "v4early_seg4": dict(version=4, fused=False, early=True, tau_early=True, fuse_tau=True, segs=4, rows_per_thread=1),
     # the default before early / tau_early / fuse_tau (mode 2's full steps and tie scan, _v4_tau launched
     # beside one filter program per row): still a knob setting, no longer covered by the entries above
-    "v4d2": dict(version=4, early=False, tau_early=False, fuse_tau=False, segs=1, rows_per_thread=1),
+    "v4d2": dict(version=4, fused=False, early=False, tau_early=False, fuse_tau=False, segs=1, rows_per_thread=1),
+    # the one-launch path (threshold in every tile's program, the last to finish selects): tiles of 32 columns (a
+    # 300-column row is 10 programs), with early steps, and with mode 0's full steps and tie scan
+    "v4fused": dict(version=4, fused=True, fused_tile=32),
+    "v4fused_m0": dict(version=4, fused=True, fused_tile=64, mode=0, tau_mode=0, tau_top=0, early=False,
+                       tau_early=False),
 }
 
 
@@ -98,7 +104,7 @@ def test_ties_go_to_lower_columns(v):
 
 
 @pytest.mark.parametrize("v", configs("v4m0", "v4seg4", "v4m1seg2", "v4tiles", "v4split", "v4split_seg4", "v4early",
-                                     "v4fuse", "v4early_seg4", "v4d2"))
+                                     "v4fuse", "v4early_seg4", "v4d2", "v4fused", "v4fused_m0"))
 def test_v4_candidates_with_ties_at_the_cut(v):
     """Long rows whose k-th key is tied among candidates spread over the row (and over the filter's
     segments): the lower columns win, whatever order the candidates were stored in."""
@@ -116,7 +122,7 @@ def test_v4_candidates_with_ties_at_the_cut(v):
 
 
 @pytest.mark.parametrize("v", configs("v4m1", "v4m2", "v4m1seg2", "v4split", "v4split_seg4", "v4fuse", "v4early_seg4",
-                                     "v4d2"))
+                                     "v4d2", "v4fused"))
 def test_v4_random_rows(v):
     """Random widths, lengths and value spreads (one tied, one constant, one -inf row) at k = 16."""
     k, w = 16, 1000
@@ -162,7 +168,7 @@ def test_v4_segments_list_columns_in_order(v):
     _assert_same_sets(_run(logits, lengths, k, cap=64, sample=32, sort=False, **v), want)
 
 
-@pytest.mark.parametrize("v", configs("v3", "v4m0", "v4m1", "v4m2", "v4seg4", "v4split", "v4early", "v4d2"))
+@pytest.mark.parametrize("v", configs("v3", "v4m0", "v4m1", "v4m2", "v4seg4", "v4split", "v4early", "v4d2", "v4fused"))
 def test_signed_zeros_tie(v):
     """-0.0 and +0.0 are equal logits (SPEC 4: a tie, lower position first), in registers and past the capacity.
     A -0.0 logit is what sum_h w * relu(0) gives with negative weights in fp32 arithmetic that keeps the sign."""
@@ -351,3 +357,48 @@ def test_default_capacity_takes_few_wide_rows_in_registers(v):
     for r in range(5):
         row = out[r][out[r] >= 0]
         assert torch.equal(row, row.sort().values)
+
+
+def test_fused_tiles_in_column_order():
+    """The one-launch path over 32 tiles of 32 columns a row: candidates spread over every tile, held by a few
+    tiles with many empty ones before and between them (the table's search must skip those), ties at the k-th
+    key across tiles (the lower columns win), rows shorter than the buffer (programs past the row count
+    themselves in with no candidates), a row that fits the capacity (tile 0 alone) and one whose candidates
+    overflow (the retries). Sets right, in column order, every entry written, on poisoned scratch."""
+    k, w = 16, 1000
+    x = torch.randn(7, w) - 5
+    x[1, 900:] += 10  # every candidate in the last tiles
+    x[2, [40, 41, 300, 700]] += 20  # four clear winners, the rest random: candidates in every tile
+    x[3, ::50] = 3.0  # 20 ties over 20 tiles, 16 taken
+    x[4, 500:520] = 1.0  # two tiles of candidates in the middle
+    x[6] = torch.randint(0, 2, (w,)).float()  # half the row ties: the candidates overflow
+    lengths = torch.tensor([w, w, 777, w, 530, 50, w], dtype=torch.int32)
+    got = _run(x, lengths, k, cap=64, sample=32, version=4, fused=True, fused_tile=32)
+    _assert_same_sets(got, _expected(x, lengths, k))
+    assert sorted(got[3].tolist()) == list(range(0, 800, 50))
+    for r in range(7):
+        row = got[r][got[r] >= 0]
+        assert len(row) == k and torch.equal(row, row.sort().values), r
+
+
+def test_fused_default_and_rejects():
+    """fused_default takes the one-launch path while a row is at most FUSED_MAX_TILES tiles and all rows' tiles fit
+    one wave of two programs an SM; fused=True is refused (before anything is written) for a scratch without the
+    table's columns, rows of more tiles than the table holds, or a tile that is not a power of two."""
+    from dsattn.ops.topk.select import FUSED_MAX_TILES, fused_default
+    assert fused_default(1, 65536, 4096, 132) and fused_default(16, 65536, 4096, 132)
+    assert not fused_default(17, 65536, 4096, 132)   # 272 programs
+    assert not fused_default(1, 4096 * FUSED_MAX_TILES + 1, 4096, 132)
+    x, n = torch.randn(2, 300), torch.full((2,), 300, dtype=torch.int32)
+    out = torch.full((2, 4), -7, dtype=torch.int32)
+    for scratch_cols, kw, match in ((2 * 32 + 8, dict(fused_tile=32), "fused=True needs scratch"),
+                                    (2 * 32 + SCRATCH_META, dict(fused_tile=4), "fused=True needs scratch"),
+                                    (2 * 32 + SCRATCH_META, dict(fused_tile=48), "fused_tile")):
+        scratch = torch.full((2, scratch_cols), -5, dtype=torch.int32)
+        with pytest.raises(ValueError, match=match):
+            launch_topk(x, n, 4, out, scratch, version=4, cap=32, sample=16, fused=True, **kw)
+        assert (scratch == -5).all() and (out == -7).all()
+    # the default without the table's columns: the three launches, still right
+    scratch = torch.full((2, 2 * 32 + 8), -5, dtype=torch.int32)
+    launch_topk(x, n, 4, out, scratch, version=4, cap=32, sample=16)
+    _assert_same_sets(out, _expected(x, n, 4))

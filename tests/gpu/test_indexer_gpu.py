@@ -128,7 +128,10 @@ TOPK_IMPLS = {"default": None, "v4": dict(version=4), "v4_segs1": dict(version=4
               "v4_early": dict(version=4, early=True, tau_early=True),
               "v4_fuse_early_segs1": dict(version=4, segs=1, fuse_tau=True, early=True, tau_early=True),
               # the default before those knobs (full steps, tie scan, separate threshold launch)
-              "v4_d2": dict(version=4, early=False, tau_early=False, fuse_tau=False)}
+              "v4_d2": dict(version=4, early=False, tau_early=False, fuse_tau=False),
+              # long rows in three launches always, and in one (_v4_fused: every tile's program finds the threshold,
+              # the last of a row to finish selects; the default for few rows) always
+              "v4_3l": dict(version=4, fused=False), "v4_fused": dict(version=4, fused=True)}
 
 
 @pytest.mark.parametrize("impl", list(TOPK_IMPLS))
@@ -221,6 +224,43 @@ def test_kpool_update_gpu():
     # exp on the GPU and the CPU differ in the last bit: allow one fp8 step where rounding flips
     assert ((got - want).abs() <= want.abs() / 8 + 1e-6).all()
     assert (got == want).float().mean() > 0.999
+
+
+@pytest.mark.parametrize("rows, width, k", [(1, 16384, 2048), (1, 65536, 2048), (3, 131072, 2048), (16, 65536, 2048),
+                                           (1, 262144, 2048), (2, 16384, 512), (8, 70000, 512), (1, 65536, 8192)])
+def test_topk_few_long_rows(rows, width, k):
+    """The public op at few long rows (the one-launch path by default where the rows' tiles fit a wave): the sets
+    and column order on poisoned scratch, the same scratch again with other rows, and a CUDA graph replayed over
+    new logits (the count and arrival count are zeroed inside the graph), each against the reference."""
+    from dsattn.ops.topk import topk_scratch_spec
+    (shape, dtype), = topk_scratch_spec(rows, width, k)
+    scratch = torch.full(shape, -5, dtype=dtype, device=DEV)
+    out = torch.full((rows, k), -7, dtype=torch.int32, device=DEV)
+    lengths = torch.full((rows,), width, device=DEV, dtype=torch.int32)
+    if rows > 2:
+        lengths[1] = width // 3 + 7
+        lengths[2] = k + 5
+    x = torch.randn(rows, width, device=DEV)
+
+    def check(x):
+        want = topk_reference(x, torch.zeros_like(lengths), lengths, k)
+        assert _sets_equal(out, want).all()
+        assert torch.equal(out.sort(1).values, out)  # every row has k valid columns here
+    topk(x, lengths, k, out=out, scratch=scratch)
+    check(x)
+    x2 = torch.randn(rows, width, device=DEV)
+    x2[0, -width // 8:] += 3.0  # the candidates in the last tiles
+    out.fill_(-7)
+    topk(x2, lengths, k, out=out, scratch=scratch)
+    check(x2)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        topk(x, lengths, k, out=out, scratch=scratch)
+    for _ in range(2):
+        x.copy_(torch.randn(rows, width, device=DEV))
+        out.fill_(-7)
+        g.replay()
+        check(x)
 
 
 @pytest.mark.parametrize("impl", list(TOPK_IMPLS))

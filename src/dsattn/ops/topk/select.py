@@ -564,58 +564,166 @@ if triton is not None:
             if not ATOMIC:
                 tl.store(scr + 2 * CAP + 3, count)
 
+    @triton.jit
+    def _v4_short_row(row, n_valid, k, out_row, CAP: tl.constexpr, MODE: tl.constexpr, SPLIT: tl.constexpr,
+                      SMALL: tl.constexpr, EARLY: tl.constexpr):
+        """A row of at most CAP valid columns, selected in registers; returns the number written."""
+        cols = tl.arange(0, CAP)
+        valid = cols < n_valid
+        key = _ordered_key_v4(tl.load(row + cols, mask=valid, other=0.0))
+        return _emit_v4(tl.where(valid, key, 0), cols, valid, k, out_row, MODE, True, False, SPLIT, SMALL, EARLY)
+
+    @triton.jit
+    def _v4_retry(row, n_valid, k, count, scr, out_row, CAP: tl.constexpr, MODE: tl.constexpr, SAMPLE: tl.constexpr,
+                  GROUP: tl.constexpr, FIX_ROWS: tl.constexpr, SPLIT: tl.constexpr, SMALL: tl.constexpr,
+                  EARLY: tl.constexpr):
+        """A long row whose candidates (count of them) do not hold the k-th largest in [k, CAP]: up to two more
+        tries with the sample's rank scaled by target / count, each one ordered pass of this program over the row
+        into the slots, then the exact fallback; returns the number written."""
+        slots = scr.to(tl.pointer_type(tl.int64))
+        skey, rank = _v4_sample(row, n_valid, k, CAP, SAMPLE, GROUP)
+        tries = 0
+        while ((count < k) | (count > CAP)) & (tries < 2):
+            target = (k + CAP) // 2
+            rank = (rank.to(tl.int64) * target // tl.maximum(count, 1)).to(tl.int32)
+            rank = tl.minimum(tl.maximum(rank, 1), SAMPLE)
+            tau = _kth(skey, tl.arange(0, SAMPLE) < SAMPLE, rank, MODE, out_row, 0, SMALL, 0, False)
+            tl.debug_barrier()  # every thread has read the count before the slots are rewritten
+            count = _v4_compact(row, 0, n_valid, tau, slots, scr, 0, CAP, FIX_ROWS, False, False, 1)
+            tries += 1
+        tl.debug_barrier()  # the slot stores above came from other threads of this program
+        if (count >= k) & (count <= CAP):
+            cols = tl.arange(0, CAP)
+            valid = cols < count
+            key = tl.load(scr + 2 * cols + 1, mask=valid, other=0).to(tl.uint32, bitcast=True)
+            written = _emit_v4(key, slots, valid, k, out_row, MODE, True, True, SPLIT, SMALL, EARLY)
+        else:
+            written = _radix_full_row(row, n_valid, k, out_row, FIX_ROWS * 4)
+        return written
+
+    @triton.jit
+    def _v4_pad(out_row, written, k, PAD_BLOCK: tl.constexpr):
+        """-1 in out_row[written .. k)."""
+        for j in range(tl.cdiv(k, PAD_BLOCK)):
+            offs = j * PAD_BLOCK + tl.arange(0, PAD_BLOCK)
+            tl.store(out_row + offs, tl.full([PAD_BLOCK], -1, tl.int32), mask=(offs >= written) & (offs < k))
+
     @triton.jit(do_not_specialize=["k"])
     def _v4_select(logits, stride_row, lengths, width, out, stride_out, scratch, stride_scratch, k, seg_len,
                    CAP: tl.constexpr, PAD_BLOCK: tl.constexpr, MODE: tl.constexpr, ORDERED: tl.constexpr,
                    SEGS: tl.constexpr, SAMPLE: tl.constexpr, GROUP: tl.constexpr, FIX_ROWS: tl.constexpr,
                    SPLIT: tl.constexpr, SMALL: tl.constexpr, EARLY: tl.constexpr):
         """Per row: a row that fits CAP is selected in registers; a long row from its candidates when they
-        hold the k-th largest (k <= count <= CAP); otherwise (the sample misjudged the row) up to two
-        more tries with the rank scaled by target / count, each one ordered pass of this program over
-        the row, then the exact fallback. The rare path works in tiles of FIX_ROWS * 4 columns, small
-        enough that it does not raise the kernel's registers (127 on sm_90 with 8 warps)."""
+        hold the k-th largest (k <= count <= CAP); otherwise (the sample misjudged the row) _v4_retry. The rare
+        path works in tiles of FIX_ROWS * 4 columns, small enough that it does not raise the kernel's registers
+        (127 on sm_90 with 8 warps)."""
         r = tl.program_id(0).to(tl.int64)
         out_row = out + r * stride_out
+        row = logits + r * stride_row
         n_valid = tl.minimum(tl.maximum(tl.load(lengths + r), 0), width)
-        cols = tl.arange(0, CAP)
-        written = 0
         if n_valid <= CAP:
-            valid = cols < n_valid
-            key = _ordered_key_v4(tl.load(logits + r * stride_row + cols, mask=valid, other=0.0))
-            written = _emit_v4(tl.where(valid, key, 0), cols, valid, k, out_row, MODE, True, False, SPLIT, SMALL,
-                               EARLY)
+            written = _v4_short_row(row, n_valid, k, out_row, CAP, MODE, SPLIT, SMALL, EARLY)
         else:
             scr = scratch + r * stride_scratch
             count = tl.load(scr + 2 * CAP + 3)
             if (count >= k) & (count <= CAP):
+                cols = tl.arange(0, CAP)
                 valid = cols < count
                 # keys from the high words of the slots (0 where not valid: below every threshold)
                 key = tl.load(scr + 2 * cols + 1, mask=valid, other=0).to(tl.uint32, bitcast=True)
                 written = _emit_v4(key, scr.to(tl.pointer_type(tl.int64)), valid, k, out_row, MODE, ORDERED, True,
                                    SPLIT, SMALL, EARLY, seg_len, SEGS)
             else:
-                row = logits + r * stride_row
-                slots = scr.to(tl.pointer_type(tl.int64))
-                skey, rank = _v4_sample(row, n_valid, k, CAP, SAMPLE, GROUP)
-                tries = 0
-                while ((count < k) | (count > CAP)) & (tries < 2):
-                    target = (k + CAP) // 2
-                    rank = (rank.to(tl.int64) * target // tl.maximum(count, 1)).to(tl.int32)
-                    rank = tl.minimum(tl.maximum(rank, 1), SAMPLE)
-                    tau = _kth(skey, tl.arange(0, SAMPLE) < SAMPLE, rank, MODE, out_row, 0, SMALL, 0, False)
-                    tl.debug_barrier()  # every thread has read the count before the slots are rewritten
-                    count = _v4_compact(row, 0, n_valid, tau, slots, scr, 0, CAP, FIX_ROWS, False, False, 1)
-                    tries += 1
-                tl.debug_barrier()  # the slot stores above came from other threads of this program
+                written = _v4_retry(row, n_valid, k, count, scr, out_row, CAP, MODE, SAMPLE, GROUP, FIX_ROWS, SPLIT,
+                                    SMALL, EARLY)
+        _v4_pad(out_row, written, k, PAD_BLOCK)
+
+    # ---------------------------------------------------------------------------------------------
+    # The one-launch path for few long rows (_v4_fused). Scratch row, after the slots, tau and count of v4:
+    # 2 CAP + 4 the arrival count, 2 CAP + FUSED_TABLE + j the slot base of tile j's candidates and
+    # 2 CAP + FUSED_TABLE + MAX_TILES + j their number (j < MAX_TILES). The count and the arrival count must
+    # be 0 when the launch starts (launch_topk_v4 zeroes them just before).
+
+    @triton.jit
+    def _v4_run_source(tab, tiles, count, CAP: tl.constexpr, MAX_TILES: tl.constexpr):
+        """Slot of each candidate d in column order (d < count): tile j's candidates are the slots [base_j,
+        base_j + n_j), in column order among themselves, and come after those of tiles < j. The table
+        (base, n) is rewritten as (the candidates before tile j, base_j minus that), then each d finds its
+        tile by a binary search over the first column (the largest j with before_j <= d: never an empty
+        tile, since before_(j + 1) > d)."""
+        j = tl.arange(0, MAX_TILES)
+        on = j < tiles
+        base = tl.load(tab + j, mask=on, other=0, cache_modifier=".cg")
+        n = tl.load(tab + MAX_TILES + j, mask=on, other=0, cache_modifier=".cg")
+        before = tl.cumsum(n, axis=0) - n
+        tl.debug_barrier()  # every thread has read the table before it is rewritten
+        tl.store(tab + j, before, mask=on)
+        tl.store(tab + MAX_TILES + j, base - before, mask=on)
+        tl.debug_barrier()  # the rewritten table came from other threads of this program
+        d = tl.arange(0, CAP)
+        lo = tl.zeros([CAP], dtype=tl.int32)
+        for b in tl.static_range(1, 16):
+            if (MAX_TILES >> b) > 0:
+                cand = lo + (MAX_TILES >> b)
+                first = tl.load(tab + cand, mask=cand < tiles, other=2147483647)
+                lo = tl.where(first <= d, cand, lo)
+        return tl.where(d < count, d + tl.load(tab + MAX_TILES + lo), 0)
+
+    @triton.jit(do_not_specialize=["k", "tiles"])
+    def _v4_fused(logits, stride_row, lengths, width, out, stride_out, scratch, stride_scratch, k, tiles,
+                  CAP: tl.constexpr, TILE: tl.constexpr, MAX_TILES: tl.constexpr, TABLE: tl.constexpr,
+                  PAD_BLOCK: tl.constexpr, MODE: tl.constexpr, SAMPLE: tl.constexpr, GROUP: tl.constexpr,
+                  FIX_ROWS: tl.constexpr, SMALL: tl.constexpr, EARLY: tl.constexpr, TAU_MODE: tl.constexpr,
+                  TAU_TOP: tl.constexpr, TAU_EARLY: tl.constexpr):
+        """Threshold, filter and select of v4 in one launch: program (row r, tile s) of `tiles` a row. A row of at
+        most CAP valid columns is selected by its tile 0 in registers. A longer one: every program loads its tile
+        (TILE columns), finds the row's threshold from the sample itself (the same sample, rank and steps in each,
+        so the same tau), reserves its candidates' slots with one atomic on the row's count, stores them in
+        column order and its (base, number) in the table, then counts itself in on the row's arrival count
+        (acq_rel, after a barrier: CUTLASS's semaphore pattern). The program that arrives last has every tile's
+        candidates in place: it loads them in column order (_v4_run_source; L2 loads, not L1) and selects them
+        as _v4_select does one filter program's, or takes _v4_retry when they do not hold the k-th largest.
+        The selection comes out in ascending column order, the same in every run."""
+        pid = tl.program_id(0)
+        r = (pid // tiles).to(tl.int64)
+        s = pid % tiles
+        out_row = out + r * stride_out
+        row = logits + r * stride_row
+        n_valid = tl.minimum(tl.maximum(tl.load(lengths + r), 0), width)
+        if n_valid <= CAP:
+            if s == 0:
+                written = _v4_short_row(row, n_valid, k, out_row, CAP, MODE, 0, SMALL, EARLY)
+                _v4_pad(out_row, written, k, PAD_BLOCK)
+        else:
+            scr = scratch + r * stride_scratch
+            ROWS: tl.constexpr = TILE // 4
+            offs = s * TILE + tl.arange(0, ROWS)[:, None] * 4 + tl.arange(0, 4)[None, :]
+            ok = offs < n_valid
+            x = tl.load(row + offs, mask=ok, other=0.0)  # in flight while the threshold is found
+            skey, rank = _v4_sample(row, n_valid, k, CAP, SAMPLE, GROUP)
+            tau = _kth(skey, tl.arange(0, SAMPLE) < SAMPLE, rank, TAU_MODE, scr, 0, 16, TAU_TOP, TAU_EARLY)
+            key, keep, before, n_tile = _v4_keep(x, ok, tau, True)
+            slots = scr.to(tl.pointer_type(tl.int64))
+            base = tl.atomic_add(scr + 2 * CAP + 3, n_tile, sem="relaxed")
+            _v4_put(slots, key, keep, before, base, offs, CAP)
+            tab = scr + 2 * CAP + TABLE
+            tl.store(tab + s, base)
+            tl.store(tab + MAX_TILES + s, n_tile)
+            tl.debug_barrier()  # every thread's stores before the arrival that publishes them
+            arrived = tl.atomic_add(scr + 2 * CAP + 4, 1, sem="acq_rel")
+            if arrived == tiles - 1:
+                count = tl.load(scr + 2 * CAP + 3, cache_modifier=".cg")
                 if (count >= k) & (count <= CAP):
-                    valid = cols < count
-                    key = tl.load(scr + 2 * cols + 1, mask=valid, other=0).to(tl.uint32, bitcast=True)
-                    written = _emit_v4(key, slots, valid, k, out_row, MODE, True, True, SPLIT, SMALL, EARLY)
+                    src = _v4_run_source(tab, tiles, count, CAP, MAX_TILES)
+                    valid = tl.arange(0, CAP) < count
+                    cand = tl.load(slots + src, mask=valid, other=0, cache_modifier=".cg")
+                    ckey = (cand >> 32).to(tl.int32).to(tl.uint32, bitcast=True)  # 0 where not valid
+                    written = _emit_v4(ckey, cand.to(tl.int32), valid, k, out_row, MODE, True, False, 0, SMALL,
+                                       EARLY)
                 else:
-                    written = _radix_full_row(row, n_valid, k, out_row, FIX_ROWS * 4)
-        for j in range(tl.cdiv(k, PAD_BLOCK)):
-            offs = j * PAD_BLOCK + tl.arange(0, PAD_BLOCK)
-            tl.store(out_row + offs, tl.full([PAD_BLOCK], -1, tl.int32), mask=(offs >= written) & (offs < k))
+                    written = _v4_retry(row, n_valid, k, count, scr, out_row, CAP, MODE, SAMPLE, GROUP, FIX_ROWS, 0,
+                                        SMALL, EARLY)
+                _v4_pad(out_row, written, k, PAD_BLOCK)
 
 
 def launch_topk_v3(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.Tensor, scratch: torch.Tensor,
@@ -640,7 +748,23 @@ def launch_topk_v3(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
                        STAGES=stages, STOP=stop, num_warps=num_warps, **({"maxnreg": maxnreg} if maxnreg else {}))
 
 
-SCRATCH_META = 32  # int32 columns after the candidates: tau, count (rest padding, keeps rows 128-byte aligned)
+# int32 columns after the candidates: tau, count, the one-launch path's arrival count and its table of
+# FUSED_MAX_TILES tiles' (slot base, number) at FUSED_TABLE (rest padding; rows stay 128-byte aligned)
+SCRATCH_META = 160
+FUSED_TABLE = 8
+FUSED_MAX_TILES = 64
+
+
+def fused_tiles(width: int, tile: int) -> int:
+    """Programs a row of the one-launch path (_v4_fused): one per tile of the row."""
+    return -(-width // tile)
+
+
+def fused_default(rows: int, width: int, tile: int, sms: int) -> bool:
+    """Whether launch_topk_v4 takes the one-launch path for long rows by default: when the row fits
+    FUSED_MAX_TILES tiles and all rows' tiles fit one wave of two programs an SM."""
+    tiles = fused_tiles(width, tile)
+    return tiles <= FUSED_MAX_TILES and rows * tiles <= 2 * sms
 
 
 def v4_segments(rows: int, width: int, tile: int, filt_warps: int, sm_count: int, per_sm: int = 16) -> int:
@@ -704,7 +828,8 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
                    select_warps: int | None = None, select_maxnreg: int | None = None, mode: int = 2,
                    tau_mode: int = 2, per_sm: int = 16, fix_rows: int = 0, split: int = 0, small: int = 256,
                    tau_split: int = 0, tau_small: int = 256, tau_top: int = 10, early: bool = True,
-                   tau_early: bool = True, fuse_tau: bool = True, sort: bool = True, stop: int = 0) -> None:
+                   tau_early: bool = True, fuse_tau: bool = True, sort: bool = True, fused: bool | None = None,
+                   fused_tile: int | None = None, stop: int = 0) -> None:
     """Run the v4 select: _v4_tau; _v4_filter over [rows x segs] programs of filt_warps warps (a tile is
     filt_warps * 32 * rows_per_thread rows of 4 columns; prefetch: the next tile is loaded before this
     one is used; filt_stages: Triton's software pipelining instead); _v4_select (with the retries and the fallback for rows the sample misjudged; fix_rows: their
@@ -725,6 +850,12 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     (_emit_v4's SEGS: one scan per two filter programs of the row), the same in every run; without it the
     filter's atomics decide the order (SPEC 4 leaves the order free, but the attention sums in it). Its
     16-bit packed counts take cap < 32768 (k <= 8192); past that the order is the atomics' again.
+    fused: long rows in one launch (_v4_fused: each program a tile of fused_tile columns, None: 512 per select
+    warp, finds the threshold itself; the last of a row to finish selects; the scratch's count and arrival count
+    are zeroed just before). None: fused_default (few rows), when the scratch has SCRATCH_META columns past the
+    slots; True needs them. The one-launch path takes mode, tau_mode, tau_top, early and tau_early as given; it
+    has no split (split, tau_split), no filter knobs (segs, filt_warps, rows_per_thread, prefetch, filt_stages)
+    and lists the selection in column order whatever sort says.
     The defaults (filt_warps 2, tau_mode 2, tau_top 10, select_maxnreg 80 at k 2048 over > 2 x SMs rows, early,
     tau_early, fuse_tau) are the fastest correct variant of bench/topk_v3.py on the H200 ("v4_fuse_early":
     4096 x 65536 0.582 ms = 5.72x torch.topk, bench/results/topk_v3_final.json; notes/indexer.md).
@@ -745,13 +876,35 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
         raise ValueError("scratch rows must be contiguous and 8-byte aligned (int64 candidate slots)")
     sstride = scratch.stride(0) if scratch.dim() == 2 else 0
     select_warps = select_warps or (8 if cap >= 2048 else 4)
+    sms = sm_count(logits.device, 132)
+    if long_rows and stop == 0 and fused is not False:
+        fused_tile = fused_tile or 512 * select_warps
+        if fused_tile < 4 or fused_tile & (fused_tile - 1):
+            raise ValueError(f"fused_tile must be a power of two >= 4, got {fused_tile!r}")
+        tiles = fused_tiles(w, fused_tile)
+        room = scratch.shape[1] >= 2 * cap + FUSED_TABLE + 2 * FUSED_MAX_TILES
+        if fused is None:
+            fused = room and fused_default(t, w, fused_tile, sms)
+        elif not room or tiles > FUSED_MAX_TILES:
+            raise ValueError(f"fused=True needs scratch rows of {2 * cap + SCRATCH_META} columns and rows of at most "
+                             f"{FUSED_MAX_TILES} tiles of {fused_tile}, got {list(scratch.shape)} and width {w}")
+        if fused:
+            scratch[:t, 2 * cap + 3:2 * cap + 5].zero_()  # the count and the arrival count
+            _v4_fused[(t * tiles,)](logits, logits.stride(0), lengths, w, out, out.stride(0), scratch, sstride, k,
+                                    tiles, CAP=cap, TILE=fused_tile, MAX_TILES=FUSED_MAX_TILES, TABLE=FUSED_TABLE,
+                                    PAD_BLOCK=min(1024, cap), MODE=mode, SAMPLE=sample, GROUP=_GROUP,
+                                    FIX_ROWS=fix_rows or max(1, cap // 16), SMALL=_small(small, k),
+                                    EARLY=bool(early) and mode == 2, TAU_MODE=tau_mode,
+                                    TAU_TOP=tau_top if tau_mode == 2 else 0,
+                                    TAU_EARLY=bool(tau_early) and tau_mode == 2, num_warps=select_warps)
+            return
     if select_maxnreg is None:
-        select_maxnreg = select_register_cap(t, cap, select_warps, sm_count(logits.device, 132))
+        select_maxnreg = select_register_cap(t, cap, select_warps, sms)
     if long_rows:
         rows = 32 * filt_warps * rows_per_thread
         tile = rows * 4
         if segs is None:
-            segs = v4_segments(t, w, tile, filt_warps, sm_count(logits.device, 132), per_sm)
+            segs = v4_segments(t, w, tile, filt_warps, sms, per_sm)
         fused = fuse_tau and segs == 1 and stop != 1
         tau_early = bool(tau_early) and tau_mode == 2
         if not fused:
