@@ -23,7 +23,9 @@ That is v3 (``launch_topk_v3``, one fused kernel, one program per row; ``launch_
 v4 (``launch_topk_v4``, the default: ``DEFAULT_VERSION`` below) splits the same algorithm over three
 launches so that the streaming pass runs in small programs of its own (a few warps, several per row
 when rows are few) and the select in programs that do nothing else; see the v4 section below and
-notes/indexer.md.
+notes/indexer.md. For few long rows (a decode step over long contexts) v4 runs the same steps in one launch
+(``_v4_fused``): a program per tile of a row finds the threshold itself and stores its candidates, and the
+last of the row's programs to finish selects them.
 """
 from __future__ import annotations
 
@@ -905,9 +907,9 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
         tile = rows * 4
         if segs is None:
             segs = v4_segments(t, w, tile, filt_warps, sms, per_sm)
-        fused = fuse_tau and segs == 1 and stop != 1
+        tau_in_filter = fuse_tau and segs == 1 and stop != 1
         tau_early = bool(tau_early) and tau_mode == 2
-        if not fused:
+        if not tau_in_filter:
             _v4_tau[(t,)](logits, logits.stride(0), lengths, w, scratch, sstride, k,
                           CAP=cap, SAMPLE=sample, GROUP=_GROUP, MODE=tau_mode, SPLIT=tau_split,
                           SMALL=min(tau_small, 2 * cap), TOP=tau_top, EARLY=tau_early and not tau_split,
@@ -917,9 +919,10 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
         seg_len = triton.cdiv(triton.cdiv(w, segs), tile) * tile
         _v4_filter[(t * segs,)](logits, logits.stride(0), lengths, w, scratch, sstride, segs, seg_len, k,
                                 CAP=cap, ROWS=rows, PREFETCH=prefetch, ATOMIC=segs > 1, STAGES=filt_stages,
-                                FUSE_TAU=fused, SAMPLE=sample, GROUP=_GROUP, TAU_MODE=tau_mode if fused else 0,
-                                TAU_TOP=tau_top if fused and tau_mode == 2 else 0, TAU_EARLY=fused and tau_early,
-                                num_warps=filt_warps)
+                                FUSE_TAU=tau_in_filter, SAMPLE=sample, GROUP=_GROUP,
+                                TAU_MODE=tau_mode if tau_in_filter else 0,
+                                TAU_TOP=tau_top if tau_in_filter and tau_mode == 2 else 0,
+                                TAU_EARLY=tau_in_filter and tau_early, num_warps=filt_warps)
         if stop == 2:
             return
     else:
