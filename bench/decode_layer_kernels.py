@@ -9,7 +9,7 @@ and each kernel's mean device time a replay, largest first. The sum of the kerne
 between them. Writes bench/results/<--name>.json. --usual-cap (session 41) runs the top-k with the candidate capacity
 of k alone (ops.topk.select.candidate_capacity), as before select_capacity widened it for few rows a little past it.
 --context N (session 43) starts the contexts at N instead of 4096; --topk-3l runs long top-k rows in three launches
-(ops.topk.select.fused_default off), as before session 43.
+(ops.topk.select.fused_tile_default 0), as before session 43.
 
     PYTHONPATH=src python bench/decode_layer_kernels.py [--configs glm-5:8:fp8_ds_mla,...] [--batches 1,8,32,128]
 """
@@ -48,7 +48,7 @@ def main(argv=None) -> int:
         select.select_capacity = lambda rows, width, k, sms: select.candidate_capacity(k)
     if args.topk_3l:
         from dsattn.ops.topk import select
-        select.fused_default = lambda rows, width, tile, sms: False
+        select.fused_tile_default = lambda *a: 0
     if not torch.cuda.is_available():
         print("decode_layer_kernels: needs a CUDA GPU")
         return 2

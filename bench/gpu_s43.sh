@@ -11,6 +11,23 @@
 # graph replays; then a decode layer over 64K-token contexts (glm-5 TP8, glm-5.3-flash TP8) with and without it.
 # PREDICTION: tests pass. Graph replays: 1 x 65536 ~38 -> ~15-18 us, 1 x 16384 ~32 -> ~14, 16 x 65536 ~45 -> ~20;
 # past ~2 programs an SM (64 x 65536) the three launches win. Layer spans at 1-16 requests ~20 us less.
+# OUTCOME (8ada681, bench/logs/s43/a/; a first try found no machine): top-k GPU tests 118 passed. Graph replays, us,
+# three launches -> one launch (4096-column tiles; topk_few_s43.json): 1 x 16384 25.2 -> 21.8, 1 x 65536 37.9 -> 22.7,
+# 1 x 131072 52.7 -> 22.1, 1 x 262144 83.6 -> 23.6, 4 x 65536 40.1 -> 24.6, 16 x 65536 41.6 -> 32.6 (8192-column tiles
+# 27.0), 8 x 131072 56.5 -> 32.8 (28.1), 32 x 65536 43.2 -> 51.0 (39.8), 64 x 65536 48.1 -> 81.6 (58.3); 1024- and
+# 2048-column tiles no better at 1 row, slower from 16. k 512 (topk_few_k512_s43.json): 1 x 16384 18.5 -> 14.4,
+# 8 x 16384 21.6 -> 17.2, 32 x 16384 23.1 -> 19.2. Layer spans over 64K contexts (decode_layer_64k_s43.json, _3l):
+# glm-5 TP8 1 / 4 requests 52.4 -> 38.1, 72.7 -> 57.8 (16-32 requests took three launches: 17 tiles a row);
+# glm-5.3-flash 38.4 -> 34.8, 72.4 -> 67.8, 96.6 -> 91.7. So the prediction held at 1-4 rows (a little slower than
+# predicted: ~22 us), and tiles twice as long win from 16 rows. Also seen: glm-5.3-flash at 32 requests (three
+# launches both times) spends 54.7 us in _v4_select (8.1 at 16).
+# Call `b`: the default rule fused_tile_default (4096-column tiles while every tile has an SM, then 8192 while two an
+# SM fit; k 512 the same tiles while two an SM fit); the top-k GPU tests; the default against three launches at the
+# rule's edges and at a 4K-context layer's 128 x 12224 / 128 x 8960; k 512; the glm-5.3-flash layer's top-k rows at
+# 16 / 32 requests (bench/topk_layer_rows.py: which rows leave [k, cap]); the 64K layers and the 4K glm-5 layer.
+# PREDICTION: tests pass; 16 x 65536 ~27, 32 x 65536 ~40, 48 x 65536 three launches (~46); 128 x 12224 unknown (the
+# rule takes 8192-column tiles there, 256 programs); glm-5.3-flash at 32 requests: rows outside [k, cap] (the select's
+# retries) explain the 54.7 us.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -20,6 +37,8 @@ pack() { tar -czf $OUT/r.tgz -C $OUT r s43.log; }
 V=v4,v4_3l,v4_fused,v4_fused_t1k,v4_fused_t2k,v4_fused_t8k
 S=1x16384,1x65536,1x131072,4x65536,16x65536,32x65536,64x65536,8x131072,1x262144
 S5=1x4096,1x16384,8x16384,32x16384,1x32768
+SB=1x65536,8x65536,16x65536,24x65536,32x65536,48x65536,8x131072,32x12224,64x12224,128x12224,128x8960
+SB5=16x16384,32x16384,48x16384,64x16384
 case "$1" in
 a)
   for i in 0 1 2 3 4 5; do timeout 150 python bench/topk_v3.py --warm $i/6 --variants $V --shapes $S > $R/warm$i.log 2>&1 & done
@@ -39,5 +58,28 @@ a)
       --batches 1,4,16,32 --context 65536 $m --out $R --name decode_layer_64k_s43${m:+_3l} > $R/layer_a$m.log 2>&1
     echo "layer $m rc=$?" >> $L; grep -v -i warn $R/layer_a$m.log >> $L; pack
   done
+  ;;
+b)
+  for i in 0 1 2 3; do timeout 150 python bench/topk_v3.py --warm $i/4 --variants v4,v4_3l,v4_fused_t8k --shapes $SB \
+    > $R/warmb$i.log 2>&1 & done
+  for i in 0 1; do timeout 150 python bench/topk_v3.py --warm $i/2 --variants v4,v4_3l --shapes $SB5 --k 512 \
+    > $R/warmb5_$i.log 2>&1 & done
+  N=8 K=topk LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_b tests/gpu/test_indexer_gpu.py
+  wait
+  cat $R/tests_b/summary.log >> $L; pack
+  timeout 150 python bench/topk_v3.py --variants v4,v4_3l,v4_fused_t8k --shapes $SB --rounds 1 --rep-ms 15 \
+    --out $R/topk_rule_s43.json > $R/bench_b.log 2>&1
+  echo "bench rc=$?" >> $L; grep -v -i warn $R/bench_b.log >> $L; pack
+  timeout 60 python bench/topk_v3.py --variants v4,v4_3l --shapes $SB5 --k 512 --rounds 1 --rep-ms 15 \
+    --out $R/topk_rule_k512_s43.json > $R/bench5_b.log 2>&1
+  echo "bench k512 rc=$?" >> $L; grep -v -i warn $R/bench5_b.log >> $L; pack
+  timeout 90 python bench/topk_layer_rows.py --batches 16,32 --out $R/topk_layer_rows_s43.json > $R/rows_b.log 2>&1
+  echo "layer rows rc=$?" >> $L; grep -v -i warn $R/rows_b.log >> $L; pack
+  timeout 100 python bench/decode_layer_kernels.py --configs glm-5:8:fp8_ds_mla,glm-5.3-flash:8:fp8_ds_mla_nope \
+    --batches 1,4,16,32 --context 65536 --out $R --name decode_layer_64k_s43b > $R/layer_b.log 2>&1
+  echo "layer 64k rc=$?" >> $L; grep -v -i warn $R/layer_b.log >> $L; pack
+  timeout 100 python bench/decode_layer_kernels.py --configs glm-5:8:fp8_ds_mla --batches 1,8,32,128 --out $R \
+    --name decode_layer_kernels_s43 > $R/layer4k_b.log 2>&1
+  echo "layer 4k rc=$?" >> $L; grep -v -i warn $R/layer4k_b.log >> $L; pack
   ;;
 esac

@@ -382,13 +382,22 @@ def test_fused_tiles_in_column_order():
 
 
 def test_fused_default_and_rejects():
-    """fused_default takes the one-launch path while a row is at most FUSED_MAX_TILES tiles and all rows' tiles fit
-    one wave of two programs an SM; fused=True is refused (before anything is written) for a scratch without the
-    table's columns, rows of more tiles than the table holds, or a tile that is not a power of two."""
-    from dsattn.ops.topk.select import FUSED_MAX_TILES, fused_default
-    assert fused_default(1, 65536, 4096, 132) and fused_default(16, 65536, 4096, 132)
-    assert not fused_default(17, 65536, 4096, 132)   # 272 programs
-    assert not fused_default(1, 4096 * FUSED_MAX_TILES + 1, 4096, 132)
+    """fused_tile_default (k 2048 and k 512 as measured in session 43, topk_few_s43.json): 4096-column tiles while
+    every row's tiles have an SM each, then at 8 warps 8192-column ones while they fit two an SM (at 4 warps the
+    same tiles), else three launches (0), and always for caps past 4096; rows of more than FUSED_MAX_TILES tiles
+    too. fused=True is refused (before anything is written) for a scratch without the table's columns, rows of
+    more tiles than the table holds, or a tile that is not a power of two."""
+    from dsattn.ops.topk.select import FUSED_MAX_TILES, fused_tile_default
+    assert fused_tile_default(1, 65536, 4096, 8, 132) == 4096
+    assert fused_tile_default(8, 65536, 4096, 8, 132) == 4096     # 128 programs
+    assert fused_tile_default(16, 65536, 4096, 8, 132) == 8192    # 256 of 4096, 128 of 8192
+    assert fused_tile_default(32, 65536, 4096, 8, 132) == 8192    # 256 of 8192
+    assert fused_tile_default(34, 65536, 4096, 8, 132) == 0       # 272 of 8192
+    assert fused_tile_default(1, 4096 * FUSED_MAX_TILES + 1, 4096, 8, 132) == 8192
+    assert fused_tile_default(1, 8192 * FUSED_MAX_TILES + 1, 4096, 8, 132) == 0
+    assert fused_tile_default(32, 16384, 1024, 4, 132) == 2048    # k 512: 256 programs
+    assert fused_tile_default(34, 16384, 1024, 4, 132) == 0
+    assert fused_tile_default(1, 65536, 16384, 8, 132) == 0       # k 8192: not measured
     x, n = torch.randn(2, 300), torch.full((2,), 300, dtype=torch.int32)
     out = torch.full((2, 4), -7, dtype=torch.int32)
     for scratch_cols, kw, match in ((2 * 32 + 8, dict(fused_tile=32), "fused=True needs scratch"),

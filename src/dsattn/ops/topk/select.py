@@ -762,11 +762,24 @@ def fused_tiles(width: int, tile: int) -> int:
     return -(-width // tile)
 
 
-def fused_default(rows: int, width: int, tile: int, sms: int) -> bool:
-    """Whether launch_topk_v4 takes the one-launch path for long rows by default: when the row fits
-    FUSED_MAX_TILES tiles and all rows' tiles fit one wave of two programs an SM."""
-    tiles = fused_tiles(width, tile)
-    return tiles <= FUSED_MAX_TILES and rows * tiles <= 2 * sms
+def fused_tile_default(rows: int, width: int, cap: int, warps: int, sms: int) -> int:
+    """The tile launch_topk_v4 takes for the one-launch path by default, 0 for three launches. Measured (H200, CUDA
+    graph replays, every set right; bench/results/topk_few_s43.json, topk_few_k512_s43.json) at k 2048 (cap 4096,
+    8 warps) and k 512 (cap 1024, 4 warps) only, so larger caps keep three launches. 512 columns a warp (4096 at
+    8 warps) while every tile of every row has an SM to itself: 1 x 65536 37.9 -> 22.7 us, 1 x 131072 52.7 -> 22.1,
+    1 x 262144 83.6 -> 23.6, 4 x 65536 40.1 -> 24.6, 1 x 16384 25.2 -> 21.8. Past that at 8 warps tiles twice as
+    long while they fit two an SM: 16 x 65536 41.6 -> 27.0 (32.6 with 4096-column tiles), 8 x 131072 56.5 -> 28.1,
+    32 x 65536 43.2 -> 39.8; at 4 warps the same tiles while they fit two an SM: k 512 32 x 16384 23.1 -> 19.2.
+    More rows keep three launches (64 x 65536: 48.1 against 58.3 with 8192-column tiles). A row takes at most
+    FUSED_MAX_TILES tiles (the table's size)."""
+    if cap > 4096:
+        return 0
+    tile = 512 * warps
+    for t, most in ((tile, sms), (2 * tile, 2 * sms)) if warps == 8 else ((tile, 2 * sms),):
+        tiles = fused_tiles(width, t)
+        if tiles <= FUSED_MAX_TILES and rows * tiles <= most:
+            return t
+    return 0
 
 
 def v4_segments(rows: int, width: int, tile: int, filt_warps: int, sm_count: int, per_sm: int = 16) -> int:
@@ -852,10 +865,10 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     (_emit_v4's SEGS: one scan per two filter programs of the row), the same in every run; without it the
     filter's atomics decide the order (SPEC 4 leaves the order free, but the attention sums in it). Its
     16-bit packed counts take cap < 32768 (k <= 8192); past that the order is the atomics' again.
-    fused: long rows in one launch (_v4_fused: each program a tile of fused_tile columns, None: 512 per select
-    warp, finds the threshold itself; the last of a row to finish selects; the scratch's count and arrival count
-    are zeroed just before). None: fused_default (few rows), when the scratch has SCRATCH_META columns past the
-    slots; True needs them. The one-launch path takes mode, tau_mode, tau_top, early and tau_early as given; it
+    fused: long rows in one launch (_v4_fused: each program a tile of fused_tile columns finds the threshold itself;
+    the last of a row to finish selects; the scratch's count and arrival count are zeroed just before). None: where
+    fused_tile_default gives a tile (few rows) and the scratch has SCRATCH_META columns past the slots; True needs
+    them (fused_tile None: 512 columns a select warp). The one-launch path takes mode, tau_mode, tau_top, early and tau_early as given; it
     has no split (split, tau_split), no filter knobs (segs, filt_warps, rows_per_thread, prefetch, filt_stages)
     and lists the selection in column order whatever sort says.
     The defaults (filt_warps 2, tau_mode 2, tau_top 10, select_maxnreg 80 at k 2048 over > 2 x SMs rows, early,
@@ -880,17 +893,20 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     select_warps = select_warps or (8 if cap >= 2048 else 4)
     sms = sm_count(logits.device, 132)
     if long_rows and stop == 0 and fused is not False:
-        fused_tile = fused_tile or 512 * select_warps
-        if fused_tile < 4 or fused_tile & (fused_tile - 1):
+        if fused_tile is not None and (fused_tile < 4 or fused_tile & (fused_tile - 1)):
             raise ValueError(f"fused_tile must be a power of two >= 4, got {fused_tile!r}")
-        tiles = fused_tiles(w, fused_tile)
         room = scratch.shape[1] >= 2 * cap + FUSED_TABLE + 2 * FUSED_MAX_TILES
         if fused is None:
-            fused = room and fused_default(t, w, fused_tile, sms)
-        elif not room or tiles > FUSED_MAX_TILES:
-            raise ValueError(f"fused=True needs scratch rows of {2 * cap + SCRATCH_META} columns and rows of at most "
-                             f"{FUSED_MAX_TILES} tiles of {fused_tile}, got {list(scratch.shape)} and width {w}")
+            fused_tile = fused_tile or fused_tile_default(t, w, cap, select_warps, sms)
+            fused = room and fused_tile > 0 and fused_tiles(w, fused_tile) <= FUSED_MAX_TILES
+        else:
+            fused_tile = fused_tile or 512 * select_warps
+            if not room or fused_tiles(w, fused_tile) > FUSED_MAX_TILES:
+                raise ValueError(f"fused=True needs scratch rows of {2 * cap + SCRATCH_META} columns and rows of at "
+                                 f"most {FUSED_MAX_TILES} tiles of {fused_tile}, got {list(scratch.shape)} and width "
+                                 f"{w}")
         if fused:
+            tiles = fused_tiles(w, fused_tile)
             scratch[:t, 2 * cap + 3:2 * cap + 5].zero_()  # the count and the arrival count
             _v4_fused[(t * tiles,)](logits, logits.stride(0), lengths, w, out, out.stride(0), scratch, sstride, k,
                                     tiles, CAP=cap, TILE=fused_tile, MAX_TILES=FUSED_MAX_TILES, TABLE=FUSED_TABLE,

@@ -1,0 +1,104 @@
+"""The top-k rows a decode layer hands to ops.topk, taken out and examined: which path each row takes, and the top-k
+alone on them (three launches against the one-launch path, CUDA-graph replays).
+
+Session 43's layer profile (decode_layer_64k_s43.json) gave glm-5.3-flash TP8 at 32 requests of 64K + 64 i tokens a
+54.7 us select (8.1 us at 16 requests). This runs that layer's forward once with ops.topk wrapped to keep each call's
+logits and lengths, then per call: the three launches cut after the filter (stop=2) to read every row's candidate
+count (rows outside [k, cap] take the select's retries: one program re-reads the whole row), the logits' spread
+(distinct values, -inf, zeros), and the top-k timed both ways on the same rows.
+
+    PYTHONPATH=src python bench/topk_layer_rows.py [--config glm-5.3-flash:8:fp8_ds_mla_nope] [--batches 16,32]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+from dsattn.backend import indexer as backend_indexer
+from dsattn.backend.attention import DSAAttention
+from dsattn.backend.synthetic import make_step
+from dsattn.bench.common import graph_replay, provenance, time_ms, warm_up_gpu
+from dsattn.config import preset
+from dsattn.ops.topk import select, topk_scratch_spec
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default="glm-5.3-flash:8:fp8_ds_mla_nope")
+    ap.add_argument("--batches", default="16,32")
+    ap.add_argument("--context", type=int, default=65536)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("topk_layer_rows: needs a CUDA GPU")
+        return 2
+    dev = torch.device("cuda")
+    warm_up_gpu()
+    name, tp, layout = args.config.split(":")
+    geo = preset(name)
+    heads = geo.heads_per_rank(int(tp))
+    calls = []
+    real_topk = backend_indexer.topk
+
+    def keep(logits, lengths, k, out=None, scratch=None):
+        calls.append((logits.clone(), lengths.clone(), k))
+        return real_topk(logits, lengths, k, out=out, scratch=scratch)
+
+    rows_out = []
+    for b in (int(v) for v in args.batches.split(",")):
+        spans = [(args.context + 64 * i, 1) for i in range(b)]
+        s = make_step(geo, heads, layout, spans, block_size=64, device=dev, seed=b)
+        attn = DSAAttention(geo, tp=int(tp), kv_layout=layout, block_size=64, device=dev, max_num_tokens=b,
+                            max_num_reqs=b, max_model_len=max(c + n for c, n in spans))
+        out = torch.empty((b, heads, 512), dtype=torch.bfloat16, device=dev)
+        calls.clear()
+        backend_indexer.topk = keep
+        try:
+            attn.forward(attn.prepare(s.requests), s.q, s.latent, s.kv_cache, s.indexer, out=out)
+        finally:
+            backend_indexer.topk = real_topk
+        for logits, lengths, k in calls:
+            t, w = logits.shape
+            cap = select.candidate_capacity(k)
+            (shape, dtype), = topk_scratch_spec(t, w, k)
+            scratch = torch.zeros(shape, dtype=dtype, device=dev)
+            idx = torch.empty((t, k), dtype=torch.int32, device=dev)
+            select.launch_topk(logits, lengths, k, idx, scratch, version=4, fused=False, stop=2)
+            counts = scratch[:, 2 * cap + 3].tolist() if w > cap else [None] * t
+            n = lengths.clamp(0, w).tolist()
+            valid = torch.arange(w, device=dev)[None, :] < lengths.clamp(0, w)[:, None].long()
+            x = logits.masked_fill(~valid, float("nan"))
+            info = dict(requests=b, rows=t, width=w, k=k, cap=cap, lengths=n, counts=counts,
+                        outside=[r for r in range(t) if counts[r] is not None and n[r] > cap
+                                 and not k <= counts[r] <= cap],
+                        zeros=(x == 0).sum(1).tolist(), neg_inf=(x == float("-inf")).sum(1).tolist(),
+                        distinct=[int(torch.unique(x[r, :n[r]]).numel()) for r in range(min(t, 4))])
+            times = {}
+            for label, kw in (("three_launches", dict(fused=False)), ("one_launch", dict(fused=True)),
+                              ("default", {})):
+                try:
+                    fn = graph_replay(lambda kw=kw: select.launch_topk(logits, lengths, k, idx, scratch, version=4,
+                                                                        **kw))
+                    times[label] = time_ms(fn, warmup_ms=5, rep_ms=20) * 1e3
+                except ValueError as e:
+                    times[label] = str(e)[:120]
+            info["graph_us"] = times
+            rows_out.append(info)
+            cs = sorted(c for c in counts if c is not None)
+            print(f"{name} {b} requests: {t} rows x {w}, k {k}, cap {cap}: rows outside [k, cap] {info['outside']} "
+                  f"(counts {cs[:3]}..{cs[-3:]}), zeros/row {info['zeros'][:4]}, distinct {info['distinct']}; "
+                  f"graph us {times}", flush=True)
+        del s, attn, out
+        torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(dict(provenance=provenance(), config=args.config, context=args.context, rows=rows_out), f,
+                      indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
