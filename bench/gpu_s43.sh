@@ -28,6 +28,19 @@
 # PREDICTION: tests pass; 16 x 65536 ~27, 32 x 65536 ~40, 48 x 65536 three launches (~46); 128 x 12224 unknown (the
 # rule takes 8192-column tiles there, 256 programs); glm-5.3-flash at 32 requests: rows outside [k, cap] (the select's
 # retries) explain the 54.7 us.
+# OUTCOME (775066a, bench/logs/s43/b/): tests 118 passed. Graph replays, us, default -> three launches / 8192-column
+# tiles (topk_rule_s43.json): 16 x 65536 26.0 / 41.9, 24 x 65536 three launches 42.9 (8192-column tiles 33.4), 48 x
+# 65536 46.5 / 50.7, 64 x 12224 26.8 / 30.0, but 128 x 12224 44.7 against three launches' 32.3 and 128 x 8960 45.3 /
+# 32.4: the rule's two-an-SM step loses over narrow rows (the 4K glm-5 layer at 128 requests: span 179.0 us, 162.9 in
+# s42). glm-5.3-flash's rows (topk_layer_rows_s43.json): at 32 requests row 10 had 1143 candidates (> cap 1024) and
+# took the retries (70.9 us for the call, 18-23 at 16 requests); counts spread sd 90-126 around 768, as the sample
+# of 1024 (sample = min(2048, cap)) gives by its order statistics (sd ~107: ~1.6% of rows outside [k, cap]).
+# Prediction: tests right; the retry explanation right; the 128 x 12224 loss not foreseen.
+# Call `c`: the rule's two-an-SM step for 8192-column tiles only over rows of >= 32768 columns; v4's sample 2048
+# whatever the cap (positions clamped to the row); the tests; the rule's edges (3 rounds); the layer rows and the
+# sample's misses on 4096 iid rows at sample 1024 / 2048 / 4096; the 4K and 64K layers.
+# PREDICTION: tests pass; 128 x 12224 back to three launches (~32 us; the 4K layer at 128 ~163 us); iid misses at k
+# 512 x 16880 ~1.6% (sample 1024), ~0.1% (2048), ~0 (4096); glm-5.3-flash at 32 requests no retry row (~20 us).
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -39,6 +52,8 @@ S=1x16384,1x65536,1x131072,4x65536,16x65536,32x65536,64x65536,8x131072,1x262144
 S5=1x4096,1x16384,8x16384,32x16384,1x32768
 SB=1x65536,8x65536,16x65536,24x65536,32x65536,48x65536,8x131072,32x12224,64x12224,128x12224,128x8960
 SB5=16x16384,32x16384,48x16384,64x16384
+SC=1x65536,16x65536,24x65536,32x65536,40x65536,64x12224,128x12224
+SC5=1x16880,16x16880,32x16880,64x16880
 case "$1" in
 a)
   for i in 0 1 2 3 4 5; do timeout 150 python bench/topk_v3.py --warm $i/6 --variants $V --shapes $S > $R/warm$i.log 2>&1 & done
@@ -81,5 +96,27 @@ b)
   timeout 100 python bench/decode_layer_kernels.py --configs glm-5:8:fp8_ds_mla --batches 1,8,32,128 --out $R \
     --name decode_layer_kernels_s43 > $R/layer4k_b.log 2>&1
   echo "layer 4k rc=$?" >> $L; grep -v -i warn $R/layer4k_b.log >> $L; pack
+  ;;
+c)
+  for i in 0 1 2 3; do timeout 150 python bench/topk_v3.py --warm $i/4 --variants v4,v4_3l --shapes $SC > $R/warmc$i.log 2>&1 & done
+  for i in 0 1; do timeout 150 python bench/topk_v3.py --warm $i/2 --variants v4,v4_3l --shapes $SC5 --k 512 \
+    > $R/warmc5_$i.log 2>&1 & done
+  N=8 K=topk LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_c tests/gpu/test_indexer_gpu.py
+  wait
+  cat $R/tests_c/summary.log >> $L; pack
+  timeout 120 python bench/topk_v3.py --variants v4,v4_3l --shapes $SC --rounds 3 --rep-ms 15 \
+    --out $R/topk_rule_c_s43.json > $R/bench_c.log 2>&1
+  echo "bench rc=$?" >> $L; grep -v -i warn $R/bench_c.log >> $L; pack
+  timeout 60 python bench/topk_v3.py --variants v4,v4_3l --shapes $SC5 --k 512 --rounds 3 --rep-ms 15 \
+    --out $R/topk_rule_c_k512_s43.json > $R/bench5_c.log 2>&1
+  echo "bench k512 rc=$?" >> $L; grep -v -i warn $R/bench5_c.log >> $L; pack
+  timeout 120 python bench/topk_layer_rows.py --batches 16,32 --out $R/topk_layer_rows_c_s43.json > $R/rows_c.log 2>&1
+  echo "layer rows rc=$?" >> $L; grep -v -i warn $R/rows_c.log >> $L; pack
+  timeout 100 python bench/decode_layer_kernels.py --configs glm-5:8:fp8_ds_mla --batches 1,8,32,128 --out $R \
+    --name decode_layer_kernels_s43 > $R/layer4k_c.log 2>&1
+  echo "layer 4k rc=$?" >> $L; grep -v -i warn $R/layer4k_c.log >> $L; pack
+  timeout 100 python bench/decode_layer_kernels.py --configs glm-5:8:fp8_ds_mla,glm-5.3-flash:8:fp8_ds_mla_nope \
+    --batches 1,4,16,32 --context 65536 --out $R --name decode_layer_64k_s43c > $R/layer_c.log 2>&1
+  echo "layer 64k rc=$?" >> $L; grep -v -i warn $R/layer_c.log >> $L; pack
   ;;
 esac

@@ -5,7 +5,8 @@ Session 43's layer profile (decode_layer_64k_s43.json) gave glm-5.3-flash TP8 at
 54.7 us select (8.1 us at 16 requests). This runs that layer's forward once with ops.topk wrapped to keep each call's
 logits and lengths, then per call: the three launches cut after the filter (stop=2) to read every row's candidate
 count (rows outside [k, cap] take the select's retries: one program re-reads the whole row), the logits' spread
-(distinct values, -inf, zeros), and the top-k timed both ways on the same rows.
+(distinct values, -inf, zeros), and the top-k timed both ways on the same rows. Then, on 4096 iid rows of that
+width (k 512) and of 65536 (k 2048), the share of rows the sample misjudges at sample sizes 1024, 2048 and 4096.
 
     PYTHONPATH=src python bench/topk_layer_rows.py [--config glm-5.3-flash:8:fp8_ds_mla_nope] [--batches 16,32]
 """
@@ -93,10 +94,29 @@ def main(argv=None) -> int:
                   f"graph us {times}", flush=True)
         del s, attn, out
         torch.cuda.empty_cache()
+    # the sample's misses on iid rows: the share of rows whose candidate count leaves [k, cap] by sample size
+    misses = []
+    for k, w in ((512, 16880), (2048, 65536)):
+        t = 4096
+        x = torch.randn(t, w, device=dev)
+        lengths = torch.full((t,), w, dtype=torch.int32, device=dev)
+        cap = select.candidate_capacity(k)
+        (shape, dtype), = topk_scratch_spec(t, w, k)
+        scr = torch.zeros(shape, dtype=dtype, device=dev)
+        sel = torch.empty((t, k), dtype=torch.int32, device=dev)
+        for sample in (1024, 2048, 4096):
+            select.launch_topk(x, lengths, k, sel, scr, version=4, fused=False, stop=2, sample=sample)
+            c = scr[:, 2 * cap + 3].float()
+            out_of = int(((c < k) | (c > cap)).sum())
+            misses.append(dict(k=k, width=w, rows=t, sample=sample, rows_outside=out_of, mean=float(c.mean()),
+                               sd=float(c.std())))
+            print(f"iid rows {t} x {w}, k {k}, cap {cap}, sample {sample}: {out_of} rows outside [k, cap] "
+                  f"({100 * out_of / t:.2f}%), count mean {float(c.mean()):.0f} sd {float(c.std()):.1f}", flush=True)
+        del x, scr, sel
     if args.out:
         with open(args.out, "w") as f:
-            json.dump(dict(provenance=provenance(), config=args.config, context=args.context, rows=rows_out), f,
-                      indent=1)
+            json.dump(dict(provenance=provenance(), config=args.config, context=args.context, rows=rows_out,
+                           iid_misses=misses), f, indent=1)
     return 0
 
 

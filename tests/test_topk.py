@@ -382,16 +382,18 @@ def test_fused_tiles_in_column_order():
 
 
 def test_fused_default_and_rejects():
-    """fused_tile_default (k 2048 and k 512 as measured in session 43, topk_few_s43.json): 4096-column tiles while
-    every row's tiles have an SM each, then at 8 warps 8192-column ones while they fit two an SM (at 4 warps the
-    same tiles), else three launches (0), and always for caps past 4096; rows of more than FUSED_MAX_TILES tiles
-    too. fused=True is refused (before anything is written) for a scratch without the table's columns, rows of
+    """fused_tile_default (k 2048 and k 512 as measured in session 43, topk_few_s43.json, topk_rule_s43.json):
+    4096-column tiles while every row's tiles have an SM each, then at 8 warps 8192-column ones while they have an
+    SM each, or fit two an SM over rows of at least 32768 columns (at 4 warps the 2048-column tiles while two an SM
+    fit), else three launches (0), and always for caps past 4096; rows of more than FUSED_MAX_TILES tiles too. fused=True is refused (before anything is written) for a scratch without the table's columns, rows of
     more tiles than the table holds, or a tile that is not a power of two."""
     from dsattn.ops.topk.select import FUSED_MAX_TILES, fused_tile_default
     assert fused_tile_default(1, 65536, 4096, 8, 132) == 4096
     assert fused_tile_default(8, 65536, 4096, 8, 132) == 4096     # 128 programs
     assert fused_tile_default(16, 65536, 4096, 8, 132) == 8192    # 256 of 4096, 128 of 8192
-    assert fused_tile_default(32, 65536, 4096, 8, 132) == 8192    # 256 of 8192
+    assert fused_tile_default(32, 65536, 4096, 8, 132) == 8192    # 256 of 8192: two an SM, rows >= 32768 wide
+    assert fused_tile_default(64, 12224, 4096, 8, 132) == 8192    # 128 of 8192
+    assert fused_tile_default(128, 12224, 4096, 8, 132) == 0      # 256 of 8192 over narrow rows
     assert fused_tile_default(34, 65536, 4096, 8, 132) == 0       # 272 of 8192
     assert fused_tile_default(1, 4096 * FUSED_MAX_TILES + 1, 4096, 8, 132) == 8192
     assert fused_tile_default(1, 8192 * FUSED_MAX_TILES + 1, 4096, 8, 132) == 0

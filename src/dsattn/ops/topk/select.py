@@ -448,11 +448,12 @@ if triton is not None:
 
     @triton.jit
     def _v4_sample(row, n_valid, k, CAP: tl.constexpr, SAMPLE: tl.constexpr, GROUP: tl.constexpr):
-        """The sample's keys (groups of GROUP neighbours spread over the row) and the first rank."""
+        """The sample's keys (groups of GROUP neighbours spread over the row) and the first rank. A row shorter than
+        GROUP x the groups (SAMPLE may exceed CAP) has its groups overlap, the last ones cut at its end."""
         n_groups: tl.constexpr = SAMPLE // GROUP
         spread = n_valid // n_groups
         si = tl.arange(0, SAMPLE)
-        skey = _ordered_key_v4(tl.load(row + (si // GROUP) * spread + si % GROUP))
+        skey = _ordered_key_v4(tl.load(row + tl.minimum((si // GROUP) * spread + si % GROUP, n_valid - 1)))
         rank = tl.maximum(((k + CAP) // 2).to(tl.int64) * SAMPLE // n_valid, 1).to(tl.int32)
         return skey, rank
 
@@ -768,16 +769,19 @@ def fused_tile_default(rows: int, width: int, cap: int, warps: int, sms: int) ->
     8 warps) and k 512 (cap 1024, 4 warps) only, so larger caps keep three launches. 512 columns a warp (4096 at
     8 warps) while every tile of every row has an SM to itself: 1 x 65536 37.9 -> 22.7 us, 1 x 131072 52.7 -> 22.1,
     1 x 262144 83.6 -> 23.6, 4 x 65536 40.1 -> 24.6, 1 x 16384 25.2 -> 21.8. Past that at 8 warps tiles twice as
-    long while they fit two an SM: 16 x 65536 41.6 -> 27.0 (32.6 with 4096-column tiles), 8 x 131072 56.5 -> 28.1,
-    32 x 65536 43.2 -> 39.8; at 4 warps the same tiles while they fit two an SM: k 512 32 x 16384 23.1 -> 19.2.
-    More rows keep three launches (64 x 65536: 48.1 against 58.3 with 8192-column tiles). A row takes at most
-    FUSED_MAX_TILES tiles (the table's size)."""
+    long (one program an SM) while they have an SM each: 16 x 65536 41.6 -> 27.0 (32.6 with 4096-column tiles),
+    8 x 131072 56.5 -> 28.1, 64 x 12224 30.0 -> 26.8; and while they fit two an SM where rows are at least 32768
+    columns (the three launches cost more there): 24 x 65536 42.9 -> 33.4, 32 x 65536 43.2 -> 39.8; not at 128 x
+    12224 (32.3 against 44.7: two waves of one-launch programs, topk_rule_s43.json). At 4 warps the same tiles
+    while they fit two an SM: k 512 32 x 16384 23.1 -> 19.2. More rows keep three launches (64 x 65536: 48.1
+    against 58.3 with 8192-column tiles). A row takes at most FUSED_MAX_TILES tiles (the table's size)."""
     if cap > 4096:
         return 0
     tile = 512 * warps
-    for t, most in ((tile, sms), (2 * tile, 2 * sms)) if warps == 8 else ((tile, 2 * sms),):
+    steps = ((tile, sms), (2 * tile, sms), (2 * tile, 2 * sms, 32768)) if warps == 8 else ((tile, 2 * sms),)
+    for t, most, *min_width in steps:
         tiles = fused_tiles(width, t)
-        if tiles <= FUSED_MAX_TILES and rows * tiles <= most:
+        if tiles <= FUSED_MAX_TILES and rows * tiles <= most and width >= (min_width or [0])[0]:
             return t
     return 0
 
@@ -865,6 +869,10 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     (_emit_v4's SEGS: one scan per two filter programs of the row), the same in every run; without it the
     filter's atomics decide the order (SPEC 4 leaves the order free, but the attention sums in it). Its
     16-bit packed counts take cap < 32768 (k <= 8192); past that the order is the atomics' again.
+    sample: the sample's size (a power of two, 2048 by default whatever the cap; before session 43 at most cap, so
+    1024 at k 512, where about 1.6% of long rows missed [k, cap] and took the select's retries, by the sample's
+    order statistics: the glm-5.3-flash layer's rows of 16880 pooled keys gave counts with a spread of 90-126
+    around 768, bench/results/topk_layer_rows_s43.json).
     fused: long rows in one launch (_v4_fused: each program a tile of fused_tile columns finds the threshold itself;
     the last of a row to finish selects; the scratch's count and arrival count are zeroed just before). None: where
     fused_tile_default gives a tile (few rows) and the scratch has SCRATCH_META columns past the slots; True needs
@@ -878,7 +886,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     1 ends after the threshold, 2 after the filter (wrong output)."""
     t, w = logits.shape
     cap = cap or select_capacity(t, w, k, sm_count(logits.device, 132))
-    sample = min(sample or 2048, cap)
+    sample = sample or 2048
     if cap < 2 * k or cap & (cap - 1) or sample & (sample - 1) or sample < _GROUP:
         raise ValueError(f"cap must be a power of two >= 2k and sample a power of two >= {_GROUP}")
     for name, v in (("small", small), ("tau_small", tau_small)):
