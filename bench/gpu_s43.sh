@@ -41,6 +41,17 @@
 # sample's misses on 4096 iid rows at sample 1024 / 2048 / 4096; the 4K and 64K layers.
 # PREDICTION: tests pass; 128 x 12224 back to three launches (~32 us; the 4K layer at 128 ~163 us); iid misses at k
 # 512 x 16880 ~1.6% (sample 1024), ~0.1% (2048), ~0 (4096); glm-5.3-flash at 32 requests no retry row (~20 us).
+# OUTCOME (d81e56b, bench/logs/s43/c/): tests 118 passed. Graph replays, us, default / three launches
+# (topk_rule_c_s43.json, 3 rounds): 1 x 65536 22.7 / 37.7, 16 x 65536 26.1 / 41.1, 24 x 65536 33.5 / 42.3, 32 x 65536
+# 39.3 / 42.5, 40 x 65536 46.1 / 46.3 (three launches both), 64 x 12224 27.1 / 30.1, 128 x 12224 33.9 / 33.9 (three
+# launches both); k 512 (topk_rule_c_k512_s43.json) 1 x 16880 15.8 / 19.8, 16 x 16880 19.9 / 25.0, 32 x 16880 and
+# 64 x 16880 three launches both (25.0 / 25.1). Sample misses on 4096 iid rows (topk_layer_rows_c_s43.json): k 512 x
+# 16880 1.27% / 0.12% / 0% at sample 1024 / 2048 / 4096; k 2048 x 65536 1.59% / 0.10% / 0%. glm-5.3-flash's layer
+# rows at 32 requests: counts 630-894, none outside [k, cap]; that call 24.5 us (70.9 in call b). Layer spans: glm-5
+# TP8 4K contexts 31.4 / 37.7 / 59.3 / 163.3 at 1 / 8 / 32 / 128 requests (decode_layer_kernels_s43.json; s42 31.7 /
+# 37.5 / 58.8 / 162.9); 64K contexts (decode_layer_64k_s43c.json against call a's _3l) glm-5 38.0 / 58.2 / 119.4 /
+# 203.1 at 1 / 4 / 16 / 32 (three launches 52.4 / 72.7 / 129.9 / 203.4), glm-5.3-flash 36.1 / 69.8 / 91.9 / 155.7
+# (38.4 / 72.4 / 96.6 / 202.7: at 32 requests the select 55.6 -> 7.1 us, no retry). The prediction held.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
