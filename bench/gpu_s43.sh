@@ -52,6 +52,9 @@
 # 37.5 / 58.8 / 162.9); 64K contexts (decode_layer_64k_s43c.json against call a's _3l) glm-5 38.0 / 58.2 / 119.4 /
 # 203.1 at 1 / 4 / 16 / 32 (three launches 52.4 / 72.7 / 129.9 / 203.4), glm-5.3-flash 36.1 / 69.8 / 91.9 / 155.7
 # (38.4 / 72.4 / 96.6 / 202.7: at 32 requests the select 55.6 -> 7.1 us, no retry). The prediction held.
+# Call `d` (the docs' tree): the indexer and backend GPU test files whole (the backend's workspace holds the larger
+# top-k scratch rows; its decode chunks take the one-launch path at few long rows).
+# PREDICTION: all pass (s42: 154 passed; now 118 indexer top-k tests plus the rest).
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -129,5 +132,9 @@ c)
   timeout 100 python bench/decode_layer_kernels.py --configs glm-5:8:fp8_ds_mla,glm-5.3-flash:8:fp8_ds_mla_nope \
     --batches 1,4,16,32 --context 65536 --out $R --name decode_layer_64k_s43c > $R/layer_c.log 2>&1
   echo "layer 64k rc=$?" >> $L; grep -v -i warn $R/layer_c.log >> $L; pack
+  ;;
+d)
+  N=8 LIMIT=300 bash bench/gpu_tests_sharded.sh $R/tests_d tests/gpu/test_indexer_gpu.py tests/gpu/test_backend_gpu.py
+  cat $R/tests_d/summary.log >> $L; pack
   ;;
 esac
