@@ -90,7 +90,9 @@ VARIANTS = {
     "v4_split4": dict(version=4, split=4, small=256),
     "v4_split3_s1k": dict(version=4, split=3, small=1024),
     # session 43: few long rows in one launch (_v4_fused: every tile's program finds the threshold itself, the last
-    # of a row to finish selects) against the three launches (the default before it), by tile size
+    # of a row to finish selects) against the three launches (the default before it), by tile size. Since then the
+    # default takes the one launch at few long rows (fused_tile_default), so the knob variants above, measured as three
+    # launches, need fused=False added to run as they did there
     "v4_3l": dict(version=4, fused=False),
     "v4_fused": dict(version=4, fused=True),
     "v4_fused_t1k": dict(version=4, fused=True, fused_tile=1024),
