@@ -56,6 +56,11 @@
 # top-k scratch rows; its decode chunks take the one-launch path at few long rows).
 # PREDICTION: all pass (s42: 154 passed; now 118 indexer top-k tests plus the rest).
 # OUTCOME (bf6cfc6, bench/logs/s43/d/): 180 passed (8 shards, 71-119 s each). The prediction held.
+# Call `e`: where the one-launch path's time goes (_v4_fused's STOP cuts at 1 x 65536: after the threshold, after the
+# arrival) and what a sample of 4096 costs (v4_s4k; it left no iid row outside [k, cap] in call c) at 1 / 16 / 128 /
+# 1024 rows of 65536 and k 512 1 / 32 rows of 16880.
+# PREDICTION: at 1 x 65536 (22.7 us) the threshold cut ~9-10 us (launch, loads, ~10 two-bit steps), the arrival cut
+# ~12-13, so the last program's select ~9-10; sample 4096 +1-2 us at few rows, +5-10% at 1024 rows.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -69,6 +74,9 @@ SB=1x65536,8x65536,16x65536,24x65536,32x65536,48x65536,8x131072,32x12224,64x1222
 SB5=16x16384,32x16384,48x16384,64x16384
 SC=1x65536,16x65536,24x65536,32x65536,40x65536,64x12224,128x12224
 SC5=1x16880,16x16880,32x16880,64x16880
+VE=v4,v4_s4k,v4_fused_stop1,v4_fused_stop2
+SE=1x65536,16x65536,128x65536,1024x65536
+SE5=1x16880,32x16880
 case "$1" in
 a)
   for i in 0 1 2 3 4 5; do timeout 150 python bench/topk_v3.py --warm $i/6 --variants $V --shapes $S > $R/warm$i.log 2>&1 & done
@@ -133,6 +141,18 @@ c)
   timeout 100 python bench/decode_layer_kernels.py --configs glm-5:8:fp8_ds_mla,glm-5.3-flash:8:fp8_ds_mla_nope \
     --batches 1,4,16,32 --context 65536 --out $R --name decode_layer_64k_s43c > $R/layer_c.log 2>&1
   echo "layer 64k rc=$?" >> $L; grep -v -i warn $R/layer_c.log >> $L; pack
+  ;;
+e)
+  for i in 0 1 2 3; do timeout 150 python bench/topk_v3.py --warm $i/4 --variants $VE --shapes $SE > $R/warme$i.log 2>&1 & done
+  for i in 0 1; do timeout 150 python bench/topk_v3.py --warm $i/2 --variants v4,v4_s4k --shapes $SE5 --k 512 \
+    > $R/warme5_$i.log 2>&1 & done
+  wait
+  timeout 150 python bench/topk_v3.py --variants $VE --shapes $SE --rounds 3 --rep-ms 15 --out $R/topk_stages_s43.json \
+    > $R/bench_e.log 2>&1
+  echo "bench rc=$?" >> $L; grep -v -i warn $R/bench_e.log >> $L; pack
+  timeout 60 python bench/topk_v3.py --variants v4,v4_s4k --shapes $SE5 --k 512 --rounds 3 --rep-ms 15 \
+    --out $R/topk_s4k_k512_s43.json > $R/bench5_e.log 2>&1
+  echo "bench k512 rc=$?" >> $L; grep -v -i warn $R/bench5_e.log >> $L; pack
   ;;
 d)
   N=8 LIMIT=300 bash bench/gpu_tests_sharded.sh $R/tests_d tests/gpu/test_indexer_gpu.py tests/gpu/test_backend_gpu.py

@@ -98,6 +98,8 @@ VARIANTS = {
     "v4_fused_t1k": dict(version=4, fused=True, fused_tile=1024),
     "v4_fused_t2k": dict(version=4, fused=True, fused_tile=2048),
     "v4_fused_t8k": dict(version=4, fused=True, fused_tile=8192),
+    # session 43: a sample of 4096 (no iid row of 4096 left [k, cap] at 65536 columns, 0.10% at 2048)
+    "v4_s4k": dict(version=4, sample=4096),
 }
 STAGE_CUTS = {"v4_stop1_tau": dict(D2, stop=1),
               "v4_stop2_filter": dict(D2, stop=2),
@@ -106,7 +108,10 @@ STAGE_CUTS = {"v4_stop1_tau": dict(D2, stop=1),
               "v4_fuse_early_stop2": dict(D2, fuse_tau=True, tau_early=True, stop=2),
               # session 41: the default's stages at few rows (several filter programs a row: tau has its own launch)
               "v4_stop1": dict(version=4, stop=1),
-              "v4_stop2": dict(version=4, stop=2)}
+              "v4_stop2": dict(version=4, stop=2),
+              # session 43: the one-launch path's cuts (after the threshold; after the arrival, before the select)
+              "v4_fused_stop1": dict(version=4, fused=True, stop=1),
+              "v4_fused_stop2": dict(version=4, fused=True, stop=2)}
 SHAPES = [(4096, 65536), (1024, 131072), (128, 65536)]
 TIES_VARIANTS = ["v4", "v4_prev"]
 

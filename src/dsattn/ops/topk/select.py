@@ -677,7 +677,7 @@ if triton is not None:
                   CAP: tl.constexpr, TILE: tl.constexpr, MAX_TILES: tl.constexpr, TABLE: tl.constexpr,
                   PAD_BLOCK: tl.constexpr, MODE: tl.constexpr, SAMPLE: tl.constexpr, GROUP: tl.constexpr,
                   FIX_ROWS: tl.constexpr, SMALL: tl.constexpr, EARLY: tl.constexpr, TAU_MODE: tl.constexpr,
-                  TAU_TOP: tl.constexpr, TAU_EARLY: tl.constexpr):
+                  TAU_TOP: tl.constexpr, TAU_EARLY: tl.constexpr, STOP: tl.constexpr = 0):
         """Threshold, filter and select of v4 in one launch: program (row r, tile s) of `tiles` a row. A row of at
         most CAP valid columns is selected by its tile 0 in registers. A longer one: every program loads its tile
         (TILE columns), finds the row's threshold from the sample itself (the same sample, rank and steps in each,
@@ -686,7 +686,8 @@ if triton is not None:
         (acq_rel, after a barrier: CUTLASS's semaphore pattern). The program that arrives last has every tile's
         candidates in place: it loads them in column order (_v4_run_source; L2 loads, not L1) and selects them
         as _v4_select does one filter program's, or takes _v4_retry when they do not hold the k-th largest.
-        The selection comes out in ascending column order, the same in every run."""
+        The selection comes out in ascending column order, the same in every run. STOP (timing only, wrong output):
+        1 ends after the threshold (stored as v4's tau), 2 after the arrival."""
         pid = tl.program_id(0)
         r = (pid // tiles).to(tl.int64)
         s = pid % tiles
@@ -705,6 +706,9 @@ if triton is not None:
             x = tl.load(row + offs, mask=ok, other=0.0)  # in flight while the threshold is found
             skey, rank = _v4_sample(row, n_valid, k, CAP, SAMPLE, GROUP)
             tau = _kth(skey, tl.arange(0, SAMPLE) < SAMPLE, rank, TAU_MODE, scr, 0, 16, TAU_TOP, TAU_EARLY)
+            if STOP == 1:
+                tl.store(scr + 2 * CAP + 2, tau.to(tl.int32, bitcast=True) + tl.sum(x.to(tl.int32, bitcast=True)))
+                return
             key, keep, before, n_tile = _v4_keep(x, ok, tau, True)
             slots = scr.to(tl.pointer_type(tl.int64))
             base = tl.atomic_add(scr + 2 * CAP + 3, n_tile, sem="relaxed")
@@ -714,7 +718,7 @@ if triton is not None:
             tl.store(tab + MAX_TILES + s, n_tile)
             tl.debug_barrier()  # every thread's stores before the arrival that publishes them
             arrived = tl.atomic_add(scr + 2 * CAP + 4, 1, sem="acq_rel")
-            if arrived == tiles - 1:
+            if (arrived == tiles - 1) & (STOP == 0):
                 count = tl.load(scr + 2 * CAP + 3, cache_modifier=".cg")
                 if (count >= k) & (count <= CAP):
                     src = _v4_run_source(tab, tiles, count, CAP, MAX_TILES)
@@ -883,7 +887,8 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     tau_early, fuse_tau) are the fastest correct variant of bench/topk_v3.py on the H200 ("v4_fuse_early":
     4096 x 65536 0.582 ms = 5.72x torch.topk, bench/results/topk_v3_final.json; notes/indexer.md).
     stop (timing only):
-    1 ends after the threshold, 2 after the filter (wrong output)."""
+    1 ends after the threshold, 2 after the filter (wrong output); with fused=True the one-launch path's cuts
+    (_v4_fused's STOP: 1 after the threshold, 2 after the arrival), else the three launches'."""
     t, w = logits.shape
     cap = cap or select_capacity(t, w, k, sm_count(logits.device, 132))
     sample = sample or 2048
@@ -900,7 +905,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     sstride = scratch.stride(0) if scratch.dim() == 2 else 0
     select_warps = select_warps or (8 if cap >= 2048 else 4)
     sms = sm_count(logits.device, 132)
-    if long_rows and stop == 0 and fused is not False:
+    if long_rows and (stop == 0 or fused) and fused is not False:
         if fused_tile is not None and (fused_tile < 4 or fused_tile & (fused_tile - 1)):
             raise ValueError(f"fused_tile must be a power of two >= 4, got {fused_tile!r}")
         room = scratch.shape[1] >= 2 * cap + FUSED_TABLE + 2 * FUSED_MAX_TILES
@@ -922,7 +927,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
                                     FIX_ROWS=fix_rows or max(1, cap // 16), SMALL=_small(small, k),
                                     EARLY=bool(early) and mode == 2, TAU_MODE=tau_mode,
                                     TAU_TOP=tau_top if tau_mode == 2 else 0,
-                                    TAU_EARLY=bool(tau_early) and tau_mode == 2, num_warps=select_warps)
+                                    TAU_EARLY=bool(tau_early) and tau_mode == 2, STOP=stop, num_warps=select_warps)
             return
     if select_maxnreg is None:
         select_maxnreg = select_register_cap(t, cap, select_warps, sms)
