@@ -58,9 +58,12 @@
 # OUTCOME (bf6cfc6, bench/logs/s43/d/): 180 passed (8 shards, 71-119 s each). The prediction held.
 # Call `e`: where the one-launch path's time goes (_v4_fused's STOP cuts at 1 x 65536: after the threshold, after the
 # arrival) and what a sample of 4096 costs (v4_s4k; it left no iid row outside [k, cap] in call c) at 1 / 16 / 128 /
-# 1024 rows of 65536 and k 512 1 / 32 rows of 16880.
+# 1024 rows of 65536 and k 512 1 / 32 rows of 16880; and v4_fused_gather (the last program loads the slot table with
+# the count and searches it in registers by tl.gather: no table rewrite, two barriers and six dependent loads fewer),
+# with its GPU tests.
 # PREDICTION: at 1 x 65536 (22.7 us) the threshold cut ~9-10 us (launch, loads, ~10 two-bit steps), the arrival cut
-# ~12-13, so the last program's select ~9-10; sample 4096 +1-2 us at few rows, +5-10% at 1024 rows.
+# ~12-13, so the last program's select ~9-10; sample 4096 +1-2 us at few rows, +5-10% at 1024 rows; gather ~1 us
+# less; its tests pass.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -74,7 +77,7 @@ SB=1x65536,8x65536,16x65536,24x65536,32x65536,48x65536,8x131072,32x12224,64x1222
 SB5=16x16384,32x16384,48x16384,64x16384
 SC=1x65536,16x65536,24x65536,32x65536,40x65536,64x12224,128x12224
 SC5=1x16880,16x16880,32x16880,64x16880
-VE=v4,v4_s4k,v4_fused_stop1,v4_fused_stop2
+VE=v4,v4_s4k,v4_fused_gather,v4_fused_stop1,v4_fused_stop2
 SE=1x65536,16x65536,128x65536,1024x65536
 SE5=1x16880,32x16880
 case "$1" in
@@ -146,6 +149,9 @@ e)
   for i in 0 1 2 3; do timeout 150 python bench/topk_v3.py --warm $i/4 --variants $VE --shapes $SE > $R/warme$i.log 2>&1 & done
   for i in 0 1; do timeout 150 python bench/topk_v3.py --warm $i/2 --variants v4,v4_s4k --shapes $SE5 --k 512 \
     > $R/warme5_$i.log 2>&1 & done
+  timeout 150 python -m pytest -q -p no:cacheprovider tests/gpu/test_indexer_gpu.py -k "topk and gather" \
+    > $R/tests_e.log 2>&1
+  echo "tests rc=$? $(tail -n 1 $R/tests_e.log)" >> $L
   wait
   timeout 150 python bench/topk_v3.py --variants $VE --shapes $SE --rounds 3 --rep-ms 15 --out $R/topk_stages_s43.json \
     > $R/bench_e.log 2>&1
