@@ -64,6 +64,15 @@
 # PREDICTION: at 1 x 65536 (22.7 us) the threshold cut ~9-10 us (launch, loads, ~10 two-bit steps), the arrival cut
 # ~12-13, so the last program's select ~9-10; sample 4096 +1-2 us at few rows, +5-10% at 1024 rows; gather ~1 us
 # less; its tests pass.
+# OUTCOME (f036fac, bench/logs/s43/e/; a first try found no machine): gather tests 9 passed. Graph replays, us
+# (topk_stages_s43.json, 3 rounds), full / ragged rows: 1 x 65536 default 23.0 / 22.5, threshold cut 12.6 / 12.1,
+# arrival cut 14.1 / 13.4 (so the last program's select ~9 us, the filter, atomics and arrival ~1.5, the rest the
+# launch, loads and threshold); gather 22.8 / 21.5 at one row (at 16 rows it ran 4096-column tiles against the
+# default's 8192: not comparable), so not kept (removed; code at f036fac). Sample 4096: 1 x 65536 24.5 / 23.9 (+1.5),
+# 16 x 65536 28.5 / 27.7 (+2.3 / +2.5), 128 x 65536 48.9 / 45.2 (+0.7 / +1.0), 1024 x 65536 186.5 / 167.4 (225.0 /
+# 150.5); k 512 (topk_s4k_k512_s43.json) 1 x 16880 18.7 / 20.8 (15.3 / 18.8), 32 x 16880 25.5 / 25.3 (25.0 / 25.0).
+# The prediction: the select's ~9 us as predicted, the threshold part larger (it holds the graph's launch); sample
+# 4096 as predicted at few rows; gather smaller than predicted.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET

@@ -359,14 +359,12 @@ def test_default_capacity_takes_few_wide_rows_in_registers(v):
         assert torch.equal(row, row.sort().values)
 
 
-@pytest.mark.parametrize("gather", [False, True])
-def test_fused_tiles_in_column_order(gather):
+def test_fused_tiles_in_column_order():
     """The one-launch path over 32 tiles of 32 columns a row: candidates spread over every tile, held by a few
     tiles with many empty ones before and between them (the table's search must skip those), ties at the k-th
     key across tiles (the lower columns win), rows shorter than the buffer (programs past the row count
     themselves in with no candidates), a row that fits the capacity (tile 0 alone) and one whose candidates
-    overflow (the retries). Sets right, in column order, every entry written, on poisoned scratch; with the table
-    searched in memory and (gather) in registers."""
+    overflow (the retries). Sets right, in column order, every entry written, on poisoned scratch."""
     k, w = 16, 1000
     x = torch.randn(7, w) - 5
     x[1, 900:] += 10  # every candidate in the last tiles
@@ -375,7 +373,7 @@ def test_fused_tiles_in_column_order(gather):
     x[4, 500:520] = 1.0  # two tiles of candidates in the middle
     x[6] = torch.randint(0, 2, (w,)).float()  # half the row ties: the candidates overflow
     lengths = torch.tensor([w, w, 777, w, 530, 50, w], dtype=torch.int32)
-    got = _run(x, lengths, k, cap=64, sample=32, version=4, fused=True, fused_tile=32, fused_gather=gather)
+    got = _run(x, lengths, k, cap=64, sample=32, version=4, fused=True, fused_tile=32)
     _assert_same_sets(got, _expected(x, lengths, k))
     assert sorted(got[3].tolist()) == list(range(0, 800, 50))
     for r in range(7):

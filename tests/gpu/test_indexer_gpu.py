@@ -131,9 +131,7 @@ TOPK_IMPLS = {"default": None, "v4": dict(version=4), "v4_segs1": dict(version=4
               "v4_d2": dict(version=4, early=False, tau_early=False, fuse_tau=False),
               # long rows in three launches always, and in one (_v4_fused: every tile's program finds the threshold,
               # the last of a row to finish selects; the default for few rows) always
-              "v4_3l": dict(version=4, fused=False), "v4_fused": dict(version=4, fused=True),
-              # its last program's slot table searched in registers (tl.gather)
-              "v4_fused_gather": dict(version=4, fused=True, fused_gather=True)}
+              "v4_3l": dict(version=4, fused=False), "v4_fused": dict(version=4, fused=True)}
 
 
 @pytest.mark.parametrize("impl", list(TOPK_IMPLS))

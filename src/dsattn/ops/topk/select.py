@@ -672,28 +672,12 @@ if triton is not None:
                 lo = tl.where(first <= d, cand, lo)
         return tl.where(d < count, d + tl.load(tab + MAX_TILES + lo), 0)
 
-    @triton.jit
-    def _v4_run_source_regs(base, n, tiles, count, CAP: tl.constexpr, MAX_TILES: tl.constexpr):
-        """_v4_run_source with the table in registers (base, n: [MAX_TILES], loaded by the caller) and the search's
-        reads by tl.gather instead of loads from the rewritten table."""
-        on = tl.arange(0, MAX_TILES) < tiles
-        before = tl.cumsum(n, axis=0) - n
-        first = tl.where(on, before, 2147483647)
-        d = tl.arange(0, CAP)
-        lo = tl.zeros([CAP], dtype=tl.int32)
-        for b in tl.static_range(1, 16):
-            if (MAX_TILES >> b) > 0:
-                cand = lo + (MAX_TILES >> b)
-                lo = tl.where(tl.gather(first, cand, 0) <= d, cand, lo)
-        return tl.where(d < count, d + tl.gather(base - before, lo, 0), 0)
-
     @triton.jit(do_not_specialize=["k", "tiles"])
     def _v4_fused(logits, stride_row, lengths, width, out, stride_out, scratch, stride_scratch, k, tiles,
                   CAP: tl.constexpr, TILE: tl.constexpr, MAX_TILES: tl.constexpr, TABLE: tl.constexpr,
                   PAD_BLOCK: tl.constexpr, MODE: tl.constexpr, SAMPLE: tl.constexpr, GROUP: tl.constexpr,
                   FIX_ROWS: tl.constexpr, SMALL: tl.constexpr, EARLY: tl.constexpr, TAU_MODE: tl.constexpr,
-                  TAU_TOP: tl.constexpr, TAU_EARLY: tl.constexpr, STOP: tl.constexpr = 0,
-                  GATHER: tl.constexpr = False):
+                  TAU_TOP: tl.constexpr, TAU_EARLY: tl.constexpr, STOP: tl.constexpr = 0):
         """Threshold, filter and select of v4 in one launch: program (row r, tile s) of `tiles` a row. A row of at
         most CAP valid columns is selected by its tile 0 in registers. A longer one: every program loads its tile
         (TILE columns), finds the row's threshold from the sample itself (the same sample, rank and steps in each,
@@ -703,9 +687,7 @@ if triton is not None:
         candidates in place: it loads them in column order (_v4_run_source; L2 loads, not L1) and selects them
         as _v4_select does one filter program's, or takes _v4_retry when they do not hold the k-th largest.
         The selection comes out in ascending column order, the same in every run. STOP (timing only, wrong output):
-        1 ends after the threshold (stored as v4's tau), 2 after the arrival. GATHER: the last program loads the
-        table with the count, before it knows whether the candidates hold the k-th largest, and searches it in
-        registers (_v4_run_source_regs)."""
+        1 ends after the threshold (stored as v4's tau), 2 after the arrival."""
         pid = tl.program_id(0)
         r = (pid // tiles).to(tl.int64)
         s = pid % tiles
@@ -738,15 +720,8 @@ if triton is not None:
             arrived = tl.atomic_add(scr + 2 * CAP + 4, 1, sem="acq_rel")
             if (arrived == tiles - 1) & (STOP == 0):
                 count = tl.load(scr + 2 * CAP + 3, cache_modifier=".cg")
-                if GATHER:
-                    j = tl.arange(0, MAX_TILES)
-                    t_base = tl.load(tab + j, mask=j < tiles, other=0, cache_modifier=".cg")
-                    t_n = tl.load(tab + MAX_TILES + j, mask=j < tiles, other=0, cache_modifier=".cg")
                 if (count >= k) & (count <= CAP):
-                    if GATHER:
-                        src = _v4_run_source_regs(t_base, t_n, tiles, count, CAP, MAX_TILES)
-                    else:
-                        src = _v4_run_source(tab, tiles, count, CAP, MAX_TILES)
+                    src = _v4_run_source(tab, tiles, count, CAP, MAX_TILES)
                     valid = tl.arange(0, CAP) < count
                     cand = tl.load(slots + src, mask=valid, other=0, cache_modifier=".cg")
                     ckey = (cand >> 32).to(tl.int32).to(tl.uint32, bitcast=True)  # 0 where not valid
@@ -877,7 +852,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
                    tau_mode: int = 2, per_sm: int = 16, fix_rows: int = 0, split: int = 0, small: int = 256,
                    tau_split: int = 0, tau_small: int = 256, tau_top: int = 10, early: bool = True,
                    tau_early: bool = True, fuse_tau: bool = True, sort: bool = True, fused: bool | None = None,
-                   fused_tile: int | None = None, fused_gather: bool = False, stop: int = 0) -> None:
+                   fused_tile: int | None = None, stop: int = 0) -> None:
     """Run the v4 select: _v4_tau; _v4_filter over [rows x segs] programs of filt_warps warps (a tile is
     filt_warps * 32 * rows_per_thread rows of 4 columns; prefetch: the next tile is loaded before this
     one is used; filt_stages: Triton's software pipelining instead); _v4_select (with the retries and the fallback for rows the sample misjudged; fix_rows: their
@@ -905,7 +880,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     fused: long rows in one launch (_v4_fused: each program a tile of fused_tile columns finds the threshold itself;
     the last of a row to finish selects; the scratch's count and arrival count are zeroed just before). None: where
     fused_tile_default gives a tile (few rows) and the scratch has SCRATCH_META columns past the slots; True needs
-    them (fused_tile None: 512 columns a select warp). fused_gather: _v4_fused's GATHER. The one-launch path takes mode, tau_mode, tau_top, early and tau_early as given; it
+    them (fused_tile None: 512 columns a select warp). The one-launch path takes mode, tau_mode, tau_top, early and tau_early as given; it
     has no split (split, tau_split), no filter knobs (segs, filt_warps, rows_per_thread, prefetch, filt_stages)
     and lists the selection in column order whatever sort says.
     The defaults (filt_warps 2, tau_mode 2, tau_top 10, select_maxnreg 80 at k 2048 over > 2 x SMs rows, early,
@@ -952,8 +927,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
                                     FIX_ROWS=fix_rows or max(1, cap // 16), SMALL=_small(small, k),
                                     EARLY=bool(early) and mode == 2, TAU_MODE=tau_mode,
                                     TAU_TOP=tau_top if tau_mode == 2 else 0,
-                                    TAU_EARLY=bool(tau_early) and tau_mode == 2, STOP=stop,
-                                    GATHER=bool(fused_gather), num_warps=select_warps)
+                                    TAU_EARLY=bool(tau_early) and tau_mode == 2, STOP=stop, num_warps=select_warps)
             return
     if select_maxnreg is None:
         select_maxnreg = select_register_cap(t, cap, select_warps, sms)
