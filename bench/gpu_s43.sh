@@ -73,6 +73,10 @@
 # 150.5); k 512 (topk_s4k_k512_s43.json) 1 x 16880 18.7 / 20.8 (15.3 / 18.8), 32 x 16880 25.5 / 25.3 (25.0 / 25.0).
 # The prediction: the select's ~9 us as predicted, the threshold part larger (it holds the graph's launch); sample
 # 4096 as predicted at few rows; gather smaller than predicted.
+# Call `f`: what one row the sample misjudges costs a call (bench/topk_layer_rows.py --only-iid: such rows found among
+# 4096 iid rows of 65536, k 2048, timed in a batch of 1 and 128 rows beside rows it judges right), sample 2048 and 4096.
+# PREDICTION: a retried row costs ~50-150 us (one program re-reading 65536 columns, once or twice); then a sample of
+# 4096 pays on average from ~16-32 rows (0.1% a row, +0.7-2.5 us a call).
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -168,6 +172,10 @@ e)
   timeout 60 python bench/topk_v3.py --variants v4,v4_s4k --shapes $SE5 --k 512 --rounds 3 --rep-ms 15 \
     --out $R/topk_s4k_k512_s43.json > $R/bench5_e.log 2>&1
   echo "bench k512 rc=$?" >> $L; grep -v -i warn $R/bench5_e.log >> $L; pack
+  ;;
+f)
+  timeout 200 python bench/topk_layer_rows.py --only-iid --out $R/topk_retry_s43.json > $R/rows_f.log 2>&1
+  echo "retry rc=$?" >> $L; grep -v -i warn $R/rows_f.log >> $L; pack
   ;;
 d)
   N=8 LIMIT=300 bash bench/gpu_tests_sharded.sh $R/tests_d tests/gpu/test_indexer_gpu.py tests/gpu/test_backend_gpu.py

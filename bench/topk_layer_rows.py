@@ -6,7 +6,8 @@ Session 43's layer profile (decode_layer_64k_s43.json) gave glm-5.3-flash TP8 at
 logits and lengths, then per call: the three launches cut after the filter (stop=2) to read every row's candidate
 count (rows outside [k, cap] take the select's retries: one program re-reads the whole row), the logits' spread
 (distinct values, -inf, zeros), and the top-k timed both ways on the same rows. Then, on 4096 iid rows of that
-width (k 512) and of 65536 (k 2048), the share of rows the sample misjudges at sample sizes 1024, 2048 and 4096.
+width (k 512) and of 65536 (k 2048), the share of rows the sample misjudges at sample sizes 1024, 2048 and 4096; and
+what one misjudged row costs a call (1 and 128 rows of 65536, k 2048, beside rows the sample judges right).
 
     PYTHONPATH=src python bench/topk_layer_rows.py [--config glm-5.3-flash:8:fp8_ds_mla_nope] [--batches 16,32]
 """
@@ -32,6 +33,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batches", default="16,32")
     ap.add_argument("--context", type=int, default=65536)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--only-iid", action="store_true", help="skip the layer's rows")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("topk_layer_rows: needs a CUDA GPU")
@@ -49,7 +51,7 @@ def main(argv=None) -> int:
         return real_topk(logits, lengths, k, out=out, scratch=scratch)
 
     rows_out = []
-    for b in (int(v) for v in args.batches.split(",")):
+    for b in ([] if args.only_iid else (int(v) for v in args.batches.split(","))):
         spans = [(args.context + 64 * i, 1) for i in range(b)]
         s = make_step(geo, heads, layout, spans, block_size=64, device=dev, seed=b)
         attn = DSAAttention(geo, tp=int(tp), kv_layout=layout, block_size=64, device=dev, max_num_tokens=b,
@@ -113,10 +115,43 @@ def main(argv=None) -> int:
             print(f"iid rows {t} x {w}, k {k}, cap {cap}, sample {sample}: {out_of} rows outside [k, cap] "
                   f"({100 * out_of / t:.2f}%), count mean {float(c.mean()):.0f} sd {float(c.std()):.1f}", flush=True)
         del x, scr, sel
+    # what one retried row costs: rows the sample of 2048 misjudges, found among iid rows, timed in a batch beside
+    # rows it does not (one launch at 1 row, three at 128), and the same batches with a sample of 4096
+    retry = []
+    k, w = 2048, 65536
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(43)
+    x = torch.randn(4096, w, device=dev, generator=gen)
+    lengths = torch.full((4096,), w, dtype=torch.int32, device=dev)
+    cap = select.candidate_capacity(k)
+    (shape, dtype), = topk_scratch_spec(4096, w, k)
+    scr = torch.zeros(shape, dtype=dtype, device=dev)
+    sel = torch.empty((4096, k), dtype=torch.int32, device=dev)
+    select.launch_topk(x, lengths, k, sel, scr, version=4, fused=False, stop=2)
+    c = scr[:, 2 * cap + 3]
+    bad = ((c < k) | (c > cap)).nonzero()[:, 0].tolist()
+    good = ((c >= k) & (c <= cap)).nonzero()[:, 0].tolist()
+    print(f"retry cost: rows the sample of 2048 misjudges: {bad} (counts {[int(c[r]) for r in bad]})", flush=True)
+    for rows in (1, 128):
+        if not bad:
+            break
+        for label, pick in (("with a retried row", [bad[0]] + good[:rows - 1]), ("without", good[:rows])):
+            xb = x[pick].contiguous()
+            lb = lengths[:rows]
+            (shape, dtype), = topk_scratch_spec(rows, w, k)
+            sb = torch.zeros(shape, dtype=dtype, device=dev)
+            ob = torch.empty((rows, k), dtype=torch.int32, device=dev)
+            res = dict(rows=rows, batch=label)
+            for sample in (2048, 4096):
+                fn = graph_replay(lambda sample=sample: select.launch_topk(xb, lb, k, ob, sb, version=4, sample=sample))
+                res[f"sample_{sample}_us"] = time_ms(fn, warmup_ms=5, rep_ms=20) * 1e3
+            retry.append(res)
+            print(f"retry cost: {rows} rows {label}: {res}", flush=True)
+    del x, scr, sel
     if args.out:
         with open(args.out, "w") as f:
             json.dump(dict(provenance=provenance(), config=args.config, context=args.context, rows=rows_out,
-                           iid_misses=misses), f, indent=1)
+                           iid_misses=misses, retry_cost=retry), f, indent=1)
     return 0
 
 
