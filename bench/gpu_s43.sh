@@ -77,6 +77,14 @@
 # 4096 iid rows of 65536, k 2048, timed in a batch of 1 and 128 rows beside rows it judges right), sample 2048 and 4096.
 # PREDICTION: a retried row costs ~50-150 us (one program re-reading 65536 columns, once or twice); then a sample of
 # 4096 pays on average from ~16-32 rows (0.1% a row, +0.7-2.5 us a call).
+# OUTCOME (04dca1b, bench/logs/s43/f/, topk_retry_s43.json): 6 of 4096 rows misjudged by the sample of 2048 (0.07%
+# of 65536-column rows at k 2048 outside [k, cap] in the count; 0 at 4096). A call with one such row: 1 row 61.9 us
+# against 21.9, 128 rows 99.9 against 48.6 (+40 / +51 us); with a sample of 4096 the same batches 24.6 / 50.0 (no
+# retry) against 26.9 / 49.9 without the row. So the prediction's cost held (40-51 us); at +0.7-1.3 us a call for
+# 4096 keys at 128 rows the larger sample pays from ~64 rows (0.07-0.1% x rows x ~50 us).
+# Call `g`: sample_size (4096 keys for 64 to 2 x SMs rows): the top-k GPU tests of the default and the three launches
+# (64 rows: sample 4096); the default against sample 2048 at 64 / 128 / 256 rows of 65536.
+# PREDICTION: tests pass; the default +0.5-1.5 us at each shape on these (retry-free in the bench's medians) rows.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -93,6 +101,7 @@ SC5=1x16880,16x16880,32x16880,64x16880
 VE=v4,v4_s4k,v4_fused_gather,v4_fused_stop1,v4_fused_stop2
 SE=1x65536,16x65536,128x65536,1024x65536
 SE5=1x16880,32x16880
+SG=64x65536,128x65536,256x65536
 case "$1" in
 a)
   for i in 0 1 2 3 4 5; do timeout 150 python bench/topk_v3.py --warm $i/6 --variants $V --shapes $S > $R/warm$i.log 2>&1 & done
@@ -176,6 +185,16 @@ e)
 f)
   timeout 200 python bench/topk_layer_rows.py --only-iid --out $R/topk_retry_s43.json > $R/rows_f.log 2>&1
   echo "retry rc=$?" >> $L; grep -v -i warn $R/rows_f.log >> $L; pack
+  ;;
+g)
+  for i in 0 1 2 3; do timeout 100 python bench/topk_v3.py --warm $i/4 --variants v4,v4_s2k --shapes $SG > $R/warmg$i.log 2>&1 & done
+  timeout 100 python -m pytest -q -p no:cacheprovider tests/gpu/test_indexer_gpu.py -k "topk_sets and (default or 3l)" \
+    > $R/tests_g.log 2>&1
+  echo "tests rc=$? $(tail -n 1 $R/tests_g.log)" >> $L
+  wait
+  timeout 60 python bench/topk_v3.py --variants v4,v4_s2k --shapes $SG --rounds 1 --rep-ms 15 --out $R/topk_sample_s43.json \
+    > $R/bench_g.log 2>&1
+  echo "bench rc=$?" >> $L; grep -v -i warn $R/bench_g.log >> $L; pack
   ;;
 d)
   N=8 LIMIT=300 bash bench/gpu_tests_sharded.sh $R/tests_d tests/gpu/test_indexer_gpu.py tests/gpu/test_backend_gpu.py

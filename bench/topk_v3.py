@@ -100,6 +100,7 @@ VARIANTS = {
     "v4_fused_t8k": dict(version=4, fused=True, fused_tile=8192),
     # session 43: a sample of 4096 (no iid row of 4096 left [k, cap] at 65536 columns, 0.10% at 2048)
     "v4_s4k": dict(version=4, sample=4096),
+    "v4_s2k": dict(version=4, sample=2048),  # the default's sample before sample_size (64 to 2 x SMs rows: 4096)
 }
 STAGE_CUTS = {"v4_stop1_tau": dict(D2, stop=1),
               "v4_stop2_filter": dict(D2, stop=2),

@@ -413,3 +413,10 @@ def test_fused_default_and_rejects():
     scratch = torch.full((2, 2 * 32 + 8), -5, dtype=torch.int32)
     launch_topk(x, n, 4, out, scratch, version=4, cap=32, sample=16)
     _assert_same_sets(out, _expected(x, n, 4))
+
+
+def test_sample_size():
+    """4096 sample keys for 64 to 2 x SMs rows (where the retries a misjudged row costs outweigh the larger sample,
+    session 43, topk_retry_s43.json), 2048 otherwise."""
+    from dsattn.ops.topk.select import sample_size
+    assert [sample_size(r, 132) for r in (1, 32, 63, 64, 128, 264, 265, 4096)] == [2048] * 3 + [4096] * 3 + [2048] * 2

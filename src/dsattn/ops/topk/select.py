@@ -762,6 +762,18 @@ FUSED_TABLE = 8
 FUSED_MAX_TILES = 64
 
 
+def sample_size(rows: int, sms: int) -> int:
+    """launch_topk_v4's default sample: 4096 keys for 64 to 2 x SMs rows, else 2048. A row the sample misjudges (its
+    candidates outside [k, cap]) costs its call the select's retries: H200, CUDA-graph replays, k 2048 x 65536
+    (bench/results/topk_retry_s43.json), 1 row 21.9 -> 61.9 us, 128 rows 48.6 -> 99.9. Of 4096 iid rows the sample of
+    2048 misjudged 0.07-0.10% at k 2048 x 65536 and 0.12% at k 512 x 16880, the sample of 4096 none
+    (topk_layer_rows_c_s43.json, topk_retry_s43.json). 4096 keys cost 0.7-1.3 us a call at 128 rows of 65536 and
+    1.5-5 us at 1-16 (topk_stages_s43.json, topk_retry_s43.json); so from 64 rows (expected retries ~0.05-0.06 a call,
+    ~2.5-3.5 us) the larger sample pays on average and takes the retries' tail away, below it the smaller one is
+    cheaper on average. Past 2 x SMs rows (prefill-sized batches) it was not measured."""
+    return 4096 if 64 <= rows <= 2 * sms else 2048
+
+
 def fused_tiles(width: int, tile: int) -> int:
     """Programs a row of the one-launch path (_v4_fused): one per tile of the row."""
     return -(-width // tile)
@@ -873,10 +885,10 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     (_emit_v4's SEGS: one scan per two filter programs of the row), the same in every run; without it the
     filter's atomics decide the order (SPEC 4 leaves the order free, but the attention sums in it). Its
     16-bit packed counts take cap < 32768 (k <= 8192); past that the order is the atomics' again.
-    sample: the sample's size (a power of two, 2048 by default whatever the cap; before session 43 at most cap, so
-    1024 at k 512, where about 1.6% of long rows missed [k, cap] and took the select's retries, by the sample's
-    order statistics: the glm-5.3-flash layer's rows of 16880 pooled keys gave counts with a spread of 90-126
-    around 768, bench/results/topk_layer_rows_s43.json).
+    sample: the sample's size (a power of two; None: sample_size, 2048 or 4096 keys whatever the cap; before session
+    43 2048 capped at cap, so 1024 at k 512, where about 1.6% of long rows missed [k, cap] and took the select's
+    retries, by the sample's order statistics: the glm-5.3-flash layer's rows of 16880 pooled keys gave counts with a
+    spread of 90-126 around 768, bench/results/topk_layer_rows_s43.json).
     fused: long rows in one launch (_v4_fused: each program a tile of fused_tile columns finds the threshold itself;
     the last of a row to finish selects; the scratch's count and arrival count are zeroed just before). None: where
     fused_tile_default gives a tile (few rows) and the scratch has SCRATCH_META columns past the slots; True needs
@@ -891,7 +903,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     (_v4_fused's STOP: 1 after the threshold, 2 after the arrival), else the three launches'."""
     t, w = logits.shape
     cap = cap or select_capacity(t, w, k, sm_count(logits.device, 132))
-    sample = sample or 2048
+    sample = sample or sample_size(t, sm_count(logits.device, 132))
     if cap < 2 * k or cap & (cap - 1) or sample & (sample - 1) or sample < _GROUP:
         raise ValueError(f"cap must be a power of two >= 2k and sample a power of two >= {_GROUP}")
     for name, v in (("small", small), ("tau_small", tau_small)):
