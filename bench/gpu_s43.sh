@@ -85,6 +85,10 @@
 # Call `g`: sample_size (4096 keys for 64 to 2 x SMs rows): the top-k GPU tests of the default and the three launches
 # (64 rows: sample 4096); the default against sample 2048 at 64 / 128 / 256 rows of 65536.
 # PREDICTION: tests pass; the default +0.5-1.5 us at each shape on these (retry-free in the bench's medians) rows.
+# OUTCOME (7fb86c5, bench/logs/s43/g/, topk_sample_s43.json): tests 16 passed. Graph replays, us, full / ragged rows,
+# default (4096) against 2048: 64 x 65536 47.3 / 51.0 vs 46.5 / 49.9, 128 x 65536 49.3 / 45.1 vs 49.1 / 44.0, 256 x
+# 65536 73.9 / 68.1 vs 70.5 / 64.8. Prediction held at 64 and 128 rows; at 256 rows +3.3 us (expected retries there
+# ~0.2-0.26 a call, ~9-13 us).
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
