@@ -45,7 +45,8 @@ CONFIGS = {
     "v4w2": dict(version=4, fused=False, mode=2, prefetch=False, filt_warps=2, rows_per_thread=1, filt_stages=2),
     "v4tiles": dict(version=4, fused=False, mode=0, rows_per_thread=1, segs=1),
     # the split select (the bucket's steps over a small tensor) and the split, truncated threshold
-    "v4split": dict(version=4, fused=False, mode=2, split=1, small=8, tau_mode=2, tau_split=1, tau_small=8, tau_top=5),
+    "v4split": dict(version=4, fused=False, mode=2, split=1, small=8, tau_mode=2, tau_split=1, tau_small=8,
+                    tau_top=5),
     "v4split_seg4": dict(version=4, fused=False, mode=2, split=2, small=4, tau_mode=2, tau_top=2, segs=4,
                          rows_per_thread=1),
     # early-stopping steps (select and threshold), the threshold fused into one filter program per
@@ -385,8 +386,9 @@ def test_fused_default_and_rejects():
     """fused_tile_default (k 2048 and k 512 as measured in session 43, topk_few_s43.json, topk_rule_s43.json):
     4096-column tiles while every row's tiles have an SM each, then at 8 warps 8192-column ones while they have an
     SM each, or fit two an SM over rows of at least 32768 columns (at 4 warps the 2048-column tiles while two an SM
-    fit), else three launches (0), and always for caps past 4096; rows of more than FUSED_MAX_TILES tiles too. fused=True is refused (before anything is written) for a scratch without the table's columns, rows of
-    more tiles than the table holds, or a tile that is not a power of two."""
+    fit), else three launches (0), and always for caps past 4096; rows of more than FUSED_MAX_TILES tiles too.
+    fused=True is refused (before anything is written) for a scratch without the table's columns, rows of more tiles
+    than the table holds, or a tile that is not a power of two."""
     from dsattn.ops.topk.select import FUSED_MAX_TILES, fused_tile_default
     assert fused_tile_default(1, 65536, 4096, 8, 132) == 4096
     assert fused_tile_default(8, 65536, 4096, 8, 132) == 4096     # 128 programs
