@@ -25,9 +25,10 @@ MAX_TOPK = 8192
 def topk_scratch_spec(num_rows: int, width: int, k: int) -> list[tuple[tuple[int, ...], torch.dtype]]:
     """Scratch ``topk`` needs for rows of `width` columns: a list of (shape, dtype), in argument order.
 
-    One int32 buffer [num_rows, 2 * cap + SCRATCH_META] that holds each row's candidate columns and keys
-    and its threshold and candidate count (cap = the select's candidate capacity for k; width 0 when
-    every row fits it outright).
+    One int32 buffer [num_rows, 2 * cap + SCRATCH_META] that holds each row's candidate columns and keys,
+    its threshold and candidate count, and the one-launch path's arrival count and table (cap = the select's
+    candidate capacity for k; width 0 when every row fits it outright). Its contents need no initial value:
+    every call writes what it reads first.
     """
     num_rows = check_int("num_rows", num_rows, lo=0)
     width = check_int("width", width, lo=0)
