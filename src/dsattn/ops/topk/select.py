@@ -885,10 +885,11 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     (_emit_v4's SEGS: one scan per two filter programs of the row), the same in every run; without it the
     filter's atomics decide the order (SPEC 4 leaves the order free, but the attention sums in it). Its
     16-bit packed counts take cap < 32768 (k <= 8192); past that the order is the atomics' again.
-    sample: the sample's size (a power of two; None: sample_size, 2048 or 4096 keys whatever the cap; before session
-    43 2048 capped at cap, so 1024 at k 512, where about 1.6% of long rows missed [k, cap] and took the select's
-    retries, by the sample's order statistics: the glm-5.3-flash layer's rows of 16880 pooled keys gave counts with a
-    spread of 90-126 around 768, bench/results/topk_layer_rows_s43.json).
+    sample: the sample's size (a power of two; None: sample_size, 2048 or 4096 keys whatever the cap, at most the
+    power of two at or above the width; before session 43 2048 capped at cap, so 1024 at k 512, where about 1.6% of
+    long rows missed [k, cap] and took the select's retries, by the sample's order statistics: the glm-5.3-flash
+    layer's rows of 16880 pooled keys gave counts with a spread of 90-126 around 768,
+    bench/results/topk_layer_rows_s43.json).
     fused: long rows in one launch (_v4_fused: each program a tile of fused_tile columns finds the threshold itself;
     the last of a row to finish selects; the scratch's count and arrival count are zeroed just before). None: where
     fused_tile_default gives a tile (few rows) and the scratch has SCRATCH_META columns past the slots; True needs
@@ -903,7 +904,8 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     (_v4_fused's STOP: 1 after the threshold, 2 after the arrival), else the three launches'."""
     t, w = logits.shape
     cap = cap or select_capacity(t, w, k, sm_count(logits.device, 132))
-    sample = sample or sample_size(t, sm_count(logits.device, 132))
+    # a sample longer than the row's power of two samples nothing more (and costs the CPU interpreter's reductions)
+    sample = sample or min(sample_size(t, sm_count(logits.device, 132)), max(_GROUP, 1 << (w - 1).bit_length()))
     if cap < 2 * k or cap & (cap - 1) or sample & (sample - 1) or sample < _GROUP:
         raise ValueError(f"cap must be a power of two >= 2k and sample a power of two >= {_GROUP}")
     for name, v in (("small", small), ("tau_small", tau_small)):
