@@ -767,10 +767,11 @@ def sample_size(rows: int, sms: int) -> int:
     candidates outside [k, cap]) costs its call the select's retries: H200, CUDA-graph replays, k 2048 x 65536
     (bench/results/topk_retry_s43.json), 1 row 21.9 -> 61.9 us, 128 rows 48.6 -> 99.9. Of 4096 iid rows the sample of
     2048 misjudged 0.07-0.10% at k 2048 x 65536 and 0.12% at k 512 x 16880, the sample of 4096 none
-    (topk_layer_rows_c_s43.json, topk_retry_s43.json). 4096 keys cost 0.7-1.3 us a call at 128 rows of 65536 and
-    1.5-5 us at 1-16 (topk_stages_s43.json, topk_retry_s43.json); so from 64 rows (expected retries ~0.05-0.06 a call,
-    ~2.5-3.5 us) the larger sample pays on average and takes the retries' tail away, below it the smaller one is
-    cheaper on average. Past 2 x SMs rows (prefill-sized batches) it was not measured."""
+    (topk_layer_rows_c_s43.json, topk_retry_s43.json). 4096 keys cost 0.2-1.3 us a call at 64-128 rows of 65536,
+    3.3 at 256 and 1.5-5 us at 1-16 (topk_sample_s43.json, topk_stages_s43.json, topk_retry_s43.json); so from 64
+    rows (expected retries ~0.045-0.064 a call, ~2-3 us) the larger sample pays on average and takes the retries' tail
+    away, below it the smaller one is cheaper on average. Past 2 x SMs rows (prefill-sized batches) it was not
+    measured."""
     return 4096 if 64 <= rows <= 2 * sms else 2048
 
 
@@ -893,9 +894,10 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     fused: long rows in one launch (_v4_fused: each program a tile of fused_tile columns finds the threshold itself;
     the last of a row to finish selects; the scratch's count and arrival count are zeroed just before). None: where
     fused_tile_default gives a tile (few rows) and the scratch has SCRATCH_META columns past the slots; True needs
-    them (fused_tile None: 512 columns a select warp). The one-launch path takes mode, tau_mode, tau_top, early and tau_early as given; it
-    has no split (split, tau_split), no filter knobs (segs, filt_warps, rows_per_thread, prefetch, filt_stages)
-    and lists the selection in column order whatever sort says.
+    them (fused_tile None: 512 columns a select warp). The one-launch path takes mode, tau_mode, tau_top, early and
+    tau_early as given; it has no split (split, tau_split), no filter knobs (segs, filt_warps, rows_per_thread,
+    prefetch, filt_stages) and no register cap (select_maxnreg), and lists the selection in column order whatever
+    sort says.
     The defaults (filt_warps 2, tau_mode 2, tau_top 10, select_maxnreg 80 at k 2048 over > 2 x SMs rows, early,
     tau_early, fuse_tau) are the fastest correct variant of bench/topk_v3.py on the H200 ("v4_fuse_early":
     4096 x 65536 0.582 ms = 5.72x torch.topk, bench/results/topk_v3_final.json; notes/indexer.md).
@@ -903,9 +905,10 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     1 ends after the threshold, 2 after the filter (wrong output); with fused=True the one-launch path's cuts
     (_v4_fused's STOP: 1 after the threshold, 2 after the arrival), else the three launches'."""
     t, w = logits.shape
-    cap = cap or select_capacity(t, w, k, sm_count(logits.device, 132))
+    sms = sm_count(logits.device, 132)
+    cap = cap or select_capacity(t, w, k, sms)
     # a sample longer than the row's power of two samples nothing more (and costs the CPU interpreter's reductions)
-    sample = sample or min(sample_size(t, sm_count(logits.device, 132)), max(_GROUP, 1 << (w - 1).bit_length()))
+    sample = sample or min(sample_size(t, sms), max(_GROUP, 1 << (w - 1).bit_length()))
     if cap < 2 * k or cap & (cap - 1) or sample & (sample - 1) or sample < _GROUP:
         raise ValueError(f"cap must be a power of two >= 2k and sample a power of two >= {_GROUP}")
     for name, v in (("small", small), ("tau_small", tau_small)):
@@ -918,7 +921,6 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
         raise ValueError("scratch rows must be contiguous and 8-byte aligned (int64 candidate slots)")
     sstride = scratch.stride(0) if scratch.dim() == 2 else 0
     select_warps = select_warps or (8 if cap >= 2048 else 4)
-    sms = sm_count(logits.device, 132)
     if long_rows and (stop == 0 or fused) and fused is not False:
         if fused_tile is not None and (fused_tile < 4 or fused_tile & (fused_tile - 1)):
             raise ValueError(f"fused_tile must be a power of two >= 4, got {fused_tile!r}")
