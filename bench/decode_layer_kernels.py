@@ -9,7 +9,8 @@ and each kernel's mean device time a replay, largest first. The sum of the kerne
 between them. Writes bench/results/<--name>.json. --usual-cap (session 41) runs the top-k with the candidate capacity
 of k alone (ops.topk.select.candidate_capacity), as before select_capacity widened it for few rows a little past it.
 --context N (session 43) starts the contexts at N instead of 4096; --topk-3l runs long top-k rows in three launches
-(ops.topk.select.fused_tile_default 0), as before session 43.
+(ops.topk.select.fused_tile_default 0), as before session 43; --bf16-dot runs bf16 indexer queries' products in bf16
+(ops.indexer.logits._dot_operands with dot "bf16"), as before session 44's scaled fp16 products.
 
     PYTHONPATH=src python bench/decode_layer_kernels.py [--configs glm-5:8:fp8_ds_mla,...] [--batches 1,8,32,128]
 """
@@ -42,7 +43,13 @@ def main(argv=None) -> int:
     ap.add_argument("--context", type=int, default=4096, help="request i's context: context + 64 i tokens")
     ap.add_argument("--topk-3l", action="store_true",
                     help="long top-k rows in three launches always (before session 43's one-launch path)")
+    ap.add_argument("--bf16-dot", action="store_true",
+                    help="bf16 indexer queries' products in bf16 (before session 44's scaled fp16 products)")
     args = ap.parse_args(argv)
+    if args.bf16_dot:
+        from dsattn.ops.indexer import logits
+        operands = logits._dot_operands
+        logits._dot_operands = lambda q_dtype, k_dtype, dot: operands(q_dtype, k_dtype, "bf16")
     if args.usual_cap:
         from dsattn.ops.topk import select
         select.select_capacity = lambda rows, width, k, sms: select.candidate_capacity(k)
@@ -56,7 +63,7 @@ def main(argv=None) -> int:
     warm_up_gpu()
     rows = []
     meta = {"calibration": args.calibration, "calls": args.calls, "block_size": 64, "usual_cap": args.usual_cap,
-            "context": args.context, "topk_3l": args.topk_3l,
+            "context": args.context, "topk_3l": args.topk_3l, "bf16_dot": args.bf16_dot,
             "how": "one decode layer's forward captured in a CUDA graph: do_bench replay ms, and torch.profiler "
                    "kernel events of --calls replays (span and each kernel's mean us a replay)"}
     path = None

@@ -238,3 +238,58 @@ def test_paged_rejects():
         indexer_logits_paged(q, w, cache, bt.long(), rr, rl)
     with pytest.raises(ValueError, match="row_len must have shape"):
         indexer_logits_paged(q, w, cache, bt, rr, rl[:1])
+
+
+def _wide_q(t, heads):
+    """bf16 queries whose heads span the range: 2^-100 .. 2^100 times N(0, 1), one head zero, one holding a value 2^-20
+    of its largest (every kernel scales each head by its own power of two into fp16, _q_fp16)."""
+    q = torch.randn(t, heads, 128)
+    q *= torch.tensor([2.0 ** e for e in (0, -100, 100, -30, 40, 7, -3, 12)])[torch.arange(heads) % 8][None, :, None]
+    q[:, 1 % heads] = 0
+    q[:, -1, 5] = q[:, -1].abs().amax(-1) * 2.0 ** -20
+    return q.bfloat16()
+
+
+@pytest.mark.parametrize("kind", ["prefill", "paged", "paged_tma"])
+def test_bf16_queries_fp16_products(kind, monkeypatch):
+    """bf16 queries over fp8 keys run as power-of-two scaled fp16 products: the logits equal the bf16 products'
+    (config dot="bf16") bit for bit, over heads of every magnitude, and the reference's."""
+    from dsattn.ops.indexer import logits
+    heads = 16
+    if kind == "prefill":
+        ks, ke, n = _ragged([21, 40], [5, 4])
+        q, w = _wide_q(len(ks), heads), torch.rand(len(ks), heads)
+        k, k_scale = _k(n, "fp8")
+        run = lambda out, dot: launch_logits(q, w, k, k_scale, ks, ke, out, config=dict(BT=2, splits=2, dot=dot))  # noqa: E731
+        ref = indexer_logits_relative_reference(q, w, k, k_scale, ks, ke, 44)
+    else:
+        monkeypatch.setattr(logits, "_paged_kernel" if kind == "paged_tma" else "_paged_tma_kernel", None)
+        bs = 32 if kind == "paged_tma" else 8
+        cache = _paged_cache(6, bs)
+        block_table = torch.tensor([[3, 0, 5], [1, -1, 2]], dtype=torch.int32)
+        row_req = torch.tensor([0, 1, 1], dtype=torch.int32)
+        row_len = torch.tensor([3 * bs, 2 * bs + 3, 5], dtype=torch.int32)
+        q, w = _wide_q(3, heads), torch.rand(3, heads)
+        cfg = dict(tma=kind == "paged_tma", splits=2)
+        run = lambda out, dot: launch_logits_paged(q, w, cache, block_table, row_req, row_len, out,  # noqa: E731
+                                                   config=dict(cfg, dot=dot))
+        ref = torch.empty(3, 3 * bs + 4)
+        _paged_reference(q, w, cache, block_table, row_req, row_len, ref)
+    got, want = torch.full_like(ref, float("nan")), torch.full_like(ref, float("nan"))
+    run(got, None)
+    run(want, "bf16")
+    assert torch.equal(got, want)
+    fin = ref.isfinite()
+    assert torch.equal(fin, got.isfinite())
+    torch.testing.assert_close(got[fin], ref[fin], rtol=1e-5, atol=0)  # the 2^100 head's logits dominate
+
+
+def test_dot_operands():
+    from dsattn.ops.indexer.logits import _dot_operands, tl
+    assert _dot_operands(formats.FP8, formats.FP8, None) == (tl.float8e4nv, False)
+    assert _dot_operands(torch.bfloat16, formats.FP8, None) == (tl.float16, True)
+    assert _dot_operands(torch.bfloat16, torch.bfloat16, None) == (tl.bfloat16, False)
+    assert _dot_operands(formats.FP8, torch.bfloat16, None) == (tl.bfloat16, False)
+    assert _dot_operands(torch.bfloat16, formats.FP8, "bf16") == (tl.bfloat16, False)
+    with pytest.raises(ValueError, match="config dot"):
+        _dot_operands(torch.bfloat16, formats.FP8, "fp16")

@@ -117,6 +117,51 @@ def test_paged_logits_bad_blocks(impl, bs):
     fin = want.isfinite()
     torch.testing.assert_close(out[fin], want[fin], rtol=2e-3, atol=2e-3 * float(want[fin].abs().max()))
 
+@pytest.mark.parametrize("kind", ["prefill", "paged_tma", "paged_pipe"])
+def test_bf16_queries_fp16_products(kind):
+    """bf16 queries over fp8 keys run as power-of-two scaled fp16 products (logits._q_fp16): the logits are the
+    bf16 products' (config dot="bf16") over heads of every magnitude (a zero head, 2^-60 .. 2^20), and the
+    reference's."""
+    from dsattn.ops.indexer.logits import launch_logits, launch_logits_paged
+    heads = 32
+    mags = torch.tensor([1.0, 2.0 ** -20, 2.0 ** 20, 2.0 ** -60, 0.0, 2.0 ** 7, 3.0, 2.0 ** -3], device=DEV)
+    if kind == "prefill":
+        rows, ctx = 300, 5000
+        k, k_scale = formats.quantize_fp8(torch.randn(ctx, 128, device=DEV))
+        k_scale = k_scale[:, 0].contiguous()
+        ks = torch.randint(0, 50, (rows,), device=DEV, dtype=torch.int32)
+        ke = torch.randint(ctx - 2000, ctx + 1, (rows,), device=DEV, dtype=torch.int32)
+        width = ctx + 3
+        run = lambda q, w, out, dot: launch_logits(q, w, k, k_scale, ks, ke, out, dict(dot=dot))  # noqa: E731
+        want_of = lambda q, w: ref.indexer_logits_relative_reference(q, w, k, k_scale, ks, ke, width)  # noqa: E731
+    else:
+        reqs, bs, per = 40, 64, 30
+        nb = reqs * per + 1
+        cache = formats.new_indexer_cache(nb, bs, device=DEV)
+        write_indexer_cache(torch.randn(nb * bs, 128, device=DEV), cache, torch.arange(nb * bs, device=DEV))
+        table = torch.randperm(nb, device=DEV)[: reqs * per].to(torch.int32).view(reqs, per)
+        rows = reqs
+        row_req = torch.arange(reqs, device=DEV, dtype=torch.int32)
+        row_len = torch.randint(1, per * bs + 1, (reqs,), device=DEV, dtype=torch.int32)
+        width = per * bs
+        tma = kind == "paged_tma"
+        run = lambda q, w, out, dot: launch_logits_paged(q, w, cache, table, row_req, row_len, out,  # noqa: E731
+                                                         dict(tma=tma, dot=dot))
+        want_of = lambda q, w: ref.indexer_logits_paged_reference(q.float(), w, cache, table, row_req, row_len,  # noqa: E731
+                                                                  max_len=width)
+    q = (torch.randn(rows, heads, 128, device=DEV) * mags.repeat(heads // 8)[None, :, None]).bfloat16()
+    w = torch.rand(rows, heads, device=DEV) / 64
+    got = torch.full((rows, width), float("nan"), device=DEV)
+    old = torch.full((rows, width), float("nan"), device=DEV)
+    run(q, w, got, None)
+    run(q, w, old, "bf16")
+    want = want_of(q, w)
+    assert torch.equal(got.isinf(), want.isinf()) and not got.isnan().any()
+    fin = want.isfinite()
+    torch.testing.assert_close(got[fin], old[fin], rtol=1e-6, atol=0)
+    torch.testing.assert_close(got[fin], want[fin], rtol=2e-3, atol=2e-3 * float(want[fin].abs().max()))
+
+
 # the public op (its default version), and v4 with several filter programs per row (candidates in
 # any order), with one (column order), and with the histogram select; the split select and threshold
 TOPK_IMPLS = {"default": None, "v4": dict(version=4), "v4_segs1": dict(version=4, segs=1),

@@ -37,11 +37,25 @@ if triton is not None:
         return tl.sum(tl.reshape(s, (s.shape[0], BT, HP)), axis=2)
 
     @triton.jit
+    def _q_fp16(q_t, w):
+        """bf16 queries q^T [128, N] as fp16 operands for fp8 keys, with their weights [N]: each column is scaled by
+        the power of two 2^s that puts its largest |value| in [2^14, 2^15), its weight by 2^-s. e4m3 widens to fp16
+        in one conversion (to bf16 in two: the conversions, not the memory, held the bf16-query paged kernel at
+        ~2 TB/s). Every value down to 2^-31 of its column's largest is exact in fp16, the products scale by the same
+        power (relu commutes with it), so the weighted logits are the bf16 products' own."""
+        qf = q_t.to(tl.float32)
+        e = (tl.max(tl.abs(qf), axis=0).to(tl.int32, bitcast=True) >> 23) & 0xFF  # biased exponent of the max
+        e = tl.minimum(tl.maximum(e, 15), 254)  # both powers stay normal fp32
+        up = ((268 - e) << 23).to(tl.float32, bitcast=True)  # 2^(14 - (e - 127))
+        down = ((e - 14) << 23).to(tl.float32, bitcast=True)  # its inverse
+        return (qf * up[None, :]).to(tl.float16), w * down
+
+    @triton.jit
     def _logits_kernel(q, stride_qt, stride_qh, w, stride_wt, stride_wh, k, stride_k, k_scale, ks, ke,
                        out, stride_out, num_rows, num_heads, width, num_splits,
                        HP: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr, FILL: tl.constexpr,
-                       HAS_SCALE: tl.constexpr, DOT_DTYPE: tl.constexpr, UPCAST: tl.constexpr):
-        """Grid (cdiv(num_rows, BT), num_splits)."""
+                       HAS_SCALE: tl.constexpr, DOT_DTYPE: tl.constexpr, Q16: tl.constexpr, UPCAST: tl.constexpr):
+        """Grid (cdiv(num_rows, BT), num_splits). Q16: bf16 queries as scaled fp16 (_q_fp16), DOT_DTYPE fp16."""
         row0 = tl.program_id(0) * BT
         split = tl.program_id(1)
         d = tl.arange(0, 128)
@@ -52,8 +66,12 @@ if triton is not None:
         c_head = c % HP
         c_ok = (c_row < num_rows) & (c_head < num_heads)
         q_ptr = q + c_row.to(tl.int64)[None, :] * stride_qt + c_head[None, :] * stride_qh + d[:, None]
-        q_t = tl.load(q_ptr, mask=c_ok[None, :], other=0.0).to(DOT_DTYPE)
+        q_t = tl.load(q_ptr, mask=c_ok[None, :], other=0.0)
         wc = tl.load(w + c_row.to(tl.int64) * stride_wt + c_head * stride_wh, mask=c_ok, other=0.0)
+        if Q16:
+            q_t, wc = _q_fp16(q_t, wc)
+        else:
+            q_t = q_t.to(DOT_DTYPE)
 
         rows = row0 + tl.arange(0, BT)
         r_ok = rows < num_rows
@@ -93,14 +111,18 @@ if triton is not None:
 
     @triton.jit
     def _paged_row(q, stride_qt, stride_qh, w, stride_wt, stride_wh, block_table, stride_bt, row_req, row_len, out,
-                   stride_out, num_heads, width, t, d, HP: tl.constexpr, DOT_DTYPE: tl.constexpr):
+                   stride_out, num_heads, width, t, d, HP: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                   Q16: tl.constexpr):
         """Query row t of a paged kernel: (q^T [128, HP], head weights [HP], positions it scores, its block-table
-        row, its output row)."""
+        row, its output row). Q16: bf16 queries as scaled fp16 (_q_fp16)."""
         h = tl.arange(0, HP)
         h_ok = h < num_heads
-        q_t = tl.load(q + t * stride_qt + h[None, :] * stride_qh + d[:, None], mask=h_ok[None, :],
-                      other=0.0).to(DOT_DTYPE)
+        q_t = tl.load(q + t * stride_qt + h[None, :] * stride_qh + d[:, None], mask=h_ok[None, :], other=0.0)
         wh = tl.load(w + t * stride_wt + h * stride_wh, mask=h_ok, other=0.0)
+        if Q16:
+            q_t, wh = _q_fp16(q_t, wh)
+        else:
+            q_t = q_t.to(DOT_DTYPE)
         n_pos = tl.minimum(tl.maximum(tl.load(row_len + t), 0), width)
         table = block_table + tl.load(row_req + t).to(tl.int64) * stride_bt
         return q_t, wh, n_pos, table, out + t * stride_out
@@ -117,14 +139,14 @@ if triton is not None:
     def _paged_kernel(q, stride_qt, stride_qh, w, stride_wt, stride_wh, cache, num_blocks, block_size,
                       block_table, stride_bt, table_width, row_req, row_len, out, stride_out, num_heads, width,
                       num_splits, HP: tl.constexpr, BN: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                      UPCAST: tl.constexpr):
+                      Q16: tl.constexpr, UPCAST: tl.constexpr):
         """Grid (num_rows, num_splits): one query row, a contiguous share of its positions."""
         t = tl.program_id(0).to(tl.int64)
         split = tl.program_id(1)
         d = tl.arange(0, 128)
         q_t, wh, n_pos, table, out_row = _paged_row(q, stride_qt, stride_qh, w, stride_wt, stride_wh, block_table,
                                                     stride_bt, row_req, row_len, out, stride_out, num_heads, width,
-                                                    t, d, HP, DOT_DTYPE)
+                                                    t, d, HP, DOT_DTYPE, Q16)
         block_bytes = block_size.to(tl.int64) * 132
 
         # the positions 0 .. n_pos - 1 in tiles, shared out among the splits in contiguous runs
@@ -160,7 +182,7 @@ if triton is not None:
     def _paged_tma_kernel(q, stride_qt, stride_qh, w, stride_wt, stride_wh, cache, values, num_blocks, block_size,
                           block_table, stride_bt, table_width, row_req, row_len, out, stride_out,
                           num_heads, width, num_splits, HP: tl.constexpr, BN: tl.constexpr,
-                          DOT_DTYPE: tl.constexpr, UPCAST: tl.constexpr):
+                          DOT_DTYPE: tl.constexpr, Q16: tl.constexpr, UPCAST: tl.constexpr):
         """_paged_kernel's grid and output, its key tiles fetched by the tensor memory accelerator (pipelined by
         Triton) and their scales one tile ahead by hand. `values` describes the key values of the cache as fp8
         [num_blocks, block_size, 128] (strides block_size * 132, 128, 1: a block's values come first). A tile is BN
@@ -171,7 +193,7 @@ if triton is not None:
         d = tl.arange(0, 128)
         q_t, wh, n_pos, table, out_row = _paged_row(q, stride_qt, stride_qh, w, stride_wt, stride_wh, block_table,
                                                     stride_bt, row_req, row_len, out, stride_out, num_heads, width,
-                                                    t, d, HP, DOT_DTYPE)
+                                                    t, d, HP, DOT_DTYPE, Q16)
         tiles_per_block = block_size // BN
         n_tiles = tl.cdiv(n_pos, BN)
         per_split = tl.cdiv(n_tiles, num_splits)
@@ -194,10 +216,17 @@ if triton is not None:
         _fill_tail(out_row, n_pos, width, split, num_splits, BN)
 
 
-def _dot_dtype(q_dtype, k_dtype):
-    if q_dtype == FP8 and k_dtype == FP8:
-        return tl.float8e4nv
-    return tl.bfloat16  # bf16 queries (or mixed): fp8 widens to bf16 exactly
+def _dot_operands(q_dtype, k_dtype, dot):
+    """(DOT_DTYPE, Q16) of a launch. fp8 x fp8 products stay fp8; bf16 queries over fp8 keys take scaled fp16
+    queries (_q_fp16) and fp16 keys; bf16 keys (or fp8 queries over them) take bf16. dot "bf16" forces the
+    bf16 products everywhere (fp8 widens to bf16 exactly): the slower form before session 44, kept to compare."""
+    if dot not in (None, "bf16"):
+        raise ValueError(f"config dot must be None or 'bf16', got {dot!r}")
+    if dot == "bf16":
+        return tl.bfloat16, False
+    if k_dtype == FP8:
+        return (tl.float8e4nv, False) if q_dtype == FP8 else (tl.float16, True)
+    return tl.bfloat16, False
 
 
 def _heads_padded(num_heads: int, bt: int) -> int:
@@ -212,7 +241,7 @@ def default_logits_config(num_rows: int, num_heads: int, device) -> dict:
     # BT * heads = 256 query columns per key tile: the fastest of the sweep on the H200
     # (bench/results/indexer_sweep.json, 8192 x 131072 causal tail, 32 heads: BT 8, BN 64, 4 warps)
     bt = max(1, 256 // max(32, next_pow2(num_heads)))
-    cfg = dict(BT=bt, BN=64, num_warps=4, num_stages=3, splits=None)
+    cfg = dict(BT=bt, BN=64, num_warps=4, num_stages=3, splits=None, dot=None)
     if interpreting():
         cfg.update(BN=16, num_warps=4, num_stages=1)
     return cfg
@@ -220,7 +249,8 @@ def default_logits_config(num_rows: int, num_heads: int, device) -> dict:
 
 def launch_logits(q, weights, k, k_scale, ks, ke, out, config: dict | None = None):
     """config overrides default_logits_config: BT, BN, num_warps, num_stages, splits (None: enough to
-    fill the GPU), dot ("bf16": widen fp8 operands to bf16, products exact at half the fp8 rate)."""
+    fill the GPU), dot (None: _dot_operands' choice; "bf16": widen fp8 operands to bf16, products exact at half the
+    fp8 rate)."""
     t, hi, _ = q.shape
     cfg = {**default_logits_config(t, hi, q.device), **(config or {})}
     bt = cfg["BT"]
@@ -231,11 +261,12 @@ def launch_logits(q, weights, k, k_scale, ks, ke, out, config: dict | None = Non
         splits = max(1, min(64, triton.cdiv(2 * sm_count(q.device, 4), row_blocks)))
     width = out.shape[1]
     fill = 64 if interpreting() else 256
+    dot_dtype, q16 = _dot_operands(q.dtype, k.dtype, cfg.get("dot"))
     _logits_kernel[(row_blocks, splits)](
         q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), k, k.stride(0),
         k_scale if k_scale is not None else weights, ks, ke, out, out.stride(0), t, hi, width, splits,
         HP=hp, BT=bt, BN=cfg["BN"], FILL=fill, HAS_SCALE=k_scale is not None,
-        DOT_DTYPE=tl.bfloat16 if cfg.get("dot") == "bf16" else _dot_dtype(q.dtype, k.dtype), UPCAST=interpreting(),
+        DOT_DTYPE=dot_dtype, Q16=q16, UPCAST=interpreting(),
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
 
 
@@ -274,7 +305,7 @@ def default_paged_config(num_rows: int, width: int, device) -> dict:
     loads), 64 positions, 4 warps, 3 stages: the fastest of session 42's H200 sweep at every shape of it
     (bench/results/paged_logits_tma_s42.json); the pipelined loads keep the 4 stages of their first sweep
     (bench/results/indexer_decode.json). splits None: paged_splits."""
-    cfg = dict(BN=64, num_warps=4, num_stages=None, splits=None, tma=None)
+    cfg = dict(BN=64, num_warps=4, num_stages=None, splits=None, tma=None, dot=None)
     if interpreting():
         cfg.update(BN=16, num_stages=1)
     return cfg
@@ -283,14 +314,15 @@ def default_paged_config(num_rows: int, width: int, device) -> dict:
 def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len, out, config: dict | None = None):
     """config overrides default_paged_config: BN, num_warps, num_stages, splits (None: paged_splits for the
     tensor-descriptor kernel), tma (True: the tensor-descriptor kernel wherever it runs, block sizes that are
-    multiples of 16; False: the pipelined-load kernel, which runs any block size; None: the default's choice)."""
+    multiples of 16; False: the pipelined-load kernel, which runs any block size; None: the default's choice), dot
+    (as launch_logits')."""
     t, hi, _ = q.shape
     width = out.shape[1]
     cfg = {**default_paged_config(t, width, q.device), **(config or {})}
     hp = _heads_padded(hi, 1)
     nb, bs, _ = indexer_cache.shape
     fp8 = q.dtype == FP8
-    dot_dtype = tl.float8e4nv if fp8 else tl.bfloat16
+    dot_dtype, q16 = _dot_operands(q.dtype, FP8, cfg["dot"])
     # a descriptor needs 16-byte strides (block_size * 132) and a 16-byte aligned cache; a tile >= 16 positions.
     # By default only 64-key tiles: 16-key ones (glm-5.3-flash's pooled block 16) lost to the pipelined loads from
     # 32 rows on (H200, session 42: 128 rows 36.6 vs 22.3 us fp8, 59.8 vs 46.8 bf16; paged_logits_pooled_s42.json)
@@ -316,11 +348,11 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
         _paged_tma_kernel[(t, splits)](
             q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), indexer_cache, values, nb, bs,
             block_table, block_table.stride(0), block_table.shape[1], row_req, row_len, out, out.stride(0), hi,
-            width, splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, UPCAST=interpreting(),
+            width, splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, Q16=q16, UPCAST=interpreting(),
             num_warps=cfg["num_warps"], num_stages=stages)
         return
     _paged_kernel[(t, splits)](
         q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), indexer_cache, nb, bs,
         block_table, block_table.stride(0), block_table.shape[1], row_req, row_len, out, out.stride(0), hi, width,
-        splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, UPCAST=interpreting(),
+        splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, Q16=q16, UPCAST=interpreting(),
         num_warps=cfg["num_warps"], num_stages=stages)

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Session 44: bf16 indexer queries over the fp8 key cache. The sm_90a compile check of _paged_tma_kernel (bf16
+# queries) showed per 64-key tile and thread 32 F2FP (e4m3x2 -> f16x2) and 64 F2F (f16 -> bf16, one per value, a
+# quarter-rate pipe) against none with fp8 queries: ~768 conversion cycles a tile an SM against ~560 for its 8448
+# bytes at 4 TB/s / 132 SMs, so the bf16-query paged logits ran at ~2 TB/s (64K contexts, 32 requests: 132 us in the
+# glm-5 TP8 layer, session 43). New (ops/indexer/logits._q_fp16): bf16 queries as fp16, each head scaled by the power
+# of two that puts its largest |value| in [2^14, 2^15) (its weight by the inverse), keys widened e4m3 -> fp16 (one
+# F2FP per two values, no F2F); exact, so the logits should equal the bf16 products' bit for bit. Prefill logits with
+# bf16 queries over fp8 keys take the same form.
+# Call `a`: the indexer logits GPU tests and the backend GPU file; bench/logits_bf16q.py (prefill and paged, fp16 vs
+# bf16 products vs fp8 queries, graph replays, bit-equality); decode layers with and without --bf16-dot at 4K (glm-5
+# TP8, 1-128 requests) and 64K contexts (glm-5, glm-5.3-flash TP8, 1-32 requests).
+# PREDICTION: tests pass; bf16 queries' paged logits close to fp8 queries' (4K 128 requests 66.7 -> ~45 us, 64K 32
+# requests ~132 -> ~75 us), bit-equal to the bf16 products; prefill bf16 queries 1.2-1.5x faster (its conversions
+# are shared by 8 rows but still comparable to the products); layers: glm-5 64K 32 requests ~203 -> ~150 us, 4K
+# 128 requests ~163 -> ~140; 1-8 requests unchanged within ~1 us.
+set -u
+export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
+unset TRITON_INTERPRET
+R=$OUT/r; mkdir -p $R; L=$OUT/s44.log
+nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
+pack() { tar -czf $OUT/r.tgz -C $OUT r s44.log; }
+layers() {  # $1 name suffix, then extra args
+  local n=$1; shift
+  for m in "" "--bf16-dot"; do
+    timeout 110 python bench/decode_layer_kernels.py "$@" $m --out $R --name decode_layer_${n}${m:+_bf16dot} \
+      > $R/layer_${n}$m.log 2>&1
+    echo "layer $n $m rc=$?" >> $L; grep -v -i warn $R/layer_${n}$m.log >> $L; pack
+  done
+}
+case "$1" in
+a)
+  N=4 K="logits or fp16" LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_a tests/gpu/test_indexer_gpu.py &
+  N=6 LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_a_backend tests/gpu/test_backend_gpu.py
+  wait
+  cat $R/tests_a/summary.log $R/tests_a_backend/summary.log >> $L; pack
+  timeout 150 python bench/logits_bf16q.py --out $R --name logits_bf16q_s44 > $R/bench_a.log 2>&1
+  echo "bench rc=$?" >> $L; grep -v -i warn $R/bench_a.log >> $L; pack
+  layers 64k_s44 --configs glm-5:8:fp8_ds_mla,glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,4,16,32 --context 65536
+  layers kernels_s44 --configs glm-5:8:fp8_ds_mla --batches 1,8,32,128
+  ;;
+esac
