@@ -14,6 +14,18 @@
 # requests ~132 -> ~75 us), bit-equal to the bf16 products; prefill bf16 queries 1.2-1.5x faster (its conversions
 # are shared by 8 rows but still comparable to the products); layers: glm-5 64K 32 requests ~203 -> ~150 us, 4K
 # 128 requests ~163 -> ~140; 1-8 requests unchanged within ~1 us.
+# OUTCOME (ebbfbfa, bench/logs/s44/a/): tests 42 (indexer logits) + 19 (backend) passed. Every bf16-query logit
+# bit-equal to the bf16 products (logits_bf16q_s44.json). Paged, graph replays, us, bf16 products -> fp16 (fp8
+# queries): 4K contexts 32 requests 14.9 -> 10.7 (8.4), 128 requests 67.5 -> 47.7 (41.7), 128 x 64 heads 76.8 ->
+# 61.3 (44.2); 64K contexts 4 requests 19.2 -> 13.2 (10.8), 16 65.8 -> 42.5 (40.0), 32 126.4 -> 78.7 (74.7: 3.5 TB/s
+# against 2.2); 1-8 requests 0.0-0.2 us less; pooled block 16 (the pipelined kernel) 128 requests 47.8 -> 39.3 (22.3).
+# Prefill bf16 queries 1.08-1.17x, below the prediction (1024 x 16384 0.494 -> 0.435 ms, 4096 x 65536 6.05 -> 5.15,
+# 64 heads 9.20 -> 8.51; fp8 queries 0.209 / 2.54 / 4.46). Layer spans, default against --bf16-dot, us: glm-5 TP8 64K
+# 1 / 4 / 16 / 32 requests 38.3 -> 38.1, 58.5 -> 51.0, 120.0 -> 94.6, 203.7 -> 153.3; glm-5.3-flash TP8 64K 36.2 ->
+# 36.0, 70.3 -> 62.8, 93.0 -> 83.4, 157.0 -> 106.2; glm-5 TP8 4K 1 / 8 / 32 / 128 31.5 -> 31.6, 37.9 -> 37.6, 59.3 ->
+# 55.2, 162.5 -> 142.5. The paged prediction held (64K 32 requests 78.7, 4K 128 requests 47.7 against ~45); the
+# layers' held at 64K, the 4K 128-request layer ~143 against ~140. glm-5.3-flash's pooled logits (_paged_kernel, block
+# 16) now lead its 64K layer: 54.5 of 106.2 us at 32 requests (71 MB: 1.3 TB/s).
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
