@@ -26,20 +26,34 @@
 # 55.2, 162.5 -> 142.5. The paged prediction held (64K 32 requests 78.7, 4K 128 requests 47.7 against ~45); the
 # layers' held at 64K, the 4K 128-request layer ~143 against ~140. glm-5.3-flash's pooled logits (_paged_kernel, block
 # 16) now lead its 64K layer: 54.5 of 106.2 us at 32 requests (71 MB: 1.3 TB/s).
+# Call `b`: the pipelined paged logits (_paged_kernel: block sizes not a multiple of 64, glm-5.3-flash's pooled cache
+# of block 16) with each tile's block ids and scales loaded one iteration ahead by hand (_pos_blocks, as the
+# descriptor kernel does). The compile check (sm_90a) showed the old loop kept one key buffer (the block-id load and
+# the key load one chain) and loaded scales synchronously; with the ids ahead the pipeliner keeps three key buffers
+# (async_wait num 2; the block ids of the tile three ahead are still loaded synchronously for its address). Indexer
+# paged GPU tests (with the old loop as `pipe_noahead`); bench/paged_logits_sweep.py at pooled shapes (4K contexts /
+# 4; 16896-key rows = 64K contexts / 4; block 64 cases through tma=False) by split count; glm-5.3-flash layers at 64K
+# and 4K contexts with and without --paged-noahead.
+# PREDICTION: tests pass; pooled 128 requests bf16 39.3 -> ~25 us, fp8 22.3 -> ~15; 32 x 16896 bf16 ~54 -> ~30;
+# glm-5.3-flash 64K layer at 32 requests 106 -> ~85 us, 4K at 128 requests ~10 us less; 1-8 requests unchanged (one
+# tile a program).
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
 R=$OUT/r; mkdir -p $R; L=$OUT/s44.log
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
 pack() { tar -czf $OUT/r.tgz -C $OUT r s44.log; }
-layers() {  # $1 name suffix, then extra args
-  local n=$1; shift
-  for m in "" "--bf16-dot"; do
-    timeout 110 python bench/decode_layer_kernels.py "$@" $m --out $R --name decode_layer_${n}${m:+_bf16dot} \
+layers() {  # $1 name suffix, $2 the A/B flag, then extra args
+  local n=$1 f=$2; shift 2
+  for m in "" "$f"; do
+    timeout 110 python bench/decode_layer_kernels.py "$@" $m --out $R --name decode_layer_${n}${m:+_${f//-/}} \
       > $R/layer_${n}$m.log 2>&1
     echo "layer $n $m rc=$?" >> $L; grep -v -i warn $R/layer_${n}$m.log >> $L; pack
   done
 }
+CB=pooled:1:32:bf16,pooled:8:32:bf16,pooled:32:32:bf16,pooled:128:32:bf16,pooled:128:32:fp8,upooled:4:32:bf16:16896
+CB=$CB,upooled:16:32:bf16:16896,upooled:32:32:bf16:16896,upooled:32:32:fp8:16896,layer:128:32:bf16
+CB=$CB,uniform:32:32:bf16:65536
 case "$1" in
 a)
   N=4 K="logits or fp16" LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_a tests/gpu/test_indexer_gpu.py &
@@ -48,7 +62,16 @@ a)
   cat $R/tests_a/summary.log $R/tests_a_backend/summary.log >> $L; pack
   timeout 150 python bench/logits_bf16q.py --out $R --name logits_bf16q_s44 > $R/bench_a.log 2>&1
   echo "bench rc=$?" >> $L; grep -v -i warn $R/bench_a.log >> $L; pack
-  layers 64k_s44 --configs glm-5:8:fp8_ds_mla,glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,4,16,32 --context 65536
-  layers kernels_s44 --configs glm-5:8:fp8_ds_mla --batches 1,8,32,128
+  layers 64k_s44 --bf16-dot --configs glm-5:8:fp8_ds_mla,glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,4,16,32 --context 65536
+  layers kernels_s44 --bf16-dot --configs glm-5:8:fp8_ds_mla --batches 1,8,32,128
+  ;;
+b)
+  N=4 K="paged or fp16" LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_b tests/gpu/test_indexer_gpu.py
+  cat $R/tests_b/summary.log >> $L; pack
+  timeout 200 python bench/paged_logits_sweep.py --cases $CB --kernels default,noahead,pipe,pipe_noahead \
+    --splits rule,8,16,32,64 --out $R --name paged_ahead_s44 > $R/sweep_b.log 2>&1
+  echo "sweep rc=$?" >> $L; grep -v -i warn $R/sweep_b.log >> $L; pack
+  layers 64k_ahead_s44 --paged-noahead --configs glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,4,16,32 --context 65536
+  layers ahead_s44 --paged-noahead --configs glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,8,32,128
   ;;
 esac

@@ -7,7 +7,8 @@ requests of 4K + 64 i tokens and 152 us at 128 requests (0.9 TB/s of its 138 MB)
 4096 + 64 i tokens (as bench/decode_layer_kernels.py; the chunk as wide as its longest row), a quarter of those over
 a block-16 cache (glm-5.3-flash's pooled keys) and bench kernels_indexer's uniform 65536 / 131072-token decodes. Kernels (KERNELS): the default, the pipelined loads (`pipe`), `old` (the default before
 session 42: pipelined loads, 4 stages, min(16, 2048 / rows) splits), key tiles by tensor descriptor
-(`tma_s<num_stages>`), the default with bf16 products (`bf16dot`: bf16 queries' form before session 44); each at launch_logits_paged's own split rule (`rule`), at `fill` (fill_splits, a
+(`tma_s<num_stages>`), the pipelined loads with block ids and scales loaded in their own iteration (`noahead`,
+`pipe_noahead`: before session 44), the default with bf16 products (`bf16dot`: bf16 queries' form before session 44); each at launch_logits_paged's own split rule (`rule`), at `fill` (fill_splits, a
 rule tried in session 42) and at fixed split counts (`all`: one tile a program). Each variant's logits are compared with
 the default's (same inputs). Rounds alternate the variants; a timing is one replay of a graph of --calls launches
 divided by --calls. Writes bench/results/<--name>.json.
@@ -34,7 +35,9 @@ CASES = ("layer:1:32:bf16,layer:8:32:bf16,layer:32:32:bf16,layer:128:32:bf16,lay
 KERNELS = {"default": {}, "pipe": {"tma": False, "num_stages": 4}, "old": {"tma": False, "num_stages": 4},
            "tma_s3": {"tma": True, "num_stages": 3}, "tma_s4": {"tma": True, "num_stages": 4},
            "tma_s6": {"tma": True, "num_stages": 6}, "tma_s4_w8": {"tma": True, "num_stages": 4, "num_warps": 8},
-           "bf16dot": {"dot": "bf16"}}  # bf16 queries' products in bf16, the default before session 44
+           "bf16dot": {"dot": "bf16"},  # bf16 queries' products in bf16, the default before session 44
+           # the pipelined loads with the block ids and scales loaded in the iteration itself (before session 44)
+           "noahead": {"ahead": False}, "pipe_noahead": {"tma": False, "num_stages": 4, "ahead": False}}
 
 
 def fill_splits(rows, tiles, sms):
@@ -44,11 +47,12 @@ def fill_splits(rows, tiles, sms):
 
 def make_case(spec: str, dev):
     """kind:requests:heads:dtype[:ctx] -> dict of inputs. layer: contexts 4096 + 64 i, block 64; pooled: a quarter of
-    those, block 16 (glm-5.3-flash's k-pool of 4); uniform: every request ctx, block 64."""
+    those, block 16 (glm-5.3-flash's k-pool of 4); uniform: every request ctx, block 64; upooled: every request ctx,
+    block 16."""
     parts = spec.split(":")
     kind, reqs, heads, qd = parts[0], int(parts[1]), int(parts[2]), parts[3]
-    bs = 16 if kind == "pooled" else 64
-    if kind == "uniform":
+    bs = 16 if kind in ("pooled", "upooled") else 64
+    if kind in ("uniform", "upooled"):
         ctxs = [int(parts[4])] * reqs
     else:
         ctxs = [(4096 + 64 * i) // (4 if kind == "pooled" else 1) for i in range(reqs)]

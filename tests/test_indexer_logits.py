@@ -95,9 +95,10 @@ def _paged_cache(num_blocks, bs):
 
 
 @pytest.mark.parametrize("qd", ["fp8", "bf16"])
-@pytest.mark.parametrize("heads, splits", [(4, 1), (32, 3)])
-def test_paged_logits(qd, heads, splits):
-    """Block size 8: the pipelined-load kernel (the tensor-descriptor one needs multiples of 32)."""
+@pytest.mark.parametrize("heads, splits, ahead", [(4, 1, True), (32, 3, True), (32, 3, False)])
+def test_paged_logits(qd, heads, splits, ahead):
+    """Block size 8: the pipelined-load kernel (the tensor-descriptor one needs multiples of 32), its block ids and
+    scales loaded a tile ahead (the default) or in their own iteration."""
     bs, nb = 8, 9
     cache = _paged_cache(nb, bs)
     block_table = torch.randperm(nb).to(torch.int32)[:8].view(2, 4)
@@ -106,7 +107,7 @@ def test_paged_logits(qd, heads, splits):
     q, w = _q(5, heads, qd), torch.rand(5, heads)
     width = 36
     out = torch.full((5, width), float("nan"))
-    launch_logits_paged(q, w, cache, block_table, row_req, row_len, out, config=dict(splits=splits))
+    launch_logits_paged(q, w, cache, block_table, row_req, row_len, out, config=dict(splits=splits, ahead=ahead))
     ref = indexer_logits_paged_reference(q.float(), w, cache, block_table, row_req, row_len, max_len=width)
     _check(out, ref)
 

@@ -136,11 +136,26 @@ if triton is not None:
             tl.store(out_row + pos, tl.full((BN,), NEG_INF, tl.float32), mask=pos < width)
 
     @triton.jit
+    def _pos_blocks(cache, table, table_width, num_blocks, block_size, tile, n_tiles, n_pos, BN: tl.constexpr):
+        """(block ids, fp32 key scales) of tile `tile`'s BN positions (any block size): -1 and zeros at a position past
+        n_pos or the block table, a block id outside [0, num_blocks), or tile >= n_tiles."""
+        pos = tile * BN + tl.arange(0, BN)
+        page = pos // block_size
+        live = (pos < n_pos) & (page < table_width) & (tile < n_tiles)
+        blk = tl.load(table + page, mask=live, other=-1)
+        ok = live & (blk >= 0) & (blk < num_blocks)
+        base = cache + tl.where(ok, blk, 0).to(tl.int64) * block_size * 132 + block_size * 128
+        scale = tl.load((base + (pos % block_size) * 4).to(tl.pointer_type(tl.float32)), mask=ok, other=0.0)
+        return tl.where(ok, blk, -1), scale
+
+    @triton.jit
     def _paged_kernel(q, stride_qt, stride_qh, w, stride_wt, stride_wh, cache, num_blocks, block_size,
                       block_table, stride_bt, table_width, row_req, row_len, out, stride_out, num_heads, width,
                       num_splits, HP: tl.constexpr, BN: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                      Q16: tl.constexpr, UPCAST: tl.constexpr):
-        """Grid (num_rows, num_splits): one query row, a contiguous share of its positions."""
+                      Q16: tl.constexpr, AHEAD: tl.constexpr, UPCAST: tl.constexpr):
+        """Grid (num_rows, num_splits): one query row, a contiguous share of its positions. AHEAD: each tile's block
+        ids and scales loaded one iteration ahead by hand (_pos_blocks), so the key loads' addresses do not wait on a
+        load of their own iteration."""
         t = tl.program_id(0).to(tl.int64)
         split = tl.program_id(1)
         d = tl.arange(0, 128)
@@ -153,17 +168,34 @@ if triton is not None:
         n_tiles = tl.cdiv(n_pos, BN)
         per_split = tl.cdiv(n_tiles, num_splits)
         first = split * per_split
-        for i in range(tl.minimum(per_split, n_tiles - first)):
-            pos = (first + i) * BN + tl.arange(0, BN)
-            page = pos // block_size
-            blk = tl.load(table + page, mask=(pos < n_pos) & (page < table_width), other=-1)
-            ok = (pos < n_pos) & (blk >= 0) & (blk < num_blocks)
-            base = cache + tl.where(ok, blk, 0).to(tl.int64) * block_bytes
-            off = (pos % block_size).to(tl.int64)
-            k_tile = tl.load(base[:, None] + off[:, None] * 128 + d[None, :], mask=ok[:, None], other=0)
-            scale = tl.load((base + block_size * 128 + off * 4).to(tl.pointer_type(tl.float32)), mask=ok, other=0.0)
-            s = _scores(k_tile.to(tl.float8e4nv, bitcast=True).to(DOT_DTYPE), q_t, wh, HP, 1, UPCAST)
-            tl.store(out_row + pos, tl.where(ok, tl.reshape(s, (BN,)) * scale, NEG_INF), mask=pos < n_pos)
+        if AHEAD:
+            last = tl.minimum(first + per_split, n_tiles)
+            blk, scale = _pos_blocks(cache, table, table_width, num_blocks, block_size, first, last, n_pos, BN)
+            for tile in range(first, last):
+                # the next tile's block ids and scales are loaded here and used in the next iteration
+                blk_next, scale_next = _pos_blocks(cache, table, table_width, num_blocks, block_size, tile + 1, last,
+                                                   n_pos, BN)
+                pos = tile * BN + tl.arange(0, BN)
+                ok = blk >= 0
+                off = (pos % block_size).to(tl.int64)
+                base = cache + tl.where(ok, blk, 0).to(tl.int64) * block_bytes
+                k_tile = tl.load(base[:, None] + off[:, None] * 128 + d[None, :], mask=ok[:, None], other=0)
+                s = _scores(k_tile.to(tl.float8e4nv, bitcast=True).to(DOT_DTYPE), q_t, wh, HP, 1, UPCAST)
+                tl.store(out_row + pos, tl.where(ok, tl.reshape(s, (BN,)) * scale, NEG_INF), mask=pos < n_pos)
+                blk, scale = blk_next, scale_next
+        else:
+            for i in range(tl.minimum(per_split, n_tiles - first)):
+                pos = (first + i) * BN + tl.arange(0, BN)
+                page = pos // block_size
+                blk = tl.load(table + page, mask=(pos < n_pos) & (page < table_width), other=-1)
+                ok = (pos < n_pos) & (blk >= 0) & (blk < num_blocks)
+                base = cache + tl.where(ok, blk, 0).to(tl.int64) * block_bytes
+                off = (pos % block_size).to(tl.int64)
+                k_tile = tl.load(base[:, None] + off[:, None] * 128 + d[None, :], mask=ok[:, None], other=0)
+                scale = tl.load((base + block_size * 128 + off * 4).to(tl.pointer_type(tl.float32)), mask=ok,
+                                other=0.0)
+                s = _scores(k_tile.to(tl.float8e4nv, bitcast=True).to(DOT_DTYPE), q_t, wh, HP, 1, UPCAST)
+                tl.store(out_row + pos, tl.where(ok, tl.reshape(s, (BN,)) * scale, NEG_INF), mask=pos < n_pos)
         _fill_tail(out_row, n_pos, width, split, num_splits, BN)
 
     @triton.jit
@@ -305,7 +337,7 @@ def default_paged_config(num_rows: int, width: int, device) -> dict:
     loads), 64 positions, 4 warps, 3 stages: the fastest of session 42's H200 sweep at every shape of it
     (bench/results/paged_logits_tma_s42.json); the pipelined loads keep the 4 stages of their first sweep
     (bench/results/indexer_decode.json). splits None: paged_splits."""
-    cfg = dict(BN=64, num_warps=4, num_stages=None, splits=None, tma=None, dot=None)
+    cfg = dict(BN=64, num_warps=4, num_stages=None, splits=None, tma=None, dot=None, ahead=True)
     if interpreting():
         cfg.update(BN=16, num_stages=1)
     return cfg
@@ -354,5 +386,5 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
     _paged_kernel[(t, splits)](
         q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), indexer_cache, nb, bs,
         block_table, block_table.stride(0), block_table.shape[1], row_req, row_len, out, out.stride(0), hi, width,
-        splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, Q16=q16, UPCAST=interpreting(),
+        splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, Q16=q16, AHEAD=bool(cfg["ahead"]), UPCAST=interpreting(),
         num_warps=cfg["num_warps"], num_stages=stages)
