@@ -10,9 +10,9 @@ between them. Writes bench/results/<--name>.json. --usual-cap (session 41) runs 
 of k alone (ops.topk.select.candidate_capacity), as before select_capacity widened it for few rows a little past it.
 --context N (session 43) starts the contexts at N instead of 4096; --topk-3l runs long top-k rows in three launches
 (ops.topk.select.fused_tile_default 0), as before session 43; --bf16-dot runs bf16 indexer queries' products in bf16
-(ops.indexer.logits._dot_operands with dot "bf16"), as before session 44's scaled fp16 products; --paged-noahead runs
-the pipelined paged logits (block sizes not a multiple of 64) with block ids and scales loaded in their own iteration,
-as before session 44.
+(ops.indexer.logits._dot_operands with dot "bf16"), as before session 44's scaled fp16 products; --paged-old runs the
+pipelined paged logits (block sizes not a multiple of 64) as before session 44: block ids and scales loaded in their
+own iteration, min(16, 2048 / rows) splits past 4 x SMs one-tile programs.
 
     PYTHONPATH=src python bench/decode_layer_kernels.py [--configs glm-5:8:fp8_ds_mla,...] [--batches 1,8,32,128]
 """
@@ -47,13 +47,13 @@ def main(argv=None) -> int:
                     help="long top-k rows in three launches always (before session 43's one-launch path)")
     ap.add_argument("--bf16-dot", action="store_true",
                     help="bf16 indexer queries' products in bf16 (before session 44's scaled fp16 products)")
-    ap.add_argument("--paged-noahead", action="store_true",
-                    help="the pipelined paged logits' block ids and scales in their own iteration (before session 44)")
+    ap.add_argument("--paged-old", action="store_true",
+                    help="the pipelined paged logits' loop and split rule before session 44")
     args = ap.parse_args(argv)
-    if args.paged_noahead:
+    if args.paged_old:
         from dsattn.ops.indexer import logits
-        paged_config = logits.default_paged_config
-        logits.default_paged_config = lambda *a: dict(paged_config(*a), ahead=False)
+        logits.pipe_ahead = lambda tiles_per_program: False
+        logits.pipe_splits = lambda rows, tiles, sms: tiles if rows * tiles <= 4 * sms else min(16, -(-2048 // rows))
     if args.bf16_dot:
         from dsattn.ops.indexer import logits
         operands = logits._dot_operands
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     warm_up_gpu()
     rows = []
     meta = {"calibration": args.calibration, "calls": args.calls, "block_size": 64, "usual_cap": args.usual_cap,
-            "context": args.context, "topk_3l": args.topk_3l, "bf16_dot": args.bf16_dot, "paged_noahead": args.paged_noahead,
+            "context": args.context, "topk_3l": args.topk_3l, "bf16_dot": args.bf16_dot, "paged_old": args.paged_old,
             "how": "one decode layer's forward captured in a CUDA graph: do_bench replay ms, and torch.profiler "
                    "kernel events of --calls replays (span and each kernel's mean us a replay)"}
     path = None

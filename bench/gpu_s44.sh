@@ -37,6 +37,21 @@
 # PREDICTION: tests pass; pooled 128 requests bf16 39.3 -> ~25 us, fp8 22.3 -> ~15; 32 x 16896 bf16 ~54 -> ~30;
 # glm-5.3-flash 64K layer at 32 requests 106 -> ~85 us, 4K at 128 requests ~10 us less; 1-8 requests unchanged (one
 # tile a program).
+# OUTCOME (ba6c5c5, bench/logs/s44/b/): tests 45 passed; logits equal to the default's everywhere. A tile ahead wins
+# only with many tiles a program (paged_ahead_s44.json, graph replays, us, ahead / in its own iteration): 32 x 16896
+# pooled keys (16 splits, 16.5 tiles a program) bf16 48.2 / 54.7, fp8 30.2 / 40.0; 16 x 16896 at 32 splits 28.3 /
+# 30.4; but one tile a program (1-32 requests of 4K / 4) 5.6 / 4.5, 6.7 / 5.5, 10.3 / 9.4, and 128 x 3056 at its 16
+# splits (3 tiles) 42.8 / 39.3 (8 splits: 35.3 / 36.1). The old split rule (min(16, 2048 / rows)) is poor for long
+# rows: 4 x 16896 took 29.4 us at its 16 splits, 13.4 at 64. Layers (glm-5.3-flash TP8, span, ahead against
+# --paged-noahead): 64K 1 / 4 / 16 / 32 requests 36.1 / 61.2 / 71.1 / 99.3 against 34.9 / 61.9 / 80.0 / 105.7; 4K
+# 1 / 8 / 32 / 128 26.4 / 32.0 / 44.7 / 126.3 against 25.2 / 30.8 / 44.1 / 123.9. The prediction failed: far less
+# than predicted at 4K-context shapes, and a loss at one tile a program.
+# Call `c`: pipe_splits (one tile a program up to 4 x SMs programs, else about 4 x SMs programs) and pipe_ahead (a
+# tile ahead from 6 tiles a program); the pooled sweep at more split counts; glm-5.3-flash layers against
+# --paged-old (session 43's loop and split rule).
+# PREDICTION: tests pass; pooled 128 x 3056 bf16 (5 splits, ahead) ~34 us (39.3 before); 4 x 16896 (132 splits, no
+# ahead) ~12; 16 x 16896 (33, ahead) ~28; 32 x 16896 (17, ahead) ~48; layers 64K 16 / 32 requests ~9 / ~6 us less than
+# --paged-old, 4K 1-32 requests unchanged, 128 ~4 us less.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -54,6 +69,8 @@ layers() {  # $1 name suffix, $2 the A/B flag, then extra args
 CB=pooled:1:32:bf16,pooled:8:32:bf16,pooled:32:32:bf16,pooled:128:32:bf16,pooled:128:32:fp8,upooled:4:32:bf16:16896
 CB=$CB,upooled:16:32:bf16:16896,upooled:32:32:bf16:16896,upooled:32:32:fp8:16896,layer:128:32:bf16
 CB=$CB,uniform:32:32:bf16:65536
+CC=pooled:8:32:bf16,pooled:32:32:bf16,pooled:128:32:bf16,pooled:128:32:fp8,upooled:1:32:bf16:16896
+CC=$CC,upooled:4:32:bf16:16896,upooled:16:32:bf16:16896,upooled:32:32:bf16:16896,upooled:32:32:fp8:16896
 case "$1" in
 a)
   N=4 K="logits or fp16" LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_a tests/gpu/test_indexer_gpu.py &
@@ -71,7 +88,16 @@ b)
   timeout 200 python bench/paged_logits_sweep.py --cases $CB --kernels default,noahead,pipe,pipe_noahead \
     --splits rule,8,16,32,64 --out $R --name paged_ahead_s44 > $R/sweep_b.log 2>&1
   echo "sweep rc=$?" >> $L; grep -v -i warn $R/sweep_b.log >> $L; pack
-  layers 64k_ahead_s44 --paged-noahead --configs glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,4,16,32 --context 65536
-  layers ahead_s44 --paged-noahead --configs glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,8,32,128
+  layers 64k_ahead_s44 --paged-old --configs glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,4,16,32 --context 65536
+  layers ahead_s44 --paged-old --configs glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,8,32,128
+  ;;
+c)
+  N=4 K="paged or fp16" LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_c tests/gpu/test_indexer_gpu.py
+  cat $R/tests_c/summary.log >> $L; pack
+  timeout 240 python bench/paged_logits_sweep.py --cases $CC --kernels default,pipe_ahead,pipe_noahead \
+    --splits rule,4,5,8,16,32,64,128,all --out $R --name paged_pipe_s44 > $R/sweep_c.log 2>&1
+  echo "sweep rc=$?" >> $L; grep -v -i warn $R/sweep_c.log >> $L; pack
+  layers 64k_pipe_s44 --paged-old --configs glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,4,16,32 --context 65536
+  layers pipe_s44 --paged-old --configs glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,8,32,128
   ;;
 esac

@@ -5,13 +5,17 @@ heads, block 64).
 Session 41's layer profile (bench/results/decode_layer_kernels_s41_new.json) has the paged logits at ~12 us for 1-8
 requests of 4K + 64 i tokens and 152 us at 128 requests (0.9 TB/s of its 138 MB). Cases (make_case): requests of
 4096 + 64 i tokens (as bench/decode_layer_kernels.py; the chunk as wide as its longest row), a quarter of those over
-a block-16 cache (glm-5.3-flash's pooled keys) and bench kernels_indexer's uniform 65536 / 131072-token decodes. Kernels (KERNELS): the default, the pipelined loads (`pipe`), `old` (the default before
-session 42: pipelined loads, 4 stages, min(16, 2048 / rows) splits), key tiles by tensor descriptor
-(`tma_s<num_stages>`), the pipelined loads with block ids and scales loaded in their own iteration (`noahead`,
-`pipe_noahead`: before session 44), the default with bf16 products (`bf16dot`: bf16 queries' form before session 44); each at launch_logits_paged's own split rule (`rule`), at `fill` (fill_splits, a
-rule tried in session 42) and at fixed split counts (`all`: one tile a program). Each variant's logits are compared with
-the default's (same inputs). Rounds alternate the variants; a timing is one replay of a graph of --calls launches
-divided by --calls. Writes bench/results/<--name>.json.
+a block-16 cache (glm-5.3-flash's pooled keys), bench kernels_indexer's uniform 65536 / 131072-token decodes, and
+uniform rows over a block-16 cache (`upooled`).
+
+Kernels (KERNELS): the default, the pipelined loads (`pipe`), `old` (the default before session 42: pipelined loads,
+4 stages, min(16, 2048 / rows) splits), key tiles by tensor descriptor (`tma_s<num_stages>`), the pipelined loads
+with block ids and scales loaded in their own iteration (`noahead`, `pipe_noahead`: before session 44) or always a
+tile ahead (`pipe_ahead`), the default with bf16 products (`bf16dot`: bf16 queries' form before session 44). Each at
+launch_logits_paged's own split rule (`rule`), at `fill` (fill_splits, a rule tried in session 42) and at fixed split
+counts (`all`: one tile a program). Each variant's logits are compared with the default's (same inputs). Rounds
+alternate the variants; a timing is one replay of a graph of --calls launches divided by --calls. Writes
+bench/results/<--name>.json.
 
     PYTHONPATH=src:.peer python bench/paged_logits_sweep.py [--cases ...] [--kernels default,old] [--splits rule,8,all]
 """
@@ -37,7 +41,8 @@ KERNELS = {"default": {}, "pipe": {"tma": False, "num_stages": 4}, "old": {"tma"
            "tma_s6": {"tma": True, "num_stages": 6}, "tma_s4_w8": {"tma": True, "num_stages": 4, "num_warps": 8},
            "bf16dot": {"dot": "bf16"},  # bf16 queries' products in bf16, the default before session 44
            # the pipelined loads with the block ids and scales loaded in the iteration itself (before session 44)
-           "noahead": {"ahead": False}, "pipe_noahead": {"tma": False, "num_stages": 4, "ahead": False}}
+           "noahead": {"ahead": False}, "pipe_noahead": {"tma": False, "num_stages": 4, "ahead": False},
+           "pipe_ahead": {"tma": False, "num_stages": 4, "ahead": True}}
 
 
 def fill_splits(rows, tiles, sms):

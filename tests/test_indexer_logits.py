@@ -187,6 +187,16 @@ def test_paged_splits():
     assert paged_splits(0, 0, 4, 7) == 1
 
 
+def test_pipe_splits_and_ahead():
+    """The pipelined-load kernel: one tile a program up to 4 x SMs programs, else about 4 x SMs programs; block ids
+    and scales a tile ahead from 6 tiles a program."""
+    from dsattn.ops.indexer.logits import pipe_ahead, pipe_splits
+    assert pipe_splits(8, 18, 132) == 18 and pipe_splits(32, 16, 132) == 16
+    assert pipe_splits(32, 264, 132) == 17 and pipe_splits(128, 48, 132) == 5 and pipe_splits(4, 264, 132) == 132
+    assert pipe_splits(1000, 48, 132) == 1 and pipe_splits(0, 0, 132) == 1
+    assert not pipe_ahead(1) and not pipe_ahead(5) and pipe_ahead(6) and pipe_ahead(16)
+
+
 def test_paged_bad_blocks_and_width():
     bs, nb = 4, 5
     cache = _paged_cache(nb, bs)
@@ -261,7 +271,8 @@ def test_bf16_queries_fp16_products(kind, monkeypatch):
         ks, ke, n = _ragged([21, 40], [5, 4])
         q, w = _wide_q(len(ks), heads), torch.rand(len(ks), heads)
         k, k_scale = _k(n, "fp8")
-        run = lambda out, dot: launch_logits(q, w, k, k_scale, ks, ke, out, config=dict(BT=2, splits=2, dot=dot))  # noqa: E731
+        def run(out, dot):
+            launch_logits(q, w, k, k_scale, ks, ke, out, config=dict(BT=2, splits=2, dot=dot))
         ref = indexer_logits_relative_reference(q, w, k, k_scale, ks, ke, 44)
     else:
         monkeypatch.setattr(logits, "_paged_kernel" if kind == "paged_tma" else "_paged_tma_kernel", None)
@@ -272,8 +283,8 @@ def test_bf16_queries_fp16_products(kind, monkeypatch):
         row_len = torch.tensor([3 * bs, 2 * bs + 3, 5], dtype=torch.int32)
         q, w = _wide_q(3, heads), torch.rand(3, heads)
         cfg = dict(tma=kind == "paged_tma", splits=2)
-        run = lambda out, dot: launch_logits_paged(q, w, cache, block_table, row_req, row_len, out,  # noqa: E731
-                                                   config=dict(cfg, dot=dot))
+        def run(out, dot):
+            launch_logits_paged(q, w, cache, block_table, row_req, row_len, out, config=dict(cfg, dot=dot))
         ref = torch.empty(3, 3 * bs + 4)
         _paged_reference(q, w, cache, block_table, row_req, row_len, ref)
     got, want = torch.full_like(ref, float("nan")), torch.full_like(ref, float("nan"))

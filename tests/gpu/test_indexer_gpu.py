@@ -132,8 +132,11 @@ def test_bf16_queries_fp16_products(kind):
         ks = torch.randint(0, 50, (rows,), device=DEV, dtype=torch.int32)
         ke = torch.randint(ctx - 2000, ctx + 1, (rows,), device=DEV, dtype=torch.int32)
         width = ctx + 3
-        run = lambda q, w, out, dot: launch_logits(q, w, k, k_scale, ks, ke, out, dict(dot=dot))  # noqa: E731
-        want_of = lambda q, w: ref.indexer_logits_relative_reference(q, w, k, k_scale, ks, ke, width)  # noqa: E731
+        def run(q, w, out, dot):
+            launch_logits(q, w, k, k_scale, ks, ke, out, dict(dot=dot))
+
+        def want_of(q, w):
+            return ref.indexer_logits_relative_reference(q, w, k, k_scale, ks, ke, width)
     else:
         reqs, bs, per = 40, 64, 30
         nb = reqs * per + 1
@@ -145,10 +148,11 @@ def test_bf16_queries_fp16_products(kind):
         row_len = torch.randint(1, per * bs + 1, (reqs,), device=DEV, dtype=torch.int32)
         width = per * bs
         tma = kind == "paged_tma"
-        run = lambda q, w, out, dot: launch_logits_paged(q, w, cache, table, row_req, row_len, out,  # noqa: E731
-                                                         dict(tma=tma, dot=dot))
-        want_of = lambda q, w: ref.indexer_logits_paged_reference(q.float(), w, cache, table, row_req, row_len,  # noqa: E731
-                                                                  max_len=width)
+        def run(q, w, out, dot):
+            launch_logits_paged(q, w, cache, table, row_req, row_len, out, dict(tma=tma, dot=dot))
+
+        def want_of(q, w):
+            return ref.indexer_logits_paged_reference(q.float(), w, cache, table, row_req, row_len, max_len=width)
     q = (torch.randn(rows, heads, 128, device=DEV) * mags.repeat(heads // 8)[None, :, None]).bfloat16()
     w = torch.rand(rows, heads, device=DEV) / 64
     got = torch.full((rows, width), float("nan"), device=DEV)

@@ -332,12 +332,30 @@ def paged_splits(rows: int, tiles: int, sms: int, per_sm: int) -> int:
     return best
 
 
+def pipe_splits(rows: int, tiles: int, sms: int) -> int:
+    """Programs a row of the pipelined-load kernel (block sizes not a multiple of 64: glm-5.3-flash's pooled cache of
+    block 16): one tile a program while rows x tiles <= 4 x SMs, else about 4 x SMs programs in all (session 44's
+    sweep, bench/results/paged_pipe_s44.json)."""
+    tiles = max(tiles, 1)
+    if rows * tiles <= 4 * sms:
+        return tiles
+    return max(1, min(tiles, triton.cdiv(4 * sms, max(rows, 1))))
+
+
+def pipe_ahead(tiles_per_program: int) -> bool:
+    """Whether the pipelined-load kernel loads each tile's block ids and scales one iteration ahead: from 6 tiles a
+    program (session 44: 32 x 16896 pooled keys, 16.5 tiles a program, 48.2 us against 54.7; at 3 tiles 42.8 against
+    39.3, at one 5.6 against 4.5; bench/results/paged_ahead_s44.json)."""
+    return tiles_per_program >= 6
+
+
 def default_paged_config(num_rows: int, width: int, device) -> dict:
     """Key tiles by tensor descriptor (tma None: where the block size is a multiple of 64; otherwise the pipelined
     loads), 64 positions, 4 warps, 3 stages: the fastest of session 42's H200 sweep at every shape of it
     (bench/results/paged_logits_tma_s42.json); the pipelined loads keep the 4 stages of their first sweep
-    (bench/results/indexer_decode.json). splits None: paged_splits."""
-    cfg = dict(BN=64, num_warps=4, num_stages=None, splits=None, tma=None, dot=None, ahead=True)
+    (bench/results/indexer_decode.json). splits None: paged_splits (descriptor kernel) or pipe_splits (pipelined
+    loads); ahead None: pipe_ahead."""
+    cfg = dict(BN=64, num_warps=4, num_stages=None, splits=None, tma=None, dot=None, ahead=None)
     if interpreting():
         cfg.update(BN=16, num_stages=1)
     return cfg
@@ -347,7 +365,7 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
     """config overrides default_paged_config: BN, num_warps, num_stages, splits (None: paged_splits for the
     tensor-descriptor kernel), tma (True: the tensor-descriptor kernel wherever it runs, block sizes that are
     multiples of 16; False: the pipelined-load kernel, which runs any block size; None: the default's choice), dot
-    (as launch_logits')."""
+    (as launch_logits'), ahead (the pipelined-load kernel's block ids and scales a tile ahead; None: pipe_ahead)."""
     t, hi, _ = q.shape
     width = out.shape[1]
     cfg = {**default_paged_config(t, width, q.device), **(config or {})}
@@ -367,11 +385,7 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
         # programs an SM at once (compile check, sm_90a): 55 registers and 29 KB of shared memory fp8, 96 / 25 KB bf16
         splits = paged_splits(t, n_tiles, sm_count(q.device, 4), 7 if fp8 else 5)
     elif splits is None:
-        # the pipelined loads (block sizes not a multiple of 64: glm-5.3-flash's pooled 16): one tile a program up to
-        # 4 x SMs programs, else the rule of their first sweep (session 42: at 32 requests of its pooled cache, 768
-        # one-tile programs took 11.9 us against 9.9 at 16 splits; bench/results/decode_layer_kernels_s42.json)
-        sms = sm_count(q.device, 4)
-        splits = n_tiles if t * n_tiles <= 4 * sms else min(16, triton.cdiv(2048, max(t, 1)))
+        splits = pipe_splits(t, n_tiles, sm_count(q.device, 4))
     splits = max(1, min(splits, n_tiles))
     stages = cfg["num_stages"] or (3 if tma else 4)
     if tma:
@@ -383,8 +397,9 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
             width, splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, Q16=q16, UPCAST=interpreting(),
             num_warps=cfg["num_warps"], num_stages=stages)
         return
+    ahead = cfg["ahead"] if cfg["ahead"] is not None else pipe_ahead(triton.cdiv(n_tiles, splits))
     _paged_kernel[(t, splits)](
         q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), indexer_cache, nb, bs,
         block_table, block_table.stride(0), block_table.shape[1], row_req, row_len, out, out.stride(0), hi, width,
-        splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, Q16=q16, AHEAD=bool(cfg["ahead"]), UPCAST=interpreting(),
+        splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, Q16=q16, AHEAD=ahead, UPCAST=interpreting(),
         num_warps=cfg["num_warps"], num_stages=stages)
