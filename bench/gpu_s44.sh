@@ -69,8 +69,8 @@ layers() {  # $1 name suffix, $2 the A/B flag, then extra args
 CB=pooled:1:32:bf16,pooled:8:32:bf16,pooled:32:32:bf16,pooled:128:32:bf16,pooled:128:32:fp8,upooled:4:32:bf16:16896
 CB=$CB,upooled:16:32:bf16:16896,upooled:32:32:bf16:16896,upooled:32:32:fp8:16896,layer:128:32:bf16
 CB=$CB,uniform:32:32:bf16:65536
-CC=pooled:8:32:bf16,pooled:32:32:bf16,pooled:128:32:bf16,pooled:128:32:fp8,upooled:1:32:bf16:16896
-CC=$CC,upooled:4:32:bf16:16896,upooled:16:32:bf16:16896,upooled:32:32:bf16:16896,upooled:32:32:fp8:16896
+PC=pooled:8:32:bf16,pooled:32:32:bf16,pooled:128:32:bf16,pooled:128:32:fp8,upooled:1:32:bf16:16896
+PC=$PC,upooled:4:32:bf16:16896,upooled:16:32:bf16:16896,upooled:32:32:bf16:16896,upooled:32:32:fp8:16896
 case "$1" in
 a)
   N=4 K="logits or fp16" LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_a tests/gpu/test_indexer_gpu.py &
@@ -94,7 +94,7 @@ b)
 c)
   N=4 K="paged or fp16" LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_c tests/gpu/test_indexer_gpu.py
   cat $R/tests_c/summary.log >> $L; pack
-  timeout 240 python bench/paged_logits_sweep.py --cases $CC --kernels default,pipe_ahead,pipe_noahead \
+  timeout 240 python bench/paged_logits_sweep.py --cases $PC --kernels default,pipe_ahead,pipe_noahead \
     --splits rule,4,5,8,16,32,64,128,all --out $R --name paged_pipe_s44 > $R/sweep_c.log 2>&1
   echo "sweep rc=$?" >> $L; grep -v -i warn $R/sweep_c.log >> $L; pack
   layers 64k_pipe_s44 --paged-old --configs glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,4,16,32 --context 65536
