@@ -52,6 +52,15 @@
 # PREDICTION: tests pass; pooled 128 x 3056 bf16 (5 splits, ahead) ~34 us (39.3 before); 4 x 16896 (132 splits, no
 # ahead) ~12; 16 x 16896 (33, ahead) ~28; 32 x 16896 (17, ahead) ~48; layers 64K 16 / 32 requests ~9 / ~6 us less than
 # --paged-old, 4K 1-32 requests unchanged, 128 ~4 us less.
+# OUTCOME (ee18438, bench/logs/s44/c/; a first try at e6db8bd ran nothing: its case list was named CC, which
+# Triton's launcher build took for the C compiler): tests 45 passed; logits equal to the default's. Graph replays, us
+# (paged_pipe_s44.json), the default: 128 x 3056 pooled bf16 36.3 (5 splits; best 33.7 at 4; session 43's rule
+# 39.3), fp8 20.5 (22.4); 4 x 16896 10.8 (29.4 at the old rule's 16 splits), 16 x 16896 25.7 (32.6 old; 35.2
+# before), 32 x 16896 48.8 (54.7 before), fp8 30.5 (40.0); 1-32 rows of 4K / 4 5.5-9.6 (one tile a program, no
+# ahead, as before). Layers (glm-5.3-flash TP8, span, default against --paged-old): 64K 1 / 4 / 16 / 32 requests
+# 35.0 / 42.9 / 64.0 / 98.5 against 34.9 / 61.7 / 80.6 / 107.0; 4K 1 / 8 / 32 / 128 25.3 / 30.6 / 44.5 / 119.7
+# against 25.4 / 30.6 / 43.9 / 124.2. The prediction held at 64K (more than predicted at 4 requests: the old rule gave
+# 4 long rows 16 programs each) and at 4K 128 requests (36.3 against ~34).
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET

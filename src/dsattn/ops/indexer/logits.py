@@ -14,8 +14,13 @@ The paged kernels give each program one query row and one contiguous share of it
 cache's block size is a multiple of 64, a tile's 64 keys are fetched by the tensor memory accelerator
 (``_paged_tma_kernel``: Triton multi-buffers those loads; the block id and scales of the next tile are
 loaded by hand one iteration ahead, so no load is waited for in the iteration that issues it); other
-block sizes take ``_paged_kernel``'s pipelined pointer loads. Session 42 measured the first 1.5-2.2x
+block sizes take ``_paged_kernel``'s pipelined pointer loads (``pipe_splits``; from 6 tiles a program the block ids
+and scales of the next tile are loaded ahead in the same way, ``pipe_ahead``). Session 42 measured the first 1.5-2.2x
 faster at a decode layer's shapes (notes/indexer.md).
+
+Products: fp8 x fp8 stay fp8; bf16 queries over fp8 keys run as fp16 products with each head's queries scaled by a
+power of two (``_q_fp16``): bit-equal to bf16 products and, since e4m3 widens to fp16 in one conversion, 1.4-1.6x
+faster in the paged kernels at 16-128 requests (H200, session 44, bench/results/logits_bf16q_s44.json).
 """
 from __future__ import annotations
 
