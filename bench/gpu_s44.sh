@@ -80,6 +80,11 @@ CB=$CB,upooled:16:32:bf16:16896,upooled:32:32:bf16:16896,upooled:32:32:fp8:16896
 CB=$CB,uniform:32:32:bf16:65536
 PC=pooled:8:32:bf16,pooled:32:32:bf16,pooled:128:32:bf16,pooled:128:32:fp8,upooled:1:32:bf16:16896
 PC=$PC,upooled:4:32:bf16:16896,upooled:16:32:bf16:16896,upooled:32:32:bf16:16896,upooled:32:32:fp8:16896
+# Call `d`: the prefill logits' block configs for bf16 queries (fp16 products; the default BT 8 x BN 64 x 4 warps was
+# swept with fp8 queries), kernels_indexer's LOGITS_CONFIGS with BT scaled to the heads; and the indexer, backend and
+# TP GPU test files whole at the session's tree.
+# PREDICTION: tests pass; the default within ~10% of the best config (the products are half fp8's rate, so larger
+# tiles may pay a little more).
 case "$1" in
 a)
   N=4 K="logits or fp16" LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_a tests/gpu/test_indexer_gpu.py &
@@ -108,5 +113,13 @@ c)
   echo "sweep rc=$?" >> $L; grep -v -i warn $R/sweep_c.log >> $L; pack
   layers 64k_pipe_s44 --paged-old --configs glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,4,16,32 --context 65536
   layers pipe_s44 --paged-old --configs glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,8,32,128
+  ;;
+d)
+  N=8 LIMIT=300 bash bench/gpu_tests_sharded.sh $R/tests_d tests/gpu/test_indexer_gpu.py tests/gpu/test_backend_gpu.py \
+    tests/gpu/test_tp_gpu.py
+  cat $R/tests_d/summary.log >> $L; pack
+  timeout 200 python bench/logits_bf16q.py --paged "" --prefill-sweep --out $R --name logits_prefill_sweep_s44 \
+    > $R/bench_d.log 2>&1
+  echo "bench rc=$?" >> $L; grep -v -i warn $R/bench_d.log >> $L; pack
   ;;
 esac

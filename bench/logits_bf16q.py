@@ -7,6 +7,7 @@ make_case specs (kind:requests:heads:dtype[:ctx]; the dtype there is ignored, al
 bench/results/<--name>.json.
 
     PYTHONPATH=src:.peer python bench/logits_bf16q.py [--prefill 4096:65536:32,...] [--paged layer:32:32:bf16,...]
+        [--prefill-sweep]
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import torch
 
 from dsattn import formats
 from dsattn.bench.common import time_ms, warm_up_gpu, write_results
+from dsattn.bench.kernels_indexer import LOGITS_CONFIGS
 from dsattn.ops.indexer.logits import launch_logits, launch_logits_paged
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -64,6 +66,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--rep-ms", type=float, default=30)
+    ap.add_argument("--prefill-sweep", action="store_true",
+                    help="also time kernels_indexer's LOGITS_CONFIGS (BT scaled to the heads) for bf16 queries")
     ap.add_argument("--name", default="logits_bf16q")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
@@ -89,6 +93,15 @@ def main(argv=None) -> int:
         flops = 2.0 * float((ke - ks).sum()) * heads * 128
         row = dict(op="prefill", case=spec, diffs=diffs, ms=times,
                    tflops={n: flops / min(v) / 1e9 for n, v in times.items()})
+        if args.prefill_sweep:
+            out = launches["bf16_fp16"][1]
+            sweep = {}
+            for cfg in LOGITS_CONFIGS:
+                cfg = dict(cfg, BT=max(1, cfg["BT"] * 32 // heads))
+                rep = graph_of(lambda cfg=cfg: launch_logits(qs["bf16"], w, v, k_scale, ks, ke, out, cfg), args.calls)
+                sweep[str(cfg)] = min(time_ms(rep, warmup_ms=5, rep_ms=args.rep_ms) / args.calls
+                                      for _ in range(args.rounds))
+            row["bf16_fp16_sweep_ms"] = sweep
         print(row, flush=True)
         rows.append(row)
         del launches
