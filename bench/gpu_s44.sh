@@ -80,6 +80,13 @@ CB=$CB,upooled:16:32:bf16:16896,upooled:32:32:bf16:16896,upooled:32:32:fp8:16896
 CB=$CB,uniform:32:32:bf16:65536
 PC=pooled:8:32:bf16,pooled:32:32:bf16,pooled:128:32:bf16,pooled:128:32:fp8,upooled:1:32:bf16:16896
 PC=$PC,upooled:4:32:bf16:16896,upooled:16:32:bf16:16896,upooled:32:32:bf16:16896,upooled:32:32:fp8:16896
+# Call `e`: the pipelined kernel with the program's block ids loaded before its loop (ahead 2: one masked load of
+# PAGES ids, each tile's taken by tl.gather, the scales a tile ahead). Compile check (sm_90a, 32 x 16896, block 16):
+# no synchronous load in the loop but the next tile's scales, 3 key buffers at 4 stages, 72 registers fp8 / 88 bf16
+# (ahead 1: 68 / 99, the prefetched tile's block ids loaded synchronously). The paged GPU tests (new configs
+# pipe_ahead_split3, pipe_preload, pipe_preload_split3); the pooled sweep by stages and split counts.
+# PREDICTION: tests pass; ahead 2 at least as fast as ahead 1 wherever a program has >= 6 tiles (32 x 16896 bf16
+# 48.8 -> ~40 us, fp8 30.5 -> ~25) and no slower than ahead 0 at one tile a program.
 # Call `d`: the prefill logits' block configs for bf16 queries (fp16 products; the default BT 8 x BN 64 x 4 warps was
 # swept with fp8 queries), kernels_indexer's LOGITS_CONFIGS with BT scaled to the heads; and the indexer, backend and
 # TP GPU test files whole at the session's tree.
@@ -126,5 +133,13 @@ d)
   timeout 200 python bench/logits_bf16q.py --paged "" --prefill-sweep --out $R --name logits_prefill_sweep_s44 \
     > $R/bench_d.log 2>&1
   echo "bench rc=$?" >> $L; grep -v -i warn $R/bench_d.log >> $L; pack
+  ;;
+e)
+  N=4 K="paged or fp16" LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_e tests/gpu/test_indexer_gpu.py
+  cat $R/tests_e/summary.log >> $L; pack
+  timeout 300 python bench/paged_logits_sweep.py --cases $PC,upooled:8:32:bf16:16896,upooled:64:32:bf16:16896 \
+    --kernels default,pipe_noahead,pipe_ahead,pipe_preload,pipe_preload_s3,pipe_preload_s5 \
+    --splits rule,4,8,16,32,64,all --out $R --name paged_preload_s44 > $R/sweep_e.log 2>&1
+  echo "sweep rc=$?" >> $L; grep -v -i warn $R/sweep_e.log >> $L; pack
   ;;
 esac

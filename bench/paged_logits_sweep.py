@@ -11,7 +11,7 @@ uniform rows over a block-16 cache (`upooled`).
 Kernels (KERNELS): the default, the pipelined loads (`pipe`), `old` (the default before session 42: pipelined loads,
 4 stages, min(16, 2048 / rows) splits), key tiles by tensor descriptor (`tma_s<num_stages>`), the pipelined loads
 with block ids and scales loaded in their own iteration (`noahead`, `pipe_noahead`: before session 44) or always a
-tile ahead (`pipe_ahead`), the default with bf16 products (`bf16dot`: bf16 queries' form before session 44). Each at
+tile ahead (`pipe_ahead`) or the program's block ids loaded before its loop (`pipe_preload[_s<stages>]`), the default with bf16 products (`bf16dot`: bf16 queries' form before session 44). Each at
 launch_logits_paged's own split rule (`rule`), at `fill` (fill_splits, a rule tried in session 42) and at fixed split
 counts (`all`: one tile a program). Each variant's logits are compared with the default's (same inputs). Rounds
 alternate the variants; a timing is one replay of a graph of --calls launches divided by --calls. Writes
@@ -42,7 +42,11 @@ KERNELS = {"default": {}, "pipe": {"tma": False, "num_stages": 4}, "old": {"tma"
            "bf16dot": {"dot": "bf16"},  # bf16 queries' products in bf16, the default before session 44
            # the pipelined loads with the block ids and scales loaded in the iteration itself (before session 44)
            "noahead": {"ahead": False}, "pipe_noahead": {"tma": False, "num_stages": 4, "ahead": False},
-           "pipe_ahead": {"tma": False, "num_stages": 4, "ahead": True}}
+           "pipe_ahead": {"tma": False, "num_stages": 4, "ahead": 1},
+           # the program's block ids loaded before its loop, each tile's by tl.gather (session 44)
+           "pipe_preload": {"tma": False, "num_stages": 4, "ahead": 2},
+           "pipe_preload_s3": {"tma": False, "num_stages": 3, "ahead": 2},
+           "pipe_preload_s5": {"tma": False, "num_stages": 5, "ahead": 2}}
 
 
 def fill_splits(rows, tiles, sms):

@@ -95,10 +95,10 @@ def _paged_cache(num_blocks, bs):
 
 
 @pytest.mark.parametrize("qd", ["fp8", "bf16"])
-@pytest.mark.parametrize("heads, splits, ahead", [(4, 1, True), (32, 3, True), (32, 3, False)])
+@pytest.mark.parametrize("heads, splits, ahead", [(4, 1, 1), (32, 3, 1), (32, 3, 0), (4, 1, 2), (32, 3, 2)])
 def test_paged_logits(qd, heads, splits, ahead):
     """Block size 8: the pipelined-load kernel (the tensor-descriptor one needs multiples of 32), its block ids and
-    scales loaded a tile ahead (the default) or in their own iteration."""
+    scales loaded a tile ahead (1), in their own iteration (0), or the program's block ids before its loop (2)."""
     bs, nb = 8, 9
     cache = _paged_cache(nb, bs)
     block_table = torch.randperm(nb).to(torch.int32)[:8].view(2, 4)
@@ -197,20 +197,28 @@ def test_pipe_splits_and_ahead():
     assert not pipe_ahead(1) and not pipe_ahead(5) and pipe_ahead(6) and pipe_ahead(16)
 
 
-def test_paged_bad_blocks_and_width():
-    bs, nb = 4, 5
+@pytest.mark.parametrize("bs, ahead, splits", [(4, None, None), (4, 1, 2), (4, 2, 2), (12, 2, 3), (12, 1, 3),
+                                               (12, 0, 3)])
+def test_paged_bad_blocks_and_width(bs, ahead, splits):
+    """-1 and out-of-range block ids, rows past the block table, through the public op (default config) and the
+    pipelined kernel's three ways to its block ids (block size 12: pages straddle the 16-position tiles)."""
+    nb = 5
     cache = _paged_cache(nb, bs)
     block_table = torch.tensor([[2, -1, 4, 99], [0, 1, 3, 2]], dtype=torch.int32)  # -1 and past the cache
     row_req = torch.tensor([0, 1, 1], dtype=torch.int32)
-    row_len = torch.tensor([16, 30, 0], dtype=torch.int32)  # 30 runs past the table (16 positions)
+    row_len = torch.tensor([4 * bs, 4 * bs + 14, 0], dtype=torch.int32)  # the second runs past the table
     q, w = _q(3, 4, "fp8"), torch.rand(3, 4)
-    out = torch.full((3, 20), float("nan"))
-    got = indexer_logits_paged(q, w, cache, block_table, row_req, row_len, out=out)
+    out = torch.full((3, 5 * bs), float("nan"))
+    if ahead is None:
+        got = indexer_logits_paged(q, w, cache, block_table, row_req, row_len, out=out)
+    else:
+        launch_logits_paged(q, w, cache, block_table, row_req, row_len, out, config=dict(ahead=ahead, splits=splits))
+        got = out
     ref = torch.empty_like(out)
     _paged_reference(q, w, cache, block_table, row_req, row_len, ref)
     _check(got, ref)
-    assert got[0, 4:8].isinf().all() and got[0, 12:16].isinf().all() and got[1, 16:].isinf().all()
-    assert got[0, :4].isfinite().all()
+    assert got[0, bs:2 * bs].isinf().all() and got[0, 3 * bs:4 * bs].isinf().all() and got[1, 4 * bs:].isinf().all()
+    assert got[0, :bs].isfinite().all()
 
 
 @pytest.mark.parametrize("bad, match", [

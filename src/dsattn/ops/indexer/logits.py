@@ -155,13 +155,24 @@ if triton is not None:
         return tl.where(ok, blk, -1), scale
 
     @triton.jit
+    def _gathered_scales(cache, ids, p0, block_size, tile, n_tiles, n_pos, PAGES: tl.constexpr, BN: tl.constexpr):
+        """fp32 key scales of tile `tile`'s BN positions, their block ids taken from `ids` (the block ids of pages p0 ..
+        p0 + PAGES - 1, -1 where none); zeros where no block or tile >= n_tiles."""
+        pos = tile * BN + tl.arange(0, BN)
+        blk = tl.gather(ids, tl.minimum(tl.maximum(pos // block_size - p0, 0), PAGES - 1), axis=0)
+        ok = (pos < n_pos) & (blk >= 0) & (tile < n_tiles)
+        base = cache + tl.where(ok, blk, 0).to(tl.int64) * block_size * 132 + block_size * 128
+        return tl.load((base + (pos % block_size) * 4).to(tl.pointer_type(tl.float32)), mask=ok, other=0.0)
+
+    @triton.jit
     def _paged_kernel(q, stride_qt, stride_qh, w, stride_wt, stride_wh, cache, num_blocks, block_size,
                       block_table, stride_bt, table_width, row_req, row_len, out, stride_out, num_heads, width,
                       num_splits, HP: tl.constexpr, BN: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                      Q16: tl.constexpr, AHEAD: tl.constexpr, UPCAST: tl.constexpr):
-        """Grid (num_rows, num_splits): one query row, a contiguous share of its positions. AHEAD: each tile's block
-        ids and scales loaded one iteration ahead by hand (_pos_blocks), so the key loads' addresses do not wait on a
-        load of their own iteration."""
+                      Q16: tl.constexpr, AHEAD: tl.constexpr, PAGES: tl.constexpr, UPCAST: tl.constexpr):
+        """Grid (num_rows, num_splits): one query row, a contiguous share of its positions. AHEAD 1: each tile's
+        block ids and scales loaded one iteration ahead by hand (_pos_blocks), so the key loads' addresses do not wait
+        on a load of their own iteration; 2: the block ids of the program's PAGES pages loaded before the loop and
+        each tile's taken from them by tl.gather (PAGES >= the pages its tiles touch); 0: in their own iteration."""
         t = tl.program_id(0).to(tl.int64)
         split = tl.program_id(1)
         d = tl.arange(0, 128)
@@ -174,7 +185,26 @@ if triton is not None:
         n_tiles = tl.cdiv(n_pos, BN)
         per_split = tl.cdiv(n_tiles, num_splits)
         first = split * per_split
-        if AHEAD:
+        if AHEAD == 2:
+            last = tl.minimum(first + per_split, n_tiles)
+            p0 = (first * BN) // block_size
+            pg = p0 + tl.arange(0, PAGES)
+            ids = tl.load(table + pg, mask=(pg < table_width) & (pg * block_size < n_pos), other=-1)
+            ids = tl.where((ids >= 0) & (ids < num_blocks), ids, -1)
+            scale = _gathered_scales(cache, ids, p0, block_size, first, last, n_pos, PAGES, BN)
+            for tile in range(first, last):
+                # the next tile's scales are loaded here and used in the next iteration
+                scale_next = _gathered_scales(cache, ids, p0, block_size, tile + 1, last, n_pos, PAGES, BN)
+                pos = tile * BN + tl.arange(0, BN)
+                blk = tl.gather(ids, tl.minimum(pos // block_size - p0, PAGES - 1), axis=0)
+                ok = (pos < n_pos) & (blk >= 0)
+                off = (pos % block_size).to(tl.int64)
+                base = cache + tl.where(ok, blk, 0).to(tl.int64) * block_bytes
+                k_tile = tl.load(base[:, None] + off[:, None] * 128 + d[None, :], mask=ok[:, None], other=0)
+                s = _scores(k_tile.to(tl.float8e4nv, bitcast=True).to(DOT_DTYPE), q_t, wh, HP, 1, UPCAST)
+                tl.store(out_row + pos, tl.where(ok, tl.reshape(s, (BN,)) * scale, NEG_INF), mask=pos < n_pos)
+                scale = scale_next
+        elif AHEAD == 1:
             last = tl.minimum(first + per_split, n_tiles)
             blk, scale = _pos_blocks(cache, table, table_width, num_blocks, block_size, first, last, n_pos, BN)
             for tile in range(first, last):
@@ -403,9 +433,13 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
             width, splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, Q16=q16, UPCAST=interpreting(),
             num_warps=cfg["num_warps"], num_stages=stages)
         return
-    ahead = cfg["ahead"] if cfg["ahead"] is not None else pipe_ahead(triton.cdiv(n_tiles, splits))
+    per = triton.cdiv(n_tiles, splits)
+    ahead = int(cfg["ahead"] if cfg["ahead"] is not None else pipe_ahead(per))
+    pages = next_pow2(triton.cdiv(per * bn, bs) + 1) if ahead == 2 else 1
+    if pages > 512:  # a program over too many pages for one register tensor of block ids: one tile ahead instead
+        ahead, pages = 1, 1
     _paged_kernel[(t, splits)](
         q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), indexer_cache, nb, bs,
         block_table, block_table.stride(0), block_table.shape[1], row_req, row_len, out, out.stride(0), hi, width,
-        splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, Q16=q16, AHEAD=ahead, UPCAST=interpreting(),
+        splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, Q16=q16, AHEAD=ahead, PAGES=pages, UPCAST=interpreting(),
         num_warps=cfg["num_warps"], num_stages=stages)
