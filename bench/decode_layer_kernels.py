@@ -11,8 +11,8 @@ of k alone (ops.topk.select.candidate_capacity), as before select_capacity widen
 --context N (session 43) starts the contexts at N instead of 4096; --topk-3l runs long top-k rows in three launches
 (ops.topk.select.fused_tile_default 0), as before session 43; --bf16-dot runs bf16 indexer queries' products in bf16
 (ops.indexer.logits._dot_operands with dot "bf16"), as before session 44's scaled fp16 products; --paged-old runs the
-pipelined paged logits (block sizes not a multiple of 64) as before session 44: block ids and scales loaded in their
-own iteration, min(16, 2048 / rows) splits past 4 x SMs one-tile programs.
+pipelined paged logits (block sizes not a multiple of 64) as before session 44: block ids and scales loaded in each
+tile's iteration, 4 stages, min(16, 2048 / rows) splits past 4 x SMs one-tile programs.
 
     PYTHONPATH=src python bench/decode_layer_kernels.py [--configs glm-5:8:fp8_ds_mla,...] [--batches 1,8,32,128]
 """
@@ -52,7 +52,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.paged_old:
         from dsattn.ops.indexer import logits
-        logits.pipe_ahead = lambda tiles_per_program: False
+        paged_config = logits.default_paged_config
+        logits.default_paged_config = lambda *a: dict(paged_config(*a), preload=False)
         logits.pipe_splits = lambda rows, tiles, sms: tiles if rows * tiles <= 4 * sms else min(16, -(-2048 // rows))
     if args.bf16_dot:
         from dsattn.ops.indexer import logits

@@ -87,6 +87,18 @@ PC=$PC,upooled:4:32:bf16:16896,upooled:16:32:bf16:16896,upooled:32:32:bf16:16896
 # pipe_ahead_split3, pipe_preload, pipe_preload_split3); the pooled sweep by stages and split counts.
 # PREDICTION: tests pass; ahead 2 at least as fast as ahead 1 wherever a program has >= 6 tiles (32 x 16896 bf16
 # 48.8 -> ~40 us, fp8 30.5 -> ~25) and no slower than ahead 0 at one tile a program.
+# OUTCOME (ce061ed, bench/logs/s44/e/): tests 66 passed; every variant's logits equal to the default's. Preloaded
+# block ids at 3 stages were the fastest form at every shape, one tile a program included (paged_preload_s44.json,
+# graph replays, us, at the rule's split count: preload 3 stages / a tile ahead (the default then) / own iteration):
+# 8 x 1136 pooled 5.0 / 6.6 / 5.4; 128 x 3056 bf16 28.0 / 36.0 / 37.8, fp8 17.6 / 20.4 / 22.0; 1 x 16896 5.1 / 6.5 /
+# 5.5; 4 x 16896 9.2 / 11.5 / 10.7; 16 x 16896 21.2 / 25.9 / 27.9; 32 x 16896 40.7 / 48.6 / 53.6, fp8 25.7 / 30.2 /
+# 38.4; 64 x 16896 73.2 / 106.7 / 135.3. 4 stages and 5 slower than 3 (32 x 16896: 42.0, 45.3). The prediction
+# held (32 x 16896 bf16 ~40, fp8 ~25) and preload was faster than predicted at one tile a program.
+# Call `f`: preloaded block ids at 3 stages as the default of the pipelined kernel (the tile-ahead form removed;
+# pipe_splits at most 64 tiles a program); the paged and bf16 GPU tests and the backend file; the pooled sweep at the
+# rule against session 43's form; glm-5.3-flash layers against --paged-old.
+# PREDICTION: tests pass; the sweep's default as call e's pipe_preload_s3/rule; glm-5.3-flash 64K 16 / 32 requests
+# ~60 / ~92 us (64.0 / 98.5 in call c), 4K 128 requests ~112 (119.7).
 # Call `d`: the prefill logits' block configs for bf16 queries (fp16 products; the default BT 8 x BN 64 x 4 warps was
 # swept with fp8 queries), kernels_indexer's LOGITS_CONFIGS with BT scaled to the heads; and the indexer, backend and
 # TP GPU test files whole at the session's tree.
@@ -141,5 +153,16 @@ e)
     --kernels default,pipe_noahead,pipe_ahead,pipe_preload,pipe_preload_s3,pipe_preload_s5 \
     --splits rule,4,8,16,32,64,all --out $R --name paged_preload_s44 > $R/sweep_e.log 2>&1
   echo "sweep rc=$?" >> $L; grep -v -i warn $R/sweep_e.log >> $L; pack
+  ;;
+f)
+  N=4 K="paged or fp16" LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_f tests/gpu/test_indexer_gpu.py &
+  N=6 LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_f_backend tests/gpu/test_backend_gpu.py
+  wait
+  cat $R/tests_f/summary.log $R/tests_f_backend/summary.log >> $L; pack
+  timeout 200 python bench/paged_logits_sweep.py --cases $PC,upooled:8:32:bf16:16896,upooled:64:32:bf16:16896 \
+    --kernels default,pipe_noahead --splits rule --out $R --name paged_preload_f_s44 > $R/sweep_f.log 2>&1
+  echo "sweep rc=$?" >> $L; grep -v -i warn $R/sweep_f.log >> $L; pack
+  layers 64k_preload_s44 --paged-old --configs glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,4,16,32 --context 65536
+  layers preload_s44 --paged-old --configs glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,8,32,128
   ;;
 esac

@@ -10,10 +10,10 @@ uniform rows over a block-16 cache (`upooled`).
 
 Kernels (KERNELS): the default, the pipelined loads (`pipe`), `old` (the default before session 42: pipelined loads,
 4 stages, min(16, 2048 / rows) splits), key tiles by tensor descriptor (`tma_s<num_stages>`), the pipelined loads
-with block ids and scales loaded in their own iteration (`noahead`, `pipe_noahead`: before session 44) or always a
-tile ahead (`pipe_ahead`) or the program's block ids loaded before its loop (`pipe_preload[_s<stages>]`), the default with bf16 products (`bf16dot`: bf16 queries' form before session 44). Each at
-launch_logits_paged's own split rule (`rule`), at `fill` (fill_splits, a rule tried in session 42) and at fixed split
-counts (`all`: one tile a program). Each variant's logits are compared with the default's (same inputs). Rounds
+with block ids and scales loaded in each tile's own iteration (`noahead`, `pipe_noahead`: before session 44) or the
+program's block ids preloaded (`pipe_preload[_s<stages>]`), the default with bf16 products (`bf16dot`: bf16 queries'
+form before session 44). Each at launch_logits_paged's own split rule (`rule`), at `fill` (fill_splits, a rule tried
+in session 42) and at fixed split counts (`all`: one tile a program). Each variant's logits are compared with the default's (same inputs). Rounds
 alternate the variants; a timing is one replay of a graph of --calls launches divided by --calls. Writes
 bench/results/<--name>.json.
 
@@ -40,13 +40,12 @@ KERNELS = {"default": {}, "pipe": {"tma": False, "num_stages": 4}, "old": {"tma"
            "tma_s3": {"tma": True, "num_stages": 3}, "tma_s4": {"tma": True, "num_stages": 4},
            "tma_s6": {"tma": True, "num_stages": 6}, "tma_s4_w8": {"tma": True, "num_stages": 4, "num_warps": 8},
            "bf16dot": {"dot": "bf16"},  # bf16 queries' products in bf16, the default before session 44
-           # the pipelined loads with the block ids and scales loaded in the iteration itself (before session 44)
-           "noahead": {"ahead": False}, "pipe_noahead": {"tma": False, "num_stages": 4, "ahead": False},
-           "pipe_ahead": {"tma": False, "num_stages": 4, "ahead": 1},
-           # the program's block ids loaded before its loop, each tile's by tl.gather (session 44)
-           "pipe_preload": {"tma": False, "num_stages": 4, "ahead": 2},
-           "pipe_preload_s3": {"tma": False, "num_stages": 3, "ahead": 2},
-           "pipe_preload_s5": {"tma": False, "num_stages": 5, "ahead": 2}}
+           # the pipelined loads with each tile's block ids and scales loaded in its own iteration (before session 44;
+           # session 44's calls b-e also ran them a tile ahead by hand, code at ce061ed), and with the program's block
+           # ids preloaded (the default since session 44) at 3 / 4 / 5 stages
+           "noahead": {"preload": False}, "pipe_noahead": {"tma": False, "num_stages": 4, "preload": False},
+           "pipe_preload_s3": {"tma": False, "num_stages": 3}, "pipe_preload": {"tma": False, "num_stages": 4},
+           "pipe_preload_s5": {"tma": False, "num_stages": 5}}
 
 
 def fill_splits(rows, tiles, sms):

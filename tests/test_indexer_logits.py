@@ -95,10 +95,10 @@ def _paged_cache(num_blocks, bs):
 
 
 @pytest.mark.parametrize("qd", ["fp8", "bf16"])
-@pytest.mark.parametrize("heads, splits, ahead", [(4, 1, 1), (32, 3, 1), (32, 3, 0), (4, 1, 2), (32, 3, 2)])
-def test_paged_logits(qd, heads, splits, ahead):
-    """Block size 8: the pipelined-load kernel (the tensor-descriptor one needs multiples of 32), its block ids and
-    scales loaded a tile ahead (1), in their own iteration (0), or the program's block ids before its loop (2)."""
+@pytest.mark.parametrize("heads, splits, preload", [(4, 1, True), (32, 3, True), (32, 3, False)])
+def test_paged_logits(qd, heads, splits, preload):
+    """Block size 8: the pipelined-load kernel (the tensor-descriptor one needs multiples of 32), its program's block
+    ids loaded before its loop (the default) or each tile's in its own iteration."""
     bs, nb = 8, 9
     cache = _paged_cache(nb, bs)
     block_table = torch.randperm(nb).to(torch.int32)[:8].view(2, 4)
@@ -107,7 +107,7 @@ def test_paged_logits(qd, heads, splits, ahead):
     q, w = _q(5, heads, qd), torch.rand(5, heads)
     width = 36
     out = torch.full((5, width), float("nan"))
-    launch_logits_paged(q, w, cache, block_table, row_req, row_len, out, config=dict(splits=splits, ahead=ahead))
+    launch_logits_paged(q, w, cache, block_table, row_req, row_len, out, config=dict(splits=splits, preload=preload))
     ref = indexer_logits_paged_reference(q.float(), w, cache, block_table, row_req, row_len, max_len=width)
     _check(out, ref)
 
@@ -187,21 +187,41 @@ def test_paged_splits():
     assert paged_splits(0, 0, 4, 7) == 1
 
 
-def test_pipe_splits_and_ahead():
-    """The pipelined-load kernel: one tile a program up to 4 x SMs programs, else about 4 x SMs programs; block ids
-    and scales a tile ahead from 6 tiles a program."""
-    from dsattn.ops.indexer.logits import pipe_ahead, pipe_splits
+def test_pipe_splits():
+    """The pipelined-load kernel: one tile a program up to 4 x SMs programs, else about 4 x SMs programs, at most 64
+    tiles a program."""
+    from dsattn.ops.indexer.logits import pipe_splits
     assert pipe_splits(8, 18, 132) == 18 and pipe_splits(32, 16, 132) == 16
     assert pipe_splits(32, 264, 132) == 17 and pipe_splits(128, 48, 132) == 5 and pipe_splits(4, 264, 132) == 132
-    assert pipe_splits(1000, 48, 132) == 1 and pipe_splits(0, 0, 132) == 1
-    assert not pipe_ahead(1) and not pipe_ahead(5) and pipe_ahead(6) and pipe_ahead(16)
+    assert pipe_splits(1000, 48, 132) == 1 and pipe_splits(1000, 264, 132) == 5 and pipe_splits(0, 0, 132) == 1
 
 
-@pytest.mark.parametrize("bs, ahead, splits", [(4, None, None), (4, 1, 2), (4, 2, 2), (12, 2, 3), (12, 1, 3),
-                                               (12, 0, 3)])
-def test_paged_bad_blocks_and_width(bs, ahead, splits):
+def test_paged_preload_pages_cap(monkeypatch):
+    """PAGES: the next power of two past the pages a program's tiles touch (16-position tiles under the
+    interpreter), 0 past 512 (block size 1 over 1024 positions in one program): block ids in each tile's
+    iteration."""
+    from dsattn.ops.indexer import logits
+    seen = []
+
+    class Spy:
+        def __getitem__(self, grid):
+            return lambda *a, **kw: seen.append(kw["PAGES"])
+    monkeypatch.setattr(logits, "_paged_kernel", Spy())
+    for bs, width, splits, want in ((1, 1024, 1, 0), (1, 256, 1, 512), (16, 48, 2, 4), (8, 48, 1, 8)):
+        cache = formats.new_indexer_cache(2, bs)
+        q, w = _q(1, 4, "fp8"), torch.rand(1, 4)
+        out = torch.empty(1, width)
+        launch_logits_paged(q, w, cache, torch.zeros(1, 1024, dtype=torch.int32), torch.zeros(1, dtype=torch.int32),
+                            torch.full((1,), out.shape[1], dtype=torch.int32), out, config=dict(splits=splits))
+        assert seen[-1] == want, (bs, seen)
+
+
+@pytest.mark.parametrize("bs, preload, splits", [(4, None, None), (4, True, 2), (4, False, 2), (12, True, 3),
+                                                 (12, False, 3), (12, True, 1)])
+def test_paged_bad_blocks_and_width(bs, preload, splits):
     """-1 and out-of-range block ids, rows past the block table, through the public op (default config) and the
-    pipelined kernel's three ways to its block ids (block size 12: pages straddle the 16-position tiles)."""
+    pipelined kernel with and without its preloaded block ids (block size 12: pages straddle the 16-position
+    tiles)."""
     nb = 5
     cache = _paged_cache(nb, bs)
     block_table = torch.tensor([[2, -1, 4, 99], [0, 1, 3, 2]], dtype=torch.int32)  # -1 and past the cache
@@ -209,10 +229,11 @@ def test_paged_bad_blocks_and_width(bs, ahead, splits):
     row_len = torch.tensor([4 * bs, 4 * bs + 14, 0], dtype=torch.int32)  # the second runs past the table
     q, w = _q(3, 4, "fp8"), torch.rand(3, 4)
     out = torch.full((3, 5 * bs), float("nan"))
-    if ahead is None:
+    if preload is None:
         got = indexer_logits_paged(q, w, cache, block_table, row_req, row_len, out=out)
     else:
-        launch_logits_paged(q, w, cache, block_table, row_req, row_len, out, config=dict(ahead=ahead, splits=splits))
+        launch_logits_paged(q, w, cache, block_table, row_req, row_len, out,
+                            config=dict(preload=preload, splits=splits))
         got = out
     ref = torch.empty_like(out)
     _paged_reference(q, w, cache, block_table, row_req, row_len, ref)

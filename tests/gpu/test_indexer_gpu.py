@@ -53,9 +53,8 @@ def test_prefill_logits(heads, dtype):
 
 PAGED_CONFIGS = {"default": None, "tma_s4_split16": dict(tma=True, num_stages=4, splits=16),
                  "tma_s6_split3": dict(tma=True, num_stages=6, splits=3), "pipe": dict(tma=False),
-                 "pipe_split3": dict(tma=False, splits=3), "pipe_noahead": dict(tma=False, ahead=0),
-                 "pipe_ahead_split3": dict(tma=False, ahead=1, splits=3), "pipe_preload": dict(tma=False, ahead=2),
-                 "pipe_preload_split3": dict(tma=False, ahead=2, splits=3)}
+                 "pipe_split3": dict(tma=False, splits=3), "pipe_nopreload": dict(tma=False, preload=False),
+                 "pipe_nopreload_split3": dict(tma=False, preload=False, splits=3)}
 
 
 @pytest.mark.parametrize("impl", list(PAGED_CONFIGS))

@@ -14,9 +14,10 @@ The paged kernels give each program one query row and one contiguous share of it
 cache's block size is a multiple of 64, a tile's 64 keys are fetched by the tensor memory accelerator
 (``_paged_tma_kernel``: Triton multi-buffers those loads; the block id and scales of the next tile are
 loaded by hand one iteration ahead, so no load is waited for in the iteration that issues it); other
-block sizes take ``_paged_kernel``'s pipelined pointer loads (``pipe_splits``; from 6 tiles a program the block ids
-and scales of the next tile are loaded ahead in the same way, ``pipe_ahead``). Session 42 measured the first 1.5-2.2x
-faster at a decode layer's shapes (notes/indexer.md).
+block sizes take ``_paged_kernel``'s pipelined pointer loads (``pipe_splits``; a program's block ids loaded once
+before its loop, its tiles' taken by tl.gather, the scales one tile ahead). Session 42 measured the first 1.5-2.2x
+faster at a decode layer's shapes, session 44 the second's preloaded block ids 1.2-1.5x faster from 128 x 3056 and
+16 x 16896 pooled keys (notes/indexer.md).
 
 Products: fp8 x fp8 stay fp8; bf16 queries over fp8 keys run as fp16 products with each head's queries scaled by a
 power of two (``_q_fp16``): bit-equal to bf16 products and, since e4m3 widens to fp16 in one conversion, faster
@@ -142,19 +143,6 @@ if triton is not None:
             tl.store(out_row + pos, tl.full((BN,), NEG_INF, tl.float32), mask=pos < width)
 
     @triton.jit
-    def _pos_blocks(cache, table, table_width, num_blocks, block_size, tile, n_tiles, n_pos, BN: tl.constexpr):
-        """(block ids, fp32 key scales) of tile `tile`'s BN positions (any block size): -1 and zeros at a position past
-        n_pos or the block table, a block id outside [0, num_blocks), or tile >= n_tiles."""
-        pos = tile * BN + tl.arange(0, BN)
-        page = pos // block_size
-        live = (pos < n_pos) & (page < table_width) & (tile < n_tiles)
-        blk = tl.load(table + page, mask=live, other=-1)
-        ok = live & (blk >= 0) & (blk < num_blocks)
-        base = cache + tl.where(ok, blk, 0).to(tl.int64) * block_size * 132 + block_size * 128
-        scale = tl.load((base + (pos % block_size) * 4).to(tl.pointer_type(tl.float32)), mask=ok, other=0.0)
-        return tl.where(ok, blk, -1), scale
-
-    @triton.jit
     def _gathered_scales(cache, ids, p0, block_size, tile, n_tiles, n_pos, PAGES: tl.constexpr, BN: tl.constexpr):
         """fp32 key scales of tile `tile`'s BN positions, their block ids taken from `ids` (the block ids of pages p0 ..
         p0 + PAGES - 1, -1 where none); zeros where no block or tile >= n_tiles."""
@@ -168,11 +156,12 @@ if triton is not None:
     def _paged_kernel(q, stride_qt, stride_qh, w, stride_wt, stride_wh, cache, num_blocks, block_size,
                       block_table, stride_bt, table_width, row_req, row_len, out, stride_out, num_heads, width,
                       num_splits, HP: tl.constexpr, BN: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                      Q16: tl.constexpr, AHEAD: tl.constexpr, PAGES: tl.constexpr, UPCAST: tl.constexpr):
-        """Grid (num_rows, num_splits): one query row, a contiguous share of its positions. AHEAD 1: each tile's
-        block ids and scales loaded one iteration ahead by hand (_pos_blocks), so the key loads' addresses do not wait
-        on a load of their own iteration; 2: the block ids of the program's PAGES pages loaded before the loop and
-        each tile's taken from them by tl.gather (PAGES >= the pages its tiles touch); 0: in their own iteration."""
+                      Q16: tl.constexpr, PAGES: tl.constexpr, UPCAST: tl.constexpr):
+        """Grid (num_rows, num_splits): one query row, a contiguous share of its positions. PAGES > 0: the block ids
+        of the program's first PAGES pages (at least all its tiles touch) are loaded once before its loop and each
+        tile's taken from them by tl.gather, the scales one tile ahead, so no load in the loop waits on another (the
+        pipeliner multi-buffers the key loads); PAGES 0: both loaded in the tile's own iteration (a program over
+        more pages than one register tensor holds)."""
         t = tl.program_id(0).to(tl.int64)
         split = tl.program_id(1)
         d = tl.arange(0, 128)
@@ -185,7 +174,7 @@ if triton is not None:
         n_tiles = tl.cdiv(n_pos, BN)
         per_split = tl.cdiv(n_tiles, num_splits)
         first = split * per_split
-        if AHEAD == 2:
+        if PAGES > 0:
             last = tl.minimum(first + per_split, n_tiles)
             p0 = (first * BN) // block_size
             pg = p0 + tl.arange(0, PAGES)
@@ -204,21 +193,6 @@ if triton is not None:
                 s = _scores(k_tile.to(tl.float8e4nv, bitcast=True).to(DOT_DTYPE), q_t, wh, HP, 1, UPCAST)
                 tl.store(out_row + pos, tl.where(ok, tl.reshape(s, (BN,)) * scale, NEG_INF), mask=pos < n_pos)
                 scale = scale_next
-        elif AHEAD == 1:
-            last = tl.minimum(first + per_split, n_tiles)
-            blk, scale = _pos_blocks(cache, table, table_width, num_blocks, block_size, first, last, n_pos, BN)
-            for tile in range(first, last):
-                # the next tile's block ids and scales are loaded here and used in the next iteration
-                blk_next, scale_next = _pos_blocks(cache, table, table_width, num_blocks, block_size, tile + 1, last,
-                                                   n_pos, BN)
-                pos = tile * BN + tl.arange(0, BN)
-                ok = blk >= 0
-                off = (pos % block_size).to(tl.int64)
-                base = cache + tl.where(ok, blk, 0).to(tl.int64) * block_bytes
-                k_tile = tl.load(base[:, None] + off[:, None] * 128 + d[None, :], mask=ok[:, None], other=0)
-                s = _scores(k_tile.to(tl.float8e4nv, bitcast=True).to(DOT_DTYPE), q_t, wh, HP, 1, UPCAST)
-                tl.store(out_row + pos, tl.where(ok, tl.reshape(s, (BN,)) * scale, NEG_INF), mask=pos < n_pos)
-                blk, scale = blk_next, scale_next
         else:
             for i in range(tl.minimum(per_split, n_tiles - first)):
                 pos = (first + i) * BN + tl.arange(0, BN)
@@ -370,28 +344,26 @@ def paged_splits(rows: int, tiles: int, sms: int, per_sm: int) -> int:
 
 def pipe_splits(rows: int, tiles: int, sms: int) -> int:
     """Programs a row of the pipelined-load kernel (block sizes not a multiple of 64: glm-5.3-flash's pooled cache of
-    block 16): one tile a program while rows x tiles <= 4 x SMs, else about 4 x SMs programs in all (session 44's
-    sweep, bench/results/paged_pipe_s44.json)."""
+    block 16): one tile a program while rows x tiles <= 4 x SMs, else about 4 x SMs programs in all, and at most 64
+    tiles a program (its block ids preloaded in one register tensor). H200, session 44
+    (bench/results/paged_preload_s44.json, block ids preloaded, 3 stages): the rule's count was the best or within
+    0.9 us of it at 8 of 11 shapes (32 x 16896 pooled keys 40.7 us, 39.8 at 16 splits; 128 x 3056 28.0, 27.9 at 4;
+    64 x 16896 73.2, 71.6 at 8), the old rule min(16, 2048 / rows) far off at long rows (4 x 16896 14.0 at one tile a
+    program, 29.2 at 16)."""
     tiles = max(tiles, 1)
     if rows * tiles <= 4 * sms:
         return tiles
-    return max(1, min(tiles, triton.cdiv(4 * sms, max(rows, 1))))
-
-
-def pipe_ahead(tiles_per_program: int) -> bool:
-    """Whether the pipelined-load kernel loads each tile's block ids and scales one iteration ahead: from 6 tiles a
-    program (session 44: 32 x 16896 pooled keys, 16.5 tiles a program, 48.2 us against 54.7; at 3 tiles 42.8 against
-    39.3, at one 5.6 against 4.5; bench/results/paged_ahead_s44.json)."""
-    return tiles_per_program >= 6
+    return max(1, min(tiles, max(triton.cdiv(4 * sms, max(rows, 1)), triton.cdiv(tiles, 64))))
 
 
 def default_paged_config(num_rows: int, width: int, device) -> dict:
     """Key tiles by tensor descriptor (tma None: where the block size is a multiple of 64; otherwise the pipelined
     loads), 64 positions, 4 warps, 3 stages: the fastest of session 42's H200 sweep at every shape of it
-    (bench/results/paged_logits_tma_s42.json); the pipelined loads keep the 4 stages of their first sweep
-    (bench/results/indexer_decode.json). splits None: paged_splits (descriptor kernel) or pipe_splits (pipelined
-    loads); ahead None: pipe_ahead."""
-    cfg = dict(BN=64, num_warps=4, num_stages=None, splits=None, tma=None, dot=None, ahead=None)
+    (bench/results/paged_logits_tma_s42.json); the pipelined loads with their block ids preloaded (preload, session
+    44) 3 stages too, the best of 3 / 4 / 5 at every shape of bench/results/paged_preload_s44.json (4 without preload,
+    their first sweep: bench/results/indexer_decode.json). splits None: paged_splits (descriptor kernel) or
+    pipe_splits (pipelined loads)."""
+    cfg = dict(BN=64, num_warps=4, num_stages=None, splits=None, tma=None, dot=None, preload=True)
     if interpreting():
         cfg.update(BN=16, num_stages=1)
     return cfg
@@ -401,7 +373,8 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
     """config overrides default_paged_config: BN, num_warps, num_stages, splits (None: paged_splits for the
     tensor-descriptor kernel), tma (True: the tensor-descriptor kernel wherever it runs, block sizes that are
     multiples of 16; False: the pipelined-load kernel, which runs any block size; None: the default's choice), dot
-    (as launch_logits'), ahead (the pipelined-load kernel's block ids and scales a tile ahead; None: pipe_ahead)."""
+    (as launch_logits'), preload (the pipelined-load kernel's block ids loaded once before its loop, False: in each
+    tile's iteration)."""
     t, hi, _ = q.shape
     width = out.shape[1]
     cfg = {**default_paged_config(t, width, q.device), **(config or {})}
@@ -423,7 +396,9 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
     elif splits is None:
         splits = pipe_splits(t, n_tiles, sm_count(q.device, 4))
     splits = max(1, min(splits, n_tiles))
-    stages = cfg["num_stages"] or (3 if tma else 4)
+    # 3 stages: the descriptor kernel's best in session 42; the pipelined loads' with preloaded block ids in session 44
+    # (4 without them, their first sweep)
+    stages = cfg["num_stages"] or (3 if tma or cfg["preload"] else 4)
     if tma:
         from triton.tools.tensor_descriptor import TensorDescriptor
         values = TensorDescriptor(indexer_cache.view(FP8), [nb, bs, 128], [bs * INDEX_ROW_BYTES, 128, 1], [1, bn, 128])
@@ -433,13 +408,11 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
             width, splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, Q16=q16, UPCAST=interpreting(),
             num_warps=cfg["num_warps"], num_stages=stages)
         return
-    per = triton.cdiv(n_tiles, splits)
-    ahead = int(cfg["ahead"] if cfg["ahead"] is not None else pipe_ahead(per))
-    pages = next_pow2(triton.cdiv(per * bn, bs) + 1) if ahead == 2 else 1
-    if pages > 512:  # a program over too many pages for one register tensor of block ids: one tile ahead instead
-        ahead, pages = 1, 1
+    # the block ids of a program's tiles in one register tensor: up to 512 (a 64-tile program over block size >= 8)
+    pages = next_pow2(triton.cdiv(triton.cdiv(n_tiles, splits) * bn, bs) + 1) if cfg["preload"] else 0
+    pages = pages if pages <= 512 else 0
     _paged_kernel[(t, splits)](
         q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), indexer_cache, nb, bs,
         block_table, block_table.stride(0), block_table.shape[1], row_req, row_len, out, out.stride(0), hi, width,
-        splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, Q16=q16, AHEAD=ahead, PAGES=pages, UPCAST=interpreting(),
+        splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, Q16=q16, PAGES=pages, UPCAST=interpreting(),
         num_warps=cfg["num_warps"], num_stages=stages)
