@@ -99,6 +99,13 @@ PC=$PC,upooled:4:32:bf16:16896,upooled:16:32:bf16:16896,upooled:32:32:bf16:16896
 # rule against session 43's form; glm-5.3-flash layers against --paged-old.
 # PREDICTION: tests pass; the sweep's default as call e's pipe_preload_s3/rule; glm-5.3-flash 64K 16 / 32 requests
 # ~60 / ~92 us (64.0 / 98.5 in call c), 4K 128 requests ~112 (119.7).
+# OUTCOME (f705afd, bench/logs/s44/f/): tests 52 (indexer paged / bf16) + 19 (backend) passed; logits equal to the
+# default's. Graph replays, us, default / session 43's form (paged_preload_f_s44.json): 8 x 1136 pooled 4.7 / 5.1,
+# 32 x 1520 8.8 / 9.7, 128 x 3056 bf16 28.2 / 38.1, fp8 17.7 / 22.2; 1 / 4 / 8 / 16 / 32 / 64 x 16896 5.1 / 5.5, 9.2
+# / 10.8, 13.7 / 16.5, 21.2 / 27.8, 41.0 / 53.9, 73.8 / 135.5; 32 x 16896 fp8 25.9 / 38.5 (the old split rule only in
+# the layers). glm-5.3-flash TP8 spans against --paged-old: 64K 1 / 4 / 16 / 32 requests 34.1 / 40.2 / 59.8 / 93.2
+# against 34.4 / 60.8 / 80.2 / 106.3; 4K 1 / 8 / 32 / 128 24.8 / 30.2 / 43.4 / 111.1 against 25.3 / 30.6 / 43.7 /
+# 124.9. The prediction held.
 # Call `d`: the prefill logits' block configs for bf16 queries (fp16 products; the default BT 8 x BN 64 x 4 warps was
 # swept with fp8 queries), kernels_indexer's LOGITS_CONFIGS with BT scaled to the heads; and the indexer, backend and
 # TP GPU test files whole at the session's tree.
