@@ -300,6 +300,7 @@ def test_bf16_queries_fp16_products(kind, monkeypatch):
         ks, ke, n = _ragged([21, 40], [5, 4])
         q, w = _wide_q(len(ks), heads), torch.rand(len(ks), heads)
         k, k_scale = _k(n, "fp8")
+
         def run(out, dot):
             launch_logits(q, w, k, k_scale, ks, ke, out, config=dict(BT=2, splits=2, dot=dot))
         ref = indexer_logits_relative_reference(q, w, k, k_scale, ks, ke, 44)
@@ -312,6 +313,7 @@ def test_bf16_queries_fp16_products(kind, monkeypatch):
         row_len = torch.tensor([3 * bs, 2 * bs + 3, 5], dtype=torch.int32)
         q, w = _wide_q(3, heads), torch.rand(3, heads)
         cfg = dict(tma=kind == "paged_tma", splits=2)
+
         def run(out, dot):
             launch_logits_paged(q, w, cache, block_table, row_req, row_len, out, config=dict(cfg, dot=dot))
         ref = torch.empty(3, 3 * bs + 4)

@@ -133,6 +133,7 @@ def test_bf16_queries_fp16_products(kind):
         ks = torch.randint(0, 50, (rows,), device=DEV, dtype=torch.int32)
         ke = torch.randint(ctx - 2000, ctx + 1, (rows,), device=DEV, dtype=torch.int32)
         width = ctx + 3
+
         def run(q, w, out, dot):
             launch_logits(q, w, k, k_scale, ks, ke, out, dict(dot=dot))
 
@@ -149,6 +150,7 @@ def test_bf16_queries_fp16_products(kind):
         row_len = torch.randint(1, per * bs + 1, (reqs,), device=DEV, dtype=torch.int32)
         width = per * bs
         tma = kind == "paged_tma"
+
         def run(q, w, out, dot):
             launch_logits_paged(q, w, cache, table, row_req, row_len, out, dict(tma=tma, dot=dot))
 

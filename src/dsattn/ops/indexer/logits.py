@@ -160,8 +160,8 @@ if triton is not None:
         """Grid (num_rows, num_splits): one query row, a contiguous share of its positions. PAGES > 0: the block ids
         of the program's first PAGES pages (at least all its tiles touch) are loaded once before its loop and each
         tile's taken from them by tl.gather, the scales one tile ahead, so no load in the loop waits on another (the
-        pipeliner multi-buffers the key loads); PAGES 0: both loaded in the tile's own iteration (a program over
-        more pages than one register tensor holds)."""
+        pipeliner multi-buffers the key loads); PAGES 0: both loaded in the tile's own iteration (preload off, or a
+        program over more pages than one register tensor holds)."""
         t = tl.program_id(0).to(tl.int64)
         split = tl.program_id(1)
         d = tl.arange(0, 128)
@@ -347,9 +347,9 @@ def pipe_splits(rows: int, tiles: int, sms: int) -> int:
     block 16): one tile a program while rows x tiles <= 4 x SMs, else about 4 x SMs programs in all, and at most 64
     tiles a program (its block ids preloaded in one register tensor). H200, session 44
     (bench/results/paged_preload_s44.json, block ids preloaded, 3 stages): the rule's count was the best or within
-    0.9 us of it at 8 of 11 shapes (32 x 16896 pooled keys 40.7 us, 39.8 at 16 splits; 128 x 3056 28.0, 27.9 at 4;
-    64 x 16896 73.2, 71.6 at 8), the old rule min(16, 2048 / rows) far off at long rows (4 x 16896 14.0 at one tile a
-    program, 29.2 at 16)."""
+    0.9 us of it at 10 of 11 shapes (32 x 16896 pooled keys 40.7 us, 39.8 at 16 splits; 128 x 3056 28.0, 27.9 at 4),
+    1.6 us off at 64 x 16896 (73.2, 71.6 at 8). The old rule min(16, 2048 / rows) was far off at few long rows: 4 x
+    16896 took 22.1 us at its 16 splits, 9.2 at this rule's 132."""
     tiles = max(tiles, 1)
     if rows * tiles <= 4 * sms:
         return tiles
@@ -396,9 +396,13 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
     elif splits is None:
         splits = pipe_splits(t, n_tiles, sm_count(q.device, 4))
     splits = max(1, min(splits, n_tiles))
+    # the pipelined loads' block ids of a program's tiles in one register tensor: up to 512 (a 64-tile program over
+    # block size >= 16); past that, or with preload off, each tile's in its own iteration (PAGES 0)
+    pages = next_pow2(triton.cdiv(triton.cdiv(n_tiles, splits) * bn, bs) + 1) if cfg["preload"] and not tma else 0
+    pages = pages if pages <= 512 else 0
     # 3 stages: the descriptor kernel's best in session 42; the pipelined loads' with preloaded block ids in session 44
     # (4 without them, their first sweep)
-    stages = cfg["num_stages"] or (3 if tma or cfg["preload"] else 4)
+    stages = cfg["num_stages"] or (3 if tma or pages else 4)
     if tma:
         from triton.tools.tensor_descriptor import TensorDescriptor
         values = TensorDescriptor(indexer_cache.view(FP8), [nb, bs, 128], [bs * INDEX_ROW_BYTES, 128, 1], [1, bn, 128])
@@ -408,9 +412,6 @@ def launch_logits_paged(q, weights, indexer_cache, block_table, row_req, row_len
             width, splits, HP=hp, BN=bn, DOT_DTYPE=dot_dtype, Q16=q16, UPCAST=interpreting(),
             num_warps=cfg["num_warps"], num_stages=stages)
         return
-    # the block ids of a program's tiles in one register tensor: up to 512 (a 64-tile program over block size >= 8)
-    pages = next_pow2(triton.cdiv(triton.cdiv(n_tiles, splits) * bn, bs) + 1) if cfg["preload"] else 0
-    pages = pages if pages <= 512 else 0
     _paged_kernel[(t, splits)](
         q, q.stride(0), q.stride(1), weights, weights.stride(0), weights.stride(1), indexer_cache, nb, bs,
         block_table, block_table.stride(0), block_table.shape[1], row_req, row_len, out, out.stride(0), hi, width,
