@@ -106,6 +106,10 @@ PC=$PC,upooled:4:32:bf16:16896,upooled:16:32:bf16:16896,upooled:32:32:bf16:16896
 # the layers). glm-5.3-flash TP8 spans against --paged-old: 64K 1 / 4 / 16 / 32 requests 34.1 / 40.2 / 59.8 / 93.2
 # against 34.4 / 60.8 / 80.2 / 106.3; 4K 1 / 8 / 32 / 128 24.8 / 30.2 / 43.4 / 111.1 against 25.3 / 30.6 / 43.7 /
 # 124.9. The prediction held.
+# Call `g` (the session's last tree): the indexer and backend GPU files whole; deepseek-v3.2 TP8 / TP1 decode layers
+# (64 indexer heads, bf16 queries) with and without --bf16-dot, not re-run since session 42.
+# PREDICTION: tests pass; deepseek-v3.2 TP8 at 128 requests ~15 us less than --bf16-dot (its 64-head paged logits
+# 76.8 -> 61.3 us in call a), 1-8 requests within ~1 us.
 # Call `d`: the prefill logits' block configs for bf16 queries (fp16 products; the default BT 8 x BN 64 x 4 warps was
 # swept with fp8 queries), kernels_indexer's LOGITS_CONFIGS with BT scaled to the heads; and the indexer, backend and
 # TP GPU test files whole at the session's tree.
@@ -171,5 +175,10 @@ f)
   echo "sweep rc=$?" >> $L; grep -v -i warn $R/sweep_f.log >> $L; pack
   layers 64k_preload_s44 --paged-old --configs glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,4,16,32 --context 65536
   layers preload_s44 --paged-old --configs glm-5.3-flash:8:fp8_ds_mla_nope --batches 1,8,32,128
+  ;;
+g)
+  N=8 LIMIT=240 bash bench/gpu_tests_sharded.sh $R/tests_g tests/gpu/test_indexer_gpu.py tests/gpu/test_backend_gpu.py
+  cat $R/tests_g/summary.log >> $L; pack
+  layers deepseek_s44 --bf16-dot --configs deepseek-v3.2:8:fp8_ds_mla,deepseek-v3.2:1:fp8_ds_mla --batches 1,8,32,128
   ;;
 esac
