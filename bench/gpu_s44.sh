@@ -110,6 +110,11 @@ PC=$PC,upooled:4:32:bf16:16896,upooled:16:32:bf16:16896,upooled:32:32:bf16:16896
 # (64 indexer heads, bf16 queries) with and without --bf16-dot, not re-run since session 42.
 # PREDICTION: tests pass; deepseek-v3.2 TP8 at 128 requests ~15 us less than --bf16-dot (its 64-head paged logits
 # 76.8 -> 61.3 us in call a), 1-8 requests within ~1 us.
+# OUTCOME (6b9e393, bench/logs/s44/g/): 197 passed (8 shards, 81-142 s each). Spans, us, default against
+# --bf16-dot (decode_layer_deepseek_s44.json, _bf16dot): deepseek-v3.2 TP8 1 / 8 / 32 / 128 requests 31.3 / 41.7 /
+# 62.6 / 171.8 against 30.9 / 41.3 / 66.1 / 187.2; TP1 36.9 / 57.3 / 105.1 / 321.7 against 36.7 / 57.2 / 108.6 /
+# 336.3. The prediction held at 128 requests (15.4 / 14.6 us less); at 1-8 requests the fp16 form is 0.1-0.4 us
+# slower (the paged logits 3.4 against 3.0 us at 1 request: one tile a program pays the queries' scaling alone).
 # Call `d`: the prefill logits' block configs for bf16 queries (fp16 products; the default BT 8 x BN 64 x 4 warps was
 # swept with fp8 queries), kernels_indexer's LOGITS_CONFIGS with BT scaled to the heads; and the indexer, backend and
 # TP GPU test files whole at the session's tree.
