@@ -16,7 +16,7 @@ cache's block size is a multiple of 64, a tile's 64 keys are fetched by the tens
 loaded by hand one iteration ahead, so no load is waited for in the iteration that issues it); other
 block sizes take ``_paged_kernel``'s pipelined pointer loads (``pipe_splits``; a program's block ids loaded once
 before its loop, its tiles' taken by tl.gather, the scales one tile ahead). Session 42 measured the first 1.5-2.2x
-faster at a decode layer's shapes, session 44 the second's preloaded block ids 1.3-1.8x faster than block ids loaded
+faster at a decode layer's shapes, session 44 the second's preloaded block ids 1.25-1.8x faster than block ids loaded
 in each tile's iteration from 128 x 3056 and 16 x 16896 pooled keys up (notes/indexer.md).
 
 Products: fp8 x fp8 stay fp8; bf16 queries over fp8 keys run as fp16 products with each head's queries scaled by a
