@@ -13,9 +13,9 @@ Kernels (KERNELS): the default, the pipelined loads (`pipe`), `old` (the default
 with block ids and scales loaded in each tile's own iteration (`noahead`, `pipe_noahead`: before session 44) or the
 program's block ids preloaded (`pipe_preload[_s<stages>]`), the default with bf16 products (`bf16dot`: bf16 queries'
 form before session 44). Each at launch_logits_paged's own split rule (`rule`), at `fill` (fill_splits, a rule tried
-in session 42) and at fixed split counts (`all`: one tile a program). Each variant's logits are compared with the default's (same inputs). Rounds
-alternate the variants; a timing is one replay of a graph of --calls launches divided by --calls. Writes
-bench/results/<--name>.json.
+in session 42) and at fixed split counts (`all`: one tile a program). Each variant's logits are compared with the
+default's (same inputs). Rounds alternate the variants; a timing is one replay of a graph of --calls launches divided
+by --calls. Writes bench/results/<--name>.json.
 
     PYTHONPATH=src:.peer python bench/paged_logits_sweep.py [--cases ...] [--kernels default,old] [--splits rule,8,all]
 """
