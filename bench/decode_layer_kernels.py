@@ -12,7 +12,9 @@ of k alone (ops.topk.select.candidate_capacity), as before select_capacity widen
 (ops.topk.select.fused_tile_default 0), as before session 43; --bf16-dot runs bf16 indexer queries' products in bf16
 (ops.indexer.logits._dot_operands with dot "bf16"), as before session 44's scaled fp16 products; --paged-old runs the
 pipelined paged logits (block sizes not a multiple of 64) as before session 44: block ids and scales loaded in each
-tile's iteration, 4 stages, min(16, 2048 / rows) splits past 4 x SMs one-tile programs.
+tile's iteration, 4 stages, min(16, 2048 / rows) splits past 4 x SMs one-tile programs; --unfused-writes writes the
+latent rows and indexer keys in a launch each (DSAAttention.fused_cache_writes False) and k-pool updates in two launches
+(IndexerDriver.one_launch_kpool False), as before session 45.
 
     PYTHONPATH=src python bench/decode_layer_kernels.py [--configs glm-5:8:fp8_ds_mla,...] [--batches 1,8,32,128]
 """
@@ -49,7 +51,14 @@ def main(argv=None) -> int:
                     help="bf16 indexer queries' products in bf16 (before session 44's scaled fp16 products)")
     ap.add_argument("--paged-old", action="store_true",
                     help="the pipelined paged logits' loop and split rule before session 44")
+    ap.add_argument("--unfused-writes", action="store_true",
+                    help="cache writes as before session 45: latent rows and indexer keys in a launch each, "
+                         "k-pool updates in two")
     args = ap.parse_args(argv)
+    if args.unfused_writes:
+        from dsattn.backend.indexer import IndexerDriver
+        DSAAttention.fused_cache_writes = False
+        IndexerDriver.one_launch_kpool = False
     if args.paged_old:
         from dsattn.ops.indexer import logits
         paged_config = logits.default_paged_config
@@ -73,6 +82,7 @@ def main(argv=None) -> int:
     rows = []
     meta = {"calibration": args.calibration, "calls": args.calls, "block_size": 64, "usual_cap": args.usual_cap,
             "context": args.context, "topk_3l": args.topk_3l, "bf16_dot": args.bf16_dot, "paged_old": args.paged_old,
+            "unfused_writes": args.unfused_writes,
             "how": "one decode layer's forward captured in a CUDA graph: do_bench replay ms, and torch.profiler "
                    "kernel events of --calls replays (span and each kernel's mean us a replay)"}
     path = None

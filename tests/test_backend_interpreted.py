@@ -30,11 +30,14 @@ def interpreted(monkeypatch):
     ("glm-5", "fp8_ds_mla", 32, policy.Path.FP8_GATHERED),
     ("glm-5.3-flash", "fp8_ds_mla_nope", 16, policy.Path.FP8_MIXED),
 ])
-def test_step_with_interpreted_kernels(name, layout, heads, path):
+@pytest.mark.parametrize("fused_writes", [True, False])
+def test_step_with_interpreted_kernels(name, layout, heads, path, fused_writes):
+    """fused_writes: DSAAttention.fused_cache_writes (kpool-1 layers write both caches in one launch, session 45)."""
     geo = preset(name).scaled(index_topk=16, index_n_heads=4, num_heads=heads)
     s = make_step(geo, heads, layout, SPANS, block_size=BS)
     ref = reference_step(s)
     attn = DSAAttention(geo, kv_layout=layout, block_size=BS, max_num_tokens=16, max_num_reqs=4, max_model_len=64)
+    attn.fused_cache_writes = fused_writes
     assert attn.path is path
     step = attn.prepare(s.requests)
     t = step.host.num_tokens
@@ -42,5 +45,30 @@ def test_step_with_interpreted_kernels(name, layout, heads, path):
     attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out)
     torch.testing.assert_close(out.float(), ref.out, atol=2e-2, rtol=2e-2)
     assert torch.equal(s.kv_cache.view(torch.uint8), ref.step.kv_cache.view(torch.uint8))
+    if geo.kpool == 1:
+        assert torch.equal(s.indexer.cache, ref.step.indexer.cache)
     indices = attn.workspace.view(INDICES, (t, attn.width), torch.int32).clone()
     assert torch.equal(allocating_attention(attn, step, s, indices), out)
+
+
+@pytest.mark.parametrize("name, layout, heads", [("glm-5", "fp8_ds_mla", 8), ("glm-5.3-flash", "fp8_ds_mla_nope", 16)])
+@pytest.mark.parametrize("fewer_launches", [True, False])
+def test_decode_step_with_interpreted_kernels(name, layout, heads, fewer_launches, monkeypatch):
+    """A decode-only step (one token a request; positions 23 and 51 complete a pool of 4), where session 45's
+    launches apply: glm-5 writes its latent rows and indexer keys in one launch, glm-5.3-flash updates its pools
+    in one; both settings against the reference."""
+    from dsattn.backend.indexer import IndexerDriver
+    monkeypatch.setattr(DSAAttention, "fused_cache_writes", fewer_launches)
+    monkeypatch.setattr(IndexerDriver, "one_launch_kpool", fewer_launches)
+    geo = preset(name).scaled(index_topk=16, index_n_heads=4, num_heads=heads)
+    s = make_step(geo, heads, layout, [(37, 1), (0, 1), (23, 1), (51, 1)], block_size=BS)
+    ref = reference_step(s)
+    attn = DSAAttention(geo, kv_layout=layout, block_size=BS, max_num_tokens=16, max_num_reqs=4, max_model_len=64)
+    step = attn.prepare(s.requests)
+    out = torch.full((4, heads, 512), float("nan"), dtype=torch.bfloat16)
+    attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out)
+    torch.testing.assert_close(out.float(), ref.out, atol=2e-2, rtol=2e-2)
+    assert torch.equal(s.kv_cache.view(torch.uint8), ref.step.kv_cache.view(torch.uint8))
+    assert torch.equal(s.indexer.cache, ref.step.indexer.cache)
+    if geo.kpool > 1:
+        assert torch.equal(s.indexer.tail_state.nan_to_num(7.0), ref.step.indexer.tail_state.nan_to_num(7.0))

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from dsattn import formats
-from dsattn.ops.cache import write_indexer_cache, write_kv_cache
+from dsattn.ops.cache import write_indexer_cache, write_kv_and_indexer_cache, write_kv_cache
 from dsattn.ops.cache.reference import write_indexer_cache_reference, write_kv_cache_reference
 
 
@@ -93,3 +93,36 @@ def test_rejects_leave_cache_untouched():
     with pytest.raises(ValueError, match="slot_mapping must have shape"):
         write_indexer_cache(torch.randn(2, 128), icache, torch.zeros(3, dtype=torch.int32))
     assert torch.equal(cache, before) and (icache == 0xAB).all()
+
+
+@pytest.mark.parametrize("layout, d", [("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512), ("bf16", 576)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_write_kv_and_indexer_cache(layout, d, dtype):
+    """The one-launch write (session 45) leaves both caches byte for byte as the two ops do, with caches of
+    different sizes (a slot inside one and past the other is written in the one only), -1 skipped."""
+    latent = _values(7, d).to(dtype)
+    k = _values(7, 128).to(dtype).flip(0)
+    slots = torch.tensor([5, -1, 0, 13, 12, 40, 3], dtype=torch.int32)  # 12, 13: past the KV cache, in the indexer's
+    kv, ix = _poisoned(formats.new_kv_cache(3, 4, layout, d)), _poisoned(formats.new_indexer_cache(4, 4))
+    kv_want, ix_want = kv.clone(), ix.clone()
+    write_kv_and_indexer_cache(latent, kv, k, ix, slots)
+    write_kv_cache(latent, kv_want, slots)
+    write_indexer_cache(k, ix_want, slots)
+    assert torch.equal(kv.view(torch.uint8), kv_want.view(torch.uint8))
+    assert torch.equal(ix, ix_want)
+    write_indexer_cache_reference(k, ix_want, torch.where(slots < 16, slots, -1))
+    assert torch.equal(ix, ix_want)
+
+
+def test_write_kv_and_indexer_cache_rejects_before_writing():
+    kv, ix = _poisoned(formats.new_kv_cache(2, 4, "fp8_ds_mla", 576)), _poisoned(formats.new_indexer_cache(2, 4))
+    latent, k, slots = torch.randn(2, 576).bfloat16(), torch.randn(2, 128).bfloat16(), torch.zeros(2, dtype=torch.int32)
+    with pytest.raises(ValueError, match="k must have as many rows as latent"):
+        write_kv_and_indexer_cache(latent, kv, k[:1], ix, slots)
+    with pytest.raises(ValueError, match="k must have shape"):
+        write_kv_and_indexer_cache(latent, kv, torch.randn(2, 64), ix, slots)
+    with pytest.raises(ValueError, match="indexer_cache must have shape"):
+        write_kv_and_indexer_cache(latent, kv, k, torch.zeros(2, 4, 128, dtype=torch.uint8), slots)
+    with pytest.raises(ValueError, match="latent must have 512 or 576 columns"):
+        write_kv_and_indexer_cache(torch.randn(2, 600).bfloat16(), kv, k, ix, slots)
+    assert (kv == 0xAB).all() and (ix == 0xAB).all()

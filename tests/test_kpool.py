@@ -59,6 +59,30 @@ def test_kpool_update_matches_reference_over_steps():
         assert torch.equal(pooled, pooled_ref)
 
 
+def test_kpool_update_one_launch_for_single_token_steps(monkeypatch):
+    """single_token_requests (one token a request: a decode step) runs both halves in one launch (session 45): after a
+    prefill chunk, P + 2 decode steps (every request completes a pool once and joins its tail otherwise) leave the
+    pooled cache and the tail state as the reference's."""
+    from dsattn.ops.indexer import kpool as kernels
+    launched = []
+    for name in ("_update_kernel", "_pool_kernel", "_tail_kernel"):
+        kern = getattr(kernels, name)
+        monkeypatch.setattr(kernels, name, type("K", (), {"__getitem__": lambda self, grid, n=name, k=kern: (
+            launched.append(n), k[grid])[1]})())
+    schedule = [[(0, 3), (1, 6), (2, 1)]] + [[(0, 1), (1, 1), (2, 1)]] * (P + 2)
+    steps, _ = _steps(schedule, 3, seed=2)
+    ape = torch.randn(P, 128)
+    block_table, pooled, tail, state_slot = _state(3)
+    pooled_ref, tail_ref = pooled.clone(), tail.clone()
+    for i, (k, gate, pos, req) in enumerate(steps):
+        launched.clear()
+        kpool_update(k, gate, ape, pos, req, block_table, pooled, tail, state_slot, single_token_requests=i > 0)
+        assert launched == (["_update_kernel"] if i > 0 else ["_pool_kernel", "_tail_kernel"])
+        ref.kpool_update_reference(k, gate, ape, pos, req, block_table, pooled_ref, tail_ref, state_slot)
+        assert torch.equal(tail.nan_to_num(7.0), tail_ref.nan_to_num(7.0))
+        assert torch.equal(pooled, pooled_ref)
+
+
 def test_kpool_pooled_keys_equal_pools_of_whole_sequence():
     """Step by step, the pooled cache holds the pooled keys of the whole sequence's complete pools."""
     steps, done = _steps(SCHEDULE, 3, seed=1)

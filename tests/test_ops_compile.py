@@ -8,7 +8,7 @@ allow_runtime_loop_bounds()  # (the interpreted kernels loop to runtime bounds, 
 import torch  # noqa: E402
 
 from dsattn import formats  # noqa: E402
-from dsattn.ops.cache import write_indexer_cache, write_kv_cache  # noqa: E402
+from dsattn.ops.cache import write_indexer_cache, write_kv_and_indexer_cache, write_kv_cache  # noqa: E402
 from dsattn.ops.gather import positions_to_offsets  # noqa: E402
 from dsattn.ops.topk import topk  # noqa: E402
 
@@ -42,6 +42,21 @@ def test_cache_writes_trace():
             return cache
 
         assert torch.equal(_compiled(fn)(values, traced, slots), eager), write.__name__
+
+
+def test_write_kv_and_indexer_cache_traces():
+    g = torch.Generator().manual_seed(2)
+    slots = torch.tensor([0, 3, -1, 9, 14], dtype=torch.int32)
+    latent, k = torch.randn(5, 576, generator=g).bfloat16(), torch.randn(5, formats.INDEX_DIM, generator=g).bfloat16()
+    kv, ix = torch.zeros(4, 4, 656, dtype=torch.uint8), torch.zeros(4, 4, formats.INDEX_ROW_BYTES, dtype=torch.uint8)
+    write_kv_and_indexer_cache(latent, kv, k, ix, slots)
+
+    def fn(a, b, c, d, s):
+        write_kv_and_indexer_cache(a, b, c, d, s)
+        return b, d
+
+    got = _compiled(fn)(latent, torch.zeros_like(kv), k, torch.zeros_like(ix), slots)
+    assert torch.equal(got[0], kv) and torch.equal(got[1], ix)
 
 
 def test_positions_to_offsets_traces():

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from dsattn import formats
-from dsattn.ops.cache import write_indexer_cache, write_kv_cache
+from dsattn.ops.cache import write_indexer_cache, write_kv_and_indexer_cache, write_kv_cache
 from dsattn.ops.cache.reference import write_indexer_cache_reference, write_kv_cache_reference
 from dsattn.ops.indexer import indexer_logits, indexer_logits_paged, kpool_update
 from dsattn.ops.indexer import reference as ref
@@ -278,6 +278,25 @@ def test_kpool_update_gpu():
     assert (got == want).float().mean() > 0.999
 
 
+def test_kpool_update_single_token_steps_gpu():
+    """Decode steps of 300 requests (one token each) through the one-launch update (session 45), P + 1 steps so that
+    every request completes one pool: the pooled cache and the tail state as the two-launch update leaves them."""
+    p, bs, reqs = 4, 64, 300
+    table = torch.randperm(reqs * 2, device=DEV).to(torch.int32).view(reqs, 2)
+    ape = torch.randn(p, 128, device=DEV)
+    slot = torch.randperm(reqs + 5, device=DEV)[:reqs].to(torch.int32)
+    one = [formats.new_indexer_cache(reqs * 2, bs // p, device=DEV).fill_(0x5A), torch.randn(reqs + 5, p - 1, 256,
+                                                                                           device=DEV)]
+    two = [one[0].clone(), one[1].clone()]
+    pos = torch.randint(0, 100, (reqs,), dtype=torch.int32, device=DEV)
+    req = torch.arange(reqs, dtype=torch.int32, device=DEV)
+    for i in range(p + 1):
+        k, gate = torch.randn(reqs, 128, device=DEV).bfloat16(), torch.randn(reqs, 128, device=DEV)
+        kpool_update(k, gate, ape, pos + i, req, table, *one, slot, single_token_requests=True)
+        kpool_update(k, gate, ape, pos + i, req, table, *two, slot)
+        assert torch.equal(one[0], two[0]) and torch.equal(one[1], two[1])
+
+
 @pytest.mark.parametrize("rows, width, k", [(1, 16384, 2048), (1, 65536, 2048), (3, 131072, 2048), (16, 65536, 2048),
                                            (1, 262144, 2048), (2, 16384, 512), (8, 70000, 512), (1, 65536, 8192)])
 def test_topk_few_long_rows(rows, width, k):
@@ -380,3 +399,22 @@ def test_cache_writes_gpu():
     write_indexer_cache(k, icache, slots)
     write_indexer_cache_reference(k, iwant, slots)
     assert torch.equal(icache, iwant)
+
+
+@pytest.mark.parametrize("layout, d", [("bf16", 576), ("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512)])
+def test_write_kv_and_indexer_cache_gpu(layout, d):
+    """The one-launch write of both caches (session 45): bytes of the reference writes, -1 and slots past either
+    cache skipped in that cache only (the indexer cache has more blocks here)."""
+    latent = (torch.randn(500, d, device=DEV) * 10).bfloat16()
+    k = (torch.randn(500, 128, device=DEV) * 3).bfloat16()
+    kv = formats.new_kv_cache(20, 64, layout, d, device=DEV)
+    kv.view(torch.uint8).fill_(0xAB)
+    ix = formats.new_indexer_cache(24, 64, device=DEV).fill_(0xAB)
+    kv_want, ix_want = kv.clone(), ix.clone()
+    slots = torch.randperm(24 * 64, device=DEV)[:500].to(torch.int32)
+    slots[:5] = -1
+    write_kv_and_indexer_cache(latent, kv, k, ix, slots)
+    write_kv_cache_reference(latent, kv_want, torch.where(slots < 20 * 64, slots, -1), layout)
+    write_indexer_cache_reference(k, ix_want, slots)
+    assert torch.equal(kv.view(torch.uint8), kv_want.view(torch.uint8))
+    assert torch.equal(ix, ix_want)

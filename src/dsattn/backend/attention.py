@@ -36,7 +36,7 @@ from ..distributed import group_size, plan_row_shards, should_shard
 from ..formats import LATENT_DIM, ROPE_DIM, KVLayout, as_layout, infer_layout, kv_cache_flat
 from ..memory.workspace import Workspace, specs_nbytes
 from ..ops._triton import sm_count
-from ..ops.cache import write_kv_cache
+from ..ops.cache import write_kv_and_indexer_cache, write_kv_cache
 from ..ops.gather import gather_latent, positions_to_offsets, positions_to_slots
 from ..ops.sparse_mla import (decode_scratch_spec, prefill_scratch_spec, prefill_split_spec, sparse_mla_decode,
                                sparse_mla_prefill)
@@ -102,6 +102,10 @@ class DSAAttention:
     workspace          a Workspace to share (one per device), else a new one
     tp_group, tp_min_rows_per_rank   tensor-parallel indexer prefill (SPEC 8); None: replicated
     """
+
+    # A full layer of a kpool-1 model writes its latent rows and indexer keys in one launch
+    # (ops.cache.write_kv_and_indexer_cache); False: one launch each, as before session 45 (A/B runs).
+    fused_cache_writes: bool = True
 
     def __init__(self, geometry: DSAGeometry, *, kv_layout: KVLayout | str, block_size: int, max_num_tokens: int,
                  max_num_reqs: int, max_model_len: int, tp: int = 1, device: torch.device | str = "cpu",
@@ -334,11 +338,15 @@ class DSAAttention:
         t = host.num_tokens
         if out is None:
             out = torch.empty((t, self.heads, LATENT_DIM), dtype=torch.bfloat16, device=self.device)
-        if latent is not None:
+        # a full layer of a kpool-1 model writes both caches at the same slots: one launch for the two
+        both = latent is not None and not shared and self.indexer.kpool == 1 and self.fused_cache_writes
+        if both:
+            write_kv_and_indexer_cache(latent, kv_cache, indexer.k, indexer.cache, step.slot_mapping)
+        elif latent is not None:
             write_kv_cache(latent, kv_cache, step.slot_mapping)
         indices = ws.view(INDICES, (t, self.width), torch.int32)
         if not shared:
-            self.indexer.run(step, indexer, indices)
+            self.indexer.run(step, indexer, indices, cache_written=both)
             self._positions_to_kv_rows(step, indices)
             ws.stamp(INDICES, step.step_id)
         lse = ws.view(LSE, (t, self.heads), torch.float32)

@@ -73,6 +73,10 @@ class IndexerInputs:
 class IndexerDriver:
     """Runs a full layer's indexer for a prepared step (see the module docstring)."""
 
+    # k-pool layers: a step of one token a request updates the pools in one launch (kpool_update's
+    # single_token_requests); False: two launches, as before session 45 (A/B runs).
+    one_launch_kpool: bool = True
+
     def __init__(self, geometry: DSAGeometry, limits: BatchLimits, workspace: Workspace, *, tp_group=None,
                  tp_min_rows_per_rank: int | None = None):
         self.geometry, self.limits, self.workspace = geometry, limits, workspace
@@ -151,13 +155,16 @@ class IndexerDriver:
 
     # -- the run --------------------------------------------------------------------------------
 
-    def run(self, step, inputs: IndexerInputs, indices: torch.Tensor) -> None:
-        """Top-k positions of every row of the step into indices [T, width] int32 (-1 unused)."""
+    def run(self, step, inputs: IndexerInputs, indices: torch.Tensor, cache_written: bool = False) -> None:
+        """Top-k positions of every row of the step into indices [T, width] int32 (-1 unused). cache_written: the
+        step's keys are in the indexer cache already (the caller wrote them with its KV rows; kpool 1 only)."""
         cache = inputs.cache.squeeze(2) if inputs.cache.dim() == 4 else inputs.cache
         if self.kpool > 1:
+            # a step of one token a request (num_scheduled >= 1 each) updates the pools in one launch
             kpool_update(inputs.k, inputs.gate, inputs.ape, step.positions, step.token_req, step.block_table, cache,
-                         inputs.tail_state, step.state_slot)
-        else:
+                         inputs.tail_state, step.state_slot,
+                         single_token_requests=step.host.num_tokens == step.host.num_reqs and self.one_launch_kpool)
+        elif not cache_written:
             write_indexer_cache(inputs.k, cache, step.slot_mapping)
         host = step.host
         for c in host.decode_chunks:

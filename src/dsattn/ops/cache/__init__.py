@@ -16,7 +16,7 @@ from .._eager import op_or_body
 from .._triton import kernels_available
 from .reference import write_indexer_cache_reference, write_kv_cache_reference
 
-__all__ = ["write_kv_cache", "write_indexer_cache"]
+__all__ = ["write_kv_cache", "write_indexer_cache", "write_kv_and_indexer_cache"]
 
 
 def _squeeze_cache(name: str, cache: torch.Tensor) -> torch.Tensor:
@@ -48,6 +48,13 @@ def write_kv_cache(latent: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: t
     values, scales and RoPE part separately): slot mappings name each slot once.
     fp8 rows are quantized as ``formats.pack_latent_rows`` (per-128 power-of-two scales).
     """
+    cache = _check_kv(latent, kv_cache, slot_mapping)
+    if latent.shape[0]:
+        op_or_body("write_kv_cache", _write_kv_impl)(latent, cache, slot_mapping)
+
+
+def _check_kv(latent: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor) -> torch.Tensor:
+    """write_kv_cache's argument checks; returns the cache as [num_blocks, block_size, row]."""
     check_tensor("latent", latent, dtype=(torch.bfloat16, torch.float32), ndim=2)
     t, d = latent.shape
     cache = _squeeze_cache("kv_cache", kv_cache)
@@ -61,8 +68,7 @@ def write_kv_cache(latent: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: t
         raise ValueError(f"latent must have 512 columns for fp8_ds_mla_nope, got {d}")
     check_tensor("slot_mapping", slot_mapping, dtype=INDEX_DTYPES, shape=(t,))
     check_same_device(latent=latent, kv_cache=cache, slot_mapping=slot_mapping)
-    if t:
-        op_or_body("write_kv_cache", _write_kv_impl)(latent, cache, slot_mapping)
+    return cache
 
 
 def _write_kv_impl(latent: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
@@ -89,14 +95,19 @@ def write_indexer_cache(k: torch.Tensor, indexer_cache: torch.Tensor, slot_mappi
     < 0 or >= num_blocks * block_size skipped. Each key becomes 128 fp8 e4m3 values and one fp32 scale
     (``formats.quantize_fp8``).
     """
+    cache = _check_indexer(k, indexer_cache, slot_mapping)
+    if k.shape[0]:
+        op_or_body("write_indexer_cache", _write_indexer_impl)(k, cache, slot_mapping)
+
+
+def _check_indexer(k: torch.Tensor, indexer_cache: torch.Tensor, slot_mapping: torch.Tensor) -> torch.Tensor:
+    """write_indexer_cache's argument checks; returns the cache as [num_blocks, block_size, 132]."""
     check_tensor("k", k, dtype=(torch.bfloat16, torch.float32), ndim=2, shape=(None, INDEX_DIM))
-    t = k.shape[0]
     cache = _squeeze_cache("indexer_cache", indexer_cache)
     check_tensor("indexer_cache", cache, dtype=torch.uint8, shape=(None, None, INDEX_ROW_BYTES))
-    check_tensor("slot_mapping", slot_mapping, dtype=INDEX_DTYPES, shape=(t,))
+    check_tensor("slot_mapping", slot_mapping, dtype=INDEX_DTYPES, shape=(k.shape[0],))
     check_same_device(k=k, indexer_cache=cache, slot_mapping=slot_mapping)
-    if t:
-        op_or_body("write_indexer_cache", _write_indexer_impl)(k, cache, slot_mapping)
+    return cache
 
 
 def _write_indexer_impl(k: torch.Tensor, indexer_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
@@ -113,4 +124,38 @@ _write_indexer_op = torch.library.custom_op("dsattn::write_indexer_cache", _writ
 
 @_write_indexer_op.register_fake
 def _(k, indexer_cache, slot_mapping) -> None:
+    return None
+
+
+def write_kv_and_indexer_cache(latent: torch.Tensor, kv_cache: torch.Tensor, k: torch.Tensor,
+                               indexer_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+    """write_kv_cache(latent, kv_cache, slot_mapping) and write_indexer_cache(k, indexer_cache, slot_mapping) in one
+    kernel launch: the same tokens (latent and k have as many rows) at the same slots, as a layer's step writes
+    them. Both argument sets are checked before either cache is written; the bytes written are those of the two
+    ops."""
+    kv = _check_kv(latent, kv_cache, slot_mapping)
+    check_tensor("k", k, dtype=(torch.bfloat16, torch.float32), ndim=2)
+    if k.shape[0] != latent.shape[0]:
+        raise ValueError(f"k must have as many rows as latent ({latent.shape[0]}), got {k.shape[0]}")
+    ix = _check_indexer(k, indexer_cache, slot_mapping)
+    if latent.shape[0]:
+        op_or_body("write_kv_and_indexer_cache", _write_both_impl)(latent, kv, k, ix, slot_mapping)
+
+
+def _write_both_impl(latent: torch.Tensor, kv_cache: torch.Tensor, k: torch.Tensor, indexer_cache: torch.Tensor,
+                     slot_mapping: torch.Tensor) -> None:
+    if kernels_available(latent.device):
+        from .write import launch_write_both
+        launch_write_both(latent, kv_cache, k, indexer_cache, slot_mapping)
+    else:
+        write_kv_cache_reference(latent, kv_cache, _slots_inside(slot_mapping, kv_cache), infer_layout(kv_cache))
+        write_indexer_cache_reference(k, indexer_cache, _slots_inside(slot_mapping, indexer_cache))
+
+
+_write_both_op = torch.library.custom_op("dsattn::write_kv_and_indexer_cache", _write_both_impl,
+                                         mutates_args=("kv_cache", "indexer_cache"))
+
+
+@_write_both_op.register_fake
+def _(latent, kv_cache, k, indexer_cache, slot_mapping) -> None:
     return None

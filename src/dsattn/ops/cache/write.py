@@ -53,10 +53,10 @@ if triton is not None:
         return q, scale
 
     @triton.jit
-    def _write_kv_kernel(latent, stride_lt, cache, slot_mapping, num_slots,
-                         D: tl.constexpr, ROW: tl.constexpr, FP8: tl.constexpr, HAS_ROPE_IN: tl.constexpr,
-                         ROPE_OUT: tl.constexpr, DP: tl.constexpr):
-        t = tl.program_id(0).to(tl.int64)
+    def _kv_row(latent, stride_lt, cache, slot_mapping, num_slots, t,
+                D: tl.constexpr, ROW: tl.constexpr, FP8: tl.constexpr, HAS_ROPE_IN: tl.constexpr,
+                ROPE_OUT: tl.constexpr, DP: tl.constexpr):
+        """Token t's latent row into its slot of the KV cache (nothing when the slot is outside the cache)."""
         slot = tl.load(slot_mapping + t).to(tl.int64)
         if (slot >= 0) & (slot < num_slots):
             src = latent + t * stride_lt
@@ -82,8 +82,8 @@ if triton is not None:
                 tl.store(cache + slot * D + cols, to_bf16(x.to(tl.float32)), mask=ok)
 
     @triton.jit
-    def _write_indexer_kernel(k, stride_k, cache, slot_mapping, num_slots, block_size):
-        t = tl.program_id(0).to(tl.int64)
+    def _indexer_row(k, stride_k, cache, slot_mapping, num_slots, block_size, t):
+        """Token t's indexer key, quantized, into its slot of the 132-byte indexer cache."""
         slot = tl.load(slot_mapping + t).to(tl.int64)
         if (slot >= 0) & (slot < num_slots):
             c = tl.arange(0, 128)
@@ -96,17 +96,55 @@ if triton is not None:
             scale_ptr = (base + block_size * 128 + off * 4).to(tl.pointer_type(tl.float32))
             tl.store(scale_ptr + tl.arange(0, 1), scale)
 
+    @triton.jit
+    def _write_kv_kernel(latent, stride_lt, cache, slot_mapping, num_slots,
+                         D: tl.constexpr, ROW: tl.constexpr, FP8: tl.constexpr, HAS_ROPE_IN: tl.constexpr,
+                         ROPE_OUT: tl.constexpr, DP: tl.constexpr):
+        _kv_row(latent, stride_lt, cache, slot_mapping, num_slots, tl.program_id(0).to(tl.int64),
+                D, ROW, FP8, HAS_ROPE_IN, ROPE_OUT, DP)
+
+    @triton.jit
+    def _write_indexer_kernel(k, stride_k, cache, slot_mapping, num_slots, block_size):
+        _indexer_row(k, stride_k, cache, slot_mapping, num_slots, block_size, tl.program_id(0).to(tl.int64))
+
+    @triton.jit
+    def _write_both_kernel(latent, stride_lt, kv_cache, kv_slots, k, stride_k, indexer_cache, indexer_slots,
+                           slot_mapping, block_size,
+                           D: tl.constexpr, ROW: tl.constexpr, FP8: tl.constexpr, HAS_ROPE_IN: tl.constexpr,
+                           ROPE_OUT: tl.constexpr, DP: tl.constexpr):
+        """Grid (T, 2): program (t, 0) writes token t's latent row, (t, 1) its indexer key (one launch instead of
+        two: a decode step's writes are a few hundred bytes, and each launch costs more than its work)."""
+        t = tl.program_id(0).to(tl.int64)
+        if tl.program_id(1) == 0:
+            _kv_row(latent, stride_lt, kv_cache, slot_mapping, kv_slots, t, D, ROW, FP8, HAS_ROPE_IN, ROPE_OUT, DP)
+        else:
+            _indexer_row(k, stride_k, indexer_cache, slot_mapping, indexer_slots, block_size, t)
+
+
+def _kv_meta(latent: torch.Tensor, kv_cache: torch.Tensor) -> dict:
+    """The KV row kernel's constexprs for this latent and cache."""
+    layout = infer_layout(kv_cache)
+    d = latent.shape[1]
+    row = kv_cache.shape[2] if layout is KVLayout.BF16 else layout.row_bytes(d)
+    return dict(D=d, ROW=row, FP8=layout.is_fp8, HAS_ROPE_IN=d > LATENT_DIM, ROPE_OUT=layout is KVLayout.FP8_DS_MLA,
+                DP=next_pow2(d))
+
 
 def launch_write_kv(latent: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
-    layout = infer_layout(kv_cache)
-    t, d = latent.shape
     num_slots = kv_cache.shape[0] * kv_cache.shape[1]
-    row = kv_cache.shape[2] if layout is KVLayout.BF16 else layout.row_bytes(d)
-    _write_kv_kernel[(t,)](latent, latent.stride(0), kv_cache, slot_mapping, num_slots,
-                           D=d, ROW=row, FP8=layout.is_fp8, HAS_ROPE_IN=d > LATENT_DIM,
-                           ROPE_OUT=layout is KVLayout.FP8_DS_MLA, DP=next_pow2(d), num_warps=4)
+    _write_kv_kernel[(latent.shape[0],)](latent, latent.stride(0), kv_cache, slot_mapping, num_slots,
+                                         **_kv_meta(latent, kv_cache), num_warps=4)
 
 
 def launch_write_indexer(k: torch.Tensor, indexer_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
     nb, bs, _ = indexer_cache.shape
     _write_indexer_kernel[(k.shape[0],)](k, k.stride(0), indexer_cache, slot_mapping, nb * bs, bs, num_warps=1)
+
+
+def launch_write_both(latent: torch.Tensor, kv_cache: torch.Tensor, k: torch.Tensor, indexer_cache: torch.Tensor,
+                      slot_mapping: torch.Tensor) -> None:
+    """launch_write_kv and launch_write_indexer in one launch (the same tokens and slot mapping)."""
+    nb, bs, _ = indexer_cache.shape
+    _write_both_kernel[(latent.shape[0], 2)](latent, latent.stride(0), kv_cache, kv_cache.shape[0] * kv_cache.shape[1],
+                                              k, k.stride(0), indexer_cache, nb * bs, slot_mapping, bs,
+                                              **_kv_meta(latent, kv_cache), num_warps=4)

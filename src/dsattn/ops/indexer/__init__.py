@@ -194,7 +194,7 @@ def _(q, weights, indexer_cache, block_table, row_req, row_len, out) -> None:
 
 def kpool_update(k: torch.Tensor, gate: torch.Tensor, ape: torch.Tensor, positions: torch.Tensor,
                  token_req: torch.Tensor, block_table: torch.Tensor, pooled_cache: torch.Tensor,
-                 tail_state: torch.Tensor, state_slot: torch.Tensor) -> None:
+                 tail_state: torch.Tensor, state_slot: torch.Tensor, single_token_requests: bool = False) -> None:
     """Write this step's completed pools into the pooled key cache and keep the incomplete tail.
 
     k [T, 128] bf16 or fp32 (this step's indexer keys), gate [T, 128] fp32, ape [P, 128] fp32 (P = kpool
@@ -212,6 +212,9 @@ def kpool_update(k: torch.Tensor, gate: torch.Tensor, ape: torch.Tensor, positio
     The index values (positions, token_req, block-table entries, state_slot < S) are trusted: reading them
     would cost a device sync, so the kernels do not bound-check them (the backend builds them from
     validated metadata and checks state_slot against tail_state: ``IndexerDriver.check_inputs``).
+    single_token_requests: the caller knows that no request has more than one token in this step (a decode
+    step without speculative tokens); the update then runs in one kernel launch instead of two (ops/indexer/
+    kpool.py). Also trusted: with a request of several tokens it could read tail entries its own step rewrites.
     """
     check_tensor("k", k, dtype=(torch.bfloat16, torch.float32), ndim=2, shape=(None, INDEX_DIM))
     t = k.shape[0]
@@ -236,15 +239,16 @@ def kpool_update(k: torch.Tensor, gate: torch.Tensor, ape: torch.Tensor, positio
                       pooled_cache=pooled_cache, tail_state=tail_state, state_slot=state_slot)
     if t:
         op_or_body("kpool_update", _kpool_update_impl)(k, gate, ape, positions, token_req, block_table, pooled_cache,
-                                                       tail_state, state_slot)
+                                                       tail_state, state_slot, bool(single_token_requests))
 
 
 def _kpool_update_impl(k: torch.Tensor, gate: torch.Tensor, ape: torch.Tensor, positions: torch.Tensor,
                        token_req: torch.Tensor, block_table: torch.Tensor, pooled_cache: torch.Tensor,
-                       tail_state: torch.Tensor, state_slot: torch.Tensor) -> None:
+                       tail_state: torch.Tensor, state_slot: torch.Tensor, single_token_requests: bool) -> None:
     if kernels_available(k.device):
         from .kpool import launch_kpool_update
-        launch_kpool_update(k, gate, ape, positions, token_req, block_table, pooled_cache, tail_state, state_slot)
+        launch_kpool_update(k, gate, ape, positions, token_req, block_table, pooled_cache, tail_state, state_slot,
+                            single_token_requests)
     else:
         _ref.kpool_update_reference(k, gate, ape, positions, token_req, block_table, pooled_cache, tail_state,
                                     state_slot)
@@ -255,7 +259,8 @@ _kpool_update_op = torch.library.custom_op("dsattn::kpool_update", _kpool_update
 
 
 @_kpool_update_op.register_fake
-def _(k, gate, ape, positions, token_req, block_table, pooled_cache, tail_state, state_slot) -> None:
+def _(k, gate, ape, positions, token_req, block_table, pooled_cache, tail_state, state_slot,
+      single_token_requests) -> None:
     return None
 
 

@@ -4,7 +4,9 @@
 the pools this step completes (reading members that arrived in earlier steps from the tail state), the
 second stores the members of each request's new incomplete pool (overwriting those slots). One program
 per token in both; a token finds its pool's other members by position, since a request's tokens are
-contiguous and consecutive within the step.
+contiguous and consecutive within the step. When no request has more than one token in the step (a decode
+step), a token either completes its pool or joins the tail, never both, and no other token of its request
+reads or writes that tail: both halves then run in one launch (``_update_kernel``).
 
 ``kpool_expand`` turns pool numbers into token positions and appends the visible tail.
 """
@@ -30,11 +32,9 @@ if triton is not None:
         return j_safe, ok
 
     @triton.jit
-    def _pool_kernel(k, stride_k, gate, stride_g, ape, positions, token_req, num_tokens, block_table, stride_bt,
-                     pooled_cache, pooled_block_size, tail_state, state_slot,
-                     P: tl.constexpr, PP: tl.constexpr):
-        """Grid (num_tokens,): a token that completes its pool writes the pool's quantized key."""
-        i = tl.program_id(0)
+    def _pool_token(i, k, stride_k, gate, stride_g, ape, positions, token_req, num_tokens, block_table, stride_bt,
+                    pooled_cache, pooled_block_size, tail_state, state_slot, P: tl.constexpr, PP: tl.constexpr):
+        """If token i completes its pool: the pool's quantized key into the pooled cache."""
         pos_i = tl.load(positions + i)
         if pos_i % P == P - 1:
             req_i = tl.load(token_req + i)
@@ -67,10 +67,9 @@ if triton is not None:
                      scale)
 
     @triton.jit
-    def _tail_kernel(k, stride_k, gate, stride_g, positions, token_req, num_tokens, tail_state, state_slot,
-                     P: tl.constexpr):
-        """Grid (num_tokens,): a token whose pool stays incomplete after this step joins the tail state."""
-        i = tl.program_id(0)
+    def _tail_token(i, k, stride_k, gate, stride_g, positions, token_req, num_tokens, tail_state, state_slot,
+                    P: tl.constexpr):
+        """If token i's pool stays incomplete after this step: token i into its request's tail state."""
         pos_i = tl.load(positions + i)
         req_i = tl.load(token_req + i)
         m_i = pos_i % P
@@ -87,6 +86,31 @@ if triton is not None:
             i64 = i.to(tl.int64)
             tl.store(dst + c, tl.load(k + i64 * stride_k + c).to(tl.float32))
             tl.store(dst + 128 + c, tl.load(gate + i64 * stride_g + c))
+
+    @triton.jit
+    def _pool_kernel(k, stride_k, gate, stride_g, ape, positions, token_req, num_tokens, block_table, stride_bt,
+                     pooled_cache, pooled_block_size, tail_state, state_slot,
+                     P: tl.constexpr, PP: tl.constexpr):
+        """Grid (num_tokens,): the first half of kpool_update (pools this step completes)."""
+        _pool_token(tl.program_id(0), k, stride_k, gate, stride_g, ape, positions, token_req, num_tokens, block_table,
+                    stride_bt, pooled_cache, pooled_block_size, tail_state, state_slot, P, PP)
+
+    @triton.jit
+    def _tail_kernel(k, stride_k, gate, stride_g, positions, token_req, num_tokens, tail_state, state_slot,
+                     P: tl.constexpr):
+        """Grid (num_tokens,): the second half (members of new incomplete pools into the tail state)."""
+        _tail_token(tl.program_id(0), k, stride_k, gate, stride_g, positions, token_req, num_tokens, tail_state,
+                    state_slot, P)
+
+    @triton.jit
+    def _update_kernel(k, stride_k, gate, stride_g, ape, positions, token_req, num_tokens, block_table, stride_bt,
+                       pooled_cache, pooled_block_size, tail_state, state_slot,
+                       P: tl.constexpr, PP: tl.constexpr):
+        """Grid (num_tokens,): both halves, for steps where no request has more than one token (module docstring)."""
+        i = tl.program_id(0)
+        _pool_token(i, k, stride_k, gate, stride_g, ape, positions, token_req, num_tokens, block_table, stride_bt,
+                    pooled_cache, pooled_block_size, tail_state, state_slot, P, PP)
+        _tail_token(i, k, stride_k, gate, stride_g, positions, token_req, num_tokens, tail_state, state_slot, P)
 
     @triton.jit
     def _expand_kernel(pool_topk, stride_p, positions, out, stride_out, num_pools,
@@ -109,13 +133,17 @@ if triton is not None:
             tl.store(out_row + num_pools * P + member, tail, mask=member < P - 1)
 
 
-def launch_kpool_update(k, gate, ape, positions, token_req, block_table, pooled_cache, tail_state, state_slot):
+def launch_kpool_update(k, gate, ape, positions, token_req, block_table, pooled_cache, tail_state, state_slot,
+                        single_token_requests: bool = False):
     t = k.shape[0]
     kpool = ape.shape[0]
     pp = next_pow2(kpool)
-    _pool_kernel[(t,)](k, k.stride(0), gate, gate.stride(0), ape, positions, token_req, t, block_table,
-                       block_table.stride(0), pooled_cache, pooled_cache.shape[1], tail_state, state_slot,
-                       P=kpool, PP=pp, num_warps=1)
+    args = (k, k.stride(0), gate, gate.stride(0), ape, positions, token_req, t, block_table, block_table.stride(0),
+            pooled_cache, pooled_cache.shape[1], tail_state, state_slot)
+    if single_token_requests:
+        _update_kernel[(t,)](*args, P=kpool, PP=pp, num_warps=1)
+        return
+    _pool_kernel[(t,)](*args, P=kpool, PP=pp, num_warps=1)
     _tail_kernel[(t,)](k, k.stride(0), gate, gate.stride(0), positions, token_req, t, tail_state, state_slot,
                        P=kpool, num_warps=1)
 
