@@ -14,7 +14,8 @@ of k alone (ops.topk.select.candidate_capacity), as before select_capacity widen
 pipelined paged logits (block sizes not a multiple of 64) as before session 44: block ids and scales loaded in each
 tile's iteration, 4 stages, min(16, 2048 / rows) splits past 4 x SMs one-tile programs; --unfused-writes writes the
 latent rows and indexer keys in a launch each (DSAAttention.fused_cache_writes False) and k-pool updates in two launches
-(IndexerDriver.one_launch_kpool False), as before session 45.
+(IndexerDriver.one_launch_kpool False), as before session 45; --bf16-together runs a bf16 cache's decode rows in one
+prefill call with the calibrated variant (DSAAttention.bf16_decodes_apart False), as before session 45.
 
     PYTHONPATH=src python bench/decode_layer_kernels.py [--configs glm-5:8:fp8_ds_mla,...] [--batches 1,8,32,128]
 """
@@ -54,7 +55,11 @@ def main(argv=None) -> int:
     ap.add_argument("--unfused-writes", action="store_true",
                     help="cache writes as before session 45: latent rows and indexer keys in a launch each, "
                          "k-pool updates in two")
+    ap.add_argument("--bf16-together", action="store_true",
+                    help="a bf16 cache's decode rows in one call with the calibrated prefill variant (before session 45)")
     args = ap.parse_args(argv)
+    if args.bf16_together:
+        DSAAttention.bf16_decodes_apart = False
     if args.unfused_writes:
         from dsattn.backend.indexer import IndexerDriver
         DSAAttention.fused_cache_writes = False
@@ -82,7 +87,7 @@ def main(argv=None) -> int:
     rows = []
     meta = {"calibration": args.calibration, "calls": args.calls, "block_size": 64, "usual_cap": args.usual_cap,
             "context": args.context, "topk_3l": args.topk_3l, "bf16_dot": args.bf16_dot, "paged_old": args.paged_old,
-            "unfused_writes": args.unfused_writes,
+            "unfused_writes": args.unfused_writes, "bf16_together": args.bf16_together,
             "how": "one decode layer's forward captured in a CUDA graph: do_bench replay ms, and torch.profiler "
                    "kernel events of --calls replays (span and each kernel's mean us a replay)"}
     path = None

@@ -12,6 +12,28 @@
 # become one ~1.5 us launch).
 # Call `b`: deepseek-v3.2 TP8 / TP1 layers the same way; `dsattn bench serve --graph` (every preset: its rows in
 # README are from session 15).
+# OUTCOME a (48cbc35, bench/logs/s45/a/): tests 6 (cache writes, k-pool) + 19 (backend) passed. Spans (us), default /
+# --unfused-writes / default again: glm-5 TP8 1 / 8 / 32 / 128 requests 30.3 / 31.8 / 30.3, 36.3 / 37.7 / 36.3, 53.3 /
+# 54.9 / 53.3, 140.0 / 142.1 / 139.7; glm-5.3-flash TP8 25.3 / 26.7 / 25.3, 30.3 / 31.7 / 30.4, 44.4 / 45.7 / 44.0,
+# 109.5 / 111.4 / 109.2 (_write_both_kernel 1.4-2.6 us where the two took 2.7-4.4; _update_kernel 1.6-2.7 where pool +
+# tail took 2.4-3.6). The prediction held for glm-5 (1.4-2.1 us less), and glm-5.3-flash gained more than predicted
+# (1.3-2.2 us).
+# OUTCOME b (48cbc35, bench/logs/s45/b/): deepseek-v3.2 spans default / --unfused-writes, TP8 1 / 8 / 32 / 128:
+# 29.7 / 31.2, 40.3 / 42.0, 60.7 / 62.7, 168.4 / 171.1; TP1 35.4 / 37.2, 55.4 / 57.9, 103.2 / 105.4, 318.3 / 322.6.
+# serve --graph (serve_s45.json) against session 15's serve_s15_graph.json, decode step of 128 requests, layer replay:
+# glm-5 TP8 0.266 -> 0.147 ms, TP2 0.301 -> 0.179, deepseek-v3.2 TP8 0.283 -> 0.174, TP1 0.421 -> 0.323,
+# glm-5.3-flash 0.150 -> 0.114, mixed and prefill steps 2-12% faster (deepseek-v3.2 TP1 prefill 16.78 -> 16.94) --
+# and one regression: glm-5 TP8 over a bf16 cache 0.297 -> 1.040 ms. That path runs every row through the prefill
+# kernel (SPEC 7), whose 'native' variant (calibrated on one request's rows, `overlap` indices) groups 8 neighbouring
+# rows a program over the union of their lists; 128 decodes of 128 requests share nothing, so each program gathers and
+# scores 8 lists. Fix (5xxxxxx): policy.bf16_decode_variant, the decode rows in a call of their own with 'pad64' (one
+# token a program) at <= 32 heads.
+# Call `d`: bf16-cache decode layers (glm-5 TP8, deepseek-v3.2 TP8; 1-128 requests) default against --bf16-together;
+# serve --graph for the bf16 config with and without (DSAAttention.bf16_decodes_apart).
+# PREDICTION: the 128-request bf16 decode replay ~1.04 -> ~0.3 ms or less (session 15 had 0.297 with the ungrouped
+# Triton kernel, and the indexer has since become ~2x faster); the mixed step (64 decodes + a 4096-token chunk)
+# a little faster (its 64 decodes are grouped too); 1-8 requests: pad64 with splits against native groups of 1 --
+# about the same.
 # Call `c`: every GPU test file whole at the session's last kernel change (bench/gpu_tests_all.sh).
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
@@ -43,6 +65,19 @@ b)
   t0=$SECONDS
   timeout 240 python -m dsattn.cli bench serve --graph --out $R --name serve_s45 > $R/serve.log 2>&1
   echo "serve rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/serve.log >> $L; pack
+  ;;
+d)
+  C=glm-5:8:bf16,deepseek-v3.2:8:bf16
+  layer decode_layer_bf16_s45 --configs $C --batches 1,8,32,128
+  layer decode_layer_bf16_s45_bf16together --bf16-together --configs $C --batches 1,8,32,128
+  for m in apart together; do
+    t0=$SECONDS
+    timeout 150 python -c "import sys; from dsattn.backend.attention import DSAAttention as A; \
+A.bf16_decodes_apart = sys.argv[1] == 'apart'; from dsattn.bench.serve import main; \
+sys.exit(main(['--graph', '--configs', 'glm-5:8:bf16', 'deepseek-v3.2:8:bf16', '--out', sys.argv[2], \
+'--name', 'serve_bf16_s45_' + sys.argv[1]]))" $m $R > $R/serve_$m.log 2>&1
+    echo "serve $m rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/serve_$m.log >> $L; pack
+  done
   ;;
 c)
   bash bench/gpu_tests_all.sh s45_tests >> $L 2>&1

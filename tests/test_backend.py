@@ -201,8 +201,8 @@ def test_prefill_split_partials_are_workspace(monkeypatch):
     geo = geometry("glm-5", 8, topk=1024)
     attn = backend(geo, "bf16", 8)
     sizes = {r["consumer"]: r["bytes"] for r in attn.workspace.report()}
-    want = max(specs_nbytes(dict(enumerate(prefill_split_spec(t, 8, 1024, attn._prefill_split(t)[0]))))
-               for t in range(1, 65))
+    want = max(specs_nbytes(dict(enumerate(prefill_split_spec(t, 8, 1024, attn._prefill_split(t, decodes)[0]))))
+               for t in range(1, 65) for decodes in (False, True))
     assert want > 0 and sizes[PREFILL_SPLIT] >= want
     assert PREFILL_SPLIT not in {r["consumer"] for r in backend(geo, "fp8_ds_mla", 8).workspace.report()}
     assert PREFILL_SPLIT in {r["consumer"] for r in backend(geometry("glm-5", 64, topk=1024), "fp8_ds_mla",
@@ -210,15 +210,33 @@ def test_prefill_split_partials_are_workspace(monkeypatch):
     seen = []
     real = sm.sparse_mla_prefill
     monkeypatch.setattr(attention_mod, "sparse_mla_prefill",
-                        lambda *a, **kw: seen.append(kw["split_scratch"]) or real(*a, **kw))
+                        lambda *a, **kw: seen.append((a[0].shape[0], kw["variant"], kw["split_scratch"])) or
+                        real(*a, **kw))
     attn.lock()
     predicted = attn.workspace_bytes
     s = make_step(geo, 8, "bf16", SPANS, block_size=BS)
     run_and_check(attn, s, reference_step(s))
     assert attn.workspace_bytes == predicted
-    t = sum(n for _, n in SPANS)
-    want = prefill_split_spec(t, 8, 1024, attn._prefill_split(t)[0])
-    assert want and seen and seen[0] is not None and tuple(seen[0][0].shape) == want[0][0]
+    # the decode rows in a call of their own (policy.bf16_decode_variant), then the prefill chunks' rows
+    d = sum(n for _, n in SPANS if n == 1)
+    assert [(n, v) for n, v, _ in seen] == [(d, "pad64"), (sum(n for _, n in SPANS) - d, attn._prefill_split(d)[0])]
+    for n, v, split in seen:
+        want = prefill_split_spec(n, 8, 1024, v)
+        assert want and split is not None and tuple(split[0].shape) == want[0][0]
+
+
+def test_bf16_decodes_together_as_before(monkeypatch):
+    """DSAAttention.bf16_decodes_apart False: every row in one call with the calibrated variant (before session 45)."""
+    geo = geometry("glm-5", 8)
+    attn = backend(geo, "bf16", 8)
+    monkeypatch.setattr(attn, "bf16_decodes_apart", False)
+    seen = []
+    real = attention_mod.sparse_mla_prefill
+    monkeypatch.setattr(attention_mod, "sparse_mla_prefill",
+                        lambda *a, **kw: seen.append(a[0].shape[0]) or real(*a, **kw))
+    s = make_step(geo, 8, "bf16", SPANS, block_size=BS)
+    run_and_check(attn, s, reference_step(s))
+    assert seen == [sum(n for _, n in SPANS)]
 
 
 def _caches(s):

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from dsattn.backend.policy import (Path, buckets_from_winners, choose_path, choose_variant,
+from dsattn.backend.policy import (Path, bf16_decode_variant, buckets_from_winners, choose_path, choose_variant,
                                    load_table)
 
 
@@ -84,3 +84,10 @@ def test_load_table(tmp_path):
     path.write_text(json.dumps({"table": {"prefill": {"8": [{"variant": "native"}]}}}))
     with pytest.raises(ValueError, match="buckets"):
         load_table(path)
+
+
+def test_bf16_decode_variant():
+    """A bf16 cache's decode rows (no keys shared between them) run one token a program: pad64 where the kernel
+    offers it (<= 32 heads: native would group them over the union of their lists), native from 64 heads."""
+    assert [bf16_decode_variant(h) for h in (1, 8, 16, 32, 33, 64, 128)] == \
+        ["pad64"] * 4 + ["pad64", "native", "native"]

@@ -106,6 +106,9 @@ class DSAAttention:
     # A full layer of a kpool-1 model writes its latent rows and indexer keys in one launch
     # (ops.cache.write_kv_and_indexer_cache); False: one launch each, as before session 45 (A/B runs).
     fused_cache_writes: bool = True
+    # bf16 path: decode rows run as their own prefill call with policy.bf16_decode_variant (no grouping across
+    # requests); False: every row in one call with the calibrated variant, as before session 45 (A/B runs).
+    bf16_decodes_apart: bool = True
 
     def __init__(self, geometry: DSAGeometry, *, kv_layout: KVLayout | str, block_size: int, max_num_tokens: int,
                  max_num_reqs: int, max_model_len: int, tp: int = 1, device: torch.device | str = "cpu",
@@ -162,9 +165,13 @@ class DSAAttention:
             return lim.max_num_tokens
         return min(lim.max_num_tokens, lim.max_num_reqs * lim.decode_threshold)
 
-    def _prefill_split(self, tokens: int) -> tuple[str, list]:
-        """(variant, prefill_split_spec) of a prefill call of `tokens` tokens."""
-        variant = policy.choose_variant("prefill", self.heads, tokens, self.table, self.sm_count)
+    def _prefill_split(self, tokens: int, decodes: bool = False) -> tuple[str, list]:
+        """(variant, prefill_split_spec) of a prefill call of `tokens` tokens (decodes: the bf16 path's decode rows,
+        policy.bf16_decode_variant)."""
+        if decodes:
+            variant = policy.bf16_decode_variant(self.heads)
+        else:
+            variant = policy.choose_variant("prefill", self.heads, tokens, self.table, self.sm_count)
         return variant, prefill_split_spec(tokens, self.heads, self.width, variant, self.sm_count)
 
     def _decode_scratch(self, tokens: int) -> tuple[str, list]:
@@ -191,8 +198,8 @@ class DSAAttention:
             # the bf16 path every step, decodes included)
             top = prefill_split_tokens_max(self.sm_count)
             top = lim.max_num_tokens if top is None else min(top, lim.max_num_tokens)
-            most = max((specs_nbytes(dict(enumerate(self._prefill_split(t)[1]))) for t in range(1, top + 1)),
-                       default=0)
+            most = max((specs_nbytes(dict(enumerate(self._prefill_split(t, decodes)[1])))
+                        for t in range(1, top + 1) for decodes in (False, True)), default=0)
             if most:
                 ws.reserve_bytes(PREFILL_SPLIT, most, phase=ATTENTION)
         if self.path is policy.Path.FP8_GATHERED:
@@ -351,9 +358,14 @@ class DSAAttention:
             ws.stamp(INDICES, step.step_id)
         lse = ws.view(LSE, (t, self.heads), torch.float32)
         if self.path is policy.Path.BF16_PREFILL:
-            variant, split = self._prefill_split_views(t)
-            sparse_mla_prefill(q, kv_cache_flat(kv_cache), indices, self.sm_scale, out=out, lse=lse, variant=variant,
-                               scratch=self._prefill_scratch(t), split_scratch=split)
+            d = host.num_decode_tokens if self.bf16_decodes_apart else 0
+            # decode rows in a call of their own: they share no keys (policy.bf16_decode_variant)
+            for a, b, decodes in ((0, d, True), (d, t, False)):
+                if a < b:
+                    variant, split = self._prefill_split_views(b - a, decodes)
+                    sparse_mla_prefill(q[a:b], kv_cache_flat(kv_cache), indices[a:b], self.sm_scale, out=out[a:b],
+                                       lse=lse[a:b], variant=variant, scratch=self._prefill_scratch(b - a),
+                                       split_scratch=split)
         elif self.path is policy.Path.FP8_MIXED:
             self._decode(q, kv_cache, indices, out, lse, 0, t)
         else:
@@ -388,9 +400,9 @@ class DSAAttention:
             return None
         return list(self.workspace.views(PREFILL_SCRATCH, {str(i): s for i, s in enumerate(specs)}).values())
 
-    def _prefill_split_views(self, tokens: int) -> tuple[str, list | None]:
+    def _prefill_split_views(self, tokens: int, decodes: bool = False) -> tuple[str, list | None]:
         """(variant, views of the workspace for its prefill_split_spec, None when the call does not split)."""
-        variant, specs = self._prefill_split(tokens)
+        variant, specs = self._prefill_split(tokens, decodes)
         if not specs:
             return variant, None
         return variant, list(self.workspace.views(PREFILL_SPLIT, {str(i): s for i, s in enumerate(specs)}).values())

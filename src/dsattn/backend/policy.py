@@ -89,6 +89,18 @@ def choose_variant(kernel: str, heads: int, tokens: int, table: dict | None = No
     return default_variant(kernel, heads, tokens, sm_count)
 
 
+def bf16_decode_variant(heads: int) -> str:
+    """The prefill kernel's variant for a bf16 cache's decode rows (SPEC 7 runs them through it too). Each decode row
+    is its own request's: the rows share no keys, so 'native' (which groups G neighbouring tokens a program over the
+    union of their lists, G = 8 at 8 heads) would gather and score G lists for every token; 'pad64' runs one token a
+    program, alone. The calibration table's 'prefill' entries were measured on one request's rows (`overlap`
+    indices), where grouping pays; they do not apply here. H200, glm-5 TP8 bf16 cache, 128 decodes as one call with
+    their table's 'native': a layer's CUDA-graph replay 1.040 ms (bench/results/serve_s45.json; 0.297 in session 15,
+    before grouping). From 64 heads the kernel runs one token's heads a program either way ('native')."""
+    offered = prefill_variants(heads)
+    return "pad64" if "pad64" in offered else offered[0]
+
+
 def buckets_from_winners(winners: list[tuple[int, str]]) -> list[dict]:
     """Buckets from measured (tokens, winning variant) pairs, sorted by tokens.
 
