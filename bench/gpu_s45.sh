@@ -26,7 +26,7 @@
 # and one regression: glm-5 TP8 over a bf16 cache 0.297 -> 1.040 ms. That path runs every row through the prefill
 # kernel (SPEC 7), whose 'native' variant (calibrated on one request's rows, `overlap` indices) groups 8 neighbouring
 # rows a program over the union of their lists; 128 decodes of 128 requests share nothing, so each program gathers and
-# scores 8 lists. Fix (5xxxxxx): policy.bf16_decode_variant, the decode rows in a call of their own with 'pad64' (one
+# scores 8 lists. Fix (5f494ff): policy.bf16_decode_variant, the decode rows in a call of their own with 'pad64' (one
 # token a program) at <= 32 heads.
 # Call `d`: bf16-cache decode layers (glm-5 TP8, deepseek-v3.2 TP8; 1-128 requests) default against --bf16-together;
 # serve --graph for the bf16 config with and without (DSAAttention.bf16_decodes_apart).
