@@ -56,7 +56,8 @@ def main(argv=None) -> int:
                     help="cache writes as before session 45: latent rows and indexer keys in a launch each, "
                          "k-pool updates in two")
     ap.add_argument("--bf16-together", action="store_true",
-                    help="a bf16 cache's decode rows in one call with the calibrated prefill variant (before session 45)")
+                    help="a bf16 cache's decode rows in one call with the calibrated prefill variant "
+                         "(before session 45)")
     args = ap.parse_args(argv)
     if args.bf16_together:
         DSAAttention.bf16_decodes_apart = False

@@ -196,7 +196,12 @@ def allocating_attention(attn, step, s: SyntheticStep, indices: torch.Tensor) ->
                                      attn.kv_layout if kernel == "decode" else None)
 
     if attn.path is policy.Path.BF16_PREFILL:
-        return sparse_mla_prefill(s.q, kv_cache_flat(s.kv_cache), indices, scale, variant=variant("prefill", t))[0]
+        # the decode rows apart (policy.bf16_decode_variant) when the backend runs them so
+        d = d if attn.bf16_decodes_apart else 0
+        flat = kv_cache_flat(s.kv_cache)
+        calls = ((0, d, policy.bf16_decode_variant(attn.heads)), (d, t, variant("prefill", t - d)))
+        return torch.cat([sparse_mla_prefill(s.q[a:b], flat, indices[a:b], scale, variant=v)[0]
+                          for a, b, v in calls if a < b])
     if attn.path is policy.Path.FP8_MIXED:
         return sparse_mla_decode(s.q, s.kv_cache, indices, scale, variant=variant("decode", t))[0]
     parts = [sparse_mla_decode(s.q[:d], s.kv_cache, indices[:d], scale, variant=variant("decode", d))[0]]
