@@ -34,7 +34,21 @@
 # Triton kernel, and the indexer has since become ~2x faster); the mixed step (64 decodes + a 4096-token chunk)
 # a little faster (its 64 decodes are grouped too); 1-8 requests: pad64 with splits against native groups of 1 --
 # about the same.
+# OUTCOME d (502e337, bench/logs/s45/d/): the regression's time was the union lists, not the attention: with every
+# row in one call (--bf16-together) the 128-request glm-5 layer spent 469.8 us in _hash_compact_kernel and 351.4 in
+# _hash_insert_kernel (16 groups of 8 unrelated lists: ~16384 distinct slots in a table of G x K = 16384 cells, a full
+# table for the ordered linear probing) and 114.1 in the prefill kernel. Spans, apart / together: glm-5 TP8 bf16 1 / 8 /
+# 32 / 128 requests 31.4 / 31.4, 39.5 / 39.4, 65.1 / 64.7, 182.1 / 1031.4; deepseek-v3.2 TP8 bf16 31.6 / 31.7, 40.5 /
+# 40.6, 71.0 / 71.4, 197.3 / 764.8 (1-32 requests take pad64 either way: the table's bucket up to 90 tokens). serve
+# --graph: decode 128 requests glm-5 1.037 -> 0.190 ms, deepseek-v3.2 0.770 -> 0.202; mixed (64 decodes + 4096-token
+# chunk) 5.090 -> 4.172, 6.371 -> 5.846; prefill unchanged (7.29 / 7.29, 10.83 / 10.85). Prediction held (~0.3 or
+# less: 0.19).
 # Call `c`: every GPU test file whole at the session's last kernel change (bench/gpu_tests_all.sh).
+# OUTCOME c (6b8618b, bench/logs/s45/c/): 1014 tests, 1 failed, the rest passed or skipped (16 shards, 342-429 s):
+# test_backend_gpu.py::test_step_matches_reference[glm-5-bf16-8-bf16_prefill], its bit-for-bit check against
+# backend.synthetic.allocating_attention, which still ran the bf16 path's rows in one call with the calibrated variant
+# (on the CPU the Triton kernel gave the same bits for both variants). Fixed in 5d10630: it mirrors the two calls.
+# Call `e`: the backend GPU file at 5d10630.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -78,6 +92,10 @@ sys.exit(main(['--graph', '--configs', 'glm-5:8:bf16', 'deepseek-v3.2:8:bf16', '
 '--name', 'serve_bf16_s45_' + sys.argv[1]]))" $m $R > $R/serve_$m.log 2>&1
     echo "serve $m rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/serve_$m.log >> $L; pack
   done
+  ;;
+e)
+  N=6 LIMIT=300 bash bench/gpu_tests_sharded.sh $R/tests_e tests/gpu/test_backend_gpu.py
+  cat $R/tests_e/summary.log >> $L; pack
   ;;
 c)
   bash bench/gpu_tests_all.sh s45_tests >> $L 2>&1
