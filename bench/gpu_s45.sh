@@ -49,6 +49,7 @@
 # backend.synthetic.allocating_attention, which still ran the bf16 path's rows in one call with the calibrated variant
 # (on the CPU the Triton kernel gave the same bits for both variants). Fixed in 5d10630: it mirrors the two calls.
 # Call `e`: the backend GPU file at 5d10630.
+# OUTCOME e (bdfe811, bench/logs/s45/e/): 19 passed (the failed case of call c among them).
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
