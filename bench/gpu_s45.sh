@@ -50,6 +50,14 @@
 # (on the CPU the Triton kernel gave the same bits for both variants). Fixed in 5d10630: it mirrors the two calls.
 # Call `e`: the backend GPU file at 5d10630.
 # OUTCOME e (bdfe811, bench/logs/s45/e/): 19 passed (the failed case of call c among them).
+# Call `f`: what the prefill rows of issue 3 would read over a serving cache. Their flat source has s_kv 16384 slots, so
+# the grouped kernel's union lists take the dense path (grouping.dense_fits: at most 16384 / 32768 / 65536 slots at
+# G 8 / 4 / 2); a bf16 cache's flat view in serving, or a gathered context past those sizes, takes the hash path
+# (session 11 measured its build alone at 120 / 130 / 200 us at s_q 1024, ~1.1-1.5 ms at 8192). `dsattn bench ab`
+# dense (auto) against hash (DSATTN_GROUPING_IMPL=hash), 8 / 16 / 32 heads, s_q 1024 / 8192; then `dsattn bench kernels
+# --op sparse_mla --cases prefill --heads 8,16,32` under hash, FlashMLA in the same process.
+# PREDICTION: hash 1.3-1.6x slower at s_q 1024 (0.1-0.2 ms on 0.23-0.54 ms), similar at 8192; the rows against
+# FlashMLA's best: 8 heads ~1.6x (2.18x now), 16 ~1.0x (1.39x), 32 ~0.7x (0.92x).
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -97,6 +105,18 @@ sys.exit(main(['--graph', '--configs', 'glm-5:8:bf16', 'deepseek-v3.2:8:bf16', '
 e)
   N=6 LIMIT=300 bash bench/gpu_tests_sharded.sh $R/tests_e tests/gpu/test_backend_gpu.py
   cat $R/tests_e/summary.log >> $L; pack
+  ;;
+f)
+  for h in 8 16 32; do for sq in 1024 8192; do
+    timeout 60 python -m dsattn.cli bench ab --op sparse_mla_prefill --heads $h --tokens $sq \
+      --a env:DSATTN_GROUPING_IMPL=auto --b env:DSATTN_GROUPING_IMPL=hash --out $R --name ab_s45_hash_${sq}_h$h \
+      > $R/ab_${sq}_h$h.log 2>&1
+    echo "ab $sq h$h rc=$?" >> $L; tail -4 $R/ab_${sq}_h$h.log >> $L; pack
+  done; done
+  t0=$SECONDS
+  DSATTN_GROUPING_IMPL=hash timeout 300 python -m dsattn.cli bench kernels --op sparse_mla --cases prefill \
+    --heads 8,16,32 --out $R --name sparse_mla_s45_prefill_hash > $R/kernels_f.log 2>&1
+  echo "kernels rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/kernels_f.log | tail -30 >> $L; pack
   ;;
 c)
   bash bench/gpu_tests_all.sh s45_tests >> $L 2>&1
