@@ -63,9 +63,9 @@
 # (0.301 -> 0.393, 0.426 -> 0.541, 0.620 -> 0.794 ms); s_q 8192 0.635 / 0.734 / 0.766 (1.748 -> 2.751, 2.741 -> 3.734,
 # 4.336 -> 5.662). Under hash against FlashMLA's best (padded to 64 everywhere, same process): s_q 1024 8 / 16 / 32
 # heads 1.349x / 0.991x / 0.685x (pad64 0.737x), s_q 8192 1.448x / 1.068x / 0.733x (pad64 0.747x). The prediction
-# held at 1024 and 16 / 32 heads; the 8-head rows lose more than predicted at 8192 (1.45x, not ~1.6x). This call's
-# A arm (dense) reads slower than the README rows (8 heads s_q 1024 0.301 vs 0.226 ms: bench ab allocates the union
-# scratch each call, the rows' bench passes none either; not looked into).
+# held at 1024 and 16 / 32 heads; the 8-head rows lose more than predicted at 8192 (1.45x, not ~1.6x). bench ab's
+# times run higher than the kernels bench's (8 heads s_q 1024: dense 0.301 ms here against the README row's 0.226;
+# hash 0.393 against 0.362 in this call's kernels bench; its timing loop differs, not looked into): read its ratios.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
