@@ -11,7 +11,8 @@ A step writes its tokens' latent rows into the layer's KV cache, runs the indexe
 layer, reuses the previous full layer's indices), maps the selected positions to cache slots, and runs
 sparse MLA on the path SPEC 7 gives the cache layout and heads per rank (``policy.choose_path``):
 
-    bf16_prefill   every token through sparse_mla_prefill over the flat cache view
+    bf16_prefill   every token through sparse_mla_prefill over the flat cache view (the decode rows in a
+                   call of their own, one token a program: policy.bf16_decode_variant)
     fp8_mixed      every token through sparse_mla_decode (decodes and prefill chunks in one call)
     fp8_gathered   decodes through sparse_mla_decode; each chunk of prefill requests' context is
                    gathered and dequantized into a bf16 workspace buffer and run through
@@ -195,7 +196,7 @@ class DSAAttention:
             if specs:
                 ws.reserve(PREFILL_SCRATCH, dict(enumerate(specs)), phase=ATTENTION)
             # exact: the largest split partials over every prefill call size that can split (short prefills; on
-            # the bf16 path every step, decodes included)
+            # the bf16 path every step, its decode rows (pad64) and its prefill rows in calls of their own)
             top = prefill_split_tokens_max(self.sm_count)
             top = lim.max_num_tokens if top is None else min(top, lim.max_num_tokens)
             most = max((specs_nbytes(dict(enumerate(self._prefill_split(t, decodes)[1])))
