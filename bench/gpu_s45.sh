@@ -5,6 +5,8 @@
 # kpool-1 layer's latent rows and indexer keys; DSAAttention.fused_cache_writes) and kpool_update's
 # single_token_requests (a step of one token a request updates the pools in one launch; IndexerDriver.one_launch_kpool).
 # bench/decode_layer_kernels.py --unfused-writes runs the launches as before.
+# Call `g` (last): the 64K-context decode layers (README's row was session 44's) with and without --unfused-writes.
+# PREDICTION: as at 4K contexts, 1.3-2.5 us less at each batch.
 # Call `a`: the cache-write and k-pool GPU tests and the backend GPU file; decode layers (glm-5 and glm-5.3-flash TP8,
 # 4K contexts, 1-128 requests) default against --unfused-writes, then the default again.
 # PREDICTION: tests pass; glm-5 span ~1.2-1.4 us less at every batch (one ~1.4 us kernel gone, the fused one no longer
@@ -125,6 +127,11 @@ f)
   DSATTN_GROUPING_IMPL=hash timeout 300 python -m dsattn.cli bench kernels --op sparse_mla --cases prefill \
     --heads 8,16,32 --out $R --name sparse_mla_s45_prefill_hash > $R/kernels_f.log 2>&1
   echo "kernels rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/kernels_f.log | tail -30 >> $L; pack
+  ;;
+g)
+  C=glm-5:8:fp8_ds_mla,glm-5.3-flash:8:fp8_ds_mla_nope
+  layer decode_layer_64k_s45 --configs $C --batches 1,4,16,32 --context 65536
+  layer decode_layer_64k_s45_unfusedwrites --unfused-writes --configs $C --batches 1,4,16,32 --context 65536
   ;;
 c)
   bash bench/gpu_tests_all.sh s45_tests >> $L 2>&1
