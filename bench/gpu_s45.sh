@@ -7,6 +7,9 @@
 # bench/decode_layer_kernels.py --unfused-writes runs the launches as before.
 # Call `g` (last): the 64K-context decode layers (README's row was session 44's) with and without --unfused-writes.
 # PREDICTION: as at 4K contexts, 1.3-2.5 us less at each batch.
+# OUTCOME g (f72ff11, bench/logs/s45/g/): spans default / --unfused-writes, 1 / 4 / 16 / 32 requests: glm-5 TP8 36.3 /
+# 38.1, 49.4 / 51.0, 92.8 / 94.5, 151.4 / 153.4; glm-5.3-flash TP8 34.2 / 35.6, 41.6 / 42.3, 60.8 / 62.2, 91.7 / 92.9.
+# Held for glm-5 (1.6-2.0 us); glm-5.3-flash 0.7-1.4 us, below the predicted range at 4 requests.
 # Call `a`: the cache-write and k-pool GPU tests and the backend GPU file; decode layers (glm-5 and glm-5.3-flash TP8,
 # 4K contexts, 1-128 requests) default against --unfused-writes, then the default again.
 # PREDICTION: tests pass; glm-5 span ~1.2-1.4 us less at every batch (one ~1.4 us kernel gone, the fused one no longer
