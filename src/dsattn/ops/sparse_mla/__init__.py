@@ -119,7 +119,11 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
     topk_length  [T] int32 contiguous, or None: only the first topk_length[t] entries of row t are used
     out          [T, H, 512] bf16 (any row strides, contiguous last dim), allocated only if None
     lse          [T, H] fp32, natural log; -inf (with out = 0) for a row without a valid entry
-    variant      head dispatch (prefill_variants(H)); None picks default_variant
+    variant      head dispatch (prefill_variants(H)); None picks default_variant. At <= 32 heads 'native' attends
+                 G neighbouring rows together over the union of their lists (a prefill's rows share most keys);
+                 rows that share none, such as decodes of different requests, belong in 'pad64' (one row a
+                 program): grouped, 128 such rows at 8 heads made a glm-5 TP8 layer span 1.03 ms against 0.18 (H200, session
+                 45, bench/results/decode_layer_bf16_s45*.json; backend.policy.bf16_decode_variant)
     scratch      query-group union lists of the grouped kernel: the tensors of prefill_scratch_spec(T, H, K)
                  in order (entries, masks, counts; any C >= 1 groups per chunk), contiguous; None (or empty)
                  lets the launcher allocate what it needs. Must be None or empty when the spec is [].
