@@ -122,8 +122,8 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
     variant      head dispatch (prefill_variants(H)); None picks default_variant. At <= 32 heads 'native' attends
                  G neighbouring rows together over the union of their lists (a prefill's rows share most keys);
                  rows that share none, such as decodes of different requests, belong in 'pad64' (one row a
-                 program): grouped, 128 such rows at 8 heads made a glm-5 TP8 layer span 1.03 ms against 0.18 (H200, session
-                 45, bench/results/decode_layer_bf16_s45*.json; backend.policy.bf16_decode_variant)
+                 program): grouped, 128 such rows at 8 heads made a glm-5 TP8 layer span 1.03 ms against 0.18
+                 (H200, session 45, bench/results/decode_layer_bf16_s45*.json; backend.policy.bf16_decode_variant)
     scratch      query-group union lists of the grouped kernel: the tensors of prefill_scratch_spec(T, H, K)
                  in order (entries, masks, counts; any C >= 1 groups per chunk), contiguous; None (or empty)
                  lets the launcher allocate what it needs. Must be None or empty when the spec is [].
