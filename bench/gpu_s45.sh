@@ -10,6 +10,12 @@
 # OUTCOME g (f72ff11, bench/logs/s45/g/): spans default / --unfused-writes, 1 / 4 / 16 / 32 requests: glm-5 TP8 36.3 /
 # 38.1, 49.4 / 51.0, 92.8 / 94.5, 151.4 / 153.4; glm-5.3-flash TP8 34.2 / 35.6, 41.6 / 42.3, 60.8 / 62.2, 91.7 / 92.9.
 # Held for glm-5 (1.6-2.0 us); glm-5.3-flash 0.7-1.4 us, below the predicted range at 4 requests.
+# Call `h`: bench/prefill_overlap_sweep.py: the grouped prefill ('native', dense and hash union lists) against pad64
+# as neighbouring rows' lists overlap less (overlap indices at noise 0.5 .. 8, then random lists), 8 / 16 / 32 heads,
+# s_q 1024, CUDA-graph replays.
+# PREDICTION: grouping pays while the union of G rows stays well under G x topk: at noise 0.5 (union ~2.3 x topk at
+# G 8) native ~0.2 / 0.35 / 0.55 ms against pad64 ~0.65 / 0.67 / 0.70; as the union nears G x topk (random lists)
+# native loses to pad64 everywhere, hash worst (its tables fill).
 # Call `a`: the cache-write and k-pool GPU tests and the backend GPU file; decode layers (glm-5 and glm-5.3-flash TP8,
 # 4K contexts, 1-128 requests) default against --unfused-writes, then the default again.
 # PREDICTION: tests pass; glm-5 span ~1.2-1.4 us less at every batch (one ~1.4 us kernel gone, the fused one no longer
@@ -135,6 +141,11 @@ g)
   C=glm-5:8:fp8_ds_mla,glm-5.3-flash:8:fp8_ds_mla_nope
   layer decode_layer_64k_s45 --configs $C --batches 1,4,16,32 --context 65536
   layer decode_layer_64k_s45_unfusedwrites --unfused-writes --configs $C --batches 1,4,16,32 --context 65536
+  ;;
+h)
+  t0=$SECONDS
+  timeout 270 python bench/prefill_overlap_sweep.py --out $R --name prefill_overlap_s45 > $R/overlap.log 2>&1
+  echo "overlap rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/overlap.log >> $L; pack
   ;;
 c)
   bash bench/gpu_tests_all.sh s45_tests >> $L 2>&1
