@@ -16,6 +16,15 @@
 # PREDICTION: grouping pays while the union of G rows stays well under G x topk: at noise 0.5 (union ~2.3 x topk at
 # G 8) native ~0.2 / 0.35 / 0.55 ms against pad64 ~0.65 / 0.67 / 0.70; as the union nears G x topk (random lists)
 # native loses to pad64 everywhere, hash worst (its tables fill).
+# OUTCOME h (29b84e7, bench/logs/s45/h/, prefill_overlap_s45.json; every variant's out within 2e-4 of pad64's): union
+# of G rows / topk at noise 0.5 / 1 / 2 / 4 / 8 / random: G 8 2.33 / 3.40 / 4.42 / 4.95 / 5.12 / 5.18, G 4 1.87 / 2.47 /
+# 2.97 / 3.20 / 3.27 / 3.29, G 2 1.41 / 1.64 / 1.79 / 1.85 / 1.87 / 1.87 (random lists of 2048 in a 16384-token range
+# still share: 8 of them cover ~5.2 x 2048). ms, native / native with hash / pad64: 8 heads 0.227 / 0.352 / 0.659 at
+# noise 0.5, 0.457 / 0.597 / 0.656 random; 16 heads 0.357 / 0.490 / 0.669, 0.590 / 0.849 / 0.667; 32 heads 0.551 /
+# 0.743 / 0.696, 0.697 / 1.642 / 0.690. The prediction failed at 8 / 16 heads: over a 16384-token context grouping
+# still pays with random lists (dense 1.44x / 1.13x pad64 at 8 / 16 heads, hash 1.10x / 0.79x); at 32 heads dense native
+# is even with pad64 from noise 4 on, and hash is 1.07x / 1.36x / 1.81x / 2.21x / 2.36x / 2.38x slower than pad64 from
+# noise 0.5 to random. Longer contexts, where lists share less, were not run.
 # Call `a`: the cache-write and k-pool GPU tests and the backend GPU file; decode layers (glm-5 and glm-5.3-flash TP8,
 # 4K contexts, 1-128 requests) default against --unfused-writes, then the default again.
 # PREDICTION: tests pass; glm-5 span ~1.2-1.4 us less at every batch (one ~1.4 us kernel gone, the fused one no longer
