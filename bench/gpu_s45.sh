@@ -22,7 +22,7 @@
 # still share: 8 of them cover ~5.2 x 2048). ms, native / native with hash / pad64: 8 heads 0.227 / 0.352 / 0.659 at
 # noise 0.5, 0.457 / 0.597 / 0.656 random; 16 heads 0.357 / 0.490 / 0.669, 0.590 / 0.849 / 0.667; 32 heads 0.551 /
 # 0.743 / 0.696, 0.697 / 1.642 / 0.690. The prediction failed at 8 / 16 heads: over a 16384-token context grouping
-# still pays with random lists (dense 1.44x / 1.13x pad64 at 8 / 16 heads, hash 1.10x / 0.79x); at 32 heads dense native
+# still pays with random lists (dense 1.44x / 1.13x pad64's speed at 8 / 16 heads; hash 1.10x / 0.79x); at 32 heads dense native
 # is even with pad64 from noise 4 on, and hash is 1.07x / 1.36x / 1.81x / 2.21x / 2.36x / 2.38x slower than pad64 from
 # noise 0.5 to random. Longer contexts, where lists share less, were not run.
 # Call `a`: the cache-write and k-pool GPU tests and the backend GPU file; decode layers (glm-5 and glm-5.3-flash TP8,
