@@ -441,3 +441,29 @@ def test_unsupported_latent_width_is_rejected_at_construction():
     geo = geometry("glm-5", 8, kv_lora_rank=256)
     with pytest.raises(ValueError, match="geometry must have kv_lora_rank 512"):
         backend(geo, "bf16", 8)
+
+
+@pytest.mark.parametrize("layout", ["bf16", "fp8_ds_mla"])
+def test_32_head_prefills_past_the_dense_reach_run_pad64(layout, monkeypatch):
+    """At 32 heads (G 2) a prefill call whose flat source is past the dense union lists' reach (policy.
+    prefill_variant_for_slots; 512 slots at this test's topk 16) runs pad64, one within it the table's native: the
+    bf16 path's flat cache view, and the gathered path's context (a request of 600 cached tokens). The table here
+    says native at every size (SPEC 7's fallback would say pad64 at these token counts)."""
+    from dsattn.ops.sparse_mla.grouping import dense_max_slots
+    geo = geometry("glm-5", 32)
+    reach = dense_max_slots(2, 16)
+    table = {"table": {"prefill": {"32": [{"max_tokens": None, "variant": "native"}]}}}
+    attn = backend(geo, layout, 32, max_model_len=1024, calibration=table)
+    seen = []
+    real = attention_mod.sparse_mla_prefill
+    monkeypatch.setattr(attention_mod, "sparse_mla_prefill",
+                        lambda *a, **kw: seen.append((a[1].shape[0], a[0].shape[0], kw["variant"])) or
+                        real(*a, **kw))
+    for spans, spare in (([(37, 1), (5, 1), (0, 23), (17, 9)], 3), ([(37, 1), (600, 9), (0, 23)], 40)):
+        seen.clear()
+        s = make_step(geo, 32, layout, spans, block_size=BS, spare_blocks=spare)
+        run_and_check(attn, s, reference_step(s))
+        prefills = [(rows, v) for rows, _, v in (seen[1:] if layout == "bf16" else seen)]  # bf16: decodes first
+        assert prefills and all(v == ("pad64" if rows > reach else "native") for rows, v in prefills), (seen, reach)
+        assert any(rows > reach for rows, _ in prefills) == (spare == 40 or layout == "fp8_ds_mla" and
+                                                             any(c > reach for c, _ in spans))

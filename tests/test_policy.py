@@ -4,7 +4,7 @@ import json
 import pytest
 
 from dsattn.backend.policy import (Path, bf16_decode_variant, buckets_from_winners, choose_path, choose_variant,
-                                   load_table)
+                                   load_table, prefill_variant_for_slots)
 
 
 @pytest.mark.parametrize("layout, heads, path", [
@@ -91,3 +91,14 @@ def test_bf16_decode_variant():
     offers it (<= 32 heads: native would group them over the union of their lists), native from 64 heads."""
     assert [bf16_decode_variant(h) for h in (1, 8, 16, 32, 33, 64, 128)] == \
         ["pad64"] * 4 + ["pad64", "native", "native"]
+
+
+def test_prefill_variant_for_slots():
+    """17-32 heads (G 2): 'native' whose union lists would take the hash path (dense_fits: 65536 slots at topk 2048)
+    runs 'pad64'; fewer heads, 64 heads, pad64 itself and calls within the dense reach keep the variant."""
+    assert prefill_variant_for_slots("native", 32, 65536, 2048) == "native"
+    assert prefill_variant_for_slots("native", 32, 65537, 2048) == "pad64"
+    assert prefill_variant_for_slots("native", 17, 1 << 20, 2048) == "pad64"
+    assert prefill_variant_for_slots("pad64", 32, 1 << 20, 2048) == "pad64"
+    for heads in (8, 16, 64, 128):
+        assert prefill_variant_for_slots("native", heads, 1 << 20, 2048) == "native"

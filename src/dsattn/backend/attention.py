@@ -166,13 +166,16 @@ class DSAAttention:
             return lim.max_num_tokens
         return min(lim.max_num_tokens, lim.max_num_reqs * lim.decode_threshold)
 
-    def _prefill_split(self, tokens: int, decodes: bool = False) -> tuple[str, list]:
+    def _prefill_split(self, tokens: int, decodes: bool = False, num_slots: int | None = None) -> tuple[str, list]:
         """(variant, prefill_split_spec) of a prefill call of `tokens` tokens (decodes: the bf16 path's decode rows,
-        policy.bf16_decode_variant)."""
+        policy.bf16_decode_variant; num_slots: rows of the call's flat source, for policy.prefill_variant_for_slots;
+        None, as the workspace's reservation asks, leaves the table's variant, which with pad64 covers both)."""
         if decodes:
             variant = policy.bf16_decode_variant(self.heads)
         else:
             variant = policy.choose_variant("prefill", self.heads, tokens, self.table, self.sm_count)
+            if num_slots is not None:
+                variant = policy.prefill_variant_for_slots(variant, self.heads, num_slots, self.width)
         return variant, prefill_split_spec(tokens, self.heads, self.width, variant, self.sm_count)
 
     def _decode_scratch(self, tokens: int) -> tuple[str, list]:
@@ -361,12 +364,12 @@ class DSAAttention:
         if self.path is policy.Path.BF16_PREFILL:
             d = host.num_decode_tokens if self.bf16_decodes_apart else 0
             # decode rows in a call of their own: they share no keys (policy.bf16_decode_variant)
+            flat = kv_cache_flat(kv_cache)
             for a, b, decodes in ((0, d, True), (d, t, False)):
                 if a < b:
-                    variant, split = self._prefill_split_views(b - a, decodes)
-                    sparse_mla_prefill(q[a:b], kv_cache_flat(kv_cache), indices[a:b], self.sm_scale, out=out[a:b],
-                                       lse=lse[a:b], variant=variant, scratch=self._prefill_scratch(b - a),
-                                       split_scratch=split)
+                    variant, split = self._prefill_split_views(b - a, decodes, flat.shape[0])
+                    sparse_mla_prefill(q[a:b], flat, indices[a:b], self.sm_scale, out=out[a:b], lse=lse[a:b],
+                                       variant=variant, scratch=self._prefill_scratch(b - a), split_scratch=split)
         elif self.path is policy.Path.FP8_MIXED:
             self._decode(q, kv_cache, indices, out, lse, 0, t)
         else:
@@ -401,9 +404,10 @@ class DSAAttention:
             return None
         return list(self.workspace.views(PREFILL_SCRATCH, {str(i): s for i, s in enumerate(specs)}).values())
 
-    def _prefill_split_views(self, tokens: int, decodes: bool = False) -> tuple[str, list | None]:
+    def _prefill_split_views(self, tokens: int, decodes: bool = False,
+                             num_slots: int | None = None) -> tuple[str, list | None]:
         """(variant, views of the workspace for its prefill_split_spec, None when the call does not split)."""
-        variant, specs = self._prefill_split(tokens, decodes)
+        variant, specs = self._prefill_split(tokens, decodes, num_slots)
         if not specs:
             return variant, None
         return variant, list(self.workspace.views(PREFILL_SPLIT, {str(i): s for i, s in enumerate(specs)}).values())
@@ -416,6 +420,6 @@ class DSAAttention:
             gather_latent(kv_cache, step.block_table, gp[0, p0:p1], gp[1, p0:p1], gp[2, p0:p1],
                           max(p.num_keys for p in c.pieces), context)
             a, b = c.row_start, c.row_end
-            variant, split = self._prefill_split_views(b - a)
+            variant, split = self._prefill_split_views(b - a, num_slots=c.num_keys)
             sparse_mla_prefill(q[a:b], context, indices[a:b], self.sm_scale, out=out[a:b], lse=lse[a:b],
                                variant=variant, scratch=self._prefill_scratch(b - a), split_scratch=split)

@@ -191,15 +191,16 @@ def allocating_attention(attn, step, s: SyntheticStep, indices: torch.Tensor) ->
     t, d = step.host.num_tokens, step.host.num_decode_tokens
     scale = attn.sm_scale
 
-    def variant(kernel, n):
-        return policy.choose_variant(kernel, attn.heads, n, attn.table, attn.sm_count,
-                                     attn.kv_layout if kernel == "decode" else None)
+    def variant(kernel, n, num_slots=None):
+        v = policy.choose_variant(kernel, attn.heads, n, attn.table, attn.sm_count,
+                                  attn.kv_layout if kernel == "decode" else None)
+        return v if num_slots is None else policy.prefill_variant_for_slots(v, attn.heads, num_slots, attn.width)
 
     if attn.path is policy.Path.BF16_PREFILL:
         # the decode rows apart (policy.bf16_decode_variant) when the backend runs them so
         d = d if attn.bf16_decodes_apart else 0
         flat = kv_cache_flat(s.kv_cache)
-        calls = ((0, d, policy.bf16_decode_variant(attn.heads)), (d, t, variant("prefill", t - d)))
+        calls = ((0, d, policy.bf16_decode_variant(attn.heads)), (d, t, variant("prefill", t - d, flat.shape[0])))
         return torch.cat([sparse_mla_prefill(s.q[a:b], flat, indices[a:b], scale, variant=v)[0]
                           for a, b, v in calls if a < b])
     if attn.path is policy.Path.FP8_MIXED:
@@ -212,5 +213,6 @@ def allocating_attention(attn, step, s: SyntheticStep, indices: torch.Tensor) ->
         gather_latent(s.kv_cache, step.block_table, gp[0, p0:p1], gp[1, p0:p1], gp[2, p0:p1],
                       max(p.num_keys for p in c.pieces), context)
         a, b = c.row_start, c.row_end
-        parts.append(sparse_mla_prefill(s.q[a:b], context, indices[a:b], scale, variant=variant("prefill", b - a))[0])
+        parts.append(sparse_mla_prefill(s.q[a:b], context, indices[a:b], scale,
+                                        variant=variant("prefill", b - a, c.num_keys))[0])
     return torch.cat(parts)
