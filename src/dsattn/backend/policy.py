@@ -108,11 +108,12 @@ def prefill_variant_for_slots(variant: str, heads: int, num_slots: int, topk: in
     """'pad64' in place of 'native' for a prefill call at 17-32 heads (G 2 tokens a program) whose union lists would
     take the hash path (ops.sparse_mla.grouping.dense_fits false for its flat source of num_slots rows: past 65536 at
     topk 2048, as a bf16 cache's flat view in serving, or a gathered context past that); any other variant as given.
-    H200, s_q 1024 / 8192 over a 16384-token context, CUDA-graph replays: native with hash union lists took 0.743 /
-    5.563 ms against pad64's 0.696 / 5.457 at `overlap` indices (the calibration table's inputs, where its dense
-    native wins), and up to 2.38x pad64's time as neighbouring lists share less (1.642 vs 0.690 ms with random lists)
-    (bench/results/prefill_overlap_s45.json, sparse_mla_s45_prefill_hash.json). At 8 and 16 heads grouping paid even
-    over hash union lists at `overlap` indices (0.352 / 0.490 ms against pad64's 0.659 / 0.669), so they keep it."""
+    H200, over a 16384-token context at `overlap` indices (the calibration table's inputs, where its dense native
+    wins): native with hash union lists 0.743 ms against pad64's 0.696 at s_q 1024 (CUDA-graph replays,
+    bench/results/prefill_overlap_s45.json), 5.563 against 5.457 at 8192 (eager, sparse_mla_s45_prefill_hash.json);
+    and up to 2.38x pad64's time as neighbouring lists share less (1.642 vs 0.690 ms with random lists, s_q 1024). At
+    8 and 16 heads grouping paid even over hash union lists at `overlap` indices (0.352 / 0.490 ms against pad64's
+    0.659 / 0.669), so they keep it."""
     if variant != "native" or not 17 <= heads <= 32:
         return variant
     from ..ops.sparse_mla.grouping import dense_fits, group_shape
