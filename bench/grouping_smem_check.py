@@ -64,8 +64,8 @@ def main(argv=None) -> int:
                 ent = torch.zeros_like(masks)
                 grouping_smem.launch_union(idx, lens, args.slots, g, 0, t, ent, masks, counts, 1, gp, spw, d, fast)
                 dw = max(1 << max(0, (d - 1).bit_length()), 32 * grouping_smem.MAP_WARPS)
-                outw = max(1 << max(0, (g * args.topk - 1).bit_length()), 32 * grouping_smem.MAP_WARPS)
-                extra = f" raw_words {dw + 32 + outw}"
+                outw = grouping_smem.union_out_words(g, args.topk)
+                extra = f" raw_words {dw + grouping_smem.TOT_WORDS + outw}"
             c = sink[0]
             ptx = c.asm["ptx"]
             pc = collections.Counter(re.findall(r"\b(red\.shared\.or\.b32|st\.shared\.b32|ld\.shared\.b32|"

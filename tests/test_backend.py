@@ -449,11 +449,11 @@ def test_32_head_prefills_past_the_dense_reach_run_pad64(layout, monkeypatch):
     prefill_variant_for_slots; 512 slots at this test's topk 16) runs pad64, one within it the table's native: the
     bf16 path's flat cache view, and the gathered path's context (a request of 600 cached tokens). The table here
     says native at every size (SPEC 7's fallback would say pad64 at these token counts)."""
-    from dsattn.ops.sparse_mla.grouping import dense_max_slots
+    from dsattn.ops.sparse_mla.grouping import dense_reach
     geo = geometry("glm-5", 32)
-    reach = dense_max_slots(2, 16)
     table = {"table": {"prefill": {"32": [{"max_tokens": None, "variant": "native"}]}}}
     attn = backend(geo, layout, 32, max_model_len=1024, calibration=table)
+    reach = dense_reach(2, 16, attn.device)
     seen = []
     real = attention_mod.sparse_mla_prefill
     monkeypatch.setattr(attention_mod, "sparse_mla_prefill",

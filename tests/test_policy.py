@@ -94,11 +94,21 @@ def test_bf16_decode_variant():
 
 
 def test_prefill_variant_for_slots():
-    """17-32 heads (G 2): 'native' whose union lists would take the hash path (dense_fits: 65536 slots at topk 2048)
-    runs 'pad64'; fewer heads, 64 heads, pad64 itself and calls within the dense reach keep the variant."""
-    assert prefill_variant_for_slots("native", 32, 65536, 2048) == "native"
-    assert prefill_variant_for_slots("native", 32, 65537, 2048) == "pad64"
-    assert prefill_variant_for_slots("native", 17, 1 << 20, 2048) == "pad64"
-    assert prefill_variant_for_slots("pad64", 32, 1 << 20, 2048) == "pad64"
+    """17-32 heads (G 2): 'native' whose union lists would take the hash path (grouping.dense_reach: on the CPU 65536
+    slots at topk 2048) runs 'pad64'; fewer heads, 64 heads, pad64 itself and calls within the dense reach keep the
+    variant."""
+    assert prefill_variant_for_slots("native", 32, 65536, 2048, "cpu") == "native"
+    assert prefill_variant_for_slots("native", 32, 65537, 2048, "cpu") == "pad64"
+    assert prefill_variant_for_slots("native", 17, 1 << 20, 2048, "cpu") == "pad64"
+    assert prefill_variant_for_slots("pad64", 32, 1 << 20, 2048, "cpu") == "pad64"
     for heads in (8, 16, 64, 128):
-        assert prefill_variant_for_slots("native", heads, 1 << 20, 2048) == "native"
+        assert prefill_variant_for_slots("native", heads, 1 << 20, 2048, "cpu") == "native"
+
+
+def test_prefill_variant_for_slots_takes_the_fused_reach_where_it_runs(monkeypatch):
+    """Where the shared-memory union kernel runs (a CUDA GPU with Gluon: grouping_smem.usable), the reach is the fused
+    path's: 524288 slots at G 2, topk 2048."""
+    from dsattn.ops.sparse_mla import grouping_smem
+    monkeypatch.setattr(grouping_smem, "usable", lambda device: True)
+    assert prefill_variant_for_slots("native", 32, 524288, 2048, "cpu") == "native"
+    assert prefill_variant_for_slots("native", 32, 524289, 2048, "cpu") == "pad64"

@@ -354,6 +354,51 @@ def test_dense_overlap_indices(spy, g):
     assert_same(got, run(build_groups_reference, idx, None, 40, g, 0, 16), ordered=True)
 
 
+def test_fused_reach():
+    """The fused shared-memory path's reach (session 46: its map compacted a chunk at a time, bound by shared memory,
+    not registers): at topk 2048 G 8 / 4 / 2 / 16 131072 / 262144 / 524288 / 32768 slots, each program's map, totals
+    and codes within a block's shared memory; dense_reach gives it where the kernel runs, dense_max_slots elsewhere."""
+    from dsattn.ops.sparse_mla import grouping, grouping_smem
+    want = {8: 131072, 4: 262144, 2: 524288, 16: 32768, 3: 262144}
+    for g, top in want.items():
+        assert grouping.fused_max_slots(g, 2048) == top
+        assert grouping.fused_fits(top, g, 2048) and not grouping.fused_fits(top + 1, g, 2048)
+        gp, spw, d = grouping.dense_layout(top, g)
+        words = d + grouping_smem.TOT_WORDS + grouping_smem.union_out_words(g, 2048)
+        assert words * 4 <= grouping_smem.SMEM_BYTES and (top << gp) <= 1 << 31
+        assert grouping.dense_reach(g, 2048, "cpu") == grouping.dense_max_slots(g, 2048)
+    assert grouping.fused_max_slots(32, 2048) == 0       # 32-bit fields: no dense path
+    assert grouping_smem.union_max_words(64, 2048) == 0  # codes alone past the shared memory
+
+
+def test_fused_dispatch_takes_its_own_reach(monkeypatch):
+    """Where the fused kernel runs (stubbed here: it needs a GPU), build_groups sends calls up to fused_max_slots to
+    it and one past to the hash path; the non-fused dense IMPLs keep dense_max_slots."""
+    from dsattn.ops.sparse_mla import grouping, grouping_smem
+    calls = []
+    monkeypatch.setattr(grouping_smem, "usable", lambda device: True)
+    monkeypatch.setattr(grouping, "_launch_dense", lambda *a, **kw: calls.append(("dense", a[2], a[-1])))
+    monkeypatch.setattr(grouping, "_launch_hash", lambda *a, **kw: calls.append(("hash", a[2])))
+    monkeypatch.delenv("DSATTN_GROUPING_IMPL", raising=False)
+    g, k, t = 8, 2048, 8
+    idx = torch.zeros(t, k, dtype=torch.int32)
+    bufs = [torch.zeros(1, g * k, dtype=torch.int32), torch.zeros(1, g * k, dtype=torch.int32),
+            torch.zeros(1, dtype=torch.int32)]
+    top = grouping.fused_max_slots(g, k)
+    for impl in ("auto", "dense_fused"):
+        monkeypatch.setattr(grouping, "IMPL", impl)
+        for n in (16385, top, top + 1):
+            calls.clear()
+            grouping.build_groups(idx, None, n, g, 0, t, *bufs)
+            assert calls == ([("dense", n, True)] if n <= top else [("hash", n)]), (impl, n)
+    for impl in ("dense", "dense_smem"):
+        monkeypatch.setattr(grouping, "IMPL", impl)
+        for n in (16384, 16385):
+            calls.clear()
+            grouping.build_groups(idx, None, n, g, 0, t, *bufs)
+            assert calls == ([("dense", n, False)] if n <= 16384 else [("hash", n)]), (impl, n)
+
+
 @pytest.mark.parametrize("g, k, words", [(4, 16, 4), (2, 4, 64), (3, 8, 8)])
 def test_dense_limit(spy, monkeypatch, g, k, words):
     """num_slots at dense_max_slots runs dense (the last slot in the last field of the last word), one more runs

@@ -178,3 +178,75 @@ def test_dense_fused_prefill_bit_equal(spy_union, monkeypatch):
         check_close(*outs[1], *case.reference())
         assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
     assert spy_union, "the fused union kernel did not run"
+
+
+# Maps larger than one chunk (session 46: dense_union_smem_kernel compacts its map CHUNK_WORDS words at a time, so the
+# fused path's reach is grouping.fused_max_slots, no longer the registers' DENSE_WORDS).
+
+@pytest.mark.parametrize("g, slots", [(8, 16385), (8, 50000), (8, 131072), (4, 262144), (2, 524288), (16, 32768),
+                                      (4, 40000)])
+def test_dense_fused_past_one_chunk(spy_union, monkeypatch, g, slots):
+    """Overlap indices over the whole slot range, the last slot listed by some rows, -1 and past-the-end entries, a few
+    rows with a repeated slot (their groups rebuilt), topk_length; at the fused path's limits and between them and one
+    chunk: the reference's lists entry for entry."""
+    from dsattn.bench.kernels_mla import overlap_indices
+    assert dense_fused_reaches(g, slots)
+    t = 96
+    idx = overlap_indices(t, slots, 2048, torch.device(DEV), seed=g + slots)
+    idx[::5, 3] = slots - 1                  # the last field of the last word
+    idx[2::5, 11] = slots                    # past the end
+    idx[3::7, 17] = -1
+    idx[1::29, 9] = idx[1::29, 2]            # repeats: those groups take the repeated-slot kernel
+    gen = torch.Generator().manual_seed(slots)
+    tl = torch.randint(1500, 2049, (t,), dtype=torch.int32, generator=gen).to(DEV)
+    _check_fused(spy_union, monkeypatch, idx, tl, slots, g, 0, t, -(-t // g) + 1)
+
+
+def dense_fused_reaches(g, slots):
+    return grouping.fused_fits(slots, g, 2048) and not grouping.dense_fits(slots, g, 2048)
+
+
+@pytest.mark.parametrize("g", [8, 4, 2, 16])
+def test_dense_fused_limit(spy_union, monkeypatch, g):
+    """fused_max_slots runs the fused kernel; one slot more runs the hash path (same lists, in its own order)."""
+    top = grouping.fused_max_slots(g, 2048)
+    assert top == {8: 131072, 4: 262144, 2: 524288, 16: 32768}[g]
+    gen = torch.Generator().manual_seed(g)
+    t = 2 * g
+    idx = torch.randint(0, top, (t, 2048), dtype=torch.int32, generator=gen)
+    idx[:, 0] = top - 1
+    _check_fused(spy_union, monkeypatch, idx.to(DEV), None, top, g, 0, t, 3)
+    spy_union.clear()
+    idx[:, 0] = top
+    r, got = _build("dense_fused", monkeypatch, idx.to(DEV), None, top + 1, g, 0, t, 3)
+    assert not spy_union, "past the fused limit the hash path runs"
+    ref = [x.cpu().clone() for x in got]
+    grouping.build_groups_reference(idx, None, top + 1, g, 0, t, *ref)
+    assert grouping._same([x.cpu() for x in got], ref, r)
+
+
+@pytest.mark.parametrize("heads, slots", [(8, 70000), (16, 100000), (32, 300000)])
+def test_dense_fused_prefill_over_a_long_source(spy_union, monkeypatch, heads, slots):
+    """sparse_mla_prefill ('native', grouped) over a flat source past the registers' reach: within the tolerance of the
+    reference, and bit-equal to the sort path's union lists (the same ascending order). Overlap indices (no slot twice
+    in a row, so no group is rebuilt), some -1 and past the end, topk_length."""
+    from dsattn.bench.kernels_mla import overlap_indices
+    from dsattn.ops.sparse_mla import sparse_mla_prefill
+    from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs
+    monkeypatch.delenv("DSATTN_GROUPING_IMPL", raising=False)
+    idx = overlap_indices(160, slots, 2048, torch.device(DEV), seed=heads).cpu()
+    idx[::3, 5::101] = -1
+    idx[1::4, 7::89] = slots + 3
+    case = make_case(160, heads, 576, num_slots=slots, topk=2048, layout="bf16", with_length=True, seed=11, device=DEV,
+                     indices=idx)
+    outs = []
+    for impl in ("dense_fused", "sort"):
+        monkeypatch.setattr(grouping, "IMPL", impl)
+        out, lse = poisoned_outputs(160, heads, DEV)
+        sparse_mla_prefill(case.q, case.flat, case.indices, case.sm_scale, topk_length=case.topk_length, out=out,
+                           lse=lse, variant="native")
+        torch.cuda.synchronize()
+        outs.append((out, lse))
+    assert spy_union, "the fused union kernel did not run"
+    check_close(*outs[0], *case.reference())
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])

@@ -175,7 +175,8 @@ class DSAAttention:
         else:
             variant = policy.choose_variant("prefill", self.heads, tokens, self.table, self.sm_count)
             if num_slots is not None:
-                variant = policy.prefill_variant_for_slots(variant, self.heads, num_slots, self.width)
+                variant = policy.prefill_variant_for_slots(variant, self.heads, num_slots, self.width,
+                                                            self.device)
         return variant, prefill_split_spec(tokens, self.heads, self.width, variant, self.sm_count)
 
     def _decode_scratch(self, tokens: int) -> tuple[str, list]:

@@ -105,10 +105,11 @@ def bf16_decode_variant(heads: int) -> str:
     return "pad64" if "pad64" in offered else offered[0]
 
 
-def prefill_variant_for_slots(variant: str, heads: int, num_slots: int, topk: int) -> str:
+def prefill_variant_for_slots(variant: str, heads: int, num_slots: int, topk: int, device) -> str:
     """'pad64' in place of 'native' for a prefill call at 17-32 heads (G 2 tokens a program) whose union lists would
-    take the hash path (ops.sparse_mla.grouping.dense_fits false for its flat source of num_slots rows: past 65536 at
-    topk 2048, as a bf16 cache's flat view in serving, or a gathered context past that); any other variant as given.
+    take the hash path on `device` (past ops.sparse_mla.grouping.dense_reach for its flat source of num_slots rows: on
+    an sm_90 GPU 524288 at topk 2048 since session 46's chunked shared-memory compaction, 65536 before and on other
+    devices; a bf16 cache's flat view in serving, or a gathered context past that); any other variant as given.
     H200, over a 16384-token context at `overlap` indices (the calibration table's inputs, where its dense native
     wins): native with hash union lists 0.743 ms against pad64's 0.696 at s_q 1024 (CUDA-graph replays,
     bench/results/prefill_overlap_s45.json), 5.563 against 5.457 at 8192 (eager, sparse_mla_s45_prefill_hash.json);
@@ -117,8 +118,8 @@ def prefill_variant_for_slots(variant: str, heads: int, num_slots: int, topk: in
     0.659 / 0.669), so they keep it."""
     if variant != "native" or not 17 <= heads <= 32:
         return variant
-    from ..ops.sparse_mla.grouping import dense_fits, group_shape
-    return variant if dense_fits(num_slots, group_shape(heads)[1], topk) else "pad64"
+    from ..ops.sparse_mla.grouping import dense_reach, group_shape
+    return variant if num_slots <= dense_reach(group_shape(heads)[1], topk, device) else "pad64"
 
 
 def buckets_from_winners(winners: list[tuple[int, str]]) -> list[dict]:

@@ -194,7 +194,9 @@ def allocating_attention(attn, step, s: SyntheticStep, indices: torch.Tensor) ->
     def variant(kernel, n, num_slots=None):
         v = policy.choose_variant(kernel, attn.heads, n, attn.table, attn.sm_count,
                                   attn.kv_layout if kernel == "decode" else None)
-        return v if num_slots is None else policy.prefill_variant_for_slots(v, attn.heads, num_slots, attn.width)
+        if num_slots is None:
+            return v
+        return policy.prefill_variant_for_slots(v, attn.heads, num_slots, attn.width, attn.device)
 
     if attn.path is policy.Path.BF16_PREFILL:
         # the decode rows apart (policy.bf16_decode_variant) when the backend runs them so

@@ -177,15 +177,17 @@ def decode_case(tokens: int, heads: int, layout: str, device, d_qk: int | None =
                 (f"uniform, own {context} slots a request" if context else "uniform") + (", ascending" if ascending else ""))
 
 
-def prefill_case(s_q: int, heads: int, device, d_qk: int = 576) -> Case:
-    key = ("prefill-kv", d_qk)
+def prefill_case(s_q: int, heads: int, device, d_qk: int = 576, s_kv: int = PREFILL_KV) -> Case:
+    """The prefill rows' case: s_q query tokens at the end of an s_kv-token bf16 sequence, `overlap` indices (s_kv other
+    than PREFILL_KV: the rows over a longer context, not issue 3's)."""
+    key = ("prefill-kv", d_qk, s_kv)
     if key not in _CACHE:
-        _CACHE[key] = _latents(PREFILL_KV, d_qk, device, seed=2).to(torch.bfloat16)
-    ikey = ("overlap", s_q)
+        _CACHE[key] = _latents(s_kv, d_qk, device, seed=2).to(torch.bfloat16)
+    ikey = ("overlap", s_q, s_kv)
     if ikey not in _CACHE:
-        _CACHE[ikey] = overlap_indices(s_q, PREFILL_KV, TOPK, device, seed=s_q)
+        _CACHE[ikey] = overlap_indices(s_q, s_kv, TOPK, device, seed=s_q)
     return Case("prefill", KVLayout.BF16, s_q, heads, d_qk, _q(s_q, heads, d_qk, device, heads), _CACHE[key],
-                _CACHE[ikey], d_qk ** -0.5, "overlap")
+                _CACHE[ikey], d_qk ** -0.5, "overlap" if s_kv == PREFILL_KV else f"overlap, s_kv {s_kv}")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -423,7 +425,7 @@ def run_table(args, device, peers) -> list[dict]:
                 for h in args.heads:
                     case = decode_case(size, h, layout, device, context=args.decode_context,
                                        ascending=args.ascending) if kind == "decode" \
-                        else prefill_case(size, h, device)
+                        else prefill_case(size, h, device, s_kv=args.prefill_kv)
                     t0 = time.time()
                     rows += measure_case(case, peers, _variants(kind, h), rep_ms=args.rep_ms, impls=args.impl,
                                          rounds=args.rounds, graph=args.graph)
@@ -462,6 +464,8 @@ def parse_args(argv):
                    help="decode: slots each request owns (its top-k is drawn from those alone: no row gathered twice "
                         "a call); 0 (default) draws every request's top-k from one shared pool of "
                         f"{DECODE_SLOTS} slots")
+    p.add_argument("--prefill-kv", type=int, default=PREFILL_KV,
+                   help=f"prefill: the sequence's tokens (the flat source's rows; default {PREFILL_KV}, the rows')")
     p.add_argument("--ascending", action="store_true",
                    help="decode: each token's entries sorted by slot (as dsattn's top-k emits them) instead of the "
                         "random order of a top-k by score")
@@ -485,6 +489,8 @@ def parse_args(argv):
     args.tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else None
     if _bad_context(args.decode_context):
         p.error(f"--decode-context: {args.decode_context}; needs 0, or >= topk {TOPK} and a multiple of {DECODE_BLOCK}")
+    if args.prefill_kv < TOPK:
+        p.error(f"--prefill-kv: {args.prefill_kv}; needs >= topk {TOPK}")
     return args
 
 
@@ -504,7 +510,7 @@ def run(op: str, argv: list[str]) -> int:
         "timing": "CUDA-graph replays" if args.graph else "eager calls",
         "decode": (f"{args.decode_context} own slots a request" if args.decode_context else f"{DECODE_SLOTS} shared slots")
         + f", block {DECODE_BLOCK}, uniform{', ascending' if args.ascending else ''}, topk {TOPK}",
-        "prefill": f"s_kv {PREFILL_KV}, overlap (noise 0.5), topk {TOPK}", "hbm_bytes_per_s": HBM_BYTES_PER_S,
+        "prefill": f"s_kv {args.prefill_kv}, overlap (noise 0.5), topk {TOPK}", "hbm_bytes_per_s": HBM_BYTES_PER_S,
         "bf16_flops": BF16_FLOPS, "peak_gpu_bytes": torch.cuda.max_memory_allocated(device),
         "speedup": "FlashMLA best ms / dsattn ms (FlashMLA padded to 64 heads below 64)",
         "env": {k: v for k, v in os.environ.items() if k.startswith(("TRITON", "CUDA_VISIBLE", "DSATTN"))}})

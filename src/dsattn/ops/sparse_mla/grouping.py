@@ -899,6 +899,33 @@ def dense_max_slots(G: int, topk: int) -> int:
     return min(DENSE_WORDS, G * topk) * spw if gp <= 16 and G * topk < 1 << 30 else 0
 
 
+def fused_max_slots(G: int, topk: int) -> int:
+    """The largest num_slots the fused shared-memory path (IMPL 'auto' / 'dense_fused' where grouping_smem.usable)
+    takes dense (0 if none): its map of grouping_smem.union_max_words words, compacted CHUNK_WORDS at a time, so not
+    bound by the registers as dense_fits is; (slot << GP) must stay below 2^31 (its codes). At topk 2048: G 8 131072,
+    G 4 262144, G 2 524288, G 16 32768 slots (dense_fits: 16384 / 32768 / 65536 / 8192)."""
+    gp, spw, _ = dense_layout(0, G)
+    if gp > 16 or G * topk >= 1 << 30:
+        return 0
+    from . import grouping_smem
+    return min(grouping_smem.union_max_words(G, topk) * spw, (1 << 31) >> gp)
+
+
+def fused_fits(num_slots: int, G: int, topk: int) -> bool:
+    """Whether the fused shared-memory path takes this call dense (num_slots <= fused_max_slots)."""
+    return num_slots <= fused_max_slots(G, topk)
+
+
+def dense_reach(G: int, topk: int, device) -> int:
+    """The largest flat source (num_slots) whose union lists build_groups builds on the dense path on `device` under
+    the default IMPL: fused_max_slots where the shared-memory kernel runs (a CUDA GPU with Gluon), else
+    dense_max_slots (the interpreter's and other devices' kernels)."""
+    from . import grouping_smem
+    if grouping_smem.usable(torch.device(device)):
+        return fused_max_slots(G, topk)
+    return dense_max_slots(G, topk)
+
+
 def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups,
                   smem_map: bool = False, fused: bool = False):
     """clear, insert, compact (which rebuilds a group with a repeated slot the sort path's way): three launches,
@@ -980,8 +1007,9 @@ def _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, 
         smem_map = grouping_smem.usable(indices.device)
         fused = smem_map and impl in ("auto", "dense_fused")
         impl = "dense"
-    if impl in ("auto", "dense"):
-        impl = "dense" if dense_fits(num_slots, G, indices.shape[1]) else "hash"
+    if impl == "dense":
+        fits = fused_fits if fused else dense_fits
+        impl = "dense" if fits(num_slots, G, indices.shape[1]) else "hash"
     if impl == "dense":
         _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups, smem_map,
                       fused)
@@ -1058,11 +1086,11 @@ def _runner(impl, w, knobs, inline_dups):
             saved = {name: mod[name] for name in knobs}
             mod.update(knobs)
             try:
-                if dense_fits(num_slots, g, idx.shape[1]):
-                    from . import grouping_smem
-                    smem = impl in ("auto", "dense_smem", "dense_fused") and grouping_smem.usable(idx.device)
-                    _launch_dense(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups, smem,
-                                  smem and impl in ("auto", "dense_fused"))
+                from . import grouping_smem
+                smem = impl in ("auto", "dense_smem", "dense_fused") and grouping_smem.usable(idx.device)
+                fused = smem and impl in ("auto", "dense_fused")
+                if (fused_fits if fused else dense_fits)(num_slots, g, idx.shape[1]):
+                    _launch_dense(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups, smem, fused)
                 else:
                     _launch_hash(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups)
             finally:
@@ -1116,10 +1144,14 @@ def _bench(args) -> None:
             variants += [(impl, w, None, f"sort warps {w or 'auto'}{' inline' if args.inline_dups else ''}")
                          for w in (args.warps or [None])]
     for g in args.groups:
-        if any(v[0] in ("dense", "auto") for v in variants):
+        if any(v[0] in ("dense", "dense_smem") for v in variants):
             print(f"G {g} topk {args.topk} s_kv {args.s_kv}: "
                   f"{'dense' if dense_fits(args.s_kv, g, args.topk) else 'HASH (past the dense limit)'} "
                   f"(dense up to {dense_max_slots(g, args.topk)} slots)", flush=True)
+        if any(v[0] in ("auto", "dense_fused") for v in variants):
+            print(f"G {g} topk {args.topk} s_kv {args.s_kv}, fused: "
+                  f"{'dense' if fused_fits(args.s_kv, g, args.topk) else 'HASH (past the fused limit)'} "
+                  f"(up to {fused_max_slots(g, args.topk)} slots)", flush=True)
     for s_q in args.s_q:
         idx = overlap_indices(s_q, args.s_kv, args.topk, dev)
         for g in args.groups:

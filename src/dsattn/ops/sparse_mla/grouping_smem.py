@@ -77,6 +77,11 @@ except Exception:  # pragma: no cover - a Triton without Gluon
 
 MAP_WARPS = 8       # warps of a map program
 MAP_TILE = 8192     # index entries a tile ([GP, BK], GP x BK of them): 32 a thread at 8 warps, 32 consecutive a warp
+CHUNK_WORDS = 4096  # map words the fused kernel compacts at a time (16 a thread at 8 warps: its registers before
+                    # session 46, when the whole map was one chunk and DENSE_WORDS = 4096 bounded it)
+TOT_WORDS = 64      # shared words for the fused kernel's two sets of per-warp totals and the listed count
+MAX_WORDS = 32768   # the fused kernel's largest map: 128 KiB of shared memory (union_max_words)
+SMEM_BYTES = 232448  # shared memory a block may take on sm_90 (227 KiB)
 
 if HAVE_GLUON:
     @gluon.jit
@@ -181,77 +186,86 @@ if HAVE_GLUON:
     def _add(a, b):
         return a + b
 
-    @gluon.jit(do_not_specialize=["num_slots", "token0", "ntokens", "K"])
+    @gluon.jit(do_not_specialize=["num_slots", "token0", "ntokens", "K", "D"])
     def dense_union_smem_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
-                                msk_ptr, msk_stride, cnt_ptr, K, G: gl.constexpr, GP: gl.constexpr,
-                                SPW: gl.constexpr, LOG_SPW: gl.constexpr, DW: gl.constexpr, KP: gl.constexpr,
-                                BK: gl.constexpr, OUTW: gl.constexpr, HAS_LEN: gl.constexpr,
-                                num_warps: gl.constexpr):
+                                msk_ptr, msk_stride, cnt_ptr, K, D, G: gl.constexpr, GP: gl.constexpr,
+                                SPW: gl.constexpr, LOG_SPW: gl.constexpr, DW: gl.constexpr, CW: gl.constexpr,
+                                KP: gl.constexpr, BK: gl.constexpr, OUTW: gl.constexpr, TW: gl.constexpr,
+                                HAS_LEN: gl.constexpr, num_warps: gl.constexpr):
         """Program c (first group first): group c's union list in one program (grouping IMPL 'dense_fused'): the
         map built in shared memory as dense_map_smem_kernel builds it, then compacted there, ascending by slot, and
         written out whole: entries[c, :n], masks[c, :n], counts[c] = n; or counts[c] = -1 and nothing else
         written when a token listed a slot twice (the map holds fewer bits than the valid entries listed), for
         grouping's _group_union_dups_kernel. Shared memory (words from global_smem): the map [0, DW) (DW >= 32 x
-        num_warps), the per-warp totals and the listed count [DW, DW + 32), the compacted codes (slot << GP | token
-        bits) [DW + 32, DW + 32 + OUTW). No Triton operation here uses shared memory (the scans and sums run
-        within a warp: the words are a [num_warps, DW / num_warps] tile, one warp a row; totals cross warps
-        through the inline-PTX words), so the three buffers allocated below only size it."""
+        num_warps), two sets of per-warp totals and the listed count [DW, DW + TW) (TW = TOT_WORDS), the compacted
+        codes (slot << GP | token bits) [DW + TW, DW + TW + OUTW). The map's D words are compacted CW at a
+        time (a chunk: a [num_warps, CW / num_warps] tile in registers, one warp a row), chunk after chunk, each
+        chunk's entries after the previous chunks' (a running count), so the map may be larger than the registers
+        hold (union_max_words). No Triton operation here uses shared memory (the scans and sums run within a warp;
+        totals cross warps through the inline-PTX words, the two sets used by alternate chunks so that one barrier a
+        chunk suffices), so the three buffers allocated below only size it."""
         c = gl.program_id(0)
         NW: gl.constexpr = num_warps
-        R: gl.constexpr = DW // (32 * NW)
-        RW: gl.constexpr = DW // NW
+        R: gl.constexpr = CW // (32 * NW)
+        RW: gl.constexpr = CW // NW
         TOT: gl.constexpr = DW                       # word offsets of the totals and of the codes
-        OUT: gl.constexpr = DW + 32
-        LISTED: gl.constexpr = TOT + 2 * NW
+        OUT: gl.constexpr = DW + TW
+        LISTED: gl.constexpr = TOT + 4 * NW
+        gl.static_assert(LISTED < TOT + TW, "two sets of per-warp totals and the listed count")
         FM: gl.constexpr = (1 << GP) - 1
         LOW: gl.constexpr = 0x55555555 if GP == 2 else 0x11111111 if GP == 4 else 0x01010101 if GP == 8 else 0x00010001
         L2: gl.constexpr = gl.BlockedLayout([1, R], [1, 32], [NW, 1], [1, 0])
         IL: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, NW], [1, 0])
         CL: gl.constexpr = gl.BlockedLayout([1], [32], [NW], [0])
         SL: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-        # size the kernel's dynamic shared memory (DW + 32 + OUTW words); used through global_smem only
+        # size the kernel's dynamic shared memory (DW + TW + OUTW words); used through global_smem only
         res_map = gl.allocate_shared_memory(gl.int32, [DW], SL)
-        res_tot = gl.allocate_shared_memory(gl.int32, [32], SL)
+        res_tot = gl.allocate_shared_memory(gl.int32, [TW], SL)
         res_out = gl.allocate_shared_memory(gl.int32, [OUTW], SL)
         wk = gl.arange(0, NW, gl.SliceLayout(1, L2))
-        wi = wk[:, None] * RW + gl.arange(0, RW, gl.SliceLayout(0, L2))[None, :]      # [NW, RW] word index
-        _sts(wi * 4, gl.zeros([NW, RW], gl.int32, L2))
+        wi = wk[:, None] * RW + gl.arange(0, RW, gl.SliceLayout(0, L2))[None, :]      # [NW, RW] word within a chunk
+        chunks = (D + CW - 1) // CW
+        for ch in range(chunks):
+            _sts((ch * CW + wi) * 4, gl.zeros([NW, RW], gl.int32, L2))
         ci = gl.arange(0, 32 * NW, CL)
-        _sts_if((TOT + ci) * 4, gl.zeros([32 * NW], gl.int32, CL), (ci < 32).to(gl.int32))
+        _sts_if((TOT + ci) * 4, gl.zeros([32 * NW], gl.int32, CL), (ci < TW).to(gl.int32))
         listed = _insert(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, G, GP, SPW, LOG_SPW, KP, BK,
                          HAS_LEN, IL)
         _warp_add_smem(gl.full([BK], LISTED * 4, gl.int32, gl.SliceLayout(0, IL)), gl.sum(listed, 0))  # (in-thread)
         gl.thread_barrier()
-        w = _lds(wi * 4)
-        if GP == 1:
-            occ = _popc(w)                           # occupied fields (slots) of each word
-        else:
-            x = w
-            for s in gl.static_range(4):             # fold each field's bits onto its lowest bit
-                if (1 << s) < GP:
-                    x = x | (x >> (1 << s))
-            occ = _popc(x & LOW)                     # occupied fields of each word
-        bits = _popc(w)
-        at = gl.associative_scan(occ, 1, _add) - occ   # entries before the word within its warp's row
-        _sts((TOT + wk) * 4, gl.sum(occ, 1))
-        _sts((TOT + NW + wk) * 4, gl.sum(bits, 1))
-        gl.thread_barrier()
-        base = gl.zeros([NW], gl.int32, gl.SliceLayout(1, L2))
-        tot = gl.zeros([NW], gl.int32, gl.SliceLayout(1, L2))
-        nbits = gl.zeros([NW], gl.int32, gl.SliceLayout(1, L2))
-        for k in gl.static_range(NW):
-            tk = _lds(gl.full([NW], (TOT + k) * 4, gl.int32, gl.SliceLayout(1, L2)))
-            base += gl.where(wk > k, tk, 0)
-            tot += tk
-            nbits += _lds(gl.full([NW], (TOT + NW + k) * 4, gl.int32, gl.SliceLayout(1, L2)))
+        run = gl.zeros([NW], gl.int32, gl.SliceLayout(1, L2))     # entries of the chunks before
+        nbits = gl.zeros([NW], gl.int32, gl.SliceLayout(1, L2))   # token bits of the chunks so far
+        for ch in range(chunks):
+            w = _lds((ch * CW + wi) * 4)
+            if GP == 1:
+                occ = _popc(w)                       # occupied fields (slots) of each word
+            else:
+                x = w
+                for s in gl.static_range(4):         # fold each field's bits onto its lowest bit
+                    if (1 << s) < GP:
+                        x = x | (x >> (1 << s))
+                occ = _popc(x & LOW)                 # occupied fields of each word
+            bits = _popc(w)
+            at = gl.associative_scan(occ, 1, _add) - occ   # entries before the word within its warp's row
+            tset = TOT + (ch % 2) * (2 * NW)         # this chunk's set of totals
+            _sts((tset + wk) * 4, gl.sum(occ, 1))
+            _sts((tset + NW + wk) * 4, gl.sum(bits, 1))
+            gl.thread_barrier()
+            base = run
+            for k in gl.static_range(NW):
+                tk = _lds(wk * 0 + (tset + k) * 4)
+                base += gl.where(wk > k, tk, 0)
+                run += tk
+                nbits += _lds(wk * 0 + (tset + NW + k) * 4)
+            at += base[:, None]
+            for f in range(SPW):                     # (a loop: fewer registers)
+                m = (w >> (f * GP)) & FM
+                _sts_if((OUT + at) * 4, (((ch * CW + wi) * SPW + f) << GP) | m, (m != 0).to(gl.int32))
+                at += (m != 0).to(gl.int32)
         nlisted = _lds(gl.full([NW], LISTED * 4, gl.int32, gl.SliceLayout(1, L2)))
-        keep = (nbits == nlisted).to(gl.int32)[:, None]  # else a token listed a slot twice: the dups kernel
-        at += base[:, None]
-        for f in range(SPW):                         # (a loop: fewer registers)
-            m = (w >> (f * GP)) & FM
-            _sts_if((OUT + at) * 4, ((wi * SPW + f) << GP) | m, (m != 0).to(gl.int32) * keep)
-            at += (m != 0).to(gl.int32)
-        gl.store(cnt_ptr + c + wk * 0, gl.where(nbits == nlisted, tot, -1), mask=wk == 0)
+        # a map short of the listed entries' bits: a token listed a slot twice (counts -1: the dups kernel); the
+        # codes written above stay in shared memory then (at most the union's size, which the listed entries bound)
+        gl.store(cnt_ptr + c + wk * 0, gl.where(nbits == nlisted, run, -1), mask=wk == 0)
         gl.thread_barrier()                          # the codes and counts[c] written before they are read
         total = gl.load(cnt_ptr + c, cache_modifier=".cg")
         ent_row = ent_ptr + c.to(gl.int64) * ent_stride
@@ -263,7 +277,7 @@ if HAVE_GLUON:
             gl.store(msk_row + p, code & FM, mask=p < total)
         gl.thread_barrier()                          # every raw read done before the buffers are touched
         res_map.slice(0, 32 * NW).store(gl.zeros([32 * NW], gl.int32, CL))
-        res_tot.store(gl.zeros([32], gl.int32, gl.BlockedLayout([1], [32], [NW], [0])))
+        res_tot.store(gl.zeros([TW], gl.int32, gl.BlockedLayout([1], [32], [NW], [0])))
         res_out.slice(0, 32 * NW).store(gl.zeros([32 * NW], gl.int32, CL))
 
     @gluon.jit
@@ -291,15 +305,36 @@ def launch_map(indices, topk_length, num_slots, G, token0, ntokens, masks, count
          HAS_LEN=topk_length is not None, num_warps=MAP_WARPS)
 
 
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def union_out_words(G: int, topk: int) -> int:
+    """The fused kernel's code array: G x topk words rounded up to a power of 2 (at least a word a thread)."""
+    return max(_pow2(G * topk), 32 * MAP_WARPS)
+
+
+def union_max_words(G: int, topk: int) -> int:
+    """The largest map (a power of 2 of int32 words, at most MAX_WORDS) whose program fits a block's shared memory
+    beside its totals and code array: at topk 2048 G 2 / 4 / 8 32768 words (128 KiB; the codes 16 / 32 / 64 KiB), G 16
+    16384 (the codes 128 KiB); 0 when not even one chunk fits."""
+    room = SMEM_BYTES // 4 - TOT_WORDS - union_out_words(G, topk)
+    if room < CHUNK_WORDS:
+        return 0
+    return min(MAX_WORDS, 1 << (room.bit_length() - 1))
+
+
 def launch_union(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups, gp, spw, d, fast):
     """The union lists of `groups` groups in one launch (grouping._launch_dense under IMPL 'dense_fused'); groups
-    with a repeated slot get counts -1, for the repeated-slot kernel that follows."""
+    with a repeated slot get counts -1, for the repeated-slot kernel that follows. d: the map's words
+    (grouping.dense_layout), at most union_max_words(G, K)."""
     k = indices.shape[1]
-    dw = max(1 << max(0, (d - 1).bit_length()), 32 * MAP_WARPS)
-    kp = 1 << max(0, (k - 1).bit_length())
+    dw = max(_pow2(d), 32 * MAP_WARPS)
+    cw = min(dw, CHUNK_WORDS)
+    kp = _pow2(k)
     bk = min(kp, max(32 * MAP_WARPS, MAP_TILE // gp))
-    outw = max(1 << max(0, (G * k - 1).bit_length()), 32 * MAP_WARPS)
     fast(dense_union_smem_kernel, (groups,), indices, indices.stride(0),
          topk_length if topk_length is not None else indices, num_slots, token0, ntokens, entries, entries.stride(0),
-         masks, masks.stride(0), counts, k, G=G, GP=gp, SPW=spw, LOG_SPW=spw.bit_length() - 1, DW=dw,
-         KP=max(kp, bk), BK=bk, OUTW=outw, HAS_LEN=topk_length is not None, num_warps=MAP_WARPS)
+         masks, masks.stride(0), counts, k, d, G=G, GP=gp, SPW=spw, LOG_SPW=spw.bit_length() - 1, DW=dw, CW=cw,
+         KP=max(kp, bk), BK=bk, OUTW=union_out_words(G, k), TW=TOT_WORDS, HAS_LEN=topk_length is not None,
+         num_warps=MAP_WARPS)
