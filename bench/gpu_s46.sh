@@ -13,6 +13,19 @@
 # slots, and from 64 KiB of map one program an SM), but far under hash at G 8 / 4: 65536 slots ~25-35 us at s_q 1024,
 # ~150-250 at 8192; 131072 ~35-50 / ~250-400 (hash ~120 / ~1150, as at 16384). G 2 at 524288 slots (32768 words of 16
 # fields, 4096 groups at s_q 8192) may be close to hash.
+# OUTCOME a (84cd1e4, bench/logs/s46/a/): 42 passed. build_groups, auto / hash, us, s_q 1024 then 8192:
+# 16384 slots G 8 / 4 / 2: 10.5 / 120.6, 10.8 / 130.7, 12.6 / 200.1; 68.8 / 1116.5, 77.3 / 1089.8, 84.6 / 1434.8 (no
+# regression: session 37 read 12.5 / 11.1 / 13.3 and 81 / 82 / 88).
+# 65536: 18.3 / 134.6, 20.1 / 158.3, 27.4 / 323.2; 162.4 / 1269.3, 142.4 / 1330.5, 186.6 / 2289.2.
+# 131072: 28.4 / 142.7, 32.2 / 172.9, 45.8 / 371.6; 243.2 / 1327.6, 232.8 / 1418.0, 328.5 / 2572.9.
+# 262144 G 4 / 2: 63.6 / 185.7, 83.4 / 399.2; 513.8 / 1510.2, 631.2 / 2828.6. 524288 G 2: 173.0 / 493.7; 1389.3 / 3368.3.
+# Every case matches the reference. The prediction held (65536 and 131072 at G 8 came in under it); dense is 2.4-12x
+# faster than hash at every size measured, G 2 at 524288 included.
+# Call `b`: the prefill over those sources beside FlashMLA (bench kernels --prefill-kv 65536 / 131072, 8 / 16 / 32
+# heads, s_q 1024 / 8192; the same with DSATTN_GROUPING_IMPL=hash), and bench ab auto against hash at 131072.
+# PREDICTION: the grouped kernel itself is slower than over 16384 slots (larger unions: 3.0 / 3.3 x topk at G 8
+# against 2.3); dense / hash time ~0.7 (the builds' gap above against ~0.25-0.3 ms of kernel at s_q 1024, 8 heads); 8
+# heads ~1.7x FlashMLA's best, 16 heads ~1.2x, 32 heads native ~0.85x (pad64 ~0.74x, as over 16384).
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -35,5 +48,21 @@ a)
   gbench 131072 8 4 2
   gbench 262144 4 2
   gbench 524288 2
+  ;;
+b)
+  for kv in 65536 131072; do
+    for arm in auto hash; do
+      t0=$SECONDS
+      DSATTN_GROUPING_IMPL=$arm timeout 200 python -m dsattn.cli bench kernels --op sparse_mla --cases prefill \
+        --heads 8,16,32 --prefill-kv $kv --out $R --name sparse_mla_s46_prefill_kv${kv}_$arm > $R/kernels_${kv}_$arm.log 2>&1
+      echo "kernels $kv $arm rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/kernels_${kv}_$arm.log | tail -14 >> $L; pack
+    done
+  done
+  for h in 8 16 32; do for sq in 1024 8192; do
+    timeout 60 python -m dsattn.cli bench ab --op sparse_mla_prefill --heads $h --tokens $sq --slots 131072 \
+      --a env:DSATTN_GROUPING_IMPL=auto --b env:DSATTN_GROUPING_IMPL=hash --out $R --name ab_s46_kv131072_${sq}_h$h \
+      > $R/ab_${sq}_h$h.log 2>&1
+    echo "ab $sq h$h rc=$?" >> $L; tail -4 $R/ab_${sq}_h$h.log >> $L; pack
+  done; done
   ;;
 esac
