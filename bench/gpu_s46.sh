@@ -26,6 +26,24 @@
 # PREDICTION: the grouped kernel itself is slower than over 16384 slots (larger unions: 3.0 / 3.3 x topk at G 8
 # against 2.3); dense / hash time ~0.7 (the builds' gap above against ~0.25-0.3 ms of kernel at s_q 1024, 8 heads); 8
 # heads ~1.7x FlashMLA's best, 16 heads ~1.2x, 32 heads native ~0.85x (pad64 ~0.74x, as over 16384).
+# OUTCOME b (4bc0930, bench/logs/s46/b/, sparse_mla_s46_prefill_kv{65536,131072}_{auto,hash}.json, eager, 3 rounds,
+# FlashMLA in the same process): dsattn native ms and ratio to FlashMLA's best, s_q 1024 / 8192, dense (auto) / hash:
+# 65536 slots: 8 heads 0.299 (1.645x) / 0.437 (1.124x), 2.311 (1.675x) / 3.398 (1.141x); 16 heads 0.433 (1.154x) / 0.583
+# (0.844x), 3.405 (1.149x) / 4.525 (0.868x); 32 heads 0.622 (0.825x) / 0.892 (0.577x), 4.874 (0.835x) / 6.831 (0.596x).
+# 131072 slots: 8 heads 0.337 (1.455x) / 0.469 (1.055x), 2.609 (1.498x) / 3.667 (1.063x); 16 heads 0.471 (1.061x) /
+# 0.620 (0.811x), 3.666 (1.076x) / 4.826 (0.819x); 32 heads 0.651 (0.789x) / 0.945 (0.547x), 5.060 (0.808x) / 7.164
+# (0.570x); pad64 0.66-0.71 / 5.10-5.42 ms (0.73-0.77x) throughout. bench ab at 131072, dense / hash time: 8 heads 0.777
+# / 0.716, 16 heads 0.793 / 0.759, 32 heads 0.701 / 0.688 (s_q 1024 / 8192; CIs within +-0.01; outputs agree). The
+# prediction held in direction; 8 and 16 heads came out faster than predicted at 65536 (1.65x / 1.15x), 32 heads native
+# beats pad64 at 131072 (0.651 / 5.060 against 0.702 / 5.417 ms), so policy.NATIVE_G2_MAX_SLOTS = 131072.
+# Call `c`: the backend GPU file (the policy now takes the device's reach); dsattn bench serve --graph, scenarios
+# prefill and long (a 4096-token chunk after 60K of context), glm-5 / deepseek-v3.2 / glm-5.3-flash TP8 and glm-5 TP8
+# over a bf16 cache, default against the reach of before (grouping.fused_fits / fused_max_slots patched to the
+# register-bound dense_fits / dense_max_slots in that process).
+# PREDICTION: tests pass. Where the call's source was past the old reach (8 heads: prefill's 32768 and long's 65536
+# gathered keys; 16 heads: long; glm-5.3-flash's G 16: both; glm-5 bf16: its flat view) the layer is faster by the
+# builds' difference plus the larger unions' gathers, ~5-15% of the layer (the indexer's logits over the context are
+# most of a long chunk's layer); elsewhere the same.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -64,5 +82,19 @@ b)
       > $R/ab_${sq}_h$h.log 2>&1
     echo "ab $sq h$h rc=$?" >> $L; tail -4 $R/ab_${sq}_h$h.log >> $L; pack
   done; done
+  ;;
+c)
+  N=6 LIMIT=300 bash bench/gpu_tests_sharded.sh $R/tests_c tests/gpu/test_backend_gpu.py
+  cat $R/tests_c/summary.log >> $L; pack
+  C="glm-5:8:fp8_ds_mla deepseek-v3.2:8:fp8_ds_mla glm-5.3-flash:8:fp8_ds_mla_nope glm-5:8:bf16"
+  for arm in new old; do
+    t0=$SECONDS
+    timeout 240 python -c "import sys; from dsattn.ops.sparse_mla import grouping as g
+if sys.argv[1] == 'old':
+    g.fused_fits, g.fused_max_slots = g.dense_fits, g.dense_max_slots
+from dsattn.bench.serve import main; sys.exit(main(sys.argv[2:]))" $arm --graph --scenarios prefill,long \
+      --configs $C --out $R --name serve_s46_long_$arm > $R/serve_$arm.log 2>&1
+    echo "serve $arm rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/serve_$arm.log >> $L; pack
+  done
   ;;
 esac

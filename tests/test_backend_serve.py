@@ -30,3 +30,17 @@ def test_bench_serve_needs_a_gpu_without_tiny(capsys):
     assert serve.main(["--device", "cpu"]) == 2
     assert serve.main(["--tiny", "--graph", "--device", "cpu"]) == 2
     assert "--graph needs a CUDA GPU" in capsys.readouterr().out
+
+
+def test_bench_serve_scenarios(tmp_path, monkeypatch):
+    """--scenarios picks the steps (long: a chunk after a long context, not in the default run); an unknown name is
+    an argument error."""
+    import pytest
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert serve.main(["--tiny", "--scenarios", "long", "--configs", "glm-5:8:fp8_ds_mla", "--rep-ms", "1",
+                       "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "serve.json").read_text())["rows"]
+    assert [(r["scenario"], r["tokens"], r["context_tokens"]) for r in rows] == [("long", 16, 128)]
+    assert serve.DEFAULT_SCENARIOS == ("decode", "mixed", "prefill")
+    with pytest.raises(SystemExit):
+        serve.main(["--tiny", "--scenarios", "nope"])

@@ -105,10 +105,13 @@ def test_prefill_variant_for_slots():
         assert prefill_variant_for_slots("native", heads, 1 << 20, 2048, "cpu") == "native"
 
 
-def test_prefill_variant_for_slots_takes_the_fused_reach_where_it_runs(monkeypatch):
-    """Where the shared-memory union kernel runs (a CUDA GPU with Gluon: grouping_smem.usable), the reach is the fused
-    path's: 524288 slots at G 2, topk 2048."""
-    from dsattn.ops.sparse_mla import grouping_smem
+def test_prefill_variant_for_slots_where_the_fused_lists_run(monkeypatch):
+    """Where the shared-memory union kernel runs (a CUDA GPU with Gluon: grouping_smem.usable) the dense reach at G 2
+    is 524288 slots, and native holds up to NATIVE_G2_MAX_SLOTS (131072, where it was measured faster than pad64)."""
+    from dsattn.backend.policy import NATIVE_G2_MAX_SLOTS
+    from dsattn.ops.sparse_mla import grouping, grouping_smem
     monkeypatch.setattr(grouping_smem, "usable", lambda device: True)
-    assert prefill_variant_for_slots("native", 32, 524288, 2048, "cpu") == "native"
-    assert prefill_variant_for_slots("native", 32, 524289, 2048, "cpu") == "pad64"
+    assert grouping.dense_reach(2, 2048, "cpu") == 524288 and NATIVE_G2_MAX_SLOTS == 131072
+    assert prefill_variant_for_slots("native", 32, 131072, 2048, "cpu") == "native"
+    assert prefill_variant_for_slots("native", 32, 131073, 2048, "cpu") == "pad64"
+    assert prefill_variant_for_slots("native", 16, 1 << 20, 2048, "cpu") == "native"

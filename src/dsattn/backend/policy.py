@@ -105,21 +105,32 @@ def bf16_decode_variant(heads: int) -> str:
     return "pad64" if "pad64" in offered else offered[0]
 
 
+# The largest flat source (slots) over which a 17-32-head prefill call keeps 'native' (G 2 tokens a program) where the
+# dense union lists reach further (an sm_90 GPU since session 46): measured native faster than pad64 at 131072 slots,
+# not past it (prefill_variant_for_slots).
+NATIVE_G2_MAX_SLOTS = 131072
+
+
 def prefill_variant_for_slots(variant: str, heads: int, num_slots: int, topk: int, device) -> str:
-    """'pad64' in place of 'native' for a prefill call at 17-32 heads (G 2 tokens a program) whose union lists would
-    take the hash path on `device` (past ops.sparse_mla.grouping.dense_reach for its flat source of num_slots rows: on
-    an sm_90 GPU 524288 at topk 2048 since session 46's chunked shared-memory compaction, 65536 before and on other
-    devices; a bf16 cache's flat view in serving, or a gathered context past that); any other variant as given.
-    H200, over a 16384-token context at `overlap` indices (the calibration table's inputs, where its dense native
-    wins): native with hash union lists 0.743 ms against pad64's 0.696 at s_q 1024 (CUDA-graph replays,
-    bench/results/prefill_overlap_s45.json), 5.563 against 5.457 at 8192 (eager, sparse_mla_s45_prefill_hash.json);
-    and up to 2.38x pad64's time as neighbouring lists share less (1.642 vs 0.690 ms with random lists, s_q 1024). At
-    8 and 16 heads grouping paid even over hash union lists at `overlap` indices (0.352 / 0.490 ms against pad64's
-    0.659 / 0.669), so they keep it."""
+    """'pad64' in place of 'native' for a prefill call at 17-32 heads (G 2 tokens a program) whose flat source of
+    num_slots rows (a bf16 cache's flat view in serving, or a gathered context) is past what grouping pays for: past
+    the dense union lists' reach on `device` (ops.sparse_mla.grouping.dense_reach at G 2: 65536 slots at topk 2048 on
+    the CPU's kernels, 524288 on an sm_90 GPU since session 46), where the hash path would build them, or past
+    NATIVE_G2_MAX_SLOTS; any other variant as given.
+    H200, `overlap` indices (the calibration table's inputs): over 16384 slots native with hash union lists 0.743 ms
+    against pad64's 0.696 at s_q 1024 (CUDA-graph replays, bench/results/prefill_overlap_s45.json), 5.563 against
+    5.457 at 8192 (eager, sparse_mla_s45_prefill_hash.json), and up to 2.38x pad64's time as neighbouring lists share
+    less (1.642 vs 0.690 ms with random lists, s_q 1024); over 131072 slots with the dense lists native 0.651 / 5.060
+    ms against pad64's 0.702 / 5.417 at s_q 1024 / 8192 (eager, sparse_mla_s46_prefill_kv131072_auto.json; with hash
+    lists 0.945 / 7.164, _hash.json). Past 131072 the dense build grows with the slots (G 2, s_q 8192: 329 us at 131072,
+    631 at 262144, 1389 at 524288; bench/logs/s46/a) and the prefill was not measured, so pad64 runs there. At 8 and 16
+    heads grouping paid even over hash union lists (0.352 / 0.490 ms against pad64's 0.659 / 0.669 over 16384 slots;
+    over 131072 at s_q 8192 3.667 / 4.826 against 5.106 / 5.199), so they keep it."""
     if variant != "native" or not 17 <= heads <= 32:
         return variant
     from ..ops.sparse_mla.grouping import dense_reach, group_shape
-    return variant if num_slots <= dense_reach(group_shape(heads)[1], topk, device) else "pad64"
+    reach = min(dense_reach(group_shape(heads)[1], topk, device), NATIVE_G2_MAX_SLOTS)
+    return variant if num_slots <= reach else "pad64"
 
 
 def buckets_from_winners(winners: list[tuple[int, str]]) -> list[dict]:

@@ -16,6 +16,7 @@ CUDA context unusable for what follows.
 
     PYTHONPATH=src python -m dsattn.cli bench serve --out bench/results
     ... --quick          # the mixed step only
+    ... --scenarios long # a 4096-token chunk after 60K of context (not in the default run)
     ... --tiny           # scaled-down shapes on the CPU (functional check; timings mean nothing)
     ... --graph          # also the layer as CUDA-graph replays
 
@@ -46,12 +47,18 @@ CONFIGS = [  # preset, TP, cache layout
 ]
 
 
+DEFAULT_SCENARIOS = ("decode", "mixed", "prefill")
+
+
 def scenarios(tiny: bool) -> dict[str, list[tuple[int, int]]]:
-    """Batches as (cached, scheduled) per request, decodes first."""
+    """Batches as (cached, scheduled) per request, decodes first. The default run takes DEFAULT_SCENARIOS; "long"
+    (--scenarios) is a chunk of a long prompt, whose gathered context (65536 keys) was past the dense union lists'
+    reach at 8 and 16 heads before session 46."""
     if tiny:
         return {"decode": [(40 + 3 * i, 1) for i in range(4)],
                 "mixed": [(40 + 3 * i, 1) for i in range(3)] + [(30, 12)],
-                "prefill": [(0, 16), (24, 12)]}
+                "prefill": [(0, 16), (24, 12)],
+                "long": [(112, 16)]}
     return {
         # 128 decodes over 4K..12K tokens of context
         "decode": [(4096 + 64 * i, 1) for i in range(128)],
@@ -59,6 +66,8 @@ def scenarios(tiny: bool) -> dict[str, list[tuple[int, int]]]:
         "mixed": [(4096 + 128 * i, 1) for i in range(64)] + [(12288, 4096)],
         # a prompt from scratch and a chunk after 24K of context
         "prefill": [(0, 4096), (24576, 4096)],
+        # a 4096-token chunk after 60K of context
+        "long": [(61440, 4096)],
     }
 
 
@@ -108,9 +117,7 @@ def _host_ms(fn) -> float:
 
 def run(args) -> list[dict]:
     dev = torch.device(args.device)
-    steps = scenarios(args.tiny)
-    if args.quick:
-        steps = {"mixed": steps["mixed"]}
+    steps = {k: v for k, v in scenarios(args.tiny).items() if k in args.scenarios}
     rows = []
     for name, tp, layout in args.configs:
         geo = preset(name)
@@ -176,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="results folder (default bench/results)")
     ap.add_argument("--name", default="serve")
     ap.add_argument("--quick", action="store_true", help="the mixed step only")
+    ap.add_argument("--scenarios", default=",".join(DEFAULT_SCENARIOS),
+                    help=f"comma list of {', '.join(scenarios(False))} (default {','.join(DEFAULT_SCENARIOS)})")
     ap.add_argument("--tiny", action="store_true", help="scaled-down shapes (CPU functional check)")
     ap.add_argument("--configs", nargs="+", default=None, metavar="PRESET:TP:LAYOUT",
                     help="e.g. glm-5:8:fp8_ds_mla (default: the six of CONFIGS)")
@@ -184,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--graph", action="store_true", help="also the layer as CUDA-graph replays (a process of its own)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args(argv)
+    args.scenarios = ["mixed"] if args.quick else [x for x in args.scenarios.split(",") if x]
+    unknown = [x for x in args.scenarios if x not in scenarios(False)]
+    if unknown or not args.scenarios:
+        ap.error(f"--scenarios: unknown {unknown}; choose from {', '.join(scenarios(False))}")
     args.configs = CONFIGS if args.configs is None else [
         (c.split(":")[0], int(c.split(":")[1]), c.split(":")[2]) for c in args.configs]
     default_table = os.path.join("bench", "results", "calibration_h200.json")
@@ -200,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     path = write_results(args.name, rows, out_dir=args.out, meta={
         "calibration": args.calibration, "tiny": args.tiny, "rep_ms": args.rep_ms, "graph": args.graph,
         "step": "prepare + one full layer's forward (cache writes, indexer, top-k, slots, sparse MLA)",
-        "scenarios": {k: v if args.tiny else f"{len(v)} requests" for k, v in scenarios(args.tiny).items()}})
+        "scenarios": {k: v if args.tiny else f"{len(v)} requests" for k, v in scenarios(args.tiny).items()
+                      if k in args.scenarios}})
     print(format_table(rows, COLUMNS + (["graph_ms", "graph_max_diff"] if args.graph else [])))
     print(f"results -> {path}")
     return 0
