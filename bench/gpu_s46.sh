@@ -44,6 +44,12 @@
 # gathered keys; 16 heads: long; glm-5.3-flash's G 16: both; glm-5 bf16: its flat view) the layer is faster by the
 # builds' difference plus the larger unions' gathers, ~5-15% of the layer (the indexer's logits over the context are
 # most of a long chunk's layer); elsewhere the same.
+# OUTCOME c (05ee23f, bench/logs/s46/c/, serve_s46_long_{new,old}.json): backend GPU file 19 passed. Layer replays (ms),
+# new / old reach: glm-5 TP8 bf16 prefill 6.078 / 7.276, long 9.248 / 11.099 (16% / 17% less); the fp8 configs the
+# same (glm-5 6.055 / 6.045 and 8.135 / 8.123, deepseek-v3.2 8.262 / 8.260 and 12.636 / 12.538, glm-5.3-flash 3.453 /
+# 3.451 and 2.884 / 2.866). Every replay bit-equal to its eager call. The prediction was wrong for the fp8 configs: at
+# 8 and 16 heads an fp8 cache takes the fp8_mixed path (SPEC 7: every token through the fp8 decode kernel), which
+# builds no union lists; only the bf16 path (its flat view) and the gathered path (>= 32 heads) do.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET

@@ -65,6 +65,28 @@ repeated-slot kernel's 4096 early-returning programs 17 us at G 2); the prefill 
 dense_fused, outputs bit-equal, bench/results/ab_s37_fused_*.json) 8 / 16 / 32 heads s_q 1024 1.035x / 1.049x /
 1.058x, s_q 8192 1.014x / 1.025x / 1.047x. PREDICTION made before the run (arithmetic): 41 -> ~8-12 us at G 2 s_q
 1024 and 297 -> ~60-90 at 8192, the 32-head prefill ~5% faster; within it but for G 2 at 1024 (13.3).
+
+MAPS PAST ONE CHUNK (session 46). The compaction held the whole map in registers ([num_warps, DW / num_warps], 16 words
+a thread at DW 4096), which bounded the dense path at 16384 / 32768 / 65536 slots at G 8 / 4 / 2; past that the hash
+path ran (session 45 on the prefill rows' inputs: the prefill at 0.64-0.79 of the dense path's speed). Now the program
+walks its map CHUNK_WORDS (4096) words at a time: each chunk's occupied fields get their ranks from the per-warp scans
+plus the totals of the chunk's warps before (two sets of totals words, alternate chunks, so one barrier a chunk) plus
+the entries of the chunks before (a running count); the codes of a group with a repeated slot are written too (at most
+the listed entries' number, within the code array) and then not copied out. One chunk is the old kernel. The map is
+bound by shared memory (union_max_words: the map, TOT_WORDS and the codes within SMEM_BYTES; at most MAX_WORDS = 32768
+words, 128 KiB): grouping.fused_max_slots, at topk 2048 G 8 / 4 / 2 / 16 131072 / 262144 / 524288 / 32768 slots.
+sm_90a compile (bench/grouping_smem_check.py --kernel union, this CPU machine): G 8 at 16384 slots 128 registers as
+before, 82176 B of shared memory (+128 B: the second set of totals); G 8 at 131072 / G 4 at 262144 / G 2 at 524288 /
+G 16 at 32768 slots 128 / 99-106 / 75 / 201-255 registers, no spill, 196864 / 164096 / 147712 / 196864 B.
+MEASURED (H200, bench/gpu_s46.sh a at 84cd1e4, bench/logs/s46/a/; the grouping bench, CUDA graph of 10 calls, overlap
+indices; auto / hash us, s_q 1024 then 8192, every case matching the reference): 16384 slots G 8 / 4 / 2 10.5 / 120.6,
+10.8 / 130.7, 12.6 / 200.1; 68.8 / 1116.5, 77.3 / 1089.8, 84.6 / 1434.8 (session 37's kernel: 12.5 / 11.1 / 13.3, 81 /
+82 / 88); 65536 slots 18.3 / 134.6, 20.1 / 158.3, 27.4 / 323.2; 162.4 / 1269.3, 142.4 / 1330.5, 186.6 / 2289.2; 131072
+28.4 / 142.7, 32.2 / 172.9, 45.8 / 371.6; 243.2 / 1327.6, 232.8 / 1418.0, 328.5 / 2572.9; 262144 (G 4 / 2) 63.6 / 185.7,
+83.4 / 399.2; 513.8 / 1510.2, 631.2 / 2828.6; 524288 (G 2) 173.0 / 493.7, 1389.3 / 3368.3. So 2.4-12x the hash path's
+speed wherever it reaches; its cost grows with the map's words (every chunk is scanned, and past 64 KiB of map one
+program an SM). The prefill over such sources: README ("the prefill rows over a longer source") and
+bench/results/sparse_mla_s46_prefill_kv*.json.
 """
 from __future__ import annotations
 
