@@ -50,6 +50,8 @@
 # 3.451 and 2.884 / 2.866). Every replay bit-equal to its eager call. The prediction was wrong for the fp8 configs: at
 # 8 and 16 heads an fp8 cache takes the fp8_mixed path (SPEC 7: every token through the fp8 decode kernel), which
 # builds no union lists; only the bf16 path (its flat view) and the gathered path (>= 32 heads) do.
+# Call `d`: every GPU test file whole (bench/gpu_tests_all.sh) at 30c9b83 (the kernel change touches every grouped
+# prefill call). PREDICTION: all pass (session 45: 1014 tests; +10 new grouping tests).
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -102,5 +104,9 @@ from dsattn.bench.serve import main; sys.exit(main(sys.argv[2:]))" $arm --graph 
       --configs $C --out $R --name serve_s46_long_$arm > $R/serve_$arm.log 2>&1
     echo "serve $arm rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/serve_$arm.log >> $L; pack
   done
+  ;;
+d)
+  bash bench/gpu_tests_all.sh s46_tests >> $L 2>&1
+  tar -czf $OUT/r.tgz -C $OUT s46.log s46_tests.tgz
   ;;
 esac
