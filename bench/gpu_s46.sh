@@ -52,6 +52,8 @@
 # builds no union lists; only the bf16 path (its flat view) and the gathered path (>= 32 heads) do.
 # Call `d`: every GPU test file whole (bench/gpu_tests_all.sh) at 30c9b83 (the kernel change touches every grouped
 # prefill call). PREDICTION: all pass (session 45: 1014 tests; +10 new grouping tests).
+# OUTCOME d (c69c9d2; code as 30c9b83, bench/logs/s46/d/s46_tests/summary.log): 1028 tests, 765 passed, 263 skipped, none
+# failed.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
