@@ -54,6 +54,15 @@
 # prefill call). PREDICTION: all pass (session 45: 1014 tests; +10 new grouping tests).
 # OUTCOME d (c69c9d2; code as 30c9b83, bench/logs/s46/d/s46_tests/summary.log): 1028 tests, 765 passed, 263 skipped, none
 # failed.
+# Call `e`: the bf16 path's keyed prefill (sparse_mla_prefill's key_slots: the union lists built over the step's
+# positions numbered densely, then turned into slots; DSAAttention.bf16_keyed_prefill). GPU tests: the grouping file's
+# key_slots tests, the backend file whole (new: test_bf16_keyed_prefill_step at 8 / 16 / 32 heads, a cache of 3000
+# spare blocks); dsattn bench serve --graph over an engine-sized bf16 cache (--spare-blocks 16384: ~1M slots, the
+# requests' blocks spread over it), scenarios prefill and long, keyed against not (bf16_keyed_prefill False).
+# PREDICTION: tests pass. Not keyed, the flat view (~1.1M slots) is past every reach: hash union lists at 8 / 16 heads,
+# pad64 at 32; keyed, the lists are dense over 36K / 66K keys. glm-5 TP8 ~15-17% less a prefill layer (call c's
+# dense / hash difference at the small cache: 6.08 / 7.28 and 9.25 / 11.10 ms), deepseek-v3.2 TP8 similar, glm-5 TP2
+# (32 heads) ~5-7% (native against pad64).
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -104,6 +113,21 @@ if sys.argv[1] == 'old':
     g.fused_fits, g.fused_max_slots = g.dense_fits, g.dense_max_slots
 from dsattn.bench.serve import main; sys.exit(main(sys.argv[2:]))" $arm --graph --scenarios prefill,long \
       --configs $C --out $R --name serve_s46_long_$arm > $R/serve_$arm.log 2>&1
+    echo "serve $arm rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/serve_$arm.log >> $L; pack
+  done
+  ;;
+e)
+  K="key_slots" N=2 LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_e_grouping tests/gpu/test_grouping_gpu.py &
+  N=6 LIMIT=300 bash bench/gpu_tests_sharded.sh $R/tests_e_backend tests/gpu/test_backend_gpu.py
+  wait
+  cat $R/tests_e_grouping/summary.log $R/tests_e_backend/summary.log >> $L; pack
+  C="glm-5:8:bf16 deepseek-v3.2:8:bf16 glm-5:2:bf16"
+  for arm in keyed slots; do
+    t0=$SECONDS
+    timeout 200 python -c "import sys; from dsattn.backend.attention import DSAAttention as A
+A.bf16_keyed_prefill = sys.argv[1] == 'keyed'
+from dsattn.bench.serve import main; sys.exit(main(sys.argv[2:]))" $arm --graph --scenarios prefill,long \
+      --spare-blocks 16384 --configs $C --out $R --name serve_s46_bigcache_$arm > $R/serve_$arm.log 2>&1
     echo "serve $arm rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/serve_$arm.log >> $L; pack
   done
   ;;

@@ -467,3 +467,61 @@ def test_32_head_prefills_past_the_dense_reach_run_pad64(layout, monkeypatch):
         assert prefills and all(v == ("pad64" if rows > reach else "native") for rows, v in prefills), (seen, reach)
         assert any(rows > reach for rows, _ in prefills) == (spare == 40 or layout == "fp8_ds_mla" and
                                                              any(c > reach for c, _ in spans))
+
+
+def _keyed_backend(monkeypatch, max_model_len=1024, **kw):
+    """A glm-5 bf16 backend at 8 heads (G 8) as where the grouped kernel's shared-memory union lists run
+    (grouping_smem.usable patched: the CPU runs none), its table 'native' for every prefill call."""
+    from dsattn.ops.sparse_mla import grouping_smem
+    monkeypatch.setattr(grouping_smem, "usable", lambda device: True)
+    table = {"table": {"prefill": {"8": [{"max_tokens": None, "variant": "native"}]}}}
+    geo = geometry("glm-5", 8)
+    return geo, backend(geo, "bf16", 8, max_model_len=max_model_len, calibration=table, **kw)
+
+
+def _spy_prefill(monkeypatch):
+    seen = []
+    real = attention_mod.sparse_mla_prefill
+    monkeypatch.setattr(attention_mod, "sparse_mla_prefill",
+                        lambda *a, **kw: seen.append((a[0].shape[0], kw["variant"], kw["key_slots"])) or
+                        real(*a, **kw))
+    return seen
+
+
+def test_bf16_keyed_prefill(monkeypatch):
+    """The bf16 path's prefill call numbers its requests' positions (keys) and passes their slots (key_slots) when
+    its grouped variant runs; the step matches the reference, its indices (keys) map back to the same slots, and
+    key_slots holds each prefill request's position slots after the previous request's."""
+    from dsattn.backend.attention import KEY_SLOTS
+    geo, attn = _keyed_backend(monkeypatch)
+    assert attn._key_cap == 1024 and KEY_SLOTS in {r["consumer"] for r in attn.workspace.report()}
+    seen = _spy_prefill(monkeypatch)
+    s = make_step(geo, 8, "bf16", SPANS, block_size=BS, spare_blocks=5)
+    step, _ = run_and_check(attn, s, reference_step(s))
+    keys = sum(c + n for c, n in SPANS[3:])
+    assert attn.keyed_prefill_keys(step) == keys
+    (d, dv, dk), (p, pv, pk) = seen
+    assert (d, dv, dk) == (3, "pad64", None) and (p, pv) == (39, "native") and pk.shape == (keys,)
+    want = torch.cat([torch.as_tensor(r.block_table)[torch.arange(c + n) // BS] * BS + torch.arange(c + n) % BS
+                      for r, (c, n) in zip(s.requests[3:], SPANS[3:])]).to(torch.int32)
+    assert torch.equal(pk, want)
+
+
+@pytest.mark.parametrize("case", ["off", "decodes_together", "two_chunks", "pad64"])
+def test_bf16_prefill_reads_slots_unless_keyed(case, monkeypatch):
+    """bf16_keyed_prefill off, decodes in the prefill rows' call, the prefill requests in two gather chunks, or a
+    variant other than the grouped one: the call reads slots, as before session 46."""
+    if case == "off":
+        monkeypatch.setattr(DSAAttention, "bf16_keyed_prefill", False)
+    if case == "decodes_together":
+        monkeypatch.setattr(DSAAttention, "bf16_decodes_apart", False)
+    geo, attn = _keyed_backend(monkeypatch, **(dict(max_model_len=64, gather_cap_tokens=64) if case == "two_chunks"
+                                               else {}))
+    if case == "pad64":
+        attn.table = {"table": {"prefill": {"8": [{"max_tokens": None, "variant": "pad64"}]}}}
+    seen = _spy_prefill(monkeypatch)
+    s = make_step(geo, 8, "bf16", SPANS, block_size=BS, spare_blocks=5)
+    step, _ = run_and_check(attn, s, reference_step(s))
+    assert attn.keyed_prefill_keys(step) == 0 and seen and all(ks is None for *_, ks in seen)
+    if case == "two_chunks":
+        assert len(step.host.gather_chunks) == 2

@@ -72,3 +72,26 @@ def test_decode_step_with_interpreted_kernels(name, layout, heads, fewer_launche
     assert torch.equal(s.indexer.cache, ref.step.indexer.cache)
     if geo.kpool > 1:
         assert torch.equal(s.indexer.tail_state.nan_to_num(7.0), ref.step.indexer.tail_state.nan_to_num(7.0))
+
+
+def test_bf16_keyed_prefill_with_interpreted_kernels(monkeypatch):
+    """The bf16 path's keyed prefill call (session 46: keys and key_slots, as where the grouped kernel's shared-memory
+    union lists run: grouping_smem.usable patched) with the interpreted kernels (gather_slots, positions_to_offsets;
+    the prefill looks the slots up for the Triton kernel): against the reference, and bit-equal to
+    allocating_attention's mirror of it."""
+    from dsattn.ops.sparse_mla import grouping_smem
+    monkeypatch.setattr(grouping_smem, "usable", lambda device: True)
+    geo = preset("glm-5").scaled(index_topk=16, index_n_heads=4, num_heads=8)
+    s = make_step(geo, 8, "bf16", SPANS, block_size=BS, spare_blocks=3)
+    ref = reference_step(s)
+    table = {"table": {"prefill": {"8": [{"max_tokens": None, "variant": "native"}]}}}
+    attn = DSAAttention(geo, kv_layout="bf16", block_size=BS, max_num_tokens=16, max_num_reqs=4, max_model_len=64,
+                        calibration=table)
+    step = attn.prepare(s.requests)
+    assert attn.keyed_prefill_keys(step) == 21 + 5 + 6
+    t = step.host.num_tokens
+    out = torch.full((t, 8, 512), float("nan"), dtype=torch.bfloat16)
+    attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out)
+    torch.testing.assert_close(out.float(), ref.out, atol=2e-2, rtol=2e-2)
+    indices = attn.workspace.view(INDICES, (t, attn.width), torch.int32).clone()
+    assert torch.equal(allocating_attention(attn, step, s, indices), out)

@@ -200,3 +200,37 @@ def test_decode_layer_replays_as_a_cuda_graph(name, layout, heads, path):
                           indices)
     assert "graph_error" not in got, got
     assert got["graph_same_selection"] and got["eager_equal"] and got["graph_equal"], got
+
+
+@pytest.mark.parametrize("name, heads", [("glm-5", 8), ("deepseek-v3.2", 16), ("glm-5", 32)])
+def test_bf16_keyed_prefill_step(name, heads):
+    """The bf16 path's keyed prefill call (session 46: its union lists built over the step's positions, not the
+    cache's slots): every prefill request in one gather chunk (max_model_len 16384), in a cache of 3000 blocks
+    beyond the step's (its requests' blocks spread over all of them). Matches the reference stack, bit-equal to the
+    allocating mirror, and a warm step allocates nothing and peaks at the prediction."""
+    geo = preset(name)
+    s = make_step(geo, heads, "bf16", SPANS, block_size=BS, device=DEV, spare_blocks=3000)
+    ref = reference_step(s)
+    out = torch.full((s.q.shape[0], heads, 512), float("nan"), dtype=torch.bfloat16, device=DEV)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_allocated()
+    attn = _backend(geo, "bf16", heads, max_model_len=16384)
+
+    def run_step():
+        attn.forward(attn.prepare(s.requests), s.q, s.latent, s.kv_cache, s.indexer, layer=0, out=out)
+
+    _check_zero_allocation_and_peak(attn, run_step, base)
+    out.fill_(float("nan"))
+    step = attn.prepare(s.requests)
+    assert attn.keyed_prefill_keys(step) == sum(c + n for c, n in SPANS[7:])
+    attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out)
+    t = step.host.num_tokens
+    indices = attn.workspace.view(INDICES, (t, attn.width), torch.int32).clone()
+    slots = indices_as_slots(attn, step, indices)
+    want, _ = sparse_mla_paged_reference(s.q, s.kv_cache, slots, geo.softmax_scale, "bf16")
+    torch.testing.assert_close(out.float(), want, atol=2e-2, rtol=2e-2)
+    same = (slots.sort(dim=1).values == ref.slots.sort(dim=1).values).all(dim=1)
+    assert same.float().mean() >= 0.98
+    torch.testing.assert_close(out[same].float(), ref.out[same], atol=2e-2, rtol=2e-2)
+    assert torch.equal(allocating_attention(attn, step, s, indices), out)

@@ -250,3 +250,32 @@ def test_dense_fused_prefill_over_a_long_source(spy_union, monkeypatch, heads, s
     assert spy_union, "the fused union kernel did not run"
     check_close(*outs[0], *case.reference())
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+
+
+@pytest.mark.parametrize("heads", [8, 16, 32])
+def test_prefill_with_key_slots_builds_over_the_keys(spy_union, monkeypatch, heads):
+    """sparse_mla_prefill's key_slots (session 46): the grouped kernel's union lists built over a dense key range
+    (20000 keys) whose rows lie anywhere in a 300000-row source (past the dense reach at every G): the fused kernel
+    runs over the keys, the lists are turned into slots, and out / lse stay within tolerance of the reference over
+    the slots the keys name; a -1 slot and one past the source are skipped."""
+    from dsattn.bench.kernels_mla import overlap_indices
+    from dsattn.ops.sparse_mla import slots_of_keys, sparse_mla_prefill
+    from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs
+    monkeypatch.delenv("DSATTN_GROUPING_IMPL", raising=False)
+    monkeypatch.setattr(grouping, "IMPL", "auto")
+    nk, n = 20000, 300000
+    gen = torch.Generator().manual_seed(heads)
+    key_slots = torch.randperm(n, generator=gen)[:nk].to(torch.int32)
+    key_slots[7] = -1
+    key_slots[11] = n + 5
+    keys = overlap_indices(160, nk, 2048, torch.device(DEV), seed=heads).cpu()
+    keys[::3, 5::101] = -1
+    keys[1::4, 7::89] = nk + 3
+    case = make_case(160, heads, 576, num_slots=n, topk=2048, layout="bf16", with_length=True, seed=13, device=DEV,
+                     indices=slots_of_keys(keys, key_slots))
+    out, lse = poisoned_outputs(160, heads, DEV)
+    sparse_mla_prefill(case.q, case.flat, keys.to(DEV), case.sm_scale, topk_length=case.topk_length, out=out,
+                       lse=lse, variant="native", key_slots=key_slots.to(DEV))
+    torch.cuda.synchronize()
+    assert spy_union, "the fused union kernel did not run over the keys"
+    check_close(out, lse, *case.reference())

@@ -12,7 +12,9 @@ layer, reuses the previous full layer's indices), maps the selected positions to
 sparse MLA on the path SPEC 7 gives the cache layout and heads per rank (``policy.choose_path``):
 
     bf16_prefill   every token through sparse_mla_prefill over the flat cache view (the decode rows in a
-                   call of their own, one token a program: policy.bf16_decode_variant)
+                   call of their own, one token a program: policy.bf16_decode_variant); the prefill rows' call
+                   numbers their requests' positions densely (keys) when its grouped kernel runs, so that the
+                   union lists are built over the keys, not over the whole cache's slots (keyed_prefill_keys)
     fp8_mixed      every token through sparse_mla_decode (decodes and prefill chunks in one call)
     fp8_gathered   decodes through sparse_mla_decode; each chunk of prefill requests' context is
                    gathered and dequantized into a bf16 workspace buffer and run through
@@ -38,7 +40,7 @@ from ..formats import LATENT_DIM, ROPE_DIM, KVLayout, as_layout, infer_layout, k
 from ..memory.workspace import Workspace, specs_nbytes
 from ..ops._triton import sm_count
 from ..ops.cache import write_kv_and_indexer_cache, write_kv_cache
-from ..ops.gather import gather_latent, positions_to_offsets, positions_to_slots
+from ..ops.gather import gather_latent, gather_slots, positions_to_offsets, positions_to_slots
 from ..ops.sparse_mla import (decode_scratch_spec, prefill_scratch_spec, prefill_split_spec, sparse_mla_decode,
                                sparse_mla_prefill)
 from ..ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, prefill_split_tokens_max
@@ -53,6 +55,7 @@ DECODE_SCRATCH = "attention.decode_scratch"
 PREFILL_SCRATCH = "attention.prefill_scratch"
 PREFILL_SPLIT = "attention.prefill_split"
 GATHERED = "attention.gathered_context"
+KEY_SLOTS = "attention.key_slots"
 ATTENTION = "attention"
 
 _ALIGN_ELEMS = 64  # int32 metadata arrays start 256-byte aligned
@@ -110,6 +113,9 @@ class DSAAttention:
     # bf16 path: decode rows run as their own prefill call with policy.bf16_decode_variant (no grouping across
     # requests); False: every row in one call with the calibrated variant, as before session 45 (A/B runs).
     bf16_decodes_apart: bool = True
+    # bf16 path: the prefill rows' grouped call builds its union lists over keys (the call's positions numbered
+    # densely) with sparse_mla_prefill's key_slots; False: over the cache's slots, as before session 46 (A/B runs).
+    bf16_keyed_prefill: bool = True
 
     def __init__(self, geometry: DSAGeometry, *, kv_layout: KVLayout | str, block_size: int, max_num_tokens: int,
                  max_num_reqs: int, max_model_len: int, tp: int = 1, device: torch.device | str = "cpu",
@@ -142,6 +148,7 @@ class DSAAttention:
         self.tp_group, self.tp_min_rows_per_rank = tp_group, tp_min_rows_per_rank
         self.indexer = IndexerDriver(geometry, self.limits, self.workspace, tp_group=tp_group,
                                      tp_min_rows_per_rank=tp_min_rows_per_rank)
+        self._key_cap = self._keys_capacity()
         self._reserve()
         self.workspace.allocate()
         # two pinned staging buffers used in turn, so that prepare() of step N + 1 waits only for the copy of
@@ -159,6 +166,38 @@ class DSAAttention:
         # 7 per-token arrays, the block table, state slots, key pieces (at most one per prefill request
         # and chunk boundary), gather pieces (one per prefill request), each aligned
         return 7 * t + b * lim.max_blocks_per_req + b + 3 * (b + t) + 3 * b + 11 * _ALIGN_ELEMS
+
+    def _keys_capacity(self) -> int:
+        """Keys a keyed bf16 prefill call may hold (0: never keyed): on the bf16 path where the grouped kernel's
+        shared-memory union lists run (grouping_smem.usable) at 2-32 heads, the dense reach of their G
+        (grouping.dense_reach), at most gather_tokens."""
+        from ..ops.sparse_mla import grouping, grouping_smem
+        g = grouping.group_shape(self.heads)[1]
+        if self.path is not policy.Path.BF16_PREFILL or g == 1 or not grouping_smem.usable(self.device):
+            return 0
+        return min(self.limits.gather_tokens, grouping.dense_reach(g, self.width, self.device))
+
+    def keyed_prefill_keys(self, step: StepMetadata) -> int:
+        """The number of keys of this step's keyed bf16 prefill call, or 0 when the call reads slots. Keyed: every
+        prefill row in one call after the decode rows (one chunk of host.gather_chunks, whose pieces number each
+        prefill request's positions after the previous requests'), at most _key_cap keys, and the call's variant
+        'native' (grouped). Then the rows' indices hold keys (gather_base + position) and the call passes
+        key_slots (ops.gather.gather_slots of the pieces): the union lists are built over at most _key_cap keys,
+        within the dense path's reach, where the flat view's slots (an engine's whole cache) are often past it.
+        A function of the step alone, so a shared layer decides as its full layer did."""
+        host = step.host
+        if not (self.bf16_keyed_prefill and self._key_cap):
+            return 0
+        d = host.num_decode_tokens
+        if d and not self.bf16_decodes_apart:
+            return 0
+        chunks = host.gather_chunks
+        if len(chunks) != 1 or chunks[0].row_start != d or chunks[0].row_end != host.num_tokens:
+            return 0
+        nk = chunks[0].num_keys
+        if nk > self._key_cap or self._prefill_split(host.num_tokens - d, False, nk)[0] != "native":
+            return 0
+        return nk
 
     def _decode_tokens_max(self) -> int:
         lim = self.limits
@@ -209,6 +248,8 @@ class DSAAttention:
                 ws.reserve_bytes(PREFILL_SPLIT, most, phase=ATTENTION)
         if self.path is policy.Path.FP8_GATHERED:
             ws.reserve(GATHERED, {"context": ((lim.gather_tokens, g.d_qk), torch.bfloat16)}, phase=ATTENTION)
+        if self._key_cap:
+            ws.reserve(KEY_SLOTS, {"slots": ((self._key_cap,), torch.int32)}, phase=ATTENTION)
 
     def lock(self) -> None:
         """Lock the workspace (after the profile step): a step that needs more raises WorkspaceLockedError."""
@@ -224,7 +265,8 @@ class DSAAttention:
     def prepare(self, requests: list[Request] | RequestBatch) -> StepMetadata:
         """Metadata of one step, copied to the device once; ValueError for a batch over the limits. requests: a
         list of Request, or the same as tensors (RequestBatch, an engine's form: no loop over the requests)."""
-        host = build_metadata(requests, self.limits, gathered_prefill=self.path is policy.Path.FP8_GATHERED,
+        host = build_metadata(requests, self.limits,
+                              gathered_prefill=self.path is policy.Path.FP8_GATHERED or self._key_cap > 0,
                               chunk_bytes=self.indexer.chunk_bytes)
         qs = host.query_start
         key_piece_start, key_piece_rows, key_pieces = [], [], []
@@ -357,9 +399,10 @@ class DSAAttention:
         elif latent is not None:
             write_kv_cache(latent, kv_cache, step.slot_mapping)
         indices = ws.view(INDICES, (t, self.width), torch.int32)
+        keyed = self.keyed_prefill_keys(step) if self.path is policy.Path.BF16_PREFILL else 0
         if not shared:
             self.indexer.run(step, indexer, indices, cache_written=both)
-            self._positions_to_kv_rows(step, indices)
+            self._positions_to_kv_rows(step, indices, keyed > 0)
             ws.stamp(INDICES, step.step_id)
         lse = ws.view(LSE, (t, self.heads), torch.float32)
         if self.path is policy.Path.BF16_PREFILL:
@@ -368,9 +411,11 @@ class DSAAttention:
             flat = kv_cache_flat(kv_cache)
             for a, b, decodes in ((0, d, True), (d, t, False)):
                 if a < b:
-                    variant, split = self._prefill_split_views(b - a, decodes, flat.shape[0])
+                    key_slots = None if decodes or not keyed else self._key_slots(step, keyed)
+                    variant, split = self._prefill_split_views(b - a, decodes, keyed or flat.shape[0])
                     sparse_mla_prefill(q[a:b], flat, indices[a:b], self.sm_scale, out=out[a:b], lse=lse[a:b],
-                                       variant=variant, scratch=self._prefill_scratch(b - a), split_scratch=split)
+                                       variant=variant, scratch=self._prefill_scratch(b - a), split_scratch=split,
+                                       key_slots=key_slots)
         elif self.path is policy.Path.FP8_MIXED:
             self._decode(q, kv_cache, indices, out, lse, 0, t)
         else:
@@ -378,14 +423,23 @@ class DSAAttention:
             self._gathered_prefill(step, q, kv_cache, indices, out, lse)
         return out
 
-    def _positions_to_kv_rows(self, step: StepMetadata, indices: torch.Tensor) -> None:
-        """Indexer positions -> cache slots, or rows of the gathered context for gathered prefills."""
+    def _positions_to_kv_rows(self, step: StepMetadata, indices: torch.Tensor, keyed: bool = False) -> None:
+        """Indexer positions -> cache slots, or rows of the gathered context for gathered prefills (keyed: the bf16
+        path's prefill rows, their keys: the same offsets)."""
         bs = self.limits.block_size
-        n = step.host.num_decode_tokens if self.path is policy.Path.FP8_GATHERED else step.host.num_tokens
+        n = step.host.num_decode_tokens if self.path is policy.Path.FP8_GATHERED or keyed else step.host.num_tokens
         if n:
             positions_to_slots(indices[:n], step.token_req[:n], step.block_table, bs, out=indices[:n])
         if n < step.host.num_tokens:
             positions_to_offsets(indices[n:], step.gather_base[n:], out=indices[n:])
+
+    def _key_slots(self, step: StepMetadata, keys: int) -> torch.Tensor:
+        """The slot of each key of the keyed bf16 prefill call (its one gather chunk's pieces), in the workspace."""
+        c, p0 = step.host.gather_chunks[0], step.gather_piece_start[0]
+        p1, gp = p0 + len(c.pieces), step.gather_pieces
+        out = self.workspace.view(KEY_SLOTS, (keys,), torch.int32)
+        return gather_slots(step.block_table, gp[0, p0:p1], gp[1, p0:p1], gp[2, p0:p1],
+                            max(p.num_keys for p in c.pieces), self.limits.block_size, out)
 
     def _decode(self, q, kv_cache, indices, out, lse, lo: int, hi: int) -> None:
         if hi <= lo:

@@ -14,7 +14,7 @@ from ..config import DSAGeometry
 from ..formats import (INDEX_DIM, KVLayout, as_layout, dequantize_indexer_cache, kv_cache_flat, new_indexer_cache,
                        new_kv_cache, slots_from_positions)
 from ..ops.cache import write_indexer_cache, write_kv_cache
-from ..ops.gather import gather_latent
+from ..ops.gather import gather_latent, gather_slots
 from ..ops.indexer import kpool_update
 from ..ops.indexer.reference import indexer_topk_reference, kpool_topk_reference, pooled_slots
 from ..ops.sparse_mla import sparse_mla_decode, sparse_mla_prefill
@@ -175,9 +175,11 @@ def reference_step(s: SyntheticStep) -> ReferenceResult:
 
 def indices_as_slots(attn, step, indices: torch.Tensor) -> torch.Tensor:
     """A backend's indices [T, width] as cache slots, comparable with ``ReferenceResult.slots``: on the
-    gathered path its prefill rows hold rows of the gathered context, mapped back here through the host
-    metadata (-1 kept); other paths already hold slots (returned as is)."""
-    if attn.path is not policy.Path.FP8_GATHERED:
+    gathered path its prefill rows hold rows of the gathered context, and on a keyed bf16 step
+    (DSAAttention.keyed_prefill_keys) keys, the same offsets: mapped back here through the host metadata (-1
+    kept); other paths and steps already hold slots (returned as is)."""
+    if attn.path is not policy.Path.FP8_GATHERED and not (attn.path is policy.Path.BF16_PREFILL and
+                                                          attn.keyed_prefill_keys(step)):
         return indices
     host, d, dev = step.host, step.host.num_decode_tokens, indices.device
     pos = torch.where(indices[d:] >= 0, indices[d:] - host.gather_base[d:, None].to(dev), -1)
@@ -202,9 +204,17 @@ def allocating_attention(attn, step, s: SyntheticStep, indices: torch.Tensor) ->
         # the decode rows apart (policy.bf16_decode_variant) when the backend runs them so
         d = d if attn.bf16_decodes_apart else 0
         flat = kv_cache_flat(s.kv_cache)
-        calls = ((0, d, policy.bf16_decode_variant(attn.heads)), (d, t, variant("prefill", t - d, flat.shape[0])))
-        return torch.cat([sparse_mla_prefill(s.q[a:b], flat, indices[a:b], scale, variant=v)[0]
-                          for a, b, v in calls if a < b])
+        keys = attn.keyed_prefill_keys(step)
+        key_slots = None
+        if keys:  # the prefill rows hold keys: the slot of each, from the one gather chunk's pieces
+            c, gp = step.host.gather_chunks[0], step.gather_pieces
+            key_slots = gather_slots(step.block_table, gp[0, :len(c.pieces)], gp[1, :len(c.pieces)],
+                                     gp[2, :len(c.pieces)], max(p.num_keys for p in c.pieces), attn.limits.block_size,
+                                     torch.empty(keys, dtype=torch.int32, device=s.q.device))
+        calls = ((0, d, policy.bf16_decode_variant(attn.heads), None),
+                 (d, t, variant("prefill", t - d, keys or flat.shape[0]), key_slots))
+        return torch.cat([sparse_mla_prefill(s.q[a:b], flat, indices[a:b], scale, variant=v, key_slots=ks)[0]
+                          for a, b, v, ks in calls if a < b])
     if attn.path is policy.Path.FP8_MIXED:
         return sparse_mla_decode(s.q, s.kv_cache, indices, scale, variant=variant("decode", t))[0]
     parts = [sparse_mla_decode(s.q[:d], s.kv_cache, indices[:d], scale, variant=variant("decode", d))[0]]

@@ -17,6 +17,7 @@ CUDA context unusable for what follows.
     PYTHONPATH=src python -m dsattn.cli bench serve --out bench/results
     ... --quick          # the mixed step only
     ... --scenarios long # a 4096-token chunk after 60K of context (not in the default run)
+    ... --spare-blocks N # a cache N blocks larger than the step needs, the requests' blocks spread over it
     ... --tiny           # scaled-down shapes on the CPU (functional check; timings mean nothing)
     ... --graph          # also the layer as CUDA-graph replays
 
@@ -127,7 +128,8 @@ def run(args) -> list[dict]:
             block_size = 16
         heads = geo.heads_per_rank(tp)
         for scenario, spans in steps.items():
-            s = make_step(geo, heads, layout, spans, block_size=block_size, device=dev, seed=len(spans))
+            s = make_step(geo, heads, layout, spans, block_size=block_size, device=dev, seed=len(spans),
+                          spare_blocks=args.spare_blocks)
             tokens = s.q.shape[0]
             attn = DSAAttention(geo, tp=tp, kv_layout=layout, block_size=block_size, device=dev,
                                 max_num_tokens=tokens, max_num_reqs=len(spans),
@@ -189,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", nargs="+", default=None, metavar="PRESET:TP:LAYOUT",
                     help="e.g. glm-5:8:fp8_ds_mla (default: the six of CONFIGS)")
     ap.add_argument("--calibration", default=None, help="head-dispatch table (dsattn calibrate)")
+    ap.add_argument("--spare-blocks", type=int, default=3,
+                    help="cache blocks beyond the step's requests' (their blocks are spread over all of them at "
+                         "random, as in an engine's cache; default 3)")
     ap.add_argument("--rep-ms", type=float, default=200.0)
     ap.add_argument("--graph", action="store_true", help="also the layer as CUDA-graph replays (a process of its own)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -212,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(args)
     path = write_results(args.name, rows, out_dir=args.out, meta={
         "calibration": args.calibration, "tiny": args.tiny, "rep_ms": args.rep_ms, "graph": args.graph,
+        "spare_blocks": args.spare_blocks,
         "step": "prepare + one full layer's forward (cache writes, indexer, top-k, slots, sparse MLA)",
         "scenarios": {k: v if args.tiny else f"{len(v)} requests" for k, v in scenarios(args.tiny).items()
                       if k in args.scenarios}})

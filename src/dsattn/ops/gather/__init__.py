@@ -7,6 +7,8 @@
   key array with fp32 scales (the prefill indexer's keys).
 - ``gather_latent``: requests' first latent rows out of an fp8 cache, dequantized into a flat bf16
   buffer (the gathered-context path's prefill context).
+- ``gather_slots``: the cache slots of requests' first positions into a flat int32 array (the bf16 path's
+  key -> slot map: sparse_mla_prefill's ``key_slots``).
 
 A "piece" p sends positions 0 .. piece_len[p] - 1 of request piece_req[p] (its block-table row) to
 rows piece_offset[p] .. of the output. Each function is a ``torch.library`` custom op with a fake,
@@ -25,7 +27,7 @@ from .._eager import op_or_body
 from .._triton import kernels_available
 from . import reference as _ref
 
-__all__ = ["positions_to_slots", "positions_to_offsets", "gather_indexer_keys", "gather_latent"]
+__all__ = ["positions_to_slots", "positions_to_offsets", "gather_indexer_keys", "gather_latent", "gather_slots"]
 
 _I32 = torch.int32
 
@@ -206,4 +208,37 @@ _gather_latent_op = torch.library.custom_op("dsattn::gather_latent", _gather_lat
 
 @_gather_latent_op.register_fake
 def _(kv_cache, block_table, piece_req, piece_len, piece_offset, max_len, out) -> None:
+    return None
+
+
+def gather_slots(block_table: torch.Tensor, piece_req: torch.Tensor, piece_len: torch.Tensor,
+                 piece_offset: torch.Tensor, max_len: int, block_size: int, out: torch.Tensor) -> torch.Tensor:
+    """The cache slot of each piece position: out[piece_offset[p] + j] = block_table[piece_req[p], j // bs] * bs +
+    j % bs for j < piece_len[p] (what gather_latent reads for that row). Pieces as in gather_indexer_keys (trusted in
+    the same way); out [N] int32 contiguous; entries no piece covers are left as they are. Returns out."""
+    n, max_len = _check_pieces(block_table, piece_req, piece_len, piece_offset, max_len)
+    block_size = check_int("block_size", block_size, lo=1)
+    check_tensor("out", out, dtype=_I32, ndim=1)  # (and a contiguous last dimension: contiguous)
+    check_same_device(block_table=block_table, piece_req=piece_req, piece_len=piece_len, piece_offset=piece_offset,
+                      out=out)
+    if n and max_len:
+        op_or_body("gather_slots", _gather_slots_impl)(block_table, piece_req, piece_len, piece_offset, max_len,
+                                                       block_size, out)
+    return out
+
+
+def _gather_slots_impl(block_table: torch.Tensor, piece_req: torch.Tensor, piece_len: torch.Tensor,
+                       piece_offset: torch.Tensor, max_len: int, block_size: int, out: torch.Tensor) -> None:
+    if kernels_available(out.device):
+        from .kernels import launch_gather_slots
+        launch_gather_slots(block_table, piece_req, piece_len, piece_offset, max_len, block_size, out)
+    else:
+        _ref.gather_slots_reference(block_table, piece_req, piece_len, piece_offset, block_size, out)
+
+
+_gather_slots_op = torch.library.custom_op("dsattn::gather_slots", _gather_slots_impl, mutates_args=("out",))
+
+
+@_gather_slots_op.register_fake
+def _(block_table, piece_req, piece_len, piece_offset, max_len, block_size, out) -> None:
     return None

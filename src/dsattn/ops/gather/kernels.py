@@ -1,6 +1,6 @@
 """Triton kernels of the backend's gathers (see reference.py for what each computes).
 
-All three are memory copies with a block-table lookup; one program handles one row (positions) or a
+All of them are memory copies with a block-table lookup; one program handles one row (positions) or a
 block of one piece's rows (gathers), so no program reads past its piece.
 """
 from __future__ import annotations
@@ -110,3 +110,16 @@ def launch_gather_latent(kv_cache, layout: KVLayout, block_table, piece_req, pie
     _gather_latent_kernel[grid](lat, row, scales, row // 4, rope, rope.stride(0), block_table, block_table.stride(0),
                                 piece_req, piece_len, piece_offset, out, out.stride(0),
                                 BS=kv_cache.shape[1], ROPE_OUT=rope_out, BLOCK=GATHER_ROWS)
+
+
+@triton.jit
+def _gather_slots_kernel(table_ptr, stride_table, req_ptr, len_ptr, off_ptr, out_ptr, BS: tl.constexpr,
+                         BLOCK: tl.constexpr):
+    slot, dst, ok = _piece_rows(table_ptr, stride_table, req_ptr, len_ptr, off_ptr, BS, BLOCK)
+    tl.store(out_ptr + dst, slot.to(tl.int32), mask=ok)
+
+
+def launch_gather_slots(block_table, piece_req, piece_len, piece_offset, max_len, block_size, out):
+    grid = (piece_req.shape[0], triton.cdiv(max_len, MAP_COLS))
+    _gather_slots_kernel[grid](block_table, block_table.stride(0), piece_req, piece_len, piece_offset, out,
+                               BS=block_size, BLOCK=MAP_COLS)

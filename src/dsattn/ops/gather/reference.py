@@ -51,3 +51,10 @@ def gather_latent_reference(kv_cache, layout: KVLayout, block_table, piece_req, 
     keep = src >= 0
     out[keep] = unpack_latent_rows(flat[src[keep]], layout, out.shape[1]).to(torch.bfloat16)
 
+
+
+def gather_slots_reference(block_table, piece_req, piece_len, piece_offset, block_size, out):
+    """out[piece_offset[p] + j] = the slot of position j of request piece_req[p] (rows no piece covers left alone)."""
+    src = _piece_slots(block_table, piece_req, piece_len, piece_offset, block_size, out.shape[0])
+    keep = src >= 0
+    out[keep] = src[keep].to(out.dtype)

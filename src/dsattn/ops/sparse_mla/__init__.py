@@ -107,7 +107,8 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
                        topk_length: torch.Tensor | None = None, out: torch.Tensor | None = None,
                        lse: torch.Tensor | None = None, variant: str | None = None,
                        scratch: "Sequence[torch.Tensor] | None" = None,
-                       split_scratch: "Sequence[torch.Tensor] | None" = None):
+                       split_scratch: "Sequence[torch.Tensor] | None" = None,
+                       key_slots: torch.Tensor | None = None):
     """Sparse MLA over a flat bf16 latent view (a bf16 paged cache reshaped to slots works as is).
 
     q            [T, H, D_qk] bf16, D_qk 576 or 512, H 1..128
@@ -131,6 +132,12 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
                  combined): the tensors of prefill_split_spec(T, H, K, variant) in order, [T, S, H, 512] and
                  [T, S, H] fp32, contiguous; S (any >= 1) is the number of splits run, 1 none. None (or empty)
                  lets the launcher allocate them when the plan (prefill_splits) splits.
+    key_slots    [NK] int32 contiguous, or None. Given, `indices` hold keys: entry k reads row key_slots[k] of kv (a key
+                 outside [0, NK), or one whose slot is outside [0, N), is skipped). Keys that number the calls'
+                 positions densely (the bf16 backend path: each request's positions after the ones before it) let
+                 the grouped kernel ('native', 2-32 heads) build its union lists over them, within the dense path's
+                 reach (grouping.fused_max_slots) where the slots of a whole cache are past it; its lists then come
+                 in key order. Other variants and kernels look the slots up into a [T, K] tensor they allocate.
     Returns (out, lse).
     Range: on Hopper the default kernel (gluon_prefill, fp16 products) keeps |kv| < ~1.68e7 and |q| <= 65504
     finite; DSATTN_PF_CONFIG=f16=0,cvt_pipe=0,producer_regs=56 runs it in bf16 without that limit (gluon_prefill.py
@@ -148,10 +155,12 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
         raise ValueError(f"kv must have the D_qk of q ({q.shape[2]}), got {kv.shape[1]}")
     _check_rows_aligned("kv", kv, check_start=False)
     check_variant(variant, q.shape[1])
+    if key_slots is not None:
+        check_tensor("key_slots", key_slots, dtype=torch.int32, ndim=1)  # (contiguous: its one dimension is)
     se, sm, sc = scratch if scratch is not None else (None, None, None)
     check_same_device(q=q, kv=kv, indices=indices, topk_length=topk_length, out=out, lse=lse,
                       scratch_entries=se, scratch_masks=sm, scratch_counts=sc, split_scratch_o=part_o,
-                      split_scratch_lse=part_lse)
+                      split_scratch_lse=part_lse, key_slots=key_slots)
     out, lse = _outputs(q, d_v, out, lse)
     t, h, _ = q.shape
     if t == 0:
@@ -165,7 +174,7 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
             part_o = torch.empty((t, splits, h, LATENT_DIM), dtype=torch.float32, device=q.device)
             part_lse = torch.empty((t, splits, h), dtype=torch.float32, device=q.device)
     op_or_body("sparse_mla_prefill", _prefill_impl)(q, kv, indices, float(sm_scale), topk_length, out, lse, variant,
-                                                    se, sm, sc, part_o, part_lse)
+                                                    se, sm, sc, part_o, part_lse, key_slots)
     return out, lse
 
 
@@ -205,7 +214,7 @@ def _prefill_impl(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_s
                   topk_length: Optional[torch.Tensor], out: torch.Tensor, lse: torch.Tensor, variant: str,
                   scratch_entries: Optional[torch.Tensor], scratch_masks: Optional[torch.Tensor],
                   scratch_counts: Optional[torch.Tensor], scratch_o: Optional[torch.Tensor],
-                  scratch_lse: Optional[torch.Tensor]) -> None:
+                  scratch_lse: Optional[torch.Tensor], key_slots: Optional[torch.Tensor]) -> None:
     # no defaults on the mutated optional arguments: torch 2.11 drops trailing arguments equal to their defaults
     # when it redispatches a boxed call, and its ADInplaceOrView step then indexes past them (IndexError on the H200)
     _check_rows_aligned("kv", kv)
@@ -213,8 +222,10 @@ def _prefill_impl(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_s
         from .launch import launch_prefill
         scratch = None if scratch_entries is None else (scratch_entries, scratch_masks, scratch_counts)
         launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, scratch=scratch,
-                       part_o=scratch_o, part_lse=scratch_lse)
+                       part_o=scratch_o, part_lse=scratch_lse, key_slots=key_slots)
         return
+    if key_slots is not None:
+        indices = slots_of_keys(indices, key_slots)
     o, s = sparse_mla_reference(q, kv, indices, sm_scale, LATENT_DIM, topk_length)
     out.copy_(o)
     lse.copy_(s)
@@ -227,8 +238,18 @@ _prefill_op = torch.library.custom_op("dsattn::sparse_mla_prefill", _prefill_imp
 
 @_prefill_op.register_fake
 def _(q, kv, indices, sm_scale, topk_length, out, lse, variant, scratch_entries, scratch_masks,
-      scratch_counts, scratch_o, scratch_lse) -> None:
+      scratch_counts, scratch_o, scratch_lse, key_slots) -> None:
     return None
+
+
+def slots_of_keys(indices: torch.Tensor, key_slots: torch.Tensor) -> torch.Tensor:
+    """key_slots[indices] where 0 <= indices < len(key_slots), else -1: a new int32 tensor of indices' shape (the
+    lookup of sparse_mla_prefill's key_slots for the kernels that read slots directly)."""
+    nk = key_slots.shape[0]
+    ok = (indices >= 0) & (indices < nk)
+    if nk == 0:
+        return torch.full_like(indices, -1)
+    return torch.where(ok, key_slots[indices.clamp(0, nk - 1).long()], -1).to(torch.int32)
 
 
 # ---------------------------------------------------------------------------------------------------

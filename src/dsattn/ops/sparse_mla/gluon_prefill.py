@@ -115,7 +115,7 @@ except Exception:  # pragma: no cover - older triton without Gluon
 
 from ...formats import LATENT_DIM
 from .._fastlaunch import launch as _fast
-from .grouping import _build_groups, group_shape, prefill_scratch_spec
+from .grouping import _build_groups, group_shape, prefill_scratch_spec, translate_entries
 from .launch import combine_splits
 from .named_config import named_spec, parse_named
 
@@ -702,7 +702,7 @@ def _dest(out, lse, splits, part_o, part_lse):
 
 def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch=None,
                       config: PrefillConfig | None = None, pad64: bool = False, splits: int = 1, part_o=None,
-                      part_lse=None) -> None:
+                      part_lse=None, key_slots=None) -> None:
     """Sparse MLA prefill (SPEC 3) over bf16 rows flat [N, D_qk] for q [T, H, D_qk] into out / lse through
     sparse_mla_prefill_kernel. Inputs already validated by sparse_mla_prefill. G > 1 (<= 32 heads): tokens in
     chunks of C * G (C: the groups scratch holds), each chunk's union lists built by grouping.build_groups into
@@ -711,7 +711,8 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
     64) programs. pad64 (the 'pad64' variant): G == 1 at any head count, a token's heads in one 64-row program
     (rows past H masked: zero q, never stored), scratch unused. splits > 1 (a short prefill; dispatch.prefill_splits):
     each work item's list is walked by `splits` programs into part_o / part_lse ([T, S, H, 512] / [T, S, H] fp32),
-    then launch.combine_splits writes out / lse."""
+    then launch.combine_splits writes out / lse. key_slots (G > 1 only): indices are keys; the union lists are built
+    over them (keys in [0, len(key_slots))) and then turned into slots (grouping.translate_entries)."""
     t, h, d = q.shape
     topk = indices.shape[1]
     hpt, g = (64, 1) if pad64 else group_shape(h)
@@ -719,6 +720,8 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
     if splits > 1 and cfg.vst and cfg.block_n * 512 * 2 < M * 256 * 4:
         cfg = dataclasses.replace(cfg, vst=0)  # a 32-entry stage cannot hold a half of the fp32 partial
     dest = _dest(out, lse, splits, part_o, part_lse)
+    if key_slots is not None and g == 1:
+        raise ValueError("key_slots needs the grouped kernel (G > 1); launch.launch_prefill looks the slots up")
     if g == 1:
         end = topk_length if topk_length is not None else indices
         _launch(q, flat, indices, indices.stride(0), end, indices, sm_scale, topk, 0, t,
@@ -731,7 +734,10 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
     chunk = counts.shape[0] * g
     for token0 in range(0, t, chunk):
         n = min(chunk, t - token0)
-        groups = _build_groups(indices, topk_length, flat.shape[0], g, token0, n, entries, masks, counts, -(-n // g))
+        num = flat.shape[0] if key_slots is None else key_slots.shape[0]
+        groups = _build_groups(indices, topk_length, num, g, token0, n, entries, masks, counts, -(-n // g))
+        if key_slots is not None:
+            translate_entries(entries, counts, groups, key_slots)
         _launch(q, flat, entries, entries.stride(0), counts, masks, sm_scale, topk, token0, token0 + n,
                 groups, g, hpt, False, cfg, dest)
     combine_splits(out, lse, part_o, part_lse, splits)

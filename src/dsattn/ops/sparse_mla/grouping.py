@@ -1025,6 +1025,40 @@ def _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, 
 
 
 # ---------------------------------------------------------------------------------------------------
+# keys -> slots: union lists built over keys (sparse_mla_prefill's key_slots)
+# ---------------------------------------------------------------------------------------------------
+
+TRANSLATE_BLOCK = 1024   # union entries a translation program rewrites
+
+if HAVE_TRITON:
+    @triton.jit
+    def _translate_kernel(ent_ptr, ent_stride, cnt_ptr, map_ptr, BLOCK: tl.constexpr):
+        c = tl.program_id(0)
+        p = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        live = p < tl.load(cnt_ptr + c)
+        row = ent_ptr + c.to(tl.int64) * ent_stride
+        key = tl.load(row + p, mask=live, other=0)
+        tl.store(row + p, tl.load(map_ptr + key, mask=live, other=-1), mask=live)
+
+
+def translate_entries(entries, counts, groups: int, key_slots) -> None:
+    """entries[c, :counts[c]] = key_slots[entries[c, :counts[c]]] for the first `groups` groups, in place: union lists
+    build_groups made over keys (each in [0, len(key_slots)): build_groups skips the others) turned into the slots
+    the grouped kernel reads. A key's slot may be any value: one outside the kernel's source is skipped there, as
+    any invalid entry. Entries past counts[c] are not touched. Inputs as build_groups' (not checked again)."""
+    if groups == 0:
+        return
+    if not kernels_available(entries.device):
+        for c in range(groups):
+            n = int(counts[c])
+            entries[c, :n] = key_slots[entries[c, :n].long()]
+        return
+    w = entries.shape[1]
+    _fast(_translate_kernel, (groups, -(-w // TRANSLATE_BLOCK)), entries, entries.stride(0), counts, key_slots,
+          BLOCK=TRANSLATE_BLOCK, num_warps=4)
+
+
+# ---------------------------------------------------------------------------------------------------
 # bench hook: python -m dsattn.ops.sparse_mla.grouping --bench
 # ---------------------------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from .._fastlaunch import KernelPointer
 from .._fastlaunch import launch as _fast
 from .._triton import allow_runtime_loop_bounds, interpreting, next_pow2, sm_count
 from .dispatch import DEFAULT_SM_COUNT, default_variant, heads_per_program
+from .grouping import group_shape
 from .kernels import combine_splits_kernel, sparse_mla_kernel
 
 LOG2E = 1.4426950408889634
@@ -463,16 +464,22 @@ def use_gluon_prefill(q, kv, variant: str, impl: str | None = None) -> bool:
 
 
 def launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, config=None, scratch=None, part_o=None,
-                   part_lse=None):
+                   part_lse=None, key_slots=None):
     """kv [N, D_qk] bf16 flat view; the rest as sparse_mla_prefill (already validated). scratch: the grouped
     prefill kernel's (entries, masks, counts) (grouping.prefill_scratch_spec) or None (allocated when that kernel
     runs and needs them); other kernels ignore it. part_o / part_lse: split partials [T, S, H, 512] / [T, S, H]
-    (dispatch.prefill_split_spec) or None; S > 1 runs S programs over each work item's list and one combine."""
+    (dispatch.prefill_split_spec) or None; S > 1 runs S programs over each work item's list and one combine.
+    key_slots: indices are keys (sparse_mla_prefill): the grouped Gluon kernel builds its lists over them; any
+    other kernel reads the slots looked up into a new [T, K] tensor."""
     splits = part_o.shape[1] if part_o is not None else 1
-    if config is None and use_gluon_prefill(q, kv, variant):
+    gluon = config is None and use_gluon_prefill(q, kv, variant)
+    if key_slots is not None and not (gluon and variant != "pad64" and group_shape(q.shape[1])[1] > 1):
+        from . import slots_of_keys
+        indices, key_slots = slots_of_keys(indices, key_slots), None
+    if gluon:
         from .gluon_prefill import run_prefill_gluon
         run_prefill_gluon(q, kv, indices, sm_scale, topk_length, out, lse, scratch, pad64=variant == "pad64",
-                          splits=splits, part_o=part_o, part_lse=part_lse)
+                          splits=splits, part_o=part_o, part_lse=part_lse, key_slots=key_slots)
         return
     run_attention(q, kv, KVLayout.BF16, indices, sm_scale, topk_length, out, lse, variant, splits, part_o, part_lse,
                   config=config)

@@ -1,0 +1,112 @@
+"""sparse_mla_prefill's key_slots (session 46): indices as keys, each key's row in key_slots; the union lists of the
+grouped kernel built over the keys (grouping.translate_entries turns them into slots); ops.gather.gather_slots, the
+key -> slot map of requests' positions; the bf16 backend path's keyed prefill call.
+
+On a CPU machine conftest.py sets TRITON_INTERPRET=1: the kernels run interpreted (the Gluon grouped kernel does not
+run here; the keyed call takes the slot lookup and the Triton kernel, tests/gpu/test_grouping_gpu.py the grouped one).
+"""
+import pytest
+import torch
+
+from dsattn.ops.gather import gather_slots
+from dsattn.ops.gather.reference import gather_slots_reference
+from dsattn.ops.sparse_mla import slots_of_keys, sparse_mla_prefill
+from dsattn.ops.sparse_mla import grouping
+
+
+def _keyed(t=5, h=8, d=576, n=60, nk=48, k=24, seed=0):
+    """q, kv [n rows], keys [t, k] (some -1, some >= nk), key_slots [nk] (a permutation of rows, one -1, one past n)."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(t, h, d, generator=g).bfloat16()
+    kv = torch.randn(n, d, generator=g).bfloat16()
+    key_slots = torch.randperm(n, generator=g)[:nk].to(torch.int32)
+    key_slots[3] = -1
+    key_slots[5] = n + 2
+    keys = torch.randint(-2, nk + 3, (t, k), generator=g, dtype=torch.int32)
+    return q, kv, keys, key_slots
+
+
+def test_slots_of_keys():
+    keys = torch.tensor([[0, 2, -1, 3, 9]], dtype=torch.int32)
+    ks = torch.tensor([7, -1, 5, 100], dtype=torch.int32)
+    assert slots_of_keys(keys, ks).tolist() == [[7, 5, -1, 100, -1]]
+    assert slots_of_keys(keys, ks[:0]).tolist() == [[-1] * 5]
+
+
+@pytest.mark.parametrize("h, variant", [(8, "native"), (8, "pad64"), (16, None), (64, None)])
+def test_prefill_with_key_slots_equals_its_slots(h, variant):
+    """The call with (keys, key_slots) gives the bits of the call with the slots they name (invalid keys, a -1 slot
+    and a slot past the source skipped alike), topk_length too."""
+    q, kv, keys, key_slots = _keyed(h=h)
+    tl = torch.tensor([24, 0, 7, 24, 13], dtype=torch.int32)
+    a = sparse_mla_prefill(q, kv, keys, 0.1, topk_length=tl, variant=variant, key_slots=key_slots)
+    b = sparse_mla_prefill(q, kv, slots_of_keys(keys, key_slots), 0.1, topk_length=tl, variant=variant)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert torch.isfinite(a[0].float()).all()
+
+
+def test_prefill_with_key_slots_reference_path(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    q, kv, keys, key_slots = _keyed(seed=3)
+    a = sparse_mla_prefill(q, kv, keys, 0.1, key_slots=key_slots)
+    b = sparse_mla_prefill(q, kv, slots_of_keys(keys, key_slots), 0.1)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+@pytest.mark.parametrize("bad, match", [
+    (lambda ks: ks.long(), "key_slots must have dtype"),
+    (lambda ks: ks[None], "key_slots must have"),
+    (lambda ks: torch.stack([ks, ks], 1)[:, 0], "key_slots must have a contiguous"),
+])
+def test_prefill_key_slots_rejected(bad, match):
+    q, kv, keys, key_slots = _keyed()
+    out = torch.full((5, 8, 512), float("nan"), dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=match):
+        sparse_mla_prefill(q, kv, keys, 0.1, out=out, key_slots=bad(key_slots))
+    assert torch.isnan(out.float()).all()
+
+
+def test_gather_slots_matches_reference():
+    """Each piece's positions -> slots through its block-table row, at its offset; rows no piece covers kept."""
+    g = torch.Generator().manual_seed(1)
+    table = torch.randperm(40, generator=g).to(torch.int32).view(4, 10)
+    req = torch.tensor([2, 0, 3], dtype=torch.int32)
+    length = torch.tensor([17, 0, 33], dtype=torch.int32)
+    offset = torch.tensor([0, 17, 20], dtype=torch.int32)
+    got = gather_slots(table, req, length, offset, 33, 4, torch.full((60,), -7, dtype=torch.int32))
+    want = torch.full((60,), -7, dtype=torch.int32)
+    gather_slots_reference(table, req, length, offset, 4, want)
+    assert torch.equal(got, want)
+    assert got[17:20].tolist() == [-7] * 3 and got[53:].tolist() == [-7] * 7
+    assert got[0] == table[2, 0] * 4 and got[20 + 9] == table[3, 2] * 4 + 1
+    with pytest.raises(ValueError, match="out must have a contiguous"):
+        gather_slots(table, req, length, offset, 33, 4, torch.zeros(120, dtype=torch.int32)[::2])
+    with pytest.raises(ValueError, match="block_size"):
+        gather_slots(table, req, length, offset, 33, 0, want)
+
+
+@pytest.mark.parametrize("g", [8, 4, 2])
+def test_union_lists_over_keys_translate_to_the_slots_lists(g, monkeypatch):
+    """build_groups over keys, then translate_entries, gives the lists build_groups makes over the slots the keys
+    name (as (slot, mask) multisets; the order is the keys'), repeated keys (the rebuild) and topk_length included."""
+    monkeypatch.delenv("DSATTN_GROUPING_IMPL", raising=False)
+    monkeypatch.setattr(grouping, "IMPL", "auto")
+    gen = torch.Generator().manual_seed(g)
+    t, k, nk, n = 3 * g + 1, 32, 200, 5000
+    key_slots = (torch.randperm(n, generator=gen)[:nk]).to(torch.int32)
+    keys = torch.randint(-1, nk + 2, (t, k), generator=gen, dtype=torch.int32)
+    keys[1, 4] = keys[1, 2]
+    tl = torch.randint(0, k + 1, (t,), generator=gen, dtype=torch.int32)
+    rows = -(-t // g)
+    bufs = [torch.full((rows, g * k), -7, dtype=torch.int32), torch.full((rows, g * k), -7, dtype=torch.int32),
+            torch.full((rows,), -7, dtype=torch.int32)]
+    r = grouping.build_groups(keys, tl, nk, g, 0, t, *bufs)
+    grouping.translate_entries(bufs[0], bufs[2], r, key_slots)
+    want = [torch.empty_like(x) for x in bufs]
+    grouping.build_groups_reference(slots_of_keys(keys, key_slots), tl, n, g, 0, t, *want)
+    assert torch.equal(bufs[2], want[2])
+    for c in range(r):
+        m = int(want[2][c])
+        got = sorted(zip(bufs[0][c, :m].tolist(), bufs[1][c, :m].tolist()))
+        assert got == sorted(zip(want[0][c, :m].tolist(), want[1][c, :m].tolist())), c
+        assert (bufs[0][c, m:] == -7).all() or grouping._impl() != "auto"
