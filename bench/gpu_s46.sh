@@ -63,6 +63,17 @@
 # pad64 at 32; keyed, the lists are dense over 36K / 66K keys. glm-5 TP8 ~15-17% less a prefill layer (call c's
 # dense / hash difference at the small cache: 6.08 / 7.28 and 9.25 / 11.10 ms), deepseek-v3.2 TP8 similar, glm-5 TP2
 # (32 heads) ~5-7% (native against pad64).
+# OUTCOME e (67fee16, bench/logs/s46/e/, serve_s46_bigcache_{keyed,slots}.json): grouping key_slots tests 3 passed,
+# backend file 22 passed. Layer replays over the ~1.1M-slot cache, keyed / slots (ms): glm-5 TP8 long 9.304 / 11.350
+# (18% less), deepseek-v3.2 TP8 long 13.847 / 18.184 (24% less), glm-5 TP2 (32 heads) long 9.750 / 9.657 (1% more:
+# native against pad64 over the synthetic step's top-k lists, which neighbouring rows share little of); the prefill
+# scenario the same in both arms (8 heads 7.428 / 7.441): its two requests' contexts (32768) pass the gather cap
+# (max_model_len, 28672), and a keyed call then needed one gather chunk. The slots arm's deepseek-v3.2 long replay
+# was not bit-equal to its eager call, nor two eager calls to each other (max diff 1.95e-3): the hash union path
+# over a ~1.1M-slot view at G 4; keyed, both equal. Since then a keyed call a gather chunk (keyed_prefill_keys: a list).
+# Call `f`: the backend GPU file again; serve --graph over the big cache, scenario prefill, keyed against slots.
+# PREDICTION: tests pass; the prefill scenario now keyed (two calls, 4096 and 28672 keys): glm-5 TP8 and deepseek-v3.2
+# TP8 5-15% less.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -129,6 +140,19 @@ A.bf16_keyed_prefill = sys.argv[1] == 'keyed'
 from dsattn.bench.serve import main; sys.exit(main(sys.argv[2:]))" $arm --graph --scenarios prefill,long \
       --spare-blocks 16384 --configs $C --out $R --name serve_s46_bigcache_$arm > $R/serve_$arm.log 2>&1
     echo "serve $arm rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/serve_$arm.log >> $L; pack
+  done
+  ;;
+f)
+  N=6 LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_f_backend tests/gpu/test_backend_gpu.py
+  cat $R/tests_f_backend/summary.log >> $L; pack
+  for arm in keyed slots; do
+    t0=$SECONDS
+    timeout 120 python -c "import sys; from dsattn.backend.attention import DSAAttention as A
+A.bf16_keyed_prefill = sys.argv[1] == 'keyed'
+from dsattn.bench.serve import main; sys.exit(main(sys.argv[2:]))" $arm --graph --scenarios prefill \
+      --spare-blocks 16384 --configs glm-5:8:bf16 deepseek-v3.2:8:bf16 --out $R --name serve_s46_bigcache_pf_$arm \
+      > $R/serve_pf_$arm.log 2>&1
+    echo "serve $arm rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/serve_pf_$arm.log >> $L; pack
   done
   ;;
 d)

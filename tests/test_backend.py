@@ -499,7 +499,7 @@ def test_bf16_keyed_prefill(monkeypatch):
     s = make_step(geo, 8, "bf16", SPANS, block_size=BS, spare_blocks=5)
     step, _ = run_and_check(attn, s, reference_step(s))
     keys = sum(c + n for c, n in SPANS[3:])
-    assert attn.keyed_prefill_keys(step) == keys
+    assert attn.keyed_prefill_keys(step) == [keys]
     (d, dv, dk), (p, pv, pk) = seen
     assert (d, dv, dk) == (3, "pad64", None) and (p, pv) == (39, "native") and pk.shape == (keys,)
     want = torch.cat([torch.as_tensor(r.block_table)[torch.arange(c + n) // BS] * BS + torch.arange(c + n) % BS
@@ -507,21 +507,34 @@ def test_bf16_keyed_prefill(monkeypatch):
     assert torch.equal(pk, want)
 
 
-@pytest.mark.parametrize("case", ["off", "decodes_together", "two_chunks", "pad64"])
+@pytest.mark.parametrize("case", ["off", "decodes_together", "pad64"])
 def test_bf16_prefill_reads_slots_unless_keyed(case, monkeypatch):
-    """bf16_keyed_prefill off, decodes in the prefill rows' call, the prefill requests in two gather chunks, or a
-    variant other than the grouped one: the call reads slots, as before session 46."""
+    """bf16_keyed_prefill off, decodes in the prefill rows' call, or a variant other than the grouped one: one
+    prefill call over slots, as before session 46."""
     if case == "off":
         monkeypatch.setattr(DSAAttention, "bf16_keyed_prefill", False)
     if case == "decodes_together":
         monkeypatch.setattr(DSAAttention, "bf16_decodes_apart", False)
-    geo, attn = _keyed_backend(monkeypatch, **(dict(max_model_len=64, gather_cap_tokens=64) if case == "two_chunks"
-                                               else {}))
+    geo, attn = _keyed_backend(monkeypatch)
     if case == "pad64":
         attn.table = {"table": {"prefill": {"8": [{"max_tokens": None, "variant": "pad64"}]}}}
     seen = _spy_prefill(monkeypatch)
     s = make_step(geo, 8, "bf16", SPANS, block_size=BS, spare_blocks=5)
     step, _ = run_and_check(attn, s, reference_step(s))
-    assert attn.keyed_prefill_keys(step) == 0 and seen and all(ks is None for *_, ks in seen)
-    if case == "two_chunks":
-        assert len(step.host.gather_chunks) == 2
+    assert attn.keyed_prefill_keys(step) == [] and seen and all(ks is None for *_, ks in seen)
+    assert [n for n, *_ in seen] == ([3, 39] if case != "decodes_together" else [42])
+
+
+@pytest.mark.parametrize("cap", [64, 48])
+def test_bf16_keyed_prefill_a_call_a_gather_chunk(cap, monkeypatch):
+    """Prefill requests past the gather cap (64) in two chunks (47 and 49 keys): a keyed call each; with the keys'
+    capacity at 48 the second chunk's call reads slots (its rows slots, the first chunk's keys)."""
+    geo, attn = _keyed_backend(monkeypatch, max_model_len=64, gather_cap_tokens=64)
+    attn._key_cap = cap
+    seen = _spy_prefill(monkeypatch)
+    s = make_step(geo, 8, "bf16", SPANS, block_size=BS, spare_blocks=5)
+    step, _ = run_and_check(attn, s, reference_step(s))
+    assert [c.num_keys for c in step.host.gather_chunks] == [47, 49]
+    assert attn.keyed_prefill_keys(step) == ([47, 49] if cap == 64 else [47, 0])
+    assert [(n, None if ks is None else ks.shape[0]) for n, _, ks in seen] == \
+        [(3, None), (7, 47), (32, 49 if cap == 64 else None)]

@@ -88,7 +88,7 @@ def test_bf16_keyed_prefill_with_interpreted_kernels(monkeypatch):
     attn = DSAAttention(geo, kv_layout="bf16", block_size=BS, max_num_tokens=16, max_num_reqs=4, max_model_len=64,
                         calibration=table)
     step = attn.prepare(s.requests)
-    assert attn.keyed_prefill_keys(step) == 21 + 5 + 6
+    assert attn.keyed_prefill_keys(step) == [21 + 5 + 6]
     t = step.host.num_tokens
     out = torch.full((t, 8, 512), float("nan"), dtype=torch.bfloat16)
     attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out)

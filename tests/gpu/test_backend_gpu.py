@@ -223,7 +223,7 @@ def test_bf16_keyed_prefill_step(name, heads):
     _check_zero_allocation_and_peak(attn, run_step, base)
     out.fill_(float("nan"))
     step = attn.prepare(s.requests)
-    assert attn.keyed_prefill_keys(step) == sum(c + n for c, n in SPANS[7:])
+    assert attn.keyed_prefill_keys(step) == [sum(c + n for c, n in SPANS[7:])]
     attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out)
     t = step.host.num_tokens
     indices = attn.workspace.view(INDICES, (t, attn.width), torch.int32).clone()

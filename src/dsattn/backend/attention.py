@@ -12,9 +12,10 @@ layer, reuses the previous full layer's indices), maps the selected positions to
 sparse MLA on the path SPEC 7 gives the cache layout and heads per rank (``policy.choose_path``):
 
     bf16_prefill   every token through sparse_mla_prefill over the flat cache view (the decode rows in a
-                   call of their own, one token a program: policy.bf16_decode_variant); the prefill rows' call
-                   numbers their requests' positions densely (keys) when its grouped kernel runs, so that the
-                   union lists are built over the keys, not over the whole cache's slots (keyed_prefill_keys)
+                   call of their own, one token a program: policy.bf16_decode_variant); where the grouped kernel
+                   runs, the prefill rows a call per gather chunk, each numbering its requests' positions densely
+                   (keys), so that the union lists are built over the keys, not over the whole cache's slots
+                   (keyed_prefill_keys)
     fp8_mixed      every token through sparse_mla_decode (decodes and prefill chunks in one call)
     fp8_gathered   decodes through sparse_mla_decode; each chunk of prefill requests' context is
                    gathered and dequantized into a bf16 workspace buffer and run through
@@ -177,27 +178,22 @@ class DSAAttention:
             return 0
         return min(self.limits.gather_tokens, grouping.dense_reach(g, self.width, self.device))
 
-    def keyed_prefill_keys(self, step: StepMetadata) -> int:
-        """The number of keys of this step's keyed bf16 prefill call, or 0 when the call reads slots. Keyed: every
-        prefill row in one call after the decode rows (one chunk of host.gather_chunks, whose pieces number each
-        prefill request's positions after the previous requests'), at most _key_cap keys, and the call's variant
-        'native' (grouped). Then the rows' indices hold keys (gather_base + position) and the call passes
-        key_slots (ops.gather.gather_slots of the pieces): the union lists are built over at most _key_cap keys,
-        within the dense path's reach, where the flat view's slots (an engine's whole cache) are often past it.
-        A function of the step alone, so a shared layer decides as its full layer did."""
+    def keyed_prefill_keys(self, step: StepMetadata) -> list[int]:
+        """Per chunk of host.gather_chunks (the step's prefill requests, whose pieces number each request's positions
+        after the previous requests' of its chunk), its keys when that chunk's prefill call is keyed, else 0; [] when
+        no call of the step is (not the bf16 path, bf16_keyed_prefill off, _key_cap 0, or decode rows sharing the
+        prefill rows' call). Keyed: at most _key_cap keys and the call's variant 'native' (grouped). A keyed call's
+        rows hold keys (gather_base + position) and it passes key_slots (ops.gather.gather_slots of its pieces), so
+        its union lists are built over at most _key_cap keys, within the dense path's reach, where the flat view's
+        slots (an engine's whole cache) are often past it. A function of the step alone, so a shared layer decides
+        as its full layer did."""
         host = step.host
-        if not (self.bf16_keyed_prefill and self._key_cap):
-            return 0
-        d = host.num_decode_tokens
-        if d and not self.bf16_decodes_apart:
-            return 0
-        chunks = host.gather_chunks
-        if len(chunks) != 1 or chunks[0].row_start != d or chunks[0].row_end != host.num_tokens:
-            return 0
-        nk = chunks[0].num_keys
-        if nk > self._key_cap or self._prefill_split(host.num_tokens - d, False, nk)[0] != "native":
-            return 0
-        return nk
+        if not (self.bf16_keyed_prefill and self._key_cap) or (host.num_decode_tokens and not self.bf16_decodes_apart):
+            return []
+        keys = [c.num_keys if c.num_keys <= self._key_cap and
+                self._prefill_split(c.row_end - c.row_start, False, c.num_keys)[0] == "native" else 0
+                for c in host.gather_chunks]
+        return keys if any(keys) else []
 
     def _decode_tokens_max(self) -> int:
         lim = self.limits
@@ -399,20 +395,23 @@ class DSAAttention:
         elif latent is not None:
             write_kv_cache(latent, kv_cache, step.slot_mapping)
         indices = ws.view(INDICES, (t, self.width), torch.int32)
-        keyed = self.keyed_prefill_keys(step) if self.path is policy.Path.BF16_PREFILL else 0
+        keyed = self.keyed_prefill_keys(step) if self.path is policy.Path.BF16_PREFILL else []
         if not shared:
             self.indexer.run(step, indexer, indices, cache_written=both)
-            self._positions_to_kv_rows(step, indices, keyed > 0)
+            self._positions_to_kv_rows(step, indices, keyed)
             ws.stamp(INDICES, step.step_id)
         lse = ws.view(LSE, (t, self.heads), torch.float32)
         if self.path is policy.Path.BF16_PREFILL:
             d = host.num_decode_tokens if self.bf16_decodes_apart else 0
             # decode rows in a call of their own: they share no keys (policy.bf16_decode_variant)
             flat = kv_cache_flat(kv_cache)
-            for a, b, decodes in ((0, d, True), (d, t, False)):
+            # (rows, keys): the decode rows, then the prefill rows in one call, or a call a gather chunk when keyed
+            calls = [(0, d, None), (d, t, 0)] if not keyed else [(0, d, None)] + [
+                (c.row_start, c.row_end, k) for c, k in zip(host.gather_chunks, keyed)]
+            for i, (a, b, keys) in enumerate(calls):
                 if a < b:
-                    key_slots = None if decodes or not keyed else self._key_slots(step, keyed)
-                    variant, split = self._prefill_split_views(b - a, decodes, keyed or flat.shape[0])
+                    key_slots = self._key_slots(step, i - 1, keys) if keys else None
+                    variant, split = self._prefill_split_views(b - a, keys is None, keys or flat.shape[0])
                     sparse_mla_prefill(q[a:b], flat, indices[a:b], self.sm_scale, out=out[a:b], lse=lse[a:b],
                                        variant=variant, scratch=self._prefill_scratch(b - a), split_scratch=split,
                                        key_slots=key_slots)
@@ -423,19 +422,29 @@ class DSAAttention:
             self._gathered_prefill(step, q, kv_cache, indices, out, lse)
         return out
 
-    def _positions_to_kv_rows(self, step: StepMetadata, indices: torch.Tensor, keyed: bool = False) -> None:
+    def _positions_to_kv_rows(self, step: StepMetadata, indices: torch.Tensor, keyed: list[int] = ()) -> None:
         """Indexer positions -> cache slots, or rows of the gathered context for gathered prefills (keyed: the bf16
-        path's prefill rows, their keys: the same offsets)."""
+        path's keys of each gather chunk, keyed_prefill_keys; the rows of a keyed chunk get its keys, the same
+        offsets, the other rows slots)."""
         bs = self.limits.block_size
-        n = step.host.num_decode_tokens if self.path is policy.Path.FP8_GATHERED or keyed else step.host.num_tokens
-        if n:
-            positions_to_slots(indices[:n], step.token_req[:n], step.block_table, bs, out=indices[:n])
-        if n < step.host.num_tokens:
-            positions_to_offsets(indices[n:], step.gather_base[n:], out=indices[n:])
+        host = step.host
+        if keyed and not all(keyed):  # some chunks keyed, some not: row ranges of each kind
+            spans = [(0, host.num_decode_tokens, False)] + [(c.row_start, c.row_end, k > 0)
+                                                            for c, k in zip(host.gather_chunks, keyed)]
+        else:
+            n = host.num_decode_tokens if self.path is policy.Path.FP8_GATHERED or keyed else host.num_tokens
+            spans = [(0, n, False), (n, host.num_tokens, True)]
+        for a, b, offsets in spans:
+            if a >= b:
+                continue
+            if offsets:
+                positions_to_offsets(indices[a:b], step.gather_base[a:b], out=indices[a:b])
+            else:
+                positions_to_slots(indices[a:b], step.token_req[a:b], step.block_table, bs, out=indices[a:b])
 
-    def _key_slots(self, step: StepMetadata, keys: int) -> torch.Tensor:
-        """The slot of each key of the keyed bf16 prefill call (its one gather chunk's pieces), in the workspace."""
-        c, p0 = step.host.gather_chunks[0], step.gather_piece_start[0]
+    def _key_slots(self, step: StepMetadata, chunk: int, keys: int) -> torch.Tensor:
+        """The slot of each key of a keyed bf16 prefill call (gather chunk `chunk`'s pieces), in the workspace."""
+        c, p0 = step.host.gather_chunks[chunk], step.gather_piece_start[chunk]
         p1, gp = p0 + len(c.pieces), step.gather_pieces
         out = self.workspace.view(KEY_SLOTS, (keys,), torch.int32)
         return gather_slots(step.block_table, gp[0, p0:p1], gp[1, p0:p1], gp[2, p0:p1],

@@ -175,16 +175,22 @@ def reference_step(s: SyntheticStep) -> ReferenceResult:
 
 def indices_as_slots(attn, step, indices: torch.Tensor) -> torch.Tensor:
     """A backend's indices [T, width] as cache slots, comparable with ``ReferenceResult.slots``: on the
-    gathered path its prefill rows hold rows of the gathered context, and on a keyed bf16 step
-    (DSAAttention.keyed_prefill_keys) keys, the same offsets: mapped back here through the host metadata (-1
-    kept); other paths and steps already hold slots (returned as is)."""
-    if attn.path is not policy.Path.FP8_GATHERED and not (attn.path is policy.Path.BF16_PREFILL and
-                                                          attn.keyed_prefill_keys(step)):
-        return indices
+    gathered path its prefill rows hold rows of the gathered context, and on the bf16 path the rows of a keyed
+    gather chunk (DSAAttention.keyed_prefill_keys) keys, the same offsets: mapped back here through the host
+    metadata (-1 kept); other rows already hold slots (returned as they are)."""
     host, d, dev = step.host, step.host.num_decode_tokens, indices.device
-    pos = torch.where(indices[d:] >= 0, indices[d:] - host.gather_base[d:, None].to(dev), -1)
-    req = host.token_req[d:, None].to(dev).expand_as(pos)
-    return torch.cat([indices[:d], slots_from_positions(host.block_table.to(dev), req, pos, attn.limits.block_size)])
+    if attn.path is policy.Path.FP8_GATHERED:
+        spans = [(d, host.num_tokens)]
+    elif attn.path is policy.Path.BF16_PREFILL:
+        spans = [(c.row_start, c.row_end) for c, k in zip(host.gather_chunks, attn.keyed_prefill_keys(step)) if k]
+    else:
+        spans = []
+    out = indices.clone()
+    for a, b in spans:
+        pos = torch.where(indices[a:b] >= 0, indices[a:b] - host.gather_base[a:b, None].to(dev), -1)
+        req = host.token_req[a:b, None].to(dev).expand_as(pos)
+        out[a:b] = slots_from_positions(host.block_table.to(dev), req, pos, attn.limits.block_size)
+    return out
 
 
 def allocating_attention(attn, step, s: SyntheticStep, indices: torch.Tensor) -> torch.Tensor:
@@ -204,15 +210,20 @@ def allocating_attention(attn, step, s: SyntheticStep, indices: torch.Tensor) ->
         # the decode rows apart (policy.bf16_decode_variant) when the backend runs them so
         d = d if attn.bf16_decodes_apart else 0
         flat = kv_cache_flat(s.kv_cache)
-        keys = attn.keyed_prefill_keys(step)
-        key_slots = None
-        if keys:  # the prefill rows hold keys: the slot of each, from the one gather chunk's pieces
-            c, gp = step.host.gather_chunks[0], step.gather_pieces
-            key_slots = gather_slots(step.block_table, gp[0, :len(c.pieces)], gp[1, :len(c.pieces)],
-                                     gp[2, :len(c.pieces)], max(p.num_keys for p in c.pieces), attn.limits.block_size,
-                                     torch.empty(keys, dtype=torch.int32, device=s.q.device))
-        calls = ((0, d, policy.bf16_decode_variant(attn.heads), None),
-                 (d, t, variant("prefill", t - d, keys or flat.shape[0]), key_slots))
+        keyed = attn.keyed_prefill_keys(step)
+        calls = [(0, d, policy.bf16_decode_variant(attn.heads), None)]
+        if not keyed:
+            calls.append((d, t, variant("prefill", t - d, flat.shape[0]), None))
+        gp = step.gather_pieces
+        for c, p0, k in zip(step.host.gather_chunks, step.gather_piece_start, keyed):
+            key_slots = None
+            if k:  # the chunk's rows hold keys: the slot of each, from its pieces
+                p1 = p0 + len(c.pieces)
+                key_slots = gather_slots(step.block_table, gp[0, p0:p1], gp[1, p0:p1], gp[2, p0:p1],
+                                         max(p.num_keys for p in c.pieces), attn.limits.block_size,
+                                         torch.empty(k, dtype=torch.int32, device=s.q.device))
+            a, b = c.row_start, c.row_end
+            calls.append((a, b, variant("prefill", b - a, k or flat.shape[0]), key_slots))
         return torch.cat([sparse_mla_prefill(s.q[a:b], flat, indices[a:b], scale, variant=v, key_slots=ks)[0]
                           for a, b, v, ks in calls if a < b])
     if attn.path is policy.Path.FP8_MIXED:
