@@ -74,6 +74,9 @@
 # Call `f`: the backend GPU file again; serve --graph over the big cache, scenario prefill, keyed against slots.
 # PREDICTION: tests pass; the prefill scenario now keyed (two calls, 4096 and 28672 keys): glm-5 TP8 and deepseek-v3.2
 # TP8 5-15% less.
+# OUTCOME f (307dff4, bench/logs/s46/f/, serve_s46_bigcache_pf_{keyed,slots}.json): backend file 22 passed. Prefill
+# layer replays over the ~1.1M-slot cache, keyed / slots: glm-5 TP8 6.029 / 7.381 ms (18% less), deepseek-v3.2 TP8
+# 8.592 / 10.861 (21% less); both bit-equal to their eager calls. More than predicted.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
