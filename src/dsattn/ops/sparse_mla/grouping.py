@@ -9,6 +9,9 @@ listed that entry. This module builds those unions:
     build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts)
     build_groups_reference(...)                 the same in plain PyTorch (the tests' twin)
     dense_fits(num_slots, G, K), dense_max_slots(G, K), dense_layout(num_slots, G): the dense path's reach
+    fused_fits, fused_max_slots, dense_reach: the shared-memory kernel's reach, and the device's
+    translate_entries(entries, counts, groups, key_slots): lists built over keys turned into slots in place
+                                                (sparse_mla_prefill's key_slots)
 
 Union entries (SPEC 3): entry ``i`` of token ``t``'s list is valid iff ``0 <= indices[t, i] < num_slots`` and ``i <
 topk_length[t]`` (when given). A slot listed twice by one token counts twice, so union entries are (slot,
