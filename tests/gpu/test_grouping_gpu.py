@@ -158,23 +158,31 @@ def test_dense_fused_prefill_sizes(spy_union, monkeypatch, g, slots):
     _check_fused(spy_union, monkeypatch, idx, None, slots, g, 0, 512, 512 // g + 1)
 
 
+def _prefill_under(impls, case, monkeypatch):
+    """sparse_mla_prefill ('native') of the case under each grouping IMPL, into poisoned outputs: [(out, lse), ...]."""
+    from dsattn.ops.sparse_mla import sparse_mla_prefill
+    from dsattn.ops.sparse_mla.testing import poisoned_outputs
+    t, heads = case.q.shape[:2]
+    outs = []
+    for impl in impls:
+        monkeypatch.setattr(grouping, "IMPL", impl)
+        out, lse = poisoned_outputs(t, heads, case.q.device)
+        sparse_mla_prefill(case.q, case.flat, case.indices, case.sm_scale, topk_length=case.topk_length, out=out,
+                           lse=lse, variant="native")
+        torch.cuda.synchronize()
+        outs.append((out, lse))
+    return outs
+
+
 def test_dense_fused_prefill_bit_equal(spy_union, monkeypatch):
     """sparse_mla_prefill at 16 and 32 heads (G 4 / 2, grouped) under dense_fused: the same union lists in the same
     order as the dense path's, so outputs bit-equal."""
-    from dsattn.ops.sparse_mla import sparse_mla_prefill
-    from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs
+    from dsattn.ops.sparse_mla.testing import check_close, make_case
     monkeypatch.delenv("DSATTN_GROUPING_IMPL", raising=False)
     for heads in (16, 32):
         case = make_case(200, heads, 576, num_slots=12000, topk=2048, layout="bf16", with_length=True, seed=9,
                          device=DEV)
-        outs = []
-        for impl in ("dense", "dense_fused"):
-            monkeypatch.setattr(grouping, "IMPL", impl)
-            out, lse = poisoned_outputs(200, heads, DEV)
-            sparse_mla_prefill(case.q, case.flat, case.indices, case.sm_scale, topk_length=case.topk_length, out=out,
-                               lse=lse, variant="native")
-            torch.cuda.synchronize()
-            outs.append((out, lse))
+        outs = _prefill_under(("dense", "dense_fused"), case, monkeypatch)
         check_close(*outs[1], *case.reference())
         assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
     assert spy_union, "the fused union kernel did not run"
@@ -231,22 +239,14 @@ def test_dense_fused_prefill_over_a_long_source(spy_union, monkeypatch, heads, s
     reference, and bit-equal to the sort path's union lists (the same ascending order). Overlap indices (no slot twice
     in a row, so no group is rebuilt), some -1 and past the end, topk_length."""
     from dsattn.bench.kernels_mla import overlap_indices
-    from dsattn.ops.sparse_mla import sparse_mla_prefill
-    from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs
+    from dsattn.ops.sparse_mla.testing import check_close, make_case
     monkeypatch.delenv("DSATTN_GROUPING_IMPL", raising=False)
     idx = overlap_indices(160, slots, 2048, torch.device(DEV), seed=heads).cpu()
     idx[::3, 5::101] = -1
     idx[1::4, 7::89] = slots + 3
     case = make_case(160, heads, 576, num_slots=slots, topk=2048, layout="bf16", with_length=True, seed=11, device=DEV,
                      indices=idx)
-    outs = []
-    for impl in ("dense_fused", "sort"):
-        monkeypatch.setattr(grouping, "IMPL", impl)
-        out, lse = poisoned_outputs(160, heads, DEV)
-        sparse_mla_prefill(case.q, case.flat, case.indices, case.sm_scale, topk_length=case.topk_length, out=out,
-                           lse=lse, variant="native")
-        torch.cuda.synchronize()
-        outs.append((out, lse))
+    outs = _prefill_under(("dense_fused", "sort"), case, monkeypatch)
     assert spy_union, "the fused union kernel did not run"
     check_close(*outs[0], *case.reference())
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
