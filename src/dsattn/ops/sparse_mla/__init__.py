@@ -133,7 +133,7 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
                  [T, S, H] fp32, contiguous; S (any >= 1) is the number of splits run, 1 none. None (or empty)
                  lets the launcher allocate them when the plan (prefill_splits) splits.
     key_slots    [NK] int32 contiguous, or None. Given, `indices` hold keys: entry k reads row key_slots[k] of kv (a key
-                 outside [0, NK), or one whose slot is outside [0, N), is skipped). Keys that number the calls'
+                 outside [0, NK), or one whose slot is outside [0, N), is skipped). Keys that number the call's
                  positions densely (the bf16 backend path: each request's positions after the ones before it) let
                  the grouped kernel ('native', 2-32 heads) build its union lists over them, within the dense path's
                  reach (grouping.fused_max_slots) where the slots of a whole cache are past it; its lists then come
