@@ -29,10 +29,10 @@ shared memory and nothing past counts[c] is written); columns past G * K, and ro
 written (the sort path writes nothing past counts[c]).
 
 Dense path (_launch_dense; IMPL "dense" and "dense_smem" where dense_fits, IMPL "auto" and "dense_fused" where
-fused_fits when the shared-memory kernel runs (a CUDA GPU with Gluon) and where dense_fits elsewhere, else the hash path:
-no error, the env setting cannot know num_slots; nothing allocated, the scratch spec unchanged; on a GPU, under auto /
-dense_fused steps 1 to 3 are one shared-memory kernel instead, and under dense_smem steps 1 and 2, grouping_smem.py,
-with the same entries in the same order). The fused kernel compacts its map a chunk of 4096 words at a time (session
+fused_fits when the shared-memory kernel runs (a CUDA GPU with Gluon) and where dense_fits elsewhere, else the hash
+path: no error, the env setting cannot know num_slots; nothing allocated, the scratch spec unchanged; on a GPU, under
+auto / dense_fused steps 1 to 3 are one shared-memory kernel instead, and under dense_smem steps 1 and 2,
+grouping_smem.py, with the same entries in the same order). The fused kernel compacts its map a chunk of 4096 words at a time (session
 46), so its reach is shared memory's, not the registers': fused_max_slots, at topk 2048 G 8 131072, G 4 262144, G 2
 524288, G 16 32768 slots (dense_reach gives the reach of the device's default path). Each group keeps a map
 of its token bits over the whole slot range: GP = next power of 2 of G bits a slot (a field), SPW = 32 // GP slots
@@ -53,8 +53,8 @@ group; G 4 2048; G 2 1024). Three kernels and the sort path's repeated-slot kern
      G 8, then set the compaction's occupancy).
 The map must fit the compaction's registers and the masks row's first G * K columns: D <= min(DENSE_WORDS,
 G * K), so num_slots <= dense_max_slots(G, K): at topk 2048 G 8 16384, G 4 32768, G 2 65536, G 16 8192 (the fused
-kernel, whose map lives in shared memory, reaches further: above). G up to 16 (16-bit fields). The output order (ascending slot) equals the reference's and may help the prefill kernel's
-gathers (not measured).
+kernel, whose map lives in shared memory, reaches further: above). G up to 16 (16-bit fields). The output order
+(ascending slot) equals the reference's and may help the prefill kernel's gathers (not measured).
 Work a group (G 8, topk 2048, 16384 slots): G * K index loads and atomic ORs (16384), 16 KiB cleared, read
 and then union-sized rows written; nothing depends on a loaded table. PREDICTION (not measured; arithmetic):
 the inserts, s_q * K REDs in all (2.1 M at s_q 1024, 16.8 M at 8192, the same for every G), bound by L2 atomic
