@@ -32,10 +32,10 @@ Dense path (_launch_dense; IMPL "dense" and "dense_smem" where dense_fits, IMPL 
 fused_fits when the shared-memory kernel runs (a CUDA GPU with Gluon) and where dense_fits elsewhere, else the hash
 path: no error, the env setting cannot know num_slots; nothing allocated, the scratch spec unchanged; on a GPU, under
 auto / dense_fused steps 1 to 3 are one shared-memory kernel instead, and under dense_smem steps 1 and 2,
-grouping_smem.py, with the same entries in the same order). The fused kernel compacts its map a chunk of 4096 words at a time (session
-46), so its reach is shared memory's, not the registers': fused_max_slots, at topk 2048 G 8 131072, G 4 262144, G 2
-524288, G 16 32768 slots (dense_reach gives the reach of the device's default path). Each group keeps a map
-of its token bits over the whole slot range: GP = next power of 2 of G bits a slot (a field), SPW = 32 // GP slots
+grouping_smem.py, with the same entries in the same order). The fused kernel compacts its map a chunk of 4096 words
+at a time (session 46), so its reach is shared memory's, not the registers': fused_max_slots, at topk 2048 G 8 131072,
+G 4 262144, G 2 524288, G 16 32768 slots (dense_reach gives the reach of the device's default path). Each group keeps
+a map of its token bits over the whole slot range: GP = next power of 2 of G bits a slot (a field), SPW = 32 // GP slots
 an int32 word, D = cdiv(num_slots, SPW) words, in masks[c, :D] (topk 2048, 16384 slots: G 8 4096 words, 16 KiB a
 group; G 4 2048; G 2 1024). Three kernels and the sort path's repeated-slot kernel:
   1. clear: masks[c, :D] = 0, counts[c] = 0 (flat grid, 1024 words a program).
