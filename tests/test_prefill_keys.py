@@ -110,3 +110,14 @@ def test_union_lists_over_keys_translate_to_the_slots_lists(g, monkeypatch):
         got = sorted(zip(bufs[0][c, :m].tolist(), bufs[1][c, :m].tolist()))
         assert got == sorted(zip(want[0][c, :m].tolist(), want[1][c, :m].tolist())), c
         assert (bufs[0][c, m:] == -7).all() or grouping._impl() != "auto"
+
+
+def test_prefill_with_key_slots_traces():
+    """The custom op takes key_slots through torch.compile (fullgraph) as well."""
+    q, kv, keys, key_slots = _keyed(seed=5)
+    ref = sparse_mla_prefill(q, kv, keys, 0.1, key_slots=key_slots)
+    fn = torch.compile(lambda q, kv, k, ks: sparse_mla_prefill(q, kv, k, 0.1, key_slots=ks), fullgraph=True,
+                       backend="aot_eager")
+    got = fn(q, kv, keys, key_slots)
+    torch.testing.assert_close(got[0], ref[0])
+    torch.testing.assert_close(got[1], ref[1])
