@@ -11,7 +11,7 @@ pytest.importorskip("triton")
 from dsattn import formats
 from dsattn.ops._triton import allow_runtime_loop_bounds
 from dsattn.ops.cache.reference import write_kv_cache_reference
-from dsattn.ops.gather import (gather_indexer_keys, gather_latent, positions_to_offsets,
+from dsattn.ops.gather import (gather_indexer_keys, gather_latent, gather_slots, positions_to_offsets,
                                positions_to_slots)
 from dsattn.ops.gather import reference as ref
 
@@ -98,6 +98,21 @@ def test_gather_latent(mode, layout, d_cache, d_out):
     assert torch.isnan(out[46:50]).all() and torch.isnan(out[80:]).all()
 
 
+def test_gather_slots(mode):
+    """Each piece position's slot through its block-table row, at the piece's offset (the bf16 path's key_slots);
+    rows no piece covers keep the poison."""
+    bs = 16
+    table = _table()
+    req, length, offset, max_len = _pieces()
+    out = torch.full((90,), -7, dtype=torch.int32)
+    gather_slots(table, req, length, offset, max_len, bs, out)
+    want = torch.cat([formats.slots_from_positions(table, torch.full((n,), r), torch.arange(n), bs)
+                      for r, n in zip(req.tolist(), length.tolist())])
+    covered = torch.cat([torch.arange(o, o + n) for o, n in zip(offset.tolist(), length.tolist())])
+    assert torch.equal(out[covered], want.to(torch.int32))
+    assert (out[46:50] == -7).all() and (out[80:] == -7).all()
+
+
 def test_rejects():
     table = _table()
     pos = torch.zeros(2, 3, dtype=torch.int32)
@@ -119,6 +134,12 @@ def test_rejects():
     with pytest.raises(ValueError, match="kv_cache must have dtype"):
         gather_latent(formats.new_kv_cache(14, 16, "bf16", 576), table, req, length, offset, 45,
                       torch.empty(90, 576, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="out must have dtype"):
+        gather_slots(table, req, length, offset, 45, 16, torch.empty(90))
+    with pytest.raises(ValueError, match="block_size"):
+        gather_slots(table, req, length, offset, 45, 0, torch.empty(90, dtype=torch.int32))
+    with pytest.raises(ValueError, match="out must have a contiguous"):
+        gather_slots(table, req, length, offset, 45, 16, torch.empty(180, dtype=torch.int32)[::2])
     with pytest.raises(ValueError, match="out_k must have dtype"):
         gather_indexer_keys(formats.new_indexer_cache(14, 16), table, req, length, offset, 45,
                             torch.empty(90, 128), torch.empty(90))

@@ -1,6 +1,7 @@
 """sparse_mla_prefill's key_slots (session 46): indices as keys, each key's row in key_slots; the union lists of the
-grouped kernel built over the keys (grouping.translate_entries turns them into slots); ops.gather.gather_slots, the
-key -> slot map of requests' positions; the bf16 backend path's keyed prefill call.
+grouped kernel built over the keys (grouping.translate_entries turns them into slots). ops.gather.gather_slots (the
+key -> slot map of requests' positions) is tested with the other gathers (tests/test_backend_gather.py), the bf16
+backend path's keyed calls in tests/test_backend*.py.
 
 On a CPU machine conftest.py sets TRITON_INTERPRET=1: the kernels run interpreted (the Gluon grouped kernel does not
 run here; the keyed call takes the slot lookup and the Triton kernel, tests/gpu/test_grouping_gpu.py the grouped one).
@@ -8,8 +9,6 @@ run here; the keyed call takes the slot lookup and the Triton kernel, tests/gpu/
 import pytest
 import torch
 
-from dsattn.ops.gather import gather_slots
-from dsattn.ops.gather.reference import gather_slots_reference
 from dsattn.ops.sparse_mla import slots_of_keys, sparse_mla_prefill
 from dsattn.ops.sparse_mla import grouping
 
@@ -64,25 +63,6 @@ def test_prefill_key_slots_rejected(bad, match):
     with pytest.raises(ValueError, match=match):
         sparse_mla_prefill(q, kv, keys, 0.1, out=out, key_slots=bad(key_slots))
     assert torch.isnan(out.float()).all()
-
-
-def test_gather_slots_matches_reference():
-    """Each piece's positions -> slots through its block-table row, at its offset; rows no piece covers kept."""
-    g = torch.Generator().manual_seed(1)
-    table = torch.randperm(40, generator=g).to(torch.int32).view(4, 10)
-    req = torch.tensor([2, 0, 3], dtype=torch.int32)
-    length = torch.tensor([17, 0, 33], dtype=torch.int32)
-    offset = torch.tensor([0, 17, 20], dtype=torch.int32)
-    got = gather_slots(table, req, length, offset, 33, 4, torch.full((60,), -7, dtype=torch.int32))
-    want = torch.full((60,), -7, dtype=torch.int32)
-    gather_slots_reference(table, req, length, offset, 4, want)
-    assert torch.equal(got, want)
-    assert got[17:20].tolist() == [-7] * 3 and got[53:].tolist() == [-7] * 7
-    assert got[0] == table[2, 0] * 4 and got[20 + 9] == table[3, 2] * 4 + 1
-    with pytest.raises(ValueError, match="out must have a contiguous"):
-        gather_slots(table, req, length, offset, 33, 4, torch.zeros(120, dtype=torch.int32)[::2])
-    with pytest.raises(ValueError, match="block_size"):
-        gather_slots(table, req, length, offset, 33, 0, want)
 
 
 @pytest.mark.parametrize("g", [8, 4, 2])
