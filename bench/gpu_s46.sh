@@ -66,7 +66,7 @@
 # OUTCOME e (67fee16, bench/logs/s46/e/, serve_s46_bigcache_{keyed,slots}.json): grouping key_slots tests 3 passed,
 # backend file 22 passed. Layer replays over the ~1.1M-slot cache, keyed / slots (ms): glm-5 TP8 long 9.304 / 11.350
 # (18% less), deepseek-v3.2 TP8 long 13.847 / 18.184 (24% less), glm-5 TP2 (32 heads) long 9.750 / 9.657 (1% more:
-# native against pad64 over the synthetic step's top-k lists, which neighbouring rows share little of); the prefill
+# native against pad64 over the synthetic step's top-k lists, from random queries and keys); the prefill
 # scenario the same in both arms (8 heads 7.428 / 7.441): its two requests' contexts (32768) pass the gather cap
 # (max_model_len, 28672), and a keyed call then needed one gather chunk. The slots arm's deepseek-v3.2 long replay
 # was not bit-equal to its eager call, nor two eager calls to each other (max diff 1.95e-3): the hash union path
