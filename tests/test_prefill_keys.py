@@ -101,3 +101,20 @@ def test_prefill_with_key_slots_traces():
     got = fn(q, kv, keys, key_slots)
     torch.testing.assert_close(got[0], ref[0])
     torch.testing.assert_close(got[1], ref[1])
+
+
+@pytest.mark.parametrize("interpret", ["1", "0"])
+def test_translate_entries_live_entries_only(interpret, monkeypatch):
+    """translate_entries, the Triton kernel (interpreted) and the PyTorch path where no kernel runs: entries before
+    counts[c] become key_slots[entry] for the groups built, everything else is left as it was."""
+    monkeypatch.setenv("TRITON_INTERPRET", interpret)
+    gen = torch.Generator().manual_seed(7)
+    key_slots = torch.randint(-1, 1000, (50,), generator=gen, dtype=torch.int32)
+    entries = torch.randint(0, 50, (4, 40), generator=gen, dtype=torch.int32)
+    counts = torch.tensor([40, 0, 17, 9], dtype=torch.int32)
+    before = entries.clone()
+    grouping.translate_entries(entries, counts, 3, key_slots)
+    for c, n in enumerate([40, 0, 17]):
+        assert torch.equal(entries[c, :n], key_slots[before[c, :n].long()])
+        assert torch.equal(entries[c, n:], before[c, n:])
+    assert torch.equal(entries[3], before[3])
