@@ -298,16 +298,57 @@ def test_hash_order_independent_of_insertion_order(monkeypatch, hash_impl):
 
 @pytest.mark.parametrize("hash_impl", ["hash", "hash1"])
 def test_hash_gives_up_to_the_rebuild(monkeypatch, hash_impl):
-    """An insert still probing after HASH_MAX_ROUNDS marks its group; the rebuild (sort) still gets it right."""
+    """An insert still probing after HASH_MAX_ROUNDS marks its group; with no finish (HASH_FINISH_TURNS 0), or
+    a finish that does not settle either, the rebuild (sort) still gets it right."""
     from dsattn.ops.sparse_mla import grouping
     monkeypatch.setattr(grouping, "IMPL", hash_impl)
     monkeypatch.setattr(grouping, "HASH_MAX_ROUNDS", 1)
     monkeypatch.setattr(grouping, "HASH_W", 1)
     k, g, t = 32, 4, 8
     idx = torch.randperm(256).to(torch.int32).view(t, k)            # disjoint lists: full tables, collisions
-    assert_groups(run(build_groups, idx, None, 256, g, 0, t), oracle(idx, None, 256, g, 0, t), ordered=True)
+    want = oracle(idx, None, 256, g, 0, t)
+    for finish in ("none", "stuck"):
+        with monkeypatch.context() as m:
+            if finish == "none":
+                m.setattr(grouping, "HASH_FINISH_TURNS", 0)
+            else:
+                m.setattr(grouping, "_finish_rounds", lambda ts, w: 1)
+            assert_groups(run(build_groups, idx, None, 256, g, 0, t), want, ordered=True)
+            m.setattr(grouping, "HASH_REBUILD", False)
+            assert (run(build_groups, idx, None, 256, g, 0, t)[3] == -1).all()
+
+
+@pytest.mark.parametrize("hash_impl", ["hash", "hash1"])
+@pytest.mark.parametrize("lens", [False, True])
+def test_hash_give_up_finishes_to_the_same_table(monkeypatch, hash_impl, lens):
+    """Groups whose insert gave up (every one here: HASH_MAX_ROUNDS 1 over nearly full tables) are finished to
+    the very table, hence the same entries in the same order, as where nothing gave up: the order depends on the
+    set of slots only, not on whether a program stopped (on a GPU, a matter of timing). Nothing is rebuilt."""
+    from dsattn.ops.sparse_mla import grouping
+    monkeypatch.setattr(grouping, "IMPL", hash_impl)
+    monkeypatch.setattr(grouping, "HASH_W", 1)
+    monkeypatch.setattr(grouping, "HASH_COMPACT", (32, 1))
+    monkeypatch.setattr(grouping, "HASH_FINISH_BLOCK", 16)           # several finish blocks a token
+    monkeypatch.setattr(grouping, "HASH1", (16, 1))
     monkeypatch.setattr(grouping, "HASH_REBUILD", False)
-    assert (run(build_groups, idx, None, 256, g, 0, t)[3] == -1).all()
+    gen = torch.Generator().manual_seed(7)
+    k, g, t, span = 32, 4, 12, 160
+    idx = _distinct_rows(t, k, span, gen)                           # ~85% full tables
+    idx[2, 5] = -1
+    idx[7, 30] = span + 4
+    lens_ = torch.randint(k // 2, k + 1, (t,), dtype=torch.int32, generator=gen) if lens else None
+    settled = run(build_groups, idx, lens_, span, g, 0, t)
+    monkeypatch.setattr(grouping, "HASH_MAX_ROUNDS", 1)
+    finished = run(build_groups, idx, lens_, span, g, 0, t)
+    monkeypatch.setattr(grouping, "HASH_FINISH_TURNS", 0)
+    assert (run(build_groups, idx, lens_, span, g, 0, t)[3] == -1).all()  # every group did give up
+    for got in (settled, finished):
+        assert (got[3][:got[0]] >= 0).all()
+        assert_groups(got, oracle(idx, lens_, span, g, 0, t))
+    for c in range(settled[0]):
+        n = int(settled[3][c])
+        assert torch.equal(settled[1][c, :n], finished[1][c, :n]), c
+        assert torch.equal(settled[2][c, :n], finished[2][c, :n]), c
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -89,14 +89,19 @@ Hash path (_launch_hash; four launches, nothing allocated, no scratch beyond ent
      was displaced and the lane carries that one on from the next cell. Cells only grow, so a stale read
      never skips a cell wrongly; a full table still settles. The lane that takes a cell from EMPTY (each cell
      once) zeroes the masks cell beside it. A program still probing after HASH_MAX_ROUNDS rounds marks its
-     group (bit 30 of counts[c]) for the rebuild.
+     group (bit 30 of counts[c]) for the finish.
   3. mark, the same programs: each valid slot is found in the (now fixed) table and bit j OR-ed into the masks cell
-     beside it; counts[c] += the program's valid entries.
-  4. compact, one program a group: occupied cells move to the front of the rows in place (block by block;
-     a cell moves to the number of occupied cells before it, never past itself); counts[c] = their number.
-     When the masks hold fewer bits than the entries listed (a token listed a slot twice, never from the
-     indexer) or the insert gave up, the same program rebuilds the group the sort path's way (one tl.sort,
-     ascending slots; its spills, sm_90a G 8: 712 bytes of stack, cost only when taken).
+     beside it; counts[c] += the program's valid entries (a marked group is skipped).
+  4. compact, one program a group: a marked group is first finished (_finish_group: every slot of its lists
+     inserted again by this one program, then marked; the table ends as the set's ordered table, so whether a
+     program gave up, which depends on how the concurrent probes interleave, does not change the entries'
+     order: session 46 saw two runs differ when give-ups went straight to the rebuild, in slot order). Then
+     occupied cells move to the front of the rows in place (block by block; a cell moves to the number of
+     occupied cells before it, never past itself); counts[c] = their number. When the masks hold fewer bits
+     than the entries listed (a token listed a slot twice, never from the indexer) or the finish did not settle
+     in HASH_FINISH_TURNS turns of the table (a safety bound), the same program rebuilds the group the sort
+     path's way (one tl.sort, ascending slots; its spills, sm_90a G 8: 712 bytes of stack, cost only when
+     taken).
 IMPL "hash1" (_hash_fused_kernel): the same four phases in one program a group, one launch (barriers
 between the phases, HASH1 = 2048 slots a probe step at 16 warps). sm_90a: 128 registers; without the
 rebuild branch 4 bytes of spill (G 8), with it 712 bytes of stack (the rebuild's). Prediction: fewer
@@ -486,7 +491,7 @@ if HAVE_TRITON:
             tl.store(cnt_ptr + c, 0)
 
     @triton.jit
-    def _probe_insert(key, pend, row, msk_row, TS, BK: tl.constexpr, W: tl.constexpr, MAX_ROUNDS: tl.constexpr):
+    def _probe_insert(key, pend, row, msk_row, TS, BK: tl.constexpr, W: tl.constexpr, MAX_ROUNDS):
         """Inserts the pending lanes' keys into the table at row (cells [0, TS)) by ordered linear probing
         (Amble & Knuth; lock-free as in Shun & Blelloch 2014): a lane reads the cells from its position to the
         end of its W-aligned window (one 16-byte vector at W 4), takes the first holding EMPTY (-1), its key,
@@ -494,7 +499,9 @@ if HAVE_TRITON:
         was displaced and the lane carries it on from the next cell. Cells only grow, so a stale read never
         skips a cell wrongly, and the final table is the same for every interleaving. A cell taken from EMPTY
         (once, ever) gets its masks cell zeroed by the lane that took it. Returns the lanes still pending after
-        MAX_ROUNDS rounds (the caller gives the group up to the rebuild)."""
+        MAX_ROUNDS rounds (the caller gives the group up to _finish_group). Stopped there, the table is still the
+        ordered table of the keys it holds (a pending lane carries one key that no cell holds), so inserting every
+        key again settles it to the table of the whole set, the same as had nothing stopped."""
         wi = tl.arange(0, W)[None, :]
         p = _hash_home(key, TS)
         rounds = 0
@@ -548,17 +555,53 @@ if HAVE_TRITON:
             rounds += 1
 
     @triton.jit
+    def _finish_group(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_row, msk_row, K, TS, c,
+                      FINISH_ROUNDS, G: tl.constexpr, BK: tl.constexpr, W: tl.constexpr, HAS_LEN: tl.constexpr):
+        """A group whose insert stopped (a program still probing after HASH_MAX_ROUNDS rounds, which depends on how
+        the concurrent programs' probes interleave) finished by one program: every valid slot of its G lists
+        inserted again, BK at a time (slots already placed are found; the rest placed, up to FINISH_ROUNDS rounds a
+        block), then marked (the mark pass skipped the group). The table ends as the set's ordered table, whether or
+        not the insert stopped, so the entries' order does not depend on timing. Returns the valid entries listed,
+        or 2^30 when a block was still probing after FINISH_ROUNDS (left to the rebuild)."""
+        nkb = tl.cdiv(K, BK)
+        stuck = 0
+        q = 0
+        while q < G * nkb:
+            key, pend = _token_slots(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, q // nkb,
+                                     q % nkb, G, BK, HAS_LEN)
+            pend = _probe_insert(key, pend, ent_row, msk_row, TS, BK, W, FINISH_ROUNDS)
+            stuck = stuck | tl.max(pend.to(tl.int32), 0)
+            q += 1
+        tl.debug_barrier()                                 # the table settled before any mark reads it
+        listed = 1 << 30
+        if stuck == 0:
+            listed = 0
+            q = 0
+            while q < G * nkb:
+                key, ok = _token_slots(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, q // nkb,
+                                       q % nkb, G, BK, HAS_LEN)
+                _probe_mark(key, ok, q // nkb, ent_row, msk_row, TS, BK, W)
+                listed += tl.sum(ok.to(tl.int32), 0)
+                q += 1
+            tl.debug_barrier()                             # the marks land before the compaction reads them
+        return listed
+
+    @triton.jit
     def _compact_finish(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
-                        msk_ptr, msk_stride, cnt_ptr, K, TS, c, listed,
-                        G: tl.constexpr, CB: tl.constexpr, GP: tl.constexpr, KP: tl.constexpr,
-                        HAS_LEN: tl.constexpr, WIDE: tl.constexpr, REBUILD: tl.constexpr):
+                        msk_ptr, msk_stride, cnt_ptr, K, TS, c, listed, FINISH_ROUNDS,
+                        G: tl.constexpr, CB: tl.constexpr, GP: tl.constexpr, KP: tl.constexpr, BK: tl.constexpr,
+                        W: tl.constexpr, HAS_LEN: tl.constexpr, WIDE: tl.constexpr, REBUILD: tl.constexpr):
         """Group c's occupied cells to the front of its rows, in table order, in place (a cell moves to the
         number of occupied cells before it, never past itself; each block is loaded whole before it is
-        stored), counts[c] their number. When the masks hold fewer bits than `listed` (the valid entries: a
-        token listed a slot twice), or listed >= 2^30 (the insert gave up), the group is rebuilt the sort
+        stored), counts[c] their number. listed >= 2^30 (the insert gave up): _finish_group first (BK slots a
+        probe block, FINISH_ROUNDS rounds; 0: none). When the masks hold fewer bits than `listed` (the valid
+        entries: a token listed a slot twice), or the finish did not settle, the group is rebuilt the sort
         path's way instead (_emit_dups: ascending slots; REBUILD False: counts[c] = -1, for the tests)."""
         ent_row = ent_ptr + c.to(tl.int64) * ent_stride
         msk_row = msk_ptr + c.to(tl.int64) * msk_stride
+        if (listed >= (1 << 30)) & (FINISH_ROUNDS > 0):
+            listed = _finish_group(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_row, msk_row, K, TS,
+                                   c, FINISH_ROUNDS, G, BK, W, HAS_LEN)
         n = 0
         bits = 0
         if listed < (1 << 30):
@@ -628,18 +671,19 @@ if HAVE_TRITON:
 
     @triton.jit
     def _hash_compact_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens,
-                             ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, K, TS,
+                             ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, K, TS, FINISH_ROUNDS,
                              G: tl.constexpr, CB: tl.constexpr, GP: tl.constexpr, KP: tl.constexpr,
-                             HAS_LEN: tl.constexpr, WIDE: tl.constexpr, REBUILD: tl.constexpr):
+                             BK: tl.constexpr, W: tl.constexpr, HAS_LEN: tl.constexpr, WIDE: tl.constexpr,
+                             REBUILD: tl.constexpr):
         """Program c: _compact_finish of group c with counts[c] (the valid entries, bit 30 on a give-up)."""
         c = tl.program_id(0)
         _compact_finish(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
-                        msk_ptr, msk_stride, cnt_ptr, K, TS, c, tl.load(cnt_ptr + c),
-                        G, CB, GP, KP, HAS_LEN, WIDE, REBUILD)
+                        msk_ptr, msk_stride, cnt_ptr, K, TS, c, tl.load(cnt_ptr + c), FINISH_ROUNDS,
+                        G, CB, GP, KP, BK, W, HAS_LEN, WIDE, REBUILD)
 
     @triton.jit
     def _hash_fused_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens,
-                           ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, K, TS,
+                           ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, K, TS, FINISH_ROUNDS,
                            G: tl.constexpr, BK: tl.constexpr, W: tl.constexpr, MAX_ROUNDS: tl.constexpr,
                            CB: tl.constexpr, GP: tl.constexpr, KP: tl.constexpr, HAS_LEN: tl.constexpr,
                            WIDE: tl.constexpr, REBUILD: tl.constexpr):
@@ -677,7 +721,8 @@ if HAVE_TRITON:
         else:
             listed = 1 << 30
         _compact_finish(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
-                        msk_ptr, msk_stride, cnt_ptr, K, TS, c, listed, G, CB, GP, KP, HAS_LEN, WIDE, REBUILD)
+                        msk_ptr, msk_stride, cnt_ptr, K, TS, c, listed, FINISH_ROUNDS, G, CB, GP, KP, BK, W,
+                        HAS_LEN, WIDE, REBUILD)
 
     # -----------------------------------------------------------------------------------------------
     # dense path (IMPL "auto" / "dense_smem" / "dense" where the slot range fits): a map of token bits over the
@@ -829,7 +874,18 @@ DENSE_REBUILD = True       # groups with a repeated slot rebuilt the sort path's
 DENSE_INLINE = False       # the rebuild inside the compaction (True) or in _group_union_dups_kernel after it
 DENSE_COMPACT_WARPS = 0    # compaction num_warps (0: 4 / 8 / 16 by map size; the bench's --dense-compact sweeps it)
 HASH_W = 4             # cells a probing lane reads per round (a power of 2; cut to one that divides G * K)
-HASH_MAX_ROUNDS = 256  # insert rounds before a program gives its group up to the rebuild
+HASH_MAX_ROUNDS = 256  # insert rounds before a program gives its group up to the finish
+HASH_FINISH_TURNS = 4  # the finish (_finish_group) probes a block up to this many turns of the table, after which
+                       # the group is rebuilt in slot order (0: no finish, a give-up goes straight to the rebuild:
+                       # sessions 10-46's behaviour, whose entries' order depended on timing; bench/tests). In the
+                       # finish a carried key never passes a whole turn (every cell then holds a larger key: more
+                       # keys than cells), so four are a safety bound, not a limit expected to be reached.
+HASH_FINISH_BLOCK = 2048  # slots a probe block of the finish (the compaction's 16 warps, as hash1's step)
+
+
+def _finish_rounds(ts: int, w: int) -> int:
+    """The finish's round bound for a table of ts cells read w a round (0 when HASH_FINISH_TURNS is 0)."""
+    return HASH_FINISH_TURNS * (ts // w + 1)
 HASH_PROBE = (128, 4)      # insert / mark: slots a program, num_warps: one slot a thread
 # sm_90a registers (insert / mark, topk 2048): W 4 at 128 slots / 4 warps 34 / 26 (~15 programs, 1920 slots in
 # flight an SM); W 8: 64 / 38 (half the slots in flight); W 8 at 512 slots / 8 warps 116 / 64. The probe loops
@@ -850,14 +906,15 @@ def _launch_hash1(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     _fast(_hash_fused_kernel, (groups,),
         indices, indices.stride(0), topk_length if topk_length is not None else indices, num_slots, token0, ntokens,
         entries, entries.stride(0), masks, masks.stride(0), counts, k, ts,
+        _finish_rounds(ts, min(HASH_W, ts & -ts)),
         G=G, BK=min(next_pow2(k), HASH1[0]), W=min(HASH_W, ts & -ts), MAX_ROUNDS=HASH_MAX_ROUNDS,
         CB=min(next_pow2(ts), HASH_COMPACT[0]), GP=gp, KP=kp, HAS_LEN=topk_length is not None,
         WIDE=num_slots * gp + gp > 2**31 - 1, REBUILD=HASH_REBUILD, num_warps=1 if interpreting() else HASH1[1])
 
 
 def _launch_hash(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups):
-    """clear, insert, mark, compact (which rebuilds a group with a repeated slot, or whose table did not settle
-    in HASH_MAX_ROUNDS, the sort path's way): four launches, nothing allocated."""
+    """clear, insert, mark, compact (which finishes a group whose table did not settle in HASH_MAX_ROUNDS, and
+    rebuilds a group with a repeated slot the sort path's way): four launches, nothing allocated."""
     k = indices.shape[1]
     ts = G * k
     interp = interpreting()
@@ -877,9 +934,9 @@ def _launch_hash(indices, topk_length, num_slots, G, token0, ntokens, entries, m
     _fast(_hash_mark_kernel, grid, *src, masks, masks.stride(0), counts, k, ts, groups, G=G, BK=bk, W=w,
           HAS_LEN=has_len, num_warps=pw)
     gp, kp = next_pow2(G), next_pow2(k)
-    _fast(_hash_compact_kernel, (groups,), *src, masks, masks.stride(0), counts, k, ts, G=G, CB=cb, GP=gp, KP=kp,
-          HAS_LEN=has_len, WIDE=num_slots * gp + gp > 2**31 - 1, REBUILD=HASH_REBUILD,
-          num_warps=1 if interp else HASH_COMPACT[1])
+    _fast(_hash_compact_kernel, (groups,), *src, masks, masks.stride(0), counts, k, ts, _finish_rounds(ts, w), G=G,
+          CB=cb, GP=gp, KP=kp, BK=min(next_pow2(k), HASH_FINISH_BLOCK), W=w, HAS_LEN=has_len,
+          WIDE=num_slots * gp + gp > 2**31 - 1, REBUILD=HASH_REBUILD, num_warps=1 if interp else HASH_COMPACT[1])
 
 
 def dense_layout(num_slots: int, G: int) -> tuple[int, int, int]:
@@ -1149,6 +1206,44 @@ def _runner(impl, w, knobs, inline_dups):
     return go
 
 
+def _same_order(got, ref, groups) -> bool:
+    """The same counts and the same live entries and masks, in the same order (cells past a count not compared)."""
+    (ent, msk, cnt), (rent, rmsk, rcnt) = got, ref
+    if not torch.equal(cnt[:groups], rcnt[:groups]):
+        return False
+    live = torch.arange(ent.shape[1], device=ent.device)[None, :] < cnt[:groups, None].to(torch.int64)
+    return bool(((ent[:groups] == rent[:groups]) & (msk[:groups] == rmsk[:groups]) | ~live).all())
+
+
+def _repeat_check(run, first, bufs, groups, repeats, impl, knobs, go, call, sync) -> None:
+    """`repeats` more calls, each compared with `first` (counts, live entries and masks, in order: _same_order);
+    for hash / hash1 also how many groups gave up, counted in as many calls with no finish and no rebuild
+    (those groups end with counts -1). Prints one line."""
+    differ = 0
+    for _ in range(repeats):
+        for b in bufs:
+            b.fill_(-7)
+        run()
+        sync()
+        differ += not _same_order(bufs, first, groups)
+    line = f"    repeats {repeats}: {differ} not equal to the first (order too)"
+    if impl in ("hash", "hash1"):
+        mod = globals()
+        saved = (mod["HASH_REBUILD"], knobs.get("HASH_FINISH_TURNS"))
+        knobs["HASH_FINISH_TURNS"] = 0
+        mod["HASH_REBUILD"] = False
+        try:
+            gave = []
+            for _ in range(repeats):
+                go(*call, *bufs, groups)
+                sync()
+                gave.append(int((bufs[2][:groups] < 0).sum().item()))
+        finally:
+            mod["HASH_REBUILD"], knobs["HASH_FINISH_TURNS"] = saved
+        line += f"; groups that gave up a call (of {groups}): min {min(gave)} max {max(gave)}"
+    print(line, flush=True)
+
+
 def _bench(args) -> None:
     """Timings first (one compile per G and variant), then the SPEC 3 edge cases on the device with each
     implementation's first variant (a second compile: topk_length), so a time limit cuts the checks, not the
@@ -1171,15 +1266,17 @@ def _bench(args) -> None:
         elif impl == "hash1":
             for hw in args.hash_w or [HASH_W]:
                 for h1 in args.hash1 or [f"{HASH1[0]}:{HASH1[1]}"]:
-                    knobs = dict(HASH_W=hw, HASH1=tuple(int(x) for x in h1.split(":")))
-                    variants.append((impl, None, knobs, f"hash1 W {hw} step {h1}"))
+                    for ft in args.hash_finish_turns or [HASH_FINISH_TURNS]:
+                        knobs = dict(HASH_W=hw, HASH1=tuple(int(x) for x in h1.split(":")), HASH_FINISH_TURNS=ft)
+                        variants.append((impl, None, knobs, f"hash1 W {hw} step {h1} finish {ft}"))
         elif impl == "hash":
             for hw in args.hash_w or [HASH_W]:
                 for hc in args.hash_compact or [f"{HASH_COMPACT[0]}:{HASH_COMPACT[1]}"]:
                     for hp in args.hash_probe or [f"{HASH_PROBE[0]}:{HASH_PROBE[1]}"]:
-                        knobs = dict(HASH_W=hw, HASH_COMPACT=tuple(int(x) for x in hc.split(":")),
-                                     HASH_PROBE=tuple(int(x) for x in hp.split(":")))
-                        variants.append((impl, None, knobs, f"hash W {hw} probe {hp} compact {hc}"))
+                        for ft in args.hash_finish_turns or [HASH_FINISH_TURNS]:
+                            knobs = dict(HASH_W=hw, HASH_COMPACT=tuple(int(x) for x in hc.split(":")),
+                                         HASH_PROBE=tuple(int(x) for x in hp.split(":")), HASH_FINISH_TURNS=ft)
+                            variants.append((impl, None, knobs, f"hash W {hw} probe {hp} compact {hc} finish {ft}"))
         else:
             variants += [(impl, w, None, f"sort warps {w or 'auto'}{' inline' if args.inline_dups else ''}")
                          for w in (args.warps or [None])]
@@ -1193,7 +1290,7 @@ def _bench(args) -> None:
                   f"{'dense' if fused_fits(args.s_kv, g, args.topk) else 'HASH (past the fused limit)'} "
                   f"(up to {fused_max_slots(g, args.topk)} slots)", flush=True)
     for s_q in args.s_q:
-        idx = overlap_indices(s_q, args.s_kv, args.topk, dev)
+        idx = overlap_indices(s_q, args.s_kv, args.topk, dev, noise=args.noise)
         for g in args.groups:
             groups = -(-s_q // g)
             shape = [((groups, g * args.topk), torch.int32)] * 2 + [((groups,), torch.int32)]
@@ -1215,6 +1312,9 @@ def _bench(args) -> None:
                 print(f"s_q {s_q:5d} topk {args.topk} G {g} {tag}: {us:8.1f} us  union/topk {mean / args.topk:.3f} "
                       f"(of the {g} lists: {mean / (g * args.topk):.3f})  matches_reference {ok}  "
                       f"same_after_timing {det}{f'  NEGATIVE_COUNTS {rebuilt}' if rebuilt else ''}", flush=True)
+                if args.repeats:
+                    _repeat_check(run, first, bufs, groups, args.repeats, impl, hw, go,
+                                  (idx, None, args.s_kv, g, 0, s_q), sync)
     if args.skip_edge:
         return
     # SPEC 3 edge cases: repeated slots (the atomic-OR branch), -1, past the end, topk_length
@@ -1337,6 +1437,14 @@ def main(argv=None) -> None:
                    help="hash: insert / mark SLOTS:WARPS, SLOTS a power of 2 (sweep; default HASH_PROBE)")
     p.add_argument("--hash-compact", nargs="*", default=None,
                    help="hash: compaction CELLS:WARPS, CELLS a power of 2 (sweep; default HASH_COMPACT)")
+    p.add_argument("--hash-finish-turns", type=int, nargs="*", default=None,
+                   help="hash / hash1: HASH_FINISH_TURNS (sweep; 0: a give-up goes straight to the rebuild)")
+    p.add_argument("--noise", type=float, default=0.5,
+                   help="overlap indices' per-token noise (large: independent random lists, nearly full hash tables)")
+    p.add_argument("--repeats", type=int, default=0,
+                   help="after the timing, this many more calls, each compared bit for bit with the first output; "
+                        "hash / hash1 also count the groups whose insert gave up, in as many calls without finish "
+                        "or rebuild")
     args = p.parse_args(argv)
     if args.simulate:
         _simulate(args)
