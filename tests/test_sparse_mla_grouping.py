@@ -264,6 +264,7 @@ def test_hash_alone_without_repeats(monkeypatch, k, g, t, span, hash_impl):
     monkeypatch.setattr(grouping, "HASH_COMPACT", (32, 1))
     monkeypatch.setattr(grouping, "HASH1", (16, 1))       # hash1: several probe steps a token
     monkeypatch.setattr(grouping, "HASH_REBUILD", False)
+    monkeypatch.setattr(grouping, "HASH_SORTED_LOAD", 2.0)            # the table's order even when full
     gen = torch.Generator().manual_seed(k * 100 + g)
     if span == g * k and t == g:
         idx = torch.randperm(span, generator=gen).to(torch.int32).view(t, k)
@@ -333,11 +334,12 @@ def test_hash_give_up_finishes_to_the_same_table(monkeypatch, hash_impl, lens):
     monkeypatch.setattr(grouping, "HASH_REBUILD", False)
     gen = torch.Generator().manual_seed(7)
     k, g, t, span = 32, 4, 12, 160
-    idx = _distinct_rows(t, k, span, gen)                           # ~85% full tables
+    idx = _distinct_rows(t, k, span, gen)                           # ~74% full tables
     idx[2, 5] = -1
     idx[7, 30] = span + 4
     lens_ = torch.randint(k // 2, k + 1, (t,), dtype=torch.int32, generator=gen) if lens else None
     settled = run(build_groups, idx, lens_, span, g, 0, t)
+    assert (settled[3][:settled[0]] < grouping._sorted_at(g * k)).all()   # under the slot-order load
     monkeypatch.setattr(grouping, "HASH_MAX_ROUNDS", 1)
     finished = run(build_groups, idx, lens_, span, g, 0, t)
     monkeypatch.setattr(grouping, "HASH_FINISH_TURNS", 0)
@@ -349,6 +351,35 @@ def test_hash_give_up_finishes_to_the_same_table(monkeypatch, hash_impl, lens):
         n = int(settled[3][c])
         assert torch.equal(settled[1][c, :n], finished[1][c, :n]), c
         assert torch.equal(settled[2][c, :n], finished[2][c, :n]), c
+
+
+@pytest.mark.parametrize("hash_impl", ["hash", "hash1"])
+@pytest.mark.parametrize("give_up", [False, True])
+def test_hash_full_unions_in_slot_order(monkeypatch, hash_impl, give_up):
+    """A union filling HASH_SORTED_LOAD of its table or more comes in ascending slot order (rebuilt), one under
+    it in table order, whether or not its insert gave up (give_up: HASH_MAX_ROUNDS 1; a group whose table holds
+    that many already is rebuilt without a finish, the others are finished first)."""
+    from dsattn.ops.sparse_mla import grouping
+    monkeypatch.setattr(grouping, "IMPL", hash_impl)
+    monkeypatch.setattr(grouping, "HASH_W", 1)
+    monkeypatch.setattr(grouping, "HASH_COMPACT", (32, 1))
+    monkeypatch.setattr(grouping, "HASH_SORTED_LOAD", 0.5)
+    if give_up:
+        monkeypatch.setattr(grouping, "HASH_MAX_ROUNDS", 1)
+    gen = torch.Generator().manual_seed(11)
+    k, g = 32, 4
+    full = torch.randperm(4 * k, generator=gen).to(torch.int32).view(g, k)   # 128 distinct slots: load 1
+    part = _distinct_rows(g, k, 48, gen)                                      # <= 48 slots: load <= 0.375
+    idx = torch.cat([full, part, full.flip(1)])
+    got = run(build_groups, idx, None, 200, g, 0, 3 * g)
+    want = oracle(idx, None, 200, g, 0, 3 * g)
+    assert_groups(got, want)
+    for c in (0, 2):
+        n = int(got[3][c])
+        assert n == 4 * k and torch.equal(got[1][c, :n], got[1][c, :n].sort().values), c
+    assert not torch.equal(got[1][1, :int(got[3][1])], got[1][1, :int(got[3][1])].sort().values)
+    monkeypatch.setattr(grouping, "HASH_REBUILD", False)
+    assert run(build_groups, idx, None, 200, g, 0, 3 * g)[3].tolist() == [-1, int(got[3][1]), -1]
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -301,21 +301,33 @@ def _live(bufs, groups):
 @pytest.mark.parametrize("g", [2, 4, 8])
 def test_hash_order_does_not_depend_on_give_ups(monkeypatch, impl, g):
     """Over nearly full tables (random lists) the hash path gives the same entries in the same order in every
-    call, and the same as when every insert is made to give up early (HASH_MAX_ROUNDS 2: each such group is
-    finished by its compaction program). Session 46 saw two calls differ when a give-up went to the rebuild
-    (slot order) and whether a program gave up depended on timing."""
+    call: unions over HASH_SORTED_LOAD of the table in slot order, the others in table order. And with no union
+    rebuilt for its load (HASH_SORTED_LOAD 2), every group that gave up is finished to the table it would have
+    had: the same entries, in the same order, as when every insert is made to give up early (HASH_MAX_ROUNDS 2).
+    Session 46 saw two calls differ when a give-up went straight to the rebuild (slot order) and whether a
+    program gave up depended on timing."""
     k, t, span = 2048, 64 * g, 16 * 2048
     idx = _random_lists(t, k, span, seed=g)
     idx[3, 17] = -1
     idx[5, 100] = span + 9
-    monkeypatch.setattr(grouping, "HASH_REBUILD", False)   # a group left unsettled would show as counts -1
+    ref = [torch.empty((t // g, g * k), dtype=torch.int32, device=DEV) for _ in range(2)]
+    ref.append(torch.empty(t // g, dtype=torch.int32, device=DEV))
+    grouping.build_groups_reference(idx, None, span, g, 0, t, *ref)
     r, first = _build(impl, monkeypatch, idx, None, span, g, 0, t, t // g)
-    assert (first[2][:r] >= 0).all()
+    assert grouping._same(first, ref, r)
     want = _live(first, r)
+    big = first[2][:r] >= grouping._sorted_at(g * k)
+    for c in range(r):
+        assert bool(big[c]) == torch.equal(want[c][0], want[c][0].sort().values), c
     for _ in range(5):
         _, again = _build(impl, monkeypatch, idx, None, span, g, 0, t, t // g)
         got = _live(again, r)
         assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(got, want))
+    monkeypatch.setattr(grouping, "HASH_SORTED_LOAD", 2.0)
+    monkeypatch.setattr(grouping, "HASH_REBUILD", False)   # a group left unsettled would show as counts -1
+    _, settled = _build(impl, monkeypatch, idx, None, span, g, 0, t, t // g)
+    assert (settled[2][:r] >= 0).all()
+    want = _live(settled, r)
     monkeypatch.setattr(grouping, "HASH_MAX_ROUNDS", 2)
     monkeypatch.setattr(grouping, "HASH_FINISH_TURNS", 0)
     _, stopped = _build(impl, monkeypatch, idx, None, span, g, 0, t, t // g)
@@ -325,6 +337,3 @@ def test_hash_order_does_not_depend_on_give_ups(monkeypatch, impl, g):
     assert (finished[2][:r] >= 0).all()
     got = _live(finished, r)
     assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(got, want))
-    ref = [torch.empty_like(x) for x in first]
-    grouping.build_groups_reference(idx, None, span, g, 0, t, *ref)
-    assert grouping._same(first, ref, r)

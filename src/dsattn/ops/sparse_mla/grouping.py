@@ -92,16 +92,17 @@ Hash path (_launch_hash; four launches, nothing allocated, no scratch beyond ent
      group (bit 30 of counts[c]) for the finish.
   3. mark, the same programs: each valid slot is found in the (now fixed) table and bit j OR-ed into the masks cell
      beside it; counts[c] += the program's valid entries (a marked group is skipped).
-  4. compact, one program a group: a marked group is first finished (_finish_group: every slot of its lists
-     inserted again by this one program, then marked; the table ends as the set's ordered table, so whether a
-     program gave up, which depends on how the concurrent probes interleave, does not change the entries'
-     order: session 46 saw two runs differ when give-ups went straight to the rebuild, in slot order). Then
-     occupied cells move to the front of the rows in place (block by block; a cell moves to the number of
-     occupied cells before it, never past itself); counts[c] = their number. When the masks hold fewer bits
-     than the entries listed (a token listed a slot twice, never from the indexer) or the finish did not settle
-     in HASH_FINISH_TURNS turns of the table (a safety bound), the same program rebuilds the group the sort
-     path's way (one tl.sort, ascending slots; its spills, sm_90a G 8: 712 bytes of stack, cost only when
-     taken).
+  4. compact, one program a group: occupied cells move to the front of the rows in place (block by block; a
+     cell moves to the number of occupied cells before it, never past itself); counts[c] = their number. The
+     same program rebuilds the group the sort path's way instead (one tl.sort, ascending slots; its spills,
+     sm_90a G 8: 712 bytes of stack, cost only when taken) when the union fills HASH_SORTED_LOAD (0.85) of the
+     table or more, or the masks hold fewer bits than the entries listed (a token listed a slot twice, never
+     from the indexer). A marked group whose table already holds that many is rebuilt; one that holds fewer is
+     first finished (_finish_group: every slot of its lists inserted again by this one program, then marked),
+     after which the same rules apply. So the entries' order is a function of the lists: whether a program gave
+     up depends on how the concurrent probes interleave, and session 46 saw two calls differ when a give-up
+     went straight to the rebuild (session 47: bench/logs/s47/). Left to timing only: a finish that does not
+     settle in HASH_FINISH_TURNS turns of the table (a safety bound), rebuilt.
 IMPL "hash1" (_hash_fused_kernel): the same four phases in one program a group, one launch (barriers
 between the phases, HASH1 = 2048 slots a probe step at 16 warps). sm_90a: 128 registers; without the
 rebuild branch 4 bytes of spill (G 8), with it 712 bytes of stack (the rebuild's). Prediction: fewer
@@ -154,6 +155,7 @@ s_q 8192 3751 / 3617 / 3649 against 300 / 344 / 490; the prediction was 20-30 us
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import time
 
@@ -588,20 +590,33 @@ if HAVE_TRITON:
 
     @triton.jit
     def _compact_finish(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
-                        msk_ptr, msk_stride, cnt_ptr, K, TS, c, listed, FINISH_ROUNDS,
+                        msk_ptr, msk_stride, cnt_ptr, K, TS, c, listed, FINISH_ROUNDS, SORTED_AT,
                         G: tl.constexpr, CB: tl.constexpr, GP: tl.constexpr, KP: tl.constexpr, BK: tl.constexpr,
                         W: tl.constexpr, HAS_LEN: tl.constexpr, WIDE: tl.constexpr, REBUILD: tl.constexpr):
         """Group c's occupied cells to the front of its rows, in table order, in place (a cell moves to the
         number of occupied cells before it, never past itself; each block is loaded whole before it is
-        stored), counts[c] their number. listed >= 2^30 (the insert gave up): _finish_group first (BK slots a
-        probe block, FINISH_ROUNDS rounds; 0: none). When the masks hold fewer bits than `listed` (the valid
-        entries: a token listed a slot twice), or the finish did not settle, the group is rebuilt the sort
-        path's way instead (_emit_dups: ascending slots; REBUILD False: counts[c] = -1, for the tests)."""
+        stored), counts[c] their number. The group is rebuilt the sort path's way instead (_emit_dups: ascending
+        slots; REBUILD False: counts[c] = -1, for the tests) when its union holds SORTED_AT slots or more, or
+        the masks hold fewer bits than `listed` (the valid entries: a token listed a slot twice). listed >= 2^30:
+        the insert gave up (a matter of timing), so the table may lack a few slots: when it already holds
+        SORTED_AT, the union does too (rebuilt); else _finish_group settles it first (BK slots a probe block,
+        FINISH_ROUNDS rounds; 0: no finish, the rebuild), and the rule above applies to the whole union. Either
+        way the entries' order is a function of the lists, not of how the probes interleaved (but for a finish
+        that does not settle in FINISH_ROUNDS, a safety bound: rebuilt)."""
         ent_row = ent_ptr + c.to(tl.int64) * ent_stride
         msk_row = msk_ptr + c.to(tl.int64) * msk_stride
-        if (listed >= (1 << 30)) & (FINISH_ROUNDS > 0):
-            listed = _finish_group(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_row, msk_row, K, TS,
-                                   c, FINISH_ROUNDS, G, BK, W, HAS_LEN)
+        if listed >= (1 << 30):
+            held = 0
+            b = 0
+            while b < TS:
+                offs = b + tl.arange(0, CB)
+                k = tl.load(ent_row + offs, mask=offs < TS, other=-1, cache_modifier=".cg")
+                held += tl.sum((k >= 0).to(tl.int32), 0)
+                b += CB
+            if (held < SORTED_AT) & (FINISH_ROUNDS > 0):
+                tl.debug_barrier()                         # every cell counted before the finish moves any
+                listed = _finish_group(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_row, msk_row, K,
+                                       TS, c, FINISH_ROUNDS, G, BK, W, HAS_LEN)
         n = 0
         bits = 0
         if listed < (1 << 30):
@@ -622,7 +637,7 @@ if HAVE_TRITON:
                 n += tl.sum(occ.to(tl.int32), 0)
                 bits += tl.sum(tl.where(occ, pc, 0), 0)
                 b += CB
-        if bits == listed:
+        if (bits == listed) & (n < SORTED_AT):
             tl.store(cnt_ptr + c, n)
         else:
             if REBUILD:
@@ -671,19 +686,19 @@ if HAVE_TRITON:
 
     @triton.jit
     def _hash_compact_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens,
-                             ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, K, TS, FINISH_ROUNDS,
+                             ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, K, TS, FINISH_ROUNDS, SORTED_AT,
                              G: tl.constexpr, CB: tl.constexpr, GP: tl.constexpr, KP: tl.constexpr,
                              BK: tl.constexpr, W: tl.constexpr, HAS_LEN: tl.constexpr, WIDE: tl.constexpr,
                              REBUILD: tl.constexpr):
         """Program c: _compact_finish of group c with counts[c] (the valid entries, bit 30 on a give-up)."""
         c = tl.program_id(0)
         _compact_finish(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
-                        msk_ptr, msk_stride, cnt_ptr, K, TS, c, tl.load(cnt_ptr + c), FINISH_ROUNDS,
+                        msk_ptr, msk_stride, cnt_ptr, K, TS, c, tl.load(cnt_ptr + c), FINISH_ROUNDS, SORTED_AT,
                         G, CB, GP, KP, BK, W, HAS_LEN, WIDE, REBUILD)
 
     @triton.jit
     def _hash_fused_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens,
-                           ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, K, TS, FINISH_ROUNDS,
+                           ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, K, TS, FINISH_ROUNDS, SORTED_AT,
                            G: tl.constexpr, BK: tl.constexpr, W: tl.constexpr, MAX_ROUNDS: tl.constexpr,
                            CB: tl.constexpr, GP: tl.constexpr, KP: tl.constexpr, HAS_LEN: tl.constexpr,
                            WIDE: tl.constexpr, REBUILD: tl.constexpr):
@@ -721,8 +736,8 @@ if HAVE_TRITON:
         else:
             listed = 1 << 30
         _compact_finish(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
-                        msk_ptr, msk_stride, cnt_ptr, K, TS, c, listed, FINISH_ROUNDS, G, CB, GP, KP, BK, W,
-                        HAS_LEN, WIDE, REBUILD)
+                        msk_ptr, msk_stride, cnt_ptr, K, TS, c, listed, FINISH_ROUNDS, SORTED_AT, G, CB, GP, KP, BK,
+                        W, HAS_LEN, WIDE, REBUILD)
 
     # -----------------------------------------------------------------------------------------------
     # dense path (IMPL "auto" / "dense_smem" / "dense" where the slot range fits): a map of token bits over the
@@ -881,11 +896,20 @@ HASH_FINISH_TURNS = 4  # the finish (_finish_group) probes a block up to this ma
                        # finish a carried key never passes a whole turn (every cell then holds a larger key: more
                        # keys than cells), so four are a safety bound, not a limit expected to be reached.
 HASH_FINISH_BLOCK = 2048  # slots a probe block of the finish (the compaction's 16 warps, as hash1's step)
+HASH_SORTED_LOAD = 0.85   # a union filling this fraction of its table (G * K cells) or more is rebuilt in slot order:
+                          # that is where inserts give up (their probe chains grow as 1 / (1 - load)^2), and a
+                          # group that gave up there is rebuilt without a finish, whose single program is slow in a
+                          # nearly full table (session 47: 10.7 ms against 1.4 ms, random lists, G 4, s_q 1024)
 
 
 def _finish_rounds(ts: int, w: int) -> int:
     """The finish's round bound for a table of ts cells read w a round (0 when HASH_FINISH_TURNS is 0)."""
     return HASH_FINISH_TURNS * (ts // w + 1)
+
+
+def _sorted_at(ts: int) -> int:
+    """Union size from which a group of a ts-cell table is rebuilt in slot order (HASH_SORTED_LOAD; > ts: never)."""
+    return max(1, min(ts + 1, math.ceil(HASH_SORTED_LOAD * ts)))
 HASH_PROBE = (128, 4)      # insert / mark: slots a program, num_warps: one slot a thread
 # sm_90a registers (insert / mark, topk 2048): W 4 at 128 slots / 4 warps 34 / 26 (~15 programs, 1920 slots in
 # flight an SM); W 8: 64 / 38 (half the slots in flight); W 8 at 512 slots / 8 warps 116 / 64. The probe loops
@@ -906,7 +930,7 @@ def _launch_hash1(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     _fast(_hash_fused_kernel, (groups,),
         indices, indices.stride(0), topk_length if topk_length is not None else indices, num_slots, token0, ntokens,
         entries, entries.stride(0), masks, masks.stride(0), counts, k, ts,
-        _finish_rounds(ts, min(HASH_W, ts & -ts)),
+        _finish_rounds(ts, min(HASH_W, ts & -ts)), _sorted_at(ts),
         G=G, BK=min(next_pow2(k), HASH1[0]), W=min(HASH_W, ts & -ts), MAX_ROUNDS=HASH_MAX_ROUNDS,
         CB=min(next_pow2(ts), HASH_COMPACT[0]), GP=gp, KP=kp, HAS_LEN=topk_length is not None,
         WIDE=num_slots * gp + gp > 2**31 - 1, REBUILD=HASH_REBUILD, num_warps=1 if interpreting() else HASH1[1])
@@ -934,7 +958,8 @@ def _launch_hash(indices, topk_length, num_slots, G, token0, ntokens, entries, m
     _fast(_hash_mark_kernel, grid, *src, masks, masks.stride(0), counts, k, ts, groups, G=G, BK=bk, W=w,
           HAS_LEN=has_len, num_warps=pw)
     gp, kp = next_pow2(G), next_pow2(k)
-    _fast(_hash_compact_kernel, (groups,), *src, masks, masks.stride(0), counts, k, ts, _finish_rounds(ts, w), G=G,
+    _fast(_hash_compact_kernel, (groups,), *src, masks, masks.stride(0), counts, k, ts, _finish_rounds(ts, w),
+          _sorted_at(ts), G=G,
           CB=cb, GP=gp, KP=kp, BK=min(next_pow2(k), HASH_FINISH_BLOCK), W=w, HAS_LEN=has_len,
           WIDE=num_slots * gp + gp > 2**31 - 1, REBUILD=HASH_REBUILD, num_warps=1 if interp else HASH_COMPACT[1])
 
@@ -1217,8 +1242,9 @@ def _same_order(got, ref, groups) -> bool:
 
 def _repeat_check(run, first, bufs, groups, repeats, impl, knobs, go, call, sync) -> None:
     """`repeats` more calls, each compared with `first` (counts, live entries and masks, in order: _same_order);
-    for hash / hash1 also how many groups gave up, counted in as many calls with no finish and no rebuild
-    (those groups end with counts -1). Prints one line."""
+    for hash / hash1 also how many groups came in slot order for their load (the first's counts against the
+    variant's HASH_SORTED_LOAD) and how many gave up, counted in as many calls with no finish, no rebuild and
+    no load rule (those groups end with counts -1). Prints one line."""
     differ = 0
     for _ in range(repeats):
         for b in bufs:
@@ -1228,9 +1254,12 @@ def _repeat_check(run, first, bufs, groups, repeats, impl, knobs, go, call, sync
         differ += not _same_order(bufs, first, groups)
     line = f"    repeats {repeats}: {differ} not equal to the first (order too)"
     if impl in ("hash", "hash1"):
+        ts = bufs[0].shape[1]
+        at = max(1, min(ts + 1, math.ceil(knobs.get("HASH_SORTED_LOAD", HASH_SORTED_LOAD) * ts)))   # _sorted_at's
+        big = int((first[2][:groups] >= at).sum().item())
         mod = globals()
-        saved = (mod["HASH_REBUILD"], knobs.get("HASH_FINISH_TURNS"))
-        knobs["HASH_FINISH_TURNS"] = 0
+        saved, saved_knobs = mod["HASH_REBUILD"], dict(knobs)
+        knobs.update(HASH_FINISH_TURNS=0, HASH_SORTED_LOAD=2.0)     # (go sets the knobs for its launch)
         mod["HASH_REBUILD"] = False
         try:
             gave = []
@@ -1239,8 +1268,11 @@ def _repeat_check(run, first, bufs, groups, repeats, impl, knobs, go, call, sync
                 sync()
                 gave.append(int((bufs[2][:groups] < 0).sum().item()))
         finally:
-            mod["HASH_REBUILD"], knobs["HASH_FINISH_TURNS"] = saved
-        line += f"; groups that gave up a call (of {groups}): min {min(gave)} max {max(gave)}"
+            mod["HASH_REBUILD"] = saved
+            knobs.clear()
+            knobs.update(saved_knobs)
+        line += (f"; groups in slot order for their load: {big}; groups that gave up a call (of {groups}): "
+                 f"min {min(gave)} max {max(gave)}")
     print(line, flush=True)
 
 
@@ -1267,16 +1299,21 @@ def _bench(args) -> None:
             for hw in args.hash_w or [HASH_W]:
                 for h1 in args.hash1 or [f"{HASH1[0]}:{HASH1[1]}"]:
                     for ft in args.hash_finish_turns or [HASH_FINISH_TURNS]:
-                        knobs = dict(HASH_W=hw, HASH1=tuple(int(x) for x in h1.split(":")), HASH_FINISH_TURNS=ft)
-                        variants.append((impl, None, knobs, f"hash1 W {hw} step {h1} finish {ft}"))
+                        for sl in args.hash_sorted_load or [HASH_SORTED_LOAD]:
+                            knobs = dict(HASH_W=hw, HASH1=tuple(int(x) for x in h1.split(":")),
+                                         HASH_FINISH_TURNS=ft, HASH_SORTED_LOAD=sl)
+                            variants.append((impl, None, knobs, f"hash1 W {hw} step {h1} finish {ft} sorted {sl}"))
         elif impl == "hash":
             for hw in args.hash_w or [HASH_W]:
                 for hc in args.hash_compact or [f"{HASH_COMPACT[0]}:{HASH_COMPACT[1]}"]:
                     for hp in args.hash_probe or [f"{HASH_PROBE[0]}:{HASH_PROBE[1]}"]:
                         for ft in args.hash_finish_turns or [HASH_FINISH_TURNS]:
-                            knobs = dict(HASH_W=hw, HASH_COMPACT=tuple(int(x) for x in hc.split(":")),
-                                         HASH_PROBE=tuple(int(x) for x in hp.split(":")), HASH_FINISH_TURNS=ft)
-                            variants.append((impl, None, knobs, f"hash W {hw} probe {hp} compact {hc} finish {ft}"))
+                            for sl in args.hash_sorted_load or [HASH_SORTED_LOAD]:
+                                knobs = dict(HASH_W=hw, HASH_COMPACT=tuple(int(x) for x in hc.split(":")),
+                                             HASH_PROBE=tuple(int(x) for x in hp.split(":")), HASH_FINISH_TURNS=ft,
+                                             HASH_SORTED_LOAD=sl)
+                                variants.append((impl, None, knobs,
+                                                 f"hash W {hw} probe {hp} compact {hc} finish {ft} sorted {sl}"))
         else:
             variants += [(impl, w, None, f"sort warps {w or 'auto'}{' inline' if args.inline_dups else ''}")
                          for w in (args.warps or [None])]
@@ -1439,6 +1476,8 @@ def main(argv=None) -> None:
                    help="hash: compaction CELLS:WARPS, CELLS a power of 2 (sweep; default HASH_COMPACT)")
     p.add_argument("--hash-finish-turns", type=int, nargs="*", default=None,
                    help="hash / hash1: HASH_FINISH_TURNS (sweep; 0: a give-up goes straight to the rebuild)")
+    p.add_argument("--hash-sorted-load", type=float, nargs="*", default=None,
+                   help="hash / hash1: HASH_SORTED_LOAD (sweep; 2: no union rebuilt for its load)")
     p.add_argument("--noise", type=float, default=0.5,
                    help="overlap indices' per-token noise (large: independent random lists, nearly full hash tables)")
     p.add_argument("--repeats", type=int, default=0,
