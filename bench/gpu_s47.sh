@@ -35,6 +35,16 @@
 # groups over the load that did not give up are now sorted too: one tl.sort a group); the groups in slot order: all
 # at G 2 (0.98 of the table), all at G 4 (0.95), few at G 8 (0.90 mean, some over). Overlap: no change. Serve: replay
 # == eager, eager == eager, layer ~18-20 ms.
+# OUTCOME b (d61a26c, bench/logs/s47/b/, serve_s47_hash_{new,old}.json): grouping GPU file 51 passed. Every new-rule
+# variant 0 of 10 repeats not equal, hash and hash1, every case; the old way (finish 0, sorted 2) 10 / 10 at G 4 and
+# G 2, 2 / 10 at G 8 s_q 4096. Build us, new / old: random lists over 65536 slots, s_q 1024: G 8 1095.5 / 1040.4, G 4
+# 1450.7 / 1438.3, G 2 1497.8 / 1496.0 (hash1 2167 / 1721, 2829-2982 / 2829-2938); s_q 4096: G 8 4021.1 / 2393.9 (every
+# group over the load, 0.894 mean, now sorted: 512 tl.sorts of 16384 codes), G 4 5183.7 / 4451.8, G 2 5195.2 / 5154.8.
+# Overlap indices at 16384 slots (the prefill rows' inputs, load 0.29 / 0.46 / 0.70): 119.3 / 120.2, 130.6 / 130.7,
+# 200.4 / 199.7: unchanged. Serve: new replay == eager and eager == eager True, layer 18.992 ms; old both False (max
+# diff 1.95e-3), 18.283 ms (+3.9% for reproducibility on this synthetic step, whose lists are random). The bench's
+# same_after_timing compared whole buffers, so it read False where a group rebuilt after its compaction leaves other
+# cells past its count (never read); since then it compares the live entries, as the repeats do.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET

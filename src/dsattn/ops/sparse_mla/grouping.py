@@ -1279,8 +1279,10 @@ def _repeat_check(run, first, bufs, groups, repeats, impl, knobs, go, call, sync
 def _bench(args) -> None:
     """Timings first (one compile per G and variant), then the SPEC 3 edge cases on the device with each
     implementation's first variant (a second compile: topk_length), so a time limit cuts the checks, not the
-    timings. Outputs are also compared with those after the timed calls (same_after_timing: the hash paths'
-    order is deterministic, the dense and sort paths' ascending)."""
+    timings. Outputs are also compared with those after the timed calls (same_after_timing: counts, live entries
+    and masks in order; the hash paths' order is a function of the lists since session 47, the dense and sort
+    paths' ascending; cells past a count are not compared: a group rebuilt after its compaction leaves there
+    what its table held, which may differ call to call and is never read)."""
     from ...bench.kernels_mla import overlap_indices
 
     dev = torch.device(args.device)
@@ -1343,7 +1345,7 @@ def _bench(args) -> None:
                 first = [x.clone() for x in bufs]
                 us = _time_us(run, args.iters, dev)
                 sync()
-                det = all(torch.equal(a, b) for a, b in zip(first, bufs))
+                det = _same_order(bufs, first, groups)
                 mean = bufs[2].double().mean().item()
                 rebuilt = int((bufs[2][:groups] < 0).sum().item())
                 print(f"s_q {s_q:5d} topk {args.topk} G {g} {tag}: {us:8.1f} us  union/topk {mean / args.topk:.3f} "
