@@ -45,6 +45,16 @@
 # diff 1.95e-3), 18.283 ms (+3.9% for reproducibility on this synthetic step, whose lists are random). The bench's
 # same_after_timing compared whole buffers, so it read False where a group rebuilt after its compaction leaves other
 # cells past its count (never read); since then it compares the live entries, as the repeats do.
+# Call `c`: the fused union kernel at 16 warps (grouping_smem.UNION_WARPS; 8 until now). Reading of session 46's numbers:
+# past one chunk each chunk costs ~3.9 us a group (G 8, 131072 slots, s_q 8192: (243 - 69) us over 7 more chunks, one
+# 128 KiB program an SM), ~6700 clocks for ~700 instructions a thread at 8 warps: latency-bound (one program of 8
+# warps an SM, a barrier and dependent shared-memory loads a chunk), so 16 warps (half the words a thread a chunk)
+# should hide more of it. sm_90a compile (bench/grouping_smem_check.py --kernel union --warps 16): no spill, 95-99
+# registers at G 8 (128 at 8 warps), 80 at G 4 / 2 at 32768 words, G 16 103-128 (201-255).
+# The grouping GPU file's fused tests at 16 warps; the grouping bench, auto at 8 and 16 union warps, s_q 1024 and 8192.
+# PREDICTION: tests pass. Past one chunk (65536+ slots) 16 warps 15-35% faster (131072 slots s_q 8192 G 8 243 ->
+# ~170-200 us); at 16384 slots (one chunk, up to 2 programs an SM at G 8) within +-10%, maybe slower at G 2 (20 KiB
+# maps: many programs an SM already).
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -95,6 +105,21 @@ if sys.argv[1] == 'old':
 from dsattn.bench.serve import main; sys.exit(main(sys.argv[2:]))" $arm --graph --scenarios long \
       --spare-blocks 16384 --configs deepseek-v3.2:8:bf16 --out $R --name serve_s47_hash_$arm > $R/serve_$arm.log 2>&1
     echo "serve $arm rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/serve_$arm.log >> $L; pack
+  done
+  ;;
+c)
+  timeout 240 python -c "import sys, pytest; from dsattn.ops.sparse_mla import grouping_smem as g
+g.UNION_WARPS = 16
+sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-rfE', '-k', 'fused or key_slots', 'tests/gpu/test_grouping_gpu.py']))" \
+    > $R/tests_c16.log 2>&1
+  echo "fused tests at 16 warps rc=$?" >> $L; tail -3 $R/tests_c16.log >> $L; pack
+  for spec in "16384 8 4 2" "65536 8 4 2" "131072 8 4 2" "262144 4 2" "524288 2" "32768 16"; do
+    set -- $spec
+    s=$1; shift
+    t0=$SECONDS
+    timeout 100 python -m dsattn.ops.sparse_mla.grouping --bench --impl auto --union-warps 8 16 --s-q 1024 8192 \
+      --s-kv $s --groups "$@" --skip-edge > $R/grouping_w_$s.log 2>&1
+    echo "grouping s_kv $s rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/grouping_w_$s.log | grep s_q >> $L; pack
   done
   ;;
 esac

@@ -436,7 +436,7 @@ def test_fused_reach():
         assert grouping.fused_max_slots(g, 2048) == top
         assert grouping.fused_fits(top, g, 2048) and not grouping.fused_fits(top + 1, g, 2048)
         gp, spw, d = grouping.dense_layout(top, g)
-        words = d + grouping_smem.TOT_WORDS + grouping_smem.union_out_words(g, 2048)
+        words = d + grouping_smem.tot_words(grouping_smem.UNION_WARPS) + grouping_smem.union_out_words(g, 2048)
         assert words * 4 <= grouping_smem.SMEM_BYTES and (top << gp) <= 1 << 31
         assert grouping.dense_reach(g, 2048, "cpu") == grouping.dense_max_slots(g, 2048)
     assert grouping.fused_max_slots(32, 2048) == 0       # 32-bit fields: no dense path

@@ -1204,11 +1204,14 @@ def _runner(impl, w, knobs, inline_dups):
     for the launch) or 'sort' (w: num_warps)."""
     def go(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups):
         if impl in ("dense", "auto", "dense_smem", "dense_fused"):
+            from . import grouping_smem
             mod = globals()
-            saved = {name: mod[name] for name in knobs}
-            mod.update(knobs)
+            own = {name: v for name, v in knobs.items() if name != "UNION_WARPS"}
+            saved = {name: mod[name] for name in own}
+            saved_warps = grouping_smem.UNION_WARPS
+            mod.update(own)
+            grouping_smem.UNION_WARPS = knobs.get("UNION_WARPS", saved_warps)
             try:
-                from . import grouping_smem
                 smem = impl in ("auto", "dense_smem", "dense_fused") and grouping_smem.usable(idx.device)
                 fused = smem and impl in ("auto", "dense_fused")
                 if (fused_fits if fused else dense_fits)(num_slots, g, idx.shape[1]):
@@ -1217,6 +1220,7 @@ def _runner(impl, w, knobs, inline_dups):
                     _launch_hash(idx, lens, num_slots, g, token0, n, ent, msk, cnt, groups)
             finally:
                 mod.update(saved)
+                grouping_smem.UNION_WARPS = saved_warps
         elif impl in ("hash", "hash1"):
             mod = globals()
             saved = {name: mod[name] for name in knobs}
@@ -1290,8 +1294,14 @@ def _bench(args) -> None:
     variants = []
     for impl in args.impl:
         if impl in ("dense_smem", "auto", "dense_fused"):
+            from . import grouping_smem
             for dc in args.dense_compact or [DENSE_COMPACT_WARPS]:
-                variants.append((impl, None, dict(DENSE_COMPACT_WARPS=dc), f"{impl} compact warps {dc or 'auto'}"))
+                for uw in (args.union_warps or [grouping_smem.UNION_WARPS]) if impl != "dense_smem" else [None]:
+                    knobs = dict(DENSE_COMPACT_WARPS=dc)
+                    if uw:
+                        knobs["UNION_WARPS"] = uw
+                    variants.append((impl, None, knobs, f"{impl} compact warps {dc or 'auto'}"
+                                     + (f" union warps {uw}" if uw else "")))
         elif impl == "dense":
             for di in args.dense_insert or [f"{DENSE_INSERT[0]}:{DENSE_INSERT[1]}"]:
                 for dc in args.dense_compact or [DENSE_COMPACT_WARPS]:
@@ -1478,6 +1488,8 @@ def main(argv=None) -> None:
                    help="hash: compaction CELLS:WARPS, CELLS a power of 2 (sweep; default HASH_COMPACT)")
     p.add_argument("--hash-finish-turns", type=int, nargs="*", default=None,
                    help="hash / hash1: HASH_FINISH_TURNS (sweep; 0: a give-up goes straight to the rebuild)")
+    p.add_argument("--union-warps", type=int, nargs="*", default=None,
+                   help="auto / dense_fused: grouping_smem.UNION_WARPS, 8 or 16 (sweep; the fused program's warps)")
     p.add_argument("--hash-sorted-load", type=float, nargs="*", default=None,
                    help="hash / hash1: HASH_SORTED_LOAD (sweep; 2: no union rebuilt for its load)")
     p.add_argument("--noise", type=float, default=0.5,

@@ -101,7 +101,9 @@ MAP_WARPS = 8       # warps of a map program
 MAP_TILE = 8192     # index entries a tile ([GP, BK], GP x BK of them): 32 a thread at 8 warps, 32 consecutive a warp
 CHUNK_WORDS = 4096  # map words the fused kernel compacts at a time (16 a thread at 8 warps: its registers before
                     # session 46, when the whole map was one chunk and DENSE_WORDS = 4096 bounded it)
-TOT_WORDS = 64      # shared words for the fused kernel's two sets of per-warp totals and the listed count
+TOT_WORDS = 64      # shared words for the fused kernel's two sets of per-warp totals and the listed count (at 8 warps;
+                    # 128 at 16: tot_words)
+UNION_WARPS = 8     # warps of a fused (union) program (8 or 16)
 MAX_WORDS = 32768   # the fused kernel's largest map: 128 KiB of shared memory (union_max_words)
 SMEM_BYTES = 232448  # shared memory a block may take on sm_90 (227 KiB)
 
@@ -219,7 +221,7 @@ if HAVE_GLUON:
         written out whole: entries[c, :n], masks[c, :n], counts[c] = n; or counts[c] = -1 and nothing else
         written when a token listed a slot twice (the map holds fewer bits than the valid entries listed), for
         grouping's _group_union_dups_kernel. Shared memory (words from global_smem): the map [0, DW) (DW >= 32 x
-        num_warps), two sets of per-warp totals and the listed count [DW, DW + TW) (TW = TOT_WORDS), the compacted
+        num_warps), two sets of per-warp totals and the listed count [DW, DW + TW) (TW = tot_words(num_warps)), the compacted
         codes (slot << GP | token bits) [DW + TW, DW + TW + OUTW). The map's D words are compacted CW at a
         time (a chunk: a [num_warps, CW / num_warps] tile in registers, one warp a row), chunk after chunk, each
         chunk's entries after the previous chunks' (a running count), so the map may be larger than the registers
@@ -331,16 +333,22 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def union_out_words(G: int, topk: int) -> int:
+def tot_words(num_warps: int) -> int:
+    """The fused kernel's totals words: two sets of per-warp totals and the listed count (a power of 2)."""
+    return max(TOT_WORDS, _pow2(4 * num_warps + 1))
+
+
+def union_out_words(G: int, topk: int, num_warps: int | None = None) -> int:
     """The fused kernel's code array: G x topk words rounded up to a power of 2 (at least a word a thread)."""
-    return max(_pow2(G * topk), 32 * MAP_WARPS)
+    return max(_pow2(G * topk), 32 * (num_warps or UNION_WARPS))
 
 
-def union_max_words(G: int, topk: int) -> int:
+def union_max_words(G: int, topk: int, num_warps: int | None = None) -> int:
     """The largest map (a power of 2 of int32 words, at most MAX_WORDS) whose program fits a block's shared memory
     beside its totals and code array: at topk 2048 G 2 / 4 / 8 32768 words (128 KiB; the codes 16 / 32 / 64 KiB), G 16
     16384 (the codes 128 KiB); 0 when not even one chunk fits."""
-    room = SMEM_BYTES // 4 - TOT_WORDS - union_out_words(G, topk)
+    nw = num_warps or UNION_WARPS
+    room = SMEM_BYTES // 4 - tot_words(nw) - union_out_words(G, topk, nw)
     if room < CHUNK_WORDS:
         return 0
     return min(MAX_WORDS, 1 << (room.bit_length() - 1))
@@ -349,14 +357,15 @@ def union_max_words(G: int, topk: int) -> int:
 def launch_union(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups, gp, spw, d, fast):
     """The union lists of `groups` groups in one launch (grouping._launch_dense under IMPL 'dense_fused'); groups
     with a repeated slot get counts -1, for the repeated-slot kernel that follows. d: the map's words
-    (grouping.dense_layout), at most union_max_words(G, K)."""
+    (grouping.dense_layout), at most union_max_words(G, K). UNION_WARPS warps a program."""
     k = indices.shape[1]
-    dw = max(_pow2(d), 32 * MAP_WARPS)
+    nw = UNION_WARPS
+    dw = max(_pow2(d), 32 * nw)
     cw = min(dw, CHUNK_WORDS)
     kp = _pow2(k)
-    bk = min(kp, max(32 * MAP_WARPS, MAP_TILE // gp))
+    bk = min(kp, max(32 * nw, MAP_TILE // gp))
     fast(dense_union_smem_kernel, (groups,), indices, indices.stride(0),
          topk_length if topk_length is not None else indices, num_slots, token0, ntokens, entries, entries.stride(0),
          masks, masks.stride(0), counts, k, d, G=G, GP=gp, SPW=spw, LOG_SPW=spw.bit_length() - 1, DW=dw, CW=cw,
-         KP=max(kp, bk), BK=bk, OUTW=union_out_words(G, k), TW=TOT_WORDS, HAS_LEN=topk_length is not None,
-         num_warps=MAP_WARPS)
+         KP=max(kp, bk), BK=bk, OUTW=union_out_words(G, k, nw), TW=tot_words(nw), HAS_LEN=topk_length is not None,
+         num_warps=nw)
