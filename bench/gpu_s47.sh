@@ -55,6 +55,19 @@
 # PREDICTION: tests pass. Past one chunk (65536+ slots) 16 warps 15-35% faster (131072 slots s_q 8192 G 8 243 ->
 # ~170-200 us); at 16384 slots (one chunk, up to 2 programs an SM at G 8) within +-10%, maybe slower at G 2 (20 KiB
 # maps: many programs an SM already).
+# OUTCOME c (d3d1a10, bench/logs/s47/c/): every case matches the reference at both counts. The fused tests at 16 warps
+# ran out of their 240 s after 22 passed (none failed; one process compiling every case at 16 warps). Build us, 8 ->
+# 16 warps, s_q 1024 / 8192: G 8 16384 10.5 -> 9.4 / 68.8 -> 70.9, 65536 18.3 -> 15.7 / 162.5 -> 120.3, 131072 28.7 ->
+# 23.6 / 243.3 -> 181.2; G 4 16384 11.0 -> 11.3 / 77.3 -> 75.1, 65536 20.3 -> 21.4 / 142.3 -> 165.1, 131072 32.1 -> 32.1
+# / 232.6 -> 251.4, 262144 63.7 -> 53.6 / 513.2 -> 425.2; G 2 16384 12.6 -> 15.6 / 84.8 -> 114.1, 65536 27.5 -> 31.7 /
+# 186.8 -> 248.3, 131072 45.8 -> 48.9 / 328.3 -> 378.3, 262144 83.5 -> 83.0 / 631.6 -> 649.4, 524288 173.0 -> 150.7 /
+# 1391.7 -> 1193.0; G 16 32768 23.3 -> 14.4 / 135.2 -> 70.8. The prediction held where one program fills an SM's
+# shared memory (G 8 past 16384 slots, G 4 / 2 at 32768 words, G 16), and failed elsewhere: where two or more 8-warp
+# programs fit, 16 warps (80-99 registers) leave one, so nothing is gained. Hence grouping_smem.union_warps: 16 where
+# a program's shared memory leaves no room for a second, else 8 (every measured case on its faster side).
+# Call `d`: the grouping GPU file whole under that rule (its large-map tests now run 16 warps); the prefill, 8 heads,
+# overlap indices, s_q 8192, over 65536 and 131072 slots, DSATTN_UNION_WARPS 16 against 8 (`dsattn bench ab`).
+# PREDICTION: tests pass; the prefill 1.5-2.5% faster (the build's 42 / 62 us of a ~2.3 / ~2.6 ms call), outputs equal.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -120,6 +133,16 @@ sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-rfE', '-k', 'fused or ke
     timeout 100 python -m dsattn.ops.sparse_mla.grouping --bench --impl auto --union-warps 8 16 --s-q 1024 8192 \
       --s-kv $s --groups "$@" --skip-edge > $R/grouping_w_$s.log 2>&1
     echo "grouping s_kv $s rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/grouping_w_$s.log | grep s_q >> $L; pack
+  done
+  ;;
+d)
+  N=6 LIMIT=210 bash bench/gpu_tests_sharded.sh $R/tests_d tests/gpu/test_grouping_gpu.py
+  cat $R/tests_d/summary.log >> $L; pack
+  for kv in 65536 131072; do
+    timeout 60 python -m dsattn.cli bench ab --op sparse_mla_prefill --heads 8 --tokens 8192 --slots $kv \
+      --a env:DSATTN_UNION_WARPS=16 --b env:DSATTN_UNION_WARPS=8 --out $R --name ab_s47_union_warps_kv$kv \
+      > $R/ab_$kv.log 2>&1
+    echo "ab kv $kv rc=$?" >> $L; tail -5 $R/ab_$kv.log >> $L; pack
   done
   ;;
 esac

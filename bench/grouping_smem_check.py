@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     p.add_argument("--topk", type=int, default=2048)
     p.add_argument("--groups", type=int, nargs="+", default=[8, 4, 2])
     p.add_argument("--kernel", choices=("map", "union"), default="map")
-    p.add_argument("--warps", type=int, default=None, help="union: grouping_smem.UNION_WARPS (8 or 16)")
+    p.add_argument("--warps", type=int, default=None, help="union: grouping_smem.UNION_WARPS (8 or 16; default: by shared memory)")
     args = p.parse_args(argv)
     if args.warps:
         grouping_smem.UNION_WARPS = args.warps
@@ -66,9 +66,10 @@ def main(argv=None) -> int:
             else:
                 ent = torch.zeros_like(masks)
                 grouping_smem.launch_union(idx, lens, args.slots, g, 0, t, ent, masks, counts, 1, gp, spw, d, fast)
-                dw = max(1 << max(0, (d - 1).bit_length()), 32 * grouping_smem.UNION_WARPS)
-                outw = grouping_smem.union_out_words(g, args.topk)
-                extra = f" raw_words {dw + grouping_smem.tot_words(grouping_smem.UNION_WARPS) + outw}"
+                nw = grouping_smem.union_warps(d, g, args.topk)
+                dw = max(1 << max(0, (d - 1).bit_length()), 32 * nw)
+                outw = grouping_smem.union_out_words(g, args.topk, nw)
+                extra = f" warps {nw} raw_words {dw + grouping_smem.tot_words(nw) + outw}"
             c = sink[0]
             ptx = c.asm["ptx"]
             pc = collections.Counter(re.findall(r"\b(red\.shared\.or\.b32|st\.shared\.b32|ld\.shared\.b32|"

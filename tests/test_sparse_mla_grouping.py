@@ -436,11 +436,38 @@ def test_fused_reach():
         assert grouping.fused_max_slots(g, 2048) == top
         assert grouping.fused_fits(top, g, 2048) and not grouping.fused_fits(top + 1, g, 2048)
         gp, spw, d = grouping.dense_layout(top, g)
-        words = d + grouping_smem.tot_words(grouping_smem.UNION_WARPS) + grouping_smem.union_out_words(g, 2048)
-        assert words * 4 <= grouping_smem.SMEM_BYTES and (top << gp) <= 1 << 31
+        for nw in (8, 16):
+            words = max(d, 32 * nw) + grouping_smem.tot_words(nw) + grouping_smem.union_out_words(g, 2048, nw)
+            assert words * 4 == grouping_smem.union_bytes(d, g, 2048, nw) <= grouping_smem.SMEM_BYTES
+        assert (top << gp) <= 1 << 31
         assert grouping.dense_reach(g, 2048, "cpu") == grouping.dense_max_slots(g, 2048)
     assert grouping.fused_max_slots(32, 2048) == 0       # 32-bit fields: no dense path
     assert grouping_smem.union_max_words(64, 2048) == 0  # codes alone past the shared memory
+
+
+def test_union_warps_by_shared_memory(monkeypatch):
+    """The fused program runs 16 warps where its shared memory leaves no room for a second program on an SM (the cases
+    session 47 measured faster at 16), else 8; UNION_WARPS or DSATTN_UNION_WARPS force 8 or 16, anything else is a
+    ValueError naming them."""
+    from dsattn.ops.sparse_mla import grouping, grouping_smem
+    monkeypatch.delenv("DSATTN_UNION_WARPS", raising=False)
+    monkeypatch.setattr(grouping_smem, "UNION_WARPS", 0)
+    cases = {(8, 16384): 8, (8, 65536): 16, (8, 131072): 16, (4, 65536): 8, (4, 131072): 8, (4, 262144): 16,
+             (2, 16384): 8, (2, 262144): 8, (2, 524288): 16, (16, 32768): 16, (8, 1000): 8}
+    for (g, slots), want in cases.items():
+        d = grouping.dense_layout(slots, g)[2]
+        assert grouping_smem.union_warps(d, g, 2048) == want, (g, slots)
+        alone = 2 * (grouping_smem.union_bytes(d, g, 2048, 8) + 1024) > grouping_smem.SM_SMEM_BYTES
+        assert alone == (want == 16)
+    d = grouping.dense_layout(131072, 8)[2]
+    monkeypatch.setenv("DSATTN_UNION_WARPS", "8")
+    assert grouping_smem.union_warps(d, 8, 2048) == 8
+    monkeypatch.setenv("DSATTN_UNION_WARPS", "12")
+    with pytest.raises(ValueError, match="DSATTN_UNION_WARPS"):
+        grouping_smem.union_warps(d, 8, 2048)
+    monkeypatch.delenv("DSATTN_UNION_WARPS")
+    monkeypatch.setattr(grouping_smem, "UNION_WARPS", 16)
+    assert grouping_smem.union_warps(grouping.dense_layout(16384, 8)[2], 8, 2048) == 16
 
 
 def test_fused_dispatch_takes_its_own_reach(monkeypatch):

@@ -90,6 +90,8 @@ bench/results/sparse_mla_s46_prefill_kv*.json.
 """
 from __future__ import annotations
 
+import os
+
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
@@ -103,7 +105,9 @@ CHUNK_WORDS = 4096  # map words the fused kernel compacts at a time (16 a thread
                     # session 46, when the whole map was one chunk and DENSE_WORDS = 4096 bounded it)
 TOT_WORDS = 64      # shared words for the fused kernel's two sets of per-warp totals and the listed count (at 8 warps;
                     # 128 at 16: tot_words)
-UNION_WARPS = 8     # warps of a fused (union) program (8 or 16)
+UNION_WARPS = 0     # warps of a fused (union) program: 0 by its shared memory (union_warps), else 8 or 16 for every one;
+                    # DSATTN_UNION_WARPS (read at each launch) overrides it, for `dsattn bench ab`
+SM_SMEM_BYTES = 233472  # shared memory an sm_90 SM holds (228 KiB); each resident block also takes 1 KiB of it
 MAX_WORDS = 32768   # the fused kernel's largest map: 128 KiB of shared memory (union_max_words)
 SMEM_BYTES = 232448  # shared memory a block may take on sm_90 (227 KiB)
 
@@ -340,14 +344,40 @@ def tot_words(num_warps: int) -> int:
 
 def union_out_words(G: int, topk: int, num_warps: int | None = None) -> int:
     """The fused kernel's code array: G x topk words rounded up to a power of 2 (at least a word a thread)."""
-    return max(_pow2(G * topk), 32 * (num_warps or UNION_WARPS))
+    return max(_pow2(G * topk), 32 * (num_warps or 16))
+
+
+def union_bytes(d: int, G: int, topk: int, num_warps: int) -> int:
+    """Shared memory of a fused program over a map of d words: the map (a power of 2, at least a word a thread), the
+    totals and the code array."""
+    return 4 * (max(_pow2(d), 32 * num_warps) + tot_words(num_warps) + union_out_words(G, topk, num_warps))
+
+
+def union_warps(d: int, G: int, topk: int) -> int:
+    """Warps of a fused program over a map of d words: 16 where its shared memory (at 8 warps) leaves no room for a
+    second program on an SM, else 8. Past one chunk a program is latency-bound (a barrier and dependent shared-memory
+    loads a chunk), and one program of 8 warps an SM hides little of it. Measured (H200, bench/gpu_s47.sh c, the
+    grouping bench, overlap indices, s_q 1024 / 8192, us at 8 -> 16 warps): one program an SM: G 8 65536 slots 18.3 ->
+    15.7 / 162.5 -> 120.3, 131072 28.7 -> 23.6 / 243.3 -> 181.2; G 4 262144 63.7 -> 53.6 / 513.2 -> 425.2; G 2 524288
+    173.0 -> 150.7 / 1391.7 -> 1193.0; G 16 32768 23.3 -> 14.4 / 135.2 -> 70.8. Two or more an SM, 16 warps as fast or
+    slower: G 8 16384 10.5 -> 9.4 / 68.8 -> 70.9; G 4 65536 20.3 -> 21.4 / 142.3 -> 165.1, 131072 32.1 -> 32.1 /
+    232.6 -> 251.4; G 2 16384 12.6 -> 15.6 / 84.8 -> 114.1, 262144 83.5 -> 83.0 / 631.6 -> 649.4 (16 warps take 80-99
+    registers a thread, so no second program of theirs fits either). UNION_WARPS or DSATTN_UNION_WARPS (8 or 16)
+    override it."""
+    forced = os.environ.get("DSATTN_UNION_WARPS", "").strip() or UNION_WARPS
+    if forced:
+        nw = int(forced)
+        if nw not in (8, 16):
+            raise ValueError(f"DSATTN_UNION_WARPS / UNION_WARPS must be 8 or 16, got {forced!r}")
+        return nw
+    return 16 if 2 * (union_bytes(d, G, topk, 8) + 1024) > SM_SMEM_BYTES else 8
 
 
 def union_max_words(G: int, topk: int, num_warps: int | None = None) -> int:
     """The largest map (a power of 2 of int32 words, at most MAX_WORDS) whose program fits a block's shared memory
     beside its totals and code array: at topk 2048 G 2 / 4 / 8 32768 words (128 KiB; the codes 16 / 32 / 64 KiB), G 16
     16384 (the codes 128 KiB); 0 when not even one chunk fits."""
-    nw = num_warps or UNION_WARPS
+    nw = num_warps or 16                        # (the larger totals: the reach holds at either count)
     room = SMEM_BYTES // 4 - tot_words(nw) - union_out_words(G, topk, nw)
     if room < CHUNK_WORDS:
         return 0
@@ -357,9 +387,9 @@ def union_max_words(G: int, topk: int, num_warps: int | None = None) -> int:
 def launch_union(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups, gp, spw, d, fast):
     """The union lists of `groups` groups in one launch (grouping._launch_dense under IMPL 'dense_fused'); groups
     with a repeated slot get counts -1, for the repeated-slot kernel that follows. d: the map's words
-    (grouping.dense_layout), at most union_max_words(G, K). UNION_WARPS warps a program."""
+    (grouping.dense_layout), at most union_max_words(G, K). union_warps(d, G, K) warps a program."""
     k = indices.shape[1]
-    nw = UNION_WARPS
+    nw = union_warps(d, G, k)
     dw = max(_pow2(d), 32 * nw)
     cw = min(dw, CHUNK_WORDS)
     kp = _pow2(k)
