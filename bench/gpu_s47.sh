@@ -68,6 +68,9 @@
 # Call `d`: the grouping GPU file whole under that rule (its large-map tests now run 16 warps); the prefill, 8 heads,
 # overlap indices, s_q 8192, over 65536 and 131072 slots, DSATTN_UNION_WARPS 16 against 8 (`dsattn bench ab`).
 # PREDICTION: tests pass; the prefill 1.5-2.5% faster (the build's 42 / 62 us of a ~2.3 / ~2.6 ms call), outputs equal.
+# OUTCOME d (fca9cbb, bench/logs/s47/d/, ab_s47_union_warps_kv{65536,131072}.json): grouping GPU file 51 passed. The
+# prefill, 16 / 8 warps: 65536 slots 2.350 / 2.381 ms (0.987, CI 0.981-0.990), 131072 2.609 / 2.662 (0.980, CI
+# 0.976-0.983), outputs bit-equal. At 65536 a little under the prediction, at 131072 within it.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET

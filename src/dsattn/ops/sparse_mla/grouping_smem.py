@@ -87,6 +87,15 @@ indices; auto / hash us, s_q 1024 then 8192, every case matching the reference):
 speed wherever it reaches; its cost grows with the map's words (every chunk is scanned, and past 64 KiB of map one
 program an SM). The prefill over such sources: README ("the prefill rows over a longer source") and
 bench/results/sparse_mla_s46_prefill_kv*.json.
+
+WARPS (session 47). Past one chunk a program is latency-bound (a barrier and dependent shared-memory loads a chunk,
+~6700 clocks a 4096-word chunk at G 8 by session 46's numbers), and where its shared memory leaves no room for a second
+program on an SM, one program of 8 warps hides little of it. union_warps gives those programs 16 warps (95-128
+registers, no spill, bench/grouping_smem_check.py --kernel union); elsewhere 16 warps were as fast or slower (80-99
+registers: no second program of theirs fits either). Measured (H200, bench/gpu_s47.sh c and d, bench/logs/s47/): builds
+16-48% faster where the rule takes 16 (union_warps' docstring has every case); the prefill, 8 heads, s_q 8192, overlap
+indices, 65536 / 131072 slots 2.381 -> 2.350 / 2.662 -> 2.609 ms, outputs bit-equal
+(bench/results/ab_s47_union_warps_kv*.json).
 """
 from __future__ import annotations
 
