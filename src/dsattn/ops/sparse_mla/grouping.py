@@ -564,7 +564,8 @@ if HAVE_TRITON:
         inserted again, BK at a time (slots already placed are found; the rest placed, up to FINISH_ROUNDS rounds a
         block), then marked (the mark pass skipped the group). The table ends as the set's ordered table, whether or
         not the insert stopped, so the entries' order does not depend on timing. Returns the valid entries listed,
-        or 2^30 when a block was still probing after FINISH_ROUNDS (left to the rebuild)."""
+        or 2^30 when a block was still probing after FINISH_ROUNDS (then nothing is marked). hash1's program builds
+        its group with it from a cleared table."""
         nkb = tl.cdiv(K, BK)
         stuck = 0
         q = 0
@@ -702,8 +703,9 @@ if HAVE_TRITON:
                            G: tl.constexpr, BK: tl.constexpr, W: tl.constexpr, MAX_ROUNDS: tl.constexpr,
                            CB: tl.constexpr, GP: tl.constexpr, KP: tl.constexpr, HAS_LEN: tl.constexpr,
                            WIDE: tl.constexpr, REBUILD: tl.constexpr):
-        """IMPL 'hash1': one program builds group c alone, one launch: clear its table, insert the G lists
-        BK slots at a time, mark them, compact (barriers between the phases; the table's loads bypass L1)."""
+        """IMPL 'hash1': one program builds group c alone, one launch: clear its table, then insert the G lists
+        BK slots at a time and mark them (_finish_group's phases, here up to MAX_ROUNDS rounds a block), then
+        compact (barriers between the phases; the table's loads bypass L1)."""
         c = tl.program_id(0)
         ent_row = ent_ptr + c.to(tl.int64) * ent_stride
         msk_row = msk_ptr + c.to(tl.int64) * msk_stride
@@ -713,28 +715,8 @@ if HAVE_TRITON:
             tl.store(ent_row + offs, tl.full([CB], -1, tl.int32), mask=offs < TS)
             b += CB
         tl.debug_barrier()
-        nkb = tl.cdiv(K, BK)
-        listed = 0
-        gave_up = 0
-        q = 0
-        while q < G * nkb:
-            key, pend = _token_slots(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, q // nkb,
-                                     q % nkb, G, BK, HAS_LEN)
-            listed += tl.sum(pend.to(tl.int32), 0)
-            pend = _probe_insert(key, pend, ent_row, msk_row, TS, BK, W, MAX_ROUNDS)
-            gave_up = gave_up | tl.max(pend.to(tl.int32), 0)
-            q += 1
-        tl.debug_barrier()
-        if gave_up == 0:
-            q = 0
-            while q < G * nkb:
-                key, ok = _token_slots(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, q // nkb,
-                                       q % nkb, G, BK, HAS_LEN)
-                _probe_mark(key, ok, q // nkb, ent_row, msk_row, TS, BK, W)
-                q += 1
-            tl.debug_barrier()
-        else:
-            listed = 1 << 30
+        listed = _finish_group(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_row, msk_row, K, TS, c,
+                               MAX_ROUNDS, G, BK, W, HAS_LEN)
         _compact_finish(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
                         msk_ptr, msk_stride, cnt_ptr, K, TS, c, listed, FINISH_ROUNDS, SORTED_AT, G, CB, GP, KP, BK,
                         W, HAS_LEN, WIDE, REBUILD)
