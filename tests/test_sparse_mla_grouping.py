@@ -462,9 +462,10 @@ def test_union_warps_by_shared_memory(monkeypatch):
     d = grouping.dense_layout(131072, 8)[2]
     monkeypatch.setenv("DSATTN_UNION_WARPS", "8")
     assert grouping_smem.union_warps(d, 8, 2048) == 8
-    monkeypatch.setenv("DSATTN_UNION_WARPS", "12")
-    with pytest.raises(ValueError, match="DSATTN_UNION_WARPS"):
-        grouping_smem.union_warps(d, 8, 2048)
+    for bad in ("12", "x"):
+        monkeypatch.setenv("DSATTN_UNION_WARPS", bad)
+        with pytest.raises(ValueError, match="DSATTN_UNION_WARPS"):
+            grouping_smem.union_warps(d, 8, 2048)
     monkeypatch.delenv("DSATTN_UNION_WARPS")
     monkeypatch.setattr(grouping_smem, "UNION_WARPS", 16)
     assert grouping_smem.union_warps(grouping.dense_layout(16384, 8)[2], 8, 2048) == 16

@@ -889,9 +889,10 @@ def _finish_rounds(ts: int, w: int) -> int:
     return HASH_FINISH_TURNS * (ts // w + 1)
 
 
-def _sorted_at(ts: int) -> int:
-    """Union size from which a group of a ts-cell table is rebuilt in slot order (HASH_SORTED_LOAD; > ts: never)."""
-    return max(1, min(ts + 1, math.ceil(HASH_SORTED_LOAD * ts)))
+def _sorted_at(ts: int, load: float | None = None) -> int:
+    """Union size from which a group of a ts-cell table is rebuilt in slot order (load: HASH_SORTED_LOAD unless
+    given; > ts: never)."""
+    return max(1, min(ts + 1, math.ceil((HASH_SORTED_LOAD if load is None else load) * ts)))
 HASH_PROBE = (128, 4)      # insert / mark: slots a program, num_warps: one slot a thread
 # sm_90a registers (insert / mark, topk 2048): W 4 at 128 slots / 4 warps 34 / 26 (~15 programs, 1920 slots in
 # flight an SM); W 8: 64 / 38 (half the slots in flight); W 8 at 512 slots / 8 warps 116 / 64. The probe loops
@@ -941,8 +942,7 @@ def _launch_hash(indices, topk_length, num_slots, G, token0, ntokens, entries, m
           HAS_LEN=has_len, num_warps=pw)
     gp, kp = next_pow2(G), next_pow2(k)
     _fast(_hash_compact_kernel, (groups,), *src, masks, masks.stride(0), counts, k, ts, _finish_rounds(ts, w),
-          _sorted_at(ts), G=G,
-          CB=cb, GP=gp, KP=kp, BK=min(next_pow2(k), HASH_FINISH_BLOCK), W=w, HAS_LEN=has_len,
+          _sorted_at(ts), G=G, CB=cb, GP=gp, KP=kp, BK=min(next_pow2(k), HASH_FINISH_BLOCK), W=w, HAS_LEN=has_len,
           WIDE=num_slots * gp + gp > 2**31 - 1, REBUILD=HASH_REBUILD, num_warps=1 if interp else HASH_COMPACT[1])
 
 
@@ -1240,8 +1240,7 @@ def _repeat_check(run, first, bufs, groups, repeats, impl, knobs, go, call, sync
         differ += not _same_order(bufs, first, groups)
     line = f"    repeats {repeats}: {differ} not equal to the first (order too)"
     if impl in ("hash", "hash1"):
-        ts = bufs[0].shape[1]
-        at = max(1, min(ts + 1, math.ceil(knobs.get("HASH_SORTED_LOAD", HASH_SORTED_LOAD) * ts)))   # _sorted_at's
+        at = _sorted_at(bufs[0].shape[1], knobs.get("HASH_SORTED_LOAD"))
         big = int((first[2][:groups] >= at).sum().item())
         mod = globals()
         saved, saved_knobs = mod["HASH_REBUILD"], dict(knobs)

@@ -114,7 +114,7 @@ CHUNK_WORDS = 4096  # map words the fused kernel compacts at a time (16 a thread
                     # session 46, when the whole map was one chunk and DENSE_WORDS = 4096 bounded it)
 TOT_WORDS = 64      # shared words for the fused kernel's two sets of per-warp totals and the listed count (at 8 warps;
                     # 128 at 16: tot_words)
-UNION_WARPS = 0     # warps of a fused (union) program: 0 by its shared memory (union_warps), else 8 or 16 for every one;
+UNION_WARPS = 0     # warps of a fused (union) program: 0 by its shared memory (union_warps), else 8 or 16 for all;
                     # DSATTN_UNION_WARPS (read at each launch) overrides it, for `dsattn bench ab`
 SM_SMEM_BYTES = 233472  # shared memory an sm_90 SM holds (228 KiB); each resident block also takes 1 KiB of it
 MAX_WORDS = 32768   # the fused kernel's largest map: 128 KiB of shared memory (union_max_words)
@@ -234,8 +234,8 @@ if HAVE_GLUON:
         written out whole: entries[c, :n], masks[c, :n], counts[c] = n; or counts[c] = -1 and nothing else
         written when a token listed a slot twice (the map holds fewer bits than the valid entries listed), for
         grouping's _group_union_dups_kernel. Shared memory (words from global_smem): the map [0, DW) (DW >= 32 x
-        num_warps), two sets of per-warp totals and the listed count [DW, DW + TW) (TW = tot_words(num_warps)), the compacted
-        codes (slot << GP | token bits) [DW + TW, DW + TW + OUTW). The map's D words are compacted CW at a
+        num_warps), two sets of per-warp totals and the listed count [DW, DW + TW) (TW = tot_words(num_warps)), the
+        compacted codes (slot << GP | token bits) [DW + TW, DW + TW + OUTW). The map's D words are compacted CW at a
         time (a chunk: a [num_warps, CW / num_warps] tile in registers, one warp a row), chunk after chunk, each
         chunk's entries after the previous chunks' (a running count), so the map may be larger than the registers
         hold (union_max_words). No Triton operation here uses shared memory (the scans and sums run within a warp;
@@ -351,9 +351,9 @@ def tot_words(num_warps: int) -> int:
     return max(TOT_WORDS, _pow2(4 * num_warps + 1))
 
 
-def union_out_words(G: int, topk: int, num_warps: int | None = None) -> int:
+def union_out_words(G: int, topk: int, num_warps: int) -> int:
     """The fused kernel's code array: G x topk words rounded up to a power of 2 (at least a word a thread)."""
-    return max(_pow2(G * topk), 32 * (num_warps or 16))
+    return max(_pow2(G * topk), 32 * num_warps)
 
 
 def union_bytes(d: int, G: int, topk: int, num_warps: int) -> int:
@@ -375,19 +375,18 @@ def union_warps(d: int, G: int, topk: int) -> int:
     override it."""
     forced = os.environ.get("DSATTN_UNION_WARPS", "").strip() or UNION_WARPS
     if forced:
-        nw = int(forced)
-        if nw not in (8, 16):
+        if str(forced) not in ("8", "16"):
             raise ValueError(f"DSATTN_UNION_WARPS / UNION_WARPS must be 8 or 16, got {forced!r}")
-        return nw
+        return int(forced)
     return 16 if 2 * (union_bytes(d, G, topk, 8) + 1024) > SM_SMEM_BYTES else 8
 
 
-def union_max_words(G: int, topk: int, num_warps: int | None = None) -> int:
+def union_max_words(G: int, topk: int) -> int:
     """The largest map (a power of 2 of int32 words, at most MAX_WORDS) whose program fits a block's shared memory
-    beside its totals and code array: at topk 2048 G 2 / 4 / 8 32768 words (128 KiB; the codes 16 / 32 / 64 KiB), G 16
-    16384 (the codes 128 KiB); 0 when not even one chunk fits."""
-    nw = num_warps or 16                        # (the larger totals: the reach holds at either count)
-    room = SMEM_BYTES // 4 - tot_words(nw) - union_out_words(G, topk, nw)
+    beside its totals and code array, at 8 or 16 warps (the larger totals and code array counted): at topk 2048 G 2 /
+    4 / 8 32768 words (128 KiB; the codes 16 / 32 / 64 KiB), G 16 16384 (the codes 128 KiB); 0 when not even one chunk
+    fits."""
+    room = SMEM_BYTES // 4 - tot_words(16) - union_out_words(G, topk, 16)
     if room < CHUNK_WORDS:
         return 0
     return min(MAX_WORDS, 1 << (room.bit_length() - 1))
