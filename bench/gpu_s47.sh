@@ -62,8 +62,8 @@
 # / 232.6 -> 251.4, 262144 63.7 -> 53.6 / 513.2 -> 425.2; G 2 16384 12.6 -> 15.6 / 84.8 -> 114.1, 65536 27.5 -> 31.7 /
 # 186.8 -> 248.3, 131072 45.8 -> 48.9 / 328.3 -> 378.3, 262144 83.5 -> 83.0 / 631.6 -> 649.4, 524288 173.0 -> 150.7 /
 # 1391.7 -> 1193.0; G 16 32768 23.3 -> 14.4 / 135.2 -> 70.8. The prediction held where one program fills an SM's
-# shared memory (G 8 past 16384 slots, G 4 / 2 at 32768 words, G 16), and failed elsewhere: where two or more 8-warp
-# programs fit, 16 warps (80-99 registers) leave one, so nothing is gained. Hence grouping_smem.union_warps: 16 where
+# shared memory (G 8 past 16384 slots, G 4 / 2 at 32768 words, G 16), and failed elsewhere, where two or more 8-warp
+# programs fit an SM (why was not measured; at 80-99 registers fewer 16-warp programs fit). Hence grouping_smem.union_warps: 16 where
 # a program's shared memory leaves no room for a second, else 8 (every measured case on its faster side).
 # Call `d`: the grouping GPU file whole under that rule (its large-map tests now run 16 warps); the prefill, 8 heads,
 # overlap indices, s_q 8192, over 65536 and 131072 slots, DSATTN_UNION_WARPS 16 against 8 (`dsattn bench ab`).

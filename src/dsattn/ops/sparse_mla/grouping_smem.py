@@ -90,9 +90,9 @@ bench/results/sparse_mla_s46_prefill_kv*.json.
 
 WARPS (session 47). Past one chunk a program is latency-bound (a barrier and dependent shared-memory loads a chunk,
 ~6700 clocks a 4096-word chunk at G 8 by session 46's numbers), and where its shared memory leaves no room for a second
-program on an SM, one program of 8 warps hides little of it. union_warps gives those programs 16 warps (95-128
-registers, no spill, bench/grouping_smem_check.py --kernel union); elsewhere 16 warps were as fast or slower (80-99
-registers: no second program of theirs fits either). Measured (H200, bench/gpu_s47.sh c and d, bench/logs/s47/): builds
+program on an SM, one program of 8 warps hides little of it. union_warps gives those programs 16 warps (80-128
+registers, no spill, bench/grouping_smem_check.py --kernel union); where two or more 8-warp programs share an SM, 16
+warps were as fast or slower (why was not measured; at 80-99 registers fewer 16-warp programs fit an SM). Measured (H200, bench/gpu_s47.sh c and d, bench/logs/s47/): builds
 16-48% faster where the rule takes 16 (union_warps' docstring has every case); the prefill, 8 heads, s_q 8192, overlap
 indices, 65536 / 131072 slots 2.381 -> 2.350 / 2.662 -> 2.609 ms, outputs bit-equal
 (bench/results/ab_s47_union_warps_kv*.json).
@@ -370,8 +370,8 @@ def union_warps(d: int, G: int, topk: int) -> int:
     15.7 / 162.5 -> 120.3, 131072 28.7 -> 23.6 / 243.3 -> 181.2; G 4 262144 63.7 -> 53.6 / 513.2 -> 425.2; G 2 524288
     173.0 -> 150.7 / 1391.7 -> 1193.0; G 16 32768 23.3 -> 14.4 / 135.2 -> 70.8. Two or more an SM, 16 warps as fast or
     slower: G 8 16384 10.5 -> 9.4 / 68.8 -> 70.9; G 4 65536 20.3 -> 21.4 / 142.3 -> 165.1, 131072 32.1 -> 32.1 /
-    232.6 -> 251.4; G 2 16384 12.6 -> 15.6 / 84.8 -> 114.1, 262144 83.5 -> 83.0 / 631.6 -> 649.4 (16 warps take 80-99
-    registers a thread, so no second program of theirs fits either). UNION_WARPS or DSATTN_UNION_WARPS (8 or 16)
+    232.6 -> 251.4; G 2 16384 12.6 -> 15.6 / 84.8 -> 114.1, 262144 83.5 -> 83.0 / 631.6 -> 649.4 (why was not
+    measured; at 80-99 registers a thread fewer 16-warp programs fit an SM). UNION_WARPS or DSATTN_UNION_WARPS (8 or 16)
     override it."""
     forced = os.environ.get("DSATTN_UNION_WARPS", "").strip() or UNION_WARPS
     if forced:
