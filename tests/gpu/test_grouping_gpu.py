@@ -5,7 +5,8 @@ poisoned scratch, at the prefill's sizes (overlap indices, topk 2048, 16384 slot
 with repeated slots (the rebuild), -1 / past-the-end / negative entries, topk_length, chunks and partial last groups;
 then the grouped prefill under it, bit-equal to the global-memory dense path. Then IMPL 'dense_fused' (auto's choice
 since session 37: map and compaction in one shared-memory program), entry for entry against the reference on the same
-kinds of input and at the dense path's limits, the prefill bit-equal. Skipped without CUDA."""
+kinds of input and at the dense path's limits, the prefill bit-equal. Last, the hash path's order over nearly full
+tables: the same in every call, and the same whether or not inserts gave up (session 47). Skipped without CUDA."""
 import pytest
 import torch
 
