@@ -101,6 +101,14 @@ VARIANTS = {
     # session 43: a sample of 4096 (no iid row of 4096 left [k, cap] at 65536 columns, 0.10% at 2048)
     "v4_s4k": dict(version=4, sample=4096),
     "v4_s2k": dict(version=4, sample=2048),  # the default's sample before sample_size (64 to 2 x SMs rows: 4096)
+    # session 48: rows that fit the capacity selected by the Gluon select (radix passes over shared-memory histograms,
+    # topk/gluon_select.py; the default on sm_90 since) at 4 / 8 / 16 warps, and by the Triton select (the default
+    # before)
+    "v4_gluon": dict(version=4, gluon=True),
+    "v4_gluon_w4": dict(version=4, gluon=True, gluon_warps=4),
+    "v4_gluon_w8": dict(version=4, gluon=True, gluon_warps=8),
+    "v4_gluon_w16": dict(version=4, gluon=True, gluon_warps=16),
+    "v4_triton": dict(version=4, gluon=False),
 }
 STAGE_CUTS = {"v4_stop1_tau": dict(D2, stop=1),
               "v4_stop2_filter": dict(D2, stop=2),

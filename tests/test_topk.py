@@ -422,3 +422,38 @@ def test_sample_size():
     session 43, topk_retry_s43.json), 2048 otherwise."""
     from dsattn.ops.topk.select import sample_size
     assert [sample_size(r, 132) for r in (1, 32, 63, 64, 128, 264, 265, 4096)] == [2048] * 3 + [4096] * 3 + [2048] * 2
+
+
+def test_gluon_select_needs_its_device():
+    """gluon=True (the Gluon select for rows that fit the capacity) is refused where it cannot run (the CPU, the
+    interpreter) before anything launches; gluon=None falls back to the Triton select there."""
+    from dsattn.ops.topk.select import launch_topk_v4
+    x = torch.randn(2, 100)
+    lengths = torch.tensor([100, 50], dtype=torch.int32)
+    out = torch.full((2, 16), -7, dtype=torch.int32)
+    with pytest.raises(ValueError, match="gluon"):
+        launch_topk_v4(x, lengths, 16, out, torch.empty(2, 0, dtype=torch.int32), cap=256, gluon=True)
+    assert (out == -7).all()
+
+
+def test_gluon_select_compiles_for_sm90():
+    """The Gluon select compiles for sm_90a on this machine (no GPU; bench/topk_gluon_check.py) at the decode
+    capacities: no spill, shared atomics in the SASS, and its dynamic shared memory exactly the words its inline PTX
+    addresses (no shared memory of Triton's own that could overlap them)."""
+    pytest.importorskip("triton.experimental.gluon")
+    import os
+    import re
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.path.join(root, "src")}
+    env.pop("TRITON_INTERPRET", None)
+    res = subprocess.run([sys.executable, os.path.join(root, "bench", "topk_gluon_check.py"), "--caps", "1024", "8192"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("cap ")]
+    assert len(lines) == 2, res.stdout
+    for ln in lines:
+        assert int(re.search(r"shared=(\d+)", ln).group(1)) == int(re.search(r"raw_bytes=(\d+)", ln).group(1)), ln
+        assert int(re.search(r"spill_st=(\d+)", ln).group(1)) == 0, ln
+        assert "ATOMS" in ln, ln

@@ -183,7 +183,10 @@ TOPK_IMPLS = {"default": None, "v4": dict(version=4), "v4_segs1": dict(version=4
               "v4_d2": dict(version=4, early=False, tau_early=False, fuse_tau=False),
               # long rows in three launches always, and in one (_v4_fused: every tile's program finds the threshold,
               # the last of a row to finish selects; the default for few rows) always
-              "v4_3l": dict(version=4, fused=False), "v4_fused": dict(version=4, fused=True)}
+              "v4_3l": dict(version=4, fused=False), "v4_fused": dict(version=4, fused=True),
+              # rows that fit the capacity by the Gluon select (session 48; the default on sm_90) and by the Triton one
+              "v4_gluon": dict(version=4, gluon=True), "v4_gluon_w16": dict(version=4, gluon=True, gluon_warps=16),
+              "v4_triton": dict(version=4, gluon=False)}
 
 
 @pytest.mark.parametrize("impl", list(TOPK_IMPLS))
@@ -219,6 +222,61 @@ def test_topk_sets(width, k, impl):
     n = (out >= 0).sum(1, keepdim=True)
     valid = torch.arange(k, device=DEV)[None, :] < n
     assert torch.equal(torch.where(valid, out, 2**31 - 1).sort(1).values, torch.where(valid, out, 2**31 - 1))
+
+
+@pytest.mark.parametrize("width, k, warps", [(4160, 2048, None), (8192, 2048, None), (8192, 2048, 16), (4096, 2048, None),
+                                            (4096, 2048, 16), (1040, 512, None), (2048, 512, 8), (300, 128, None),
+                                            (3000, 1024, 4)])
+def test_topk_gluon_select_rows(width, k, warps):
+    """The Gluon select (topk.gluon_select, rows that fit the capacity) on rows built to take each of its paths: the
+    same columns in the same order as the Triton select (gluon=False), the reference's sets, every output entry
+    written; then captured in a CUDA graph and replayed over new logits."""
+    from dsattn.ops.topk.select import launch_topk_v4
+    rows = 24
+    cap = max(2 * k, 1 << (width - 1).bit_length())
+    g = torch.Generator(device=DEV).manual_seed(width + k)
+    x = torch.randn(rows, width, device=DEV, generator=g)
+    x[1] = 5.0                                                              # every key equal (no pass at all)
+    x[2] = torch.randint(0, 4, (width,), device=DEV, generator=g).float()   # four values: ties at the cut
+    x[3, ::2] = 0.0
+    x[3, 1::2] = -0.0                                                       # -0.0 and +0.0 tie
+    x[4, : width // 2] = float("-inf")
+    x[5] = torch.randn(width, device=DEV, generator=g) * 10.0 ** torch.randint(-30, 30, (width,), device=DEV,
+                                                                               generator=g)  # many binades, signs
+    x[6] = x[6].sort().values                                               # the largest at the end
+    x[7] = x[7].sort(descending=True).values
+    x[8] = 1.0 + (torch.arange(width, device=DEV) % 3) * 2.0 ** -23         # keys differing in the last bit only
+    x[9, ::7] = 3.0                                                         # ties spread over the row
+    x[16] = float("-inf")
+    lengths = torch.full((rows,), width, device=DEV, dtype=torch.int32)
+    lengths[10] = 0
+    lengths[11] = k - 1
+    lengths[12] = k
+    lengths[13] = k + 1
+    lengths[14] = torch.randint(k + 2, width + 1, (1,), device=DEV, generator=g)
+    lengths[15] = 1
+    lengths[17] = min(2 * k, width)
+    lengths[18] = -3
+    lengths[19] = width + 100
+    scratch = torch.empty(rows, 0, dtype=torch.int32, device=DEV)
+
+    def run(gluon, x):
+        out = torch.full((rows, k), -7, dtype=torch.int32, device=DEV)
+        launch_topk_v4(x, lengths, k, out, scratch, cap=cap, gluon=gluon, gluon_warps=warps)
+        return out
+    got = run(True, x)
+    assert (got != -7).all()
+    assert torch.equal(got, run(False, x))
+    assert _sets_equal(got, topk_reference(x, torch.zeros_like(lengths), lengths, k)).all()
+    out = torch.full((rows, k), -7, dtype=torch.int32, device=DEV)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        launch_topk_v4(x, lengths, k, out, scratch, cap=cap, gluon=True, gluon_warps=warps)
+    for _ in range(2):
+        x.copy_(torch.randn(rows, width, device=DEV, generator=g))
+        out.fill_(-7)
+        graph.replay()
+        assert torch.equal(out, run(False, x))
 
 
 @pytest.mark.parametrize("keys", ["iid", "heavy"])

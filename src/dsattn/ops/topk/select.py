@@ -32,6 +32,7 @@ from __future__ import annotations
 import torch
 
 from .._triton import sm_count, tl, triton
+from . import gluon_select
 
 _GROUP = 8  # sampled neighbours per group: one 32-byte sector of fp32
 
@@ -865,7 +866,8 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
                    tau_mode: int = 2, per_sm: int = 16, fix_rows: int = 0, split: int = 0, small: int = 256,
                    tau_split: int = 0, tau_small: int = 256, tau_top: int = 10, early: bool = True,
                    tau_early: bool = True, fuse_tau: bool = True, sort: bool = True, fused: bool | None = None,
-                   fused_tile: int | None = None, stop: int = 0) -> None:
+                   fused_tile: int | None = None, gluon: bool | None = None, gluon_warps: int | None = None,
+                   stop: int = 0) -> None:
     """Run the v4 select: _v4_tau; _v4_filter over [rows x segs] programs of filt_warps warps (a tile is
     filt_warps * 32 * rows_per_thread rows of 4 columns; prefetch: the next tile is loaded before this
     one is used; filt_stages: Triton's software pipelining instead); _v4_select (with the retries and the fallback for rows the sample misjudged; fix_rows: their
@@ -901,6 +903,10 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     The defaults (filt_warps 2, tau_mode 2, tau_top 10, select_maxnreg 80 at k 2048 over > 2 x SMs rows, early,
     tau_early, fuse_tau) are the fastest correct variant of bench/topk_v3.py on the H200 ("v4_fuse_early":
     4096 x 65536 0.582 ms = 5.72x torch.topk, bench/results/topk_v3_final.json; notes/indexer.md).
+    gluon: rows that fit `cap` (every row then, one launch) selected by gluon_select.select_rows_kernel (radix passes
+    over shared-memory histograms) instead of _v4_select; None: where gluon_select.usable says it runs (sm_90, not the
+    interpreter, DSATTN_TOPK_GLUON not 0); True needs it. gluon_warps: its warps (None: gluon_select.default_warps). The
+    same set in the same ascending column order as _v4_select's.
     stop (timing only):
     1 ends after the threshold, 2 after the filter (wrong output); with fused=True the one-launch path's cuts
     (_v4_fused's STOP: 1 after the threshold, 2 after the arrival), else the three launches'."""
@@ -920,6 +926,12 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     if long_rows and (scratch.data_ptr() % 8 or scratch.stride(0) % 2 or scratch.stride(1) != 1):
         raise ValueError("scratch rows must be contiguous and 8-byte aligned (int64 candidate slots)")
     sstride = scratch.stride(0) if scratch.dim() == 2 else 0
+    if not long_rows and gluon is not False and cap >= gluon_select.MIN_CAP:
+        if gluon_select.usable(logits.device):
+            gluon_select.launch_select_rows(logits, lengths, k, out, cap, num_warps=gluon_warps)
+            return
+        if gluon:
+            raise ValueError("gluon=True needs an sm_90 CUDA device, Gluon and no interpreter")
     select_warps = select_warps or (8 if cap >= 2048 else 4)
     if long_rows and (stop == 0 or fused) and fused is not False:
         if fused_tile is not None and (fused_tile < 4 or fused_tile & (fused_tile - 1)):

@@ -1,0 +1,254 @@
+"""A Gluon select for rows that fit the candidate capacity (Hopper, sm_90): one program a row, the row's keys in
+registers, the k-th largest found by radix passes over shared-memory histograms (inline-PTX shared atomics) instead
+of select.py's two-bit counting steps.
+
+Why: at 1-8 decode requests the Triton select alone (`_v4_select` over rows a little wider than the usual capacity,
+select.select_capacity) is the largest kernel of a glm-5 decode layer, 15.9-16.5 us (README, the decode-layer
+row), for one row of ~4K columns: a latency chain of 7-12 two-bit steps, each a CTA-wide tuple reduction (shuffles,
+two barriers) after 96 compares a thread, then two CTA-wide scans for the ordered emit (notes/indexer.md, session 41's
+profile). Here a pass costs one shared atomic a matching key, one barrier, and a scan that every warp runs by itself
+over the whole histogram (so no second barrier and no broadcast), and a pass decides DB = log2(32 R) bits (10 at R 32
+keys a thread) instead of 2.
+
+The program (NW warps, R consecutive columns a thread, CAP = 32 R NW columns; a [NW, 32 R] tile, one warp a row, so
+that every scan and sum runs within a warp by shuffles and no Triton operation uses shared memory, as
+sparse_mla.grouping_smem's kernels):
+1. keys: an fp32 logit maps to the uint32 whose unsigned order is the float order (-0.0 as +0.0), as select.py.
+   A row with n_valid <= k lists its valid columns and -1 after them, and nothing else runs.
+2. lo / hi: the smallest and largest valid key (a warp's by shuffles, the CTA's by red.shared.min / max). Every valid
+   key shares lo's bits above hb, the highest bit in which lo and hi differ, so the passes decide only the hb bits
+   below it (rows of logits within a few binades: 25-26 bits, 3 passes of 10 at most).
+3. pass p: the keys that match the prefix decided so far (bits above hi_bit) add one to bin (key >> shift) & mask of
+   the pass's histogram (shift = max(hi_bit - DB, 0), its own NB-word region, zeroed at the start); a barrier; then
+   every warp reads the whole histogram, takes its suffix sums and finds the bin b that holds the `need`-th largest
+   of the matching keys, how many lie above it and how many in it. need -= above, the prefix gains b. When the bin
+   holds exactly `need` keys the prefix (its lower bits 0) is a threshold with exactly k keys >= it: stop early.
+   The pass's results are the same in every warp; each warp stores them in its own words and reads them back as
+   scalars (inline PTX, address from %tid.x), so the loop runs on scalars without another barrier.
+4. emit: entries > T (or >= T after an early stop) and the first `need` entries == T in column order; each
+   entry's place is its count of taken entries before it, from one scan of (gt | eq << 16) within its warp plus
+   the warp totals of the warps before (one barrier). So the row comes out in ascending column order, the same set
+   and order as the Triton select's.
+
+Histogram words are swizzled (bin b at word (b % R) x 32 + b // R) so that a warp's reads of the whole histogram,
+lane l taking bins l R .. l R + R - 1, touch 32 banks at once.
+
+Shared memory (words from global_smem, sized by one buffer allocated below): lo, hi, the NW emit totals, the pass
+results (MAXP x 4 x NW), MAXP histograms of NB words. sm_90a compile check: bench/topk_gluon_check.py.
+"""
+from __future__ import annotations
+
+import os
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    HAVE_GLUON = True
+except Exception:  # pragma: no cover - a Triton without Gluon
+    HAVE_GLUON = False
+
+MIN_CAP = 256       # the smallest capacity it takes (R >= 1 at 8 warps)
+
+
+def default_warps(cap: int) -> int:
+    """Warps a program at capacity cap: 8 from 4096 (16 or 32 keys a thread), else 4."""
+    return 8 if cap >= 4096 else 4
+
+
+def passes(nb: int) -> int:
+    """Histogram passes at most: 32 bits, log2(nb) bits a pass."""
+    db = nb.bit_length() - 1
+    return (32 + db - 1) // db
+
+
+def smem_words(cap: int, num_warps: int) -> int:
+    """The kernel's shared-memory words: lo, hi and padding (8), emit totals, pass results, histograms, rounded up to
+    a power of 2 (the buffer that sizes them)."""
+    nb = cap // num_warps
+    maxp = passes(nb)
+    used = 8 + num_warps + maxp * 4 * num_warps + maxp * nb
+    return 1 << (used - 1).bit_length()
+
+
+if HAVE_GLUON:
+    @gluon.jit
+    def _sts(off, val):
+        """st.shared.b32 [global_smem + off], val (elementwise; the output is a dummy 0)."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .u32 a; mov.u32 a, global_smem; add.u32 a, a, $1; st.shared.b32 [a], $2; mov.u32 $0, 0; }",
+            "=r,r,r", [off, val], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _lds(off):
+        """ld.shared.b32 [global_smem + off] (elementwise; not pure, so it stays after the barrier before it)."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .u32 a; mov.u32 a, global_smem; add.u32 a, a, $1; ld.shared.b32 $0, [a]; }",
+            "=r,r", [off], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _sts_if(off, val, ok):
+        """st.shared.b32 [global_smem + off], val where ok != 0 (elementwise; the output is a dummy 0)."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .u32 a; .reg .pred p; setp.ne.u32 p, $3, 0; mov.u32 a, global_smem; add.u32 a, a, $1; "
+            "@p st.shared.b32 [a], $2; mov.u32 $0, 0; }",
+            "=r,r,r,r", [off, val, ok], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _lds_warp(off):
+        """ld.shared.b32 [global_smem + off + 4 x warp] with a scalar off: a scalar, the word of the reading thread's
+        warp (%tid.x / 32)."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .u32 a, t; mov.u32 t, %tid.x; shr.u32 t, t, 5; shl.b32 t, t, 2; mov.u32 a, global_smem; "
+            "add.u32 a, a, $1; add.u32 a, a, t; ld.shared.b32 $0, [a]; }",
+            "=r,r", [off], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _lds_scalar(off):
+        """ld.shared.b32 [global_smem + off] with a scalar off: a scalar."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .u32 a; mov.u32 a, global_smem; add.u32 a, a, $1; ld.shared.b32 $0, [a]; }",
+            "=r,r", [off], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _red_add_if(off, ok):
+        """red.shared.add.u32 [global_smem + off], 1 where ok != 0 (elementwise; the output is a dummy 0)."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .u32 a; .reg .pred p; setp.ne.u32 p, $2, 0; mov.u32 a, global_smem; add.u32 a, a, $1; "
+            "@p red.shared.add.u32 [a], 1; mov.u32 $0, 0; }",
+            "=r,r,r", [off, ok], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _red_minmax_lane0(off, lo, hi):
+        """Lane 0 of the warp: red.shared.min.u32 [global_smem + off], lo and red.shared.max.u32 [.. + 4], hi
+        (elementwise; the output is a dummy 0)."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .u32 a, l; .reg .pred p; mov.u32 l, %laneid; setp.eq.u32 p, l, 0; mov.u32 a, global_smem; "
+            "add.u32 a, a, $1; @p red.shared.min.u32 [a], $2; @p red.shared.max.u32 [a+4], $3; mov.u32 $0, 0; }",
+            "=r,r,r,r", [off, lo, hi], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _clz(x):
+        """clz.b32 (32 for 0)."""
+        return gl.inline_asm_elementwise("clz.b32 $0, $1;", "=r,r", [x], dtype=gl.int32, is_pure=True, pack=1)
+
+    @gluon.jit
+    def _add(a, b):
+        return a + b
+
+    @gluon.jit(do_not_specialize=["k", "width"])
+    def select_rows_kernel(logits, stride_row, lengths, width, out, stride_out, k, R: gl.constexpr,
+                           NB: gl.constexpr, DB: gl.constexpr, MAXP: gl.constexpr, WORDS: gl.constexpr,
+                           num_warps: gl.constexpr):
+        """Program r: the columns of row r's k largest valid logits (columns < min(lengths[r], width)), ties toward
+        the lower column, in ascending column order, -1 after them when fewer than k are valid. CAP = NB x
+        num_warps >= the row's valid columns (the launcher checks), NB = 32 R = 2^DB."""
+        NW: gl.constexpr = num_warps
+        P: gl.constexpr = gl.BlockedLayout([1, R], [1, 32], [NW, 1], [1, 0])
+        CL: gl.constexpr = gl.BlockedLayout([1], [32], [NW], [0])
+        LO: gl.constexpr = 0                        # word offsets: lo, hi
+        TOT: gl.constexpr = 8                       # emit totals, one a warp
+        RES: gl.constexpr = TOT + NW                # pass p's results: 4 x NW words from RES + 4 NW p
+        HIST: gl.constexpr = RES + MAXP * 4 * NW    # pass p's histogram: NB words from HIST + NB p
+        gl.static_assert(HIST + MAXP * NB <= WORDS, "shared-memory words")
+        res = gl.allocate_shared_memory(gl.int32, [WORDS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+        r = gl.program_id(0).to(gl.int64)
+        out_row = out + r * stride_out
+        n_valid = gl.minimum(gl.maximum(gl.load(lengths + r), 0), width)
+        wk = gl.arange(0, NW, gl.SliceLayout(1, P))
+        cc = gl.arange(0, NB, gl.SliceLayout(0, P))
+        col = wk[:, None] * NB + cc[None, :]                 # [NW, NB]: lane l of warp w holds R consecutive columns
+        if n_valid <= k:
+            gl.store(out_row + col, gl.where(col < n_valid, col, -1), mask=col < k)
+        else:
+            valid = col < n_valid
+            x = gl.load(logits + r * stride_row + col, mask=valid, other=0.0)
+            bits = (x + 0.0).to(gl.int32, bitcast=True)      # -0.0 + 0.0 = +0.0
+            key = (bits ^ ((bits >> 31) | -2147483648)).to(gl.uint32, bitcast=True)
+            # lo = 0xFFFFFFFF, hi = 0, every other word 0 (the histograms must be)
+            ci = gl.arange(0, 32 * NW, CL)
+            for z in gl.static_range((WORDS + 32 * NW - 1) // (32 * NW)):
+                _sts_if((z * 32 * NW + ci) * 4, gl.where(z * 32 * NW + ci == LO, -1, 0),
+                        (z * 32 * NW + ci < WORDS).to(gl.int32))
+            gl.thread_barrier()
+            wlo = gl.min(gl.where(valid, key, 0xFFFFFFFF), axis=1)
+            whi = gl.max(gl.where(valid, key, 0), axis=1)
+            _red_minmax_lane0(wk * 0 + LO * 4, wlo.to(gl.int32, bitcast=True), whi.to(gl.int32, bitcast=True))
+            gl.thread_barrier()
+            lo = _lds_scalar(LO * 4)
+            hi = _lds_scalar(LO * 4 + 4)
+            hb = 32 - _clz(lo ^ hi)                          # bits below the shared prefix
+            t = (lo.to(gl.int64) & ~((gl.full([], 1, gl.int64) << hb.to(gl.int64)) - 1)).to(gl.uint32)
+            need = k + gl.to_tensor(0)
+            hi_bit = hb
+            early = gl.to_tensor(0)
+            p = gl.to_tensor(0)
+            swz = (cc % R) * 32 + cc // R                    # bin cc's word in a histogram
+            while (hi_bit > 0) & (early == 0):
+                shift = gl.maximum(hi_bit - DB, 0)
+                dmask = (1 << (hi_bit - shift)) - 1
+                himask = (gl.full([], 0xFFFFFFFF, gl.int64) << hi_bit.to(gl.int64)).to(gl.uint32)  # bits >= hi_bit
+                match = valid & (((key ^ t) & himask) == 0)
+                digit = ((key >> shift.to(gl.uint32)) & dmask.to(gl.uint32)).to(gl.int32)
+                hist = HIST + p * NB
+                _red_add_if((hist + (digit % R) * 32 + digit // R) * 4, match.to(gl.int32))
+                gl.thread_barrier()
+                h = _lds(gl.zeros([NW, NB], gl.int32, P) + ((hist + swz) * 4)[None, :])
+                # matching keys in bins >= b (a forward scan: Triton's reverse one shuffles every element)
+                suf = gl.sum(h, axis=1)[:, None] - gl.associative_scan(h, 1, _add) + h
+                b = gl.sum((suf >= need).to(gl.int32), axis=1) - 1    # the bin of the need-th largest
+                above = gl.sum(gl.where(cc[None, :] > b[:, None], h, 0), axis=1)
+                inb = gl.sum(gl.where(cc[None, :] == b[:, None], h, 0), axis=1)
+                at = RES + p * 4 * NW
+                _sts((at + wk) * 4, b)
+                _sts((at + NW + wk) * 4, above)
+                _sts((at + 2 * NW + wk) * 4, inb)
+                b_s = _lds_warp(at * 4)
+                need = need - _lds_warp((at + NW) * 4)
+                t = t | (b_s.to(gl.uint32) << shift.to(gl.uint32))
+                early = (_lds_warp((at + 2 * NW) * 4) == need).to(gl.int32)
+                hi_bit = shift
+                p += 1
+            # after an early stop exactly k valid keys are >= t; else t is the k-th largest and `need` of its ties go
+            gt = valid & gl.where(early != 0, key >= t, key > t)
+            eq = valid & (early == 0) & (key == t)
+            v = gt.to(gl.int32) + (eq.to(gl.int32) << 16)
+            incl = gl.associative_scan(v, 1, _add)
+            _sts((TOT + wk) * 4, gl.sum(v, axis=1))
+            gl.thread_barrier()
+            base = gl.zeros([NW], gl.int32, gl.SliceLayout(1, P))
+            for j in gl.static_range(NW):
+                base += gl.where(wk > j, _lds(wk * 0 + (TOT + j) * 4), 0)
+            pre = base[:, None] + incl - v                   # taken entries before this one (packed)
+            gtb = pre & 0xFFFF
+            eqb = pre >> 16
+            sel = gt | (eq & (eqb < need))
+            gl.store(out_row + gtb + gl.minimum(eqb, need), col, mask=sel)
+            gl.thread_barrier()                              # every raw read done before the buffer is written
+        res.slice(0, 32 * NW).store(gl.zeros([32 * NW], gl.int32, CL))
+
+
+def usable(device) -> bool:
+    """Whether the Gluon select can run on `device`: a CUDA device of compute capability 9.x and Gluon (never under
+    the interpreter, which runs no inline PTX). DSATTN_TOPK_GLUON=0 switches it off (for A/B runs)."""
+    from .._triton import interpreting
+    if os.environ.get("DSATTN_TOPK_GLUON", "1").strip() == "0":
+        return False
+    if not HAVE_GLUON or device.type != "cuda" or interpreting():
+        return False
+    import torch
+    return torch.cuda.get_device_capability(device)[0] == 9
+
+
+def launch_select_rows(logits, lengths, k: int, out, cap: int, num_warps: int | None = None, launch=None) -> None:
+    """Rows of at most `cap` valid columns (a power of two >= 2k, >= MIN_CAP), one program of num_warps (None:
+    default_warps) a row. launch: a stand-in for kernel[grid] (the compile check)."""
+    t = logits.shape[0]
+    num_warps = num_warps or default_warps(cap)
+    nb = cap // num_warps
+    if cap & (cap - 1) or nb < 32 or nb % 32:
+        raise ValueError(f"cap must be a power of two with at least 32 columns a warp, got {cap} over {num_warps} warps")
+    r = nb // 32
+    grid = (t,)
+    kern = launch(select_rows_kernel) if launch is not None else select_rows_kernel
+    kern[grid](logits, logits.stride(0), lengths, logits.shape[1], out, out.stride(0), k, R=r, NB=nb,
+               DB=nb.bit_length() - 1, MAXP=passes(nb), WORDS=smem_words(cap, num_warps), num_warps=num_warps)
