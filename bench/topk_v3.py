@@ -108,6 +108,10 @@ VARIANTS = {
     "v4_gluon_w4": dict(version=4, gluon=True, gluon_warps=4),
     "v4_gluon_w8": dict(version=4, gluon=True, gluon_warps=8),
     "v4_gluon_w16": dict(version=4, gluon=True, gluon_warps=16),
+    "v4_gluon_w16_b8": dict(version=4, gluon=True, gluon_warps=16, gluon_bits=8),
+    "v4_gluon_w16_b10": dict(version=4, gluon=True, gluon_warps=16, gluon_bits=10),
+    "v4_gluon_w16_nocand": dict(version=4, gluon=True, gluon_warps=16, gluon_cand=False),
+    "v4_gluon_w8_nocand": dict(version=4, gluon=True, gluon_warps=8, gluon_cand=False),
     "v4_triton": dict(version=4, gluon=False),
 }
 STAGE_CUTS = {"v4_stop1_tau": dict(D2, stop=1),
@@ -120,7 +124,10 @@ STAGE_CUTS = {"v4_stop1_tau": dict(D2, stop=1),
               "v4_stop2": dict(version=4, stop=2),
               # session 43: the one-launch path's cuts (after the threshold; after the arrival, before the select)
               "v4_fused_stop1": dict(version=4, fused=True, stop=1),
-              "v4_fused_stop2": dict(version=4, fused=True, stop=2)}
+              "v4_fused_stop2": dict(version=4, fused=True, stop=2),
+              # session 48: the Gluon select's cuts (after lo / hi; after the passes, before the emit)
+              "v4_gluon_w16_stop1": dict(version=4, gluon=True, gluon_warps=16, stop=1),
+              "v4_gluon_w16_stop2": dict(version=4, gluon=True, gluon_warps=16, stop=2)}
 SHAPES = [(4096, 65536), (1024, 131072), (128, 65536)]
 TIES_VARIANTS = ["v4", "v4_prev"]
 

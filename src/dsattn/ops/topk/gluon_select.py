@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import os
 
+from .._fastlaunch import launch as _fast_launch
+
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
@@ -55,18 +57,21 @@ def default_warps(cap: int) -> int:
     return 8 if cap >= 4096 else 4
 
 
-def passes(nb: int) -> int:
-    """Histogram passes at most: 32 bits, log2(nb) bits a pass."""
-    db = nb.bit_length() - 1
-    return (32 + db - 1) // db
+def default_bits(cap: int, num_warps: int) -> int:
+    """Bits a pass decides (2^bits bins): log2 of the columns a warp (32 keys a lane's worth of bins), at most 10."""
+    return min(10, (cap // num_warps).bit_length() - 1)
 
 
-def smem_words(cap: int, num_warps: int) -> int:
-    """The kernel's shared-memory words: lo, hi and padding (8), emit totals, pass results, histograms, rounded up to
-    a power of 2 (the buffer that sizes them)."""
-    nb = cap // num_warps
-    maxp = passes(nb)
-    used = 8 + num_warps + maxp * 4 * num_warps + maxp * nb
+def passes(bits: int) -> int:
+    """Histogram passes at most: 32 bits, `bits` a pass."""
+    return (32 + bits - 1) // bits
+
+
+def smem_words(num_warps: int, bits: int) -> int:
+    """The kernel's shared-memory words: lo, hi, the candidates' count and padding (8), emit totals, pass results,
+    candidates, histograms, rounded up to a power of 2 (the buffer that sizes them)."""
+    maxp = passes(bits)
+    used = 8 + num_warps + maxp * 4 * num_warps + 32 * num_warps + maxp * (1 << bits)
     return 1 << (used - 1).bit_length()
 
 
@@ -135,40 +140,93 @@ if HAVE_GLUON:
     def _add(a, b):
         return a + b
 
+    @gluon.jit
+    def _atom_inc_if(off, ok):
+        """atom.shared.add.u32 [global_smem + off], 1 where ok != 0: the word's old value there, 0 elsewhere."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .u32 a; .reg .pred p; setp.ne.u32 p, $2, 0; mov.u32 a, global_smem; add.u32 a, a, $1; "
+            "mov.u32 $0, 0; @p atom.shared.add.u32 $0, [a], 1; }",
+            "=r,r,r", [off, ok], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _pass(key, valid, t, hi_bit, need, p, HIST: gl.constexpr, RES: gl.constexpr, DB: gl.constexpr,
+              H: gl.constexpr, NW: gl.constexpr):
+        """One histogram pass over the keys (any layout) that match t above hi_bit: the next DB bits (at most hi_bit)
+        of the need-th largest among them. Returns t with them, need less the keys above its bin, early (1 when its
+        bin holds exactly need keys), the new hi_bit (the pass's shift) and the bin's count."""
+        NBIN: gl.constexpr = 1 << DB
+        HR: gl.constexpr = NBIN // 32
+        shift = gl.maximum(hi_bit - DB, 0)
+        dmask = (1 << (hi_bit - shift)) - 1
+        himask = (gl.full([], 0xFFFFFFFF, gl.int64) << hi_bit.to(gl.int64)).to(gl.uint32)  # bits >= hi_bit
+        match = valid & (((key ^ t) & himask) == 0)
+        digit = ((key >> shift.to(gl.uint32)) & dmask.to(gl.uint32)).to(gl.int32)
+        hist = HIST + p * NBIN
+        _red_add_if((hist + (digit % HR) * 32 + digit // HR) * 4, match.to(gl.int32))
+        gl.thread_barrier()
+        hw = gl.arange(0, NW, gl.SliceLayout(1, H))
+        bi = gl.arange(0, NBIN, gl.SliceLayout(0, H))        # a histogram's bins, HR consecutive a lane
+        h = _lds(gl.zeros([NW, NBIN], gl.int32, H) + ((hist + (bi % HR) * 32 + bi // HR) * 4)[None, :])
+        # matching keys in bins >= b (a forward scan: Triton's reverse one shuffles every element)
+        suf = gl.sum(h, axis=1)[:, None] - gl.associative_scan(h, 1, _add) + h
+        b = gl.sum((suf >= need).to(gl.int32), axis=1) - 1   # the bin of the need-th largest
+        above = gl.sum(gl.where(bi[None, :] > b[:, None], h, 0), axis=1)
+        inb = gl.sum(gl.where(bi[None, :] == b[:, None], h, 0), axis=1)
+        at = RES + p * 4 * NW
+        _sts((at + hw) * 4, b)
+        _sts((at + NW + hw) * 4, above)
+        _sts((at + 2 * NW + hw) * 4, inb)
+        b_s = _lds_warp(at * 4)
+        need = need - _lds_warp((at + NW) * 4)
+        m = _lds_warp((at + 2 * NW) * 4)
+        t = t | (b_s.to(gl.uint32) << shift.to(gl.uint32))
+        return t, need, (m == need).to(gl.int32), shift, m
+
     @gluon.jit(do_not_specialize=["k", "width"])
     def select_rows_kernel(logits, stride_row, lengths, width, out, stride_out, k, R: gl.constexpr,
-                           NB: gl.constexpr, DB: gl.constexpr, MAXP: gl.constexpr, WORDS: gl.constexpr,
-                           num_warps: gl.constexpr):
+                           DB: gl.constexpr, MAXP: gl.constexpr, WORDS: gl.constexpr, CAND: gl.constexpr,
+                           STOP: gl.constexpr, num_warps: gl.constexpr):
         """Program r: the columns of row r's k largest valid logits (columns < min(lengths[r], width)), ties toward
-        the lower column, in ascending column order, -1 after them when fewer than k are valid. CAP = NB x
-        num_warps >= the row's valid columns (the launcher checks), NB = 32 R = 2^DB."""
+        the lower column, in ascending column order, -1 after them when fewer than k are valid. CAP = 32 R num_warps
+        >= width (the launcher checks); a pass decides DB bits (2^DB bins). CAND: after the first pass, when its bin
+        holds at most 32 x num_warps keys, they are gathered into shared memory (one a thread) and the later passes
+        run over them alone. STOP (timing only, wrong output): 1 ends after lo / hi, 2 after the passes."""
         NW: gl.constexpr = num_warps
+        NB: gl.constexpr = 32 * R                   # columns a warp
+        NBIN: gl.constexpr = 1 << DB
+        HR: gl.constexpr = NBIN // 32               # bins a lane
         P: gl.constexpr = gl.BlockedLayout([1, R], [1, 32], [NW, 1], [1, 0])
+        H: gl.constexpr = gl.BlockedLayout([1, HR], [1, 32], [NW, 1], [1, 0])
+        C1: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [NW, 1], [1, 0])
         CL: gl.constexpr = gl.BlockedLayout([1], [32], [NW], [0])
-        LO: gl.constexpr = 0                        # word offsets: lo, hi
+        LO: gl.constexpr = 0                        # word offsets: lo, hi, the candidates' count
         TOT: gl.constexpr = 8                       # emit totals, one a warp
-        RES: gl.constexpr = TOT + NW                # pass p's results: 4 x NW words from RES + 4 NW p
-        HIST: gl.constexpr = RES + MAXP * 4 * NW    # pass p's histogram: NB words from HIST + NB p
-        gl.static_assert(HIST + MAXP * NB <= WORDS, "shared-memory words")
+        RES: gl.constexpr = TOT + NW                # pass p's results: 3 x NW words from RES + 4 NW p
+        CW: gl.constexpr = RES + MAXP * 4 * NW      # the candidates (32 NW words)
+        HIST: gl.constexpr = CW + 32 * NW           # pass p's histogram: NBIN words from HIST + NBIN p
+        USED: gl.constexpr = HIST + MAXP * NBIN
+        gl.static_assert(USED <= WORDS, "shared-memory words")
+        gl.static_assert(HR >= 1, "at least 32 bins")
         res = gl.allocate_shared_memory(gl.int32, [WORDS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
         r = gl.program_id(0).to(gl.int64)
         out_row = out + r * stride_out
-        n_valid = gl.minimum(gl.maximum(gl.load(lengths + r), 0), width)
         wk = gl.arange(0, NW, gl.SliceLayout(1, P))
         cc = gl.arange(0, NB, gl.SliceLayout(0, P))
         col = wk[:, None] * NB + cc[None, :]                 # [NW, NB]: lane l of warp w holds R consecutive columns
+        # the row's loads do not wait for its length (columns past it are masked after)
+        x = gl.load(logits + r * stride_row + col, mask=col < width, other=0.0)
+        n_valid = gl.minimum(gl.maximum(gl.load(lengths + r), 0), width)
         if n_valid <= k:
             gl.store(out_row + col, gl.where(col < n_valid, col, -1), mask=col < k)
         else:
             valid = col < n_valid
-            x = gl.load(logits + r * stride_row + col, mask=valid, other=0.0)
             bits = (x + 0.0).to(gl.int32, bitcast=True)      # -0.0 + 0.0 = +0.0
             key = (bits ^ ((bits >> 31) | -2147483648)).to(gl.uint32, bitcast=True)
-            # lo = 0xFFFFFFFF, hi = 0, every other word 0 (the histograms must be)
+            # lo = 0xFFFFFFFF, hi = 0, the rest 0 (the histograms and the candidates' count must be)
             ci = gl.arange(0, 32 * NW, CL)
-            for z in gl.static_range((WORDS + 32 * NW - 1) // (32 * NW)):
+            for z in gl.static_range((USED + 32 * NW - 1) // (32 * NW)):
                 _sts_if((z * 32 * NW + ci) * 4, gl.where(z * 32 * NW + ci == LO, -1, 0),
-                        (z * 32 * NW + ci < WORDS).to(gl.int32))
+                        (z * 32 * NW + ci < USED).to(gl.int32))
             gl.thread_barrier()
             wlo = gl.min(gl.where(valid, key, 0xFFFFFFFF), axis=1)
             whi = gl.max(gl.where(valid, key, 0), axis=1)
@@ -181,48 +239,47 @@ if HAVE_GLUON:
             need = k + gl.to_tensor(0)
             hi_bit = hb
             early = gl.to_tensor(0)
+            if STOP == 1:
+                hi_bit = hi_bit * 0
             p = gl.to_tensor(0)
-            swz = (cc % R) * 32 + cc // R                    # bin cc's word in a histogram
-            while (hi_bit > 0) & (early == 0):
-                shift = gl.maximum(hi_bit - DB, 0)
-                dmask = (1 << (hi_bit - shift)) - 1
-                himask = (gl.full([], 0xFFFFFFFF, gl.int64) << hi_bit.to(gl.int64)).to(gl.uint32)  # bits >= hi_bit
-                match = valid & (((key ^ t) & himask) == 0)
-                digit = ((key >> shift.to(gl.uint32)) & dmask.to(gl.uint32)).to(gl.int32)
-                hist = HIST + p * NB
-                _red_add_if((hist + (digit % R) * 32 + digit // R) * 4, match.to(gl.int32))
-                gl.thread_barrier()
-                h = _lds(gl.zeros([NW, NB], gl.int32, P) + ((hist + swz) * 4)[None, :])
-                # matching keys in bins >= b (a forward scan: Triton's reverse one shuffles every element)
-                suf = gl.sum(h, axis=1)[:, None] - gl.associative_scan(h, 1, _add) + h
-                b = gl.sum((suf >= need).to(gl.int32), axis=1) - 1    # the bin of the need-th largest
-                above = gl.sum(gl.where(cc[None, :] > b[:, None], h, 0), axis=1)
-                inb = gl.sum(gl.where(cc[None, :] == b[:, None], h, 0), axis=1)
-                at = RES + p * 4 * NW
-                _sts((at + wk) * 4, b)
-                _sts((at + NW + wk) * 4, above)
-                _sts((at + 2 * NW + wk) * 4, inb)
-                b_s = _lds_warp(at * 4)
-                need = need - _lds_warp((at + NW) * 4)
-                t = t | (b_s.to(gl.uint32) << shift.to(gl.uint32))
-                early = (_lds_warp((at + 2 * NW) * 4) == need).to(gl.int32)
-                hi_bit = shift
+            m = n_valid
+            go = gl.to_tensor(1)
+            while (hi_bit > 0) & (early == 0) & (go != 0):
+                t, need, early, hi_bit, m = _pass(key, valid, t, hi_bit, need, p, HIST, RES, DB, H, NW)
                 p += 1
-            # after an early stop exactly k valid keys are >= t; else t is the k-th largest and `need` of its ties go
-            gt = valid & gl.where(early != 0, key >= t, key > t)
-            eq = valid & (early == 0) & (key == t)
-            v = gt.to(gl.int32) + (eq.to(gl.int32) << 16)
-            incl = gl.associative_scan(v, 1, _add)
-            _sts((TOT + wk) * 4, gl.sum(v, axis=1))
-            gl.thread_barrier()
-            base = gl.zeros([NW], gl.int32, gl.SliceLayout(1, P))
-            for j in gl.static_range(NW):
-                base += gl.where(wk > j, _lds(wk * 0 + (TOT + j) * 4), 0)
-            pre = base[:, None] + incl - v                   # taken entries before this one (packed)
-            gtb = pre & 0xFFFF
-            eqb = pre >> 16
-            sel = gt | (eq & (eqb < need))
-            gl.store(out_row + gtb + gl.minimum(eqb, need), col, mask=sel)
+                if CAND:
+                    go = (m > 32 * NW).to(gl.int32)
+            if (hi_bit > 0) & (early == 0):
+                # CAND: the m keys of the last pass's bin into shared memory, one a thread, then the passes over them
+                himask = (gl.full([], 0xFFFFFFFF, gl.int64) << hi_bit.to(gl.int64)).to(gl.uint32)
+                match = valid & (((key ^ t) & himask) == 0)
+                at = _atom_inc_if(gl.zeros([NW, NB], gl.int32, P) + (LO + 2) * 4, match.to(gl.int32))
+                _sts_if((CW + at) * 4, key.to(gl.int32, bitcast=True), match.to(gl.int32))
+                gl.thread_barrier()
+                ti = gl.arange(0, NW, gl.SliceLayout(1, C1))[:, None] * 32 + \
+                    gl.arange(0, 32, gl.SliceLayout(0, C1))[None, :]
+                cvalid = ti < m
+                ck = _lds((CW + gl.minimum(ti, 32 * NW - 1)) * 4).to(gl.uint32, bitcast=True)
+                while (hi_bit > 0) & (early == 0):
+                    t, need, early, hi_bit, m = _pass(ck, cvalid, t, hi_bit, need, p, HIST, RES, DB, H, NW)
+                    p += 1
+            if STOP == 0:
+                # after an early stop exactly k valid keys are >= t; else t is the k-th largest and `need` of its
+                # ties go
+                gt = valid & gl.where(early != 0, key >= t, key > t)
+                eq = valid & (early == 0) & (key == t)
+                v = gt.to(gl.int32) + (eq.to(gl.int32) << 16)
+                incl = gl.associative_scan(v, 1, _add)
+                _sts((TOT + wk) * 4, gl.sum(v, axis=1))
+                gl.thread_barrier()
+                base = gl.zeros([NW], gl.int32, gl.SliceLayout(1, P))
+                for j in gl.static_range(NW):
+                    base += gl.where(wk > j, _lds(wk * 0 + (TOT + j) * 4), 0)
+                pre = base[:, None] + incl - v               # taken entries before this one (packed)
+                gtb = pre & 0xFFFF
+                eqb = pre >> 16
+                sel = gt | (eq & (eqb < need))
+                gl.store(out_row + gtb + gl.minimum(eqb, need), col, mask=sel)
             gl.thread_barrier()                              # every raw read done before the buffer is written
         res.slice(0, 32 * NW).store(gl.zeros([32 * NW], gl.int32, CL))
 
@@ -239,16 +296,25 @@ def usable(device) -> bool:
     return torch.cuda.get_device_capability(device)[0] == 9
 
 
-def launch_select_rows(logits, lengths, k: int, out, cap: int, num_warps: int | None = None, launch=None) -> None:
-    """Rows of at most `cap` valid columns (a power of two >= 2k, >= MIN_CAP), one program of num_warps (None:
-    default_warps) a row. launch: a stand-in for kernel[grid] (the compile check)."""
-    t = logits.shape[0]
+def launch_select_rows(logits, lengths, k: int, out, cap: int, num_warps: int | None = None, bits: int | None = None,
+                       cand: bool = True, stop: int = 0, launch=None) -> None:
+    """Rows of at most `cap` columns (a power of two >= 2k, >= MIN_CAP), one program of num_warps (None: default_warps)
+    a row, `bits` a histogram pass (None: default_bits, 5..10); cand: select_rows_kernel's CAND. stop (timing only):
+    select_rows_kernel's STOP.
+    launch: a stand-in for kernel[grid] (the compile check); else the cached launcher (ops._fastlaunch)."""
+    t, w = logits.shape
     num_warps = num_warps or default_warps(cap)
-    nb = cap // num_warps
-    if cap & (cap - 1) or nb < 32 or nb % 32:
-        raise ValueError(f"cap must be a power of two with at least 32 columns a warp, got {cap} over {num_warps} warps")
-    r = nb // 32
-    grid = (t,)
-    kern = launch(select_rows_kernel) if launch is not None else select_rows_kernel
-    kern[grid](logits, logits.stride(0), lengths, logits.shape[1], out, out.stride(0), k, R=r, NB=nb,
-               DB=nb.bit_length() - 1, MAXP=passes(nb), WORDS=smem_words(cap, num_warps), num_warps=num_warps)
+    r = cap // (32 * num_warps)
+    if cap & (cap - 1) or r < 1 or w > cap:
+        raise ValueError(f"cap must be a power of two >= the width and 32 x num_warps, got cap {cap}, width {w}, "
+                         f"{num_warps} warps")
+    bits = bits or default_bits(cap, num_warps)
+    if not 5 <= bits <= 10:
+        raise ValueError(f"bits must be in [5, 10], got {bits}")
+    args = (logits, logits.stride(0), lengths, w, out, out.stride(0), k)
+    kw = dict(R=r, DB=bits, MAXP=passes(bits), WORDS=smem_words(num_warps, bits), CAND=bool(cand), STOP=stop,
+              num_warps=num_warps)
+    if launch is not None:
+        launch(select_rows_kernel)[(t,)](*args, **kw)
+    else:
+        _fast_launch(select_rows_kernel, (t,), *args, **kw)
