@@ -23,7 +23,19 @@
 # launcher, the row loaded before its length; knobs swept: 16 warps, 8 / 9 / 10 bits a pass, CAND off, and timing cuts
 # (after lo / hi, after the passes). PREDICTION: 16 warps with CAND ~8-9 us as a graph replay at 1 x 4160 (the
 # later passes over ~1 key a thread), the cuts showing the load + lo / hi ~3 us, the passes ~3 us, the emit ~2 us.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s48.sh a|b
+# OUTCOME (95964fa, bench/logs/s48/b/): tests 35 passed. Graph replays (topk_gluon_b_s48.json), us: 1 x 4160 Triton
+# 15.1, Gluon 8 warps 14.8, 16 warps 12.2 (8 bits 12.0, 10 bits 14.4; without CAND 12.0); cuts at 16 warps: after lo / hi
+# 6.2, after the passes 10.1, so load + lo / hi ~6 (a graph replay's floor included), passes ~4, emit ~2. 8 x 4160
+# 17.0 / 14.8 / 12.9 (8 bits 12.4); 32 x 6144 19.5 / 15.9 / 14.6 (13.5); 128 x 8192 22.9 / 20.0 / 16.5 (15.3); 264 x
+# 8192 39.4 / 34.7 / 27.9 (25.6); 1 x 4096 10.8 / 10.4 / 9.3 (9.3); 4096 x 4096 eager 148 / 135-141 / 125 (125; no
+# CAND 121). k 512: 1 x 1040 9.7 / 6.9 (8 warps) / 6.9 (16); 8 x 2048 11.8 / 8.0 / 7.9; 128 x 2048 12.6 / 8.3 / 8.5.
+# CAND bought nothing (the passes were not where the time went) and was removed; the defaults became 16 warps from cap
+# 4096, 8 at 2048, 8 bits a pass. The prediction was wrong: ~12 us, not ~8-9, with the load and lo / hi the largest part.
+# Call `c` (the defaults): the indexer and backend GPU test files whole; the decode layer's kernels with the Gluon
+# select and without (DSATTN_TOPK_GLUON=0); topk_v3's default against the Triton select.
+# PREDICTION: tests pass; glm-5 TP8 layer span at 1 / 8 requests 30.0 / 35.9 -> ~27 / ~32 us (the select ~15.8 ->
+# ~10 us of kernel time), glm-5.3-flash 24.9 / 30.4 -> ~22 / ~27; 128 requests unchanged (rows past the capacity).
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s48.sh a|b|c
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -66,5 +78,23 @@ b)
     --variants v4_triton,v4_gluon,v4_gluon_w8,v4_gluon_w16,v4_gluon_w16_b8 --rounds 3 --rep-ms 20 \
     --out $R/topk_gluon_k512_b_s48.json > $R/topk512.log 2>&1
   echo "topk_v3 k 512 rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/topk512.log >> $L; pack
+  ;;
+c)
+  N=8 LIMIT=300 bash bench/gpu_tests_sharded.sh $R/tests_c tests/gpu/test_indexer_gpu.py tests/gpu/test_backend_gpu.py
+  cat $R/tests_c/summary.log >> $L; pack
+  for arm in gluon triton; do
+    t0=$SECONDS
+    DSATTN_TOPK_GLUON=$([ $arm = gluon ] && echo 1 || echo 0) timeout 150 python bench/decode_layer_kernels.py \
+      --batches 1,8,32,128 --out $R --name decode_layer_topk_c_s48_$arm > $R/layer_$arm.log 2>&1
+    echo "decode layer ($arm) rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/layer_$arm.log >> $L; pack
+  done
+  t0=$SECONDS
+  timeout 120 python bench/topk_v3.py --shapes 1x4160,8x4160,32x6144,128x8192,264x8192,4096x4096 \
+    --cases 1x4160:full,8x4160:full,32x6144:ragged,128x8192:full,264x8192:full,4096x4096:full \
+    --variants v4,v4_triton --rounds 3 --rep-ms 20 --out $R/topk_gluon_c_s48.json > $R/topk.log 2>&1
+  echo "topk_v3 k 2048 rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/topk.log >> $L; pack
+  timeout 60 python bench/topk_v3.py --k 512 --shapes 1x1040,8x2048,128x2048 --cases 1x1040:full,8x2048:full,128x2048:full \
+    --variants v4,v4_triton --rounds 3 --rep-ms 20 --out $R/topk_gluon_k512_c_s48.json > $R/topk512.log 2>&1
+  echo "topk_v3 k 512 rc=$?" >> $L; grep -v -i warn $R/topk512.log >> $L; pack
   ;;
 esac

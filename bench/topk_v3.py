@@ -102,16 +102,15 @@ VARIANTS = {
     "v4_s4k": dict(version=4, sample=4096),
     "v4_s2k": dict(version=4, sample=2048),  # the default's sample before sample_size (64 to 2 x SMs rows: 4096)
     # session 48: rows that fit the capacity selected by the Gluon select (radix passes over shared-memory histograms,
-    # topk/gluon_select.py; the default on sm_90 since) at 4 / 8 / 16 warps, and by the Triton select (the default
-    # before)
+    # topk/gluon_select.py; the default on sm_90 since) at 4 / 8 / 16 warps and 8 / 10 bits a pass, and by the Triton
+    # select (the default before). The nocand variants ran at 95964fa, whose select gathered the first pass's bin for
+    # the later passes unless gluon_cand=False (no faster: topk_gluon_b_s48.json; removed, the knob with it)
     "v4_gluon": dict(version=4, gluon=True),
     "v4_gluon_w4": dict(version=4, gluon=True, gluon_warps=4),
     "v4_gluon_w8": dict(version=4, gluon=True, gluon_warps=8),
     "v4_gluon_w16": dict(version=4, gluon=True, gluon_warps=16),
     "v4_gluon_w16_b8": dict(version=4, gluon=True, gluon_warps=16, gluon_bits=8),
     "v4_gluon_w16_b10": dict(version=4, gluon=True, gluon_warps=16, gluon_bits=10),
-    "v4_gluon_w16_nocand": dict(version=4, gluon=True, gluon_warps=16, gluon_cand=False),
-    "v4_gluon_w8_nocand": dict(version=4, gluon=True, gluon_warps=8, gluon_cand=False),
     "v4_triton": dict(version=4, gluon=False),
 }
 STAGE_CUTS = {"v4_stop1_tau": dict(D2, stop=1),

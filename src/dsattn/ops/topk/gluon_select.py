@@ -53,13 +53,17 @@ MIN_CAP = 256       # the smallest capacity it takes (R >= 1 at 8 warps)
 
 
 def default_warps(cap: int) -> int:
-    """Warps a program at capacity cap: 8 from 4096 (16 or 32 keys a thread), else 4."""
-    return 8 if cap >= 4096 else 4
+    """Warps a program at capacity cap: 16 from 4096, 8 at 2048, else 4 (8-16 keys a thread). H200, CUDA-graph replays
+    (bench/results/topk_gluon_b_s48.json, _k512_b_s48.json), us at 8 -> 16 warps: 1 x 4160 (cap 8192) 14.8 -> 12.2,
+    264 x 8192 34.8 -> 27.9, 1 x 4096 10.6 -> 9.3; k 512 at cap 2048 4 -> 8 warps: 8 x 2048 9.0 -> 8.0."""
+    return 16 if cap >= 4096 else 8 if cap >= 2048 else 4
 
 
 def default_bits(cap: int, num_warps: int) -> int:
-    """Bits a pass decides (2^bits bins): log2 of the columns a warp (32 keys a lane's worth of bins), at most 10."""
-    return min(10, (cap // num_warps).bit_length() - 1)
+    """Bits a pass decides (2^bits bins): 8, fewer where a warp holds fewer than 256 columns. H200, 16 warps, 9 -> 8
+    bits (topk_gluon_b_s48.json): 1 x 4160 12.2 -> 12.0 us, 32 x 6144 14.6 -> 13.5, 264 x 8192 27.9 -> 25.6; 10 bits
+    slower everywhere (1 x 4160 14.4)."""
+    return min(8, (cap // num_warps).bit_length() - 1)
 
 
 def passes(bits: int) -> int:
@@ -68,10 +72,10 @@ def passes(bits: int) -> int:
 
 
 def smem_words(num_warps: int, bits: int) -> int:
-    """The kernel's shared-memory words: lo, hi, the candidates' count and padding (8), emit totals, pass results,
-    candidates, histograms, rounded up to a power of 2 (the buffer that sizes them)."""
+    """The kernel's shared-memory words: lo, hi and padding (8), emit totals, pass results, histograms, rounded up to
+    a power of 2 (the buffer that sizes them)."""
     maxp = passes(bits)
-    used = 8 + num_warps + maxp * 4 * num_warps + 32 * num_warps + maxp * (1 << bits)
+    used = 8 + num_warps + maxp * 4 * num_warps + maxp * (1 << bits)
     return 1 << (used - 1).bit_length()
 
 
@@ -141,19 +145,11 @@ if HAVE_GLUON:
         return a + b
 
     @gluon.jit
-    def _atom_inc_if(off, ok):
-        """atom.shared.add.u32 [global_smem + off], 1 where ok != 0: the word's old value there, 0 elsewhere."""
-        return gl.inline_asm_elementwise(
-            "{ .reg .u32 a; .reg .pred p; setp.ne.u32 p, $2, 0; mov.u32 a, global_smem; add.u32 a, a, $1; "
-            "mov.u32 $0, 0; @p atom.shared.add.u32 $0, [a], 1; }",
-            "=r,r,r", [off, ok], dtype=gl.int32, is_pure=False, pack=1)
-
-    @gluon.jit
     def _pass(key, valid, t, hi_bit, need, p, HIST: gl.constexpr, RES: gl.constexpr, DB: gl.constexpr,
               H: gl.constexpr, NW: gl.constexpr):
         """One histogram pass over the keys (any layout) that match t above hi_bit: the next DB bits (at most hi_bit)
         of the need-th largest among them. Returns t with them, need less the keys above its bin, early (1 when its
-        bin holds exactly need keys), the new hi_bit (the pass's shift) and the bin's count."""
+        bin holds exactly need keys) and the new hi_bit (the pass's shift)."""
         NBIN: gl.constexpr = 1 << DB
         HR: gl.constexpr = NBIN // 32
         shift = gl.maximum(hi_bit - DB, 0)
@@ -178,32 +174,28 @@ if HAVE_GLUON:
         _sts((at + 2 * NW + hw) * 4, inb)
         b_s = _lds_warp(at * 4)
         need = need - _lds_warp((at + NW) * 4)
-        m = _lds_warp((at + 2 * NW) * 4)
         t = t | (b_s.to(gl.uint32) << shift.to(gl.uint32))
-        return t, need, (m == need).to(gl.int32), shift, m
+        return t, need, (_lds_warp((at + 2 * NW) * 4) == need).to(gl.int32), shift
 
     @gluon.jit(do_not_specialize=["k", "width"])
     def select_rows_kernel(logits, stride_row, lengths, width, out, stride_out, k, R: gl.constexpr,
-                           DB: gl.constexpr, MAXP: gl.constexpr, WORDS: gl.constexpr, CAND: gl.constexpr,
-                           STOP: gl.constexpr, num_warps: gl.constexpr):
+                           DB: gl.constexpr, MAXP: gl.constexpr, WORDS: gl.constexpr, STOP: gl.constexpr,
+                           num_warps: gl.constexpr):
         """Program r: the columns of row r's k largest valid logits (columns < min(lengths[r], width)), ties toward
         the lower column, in ascending column order, -1 after them when fewer than k are valid. CAP = 32 R num_warps
-        >= width (the launcher checks); a pass decides DB bits (2^DB bins). CAND: after the first pass, when its bin
-        holds at most 32 x num_warps keys, they are gathered into shared memory (one a thread) and the later passes
-        run over them alone. STOP (timing only, wrong output): 1 ends after lo / hi, 2 after the passes."""
+        >= width (the launcher checks); a pass decides DB bits (2^DB bins). STOP (timing only, wrong output): 1 ends
+        after lo / hi, 2 after the passes."""
         NW: gl.constexpr = num_warps
         NB: gl.constexpr = 32 * R                   # columns a warp
         NBIN: gl.constexpr = 1 << DB
         HR: gl.constexpr = NBIN // 32               # bins a lane
         P: gl.constexpr = gl.BlockedLayout([1, R], [1, 32], [NW, 1], [1, 0])
         H: gl.constexpr = gl.BlockedLayout([1, HR], [1, 32], [NW, 1], [1, 0])
-        C1: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [NW, 1], [1, 0])
         CL: gl.constexpr = gl.BlockedLayout([1], [32], [NW], [0])
-        LO: gl.constexpr = 0                        # word offsets: lo, hi, the candidates' count
+        LO: gl.constexpr = 0                        # word offsets: lo, hi
         TOT: gl.constexpr = 8                       # emit totals, one a warp
         RES: gl.constexpr = TOT + NW                # pass p's results: 3 x NW words from RES + 4 NW p
-        CW: gl.constexpr = RES + MAXP * 4 * NW      # the candidates (32 NW words)
-        HIST: gl.constexpr = CW + 32 * NW           # pass p's histogram: NBIN words from HIST + NBIN p
+        HIST: gl.constexpr = RES + MAXP * 4 * NW    # pass p's histogram: NBIN words from HIST + NBIN p
         USED: gl.constexpr = HIST + MAXP * NBIN
         gl.static_assert(USED <= WORDS, "shared-memory words")
         gl.static_assert(HR >= 1, "at least 32 bins")
@@ -222,7 +214,7 @@ if HAVE_GLUON:
             valid = col < n_valid
             bits = (x + 0.0).to(gl.int32, bitcast=True)      # -0.0 + 0.0 = +0.0
             key = (bits ^ ((bits >> 31) | -2147483648)).to(gl.uint32, bitcast=True)
-            # lo = 0xFFFFFFFF, hi = 0, the rest 0 (the histograms and the candidates' count must be)
+            # lo = 0xFFFFFFFF, hi = 0, the rest 0 (the histograms must be)
             ci = gl.arange(0, 32 * NW, CL)
             for z in gl.static_range((USED + 32 * NW - 1) // (32 * NW)):
                 _sts_if((z * 32 * NW + ci) * 4, gl.where(z * 32 * NW + ci == LO, -1, 0),
@@ -242,27 +234,9 @@ if HAVE_GLUON:
             if STOP == 1:
                 hi_bit = hi_bit * 0
             p = gl.to_tensor(0)
-            m = n_valid
-            go = gl.to_tensor(1)
-            while (hi_bit > 0) & (early == 0) & (go != 0):
-                t, need, early, hi_bit, m = _pass(key, valid, t, hi_bit, need, p, HIST, RES, DB, H, NW)
+            while (hi_bit > 0) & (early == 0):
+                t, need, early, hi_bit = _pass(key, valid, t, hi_bit, need, p, HIST, RES, DB, H, NW)
                 p += 1
-                if CAND:
-                    go = (m > 32 * NW).to(gl.int32)
-            if (hi_bit > 0) & (early == 0):
-                # CAND: the m keys of the last pass's bin into shared memory, one a thread, then the passes over them
-                himask = (gl.full([], 0xFFFFFFFF, gl.int64) << hi_bit.to(gl.int64)).to(gl.uint32)
-                match = valid & (((key ^ t) & himask) == 0)
-                at = _atom_inc_if(gl.zeros([NW, NB], gl.int32, P) + (LO + 2) * 4, match.to(gl.int32))
-                _sts_if((CW + at) * 4, key.to(gl.int32, bitcast=True), match.to(gl.int32))
-                gl.thread_barrier()
-                ti = gl.arange(0, NW, gl.SliceLayout(1, C1))[:, None] * 32 + \
-                    gl.arange(0, 32, gl.SliceLayout(0, C1))[None, :]
-                cvalid = ti < m
-                ck = _lds((CW + gl.minimum(ti, 32 * NW - 1)) * 4).to(gl.uint32, bitcast=True)
-                while (hi_bit > 0) & (early == 0):
-                    t, need, early, hi_bit, m = _pass(ck, cvalid, t, hi_bit, need, p, HIST, RES, DB, H, NW)
-                    p += 1
             if STOP == 0:
                 # after an early stop exactly k valid keys are >= t; else t is the k-th largest and `need` of its
                 # ties go
@@ -297,10 +271,9 @@ def usable(device) -> bool:
 
 
 def launch_select_rows(logits, lengths, k: int, out, cap: int, num_warps: int | None = None, bits: int | None = None,
-                       cand: bool = True, stop: int = 0, launch=None) -> None:
+                       stop: int = 0, launch=None) -> None:
     """Rows of at most `cap` columns (a power of two >= 2k, >= MIN_CAP), one program of num_warps (None: default_warps)
-    a row, `bits` a histogram pass (None: default_bits, 5..10); cand: select_rows_kernel's CAND. stop (timing only):
-    select_rows_kernel's STOP.
+    a row, `bits` a histogram pass (None: default_bits, 5..10). stop (timing only): select_rows_kernel's STOP.
     launch: a stand-in for kernel[grid] (the compile check); else the cached launcher (ops._fastlaunch)."""
     t, w = logits.shape
     num_warps = num_warps or default_warps(cap)
@@ -312,8 +285,7 @@ def launch_select_rows(logits, lengths, k: int, out, cap: int, num_warps: int | 
     if not 5 <= bits <= 10:
         raise ValueError(f"bits must be in [5, 10], got {bits}")
     args = (logits, logits.stride(0), lengths, w, out, out.stride(0), k)
-    kw = dict(R=r, DB=bits, MAXP=passes(bits), WORDS=smem_words(num_warps, bits), CAND=bool(cand), STOP=stop,
-              num_warps=num_warps)
+    kw = dict(R=r, DB=bits, MAXP=passes(bits), WORDS=smem_words(num_warps, bits), STOP=stop, num_warps=num_warps)
     if launch is not None:
         launch(select_rows_kernel)[(t,)](*args, **kw)
     else:

@@ -867,7 +867,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
                    tau_split: int = 0, tau_small: int = 256, tau_top: int = 10, early: bool = True,
                    tau_early: bool = True, fuse_tau: bool = True, sort: bool = True, fused: bool | None = None,
                    fused_tile: int | None = None, gluon: bool | None = None, gluon_warps: int | None = None,
-                   gluon_bits: int | None = None, gluon_cand: bool = True, stop: int = 0) -> None:
+                   gluon_bits: int | None = None, stop: int = 0) -> None:
     """Run the v4 select: _v4_tau; _v4_filter over [rows x segs] programs of filt_warps warps (a tile is
     filt_warps * 32 * rows_per_thread rows of 4 columns; prefetch: the next tile is loaded before this
     one is used; filt_stages: Triton's software pipelining instead); _v4_select (with the retries and the fallback for rows the sample misjudged; fix_rows: their
@@ -905,9 +905,9 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     4096 x 65536 0.582 ms = 5.72x torch.topk, bench/results/topk_v3_final.json; notes/indexer.md).
     gluon: rows that fit `cap` (every row then, one launch) selected by gluon_select.select_rows_kernel (radix passes
     over shared-memory histograms) instead of _v4_select; None: where gluon_select.usable says it runs (sm_90, not the
-    interpreter, DSATTN_TOPK_GLUON not 0); True needs it. gluon_warps / gluon_bits / gluon_cand: its warps (None:
-    gluon_select.default_warps), bits a pass (None: default_bits) and candidate passes (launch_select_rows). The same
-    set in the same ascending column order as _v4_select's; stop there is select_rows_kernel's STOP.
+    interpreter, DSATTN_TOPK_GLUON not 0); True needs it. gluon_warps / gluon_bits: its warps (None:
+    gluon_select.default_warps) and bits a pass (None: default_bits). The same set in the same ascending column order
+    as _v4_select's; stop there is select_rows_kernel's STOP.
     stop (timing only):
     1 ends after the threshold, 2 after the filter (wrong output); with fused=True the one-launch path's cuts
     (_v4_fused's STOP: 1 after the threshold, 2 after the arrival), else the three launches'."""
@@ -930,7 +930,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     if not long_rows and gluon is not False and cap >= gluon_select.MIN_CAP:
         if gluon_select.usable(logits.device):
             gluon_select.launch_select_rows(logits, lengths, k, out, cap, num_warps=gluon_warps, bits=gluon_bits,
-                                            cand=gluon_cand, stop=stop)
+                                            stop=stop)
             return
         if gluon:
             raise ValueError("gluon=True needs an sm_90 CUDA device, Gluon and no interpreter")
