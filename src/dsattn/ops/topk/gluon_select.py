@@ -38,6 +38,7 @@ results (MAXP x 4 x NW), MAXP histograms of NB words. sm_90a compile check: benc
 """
 from __future__ import annotations
 
+import functools
 import os
 
 from .._fastlaunch import launch as _fast_launch
@@ -260,14 +261,19 @@ if HAVE_GLUON:
 
 def usable(device) -> bool:
     """Whether the Gluon select can run on `device`: a CUDA device of compute capability 9.x and Gluon (never under
-    the interpreter, which runs no inline PTX). DSATTN_TOPK_GLUON=0 switches it off (for A/B runs)."""
+    the interpreter, which runs no inline PTX). DSATTN_TOPK_GLUON=0 (read at each call) switches it off (A/B runs)."""
     from .._triton import interpreting
     if os.environ.get("DSATTN_TOPK_GLUON", "1").strip() == "0":
         return False
     if not HAVE_GLUON or device.type != "cuda" or interpreting():
         return False
+    return _sm90(device.index)
+
+
+@functools.lru_cache(maxsize=None)
+def _sm90(index) -> bool:
     import torch
-    return torch.cuda.get_device_capability(device)[0] == 9
+    return torch.cuda.get_device_capability(index)[0] == 9
 
 
 def launch_select_rows(logits, lengths, k: int, out, cap: int, num_warps: int | None = None, bits: int | None = None,
