@@ -35,7 +35,18 @@
 # select and without (DSATTN_TOPK_GLUON=0); topk_v3's default against the Triton select.
 # PREDICTION: tests pass; glm-5 TP8 layer span at 1 / 8 requests 30.0 / 35.9 -> ~27 / ~32 us (the select ~15.8 ->
 # ~10 us of kernel time), glm-5.3-flash 24.9 / 30.4 -> ~22 / ~27; 128 requests unchanged (rows past the capacity).
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s48.sh a|b|c
+# OUTCOME (e6e08c4, bench/logs/s48/c/): 240 passed. Spans, Gluon / Triton, us (decode_layer_topk_c_s48_*.json): glm-5
+# TP8 1 / 8 / 32 / 128 requests 23.0 / 30.1, 28.6 / 36.2, 46.1 / 53.1, 140.3 / 140.3 (the select 8.8-9.6 us of kernel
+# time against 15.8-16.5); glm-5.3-flash 21.9 / 24.9, 27.3 / 30.6, 40.8 / 43.6, 109.9 / 108.8; deepseek-v3.2 TP8 24.1 /
+# 30.7, 33.5 / 40.8, 54.7 / 61.4, 168.7 / 168.7. Better than predicted at 1-8 requests (-7 us against -3); 128 requests
+# unchanged as predicted. topk_v3 graph replays, us: 1 x 4160 11.3 / 15.1, 8 x 4160 12.9 / 17.3, 32 x 6144 13.9 / 20.0,
+# 128 x 8192 15.5 / 23.1, 264 x 8192 25.8 / 39.4; 4096 x 4096 eager 122 / 148; k 512 1 x 1040 6.7 / 9.6, 8 x 2048 7.9 /
+# 11.7, 128 x 2048 8.2 / 12.6. Eager calls at one row took longer than Triton's (1 x 4160 19.8 / 15.4 us: host time).
+# Call `d`: Nsight Compute on the select at 1 x 4160 (default and its two cuts: durations; the default's warp-state
+# samples per SASS instruction), to see what its ~9 us are.
+# PREDICTION: load + lo / hi ~3 us (the row's loads and two barriers), the passes ~3.5 us, the emit ~2 us; samples
+# mostly on the barriers' waits and the histogram loads.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s48.sh a|b|c|d
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -96,5 +107,26 @@ c)
   timeout 60 python bench/topk_v3.py --k 512 --shapes 1x1040,8x2048,128x2048 --cases 1x1040:full,8x2048:full,128x2048:full \
     --variants v4,v4_triton --rounds 3 --rep-ms 20 --out $R/topk_gluon_k512_c_s48.json > $R/topk512.log 2>&1
   echo "topk_v3 k 512 rc=$?" >> $L; grep -v -i warn $R/topk512.log >> $L; pack
+  ;;
+d)
+  prof() {  # name args...
+    local n=$1; shift
+    timeout 150 ncu --clock-control none --warp-sampling-interval 0 -k regex:select_rows_kernel -s 1 -c 1 \
+      --section SourceCounters --section WarpStateStats --section SchedulerStats --section SpeedOfLight \
+      -f -o $R/$n python bench/topk_ncu_case.py "$@" > $R/ncu_$n.log 2>&1
+    echo "== $n rc=$?" >> $L
+    ncu --import $R/$n.ncu-rep --page source --csv --print-source sass > $R/${n}_source.csv 2> $R/${n}_source.err
+    ncu --import $R/$n.ncu-rep --page details > $R/${n}_details.txt 2>&1
+    python bench/ncu_stalls.py $R/${n}_source.csv --top 40 > $R/${n}_stalls.txt 2>&1
+    grep -E "Duration|Issue Slots Busy|Warp Cycles Per Issued|No Eligible|Issued Warp" $R/${n}_details.txt >> $L
+    rm -f $R/$n.ncu-rep
+  }
+  python bench/topk_ncu_case.py --rows 1 --width 4160 && echo ok >> $L
+  prof sel16 --rows 1 --width 4160
+  head -n 60 $R/sel16_stalls.txt >> $L; pack
+  prof sel16_stop1 --rows 1 --width 4160 --stop 1 --gluon-warps 16
+  prof sel16_stop2 --rows 1 --width 4160 --stop 2 --gluon-warps 16
+  prof sel8 --rows 1 --width 4160 --gluon-warps 8
+  pack
   ;;
 esac
