@@ -46,7 +46,16 @@
 # samples per SASS instruction), to see what its ~9 us are.
 # PREDICTION: load + lo / hi ~3 us (the row's loads and two barriers), the passes ~3.5 us, the emit ~2 us; samples
 # mostly on the barriers' waits and the histogram loads.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s48.sh a|b|c|d
+# OUTCOME (b51a88e, bench/logs/s48/d/; ncu durations, clocks unlocked, caches flushed): 9.25 us (8 warps 10.50); cut
+# after lo / hi 3.42, after the passes 6.02: load + lo / hi 3.4, passes 2.6, emit 3.2 (the emit was predicted 2). 0.43
+# issued warps a cycle a scheduler. Samples (442): ~24% before lo / hi (the first use of the row's loads, FADD, and
+# the barrier after), ~50% in the pass loop, ~20% in the emit, whose 16 predicated stores a thread each touch 32 lines.
+# Call `e`: the emit through a shared-memory copy of the output row (coalesced stores), and the pass's three
+# reductions made independent of one another (above = the largest suffix sum below need, the bin's count from the
+# smallest at or above it); tests; ncu durations; topk_v3 and the decode layer against the Triton select again.
+# PREDICTION: the emit 3.2 -> ~1.5 us, the passes a little shorter: ~7.5 us under ncu, the glm-5 layer at 1 request
+# ~21.5 us.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s48.sh a|b|c|d|e
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -128,5 +137,30 @@ d)
   prof sel16_stop2 --rows 1 --width 4160 --stop 2 --gluon-warps 16
   prof sel8 --rows 1 --width 4160 --gluon-warps 8
   pack
+  ;;
+e)
+  K="gluon or (topk_sets and default) or signed_zeros or few_long" N=6 LIMIT=200 bash bench/gpu_tests_sharded.sh \
+    $R/tests_e tests/gpu/test_indexer_gpu.py
+  cat $R/tests_e/summary.log >> $L; pack
+  for spec in "sel16" "sel16_stop2 --stop 2 --gluon-warps 16"; do
+    set -- $spec; n=$1; shift
+    timeout 100 ncu --clock-control none -k regex:select_rows_kernel -s 1 -c 1 --section SpeedOfLight \
+      python bench/topk_ncu_case.py --rows 1 --width 4160 "$@" > $R/ncu_$n.txt 2>&1
+    echo "== $n rc=$?" >> $L; grep -E "Duration" $R/ncu_$n.txt >> $L
+  done
+  t0=$SECONDS
+  timeout 120 python bench/topk_v3.py --shapes 1x4160,8x4160,32x6144,128x8192,264x8192,4096x4096 \
+    --cases 1x4160:full,8x4160:full,32x6144:ragged,128x8192:full,264x8192:full,4096x4096:full \
+    --variants v4,v4_triton --rounds 3 --rep-ms 20 --out $R/topk_gluon_e_s48.json > $R/topk.log 2>&1
+  echo "topk_v3 k 2048 rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/topk.log >> $L; pack
+  timeout 60 python bench/topk_v3.py --k 512 --shapes 1x1040,8x2048,128x2048 --cases 1x1040:full,8x2048:full,128x2048:full \
+    --variants v4,v4_triton --rounds 3 --rep-ms 20 --out $R/topk_gluon_k512_e_s48.json > $R/topk512.log 2>&1
+  echo "topk_v3 k 512 rc=$?" >> $L; grep -v -i warn $R/topk512.log >> $L; pack
+  for arm in gluon triton; do
+    t0=$SECONDS
+    DSATTN_TOPK_GLUON=$([ $arm = gluon ] && echo 1 || echo 0) timeout 150 python bench/decode_layer_kernels.py \
+      --batches 1,8,32,128 --out $R --name decode_layer_topk_e_s48_$arm > $R/layer_$arm.log 2>&1
+    echo "decode layer ($arm) rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/layer_$arm.log >> $L; pack
+  done
   ;;
 esac

@@ -54,7 +54,7 @@ def main(argv=None) -> int:
             sass = sass_of(ptx)
             ops = collections.Counter(re.findall(r"\b(ATOMS\.\w+|RED\w*\.\w+|STS[.\w]*|LDS[.\w]*|BAR\.\w+|SHFL\.\w+|"
                                                  r"STL[.\w]*|LDL[.\w]*)\b", sass))
-            words = gluon_select.smem_words(nw, gluon_select.default_bits(cap, nw))
+            words = gluon_select.smem_words(cap, nw, gluon_select.default_bits(cap, nw))
             print(f"cap {cap} warps {nw}: {ptxas_report(ptx)} shared={c.metadata.shared} raw_bytes={4 * words} "
                   f"sass={dict(ops)}")
             if args.sass:

@@ -72,11 +72,11 @@ def passes(bits: int) -> int:
     return (32 + bits - 1) // bits
 
 
-def smem_words(num_warps: int, bits: int) -> int:
-    """The kernel's shared-memory words: lo, hi and padding (8), emit totals, pass results, histograms, rounded up to
-    a power of 2 (the buffer that sizes them)."""
+def smem_words(cap: int, num_warps: int, bits: int) -> int:
+    """The kernel's shared-memory words: lo, hi and padding (8), emit totals, pass results, histograms, the output
+    row's copy (cap / 2 words), rounded up to a power of 2 (the buffer that sizes them)."""
     maxp = passes(bits)
-    used = 8 + num_warps + maxp * 4 * num_warps + maxp * (1 << bits)
+    used = 8 + num_warps + maxp * 4 * num_warps + maxp * (1 << bits) + cap // 2
     return 1 << (used - 1).bit_length()
 
 
@@ -166,9 +166,11 @@ if HAVE_GLUON:
         h = _lds(gl.zeros([NW, NBIN], gl.int32, H) + ((hist + (bi % HR) * 32 + bi // HR) * 4)[None, :])
         # matching keys in bins >= b (a forward scan: Triton's reverse one shuffles every element)
         suf = gl.sum(h, axis=1)[:, None] - gl.associative_scan(h, 1, _add) + h
-        b = gl.sum((suf >= need).to(gl.int32), axis=1) - 1   # the bin of the need-th largest
-        above = gl.sum(gl.where(bi[None, :] > b[:, None], h, 0), axis=1)
-        inb = gl.sum(gl.where(bi[None, :] == b[:, None], h, 0), axis=1)
+        # suf does not grow with the bin, so the need-th largest's bin b, the keys above it (suf[b + 1]) and those
+        # from it on (suf[b]) are three reductions that do not wait for one another
+        b = gl.sum((suf >= need).to(gl.int32), axis=1) - 1
+        above = gl.max(gl.where(suf < need, suf, 0), axis=1)
+        inb = gl.min(gl.where(suf >= need, suf, 2147483647), axis=1) - above
         at = RES + p * 4 * NW
         _sts((at + hw) * 4, b)
         _sts((at + NW + hw) * 4, above)
@@ -197,7 +199,10 @@ if HAVE_GLUON:
         TOT: gl.constexpr = 8                       # emit totals, one a warp
         RES: gl.constexpr = TOT + NW                # pass p's results: 3 x NW words from RES + 4 NW p
         HIST: gl.constexpr = RES + MAXP * 4 * NW    # pass p's histogram: NBIN words from HIST + NBIN p
-        USED: gl.constexpr = HIST + MAXP * NBIN
+        OUT: gl.constexpr = HIST + MAXP * NBIN      # the output row's copy (k <= CAP / 2 = OUTW words)
+        OUTW: gl.constexpr = NB * NW // 2
+        USED: gl.constexpr = HIST + MAXP * NBIN     # (the words that must start zeroed)
+        gl.static_assert(OUT + OUTW <= WORDS, "shared-memory words")
         gl.static_assert(USED <= WORDS, "shared-memory words")
         gl.static_assert(HR >= 1, "at least 32 bins")
         res = gl.allocate_shared_memory(gl.int32, [WORDS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
@@ -254,7 +259,12 @@ if HAVE_GLUON:
                 gtb = pre & 0xFFFF
                 eqb = pre >> 16
                 sel = gt | (eq & (eqb < need))
-                gl.store(out_row + gtb + gl.minimum(eqb, need), col, mask=sel)
+                # each taken column to its place in a shared-memory copy of the output row, then the row out in
+                # coalesced stores (a thread's taken columns land apart from its neighbours': 32 lines a store)
+                _sts_if((OUT + gtb + gl.minimum(eqb, need)) * 4, col, sel.to(gl.int32))
+                gl.thread_barrier()
+                for o in range(0, k, 32 * NW):
+                    gl.store(out_row + o + ci, _lds((OUT + gl.minimum(o + ci, OUTW - 1)) * 4), mask=o + ci < k)
             gl.thread_barrier()                              # every raw read done before the buffer is written
         res.slice(0, 32 * NW).store(gl.zeros([32 * NW], gl.int32, CL))
 
@@ -291,7 +301,7 @@ def launch_select_rows(logits, lengths, k: int, out, cap: int, num_warps: int | 
     if not 5 <= bits <= 10:
         raise ValueError(f"bits must be in [5, 10], got {bits}")
     args = (logits, logits.stride(0), lengths, w, out, out.stride(0), k)
-    kw = dict(R=r, DB=bits, MAXP=passes(bits), WORDS=smem_words(num_warps, bits), STOP=stop, num_warps=num_warps)
+    kw = dict(R=r, DB=bits, MAXP=passes(bits), WORDS=smem_words(cap, num_warps, bits), STOP=stop, num_warps=num_warps)
     if launch is not None:
         launch(select_rows_kernel)[(t,)](*args, **kw)
     else:
