@@ -1,8 +1,8 @@
 """Indexer top-k (SPEC section 4): the k largest valid columns of each logits row, as a set.
 
 ``topk`` is a ``torch.library`` custom op (``dsattn::topk``) with a fake implementation. On a CUDA
-tensor (or on the CPU under ``TRITON_INTERPRET=1``) it runs a radix select (``select.py``; no sort);
-otherwise the reference twin. Every argument is checked first; bad input raises ValueError naming it.
+tensor (or on the CPU under ``TRITON_INTERPRET=1``) it runs a radix select (``select.py``; no sort; on sm_90
+rows that fit the candidate capacity go to the Gluon select, ``gluon_select.py``); otherwise the reference twin. Every argument is checked first; bad input raises ValueError naming it.
 """
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ def topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: Optional[torc
     are 0 .. lengths[t] - 1 (values past W are treated as W, negative as 0); 1 <= k <= MAX_TOPK (8192).
     -0.0 and +0.0 are equal logits (a tie).
     out [T, k] int32 (any row stride): the row's k largest valid columns as a set (order free), ties
-    toward the lower column, padded with -1 when fewer than k are valid. The Triton kernels list each set in
-    ascending column order, the same in every run, for k <= 8192 (tests/test_topk.py::
+    toward the lower column, padded with -1 when fewer than k are valid. The Triton and Gluon kernels list each set
+    in ascending column order, the same in every run, for k <= 8192 (tests/test_topk.py::
     test_rows_come_out_in_column_order; the attention that reads the list sums in its order); the reference twin
     (CPU without TRITON_INTERPRET) in its own. scratch: the int32 buffer of ``topk_scratch_spec(T, W, k)``
     (allocated here when None and needed). Returns out.

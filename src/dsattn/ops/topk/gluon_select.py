@@ -1,40 +1,60 @@
 """A Gluon select for rows that fit the candidate capacity (Hopper, sm_90): one program a row, the row's keys in
 registers, the k-th largest found by radix passes over shared-memory histograms (inline-PTX shared atomics) instead
-of select.py's two-bit counting steps.
+of select.py's two-bit counting steps. select.launch_topk_v4 runs it for every row set that fits its capacity on
+sm_90 (`gluon`; DSATTN_TOPK_GLUON=0 keeps the Triton select, for A/B runs); the interpreter and other GPUs keep the
+Triton select, whose output it equals column for column (tests/gpu/test_indexer_gpu.py::test_topk_gluon_select_rows).
 
-Why: at 1-8 decode requests the Triton select alone (`_v4_select` over rows a little wider than the usual capacity,
-select.select_capacity) is the largest kernel of a glm-5 decode layer, 15.9-16.5 us (README, the decode-layer
-row), for one row of ~4K columns: a latency chain of 7-12 two-bit steps, each a CTA-wide tuple reduction (shuffles,
-two barriers) after 96 compares a thread, then two CTA-wide scans for the ordered emit (notes/indexer.md, session 41's
-profile). Here a pass costs one shared atomic a matching key, one barrier, and a scan that every warp runs by itself
-over the whole histogram (so no second barrier and no broadcast), and a pass decides DB = log2(32 R) bits (10 at R 32
-keys a thread) instead of 2.
+Why: at 1-32 decode requests the Triton select alone (`_v4_select` over rows a little wider than the usual capacity,
+select.select_capacity) was the largest kernel of a glm-5 decode layer, 15.8-16.5 us of a 30-36 us span (README's
+decode-layer row), for one row of ~4K columns a program: 7-12 two-bit steps, each a CTA-wide tuple reduction
+(shuffles, two barriers) after 96 compares a thread, then two CTA-wide ordered scans (notes/indexer.md, session 41's
+profile). Here a pass decides 8 bits with one shared atomic a matching key, one barrier, and a scan that every warp
+runs by itself over the whole histogram (no second barrier, no broadcast).
 
 The program (NW warps, R consecutive columns a thread, CAP = 32 R NW columns; a [NW, 32 R] tile, one warp a row, so
 that every scan and sum runs within a warp by shuffles and no Triton operation uses shared memory, as
 sparse_mla.grouping_smem's kernels):
 1. keys: an fp32 logit maps to the uint32 whose unsigned order is the float order (-0.0 as +0.0), as select.py.
-   A row with n_valid <= k lists its valid columns and -1 after them, and nothing else runs.
-2. lo / hi: the smallest and largest valid key (a warp's by shuffles, the CTA's by red.shared.min / max). Every valid
-   key shares lo's bits above hb, the highest bit in which lo and hi differ, so the passes decide only the hb bits
-   below it (rows of logits within a few binades: 25-26 bits, 3 passes of 10 at most).
+   The row is loaded before its length is known (columns past it masked after). A row with n_valid <= k lists its
+   valid columns and -1 after them, and nothing else runs.
+2. lo / hi: the smallest and largest valid key (a warp's by redux, the CTA's by red.shared.min / max). Every valid key
+   shares lo's bits above hb, the highest bit in which lo and hi differ, so the passes decide only the hb bits below.
 3. pass p: the keys that match the prefix decided so far (bits above hi_bit) add one to bin (key >> shift) & mask of
-   the pass's histogram (shift = max(hi_bit - DB, 0), its own NB-word region, zeroed at the start); a barrier; then
-   every warp reads the whole histogram, takes its suffix sums and finds the bin b that holds the `need`-th largest
-   of the matching keys, how many lie above it and how many in it. need -= above, the prefix gains b. When the bin
-   holds exactly `need` keys the prefix (its lower bits 0) is a threshold with exactly k keys >= it: stop early.
-   The pass's results are the same in every warp; each warp stores them in its own words and reads them back as
-   scalars (inline PTX, address from %tid.x), so the loop runs on scalars without another barrier.
-4. emit: entries > T (or >= T after an early stop) and the first `need` entries == T in column order; each
-   entry's place is its count of taken entries before it, from one scan of (gt | eq << 16) within its warp plus
-   the warp totals of the warps before (one barrier). So the row comes out in ascending column order, the same set
-   and order as the Triton select's.
+   the pass's histogram (shift = max(hi_bit - DB, 0), its own 2^DB-word region, zeroed at the start); a barrier; then
+   every warp reads the whole histogram and takes its suffix sums suf; since suf does not grow with the bin, the bin b
+   of the `need`-th largest matching key (the count of suf >= need, less one), the keys above it (the largest suf below
+   need) and those from it on (the smallest suf at or above need) are three reductions that do not wait for one
+   another. need -= above, the prefix gains b. When the bin holds exactly `need` keys the prefix (its lower bits 0) is a
+   threshold with exactly k keys >= it: stop early. The pass's results are the same in every warp; each warp stores
+   them in its own words and reads them back as scalars (inline PTX, address from %tid.x), so the loop runs on
+   scalars without another barrier.
+4. emit: entries > T (or >= T after an early stop) and the first `need` entries == T in column order; each entry's
+   place is its count of taken entries before it, from one scan of (gt | eq << 16) within its warp plus the warp
+   totals of the warps before (one barrier). The taken columns go to their places in a shared-memory copy of the
+   output row and, after a barrier, out in coalesced stores. So the row comes out in ascending column order, the same
+   set and order as the Triton select's.
 
-Histogram words are swizzled (bin b at word (b % R) x 32 + b // R) so that a warp's reads of the whole histogram,
-lane l taking bins l R .. l R + R - 1, touch 32 banks at once.
+Histogram words are swizzled (bin b at word (b % HR) x 32 + b // HR, HR bins a lane) so that a warp's reads of the
+whole histogram, lane l taking bins l HR .. l HR + HR - 1, touch 32 banks at once.
 
 Shared memory (words from global_smem, sized by one buffer allocated below): lo, hi, the NW emit totals, the pass
-results (MAXP x 4 x NW), MAXP histograms of NB words. sm_90a compile check: bench/topk_gluon_check.py.
+results (MAXP x 4 x NW), MAXP histograms of 2^DB words, the output row's copy (CAP / 2 words). sm_90a compile check
+(bench/topk_gluon_check.py, this CPU machine): at the default warps 47-88 registers, no spill, the dynamic shared
+memory exactly the words the inline PTX addresses; the predicated shared adds become ATOMS.POPC.INC.
+
+MEASURED (H200, session 48, bench/gpu_s48.sh a-e, bench/logs/s48/; against the Triton select in the same process):
+- the kernel at 1 x 4160 (k 2048, cap 8192, random normal rows; Nsight Compute, clocks unlocked, caches flushed):
+  8.0 us (call e); the first version, 8 warps, 10 bits a pass, direct scattered stores: 10.5 (call d), at 16 warps
+  9.25, of which load + lo / hi 3.4, the passes 2.6, the emit 3.2 (cuts: STOP).
+- CUDA-graph replays (bench/topk_v3.py, topk_gluon_e_s48.json, _k512_e_s48.json), us, Gluon / Triton: k 2048 1 x 4160
+  10.6 / 15.0, 8 x 4160 12.1 / 17.3, 32 x 6144 (ragged) 13.0 / 19.8, 128 x 8192 15.0 / 23.1, 264 x 8192 24.5 / 39.1;
+  4096 x 4096 eager 107 / 149; k 512 1 x 1040 6.8 / 9.6, 8 x 2048 7.8 / 11.9, 128 x 2048 8.7 / 13.2.
+- one decode layer's span on the GPU, CUDA-graph replays (bench/decode_layer_kernels.py, decode_layer_topk_e_s48_
+  {gluon,triton}.json), 1 / 8 / 32 requests, us: glm-5 TP8 22.2 / 30.0, 27.8 / 36.1, 45.7 / 53.3 (the select 8.0-8.9
+  against 15.8-16.5); deepseek-v3.2 TP8 23.3 / 30.6, 32.7 / 40.8, 54.3 / 61.4; glm-5.3-flash TP8 22.1 / 24.8, 27.5 /
+  30.4, 40.1 / 44.3. At 128 requests the rows (12.2K columns) are past the capacity: the three launches as before.
+Tried and removed: gathering the first pass's bin into shared memory for the later passes (one key a thread; no
+faster, topk_gluon_b_s48.json, code at 95964fa); 10 bits a pass (slower: 1 x 4160 14.4 against 12.2 at 9 bits).
 """
 from __future__ import annotations
 

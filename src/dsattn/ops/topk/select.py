@@ -26,6 +26,10 @@ when rows are few) and the select in programs that do nothing else; see the v4 s
 notes/indexer.md. For few long rows (a decode step over long contexts) v4 runs the same steps in one launch
 (``_v4_fused``): a program per tile of a row finds the threshold itself and stores its candidates, and the
 last of the row's programs to finish selects them.
+
+On sm_90 (since session 48) rows that all fit the capacity are selected by gluon_select.select_rows_kernel instead
+of ``_v4_select``: radix passes of 8 bits over shared-memory histograms, the same columns in the same order
+(launch_topk_v4's ``gluon``; gluon_select's docstring has the design and the numbers).
 """
 from __future__ import annotations
 
