@@ -121,12 +121,7 @@ MAX_WORDS = 32768   # the fused kernel's largest map: 128 KiB of shared memory (
 SMEM_BYTES = 232448  # shared memory a block may take on sm_90 (227 KiB)
 
 if HAVE_GLUON:
-    @gluon.jit
-    def _sts(off, val):
-        """st.shared.b32 [global_smem + off], val (elementwise; the output is a dummy 0)."""
-        return gl.inline_asm_elementwise(
-            "{ .reg .u32 a; mov.u32 a, global_smem; add.u32 a, a, $1; st.shared.b32 [a], $2; mov.u32 $0, 0; }",
-            "=r,r,r", [off, val], dtype=gl.int32, is_pure=False, pack=1)
+    from .._smem import add as _add, lds as _lds, sts as _sts, sts_if as _sts_if  # noqa: F401 (used in the kernels)
 
     @gluon.jit
     def _reds_or(off, bit):
@@ -135,13 +130,6 @@ if HAVE_GLUON:
             "{ .reg .u32 a; .reg .pred p; setp.ne.u32 p, $2, 0; mov.u32 a, global_smem; add.u32 a, a, $1; "
             "@p red.shared.or.b32 [a], $2; mov.u32 $0, 0; }",
             "=r,r,r", [off, bit], dtype=gl.int32, is_pure=False, pack=1)
-
-    @gluon.jit
-    def _lds(off):
-        """ld.shared.b32 [global_smem + off] (elementwise; not pure, so it stays after the barrier before it)."""
-        return gl.inline_asm_elementwise(
-            "{ .reg .u32 a; mov.u32 a, global_smem; add.u32 a, a, $1; ld.shared.b32 $0, [a]; }",
-            "=r,r", [off], dtype=gl.int32, is_pure=False, pack=1)
 
     @gluon.jit
     def _insert(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, K, c, G: gl.constexpr, GP: gl.constexpr,
@@ -202,14 +190,6 @@ if HAVE_GLUON:
 
 
     @gluon.jit
-    def _sts_if(off, val, ok):
-        """st.shared.b32 [global_smem + off], val where ok != 0 (elementwise; the output is a dummy 0)."""
-        return gl.inline_asm_elementwise(
-            "{ .reg .u32 a; .reg .pred p; setp.ne.u32 p, $3, 0; mov.u32 a, global_smem; add.u32 a, a, $1; "
-            "@p st.shared.b32 [a], $2; mov.u32 $0, 0; }",
-            "=r,r,r,r", [off, val, ok], dtype=gl.int32, is_pure=False, pack=1)
-
-    @gluon.jit
     def _warp_add_smem(off, val):
         """red.shared.add.u32 [global_smem + off] of the warp's sum of val (redux.sync over the 32 lanes, added by
         lane 0; elementwise, every lane must take part; the output is a dummy 0)."""
@@ -218,10 +198,6 @@ if HAVE_GLUON:
             "setp.eq.u32 p, l, 0; mov.u32 a, global_smem; add.u32 a, a, $1; @p red.shared.add.u32 [a], s; "
             "mov.u32 $0, 0; }",
             "=r,r,r", [off, val], dtype=gl.int32, is_pure=False, pack=1)
-
-    @gluon.jit
-    def _add(a, b):
-        return a + b
 
     @gluon.jit(do_not_specialize=["num_slots", "token0", "ntokens", "K", "D"])
     def dense_union_smem_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,

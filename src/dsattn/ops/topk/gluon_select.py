@@ -101,27 +101,7 @@ def smem_words(cap: int, num_warps: int, bits: int) -> int:
 
 
 if HAVE_GLUON:
-    @gluon.jit
-    def _sts(off, val):
-        """st.shared.b32 [global_smem + off], val (elementwise; the output is a dummy 0)."""
-        return gl.inline_asm_elementwise(
-            "{ .reg .u32 a; mov.u32 a, global_smem; add.u32 a, a, $1; st.shared.b32 [a], $2; mov.u32 $0, 0; }",
-            "=r,r,r", [off, val], dtype=gl.int32, is_pure=False, pack=1)
-
-    @gluon.jit
-    def _lds(off):
-        """ld.shared.b32 [global_smem + off] (elementwise; not pure, so it stays after the barrier before it)."""
-        return gl.inline_asm_elementwise(
-            "{ .reg .u32 a; mov.u32 a, global_smem; add.u32 a, a, $1; ld.shared.b32 $0, [a]; }",
-            "=r,r", [off], dtype=gl.int32, is_pure=False, pack=1)
-
-    @gluon.jit
-    def _sts_if(off, val, ok):
-        """st.shared.b32 [global_smem + off], val where ok != 0 (elementwise; the output is a dummy 0)."""
-        return gl.inline_asm_elementwise(
-            "{ .reg .u32 a; .reg .pred p; setp.ne.u32 p, $3, 0; mov.u32 a, global_smem; add.u32 a, a, $1; "
-            "@p st.shared.b32 [a], $2; mov.u32 $0, 0; }",
-            "=r,r,r,r", [off, val, ok], dtype=gl.int32, is_pure=False, pack=1)
+    from .._smem import add as _add, lds as _lds, sts as _sts, sts_if as _sts_if  # noqa: F401 (used in the kernels)
 
     @gluon.jit
     def _lds_warp(off):
@@ -130,13 +110,6 @@ if HAVE_GLUON:
         return gl.inline_asm_elementwise(
             "{ .reg .u32 a, t; mov.u32 t, %tid.x; shr.u32 t, t, 5; shl.b32 t, t, 2; mov.u32 a, global_smem; "
             "add.u32 a, a, $1; add.u32 a, a, t; ld.shared.b32 $0, [a]; }",
-            "=r,r", [off], dtype=gl.int32, is_pure=False, pack=1)
-
-    @gluon.jit
-    def _lds_scalar(off):
-        """ld.shared.b32 [global_smem + off] with a scalar off: a scalar."""
-        return gl.inline_asm_elementwise(
-            "{ .reg .u32 a; mov.u32 a, global_smem; add.u32 a, a, $1; ld.shared.b32 $0, [a]; }",
             "=r,r", [off], dtype=gl.int32, is_pure=False, pack=1)
 
     @gluon.jit
@@ -160,10 +133,6 @@ if HAVE_GLUON:
     def _clz(x):
         """clz.b32 (32 for 0)."""
         return gl.inline_asm_elementwise("clz.b32 $0, $1;", "=r,r", [x], dtype=gl.int32, is_pure=True, pack=1)
-
-    @gluon.jit
-    def _add(a, b):
-        return a + b
 
     @gluon.jit
     def _pass(key, valid, t, hi_bit, need, p, HIST: gl.constexpr, RES: gl.constexpr, DB: gl.constexpr,
@@ -250,8 +219,8 @@ if HAVE_GLUON:
             whi = gl.max(gl.where(valid, key, 0), axis=1)
             _red_minmax_lane0(wk * 0 + LO * 4, wlo.to(gl.int32, bitcast=True), whi.to(gl.int32, bitcast=True))
             gl.thread_barrier()
-            lo = _lds_scalar(LO * 4)
-            hi = _lds_scalar(LO * 4 + 4)
+            lo = _lds(LO * 4)
+            hi = _lds(LO * 4 + 4)
             hb = 32 - _clz(lo ^ hi)                          # bits below the shared prefix
             t = (lo.to(gl.int64) & ~((gl.full([], 1, gl.int64) << hb.to(gl.int64)) - 1)).to(gl.uint32)
             need = k + gl.to_tensor(0)
