@@ -63,7 +63,16 @@
 # 44.3. Right in direction, short of the prediction (8.0 us, not ~7.5; the layer 22.2, not ~21.5).
 # Call `f`: the indexer, backend and TP GPU test files whole at the session's final code.
 # PREDICTION: all pass (the TP file's two-GPU tests skip).
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s48.sh a|b|c|d|e|f
+# OUTCOME (9ac33e2, bench/logs/s48/f/): 242 tests, 241 passed, 1 skipped (needs 2 GPUs).
+# Call `g`: the Gluon select at capacities up to 16384 (16 warps, 32 keys a thread: 120 registers, no spill by the
+# compile check), so that rows up to 16384 columns at <= 2 x SMs rows take one launch of it instead of the Triton
+# threshold + filter + select or the one-launch fused path (gluon_select.wide_capacity); tests (the top-k ones,
+# new test_topk_gluon_wide_rows and wider test_topk_sets cases, the Triton knobs now with gluon=False); topk_v3 and the
+# decode layer (contexts from 4096 and from 8192) against the Triton kernels.
+# PREDICTION: tests pass; 1 x 12288 / 1 x 16384 (k 2048) ~14-16 us as graph replays against the fused path's ~20-23;
+# 128 x 12288 ~20-24 against ~29 (the layer's tau + filter + select); k 512 at 128 x 3072 ~9 against ~19 (_v4_fused);
+# the glm-5 layer at 128 requests (12.2K columns) ~5-8 us shorter, glm-5.3-flash at 128 ~8 us shorter.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s48.sh a|b|c|d|e|f|g
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -169,6 +178,29 @@ e)
     DSATTN_TOPK_GLUON=$([ $arm = gluon ] && echo 1 || echo 0) timeout 150 python bench/decode_layer_kernels.py \
       --batches 1,8,32,128 --out $R --name decode_layer_topk_e_s48_$arm > $R/layer_$arm.log 2>&1
     echo "decode layer ($arm) rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/layer_$arm.log >> $L; pack
+  done
+  ;;
+g)
+  K="topk" N=8 LIMIT=280 bash bench/gpu_tests_sharded.sh $R/tests_g tests/gpu/test_indexer_gpu.py
+  cat $R/tests_g/summary.log >> $L; pack
+  t0=$SECONDS
+  timeout 120 python bench/topk_v3.py --shapes 1x8192,1x12288,1x16384,8x12288,32x16384,128x12288,264x16384 \
+    --cases 1x8192:full,1x12288:full,1x16384:full,8x12288:ragged,32x16384:ragged,128x12288:full,264x16384:full \
+    --variants v4,v4_triton --rounds 3 --rep-ms 20 --out $R/topk_gluon_wide_s48.json > $R/topk.log 2>&1
+  echo "topk_v3 k 2048 rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/topk.log >> $L; pack
+  timeout 60 python bench/topk_v3.py --k 512 --shapes 1x4160,32x3072,128x3072,128x8192 \
+    --cases 1x4160:full,32x3072:full,128x3072:full,128x8192:full \
+    --variants v4,v4_triton --rounds 3 --rep-ms 20 --out $R/topk_gluon_wide_k512_s48.json > $R/topk512.log 2>&1
+  echo "topk_v3 k 512 rc=$?" >> $L; grep -v -i warn $R/topk512.log >> $L; pack
+  for ctx in 4096 8192; do
+    for arm in gluon triton; do
+      t0=$SECONDS
+      DSATTN_TOPK_GLUON=$([ $arm = gluon ] && echo 1 || echo 0) timeout 100 python bench/decode_layer_kernels.py \
+        --configs glm-5:8:fp8_ds_mla,glm-5.3-flash:8:fp8_ds_mla_nope,deepseek-v3.2:8:fp8_ds_mla --context $ctx \
+        --batches 1,8,32,128 --out $R --name decode_layer_topk_g${ctx}_s48_$arm > $R/layer_${ctx}_$arm.log 2>&1
+      echo "decode layer ctx $ctx ($arm) rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/layer_${ctx}_$arm.log >> $L
+      pack
+    done
   done
   ;;
 f)

@@ -169,21 +169,24 @@ def test_bf16_queries_fp16_products(kind):
     torch.testing.assert_close(got[fin], want[fin], rtol=2e-3, atol=2e-3 * float(want[fin].abs().max()))
 
 
-# the public op (its default version), and v4 with several filter programs per row (candidates in
+# the public op (its default version: on sm_90 the Gluon select wherever the rows fit its capacity, up to 16384
+# columns at few rows, session 48), and the Triton kernels' knobs (gluon=False, so that rows that fit the capacity take
+# the Triton select with those knobs, as before session 48): v4 with several filter programs per row (candidates in
 # any order), with one (column order), and with the histogram select; the split select and threshold
-TOPK_IMPLS = {"default": None, "v4": dict(version=4), "v4_segs1": dict(version=4, segs=1),
-              "v4_hist": dict(version=4, mode=1, select_maxnreg=128), "v3": dict(version=3),
-              "v4_split": dict(version=4, split=4, select_maxnreg=128, tau_mode=2, tau_top=10, tau_split=5),
-              "v4_split_segs1": dict(version=4, segs=1, split=4, tau_mode=2, tau_split=5),
+TOPK_IMPLS = {"default": None, "v4": dict(version=4), "v4_segs1": dict(version=4, segs=1, gluon=False),
+              "v4_hist": dict(version=4, mode=1, select_maxnreg=128, gluon=False), "v3": dict(version=3),
+              "v4_split": dict(version=4, split=4, select_maxnreg=128, tau_mode=2, tau_top=10, tau_split=5,
+                               gluon=False),
+              "v4_split_segs1": dict(version=4, segs=1, split=4, tau_mode=2, tau_split=5, gluon=False),
               # early-stopping steps (select and threshold); with the threshold fused into the filter,
               # which needs one filter program per row (segs=1: 64 rows would otherwise take several)
-              "v4_early": dict(version=4, early=True, tau_early=True),
-              "v4_fuse_early_segs1": dict(version=4, segs=1, fuse_tau=True, early=True, tau_early=True),
+              "v4_early": dict(version=4, early=True, tau_early=True, gluon=False),
+              "v4_fuse_early_segs1": dict(version=4, segs=1, fuse_tau=True, early=True, tau_early=True, gluon=False),
               # the default before those knobs (full steps, tie scan, separate threshold launch)
-              "v4_d2": dict(version=4, early=False, tau_early=False, fuse_tau=False),
+              "v4_d2": dict(version=4, early=False, tau_early=False, fuse_tau=False, gluon=False),
               # long rows in three launches always, and in one (_v4_fused: every tile's program finds the threshold,
               # the last of a row to finish selects; the default for few rows) always
-              "v4_3l": dict(version=4, fused=False), "v4_fused": dict(version=4, fused=True),
+              "v4_3l": dict(version=4, fused=False, gluon=False), "v4_fused": dict(version=4, fused=True, gluon=False),
               # rows that fit the capacity by the Gluon select (session 48; the default on sm_90) and by the Triton one
               "v4_gluon": dict(version=4, gluon=True), "v4_gluon_w16": dict(version=4, gluon=True, gluon_warps=16),
               "v4_triton": dict(version=4, gluon=False)}
@@ -191,10 +194,13 @@ TOPK_IMPLS = {"default": None, "v4": dict(version=4), "v4_segs1": dict(version=4
 
 @pytest.mark.parametrize("impl", list(TOPK_IMPLS))
 @pytest.mark.parametrize("width, k", [(65536, 2048), (200000, 2048), (5000, 2048), (70000, 512), (65536, 8192),
-                                      (8192, 2048), (1040, 512), (2048, 512)])
+                                      (8192, 2048), (1040, 512), (2048, 512), (16384, 2048), (4160, 512),
+                                      (12000, 8192)])
 def test_topk_sets(width, k, impl):
     """Sets and column order. At widths 5000, 8192 (k 2048), 1040 and 2048 (k 512) the v4 entries select the 64 rows in
-    registers at twice the usual capacity (select_capacity); v3 keeps its three stages."""
+    registers at twice the usual capacity (select_capacity); v3 keeps its three stages. Where the Gluon select runs
+    (the default and v4_gluon*), 16384 (k 2048), 4160 (k 512) and 12000 (k 8192) are one launch of it too
+    (gluon_select.wide_capacity); the Triton entries take them as long rows."""
     rows = 64
     x = torch.randn(rows, width, device=DEV)
     x[1] = torch.randint(0, 16, (width,), device=DEV).float()  # heavy ties: the exact fallback
@@ -281,6 +287,30 @@ def test_topk_gluon_select_rows(width, k, warps):
         out.fill_(-7)
         graph.replay()
         assert torch.equal(out, run(False, x))
+
+
+@pytest.mark.parametrize("rows, width, k", [(3, 16384, 2048), (40, 12288, 2048), (5, 12000, 8192), (128, 4160, 512),
+                                           (264, 9000, 2048)])
+def test_topk_gluon_wide_rows(rows, width, k):
+    """Rows past select_capacity's capacity but within 16384 columns at <= 2 x SMs rows: the default launch takes them
+    in one launch of the Gluon select (gluon_select.wide_capacity); the same columns in the same order as the Triton
+    kernels' long-row path (gluon=False), the reference's sets, ragged lengths and -inf stretches included."""
+    from dsattn.ops.topk import topk_scratch_spec
+    from dsattn.ops.topk.select import launch_topk_v4
+    g = torch.Generator(device=DEV).manual_seed(rows * width + k)
+    x = torch.randn(rows, width, device=DEV, generator=g)
+    x[0, : width // 3] = float("-inf")
+    x[-1] = torch.randint(0, 64, (width,), device=DEV, generator=g).float()
+    lengths = torch.randint(k // 2, width + 1, (rows,), device=DEV, dtype=torch.int32, generator=g)
+    lengths[0] = width
+    (shape, dtype), = topk_scratch_spec(rows, width, k)
+    outs = []
+    for gluon in (None, False):
+        out = torch.full((rows, k), -7, dtype=torch.int32, device=DEV)
+        launch_topk_v4(x, lengths, k, out, torch.full(shape, -5, dtype=dtype, device=DEV), gluon=gluon)
+        outs.append(out)
+    assert torch.equal(outs[0], outs[1])
+    assert _sets_equal(outs[0], topk_reference(x, torch.zeros_like(lengths), lengths, k)).all()
 
 
 @pytest.mark.parametrize("keys", ["iid", "heavy"])

@@ -70,7 +70,16 @@ try:
 except Exception:  # pragma: no cover - a Triton without Gluon
     HAVE_GLUON = False
 
-MIN_CAP = 256       # the smallest capacity it takes (R >= 1 at 8 warps)
+MIN_CAP = 256       # the smallest capacity it takes
+MAX_CAP = 16384     # the largest: 32 keys a thread at 16 warps (120 registers, no spill: bench/topk_gluon_check.py)
+
+
+def wide_capacity(rows: int, width: int, k: int, sms: int) -> int:
+    """The capacity that takes rows of `width` columns in one launch of this select: the power of two at or above
+    max(2k, width), when it is at most MAX_CAP and there are at most two rows an SM (as select.select_capacity's
+    doubled capacity); else 0."""
+    cap = 1 << (max(2 * k, width, MIN_CAP) - 1).bit_length()
+    return cap if cap <= MAX_CAP and rows <= 2 * sms else 0
 
 
 def default_warps(cap: int) -> int:

@@ -908,8 +908,10 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     tau_early, fuse_tau) are the fastest correct variant of bench/topk_v3.py on the H200 ("v4_fuse_early":
     4096 x 65536 0.582 ms = 5.72x torch.topk, bench/results/topk_v3_final.json; notes/indexer.md).
     gluon: rows that fit `cap` (every row then, one launch) selected by gluon_select.select_rows_kernel (radix passes
-    over shared-memory histograms) instead of _v4_select; None: where gluon_select.usable says it runs (sm_90, not the
-    interpreter, DSATTN_TOPK_GLUON not 0); True needs it. gluon_warps / gluon_bits: its warps (None:
+    over shared-memory histograms) instead of _v4_select, at capacities gluon_select.MIN_CAP..MAX_CAP; None: where
+    gluon_select.usable says it runs (sm_90, not the interpreter, DSATTN_TOPK_GLUON not 0); True needs it. Where it
+    runs, cap None also takes gluon_select.wide_capacity for rows wider than select_capacity's (up to 16384 columns at
+    <= 2 x SMs rows: one launch instead of the threshold, filter and select). gluon_warps / gluon_bits: its warps (None:
     gluon_select.default_warps) and bits a pass (None: default_bits). The same set in the same ascending column order
     as _v4_select's; stop there is select_rows_kernel's STOP.
     stop (timing only):
@@ -917,7 +919,11 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     (_v4_fused's STOP: 1 after the threshold, 2 after the arrival), else the three launches'."""
     t, w = logits.shape
     sms = sm_count(logits.device, 132)
-    cap = cap or select_capacity(t, w, k, sms)
+    use_gluon = gluon is not False and gluon_select.usable(logits.device)
+    if cap is None:
+        cap = select_capacity(t, w, k, sms)
+        if use_gluon and w > cap:
+            cap = gluon_select.wide_capacity(t, w, k, sms) or cap
     # a sample longer than the row's power of two samples nothing more (and costs the CPU interpreter's reductions)
     sample = sample or min(sample_size(t, sms), max(_GROUP, 1 << (w - 1).bit_length()))
     if cap < 2 * k or cap & (cap - 1) or sample & (sample - 1) or sample < _GROUP:
@@ -931,8 +937,8 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     if long_rows and (scratch.data_ptr() % 8 or scratch.stride(0) % 2 or scratch.stride(1) != 1):
         raise ValueError("scratch rows must be contiguous and 8-byte aligned (int64 candidate slots)")
     sstride = scratch.stride(0) if scratch.dim() == 2 else 0
-    if not long_rows and gluon is not False and cap >= gluon_select.MIN_CAP:
-        if gluon_select.usable(logits.device):
+    if not long_rows and gluon is not False and gluon_select.MIN_CAP <= cap <= gluon_select.MAX_CAP:
+        if use_gluon:
             gluon_select.launch_select_rows(logits, lengths, k, out, cap, num_warps=gluon_warps, bits=gluon_bits,
                                             stop=stop)
             return
