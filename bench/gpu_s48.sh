@@ -181,7 +181,8 @@ e)
   done
   ;;
 g)
-  K="topk" N=8 LIMIT=280 bash bench/gpu_tests_sharded.sh $R/tests_g tests/gpu/test_indexer_gpu.py
+  K="gluon or (topk_sets and (default or v4_triton or v4_3l or v4_fused or v4_hist)) or few_long" N=8 LIMIT=200 \
+    bash bench/gpu_tests_sharded.sh $R/tests_g tests/gpu/test_indexer_gpu.py
   cat $R/tests_g/summary.log >> $L; pack
   t0=$SECONDS
   timeout 120 python bench/topk_v3.py --shapes 1x8192,1x12288,1x16384,8x12288,32x16384,128x12288,264x16384 \
@@ -195,9 +196,9 @@ g)
   for ctx in 4096 8192; do
     for arm in gluon triton; do
       t0=$SECONDS
-      DSATTN_TOPK_GLUON=$([ $arm = gluon ] && echo 1 || echo 0) timeout 100 python bench/decode_layer_kernels.py \
-        --configs glm-5:8:fp8_ds_mla,glm-5.3-flash:8:fp8_ds_mla_nope,deepseek-v3.2:8:fp8_ds_mla --context $ctx \
-        --batches 1,8,32,128 --out $R --name decode_layer_topk_g${ctx}_s48_$arm > $R/layer_${ctx}_$arm.log 2>&1
+      DSATTN_TOPK_GLUON=$([ $arm = gluon ] && echo 1 || echo 0) timeout 70 python bench/decode_layer_kernels.py \
+        --configs glm-5:8:fp8_ds_mla,glm-5.3-flash:8:fp8_ds_mla_nope --context $ctx \
+        --batches 1,32,128 --out $R --name decode_layer_topk_g${ctx}_s48_$arm > $R/layer_${ctx}_$arm.log 2>&1
       echo "decode layer ctx $ctx ($arm) rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/layer_${ctx}_$arm.log >> $L
       pack
     done
