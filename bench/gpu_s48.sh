@@ -72,7 +72,18 @@
 # PREDICTION: tests pass; 1 x 12288 / 1 x 16384 (k 2048) ~14-16 us as graph replays against the fused path's ~20-23;
 # 128 x 12288 ~20-24 against ~29 (the layer's tau + filter + select); k 512 at 128 x 3072 ~9 against ~19 (_v4_fused);
 # the glm-5 layer at 128 requests (12.2K columns) ~5-8 us shorter, glm-5.3-flash at 128 ~8 us shorter.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s48.sh a|b|c|d|e|f|g
+# OUTCOME (3974fe0, bench/logs/s48/g/): 101 passed. Graph replays, Gluon / Triton, us (topk_gluon_wide_s48.json): k
+# 2048 at cap 16384 mixed: 1 x 12288 25.5 / 23.6, 1 x 16384 32.6 / 24.6, 8 x 12288 26.3 / 26.6, 32 x 16384 33.3 / 26.8,
+# 128 x 12288 29.1 / 32.8, 264 x 16384 63.4 / 51.9; k 512 up to 8192 columns all faster: 1 x 4160 11.6 / 16.4, 32 x
+# 3072 9.6 / 19.7, 128 x 3072 10.4 / 24.5, 128 x 8192 14.0 / 24.5. Layer spans (decode_layer_topk_g{4096,8192}_s48_*):
+# glm-5.3-flash from 4096: 1 / 32 / 128 requests 21.8 / 39.1 / 93.6 against 24.8 / 43.2 / 109.9; from 8192: 23.5 / 44.7 /
+# 102.2 against 26.4 / 55.3 / 117.7. glm-5 at cap 16384: from 4096, 128 requests 132.4 / 137.0 (select 25.4 against 28.8
+# for tau + filter + select); from 8192, 1 / 32 / 128 requests 33.6 / 35.3, 60.8 / 66.2, 158.4 / 158.5. So the
+# prediction held for k 512 and for glm-5's 128 requests, not for few random rows at cap 16384 (slower: 32 keys a
+# thread at 16 warps, random normal rows' extra pass). The rule was cut to 8192 columns (gluon_select.MAX_CAP).
+# Call `h`: the top-k GPU tests at the final rule (test_topk_gluon_wide_rows' new cases, test_topk_sets' entries).
+# PREDICTION: all pass.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s48.sh a|b|c|d|e|f|g|h
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -203,6 +214,11 @@ g)
       pack
     done
   done
+  ;;
+h)
+  K="gluon or (topk_sets and (default or v4_triton or v4_gluon or v4_3l)) or few_long or signed_zeros" N=8 LIMIT=200 \
+    bash bench/gpu_tests_sharded.sh $R/tests_h tests/gpu/test_indexer_gpu.py
+  cat $R/tests_h/summary.log >> $L; pack
   ;;
 f)
   N=8 LIMIT=300 bash bench/gpu_tests_sharded.sh $R/tests_f tests/gpu/test_indexer_gpu.py tests/gpu/test_backend_gpu.py \

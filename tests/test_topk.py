@@ -461,12 +461,12 @@ def test_gluon_select_compiles_for_sm90():
 
 def test_gluon_wide_capacity():
     """The Gluon select's one-launch capacity (gluon_select.wide_capacity): the power of two at or above max(2k, width)
-    within 16384 columns at <= 2 x SMs rows, else 0 (the long-row path)."""
+    within 8192 columns at <= 2 x SMs rows, else 0 (the long-row path)."""
     from dsattn.ops.topk.gluon_select import MAX_CAP, wide_capacity
-    assert wide_capacity(1, 12288, 2048, 132) == 16384
-    assert wide_capacity(264, 16384, 2048, 132) == 16384 == MAX_CAP
-    assert wide_capacity(265, 9000, 2048, 132) == 0        # more than two rows an SM
-    assert wide_capacity(1, 16385, 2048, 132) == 0         # wider than the largest
+    assert wide_capacity(1, 8192, 2048, 132) == 8192 == MAX_CAP
+    assert wide_capacity(1, 8193, 2048, 132) == 0          # wider than the largest
+    assert wide_capacity(265, 5000, 2048, 132) == 0        # more than two rows an SM
     assert wide_capacity(128, 3000, 512, 132) == 4096
+    assert wide_capacity(264, 8000, 512, 132) == 8192
     assert wide_capacity(1, 100, 512, 132) == 1024          # 2k
-    assert wide_capacity(1, 12000, 8192, 132) == 16384
+    assert wide_capacity(1, 12000, 8192, 132) == 0          # k 8192's usual capacity (16384) is past the largest

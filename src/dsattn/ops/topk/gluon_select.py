@@ -71,13 +71,19 @@ except Exception:  # pragma: no cover - a Triton without Gluon
     HAVE_GLUON = False
 
 MIN_CAP = 256       # the smallest capacity it takes
-MAX_CAP = 16384     # the largest: 32 keys a thread at 16 warps (120 registers, no spill: bench/topk_gluon_check.py)
+MAX_CAP = 8192      # the largest it takes: 16 keys a thread at 16 warps. 16384 (32 keys a thread, 120 registers, no
+                    # spill by bench/topk_gluon_check.py) ran right but no faster than the Triton long-row paths on the
+                    # whole (bench/gpu_s48.sh g, topk_gluon_wide_s48.json: 1 x 16384 32.6 against 24.6 us, 128 x 12288
+                    # 29.1 against 32.8; notes/indexer.md), so those rows keep them
 
 
 def wide_capacity(rows: int, width: int, k: int, sms: int) -> int:
     """The capacity that takes rows of `width` columns in one launch of this select: the power of two at or above
     max(2k, width), when it is at most MAX_CAP and there are at most two rows an SM (as select.select_capacity's
-    doubled capacity); else 0."""
+    doubled capacity); else 0. At k 2048 that is select_capacity's own; at k 512 (glm-5.3-flash's pooled keys) it
+    takes rows up to 8192 columns, where select_capacity stops at 2048: H200, CUDA-graph replays, against the Triton
+    kernels (topk_gluon_wide_k512_s48.json): 1 x 4160 11.6 against 16.4 us, 32 x 3072 9.6 against 19.7, 128 x 3072
+    10.4 against 24.5, 128 x 8192 14.0 against 24.5."""
     cap = 1 << (max(2 * k, width, MIN_CAP) - 1).bit_length()
     return cap if cap <= MAX_CAP and rows <= 2 * sms else 0
 

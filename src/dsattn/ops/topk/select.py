@@ -910,8 +910,8 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     gluon: rows that fit `cap` (every row then, one launch) selected by gluon_select.select_rows_kernel (radix passes
     over shared-memory histograms) instead of _v4_select, at capacities gluon_select.MIN_CAP..MAX_CAP; None: where
     gluon_select.usable says it runs (sm_90, not the interpreter, DSATTN_TOPK_GLUON not 0); True needs it. Where it
-    runs, cap None also takes gluon_select.wide_capacity for rows wider than select_capacity's (up to 16384 columns at
-    <= 2 x SMs rows: one launch instead of the threshold, filter and select). gluon_warps / gluon_bits: its warps (None:
+    runs, cap None also takes gluon_select.wide_capacity for rows wider than select_capacity's (up to 8192 columns at
+    <= 2 x SMs rows, which at k 512 is past select_capacity's 2048: one launch instead of the long-row paths). gluon_warps / gluon_bits: its warps (None:
     gluon_select.default_warps) and bits a pass (None: default_bits). The same set in the same ascending column order
     as _v4_select's; stop there is select_rows_kernel's STOP.
     stop (timing only):
