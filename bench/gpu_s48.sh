@@ -83,7 +83,10 @@
 # thread at 16 warps, random normal rows' extra pass). The rule was cut to 8192 columns (gluon_select.MAX_CAP).
 # Call `h`: the top-k GPU tests at the final rule (test_topk_gluon_wide_rows' new cases, test_topk_sets' entries).
 # PREDICTION: all pass.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s48.sh a|b|c|d|e|f|g|h
+# OUTCOME (7dcdf35, bench/logs/s48/h/): 92 passed.
+# Call `i`: the backend GPU file at the final code (the k 512 rows' wider capacity reaches glm-5.3-flash's layers).
+# PREDICTION: all pass.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s48.sh a|b|c|d|e|f|g|h|i
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -214,6 +217,10 @@ g)
       pack
     done
   done
+  ;;
+i)
+  N=8 LIMIT=150 bash bench/gpu_tests_sharded.sh $R/tests_i tests/gpu/test_backend_gpu.py
+  cat $R/tests_i/summary.log >> $L; pack
   ;;
 h)
   K="gluon or (topk_sets and (default or v4_triton or v4_gluon or v4_3l)) or few_long or signed_zeros" N=8 LIMIT=200 \
