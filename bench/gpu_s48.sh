@@ -83,7 +83,7 @@
 # thread at 16 warps, random normal rows' extra pass). The rule was cut to 8192 columns (gluon_select.MAX_CAP).
 # Call `h`: the top-k GPU tests at the final rule (test_topk_gluon_wide_rows' new cases, test_topk_sets' entries).
 # PREDICTION: all pass.
-# OUTCOME (7dcdf35, bench/logs/s48/h/): 92 passed.
+# OUTCOME (7dcdf35, bench/logs/s48/h/): 92 passed. Call i (07b7c56, bench/logs/s48/i/): the backend file 22 passed.
 # Call `i`: the backend GPU file at the final code (the k 512 rows' wider capacity reaches glm-5.3-flash's layers).
 # PREDICTION: all pass.
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s48.sh a|b|c|d|e|f|g|h|i
