@@ -1,8 +1,10 @@
 """A Gluon select for rows that fit the candidate capacity (Hopper, sm_90): one program a row, the row's keys in
 registers, the k-th largest found by radix passes over shared-memory histograms (inline-PTX shared atomics) instead
-of select.py's two-bit counting steps. select.launch_topk_v4 runs it for every row set that fits its capacity on
-sm_90 (`gluon`; DSATTN_TOPK_GLUON=0 keeps the Triton select, for A/B runs); the interpreter and other GPUs keep the
-Triton select, whose output it equals column for column (tests/gpu/test_indexer_gpu.py::test_topk_gluon_select_rows).
+of select.py's two-bit counting steps. select.launch_topk_v4 runs it on sm_90 for every row set that fits its
+capacity (`gluon`; DSATTN_TOPK_GLUON=0 keeps the Triton kernels, for A/B runs), with the capacity widened to the rows'
+width up to 8192 columns at <= 2 x SMs rows (wide_capacity: at k 512 rows past select_capacity's 2048 take it instead
+of the long-row paths); the interpreter and other GPUs keep the Triton select, whose output it equals column for
+column (tests/gpu/test_indexer_gpu.py::test_topk_gluon_select_rows, test_topk_gluon_wide_rows).
 
 Why: at 1-32 decode requests the Triton select alone (`_v4_select` over rows a little wider than the usual capacity,
 select.select_capacity) was the largest kernel of a glm-5 decode layer, 15.8-16.5 us of a 30-36 us span (README's
@@ -53,8 +55,16 @@ MEASURED (H200, session 48, bench/gpu_s48.sh a-e, bench/logs/s48/; against the T
   {gluon,triton}.json), 1 / 8 / 32 requests, us: glm-5 TP8 22.2 / 30.0, 27.8 / 36.1, 45.7 / 53.3 (the select 8.0-8.9
   against 15.8-16.5); deepseek-v3.2 TP8 23.3 / 30.6, 32.7 / 40.8, 54.3 / 61.4; glm-5.3-flash TP8 22.1 / 24.8, 27.5 /
   30.4, 40.1 / 44.3. At 128 requests the rows (12.2K columns) are past the capacity: the three launches as before.
+- k 512 rows past select_capacity's capacity (wide_capacity; call g, topk_gluon_wide_k512_s48.json, against the Triton
+  long-row paths): 1 x 4160 11.6 / 16.4, 32 x 3072 9.6 / 19.7, 128 x 3072 10.4 / 24.5, 128 x 8192 14.0 / 24.5 us; the
+  glm-5.3-flash TP8 layer from 4096-token contexts at 1 / 32 / 128 requests 21.8 / 39.1 / 93.6 against 24.8 / 43.2 / 109.9
+  us, from 8192 23.5 / 44.7 / 102.2 against 26.4 / 55.3 / 117.7 (decode_layer_topk_g{4096,8192}_s48_*.json).
 Tried and removed: gathering the first pass's bin into shared memory for the later passes (one key a thread; no
-faster, topk_gluon_b_s48.json, code at 95964fa); 10 bits a pass (slower: 1 x 4160 14.4 against 12.2 at 9 bits).
+faster, topk_gluon_b_s48.json, code at 95964fa); 10 bits a pass (slower: 1 x 4160 14.4 against 12.2 at 9 bits);
+capacity 16384 (32 keys a thread at 16 warps; call g, topk_gluon_wide_s48.json): right, and mixed against the Triton
+long-row paths (1 x 16384 32.6 against 24.6 us, 264 x 16384 63.4 against 51.9, 128 x 12288 29.1 against 32.8; in the
+glm-5 layer from 4096-token contexts at 128 requests 132.4 against 137.0 us, from 8192 at 1 / 32 requests 33.6 / 60.8
+against 35.3 / 66.2), so MAX_CAP stays 8192.
 """
 from __future__ import annotations
 
