@@ -2,7 +2,8 @@
 
 ``topk`` is a ``torch.library`` custom op (``dsattn::topk``) with a fake implementation. On a CUDA
 tensor (or on the CPU under ``TRITON_INTERPRET=1``) it runs a radix select (``select.py``; no sort; on sm_90
-rows that fit the candidate capacity go to the Gluon select, ``gluon_select.py``); otherwise the reference twin. Every argument is checked first; bad input raises ValueError naming it.
+rows that fit the candidate capacity go to the Gluon select, ``gluon_select.py``); otherwise the reference twin.
+Every argument is checked first; bad input raises ValueError naming it.
 """
 from __future__ import annotations
 

@@ -57,8 +57,8 @@ MEASURED (H200, session 48, bench/gpu_s48.sh a-e, bench/logs/s48/; against the T
   30.4, 40.1 / 44.3. At 128 requests the rows (12.2K columns) are past the capacity: the three launches as before.
 - k 512 rows past select_capacity's capacity (wide_capacity; call g, topk_gluon_wide_k512_s48.json, against the Triton
   long-row paths): 1 x 4160 11.6 / 16.4, 32 x 3072 9.6 / 19.7, 128 x 3072 10.4 / 24.5, 128 x 8192 14.0 / 24.5 us; the
-  glm-5.3-flash TP8 layer from 4096-token contexts at 1 / 32 / 128 requests 21.8 / 39.1 / 93.6 against 24.8 / 43.2 / 109.9
-  us, from 8192 23.5 / 44.7 / 102.2 against 26.4 / 55.3 / 117.7 (decode_layer_topk_g{4096,8192}_s48_*.json).
+  glm-5.3-flash TP8 layer from 4096-token contexts at 1 / 32 / 128 requests 21.8 / 39.1 / 93.6 against 24.8 / 43.2 /
+  109.9 us, from 8192 23.5 / 44.7 / 102.2 against 26.4 / 55.3 / 117.7 (decode_layer_topk_g{4096,8192}_s48_*.json).
 Tried and removed: gathering the first pass's bin into shared memory for the later passes (one key a thread; no
 faster, topk_gluon_b_s48.json, code at 95964fa); 10 bits a pass (slower: 1 x 4160 14.4 against 12.2 at 9 bits);
 capacity 16384 (32 keys a thread at 16 warps; call g, topk_gluon_wide_s48.json): right, and mixed against the Triton

@@ -910,17 +910,17 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     gluon: rows that fit `cap` (every row then, one launch) selected by gluon_select.select_rows_kernel (radix passes
     over shared-memory histograms) instead of _v4_select, at capacities gluon_select.MIN_CAP..MAX_CAP; None: where
     gluon_select.usable says it runs (sm_90, not the interpreter, DSATTN_TOPK_GLUON not 0); True needs it. Where it
-    runs, cap None also takes gluon_select.wide_capacity for rows wider than select_capacity's (up to 8192 columns at
-    <= 2 x SMs rows, which at k 512 is past select_capacity's 2048: one launch instead of the long-row paths). gluon_warps / gluon_bits: its warps (None:
-    gluon_select.default_warps) and bits a pass (None: default_bits). The same set in the same ascending column order
-    as _v4_select's; stop there is select_rows_kernel's STOP.
+    runs, cap None also takes gluon_select.wide_capacity for rows wider than select_capacity's (up to 8192 columns
+    at <= 2 x SMs rows, which at k 512 is past select_capacity's 2048: one launch instead of the long-row paths).
+    gluon_warps / gluon_bits: its warps (None: gluon_select.default_warps) and bits a pass (None: default_bits). The
+    same set in the same ascending column order as _v4_select's; stop there is select_rows_kernel's STOP.
     stop (timing only):
     1 ends after the threshold, 2 after the filter (wrong output); with fused=True the one-launch path's cuts
     (_v4_fused's STOP: 1 after the threshold, 2 after the arrival), else the three launches'."""
     t, w = logits.shape
     sms = sm_count(logits.device, 132)
     use_gluon = gluon is not False and gluon_select.usable(logits.device)
-    if cap is None:
+    if not cap:
         cap = select_capacity(t, w, k, sms)
         if use_gluon and w > cap:
             cap = gluon_select.wide_capacity(t, w, k, sms) or cap
