@@ -54,7 +54,8 @@ MEASURED (H200, session 48, bench/gpu_s48.sh a-e, bench/logs/s48/; against the T
 - one decode layer's span on the GPU, CUDA-graph replays (bench/decode_layer_kernels.py, decode_layer_topk_e_s48_
   {gluon,triton}.json), 1 / 8 / 32 requests, us: glm-5 TP8 22.2 / 30.0, 27.8 / 36.1, 45.7 / 53.3 (the select 8.0-8.9
   against 15.8-16.5); deepseek-v3.2 TP8 23.3 / 30.6, 32.7 / 40.8, 54.3 / 61.4; glm-5.3-flash TP8 22.1 / 24.8, 27.5 /
-  30.4, 40.1 / 44.3. At 128 requests the rows (12.2K columns) are past the capacity: the three launches as before.
+  30.4, 40.1 / 44.3. At 128 requests glm-5's and deepseek-v3.2's rows (k 2048, 12.2K columns) are past the capacity:
+  the Triton paths as before.
 - k 512 rows past select_capacity's capacity (wide_capacity; call g, topk_gluon_wide_k512_s48.json, against the Triton
   long-row paths): 1 x 4160 11.6 / 16.4, 32 x 3072 9.6 / 19.7, 128 x 3072 10.4 / 24.5, 128 x 8192 14.0 / 24.5 us; the
   glm-5.3-flash TP8 layer from 4096-token contexts at 1 / 32 / 128 requests 21.8 / 39.1 / 93.6 against 24.8 / 43.2 /
