@@ -73,6 +73,7 @@ import functools
 import os
 
 from .._fastlaunch import launch as _fast_launch
+from .._triton import interpreting
 
 try:
     from triton.experimental import gluon
@@ -287,7 +288,6 @@ if HAVE_GLUON:
 def usable(device) -> bool:
     """Whether the Gluon select can run on `device`: a CUDA device of compute capability 9.x and Gluon (never under
     the interpreter, which runs no inline PTX). DSATTN_TOPK_GLUON=0 (read at each call) switches it off (A/B runs)."""
-    from .._triton import interpreting
     if os.environ.get("DSATTN_TOPK_GLUON", "1").strip() == "0":
         return False
     if not HAVE_GLUON or device.type != "cuda" or interpreting():
