@@ -2,7 +2,9 @@
 (registers, spills), the dynamic shared memory against the words its raw-PTX regions take (they must be equal: no
 other shared memory), and the shared-memory instructions in the SASS, for the capacities the select takes.
 
-    PYTHONPATH=src python bench/topk_gluon_check.py [--caps 1024 2048 4096 8192] [--warps 0] [--sass DIR]
+    PYTHONPATH=src python bench/topk_gluon_check.py [--caps 1024 2048 4096 8192] [--warps 0] [--ctas 1] [--sass DIR]
+
+--ctas: CTAs a row (a cluster); the report then adds the PTX's cluster directives.
 """
 from __future__ import annotations
 
@@ -37,30 +39,35 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--caps", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
     p.add_argument("--warps", type=int, nargs="+", default=[0], help="0: the launcher's (gluon_select.default_warps)")
+    p.add_argument("--ctas", type=int, nargs="+", default=[1], help="CTAs a row (a thread-block cluster)")
     p.add_argument("--sass", default=None, help="write each build's SASS and PTX into this folder")
     args = p.parse_args(argv)
-    for warps in args.warps:
-        for cap in args.caps:
-            nw = warps or gluon_select.default_warps(cap)
-            k = cap // 2
-            logits = torch.zeros(2, cap)
-            lengths = torch.zeros(2, dtype=torch.int32)
-            out = torch.zeros(2, k, dtype=torch.int32)
-            sink = []
-            gluon_select.launch_select_rows(logits, lengths, k, out, cap, num_warps=nw, launch=lambda f: Intercept(
-                f, lambda fn, compiled, o: sink.append(compiled), source=GluonASTSource))
-            c = sink[0]
-            ptx = c.asm["ptx"]
-            sass = sass_of(ptx)
-            ops = collections.Counter(re.findall(r"\b(ATOMS\.\w+|RED\w*\.\w+|STS[.\w]*|LDS[.\w]*|BAR\.\w+|SHFL\.\w+|"
-                                                 r"STL[.\w]*|LDL[.\w]*)\b", sass))
-            words = gluon_select.smem_words(cap, nw, gluon_select.default_bits(cap, nw))
-            print(f"cap {cap} warps {nw}: {ptxas_report(ptx)} shared={c.metadata.shared} raw_bytes={4 * words} "
-                  f"sass={dict(ops)}")
-            if args.sass:
-                os.makedirs(args.sass, exist_ok=True)
-                open(os.path.join(args.sass, f"cap{cap}_w{nw}.sass"), "w").write(sass)
-                open(os.path.join(args.sass, f"cap{cap}_w{nw}.ptx"), "w").write(ptx)
+    for ctas, warps, cap in ((c, w, cap) for c in args.ctas for w in args.warps for cap in args.caps):
+        if cap // ctas < 256:
+            continue
+        nw = warps or gluon_select.default_warps(cap // ctas)
+        k = cap // 2
+        logits = torch.zeros(2, cap)
+        lengths = torch.zeros(2, dtype=torch.int32)
+        out = torch.zeros(2, k, dtype=torch.int32)
+        sink = []
+        gluon_select.launch_select_rows(logits, lengths, k, out, cap, num_warps=nw, ctas=ctas, launch=lambda f: (
+            Intercept(f, lambda fn, compiled, o: sink.append(compiled), source=GluonASTSource)))
+        c = sink[0]
+        ptx = c.asm["ptx"]
+        sass = sass_of(ptx)
+        ops = collections.Counter(re.findall(r"\b(ATOMS\.\w+|ATOM\.E\.\w+|RED\w*\.\w+|UCGABAR\w*|STS[.\w]*|LDS[.\w]*|BAR\.\w+|SHFL\.\w+|"
+                                             r"STL[.\w]*|LDL[.\w]*)\b", sass))
+        words = gluon_select.smem_words(cap, nw, gluon_select.default_bits(cap // ctas, nw), ctas)
+        cluster = [ln.strip() for ln in ptx.splitlines() if ln.strip().startswith((".explicitcluster",
+                                                                                  ".reqnctapercluster"))]
+        print(f"cap {cap} warps {nw}{f' ctas {ctas} {cluster}' if ctas > 1 else ''}: {ptxas_report(ptx)} "
+              f"shared={c.metadata.shared} raw_bytes={4 * words} sass={dict(ops)}")
+        if args.sass:
+            os.makedirs(args.sass, exist_ok=True)
+            name = f"cap{cap}_w{nw}" + (f"_c{ctas}" if ctas > 1 else "")
+            open(os.path.join(args.sass, f"{name}.sass"), "w").write(sass)
+            open(os.path.join(args.sass, f"{name}.ptx"), "w").write(ptx)
     return 0
 
 

@@ -112,6 +112,15 @@ VARIANTS = {
     "v4_gluon_w16_b8": dict(version=4, gluon=True, gluon_warps=16, gluon_bits=8),
     "v4_gluon_w16_b10": dict(version=4, gluon=True, gluon_warps=16, gluon_bits=10),
     "v4_triton": dict(version=4, gluon=False),
+    # session 49: one row a thread-block cluster of 2 / 4 / 8 CTAs (gluon_select's CTAS), warps a CTA by default or 8
+    "v4_gluon_c1": dict(version=4, gluon=True, gluon_ctas=1),
+    "v4_gluon_c2": dict(version=4, gluon=True, gluon_ctas=2),
+    "v4_gluon_c4": dict(version=4, gluon=True, gluon_ctas=4),
+    "v4_gluon_c8": dict(version=4, gluon=True, gluon_ctas=8),
+    "v4_gluon_c2_w8": dict(version=4, gluon=True, gluon_ctas=2, gluon_warps=8),
+    "v4_gluon_c4_w4": dict(version=4, gluon=True, gluon_ctas=4, gluon_warps=4),
+    "v4_gluon_c4_w16": dict(version=4, gluon=True, gluon_ctas=4, gluon_warps=16),
+    "v4_gluon_c8_w8": dict(version=4, gluon=True, gluon_ctas=8, gluon_warps=8),
 }
 STAGE_CUTS = {"v4_stop1_tau": dict(D2, stop=1),
               "v4_stop2_filter": dict(D2, stop=2),
@@ -126,7 +135,10 @@ STAGE_CUTS = {"v4_stop1_tau": dict(D2, stop=1),
               "v4_fused_stop2": dict(version=4, fused=True, stop=2),
               # session 48: the Gluon select's cuts (after lo / hi; after the passes, before the emit)
               "v4_gluon_w16_stop1": dict(version=4, gluon=True, gluon_warps=16, stop=1),
-              "v4_gluon_w16_stop2": dict(version=4, gluon=True, gluon_warps=16, stop=2)}
+              "v4_gluon_w16_stop2": dict(version=4, gluon=True, gluon_warps=16, stop=2),
+              # session 49: the same cuts with one row over a cluster of 4 CTAs
+              "v4_gluon_c4_stop1": dict(version=4, gluon=True, gluon_ctas=4, stop=1),
+              "v4_gluon_c4_stop2": dict(version=4, gluon=True, gluon_ctas=4, stop=2)}
 SHAPES = [(4096, 65536), (1024, 131072), (128, 65536)]
 TIES_VARIANTS = ["v4", "v4_prev"]
 

@@ -438,8 +438,9 @@ def test_gluon_select_needs_its_device():
 
 def test_gluon_select_compiles_for_sm90():
     """The Gluon select compiles for sm_90a on this machine (no GPU; bench/topk_gluon_check.py) at the decode
-    capacities: no spill, shared atomics in the SASS, and its dynamic shared memory exactly the words its inline PTX
-    addresses (no shared memory of Triton's own that could overlap them)."""
+    capacities, one CTA a row and a cluster of 4: no spill, shared atomics in the SASS, and its dynamic shared memory
+    exactly the words its inline PTX addresses (no shared memory of Triton's own that could overlap them); the
+    cluster's build declares its 4 CTAs and adds into the other CTAs' words (ATOM.E) between cluster barriers."""
     pytest.importorskip("triton.experimental.gluon")
     import os
     import re
@@ -448,15 +449,18 @@ def test_gluon_select_compiles_for_sm90():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": os.path.join(root, "src")}
     env.pop("TRITON_INTERPRET", None)
-    res = subprocess.run([sys.executable, os.path.join(root, "bench", "topk_gluon_check.py"), "--caps", "1024", "8192"],
-                         capture_output=True, text=True, env=env, timeout=600)
+    res = subprocess.run([sys.executable, os.path.join(root, "bench", "topk_gluon_check.py"), "--caps", "1024", "8192",
+                          "--ctas", "1", "4"], capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("cap ")]
-    assert len(lines) == 2, res.stdout
+    assert len(lines) == 4, res.stdout
     for ln in lines:
         assert int(re.search(r"shared=(\d+)", ln).group(1)) == int(re.search(r"raw_bytes=(\d+)", ln).group(1)), ln
         assert int(re.search(r"spill_st=(\d+)", ln).group(1)) == 0, ln
         assert "ATOMS" in ln, ln
+        cluster = " ctas 4 " in ln
+        assert (".reqnctapercluster 4" in ln) == cluster and ("ATOM.E.ADD" in ln) == cluster, ln
+        assert ("UCGABAR" in ln) == cluster, ln
 
 
 def test_gluon_wide_capacity():
@@ -470,3 +474,27 @@ def test_gluon_wide_capacity():
     assert wide_capacity(264, 8000, 512, 132) == 8192
     assert wide_capacity(1, 100, 512, 132) == 1024          # 2k
     assert wide_capacity(1, 12000, 8192, 132) == 0          # k 8192's usual capacity (16384) is past the largest
+
+
+def test_gluon_select_cluster_size_checked(monkeypatch):
+    """The Gluon select's CTAs a row (a thread-block cluster) must be 1, 2, 4 or 8, and leave each warp at least 32
+    columns: a ValueError naming it before anything launches (the launch stand-in is never reached);
+    DSATTN_TOPK_CTAS is checked the same way."""
+    from dsattn.ops.topk import gluon_select
+    x = torch.randn(2, 1000)
+    lengths = torch.tensor([1000, 10], dtype=torch.int32)
+    out = torch.full((2, 256), -7, dtype=torch.int32)
+
+    def never(kernel):
+        raise AssertionError("launched")
+    for ctas in (0, 3, 16):
+        with pytest.raises(ValueError, match="ctas"):
+            gluon_select.launch_select_rows(x, lengths, 256, out, 1024, ctas=ctas, launch=never)
+    with pytest.raises(ValueError, match="CTAs"):  # 1024 / 8 = 128 columns a CTA: fewer than 32 a warp of 8
+        gluon_select.launch_select_rows(x, lengths, 256, out, 1024, num_warps=8, ctas=8, launch=never)
+    assert (out == -7).all()
+    monkeypatch.setenv("DSATTN_TOPK_CTAS", "3")
+    with pytest.raises(ValueError, match="DSATTN_TOPK_CTAS"):
+        gluon_select.default_ctas(1, 8192, 132)
+    monkeypatch.setenv("DSATTN_TOPK_CTAS", "4")
+    assert gluon_select.default_ctas(1, 8192, 132) == 4

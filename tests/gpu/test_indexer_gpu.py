@@ -231,13 +231,16 @@ def test_topk_sets(width, k, impl):
     assert torch.equal(torch.where(valid, out, 2**31 - 1).sort(1).values, torch.where(valid, out, 2**31 - 1))
 
 
-@pytest.mark.parametrize("width, k, warps", [(4160, 2048, None), (8192, 2048, None), (8192, 2048, 16),
-                                            (4096, 2048, None), (4096, 2048, 16), (1040, 512, None), (2048, 512, 8),
-                                            (300, 128, None), (3000, 1024, 4)])
-def test_topk_gluon_select_rows(width, k, warps):
-    """The Gluon select (topk.gluon_select, rows that fit the capacity) on rows built to take each of its paths: the
-    same columns in the same order as the Triton select (gluon=False), the reference's sets, every output entry
-    written; then captured in a CUDA graph and replayed over new logits."""
+@pytest.mark.parametrize("width, k, warps, ctas", [
+    (4160, 2048, None, 1), (8192, 2048, None, 1), (8192, 2048, 16, 1), (4096, 2048, None, 1), (4096, 2048, 16, 1),
+    (1040, 512, None, 1), (2048, 512, 8, 1), (300, 128, None, 1), (3000, 1024, 4, 1),
+    # one row over a thread-block cluster
+    (4160, 2048, None, 2), (4160, 2048, None, 4), (4160, 2048, 4, 8), (8192, 2048, None, 8), (8192, 2048, 16, 4),
+    (4096, 2048, None, 4), (1040, 512, None, 2), (2048, 512, None, 8), (300, 128, None, 2), (3000, 1024, 4, 4)])
+def test_topk_gluon_select_rows(width, k, warps, ctas):
+    """The Gluon select (topk.gluon_select, rows that fit the capacity; ctas > 1: a row over a thread-block cluster)
+    on rows built to take each of its paths: the same columns in the same order as the Triton select (gluon=False),
+    the reference's sets, every output entry written; then captured in a CUDA graph and replayed over new logits."""
     from dsattn.ops.topk.select import launch_topk_v4
     rows = 24
     cap = max(2 * k, 1 << (width - 1).bit_length())
@@ -269,7 +272,7 @@ def test_topk_gluon_select_rows(width, k, warps):
 
     def run(gluon, x):
         out = torch.full((rows, k), -7, dtype=torch.int32, device=DEV)
-        launch_topk_v4(x, lengths, k, out, scratch, cap=cap, gluon=gluon, gluon_warps=warps)
+        launch_topk_v4(x, lengths, k, out, scratch, cap=cap, gluon=gluon, gluon_warps=warps, gluon_ctas=ctas)
         return out
     got = run(True, x)
     assert (got != -7).all()
@@ -277,12 +280,13 @@ def test_topk_gluon_select_rows(width, k, warps):
     assert _sets_equal(got, topk_reference(x, torch.zeros_like(lengths), lengths.clamp(0, width), k)).all()
     for bits in (5, 10):  # other bits a pass
         again = torch.full((rows, k), -7, dtype=torch.int32, device=DEV)
-        launch_topk_v4(x, lengths, k, again, scratch, cap=cap, gluon=True, gluon_warps=warps, gluon_bits=bits)
+        launch_topk_v4(x, lengths, k, again, scratch, cap=cap, gluon=True, gluon_warps=warps, gluon_bits=bits,
+                       gluon_ctas=ctas)
         assert torch.equal(again, got)
     out = torch.full((rows, k), -7, dtype=torch.int32, device=DEV)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        launch_topk_v4(x, lengths, k, out, scratch, cap=cap, gluon=True, gluon_warps=warps)
+        launch_topk_v4(x, lengths, k, out, scratch, cap=cap, gluon=True, gluon_warps=warps, gluon_ctas=ctas)
     for _ in range(2):
         x.copy_(torch.randn(rows, width, device=DEV, generator=g))
         out.fill_(-7)

@@ -107,6 +107,17 @@ def default_warps(cap: int) -> int:
     return 16 if cap >= 4096 else 8 if cap >= 2048 else 4
 
 
+def default_ctas(rows: int, cap: int, sms: int) -> int:
+    """CTAs a row (a thread-block cluster, each CTA over cap / ctas columns): 1 (not yet measured on the GPU).
+    DSATTN_TOPK_CTAS (1, 2, 4 or 8; read at each call) sets it for A/B runs."""
+    env = os.environ.get("DSATTN_TOPK_CTAS", "").strip()
+    if env:
+        if env not in ("1", "2", "4", "8"):
+            raise ValueError(f"DSATTN_TOPK_CTAS must be 1, 2, 4 or 8, got {env!r}")
+        return int(env)
+    return 1
+
+
 def default_bits(cap: int, num_warps: int) -> int:
     """Bits a pass decides (2^bits bins): 8, fewer where a warp holds fewer than 256 columns. H200, 16 warps, 9 -> 8
     bits (topk_gluon_b_s48.json): 1 x 4160 12.2 -> 12.0 us, 32 x 6144 14.6 -> 13.5, 264 x 8192 27.9 -> 25.6; 10 bits
@@ -119,11 +130,15 @@ def passes(bits: int) -> int:
     return (32 + bits - 1) // bits
 
 
-def smem_words(cap: int, num_warps: int, bits: int) -> int:
-    """The kernel's shared-memory words: lo, hi and padding (8), emit totals, pass results, histograms, the output
-    row's copy (cap / 2 words), rounded up to a power of 2 (the buffer that sizes them)."""
+def smem_words(cap: int, num_warps: int, bits: int, ctas: int = 1) -> int:
+    """The kernel's shared-memory words a CTA: lo, hi and padding (8), in a cluster the CTAs' totals (ctas), the emit
+    totals, pass results, histograms (in a cluster twice: the cluster's and the CTA's own), the output row's copy (cap
+    / 2 words; in a cluster the CTA's columns, cap / ctas), rounded up to a power of 2 (the buffer that sizes them)."""
     maxp = passes(bits)
-    used = 8 + num_warps + maxp * 4 * num_warps + maxp * (1 << bits) + cap // 2
+    if ctas == 1:
+        used = 8 + num_warps + maxp * 4 * num_warps + maxp * (1 << bits) + cap // 2
+    else:
+        used = 8 + ctas + num_warps + maxp * 4 * num_warps + 2 * maxp * (1 << bits) + cap // ctas
     return 1 << (used - 1).bit_length()
 
 
@@ -157,16 +172,72 @@ if HAVE_GLUON:
             "=r,r,r,r", [off, lo, hi], dtype=gl.int32, is_pure=False, pack=1)
 
     @gluon.jit
+    def _cta_rank():
+        """%cluster_ctarank: this CTA's rank in its cluster (a scalar; 0 without a cluster)."""
+        return gl.inline_asm_elementwise("mov.u32 $0, %cluster_ctarank;", "=r", [], dtype=gl.int32, is_pure=True,
+                                         pack=1)
+
+    @gluon.jit
+    def _cluster_sync():
+        """barrier.cluster.arrive (release) + barrier.cluster.wait (acquire): every thread of every CTA of the cluster
+        is here, and the shared-memory writes and reductions each made before it, to its own or another CTA's words,
+        are seen after it (a scalar dummy 0)."""
+        return gl.inline_asm_elementwise("barrier.cluster.arrive; barrier.cluster.wait; mov.u32 $0, 0;", "=r", [],
+                                         dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _red_cluster_add_if(off, val, dst, ok):
+        """red.shared::cluster.add.u32 [the word at global_smem + off of CTA dst of the cluster], val where ok != 0
+        (elementwise; the output is a dummy 0)."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .u32 a, r; .reg .pred p; setp.ne.u32 p, $4, 0; mov.u32 a, global_smem; add.u32 a, a, $1; "
+            "mapa.shared::cluster.u32 r, a, $3; @p red.shared::cluster.add.u32 [r], $2; mov.u32 $0, 0; }",
+            "=r,r,r,r,r", [off, val, dst, ok], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _red_cluster_add_lane0(off, val, dst):
+        """Lane 0 of the warp: red.shared::cluster.add.u32 [the word at global_smem + off of CTA dst], val
+        (elementwise; the output is a dummy 0)."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .u32 a, r, l; .reg .pred p; mov.u32 l, %laneid; setp.eq.u32 p, l, 0; mov.u32 a, global_smem; "
+            "add.u32 a, a, $1; mapa.shared::cluster.u32 r, a, $3; @p red.shared::cluster.add.u32 [r], $2; "
+            "mov.u32 $0, 0; }",
+            "=r,r,r,r", [off, val, dst], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _red_cluster_lane0(off, lo, hi, dst):
+        """Lane 0 of the warp, into CTA dst of the cluster: red.shared::cluster.min.u32 [global_smem + off], lo and
+        .max.u32 [.. + 4], hi (elementwise; the output is a dummy 0)."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .u32 a, r, l; .reg .pred p; mov.u32 l, %laneid; setp.eq.u32 p, l, 0; mov.u32 a, global_smem; "
+            "add.u32 a, a, $1; mapa.shared::cluster.u32 r, a, $4; @p red.shared::cluster.min.u32 [r], $2; "
+            "@p red.shared::cluster.max.u32 [r+4], $3; mov.u32 $0, 0; }",
+            "=r,r,r,r,r", [off, lo, hi, dst], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.constexpr_function
+    def _blocked(size_per_thread, threads_per_warp, warps_per_cta, order, ctas):
+        """gl.BlockedLayout for a cluster of `ctas` CTAs (a power of two) that each hold the whole tensor: one zero CGA
+        basis a doubling (none without a cluster)."""
+        cga = [[0] * len(order) for _ in range(ctas.bit_length() - 1)]
+        return gl.BlockedLayout(size_per_thread, threads_per_warp, warps_per_cta, order, cga)
+
+    @gluon.constexpr_function
+    def _words_layout(ctas):
+        """The shared buffer's layout, whole in every CTA of a cluster of `ctas`."""
+        return gl.SwizzledSharedLayout(1, 1, 1, [0], [[0] for _ in range(ctas.bit_length() - 1)])
+
+    @gluon.jit
     def _clz(x):
         """clz.b32 (32 for 0)."""
         return gl.inline_asm_elementwise("clz.b32 $0, $1;", "=r,r", [x], dtype=gl.int32, is_pure=True, pack=1)
 
     @gluon.jit
     def _pass(key, valid, t, hi_bit, need, p, HIST: gl.constexpr, RES: gl.constexpr, DB: gl.constexpr,
-              H: gl.constexpr, NW: gl.constexpr):
+              H: gl.constexpr, NW: gl.constexpr, CTAS: gl.constexpr, LH: gl.constexpr, CL: gl.constexpr):
         """One histogram pass over the keys (any layout) that match t above hi_bit: the next DB bits (at most hi_bit)
         of the need-th largest among them. Returns t with them, need less the keys above its bin, early (1 when its
-        bin holds exactly need keys) and the new hi_bit (the pass's shift)."""
+        bin holds exactly need keys) and the new hi_bit (the pass's shift). In a cluster (CTAS > 1) the keys count
+        into this CTA's own histogram at LH first, which then adds itself into every CTA's at HIST."""
         NBIN: gl.constexpr = 1 << DB
         HR: gl.constexpr = NBIN // 32
         shift = gl.maximum(hi_bit - DB, 0)
@@ -175,8 +246,20 @@ if HAVE_GLUON:
         match = valid & (((key ^ t) & himask) == 0)
         digit = ((key >> shift.to(gl.uint32)) & dmask.to(gl.uint32)).to(gl.int32)
         hist = HIST + p * NBIN
-        _red_add_if((hist + (digit % HR) * 32 + digit // HR) * 4, match.to(gl.int32))
-        gl.thread_barrier()
+        if CTAS == 1:
+            _red_add_if((hist + (digit % HR) * 32 + digit // HR) * 4, match.to(gl.int32))
+            gl.thread_barrier()
+        else:
+            _red_add_if((LH + p * NBIN + (digit % HR) * 32 + digit // HR) * 4, match.to(gl.int32))
+            gl.thread_barrier()
+            ci = gl.arange(0, 32 * NW, CL)
+            for z in gl.static_range((NBIN + 32 * NW - 1) // (32 * NW)):
+                w = gl.minimum(z * 32 * NW + ci, NBIN - 1)
+                n = _lds((LH + p * NBIN + w) * 4)
+                ok = ((n != 0) & (z * 32 * NW + ci < NBIN)).to(gl.int32)
+                for d in gl.static_range(CTAS):
+                    _red_cluster_add_if((hist + w) * 4, n, d, ok)
+            _cluster_sync()
         hw = gl.arange(0, NW, gl.SliceLayout(1, H))
         bi = gl.arange(0, NBIN, gl.SliceLayout(0, H))        # a histogram's bins, HR consecutive a lane
         h = _lds(gl.zeros([NW, NBIN], gl.int32, H) + ((hist + (bi % HR) * 32 + bi // HR) * 4)[None, :])
@@ -199,34 +282,39 @@ if HAVE_GLUON:
     @gluon.jit(do_not_specialize=["k", "width"])
     def select_rows_kernel(logits, stride_row, lengths, width, out, stride_out, k, R: gl.constexpr,
                            DB: gl.constexpr, MAXP: gl.constexpr, WORDS: gl.constexpr, STOP: gl.constexpr,
-                           num_warps: gl.constexpr):
-        """Program r: the columns of row r's k largest valid logits (columns < min(lengths[r], width)), ties toward
-        the lower column, in ascending column order, -1 after them when fewer than k are valid. CAP = 32 R num_warps
-        >= width (the launcher checks); a pass decides DB bits (2^DB bins). STOP (timing only, wrong output): 1 ends
-        after lo / hi, 2 after the passes."""
+                           CTAS: gl.constexpr, num_warps: gl.constexpr):
+        """Program r (a cluster of CTAS CTAs, each over its own CAP / CTAS consecutive columns): the columns of row
+        r's k largest valid logits (columns < min(lengths[r], width)), ties toward the lower column, in ascending
+        column order, -1 after them when fewer than k are valid. CAP = 32 R num_warps CTAS >= width (the launcher
+        checks); a pass decides DB bits (2^DB bins). STOP (timing only, wrong output): 1 ends after lo / hi, 2 after
+        the passes."""
         NW: gl.constexpr = num_warps
         NB: gl.constexpr = 32 * R                   # columns a warp
         NBIN: gl.constexpr = 1 << DB
         HR: gl.constexpr = NBIN // 32               # bins a lane
-        P: gl.constexpr = gl.BlockedLayout([1, R], [1, 32], [NW, 1], [1, 0])
-        H: gl.constexpr = gl.BlockedLayout([1, HR], [1, 32], [NW, 1], [1, 0])
-        CL: gl.constexpr = gl.BlockedLayout([1], [32], [NW], [0])
+        P: gl.constexpr = _blocked([1, R], [1, 32], [NW, 1], [1, 0], CTAS)
+        H: gl.constexpr = _blocked([1, HR], [1, 32], [NW, 1], [1, 0], CTAS)
+        CL: gl.constexpr = _blocked([1], [32], [NW], [0], CTAS)
         LO: gl.constexpr = 0                        # word offsets: lo, hi
-        TOT: gl.constexpr = 8                       # emit totals, one a warp
+        CT: gl.constexpr = 8                        # a cluster's CTA totals, one a CTA
+        TOT: gl.constexpr = 8 + (CTAS if CTAS > 1 else 0)   # emit totals, one a warp
         RES: gl.constexpr = TOT + NW                # pass p's results: 3 x NW words from RES + 4 NW p
         HIST: gl.constexpr = RES + MAXP * 4 * NW    # pass p's histogram: NBIN words from HIST + NBIN p
-        OUT: gl.constexpr = HIST + MAXP * NBIN      # the output row's copy (k <= CAP / 2 = OUTW words)
-        OUTW: gl.constexpr = NB * NW // 2
-        USED: gl.constexpr = HIST + MAXP * NBIN     # (the words that must start zeroed)
+        LH: gl.constexpr = HIST + MAXP * NBIN       # in a cluster, this CTA's own histogram of pass p from LH + NBIN p
+        OUT: gl.constexpr = LH + (MAXP * NBIN if CTAS > 1 else 0)   # the output row's copy (this CTA's part)
+        OUTW: gl.constexpr = NB * NW // 2 if CTAS == 1 else NB * NW  # (k <= CAP / 2; a CTA's part <= its columns)
+        USED: gl.constexpr = OUT                    # (the words that must start zeroed)
         gl.static_assert(OUT + OUTW <= WORDS, "shared-memory words")
-        gl.static_assert(USED <= WORDS, "shared-memory words")
         gl.static_assert(HR >= 1, "at least 32 bins")
-        res = gl.allocate_shared_memory(gl.int32, [WORDS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+        res = gl.allocate_shared_memory(gl.int32, [WORDS], _words_layout(CTAS))
         r = gl.program_id(0).to(gl.int64)
         out_row = out + r * stride_out
         wk = gl.arange(0, NW, gl.SliceLayout(1, P))
         cc = gl.arange(0, NB, gl.SliceLayout(0, P))
         col = wk[:, None] * NB + cc[None, :]                 # [NW, NB]: lane l of warp w holds R consecutive columns
+        if CTAS > 1:
+            rank = _cta_rank()
+            col = col + rank * (NW * NB)
         # the row's loads do not wait for its length (columns past it are masked after)
         x = gl.load(logits + r * stride_row + col, mask=col < width, other=0.0)
         n_valid = gl.minimum(gl.maximum(gl.load(lengths + r), 0), width)
@@ -236,16 +324,25 @@ if HAVE_GLUON:
             valid = col < n_valid
             bits = (x + 0.0).to(gl.int32, bitcast=True)      # -0.0 + 0.0 = +0.0
             key = (bits ^ ((bits >> 31) | -2147483648)).to(gl.uint32, bitcast=True)
-            # lo = 0xFFFFFFFF, hi = 0, the rest 0 (the histograms must be)
+            # lo = 0xFFFFFFFF, hi = 0, the rest 0 (the histograms and the cluster's totals must be)
             ci = gl.arange(0, 32 * NW, CL)
             for z in gl.static_range((USED + 32 * NW - 1) // (32 * NW)):
                 _sts_if((z * 32 * NW + ci) * 4, gl.where(z * 32 * NW + ci == LO, -1, 0),
                         (z * 32 * NW + ci < USED).to(gl.int32))
-            gl.thread_barrier()
+            if CTAS == 1:
+                gl.thread_barrier()
+            else:
+                _cluster_sync()                              # every CTA's words zeroed before any CTA adds into them
             wlo = gl.min(gl.where(valid, key, 0xFFFFFFFF), axis=1)
             whi = gl.max(gl.where(valid, key, 0), axis=1)
-            _red_minmax_lane0(wk * 0 + LO * 4, wlo.to(gl.int32, bitcast=True), whi.to(gl.int32, bitcast=True))
-            gl.thread_barrier()
+            if CTAS == 1:
+                _red_minmax_lane0(wk * 0 + LO * 4, wlo.to(gl.int32, bitcast=True), whi.to(gl.int32, bitcast=True))
+                gl.thread_barrier()
+            else:
+                for d in gl.static_range(CTAS):
+                    _red_cluster_lane0(wk * 0 + LO * 4, wlo.to(gl.int32, bitcast=True),
+                                       whi.to(gl.int32, bitcast=True), d)
+                _cluster_sync()
             lo = _lds(LO * 4)
             hi = _lds(LO * 4 + 4)
             hb = 32 - _clz(lo ^ hi)                          # bits below the shared prefix
@@ -257,7 +354,7 @@ if HAVE_GLUON:
                 hi_bit = hi_bit * 0
             p = gl.to_tensor(0)
             while (hi_bit > 0) & (early == 0):
-                t, need, early, hi_bit = _pass(key, valid, t, hi_bit, need, p, HIST, RES, DB, H, NW)
+                t, need, early, hi_bit = _pass(key, valid, t, hi_bit, need, p, HIST, RES, DB, H, NW, CTAS, LH, CL)
                 p += 1
             if STOP == 0:
                 # after an early stop exactly k valid keys are >= t; else t is the k-th largest and `need` of its
@@ -266,23 +363,46 @@ if HAVE_GLUON:
                 eq = valid & (early == 0) & (key == t)
                 v = gt.to(gl.int32) + (eq.to(gl.int32) << 16)
                 incl = gl.associative_scan(v, 1, _add)
-                _sts((TOT + wk) * 4, gl.sum(v, axis=1))
-                gl.thread_barrier()
+                wsum = gl.sum(v, axis=1)
+                _sts((TOT + wk) * 4, wsum)
                 base = gl.zeros([NW], gl.int32, gl.SliceLayout(1, P))
+                if CTAS == 1:
+                    gl.thread_barrier()
+                    first = gl.to_tensor(0)                  # the output place of this CTA's first taken entry
+                    n_out = k + gl.to_tensor(0)              # and its number of taken entries
+                else:
+                    # the CTA's total (packed) into every CTA's word of this CTA, warp by warp
+                    for d in gl.static_range(CTAS):
+                        _red_cluster_add_lane0(wk * 0 + (CT + rank) * 4, wsum, d)
+                    _cluster_sync()
+                    before = gl.to_tensor(0)                 # the CTAs' before this one (packed)
+                    upto = gl.to_tensor(0)                   # and with it
+                    for j in gl.static_range(CTAS):
+                        c = _lds((CT + j) * 4)
+                        before += gl.where(rank > j, c, 0)
+                        upto += gl.where(rank >= j, c, 0)
+                    base += before
+                    first = (before & 0xFFFF) + gl.minimum(before >> 16, need)
+                    n_out = (upto & 0xFFFF) + gl.minimum(upto >> 16, need) - first
                 for j in gl.static_range(NW):
                     base += gl.where(wk > j, _lds(wk * 0 + (TOT + j) * 4), 0)
                 pre = base[:, None] + incl - v               # taken entries before this one (packed)
                 gtb = pre & 0xFFFF
                 eqb = pre >> 16
                 sel = gt | (eq & (eqb < need))
-                # each taken column to its place in a shared-memory copy of the output row, then the row out in
-                # coalesced stores (a thread's taken columns land apart from its neighbours': 32 lines a store)
-                _sts_if((OUT + gtb + gl.minimum(eqb, need)) * 4, col, sel.to(gl.int32))
+                # each taken column to its place in a shared-memory copy of the output row (this CTA's part), then
+                # the row out in coalesced stores (a thread's taken columns land apart from its neighbours': 32 lines
+                # a store)
+                _sts_if((OUT + gtb + gl.minimum(eqb, need) - first) * 4, col, sel.to(gl.int32))
                 gl.thread_barrier()
-                for o in range(0, k, 32 * NW):
-                    gl.store(out_row + o + ci, _lds((OUT + gl.minimum(o + ci, OUTW - 1)) * 4), mask=o + ci < k)
+                for o in range(0, n_out, 32 * NW):
+                    gl.store(out_row + first + o + ci, _lds((OUT + gl.minimum(o + ci, OUTW - 1)) * 4),
+                             mask=o + ci < n_out)
             gl.thread_barrier()                              # every raw read done before the buffer is written
-        res.slice(0, 32 * NW).store(gl.zeros([32 * NW], gl.int32, CL))
+        if CTAS == 1:
+            res.slice(0, 32 * NW).store(gl.zeros([32 * NW], gl.int32, CL))
+        else:  # (no slice of a cluster's buffer compiles)
+            res.store(gl.zeros([WORDS], gl.int32, gl.BlockedLayout([4], [32], [NW], [0], CL.cga_layout)))
 
 
 def usable(device) -> bool:
@@ -302,21 +422,26 @@ def _sm90(index) -> bool:
 
 
 def launch_select_rows(logits, lengths, k: int, out, cap: int, num_warps: int | None = None, bits: int | None = None,
-                       stop: int = 0, launch=None) -> None:
-    """Rows of at most `cap` columns (a power of two >= 2k, >= MIN_CAP), one program of num_warps (None: default_warps)
-    a row, `bits` a histogram pass (None: default_bits, 5..10). stop (timing only): select_rows_kernel's STOP.
+                       ctas: int = 1, stop: int = 0, launch=None) -> None:
+    """Rows of at most `cap` columns (a power of two >= 2k, >= MIN_CAP), one program a row: a cluster of `ctas` CTAs
+    (1, 2, 4 or 8), each over cap / ctas consecutive columns with num_warps warps (None: default_warps of its
+    columns), `bits` a histogram pass (None: default_bits, 5..10). stop (timing only): select_rows_kernel's STOP.
     launch: a stand-in for kernel[grid] (the compile check); else the cached launcher (ops._fastlaunch)."""
     t, w = logits.shape
-    num_warps = num_warps or default_warps(cap)
-    r = cap // (32 * num_warps)
+    if ctas not in (1, 2, 4, 8):
+        raise ValueError(f"ctas must be 1, 2, 4 or 8, got {ctas!r}")
+    cols = cap // ctas
+    num_warps = num_warps or default_warps(cols)
+    r = cols // (32 * num_warps)
     if cap & (cap - 1) or r < 1 or w > cap:
-        raise ValueError(f"cap must be a power of two >= the width and 32 x num_warps, got cap {cap}, width {w}, "
-                         f"{num_warps} warps")
-    bits = bits or default_bits(cap, num_warps)
+        raise ValueError(f"cap must be a power of two >= the width and 32 x num_warps x ctas, got cap {cap}, width "
+                         f"{w}, {num_warps} warps, {ctas} CTAs")
+    bits = bits or default_bits(cols, num_warps)
     if not 5 <= bits <= 10:
         raise ValueError(f"bits must be in [5, 10], got {bits}")
     args = (logits, logits.stride(0), lengths, w, out, out.stride(0), k)
-    kw = dict(R=r, DB=bits, MAXP=passes(bits), WORDS=smem_words(cap, num_warps, bits), STOP=stop, num_warps=num_warps)
+    kw = dict(R=r, DB=bits, MAXP=passes(bits), WORDS=smem_words(cap, num_warps, bits, ctas), STOP=stop, CTAS=ctas,
+              num_warps=num_warps, **({"num_ctas": ctas} if ctas > 1 else {}))
     if launch is not None:
         launch(select_rows_kernel)[(t,)](*args, **kw)
     else:

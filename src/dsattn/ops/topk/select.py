@@ -871,7 +871,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
                    tau_split: int = 0, tau_small: int = 256, tau_top: int = 10, early: bool = True,
                    tau_early: bool = True, fuse_tau: bool = True, sort: bool = True, fused: bool | None = None,
                    fused_tile: int | None = None, gluon: bool | None = None, gluon_warps: int | None = None,
-                   gluon_bits: int | None = None, stop: int = 0) -> None:
+                   gluon_bits: int | None = None, gluon_ctas: int | None = None, stop: int = 0) -> None:
     """Run the v4 select: _v4_tau; _v4_filter over [rows x segs] programs of filt_warps warps (a tile is
     filt_warps * 32 * rows_per_thread rows of 4 columns; prefetch: the next tile is loaded before this
     one is used; filt_stages: Triton's software pipelining instead); _v4_select (with the retries and the fallback for rows the sample misjudged; fix_rows: their
@@ -912,8 +912,9 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     gluon_select.usable says it runs (sm_90, not the interpreter, DSATTN_TOPK_GLUON not 0); True needs it. Where it
     runs, cap None also takes gluon_select.wide_capacity for rows wider than select_capacity's (up to 8192 columns
     at <= 2 x SMs rows, which at k 512 is past select_capacity's 2048: one launch instead of the long-row paths).
-    gluon_warps / gluon_bits: its warps (None: gluon_select.default_warps) and bits a pass (None: default_bits). The
-    same set in the same ascending column order as _v4_select's; stop there is select_rows_kernel's STOP.
+    gluon_warps / gluon_bits: its warps a CTA (None: gluon_select.default_warps) and bits a pass (None: default_bits);
+    gluon_ctas: CTAs a row, a thread-block cluster (1, 2, 4 or 8; None: gluon_select.default_ctas). The same set in
+    the same ascending column order as _v4_select's; stop there is select_rows_kernel's STOP.
     stop (timing only):
     1 ends after the threshold, 2 after the filter (wrong output); with fused=True the one-launch path's cuts
     (_v4_fused's STOP: 1 after the threshold, 2 after the arrival), else the three launches'."""
@@ -939,8 +940,9 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     sstride = scratch.stride(0) if scratch.dim() == 2 else 0
     if not long_rows and gluon is not False and gluon_select.MIN_CAP <= cap <= gluon_select.MAX_CAP:
         if use_gluon:
+            ctas = gluon_ctas or gluon_select.default_ctas(t, cap, sms)
             gluon_select.launch_select_rows(logits, lengths, k, out, cap, num_warps=gluon_warps, bits=gluon_bits,
-                                            stop=stop)
+                                            ctas=ctas, stop=stop)
             return
         if gluon:
             raise ValueError("gluon=True needs an sm_90 CUDA device, Gluon and no interpreter")

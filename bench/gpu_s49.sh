@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Session 49: the Gluon select (ops/topk/gluon_select.py) with one row over a thread-block cluster of 2 / 4 / 8 CTAs
+# (select_rows_kernel's CTAS: each CTA over its own stretch of the row, the histograms summed into every CTA's shared
+# memory by distributed-shared-memory adds between cluster barriers), for the 1-32 request decode rows where one
+# program a row leaves most SMs idle (session 48's ncu: 8.0 us at 1 x 4160, load + lo / hi 3.4, passes 2.6, emit 1.9).
+# Call `a`: the top-k GPU tests (test_topk_gluon_select_rows' new cluster cases: edge rows equal to the Triton select,
+# 5 / 10 bits a pass, a CUDA graph); topk_v3 at decode shapes, 1 / 2 / 4 / 8 CTAs a row at the default warps and
+# others, with timing cuts at 1 and 4 CTAs; the decode layers with DSATTN_TOPK_CTAS=4 against 1.
+# PREDICTION: tests pass (the CTAS=1 build's SASS is identical to session 48's by the compile check). Graph replays at
+# 1 x 4160 (k 2048): 1 CTA 10.6 us, 4 CTAs ~8 (a quarter of the loads and keys a CTA, ~5 cluster barriers at ~0.3 us
+# each); 8 x 4160 12.1 -> ~9; 32 x 6144 13.0 -> ~11 (128 CTAs, one wave); k 512 1 x 1040 6.8 -> ~6. The glm-5 TP8
+# layer at 1 / 8 requests 22.2 / 27.8 -> ~20 / ~25 us.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s49.sh a
+set -u
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+unset TRITON_INTERPRET
+R=$OUT/r; mkdir -p $R; L=$OUT/s49.log
+nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
+pack() { tar -czf $OUT/r.tgz -C $OUT r s49.log; }
+case "$1" in
+a)
+  K="gluon or (topk_sets and default)" N=6 LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_a tests/gpu/test_indexer_gpu.py
+  cat $R/tests_a/summary.log >> $L; pack
+  V=v4_gluon_c1,v4_gluon_c2,v4_gluon_c4,v4_gluon_c8,v4_gluon_c2_w8,v4_gluon_c4_w4,v4_gluon_c4_w16,v4_gluon_c8_w8
+  t0=$SECONDS
+  timeout 200 python bench/topk_v3.py --shapes 1x4160,8x4160,32x4160,32x6144,1x8192,8x8192,1x4096 \
+    --cases 1x4160:full,8x4160:full,32x4160:full,32x6144:ragged,1x8192:full,8x8192:full,1x4096:full \
+    --variants $V,v4_gluon_w16_stop1,v4_gluon_w16_stop2,v4_gluon_c4_stop1,v4_gluon_c4_stop2 --rounds 3 --rep-ms 20 \
+    --out $R/topk_cluster_a_s49.json > $R/topk.log 2>&1
+  echo "topk_v3 k 2048 rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/topk.log >> $L; pack
+  t0=$SECONDS
+  timeout 90 python bench/topk_v3.py --k 512 --shapes 1x1040,8x2048,32x3072,1x4160 \
+    --cases 1x1040:full,8x2048:full,32x3072:full,1x4160:full \
+    --variants v4_gluon_c1,v4_gluon_c2,v4_gluon_c4,v4_gluon_c8 --rounds 3 --rep-ms 20 \
+    --out $R/topk_cluster_k512_a_s49.json > $R/topk512.log 2>&1
+  echo "topk_v3 k 512 rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/topk512.log >> $L; pack
+  for c in 4 1; do
+    t0=$SECONDS
+    DSATTN_TOPK_CTAS=$c timeout 120 python bench/decode_layer_kernels.py --batches 1,8,32 --out $R \
+      --name decode_layer_cluster_a_s49_c$c > $R/layer_c$c.log 2>&1
+    echo "decode layer (ctas $c) rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/layer_c$c.log >> $L; pack
+  done
+  ;;
+esac
