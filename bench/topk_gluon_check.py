@@ -45,7 +45,8 @@ def main(argv=None) -> int:
     for ctas, warps, cap in ((c, w, cap) for c in args.ctas for w in args.warps for cap in args.caps):
         if cap // ctas < 256:
             continue
-        nw = warps or gluon_select.default_warps(cap // ctas)
+        cols = gluon_select.cluster_columns(cap, cap, ctas)[1]  # (a full row's)
+        nw = warps or gluon_select.default_warps(cols)
         k = cap // 2
         logits = torch.zeros(2, cap)
         lengths = torch.zeros(2, dtype=torch.int32)
@@ -58,7 +59,7 @@ def main(argv=None) -> int:
         sass = sass_of(ptx)
         ops = collections.Counter(re.findall(r"\b(ATOMS\.\w+|ATOM\.E\.\w+|RED\w*\.\w+|UCGABAR\w*|STS[.\w]*|LDS[.\w]*|BAR\.\w+|SHFL\.\w+|"
                                              r"STL[.\w]*|LDL[.\w]*)\b", sass))
-        words = gluon_select.smem_words(cap, nw, gluon_select.default_bits(cap // ctas, nw), ctas)
+        words = gluon_select.smem_words(cols, nw, gluon_select.default_bits(cols, nw), ctas)
         cluster = [ln.strip() for ln in ptx.splitlines() if ln.strip().startswith((".explicitcluster",
                                                                                   ".reqnctapercluster"))]
         print(f"cap {cap} warps {nw}{f' ctas {ctas} {cluster}' if ctas > 1 else ''}: {ptxas_report(ptx)} "

@@ -130,16 +130,27 @@ def passes(bits: int) -> int:
     return (32 + bits - 1) // bits
 
 
-def smem_words(cap: int, num_warps: int, bits: int, ctas: int = 1) -> int:
-    """The kernel's shared-memory words a CTA: lo, hi and padding (8), in a cluster the CTAs' totals (ctas), the emit
-    totals, pass results, histograms (in a cluster twice: the cluster's and the CTA's own), the output row's copy (cap
-    / 2 words; in a cluster the CTA's columns, cap / ctas), rounded up to a power of 2 (the buffer that sizes them)."""
+def smem_words(cols: int, num_warps: int, bits: int, ctas: int = 1) -> int:
+    """A CTA's shared-memory words at `cols` columns a CTA: lo, hi and padding (8), in a cluster the CTAs' totals
+    (ctas), the emit totals, pass results, histograms (in a cluster twice: the cluster's and the CTA's own), the output
+    row's copy (cols / 2 words, k <= cap / 2; in a cluster the CTA's part, up to cols), rounded up to a power of 2 (the
+    buffer that sizes them)."""
     maxp = passes(bits)
     if ctas == 1:
-        used = 8 + num_warps + maxp * 4 * num_warps + maxp * (1 << bits) + cap // 2
+        used = 8 + num_warps + maxp * 4 * num_warps + maxp * (1 << bits) + cols // 2
     else:
-        used = 8 + ctas + num_warps + maxp * 4 * num_warps + 2 * maxp * (1 << bits) + cap // ctas
+        used = 8 + ctas + num_warps + maxp * 4 * num_warps + 2 * maxp * (1 << bits) + cols
     return 1 << (used - 1).bit_length()
+
+
+def cluster_columns(width: int, cap: int, ctas: int) -> tuple[int, int]:
+    """(span, cols): a CTA's stretch of the row and its columns (registers; a power of two >= span). One CTA takes
+    the capacity whole; in a cluster each CTA takes width / ctas columns rounded up to 16 (so the loads stay 16-byte
+    aligned), at least 128."""
+    if ctas == 1:
+        return cap, cap
+    span = max(-(-width // ctas + 15) // 16 * 16, 128)
+    return span, 1 << (span - 1).bit_length()
 
 
 if HAVE_GLUON:
@@ -184,6 +195,14 @@ if HAVE_GLUON:
         are seen after it (a scalar dummy 0)."""
         return gl.inline_asm_elementwise("barrier.cluster.arrive; barrier.cluster.wait; mov.u32 $0, 0;", "=r", [],
                                          dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _stg_if(ptr, val, ok):
+        """st.global.b32 [ptr], val where ok != 0, from every CTA of a cluster (elementwise; the output is a dummy 0).
+        Triton stores a tensor whose layout is the same in every CTA of a cluster from CTA 0 only."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .pred p; setp.ne.u32 p, $3, 0; @p st.global.b32 [$1], $2; mov.u32 $0, 0; }",
+            "=r,l,r,r", [ptr.to(gl.int64, bitcast=True), val, ok], dtype=gl.int32, is_pure=False, pack=1)
 
     @gluon.jit
     def _red_cluster_add_if(off, val, dst, ok):
@@ -280,14 +299,14 @@ if HAVE_GLUON:
         return t, need, (_lds_warp((at + 2 * NW) * 4) == need).to(gl.int32), shift
 
     @gluon.jit(do_not_specialize=["k", "width"])
-    def select_rows_kernel(logits, stride_row, lengths, width, out, stride_out, k, R: gl.constexpr,
+    def select_rows_kernel(logits, stride_row, lengths, width, out, stride_out, k, span, R: gl.constexpr,
                            DB: gl.constexpr, MAXP: gl.constexpr, WORDS: gl.constexpr, STOP: gl.constexpr,
                            CTAS: gl.constexpr, num_warps: gl.constexpr):
-        """Program r (a cluster of CTAS CTAs, each over its own CAP / CTAS consecutive columns): the columns of row
-        r's k largest valid logits (columns < min(lengths[r], width)), ties toward the lower column, in ascending
-        column order, -1 after them when fewer than k are valid. CAP = 32 R num_warps CTAS >= width (the launcher
-        checks); a pass decides DB bits (2^DB bins). STOP (timing only, wrong output): 1 ends after lo / hi, 2 after
-        the passes."""
+        """Program r (one CTA, or a cluster of CTAS CTAs, CTA c over the columns [c span, c span + span), span <= 32 R
+        num_warps): the columns of row r's k largest valid logits (columns < min(lengths[r], width)), ties toward the
+        lower column, in ascending column order, -1 after them when fewer than k are valid. 32 R num_warps CTAS >=
+        width without a cluster, span CTAS >= width with one (the launcher checks); a pass decides DB bits (2^DB bins).
+        STOP (timing only, wrong output): 1 ends after lo / hi, 2 after the passes."""
         NW: gl.constexpr = num_warps
         NB: gl.constexpr = 32 * R                   # columns a warp
         NBIN: gl.constexpr = 1 << DB
@@ -312,16 +331,25 @@ if HAVE_GLUON:
         wk = gl.arange(0, NW, gl.SliceLayout(1, P))
         cc = gl.arange(0, NB, gl.SliceLayout(0, P))
         col = wk[:, None] * NB + cc[None, :]                 # [NW, NB]: lane l of warp w holds R consecutive columns
-        if CTAS > 1:
+        if CTAS == 1:
+            inrow = col < width
+        else:
             rank = _cta_rank()
-            col = col + rank * (NW * NB)
+            mine = col < span                                # this CTA's columns
+            col = col + rank * span
+            inrow = mine & (col < width)
         # the row's loads do not wait for its length (columns past it are masked after)
-        x = gl.load(logits + r * stride_row + col, mask=col < width, other=0.0)
+        x = gl.load(logits + r * stride_row + col, mask=inrow, other=0.0)
         n_valid = gl.minimum(gl.maximum(gl.load(lengths + r), 0), width)
         if n_valid <= k:
-            gl.store(out_row + col, gl.where(col < n_valid, col, -1), mask=col < k)
+            if CTAS == 1:
+                gl.store(out_row + col, gl.where(col < n_valid, col, -1), mask=col < k)
+            else:
+                _stg_if(out_row + col, gl.where(col < n_valid, col, -1), (mine & (col < k)).to(gl.int32))
         else:
             valid = col < n_valid
+            if CTAS > 1:
+                valid = valid & mine
             bits = (x + 0.0).to(gl.int32, bitcast=True)      # -0.0 + 0.0 = +0.0
             key = (bits ^ ((bits >> 31) | -2147483648)).to(gl.uint32, bitcast=True)
             # lo = 0xFFFFFFFF, hi = 0, the rest 0 (the histograms and the cluster's totals must be)
@@ -396,8 +424,11 @@ if HAVE_GLUON:
                 _sts_if((OUT + gtb + gl.minimum(eqb, need) - first) * 4, col, sel.to(gl.int32))
                 gl.thread_barrier()
                 for o in range(0, n_out, 32 * NW):
-                    gl.store(out_row + first + o + ci, _lds((OUT + gl.minimum(o + ci, OUTW - 1)) * 4),
-                             mask=o + ci < n_out)
+                    if CTAS == 1:
+                        gl.store(out_row + o + ci, _lds((OUT + gl.minimum(o + ci, OUTW - 1)) * 4), mask=o + ci < k)
+                    else:
+                        _stg_if(out_row + first + o + ci, _lds((OUT + gl.minimum(o + ci, OUTW - 1)) * 4),
+                                (o + ci < n_out).to(gl.int32))
             gl.thread_barrier()                              # every raw read done before the buffer is written
         if CTAS == 1:
             res.slice(0, 32 * NW).store(gl.zeros([32 * NW], gl.int32, CL))
@@ -423,24 +454,25 @@ def _sm90(index) -> bool:
 
 def launch_select_rows(logits, lengths, k: int, out, cap: int, num_warps: int | None = None, bits: int | None = None,
                        ctas: int = 1, stop: int = 0, launch=None) -> None:
-    """Rows of at most `cap` columns (a power of two >= 2k, >= MIN_CAP), one program a row: a cluster of `ctas` CTAs
-    (1, 2, 4 or 8), each over cap / ctas consecutive columns with num_warps warps (None: default_warps of its
-    columns), `bits` a histogram pass (None: default_bits, 5..10). stop (timing only): select_rows_kernel's STOP.
-    launch: a stand-in for kernel[grid] (the compile check); else the cached launcher (ops._fastlaunch)."""
+    """Rows of at most `cap` columns (a power of two >= 2k, >= MIN_CAP), one program a row: one CTA over the capacity,
+    or a cluster of `ctas` CTAs (2, 4 or 8), each over its own stretch of the row (cluster_columns); num_warps warps a
+    CTA (None: default_warps of its columns), `bits` a histogram pass (None: default_bits, 5..10). stop (timing only):
+    select_rows_kernel's STOP. launch: a stand-in for kernel[grid] (the compile check); else the cached launcher
+    (ops._fastlaunch)."""
     t, w = logits.shape
     if ctas not in (1, 2, 4, 8):
         raise ValueError(f"ctas must be 1, 2, 4 or 8, got {ctas!r}")
-    cols = cap // ctas
+    span, cols = cluster_columns(w, cap, ctas)
     num_warps = num_warps or default_warps(cols)
     r = cols // (32 * num_warps)
     if cap & (cap - 1) or r < 1 or w > cap:
-        raise ValueError(f"cap must be a power of two >= the width and 32 x num_warps x ctas, got cap {cap}, width "
-                         f"{w}, {num_warps} warps, {ctas} CTAs")
+        raise ValueError(f"cap must be a power of two >= the width, and a CTA's columns at least 32 x num_warps: got "
+                         f"cap {cap}, width {w}, {cols} columns a CTA ({ctas} CTAs), {num_warps} warps")
     bits = bits or default_bits(cols, num_warps)
     if not 5 <= bits <= 10:
         raise ValueError(f"bits must be in [5, 10], got {bits}")
-    args = (logits, logits.stride(0), lengths, w, out, out.stride(0), k)
-    kw = dict(R=r, DB=bits, MAXP=passes(bits), WORDS=smem_words(cap, num_warps, bits, ctas), STOP=stop, CTAS=ctas,
+    args = (logits, logits.stride(0), lengths, w, out, out.stride(0), k, span)
+    kw = dict(R=r, DB=bits, MAXP=passes(bits), WORDS=smem_words(cols, num_warps, bits, ctas), STOP=stop, CTAS=ctas,
               num_warps=num_warps, **({"num_ctas": ctas} if ctas > 1 else {}))
     if launch is not None:
         launch(select_rows_kernel)[(t,)](*args, **kw)
