@@ -498,3 +498,18 @@ def test_gluon_select_cluster_size_checked(monkeypatch):
         gluon_select.default_ctas(1, 8192, 132)
     monkeypatch.setenv("DSATTN_TOPK_CTAS", "4")
     assert gluon_select.default_ctas(1, 8192, 132) == 4
+
+
+def test_gluon_cluster_columns():
+    """A cluster's CTAs cover the row: span (a multiple of 16, at least 128) x ctas >= width, and each CTA's
+    columns a power of two >= span; one CTA takes the capacity whole."""
+    from dsattn.ops.topk.gluon_select import cluster_columns
+    assert cluster_columns(4160, 8192, 1) == (8192, 8192)
+    assert cluster_columns(4160, 8192, 2) == (2080, 4096)
+    assert cluster_columns(4096, 4096, 4) == (1024, 1024)
+    assert cluster_columns(300, 512, 8) == (128, 128)
+    for width in (1, 15, 16, 17, 300, 1040, 2047, 2080, 3000, 4097, 4160, 6143, 8192):
+        for ctas in (2, 4, 8):
+            span, cols = cluster_columns(width, 1 << (width - 1).bit_length(), ctas)
+            assert span * ctas >= width and span % 16 == 0 and span >= 128, (width, ctas, span)
+            assert cols >= span and cols & (cols - 1) == 0 and cols < 2 * span, (width, ctas, cols)

@@ -149,7 +149,7 @@ def cluster_columns(width: int, cap: int, ctas: int) -> tuple[int, int]:
     aligned), at least 128."""
     if ctas == 1:
         return cap, cap
-    span = max(-(-width // ctas + 15) // 16 * 16, 128)
+    span = max((-(-width // ctas) + 15) // 16 * 16, 128)
     return span, 1 << (span - 1).bit_length()
 
 
@@ -465,7 +465,7 @@ def launch_select_rows(logits, lengths, k: int, out, cap: int, num_warps: int | 
     span, cols = cluster_columns(w, cap, ctas)
     num_warps = num_warps or default_warps(cols)
     r = cols // (32 * num_warps)
-    if cap & (cap - 1) or r < 1 or w > cap:
+    if cap & (cap - 1) or r < 1 or w > cap or span * ctas < w:
         raise ValueError(f"cap must be a power of two >= the width, and a CTA's columns at least 32 x num_warps: got "
                          f"cap {cap}, width {w}, {cols} columns a CTA ({ctas} CTAs), {num_warps} warps")
     bits = bits or default_bits(cols, num_warps)
