@@ -94,7 +94,7 @@ c)
   cat $R/tests_c/summary.log >> $L; pack
   PYTHONPATH=src timeout 100 python bench/_dbg_s49.py > $R/dbg.log 2>&1; grep -v "missing cols" $R/dbg.log >> $L
   t0=$SECONDS
-  timeout 200 python bench/topk_v3.py --shapes 1x4160,8x4160,32x4160,64x4160,32x6144,1x8192,8x8192,1x2080,1x12288 \
+  timeout 200 python bench/topk_v3.py --shapes 1x4160,8x4160,32x4160,64x4160,32x6144,1x8192,8x8192,1x2080 \
     --cases 1x4160:full,8x4160:full,32x4160:full,64x4160:full,32x6144:ragged,1x8192:full,8x8192:full,1x2080:full \
     --variants v4_gluon_c1,v4_gluon_c2,v4_gluon_c4,v4_gluon_c8,v4_gluon_c4_w4,v4_gluon_c4_stop1,v4_gluon_c4_stop2 \
     --rounds 3 --rep-ms 20 --out $R/topk_cluster_c_s49.json > $R/topk.log 2>&1
