@@ -33,7 +33,22 @@
 # 2.6 / 3.8 / 4.0, every cluster slower (4.3-6.9).
 # Call `c`: the fixed cover; the tests; topk_v3 and the layers at 1 / 2 / 4 / 8 CTAs again.
 # PREDICTION: tests pass; timings as call b's within ~0.3 us.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s49.sh a|b|c
+# OUTCOME (fd44dc3, bench/logs/s49/c/): 35 passed; bench/_dbg_s49.py: every set and order right at 2 / 4 / 8 CTAs.
+# Graph replays (topk_cluster_c_s49.json), us, 1 / 2 / 4 / 8 CTAs: k 2048 1 x 4160 10.4 / 10.1 / 9.3 / 9.8, 8 x 4160
+# 12.2 / 11.9 / 10.3 / 11.0, 32 x 4160 12.4 / 12.2 / 12.1 / 12.9, 64 x 4160 12.3 / 12.2 / 12.7 / 14.0, 32 x 6144 12.8 /
+# 12.3 / 11.2 / 13.1, 1 x 8192 13.0 / 12.1 / 10.5 / 11.2, 8 x 8192 13.4 / 12.3 / 10.7 / 11.6, 1 x 2080 8.3 / 8.6 / 8.6 /
+# 8.4; k 512 1 x 1040 6.7 / 7.7 / 7.7 / 8.2, 8 x 2048 7.8 / 9.2 / 8.7 / 10.0, 1 x 4160 11.8 / 11.6 / 10.3 / 11.1, 8 x
+# 8192 12.9 / 12.0 / 10.4 / 11.4. Cuts at 4 CTAs, 1 x 4160: after lo / hi 5.9, after the passes 8.3. Layer spans at 1 /
+# 8 / 32 requests, us, 1 / 4 CTAs: glm-5 TP8 22.2 / 20.7, 28.1 / 26.1, 45.5 / 45.0 (select 8.0-8.9 / 6.5-8.4);
+# deepseek-v3.2 TP8 23.3 / 22.0, 32.8 / 31.0, 54.4 / 53.7; glm-5.3-flash (k 512, narrow pooled rows) 21.8 / 23.7, 27.3
+# / 28.2, 40.3 / 41.7 (slower: its rows are under 4096 columns). Less than predicted (~20 / ~25): ~1.5-2 us a layer at
+# 1-8 requests, ~0.5 at 32. So the default became 4 CTAs from 4096 columns at <= SMs / 4 rows (default_ctas).
+# Call `d`: the default at the final rule: the indexer, backend and TP GPU files whole; topk_v3 default against 1 CTA;
+# the layers (contexts from 4096 and 8192) by default against DSATTN_TOPK_CTAS=1.
+# PREDICTION: all pass (the TP file's two-GPU tests skip); the glm-5 TP8 layer at 1 / 8 / 32 requests ~20.7 / ~26.1 /
+# ~45.0 us against ~22.2 / ~28.1 / ~45.5; 128 requests unchanged; from 8192-token contexts (rows of 8192-10K columns:
+# up to 8192 take the Gluon select) ~2-3 us less at 1-8 requests.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s49.sh a|b|c|d
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -111,6 +126,26 @@ c)
       --name decode_layer_cluster_c_s49_c$c > $R/layer_c$c.log 2>&1
     echo "decode layer (ctas $c) rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/layer_c$c.log | \
       sed 's/kernels summing.*select_rows_kernel/.. select_rows_kernel/' >> $L; pack
+  done
+  ;;
+d)
+  N=8 LIMIT=300 bash bench/gpu_tests_sharded.sh $R/tests_d tests/gpu/test_indexer_gpu.py tests/gpu/test_backend_gpu.py \
+    tests/gpu/test_tp_gpu.py
+  cat $R/tests_d/summary.log >> $L; pack
+  t0=$SECONDS
+  timeout 120 python bench/topk_v3.py --shapes 1x4160,8x4160,32x4160,64x4160,1x8192 \
+    --cases 1x4160:full,8x4160:full,32x4160:full,64x4160:full,1x8192:full \
+    --variants v4_gluon,v4_gluon_c1 --rounds 3 --rep-ms 20 --out $R/topk_cluster_d_s49.json > $R/topk.log 2>&1
+  echo "topk_v3 k 2048 rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/topk.log >> $L; pack
+  for ctx in 4096 8192; do
+    for c in "" 1; do
+      t0=$SECONDS
+      DSATTN_TOPK_CTAS=$c timeout 120 python bench/decode_layer_kernels.py --batches 1,8,32,128 --context $ctx \
+        --out $R --name decode_layer_cluster_d${ctx}_s49_${c:-default} > $R/layer_${ctx}_${c:-default}.log 2>&1
+      echo "decode layer (context $ctx, ctas ${c:-default}) rc=$? $((SECONDS - t0)) s" >> $L
+      grep -v -i warn $R/layer_${ctx}_${c:-default}.log | sed 's/kernels summing.*select_rows_kernel/.. select_rows_kernel/' >> $L
+      pack
+    done
   done
   ;;
 esac

@@ -493,6 +493,11 @@ def test_gluon_select_cluster_size_checked(monkeypatch):
     with pytest.raises(ValueError, match="CTAs"):  # 1024 / 8 = 128 columns a CTA: fewer than 32 a warp of 8
         gluon_select.launch_select_rows(x, lengths, 256, out, 1024, num_warps=8, ctas=8, launch=never)
     assert (out == -7).all()
+    monkeypatch.delenv("DSATTN_TOPK_CTAS", raising=False)
+    assert gluon_select.default_ctas(1, 4160, 132) == 4     # a decode row past 4096 columns: 4 CTAs
+    assert gluon_select.default_ctas(33, 8192, 132) == 4
+    assert gluon_select.default_ctas(34, 8192, 132) == 1    # more than one wave of clusters
+    assert gluon_select.default_ctas(1, 4095, 132) == 1     # narrower rows: one CTA
     monkeypatch.setenv("DSATTN_TOPK_CTAS", "3")
     with pytest.raises(ValueError, match="DSATTN_TOPK_CTAS"):
         gluon_select.default_ctas(1, 8192, 132)

@@ -107,15 +107,26 @@ def default_warps(cap: int) -> int:
     return 16 if cap >= 4096 else 8 if cap >= 2048 else 4
 
 
-def default_ctas(rows: int, cap: int, sms: int) -> int:
-    """CTAs a row (a thread-block cluster, each CTA over cap / ctas columns): 1 (not yet measured on the GPU).
-    DSATTN_TOPK_CTAS (1, 2, 4 or 8; read at each call) sets it for A/B runs."""
+CLUSTER_CTAS = 4            # CTAs a row where a cluster pays (default_ctas)
+CLUSTER_MIN_WIDTH = 4096    # ... from this many columns
+
+
+def default_ctas(rows: int, width: int, sms: int) -> int:
+    """CTAs a row (a thread-block cluster, each CTA over width / ctas columns): CLUSTER_CTAS (4) for rows of at least
+    CLUSTER_MIN_WIDTH (4096) columns while the clusters fit one wave (4 x rows <= SMs), else 1. H200, CUDA-graph
+    replays, us at 1 / 2 / 4 / 8 CTAs (bench/gpu_s49.sh c, topk_cluster_c_s49.json): k 2048 1 x 4160 10.4 / 10.1 / 9.3
+    / 9.8, 8 x 4160 12.2 / 11.9 / 10.3 / 11.0, 32 x 4160 12.4 / 12.2 / 12.1 / 12.9, 1 x 8192 13.0 / 12.1 / 10.5 / 11.2,
+    8 x 8192 13.4 / 12.3 / 10.7 / 11.6, 32 x 6144 (ragged) 12.8 / 12.3 / 11.2 / 13.1; k 512 1 x 4160 11.8 / 11.6 / 10.3 /
+    11.1, 8 x 8192 12.9 / 12.0 / 10.4 / 11.4. Narrower rows lose (k 2048 1 x 2080 8.3 / 8.6 / 8.6 / 8.4; k 512 1 x 1040
+    6.7 / 7.7 / 7.7 / 8.2, 8 x 2048 7.8 / 9.2 / 8.7 / 10.0), and so do more rows (64 x 4160 12.3 / 12.2 / 12.7 / 14.0).
+    Widths between 2080 and 4096 were not measured. DSATTN_TOPK_CTAS (1, 2, 4 or 8; read at each call) sets it for A/B
+    runs."""
     env = os.environ.get("DSATTN_TOPK_CTAS", "").strip()
     if env:
         if env not in ("1", "2", "4", "8"):
             raise ValueError(f"DSATTN_TOPK_CTAS must be 1, 2, 4 or 8, got {env!r}")
         return int(env)
-    return 1
+    return CLUSTER_CTAS if width >= CLUSTER_MIN_WIDTH and CLUSTER_CTAS * rows <= sms else 1
 
 
 def default_bits(cap: int, num_warps: int) -> int:

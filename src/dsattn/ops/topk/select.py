@@ -940,7 +940,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     sstride = scratch.stride(0) if scratch.dim() == 2 else 0
     if not long_rows and gluon is not False and gluon_select.MIN_CAP <= cap <= gluon_select.MAX_CAP:
         if use_gluon:
-            ctas = gluon_ctas or gluon_select.default_ctas(t, cap, sms)
+            ctas = gluon_ctas or gluon_select.default_ctas(t, w, sms)
             gluon_select.launch_select_rows(logits, lengths, k, out, cap, num_warps=gluon_warps, bits=gluon_bits,
                                             ctas=ctas, stop=stop)
             return
