@@ -22,7 +22,7 @@
 # PREDICTION: tests pass; 1 x 4160 (k 2048) ~8.5 us at 4 CTAs, ~8 at 8 (10.6 at 1); 8 x 4160 ~9.5 (12.1); the glm-5
 # layer at 1 / 8 requests ~20 / ~25 us.
 # OUTCOME (9fd8731, bench/logs/s49/b/): the cluster cases failed again, now with every entry written: about 1% of the
-# set wrong, the selected keys' smallest below the true k-th (bench/_dbg_s49.py on the GPU: 16 / 32 / ~32 of 2048 wrong
+# set wrong, the selected keys' smallest below the true k-th (bench/topk_cluster_sets.py on the GPU: 16 / 32 / ~32 of 2048 wrong
 # at 2 / 4 / 8 CTAs). The launcher's rounding was wrong: cluster_columns rounded width / ctas DOWN to 16 (2064 for
 # 4160 / 2), so the last columns of each CTA's stretch belonged to none (fixed; a CPU test now checks the cover).
 # Timings (16 columns a CTA short of right, so indicative), graph replays, us, 1 / 2 / 4 / 8 CTAs: 1 x 4160 10.4 / 10.1 /
@@ -33,7 +33,7 @@
 # 2.6 / 3.8 / 4.0, every cluster slower (4.3-6.9).
 # Call `c`: the fixed cover; the tests; topk_v3 and the layers at 1 / 2 / 4 / 8 CTAs again.
 # PREDICTION: tests pass; timings as call b's within ~0.3 us.
-# OUTCOME (fd44dc3, bench/logs/s49/c/): 35 passed; bench/_dbg_s49.py: every set and order right at 2 / 4 / 8 CTAs.
+# OUTCOME (fd44dc3, bench/logs/s49/c/): 35 passed; bench/topk_cluster_sets.py: every set and order right at 2 / 4 / 8 CTAs.
 # Graph replays (topk_cluster_c_s49.json), us, 1 / 2 / 4 / 8 CTAs: k 2048 1 x 4160 10.4 / 10.1 / 9.3 / 9.8, 8 x 4160
 # 12.2 / 11.9 / 10.3 / 11.0, 32 x 4160 12.4 / 12.2 / 12.1 / 12.9, 64 x 4160 12.3 / 12.2 / 12.7 / 14.0, 32 x 6144 12.8 /
 # 12.3 / 11.2 / 13.1, 1 x 8192 13.0 / 12.1 / 10.5 / 11.2, 8 x 8192 13.4 / 12.3 / 10.7 / 11.6, 1 x 2080 8.3 / 8.6 / 8.6 /
@@ -107,7 +107,7 @@ c)
   K="gluon_select_rows or gluon_wide or (topk_sets and default)" N=6 LIMIT=200 bash bench/gpu_tests_sharded.sh \
     $R/tests_c tests/gpu/test_indexer_gpu.py
   cat $R/tests_c/summary.log >> $L; pack
-  PYTHONPATH=src timeout 100 python bench/_dbg_s49.py > $R/dbg.log 2>&1; grep -v "missing cols" $R/dbg.log >> $L
+  PYTHONPATH=src timeout 100 python bench/topk_cluster_sets.py > $R/dbg.log 2>&1; grep -v "missing cols" $R/dbg.log >> $L
   t0=$SECONDS
   timeout 200 python bench/topk_v3.py --shapes 1x4160,8x4160,32x4160,64x4160,32x6144,1x8192,8x8192,1x2080 \
     --cases 1x4160:full,8x4160:full,32x4160:full,64x4160:full,32x6144:ragged,1x8192:full,8x8192:full,1x2080:full \

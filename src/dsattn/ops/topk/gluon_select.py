@@ -1,5 +1,5 @@
-"""A Gluon select for rows that fit the candidate capacity (Hopper, sm_90): one program a row, the row's keys in
-registers, the k-th largest found by radix passes over shared-memory histograms (inline-PTX shared atomics) instead
+"""A Gluon select for rows that fit the candidate capacity (Hopper, sm_90): one program a row (one CTA, or a
+thread-block cluster of CTAs, below), the row's keys in registers, the k-th largest found by radix passes over shared-memory histograms (inline-PTX shared atomics) instead
 of select.py's two-bit counting steps. select.launch_topk_v4 runs it on sm_90 for every row set that fits its
 capacity (`gluon`; DSATTN_TOPK_GLUON=0 keeps the Triton kernels, for A/B runs), with the capacity widened to the rows'
 width up to 8192 columns at <= 2 x SMs rows (wide_capacity: at k 512 rows past select_capacity's 2048 take it instead
@@ -36,15 +36,36 @@ sparse_mla.grouping_smem's kernels):
    output row and, after a barrier, out in coalesced stores. So the row comes out in ascending column order, the same
    set and order as the Triton select's.
 
+A row over a cluster (CTAS > 1; default_ctas: 4 CTAs for rows of >= 4096 columns at <= SMs / 4 rows, i.e. decode
+rows at 1-33 requests). CTA c takes the columns [c span, c span + span) (cluster_columns: width / ctas rounded up to
+16) and runs the steps above over them, the cluster's sums exchanged through distributed shared memory (inline PTX:
+mapa + red.shared::cluster into every CTA's words, then barrier.cluster.arrive / wait, release / acquire):
+- lo / hi: every warp's min / max into every CTA's lo / hi words, one cluster barrier (and one before it: every CTA's
+  words zeroed before any CTA adds into them);
+- a pass: the matching keys count into the CTA's own histogram; after a CTA barrier each CTA adds its nonzero bins into
+  every CTA's pass histogram; a cluster barrier; then each warp scans as above, so every CTA of the cluster decides the
+  same bits, the same number of passes and the same `need`;
+- emit: every warp's packed (gt | eq << 16) total into every CTA's word of this CTA; a cluster barrier; a CTA's first
+  output place is the gt count of the CTAs before it plus min(their eq count, need), and its entries go out from its
+  own shared-memory copy. The stretches are in column order, so the output is the same as one CTA's.
+Triton stores a tensor whose layout is whole in every CTA of a cluster from CTA 0 only, so the output's stores are
+inline PTX (st.global) there. No CTA touches another's shared memory after the last cluster barrier, so none waits
+before it exits.
+
 Histogram words are swizzled (bin b at word (b % HR) x 32 + b // HR, HR bins a lane) so that a warp's reads of the
 whole histogram, lane l taking bins l HR .. l HR + HR - 1, touch 32 banks at once.
 
-Shared memory (words from global_smem, sized by one buffer allocated below): lo, hi, the NW emit totals, the pass
-results (MAXP x 4 x NW), MAXP histograms of 2^DB words, the output row's copy (CAP / 2 words). sm_90a compile check
+Shared memory (words from global_smem, sized by one buffer allocated below): lo, hi, in a cluster the CTAs' totals,
+the NW emit totals, the pass results (MAXP x 4 x NW), MAXP histograms of 2^DB words (in a cluster MAXP more: the CTA's
+own), the output row's copy (CAP / 2 words; in a cluster the CTA's part, up to its columns). sm_90a compile check
 (bench/topk_gluon_check.py, this CPU machine): at the default warps 47-88 registers, no spill, the dynamic shared
-memory exactly the words the inline PTX addresses; the predicated shared adds become ATOMS.POPC.INC.
+memory exactly the words the inline PTX addresses; the predicated shared adds become ATOMS.POPC.INC. With a
+cluster (--ctas 2 4 8, capacities 1024-8192): at most 53 registers, no spill, the shared memory again exactly the
+words, the remote adds ATOM.E, the cluster barriers UCGABAR; one CTA's SASS is the same as before the cluster was
+added (session 49).
 
-MEASURED (H200, session 48, bench/gpu_s48.sh a-e, bench/logs/s48/; against the Triton select in the same process):
+MEASURED (H200, session 48, bench/gpu_s48.sh a-e, bench/logs/s48/; against the Triton select in the same process;
+one CTA a row):
 - the kernel at 1 x 4160 (k 2048, cap 8192, random normal rows; Nsight Compute, clocks unlocked, caches flushed):
   8.0 us (call e); the first version, 8 warps, 10 bits a pass, direct scattered stores: 10.5 (call d), at 16 warps
   9.25, of which load + lo / hi 3.4, the passes 2.6, the emit 3.2 (cuts: STOP).
@@ -60,6 +81,11 @@ MEASURED (H200, session 48, bench/gpu_s48.sh a-e, bench/logs/s48/; against the T
   long-row paths): 1 x 4160 11.6 / 16.4, 32 x 3072 9.6 / 19.7, 128 x 3072 10.4 / 24.5, 128 x 8192 14.0 / 24.5 us; the
   glm-5.3-flash TP8 layer from 4096-token contexts at 1 / 32 / 128 requests 21.8 / 39.1 / 93.6 against 24.8 / 43.2 /
   109.9 us, from 8192 23.5 / 44.7 / 102.2 against 26.4 / 55.3 / 117.7 (decode_layer_topk_g{4096,8192}_s48_*.json).
+- one row over a cluster of 4 CTAs (session 49, bench/gpu_s49.sh c, topk_cluster_c_s49.json, against one CTA):
+  graph replays 1 x 4160 9.3 / 10.4 us, 8 x 4160 10.3 / 12.2, 1 x 8192 10.5 / 13.0, 8 x 8192 10.7 / 13.4, 32 x 6144
+  11.2 / 12.8; k 512 1 x 4160 10.3 / 11.8; cuts at 1 x 4160: after lo / hi 5.9, after the passes 8.3. The glm-5 TP8
+  layer at 1 / 8 / 32 requests 20.7 / 26.1 / 45.0 us against 22.2 / 28.1 / 45.5 (decode_layer_cluster_c_s49_c*.json).
+  2 and 8 CTAs were slower than 4 at every shape measured (default_ctas has the numbers).
 Tried and removed: gathering the first pass's bin into shared memory for the later passes (one key a thread; no
 faster, topk_gluon_b_s48.json, code at 95964fa); 10 bits a pass (slower: 1 x 4160 14.4 against 12.2 at 9 bits);
 capacity 16384 (32 keys a thread at 16 warps; call g, topk_gluon_wide_s48.json): right, and mixed against the Triton

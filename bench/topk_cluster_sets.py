@@ -1,7 +1,15 @@
-import torch, sys
-sys.path.insert(0, "src")
+"""The Gluon select with one row over a thread-block cluster (gluon_select's CTAS), row by row against torch.topk on
+the GPU: how many of each row's k columns are missing or extra, how many each CTA's stretch of the row gave against
+the reference, the smallest selected logit against the k-th largest, whether the row is sorted, whether anything was
+written past the output's rows, and one row alone against the same row in a batch. Session 49 found the launcher's
+rounding bug with it (each CTA's last columns belonged to none: 16 / 32 / ~32 of 2048 wrong at 2 / 4 / 8 CTAs).
+
+    PYTHONPATH=src python bench/topk_cluster_sets.py
+"""
+import torch
+
 from dsattn.ops.topk import gluon_select
-from dsattn.ops.topk.select import launch_topk_v4
+
 torch.manual_seed(0)
 dev = "cuda"
 for (w, k, ctas, warps) in [(4160, 2048, 2, None), (4096, 2048, 4, None), (8192, 2048, 8, None), (4160, 2048, 1, None)]:
