@@ -1,6 +1,6 @@
 """A Gluon select for rows that fit the candidate capacity (Hopper, sm_90): one program a row (one CTA, or a
-thread-block cluster of CTAs, below), the row's keys in registers, the k-th largest found by radix passes over shared-memory histograms (inline-PTX shared atomics) instead
-of select.py's two-bit counting steps. select.launch_topk_v4 runs it on sm_90 for every row set that fits its
+thread-block cluster of CTAs, below), the row's keys in registers, the k-th largest found by radix passes over
+shared-memory histograms (inline-PTX shared atomics) instead of select.py's two-bit counting steps. select.launch_topk_v4 runs it on sm_90 for every row set that fits its
 capacity (`gluon`; DSATTN_TOPK_GLUON=0 keeps the Triton kernels, for A/B runs), with the capacity widened to the rows'
 width up to 8192 columns at <= 2 x SMs rows (wide_capacity: at k 512 rows past select_capacity's 2048 take it instead
 of the long-row paths); the interpreter and other GPUs keep the Triton select, whose output it equals column for
@@ -182,8 +182,8 @@ def smem_words(cols: int, num_warps: int, bits: int, ctas: int = 1) -> int:
 
 def cluster_columns(width: int, cap: int, ctas: int) -> tuple[int, int]:
     """(span, cols): a CTA's stretch of the row and its columns (registers; a power of two >= span). One CTA takes
-    the capacity whole; in a cluster each CTA takes width / ctas columns rounded up to 16 (so the loads stay 16-byte
-    aligned), at least 128."""
+    the capacity whole; in a cluster each CTA takes width / ctas columns rounded up to 16 (Triton then knows that a
+    thread's run of consecutive columns lies in one CTA's stretch: one compare a run), at least 128."""
     if ctas == 1:
         return cap, cap
     span = max((-(-width // ctas) + 15) // 16 * 16, 128)
@@ -440,8 +440,8 @@ if HAVE_GLUON:
                     for d in gl.static_range(CTAS):
                         _red_cluster_add_lane0(wk * 0 + (CT + rank) * 4, wsum, d)
                     _cluster_sync()
-                    before = gl.to_tensor(0)                 # the CTAs' before this one (packed)
-                    upto = gl.to_tensor(0)                   # and with it
+                    before = gl.to_tensor(0)                 # the totals of the CTAs before this one (packed)
+                    upto = gl.to_tensor(0)                   # and with this one's
                     for j in gl.static_range(CTAS):
                         c = _lds((CT + j) * 4)
                         before += gl.where(rank > j, c, 0)
