@@ -1,10 +1,11 @@
 """A Gluon select for rows that fit the candidate capacity (Hopper, sm_90): one program a row (one CTA, or a
 thread-block cluster of CTAs, below), the row's keys in registers, the k-th largest found by radix passes over
-shared-memory histograms (inline-PTX shared atomics) instead of select.py's two-bit counting steps. select.launch_topk_v4 runs it on sm_90 for every row set that fits its
-capacity (`gluon`; DSATTN_TOPK_GLUON=0 keeps the Triton kernels, for A/B runs), with the capacity widened to the rows'
-width up to 8192 columns at <= 2 x SMs rows (wide_capacity: at k 512 rows past select_capacity's 2048 take it instead
-of the long-row paths); the interpreter and other GPUs keep the Triton select, whose output it equals column for
-column (tests/gpu/test_indexer_gpu.py::test_topk_gluon_select_rows, test_topk_gluon_wide_rows).
+shared-memory histograms (inline-PTX shared atomics) instead of select.py's two-bit counting steps.
+select.launch_topk_v4 runs it on sm_90 for every row set that fits its capacity (`gluon`; DSATTN_TOPK_GLUON=0 keeps
+the Triton kernels, for A/B runs), with the capacity widened to the rows' width up to 8192 columns at <= 2 x SMs rows
+(wide_capacity: at k 512 rows past select_capacity's 2048 take it instead of the long-row paths); the interpreter and
+other GPUs keep the Triton select, whose output it equals column for column
+(tests/gpu/test_indexer_gpu.py::test_topk_gluon_select_rows, test_topk_gluon_wide_rows).
 
 Why: at 1-32 decode requests the Triton select alone (`_v4_select` over rows a little wider than the usual capacity,
 select.select_capacity) was the largest kernel of a glm-5 decode layer, 15.8-16.5 us of a 30-36 us span (README's
