@@ -30,7 +30,8 @@ for (w, k, ctas, warps) in [(4160, 2048, 2, None), (4096, 2048, 4, None), (8192,
         rper = [int(((ref >= c * span) & (ref < (c + 1) * span)).sum()) for c in range(ctas)]
         sel = x[r][got.clamp(min=0).long()]
         print(f"w {w} c {ctas} row {r}: distinct {len(gs)} missing {len(rs - gs)} extra {len(gs - rs)} per-CTA {per} "
-              f"ref {rper} min sel {sel.min().item():.4f} kth {kth.item():.4f} sorted {bool((got[1:] > got[:-1]).all())} "
+              f"ref {rper} min sel {sel.min().item():.4f} kth {kth.item():.4f} "
+              f"sorted {bool((got[1:] > got[:-1]).all())} "
               f"extra-min {min(x[r][list(gs - rs)].tolist()) if gs - rs else None}")
         print("   missing cols:", sorted(rs - gs)[:40])
     print("row past the end (should be -7):", int((out[rows] != -7).sum()))

@@ -57,7 +57,8 @@ def main(argv=None) -> int:
         c = sink[0]
         ptx = c.asm["ptx"]
         sass = sass_of(ptx)
-        ops = collections.Counter(re.findall(r"\b(ATOMS\.\w+|ATOM\.E\.\w+|RED\w*\.\w+|UCGABAR\w*|STS[.\w]*|LDS[.\w]*|BAR\.\w+|SHFL\.\w+|"
+        ops = collections.Counter(re.findall(r"\b(ATOMS\.\w+|ATOM\.E\.\w+|RED\w*\.\w+|UCGABAR\w*|STS[.\w]*|LDS[.\w]*|"
+                                             r"BAR\.\w+|SHFL\.\w+|"
                                              r"STL[.\w]*|LDL[.\w]*)\b", sass))
         words = gluon_select.smem_words(cols, nw, gluon_select.default_bits(cols, nw), ctas)
         cluster = [ln.strip() for ln in ptx.splitlines() if ln.strip().startswith((".explicitcluster",
