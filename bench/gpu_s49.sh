@@ -48,7 +48,20 @@
 # PREDICTION: all pass; the glm-5 TP8 layer at 1 / 8 / 32 requests ~20.7 / ~26.1 /
 # ~45.0 us against ~22.2 / ~28.1 / ~45.5; 128 requests unchanged; from 8192-token contexts (rows of 8192-10K columns:
 # up to 8192 take the Gluon select) ~2-3 us less at 1-8 requests.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s49.sh a|b|c|d
+# OUTCOME (a5a7275, bench/logs/s49/d/): 300 passed. Graph replays, default / 1 CTA, us (topk_cluster_d_s49.json): 1 x
+# 4160 9.2 / 10.5, 8 x 4160 10.5 / 12.2, 32 x 4160 12.2 / 12.4, 64 x 4160 12.3 / 12.3 (one CTA by the rule), 1 x 8192
+# 10.7 / 13.2. Layer spans from 4096-token contexts, 1 / 8 / 32 / 128 requests, default / 1
+# CTA: glm-5 TP8 20.7 / 22.3, 26.0 / 27.8, 45.0 / 45.4, 139.2 / 139.6; deepseek-v3.2 TP8 22.0 / 23.4, 30.9 / 32.8, 53.6
+# / 54.2, 169.0 / 169.9; TP1 26.7 / 28.3, 45.4 / 47.7, 94.2 / 95.1, 319.3 / 319.5; glm-5.3-flash unchanged (22.0 / 22.1
+# ...). From 8192-token contexts no change: the prediction was wrong, those rows are past 8192 columns (8192 + 64 i
+# tokens), so they keep the Triton one-launch path (_v4_fused, 19.5-23.5 us of the layer).
+# Call `e`: rows up to 16384 columns over the 4-CTA cluster (gluon_select.MAX_CLUSTER_CAP; wide_capacity where
+# default_ctas gives a cluster: 4096 columns a CTA, 53 registers, no spill by the compile check) instead of those
+# Triton paths; the wide-row tests (new 1 x 16384, 32 x 10176 cases: equal to the long-row path), topk_v3 and the layer
+# from 8192-token contexts, default against DSATTN_TOPK_CTAS=1 (which keeps the Triton paths there).
+# PREDICTION: tests pass; 1 x 16384 ~12 us against ~22-25 (fused path), 1 x 12288 ~11 against ~24; the glm-5 TP8 layer
+# from 8192 at 1 / 8 / 32 requests ~27 / ~36 / ~56 us against 35.4 / 44.5 / 66.4.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s49.sh a|b|c|d|e
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -146,5 +159,20 @@ d)
       pack
     done
   done
+  ;;
+e)
+  K="gluon_wide" N=4 LIMIT=100 bash bench/gpu_tests_sharded.sh $R/tests_e tests/gpu/test_indexer_gpu.py
+  cat $R/tests_e/summary.log >> $L; pack
+  for c in "" 1; do
+    DSATTN_TOPK_CTAS=$c timeout 60 python bench/decode_layer_kernels.py --batches 1,8,32 --context 8192 \
+      --out $R --name decode_layer_cluster_e8192_s49_${c:-default} > $R/layer_8192_${c:-default}.log 2>&1
+    echo "decode layer (context 8192, ctas ${c:-default}) rc=$?" >> $L
+    grep -v -i warn $R/layer_8192_${c:-default}.log | sed 's/kernels summing.*select_rows_kernel/.. select_rows_kernel/' >> $L
+    pack
+  done
+  timeout 60 python bench/topk_v3.py --shapes 1x12288,1x16384,8x12288,32x10176 \
+    --cases 1x12288:full,1x16384:full,8x12288:full,32x10176:full \
+    --variants v4,v4_triton --rounds 2 --rep-ms 20 --out $R/topk_cluster_e_s49.json > $R/topk.log 2>&1
+  echo "topk_v3 rc=$?" >> $L; grep -v -i warn $R/topk.log >> $L; pack
   ;;
 esac

@@ -463,18 +463,24 @@ def test_gluon_select_compiles_for_sm90():
         assert ("UCGABAR" in ln) == cluster, ln
 
 
-def test_gluon_wide_capacity():
+def test_gluon_wide_capacity(monkeypatch):
     """The Gluon select's one-launch capacity (gluon_select.wide_capacity): the power of two at or above max(2k, width)
-    within 8192 columns at <= 2 x SMs rows, else 0 (the long-row path)."""
-    from dsattn.ops.topk.gluon_select import MAX_CAP, wide_capacity
+    within 8192 columns at <= 2 x SMs rows, else 0 (the long-row path); within 16384 where the rows go over 4-CTA
+    clusters (default_ctas, or the ctas given)."""
+    from dsattn.ops.topk.gluon_select import MAX_CAP, MAX_CLUSTER_CAP, wide_capacity
+    monkeypatch.delenv("DSATTN_TOPK_CTAS", raising=False)
     assert wide_capacity(1, 8192, 2048, 132) == 8192 == MAX_CAP
-    assert wide_capacity(1, 8193, 2048, 132) == 0          # wider than the largest
+    assert wide_capacity(1, 8193, 2048, 132, 1) == 0       # wider than the largest for one CTA
+    assert wide_capacity(1, 8193, 2048, 132) == 16384 == MAX_CLUSTER_CAP  # 4 CTAs a row (default_ctas)
+    assert wide_capacity(33, 16384, 2048, 132) == 16384
+    assert wide_capacity(34, 9000, 2048, 132) == 0         # one CTA a row past 33 rows: the long-row path
+    assert wide_capacity(1, 16385, 2048, 132) == 0         # wider than the largest
     assert wide_capacity(265, 5000, 2048, 132) == 0        # more than two rows an SM
     assert wide_capacity(128, 3000, 512, 132) == 4096
     assert wide_capacity(264, 8000, 512, 132) == 8192
     assert wide_capacity(1, 100, 512, 132) == 1024          # 2k
-    assert wide_capacity(1, 12000, 8192, 132) == 0          # k 8192's usual capacity (16384) is past the largest
-
+    assert wide_capacity(1, 12000, 8192, 132) == 16384      # k 8192's usual capacity, over 4 CTAs
+    assert wide_capacity(1, 12000, 8192, 132, 1) == 0
 
 def test_gluon_select_cluster_size_checked(monkeypatch):
     """The Gluon select's CTAs a row (a thread-block cluster) must be 1, 2, 4 or 8, and leave each warp at least 32

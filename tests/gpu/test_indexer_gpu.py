@@ -295,12 +295,13 @@ def test_topk_gluon_select_rows(width, k, warps, ctas):
 
 
 @pytest.mark.parametrize("rows, width, k", [(128, 4160, 512), (3, 8192, 512), (40, 6000, 1024), (264, 3000, 512),
-                                           (5, 12000, 2048)])
+                                           (5, 12000, 2048), (1, 16384, 2048), (32, 10176, 2048), (40, 12000, 2048)])
 def test_topk_gluon_wide_rows(rows, width, k):
-    """Rows past select_capacity's capacity but within 8192 columns at <= 2 x SMs rows: the default launch takes them
-    in one launch of the Gluon select (gluon_select.wide_capacity); the same columns in the same order as the Triton
-    kernels' long-row path (gluon=False), the reference's sets, ragged lengths and -inf stretches included (12000 x
-    2048: both take the long-row path)."""
+    """Rows past select_capacity's capacity but within 8192 columns at <= 2 x SMs rows, or within 16384 where a row
+    goes over a 4-CTA cluster (<= 33 rows): the default launch takes them in one launch of the Gluon select
+    (gluon_select.wide_capacity); the same columns in the same order as the Triton kernels' long-row path
+    (gluon=False), the reference's sets, ragged lengths and -inf stretches included (40 x 12000: both take the
+    long-row path)."""
     from dsattn.ops.topk import topk_scratch_spec
     from dsattn.ops.topk.select import launch_topk_v4
     g = torch.Generator(device=DEV).manual_seed(rows * width + k)

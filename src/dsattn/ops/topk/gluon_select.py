@@ -116,7 +116,10 @@ MAX_CAP = 8192      # the largest it takes: 16 keys a thread at 16 warps. 16384 
                     # 29.1 against 32.8; notes/indexer.md), so those rows keep them
 
 
-def wide_capacity(rows: int, width: int, k: int, sms: int) -> int:
+MAX_CLUSTER_CAP = 16384  # the largest it takes with a row over a cluster (default_ctas > 1): 4 CTAs of 4096 columns
+
+
+def wide_capacity(rows: int, width: int, k: int, sms: int, ctas: int | None = None) -> int:
     """The capacity that takes rows of `width` columns in one launch of this select: the power of two at or above
     max(2k, width), when it is at most MAX_CAP and there are at most two rows an SM (as select.select_capacity's
     doubled capacity); else 0. At k 2048 that is select_capacity's own; at k 512 (glm-5.3-flash's pooled keys) it
@@ -124,7 +127,9 @@ def wide_capacity(rows: int, width: int, k: int, sms: int) -> int:
     kernels (topk_gluon_wide_k512_s48.json): 1 x 4160 11.6 against 16.4 us, 32 x 3072 9.6 against 19.7, 128 x 3072
     10.4 against 24.5, 128 x 8192 14.0 against 24.5."""
     cap = 1 << (max(2 * k, width, MIN_CAP) - 1).bit_length()
-    return cap if cap <= MAX_CAP and rows <= 2 * sms else 0
+    ctas = ctas or default_ctas(rows, width, sms)
+    limit = MAX_CLUSTER_CAP if ctas > 1 else MAX_CAP
+    return cap if cap <= limit and rows <= 2 * sms else 0
 
 
 def default_warps(cap: int) -> int:

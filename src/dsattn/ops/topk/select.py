@@ -921,10 +921,11 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     t, w = logits.shape
     sms = sm_count(logits.device, 132)
     use_gluon = gluon is not False and gluon_select.usable(logits.device)
+    ctas = gluon_ctas or gluon_select.default_ctas(t, w, sms)
     if not cap:
         cap = select_capacity(t, w, k, sms)
         if use_gluon and w > cap:
-            cap = gluon_select.wide_capacity(t, w, k, sms) or cap
+            cap = gluon_select.wide_capacity(t, w, k, sms, ctas) or cap
     # a sample longer than the row's power of two samples nothing more (and costs the CPU interpreter's reductions)
     sample = sample or min(sample_size(t, sms), max(_GROUP, 1 << (w - 1).bit_length()))
     if cap < 2 * k or cap & (cap - 1) or sample & (sample - 1) or sample < _GROUP:
@@ -938,9 +939,9 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     if long_rows and (scratch.data_ptr() % 8 or scratch.stride(0) % 2 or scratch.stride(1) != 1):
         raise ValueError("scratch rows must be contiguous and 8-byte aligned (int64 candidate slots)")
     sstride = scratch.stride(0) if scratch.dim() == 2 else 0
-    if not long_rows and gluon is not False and gluon_select.MIN_CAP <= cap <= gluon_select.MAX_CAP:
+    max_cap = gluon_select.MAX_CLUSTER_CAP if ctas > 1 else gluon_select.MAX_CAP
+    if not long_rows and gluon is not False and gluon_select.MIN_CAP <= cap <= max_cap:
         if use_gluon:
-            ctas = gluon_ctas or gluon_select.default_ctas(t, w, sms)
             gluon_select.launch_select_rows(logits, lengths, k, out, cap, num_warps=gluon_warps, bits=gluon_bits,
                                             ctas=ctas, stop=stop)
             return
