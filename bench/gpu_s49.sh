@@ -61,6 +61,13 @@
 # from 8192-token contexts, default against DSATTN_TOPK_CTAS=1 (which keeps the Triton paths there).
 # PREDICTION: tests pass; 1 x 16384 ~12 us against ~22-25 (fused path), 1 x 12288 ~11 against ~24; the glm-5 TP8 layer
 # from 8192 at 1 / 8 / 32 requests ~27 / ~36 / ~56 us against 35.4 / 44.5 / 66.4.
+# OUTCOME (dd6a38e, bench/logs/s49/e/): 8 passed. Graph replays, default (4-CTA cluster) / Triton paths, us
+# (topk_cluster_e_s49.json): 1 x 12288 12.2 / 23.1, 1 x 16384 12.6 / 22.8, 8 x 12288 12.7 / 24.3, 32 x 10176 16.6 /
+# 25.8. Layer spans from 8192-token contexts, 1 / 8 / 32 requests, default / DSATTN_TOPK_CTAS=1 (the Triton paths),
+# us: glm-5 TP8 24.2 / 35.3, 31.6 / 44.4, 54.4 / 66.6 (select 9.8 / 8.6 / 12.6 against _v4_fused 19.9 / 20.1 / 23.5);
+# deepseek-v3.2 TP8 25.3 / 37.6, 35.5 / 50.0, 63.5 / 75.7; TP1 29.7 / 42.1, 51.1 / 67.0, 104.2 / 116.8; glm-5.3-flash
+# unchanged (23.5 / 23.4 ...). Better than predicted for the kernel (12.2-12.6 against ~11-12), the layer ~3 us short of
+# the prediction at 1 request (24.2 against ~27 predicted: better), 31.6 against ~36 and 54.4 against ~56.
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s49.sh a|b|c|d|e
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
