@@ -66,8 +66,8 @@
 # 25.8. Layer spans from 8192-token contexts, 1 / 8 / 32 requests, default / DSATTN_TOPK_CTAS=1 (the Triton paths),
 # us: glm-5 TP8 24.2 / 35.3, 31.6 / 44.4, 54.4 / 66.6 (select 9.8 / 8.6 / 12.6 against _v4_fused 19.9 / 20.1 / 23.5);
 # deepseek-v3.2 TP8 25.3 / 37.6, 35.5 / 50.0, 63.5 / 75.7; TP1 29.7 / 42.1, 51.1 / 67.0, 104.2 / 116.8; glm-5.3-flash
-# unchanged (23.5 / 23.4 ...). Better than predicted for the kernel (12.2-12.6 against ~11-12), the layer ~3 us short of
-# the prediction at 1 request (24.2 against ~27 predicted: better), 31.6 against ~36 and 54.4 against ~56.
+# unchanged (23.5 / 23.4 ...). The kernel a little slower than predicted (12.2-12.6 us against ~11-12); the layer
+# better than predicted at 1 and 8 requests (24.2 against ~27, 31.6 against ~36), close at 32 (54.4 against ~56).
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s49.sh a|b|c|d|e
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
