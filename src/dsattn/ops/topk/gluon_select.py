@@ -3,8 +3,9 @@ thread-block cluster of CTAs, below), the row's keys in registers, the k-th larg
 shared-memory histograms (inline-PTX shared atomics) instead of select.py's two-bit counting steps.
 select.launch_topk_v4 runs it on sm_90 for every row set that fits its capacity (`gluon`; DSATTN_TOPK_GLUON=0 keeps
 the Triton kernels, for A/B runs), with the capacity widened to the rows' width up to 8192 columns at <= 2 x SMs rows
-(wide_capacity: at k 512 rows past select_capacity's 2048 take it instead of the long-row paths); the interpreter and
-other GPUs keep the Triton select, whose output it equals column for column
+(wide_capacity: at k 512 rows past select_capacity's 2048 take it instead of the long-row paths), and up to 16384
+where a row goes over a 4-CTA cluster (<= SMs / 4 rows: decodes over 8K-16K contexts at 1-33 requests); the
+interpreter and other GPUs keep the Triton select, whose output it equals column for column
 (tests/gpu/test_indexer_gpu.py::test_topk_gluon_select_rows, test_topk_gluon_wide_rows).
 
 Why: at 1-32 decode requests the Triton select alone (`_v4_select` over rows a little wider than the usual capacity,
@@ -86,13 +87,17 @@ one CTA a row):
   graph replays 1 x 4160 9.3 / 10.4 us, 8 x 4160 10.3 / 12.2, 1 x 8192 10.5 / 13.0, 8 x 8192 10.7 / 13.4, 32 x 6144
   11.2 / 12.8; k 512 1 x 4160 10.3 / 11.8; cuts at 1 x 4160: after lo / hi 5.9, after the passes 8.3. The glm-5 TP8
   layer at 1 / 8 / 32 requests 20.7 / 26.1 / 45.0 us against 22.2 / 28.1 / 45.5 (decode_layer_cluster_c_s49_c*.json).
-  2 and 8 CTAs were slower than 4 at every shape measured (default_ctas has the numbers).
+  2 and 8 CTAs were slower than 4 at every shape measured (default_ctas has the numbers). Rows of 8193-16384 columns
+  over the cluster (MAX_CLUSTER_CAP; bench/gpu_s49.sh e, topk_cluster_e_s49.json) against the Triton long-row paths
+  they took before: 1 x 12288 12.2 / 23.1 us, 1 x 16384 12.6 / 22.8, 8 x 12288 12.7 / 24.3, 32 x 10176 16.6 / 25.8;
+  the glm-5 TP8 layer from 8192-token contexts at 1 / 8 / 32 requests 24.2 / 31.6 / 54.4 us against 35.3 / 44.4 /
+  66.6, deepseek-v3.2 TP8 25.3 / 35.5 / 63.5 against 37.6 / 50.0 / 75.7 (decode_layer_cluster_e8192_s49_*.json).
 Tried and removed: gathering the first pass's bin into shared memory for the later passes (one key a thread; no
 faster, topk_gluon_b_s48.json, code at 95964fa); 10 bits a pass (slower: 1 x 4160 14.4 against 12.2 at 9 bits);
 capacity 16384 (32 keys a thread at 16 warps; call g, topk_gluon_wide_s48.json): right, and mixed against the Triton
 long-row paths (1 x 16384 32.6 against 24.6 us, 264 x 16384 63.4 against 51.9, 128 x 12288 29.1 against 32.8; in the
 glm-5 layer from 4096-token contexts at 128 requests 132.4 against 137.0 us, from 8192 at 1 / 32 requests 33.6 / 60.8
-against 35.3 / 66.2), so MAX_CAP stays 8192.
+against 35.3 / 66.2), so MAX_CAP stays 8192 for one CTA a row (over a 4-CTA cluster each CTA holds 4096 of them).
 """
 from __future__ import annotations
 
@@ -110,22 +115,23 @@ except Exception:  # pragma: no cover - a Triton without Gluon
     HAVE_GLUON = False
 
 MIN_CAP = 256       # the smallest capacity it takes
-MAX_CAP = 8192      # the largest it takes: 16 keys a thread at 16 warps. 16384 (32 keys a thread, 120 registers, no
-                    # spill by bench/topk_gluon_check.py) ran right but no faster than the Triton long-row paths on the
-                    # whole (bench/gpu_s48.sh g, topk_gluon_wide_s48.json: 1 x 16384 32.6 against 24.6 us, 128 x 12288
-                    # 29.1 against 32.8; notes/indexer.md), so those rows keep them
-
-
-MAX_CLUSTER_CAP = 16384  # the largest it takes with a row over a cluster (default_ctas > 1): 4 CTAs of 4096 columns
+MAX_CAP = 8192      # the largest it takes with one CTA a row: 16 keys a thread at 16 warps. 16384 (32 keys a thread,
+                    # 120 registers, no spill by bench/topk_gluon_check.py) ran right but no faster than the Triton
+                    # long-row paths on the whole (bench/gpu_s48.sh g, topk_gluon_wide_s48.json: 1 x 16384 32.6
+                    # against 24.6 us, 128 x 12288 29.1 against 32.8; notes/indexer.md), so those rows keep them
+MAX_CLUSTER_CAP = 16384  # the largest with a row over a cluster (ctas > 1): 4 CTAs of 4096 columns, 53 registers, no
+                         # spill; 1 x 16384 12.6 against 22.8 us on the Triton paths (bench/gpu_s49.sh e)
 
 
 def wide_capacity(rows: int, width: int, k: int, sms: int, ctas: int | None = None) -> int:
     """The capacity that takes rows of `width` columns in one launch of this select: the power of two at or above
-    max(2k, width), when it is at most MAX_CAP and there are at most two rows an SM (as select.select_capacity's
-    doubled capacity); else 0. At k 2048 that is select_capacity's own; at k 512 (glm-5.3-flash's pooled keys) it
-    takes rows up to 8192 columns, where select_capacity stops at 2048: H200, CUDA-graph replays, against the Triton
-    kernels (topk_gluon_wide_k512_s48.json): 1 x 4160 11.6 against 16.4 us, 32 x 3072 9.6 against 19.7, 128 x 3072
-    10.4 against 24.5, 128 x 8192 14.0 against 24.5."""
+    max(2k, width), when it is at most MAX_CAP (MAX_CLUSTER_CAP where a row goes over a cluster: `ctas`, None:
+    default_ctas) and there are at most two rows an SM (as select.select_capacity's doubled capacity); else 0. At k
+    2048 and one CTA a row that is select_capacity's own; at k 512 (glm-5.3-flash's pooled keys) it takes rows up to
+    8192 columns, where select_capacity stops at 2048: H200, CUDA-graph replays, against the Triton kernels
+    (topk_gluon_wide_k512_s48.json): 1 x 4160 11.6 against 16.4 us, 32 x 3072 9.6 against 19.7, 128 x 3072 10.4
+    against 24.5, 128 x 8192 14.0 against 24.5. Over 4-CTA clusters (<= SMs / 4 rows) k 2048 rows up to 16384 columns
+    too (topk_cluster_e_s49.json): 1 x 12288 12.2 against 23.1 us, 32 x 10176 16.6 against 25.8."""
     cap = 1 << (max(2 * k, width, MIN_CAP) - 1).bit_length()
     ctas = ctas or default_ctas(rows, width, sms)
     limit = MAX_CLUSTER_CAP if ctas > 1 else MAX_CAP
@@ -148,8 +154,8 @@ def default_ctas(rows: int, width: int, sms: int) -> int:
     CLUSTER_MIN_WIDTH (4096) columns while the clusters fit one wave (4 x rows <= SMs), else 1. H200, CUDA-graph
     replays, us at 1 / 2 / 4 / 8 CTAs (bench/gpu_s49.sh c, topk_cluster_c_s49.json): k 2048 1 x 4160 10.4 / 10.1 / 9.3
     / 9.8, 8 x 4160 12.2 / 11.9 / 10.3 / 11.0, 32 x 4160 12.4 / 12.2 / 12.1 / 12.9, 1 x 8192 13.0 / 12.1 / 10.5 / 11.2,
-    8 x 8192 13.4 / 12.3 / 10.7 / 11.6, 32 x 6144 (ragged) 12.8 / 12.3 / 11.2 / 13.1; k 512 1 x 4160 11.8 / 11.6 / 10.3 /
-    11.1, 8 x 8192 12.9 / 12.0 / 10.4 / 11.4. Narrower rows lose (k 2048 1 x 2080 8.3 / 8.6 / 8.6 / 8.4; k 512 1 x 1040
+    8 x 8192 13.4 / 12.3 / 10.7 / 11.6, 32 x 6144 (ragged) 12.8 / 12.3 / 11.2 / 13.1; k 512 1 x 4160 11.8 / 11.6 /
+    10.3 / 11.1, 8 x 8192 12.9 / 12.0 / 10.4 / 11.4. With a cluster, wide_capacity takes rows up to 16384 columns. Narrower rows lose (k 2048 1 x 2080 8.3 / 8.6 / 8.6 / 8.4; k 512 1 x 1040
     6.7 / 7.7 / 7.7 / 8.2, 8 x 2048 7.8 / 9.2 / 8.7 / 10.0), and so do more rows (64 x 4160 12.3 / 12.2 / 12.7 / 14.0).
     Widths between 2080 and 4096 were not measured. DSATTN_TOPK_CTAS (1, 2, 4 or 8; read at each call) sets it for A/B
     runs."""

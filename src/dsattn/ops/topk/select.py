@@ -908,10 +908,11 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     tau_early, fuse_tau) are the fastest correct variant of bench/topk_v3.py on the H200 ("v4_fuse_early":
     4096 x 65536 0.582 ms = 5.72x torch.topk, bench/results/topk_v3_final.json; notes/indexer.md).
     gluon: rows that fit `cap` (every row then, one launch) selected by gluon_select.select_rows_kernel (radix passes
-    over shared-memory histograms) instead of _v4_select, at capacities gluon_select.MIN_CAP..MAX_CAP; None: where
-    gluon_select.usable says it runs (sm_90, not the interpreter, DSATTN_TOPK_GLUON not 0); True needs it. Where it
-    runs, cap None also takes gluon_select.wide_capacity for rows wider than select_capacity's (up to 8192 columns
-    at <= 2 x SMs rows, which at k 512 is past select_capacity's 2048: one launch instead of the long-row paths).
+    over shared-memory histograms) instead of _v4_select, at capacities gluon_select.MIN_CAP..MAX_CAP (..MAX_CLUSTER_CAP
+    with a row over a cluster); None: where gluon_select.usable says it runs (sm_90, not the interpreter,
+    DSATTN_TOPK_GLUON not 0); True needs it. Where it runs, cap None also takes gluon_select.wide_capacity for rows
+    wider than select_capacity's (up to 8192 columns at <= 2 x SMs rows, which at k 512 is past select_capacity's 2048;
+    up to 16384 over 4-CTA clusters at <= SMs / 4 rows: one launch instead of the long-row paths).
     gluon_warps / gluon_bits: its warps a CTA (None: gluon_select.default_warps) and bits a pass (None: default_bits);
     gluon_ctas: CTAs a row, a thread-block cluster (1, 2, 4 or 8; None: gluon_select.default_ctas). The same set in
     the same ascending column order as _v4_select's; stop there is select_rows_kernel's STOP.
