@@ -155,9 +155,10 @@ def default_ctas(rows: int, width: int, sms: int) -> int:
     replays, us at 1 / 2 / 4 / 8 CTAs (bench/gpu_s49.sh c, topk_cluster_c_s49.json): k 2048 1 x 4160 10.4 / 10.1 / 9.3
     / 9.8, 8 x 4160 12.2 / 11.9 / 10.3 / 11.0, 32 x 4160 12.4 / 12.2 / 12.1 / 12.9, 1 x 8192 13.0 / 12.1 / 10.5 / 11.2,
     8 x 8192 13.4 / 12.3 / 10.7 / 11.6, 32 x 6144 (ragged) 12.8 / 12.3 / 11.2 / 13.1; k 512 1 x 4160 11.8 / 11.6 /
-    10.3 / 11.1, 8 x 8192 12.9 / 12.0 / 10.4 / 11.4. With a cluster, wide_capacity takes rows up to 16384 columns. Narrower rows lose (k 2048 1 x 2080 8.3 / 8.6 / 8.6 / 8.4; k 512 1 x 1040
-    6.7 / 7.7 / 7.7 / 8.2, 8 x 2048 7.8 / 9.2 / 8.7 / 10.0), and so do more rows (64 x 4160 12.3 / 12.2 / 12.7 / 14.0).
-    Widths between 2080 and 4096 were not measured. DSATTN_TOPK_CTAS (1, 2, 4 or 8; read at each call) sets it for A/B
+    10.3 / 11.1, 8 x 8192 12.9 / 12.0 / 10.4 / 11.4. Narrower rows lose (k 2048 1 x 2080 8.3 / 8.6 / 8.6 / 8.4; k 512
+    1 x 1040 6.7 / 7.7 / 7.7 / 8.2, 8 x 2048 7.8 / 9.2 / 8.7 / 10.0), and so do more rows (64 x 4160 12.3 / 12.2 /
+    12.7 / 14.0). Widths between 2080 and 4096 were not measured. With a cluster, wide_capacity takes rows up to 16384
+    columns. DSATTN_TOPK_CTAS (1, 2, 4 or 8; read at each call) sets it for A/B
     runs."""
     env = os.environ.get("DSATTN_TOPK_CTAS", "").strip()
     if env:
