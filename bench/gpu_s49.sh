@@ -48,7 +48,7 @@
 # PREDICTION: all pass; the glm-5 TP8 layer at 1 / 8 / 32 requests ~20.7 / ~26.1 /
 # ~45.0 us against ~22.2 / ~28.1 / ~45.5; 128 requests unchanged; from 8192-token contexts (rows of 8192-10K columns:
 # up to 8192 take the Gluon select) ~2-3 us less at 1-8 requests.
-# OUTCOME (a5a7275, bench/logs/s49/d/): 300 passed. Graph replays, default / 1 CTA, us (topk_cluster_d_s49.json): 1 x
+# OUTCOME (0eb5c3c, bench/logs/s49/d/): 300 passed. Graph replays, default / 1 CTA, us (topk_cluster_d_s49.json): 1 x
 # 4160 9.2 / 10.5, 8 x 4160 10.5 / 12.2, 32 x 4160 12.2 / 12.4, 64 x 4160 12.3 / 12.3 (one CTA by the rule), 1 x 8192
 # 10.7 / 13.2. Layer spans from 4096-token contexts, 1 / 8 / 32 / 128 requests, default / 1
 # CTA: glm-5 TP8 20.7 / 22.3, 26.0 / 27.8, 45.0 / 45.4, 139.2 / 139.6; deepseek-v3.2 TP8 22.0 / 23.4, 30.9 / 32.8, 53.6
