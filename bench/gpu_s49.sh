@@ -22,10 +22,11 @@
 # PREDICTION: tests pass; 1 x 4160 (k 2048) ~8.5 us at 4 CTAs, ~8 at 8 (10.6 at 1); 8 x 4160 ~9.5 (12.1); the glm-5
 # layer at 1 / 8 requests ~20 / ~25 us.
 # OUTCOME (9fd8731, bench/logs/s49/b/): the cluster cases failed again, now with every entry written: about 1% of the
-# set wrong, the selected keys' smallest below the true k-th (bench/topk_cluster_sets.py on the GPU: 16 / 32 / ~32 of 2048 wrong
-# at 2 / 4 / 8 CTAs; run alone between calls b and c, as `PYTHONPATH=src python bench/_dbg_s49.py`, the script's name
-# then; a first try ran nothing, the file not yet in the tree). The launcher's rounding was wrong: cluster_columns rounded width / ctas DOWN to 16 (2064 for
-# 4160 / 2), so the last columns of each CTA's stretch belonged to none (fixed; a CPU test now checks the cover).
+# set wrong, the selected keys' smallest below the true k-th (bench/topk_cluster_sets.py on the GPU: 16 / 32 / ~32 of
+# 2048 wrong at 2 / 4 / 8 CTAs; run alone between calls b and c as `PYTHONPATH=src python bench/_dbg_s49.py`, the
+# script's name then; a first try ran nothing, the file not yet in the tree). The launcher's rounding was wrong:
+# cluster_columns rounded width / ctas DOWN to 16 (2064 for 4160 / 2), so the last columns of each CTA's stretch
+# belonged to none (fixed; a CPU test now checks the cover).
 # Timings (16 columns a CTA short of right, so indicative), graph replays, us, 1 / 2 / 4 / 8 CTAs: 1 x 4160 10.4 / 10.1 /
 # 8.8 / 8.7; 8 x 4160 12.1 / 10.7 / 9.9 / 9.9; 32 x 4160 11.8 / 11.6 / 9.7 / 10.8; 1 x 8192 13.2 / 12.2 / 10.6 / 11.4;
 # 128 x 4160 12.7 / 15.7 / 13.5 / 19.5; k 512 1 x 1040 6.8 / 7.8 / 8.3 / 8.9; cuts at 4 CTAs (1 x 4160): after lo / hi
