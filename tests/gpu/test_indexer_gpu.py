@@ -399,9 +399,10 @@ def test_kpool_update_single_token_steps_gpu():
 @pytest.mark.parametrize("rows, width, k", [(1, 16384, 2048), (1, 65536, 2048), (3, 131072, 2048), (16, 65536, 2048),
                                            (1, 262144, 2048), (2, 16384, 512), (8, 70000, 512), (1, 65536, 8192)])
 def test_topk_few_long_rows(rows, width, k):
-    """The public op at few long rows (the one-launch path by default where the rows' tiles fit a wave): the sets
-    and column order on poisoned scratch, the same scratch again with other rows, and a CUDA graph replayed over
-    new logits (the count and arrival count are zeroed inside the graph), each against the reference."""
+    """The public op at few long rows (the one-launch path by default where the rows' tiles fit a wave; on sm_90
+    rows of up to 16384 columns at <= SMs / 4 rows take the Gluon select over a 4-CTA cluster instead, session 49):
+    the sets and column order on poisoned scratch, the same scratch again with other rows, and a CUDA graph replayed
+    over new logits (the count and arrival count are zeroed inside the graph), each against the reference."""
     from dsattn.ops.topk import topk_scratch_spec
     (shape, dtype), = topk_scratch_spec(rows, width, k)
     scratch = torch.full(shape, -5, dtype=dtype, device=DEV)
