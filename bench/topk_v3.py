@@ -33,7 +33,8 @@ import torch
 from dsattn.bench.common import provenance, time_ms
 from dsattn.ops.topk import topk_scratch_spec
 from dsattn.ops.topk.reference import topk_reference
-from dsattn.ops.topk.select import launch_topk
+from dsattn.ops.topk import gluon_select
+from dsattn.ops.topk.select import launch_topk as _launch_topk
 
 K = 2048
 HBM_TBS = 4.27
@@ -121,6 +122,11 @@ VARIANTS = {
     "v4_gluon_c4_w4": dict(version=4, gluon=True, gluon_ctas=4, gluon_warps=4),
     "v4_gluon_c4_w16": dict(version=4, gluon=True, gluon_ctas=4, gluon_warps=16),
     "v4_gluon_c8_w8": dict(version=4, gluon=True, gluon_ctas=8, gluon_warps=8),
+    # session 50: the same clusters past gluon_select.MAX_CLUSTER_CAP (cluster_cap: the bench raises that limit for
+    # the call; up to 8192 columns a CTA), for rows of 8193-65536 columns at more rows than default_ctas' one wave
+    "v4_gluon_c2x": dict(version=4, gluon=True, gluon_ctas=2, cluster_cap=65536),
+    "v4_gluon_c4x": dict(version=4, gluon=True, gluon_ctas=4, cluster_cap=65536),
+    "v4_gluon_c8x": dict(version=4, gluon=True, gluon_ctas=8, cluster_cap=65536),
 }
 STAGE_CUTS = {"v4_stop1_tau": dict(D2, stop=1),
               "v4_stop2_filter": dict(D2, stop=2),
@@ -141,6 +147,17 @@ STAGE_CUTS = {"v4_stop1_tau": dict(D2, stop=1),
               "v4_gluon_c4_stop2": dict(version=4, gluon=True, gluon_ctas=4, stop=2)}
 SHAPES = [(4096, 65536), (1024, 131072), (128, 65536)]
 TIES_VARIANTS = ["v4", "v4_prev"]
+
+
+def launch_topk(*args, cluster_cap=None, **kw):
+    """select.launch_topk, with a variant's cluster_cap set as gluon_select.MAX_CLUSTER_CAP for the call."""
+    if cluster_cap is None:
+        return _launch_topk(*args, **kw)
+    old, gluon_select.MAX_CLUSTER_CAP = gluon_select.MAX_CLUSTER_CAP, cluster_cap
+    try:
+        return _launch_topk(*args, **kw)
+    finally:
+        gluon_select.MAX_CLUSTER_CAP = old
 
 
 def _scratch(rows, width, dev):
