@@ -1,6 +1,7 @@
 """Host cost of DSAAttention.prepare on this machine's CPU, no GPU needed: the serve bench's decode (128 requests)
-and mixed (65 requests) batches, glm-5 TP8 fp8_ds_mla, block 64, given as a list of Request (int32 block-table
-tensors) and as a RequestBatch (the same as tensors); min and median of 30 calls after 5, one thread.
+and mixed (65 requests) batches, glm-5 TP8 fp8_ds_mla, block 64, given as a list of Request (block tables as int32
+tensors, and as Python lists) and as a RequestBatch (the same as tensors); min and median of 30 calls after 5, one
+thread.
 
     PYTHONPATH=src python bench/prepare_cost.py
 """
@@ -29,7 +30,9 @@ def main() -> None:
         attn = DSAAttention(geo, tp=8, kv_layout="fp8_ds_mla", block_size=bs, device="cpu",
                             max_num_tokens=sum(s for _, s in spans), max_num_reqs=len(spans),
                             max_model_len=max(c + s for c, s in spans))
-        for form, arg in (("list of Request", reqs), ("RequestBatch", RequestBatch.from_requests(reqs))):
+        lists = [Request(r.num_cached, r.num_scheduled, r.block_table.tolist(), r.state_slot) for r in reqs]
+        for form, arg in (("list of Request", reqs), ("list of Request, list tables", lists),
+                          ("RequestBatch", RequestBatch.from_requests(reqs))):
             for _ in range(5):
                 attn.prepare(arg)
             ts = []

@@ -145,6 +145,51 @@ def test_block_tables_as_tensors():
         build_metadata([Request(3, 1, torch.tensor([1])), Request(3, 1, torch.tensor([-2]))], LIMITS)
 
 
+def test_block_table_forms():
+    """A request's block table as a list, tuple, numpy array (int32 / int64) or 1-D tensor of either width, also
+    longer than the request needs: the same metadata as lists; non-integer ids rejected by name."""
+    np = pytest.importorskip("numpy")
+    lists = _batch()
+    forms = [tuple, lambda b: np.array(b, dtype=np.int32), lambda b: np.array(b + [3, 99]),
+             lambda b: torch.tensor(b),
+             lambda b: torch.tensor(b + [-5], dtype=torch.int32)]     # ids past the request's blocks are not read
+    want = build_metadata(lists, LIMITS)
+    for i in range(len(forms)):  # every request in its own form, rotated
+        reqs = [Request(r.num_cached, r.num_scheduled, forms[(i + j) % len(forms)](list(r.block_table)))
+                for j, r in enumerate(lists)]
+        _same_metadata(want, build_metadata(reqs, LIMITS))
+    for bad in ([1.5], ["a"], [2**70], np.array([0.5])):
+        with pytest.raises(ValueError, match="integer block ids"):
+            build_metadata([Request(3, 1, bad)], LIMITS)
+    with pytest.raises(ValueError, match=r"requests\[1\].block_table must hold block ids >= 0"):
+        build_metadata([Request(3, 1, (4,)), Request(3, 1, np.array([-1]))], LIMITS)
+
+
+@pytest.mark.parametrize("value, field, match", [
+    (True, "num_cached", r"requests\[0\].num_cached must be an int >= 0, got True"),
+    (1.0, "num_scheduled", r"requests\[0\].num_scheduled must be an int >= 1, got 1.0"),
+    (-1, "state_slot", r"requests\[0\].state_slot must be an int >= 0, got -1"),
+])
+def test_request_fields_checked(value, field, match):
+    r = dict(num_cached=3, num_scheduled=1, block_table=[0], state_slot=0)
+    r[field] = value
+    with pytest.raises(ValueError, match=match):
+        build_metadata([Request(**r)], LIMITS)
+
+
+def test_int_subclass_fields_taken():
+    """Fields of an int subclass (not bool) pass as their int values, as before the fast check."""
+    import enum
+
+    class N(enum.IntEnum):
+        ONE = 1
+        FIVE = 5
+
+    a = build_metadata([Request(N.FIVE, N.ONE, [2], state_slot=N.ONE)], LIMITS)
+    b = build_metadata([Request(5, 1, [2], state_slot=1)], LIMITS)
+    _same_metadata(a, b)
+
+
 def _same_metadata(a, b):
     for f in a.__dataclass_fields__:
         x, y = getattr(a, f), getattr(b, f)

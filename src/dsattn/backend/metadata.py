@@ -21,6 +21,7 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import torch
 
 ChunkBytes = Callable[[int, int, int], int]
@@ -209,25 +210,30 @@ def validate_requests(requests: Sequence[Request], limits: BatchLimits) -> None:
         raise ValueError(f"requests: {len(requests)} requests, more than max_num_reqs={limits.max_num_reqs}")
     total = 0
     seen_prefill = False
+    bs, most, dt = limits.block_size, limits.max_model_len, limits.decode_threshold
     for i, r in enumerate(requests):
         if not isinstance(r, Request):
             raise ValueError(f"requests[{i}] must be a Request, got {type(r).__name__}")
-        _int(f"requests[{i}].num_cached", r.num_cached)
-        _int(f"requests[{i}].num_scheduled", r.num_scheduled, 1)
-        _int(f"requests[{i}].state_slot", r.state_slot)
-        if r.seq_len > limits.max_model_len:
-            raise ValueError(f"requests[{i}]: {r.seq_len} tokens of context, more than max_model_len="
-                             f"{limits.max_model_len}")
-        need = -(-r.seq_len // limits.block_size)
+        cached, sched, state = r.num_cached, r.num_scheduled, r.state_slot
+        if type(cached) is not int or type(sched) is not int or type(state) is not int or cached < 0 or sched < 1 \
+                or state < 0:  # the common case in one test; _int names the field (and takes int subclasses)
+            cached = _int(f"requests[{i}].num_cached", cached)
+            sched = _int(f"requests[{i}].num_scheduled", sched, 1)
+            _int(f"requests[{i}].state_slot", state)
+        seq = cached + sched
+        if seq > most:
+            raise ValueError(f"requests[{i}]: {seq} tokens of context, more than max_model_len={most}")
+        need = -(-seq // bs)
         if len(r.block_table) < need:
-            raise ValueError(f"requests[{i}].block_table must hold {need} blocks for {r.seq_len} tokens, "
+            raise ValueError(f"requests[{i}].block_table must hold {need} blocks for {seq} tokens, "
                              f"got {len(r.block_table)}")
-        is_decode = r.num_scheduled <= limits.decode_threshold
-        if is_decode and seen_prefill:
-            raise ValueError(f"requests must list decodes (<= {limits.decode_threshold} scheduled tokens) before "
-                             f"prefill chunks; requests[{i}] is a decode after a prefill")
-        seen_prefill |= not is_decode
-        total += r.num_scheduled
+        if sched <= dt:
+            if seen_prefill:
+                raise ValueError(f"requests must list decodes (<= {dt} scheduled tokens) before prefill chunks; "
+                                 f"requests[{i}] is a decode after a prefill")
+        else:
+            seen_prefill = True
+        total += sched
     if total > limits.max_num_tokens:
         raise ValueError(f"requests: {total} scheduled tokens, more than max_num_tokens={limits.max_num_tokens}")
 
@@ -394,22 +400,48 @@ def plan_gather_chunks(spans: Sequence[tuple[int, int, int, int]], cap_tokens: i
 # the builder
 # -------------------------------------------------------------------------------------------------
 
+def _ids_tensor(ids) -> torch.Tensor:
+    """Block ids given as a list, tuple or numpy array, as a CPU tensor (through numpy, whose conversion of a list of
+    ints is about 5x torch.tensor's: bench/prepare_cost.py); ValueError unless they are integers."""
+    try:
+        arr = np.asarray(ids)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ValueError(f"requests[*].block_table must hold integer block ids ({e})") from None
+    if arr.dtype.kind not in "iu" or arr.dtype == np.uint64:  # floats, bools, strings, objects (ints past int64)
+        raise ValueError(f"requests[*].block_table must hold integer block ids, got {arr.dtype}")
+    return torch.from_numpy(arr)
+
+
 def _block_table(requests: Sequence[Request], need: list[int]) -> torch.Tensor:
-    """[B, max(need)] int64: each request's first need[i] block ids, 0 after; ValueError on a bad id."""
-    tables = [r.block_table[:n] for r, n in zip(requests, need)]
-    if all(isinstance(t, (list, tuple)) for t in tables):  # one conversion for the whole batch
-        flat = torch.tensor(list(itertools.chain.from_iterable(tables)))
-    else:
-        flat = torch.cat([torch.as_tensor(t).reshape(-1).cpu() for t in tables])
+    """[B, max(need)] int64: each request's first need[i] block ids, 0 after; ValueError on a bad id. Tables given as
+    lists are joined into one list and converted once; tensors are taken as they are (a view)."""
+    parts, ints = [], []
+    for r, n in zip(requests, need):
+        t = r.block_table
+        if type(t) is list:
+            ints += t if len(t) == n else t[:n]
+            continue
+        if ints:
+            parts.append(_ids_tensor(ints))
+            ints = []
+        if isinstance(t, torch.Tensor):
+            t = t if t.dim() == 1 else t.reshape(-1)
+            t = t if t.shape[0] == n else t[:n]
+            parts.append(t if t.is_cpu else t.cpu())
+        else:
+            parts.append(_ids_tensor(t[:n]))
+    if ints:
+        parts.append(_ids_tensor(ints))
+    flat = torch.cat(parts)
     if flat.is_floating_point() or flat.is_complex() or flat.dtype == torch.bool:
         raise ValueError(f"requests[*].block_table must hold integer block ids, got {flat.dtype}")
-    bad = torch.nonzero(flat < 0).flatten()
-    if bad.numel():
-        i = int(torch.searchsorted(torch.tensor(need).cumsum(0), bad[0], right=True))
+    if bool((flat < 0).any()):
+        bad = int(torch.nonzero(flat < 0)[0, 0])
+        i = int(torch.searchsorted(torch.tensor(need).cumsum(0), bad, right=True))
         raise ValueError(f"requests[{i}].block_table must hold block ids >= 0")
-    table = torch.zeros((len(requests), max(need)), dtype=torch.int64)
-    table[torch.arange(table.shape[1])[None, :] < torch.tensor(need)[:, None]] = flat.long()
-    return table
+    need_t = torch.tensor(need)
+    table = torch.zeros((len(requests), int(need_t.max())), dtype=torch.int64)
+    return table.masked_scatter_(torch.arange(table.shape[1])[None, :] < need_t[:, None], flat.long())
 
 
 def build_metadata(requests: Sequence[Request] | RequestBatch, limits: BatchLimits, *,
