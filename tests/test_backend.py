@@ -1,7 +1,7 @@
 """DSAAttention end to end on the CPU with the reference ops (SPEC 6, 7): mixed batches of decodes and
 prefill chunks over the three paths against the reference stack run request by request, shared
 layers, chunked indexer and gathered context, the policy following a table, batch / argument
-rejection before anything is written, the locked workspace, workspace reserved per path.
+rejection before anything is written, the locked workspace, workspace reserved per path, micro-batch slots.
 
 tests/test_backend_interpreted.py runs the same steps with the Triton kernels under the interpreter;
 tests/gpu/test_backend_gpu.py at real sizes with allocation counters.
@@ -398,6 +398,86 @@ def test_backends_sharing_a_workspace_see_each_others_prepare():
     with pytest.raises(ValueError, match="no full layer ran earlier in this step"):
         a.forward(step_a, sa.q, None, sa.kv_cache, None, layer=shared)
     assert _unchanged(sa, before)
+
+
+def _layer_inputs(geo, s, layer):
+    """Layer `layer`'s cache and queries for step s: layer 0 is the step's own; a later layer gets its own cache
+    (every slot holding a row, as if written) and queries, seeded by the layer."""
+    if layer == 0:
+        return s.q, s.kv_cache
+    g = torch.Generator().manual_seed(100 + layer)
+    kv = s.kv_cache.clone()
+    n = kv.shape[0] * kv.shape[1]
+    write_kv_cache_reference(torch.randn(n, geo.d_qk, generator=g), kv, torch.arange(n), s.layout)
+    return torch.randn(s.q.shape, generator=g).bfloat16(), kv
+
+
+@pytest.mark.parametrize("name, layout, heads", [("glm-5.3-flash", "fp8_ds_mla_nope", 8), ("glm-5", "bf16", 8),
+                                                 ("glm-5", "fp8_ds_mla", 32)])
+def test_micro_batches_interleave_layer_by_layer(name, layout, heads):
+    """Two micro-batches prepared into their own slots and run layer by layer in turn (A's layer, B's layer, ...;
+    layers full, shared, full, shared) give bit for bit what each gives alone on a one-slot backend; the slots'
+    step-long regions are apart and the per-call scratch is shared."""
+    types = ("full", "shared", "full", "shared")
+    geo = geometry(name, heads, indexer_types=types)
+    spans_a, spans_b = SPANS, [(60, 1), (2, 1), (20, 7)]
+    want = []
+    for spans, seed in ((spans_a, 1), (spans_b, 2)):
+        s = make_step(geo, heads, layout, spans, block_size=BS, seed=seed)
+        attn = backend(geo, layout, heads)
+        step = attn.prepare(s.requests)
+        outs = []
+        for layer in range(len(types)):
+            q, kv = _layer_inputs(geo, s, layer)
+            full = types[layer] == "full"
+            outs.append(attn.forward(step, q, s.latent if full else None, kv, s.indexer if full else None,
+                                     layer=layer))
+        want.append(outs)
+    attn = backend(geo, layout, heads, micro_batches=2)
+    sa = make_step(geo, heads, layout, spans_a, block_size=BS, seed=1)
+    sb = make_step(geo, heads, layout, spans_b, block_size=BS, seed=2)
+    a, b = attn.prepare(sa.requests, micro_batch=0), attn.prepare(RequestBatch.from_requests(sb.requests),
+                                                                    micro_batch=1)
+    assert (a.micro_batch, b.micro_batch) == (0, 1)
+    for layer in range(len(types)):
+        full = types[layer] == "full"
+        for i, (s, step) in enumerate(((sa, a), (sb, b))):
+            q, kv = _layer_inputs(geo, s, layer)
+            out = attn.forward(step, q, s.latent if full else None, kv, s.indexer if full else None, layer=layer)
+            assert torch.equal(out, want[i][layer]), (layer, i)
+    assert not torch.equal(attn.indices(a)[:3], attn.indices(b)[:3])
+
+
+def test_micro_batch_slots_are_checked():
+    """A prepare replaces its own slot's step only; a shared layer needs a full layer of its own step; a bad slot
+    or count is a ValueError before anything runs; each slot adds exactly its metadata and indices regions."""
+    heads = 8
+    geo = geometry("glm-5.3-flash", heads, indexer_types=("full", "shared"))
+    attn = backend(geo, "fp8_ds_mla_nope", heads, micro_batches=2)
+    sa = make_step(geo, heads, "fp8_ds_mla_nope", SPANS, block_size=BS, seed=1)
+    sb = make_step(geo, heads, "fp8_ds_mla_nope", [(60, 1), (2, 1), (20, 7)], block_size=BS, seed=2)
+    a = attn.prepare(sa.requests)  # slot 0 by default
+    b = attn.prepare(sb.requests, micro_batch=1)
+    attn.forward(a, sa.q, sa.latent, sa.kv_cache, sa.indexer, layer=0)
+    a2 = attn.prepare(sa.requests, micro_batch=0)
+    before = _caches(sa)
+    with pytest.raises(ValueError, match=r"latest prepare\(\) of its micro-batch \(0\)"):
+        attn.forward(a, sa.q, None, sa.kv_cache, None, layer=1)
+    with pytest.raises(ValueError, match="no full layer ran earlier in this step"):
+        attn.forward(a2, sa.q, None, sa.kv_cache, None, layer=1)
+    assert _unchanged(sa, before)
+    attn.forward(b, sb.q, sb.latent, sb.kv_cache, sb.indexer, layer=0)   # slot 1's step is still valid
+    attn.forward(b, sb.q, None, sb.kv_cache, None, layer=1)
+    for bad in (2, -1, True, 1.0):
+        with pytest.raises(ValueError, match="micro_batch must be an int in \\[0, 2\\)"):
+            attn.prepare(sa.requests, micro_batch=bad)
+    for bad in (0, True, 2.0):
+        with pytest.raises(ValueError, match="micro_batches must be an int >= 1"):
+            backend(geo, "fp8_ds_mla_nope", heads, micro_batches=bad)
+    one = backend(geo, "fp8_ds_mla_nope", heads)
+    extra = {r["consumer"]: r["bytes"] for r in attn.workspace.report()}
+    assert attn.workspace_bytes - one.workspace_bytes == extra["metadata.1"] + extra[INDICES + ".1"]
+    assert extra["metadata.1"] == extra["metadata"] and extra[INDICES + ".1"] == extra[INDICES]
 
 
 @pytest.mark.parametrize("what", ["ape", "tail_state"])

@@ -95,3 +95,32 @@ def test_bf16_keyed_prefill_with_interpreted_kernels(monkeypatch):
     torch.testing.assert_close(out.float(), ref.out, atol=2e-2, rtol=2e-2)
     indices = attn.workspace.view(INDICES, (t, attn.width), torch.int32).clone()
     assert torch.equal(allocating_attention(attn, step, s, indices), out)
+
+
+def test_micro_batches_with_interpreted_kernels():
+    """Two micro-batches (micro_batches=2) run layer by layer in turn with the interpreted kernels: each output bit-
+    equal to its batch's run alone on a one-slot backend (tests/test_backend.py has the reference-ops cases)."""
+    heads, layout = 8, "fp8_ds_mla"
+    geo = preset("glm-5").scaled(index_topk=16, index_n_heads=4, num_heads=heads, indexer_types=("full", "shared"))
+    batches = ((1, SPANS), (2, [(50, 1), (9, 1), (3, 4)]))
+
+    def run(attn, pairs):
+        outs = {}
+        for layer in (0, 1):
+            for i, (s, step) in pairs:
+                full = layer == 0
+                outs[i, layer] = attn.forward(step, s.q, s.latent if full else None, s.kv_cache,
+                                              s.indexer if full else None, layer=layer)
+        return outs
+
+    kw = dict(kv_layout=layout, block_size=BS, max_num_tokens=16, max_num_reqs=4, max_model_len=64)
+    want = {}
+    for i, (seed, spans) in enumerate(batches):
+        s = make_step(geo, heads, layout, spans, block_size=BS, seed=seed)
+        alone = DSAAttention(geo, **kw)
+        want.update(run(alone, [(i, (s, alone.prepare(s.requests)))]))
+    attn = DSAAttention(geo, micro_batches=2, **kw)
+    two = [make_step(geo, heads, layout, spans, block_size=BS, seed=seed) for seed, spans in batches]
+    got = run(attn, [(i, (s, attn.prepare(s.requests, micro_batch=i))) for i, s in enumerate(two)])
+    for key, out in want.items():
+        assert torch.equal(got[key], out), key

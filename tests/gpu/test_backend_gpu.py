@@ -8,6 +8,8 @@
 - The mixed-batch step at 32768 tokens with 8 heads per rank runs with no allocation at all.
 - A decode step's forward captured into a CUDA graph replays bit-equal to the eager call, and two eager calls are
   bit-equal, on every path.
+- Two micro-batch slots (micro_batches=2) run layer by layer in turn: bit-equal to each batch alone, no allocation
+  after warm-up, peak = the prediction.
 
 tests/test_backend.py and tests/test_backend_interpreted.py run the same steps on the CPU.
 """
@@ -234,3 +236,48 @@ def test_bf16_keyed_prefill_step(name, heads):
     assert same.float().mean() >= 0.98
     torch.testing.assert_close(out[same].float(), ref.out[same], atol=2e-2, rtol=2e-2)
     assert torch.equal(allocating_attention(attn, step, s, indices), out)
+
+
+@pytest.mark.parametrize("name, layout, heads", [("glm-5.3-flash", "fp8_ds_mla_nope", 8), ("glm-5", "bf16", 8),
+                                                 ("glm-5", "fp8_ds_mla", 32)])
+def test_micro_batches_interleaved(name, layout, heads):
+    """Two micro-batches in their own slots (micro_batches=2), their layers run in turn (A full, B full, A shared,
+    B shared): each output bit-equal to that batch's run alone on a one-slot backend (fresh caches each: the k-pool
+    tail state moves with every step); after warm-up the interleaved step allocates nothing and peaks at the
+    workspace predicted (which holds both slots' step-long regions)."""
+    geo = preset(name).scaled(indexer_types=("full", "shared"))
+
+    def steps():
+        return [make_step(geo, heads, layout, spans, block_size=BS, device=DEV, seed=seed)
+                for seed, spans in ((1, SPANS), (2, DECODES[:12] + [(1500, 400)]))]
+
+    def run(attn, pairs, outs):
+        for layer in (0, 1):
+            for (s, step), out in zip(pairs, outs):
+                full = layer == 0
+                attn.forward(step, s.q, s.latent if full else None, s.kv_cache, s.indexer if full else None,
+                             layer=layer, out=out[layer])
+
+    want = []
+    for s in steps():
+        alone = _backend(geo, layout, heads)
+        outs = [torch.full((s.q.shape[0], heads, 512), float("nan"), dtype=torch.bfloat16, device=DEV)
+                for _ in range(2)]
+        run(alone, [(s, alone.prepare(s.requests))], [outs])
+        want.append(outs)
+    del alone
+    two = steps()
+    outs = [[torch.full_like(w[0], float("nan")) for _ in range(2)] for w in want]
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_allocated()
+    attn = _backend(geo, layout, heads, micro_batches=2)
+
+    def run_step():
+        run(attn, [(s, attn.prepare(s.requests, micro_batch=i)) for i, s in enumerate(two)], outs)
+
+    run_step()
+    for i in range(2):
+        for layer in (0, 1):
+            assert torch.equal(outs[i][layer], want[i][layer]), (i, layer)
+    _check_zero_allocation_and_peak(attn, run_step, base)

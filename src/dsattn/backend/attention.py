@@ -25,6 +25,20 @@ Head counts below 64 run padded or native inside the kernels (variant ``pad64`` 
 heads), so no step copies q or out into padded buffers. Every intermediate is a view of the workspace,
 reserved at construction for the largest batch the limits allow and for the chosen path only; a step
 allocates nothing on the device when ``out`` is given.
+
+Micro-batches (an engine's two-batch overlap: the layers of two batches interleaved, A's layer i, B's layer i,
+A's layer i + 1, ...): with ``micro_batches=n`` each of n slots has its own step-long regions (the device metadata
+and the indices a shared layer reuses), so ``prepare(requests, micro_batch=i)`` leaves the other slots' steps valid.
+The per-call scratch (indexer chunk, attention phase) is one region for all slots: their forwards must run one
+after another in stream order (one stream, as the overlap runs its compute), not at once on two streams; slots that
+do run at once take one DSAAttention each, with a workspace each (SPEC 6's buffer a slot). At 8192 tokens, 256
+requests and 131072 tokens of context (glm-5 TP8, fp8_ds_mla) two slots take 644.6 MiB, one 578.3, two backends
+1156.6 (bench/micro_batch_workspace.py: the reservations, exact).
+
+    attn = DSAAttention(..., micro_batches=2)
+    a, b = attn.prepare(batch_a, micro_batch=0), attn.prepare(batch_b, micro_batch=1)
+    for layer in range(num_layers):
+        attn.forward(a, ...); attn.forward(b, ...)     # each with its own q, latent, out
 """
 from __future__ import annotations
 
@@ -63,6 +77,12 @@ _ALIGN_ELEMS = 64  # int32 metadata arrays start 256-byte aligned
 _step_ids = itertools.count(1)
 
 
+def step_region(consumer: str, micro_batch: int) -> str:
+    """The workspace consumer of a step-long region (METADATA, INDICES) for micro-batch slot `micro_batch`: the name
+    itself for slot 0 (one slot: the names of before), `name.i` for slot i."""
+    return consumer if micro_batch == 0 else f"{consumer}.{micro_batch}"
+
+
 @dataclasses.dataclass
 class StepMetadata:
     """A prepared step: the host metadata and its device copy (views of the workspace, int32).
@@ -89,6 +109,7 @@ class StepMetadata:
     key_piece_rows: list[list[tuple[int, int]]]
     gather_piece_start: list[int]
     tp_boundaries: list[int] | None = None
+    micro_batch: int = 0
 
 
 class DSAAttention:
@@ -106,6 +127,8 @@ class DSAAttention:
                        None: SPEC 7
     workspace          a Workspace to share (one per device), else a new one
     tp_group, tp_min_rows_per_rank   tensor-parallel indexer prefill (SPEC 8); None: replicated
+    micro_batches      steps that may be prepared and in use at once, one a slot (prepare's micro_batch; the
+                       module docstring); each slot adds its metadata and indices regions to the workspace
     """
 
     # A full layer of a kpool-1 model writes its latent rows and indexer keys in one launch
@@ -122,8 +145,11 @@ class DSAAttention:
                  max_num_reqs: int, max_model_len: int, tp: int = 1, device: torch.device | str = "cpu",
                  decode_threshold: int = 1, indexer_cap_bytes: int = 512 << 20, gather_cap_tokens: int | None = None,
                  calibration: dict | str | os.PathLike | None = None, workspace: Workspace | None = None, tp_group=None,
-                 tp_min_rows_per_rank: int | None = None):
+                 tp_min_rows_per_rank: int | None = None, micro_batches: int = 1):
         self.geometry = geometry
+        if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) or micro_batches < 1:
+            raise ValueError(f"micro_batches must be an int >= 1, got {micro_batches!r}")
+        self.micro_batches = micro_batches
         if geometry.kv_lora_rank != LATENT_DIM or geometry.qk_rope_head_dim not in (0, ROPE_DIM):
             # the kernels run D_v = 512 and D_qk 512 or 576 (SPEC 3): reject here, not after a cache write
             raise ValueError(f"geometry must have kv_lora_rank {LATENT_DIM} and qk_rope_head_dim 0 or {ROPE_DIM}, got "
@@ -220,8 +246,9 @@ class DSAAttention:
 
     def _reserve(self) -> None:
         ws, lim, g = self.workspace, self.limits, self.geometry
-        ws.reserve(METADATA, {"meta": ((self._meta_capacity(),), torch.int32)})
-        ws.reserve(INDICES, {"indices": ((lim.max_num_tokens, self.width), torch.int32)})
+        for i in range(self.micro_batches):
+            ws.reserve(step_region(METADATA, i), {"meta": ((self._meta_capacity(),), torch.int32)})
+            ws.reserve(step_region(INDICES, i), {"indices": ((lim.max_num_tokens, self.width), torch.int32)})
         ws.reserve(LSE, {"lse": ((lim.max_num_tokens, self.heads), torch.float32)}, phase=ATTENTION)
         if self.path is not policy.Path.BF16_PREFILL:
             # exact: the largest split-K scratch over every decode call size the limits allow
@@ -258,9 +285,15 @@ class DSAAttention:
 
     # -- a step -----------------------------------------------------------------------------------
 
-    def prepare(self, requests: list[Request] | RequestBatch) -> StepMetadata:
+    def prepare(self, requests: list[Request] | RequestBatch, *, micro_batch: int = 0) -> StepMetadata:
         """Metadata of one step, copied to the device once; ValueError for a batch over the limits. requests: a
-        list of Request, or the same as tensors (RequestBatch, an engine's form: no loop over the requests)."""
+        list of Request, or the same as tensors (RequestBatch, an engine's form: no loop over the requests).
+        micro_batch: the slot (0 .. micro_batches - 1) whose regions the step takes; the step of that slot prepared
+        before is no longer valid, the other slots' are."""
+        if isinstance(micro_batch, bool) or not isinstance(micro_batch, int) or not \
+                0 <= micro_batch < self.micro_batches:
+            raise ValueError(f"micro_batch must be an int in [0, {self.micro_batches}) (micro_batches="
+                             f"{self.micro_batches}), got {micro_batch!r}")
         host = build_metadata(requests, self.limits,
                               gathered_prefill=self.path is policy.Path.FP8_GATHERED or self._key_cap > 0,
                               chunk_bytes=self.indexer.chunk_bytes)
@@ -281,15 +314,22 @@ class DSAAttention:
             "key_pieces": torch.tensor(key_pieces, dtype=torch.int32).reshape(-1, 3).T,
             "gather_pieces": torch.tensor(gather_pieces, dtype=torch.int32).reshape(-1, 3).T,
         }
-        dev = self._upload(arrays)
+        region = step_region(METADATA, micro_batch)
+        dev = self._upload(arrays, region)
         step_id = next(_step_ids)  # unique over every backend, so a stamp names one step of one backend
-        self.workspace.stamp(METADATA, step_id)
+        self.workspace.stamp(region, step_id)
         return StepMetadata(host=host, step_id=step_id, **dev, key_piece_start=key_piece_start,
                             key_piece_rows=key_piece_rows, gather_piece_start=gather_piece_start,
-                            tp_boundaries=self._plan_tp(host))
+                            tp_boundaries=self._plan_tp(host), micro_batch=micro_batch)
 
-    def _upload(self, arrays: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """One host-to-device copy of every array into the metadata region; returns the device views."""
+    def indices(self, step: StepMetadata) -> torch.Tensor:
+        """The step's top-k indices [T, width] int32 as its last full layer left them (cache slots, or rows of the
+        gathered context / keys where those paths ran): a view of its micro-batch's region."""
+        return self.workspace.view(step_region(INDICES, step.micro_batch), (step.host.num_tokens, self.width),
+                                   torch.int32)
+
+    def _upload(self, arrays: dict[str, torch.Tensor], region: str = METADATA) -> dict[str, torch.Tensor]:
+        """One host-to-device copy of every array into the metadata region `region`; returns the device views."""
         turn = self._uploads % 2
         self._uploads += 1
         if self._upload_done[turn] is not None:
@@ -300,7 +340,7 @@ class DSAAttention:
             host[off:off + n].view(a.shape).copy_(a)
             where[name] = (off, a.shape)
             off += -(-n // _ALIGN_ELEMS) * _ALIGN_ELEMS
-        dev = self.workspace.view(METADATA, (self._meta_capacity(),), torch.int32)
+        dev = self.workspace.view(region, (self._meta_capacity(),), torch.int32)
         dev[:off].copy_(host[:off], non_blocking=True)
         if self.device.type == "cuda":
             self._upload_done[turn] = torch.cuda.Event()
@@ -327,11 +367,12 @@ class DSAAttention:
         """Every argument, before anything is written. Returns whether the layer is a shared one."""
         if not isinstance(step, StepMetadata) or step.host.limits is not self.limits:
             raise ValueError("step must be the StepMetadata this backend's prepare() returned")
-        if self.workspace.stamp_of(METADATA) != step.step_id:
+        if self.workspace.stamp_of(step_region(METADATA, step.micro_batch)) != step.step_id:
             # its device metadata lives in one workspace region that a later prepare() overwrote: this backend's
-            # or another's on the same workspace
-            raise ValueError("step must come from the latest prepare() on this workspace (a later one, by this "
-                             "backend or another sharing the workspace, replaced its metadata)")
+            # (of the same micro-batch) or another's on the same workspace
+            raise ValueError(f"step must come from the latest prepare() of its micro-batch ({step.micro_batch}) on "
+                             f"this workspace (a later one, by this backend or another sharing the workspace, "
+                             f"replaced its metadata)")
         shared = bool(self.geometry.indexer_types) and self.geometry.is_shared_layer(layer)
         t, h, d = step.host.num_tokens, self.heads, self.geometry.d_qk
         check_tensor("q", q, dtype=torch.bfloat16, shape=(t, h, d), device=self.device)
@@ -367,7 +408,7 @@ class DSAAttention:
         if shared:
             if indexer is not None:
                 raise ValueError(f"indexer must be None on shared layer {layer} (it reuses the previous top-k)")
-            if self.workspace.stamp_of(INDICES) != step.step_id:
+            if self.workspace.stamp_of(step_region(INDICES, step.micro_batch)) != step.step_id:
                 raise ValueError(f"layer {layer} is a shared layer but no full layer ran earlier in this step")
         else:
             self.indexer.check_inputs(indexer, step, self.device)
@@ -394,12 +435,12 @@ class DSAAttention:
             write_kv_and_indexer_cache(latent, kv_cache, indexer.k, indexer.cache, step.slot_mapping)
         elif latent is not None:
             write_kv_cache(latent, kv_cache, step.slot_mapping)
-        indices = ws.view(INDICES, (t, self.width), torch.int32)
+        indices = self.indices(step)
         keyed = self.keyed_prefill_keys(step) if self.path is policy.Path.BF16_PREFILL else []
         if not shared:
             self.indexer.run(step, indexer, indices, cache_written=both)
             self._positions_to_kv_rows(step, indices, keyed)
-            ws.stamp(INDICES, step.step_id)
+            ws.stamp(step_region(INDICES, step.micro_batch), step.step_id)
         lse = ws.view(LSE, (t, self.heads), torch.float32)
         if self.path is policy.Path.BF16_PREFILL:
             d = host.num_decode_tokens if self.bf16_decodes_apart else 0
