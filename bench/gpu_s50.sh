@@ -8,11 +8,18 @@
 # clusters with the cluster limit raised for the bench (v4_gluon_c*x: cluster_cap 65536; a CTA's columns the power of
 # two above width / ctas); k 512 over glm-5.3-flash's 64K pooled rows (16880); the decode layer at 64 / 128 requests
 # from 4K contexts with DSATTN_TOPK_CTAS=2 / 4 / 8 against the default.
-# PREDICTION: tests pass (303: session 50 added test_micro_batches_interleaved, 3 cases). 128 x 12224: default (three launches) ~29 us; 2 CTAs (256 CTAs of 8192 columns, 92
-# registers: one an SM, two waves) ~20; 4 CTAs (512 of 4096, 53 registers, two an SM) ~18; 8 CTAs ~20. 264 x 12288:
-# default ~33, clusters ~30 (four waves). 1 x 32768: _v4_fused ~22, 4 / 8 CTAs ~13. k 512 1 x 16880 ~16 -> ~11.
-# The glm-5 TP8 layer at 128 requests 139.2 -> ~128 us at the best count.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s50.sh a
+# PREDICTION: tests pass (303: session 50 added test_micro_batches_interleaved, 3 cases). 128 x 12224: default (three
+# launches) ~29 us; 2 CTAs (256 CTAs of 8192 columns, 92 registers: one an SM, two waves) ~20; 4 CTAs (512 of 4096,
+# 53 registers, two an SM) ~18; 8 CTAs ~20. 264 x 12288: default ~33, clusters ~30 (four waves). 1 x 32768:
+# _v4_fused ~22, 4 / 8 CTAs ~13. k 512 1 x 16880 ~16 -> ~11. The glm-5 TP8 layer at 128 requests 139.2 -> ~128 us at
+# the best count.
+# Call `b`: decode layers over long contexts with wider clusters (DSATTN_TOPK_CLUSTER_CAP, gluon_select.cluster_cap;
+# at most MAX_CTA_COLS 16384 columns a CTA): glm-5 TP8 from 32768-token contexts (rows of 32768-34752 columns, cap
+# 65536) at 1 / 4 / 16 / 32 requests, default (_v4_fused / three launches) against 4 and 8 CTAs; glm-5.3-flash TP8 from
+# 65536 (pooled rows of ~16.4K, k 512, cap 32768), default against 2 and 4 CTAs.
+# PREDICTION: glm-5 at 1 request: top-k ~22 us (_v4_fused) -> ~14 at 8 CTAs (4096 columns a CTA as call e of session
+# 49 at 16384 columns); layer span -8 us. 32 requests: 8 CTAs x 32 = 256 CTAs (two waves), ~no gain.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s50.sh a|b
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -44,6 +51,26 @@ a)
     echo "decode layer (ctas ${c:-default}) rc=$? $((SECONDS - t0)) s" >> $L
     grep -v -i warn $R/layer_${c:-default}.log | sed 's/kernels summing.*select_rows_kernel/.. select_rows_kernel/' >> $L
     pack
+  done
+  ;;
+b)
+  for v in default c4 c8; do
+    case $v in default) E="";; c4) E="DSATTN_TOPK_CTAS=4 DSATTN_TOPK_CLUSTER_CAP=65536";;
+      c8) E="DSATTN_TOPK_CTAS=8 DSATTN_TOPK_CLUSTER_CAP=65536";; esac
+    t0=$SECONDS
+    env $E timeout 90 python bench/decode_layer_kernels.py --configs glm-5:8:fp8_ds_mla --batches 1,4,16,32 \
+      --context 32768 --out $R --name decode_layer_32k_b_s50_$v > $R/layer32k_$v.log 2>&1
+    echo "decode layer glm-5 32K ($v) rc=$? $((SECONDS - t0)) s" >> $L
+    grep -v -i warn $R/layer32k_$v.log | sed 's/kernels summing.*select_rows_kernel/.. select_rows_kernel/' >> $L; pack
+  done
+  for v in default c2 c4; do
+    case $v in default) E="";; c2) E="DSATTN_TOPK_CTAS=2 DSATTN_TOPK_CLUSTER_CAP=32768";;
+      c4) E="DSATTN_TOPK_CTAS=4 DSATTN_TOPK_CLUSTER_CAP=32768";; esac
+    t0=$SECONDS
+    env $E timeout 90 python bench/decode_layer_kernels.py --configs glm-5.3-flash:8:fp8_ds_mla_nope \
+      --batches 1,4,16,32 --context 65536 --out $R --name decode_layer_64k_flash_b_s50_$v > $R/layer64k_$v.log 2>&1
+    echo "decode layer glm-5.3-flash 64K ($v) rc=$? $((SECONDS - t0)) s" >> $L
+    grep -v -i warn $R/layer64k_$v.log | sed 's/kernels summing.*select_rows_kernel/.. select_rows_kernel/' >> $L; pack
   done
   ;;
 esac

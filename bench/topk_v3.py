@@ -33,7 +33,6 @@ import torch
 from dsattn.bench.common import provenance, time_ms
 from dsattn.ops.topk import topk_scratch_spec
 from dsattn.ops.topk.reference import topk_reference
-from dsattn.ops.topk import gluon_select
 from dsattn.ops.topk.select import launch_topk as _launch_topk
 
 K = 2048
@@ -122,8 +121,8 @@ VARIANTS = {
     "v4_gluon_c4_w4": dict(version=4, gluon=True, gluon_ctas=4, gluon_warps=4),
     "v4_gluon_c4_w16": dict(version=4, gluon=True, gluon_ctas=4, gluon_warps=16),
     "v4_gluon_c8_w8": dict(version=4, gluon=True, gluon_ctas=8, gluon_warps=8),
-    # session 50: the same clusters past gluon_select.MAX_CLUSTER_CAP (cluster_cap: the bench raises that limit for
-    # the call; up to 8192 columns a CTA), for rows of 8193-65536 columns at more rows than default_ctas' one wave
+    # session 50: the same clusters past gluon_select.MAX_CLUSTER_CAP (cluster_cap: DSATTN_TOPK_CLUSTER_CAP for the
+    # call; up to MAX_CTA_COLS columns a CTA), for rows of 8193-65536 columns at more rows than default_ctas' one wave
     "v4_gluon_c2x": dict(version=4, gluon=True, gluon_ctas=2, cluster_cap=65536),
     "v4_gluon_c4x": dict(version=4, gluon=True, gluon_ctas=4, cluster_cap=65536),
     "v4_gluon_c8x": dict(version=4, gluon=True, gluon_ctas=8, cluster_cap=65536),
@@ -150,14 +149,19 @@ TIES_VARIANTS = ["v4", "v4_prev"]
 
 
 def launch_topk(*args, cluster_cap=None, **kw):
-    """select.launch_topk, with a variant's cluster_cap set as gluon_select.MAX_CLUSTER_CAP for the call."""
+    """select.launch_topk, with a variant's cluster_cap as DSATTN_TOPK_CLUSTER_CAP for the call
+    (gluon_select.cluster_cap)."""
     if cluster_cap is None:
         return _launch_topk(*args, **kw)
-    old, gluon_select.MAX_CLUSTER_CAP = gluon_select.MAX_CLUSTER_CAP, cluster_cap
+    old = os.environ.get("DSATTN_TOPK_CLUSTER_CAP")
+    os.environ["DSATTN_TOPK_CLUSTER_CAP"] = str(cluster_cap)
     try:
         return _launch_topk(*args, **kw)
     finally:
-        gluon_select.MAX_CLUSTER_CAP = old
+        if old is None:
+            del os.environ["DSATTN_TOPK_CLUSTER_CAP"]
+        else:
+            os.environ["DSATTN_TOPK_CLUSTER_CAP"] = old
 
 
 def _scratch(rows, width, dev):

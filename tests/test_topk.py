@@ -466,9 +466,11 @@ def test_gluon_select_compiles_for_sm90():
 def test_gluon_wide_capacity(monkeypatch):
     """The Gluon select's one-launch capacity (gluon_select.wide_capacity): the power of two at or above max(2k, width)
     within 8192 columns at <= 2 x SMs rows, else 0 (the long-row path); within 16384 where the rows go over 4-CTA
-    clusters (default_ctas, or the ctas given)."""
+    clusters (default_ctas, or the ctas given); within DSATTN_TOPK_CLUSTER_CAP where it is set."""
+    from dsattn.ops.topk import gluon_select
     from dsattn.ops.topk.gluon_select import MAX_CAP, MAX_CLUSTER_CAP, wide_capacity
     monkeypatch.delenv("DSATTN_TOPK_CTAS", raising=False)
+    monkeypatch.delenv("DSATTN_TOPK_CLUSTER_CAP", raising=False)
     assert wide_capacity(1, 8192, 2048, 132) == 8192 == MAX_CAP
     assert wide_capacity(1, 8193, 2048, 132, 1) == 0       # wider than the largest for one CTA
     assert wide_capacity(1, 8193, 2048, 132) == 16384 == MAX_CLUSTER_CAP  # 4 CTAs a row (default_ctas)
@@ -481,6 +483,18 @@ def test_gluon_wide_capacity(monkeypatch):
     assert wide_capacity(1, 100, 512, 132) == 1024          # 2k
     assert wide_capacity(1, 12000, 8192, 132) == 16384      # k 8192's usual capacity, over 4 CTAs
     assert wide_capacity(1, 12000, 8192, 132, 1) == 0
+    monkeypatch.delenv("DSATTN_TOPK_CLUSTER_CAP", raising=False)
+    assert gluon_select.max_capacity(1) == MAX_CAP and gluon_select.max_capacity(2) == MAX_CLUSTER_CAP
+    # DSATTN_TOPK_CLUSTER_CAP (A/B runs) widens a cluster's rows, within MAX_CTA_COLS (16384) columns a CTA
+    monkeypatch.setenv("DSATTN_TOPK_CLUSTER_CAP", "65536")
+    assert wide_capacity(1, 40000, 2048, 132, 4) == 65536
+    assert wide_capacity(1, 40000, 2048, 132, 2) == 0       # 2 CTAs of 32768 columns: past MAX_CTA_COLS
+    assert wide_capacity(1, 30000, 2048, 132, 2) == 32768
+    assert wide_capacity(1, 9000, 2048, 132, 1) == 0        # one CTA keeps MAX_CAP
+    for bad in ("8192", "20000", "131072", "x"):
+        monkeypatch.setenv("DSATTN_TOPK_CLUSTER_CAP", bad)
+        with pytest.raises(ValueError, match="DSATTN_TOPK_CLUSTER_CAP"):
+            wide_capacity(1, 9000, 2048, 132, 4)
 
 def test_gluon_select_cluster_size_checked(monkeypatch):
     """The Gluon select's CTAs a row (a thread-block cluster) must be 1, 2, 4 or 8, and leave each warp at least 32
@@ -498,6 +512,9 @@ def test_gluon_select_cluster_size_checked(monkeypatch):
             gluon_select.launch_select_rows(x, lengths, 256, out, 1024, ctas=ctas, launch=never)
     with pytest.raises(ValueError, match="CTAs"):  # 1024 / 8 = 128 columns a CTA: fewer than 32 a warp of 8
         gluon_select.launch_select_rows(x, lengths, 256, out, 1024, num_warps=8, ctas=8, launch=never)
+    wide = torch.randn(1, 40000)
+    with pytest.raises(ValueError, match="at most 16384"):  # 2 CTAs of 32768 columns: past MAX_CTA_COLS
+        gluon_select.launch_select_rows(wide, lengths[:1], 256, out[:1], 65536, ctas=2, launch=never)
     assert (out == -7).all()
     monkeypatch.delenv("DSATTN_TOPK_CTAS", raising=False)
     assert gluon_select.default_ctas(1, 4160, 132) == 4     # a decode row past 4096 columns: 4 CTAs

@@ -6,7 +6,9 @@ the Triton kernels, for A/B runs), with the capacity widened to the rows' width 
 (wide_capacity: at k 512 rows past select_capacity's 2048 take it instead of the long-row paths), and up to 16384
 where a row goes over a 4-CTA cluster (<= SMs / 4 rows: decodes over 8K-16K contexts at 1-33 requests); the
 interpreter and other GPUs keep the Triton select, whose output it equals column for column
-(tests/gpu/test_indexer_gpu.py::test_topk_gluon_select_rows, test_topk_gluon_wide_rows).
+(tests/gpu/test_indexer_gpu.py::test_topk_gluon_select_rows, test_topk_gluon_wide_rows). DSATTN_TOPK_CTAS and
+DSATTN_TOPK_CLUSTER_CAP (up to 65536 columns, MAX_CTA_COLS a CTA) set the cluster for A/B runs; wider clusters than
+the default are compile-checked only (session 50 had no device; bench/gpu_s50.sh a / b measure them).
 
 Why: at 1-32 decode requests the Triton select alone (`_v4_select` over rows a little wider than the usual capacity,
 select.select_capacity) was the largest kernel of a glm-5 decode layer, 15.8-16.5 us of a 30-36 us span (README's
@@ -121,12 +123,33 @@ MAX_CAP = 8192      # the largest it takes with one CTA a row: 16 keys a thread 
                     # against 24.6 us, 128 x 12288 29.1 against 32.8; notes/indexer.md), so those rows keep them
 MAX_CLUSTER_CAP = 16384  # the largest with a row over a cluster (ctas > 1): 4 CTAs of 4096 columns, 53 registers, no
                          # spill; 1 x 16384 12.6 against 22.8 us on the Triton paths (bench/gpu_s49.sh e)
+MAX_CTA_COLS = 16384     # a CTA's columns at most: 32 keys a thread at 16 warps, 120 registers, no spill (4 CTAs at
+                         # cap 65536); 32768 spilled 252 bytes a thread (2 CTAs at 65536; compile check, session 50)
+
+
+def cluster_cap() -> int:
+    """The widest capacity a row over a cluster takes: MAX_CLUSTER_CAP, or DSATTN_TOPK_CLUSTER_CAP (read at each call;
+    a power of two in [MAX_CLUSTER_CAP, 65536]) for A/B runs of wider clusters, which session 50 could not measure
+    (no device: bench/gpu_s50.sh)."""
+    env = os.environ.get("DSATTN_TOPK_CLUSTER_CAP", "").strip()
+    if not env:
+        return MAX_CLUSTER_CAP
+    v = int(env) if env.isdigit() else 0
+    if v & (v - 1) or not MAX_CLUSTER_CAP <= v <= 65536:
+        raise ValueError(f"DSATTN_TOPK_CLUSTER_CAP must be a power of two in [{MAX_CLUSTER_CAP}, 65536], got {env!r}")
+    return v
+
+
+def max_capacity(ctas: int) -> int:
+    """The widest capacity at `ctas` CTAs a row: MAX_CAP for one CTA; over a cluster cluster_cap(), within
+    MAX_CTA_COLS columns a CTA."""
+    return MAX_CAP if ctas == 1 else min(cluster_cap(), ctas * MAX_CTA_COLS)
 
 
 def wide_capacity(rows: int, width: int, k: int, sms: int, ctas: int | None = None) -> int:
     """The capacity that takes rows of `width` columns in one launch of this select: the power of two at or above
-    max(2k, width), when it is at most MAX_CAP (MAX_CLUSTER_CAP where a row goes over a cluster: `ctas`, None:
-    default_ctas) and there are at most two rows an SM (as select.select_capacity's doubled capacity); else 0. At k
+    max(2k, width), when it is at most max_capacity(ctas) (MAX_CAP; MAX_CLUSTER_CAP where a row goes over a cluster:
+    `ctas`, None: default_ctas) and there are at most two rows an SM (as select.select_capacity's doubled capacity); else 0. At k
     2048 and one CTA a row that is select_capacity's own; at k 512 (glm-5.3-flash's pooled keys) it takes rows up to
     8192 columns, where select_capacity stops at 2048: H200, CUDA-graph replays, against the Triton kernels
     (topk_gluon_wide_k512_s48.json): 1 x 4160 11.6 against 16.4 us, 32 x 3072 9.6 against 19.7, 128 x 3072 10.4
@@ -134,8 +157,7 @@ def wide_capacity(rows: int, width: int, k: int, sms: int, ctas: int | None = No
     too (topk_cluster_e_s49.json): 1 x 12288 12.2 against 23.1 us, 32 x 10176 16.6 against 25.8."""
     cap = 1 << (max(2 * k, width, MIN_CAP) - 1).bit_length()
     ctas = ctas or default_ctas(rows, width, sms)
-    limit = MAX_CLUSTER_CAP if ctas > 1 else MAX_CAP
-    return cap if cap <= limit and rows <= 2 * sms else 0
+    return cap if cap <= max_capacity(ctas) and rows <= 2 * sms else 0
 
 
 def default_warps(cap: int) -> int:
@@ -515,9 +537,10 @@ def launch_select_rows(logits, lengths, k: int, out, cap: int, num_warps: int | 
     span, cols = cluster_columns(w, cap, ctas)
     num_warps = num_warps or default_warps(cols)
     r = cols // (32 * num_warps)
-    if cap & (cap - 1) or r < 1 or w > cap or span * ctas < w:
-        raise ValueError(f"cap must be a power of two >= the width, and a CTA's columns at least 32 x num_warps: got "
-                         f"cap {cap}, width {w}, {cols} columns a CTA ({ctas} CTAs), {num_warps} warps")
+    if cap & (cap - 1) or r < 1 or w > cap or span * ctas < w or cols > MAX_CTA_COLS:
+        raise ValueError(f"cap must be a power of two >= the width, and a CTA's columns at least 32 x num_warps and at "
+                         f"most {MAX_CTA_COLS}: got cap {cap}, width {w}, {cols} columns a CTA ({ctas} CTAs), "
+                         f"{num_warps} warps")
     bits = bits or default_bits(cols, num_warps)
     if not 5 <= bits <= 10:
         raise ValueError(f"bits must be in [5, 10], got {bits}")

@@ -940,7 +940,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     if long_rows and (scratch.data_ptr() % 8 or scratch.stride(0) % 2 or scratch.stride(1) != 1):
         raise ValueError("scratch rows must be contiguous and 8-byte aligned (int64 candidate slots)")
     sstride = scratch.stride(0) if scratch.dim() == 2 else 0
-    max_cap = gluon_select.MAX_CLUSTER_CAP if ctas > 1 else gluon_select.MAX_CAP
+    max_cap = gluon_select.max_capacity(ctas)
     if not long_rows and gluon is not False and gluon_select.MIN_CAP <= cap <= max_cap:
         if use_gluon:
             gluon_select.launch_select_rows(logits, lengths, k, out, cap, num_warps=gluon_warps, bits=gluon_bits,
