@@ -46,6 +46,10 @@ def main(argv=None) -> int:
         if cap // ctas < 256:
             continue
         cols = gluon_select.cluster_columns(cap, cap, ctas)[1]  # (a full row's)
+        if cols > gluon_select.MAX_CTA_COLS:
+            print(f"cap {cap} ctas {ctas}: skipped, {cols} columns a CTA (the launcher takes at most "
+                  f"{gluon_select.MAX_CTA_COLS})")
+            continue
         nw = warps or gluon_select.default_warps(cols)
         k = cap // 2
         logits = torch.zeros(2, cap)
