@@ -15,7 +15,9 @@ pipelined paged logits (block sizes not a multiple of 64) as before session 44: 
 tile's iteration, 4 stages, min(16, 2048 / rows) splits past 4 x SMs one-tile programs; --unfused-writes writes the
 latent rows and indexer keys in a launch each (DSAAttention.fused_cache_writes False) and k-pool updates in two launches
 (IndexerDriver.one_launch_kpool False), as before session 45; --bf16-together runs a bf16 cache's decode rows in one
-prefill call with the calibrated variant (DSAAttention.bf16_decodes_apart False), as before session 45.
+prefill call with the calibrated variant (DSAAttention.bf16_decodes_apart False), as before session 45;
+--graph-steps prepares the step with graph=True (session 50: the indexer's width and the block table rounded up to the
+step's bucket, as a graph replayed across steps needs), so its cost shows against the default.
 
     PYTHONPATH=src python bench/decode_layer_kernels.py [--configs glm-5:8:fp8_ds_mla,...] [--batches 1,8,32,128]
 """
@@ -55,6 +57,8 @@ def main(argv=None) -> int:
     ap.add_argument("--unfused-writes", action="store_true",
                     help="cache writes as before session 45: latent rows and indexer keys in a launch each, "
                          "k-pool updates in two")
+    ap.add_argument("--graph-steps", action="store_true",
+                    help="prepare(graph=True): the indexer width and block table rounded up to the bucket (session 50)")
     ap.add_argument("--bf16-together", action="store_true",
                     help="a bf16 cache's decode rows in one call with the calibrated prefill variant "
                          "(before session 45)")
@@ -88,7 +92,7 @@ def main(argv=None) -> int:
     rows = []
     meta = {"calibration": args.calibration, "calls": args.calls, "block_size": 64, "usual_cap": args.usual_cap,
             "context": args.context, "topk_3l": args.topk_3l, "bf16_dot": args.bf16_dot, "paged_old": args.paged_old,
-            "unfused_writes": args.unfused_writes, "bf16_together": args.bf16_together,
+            "unfused_writes": args.unfused_writes, "bf16_together": args.bf16_together, "graph_steps": args.graph_steps,
             "how": "one decode layer's forward captured in a CUDA graph: do_bench replay ms, and torch.profiler "
                    "kernel events of --calls replays (span and each kernel's mean us a replay)"}
     path = None
@@ -104,9 +108,10 @@ def main(argv=None) -> int:
                                 max_num_reqs=b, max_model_len=max(c + n for c, n in spans),
                                 calibration=args.calibration)
             out = torch.empty((b, heads, 512), dtype=torch.bfloat16, device=dev)
-            attn.forward(attn.prepare(s.requests), s.q, s.latent, s.kv_cache, s.indexer, out=out)  # compiles
+            attn.forward(attn.prepare(s.requests, graph=args.graph_steps), s.q, s.latent, s.kv_cache, s.indexer,
+                         out=out)  # compiles
             attn.lock()
-            prepared = attn.prepare(s.requests)
+            prepared = attn.prepare(s.requests, graph=args.graph_steps)
 
             def layer(attn=attn, prepared=prepared, s=s, out=out):
                 attn.forward(prepared, s.q, s.latent, s.kv_cache, s.indexer, out=out)

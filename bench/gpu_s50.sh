@@ -8,18 +8,25 @@
 # clusters with the cluster limit raised for the bench (v4_gluon_c*x: cluster_cap 65536; a CTA's columns the power of
 # two above width / ctas); k 512 over glm-5.3-flash's 64K pooled rows (16880); the decode layer at 64 / 128 requests
 # from 4K contexts with DSATTN_TOPK_CTAS=2 / 4 / 8 against the default.
-# PREDICTION: tests pass (303: session 50 added test_micro_batches_interleaved, 3 cases). 128 x 12224: default (three
-# launches) ~29 us; 2 CTAs (256 CTAs of 8192 columns, 92 registers: one an SM, two waves) ~20; 4 CTAs (512 of 4096,
-# 53 registers, two an SM) ~18; 8 CTAs ~20. 264 x 12288: default ~33, clusters ~30 (four waves). 1 x 32768:
-# _v4_fused ~22, 4 / 8 CTAs ~13. k 512 1 x 16880 ~16 -> ~11. The glm-5 TP8 layer at 128 requests 139.2 -> ~128 us at
-# the best count.
+# PREDICTION: tests pass (309: session 50 added test_micro_batches_interleaved, 3 cases, and
+# test_graph_replays_a_later_step, 6). 128 x 12224: default (three launches) ~29 us; 2 CTAs (256 CTAs of 8192
+# columns, 92 registers: one an SM, two waves) ~20; 4 CTAs (512 of 4096, 53 registers, two an SM) ~18; 8 CTAs ~20.
+# 264 x 12288: default ~33, clusters ~30 (four waves). 1 x 32768: _v4_fused ~22, 4 / 8 CTAs ~13. k 512 1 x 16880
+# ~16 -> ~11. The glm-5 TP8 layer at 128 requests 139.2 -> ~128 us at the best count.
 # Call `b`: decode layers over long contexts with wider clusters (DSATTN_TOPK_CLUSTER_CAP, gluon_select.cluster_cap;
 # at most MAX_CTA_COLS 16384 columns a CTA): glm-5 TP8 from 32768-token contexts (rows of 32768-34752 columns, cap
 # 65536) at 1 / 4 / 16 / 32 requests, default (_v4_fused / three launches) against 4 and 8 CTAs; glm-5.3-flash TP8 from
 # 65536 (pooled rows of ~16.4K, k 512, cap 32768), default against 2 and 4 CTAs.
 # PREDICTION: glm-5 at 1 request: top-k ~22 us (_v4_fused) -> ~14 at 8 CTAs (4096 columns a CTA as call e of session
 # 49 at 16384 columns); layer span -8 us. 32 requests: 8 CTAs x 32 = 256 CTAs (two waves), ~no gain.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s50.sh a|b
+# Call `c`: what graph steps cost (prepare(graph=True): the indexer width and block table rounded up to the power of
+# two at or above the longest request), the decode layers at 1 / 8 / 32 / 128 requests from 4K contexts (buckets 8192
+# / 8192 / 8192 / 16384) and from 8K (16384), --graph-steps against the default; and the backend GPU tests of the
+# session (micro-batches, a graph replaying a later step).
+# PREDICTION: tests pass. 1 request from 4096 (4097 -> 8192 columns: the cluster's CTAs half empty) +1 us (the select
+# as at 1 x 8192, 10.5 against 9.3); 128 requests (12224 -> 16384, the Triton long-row paths over a third more
+# columns) +3-8 us of ~139; from 8192 (8257-10240 -> 16384) +1-2 us at 1-32 requests.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s50.sh a|b|c
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
@@ -71,6 +78,20 @@ b)
       --batches 1,4,16,32 --context 65536 --out $R --name decode_layer_64k_flash_b_s50_$v > $R/layer64k_$v.log 2>&1
     echo "decode layer glm-5.3-flash 64K ($v) rc=$? $((SECONDS - t0)) s" >> $L
     grep -v -i warn $R/layer64k_$v.log | sed 's/kernels summing.*select_rows_kernel/.. select_rows_kernel/' >> $L; pack
+  done
+  ;;
+c)
+  K="micro_batches or graph_replays" N=4 LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_c tests/gpu/test_backend_gpu.py
+  cat $R/tests_c/summary.log >> $L; pack
+  for ctx in 4096 8192; do
+    for g in "" --graph-steps; do
+      t0=$SECONDS
+      timeout 120 python bench/decode_layer_kernels.py --batches 1,8,32,128 --context $ctx $g --out $R \
+        --name decode_layer_graph_c${ctx}_s50${g:+_graph} > $R/layer_${ctx}${g:+_graph}.log 2>&1
+      echo "decode layer (context $ctx $g) rc=$? $((SECONDS - t0)) s" >> $L
+      grep -v -i warn $R/layer_${ctx}${g:+_graph}.log | sed 's/kernels summing.*select_rows_kernel/.. select_rows_kernel/' >> $L
+      pack
+    done
   done
   ;;
 esac

@@ -480,6 +480,100 @@ def test_micro_batch_slots_are_checked():
     assert extra["metadata.1"] == extra["metadata"] and extra[INDICES + ".1"] == extra[INDICES]
 
 
+DECODE_SPANS = [(37, 1), (5, 1), (0, 1), (60, 1)]   # the longest request 61 tokens: bucket 64
+
+
+@pytest.mark.parametrize("name, layout, heads, path", CASES)
+def test_graph_steps_match_eager_steps(name, layout, heads, path):
+    """prepare(graph=True) on a decode-only step: the block table and the indexer's logits widened to the bucket (the
+    power of two at or above the longest request, 64 here), and a full and a shared layer's outputs and indices
+    bit-equal to the same step prepared without it."""
+    geo = geometry(name, heads, indexer_types=("full", "shared"))
+    got = {}
+    for graph in (False, True):
+        s = make_step(geo, heads, layout, DECODE_SPANS, block_size=BS, seed=3)
+        attn = backend(geo, layout, heads)
+        step = attn.prepare(s.requests, graph=graph)
+        o0 = attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, layer=0)
+        o1 = attn.forward(step, s.q, None, s.kv_cache, None, layer=1)
+        got[graph] = (o0, o1, attn.indices(step).clone(), step)
+    plain, graph = got[False][3], got[True][3]
+    w = 64 // geo.kpool
+    assert plain.graph_key is None and graph.graph_key == (0, 4, 4, 64, ((0, 4, w),))
+    assert graph.host.graph_bucket == 64 and graph.block_table.shape == (4, 64 // BS)
+    assert [c.width for c in graph.host.decode_chunks] == [w] and plain.host.decode_chunks[0].width == 61 // geo.kpool
+    for a, b in zip(got[False][:3], got[True][:3]):
+        assert torch.equal(a, b)
+
+
+def _logged(name, fn, log):
+    def arg(v):
+        if isinstance(v, torch.Tensor):
+            return ("tensor", tuple(v.shape), v.stride(), v.dtype, v.data_ptr())
+        if isinstance(v, (list, tuple)):
+            return tuple(arg(x) for x in v)
+        return repr(v)
+
+    def call(*args, **kw):
+        log.append((name, tuple(arg(a) for a in args), tuple((k, arg(v)) for k, v in sorted(kw.items()))))
+        return fn(*args, **kw)
+    return call
+
+
+def _record_op_calls(monkeypatch) -> list:
+    """Every call the backend makes into dsattn.ops (kernels, their host helpers): its name, each tensor argument's
+    shape, strides, dtype and address, every other argument's value: what a CUDA graph would bake in."""
+    from dsattn.backend import indexer as indexer_mod
+    log = []
+    for mod in (attention_mod, indexer_mod):
+        for name, fn in list(vars(mod).items()):
+            if callable(fn) and getattr(fn, "__module__", "").startswith("dsattn.ops"):
+                monkeypatch.setattr(mod, name, _logged(name, fn, log))
+    return log
+
+
+@pytest.mark.parametrize("name, layout, heads, path", CASES)
+def test_graph_key_fixes_every_launch(name, layout, heads, path, monkeypatch):
+    """Two graph steps with the same graph_key (other contexts in the same bucket, other block ids, a RequestBatch)
+    make the very same calls into the ops: names, shapes, strides, addresses and every other argument (the engine's
+    inputs and outputs being the same tensors), so a graph captured over one replays the other; a step of another
+    bucket gets another key and other calls."""
+    geo = geometry(name, heads, indexer_types=("full", "shared"))
+    s = make_step(geo, heads, layout, DECODE_SPANS, block_size=BS, seed=4)
+    attn = backend(geo, layout, heads)
+    out = torch.empty((4, heads, 512), dtype=torch.bfloat16)
+    log = _record_op_calls(monkeypatch)
+    n = s.kv_cache.shape[0]
+
+    def run(requests):
+        step = attn.prepare(requests, graph=True)
+        log.clear()
+        attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, layer=0, out=out)
+        attn.forward(step, s.q, None, s.kv_cache, None, layer=1, out=out)
+        return step.graph_key, list(log)
+
+    key_a, calls_a = run(s.requests)
+    assert calls_a and any(c[0] == "topk" for c in calls_a)
+    other = [Request(50, 1, [n - 1, 2, 0, 1], 3), Request(0, 1, [n - 2], 0), Request(20, 1, [3, 4], 1),
+             Request(33, 1, [5, 0, 6], 2)]
+    for requests in (other, RequestBatch.from_requests(other)):
+        key_b, calls_b = run(requests)
+        assert key_b == key_a and calls_b == calls_a
+    longer = [Request(70, 1, [0, 1, 2, 3, 4], 0)] + other[1:]   # 71 tokens: bucket 128
+    key_c, calls_c = run(longer)
+    assert key_c != key_a and calls_c != calls_a
+
+
+def test_graph_steps_take_decodes_only():
+    heads = 8
+    geo = geometry("glm-5", heads)
+    attn = backend(geo, "fp8_ds_mla", heads)
+    s = make_step(geo, heads, "fp8_ds_mla", SPANS, block_size=BS)
+    with pytest.raises(ValueError, match="a graph step takes decodes only"):
+        attn.prepare(s.requests, graph=True)
+    assert attn._uploads == 0   # rejected before the upload
+
+
 @pytest.mark.parametrize("what", ["ape", "tail_state"])
 def test_non_contiguous_kpool_inputs_are_rejected_before_the_cache_write(what):
     heads = 8

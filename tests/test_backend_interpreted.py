@@ -124,3 +124,24 @@ def test_micro_batches_with_interpreted_kernels():
     got = run(attn, [(i, (s, attn.prepare(s.requests, micro_batch=i))) for i, s in enumerate(two)])
     for key, out in want.items():
         assert torch.equal(got[key], out), key
+
+
+@pytest.mark.parametrize("name, layout, heads", [("glm-5", "fp8_ds_mla", 8), ("glm-5.3-flash", "fp8_ds_mla_nope", 16),
+                                                 ("glm-5", "bf16", 8)])
+def test_graph_step_with_interpreted_kernels(name, layout, heads):
+    """A graph step (prepare(graph=True): logits and block table widened to the bucket) with the interpreted kernels:
+    the paged logits fill the widened columns with -inf, the top-k reads each row's keys only, so the outputs are
+    bit-equal to the same step prepared without it, and within the reference's tolerance."""
+    geo = preset(name).scaled(index_topk=16, index_n_heads=4, num_heads=heads)
+    spans = [(37, 1), (5, 1), (0, 1), (40, 1)]      # 41 tokens: bucket 64
+    outs = []
+    for graph in (False, True):
+        s = make_step(geo, heads, layout, spans, block_size=BS, seed=5)
+        ref = reference_step(s) if graph else None
+        attn = DSAAttention(geo, kv_layout=layout, block_size=BS, max_num_tokens=16, max_num_reqs=4,
+                            max_model_len=64)
+        step = attn.prepare(s.requests, graph=graph)
+        assert (step.host.graph_bucket, step.block_table.shape[1]) == ((64, 4) if graph else (None, 3))
+        outs.append(attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer))
+    assert torch.equal(outs[0], outs[1])
+    torch.testing.assert_close(outs[1].float(), ref.out, atol=2e-2, rtol=2e-2)

@@ -10,6 +10,8 @@
   bit-equal, on every path.
 - Two micro-batch slots (micro_batches=2) run layer by layer in turn: bit-equal to each batch alone, no allocation
   after warm-up, peak = the prediction.
+- A CUDA graph captured over one decode step (prepare(graph=True)) replays a later step of the same graph_key
+  bit-equal to that step's eager layers, on every path.
 
 tests/test_backend.py and tests/test_backend_interpreted.py run the same steps on the CPU.
 """
@@ -281,3 +283,51 @@ def test_micro_batches_interleaved(name, layout, heads):
         for layer in (0, 1):
             assert torch.equal(outs[i][layer], want[i][layer]), (i, layer)
     _check_zero_allocation_and_peak(attn, run_step, base)
+
+
+@pytest.mark.parametrize("name, layout, heads, path", CASES)
+def test_graph_replays_a_later_step(name, layout, heads, path):
+    """A CUDA graph captured over step A's layers (prepare(graph=True): a full and a shared layer) replays step B,
+    another decode batch of the same graph_key (contexts 1-9 tokens shorter, same bucket, new queries and keys copied
+    into the captured tensors, B prepared after the capture): its outputs bit-equal to B's layers run eagerly from
+    the same caches, as an engine replays one graph a batch size every step."""
+    from dsattn.backend.metadata import Request
+    geo = preset(name).scaled(indexer_types=("full", "shared"))
+    s = make_step(geo, heads, layout, DECODES, block_size=BS, device=DEV)
+    attn = _backend(geo, layout, heads, max_num_reqs=len(DECODES))
+    t = s.q.shape[0]
+    outs = [torch.empty((t, heads, 512), dtype=torch.bfloat16, device=DEV) for _ in range(2)]
+
+    def layers(step):
+        attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, layer=0, out=outs[0])
+        attn.forward(step, s.q, None, s.kv_cache, None, layer=1, out=outs[1])
+
+    a = attn.prepare(s.requests, graph=True)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        layers(a)   # warm-up (compiles) off the capture stream
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        layers(a)
+    ix = s.indexer
+    state = [x for x in (s.kv_cache, ix.cache, getattr(ix, "tail_state", None)) if x is not None]
+    g = torch.Generator(device=DEV).manual_seed(7)
+    for x in (s.q, s.latent, ix.q, ix.weights, ix.k) + ((ix.gate,) if geo.kpool > 1 else ()):
+        x.copy_(torch.randn(x.shape, generator=g, device=DEV).to(x.dtype))
+    saved = [x.clone() for x in state]
+    b_reqs = [Request(max(r.num_cached - 1 - i % 9, 0), 1, r.block_table, r.state_slot)
+              for i, r in enumerate(s.requests)]
+    b = attn.prepare(b_reqs, graph=True)
+    assert b.graph_key == a.graph_key
+    graph.replay()
+    torch.cuda.synchronize()
+    got = [o.clone() for o in outs]
+    for x, v in zip(state, saved):
+        x.copy_(v)
+    for o in outs:
+        o.fill_(float("nan"))
+    layers(b)
+    torch.cuda.synchronize()
+    assert all(torch.equal(x, y) for x, y in zip(got, outs))

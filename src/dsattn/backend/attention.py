@@ -39,6 +39,22 @@ requests and 131072 tokens of context (glm-5 TP8, fp8_ds_mla) two slots take 644
     a, b = attn.prepare(batch_a, micro_batch=0), attn.prepare(batch_b, micro_batch=1)
     for layer in range(num_layers):
         attn.forward(a, ...); attn.forward(b, ...)     # each with its own q, latent, out
+
+CUDA graphs across steps (an engine captures its decode batches once a batch size and replays them every step):
+``prepare(requests, graph=True)`` lays a decode-only step out by its bucket (metadata.graph_bucket: the power of
+two at or above its longest request's tokens, at most max_model_len): the block table gets ceil(bucket /
+block_size) columns and the indexer's logits bucket // kpool columns (-inf past each row's keys; the selection is the
+same), so every host-side choice of the forward (shapes, chunk plans, top-k and split-K paths, kernel arguments)
+depends on ``step.graph_key`` alone: (micro_batch, tokens, requests, bucket, the indexer's row chunks: one chunk
+unless the indexer cap splits the rows). The metadata lands at the same device addresses. A graph captured over a
+step's forwards replays for any later step with the same key once that step is prepared (its prepare copies the
+new metadata in) and its inputs are copied into the captured q, latent, indexer and out tensors. The engine pads
+its batch to the graph's request count as it does for any backend. What the padding to the bucket costs on the GPU
+was not measured (session 50 had no device).
+
+    step = attn.prepare(batch, graph=True)
+    if step.graph_key not in graphs: graphs[step.graph_key] = capture(lambda: layers(step))
+    else: graphs[step.graph_key].replay()
 """
 from __future__ import annotations
 
@@ -90,6 +106,8 @@ class StepMetadata:
     Device arrays: positions, token_req, slot_mapping, row_keys, ks, ke, gather_base [T];
     block_table [B, M]; state_slot [B]; key_pieces [3, pieces] (request, keys, offset) of the prefill
     indexer chunks, chunk i's at key_piece_start[i]; gather_pieces [3, pieces] of the gathered path.
+    graph_key (prepare's graph=True; None else): steps with equal keys launch the same kernels on the same memory
+    (the module docstring, "CUDA graphs").
     """
 
     host: BatchMetadata
@@ -110,6 +128,7 @@ class StepMetadata:
     gather_piece_start: list[int]
     tp_boundaries: list[int] | None = None
     micro_batch: int = 0
+    graph_key: tuple | None = None
 
 
 class DSAAttention:
@@ -285,18 +304,20 @@ class DSAAttention:
 
     # -- a step -----------------------------------------------------------------------------------
 
-    def prepare(self, requests: list[Request] | RequestBatch, *, micro_batch: int = 0) -> StepMetadata:
+    def prepare(self, requests: list[Request] | RequestBatch, *, micro_batch: int = 0,
+                graph: bool = False) -> StepMetadata:
         """Metadata of one step, copied to the device once; ValueError for a batch over the limits. requests: a
         list of Request, or the same as tensors (RequestBatch, an engine's form: no loop over the requests).
         micro_batch: the slot (0 .. micro_batches - 1) whose regions the step takes; the step of that slot prepared
-        before is no longer valid, the other slots' are."""
+        before is no longer valid, the other slots' are. graph: a decode-only step laid out for CUDA-graph replay
+        across steps (step.graph_key; the module docstring, "CUDA graphs"); ValueError for prefill rows."""
         if isinstance(micro_batch, bool) or not isinstance(micro_batch, int) or not \
                 0 <= micro_batch < self.micro_batches:
             raise ValueError(f"micro_batch must be an int in [0, {self.micro_batches}) (micro_batches="
                              f"{self.micro_batches}), got {micro_batch!r}")
         host = build_metadata(requests, self.limits,
                               gathered_prefill=self.path is policy.Path.FP8_GATHERED or self._key_cap > 0,
-                              chunk_bytes=self.indexer.chunk_bytes)
+                              chunk_bytes=self.indexer.chunk_bytes, graph=graph)
         qs = host.query_start
         key_piece_start, key_piece_rows, key_pieces = [], [], []
         for c in host.prefill_chunks:
@@ -318,9 +339,11 @@ class DSAAttention:
         dev = self._upload(arrays, region)
         step_id = next(_step_ids)  # unique over every backend, so a stamp names one step of one backend
         self.workspace.stamp(region, step_id)
+        key = (micro_batch, host.num_tokens, host.num_reqs, host.graph_bucket,
+               tuple((c.row_start, c.row_end, c.width) for c in host.decode_chunks)) if graph else None
         return StepMetadata(host=host, step_id=step_id, **dev, key_piece_start=key_piece_start,
                             key_piece_rows=key_piece_rows, gather_piece_start=gather_piece_start,
-                            tp_boundaries=self._plan_tp(host), micro_batch=micro_batch)
+                            tp_boundaries=self._plan_tp(host), micro_batch=micro_batch, graph_key=key)
 
     def indices(self, step: StepMetadata) -> torch.Tensor:
         """The step's top-k indices [T, width] int32 as its last full layer left them (cache slots, or rows of the

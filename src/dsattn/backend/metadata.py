@@ -164,6 +164,7 @@ class BatchMetadata:
     row_keys [T]       indexer keys row t sees ((pos + 1) // kpool)
     ks, ke [T]         prefill rows: key range in their indexer chunk's flat key array (decode rows 0)
     gather_base [T]    gathered path, prefill rows: offset of the request's context in its gather chunk (-1 else)
+    graph_bucket       a graph step's bucket (build_metadata's graph), else None
     """
 
     limits: BatchLimits
@@ -186,6 +187,7 @@ class BatchMetadata:
     decode_chunks: list[Chunk]
     prefill_chunks: list[Chunk]
     gather_chunks: list[Chunk]
+    graph_bucket: int | None = None
 
     @property
     def num_prefill_tokens(self) -> int:
@@ -323,12 +325,15 @@ def default_chunk_bytes(rows: int, width: int, num_keys: int) -> int:
 
 
 def plan_indexer_chunks(spans: Sequence[tuple[int, int, int, int]], kpool: int, cap_bytes: int,
-                        chunk_bytes: ChunkBytes = default_chunk_bytes, gather_keys: bool = True) -> list[Chunk]:
+                        chunk_bytes: ChunkBytes = default_chunk_bytes, gather_keys: bool = True,
+                        min_width: int = 0) -> list[Chunk]:
     """Row chunks of the indexer with ``chunk_bytes(rows, width, num_keys) <= cap_bytes``.
 
     spans: (request, first row, end row, position of the first row) of consecutive requests.
     gather_keys (flat prefill keys): each chunk gathers, per request, keys [0, keys of its last row in
     the chunk) as one piece; without it (paged decode) pieces are empty and num_keys 0.
+    min_width: every chunk at least this wide (a graph step's bucket, at least every row's keys: then every
+    chunk's width is min_width and, without gathered keys, the chunks depend on the row counts alone).
     chunk_bytes must grow with each argument.
     """
     if not spans:
@@ -340,14 +345,15 @@ def plan_indexer_chunks(spans: Sequence[tuple[int, int, int, int]], kpool: int, 
     # the common case first: every row in one chunk
     lasts = [keys_at(pos0 + row1 - 1 - row0) for _, row0, row1, pos0 in spans]
     total_keys = sum(lasts) if gather_keys else 0
-    if chunk_bytes(spans[-1][2] - spans[0][1], max(lasts), total_keys) <= cap_bytes:
+    widest = max(max(lasts), min_width)
+    if chunk_bytes(spans[-1][2] - spans[0][1], widest, total_keys) <= cap_bytes:
         offsets = itertools.accumulate(lasts, initial=0)
         pieces = tuple(Piece(req, n, o) for (req, *_), n, o in zip(spans, lasts, offsets)) if gather_keys else ()
-        return [Chunk(spans[0][1], spans[-1][2], max(lasts), pieces, total_keys)]
+        return [Chunk(spans[0][1], spans[-1][2], widest, pieces, total_keys)]
 
     chunks: list[Chunk] = []
     start = spans[0][1]
-    width = nkeys = rows = 0
+    width, nkeys, rows = min_width, 0, 0
     pieces: list[Piece] = []
     for req, row0, row1, pos0 in spans:
         i = row0
@@ -360,7 +366,7 @@ def plan_indexer_chunks(spans: Sequence[tuple[int, int, int, int]], kpool: int, 
                 if rows == 0:
                     raise ValueError(f"indexer cap of {cap_bytes} bytes cannot hold one row of request {req}")
                 chunks.append(Chunk(start, i, width, tuple(pieces), nkeys))
-                start, width, nkeys, rows, pieces = i, 0, 0, 0, []
+                start, width, nkeys, rows, pieces = i, min_width, 0, 0, []
                 continue
             # m is the most rows that fit, so the request's next rows (if any) open a new chunk.
             last = keys_at(pos0 + (i - row0) + m - 1)
@@ -444,12 +450,22 @@ def _block_table(requests: Sequence[Request], need: list[int]) -> torch.Tensor:
     return table.masked_scatter_(torch.arange(table.shape[1])[None, :] < need_t[:, None], flat.long())
 
 
+def graph_bucket(max_seq_len: int, limits: BatchLimits) -> int:
+    """A graph step's bucket: the power of two at or above its longest request's tokens, at most max_model_len."""
+    return min(1 << max(max_seq_len - 1, 0).bit_length(), limits.max_model_len)
+
+
 def build_metadata(requests: Sequence[Request] | RequestBatch, limits: BatchLimits, *,
-                   gathered_prefill: bool = False, chunk_bytes: ChunkBytes = default_chunk_bytes) -> BatchMetadata:
+                   gathered_prefill: bool = False, chunk_bytes: ChunkBytes = default_chunk_bytes,
+                   graph: bool = False) -> BatchMetadata:
     """Host metadata of one step (see BatchMetadata); ValueError if the batch is over the limits.
 
     gathered_prefill: plan the gathered-context path (fp8 cache, >= 32 heads per rank).
     chunk_bytes: workspace bytes of an indexer chunk (rows, width, gathered keys), under indexer_cap_bytes.
+    graph: a decode-only step whose shapes depend on its tokens, requests and bucket (graph_bucket) alone: the block
+    table has ceil(bucket / block_size) columns (0 past each request's blocks) and every decode chunk the width
+    bucket // kpool (its logits -inf past each row's keys), so that steps of one bucket launch the same kernels with
+    the same shapes (a CUDA graph captured for one replays for the others). ValueError for a step with prefill rows.
     """
     bs, p = limits.block_size, limits.kpool
     if isinstance(requests, RequestBatch):
@@ -474,6 +490,15 @@ def build_metadata(requests: Sequence[Request] | RequestBatch, limits: BatchLimi
 
     nd = int((sched <= limits.decode_threshold).sum())
     ndt = int(qs[nd])
+    bucket = None
+    if graph:
+        if nd < b:
+            raise ValueError(f"requests: a graph step takes decodes only (<= {limits.decode_threshold} scheduled "
+                             f"tokens), got {b - nd} prefill chunks")
+        bucket = graph_bucket(int(seq.max()), limits)
+        cols = -(-bucket // bs)
+        if table.shape[1] < cols:
+            table = torch.nn.functional.pad(table, (0, cols - table.shape[1]))
     ql = qs.tolist()
     cl, sl = cached.tolist(), seq.tolist()
     row_keys = (positions + 1) // p
@@ -481,7 +506,8 @@ def build_metadata(requests: Sequence[Request] | RequestBatch, limits: BatchLimi
     spans_dec = [(i, ql[i], ql[i + 1], cl[i]) for i in range(nd)]
     spans_pre = [(i, ql[i], ql[i + 1], cl[i]) for i in range(nd, b)]
     cap = limits.indexer_cap_bytes
-    decode_chunks = plan_indexer_chunks(spans_dec, p, cap, chunk_bytes, gather_keys=False)
+    decode_chunks = plan_indexer_chunks(spans_dec, p, cap, chunk_bytes, gather_keys=False,
+                                        min_width=bucket // p if graph else 0)
     prefill_chunks = plan_indexer_chunks(spans_pre, p, cap, chunk_bytes, gather_keys=True)
     ks = torch.zeros(t, dtype=torch.int64)
     ke = torch.zeros(t, dtype=torch.int64)
@@ -503,7 +529,7 @@ def build_metadata(requests: Sequence[Request] | RequestBatch, limits: BatchLimi
     i32 = torch.int32
     return BatchMetadata(
         limits=limits, num_reqs=b, num_tokens=t, num_decodes=nd, num_decode_tokens=ndt,
-        query_start=ql, seq_lens=sl, max_block_id=max_block_id,
+        query_start=ql, seq_lens=sl, max_block_id=max_block_id, graph_bucket=bucket,
         positions=positions.to(i32), token_req=token_req.to(i32), slot_mapping=slot_mapping.to(i32),
         block_table=table.to(i32), state_slot=state.to(i32),
         row_keys=row_keys.to(i32), ks=ks.to(i32), ke=ke.to(i32), gather_base=gather_base.to(i32),
