@@ -49,8 +49,9 @@ depends on ``step.graph_key`` alone: (micro_batch, tokens, requests, bucket, the
 unless the indexer cap splits the rows). The metadata lands at the same device addresses. A graph captured over a
 step's forwards replays for any later step with the same key once that step is prepared (its prepare copies the
 new metadata in) and its inputs are copied into the captured q, latent, indexer and out tensors. The engine pads
-its batch to the graph's request count as it does for any backend. What the padding to the bucket costs on the GPU
-was not measured (session 50 had no device).
+its batch to the graph's request count with decode requests whose block table (and k-pool state slot) point at
+memory kept for padding, since they write their token's rows as any request does. What the padding to the bucket
+costs on the GPU was not measured (session 50 had no device).
 
     step = attn.prepare(batch, graph=True)
     if step.graph_key not in graphs: graphs[step.graph_key] = capture(lambda: layers(step))
