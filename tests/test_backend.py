@@ -564,6 +564,31 @@ def test_graph_key_fixes_every_launch(name, layout, heads, path, monkeypatch):
     assert key_c != key_a and calls_c != calls_a
 
 
+@pytest.mark.parametrize("name, layout, heads", [("glm-5", "fp8_ds_mla", 8), ("glm-5.3-flash", "fp8_ds_mla_nope", 8),
+                                                 ("glm-5", "bf16", 8)])
+def test_graph_key_fixes_every_launch_with_speculative_decodes(name, layout, heads, monkeypatch):
+    """Speculative decodes (decode_threshold 2): two graph steps of 6 tokens over 4 requests, the tokens spread over
+    the requests differently, get one key and make the very same op calls."""
+    geo = geometry(name, heads)
+    s = make_step(geo, heads, layout, [(37, 2), (5, 1), (0, 1), (58, 2)], block_size=BS, seed=6)
+    attn = backend(geo, layout, heads, decode_threshold=2)
+    out = torch.empty((6, heads, 512), dtype=torch.bfloat16)
+    log = _record_op_calls(monkeypatch)
+
+    def run(requests):
+        step = attn.prepare(requests, graph=True)
+        log.clear()
+        attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out)
+        return step.graph_key, list(log)
+
+    key_a, calls_a = run(s.requests)
+    n = s.kv_cache.shape[0]
+    other = [Request(30, 1, [n - 1, 2], 3), Request(9, 2, [1], 0), Request(0, 2, [4], 1),
+             Request(50, 1, [5, 0, 6, 3], 2)]
+    key_b, calls_b = run(other)
+    assert key_a == key_b == (0, 6, 4, 64, ((0, 6, 64 // geo.kpool),)) and calls_a == calls_b
+
+
 def test_graph_steps_take_decodes_only():
     heads = 8
     geo = geometry("glm-5", heads)

@@ -149,9 +149,9 @@ def max_capacity(ctas: int) -> int:
 def wide_capacity(rows: int, width: int, k: int, sms: int, ctas: int | None = None) -> int:
     """The capacity that takes rows of `width` columns in one launch of this select: the power of two at or above
     max(2k, width), when it is at most max_capacity(ctas) (MAX_CAP; MAX_CLUSTER_CAP where a row goes over a cluster:
-    `ctas`, None: default_ctas) and there are at most two rows an SM (as select.select_capacity's doubled capacity); else 0. At k
-    2048 and one CTA a row that is select_capacity's own; at k 512 (glm-5.3-flash's pooled keys) it takes rows up to
-    8192 columns, where select_capacity stops at 2048: H200, CUDA-graph replays, against the Triton kernels
+    `ctas`, None: default_ctas) and there are at most two rows an SM (as select.select_capacity's doubled capacity);
+    else 0. At k 2048 and one CTA a row that is select_capacity's own; at k 512 (glm-5.3-flash's pooled keys) it takes
+    rows up to 8192 columns, where select_capacity stops at 2048: H200, CUDA-graph replays, against the Triton kernels
     (topk_gluon_wide_k512_s48.json): 1 x 4160 11.6 against 16.4 us, 32 x 3072 9.6 against 19.7, 128 x 3072 10.4
     against 24.5, 128 x 8192 14.0 against 24.5. Over 4-CTA clusters (<= SMs / 4 rows) k 2048 rows up to 16384 columns
     too (topk_cluster_e_s49.json): 1 x 12288 12.2 against 23.1 us, 32 x 10176 16.6 against 25.8."""
