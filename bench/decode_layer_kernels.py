@@ -16,8 +16,9 @@ tile's iteration, 4 stages, min(16, 2048 / rows) splits past 4 x SMs one-tile pr
 latent rows and indexer keys in a launch each (DSAAttention.fused_cache_writes False) and k-pool updates in two launches
 (IndexerDriver.one_launch_kpool False), as before session 45; --bf16-together runs a bf16 cache's decode rows in one
 prefill call with the calibrated variant (DSAAttention.bf16_decodes_apart False), as before session 45;
---graph-steps prepares the step with graph=True (session 50: the indexer's width and the block table rounded up to the
-step's bucket, as a graph replayed across steps needs), so its cost shows against the default.
+--graph-steps N prepares the step with graph=True and graph_bucket_steps N (session 50: the indexer's width and the
+block table rounded up to the step's bucket, as a graph replayed across steps needs; max_model_len 131072, so that
+the bucket is not cut at the step's own longest request), so its cost shows against the default.
 
     PYTHONPATH=src python bench/decode_layer_kernels.py [--configs glm-5:8:fp8_ds_mla,...] [--batches 1,8,32,128]
 """
@@ -57,8 +58,8 @@ def main(argv=None) -> int:
     ap.add_argument("--unfused-writes", action="store_true",
                     help="cache writes as before session 45: latent rows and indexer keys in a launch each, "
                          "k-pool updates in two")
-    ap.add_argument("--graph-steps", action="store_true",
-                    help="prepare(graph=True): the indexer width and block table rounded up to the bucket (session 50)")
+    ap.add_argument("--graph-steps", type=int, default=0,
+                    help="N > 0: prepare(graph=True) with graph_bucket_steps N, max_model_len 131072 (session 50)")
     ap.add_argument("--bf16-together", action="store_true",
                     help="a bf16 cache's decode rows in one call with the calibrated prefill variant "
                          "(before session 45)")
@@ -104,14 +105,16 @@ def main(argv=None) -> int:
         for b in (int(x) for x in args.batches.split(",")):
             spans = [(args.context + 64 * i, 1) for i in range(b)]
             s = make_step(geo, heads, layout, spans, block_size=64, device=dev, seed=b)
+            most = max(c + n for c, n in spans)
             attn = DSAAttention(geo, tp=tp, kv_layout=layout, block_size=64, device=dev, max_num_tokens=b,
-                                max_num_reqs=b, max_model_len=max(c + n for c, n in spans),
-                                calibration=args.calibration)
+                                max_num_reqs=b, max_model_len=max(most, 131072) if args.graph_steps else most,
+                                calibration=args.calibration, graph_bucket_steps=args.graph_steps or 1)
             out = torch.empty((b, heads, 512), dtype=torch.bfloat16, device=dev)
-            attn.forward(attn.prepare(s.requests, graph=args.graph_steps), s.q, s.latent, s.kv_cache, s.indexer,
+            graph = args.graph_steps > 0
+            attn.forward(attn.prepare(s.requests, graph=graph), s.q, s.latent, s.kv_cache, s.indexer,
                          out=out)  # compiles
             attn.lock()
-            prepared = attn.prepare(s.requests, graph=args.graph_steps)
+            prepared = attn.prepare(s.requests, graph=graph)
 
             def layer(attn=attn, prepared=prepared, s=s, out=out):
                 attn.forward(prepared, s.q, s.latent, s.kv_cache, s.indexer, out=out)

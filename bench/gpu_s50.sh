@@ -20,9 +20,10 @@
 # PREDICTION: glm-5 at 1 request: top-k ~22 us (_v4_fused) -> ~14 at 8 CTAs (4096 columns a CTA as call e of session
 # 49 at 16384 columns); layer span -8 us. 32 requests: 8 CTAs x 32 = 256 CTAs (two waves), ~no gain.
 # Call `c`: what graph steps cost (prepare(graph=True): the indexer width and block table rounded up to the power of
-# two at or above the longest request), the decode layers at 1 / 8 / 32 / 128 requests from 4K contexts (buckets 8192
-# / 8192 / 8192 / 16384) and from 8K (16384), --graph-steps against the default; and the backend GPU tests of the
-# session (micro-batches, a graph replaying a later step).
+# two at or above the longest request, or to quarters of a doubling with graph_bucket_steps 4), the decode layers at
+# 1 / 8 / 32 / 128 requests from 4K contexts (buckets 8192 / 8192 / 8192 / 16384; quarters 5120 / 5120 / 6144 /
+# 12288) and from 8K (16384; 10240 / 10240 / 10240 / 16384), --graph-steps 1 and 4 against the default; and the
+# backend GPU tests of the session (micro-batches, a graph replaying a later step).
 # PREDICTION: tests pass. 1 request from 4096 (4097 -> 8192 columns: the cluster's CTAs half empty) +1 us (the select
 # as at 1 x 8192, 10.5 against 9.3); 128 requests (12224 -> 16384, the Triton long-row paths over a third more
 # columns) +3-8 us of ~139; from 8192 (8257-10240 -> 16384) +1-2 us at 1-32 requests.
@@ -84,12 +85,12 @@ c)
   K="micro_batches or graph_replays" N=4 LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_c tests/gpu/test_backend_gpu.py
   cat $R/tests_c/summary.log >> $L; pack
   for ctx in 4096 8192; do
-    for g in "" --graph-steps; do
+    for g in 0 1 4; do
       t0=$SECONDS
-      timeout 120 python bench/decode_layer_kernels.py --batches 1,8,32,128 --context $ctx $g --out $R \
-        --name decode_layer_graph_c${ctx}_s50${g:+_graph} > $R/layer_${ctx}${g:+_graph}.log 2>&1
-      echo "decode layer (context $ctx $g) rc=$? $((SECONDS - t0)) s" >> $L
-      grep -v -i warn $R/layer_${ctx}${g:+_graph}.log | sed 's/kernels summing.*select_rows_kernel/.. select_rows_kernel/' >> $L
+      timeout 120 python bench/decode_layer_kernels.py --batches 1,8,32,128 --context $ctx --graph-steps $g \
+        --out $R --name decode_layer_graph_c${ctx}_s50_g$g > $R/layer_${ctx}_g$g.log 2>&1
+      echo "decode layer (context $ctx, graph steps $g) rc=$? $((SECONDS - t0)) s" >> $L
+      grep -v -i warn $R/layer_${ctx}_g$g.log | sed 's/kernels summing.*select_rows_kernel/.. select_rows_kernel/' >> $L
       pack
     done
   done

@@ -597,6 +597,12 @@ def test_graph_steps_take_decodes_only():
     with pytest.raises(ValueError, match="a graph step takes decodes only"):
         attn.prepare(s.requests, graph=True)
     assert attn._uploads == 0   # rejected before the upload
+    quarters = backend(geo, "fp8_ds_mla", heads, graph_bucket_steps=4)
+    d = make_step(geo, heads, "fp8_ds_mla", [(37, 1), (40, 1)], block_size=BS)   # 41 tokens
+    assert quarters.prepare(d.requests, graph=True).graph_key[3] == 48 and \
+        attn.prepare(d.requests, graph=True).graph_key[3] == 64
+    with pytest.raises(ValueError, match="graph_bucket_steps"):
+        backend(geo, "fp8_ds_mla", heads, graph_bucket_steps=3)
 
 
 @pytest.mark.parametrize("what", ["ape", "tail_state"])

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from dsattn.backend.metadata import (BatchLimits, Request, RequestBatch, build_metadata, decodes_first,
-                                     default_chunk_bytes, plan_gather_chunks, plan_indexer_chunks)
+                                     default_chunk_bytes, graph_bucket, plan_gather_chunks, plan_indexer_chunks)
 
 LIMITS = BatchLimits(max_num_tokens=64, max_num_reqs=8, max_model_len=200, block_size=16)
 
@@ -257,3 +257,32 @@ def test_request_batch_rejects(batch, match):
 def test_request_batch_from_no_requests():
     with pytest.raises(ValueError, match="non-empty list of Request"):
         RequestBatch.from_requests([])
+
+
+def test_graph_buckets():
+    """graph_bucket: powers of two (at most max_model_len), or n equal steps a doubling with graph_bucket_steps n."""
+    lim = BatchLimits(max_num_tokens=8, max_num_reqs=4, max_model_len=163840, block_size=64)
+    assert [graph_bucket(n, lim) for n in (1, 2, 3, 4096, 4097, 12224, 131073, 163840)] == \
+        [1, 2, 4, 4096, 8192, 16384, 163840, 163840]
+    lim4 = BatchLimits(max_num_tokens=8, max_num_reqs=4, max_model_len=163840, block_size=64, graph_bucket_steps=4)
+    assert [graph_bucket(n, lim4) for n in (1, 5, 4096, 4097, 5121, 7168, 7169, 12224, 140000)] == \
+        [1, 5, 4096, 5120, 6144, 7168, 8192, 12288, 163840]
+    for n in range(1, 3000):
+        b = graph_bucket(n, lim4)
+        assert n <= b and (b == graph_bucket(b, lim4))   # a bucket is its own bucket
+    with pytest.raises(ValueError, match="graph_bucket_steps"):
+        BatchLimits(max_num_tokens=8, max_num_reqs=4, max_model_len=100, block_size=16, graph_bucket_steps=3)
+
+
+def test_graph_metadata():
+    """A graph step: block table widened to the bucket's blocks (0 past each request's), the decode chunk to the
+    bucket's keys; decodes only."""
+    lim = BatchLimits(max_num_tokens=16, max_num_reqs=4, max_model_len=200, block_size=16, kpool=4)
+    m = build_metadata([Request(37, 1, [5, 2, 9]), Request(3, 1, [7])], lim, graph=True)
+    assert m.graph_bucket == 64 and m.block_table.tolist() == [[5, 2, 9, 0], [7, 0, 0, 0]]
+    assert [(c.row_start, c.row_end, c.width) for c in m.decode_chunks] == [(0, 2, 16)]
+    plain = build_metadata([Request(37, 1, [5, 2, 9]), Request(3, 1, [7])], lim)
+    assert plain.graph_bucket is None and plain.block_table.shape == (2, 3) and plain.decode_chunks[0].width == 9
+    assert torch.equal(m.slot_mapping, plain.slot_mapping) and torch.equal(m.row_keys, plain.row_keys)
+    with pytest.raises(ValueError, match="decodes only"):
+        build_metadata([Request(37, 1, [5, 2, 9]), Request(0, 5, [7])], lim, graph=True)

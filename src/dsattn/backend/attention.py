@@ -42,16 +42,16 @@ requests and 131072 tokens of context (glm-5 TP8, fp8_ds_mla) two slots take 644
 
 CUDA graphs across steps (an engine captures its decode batches once a batch size and replays them every step):
 ``prepare(requests, graph=True)`` lays a decode-only step out by its bucket (metadata.graph_bucket: the power of
-two at or above its longest request's tokens, at most max_model_len): the block table gets ceil(bucket /
-block_size) columns and the indexer's logits bucket // kpool columns (-inf past each row's keys; the selection is the
-same), so every host-side choice of the forward (shapes, chunk plans, top-k and split-K paths, kernel arguments)
-depends on ``step.graph_key`` alone: (micro_batch, tokens, requests, bucket, the indexer's row chunks: one chunk
-unless the indexer cap splits the rows). The metadata lands at the same device addresses. A graph captured over a
-step's forwards replays for any later step with the same key once that step is prepared (its prepare copies the
-new metadata in) and its inputs are copied into the captured q, latent, indexer and out tensors. The engine pads
-its batch to the graph's request count with decode requests whose block table (and k-pool state slot) point at
-memory kept for padding, since they write their token's rows as any request does. What the padding to the bucket
-costs on the GPU was not measured (session 50 had no device).
+two at or above its longest request's tokens, or finer with graph_bucket_steps, at most max_model_len): the block
+table gets ceil(bucket / block_size) columns and the indexer's logits bucket // kpool columns (-inf past each row's
+keys; the selection is the same), so every host-side choice of the forward (shapes, chunk plans, top-k and split-K
+paths, kernel arguments) depends on ``step.graph_key`` alone: (micro_batch, tokens, requests, bucket, the indexer's
+row chunks: one chunk unless the indexer cap splits the rows). The metadata lands at the same device addresses. A
+graph captured over a step's forwards replays for any later step with the same key once that step is prepared (its
+prepare copies the new metadata in) and its inputs are copied into the captured q, latent, indexer and out tensors.
+The engine pads its batch to the graph's request count with decode requests whose block table (and k-pool state
+slot) point at memory kept for padding, since they write their token's rows as any request does. What the padding
+to the bucket costs on the GPU was not measured (session 50 had no device).
 
     step = attn.prepare(batch, graph=True)
     if step.graph_key not in graphs: graphs[step.graph_key] = capture(lambda: layers(step))
@@ -149,6 +149,8 @@ class DSAAttention:
     tp_group, tp_min_rows_per_rank   tensor-parallel indexer prefill (SPEC 8); None: replicated
     micro_batches      steps that may be prepared and in use at once, one a slot (prepare's micro_batch; the
                        module docstring); each slot adds its metadata and indices regions to the workspace
+    graph_bucket_steps buckets a doubling of the context for graph steps (prepare's graph; metadata.graph_bucket):
+                       1 (powers of two), 2, 4, 8 or 16
     """
 
     # A full layer of a kpool-1 model writes its latent rows and indexer keys in one launch
@@ -165,7 +167,7 @@ class DSAAttention:
                  max_num_reqs: int, max_model_len: int, tp: int = 1, device: torch.device | str = "cpu",
                  decode_threshold: int = 1, indexer_cap_bytes: int = 512 << 20, gather_cap_tokens: int | None = None,
                  calibration: dict | str | os.PathLike | None = None, workspace: Workspace | None = None, tp_group=None,
-                 tp_min_rows_per_rank: int | None = None, micro_batches: int = 1):
+                 tp_min_rows_per_rank: int | None = None, micro_batches: int = 1, graph_bucket_steps: int = 1):
         self.geometry = geometry
         if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) or micro_batches < 1:
             raise ValueError(f"micro_batches must be an int >= 1, got {micro_batches!r}")
@@ -183,7 +185,8 @@ class DSAAttention:
         self.limits = BatchLimits(max_num_tokens=max_num_tokens, max_num_reqs=max_num_reqs,
                                   max_model_len=max_model_len, block_size=block_size,
                                   decode_threshold=decode_threshold, kpool=geometry.kpool,
-                                  indexer_cap_bytes=indexer_cap_bytes, gather_cap_tokens=gather_cap_tokens)
+                                  indexer_cap_bytes=indexer_cap_bytes, gather_cap_tokens=gather_cap_tokens,
+                                  graph_bucket_steps=graph_bucket_steps)
         self.table = (policy.load_table(calibration) if isinstance(calibration, (str, os.PathLike))
                       else calibration)
         self.sm_count = sm_count(self.device, DEFAULT_SM_COUNT)

@@ -86,6 +86,8 @@ class BatchLimits:
 
     indexer_cap_bytes  workspace bytes one indexer chunk may take (logits, top-k scratch, gathered keys)
     gather_cap_tokens  context rows the gathered path holds at once (default max_model_len)
+    graph_bucket_steps buckets a doubling of the context for graph steps (graph_bucket): 1 (powers of two), 2, 4,
+                       8 or 16; more buckets pad less and need more graphs
     """
 
     max_num_tokens: int
@@ -96,12 +98,16 @@ class BatchLimits:
     kpool: int = 1
     indexer_cap_bytes: int = 512 << 20
     gather_cap_tokens: int | None = None
+    graph_bucket_steps: int = 1
 
     def __post_init__(self):
-        for name in ("max_num_tokens", "max_num_reqs", "max_model_len", "block_size", "decode_threshold", "kpool"):
+        for name in ("max_num_tokens", "max_num_reqs", "max_model_len", "block_size", "decode_threshold", "kpool",
+                     "graph_bucket_steps"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
+        if self.graph_bucket_steps not in (1, 2, 4, 8, 16):
+            raise ValueError(f"graph_bucket_steps must be 1, 2, 4, 8 or 16, got {self.graph_bucket_steps}")
         if self.block_size % self.kpool:
             raise ValueError(f"block_size ({self.block_size}) must be a multiple of kpool ({self.kpool})")
         if self.indexer_cap_bytes < default_chunk_bytes(1, self.max_keys, self.max_keys):
@@ -451,8 +457,15 @@ def _block_table(requests: Sequence[Request], need: list[int]) -> torch.Tensor:
 
 
 def graph_bucket(max_seq_len: int, limits: BatchLimits) -> int:
-    """A graph step's bucket: the power of two at or above its longest request's tokens, at most max_model_len."""
-    return min(1 << max(max_seq_len - 1, 0).bit_length(), limits.max_model_len)
+    """A graph step's bucket: the power of two at or above its longest request's tokens, or with n =
+    limits.graph_bucket_steps > 1 the first of n equal steps from half that power of two up to it (n = 4: 4096, 5120,
+    6144, 7168, 8192, 10240, ...), at most max_model_len."""
+    top = 1 << max(max_seq_len - 1, 0).bit_length()
+    n = limits.graph_bucket_steps
+    if n > 1 and top >= 2 * n:
+        half, step = top // 2, top // (2 * n)
+        top = half + -(-(max_seq_len - half) // step) * step
+    return min(top, limits.max_model_len)
 
 
 def build_metadata(requests: Sequence[Request] | RequestBatch, limits: BatchLimits, *,
