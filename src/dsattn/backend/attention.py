@@ -63,6 +63,7 @@ import dataclasses
 import itertools
 import os
 
+import numpy as np
 import torch
 
 from .._checks import check_tensor
@@ -205,6 +206,7 @@ class DSAAttention:
         # step N - 1, not for step N's (still queued behind the GPU's work when the host runs ahead)
         self._host_meta = [torch.empty(self._meta_capacity(), dtype=torch.int32, pin_memory=self.device.type == "cuda")
                            for _ in range(2)]
+        self._host_np = [h.numpy() for h in self._host_meta]  # the same memory, for numpy's cheaper small copies
         self._upload_done: list[torch.cuda.Event | None] = [None, None]
         self._uploads = 0
 
@@ -336,8 +338,8 @@ class DSAAttention:
             "positions": host.positions, "token_req": host.token_req, "slot_mapping": host.slot_mapping,
             "row_keys": host.row_keys, "ks": host.ks, "ke": host.ke, "gather_base": host.gather_base,
             "block_table": host.block_table, "state_slot": host.state_slot,
-            "key_pieces": torch.tensor(key_pieces, dtype=torch.int32).reshape(-1, 3).T,
-            "gather_pieces": torch.tensor(gather_pieces, dtype=torch.int32).reshape(-1, 3).T,
+            "key_pieces": np.array(key_pieces, dtype=np.int32).reshape(-1, 3).T,
+            "gather_pieces": np.array(gather_pieces, dtype=np.int32).reshape(-1, 3).T,
         }
         region = step_region(METADATA, micro_batch)
         dev = self._upload(arrays, region)
@@ -355,24 +357,29 @@ class DSAAttention:
         return self.workspace.view(step_region(INDICES, step.micro_batch), (step.host.num_tokens, self.width),
                                    torch.int32)
 
-    def _upload(self, arrays: dict[str, torch.Tensor], region: str = METADATA) -> dict[str, torch.Tensor]:
-        """One host-to-device copy of every array into the metadata region `region`; returns the device views."""
+    def _upload(self, arrays: dict[str, torch.Tensor | np.ndarray], region: str = METADATA) -> dict[str, torch.Tensor]:
+        """One host-to-device copy of every array (int32, host) into the metadata region `region`, each starting
+        _ALIGN_ELEMS-aligned; returns the device views, of the arrays' shapes."""
         turn = self._uploads % 2
         self._uploads += 1
         if self._upload_done[turn] is not None:
             self._upload_done[turn].synchronize()  # this buffer may still feed the copy of two steps ago
-        host, off, where = self._host_meta[turn], 0, {}
-        for name, a in arrays.items():
-            n = a.numel()
-            host[off:off + n].view(a.shape).copy_(a)
-            where[name] = (off, a.shape)
-            off += -(-n // _ALIGN_ELEMS) * _ALIGN_ELEMS
-        dev = self.workspace.view(region, (self._meta_capacity(),), torch.int32)
-        dev[:off].copy_(host[:off], non_blocking=True)
+        host, off, sizes, shapes = self._host_np[turn], 0, [], []
+        for a in arrays.values():
+            a = a.numpy() if isinstance(a, torch.Tensor) else a
+            n = a.size
+            host[off:off + n] = a.reshape(-1)
+            pad = -n % _ALIGN_ELEMS
+            sizes += (n, pad)
+            shapes.append(a.shape)
+            off += n + pad
+        dev = self.workspace.view(region, (self._meta_capacity(),), torch.int32)[:off]
+        dev.copy_(self._host_meta[turn][:off], non_blocking=True)
         if self.device.type == "cuda":
             self._upload_done[turn] = torch.cuda.Event()
             self._upload_done[turn].record()
-        return {name: dev[o:o + torch.Size(shape).numel()].view(shape) for name, (o, shape) in where.items()}
+        views = dev.split_with_sizes(sizes)[::2]  # (one op for every view; the pads between them dropped)
+        return {name: v if len(shape) == 1 else v.view(shape) for name, v, shape in zip(arrays, views, shapes)}
 
     def _plan_tp(self, host: BatchMetadata) -> list[int] | None:
         if self.tp_group is None or host.num_prefill_tokens == 0:

@@ -246,8 +246,8 @@ def validate_requests(requests: Sequence[Request], limits: BatchLimits) -> None:
         raise ValueError(f"requests: {total} scheduled tokens, more than max_num_tokens={limits.max_num_tokens}")
 
 
-def _int_tensor(name: str, v, dims: int, rows: int | None = None) -> torch.Tensor:
-    """v as an int64 CPU tensor of `dims` dimensions (and `rows` rows); ValueError naming it otherwise."""
+def _int_tensor(name: str, v, dims: int, rows: int | None = None) -> np.ndarray:
+    """v (an integer CPU tensor of `dims` dimensions and `rows` rows) as int64 numpy; ValueError naming it otherwise."""
     if not isinstance(v, torch.Tensor) or v.dim() != dims or v.device.type != "cpu":
         raise ValueError(f"{name} must be a {dims}-D CPU tensor, got "
                          f"{type(v).__name__ if not isinstance(v, torch.Tensor) else f'{v.dim()}-D on {v.device}'}")
@@ -255,20 +255,21 @@ def _int_tensor(name: str, v, dims: int, rows: int | None = None) -> torch.Tenso
         raise ValueError(f"{name} must hold integers, got {v.dtype}")
     if rows is not None and v.shape[0] != rows:
         raise ValueError(f"{name} must have {rows} rows (one a request), got {v.shape[0]}")
-    return v.long()
+    return v.numpy().astype(np.int64, copy=False)
 
 
-def _first_bad(name: str, bad: torch.Tensor, what: str, values: torch.Tensor | None = None) -> None:
+def _first_bad(name: str, bad: np.ndarray, what: str, values: np.ndarray | None = None) -> None:
     """ValueError naming the first request i where bad[i] (with its value when given)."""
-    if bool(bad.any()):
-        i = int(bad.nonzero()[0, 0])
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
         got = f", got {int(values[i])}" if values is not None else ""
         raise ValueError(f"{name.format(i=i)} {what}{got}")
 
 
-def validate_batch(batch: RequestBatch, limits: BatchLimits) -> tuple[torch.Tensor, ...]:
-    """validate_requests for a RequestBatch, on whole tensors; returns (num_cached, num_scheduled, block table
-    [B, most blocks needed] with 0 past each request's blocks, state_slot), int64."""
+def validate_batch(batch: RequestBatch, limits: BatchLimits) -> tuple[np.ndarray, ...]:
+    """validate_requests for a RequestBatch, on whole arrays; returns (num_cached, num_scheduled, block table
+    [B, most blocks needed] with 0 past each request's blocks, state_slot), int64 numpy (numpy's small operations
+    cost a fraction of torch's: bench/prepare_cost.py)."""
     if not isinstance(batch, RequestBatch):
         raise ValueError(f"requests must be a list of Request or a RequestBatch, got {type(batch).__name__}")
     cached = _int_tensor("requests.num_cached", batch.num_cached, 1)
@@ -279,7 +280,7 @@ def validate_batch(batch: RequestBatch, limits: BatchLimits) -> tuple[torch.Tens
         raise ValueError(f"requests: {b} requests, more than max_num_reqs={limits.max_num_reqs}")
     sched = _int_tensor("requests.num_scheduled", batch.num_scheduled, 1, b)
     table = _int_tensor("requests.block_table", batch.block_table, 2, b)
-    state = (torch.zeros(b, dtype=torch.int64) if batch.state_slot is None
+    state = (np.zeros(b, dtype=np.int64) if batch.state_slot is None
              else _int_tensor("requests.state_slot", batch.state_slot, 1, b))
     _first_bad("requests.num_cached[{i}]", cached < 0, "must be >= 0", cached)
     _first_bad("requests.num_scheduled[{i}]", sched < 1, "must be >= 1", sched)
@@ -292,16 +293,16 @@ def validate_batch(batch: RequestBatch, limits: BatchLimits) -> tuple[torch.Tens
     _first_bad("requests.block_table[{i}]", need > table.shape[1], f"must hold the request's blocks, but has "
                f"{table.shape[1]} columns; blocks needed", need)
     prefill = sched > limits.decode_threshold
-    after = torch.cummax(prefill.to(torch.int8), 0).values.bool()       # a prefill at or before i
+    after = np.logical_or.accumulate(prefill)       # a prefill at or before i
     _first_bad("requests[{i}]", ~prefill & after, f"is a decode after a prefill chunk: requests must list decodes "
                f"(<= {limits.decode_threshold} scheduled tokens) first")
     total = int(sched.sum())
     if total > limits.max_num_tokens:
         raise ValueError(f"requests: {total} scheduled tokens, more than max_num_tokens={limits.max_num_tokens}")
     table = table[:, :most]
-    used = torch.arange(most)[None, :] < need[:, None]
+    used = np.arange(most)[None, :] < need[:, None]
     _first_bad("requests.block_table[{i}]", ((table < 0) & used).any(1), "must hold block ids >= 0")
-    return cached, sched, torch.where(used, table, 0), state
+    return cached, sched, np.where(used, table, 0), state
 
 
 def decodes_first(requests: Sequence[Request], decode_threshold: int = 1) -> list[int]:
@@ -412,48 +413,51 @@ def plan_gather_chunks(spans: Sequence[tuple[int, int, int, int]], cap_tokens: i
 # the builder
 # -------------------------------------------------------------------------------------------------
 
-def _ids_tensor(ids) -> torch.Tensor:
-    """Block ids given as a list, tuple or numpy array, as a CPU tensor (through numpy, whose conversion of a list of
-    ints is about 5x torch.tensor's: bench/prepare_cost.py); ValueError unless they are integers."""
+def _ids_array(ids) -> np.ndarray:
+    """Block ids given as a list, tuple or numpy array, as numpy (whose conversion of a list of ints is about 5x
+    torch.tensor's: bench/prepare_cost.py); ValueError unless they are integers."""
     try:
         arr = np.asarray(ids)
     except (TypeError, ValueError, OverflowError) as e:
         raise ValueError(f"requests[*].block_table must hold integer block ids ({e})") from None
     if arr.dtype.kind not in "iu" or arr.dtype == np.uint64:  # floats, bools, strings, objects (ints past int64)
         raise ValueError(f"requests[*].block_table must hold integer block ids, got {arr.dtype}")
-    return torch.from_numpy(arr)
+    return arr
 
 
-def _block_table(requests: Sequence[Request], need: list[int]) -> torch.Tensor:
+def _block_table(requests: Sequence[Request], need: np.ndarray) -> np.ndarray:
     """[B, max(need)] int64: each request's first need[i] block ids, 0 after; ValueError on a bad id. Tables given as
     lists are joined into one list and converted once; tensors are taken as they are (a view)."""
     parts, ints = [], []
-    for r, n in zip(requests, need):
+    for r, n in zip(requests, need.tolist()):
         t = r.block_table
         if type(t) is list:
             ints += t if len(t) == n else t[:n]
             continue
         if ints:
-            parts.append(_ids_tensor(ints))
+            parts.append(_ids_array(ints))
             ints = []
         if isinstance(t, torch.Tensor):
             t = t if t.dim() == 1 else t.reshape(-1)
             t = t if t.shape[0] == n else t[:n]
+            if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+                raise ValueError(f"requests[*].block_table must hold integer block ids, got {t.dtype}")
             parts.append(t if t.is_cpu else t.cpu())
         else:
-            parts.append(_ids_tensor(t[:n]))
+            parts.append(_ids_array(t[:n]))
     if ints:
-        parts.append(_ids_tensor(ints))
-    flat = torch.cat(parts)
-    if flat.is_floating_point() or flat.is_complex() or flat.dtype == torch.bool:
-        raise ValueError(f"requests[*].block_table must hold integer block ids, got {flat.dtype}")
-    if bool((flat < 0).any()):
-        bad = int(torch.nonzero(flat < 0)[0, 0])
-        i = int(torch.searchsorted(torch.tensor(need).cumsum(0), bad, right=True))
+        parts.append(_ids_array(ints))
+    if all(isinstance(x, torch.Tensor) for x in parts):  # one torch.cat (a C loop) for tensor tables
+        flat = torch.cat(parts).numpy()
+    else:
+        flat = np.concatenate([x.numpy() if isinstance(x, torch.Tensor) else x for x in parts])
+    flat = flat.astype(np.int64, copy=False)
+    if (flat < 0).any():
+        i = int(np.searchsorted(np.cumsum(need), np.flatnonzero(flat < 0)[0], side="right"))
         raise ValueError(f"requests[{i}].block_table must hold block ids >= 0")
-    need_t = torch.tensor(need)
-    table = torch.zeros((len(requests), int(need_t.max())), dtype=torch.int64)
-    return table.masked_scatter_(torch.arange(table.shape[1])[None, :] < need_t[:, None], flat.long())
+    table = np.zeros((len(requests), int(need.max())), dtype=np.int64)
+    table[np.arange(table.shape[1])[None, :] < need[:, None]] = flat
+    return table
 
 
 def graph_bucket(max_seq_len: int, limits: BatchLimits) -> int:
@@ -481,22 +485,24 @@ def build_metadata(requests: Sequence[Request] | RequestBatch, limits: BatchLimi
     the same shapes (a CUDA graph captured for one replays for the others). ValueError for a step with prefill rows.
     """
     bs, p = limits.block_size, limits.kpool
+    # numpy throughout (int64), tensors at the end: a step's host arrays are small, where torch's per-operation cost
+    # dominated (bench/logs/s50/prepare_ab.log)
     if isinstance(requests, RequestBatch):
         cached, sched, table, state = validate_batch(requests, limits)
         seq = cached + sched
     else:
         validate_requests(requests, limits)
-        cached = torch.tensor([r.num_cached for r in requests], dtype=torch.int64)
-        sched = torch.tensor([r.num_scheduled for r in requests], dtype=torch.int64)
+        cached = np.array([r.num_cached for r in requests], dtype=np.int64)
+        sched = np.array([r.num_scheduled for r in requests], dtype=np.int64)
         seq = cached + sched
-        table = _block_table(requests, (-(-seq // bs)).tolist())
-        state = torch.tensor([r.state_slot for r in requests], dtype=torch.int64)
+        table = _block_table(requests, -(-seq // bs))
+        state = np.array([r.state_slot for r in requests], dtype=np.int64)
     b = seq.shape[0]
-    qs = torch.zeros(b + 1, dtype=torch.int64)
-    torch.cumsum(sched, 0, out=qs[1:])
+    qs = np.zeros(b + 1, dtype=np.int64)
+    np.cumsum(sched, out=qs[1:])
     t = int(qs[-1])
-    token_req = torch.repeat_interleave(torch.arange(b), sched)
-    positions = torch.arange(t) - qs[token_req] + cached[token_req]
+    token_req = np.repeat(np.arange(b), sched)
+    positions = np.arange(t) - qs[token_req] + cached[token_req]
 
     slot_mapping = table[token_req, positions // bs] * bs + positions % bs
     max_block_id = int(table.max())
@@ -511,7 +517,7 @@ def build_metadata(requests: Sequence[Request] | RequestBatch, limits: BatchLimi
         bucket = graph_bucket(int(seq.max()), limits)
         cols = -(-bucket // bs)
         if table.shape[1] < cols:
-            table = torch.nn.functional.pad(table, (0, cols - table.shape[1]))
+            table = np.pad(table, ((0, 0), (0, cols - table.shape[1])))
     ql = qs.tolist()
     cl, sl = cached.tolist(), seq.tolist()
     row_keys = (positions + 1) // p
@@ -522,15 +528,15 @@ def build_metadata(requests: Sequence[Request] | RequestBatch, limits: BatchLimi
     decode_chunks = plan_indexer_chunks(spans_dec, p, cap, chunk_bytes, gather_keys=False,
                                         min_width=bucket // p if graph else 0)
     prefill_chunks = plan_indexer_chunks(spans_pre, p, cap, chunk_bytes, gather_keys=True)
-    ks = torch.zeros(t, dtype=torch.int64)
-    ke = torch.zeros(t, dtype=torch.int64)
+    ks = np.zeros(t, dtype=np.int64)
+    ke = np.zeros(t, dtype=np.int64)
     for c in prefill_chunks:
         for piece in c.pieces:
             lo, hi = max(c.row_start, ql[piece.req]), min(c.row_end, ql[piece.req + 1])
             ks[lo:hi] = piece.offset
             ke[lo:hi] = piece.offset + row_keys[lo:hi]
 
-    gather_base = torch.full((t,), -1, dtype=torch.int64)
+    gather_base = np.full(t, -1, dtype=np.int64)
     gather_chunks: list[Chunk] = []
     if gathered_prefill and nd < b:
         spans = [(i, ql[i], ql[i + 1], sl[i]) for i in range(nd, b)]
@@ -539,11 +545,13 @@ def build_metadata(requests: Sequence[Request] | RequestBatch, limits: BatchLimi
             for piece in c.pieces:
                 gather_base[ql[piece.req]:ql[piece.req + 1]] = piece.offset
 
-    i32 = torch.int32
+    def i32(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int32))
+
     return BatchMetadata(
         limits=limits, num_reqs=b, num_tokens=t, num_decodes=nd, num_decode_tokens=ndt,
         query_start=ql, seq_lens=sl, max_block_id=max_block_id, graph_bucket=bucket,
-        positions=positions.to(i32), token_req=token_req.to(i32), slot_mapping=slot_mapping.to(i32),
-        block_table=table.to(i32), state_slot=state.to(i32),
-        row_keys=row_keys.to(i32), ks=ks.to(i32), ke=ke.to(i32), gather_base=gather_base.to(i32),
+        positions=i32(positions), token_req=i32(token_req), slot_mapping=i32(slot_mapping),
+        block_table=i32(table), state_slot=i32(state),
+        row_keys=i32(row_keys), ks=i32(ks), ke=i32(ke), gather_base=i32(gather_base),
         decode_chunks=decode_chunks, prefill_chunks=prefill_chunks, gather_chunks=gather_chunks)
