@@ -427,8 +427,8 @@ def _ids_array(ids) -> np.ndarray:
 
 
 def _block_table(requests: Sequence[Request], need: np.ndarray) -> np.ndarray:
-    """[B, max(need)] int64: each request's first need[i] block ids, 0 after; ValueError on a bad id. Tables given as
-    lists are joined into one list and converted once; tensors are taken as they are (a view)."""
+    """[B, max(need)] int64 numpy: each request's first need[i] block ids, 0 after; ValueError on a bad id. Tables given
+    as lists are joined into one list and converted once, tensor tables joined by one torch.cat."""
     parts, ints = [], []
     for r, n in zip(requests, need.tolist()):
         t = r.block_table
