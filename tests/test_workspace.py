@@ -109,3 +109,25 @@ def test_zero_sized_views():
     ws.reserve("z", {"a": ((0, 128), torch.float8_e4m3fn), "b": ((0,), torch.float32)})
     v = ws.views("z", {"a": ((0, 128), torch.float8_e4m3fn), "b": ((0,), torch.float32)})
     assert v["a"].shape == (0, 128) and v["b"].numel() == 0
+
+
+def test_views_are_reused_until_the_buffer_moves():
+    """The same (consumer, specs) gets the same views back while the buffer stays (the layers of a step ask for the
+    same ones); the dict is the caller's own; a reservation that grows the buffer gives views of the new buffer."""
+    ws = Workspace("cpu")
+    specs = {"a": ((4, 8), torch.float32), "b": ((16,), torch.int32)}
+    ws.reserve("x", specs)
+    v1 = ws.views("x", specs)
+    v1["c"] = None                                    # the caller's dict: the next call does not see it
+    v2 = ws.views("x", dict(specs))
+    assert v2.keys() == {"a", "b"} and v2["a"] is v1["a"] and v2["b"] is v1["b"]
+    assert ws.views("x", {"a": ((2, 8), torch.float32)})["a"].shape == (2, 8)   # other specs: their own views
+    ws.reserve("y", {"big": ((1 << 16,), torch.uint8)})   # the buffer is laid out again and reallocated
+    v3 = ws.views("x", specs)
+    new = ws._buffer.untyped_storage().data_ptr()
+    assert v3["a"] is not v1["a"] and v3["a"].untyped_storage().data_ptr() == new
+    assert v1["a"].untyped_storage().data_ptr() != new   # (the old buffer, alive while v1 holds it)
+    ws.lock()
+    assert ws.views("x", specs)["b"] is v3["b"]
+    with pytest.raises(WorkspaceLockedError):
+        ws.views("x", {"a": ((100, 100), torch.float32)})

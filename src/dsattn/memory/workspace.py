@@ -15,6 +15,9 @@ contents are lost, so reserve at construction or in a profile step); after ``loc
 grew the buffer half-way would lose its step-long data): buffers that do not fit their consumer's region
 raise ``WorkspaceLockedError`` when locked, ValueError before. Taking a view touches the device allocator
 only when the buffer does not exist yet (before ``allocate()``, or after a reserve that grew a region).
+The views of a (consumer, specs) pair are made once and handed out again while the buffer stays (the
+layers of a step ask for the same ones: an eager decode layer's stubbed host time, glm-5 TP8, 320-321 -> 271-274
+us, bench/logs/s50/views_ab.log); each call returns its own dict of them.
 
 Holders that share a workspace share its regions too: a step-long region written by one holder (a step's
 metadata, say) is overwritten by the next holder that writes it. ``stamp`` records what a region holds now
@@ -44,6 +47,9 @@ class WorkspaceLockedError(RuntimeError):
         super().__init__(
             f"workspace is locked: consumer {consumer!r} needs {requested} bytes but {reserved} are reserved "
             f"for it; reserve the largest batch before lock() (at construction or in the profile step)")
+
+
+_VIEW_CACHE_MAX = 256  # (consumer, specs) keys kept; a step's layers reuse a few dozen
 
 
 def _align(n: int) -> int:
@@ -85,6 +91,8 @@ class Workspace:
         self._buffer: torch.Tensor | None = None
         self._locked = False
         self._stamps: dict[str, object] = {}
+        # views handed out, by (consumer, specs), while the buffer stays: the layers of a step ask for the same ones
+        self._view_cache: dict[tuple, dict[str, torch.Tensor]] = {}
 
     # -- declaring ------------------------------------------------------------------------------
 
@@ -135,6 +143,10 @@ class Workspace:
         The views alias other phases' consumers. Buffers larger than the region raise (see the module
         docstring): WorkspaceLockedError when locked, ValueError before.
         """
+        key = (consumer, tuple((name, tuple(shape), dtype) for name, (shape, dtype) in specs.items()))
+        hit = self._view_cache.get(key)
+        if hit is not None and self._buffer is not None:
+            return dict(hit)
         need = specs_nbytes(specs)
         region = self._regions.get(consumer)
         have = region.nbytes if region is not None else 0
@@ -150,7 +162,10 @@ class Workspace:
             n = _nbytes(shape, dtype)
             out[name] = buf.narrow(0, off, n).view(dtype).view(tuple(int(s) for s in shape))
             off += _align(n)
-        return out
+        if len(self._view_cache) >= _VIEW_CACHE_MAX:
+            self._view_cache.clear()
+        self._view_cache[key] = out
+        return dict(out)
 
     def view(self, consumer: str, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
         """The one buffer of a single-buffer consumer (``views`` with one spec)."""
@@ -185,6 +200,7 @@ class Workspace:
 
     def _ensure_buffer(self) -> torch.Tensor:
         if self._buffer is None:
+            self._view_cache.clear()  # views of the buffer before
             self._buffer = torch.empty(self._layout(), dtype=torch.uint8, device=self.device)
         return self._buffer
 
