@@ -124,7 +124,8 @@ MAX_CAP = 8192      # the largest it takes with one CTA a row: 16 keys a thread 
 MAX_CLUSTER_CAP = 16384  # the largest with a row over a cluster (ctas > 1): 4 CTAs of 4096 columns, 53 registers, no
                          # spill; 1 x 16384 12.6 against 22.8 us on the Triton paths (bench/gpu_s49.sh e)
 MAX_CTA_COLS = 16384     # a CTA's columns at most: 32 keys a thread at 16 warps, 120 registers, no spill (4 CTAs at
-                         # cap 65536); 32768 spilled 252 bytes a thread (2 CTAs at 65536; compile check, session 50)
+                         # cap 65536); 32768 spilled 252 bytes a thread (2 CTAs at 65536; compile check, session 50:
+                         # bench/logs/s50/topk_gluon_check_wide.log)
 
 
 def cluster_cap() -> int:
