@@ -16,6 +16,8 @@ tile's iteration, 4 stages, min(16, 2048 / rows) splits past 4 x SMs one-tile pr
 latent rows and indexer keys in a launch each (DSAAttention.fused_cache_writes False) and k-pool updates in two launches
 (IndexerDriver.one_launch_kpool False), as before session 45; --bf16-together runs a bf16 cache's decode rows in one
 prefill call with the calibrated variant (DSAAttention.bf16_decodes_apart False), as before session 45;
+--bf16-decode-kernel K runs a bf16 cache's decode rows through the kernel K names (DSAAttention.bf16_decode_kernel:
+'decode', 'decode:native', 'decode:pad64' over the paged cache; session 51, an A/B against the default 'prefill');
 --graph-steps N prepares the step with graph=True and graph_bucket_steps N (session 50: the indexer's width and the
 block table rounded up to the step's bucket, as a graph replayed across steps needs; max_model_len 131072, so that
 the bucket is not cut at the step's own longest request), so its cost shows against the default.
@@ -63,7 +65,10 @@ def main(argv=None) -> int:
     ap.add_argument("--bf16-together", action="store_true",
                     help="a bf16 cache's decode rows in one call with the calibrated prefill variant "
                          "(before session 45)")
+    ap.add_argument("--bf16-decode-kernel", default="prefill",
+                    help="DSAAttention.bf16_decode_kernel: prefill (default), decode, decode:native, decode:pad64")
     args = ap.parse_args(argv)
+    DSAAttention.bf16_decode_kernel = args.bf16_decode_kernel
     if args.bf16_together:
         DSAAttention.bf16_decodes_apart = False
     if args.unfused_writes:
@@ -94,6 +99,7 @@ def main(argv=None) -> int:
     meta = {"calibration": args.calibration, "calls": args.calls, "block_size": 64, "usual_cap": args.usual_cap,
             "context": args.context, "topk_3l": args.topk_3l, "bf16_dot": args.bf16_dot, "paged_old": args.paged_old,
             "unfused_writes": args.unfused_writes, "bf16_together": args.bf16_together, "graph_steps": args.graph_steps,
+            "bf16_decode_kernel": args.bf16_decode_kernel,
             "how": "one decode layer's forward captured in a CUDA graph: do_bench replay ms, and torch.profiler "
                    "kernel events of --calls replays (span and each kernel's mean us a replay)"}
     path = None

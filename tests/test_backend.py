@@ -239,6 +239,41 @@ def test_bf16_decodes_together_as_before(monkeypatch):
     assert seen == [sum(n for _, n in SPANS)]
 
 
+@pytest.mark.parametrize("kernel, variant", [("decode", "pad64"), ("decode:native", "native"),
+                                             ("decode:pad64", "pad64")])
+def test_bf16_decode_rows_through_the_decode_kernel(kernel, variant, monkeypatch):
+    """DSAAttention.bf16_decode_kernel: the bf16 path's decode rows through sparse_mla_decode over the paged cache
+    ('decode': the policy's variant, pad64 at 3 tokens by SPEC 7; or the one named), the prefill rows as before; its
+    split-K scratch reserved at construction, so the locked workspace runs the step without growing."""
+    monkeypatch.setattr(DSAAttention, "bf16_decode_kernel", kernel)
+    geo = geometry("glm-5", 8)
+    attn = backend(geo, "bf16", 8)
+    assert DECODE_SCRATCH in {r["consumer"] for r in attn.workspace.report()}
+    seen = []
+    for name in ("sparse_mla_prefill", "sparse_mla_decode"):
+        real = getattr(attention_mod, name)
+        monkeypatch.setattr(attention_mod, name, lambda *a, _n=name, _r=real, **kw:
+                            seen.append((_n, a[0].shape[0], kw["variant"], a[1].dim())) or _r(*a, **kw))
+    attn.lock()
+    predicted = attn.workspace_bytes
+    s = make_step(geo, 8, "bf16", SPANS, block_size=BS)
+    run_and_check(attn, s, reference_step(s))
+    assert attn.workspace_bytes == predicted
+    d = sum(n for _, n in SPANS if n == 1)
+    # the decode call reads the paged cache [blocks, block_size, row]; the prefill call the flat view
+    assert seen == [("sparse_mla_decode", d, variant, 3),
+                    ("sparse_mla_prefill", sum(n for _, n in SPANS) - d, attn._prefill_split(39)[0], 2)]
+
+
+def test_bf16_decode_kernel_checked(monkeypatch):
+    monkeypatch.setattr(DSAAttention, "bf16_decode_kernel", "decode:pad32")
+    with pytest.raises(ValueError, match="bf16_decode_kernel must be one of"):
+        backend(geometry("glm-5", 8), "bf16", 8)
+    # the default: no decode scratch on the bf16 path
+    monkeypatch.setattr(DSAAttention, "bf16_decode_kernel", "prefill")
+    assert DECODE_SCRATCH not in {r["consumer"] for r in backend(geometry("glm-5", 8), "bf16", 8).workspace.report()}
+
+
 def _caches(s):
     return s.kv_cache.clone(), s.indexer.cache.clone()
 

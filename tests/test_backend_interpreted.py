@@ -74,6 +74,24 @@ def test_decode_step_with_interpreted_kernels(name, layout, heads, fewer_launche
         assert torch.equal(s.indexer.tail_state.nan_to_num(7.0), ref.step.indexer.tail_state.nan_to_num(7.0))
 
 
+@pytest.mark.parametrize("kernel", ["decode:native", "decode:pad64"])
+def test_bf16_decode_rows_through_the_decode_kernel_interpreted(kernel, monkeypatch):
+    """DSAAttention.bf16_decode_kernel: the bf16 path's decode rows through sparse_mla_decode's Triton kernel over the
+    paged bf16 cache; against the reference, and bit-equal to allocating_attention's mirror."""
+    monkeypatch.setattr(DSAAttention, "bf16_decode_kernel", kernel)
+    geo = preset("glm-5").scaled(index_topk=16, index_n_heads=4, num_heads=8)
+    s = make_step(geo, 8, "bf16", SPANS, block_size=BS)
+    ref = reference_step(s)
+    attn = DSAAttention(geo, kv_layout="bf16", block_size=BS, max_num_tokens=16, max_num_reqs=4, max_model_len=64)
+    step = attn.prepare(s.requests)
+    t = step.host.num_tokens
+    out = torch.full((t, 8, 512), float("nan"), dtype=torch.bfloat16)
+    attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out)
+    torch.testing.assert_close(out.float(), ref.out, atol=2e-2, rtol=2e-2)
+    indices = attn.workspace.view(INDICES, (t, attn.width), torch.int32).clone()
+    assert torch.equal(allocating_attention(attn, step, s, indices), out)
+
+
 def test_bf16_keyed_prefill_with_interpreted_kernels(monkeypatch):
     """The bf16 path's keyed prefill call (session 46: keys and key_slots, as where the grouped kernel's shared-memory
     union lists run: grouping_smem.usable patched) with the interpreted kernels (gather_slots, positions_to_offsets;

@@ -12,6 +12,8 @@
   after warm-up, peak = the prediction.
 - A CUDA graph captured over one decode step (prepare(graph=True)) replays a later step of the same graph_key
   bit-equal to that step's eager layers, on every path.
+- The bf16 path's decode rows through the decode kernel (DSAAttention.bf16_decode_kernel, an A/B knob): the mixed
+  step against the reference, allocation-free and at its predicted peak; a decode step's graph replay.
 
 tests/test_backend.py and tests/test_backend_interpreted.py run the same steps on the CPU.
 """
@@ -238,6 +240,46 @@ def test_bf16_keyed_prefill_step(name, heads):
     assert same.float().mean() >= 0.98
     torch.testing.assert_close(out[same].float(), ref.out[same], atol=2e-2, rtol=2e-2)
     assert torch.equal(allocating_attention(attn, step, s, indices), out)
+
+
+@pytest.mark.parametrize("kernel", ["decode:native", "decode:pad64"])
+@pytest.mark.parametrize("name, heads", [("glm-5", 8), ("deepseek-v3.2", 16), ("glm-5", 32)])
+def test_bf16_decode_rows_through_the_decode_kernel(name, heads, kernel, monkeypatch):
+    """DSAAttention.bf16_decode_kernel (an A/B knob, session 51): the bf16 path's decode rows through sparse_mla_decode
+    over the paged cache. The mixed step matches the reference on the backend's selection, is bit-equal to the
+    allocating mirror, allocates nothing when warm and peaks at the prediction; a decode step replays as a CUDA graph
+    bit-equal to its eager call."""
+    from dsattn.bench.serve import replay_vs_eager
+    monkeypatch.setattr(DSAAttention, "bf16_decode_kernel", kernel)
+    geo = preset(name)
+    s = make_step(geo, heads, "bf16", SPANS, block_size=BS, device=DEV)
+    out = torch.full((s.q.shape[0], heads, 512), float("nan"), dtype=torch.bfloat16, device=DEV)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_allocated()
+    attn = _backend(geo, "bf16", heads)
+
+    def run_step():
+        attn.forward(attn.prepare(s.requests), s.q, s.latent, s.kv_cache, s.indexer, layer=0, out=out)
+
+    _check_zero_allocation_and_peak(attn, run_step, base)
+    out.fill_(float("nan"))
+    step = attn.prepare(s.requests)
+    attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out)
+    t = step.host.num_tokens
+    indices = attn.workspace.view(INDICES, (t, attn.width), torch.int32).clone()
+    slots = indices_as_slots(attn, step, indices)
+    want, _ = sparse_mla_paged_reference(s.q, s.kv_cache, slots, geo.softmax_scale, "bf16")
+    torch.testing.assert_close(out.float(), want, atol=2e-2, rtol=2e-2)
+    assert torch.equal(allocating_attention(attn, step, s, indices), out)
+    d = make_step(geo, heads, "bf16", DECODES, block_size=BS, device=DEV)
+    attn = _backend(geo, "bf16", heads, max_num_reqs=len(DECODES))
+    dout = torch.empty((d.q.shape[0], heads, 512), dtype=torch.bfloat16, device=DEV)
+    dstep = attn.prepare(d.requests)
+    got = replay_vs_eager(lambda: attn.forward(dstep, d.q, d.latent, d.kv_cache, d.indexer, out=dout), dout, 5.0,
+                          attn.workspace.view(INDICES, (d.q.shape[0], attn.width), torch.int32))
+    assert "graph_error" not in got, got
+    assert got["graph_same_selection"] and got["eager_equal"] and got["graph_equal"], got
 
 
 @pytest.mark.parametrize("name, layout, heads", [("glm-5.3-flash", "fp8_ds_mla_nope", 8), ("glm-5", "bf16", 8),

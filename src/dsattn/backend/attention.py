@@ -160,6 +160,12 @@ class DSAAttention:
     # bf16 path: decode rows run as their own prefill call with policy.bf16_decode_variant (no grouping across
     # requests); False: every row in one call with the calibrated variant, as before session 45 (A/B runs).
     bf16_decodes_apart: bool = True
+    # bf16 path: the kernel of the decode rows' call (when bf16_decodes_apart): 'prefill' (sparse_mla_prefill over the
+    # flat view with policy.bf16_decode_variant, since session 45), or 'decode' (sparse_mla_decode over the paged cache
+    # with the variant policy.choose_variant gives a bf16 cache's decode rows), 'decode:native' / 'decode:pad64' (that
+    # variant). Read at construction (a decode kernel's split-K scratch is reserved then). For A/B runs
+    # (bench/bf16_decode_rows.py times the kernels on these rows; not yet on the GPU).
+    bf16_decode_kernel: str = "prefill"
     # bf16 path: the prefill rows' grouped call builds its union lists over keys (the call's positions numbered
     # densely) with sparse_mla_prefill's key_slots; False: over the cache's slots, as before session 46 (A/B runs).
     bf16_keyed_prefill: bool = True
@@ -200,6 +206,7 @@ class DSAAttention:
         self.indexer = IndexerDriver(geometry, self.limits, self.workspace, tp_group=tp_group,
                                      tp_min_rows_per_rank=tp_min_rows_per_rank)
         self._key_cap = self._keys_capacity()
+        self._bf16_decode = self._bf16_decode_call()
         self._reserve()
         self.workspace.allocate()
         # two pinned staging buffers used in turn, so that prepare() of step N + 1 waits only for the copy of
@@ -246,6 +253,22 @@ class DSAAttention:
                 for c in host.gather_chunks]
         return keys if any(keys) else []
 
+    def _bf16_decode_call(self) -> tuple[str, str | None]:
+        """(kernel, variant or None for the policy's) of the bf16 path's decode rows, from bf16_decode_kernel."""
+        k = self.bf16_decode_kernel
+        calls = {"prefill": ("prefill", None), "decode": ("decode", None), "decode:native": ("decode", "native"),
+                 "decode:pad64": ("decode", "pad64")}
+        if k not in calls:
+            raise ValueError(f"bf16_decode_kernel must be one of {list(calls)}, got {k!r}")
+        kernel, variant = calls[k]
+        if variant is not None and variant not in policy.variants("decode", self.heads, KVLayout.BF16):
+            variant = None  # one variant at >= 64 heads: the policy's
+        return kernel, variant
+
+    def _bf16_decode_kernel_runs(self) -> bool:
+        """Whether a bf16-path step runs its decode rows through sparse_mla_decode (bf16_decode_kernel)."""
+        return self.path is policy.Path.BF16_PREFILL and self.bf16_decodes_apart and self._bf16_decode[0] == "decode"
+
     def _decode_tokens_max(self) -> int:
         lim = self.limits
         if self.path is policy.Path.FP8_MIXED:
@@ -266,7 +289,11 @@ class DSAAttention:
         return variant, prefill_split_spec(tokens, self.heads, self.width, variant, self.sm_count)
 
     def _decode_scratch(self, tokens: int) -> tuple[str, list]:
-        variant = policy.choose_variant("decode", self.heads, tokens, self.table, self.sm_count, self.kv_layout)
+        variant = None
+        if self.path is policy.Path.BF16_PREFILL:
+            variant = self._bf16_decode[1]
+        variant = variant or policy.choose_variant("decode", self.heads, tokens, self.table, self.sm_count,
+                                                   self.kv_layout)
         return variant, decode_scratch_spec(tokens, self.heads, self.width, variant, self.kv_layout, self.sm_count)
 
     def _reserve(self) -> None:
@@ -275,7 +302,7 @@ class DSAAttention:
             ws.reserve(step_region(METADATA, i), {"meta": ((self._meta_capacity(),), torch.int32)})
             ws.reserve(step_region(INDICES, i), {"indices": ((lim.max_num_tokens, self.width), torch.int32)})
         ws.reserve(LSE, {"lse": ((lim.max_num_tokens, self.heads), torch.float32)}, phase=ATTENTION)
-        if self.path is not policy.Path.BF16_PREFILL:
+        if self.path is not policy.Path.BF16_PREFILL or self._bf16_decode[0] == "decode":
             # exact: the largest split-K scratch over every decode call size the limits allow
             most = max(specs_nbytes(dict(enumerate(self._decode_scratch(t)[1])))
                        for t in range(1, self._decode_tokens_max() + 1))
@@ -290,8 +317,9 @@ class DSAAttention:
             # the bf16 path every step, its decode rows (pad64) and its prefill rows in calls of their own)
             top = prefill_split_tokens_max(self.sm_count)
             top = lim.max_num_tokens if top is None else min(top, lim.max_num_tokens)
+            kinds = (False,) if self._bf16_decode[0] == "decode" else (False, True)
             most = max((specs_nbytes(dict(enumerate(self._prefill_split(t, decodes)[1])))
-                        for t in range(1, top + 1) for decodes in (False, True)), default=0)
+                        for t in range(1, top + 1) for decodes in kinds), default=0)
             if most:
                 ws.reserve_bytes(PREFILL_SPLIT, most, phase=ATTENTION)
         if self.path is policy.Path.FP8_GATHERED:
@@ -483,6 +511,9 @@ class DSAAttention:
             # (rows, keys): the decode rows, then the prefill rows in one call, or a call a gather chunk when keyed
             calls = [(0, d, None), (d, t, 0)] if not keyed else [(0, d, None)] + [
                 (c.row_start, c.row_end, k) for c, k in zip(host.gather_chunks, keyed)]
+            if self._bf16_decode_kernel_runs():  # the decode rows over the paged cache (bf16_decode_kernel)
+                self._decode(q, kv_cache, indices, out, lse, 0, d)
+                calls[0] = (0, 0, None)
             for i, (a, b, keys) in enumerate(calls):
                 if a < b:
                     key_slots = self._key_slots(step, i - 1, keys) if keys else None

@@ -213,6 +213,11 @@ def allocating_attention(attn, step, s: SyntheticStep, indices: torch.Tensor) ->
         flat = kv_cache_flat(s.kv_cache)
         keyed = attn.keyed_prefill_keys(step)
         calls = [(0, d, policy.bf16_decode_variant(attn.heads), None)]
+        parts = []
+        if d and attn._bf16_decode_kernel_runs():  # over the paged cache (DSAAttention.bf16_decode_kernel)
+            v = attn._bf16_decode[1] or variant("decode", d)
+            parts.append(sparse_mla_decode(s.q[:d], s.kv_cache, indices[:d], scale, variant=v)[0])
+            calls = []
         if not keyed:
             calls.append((d, t, variant("prefill", t - d, flat.shape[0]), None))
         gp = step.gather_pieces
@@ -225,8 +230,8 @@ def allocating_attention(attn, step, s: SyntheticStep, indices: torch.Tensor) ->
                                          torch.empty(k, dtype=torch.int32, device=s.q.device))
             a, b = c.row_start, c.row_end
             calls.append((a, b, variant("prefill", b - a, k or flat.shape[0]), key_slots))
-        return torch.cat([sparse_mla_prefill(s.q[a:b], flat, indices[a:b], scale, variant=v, key_slots=ks)[0]
-                          for a, b, v, ks in calls if a < b])
+        return torch.cat(parts + [sparse_mla_prefill(s.q[a:b], flat, indices[a:b], scale, variant=v, key_slots=ks)[0]
+                                  for a, b, v, ks in calls if a < b])
     if attn.path is policy.Path.FP8_MIXED:
         return sparse_mla_decode(s.q, s.kv_cache, indices, scale, variant=variant("decode", t))[0]
     parts = [sparse_mla_decode(s.q[:d], s.kv_cache, indices[:d], scale, variant=variant("decode", d))[0]]
