@@ -265,6 +265,18 @@ def test_bf16_decode_rows_through_the_decode_kernel(kernel, variant, monkeypatch
                     ("sparse_mla_prefill", sum(n for _, n in SPANS) - d, attn._prefill_split(39)[0], 2)]
 
 
+def test_bf16_decode_kernel_follows_the_table(monkeypatch):
+    """'decode' takes the variant of the calibration table's decode/bf16 entry (dsattn calibrate --kernels
+    decode/bf16), SPEC 7's fallback without one."""
+    monkeypatch.setattr(DSAAttention, "bf16_decode_kernel", "decode")
+    geo = geometry("glm-5", 8)
+    table = {"table": {"decode/bf16": {"8": [{"max_tokens": 2, "variant": "pad64"},
+                                             {"max_tokens": None, "variant": "native"}]}}}
+    attn = backend(geo, "bf16", 8, calibration=table)
+    assert [attn._decode_scratch(t)[0] for t in (1, 2, 3, 8)] == ["pad64", "pad64", "native", "native"]
+    assert [backend(geo, "bf16", 8)._decode_scratch(t)[0] for t in (3, 200)] == ["pad64", "native"]
+
+
 def test_bf16_decode_kernel_checked(monkeypatch):
     monkeypatch.setattr(DSAAttention, "bf16_decode_kernel", "decode:pad32")
     with pytest.raises(ValueError, match="bf16_decode_kernel must be one of"):

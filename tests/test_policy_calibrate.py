@@ -25,18 +25,19 @@ def test_table_from_rows():
         ["pad64", "pad64", "native", "native"]
 
 
-@pytest.mark.parametrize("extra", [[], ["--graph"]])  # without CUDA, --graph times the calls themselves
-def test_calibrate_command_writes_a_table(tmp_path, monkeypatch, extra):
+@pytest.mark.parametrize("extra, kernel", [([], "decode/fp8_ds_mla_nope"), (["--graph"], "decode/fp8_ds_mla_nope"),
+                                           ([], "decode/bf16")])  # without CUDA, --graph times the calls themselves
+def test_calibrate_command_writes_a_table(tmp_path, monkeypatch, extra, kernel):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     out = tmp_path / "cal.json"
-    assert calibrate.main(["--kernels", "decode/fp8_ds_mla_nope", "--tokens", "2", "3", "--heads", "8",
+    assert calibrate.main(["--kernels", kernel, "--tokens", "2", "3", "--heads", "8",
                            "--slots", "256", "--block-size", "16", "--topk", "16", "--rep-ms", "1",
                            "--device", "cpu", "--out", str(out), *extra]) == 0
     data = json.loads(out.read_text())
     assert data["meta"]["graph"] == bool(extra)
     assert {"provenance", "sm_count", "meta", "table", "rows"} <= set(data)
     assert len(data["rows"]) == 4 and {r["variant"] for r in data["rows"]} == {"native", "pad64"}
-    buckets = load_table(out)["table"]["decode/fp8_ds_mla_nope"]["8"]
+    buckets = load_table(out)["table"][kernel]["8"]
     assert buckets[-1]["max_tokens"] is None and all(b["variant"] in ("native", "pad64") for b in buckets)
 
 

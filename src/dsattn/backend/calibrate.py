@@ -1,8 +1,8 @@
 """``dsattn calibrate``: time each sparse MLA kernel's head variants on this GPU and write the table the
 head-dispatch policy reads (``policy.load_table``).
 
-For every kernel (``prefill`` over a bf16 context, ``decode/<layout>`` over fp8 caches), every head count
-that has a choice (default 8, 16, 32 heads per rank) and every token count of a grid, the variants run
+For every kernel (``prefill`` over a bf16 context, ``decode/<layout>`` over fp8 caches; ``decode/bf16`` when asked),
+every head count that has a choice (default 8, 16, 32 heads per rank) and every token count of a grid, the variants run
 alternately (three rounds, CUDA-event medians); the faster wins. Each (kernel, heads) becomes buckets
 of token counts (``policy.buckets_from_winners``). Indices follow BENCHMARKS.md: decode ``uniform`` over
 a 131072-slot cache, prefill ``overlap`` over a 16384-token context, topk 2048.
@@ -26,6 +26,10 @@ from ..ops.sparse_mla.dispatch import DEFAULT_SM_COUNT
 from . import policy
 
 KERNELS = ("prefill", "decode/fp8_ds_mla", "decode/fp8_ds_mla_nope")
+# on request only (--kernels): the decode kernel over a paged bf16 cache, which the backend runs only with
+# DSAAttention.bf16_decode_kernel 'decode' (an A/B knob; its default sends a bf16 cache's decode rows to the prefill
+# kernel)
+EXTRA_KERNELS = ("decode/bf16",)
 TOKENS = (32, 64, 128, 256, 512, 1024, 2048, 4096)
 HEADS = (8, 16, 32)
 
@@ -99,7 +103,7 @@ def table_from_rows(rows: list[dict]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="dsattn calibrate", description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.path.join("bench", "results", "calibration_h200.json"))
-    ap.add_argument("--kernels", nargs="+", default=list(KERNELS), choices=KERNELS)
+    ap.add_argument("--kernels", nargs="+", default=list(KERNELS), choices=KERNELS + EXTRA_KERNELS)
     ap.add_argument("--heads", nargs="+", type=int, default=list(HEADS))
     ap.add_argument("--tokens", nargs="+", type=int, default=list(TOKENS))
     ap.add_argument("--topk", type=int, default=2048)
