@@ -104,3 +104,27 @@ def test_random_step_matches_reference(seed, monkeypatch):
         shared = torch.full_like(out, float("nan"))
         attn.forward(step, s.q, None, s.kv_cache, None, layer=1, out=shared)
         assert torch.equal(shared, out)
+
+
+@pytest.mark.parametrize("seed", range(0, 66, 6))
+def test_random_step_with_interpreted_kernels(seed, monkeypatch):
+    """A sample of the draws above with the Triton kernels under TRITON_INTERPRET=1: against the reference, and the
+    workspace-staged outputs bit-equal to an allocating run of the same kernels (synthetic.allocating_attention)."""
+    pytest.importorskip("triton")
+    from dsattn.backend.synthetic import allocating_attention
+    from dsattn.ops._triton import allow_runtime_loop_bounds
+    allow_runtime_loop_bounds()
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    rng, geo, heads, layout, bs, threshold, spans = _draw(seed)
+    tokens = sum(n for _, n in spans)
+    attn = DSAAttention(geo, kv_layout=layout, block_size=bs, max_num_tokens=tokens, max_num_reqs=len(spans),
+                        max_model_len=MAX_LEN, decode_threshold=threshold, tp=geo.num_heads // heads)
+    s = make_step(geo, heads, layout, spans, block_size=bs, seed=seed)
+    ref = reference_step(s)
+    step = attn.prepare(s.requests)
+    out = torch.full((tokens, heads, 512), float("nan"), dtype=torch.bfloat16)
+    attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, layer=0, out=out)
+    torch.testing.assert_close(out.float(), ref.out, atol=2e-2, rtol=2e-2)
+    assert torch.equal(s.kv_cache.view(torch.uint8), ref.step.kv_cache.view(torch.uint8))
+    indices = attn.indices(step).clone()
+    assert torch.equal(allocating_attention(attn, step, s, indices), out)
