@@ -2,7 +2,8 @@
 
 - Mixed batches (decodes first, then prefill chunks with cached context) over the three paths of SPEC 7
   and the k-pool indexer, at moderate sizes with topk 2048: the same outputs as the reference stack run
-  request by request, and outputs bit-identical to an allocating run of the same kernels.
+  request by request, and outputs bit-identical to an allocating run of the same kernels; the same checks over
+  16 randomly composed steps (test_random_step).
 - After warm-up, a step (prepare + every layer kind) makes zero device allocations, and the peak memory
   of a step above what existed before the backend equals the workspace it predicted (within 1%).
 - The mixed-batch step at 32768 tokens with 8 heads per rank runs with no allocation at all.
@@ -60,7 +61,14 @@ def test_step_matches_reference(name, layout, heads, path):
     t = step.host.num_tokens
     out = torch.full((t, heads, 512), float("nan"), dtype=torch.bfloat16, device=DEV)
     attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out)
+    _check_step(attn, step, s, ref, out)
 
+
+def _check_step(attn, step, s, ref, out):
+    """A forwarded step (layer 0) against the reference stack: the cache writes, the selection (the same sets in all
+    rows but 2% of them, or 2 in a small step), the attention on the backend's own selection and on the agreeing rows, and the workspace-staged
+    outputs bit-equal to an allocating run of the same kernels."""
+    geo, layout, t = s.geometry, s.layout, step.host.num_tokens
     assert torch.equal(s.kv_cache.view(torch.uint8), ref.step.kv_cache.view(torch.uint8))
     if geo.kpool == 1:
         assert torch.equal(s.indexer.cache, ref.step.indexer.cache)
@@ -73,7 +81,7 @@ def test_step_matches_reference(name, layout, heads, path):
     a, b = slots.sort(dim=1).values, ref.slots.sort(dim=1).values
     same = (a == b).all(dim=1)
     # quantized keys and fp32 sums in another order: a near-tie at the k-th place may flip (SPEC 4)
-    assert same.float().mean() >= 0.98, f"{int((~same).sum())} of {t} rows select other tokens"
+    assert int((~same).sum()) <= max(2, 0.02 * t), f"{int((~same).sum())} of {t} rows select other tokens"
     hits = sum(len(set(x.tolist()) & set(y.tolist())) for x, y in zip(a[~same], b[~same]))
     assert hits >= 0.99 * (~same).sum().item() * a.shape[1]
     # attention on the backend's own selection, and the whole stack where the selections agree
@@ -82,6 +90,42 @@ def test_step_matches_reference(name, layout, heads, path):
     torch.testing.assert_close(out[same].float(), ref.out[same], atol=2e-2, rtol=2e-2)
     # staged through workspace views == allocating run of the same kernels, bit for bit
     assert torch.equal(allocating_attention(attn, step, s, indices), out)
+
+
+RANDOM_CONFIGS = CASES + [("glm-5", "bf16", 32, Path.BF16_PREFILL), ("deepseek-v3.2", "bf16", 16, Path.BF16_PREFILL),
+                          ("glm-5", "fp8_ds_mla", 16, Path.FP8_MIXED)]
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_step(seed, monkeypatch):
+    """Randomly composed steps at real sizes (tests/test_backend_random.py's draws on the CPU, here with topk 2048 and
+    contexts up to 6000): a preset, layout and heads per rank, block size 16 or 64, speculative decodes, 0-8 decodes
+    and 0-3 prefill chunks with contexts at block edges or anywhere, the bf16 path's decode-kernel setting, the list
+    or batch form; checked as test_step_matches_reference checks."""
+    import random
+
+    from dsattn.backend.metadata import RequestBatch
+    rng = random.Random(seed)
+    name, layout, heads, path = RANDOM_CONFIGS[seed % len(RANDOM_CONFIGS)]
+    geo = preset(name)
+    bs, threshold = rng.choice([16, 64]), rng.choice([1, 2])
+
+    def context(most):
+        kind = rng.randrange(4)
+        return [0, most // bs * bs, rng.randint(0, (most - 1) // bs) * bs + 1, rng.randint(1, most)][kind]
+
+    spans = [(context(6000), rng.randint(1, threshold)) for _ in range(rng.randint(0, 8))]
+    spans += [(context(5000), rng.randint(threshold + 1, 600)) for _ in range(rng.randint(0 if spans else 1, 3))]
+    if layout == "bf16":
+        monkeypatch.setattr(DSAAttention, "bf16_decode_kernel", rng.choice(["prefill", "decode", "decode:native"]))
+    attn = _backend(geo, layout, heads, block_size=bs, decode_threshold=threshold)
+    assert attn.path is path
+    s = make_step(geo, heads, layout, spans, block_size=bs, device=DEV, seed=seed, spare_blocks=rng.randint(0, 50))
+    ref = reference_step(s)
+    step = attn.prepare(RequestBatch.from_requests(s.requests) if rng.random() < 0.5 else s.requests)
+    out = torch.full((step.host.num_tokens, heads, 512), float("nan"), dtype=torch.bfloat16, device=DEV)
+    attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out)
+    _check_step(attn, step, s, ref, out)
 
 
 def _allocations():
