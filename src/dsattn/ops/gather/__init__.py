@@ -125,7 +125,7 @@ def gather_indexer_keys(indexer_cache: torch.Tensor, block_table: torch.Tensor, 
     sync: block ids, piece_req < B, piece_offset + piece_len <= N and piece_len <= max_len (the backend
     builds the pieces on the host from validated metadata); the kernel does not bound-check them.
     """
-    if indexer_cache.dim() == 4 and indexer_cache.shape[2] == 1:
+    if isinstance(indexer_cache, torch.Tensor) and indexer_cache.dim() == 4 and indexer_cache.shape[2] == 1:
         indexer_cache = indexer_cache.squeeze(2)
     check_tensor("indexer_cache", indexer_cache, dtype=torch.uint8, shape=(None, None, INDEX_ROW_BYTES))
     if not indexer_cache.is_contiguous():

@@ -136,7 +136,7 @@ def indexer_logits_paged(q: torch.Tensor, weights: torch.Tensor, indexer_cache: 
     Block ids outside [0, num_blocks) are never dereferenced (their logits are -inf). Returns out.
     """
     t, hi = _check_q_weights(q, weights)
-    if indexer_cache.dim() == 4 and indexer_cache.shape[2] == 1:
+    if isinstance(indexer_cache, torch.Tensor) and indexer_cache.dim() == 4 and indexer_cache.shape[2] == 1:
         indexer_cache = indexer_cache.squeeze(2)
     check_tensor("indexer_cache", indexer_cache, dtype=torch.uint8, ndim=3, shape=(None, None, INDEX_ROW_BYTES))
     if not indexer_cache.is_contiguous():

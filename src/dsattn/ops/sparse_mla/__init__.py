@@ -158,9 +158,10 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
     if key_slots is not None:
         check_tensor("key_slots", key_slots, dtype=torch.int32, ndim=1)  # (contiguous: its one dimension is)
     se, sm, sc = scratch if scratch is not None else (None, None, None)
+    # the scratch tensors under the names the errors use elsewhere ("scratch[0]"), not the op's parameter names
     check_same_device(q=q, kv=kv, indices=indices, topk_length=topk_length, out=out, lse=lse,
-                      scratch_entries=se, scratch_masks=sm, scratch_counts=sc, split_scratch_o=part_o,
-                      split_scratch_lse=part_lse, key_slots=key_slots)
+                      **{"scratch[0]": se, "scratch[1]": sm, "scratch[2]": sc, "split_scratch[0]": part_o,
+                         "split_scratch[1]": part_lse}, key_slots=key_slots)
     out, lse = _outputs(q, d_v, out, lse)
     t, h, _ = q.shape
     if t == 0:
@@ -202,11 +203,9 @@ def _check_prefill_scratch(scratch, q, indices):
         raise ValueError("scratch[0] must have at least one group (dim 0)")
     check_tensor("scratch[1]", masks, dtype=torch.int32, shape=(c, width))
     check_tensor("scratch[2]", counts, dtype=torch.int32, shape=(c,))
-    for i, x in enumerate(scratch):
+    for i, x in enumerate(scratch):  # (their device: sparse_mla_prefill's check_same_device, once kv is checked)
         if not x.is_contiguous():
             raise ValueError(f"scratch[{i}] must be contiguous")
-        if x.device != q.device:
-            raise ValueError(f"scratch[{i}] must be on the device of q ({q.device}), got {x.device}")
     return entries, masks, counts
 
 
@@ -309,7 +308,7 @@ def sparse_mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Te
     variant = variant or default_variant("decode", h, t, _sm_count(q.device))
     scratch_o, scratch_lse = _check_scratch(scratch, q, "scratch", "decode_scratch_spec")
     check_same_device(q=q, kv_cache=kv_cache, indices=indices, topk_length=topk_length, out=out, lse=lse,
-                      scratch_o=scratch_o, scratch_lse=scratch_lse)
+                      **{"scratch[0]": scratch_o, "scratch[1]": scratch_lse})
     out, lse = _outputs(q, d_v, out, lse)
     if t == 0:
         return out, lse
