@@ -186,7 +186,7 @@ def new_indexer_cache(num_blocks: int, block_size: int, device="cpu") -> torch.T
 
 def indexer_cache_views(cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(fp8 values [num_blocks, block_size, 128], fp32 scales [num_blocks, block_size]), views of `cache`."""
-    if cache.dim() == 4 and cache.shape[2] == 1:
+    if isinstance(cache, torch.Tensor) and cache.dim() == 4 and cache.shape[2] == 1:
         cache = cache.squeeze(2)
     check_tensor("indexer_cache", cache, dtype=torch.uint8, ndim=3, shape=(None, None, INDEX_ROW_BYTES))
     nb, bs, _ = cache.shape
