@@ -19,7 +19,9 @@ or state no step wrote shows up), shuffled block tables and a block size that di
   at least 85% of the rows agree with a recall of at least 0.97 (the numbers measured: at the end of the test);
 - in the rows where the selections agree the layer output is within the cache format's error of transformers'
   (REL_STORED, as in test_transformers_decode); every row's attention equals the paged reference over the backend's
-  own selection, and no output is NaN (a poisoned slot or state read).
+  own selection, and no output is NaN (a poisoned slot or state read);
+- GLM-5's shared layers (SHARED_CASES): a second layer reuses the first's top-k, in the backend from its indices
+  region, in transformers passed on as prev_topk_indices; its output is checked the same way.
 The reference ops run (TRITON_INTERPRET=0): this checks the backend's plumbing (metadata, paths, chunking, cache and
 state writes, position to slot mapping) against the models, not the kernels (tests/gpu/ does that).
 """
@@ -61,6 +63,8 @@ CASES = [
     ("glm5_next", 4, 8, 32, "fp8_ds_mla_nope", 8),
     ("glm5_next", 4, 8, 4, "bf16", 8),
 ]
+# GLM-5's shared layers: layer 1 reuses layer 0's top-k (the backend's from its indices region, transformers' passed on)
+SHARED_CASES = [("glm_moe_dsa", 1, 8, 4, "fp8_ds_mla", 5), ("glm_moe_dsa", 1, 8, 32, "bf16", 3)]
 
 
 @pytest.fixture(autouse=True)
@@ -78,39 +82,57 @@ def _schedule():
     return steps
 
 
-@pytest.mark.parametrize("kind,kpool,topk,heads,layout,bs", CASES,
-                         ids=[f"{c[0]}-P{c[1]}-h{c[3]}-{c[4]}" for c in CASES])
-def test_backend_steps_match_transformers(kind, kpool, topk, heads, layout, bs):
+@pytest.mark.parametrize("kind,kpool,topk,heads,layout,bs,shared",
+                         [c + (False,) for c in CASES] + [c + (True,) for c in SHARED_CASES],
+                         ids=[f"{c[0]}-P{c[1]}-h{c[3]}-{c[4]}" for c in CASES] +
+                             [f"{c[0]}-h{c[3]}-{c[4]}-shared" for c in SHARED_CASES])
+def test_backend_steps_match_transformers(kind, kpool, topk, heads, layout, bs, shared):
     torch.manual_seed(0)
-    cfg = hf.tiny_config(kind, index_topk=topk, kpool=kpool, num_attention_heads=heads, num_key_value_heads=heads)
+    extra = {"num_layers": 2, "indexer_types": ["full", "shared"]} if shared else {}
+    cfg = hf.tiny_config(kind, index_topk=topk, kpool=kpool, num_attention_heads=heads, num_key_value_heads=heads,
+                         **extra)
     geo = from_hf_config(cfg.to_dict())
-    module = hf.build_attention(cfg)
+    modules = [hf.build_attention(cfg, layer) for layer in range(2 if shared else 1)]
+    module = modules[0]
     layout = KVLayout(layout)
     steps = _schedule()
     max_len = max(r.stop for step in steps for r in step)
     attn = DSAAttention(geo, tp=1, kv_layout=layout, block_size=bs, max_num_tokens=48, max_num_reqs=2,
                         max_model_len=max_len, decode_threshold=2)
-    kv_cache = new_kv_cache(NUM_BLOCKS, bs, layout, geo.d_qk)
-    kv_cache.fill_(float("nan")) if layout is KVLayout.BF16 else kv_cache.fill_(255)
+    kv_caches = [new_kv_cache(NUM_BLOCKS, bs, layout, geo.d_qk) for _ in modules]
+    for c in kv_caches:
+        c.fill_(float("nan")) if layout is KVLayout.BF16 else c.fill_(255)
+    kv_cache = kv_caches[0]
     icache = new_indexer_cache(NUM_BLOCKS, bs // kpool).fill_(255)
     tail = torch.full((2, kpool - 1, 256), float("nan")) if kpool > 1 else None
     ape = module.indexer.index_kpool_compress_ape.detach().float().contiguous() if kpool > 1 else None
     per_req = -(-max_len // bs)
     tables = torch.randperm(NUM_BLOCKS)[:2 * per_req].view(2, per_req).to(torch.int32)
-    xs = [torch.randn(1, max_len, hf.HIDDEN) for _ in range(2)]
+    xs = [[torch.randn(1, max_len, hf.HIDDEN) for _ in range(2)] for _ in modules]  # [layer][request]
     hf_caches = [hf.new_hf_cache(cfg) for _ in range(2)]
     hits = total = agree = rows = 0
     keys = [torch.full((max_len, 128), float("nan")) for _ in range(2)]  # each request's fp32 indexer keys so far
 
     for step_no, scheduled in enumerate(steps):
-        hf_out, hf_top, parts = [], [], []
+        hf_out, hf_top, parts, hf_out1, parts1 = [], [], [], [], []
         for r, pos in enumerate(scheduled):
             pos = torch.tensor(list(pos))
-            x = xs[r][:, pos]
+            x = xs[0][r][:, pos]
+            if shared:  # the model's mask, made once before its layers run (run_hf makes it from the cache: after
+                # layer 0 has grown it)
+                from transformers.masking_utils import create_causal_mask
+                mask = create_causal_mask(config=cfg, inputs_embeds=x, attention_mask=None, cache=hf_caches[r],
+                                          position_ids=pos[None], allow_is_causal_skip=False)
             out, top = hf.run_hf(module, x, pos, cache=hf_caches[r])
             hf_out.append(out)
             hf_top.extend(top)
             parts.append(hf.pieces(module, x, pos))
+            if shared:
+                x1 = xs[1][r][:, pos]
+                with torch.no_grad():
+                    hf_out1.append(modules[1](x1, hf.position_embeddings(cfg, x1, pos), mask, cache=hf_caches[r],
+                                              position_ids=pos[None], prev_topk_indices=top[None])[0][0])
+                parts1.append(hf.pieces(modules[1], x1, pos))
         requests = [Request(pos.start, len(pos), tables[r, :-(-pos.stop // bs)], state_slot=r)
                     for r, pos in enumerate(scheduled)]
         step = attn.prepare(requests)
@@ -154,6 +176,15 @@ def test_backend_steps_match_transformers(kind, kpool, topk, heads, layout, bs):
         got = hf.project_output(module, out.float())
         if equal.any():
             hf.assert_close_rel(got[equal], expected[equal], REL_STORED[layout])
+        if shared:  # layer 1 on layer 0's selection: where it agreed with transformers', so does the output
+            q1 = torch.cat([p.q_latent for p in parts1]).bfloat16()
+            out1 = torch.full_like(out, float("nan"))
+            attn.forward(step, q1, torch.cat([p.latent for p in parts1]), kv_caches[1], None, layer=1, out=out1)
+            want1, _ = sparse_mla_paged_reference(q1, kv_caches[1], slots, geo.softmax_scale, layout)
+            torch.testing.assert_close(out1.float(), want1, atol=2e-2, rtol=2e-2)
+            if equal.any():
+                got1 = hf.project_output(modules[1], out1.float())
+                hf.assert_close_rel(got1[equal], torch.cat(hf_out1)[equal], REL_STORED[layout])
 
     # fp8 indexer keys: SPEC 4's recall bound against transformers' selection, and most rows the very same set
     # fp8 indexer keys and bf16 queries: near ties flip at the k-th place. Measured here (CPU, torch 2.13, these seeds):
