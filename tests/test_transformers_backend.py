@@ -87,7 +87,14 @@ def _schedule():
                          ids=[f"{c[0]}-P{c[1]}-h{c[3]}-{c[4]}" for c in CASES] +
                              [f"{c[0]}-h{c[3]}-{c[4]}-shared" for c in SHARED_CASES])
 def test_backend_steps_match_transformers(kind, kpool, topk, heads, layout, bs, shared):
+    run_sequence(kind, kpool, topk, heads, layout, bs, shared)
+
+
+def run_sequence(kind, kpool, topk, heads, layout, bs, shared, device="cpu"):
+    """The test's body; device: where the backend runs (tests/gpu/test_transformers_backend_gpu.py runs it on CUDA
+    with the kernels). transformers' modules run on the CPU in fp32, their pieces are moved to `device`."""
     torch.manual_seed(0)
+    dev = torch.device(device)
     extra = {"num_layers": 2, "indexer_types": ["full", "shared"]} if shared else {}
     cfg = hf.tiny_config(kind, index_topk=topk, kpool=kpool, num_attention_heads=heads, num_key_value_heads=heads,
                          **extra)
@@ -98,14 +105,14 @@ def test_backend_steps_match_transformers(kind, kpool, topk, heads, layout, bs, 
     steps = _schedule()
     max_len = max(r.stop for step in steps for r in step)
     attn = DSAAttention(geo, tp=1, kv_layout=layout, block_size=bs, max_num_tokens=48, max_num_reqs=2,
-                        max_model_len=max_len, decode_threshold=2)
-    kv_caches = [new_kv_cache(NUM_BLOCKS, bs, layout, geo.d_qk) for _ in modules]
+                        max_model_len=max_len, decode_threshold=2, device=dev)
+    kv_caches = [new_kv_cache(NUM_BLOCKS, bs, layout, geo.d_qk, dev) for _ in modules]
     for c in kv_caches:
         c.fill_(float("nan")) if layout is KVLayout.BF16 else c.fill_(255)
     kv_cache = kv_caches[0]
-    icache = new_indexer_cache(NUM_BLOCKS, bs // kpool).fill_(255)
-    tail = torch.full((2, kpool - 1, 256), float("nan")) if kpool > 1 else None
-    ape = module.indexer.index_kpool_compress_ape.detach().float().contiguous() if kpool > 1 else None
+    icache = new_indexer_cache(NUM_BLOCKS, bs // kpool, dev).fill_(255)
+    tail = torch.full((2, kpool - 1, 256), float("nan"), device=dev) if kpool > 1 else None
+    ape = module.indexer.index_kpool_compress_ape.detach().float().contiguous().to(dev) if kpool > 1 else None
     per_req = -(-max_len // bs)
     tables = torch.randperm(NUM_BLOCKS)[:2 * per_req].view(2, per_req).to(torch.int32)
     xs = [[torch.randn(1, max_len, hf.HIDDEN) for _ in range(2)] for _ in modules]  # [layer][request]
@@ -140,17 +147,19 @@ def test_backend_steps_match_transformers(kind, kpool, topk, heads, layout, bs, 
         iq, iw = cat("iq"), cat("iw")
         for r, (pos, piece) in enumerate(zip(scheduled, parts)):
             keys[r][pos.start:pos.stop] = piece.ik
-        ix = IndexerInputs(q=iq.bfloat16(), weights=iw.float().contiguous(), k=cat("ik"), cache=icache,
-                           gate=cat("gate").float().contiguous() if kpool > 1 else None, ape=ape, tail_state=tail)
-        q = cat("q_latent").bfloat16()
-        out = torch.full((q.shape[0], heads, 512), float("nan"), dtype=torch.bfloat16)
-        attn.forward(step, q, cat("latent"), kv_cache, ix, out=out)
+        ix = IndexerInputs(q=iq.bfloat16().to(dev), weights=iw.float().contiguous().to(dev), k=cat("ik").to(dev),
+                           cache=icache, gate=cat("gate").float().contiguous().to(dev) if kpool > 1 else None,
+                           ape=ape, tail_state=tail)
+        q = cat("q_latent").bfloat16().to(dev)
+        out = torch.full((q.shape[0], heads, 512), float("nan"), dtype=torch.bfloat16, device=dev)
+        attn.forward(step, q, cat("latent").to(dev), kv_cache, ix, out=out)
         assert torch.isfinite(out).all(), f"step {step_no}: a poisoned row or state was read"
 
         # the backend's selection: its slots, and back to positions of each row's request
         slots = indices_as_slots(attn, step, attn.indices(step))
         want, _ = sparse_mla_paged_reference(q, kv_cache, slots, geo.softmax_scale, layout)
         torch.testing.assert_close(out.float(), want, atol=2e-2, rtol=2e-2)
+        slots, out = slots.cpu(), out.cpu()
         positions = step.host.positions.tolist()
         rows_req = step.host.token_req.tolist()
         equal = []
@@ -177,11 +186,13 @@ def test_backend_steps_match_transformers(kind, kpool, topk, heads, layout, bs, 
         if equal.any():
             hf.assert_close_rel(got[equal], expected[equal], REL_STORED[layout])
         if shared:  # layer 1 on layer 0's selection: where it agreed with transformers', so does the output
-            q1 = torch.cat([p.q_latent for p in parts1]).bfloat16()
-            out1 = torch.full_like(out, float("nan"))
-            attn.forward(step, q1, torch.cat([p.latent for p in parts1]), kv_caches[1], None, layer=1, out=out1)
-            want1, _ = sparse_mla_paged_reference(q1, kv_caches[1], slots, geo.softmax_scale, layout)
+            q1 = torch.cat([p.q_latent for p in parts1]).bfloat16().to(dev)
+            out1 = torch.full_like(out, float("nan"), device=dev)
+            attn.forward(step, q1, torch.cat([p.latent for p in parts1]).to(dev), kv_caches[1], None, layer=1,
+                         out=out1)
+            want1, _ = sparse_mla_paged_reference(q1, kv_caches[1], slots.to(dev), geo.softmax_scale, layout)
             torch.testing.assert_close(out1.float(), want1, atol=2e-2, rtol=2e-2)
+            out1 = out1.cpu()
             if equal.any():
                 got1 = hf.project_output(modules[1], out1.float())
                 hf.assert_close_rel(got1[equal], torch.cat(hf_out1)[equal], REL_STORED[layout])
