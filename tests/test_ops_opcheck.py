@@ -1,7 +1,10 @@
 """torch.library.opcheck on every dsattn custom op (the 15 `dsattn::` ops that torch.compile and CUDA-graph capture see):
 the schema (every tensor the op writes is declared in mutates_args, nothing else is written, no output aliases an
 input), the fake implementation against the real one (FakeTensor mode), and AOT dispatch (what torch.compile's
-aot_eager path runs). A wrong mutates_args declaration would let a compiled graph reorder or drop a cache write.
+aot_eager path runs); and, by bytes (fp8 tensors included, which the schema check cannot compare on the CPU), that every
+tensor argument an op changes is declared written. A wrong mutates_args declaration would let a compiled graph
+reorder or drop a cache write; dropping one declaration (kpool_update's tail_state, gather_indexer_keys' out_k) fails
+this file.
 
 Each op is called with the arguments its public function passes it, captured from one valid call of that function
 (tests/test_public_op_args.py's makers: small random CPU inputs, every optional tensor given). The reference path runs
@@ -74,4 +77,22 @@ def test_opcheck(case, monkeypatch):
             # SchemaCheckMode compares fp8 tensors with ops the CPU lacks for them ("mul_cpu_reduced_float" not
             # implemented for 'Float8_e4m3fn', torch 2.13); the fake and AOT checks still run
             utils = tuple(u for u in UTILS if u != "test_schema")
-        opcheck(getattr(torch.ops.dsattn, name), args, test_utils=utils)
+        op = getattr(torch.ops.dsattn, name)
+        opcheck(op, args, test_utils=utils)
+        _writes_only_declared(op, args)
+
+
+def _bytes(x):
+    return x.detach().reshape(-1).view(torch.uint8).clone()
+
+
+def _writes_only_declared(op, args):
+    """test_schema's core by bytes (so fp8 tensors too): every tensor argument the op changes is declared written."""
+    schema = op.default._schema
+    args = tuple(_fresh(a) for a in args)
+    before = [_bytes(a) if isinstance(a, torch.Tensor) else None for a in args]
+    op(*args)
+    for arg, a, b in zip(schema.arguments, args, before):
+        if b is not None and not torch.equal(_bytes(a), b):
+            assert arg.alias_info is not None and arg.alias_info.is_write, \
+                f"{schema.name}: {arg.name} written but not declared in mutates_args"
