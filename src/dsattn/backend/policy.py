@@ -97,9 +97,10 @@ def bf16_decode_variant(heads: int) -> str:
     indices), where grouping pays; they do not apply here. H200, a layer's CUDA-graph replay over a bf16 cache, 128
     decodes (`dsattn bench serve --graph`): glm-5 TP8 1.037 ms as one call with the table's 'native', 0.190 apart with
     'pad64'; deepseek-v3.2 TP8 0.770 / 0.202 (bench/results/serve_bf16_s45_together.json, _apart.json; glm-5 0.297 in
-    session 15, while the table sent 128 rows to pad64: session 38's calibration moved its switch to native from 362
-    to 90 tokens at 8 heads). The grouped time went to the union lists' hash build (821 of 1031 us in glm-5's layer:
-    16 groups of 8 unrelated lists fill their tables). From 64 heads the kernel runs one token's heads a program
+    session 15, serve_s15_graph.json, while the table sent 128 rows to pad64: session 38's calibration moved its switch
+    to native from 362 to 90 tokens at 8 heads, calibration_h200.json). The grouped time went to the union lists' hash
+    build (821 of 1031 us in glm-5's layer, bench/logs/s45/d/decode_layer_bf16_s45_bf16together.log: 16 groups of 8
+    unrelated lists fill their tables). From 64 heads the kernel runs one token's heads a program
     either way ('native')."""
     offered = prefill_variants(heads)
     return "pad64" if "pad64" in offered else offered[0]

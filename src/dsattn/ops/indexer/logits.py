@@ -317,7 +317,7 @@ def paged_splits(rows: int, tiles: int, sms: int, per_sm: int) -> int:
     H200 sweep of session 42 (bench/results/paged_logits_tma_s42.json):
 
     - few rows (rows x tiles <= 8 x SMs): one tile a program, the latency of a single tile (1 request of 4K keys:
-      3.2 us fp8, 3.6 bf16, against 7.1 / 10.8 at 16 splits);
+      3.2 us fp8, 3.6 bf16, against 4.7 / 6.7 at 16 splits; the pointer-load kernel of before, 7.1 / 10.8 at 16);
     - otherwise 16 or more splits, at most one per 8 tiles, picked by the program count's fill of the GPU:
       ``per_sm`` programs an SM run at once (their registers and shared memory), a last partial wave idles the rest,
       and fewer than 4 programs an SM leave the memory system underused. 128 rows x 65536 keys: 64 splits, 275 us

@@ -282,8 +282,10 @@ def sparse_mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Te
                  (stride and start, as for kv in sparse_mla_prefill), else ValueError
     indices      [T, K] int32 flat slots (block * block_size + offset); -1 or out of range is skipped.
                  Any order; rows sorted by slot (as dsattn's top-k emits positions) took 2-8% less time at 8 / 16
-                 heads over fp8_ds_mla on the H200 than the same entries in random order (separate runs, session
-                 32: bench/results/sparse_mla_s32_asc_*.json against sparse_mla_s32_c4096_*.json and _c0_*)
+                 heads over fp8_ds_mla on the H200 than the same entries in random order in 12 of 14 pairs (16
+                 heads over the shared pool at 512 tokens 24% less, against a run of that row read slow; pad64 there
+                 1.6%) (separate runs, session 32: bench/results/sparse_mla_s32_asc_*.json against
+                 sparse_mla_s32_c4096_*.json and _c0_*)
     topk_length  [T] int32 contiguous, or None
     out, lse     as in sparse_mla_prefill
     variant      head dispatch (decode_variants(H, layout)); None picks default_variant

@@ -61,11 +61,12 @@ the inserts, s_q * K REDs in all (2.1 M at s_q 1024, 16.8 M at 8192, the same fo
 throughput (taken as 64-128 per clock at ~1.7 GHz: 10-20 us at s_q 1024), clear ~2 us, compaction one wave of
 128 programs ~3-5 us (s_q 8192: ~3 waves, ~10-15 us), the repeated-slot kernel and gaps ~4 us: s_q 1024
 ~20-30 us for G 8 / 4 / 2 (hash measured 120 / 130 / 200), s_q 8192 ~110-200 us (hash 1150 / 1110 / 1460).
-Measured (H200, session 11 device call 2, bench/gpu_s11_call2.sh at fb96e3c; the grouping bench, CUDA graph of 10
+Measured (H200, session 11 device call 2, bench/gpu_s11_call2.sh at fb96e3c, bench/logs/s11_call2.log; the grouping bench, CUDA graph of 10
 calls, overlap indices, s_kv 16384, topk 2048; matches_reference and same_after_timing True everywhere, the edge
 cases True for dense at G 8 / 4 / 2): s_q 1024 G 8 / 4 / 2 42.5 / 52.3 / 72.6 us (hash 120.5 / 129.8 / 200.1),
-s_q 8192 300.1 / 347.0 / 496.4 us (hash 1152 / 1112 / 1456): 2.8-3.8x faster than hash, 1.5-2.5x over the
-prediction. Insert 2048 slots / 8 warps: the same within 3 us. Per kernel (grouping_phases.py, torch.profiler,
+s_q 8192 300.1 / 347.0 / 496.4 us (hash 1152 / 1112 / 1456): 2.5-3.8x faster than hash, 1.5-2.5x over the
+prediction. Insert 2048 slots / 8 warps: within 3.4 us at s_q 1024 (G 2 76.0 against 72.6), 10.7 at 8192 (G 8 289.4
+against 300.1). Per kernel (grouping_phases.py, torch.profiler,
 s_q 1024, G 8 / 4 / 2): clear 1.4 / 1.4 / 1.2, insert 29.5 / 29.8 / 33.2, compact 10.1 / 17.7 / 34.8, the
 repeated-slot kernel 1.1 / 1.6 / 2.5 us. The insert runs ~2.1 M REDs in ~30 us whatever G (~70 G/s, about 40 a
 clock: half the rate the prediction assumed); the compaction costs groups x num_slots / 32 predicated store
@@ -120,8 +121,8 @@ lane), mark 1.87, table load 0.29; G 4: 2.96 / 2.30, load 0.47; G 2: 5.89 / 4.95
 s_q 1024 ~30-45 us in all (insert ~13, mark ~9, clear ~3, compact ~5, gaps), s_q 8192 ~250-350 us (8x the
 slots); G 2 slower (longer probes at load 0.71). Measured on the H200 (final device call, bench/logs/s10_final.log,
 CUDA graph of 10 calls, per call, matches_reference and the edge cases True): s_q 1024 G 8 / 4 / 2 119.6 / 129.8 /
-200.1 us, s_q 8192 1149.5 / 1111.4 / 1457.2 us: 3-4x over the prediction, 3.0-3.7x under the sort path's 441 / 3503
-us. Session 11 call 1 (bench/logs/s11_call1.log, the same bench) timed hash1 and HASH_W 8 too: hash1 (W 4) s_q 1024
+200.1 us, s_q 8192 1149.5 / 1111.4 / 1457.2 us: 3-4x over the prediction, and under the sort path's times (below;
+those were not kept in a file). Session 11 call 1 (bench/logs/s11_call1.log, the same bench) timed hash1 and HASH_W 8 too: hash1 (W 4) s_q 1024
 G 8 / 4 / 2 148.0 / 198.4 / 433.2 us against hash's 119.7 / 130.6 / 200.4, s_q 8192 1030.6 / 1309.1 / 2820.1 against
 1116.1 / 1089.8 / 1435.3 (faster at G 8 only); W 8 slower than W 4 in every case of both.
 
@@ -142,7 +143,7 @@ layout (no shared-memory layout conversion inside them). Sort path (default warp
 registers, no spill; G 2 (8 warps) 150 registers, no spill; its rebuild kernel at G 8: 688 bytes of stack.
 With the repeated-slot branch inline in the first kernel G 8 spilled 792 bytes (27.9k instructions), hence
 the second kernel (INLINE_DUPS). H200 (CUDA graph of 10 calls, per call, overlap indices, topk 2048), sort
-path: s_q 1024: G 2 265 us, G 4 368 us, G 8 441 us; s_q 8192: G 2 2079, G 4 2909, G 8 3503 us.
+path: about 3-4x the hash path's time at both s_q (sessions 9-10; the timings were not kept in a file).
 
 Histogram path (session 14, removed in session 15): one program a group walking the slot range in 2048-slot
 chunks, per token and chunk a tl.histogram (Triton 3.6's lowering of it was not looked into), 4-bit copies a

@@ -220,7 +220,7 @@ def use_gluon(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bo
 def ws_preferred(layout: KVLayout, hp: int) -> bool:
     """Where 'auto' picks the warp-specialized kernel: fp8 rows, programs of at most 32 heads. Bit-identical to
     gluon_small and faster at every size measured, fp8 decode 512 tokens: 8 / 16 heads 0.356 / 0.358 ms vs 0.427 /
-    0.433 (bench/results/ab_gluon_ws_h8.json, ab_gluon_ws_h16.json), 32 heads 0.354 vs 0.458 ms
+    0.433 (bench/results/ab_gluon_ws_h8.json, ab_gluon_ws_h16.json), 32 heads 0.354 vs 0.457 ms
     (bench/results/sparse_mla_gluon_ws_sweep.json, session 10; H200). run_attention asks gluon_rx first, which
     'auto' takes at <= 16 heads a program (rx_preferred), so gluon_ws runs 17..32 there."""
     return layout.is_fp8 and hp <= 32

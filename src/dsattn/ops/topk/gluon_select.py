@@ -10,9 +10,9 @@ interpreter and other GPUs keep the Triton select, whose output it equals column
 DSATTN_TOPK_CLUSTER_CAP (up to 65536 columns, MAX_CTA_COLS a CTA) set the cluster for A/B runs; wider clusters than
 the default are compile-checked only (session 50 had no device; bench/gpu_s50.sh a / b measure them).
 
-Why: at 1-32 decode requests the Triton select alone (`_v4_select` over rows a little wider than the usual capacity,
-select.select_capacity) was the largest kernel of a glm-5 decode layer, 15.8-16.5 us of a 30-36 us span (README's
-decode-layer row), for one row of ~4K columns a program: 7-12 two-bit steps, each a CTA-wide tuple reduction
+Why: at 1-8 decode requests the Triton select alone (`_v4_select` over rows a little wider than the usual capacity,
+select.select_capacity) was the largest kernel of a glm-5 decode layer, 15.8-16.5 us of a 30.0-36.1 us span
+(bench/results/decode_layer_topk_e_s48_triton.json), for one row of ~4K columns a program: 7-12 two-bit steps, each a CTA-wide tuple reduction
 (shuffles, two barriers) after 96 compares a thread, then two CTA-wide ordered scans (notes/indexer.md, session 41's
 profile). Here a pass decides 8 bits with one shared atomic a matching key, one barrier, and a scan that every warp
 runs by itself over the whole histogram (no second barrier, no broadcast).

@@ -770,7 +770,7 @@ FUSED_MAX_TILES = 64
 def sample_size(rows: int, sms: int) -> int:
     """launch_topk_v4's default sample: 4096 keys for 64 to 2 x SMs rows, else 2048. A row the sample misjudges (its
     candidates outside [k, cap]) costs its call the select's retries: H200, CUDA-graph replays, k 2048 x 65536
-    (bench/results/topk_retry_s43.json), 1 row 21.9 -> 61.9 us, 128 rows 48.6 -> 99.9. Of 4096 iid rows the sample of
+    (bench/results/topk_retry_s43.json), 1 row 21.9 -> 62.0 us, 128 rows 48.6 -> 99.9. Of 4096 iid rows the sample of
     2048 misjudged 0.07-0.10% at k 2048 x 65536 and 0.12% at k 512 x 16880, the sample of 4096 none
     (topk_layer_rows_c_s43.json, topk_retry_s43.json). 4096 keys cost 0.2-1.3 us a call at 64-128 rows of 65536,
     3.3 at 256 and 1.5-5 us at 1-16 (topk_sample_s43.json, topk_stages_s43.json, topk_retry_s43.json); so from 64
