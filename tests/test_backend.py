@@ -386,6 +386,26 @@ def test_decode_only_and_prefill_only_steps():
         run_and_check(attn, s, reference_step(s))
 
 
+@pytest.mark.parametrize("name, layout, heads", [("glm-5", "fp8_ds_mla", 8), ("glm-5", "bf16", 8),
+                                                 ("glm-5", "fp8_ds_mla", 32), ("glm-5.3-flash", "fp8_ds_mla_nope", 8),
+                                                 ("glm-5.3-flash", "bf16", 16)])
+def test_prefix_cache_hit_shares_blocks(name, layout, heads):
+    """An engine's prefix cache: request B starts at a block boundary inside request A's cached blocks (its block table
+    begins with A's block ids; the indexer's pooled keys live in the same blocks), and B's k-pool state slot was never
+    written (NaN). Nothing of B's own history exists elsewhere: the step must read A's blocks for B's context and no
+    tail state (a block-aligned context holds no incomplete pool: block_size is a multiple of kpool)."""
+    geo = geometry(name, heads)
+    s = make_step(geo, heads, layout, [(35, 1), (2 * BS, 7)], block_size=BS, seed=3)
+    a, b = s.requests
+    table_b = torch.cat([torch.as_tensor(a.block_table)[:2], torch.as_tensor(b.block_table)[2:]]).to(torch.int32)
+    s.requests = [a, Request(b.num_cached, b.num_scheduled, table_b, b.state_slot)]
+    if s.indexer.tail_state is not None:
+        s.indexer.tail_state[b.state_slot] = float("nan")
+    ref = reference_step(s)
+    step, out = run_and_check(backend(geo, layout, heads), s, ref)
+    assert torch.isfinite(out).all()
+
+
 def test_speculative_decodes():
     heads = 8
     geo = geometry("glm-5", heads)

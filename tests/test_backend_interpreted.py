@@ -92,6 +92,25 @@ def test_bf16_decode_rows_through_the_decode_kernel_interpreted(kernel, monkeypa
     assert torch.equal(allocating_attention(attn, step, s, indices), out)
 
 
+def test_prefix_cache_hit_with_interpreted_kernels():
+    """tests/test_backend.py's prefix-cache case with the Triton kernels: request B's context is request A's first two
+    blocks, B's k-pool state slot NaN; the k-pool update kernel must not read it at a block-aligned start."""
+    from dsattn.backend.metadata import Request
+    geo = preset("glm-5.3-flash").scaled(index_topk=16, index_n_heads=4, num_heads=8)
+    s = make_step(geo, 8, "fp8_ds_mla_nope", [(35, 1), (2 * BS, 7)], block_size=BS, seed=3)
+    a, b = s.requests
+    table_b = torch.cat([torch.as_tensor(a.block_table)[:2], torch.as_tensor(b.block_table)[2:]]).to(torch.int32)
+    s.requests = [a, Request(b.num_cached, b.num_scheduled, table_b, b.state_slot)]
+    s.indexer.tail_state[b.state_slot] = float("nan")
+    ref = reference_step(s)
+    attn = DSAAttention(geo, kv_layout="fp8_ds_mla_nope", block_size=BS, max_num_tokens=16, max_num_reqs=4,
+                        max_model_len=64)
+    step = attn.prepare(s.requests)
+    out = torch.full((8, 8, 512), float("nan"), dtype=torch.bfloat16)
+    attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out)
+    torch.testing.assert_close(out.float(), ref.out, atol=2e-2, rtol=2e-2)
+
+
 def test_bf16_keyed_prefill_with_interpreted_kernels(monkeypatch):
     """The bf16 path's keyed prefill call (session 46: keys and key_slots, as where the grouped kernel's shared-memory
     union lists run: grouping_smem.usable patched) with the interpreted kernels (gather_slots, positions_to_offsets;
