@@ -406,6 +406,57 @@ def test_prefix_cache_hit_shares_blocks(name, layout, heads):
     assert torch.isfinite(out).all()
 
 
+def _rows(s, a, b):
+    """The step inputs of tokens [a, b) (one request's), over the same caches."""
+    ix = s.indexer
+    sl = slice(a, b)
+    return dataclasses.replace(s, q=s.q[sl], latent=s.latent[sl], indexer=dataclasses.replace(
+        ix, q=ix.q[sl], weights=ix.weights[sl], k=ix.k[sl], gate=None if ix.gate is None else ix.gate[sl]))
+
+
+ROLLBACKS = [(c, r) for r in (1, 2, 3) for c in range(8) if r == 1 or (c + 1) % 4 == 0 or r <= 4 - (c + 1) % 4]
+
+
+@pytest.mark.parametrize("cached, rejected", ROLLBACKS)
+@pytest.mark.parametrize("layout", ["fp8_ds_mla_nope", "bf16"])
+def test_rejected_speculative_tokens_roll_back(cached, rejected, layout):
+    """Speculative decoding's rollback: a step schedules positions c .. c + r (one token and r drafts), the engine
+    rejects the r drafts and schedules position c + 1 again next step (num_cached c + 1) with other inputs, then
+    decodes on. Everything after must equal a run that never saw the rejected tokens: each later step's output, and
+    every cache byte once the later steps have rewritten the rejected positions. With the k-pool indexer (P 4) a
+    rejected token may have completed a pool whose earlier members arrived in the same step: they must still be in
+    the request's tail state for the pool to be built again (kpool_update's docstring: any r = 1; deeper rollbacks
+    while they do not reach back over an index of the pool being rebuilt, the cases here)."""
+    check_rollback(cached, rejected, layout)
+
+
+def check_rollback(cached, rejected, layout, device="cpu", geo=None, heads=8):
+    """The body of test_rejected_speculative_tokens_roll_back (device and geometry: tests/gpu/ runs it with the
+    kernels)."""
+    geo = geo or geometry("glm-5.3-flash", heads)
+    spec = make_step(geo, heads, layout, [(cached, 1 + rejected)], block_size=BS, seed=11 + cached, device=device)
+    later = make_step(geo, heads, layout, [(cached + 1, 4)], block_size=BS, seed=99, device=device)  # later inputs
+    (req,) = spec.requests
+    runs = []
+    for rollback in (True, False):
+        s = spec.clone_caches()
+        attn = backend(geo, layout, heads, decode_threshold=1 + rejected, device=device)
+        first = s if rollback else _rows(s, 0, 1)
+        step = attn.prepare([Request(cached, 1 + rejected if rollback else 1, req.block_table, req.state_slot)])
+        attn.forward(step, first.q, first.latent, s.kv_cache, first.indexer)
+        outs = []
+        for j in range(4):  # positions c + 1 .. c + 4, past every rejected one
+            nxt = _rows(later, j, j + 1)
+            ix = dataclasses.replace(nxt.indexer, cache=s.indexer.cache, ape=s.indexer.ape,
+                                     tail_state=s.indexer.tail_state)
+            step = attn.prepare([Request(cached + 1 + j, 1, req.block_table, req.state_slot)])
+            outs.append(attn.forward(step, nxt.q, nxt.latent, s.kv_cache, ix))
+        runs.append((outs, s.kv_cache.clone(), s.indexer.cache.clone()))
+    (o1, kv1, ix1), (o2, kv2, ix2) = runs
+    assert all(torch.equal(a, b) for a, b in zip(o1, o2))
+    assert torch.equal(ix1, ix2) and torch.equal(kv1.view(torch.uint8), kv2.view(torch.uint8))
+
+
 def test_speculative_decodes():
     heads = 8
     geo = geometry("glm-5", heads)

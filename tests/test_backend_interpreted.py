@@ -111,6 +111,15 @@ def test_prefix_cache_hit_with_interpreted_kernels():
     torch.testing.assert_close(out.float(), ref.out, atol=2e-2, rtol=2e-2)
 
 
+@pytest.mark.parametrize("cached, rejected", [(2, 1), (6, 1), (3, 1), (0, 3), (4, 2)])
+def test_rejected_speculative_tokens_roll_back_interpreted(cached, rejected):
+    """tests/test_backend.py's rollback case with the Triton kernels (the k-pool update keeps the members of a pool its
+    step completed in the tail state): after a rejected speculative token is scheduled again, every later output and
+    cache byte equal a run that never saw it."""
+    import test_backend
+    test_backend.check_rollback(cached, rejected, "fp8_ds_mla_nope")
+
+
 def test_bf16_keyed_prefill_with_interpreted_kernels(monkeypatch):
     """The bf16 path's keyed prefill call (session 46: keys and key_slots, as where the grouped kernel's shared-memory
     union lists run: grouping_smem.usable patched) with the interpreted kernels (gather_slots, positions_to_offsets;

@@ -92,6 +92,19 @@ def _check_step(attn, step, s, ref, out):
     assert torch.equal(allocating_attention(attn, step, s, indices), out)
 
 
+@pytest.mark.parametrize("cached, rejected", [(2, 1), (6, 1), (3, 1), (0, 3), (4, 2)])
+@pytest.mark.parametrize("layout", ["fp8_ds_mla_nope", "bf16"])
+def test_rejected_speculative_tokens_roll_back(cached, rejected, layout):
+    """tests/test_backend.py's rollback check with the kernels (glm-5.3-flash, k-pool 4, 8 heads): after the engine
+    rejects speculative tokens and schedules the first of them again, every later output and cache byte equal a run
+    that never saw them (the k-pool update keeps the members of a pool its step completed in the tail state)."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from test_backend import check_rollback
+    check_rollback(cached, rejected, layout, device=DEV)
+
+
 RANDOM_CONFIGS = CASES + [("glm-5", "bf16", 32, Path.BF16_PREFILL), ("deepseek-v3.2", "bf16", 16, Path.BF16_PREFILL),
                           ("glm-5", "fp8_ds_mla", 16, Path.FP8_MIXED)]
 

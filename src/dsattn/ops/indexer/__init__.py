@@ -207,8 +207,13 @@ def kpool_update(k: torch.Tensor, gate: torch.Tensor, ape: torch.Tensor, positio
 
     A token with pos % P == P - 1 completes pool pos // P: its pooled key (per channel, the softmax over
     members of gate + ape weighting the members' keys; earlier members from this step or tail_state) is
-    quantized as ``formats.quantize_fp8`` and written at the pool's slot. Then the members of each
-    request's new incomplete pool that arrived in this step are stored in tail_state.
+    quantized as ``formats.quantize_fp8`` and written at the pool's slot. Then every other token is stored in
+    its request's tail_state row at index pos % P, unless a later token of the request in this step takes that
+    index: the members of each request's incomplete pool, and those of a pool the step completed, so that an
+    engine that rejects a speculative token which completed a pool can schedule it again (num_cached rolled
+    back by one) and the pool is built from the same members. A rollback of r > 1 tokens keeps the state right
+    when the rejected tokens do not reach back into an earlier index of the pool being rebuilt (r <= P - pos % P
+    for the first rejected position pos); deeper rollbacks need the engine to restore the tail_state row.
     The index values (positions, token_req, block-table entries, state_slot < S) are trusted: reading them
     would cost a device sync, so the kernels do not bound-check them (the backend builds them from
     validated metadata and checks state_slot against tail_state: ``IndexerDriver.check_inputs``).

@@ -2,7 +2,9 @@
 
 ``kpool_update`` is two launches because both halves touch a request's tail state: the first builds
 the pools this step completes (reading members that arrived in earlier steps from the tail state), the
-second stores the members of each request's new incomplete pool (overwriting those slots). One program
+second stores every token but a pool's last at its index pos % P (the latest of the step per index: the
+members of each request's incomplete pool, and of a pool the step completed, which a rejected speculative
+token needs again). One program
 per token in both; a token finds its pool's other members by position, since a request's tokens are
 contiguous and consecutive within the step. When no request has more than one token in the step (a decode
 step), a token either completes its pool or joins the tail, never both, and no other token of its request
@@ -69,17 +71,18 @@ if triton is not None:
     @triton.jit
     def _tail_token(i, k, stride_k, gate, stride_g, positions, token_req, num_tokens, tail_state, state_slot,
                     P: tl.constexpr):
-        """If token i's pool stays incomplete after this step: token i into its request's tail state."""
+        """Token i into its request's tail state at index pos % P, unless it is its pool's last member or a later
+        token of its request in this step (position pos + P, at i + P: a request's tokens are consecutive) takes
+        that index. Members of a pool the step completes are kept too: a rejected speculative token that completed
+        the pool is scheduled again and pools them once more."""
         pos_i = tl.load(positions + i)
         req_i = tl.load(token_req + i)
         m_i = pos_i % P
-        # the pool completes in this step iff its last member is in the step
-        last = i + (P - 1 - m_i)
-        last_ok = last < num_tokens
-        last_safe = tl.where(last_ok, last, i)
-        completes = last_ok & (tl.load(token_req + last_safe) == req_i) & \
-            (tl.load(positions + last_safe) == pos_i + (P - 1 - m_i))
-        if completes.to(tl.int32) == 0:
+        nxt = i + P
+        nxt_ok = nxt < num_tokens
+        nxt_safe = tl.where(nxt_ok, nxt, i)
+        taken = nxt_ok & (tl.load(token_req + nxt_safe) == req_i) & (tl.load(positions + nxt_safe) == pos_i + P)
+        if ((m_i < P - 1) & (taken == 0)).to(tl.int32) != 0:
             c = tl.arange(0, 128)
             slot = tl.load(state_slot + req_i).to(tl.int64)
             dst = tail_state + slot * ((P - 1) * 256) + m_i * 256

@@ -225,8 +225,11 @@ def kpool_update_reference(k: torch.Tensor, gate: torch.Tensor, ape: torch.Tenso
     gates of the request's incomplete pool members), state_slot [B] (tail_state row of each request).
 
     Every token with pos % P == P - 1 completes pool pos // P: its pooled key (earlier members from this
-    step or from tail_state) is quantized and written to the pooled cache. Then the members of each
-    request's new incomplete pool that arrived this step are stored in tail_state.
+    step or from tail_state) is quantized and written to the pooled cache. Then every other token of the step
+    is stored in its request's tail_state row at index pos % P, unless a later token of the request in this
+    step takes that index: the members of each request's incomplete pool, and of a pool the step completed, so
+    that a rejected speculative token that completed a pool can be scheduled again (its pool's members are
+    still there).
     """
     kpool = ape.shape[0]
     d = k.shape[1]
@@ -256,17 +259,15 @@ def kpool_update_reference(k: torch.Tensor, gate: torch.Tensor, ape: torch.Tenso
         values[s // pbs, s % pbs] = qv[0]
         scales[s // pbs, s % pbs] = sc[0, 0]
     for i in range(k.shape[0]):
-        r = int(req[i])
-        last = i + 1 == k.shape[0] or int(req[i + 1]) != r
-        if not last:
+        # every member but a pool's last goes to its request's tail state at index pos % P, unless a later token of
+        # the request in this step takes that index: the members of its incomplete pool, and those of a pool this
+        # step completed (an engine that rejects the completing, speculative token schedules it again and needs them)
+        r, m = int(req[i]), int(pos[i]) % kpool
+        if m == kpool - 1:
             continue
-        # members of the request's incomplete pool that this step brought
-        m_last = int(pos[i]) % kpool
-        if m_last == kpool - 1:
+        j = i + kpool
+        if j < k.shape[0] and int(req[j]) == r and int(pos[j]) == int(pos[i]) + kpool:
             continue
-        for m in range(m_last + 1):
-            j = i - (m_last - m)
-            if j >= 0 and int(req[j]) == r and int(pos[j]) == int(pos[i]) - (m_last - m):
-                slot = int(state_slot[r])
-                tail_state[slot, m, :d] = kf[j]
-                tail_state[slot, m, d:] = gf[j]
+        slot = int(state_slot[r])
+        tail_state[slot, m, :d] = kf[i]
+        tail_state[slot, m, d:] = gf[i]
