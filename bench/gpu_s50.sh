@@ -8,8 +8,8 @@
 # clusters with the cluster limit raised for the bench (v4_gluon_c*x: cluster_cap 65536; a CTA's columns the power of
 # two above width / ctas); k 512 over glm-5.3-flash's 64K pooled rows (16880); the decode layer at 64 / 128 requests
 # from 4K contexts with DSATTN_TOPK_CTAS=2 / 4 / 8 against the default.
-# PREDICTION: tests pass (334 collected: 281 + 53; session 50 added test_micro_batches_interleaved, 3 cases, and
-# test_graph_replays_a_later_step, 6; session 51 test_bf16_decode_rows_through_the_decode_kernel, 6, test_random_step, 16). 128 x 12224: default (three launches) ~29 us; 2 CTAs (256 CTAs of 8192
+# PREDICTION: tests pass (344 collected: 281 + 63; session 50 added test_micro_batches_interleaved, 3 cases, and
+# test_graph_replays_a_later_step, 6; session 51 test_bf16_decode_rows_through_the_decode_kernel, 6, test_random_step, 16, test_rejected_speculative_tokens_roll_back, 10). 128 x 12224: default (three launches) ~29 us; 2 CTAs (256 CTAs of 8192
 # columns, 92 registers: one an SM, two waves) ~20; 4 CTAs (512 of 4096, 53 registers, two an SM) ~18; 8 CTAs ~20.
 # 264 x 12288: default ~33, clusters ~30 (four waves). 1 x 32768: _v4_fused ~22, 4 / 8 CTAs ~13. k 512 1 x 16880
 # ~16 -> ~11. The glm-5 TP8 layer at 128 requests 139.2 -> ~128 us at the best count.
