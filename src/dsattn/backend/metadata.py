@@ -34,7 +34,10 @@ class Request:
     num_scheduled  tokens computed in this step (written to the caches by the step)
     block_table    block ids of the request in order (a list, or a 1-D integer tensor / array); at least
                    ceil((num_cached + num_scheduled) / block_size) of them
-    state_slot     row of the k-pool tail state (k-pool models only)
+    state_slot     row of the k-pool tail state (k-pool models only): the request's own from its first step to its
+                   last, like a recurrent state (a request moved to another row has its row copied; a prefix-cache
+                   hit starts at a block boundary and needs none; after rejected speculative tokens it stays valid
+                   for the rollbacks kpool_update's docstring names)
     """
 
     num_cached: int
