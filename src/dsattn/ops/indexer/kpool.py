@@ -4,9 +4,8 @@
 the pools this step completes (reading members that arrived in earlier steps from the tail state), the
 second stores every token but a pool's last at its index pos % P (the latest of the step per index: the
 members of each request's incomplete pool, and of a pool the step completed, which a rejected speculative
-token needs again). One program
-per token in both; a token finds its pool's other members by position, since a request's tokens are
-contiguous and consecutive within the step. When no request has more than one token in the step (a decode
+token needs again). One program per token in both; a token finds its pool's other members by position,
+since a request's tokens are contiguous and consecutive within the step. When no request has more than one token in the step (a decode
 step), a token either completes its pool or joins the tail, never both, and no other token of its request
 reads or writes that tail: both halves then run in one launch (``_update_kernel``).
 
