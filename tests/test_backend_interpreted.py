@@ -83,9 +83,13 @@ def test_bf16_decode_rows_through_the_decode_kernel_interpreted(kernel, monkeypa
     s = make_step(geo, 8, "bf16", SPANS, block_size=BS)
     ref = reference_step(s)
     attn = DSAAttention(geo, kv_layout="bf16", block_size=BS, max_num_tokens=16, max_num_reqs=4, max_model_len=64)
-    step = attn.prepare(s.requests)
+    _forward_and_check(attn, attn.prepare(s.requests), s, ref)
+
+
+def _forward_and_check(attn, step, s, ref):
+    """A full layer of the prepared step: against the reference, and bit-equal to allocating_attention's mirror."""
     t = step.host.num_tokens
-    out = torch.full((t, 8, 512), float("nan"), dtype=torch.bfloat16)
+    out = torch.full((t, attn.heads, 512), float("nan"), dtype=torch.bfloat16)
     attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out)
     torch.testing.assert_close(out.float(), ref.out, atol=2e-2, rtol=2e-2)
     indices = attn.workspace.view(INDICES, (t, attn.width), torch.int32).clone()
@@ -135,12 +139,7 @@ def test_bf16_keyed_prefill_with_interpreted_kernels(monkeypatch):
                         calibration=table)
     step = attn.prepare(s.requests)
     assert attn.keyed_prefill_keys(step) == [21 + 5 + 6]
-    t = step.host.num_tokens
-    out = torch.full((t, 8, 512), float("nan"), dtype=torch.bfloat16)
-    attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out)
-    torch.testing.assert_close(out.float(), ref.out, atol=2e-2, rtol=2e-2)
-    indices = attn.workspace.view(INDICES, (t, attn.width), torch.int32).clone()
-    assert torch.equal(allocating_attention(attn, step, s, indices), out)
+    _forward_and_check(attn, step, s, ref)
 
 
 def test_micro_batches_with_interpreted_kernels():
