@@ -1,4 +1,4 @@
-"""DSAAttention driven by a simulated serving engine over many steps (reference ops on the CPU).
+"""DSAAttention driven by a simulated serving engine over many steps (reference ops on the CPU; the kernels on CUDA).
 
 The engine keeps a block pool with a shuffled free list, paged caches that start poisoned (NaN rows, 0xFF bytes, a
 NaN k-pool tail state) and are poisoned again when a block or state row is freed, and requests that arrive over time:
@@ -25,6 +25,26 @@ Rollbacks and the k-pool tail state (ops.indexer.kpool_update's docstring): one 
 with r <= P - f % P for the first rejected position f, leave the tail state valid. For a deeper rollback the engine
 restores the request's tail-state row, snapshotted before the speculative step, and schedules the step's accepted
 tokens again with the inputs they had (what recomputing them would give), so the row is valid for its num_cached.
+
+Device and tolerance mode (Engine / simulate: device, strict): the backend (DSAAttention, its caches, the indexer
+inputs, the k-pool tail state and ape) lives on `device`; the oracle stays on the CPU with the reference ops and reads
+nothing of the backend's (it rebuilds from the accepted inputs, the backend's tensors are copied back with .cpu() only
+to be compared). strict=True (the tests here) is the bit-for-bit check above. strict=False is the check of
+tests/gpu/test_backend_serving_sim_gpu.py, where the kernels round otherwise (fp16 / bf16 products, another summation
+order), step by step (a later step reads the backend's own pooled keys, so nothing is allowed to accumulate):
+- selections: the same sets in all of a step's rows but max(2, 2% of them) (a near tie at the k-th place may flip);
+  over the rows that differ at most 2 selection units per row unshared on average (a unit: one position, or one
+  pool of P positions for k-pool; tests/gpu/test_backend_gpu.py's 99% of entries shared is 20 entries of a 2048-wide
+  row, and 99% of a 16-wide row would allow no flip at all); every selected position is one of the row's visible
+  history (no -2, nothing after its own position, no duplicate) and as many as the oracle's;
+- outputs: finite everywhere; within atol 2e-2 / rtol 2e-2 of the oracle in the rows whose selection agrees, and of
+  the reference attention over the backend's own selection (on the oracle's cache, byte-equal to the backend's) in
+  the rows that differ;
+- caches: latent rows and plain indexer keys byte-equal (the cache-write kernels are bit-identical to the reference
+  writes); k-pool pooled keys and the tail state's members within atol 1e-2 / rtol 0.07 after dequantization, NaN
+  where the oracle has NaN (softmax-weighted sums: rounding may move an fp8 step).
+Engine.tol counts the rows checked, the rows selecting otherwise and their unshared entries; Engine.worst keeps the
+largest differences seen (outputs of agreeing rows, pooled keys, tail state).
 """
 from __future__ import annotations
 
@@ -239,9 +259,13 @@ class BlockPool:
 
 
 class Engine:
-    """Schedules steps, runs them through the backend, checks each against the oracle, accepts or rolls back."""
+    """Schedules steps, runs them through the backend, checks each against the oracle, accepts or rolls back.
+    device: where the backend and its caches live; strict: bit-equal to the oracle, else the tolerance mode (the
+    module docstring)."""
 
-    def __init__(self, name: str, layout: str, heads: int, seed: int):
+    def __init__(self, name: str, layout: str, heads: int, seed: int, device: torch.device | str = "cpu",
+                 strict: bool = True):
+        self.dev, self.strict = torch.device(device), strict
         self.rng = random.Random(seed)
         types = ("full", "shared") if name == "glm-5.3-flash" else ()
         self.geo = geo = preset(name).scaled(index_topk=16, index_n_heads=4, num_heads=heads, indexer_types=types)
@@ -250,18 +274,22 @@ class Engine:
         self.bs = bs = self.rng.choice([8, 16])
         self.threshold = self.rng.choice([2, 3])
         kw = dict(kv_layout=layout, block_size=bs, max_num_tokens=BUDGET, max_num_reqs=MAX_REQS, max_model_len=MAX_LEN,
-                  decode_threshold=self.threshold)
+                  decode_threshold=self.threshold, device=self.dev)
         self.attn = DSAAttention(geo, **kw)
-        if self.rng.random() < 0.5:  # small caps: prefill requests split across indexer chunks and gathered contexts
+        small_caps = self.rng.random() < 0.5
+        if small_caps:  # small caps: prefill requests split across indexer chunks and gathered contexts
             most = self.attn.limits.max_keys
             cap = self.attn.indexer.chunk_bytes(self.rng.randint(2, 6), most, most)
             self.attn = DSAAttention(geo, indexer_cap_bytes=cap, gather_cap_tokens=MAX_LEN, **kw)
         num_blocks = 2 * MAX_LEN // bs
-        self.kv = [poison(new_kv_cache(num_blocks, bs, layout, geo.d_qk)) for _ in range(self.layers)]
-        self.icache = poison(new_indexer_cache(num_blocks, bs // self.p))
-        self.tail = torch.full((MAX_REQS, self.p - 1, 2 * INDEX_DIM), float("nan")) if self.p > 1 else None
+        dev = self.dev
+        self.kv = [poison(new_kv_cache(num_blocks, bs, layout, geo.d_qk, device=dev)) for _ in range(self.layers)]
+        self.icache = poison(new_indexer_cache(num_blocks, bs // self.p, device=dev))
+        self.tail = (torch.full((MAX_REQS, self.p - 1, 2 * INDEX_DIM), float("nan"), device=dev) if self.p > 1
+                     else None)
         g = torch.Generator().manual_seed(1000 + seed)
-        self.ape = torch.randn(self.p, INDEX_DIM, generator=g) * 0.1 if self.p > 1 else None
+        self.ape_host = torch.randn(self.p, INDEX_DIM, generator=g) * 0.1 if self.p > 1 else None   # the oracle's
+        self.ape = self.ape_host.to(dev) if self.p > 1 else None
         self.pool = BlockPool(num_blocks, self.rng, self._poison_block)
         self.slots = list(range(MAX_REQS))
         self.rng.shuffle(self.slots)
@@ -269,7 +297,9 @@ class Engine:
         self.live: list[SimRequest] = []
         self.entries: list[CacheEntry] = []   # prefix cache, oldest first
         self.next_rid = 0
-        self.stats = collections.Counter()
+        self.stats = collections.Counter({f"block_size_{bs}": 1, "small_caps" if small_caps else "full_caps": 1})
+        self.tol = collections.Counter()                              # rows, rows_differ, entries_unshared
+        self.worst = dict.fromkeys(("out", "pooled", "tail"), 0.0)    # largest differences seen (tolerance mode)
 
     # -- memory ---------------------------------------------------------------------------------------------------
 
@@ -383,18 +413,22 @@ class Engine:
         step = self.attn.prepare(RequestBatch.from_requests(requests) if self.rng.random() < 0.5 else requests,
                                  graph=graph)
         assert step.host.num_decodes == sum(n <= self.threshold for _, n in sched)
-        ix = IndexerInputs(q=torch.stack([t.iq for t in flat]), weights=torch.stack([t.iw for t in flat]),
-                           k=torch.stack([t.ik for t in flat]), cache=self.icache,
-                           gate=torch.stack([t.gate for t in flat]) if self.p > 1 else None, ape=self.ape,
+        dev = self.dev
+
+        def stack(xs):
+            return torch.stack(xs).to(dev)
+
+        ix = IndexerInputs(q=stack([t.iq for t in flat]), weights=stack([t.iw for t in flat]),
+                           k=stack([t.ik for t in flat]), cache=self.icache,
+                           gate=stack([t.gate for t in flat]) if self.p > 1 else None, ape=self.ape,
                            tail_state=self.tail)
         outs = []
         for layer in range(self.layers):
-            out = torch.full((len(flat), self.heads, 512), float("nan"), dtype=torch.bfloat16)
+            out = torch.full((len(flat), self.heads, 512), float("nan"), dtype=torch.bfloat16, device=dev)
             full = layer == 0
-            self.attn.forward(step, torch.stack([t.q[layer] for t in flat]),
-                              torch.stack([t.latent[layer] for t in flat]), self.kv[layer], ix if full else None,
-                              layer=layer, out=out)
-            assert not out.isnan().any(), f"NaN in layer {layer}'s output"
+            self.attn.forward(step, stack([t.q[layer] for t in flat]), stack([t.latent[layer] for t in flat]),
+                              self.kv[layer], ix if full else None, layer=layer, out=out)
+            assert out.isfinite().all(), f"NaN (or inf) in layer {layer}'s output"
             outs.append(out)
         self.check(step, sched, toks, outs)
         self.stats["steps"] += 1
@@ -405,33 +439,104 @@ class Engine:
     def check(self, step, sched, toks, outs) -> None:
         """Each request of the step against the oracle: selected positions (as sets) and outputs; then what the
         step left in the caches: its history's latent rows and keys (pooled keys for k-pool) byte for byte, and the
-        members of its incomplete pool in the tail state."""
-        slots = indices_as_slots(self.attn, step, self.attn.indices(step))
+        members of its incomplete pool in the tail state. The tolerance mode (strict=False) checks the selections
+        and outputs as the module docstring says, pooled keys and the tail state within a tolerance, and the
+        selections' agreement over the whole step at the end."""
+        # the backend's tensors on the CPU (there .cpu() returns the tensor itself), for the comparisons only
+        slots = indices_as_slots(self.attn, step, self.attn.indices(step)).cpu()
+        outs = [o.cpu() for o in outs]
+        kvs = [kv.cpu() for kv in self.kv]
+        icache = self.icache.cpu()
+        tail = self.tail.cpu() if self.tail is not None else None
         bs, p, a = self.bs, self.p, 0
+        differ = unshared = 0   # tolerance mode: the step's rows selecting otherwise, their entries not shared
         for (r, n), ts in zip(sched, toks):
             c = r.num_cached
-            want = oracle(self.geo, self.layout, bs, self.ape, r.history + ts, c)
+            want = oracle(self.geo, self.layout, bs, self.ape_host, r.history + ts, c)
             where = (r.rid, c, n)
             # slots back to positions through the request's block table (-2: a slot outside its blocks)
             column = {b: i for i, b in enumerate(r.blocks)}
             got_sel = torch.tensor([[-1 if x < 0 else -2 if x // bs not in column else column[x // bs] * bs + x % bs
                                      for x in row] for row in slots[a:a + n].tolist()], dtype=torch.int32)
-            assert torch.equal(got_sel.sort(dim=1).values, want.sel.sort(dim=1).values), where
-            for layer in range(self.layers):
-                got = outs[layer][a:a + n]
-                assert torch.equal(got, want.outs[layer].bfloat16()), (*where, layer, self.diff(got, want.outs[layer]))
+            if self.strict:
+                assert torch.equal(got_sel.sort(dim=1).values, want.sel.sort(dim=1).values), where
+                for layer in range(self.layers):
+                    got = outs[layer][a:a + n]
+                    assert torch.equal(got, want.outs[layer].bfloat16()), (*where, layer,
+                                                                            self.diff(got, want.outs[layer]))
+            else:
+                same, lost = self.near_selection(got_sel, want.sel, c, where)
+                differ += int((~same).sum())
+                unshared += lost
+                self.near_outputs(ts, got_sel, same, want, [o[a:a + n] for o in outs], where)
             seq = torch.arange(c + n)
             for layer in range(self.layers):
-                got_rows = kv_cache_flat(self.kv[layer])[slots_of(r.blocks, seq, bs)].view(torch.uint8)
+                got_rows = kv_cache_flat(kvs[layer])[slots_of(r.blocks, seq, bs)].view(torch.uint8)
                 want_rows = kv_cache_flat(want.kv[layer])[:c + n].view(torch.uint8)
                 assert torch.equal(got_rows, want_rows), (*where, "kv rows", layer)
             keys = torch.arange((c + n) // p)
-            assert torch.equal(index_rows(self.icache, slots_of(r.blocks, keys, bs // p)),
-                               index_rows(want.index_cache, keys)), (*where, "indexer keys")
+            if self.strict or p == 1:
+                assert torch.equal(index_rows(icache, slots_of(r.blocks, keys, bs // p)),
+                                   index_rows(want.index_cache, keys)), (*where, "indexer keys")
+            else:   # pooled keys: softmax-weighted sums, rounding may move an fp8 step
+                self.close("pooled", dequantize_indexer_cache(icache)[slots_of(r.blocks, keys, bs // p)],
+                           dequantize_indexer_cache(want.index_cache)[keys], (*where, "pooled keys"))
             if p > 1:
                 m = (c + n) % p
-                assert torch.equal(self.tail[r.slot, :m], want.tail[0, :m]), (*where, "tail state")
+                if self.strict:
+                    assert torch.equal(tail[r.slot, :m], want.tail[0, :m]), (*where, "tail state")
+                else:
+                    self.close("tail", tail[r.slot, :m], want.tail[0, :m], (*where, "tail state"))
             a += n
+        if not self.strict:
+            # a near tie at the k-th place may flip (fp8 keys, fp32 sums in another order): test_backend_gpu.py's
+            # max(2, 2%) rows; a flip swaps one selection unit (a position, or a pool of P for k-pool), at most
+            # 2 a differing row on average (or 1% of the width, test_backend_gpu.py's share at width 2048)
+            assert differ <= max(2, 0.02 * a), f"{differ} of {a} rows select other tokens (step {self.stats['steps']})"
+            assert unshared <= differ * max(2 * p, 0.01 * self.attn.width), \
+                f"{unshared} entries unshared over {differ} rows selecting otherwise (step {self.stats['steps']})"
+            self.tol.update(rows=a, rows_differ=differ, entries_unshared=unshared)
+
+    def near_selection(self, got: torch.Tensor, want: torch.Tensor, c: int, where) -> tuple[torch.Tensor, int]:
+        """Tolerance mode, one request's rows [n, width] of positions: every selected position visible to its row
+        (none outside the request's blocks, none after the row's own position, no duplicate, as many as the
+        oracle's); returns which rows select the oracle's set, and the oracle's entries the others miss."""
+        assert (got >= -1).all(), (*where, "a selected slot outside the request's blocks")
+        assert (got <= c + torch.arange(got.shape[0])[:, None]).all(), (*where, "a position after its row's")
+        same = (got.sort(dim=1).values == want.sort(dim=1).values).all(dim=1)
+        lost = 0
+        for i in (~same).nonzero().flatten().tolist():
+            g = [x for x in got[i].tolist() if x >= 0]
+            w = {x for x in want[i].tolist() if x >= 0}
+            assert len(g) == len(set(g)) == len(w), (*where, i, "selection sizes", g, sorted(w))
+            lost += len(w - set(g))
+        return same, lost
+
+    def near_outputs(self, ts, got_sel, same, want: Expected, outs, where) -> None:
+        """Tolerance mode, one request's outputs per layer: the oracle's where the selection agrees, the reference
+        attention over the backend's own selection elsewhere (the oracle's cache: its rows equal the backend's)."""
+        for layer in range(self.layers):
+            got = outs[layer].float()
+            ref = want.outs[layer]
+            torch.testing.assert_close(got[same], ref[same], atol=2e-2, rtol=2e-2,
+                                       msg=lambda m: f"{(*where, layer)}: {m}")
+            if same.any():
+                # beyond the output's own bf16 rounding (0 where the outputs are bit-equal)
+                err = (got[same] - ref[same].bfloat16().float()).abs().max().item()
+                self.worst["out"] = max(self.worst["out"], err)
+            if not same.all():
+                q = torch.stack([t.q[layer] for t in ts])[~same]
+                own, _ = sparse_mla_paged_reference(q, want.kv[layer], got_sel[~same], self.geo.softmax_scale,
+                                                    self.layout)
+                torch.testing.assert_close(got[~same], own, atol=2e-2, rtol=2e-2,
+                                           msg=lambda m: f"{(*where, layer)} on its own selection: {m}")
+
+    def close(self, what: str, got: torch.Tensor, want: torch.Tensor, where) -> None:
+        """Tolerance mode: pooled keys or tail-state members within atol 1e-2 / rtol 0.07, NaN where the oracle's
+        are NaN (test_backend_gpu.py's rule for pooled keys)."""
+        torch.testing.assert_close(got, want, atol=1e-2, rtol=0.07, equal_nan=True, msg=lambda m: f"{where}: {m}")
+        if got.numel():
+            self.worst[what] = max(self.worst[what], (got - want).abs().nan_to_num(0.0).max().item())
 
     @staticmethod
     def diff(got, want) -> float:
@@ -474,9 +579,11 @@ class Engine:
                 self.finish(r)
 
 
-def simulate(name: str, layout: str, heads: int, seed: int) -> Engine:
-    """10 to 15 checked steps (a step with nothing to schedule, before any request arrived, does not count)."""
-    eng = Engine(name, layout, heads, seed)
+def simulate(name: str, layout: str, heads: int, seed: int, device: torch.device | str = "cpu",
+             strict: bool = True) -> Engine:
+    """10 to 15 checked steps (a step with nothing to schedule, before any request arrived, does not count).
+    device, strict: Engine's (the backend's device; bit-equal, or the tolerance mode)."""
+    eng = Engine(name, layout, heads, seed, device=device, strict=strict)
     steps = eng.rng.randint(10, 15)
     for _ in range(4 * steps):
         if eng.stats["steps"] == steps:
@@ -485,10 +592,15 @@ def simulate(name: str, layout: str, heads: int, seed: int) -> Engine:
     raise AssertionError(f"the engine scheduled {eng.stats['steps']} steps of {steps}")
 
 
+def engine_seed(name: str, layout: str, heads: int, seed: int) -> int:
+    """The engine's seed of a configuration's seed-th simulation (the GPU test runs the same simulations)."""
+    return 1000 * CONFIGS.index((name, layout, heads)) + seed
+
+
 @functools.lru_cache(maxsize=None)
 def simulation_stats(name: str, layout: str, heads: int, seed: int) -> collections.Counter:
     """The event counts of a checked simulation; each runs once per process (the coverage test reuses them)."""
-    return simulate(name, layout, heads, seed=1000 * CONFIGS.index((name, layout, heads)) + seed).stats
+    return simulate(name, layout, heads, seed=engine_seed(name, layout, heads, seed)).stats
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -499,15 +611,58 @@ def test_serving_simulation_matches_oracle(name, layout, heads, seed):
     assert stats["rejections"] and stats["prompt_chunks"], stats
 
 
+def engine_events(name: str) -> list[str]:
+    """The events the simulation is there for (k-pool ones for the k-pool preset)."""
+    events = ["finished", "block_reuses", "prefix_hits_live", "prefix_hits_cached", "chunk_starts_in_block",
+              "multi_token_rollbacks", "graph_steps"]
+    if name == "glm-5.3-flash":
+        events += ["chunk_starts_in_pool", "tail_restores"]
+    return events
+
+
 @pytest.mark.parametrize("name, layout, heads", CONFIGS)
 def test_simulations_cover_the_engine_events(name, layout, heads):
     """Over the seeds of a configuration, every event the simulation is there for happened."""
     total = collections.Counter()
     for seed in SEEDS:
         total.update(simulation_stats(name, layout, heads, seed))
-    events = ["finished", "block_reuses", "prefix_hits_live", "prefix_hits_cached", "chunk_starts_in_block",
-              "multi_token_rollbacks", "graph_steps"]
-    if name == "glm-5.3-flash":
-        events += ["chunk_starts_in_pool", "tail_restores"]
-    assert all(total[e] for e in events), dict(total)
+    assert all(total[e] for e in engine_events(name)), dict(total)
 
+
+# the GPU test's simulations (tests/gpu/test_backend_serving_sim_gpu.py): 2 or 3 of the seeds above a configuration,
+# chosen so that together they cover every engine event, both block sizes and both cap choices
+GPU_SEEDS = {
+    ("glm-5", "fp8_ds_mla", 8): (1, 5),
+    ("glm-5", "fp8_ds_mla", 32): (1, 3),
+    ("glm-5", "bf16", 8): (1, 3, 5),
+    ("glm-5.3-flash", "fp8_ds_mla_nope", 8): (0, 3),
+    ("glm-5.3-flash", "bf16", 16): (0, 3),
+}
+
+
+@pytest.mark.parametrize("name, layout, heads", CONFIGS)
+def test_gpu_seeds_cover_the_engine_events(name, layout, heads):
+    """The GPU test's seeds of a configuration cover what the CPU test's cover (the engine's draws do not depend on
+    the backend's results: its schedules are the same on any device and in either mode), both block sizes (8, 16) and
+    both indexer / gather cap choices."""
+    seeds = GPU_SEEDS[(name, layout, heads)]
+    assert 2 <= len(seeds) <= 3 and set(seeds) <= set(SEEDS)
+    total = collections.Counter()
+    for seed in seeds:
+        total.update(simulation_stats(name, layout, heads, seed))
+    events = engine_events(name) + ["block_size_8", "block_size_16", "small_caps", "full_caps"]
+    assert all(total[e] for e in events), {e: total[e] for e in events}
+
+
+TOLERANCE_RUNS = [("glm-5.3-flash", "fp8_ds_mla_nope", 8, 0), ("glm-5", "fp8_ds_mla", 32, 1)]
+
+
+@pytest.mark.parametrize("name, layout, heads, seed", TOLERANCE_RUNS)
+def test_tolerance_mode_on_the_cpu(name, layout, heads, seed):
+    """The GPU test's checks (strict=False, tests/gpu/test_backend_serving_sim_gpu.py) with the reference ops on the
+    CPU, where they are exact: the same schedule and events as the strict run, every row checked, no row selecting
+    otherwise and no difference anywhere."""
+    eng = simulate(name, layout, heads, engine_seed(name, layout, heads, seed), device="cpu", strict=False)
+    assert eng.stats == simulation_stats(name, layout, heads, seed)
+    assert eng.tol["rows"] == eng.stats["tokens"] and eng.tol["rows_differ"] == 0, eng.tol
+    assert eng.worst == {"out": 0.0, "pooled": 0.0, "tail": 0.0}, eng.worst
