@@ -14,8 +14,10 @@
 # the machine's transformers is 5.17: a kind it lacks skips).
 # And the k-pool tail kernel's change (speculative rollback, session 51): test_rejected_speculative_tokens_roll_back
 # (10) and the indexer file's k-pool tests.
-# PREDICTION: tests pass (6 + 16 + 10 + the k-pool tests, and 8 transformers cases or fewer run where transformers
-# 5.17 lacks glm5_next). Bytes: 128 rows x 2048 x 1152 B = 302 MB, 71 us at 4.27 TB/s; pad64 at 128 x 8 heads
+# And the serving simulation on the GPU (test_backend_serving_sim_gpu.py: 11 simulations against the CPU oracle).
+# PREDICTION: tests pass (6 + 16 + 10 + the k-pool tests + 11 simulations, and 8 transformers cases or fewer run where
+# transformers 5.17 lacks glm5_next). The simulations' risk (the helper's note): exact-zero indexer ties at the k-th
+# place with 4 indexer heads, which the top-k breaks toward the lower column on the GPU as on the CPU. Bytes: 128 rows x 2048 x 1152 B = 302 MB, 71 us at 4.27 TB/s; pad64 at 128 x 8 heads
 # ~95-100 us (3.1 TB/s). The Triton decode (keys on M, its row loads not pipelined: ~1.1 TB/s of fp8 rows in session 1's
 # sweep) ~150-250 us; gluon_small over bf16 rows (8 heads: 1.73 TB/s of fp8 rows at 512 tokens, fp8 -> fp16
 # conversions included) ~90-120 us; decode pad64 (64-head programs) about pad64 prefill's time. So pad64 prefill stays
@@ -31,9 +33,9 @@ nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
 pack() { tar -czf $OUT/r.tgz -C $OUT r s51.log; }
 case "$1" in
 d)
-  K="bf16_decode_rows or random_step or transformers or roll_back or kpool" N=4 LIMIT=240 \
+  K="bf16_decode_rows or random_step or transformers or roll_back or kpool or simulation" N=4 LIMIT=300 \
     bash bench/gpu_tests_sharded.sh $R/tests_d tests/gpu/test_backend_gpu.py tests/gpu/test_transformers_backend_gpu.py \
-    tests/gpu/test_indexer_gpu.py
+    tests/gpu/test_indexer_gpu.py tests/gpu/test_backend_serving_sim_gpu.py
   cat $R/tests_d/summary.log >> $L; pack
   t0=$SECONDS
   timeout 240 python bench/bf16_decode_rows.py --heads 8,16,32 --tokens 1,8,32,128,256 --context 8192 \
