@@ -213,7 +213,8 @@ def kpool_update(k: torch.Tensor, gate: torch.Tensor, ape: torch.Tensor, positio
     engine that rejects a speculative token which completed a pool can schedule it again (num_cached rolled
     back by one) and the pool is built from the same members. A rollback of r > 1 tokens keeps the state right
     when the rejected tokens do not reach back into an earlier index of the pool being rebuilt (r <= P - pos % P
-    for the first rejected position pos); deeper rollbacks need the engine to restore the tail_state row.
+    for the first rejected position pos); for a deeper one the engine restores the tail_state row it saved before
+    the speculative step and schedules that step's accepted tokens again (num_cached back to the step's start).
     The index values (positions, token_req, block-table entries, state_slot < S) are trusted: reading them
     would cost a device sync, so the kernels do not bound-check them (the backend builds them from
     validated metadata and checks state_slot against tail_state: ``IndexerDriver.check_inputs``).
