@@ -1,6 +1,7 @@
 """The backend's tensor-parallel indexer prefill (SPEC 8) over gloo in 2 CPU processes: a DSAAttention
 given the group shards the prefill rows (the gate passes) and gives the same indices and outputs as the
-replicated backend, bit for bit, for the plain and the k-pool indexer.
+replicated backend, bit for bit, for the plain and the k-pool indexer, on a fixed step and on six random ones
+(some with the prefill rows split into several indexer chunks).
 
 Indexer inputs are small integers (weights multiples of 1/4, keys exact in fp8), so every logit is an
 exact fp32 sum whatever rows a rank computes together; ties are frequent and must resolve alike.
@@ -64,8 +65,33 @@ def _worker(rank, world, init_file):
             below = DSAAttention(geo, tp_group=dist.group.WORLD, tp_min_rows_per_rank=1000, **kw)
             step, out_b, _ = _run(below, s)
             assert step.tp_boundaries is None and torch.equal(out_b, out_rep)
+            _random_steps(name, geo, layout, heads, rank, kw)
     finally:
         dist.destroy_process_group()
+
+
+def _random_steps(name, geo, layout, heads, rank, kw, count=6):
+    """Randomly composed steps (the same on every rank: seeded), some with an indexer cap small enough to split the
+    prefill rows into several chunks: sharded equal to replicated, bit for bit."""
+    import random
+    chunked = 0
+    for seed in range(count):
+        rng = random.Random(seed)
+        spans = [(rng.randint(0, 60), 1) for _ in range(rng.randint(0, 3))]
+        spans += [(rng.choice([0, 16, rng.randint(1, 50)]), rng.randint(2, 24)) for _ in range(rng.randint(1, 3))]
+        args = dict(kw)
+        if seed % 2:
+            most = DSAAttention(geo, **kw).limits.max_keys
+            args["indexer_cap_bytes"] = DSAAttention(geo, **kw).indexer.chunk_bytes(rng.randint(3, 8), most, most)
+        s = _integer_indexer(make_step(geo, heads, layout, spans, block_size=16, seed=100 + seed))
+        _, out_rep, idx_rep = _run(DSAAttention(geo, **args), s)
+        step, out_tp, idx_tp = _run(DSAAttention(geo, tp_group=dist.group.WORLD, tp_min_rows_per_rank=1, **args), s)
+        where = f"rank {rank} {name} seed {seed} spans {spans}"
+        assert step.tp_boundaries is not None, where
+        assert torch.equal(idx_tp, idx_rep), f"{where}: indices differ"
+        assert torch.equal(out_tp, out_rep), f"{where}: outputs differ"
+        chunked += len(step.host.prefill_chunks) > 1
+    assert chunked, f"{name}: no random step split its prefill rows into chunks"
 
 
 def test_tp_prefill_over_gloo(tmp_path):
