@@ -80,9 +80,11 @@ def _random_steps(name, geo, layout, heads, rank, kw, count=6):
         spans = [(rng.randint(0, 60), 1) for _ in range(rng.randint(0, 3))]
         spans += [(rng.choice([0, 16, rng.randint(1, 50)]), rng.randint(2, 24)) for _ in range(rng.randint(1, 3))]
         args = dict(kw)
-        if seed % 2:
-            most = DSAAttention(geo, **kw).limits.max_keys
-            args["indexer_cap_bytes"] = DSAAttention(geo, **kw).indexer.chunk_bytes(rng.randint(3, 8), most, most)
+        if seed % 2:  # a cap of a few rows at this step's widest row (the backend's limits cut to this step)
+            longest = -(-max(c + n for c, n in spans) // 16) * 16
+            args["max_model_len"] = longest
+            most = DSAAttention(geo, **args).limits.max_keys
+            args["indexer_cap_bytes"] = DSAAttention(geo, **args).indexer.chunk_bytes(rng.randint(3, 8), most, most)
         s = _integer_indexer(make_step(geo, heads, layout, spans, block_size=16, seed=100 + seed))
         _, out_rep, idx_rep = _run(DSAAttention(geo, **args), s)
         step, out_tp, idx_tp = _run(DSAAttention(geo, tp_group=dist.group.WORLD, tp_min_rows_per_rank=1, **args), s)
