@@ -191,6 +191,15 @@ def test_workspace_holds_only_what_the_path_uses():
     assert {"metadata", INDICES, CHUNK, "attention.lse"} <= consumers("bf16", 8)
 
 
+def _run_locked(attn, geo):
+    """A bf16 step (SPANS, 8 heads) through the locked backend, against the reference: the workspace does not grow."""
+    attn.lock()
+    predicted = attn.workspace_bytes
+    s = make_step(geo, 8, "bf16", SPANS, block_size=BS)
+    run_and_check(attn, s, reference_step(s))
+    assert attn.workspace_bytes == predicted
+
+
 def test_prefill_split_partials_are_workspace(monkeypatch):
     """A short prefill's split partials (dispatch.prefill_splits; on the bf16 path every step runs the prefill kernel)
     come from the workspace: reserved for the largest call that can split, handed to the op as views, so a locked
@@ -212,11 +221,7 @@ def test_prefill_split_partials_are_workspace(monkeypatch):
     monkeypatch.setattr(attention_mod, "sparse_mla_prefill",
                         lambda *a, **kw: seen.append((a[0].shape[0], kw["variant"], kw["split_scratch"])) or
                         real(*a, **kw))
-    attn.lock()
-    predicted = attn.workspace_bytes
-    s = make_step(geo, 8, "bf16", SPANS, block_size=BS)
-    run_and_check(attn, s, reference_step(s))
-    assert attn.workspace_bytes == predicted
+    _run_locked(attn, geo)
     # the decode rows in a call of their own (policy.bf16_decode_variant), then the prefill chunks' rows
     d = sum(n for _, n in SPANS if n == 1)
     assert [(n, v) for n, v, _ in seen] == [(d, "pad64"), (sum(n for _, n in SPANS) - d, attn._prefill_split(d)[0])]
@@ -254,11 +259,7 @@ def test_bf16_decode_rows_through_the_decode_kernel(kernel, variant, monkeypatch
         real = getattr(attention_mod, name)
         monkeypatch.setattr(attention_mod, name, lambda *a, _n=name, _r=real, **kw:
                             seen.append((_n, a[0].shape[0], kw["variant"], a[1].dim())) or _r(*a, **kw))
-    attn.lock()
-    predicted = attn.workspace_bytes
-    s = make_step(geo, 8, "bf16", SPANS, block_size=BS)
-    run_and_check(attn, s, reference_step(s))
-    assert attn.workspace_bytes == predicted
+    _run_locked(attn, geo)
     d = sum(n for _, n in SPANS if n == 1)
     # the decode call reads the paged cache [blocks, block_size, row]; the prefill call the flat view
     assert seen == [("sparse_mla_decode", d, variant, 3),
