@@ -201,6 +201,6 @@ def run_sequence(kind, kpool, topk, heads, layout, bs, shared, device="cpu"):
     # fp8 indexer keys and bf16 queries: near ties flip at the k-th place. Measured here (CPU, torch 2.13, these seeds):
     # recall 0.978-0.993 against transformers' selection, 58-66 of 67 rows the same sets, the swapped positions' exact
     # logits at most 0.042 of the row's largest from the k-th. SPEC 4's 0.98 is for 2048 of long contexts; with k 8 of
-    # at most 43 keys one flip costs a row 1/8 of its selection, so the bound here is 0.97.
+    # at most 41 keys one flip costs a row 1/8 of its selection, so the bound here is 0.97.
     assert hits / total >= 0.97, f"recall {hits / total:.3f}"
     assert agree >= 0.85 * rows, f"{rows - agree} of {rows} rows select other positions than transformers"
