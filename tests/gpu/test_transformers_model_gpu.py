@@ -1,0 +1,41 @@
+"""A whole transformers DSA model served through DSAAttention with the GPU kernels: tests/test_transformers_model.py's
+runs (every attention layer of a three-layer model replaced by the backend, four requests batched continuously over
+seven steps, poisoned caches) with the backend on CUDA; transformers' modules run on the CPU in fp32. A kind whose
+module the installed transformers lacks (the GPU machine's is 5.17; the reference is 5.24) is skipped."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the CPU test, _hf_engine
+
+from conftest import needs_transformers  # noqa: E402
+
+pytestmark = [pytest.mark.gpu, needs_transformers]
+
+CASES = [  # kind, kpool, layout, block size, heads
+    ("deepseek_v32", 1, "bf16", 8, 4),
+    ("deepseek_v32", 1, "fp8_ds_mla", 16, 16),
+    ("glm_moe_dsa", 1, "bf16", 5, 8),
+    ("glm_moe_dsa", 1, "fp8_ds_mla", 64, 8),
+    ("glm_moe_dsa", 1, "fp8_ds_mla", 16, 32),
+    ("glm_moe_dsa", 1, "bf16", 16, 64),
+    ("glm5_next", 4, "bf16", 16, 16),
+    ("glm5_next", 4, "fp8_ds_mla_nope", 8, 8),
+    ("glm5_next", 4, "fp8_ds_mla_nope", 64, 32),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-{c[2]}-bs{c[3]}-h{c[4]}" for c in CASES])
+def test_model_steps_match_transformers_on_gpu(case):
+    pytest.importorskip(f"transformers.models.{case[0]}")
+    from test_transformers_model import run_lockstep
+    stats = run_lockstep(*case, device="cuda")
+    assert stats["agree"] >= 0.75 * stats["rows"], stats
+
+
+@pytest.mark.parametrize("kind,kpool", [("deepseek_v32", 1), ("glm_moe_dsa", 1), ("glm5_next", 4)])
+def test_greedy_generation_matches_transformers_on_gpu(kind, kpool):
+    pytest.importorskip(f"transformers.models.{kind}")
+    from test_transformers_model import run_generation
+    run_generation(kind, kpool, device="cuda")
