@@ -7,8 +7,10 @@
 #     change (a rejected speculative token that completed a pool, scheduled again, finds its pool's members);
 #   - test_transformers_backend_gpu.py (8: the backend with the kernels against transformers' layers over a serving
 #     sequence; the machine's transformers is 5.17: a kind it lacks skips);
-#   - test_backend_serving_sim_gpu.py (11 simulations of an engine, each step against the CPU oracle).
-# PREDICTION: all pass (8 transformers cases, or fewer where 5.17 lacks glm5_next). The simulations' risk (the helper's
+#   - test_backend_serving_sim_gpu.py (11 simulations of an engine, each step against the CPU oracle);
+#   - (added in session 52) test_transformers_model_gpu.py (12: a three-layer transformers model whose attention layers
+#     all run through the backend, logits against transformers' step by step; greedy generation).
+# PREDICTION: all pass (8 + 12 transformers cases, or fewer where 5.17 lacks glm5_next). The simulations' risk (the helper's
 # note): exact-zero indexer ties at the k-th place with 4 indexer heads, which the top-k breaks toward the lower column
 # on the GPU as on the CPU.
 # Call `e`: a bf16 cache's decode rows. Since session 45 the backend runs them through the prefill kernel's pad64 (one
@@ -36,7 +38,7 @@ case "$1" in
 d)
   K="bf16_decode_rows or random_step or transformers or roll_back or kpool or simulation" N=4 LIMIT=300 \
     bash bench/gpu_tests_sharded.sh $R/tests_d tests/gpu/test_backend_gpu.py tests/gpu/test_transformers_backend_gpu.py \
-    tests/gpu/test_indexer_gpu.py tests/gpu/test_backend_serving_sim_gpu.py
+    tests/gpu/test_indexer_gpu.py tests/gpu/test_backend_serving_sim_gpu.py tests/gpu/test_transformers_model_gpu.py
   cat $R/tests_d/summary.log >> $L; pack
   ;;
 e)
