@@ -130,6 +130,8 @@ class Engine:
         self.free_blocks = torch.randperm(num_blocks, generator=gen).tolist()
         self.free_states = list(range(max_num_reqs))
         self.requests: dict[object, _Req] = {}
+        self._step_start: dict[object, int] = {}  # the last step's first position of each of its requests
+        self._saved_tail: dict[object, list[torch.Tensor]] = {}  # their k-pool state rows before that step
         self._step = self._positions = self._selected = None
         self._slot_pos: list[dict[int, int]] = []  # per step token: its request's cache slots -> positions
         self.selections: list[torch.Tensor | None] = [None] * len(layers)  # the step's top-k of each layer
@@ -161,6 +163,8 @@ class Engine:
                 r.blocks.append(self.free_blocks.pop(0))
             requests.append(Request(r.num_cached, len(toks), torch.tensor(r.blocks, dtype=torch.int32),
                                     state_slot=r.state_slot))
+            self._step_start[req_id] = r.num_cached
+            self._saved_tail[req_id] = [t[r.state_slot].clone() for t in self.tail if t is not None]
             ids.extend(toks)
             positions.extend(range(r.num_cached, end))
         self._step = self.backend.prepare(requests)
@@ -180,6 +184,23 @@ class Engine:
         for (req_id, toks) in scheduled:
             self.requests[req_id].num_cached += len(toks)
         return logits
+
+    def rollback(self, req_id, rejected: int) -> int:
+        """The last `rejected` tokens the request's last step scheduled were rejected (speculative drafts): the
+        request goes back to its first rejected position, which it is scheduled from again (its rows there are
+        rewritten). With a k-pool indexer, a rollback deeper than kpool_update's tail state keeps right (more than
+        P - f % P tokens, f the first rejected position) restores the state row saved before the step and goes back
+        to the step's first position: the step's accepted tokens are scheduled again. Returns the position the
+        request continues from."""
+        r = self.requests[req_id]
+        first, start, p = r.num_cached - rejected, self._step_start[req_id], self.kpool
+        assert start <= first, "only the last step's tokens can be rejected"
+        if p > 1 and rejected > p - first % p:
+            for t, saved in zip([t for t in self.tail if t is not None], self._saved_tail[req_id]):
+                t[r.state_slot] = saved
+            first = start
+        r.num_cached = first
+        return first
 
     def _selection_positions(self) -> torch.Tensor:
         """The backend's top-k of the step's tokens as positions in each token's request [T, width], -1 padded."""
@@ -220,12 +241,24 @@ class Reference:
     def __init__(self, model: Model):
         self.model = model
         self.caches: dict[object, object] = {}
+        # per request: its tokens so far, and per layer the selection each of them was run with (forced runs)
+        self.history: dict[object, tuple[list[int], list[list[torch.Tensor]]]] = {}
         self.forced: list[torch.Tensor] | None = None
         layers = model.decoder.layers
         self.own: list[torch.Tensor | None] = [None] * len(layers)
+        self.first_inputs: dict[object, torch.Tensor] = {}  # per request: the first attention layer's input rows
+        self._req = None
+        layers[0].self_attn.register_forward_pre_hook(self._first_input, with_kwargs=True)
         for i, layer in enumerate(layers):
             if getattr(layer.self_attn, "indexer", None) is not None:
                 layer.self_attn.indexer.register_forward_hook((lambda i: lambda mod, args, out: self._hook(i, out))(i))
+
+    def _first_input(self, module, args, kwargs):
+        if self._req is None:  # the model run by the engine (its hooks fire too)
+            return
+        x = (args[0] if args else kwargs["hidden_states"])[0]
+        prev = self.first_inputs.get(self._req, x[:0])
+        self.first_inputs[self._req] = torch.cat([prev, x])
 
     def _hook(self, i, out):
         self.own[i] = out[0]
@@ -240,8 +273,25 @@ class Reference:
     def run(self, req_id, tokens: list[int], start: int, forced: list[torch.Tensor] | None = None) -> torch.Tensor:
         """The request's tokens at positions start.. (its cache holds the earlier ones) -> their logits."""
         cache = self.caches.setdefault(req_id, hf.new_hf_cache(self.model.config))
-        self.forced = forced
+        toks, rows = self.history.setdefault(req_id, ([], [[] for _ in self.own]))
+        assert start == len(toks), f"request {req_id}: {len(toks)} tokens cached, not {start}"
+        toks.extend(tokens)
+        for i, sel in enumerate(forced or []):
+            if sel is not None:
+                rows[i].extend(sel)
+        self.forced, self._req = forced, req_id
         try:
             return self.model(torch.tensor(tokens)[None], torch.arange(start, start + len(tokens))[None], cache=cache)
         finally:
-            self.forced = None
+            self.forced = self._req = None
+
+    @torch.no_grad()
+    def rollback(self, req_id, keep: int) -> None:
+        """The request keeps its first `keep` tokens: its cache is rebuilt from them in one chunk, each on the
+        selections it was run with (so the rebuilt cache holds what the step-by-step runs wrote)."""
+        toks, rows = self.history.pop(req_id)
+        self.caches.pop(req_id)
+        self.first_inputs.pop(req_id)
+        forced = [torch.stack(r[:keep]) if r else None for r in rows]
+        if keep:
+            self.run(req_id, toks[:keep], 0, forced if any(f is not None for f in forced) else None)

@@ -12,6 +12,11 @@ decodes, a request finishing and a new one taking its blocks and its k-pool stat
   must agree within the caches' rounding. What transformers' indexer chose itself is compared too: in the first
   layer, whose inputs are the same, a selection differs only at near ties (fp8 indexer keys, bf16 queries; as in
   test_transformers_backend); over all layers most rows are the same sets.
+- test_speculative_rollbacks_match_transformers: speculative decodes whose drafts are rejected (SPEC_SCHEDULE), the
+  engine rolling back by kpool_update's rules (tests/_hf_engine.Engine.rollback: in place, or past the bound from the
+  state row saved before the step), transformers by rebuilding each request's cache from its accepted tokens; the
+  logits as above, and with k-pool the first layer's pooled keys after every step against pools built from
+  transformers' own keys.
 - test_greedy_generation_matches_transformers: top-k at least the context (every key selected), bf16 cache: the
   engine's own greedy continuations equal transformers' token for token, up to a near tie in transformers' logits
   (its two best within the cache's rounding), where the texts may part.
@@ -19,8 +24,9 @@ decodes, a request finishing and a new one taking its blocks and its k-pool stat
 The models' MLPs are dense. With MoE layers after the first (run_lockstep(moe=True)) the logits' largest error grows
 from 0.8e-2 - 1.1e-2 to 1.2e-2 - 0.72 over a bf16 cache and from 8.7e-2 - 9.8e-2 to 0.68 - 0.82 over fp8, on the same
 selections: the caches' rounding moves tokens across the routers' discrete choices, which says nothing of attention
-(bench/logs/s52/transformers_model_measure.log). The reference ops run (TRITON_INTERPRET=0), and in three cases
-(INTERPRETED) the Triton kernels under the interpreter; tests/gpu/test_transformers_model_gpu.py runs the GPU kernels.
+(bench/logs/s52/transformers_model_measure.log). The reference ops run (TRITON_INTERPRET=0), and in four cases
+(INTERPRETED, and one speculative run) the Triton kernels under the interpreter;
+tests/gpu/test_transformers_model_gpu.py runs the GPU kernels.
 """
 from __future__ import annotations
 
@@ -241,3 +247,102 @@ def run_generation(kind, kpool, device="cpu", layout="bf16", new_tokens=10):
     # measured (CPU, these seeds): every token the same but one at a near tie (glm5_next, request C's last: the two
     # best 0.0095 apart of 2.03)
     assert same >= 0.9 * len(prompts) * new_tokens, same
+
+
+# Speculative decoding: (request, tokens, how many of them are rejected) a step; decode_threshold 4, so every step of
+# at most 4 tokens a request is a decode (first), prefill chunks longer. The first of a decode's tokens is always
+# accepted (the target model's), the rejected ones are the last. With k-pool P = 4 the rejections at step 4 reach past
+# kpool_update's bound (first rejected position 19 and 11, P - f % P = 1, 3 and 2 rejected): the engine restores the
+# state rows saved before the step and schedules the step's accepted tokens again (step 5); the others roll back in
+# place (first rejected position f % P = 2, 3, 0, 0, 2, 1, within r <= P - f % P).
+SPEC_SCHEDULE = [
+    [("A", 13, 0), ("B", 6, 0)],
+    [("A", 3, 2), ("B", 2, 1)],
+    [("A", 3, 1), ("B", 4, 3)],
+    [("A", 4, 2), ("B", 3, 2)],
+    [("A", 4, 3), ("B", 4, 2)],
+    [("A", 4, 0), ("B", 4, 0)],
+    [("A", 1, 0), ("B", 1, 0), ("C", 9, 0)],
+    [("A", 2, 1), ("B", 1, 0), ("C", 3, 1)],
+    [("A", 1, 0), ("B", 1, 0), ("C", 1, 0)],
+]
+SPEC_CASES = [("deepseek_v32", 1, "fp8_ds_mla", 5, 4), ("glm_moe_dsa", 1, "bf16", 8, 32),
+              ("glm5_next", 4, "fp8_ds_mla_nope", 8, 4), ("glm5_next", 4, "bf16", 16, 32)]
+
+
+@pytest.mark.parametrize("kind,kpool,layout,bs,heads", SPEC_CASES, ids=[f"{c[0]}-{c[2]}-h{c[4]}" for c in SPEC_CASES])
+def test_speculative_rollbacks_match_transformers(kind, kpool, layout, bs, heads):
+    run_speculative(kind, kpool, layout, bs, heads)
+
+
+def test_speculative_rollbacks_with_interpreted_kernels(monkeypatch):
+    """The Triton k-pool update's tail-state rule (session 51's fix) through a whole model's rollbacks (~13 s)."""
+    pytest.importorskip("triton")
+    from dsattn.ops._triton import allow_runtime_loop_bounds
+    allow_runtime_loop_bounds()
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    run_speculative("glm5_next", 4, "fp8_ds_mla_nope", 8, 4)
+
+
+def run_speculative(kind, kpool, layout, bs, heads, device="cpu"):
+    """Speculative decodes with rejected drafts (SPEC_SCHEDULE) against transformers, which rolls each request's
+    cache back by rebuilding it from the accepted tokens (tests/_hf_engine.Reference.rollback): every step's logits
+    (drafts' included) on the same selections, as in test_model_steps_match_transformers. With k-pool the first
+    layer's pooled keys of every complete pool of accepted tokens are checked after each step against the pools
+    built from transformers' own keys and gates of those tokens (within the fp8 rounding of the pooled cache): a
+    stale member in the tail state after a rollback would show there: with the engine never restoring, or with
+    kpool_update's tail rule from before session 51, both k-pool cases fail, at step 5 or 2
+    (bench/logs/s52/speculative_mutations.log)."""
+    topk = 8
+    model = build(kind, kpool, topk, heads)
+    engine = eng.Engine(model, kv_layout=layout, block_size=bs, num_blocks=24, max_num_tokens=40, max_num_reqs=3,
+                        max_model_len=64, decode_threshold=4, device=device)
+    ref = eng.Reference(model)
+    gen = torch.Generator().manual_seed(2)
+    accepted = {r: torch.randint(0, VOCAB, (64,), generator=gen).tolist() for r in "ABC"}
+    drafts = {r: torch.randint(0, VOCAB, (64,), generator=gen).tolist() for r in "ABC"}
+    done = {r: 0 for r in accepted}
+    restores = 0
+    for step_no, step in enumerate(SPEC_SCHEDULE):
+        scheduled = []
+        for r, n, rejected in step:
+            a = done[r]
+            scheduled.append((r, accepted[r][a:a + n - rejected] + drafts[r][a + n - rejected:a + n]))
+        logits = engine.step(scheduled)
+        assert torch.isfinite(logits).all(), f"step {step_no}: a poisoned row or state was read"
+        off = 0
+        for (r, n, rejected), (_, toks) in zip(step, scheduled):
+            forced = [None if s is None else s[off:off + n] for s in engine.selections]
+            want = ref.run(r, toks, done[r], forced)
+            hf.assert_close_rel(logits[off:off + n], want, REL[layout])
+            off += n
+            done[r] += n
+            if rejected:
+                back = engine.rollback(r, rejected)
+                restores += back < done[r] - rejected
+                ref.rollback(r, back)
+                done[r] = back
+            if kpool > 1:
+                _check_pooled_keys(engine, ref, model, r, done[r], step_no)
+    assert restores == (2 if kpool == 4 else 0), restores
+
+
+def _check_pooled_keys(engine, ref, model, r, accepted, step_no):
+    from dsattn.formats import dequantize_indexer_cache
+    from dsattn.ops.indexer.reference import kpool_pooled_keys
+    p = engine.kpool
+    pools = accepted // p
+    if not pools:
+        return
+    module = model.decoder.layers[0].self_attn
+    x = ref.first_inputs[r][:pools * p]
+    pieces = hf.pieces(module, x[None], torch.arange(pools * p))
+    ape = module.indexer.index_kpool_compress_ape.detach().float()
+    want = kpool_pooled_keys(pieces.ik.view(pools, p, -1), pieces.gate.view(pools, p, -1), ape)
+    per_block = engine.block_size // p
+    blocks = engine.requests[r].blocks
+    slots = torch.tensor([blocks[q // per_block] * per_block + q % per_block for q in range(pools)])
+    got = dequantize_indexer_cache(engine.icache[0].cpu())[slots]
+    # e4m3 keeps 3 mantissa bits: half a step is 1/16 of a value, and a sum on a rounding boundary may take the next
+    err = ((got - want).abs() - (want.abs() / 8 + 1e-3 * want.abs().amax(-1, keepdim=True))).amax()
+    assert err <= 0, f"step {step_no}, request {r}: a pooled key off by more than an fp8 step ({err:.3e} over)"

@@ -1,7 +1,8 @@
 """A whole transformers DSA model served through DSAAttention with the GPU kernels: tests/test_transformers_model.py's
-runs (every attention layer of a three-layer model replaced by the backend, four requests batched continuously over
-seven steps, poisoned caches) with the backend on CUDA; transformers' modules run on the CPU in fp32. A kind whose
-module the installed transformers lacks (the GPU machine's is 5.17; the reference is 5.24) is skipped."""
+runs (every attention layer of a three-layer model replaced by the backend, requests batched continuously, poisoned
+caches; speculative decodes with rejected drafts rolled back) with the backend on CUDA; transformers' modules run on
+the CPU in fp32. A kind whose module the installed transformers lacks (the GPU machine's is 5.17; the reference is
+5.24) is skipped."""
 import os
 import sys
 
@@ -39,3 +40,19 @@ def test_greedy_generation_matches_transformers_on_gpu(kind, kpool):
     pytest.importorskip(f"transformers.models.{kind}")
     from test_transformers_model import run_generation
     run_generation(kind, kpool, device="cuda")
+
+
+SPEC_CASES = [  # kind, kpool, layout, block size, heads
+    ("deepseek_v32", 1, "fp8_ds_mla", 16, 16),
+    ("glm_moe_dsa", 1, "bf16", 8, 32),
+    ("glm5_next", 4, "fp8_ds_mla_nope", 8, 8),
+    ("glm5_next", 4, "fp8_ds_mla_nope", 64, 32),
+    ("glm5_next", 4, "bf16", 16, 64),
+]
+
+
+@pytest.mark.parametrize("case", SPEC_CASES, ids=[f"{c[0]}-{c[2]}-bs{c[3]}-h{c[4]}" for c in SPEC_CASES])
+def test_speculative_rollbacks_match_transformers_on_gpu(case):
+    pytest.importorskip(f"transformers.models.{case[0]}")
+    from test_transformers_model import run_speculative
+    run_speculative(*case, device="cuda")
