@@ -130,10 +130,6 @@ class Case:
             for t in (self.q, self.w, self.k):
                 dist.broadcast(t, src=0)
 
-    @property
-    def scored(self) -> int:
-        return int(self.costs.sum())
-
     def to_dev(self, t: torch.Tensor, dtype=torch.int32) -> torch.Tensor:
         return t.to(self.device, dtype)
 

@@ -42,7 +42,6 @@ try:
 except Exception:  # pragma: no cover - older triton without Gluon
     HAVE_GLUON = False
 
-NUM_WARPS = 4  # one warpgroup
 
 if HAVE_GLUON:
     V_SCALE = gl.constexpr(1.0 / 256)

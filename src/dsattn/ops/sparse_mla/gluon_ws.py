@@ -124,7 +124,6 @@ def ws_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> WsConfig:
 
 if HAVE_GLUON:
     V_SCALE = gl.constexpr(1.0 / 256)
-    LN2 = gl.constexpr(0.6931471805599453)
     NEG_INF = gl.constexpr(float("-inf"))
     KB = gl.constexpr(BN)
     HALF = gl.constexpr(HB)
