@@ -193,7 +193,8 @@ def time_pair_ms(fn_a: Callable[[], object], fn_b: Callable[[], object], *, roun
 
 
 def write_results(name: str, rows: Sequence[dict], *, meta: dict | None = None, out_dir: str | None = None) -> str:
-    """Write {provenance, meta, rows} to <out_dir>/<name>.json (default bench/results); returns the path."""
+    """Write {provenance, meta, rows} to <out_dir>/<name>.json (default $DSATTN_RESULTS_DIR, else bench/results);
+    returns the path."""
     out_dir = out_dir or os.environ.get("DSATTN_RESULTS_DIR", os.path.join("bench", "results"))
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"{name}.json")
