@@ -65,9 +65,7 @@ class Model(torch.nn.Module):
         self.lm_head = torch.nn.Linear(self.config.hidden_size, self.config.vocab_size, bias=False)
 
     def forward(self, input_ids, position_ids, cache=None):
-        kw = {"use_cache": cache is not None}
-        if cache is not None:
-            kw["cache"] = cache
+        kw = {"use_cache": cache is not None, **(hf.cache_kw(cache) if cache is not None else {})}
         h = self.decoder(input_ids=input_ids, position_ids=position_ids, **kw).last_hidden_state
         return self.lm_head(h)[0]
 

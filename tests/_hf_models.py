@@ -12,6 +12,7 @@ transformers and concatenated for dsattn.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 
 import torch
@@ -21,6 +22,14 @@ KINDS = ("deepseek_v32", "glm_moe_dsa", "glm5_next")
 HIDDEN = 64
 HEADS = 4
 INDEX_HEADS = 8  # with 4, all heads' relu is 0 for 1 key in 16: exact-zero ties everywhere
+
+
+def cache_kw(cache) -> dict:
+    """transformers' keyword argument for a cache: ``cache`` in 5.24 (``past_key_values`` deprecated there), but
+    ``past_key_values`` in the GPU machine's 5.17, whose functions have no ``cache``."""
+    from transformers.masking_utils import create_causal_mask
+    name = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
+    return {name: cache}
 
 
 def _modules(kind):
@@ -47,7 +56,7 @@ def tiny_config(kind: str, *, index_topk: int = 8, kpool: int = 4, num_layers: i
               moe_intermediate_size=32, n_routed_experts=4, num_experts_per_tok=2)
     if kind == "glm5_next":
         kw.update(qk_nope_head_dim=64, qk_rope_head_dim=0, index_kpool=kpool, pad_token_id=None,
-                  layer_types=["indexed_attention"] * num_layers)
+                  layer_types=["full_attention"] * num_layers)  # the config renames it (5.24 and 5.17 alike)
     else:
         kw.update(qk_nope_head_dim=32, qk_rope_head_dim=64)
         rope = {"rope_type": "default", "rope_theta": 10000.0}
@@ -179,13 +188,13 @@ def run_hf(attn, x: torch.Tensor, positions: torch.Tensor, cache=None, prev_topk
             kw["prev_topk_indices"] = prev_topk[None]
         if kind == "glm5_next":
             mask = torch.ones(1, x.shape[1], dtype=torch.bool)
-            out = attn(x, attention_mask=mask, cache=cache, **kw)[0]
+            out = attn(x, attention_mask=mask, **cache_kw(cache), **kw)[0]
         else:
             from transformers.masking_utils import create_causal_mask
-            mask = create_causal_mask(config=attn.config, inputs_embeds=x, attention_mask=None, cache=cache,
+            mask = create_causal_mask(config=attn.config, inputs_embeds=x, attention_mask=None, **cache_kw(cache),
                                       position_ids=positions[None], allow_is_causal_skip=False)
             pe = position_embeddings(attn.config, x, positions)
-            out = attn(x, pe, mask, cache=cache, position_ids=positions[None], **kw)[0]
+            out = attn(x, pe, mask, **cache_kw(cache), position_ids=positions[None], **kw)[0]
     finally:
         if handle is not None:
             handle.remove()

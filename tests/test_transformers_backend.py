@@ -128,8 +128,9 @@ def run_sequence(kind, kpool, topk, heads, layout, bs, shared, device="cpu"):
             if shared:  # the model's mask, made once before its layers run (run_hf makes it from the cache: after
                 # layer 0 has grown it)
                 from transformers.masking_utils import create_causal_mask
-                mask = create_causal_mask(config=cfg, inputs_embeds=x, attention_mask=None, cache=hf_caches[r],
-                                          position_ids=pos[None], allow_is_causal_skip=False)
+                mask = create_causal_mask(config=cfg, inputs_embeds=x, attention_mask=None,
+                                          **hf.cache_kw(hf_caches[r]), position_ids=pos[None],
+                                          allow_is_causal_skip=False)
             out, top = hf.run_hf(module, x, pos, cache=hf_caches[r])
             hf_out.append(out)
             hf_top.extend(top)
@@ -137,8 +138,9 @@ def run_sequence(kind, kpool, topk, heads, layout, bs, shared, device="cpu"):
             if shared:
                 x1 = xs[1][r][:, pos]
                 with torch.no_grad():
-                    hf_out1.append(modules[1](x1, hf.position_embeddings(cfg, x1, pos), mask, cache=hf_caches[r],
-                                              position_ids=pos[None], prev_topk_indices=top[None])[0][0])
+                    hf_out1.append(modules[1](x1, hf.position_embeddings(cfg, x1, pos), mask,
+                                              **hf.cache_kw(hf_caches[r]), position_ids=pos[None],
+                                              prev_topk_indices=top[None])[0][0])
                 parts1.append(hf.pieces(modules[1], x1, pos))
         requests = [Request(pos.start, len(pos), tables[r, :-(-pos.stop // bs)], state_slot=r)
                     for r, pos in enumerate(scheduled)]
