@@ -234,7 +234,9 @@ class Reference:
 
     With ``forced`` selections (the engine's, one [S, width] position tensor a layer for the request's S tokens of
     the step) each full layer's indexer output is replaced by them, so that the model attends to the keys the engine
-    attended to; what the indexer chose itself is kept in ``own`` (a layer's [S, width], transformers' format)."""
+    attended to; what the indexer chose itself is kept in ``own`` (a layer's [S, width], transformers' format), and
+    the first attention layer's input rows of each request in ``first_inputs``. ``rollback`` drops a request's
+    rejected tokens (transformers' caches have no rollback of their indexer keys: the cache is rebuilt)."""
 
     def __init__(self, model: Model):
         self.model = model
