@@ -236,7 +236,8 @@ class Reference:
     the step) each full layer's indexer output is replaced by them, so that the model attends to the keys the engine
     attended to; what the indexer chose itself is kept in ``own`` (a layer's [S, width], transformers' format), and
     the first attention layer's input rows of each request in ``first_inputs``. ``rollback`` drops a request's
-    rejected tokens (transformers' caches have no rollback of their indexer keys: the cache is rebuilt)."""
+    rejected tokens by rebuilding its cache from the accepted ones (on their recorded selections), which depends on
+    nothing of the cache classes' own crop support."""
 
     def __init__(self, model: Model):
         self.model = model
