@@ -40,7 +40,7 @@ from dsattn.backend.indexer import IndexerInputs
 from dsattn.backend.metadata import Request
 from dsattn.backend.synthetic import indices_as_slots
 from dsattn.config import from_hf_config
-from dsattn.formats import KVLayout, new_indexer_cache, new_kv_cache
+from dsattn.formats import KVLayout, new_indexer_cache, new_kv_cache, pack_latent_rows, unpack_latent_rows
 
 
 def _model_class(kind):
@@ -126,6 +126,7 @@ class Engine:
                      if f and self.kpool > 1 else None for f in self.full]
         gen = torch.Generator().manual_seed(seed)
         self.free_blocks = torch.randperm(num_blocks, generator=gen).tolist()
+        self.block_refs = [0] * num_blocks  # requests holding each block (prefix-cache hits share blocks)
         self.free_states = list(range(max_num_reqs))
         self.requests: dict[object, _Req] = {}
         self._step_start: dict[object, int] = {}  # the last step's first position of each of its requests
@@ -139,13 +140,26 @@ class Engine:
         return c.fill_(float("nan")) if self.layout is KVLayout.BF16 else c.fill_(255)
 
     def finish(self, req_id) -> None:
-        """A finished request's blocks and state row go back to the free lists (front: reused first)."""
+        """A finished request's state row and the blocks no other request holds go back to the free lists (front:
+        reused first)."""
         r = self.requests.pop(req_id)
-        self.free_blocks[:0] = r.blocks
+        for b in r.blocks:
+            self.block_refs[b] -= 1
+        self.free_blocks[:0] = [b for b in r.blocks if not self.block_refs[b]]
         self.free_states.insert(0, r.state_slot)
         for t in self.tail:  # a reused state row holds the previous request's pool members: poison it
             if t is not None:
                 t[r.state_slot] = float("nan")
+
+    def share_prefix(self, req_id, parent_id, num_tokens: int) -> None:
+        """A prefix-cache hit: a new request whose first num_tokens (whole blocks) are the running request parent_id's.
+        It holds the parent's blocks of them and starts with num_tokens cached; its k-pool state row stays poisoned
+        (block_size is a multiple of P: no incomplete pool to read)."""
+        assert num_tokens % self.block_size == 0 and req_id not in self.requests
+        blocks = self.requests[parent_id].blocks[:num_tokens // self.block_size]
+        for b in blocks:
+            self.block_refs[b] += 1
+        self.requests[req_id] = _Req(blocks=list(blocks), state_slot=self.free_states.pop(0), num_cached=num_tokens)
 
     @torch.no_grad()
     def step(self, scheduled: list[tuple[object, list[int]]]) -> torch.Tensor:
@@ -159,6 +173,7 @@ class Engine:
             end = r.num_cached + len(toks)
             while len(r.blocks) * self.block_size < end:
                 r.blocks.append(self.free_blocks.pop(0))
+                self.block_refs[r.blocks[-1]] += 1
             requests.append(Request(r.num_cached, len(toks), torch.tensor(r.blocks, dtype=torch.int32),
                                     state_slot=r.state_slot))
             self._step_start[req_id] = r.num_cached
@@ -239,8 +254,9 @@ class Reference:
     rejected tokens by rebuilding its cache from the accepted ones (on their recorded selections), which depends on
     nothing of the cache classes' own crop support."""
 
-    def __init__(self, model: Model):
+    def __init__(self, model: Model, kv_layout: str | None = None):
         self.model = model
+        self.layout = None if kv_layout is None else KVLayout(kv_layout)
         self.caches: dict[object, object] = {}
         # per request: its tokens so far, and per layer the selection each of them was run with (forced runs)
         self.history: dict[object, tuple[list[int], list[list[torch.Tensor]]]] = {}
@@ -250,6 +266,8 @@ class Reference:
         self.first_inputs: dict[object, torch.Tensor] = {}  # per request: the first attention layer's input rows
         self._req = None
         layers[0].self_attn.register_forward_pre_hook(self._first_input, with_kwargs=True)
+        for layer in layers:
+            layer.self_attn.kv_a_layernorm.register_forward_hook(self._stored_latent)
         for i, layer in enumerate(layers):
             if getattr(layer.self_attn, "indexer", None) is not None:
                 layer.self_attn.indexer.register_forward_hook((lambda i: lambda mod, args, out: self._hook(i, out))(i))
@@ -260,6 +278,16 @@ class Reference:
         x = (args[0] if args else kwargs["hidden_states"])[0]
         prev = self.first_inputs.get(self._req, x[:0])
         self.first_inputs[self._req] = torch.cat([prev, x])
+
+    def _stored_latent(self, module, args, out):
+        """With kv_layout: the latent rows' first 512 channels (kv_a_layernorm's output) as the cache stores them,
+        rounded to the layout (bf16, or fp8 with the group scales of dsattn.formats) and read back: transformers then
+        attends over what the engine's cache holds, and only q's bf16 rounding and the RoPE channels stay apart."""
+        if self._req is None or self.layout is None:  # the engine's own run (pieces of the unrounded rows)
+            return None
+        rows = out.reshape(-1, out.shape[-1]).float()
+        back = unpack_latent_rows(pack_latent_rows(rows, self.layout), self.layout)[:, :rows.shape[-1]]
+        return back.reshape(out.shape).to(out.dtype)
 
     def _hook(self, i, out):
         self.own[i] = out[0]
@@ -285,6 +313,14 @@ class Reference:
             return self.model(torch.tensor(tokens)[None], torch.arange(start, start + len(tokens))[None], cache=cache)
         finally:
             self.forced = self._req = None
+
+    @torch.no_grad()
+    def share_prefix(self, req_id, parent_id, num_tokens: int) -> None:
+        """A new request starting with the parent's first num_tokens: its own cache, built from them in one chunk on
+        the parent's recorded selections."""
+        toks, rows = self.history[parent_id]
+        forced = [torch.stack(r[:num_tokens]) if r else None for r in rows]
+        self.run(req_id, toks[:num_tokens], 0, forced if any(f is not None for f in forced) else None)
 
     @torch.no_grad()
     def rollback(self, req_id, keep: int) -> None:

@@ -8,8 +8,9 @@ decodes, a request finishing and a new one taking its blocks and its k-pool stat
 
 - test_model_steps_match_transformers: sparse selection (top-k 8 of up to 41 keys). transformers runs each request
   alone (batch 1, its own cache) beside the engine, step by step, with each full layer's indexer output replaced by
-  the engine's selection (tests/_hf_engine.Reference): so both attend to the same keys, and every token's logits
-  must agree within the caches' rounding. What transformers' indexer chose itself is compared too: in the first
+  the engine's selection (tests/_hf_engine.Reference) and its latent rows rounded as the cache stores them: so both
+  attend to the same keys with the same values, and every token's logits must agree within the bf16 arithmetic left
+  (REL). What transformers' indexer chose itself is compared too: in the first
   layer, whose inputs are the same, a selection differs only at near ties (fp8 indexer keys, bf16 queries; as in
   test_transformers_backend); over all layers most rows are the same sets.
 - test_speculative_rollbacks_match_transformers: speculative decodes whose drafts are rejected (SPEC_SCHEDULE), the
@@ -17,13 +18,15 @@ decodes, a request finishing and a new one taking its blocks and its k-pool stat
   state row saved before the step), transformers by rebuilding each request's cache from its accepted tokens; the
   logits as above, and with k-pool the first layer's pooled keys after every step against pools built from
   transformers' own keys.
+- test_prefix_cache_hit_matches_transformers: a request starting with another's first two blocks (shared, held
+  through the other's end), checked the same way.
 - test_greedy_generation_matches_transformers: top-k at least the context (every key selected), bf16 cache: the
   engine's own greedy continuations equal transformers' token for token, up to a near tie in transformers' logits
   (its two best within the cache's rounding), where the texts may part.
 
-The models' MLPs are dense. With MoE layers after the first (run_lockstep(moe=True)) the logits' largest error grows
-from 0.8e-2 - 1.1e-2 to 1.2e-2 - 0.72 over a bf16 cache and from 8.7e-2 - 9.8e-2 to 0.68 - 0.82 over fp8, on the same
-selections: the caches' rounding moves tokens across the routers' discrete choices, which says nothing of attention
+The models' MLPs are dense. With MoE layers after the first (run_lockstep(moe=True)) the logits' largest error over
+CASES goes from 0.63e-2 - 2.7e-2 to 0.96e-2 - 0.72, on the same selections and rounded rows: the rest of the
+arithmetic's rounding moves tokens across the routers' discrete choices, which says nothing of attention
 (bench/logs/s52/transformers_model_measure.log). The reference ops run (TRITON_INTERPRET=0), and in four cases
 (INTERPRETED, and one speculative run) the Triton kernels under the interpreter;
 tests/gpu/test_transformers_model_gpu.py runs the GPU kernels.
@@ -61,13 +64,15 @@ SCHEDULE = [
     [("B", 1), ("C", 1), ("D", 1)],
     [("C", 1), ("D", 1)],
 ]
-# logits vs transformers' fp32 model on the same selections, relative to their largest magnitude; measured (CPU,
-# torch 2.13, these seeds; bench/logs/s52/transformers_model_measure.log): bf16 0.81e-2 to 1.09e-2, fp8 8.7e-2 to
-# 9.8e-2 (the caches' rounding, and bf16 queries, through three layers)
-# the interpreted kernels (INTERPRETED): bf16 1.74e-2, fp8 7.9e-2 and 8.0e-2. Reading the keys beside the selected
-# ones fails every CASES run: logits 0.24 to 0.50 off, or the selections
-# (bench/logs/s52/transformers_model_mutation.log)
-REL = {"bf16": 3e-2, "fp8_ds_mla": 0.15, "fp8_ds_mla_nope": 0.15}
+# logits vs transformers' fp32 model on the same selections, relative to their largest magnitude (per request and step),
+# transformers attending over the latent rows as the cache stores them (Reference's kv_layout: bf16, or fp8 with the
+# layout's group scales): what is left apart is q in bf16, the RoPE channels and the kernels' own arithmetic. Measured
+# (CPU, torch 2.13, these seeds; bench/logs/s52/transformers_model_measure.log): bf16 0.63e-2 to 1.03e-2, fp8 1.3e-2
+# to 2.7e-2 over CASES, SPEC_CASES and PREFIX_CASES; the interpreted kernels bf16 1.45e-2, fp8 1.8e-2 to 2.3e-2.
+# (Over transformers' own fp32 latent rows fp8 read 8.7e-2 to 9.8e-2: the same log at 556a459.) Reading the keys
+# beside the selected ones fails every CASES run on its selection checks, and with those off takes the logits 0.075
+# to 0.48 off (bench/logs/s52/transformers_model_mutation.log)
+REL = {"bf16": 3e-2, "fp8_ds_mla": 5e-2, "fp8_ds_mla_nope": 5e-2}
 NEAR_TIE = 0.06  # test_transformers_backend's: a swapped position's exact logit from the k-th, relative to the largest
 # (kind, kpool, cache layout, block size, heads): 4 heads run the bf16 path or the fp8 mixed path, 32 the fp8
 # gathered path (SPEC 7)
@@ -118,9 +123,9 @@ def _last_steps():
 @pytest.mark.parametrize("kind,kpool,layout,bs,heads", CASES, ids=[f"{c[0]}-{c[2]}-h{c[4]}" for c in CASES])
 def test_model_steps_match_transformers(kind, kpool, layout, bs, heads):
     stats = run_lockstep(kind, kpool, layout, bs, heads)
-    # measured (CPU, these seeds; bench/logs/s52/transformers_model_measure.log): 80-98% of the rows the same sets as
-    # transformers' own choice (later layers' inputs carry the caches' rounding of the earlier ones)
-    assert stats["agree"] >= 0.75 * stats["rows"], stats
+    # measured (CPU, these seeds; bench/logs/s52/transformers_model_measure.log): 88-99% of the rows the same sets as
+    # transformers' own choice (fp8 indexer keys, bf16 queries; later layers' inputs carry the earlier ones' rounding)
+    assert stats["agree"] >= 0.8 * stats["rows"], stats
 
 
 @pytest.mark.parametrize("kind,kpool,layout,bs,heads", INTERPRETED, ids=[f"{c[0]}-{c[2]}-h{c[4]}" for c in INTERPRETED])
@@ -130,7 +135,7 @@ def test_model_steps_with_interpreted_kernels(kind, kpool, layout, bs, heads, mo
     allow_runtime_loop_bounds()
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     stats = run_lockstep(kind, kpool, layout, bs, heads)
-    assert stats["agree"] >= 0.75 * stats["rows"], stats
+    assert stats["agree"] >= 0.8 * stats["rows"], stats
 
 
 def run_lockstep(kind, kpool, layout, bs, heads=hf.HEADS, device="cpu", moe=False):
@@ -138,7 +143,7 @@ def run_lockstep(kind, kpool, layout, bs, heads=hf.HEADS, device="cpu", moe=Fals
     largest error relative to transformers' largest. moe: MoE layers after the first (REL does not hold)."""
     topk = 8
     model = build(kind, kpool, topk, heads, moe=moe)
-    engine, ref = new_engine(model, layout, bs, device), eng.Reference(model)
+    engine, ref = new_engine(model, layout, bs, device), eng.Reference(model, layout)
     gen = torch.Generator().manual_seed(1)
     streams = {r: torch.randint(0, VOCAB, (64,), generator=gen).tolist() for r in "ABCD"}
     done = {r: 0 for r in streams}
@@ -153,7 +158,7 @@ def run_lockstep(kind, kpool, layout, bs, heads=hf.HEADS, device="cpu", moe=Fals
         off = 0
         for r, toks in scheduled:
             n, start = len(toks), done[r]
-            forced = [None if s is None else s[off:off + n] for s in engine.selections]
+            forced = _selections(engine, off, start, n, topk, step_no, r)
             want = ref.run(r, toks, start, forced)
             pieces = None
             if kpool == 1:  # the first layer's indexer pieces as transformers computed them (same inputs as ours)
@@ -169,9 +174,6 @@ def run_lockstep(kind, kpool, layout, bs, heads=hf.HEADS, device="cpu", moe=Fals
                 for j in range(n):
                     p = start + j
                     mine = [v for v in sel[j].tolist() if v >= 0]
-                    assert len(set(mine)) == len(mine) and all(0 <= v <= p for v in mine), (step_no, r, i, p, mine)
-                    if kpool == 1:
-                        assert len(mine) == min(topk, p + 1), (step_no, r, i, p, mine)
                     theirs = {v for v in hf.visible_set(ref.own[i][j], p + 1) if v <= p}
                     agree, rows = agree + (set(mine) == theirs), rows + 1
                     if i == 0 and kpool == 1 and set(mine) != theirs:
@@ -182,6 +184,20 @@ def run_lockstep(kind, kpool, layout, bs, heads=hf.HEADS, device="cpu", moe=Fals
             if s == step_no:
                 engine.finish(r)
     return {"agree": agree, "rows": rows, "worst_rel": worst}
+
+
+def _selections(engine, off, start, n, topk, step_no, r):
+    """Each layer's selection of the request's n tokens of the step (rows off.., positions start..), checked valid:
+    positions of the request up to the row's own, no duplicates, min(top-k, p + 1) of them without k-pool."""
+    forced = [None if s is None else s[off:off + n] for s in engine.selections]
+    for i, sel in enumerate(forced):
+        for j in range(n if sel is not None else 0):
+            p = start + j
+            mine = [v for v in sel[j].tolist() if v >= 0]
+            assert len(set(mine)) == len(mine) and all(0 <= v <= p for v in mine), (step_no, r, i, p, mine)
+            if engine.kpool == 1:
+                assert len(mine) == min(topk, p + 1), (step_no, r, i, p, mine)
+    return forced
 
 
 def _assert_near_tie(pieces, keys, r, j, p, swapped, topk):
@@ -262,6 +278,7 @@ SPEC_SCHEDULE = [
 ]
 SPEC_CASES = [("deepseek_v32", 1, "fp8_ds_mla", 5, 4), ("glm_moe_dsa", 1, "bf16", 8, 32),
               ("glm5_next", 4, "fp8_ds_mla_nope", 8, 4), ("glm5_next", 4, "bf16", 16, 32)]
+SPEC_INTERPRETED = ("glm5_next", 4, "fp8_ds_mla_nope", 8, 4)
 
 
 @pytest.mark.parametrize("kind,kpool,layout,bs,heads", SPEC_CASES, ids=[f"{c[0]}-{c[2]}-h{c[4]}" for c in SPEC_CASES])
@@ -275,7 +292,7 @@ def test_speculative_rollbacks_with_interpreted_kernels(monkeypatch):
     from dsattn.ops._triton import allow_runtime_loop_bounds
     allow_runtime_loop_bounds()
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    run_speculative("glm5_next", 4, "fp8_ds_mla_nope", 8, 4)
+    run_speculative(*SPEC_INTERPRETED)
 
 
 def run_speculative(kind, kpool, layout, bs, heads, device="cpu"):
@@ -291,7 +308,7 @@ def run_speculative(kind, kpool, layout, bs, heads, device="cpu"):
     model = build(kind, kpool, topk, heads)
     engine = eng.Engine(model, kv_layout=layout, block_size=bs, num_blocks=24, max_num_tokens=40, max_num_reqs=3,
                         max_model_len=64, decode_threshold=4, device=device)
-    ref = eng.Reference(model)
+    ref = eng.Reference(model, layout)
     gen = torch.Generator().manual_seed(2)
     accepted = {r: torch.randint(0, VOCAB, (64,), generator=gen).tolist() for r in "ABC"}
     drafts = {r: torch.randint(0, VOCAB, (64,), generator=gen).tolist() for r in "ABC"}
@@ -306,7 +323,7 @@ def run_speculative(kind, kpool, layout, bs, heads, device="cpu"):
         assert torch.isfinite(logits).all(), f"step {step_no}: a poisoned row or state was read"
         off = 0
         for (r, n, rejected), (_, toks) in zip(step, scheduled):
-            forced = [None if s is None else s[off:off + n] for s in engine.selections]
+            forced = _selections(engine, off, done[r], n, topk, step_no, r)
             want = ref.run(r, toks, done[r], forced)
             hf.assert_close_rel(logits[off:off + n], want, REL[layout])
             off += n
@@ -340,3 +357,62 @@ def _check_pooled_keys(engine, ref, model, r, accepted, step_no):
     # e4m3 keeps 3 mantissa bits: half a step is 1/16 of a value, and a sum on a rounding boundary may take the next
     err = ((got - want).abs() - (want.abs() / 8 + 1e-3 * want.abs().amax(-1, keepdim=True))).amax()
     assert err <= 0, f"step {step_no}, request {r}: a pooled key off by more than an fp8 step ({err:.3e} over)"
+
+
+# Prefix caching: D starts with A's first 16 tokens (two blocks of 8) before step 2, its own tokens after them; A
+# finishes after step 3 (the blocks D shares stay, A's third block is freed) and E, arriving at step 5, takes freed
+# blocks. (request, tokens) a step, decodes first (decode_threshold 2).
+PREFIX_SCHEDULE = [
+    [("A", 24)],
+    [("A", 1)],
+    [("A", 1), ("D", 6)],
+    [("A", 1), ("D", 1)],
+    [("D", 1)],
+    [("D", 1), ("E", 9)],
+    [("D", 1), ("E", 1)],
+]
+PREFIX_AT = (2, "D", "A", 16)  # before step 2, D shares A's first 16 tokens
+PREFIX_CASES = [("deepseek_v32", 1, "bf16", 4), ("glm_moe_dsa", 1, "fp8_ds_mla", 32),
+                ("glm5_next", 4, "fp8_ds_mla_nope", 4), ("glm5_next", 4, "bf16", 32)]
+
+
+@pytest.mark.parametrize("kind,kpool,layout,heads", PREFIX_CASES, ids=[f"{c[0]}-{c[2]}-h{c[3]}" for c in PREFIX_CASES])
+def test_prefix_cache_hit_matches_transformers(kind, kpool, layout, heads):
+    run_prefix(kind, kpool, layout, heads)
+
+
+def run_prefix(kind, kpool, layout, heads, device="cpu"):
+    """A prefix-cache hit (PREFIX_SCHEDULE): the engine gives D A's blocks of the shared tokens
+    (tests/_hf_engine.Engine.share_prefix), transformers builds D's cache from them; every step's logits against
+    transformers' on the same selections, and with k-pool the first layer's pooled keys of every request after each
+    step, as in run_speculative."""
+    topk = 8
+    model = build(kind, kpool, topk, heads)
+    engine, ref = new_engine(model, layout, 8, device, num_blocks=12), eng.Reference(model, layout)
+    gen = torch.Generator().manual_seed(3)
+    streams = {r: torch.randint(0, VOCAB, (64,), generator=gen).tolist() for r in "ADE"}
+    at_step, child, parent, shared = PREFIX_AT
+    streams[child][:shared] = streams[parent][:shared]
+    done = {r: 0 for r in streams}
+    last = {r: i for i, step in enumerate(PREFIX_SCHEDULE) for r, _ in step}
+    for step_no, step in enumerate(PREFIX_SCHEDULE):
+        if step_no == at_step:
+            engine.share_prefix(child, parent, shared)
+            ref.share_prefix(child, parent, shared)
+            done[child] = shared
+        scheduled = [(r, streams[r][done[r]:done[r] + n]) for r, n in step]
+        logits = engine.step(scheduled)
+        assert torch.isfinite(logits).all(), f"step {step_no}: a poisoned row or state was read"
+        off = 0
+        for r, toks in scheduled:
+            n = len(toks)
+            forced = _selections(engine, off, done[r], n, topk, step_no, r)
+            want = ref.run(r, toks, done[r], forced)
+            hf.assert_close_rel(logits[off:off + n], want, REL[layout])
+            off += n
+            done[r] += n
+            if kpool > 1:
+                _check_pooled_keys(engine, ref, model, r, done[r], step_no)
+        for r, s in last.items():
+            if s == step_no:
+                engine.finish(r)

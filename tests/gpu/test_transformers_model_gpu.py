@@ -1,8 +1,8 @@
 """A whole transformers DSA model served through DSAAttention with the GPU kernels: tests/test_transformers_model.py's
 runs (every attention layer of a three-layer model replaced by the backend, requests batched continuously, poisoned
-caches; speculative decodes with rejected drafts rolled back) with the backend on CUDA; transformers' modules run on
-the CPU in fp32. A kind whose module the installed transformers lacks (the GPU machine's is 5.17; the reference is
-5.24) is skipped."""
+caches; speculative decodes with rejected drafts rolled back; a prefix-cache hit) with the backend on CUDA;
+transformers' modules run on the CPU in fp32. A kind whose module the installed transformers lacks (the GPU machine's
+is 5.17; the reference is 5.24) is skipped."""
 import os
 import sys
 
@@ -32,7 +32,7 @@ def test_model_steps_match_transformers_on_gpu(case):
     pytest.importorskip(f"transformers.models.{case[0]}")
     from test_transformers_model import run_lockstep
     stats = run_lockstep(*case, device="cuda")
-    assert stats["agree"] >= 0.75 * stats["rows"], stats
+    assert stats["agree"] >= 0.8 * stats["rows"], stats
 
 
 @pytest.mark.parametrize("kind,kpool", [("deepseek_v32", 1), ("glm_moe_dsa", 1), ("glm5_next", 4)])
@@ -56,3 +56,18 @@ def test_speculative_rollbacks_match_transformers_on_gpu(case):
     pytest.importorskip(f"transformers.models.{case[0]}")
     from test_transformers_model import run_speculative
     run_speculative(*case, device="cuda")
+
+
+PREFIX_CASES = [  # kind, kpool, layout, heads (block size 8)
+    ("deepseek_v32", 1, "fp8_ds_mla", 16),
+    ("glm_moe_dsa", 1, "bf16", 64),
+    ("glm5_next", 4, "fp8_ds_mla_nope", 8),
+    ("glm5_next", 4, "bf16", 32),
+]
+
+
+@pytest.mark.parametrize("case", PREFIX_CASES, ids=[f"{c[0]}-{c[2]}-h{c[3]}" for c in PREFIX_CASES])
+def test_prefix_cache_hit_matches_transformers_on_gpu(case):
+    pytest.importorskip(f"transformers.models.{case[0]}")
+    from test_transformers_model import run_prefix
+    run_prefix(*case, device="cuda")
