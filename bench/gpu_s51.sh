@@ -8,11 +8,11 @@
 #   - test_transformers_backend_gpu.py (8: the backend with the kernels against transformers' layers over a serving
 #     sequence; the machine's transformers is 5.17: a kind it lacks skips);
 #   - test_backend_serving_sim_gpu.py (11 simulations of an engine, each step against the CPU oracle);
-#   - (added in session 52) test_transformers_model_gpu.py (17: a three-layer transformers model whose attention layers
+#   - (added in session 52) test_transformers_model_gpu.py (21: a three-layer transformers model whose attention layers
 #     all run through the backend, logits against transformers' step by step; speculative rollbacks; greedy
-#     generation). Session 52 also made the transformers tests run under the machine's 5.17 (checked on the CPU:
+#     generation; a prefix-cache hit). Session 52 also made the transformers tests run under the machine's 5.17 (checked on the CPU:
 #     before, every transformers case here would have failed on 5.17's `past_key_values` keyword).
-# PREDICTION: all pass (8 + 17 transformers cases; 5.17 has all three kinds). The simulations' risk (the helper's
+# PREDICTION: all pass (8 + 21 transformers cases; 5.17 has all three kinds). The simulations' risk (the helper's
 # note): exact-zero indexer ties at the k-th place with 4 indexer heads, which the top-k breaks toward the lower column
 # on the GPU as on the CPU.
 # Call `e`: a bf16 cache's decode rows. Since session 45 the backend runs them through the prefill kernel's pad64 (one
