@@ -264,7 +264,8 @@ def run_generation(kind, kpool, device="cpu", layout="bf16", new_tokens=10):
 # accepted (the target model's), the rejected ones are the last. With k-pool P = 4 the rejections at step 4 reach past
 # kpool_update's bound (first rejected position 19 and 11, P - f % P = 1, 3 and 2 rejected): the engine restores the
 # state rows saved before the step and schedules the step's accepted tokens again (step 5); the others roll back in
-# place (first rejected position f % P = 2, 3, 0, 0, 2, 1, within r <= P - f % P).
+# place (f % P = 2, 3, 0, 0, 2, 1, 0, 3 for the first rejected positions f of steps 1-3 and 7, within r <= P - f % P):
+# ten rejections in all.
 SPEC_SCHEDULE = [
     [("A", 13, 0), ("B", 6, 0)],
     [("A", 3, 2), ("B", 2, 1)],
