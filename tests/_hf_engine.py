@@ -304,6 +304,9 @@ class Reference:
         cache = self.caches.setdefault(req_id, hf.new_hf_cache(self.model.config))
         toks, rows = self.history.setdefault(req_id, ([], [[] for _ in self.own]))
         assert start == len(toks), f"request {req_id}: {len(toks)} tokens cached, not {start}"
+        # a request's runs are all forced or none (rollback and share_prefix replay the recorded selections)
+        assert all(len(rw) == (len(toks) if forced is not None and forced[i] is not None else 0)
+                   for i, rw in enumerate(rows)), f"request {req_id}: forced and unforced runs mixed"
         toks.extend(tokens)
         for i, sel in enumerate(forced or []):
             if sel is not None:

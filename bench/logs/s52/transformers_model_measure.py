@@ -33,6 +33,10 @@ else:
             ("lockstep moe", lambda c: T.run_lockstep(*c, moe=True), T.CASES),
             ("speculative", lambda c: T.run_speculative(*c), T.SPEC_CASES),
             ("prefix", lambda c: T.run_prefix(*c), T.PREFIX_CASES)]
+if not interpreted:
+    runs.append(("generation (tokens exactly transformers' choice of 30, texts equal to its own generation of 3)",
+                 lambda c: print("  ", T.run_generation(*c)), [("deepseek_v32", 1), ("glm_moe_dsa", 1),
+                                                               ("glm5_next", 4)]))
 for name, fn, cases in runs:
     for case in cases:
         worst[0] = 0.0
