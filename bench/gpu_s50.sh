@@ -28,6 +28,22 @@
 # as at 1 x 8192, 10.5 against 9.3); 128 requests (12224 -> 16384, the Triton long-row paths over a third more
 # columns) +3-8 us of ~139; from 8192 (8257-10240 -> 16384) +1-2 us at 1-32 requests.
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s50.sh a|b|c
+# OUTCOME (session 52, the tree at f38596e; bench/logs/s52/a, c; results copied to bench/results):
+# a: the indexer and backend GPU files whole, 344 passed. Top-k as CUDA-graph replays (us, default / 2 / 4 / 8 CTAs):
+#   34x12288 26.0 / 17.3 / 17.1 / 16.9; 64x12288 29.8 / 18.5 / 23.9 / 22.0; 128x12224 33.4 / 29.8 / 34.6 / 34.3;
+#   264x12288 50.6 / 53.3 / 58.4 / 60.0; 128x16384 34.8 / 32.0 / 35.9 / 35.5; 1x32768 23.1 / 30.1 / 15.0 / 12.3;
+#   8x32768 24.5 / 33.7 / 16.9 / 13.9; 32x24576 26.6 / 33.2 / 27.6 / 26.7; 1x65536 22.7 / - / - / 17.7; k 512
+#   1x16880 16.1 / 25.8 / 15.6 / 13.8, 32x16880 25.0 / 26.9 / 26.2 / 26.6. The prediction held at few long rows
+#   (1x32768 ~13 at 4-8 CTAs) and for 34-64 rows; it was wrong at 128x12224 (~18-20 predicted, 29.8 at best) and
+#   264 rows (clusters slower). The glm-5 TP8 layer at 128 requests: 139.2 us span default, 134.4 with
+#   DSATTN_TOPK_CTAS=2, 139.4 / 138.3 at 4 / 8 (predicted ~128); deepseek-v3.2 TP8 169.8 -> 163.6 at 2; glm-5.3-flash
+#   93.5 -> 95.4 at 2 (slower). Default unchanged (a rule for 2 CTAs at 34-128 rows of 8193-16384 columns is the next
+#   step: +3.5% on glm-5 / deepseek layers, not yet written or tested).
+# c: the session's backend GPU tests, 9 passed. Spans (us) of the decode layers, default / graph steps 1 / 4: from
+#   4096-token contexts glm-5 TP8 1 / 128 requests 21.0 / 21.3 / 21.0 and 140.0 / 146.3 / 140.5; deepseek-v3.2 TP8 128
+#   169.9 / 177.2 / 169.3, TP1 317.3 / 326.3 / 317.1; from 8192 within 0.3-1.6 us either way. As predicted (+1 us at
+#   1 request was +0.3; +3-8 us at 128 was +6.3 / +7.3 / +9.0, TP1 past the range); quarter buckets
+#   (graph_bucket_steps 4) cost nothing.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
