@@ -7,8 +7,10 @@ the Triton kernels, for A/B runs), with the capacity widened to the rows' width 
 where a row goes over a 4-CTA cluster (<= SMs / 4 rows: decodes over 8K-16K contexts at 1-33 requests); the
 interpreter and other GPUs keep the Triton select, whose output it equals column for column
 (tests/gpu/test_indexer_gpu.py::test_topk_gluon_select_rows, test_topk_gluon_wide_rows). DSATTN_TOPK_CTAS and
-DSATTN_TOPK_CLUSTER_CAP (up to 65536 columns, MAX_CTA_COLS a CTA) set the cluster for A/B runs; wider clusters than
-the default are compile-checked only (session 50 had no device; bench/gpu_s50.sh a / b measure them).
+DSATTN_TOPK_CLUSTER_CAP (up to 65536 columns, MAX_CTA_COLS a CTA) set the cluster for A/B runs. Wider clusters than
+the default, measured (session 52, bench/gpu_s50.sh a, bench/logs/s52/a; CUDA-graph replays, default / 4 / 8 CTAs):
+1 x 32768 23.1 / 15.0 / 12.3 us, 8 x 32768 24.5 / 16.9 / 13.9, 1 x 65536 22.7 / - / 17.7; at 128-264 rows of 12K
+they were no faster (128 x 12224 33.4 / 34.6 / 34.3; 2 CTAs 29.8). The default rule is unchanged.
 
 Why: at 1-8 decode requests the Triton select alone (`_v4_select` over rows a little wider than the usual capacity,
 select.select_capacity) was the largest kernel of a glm-5 decode layer, 15.8-16.5 us of a 30.0-36.1 us span
@@ -130,8 +132,8 @@ MAX_CTA_COLS = 16384     # a CTA's columns at most: 32 keys a thread at 16 warps
 
 def cluster_cap() -> int:
     """The widest capacity a row over a cluster takes: MAX_CLUSTER_CAP, or DSATTN_TOPK_CLUSTER_CAP (read at each call;
-    a power of two in [MAX_CLUSTER_CAP, 65536]) for A/B runs of wider clusters, which session 50 could not measure
-    (no device: bench/gpu_s50.sh)."""
+    a power of two in [MAX_CLUSTER_CAP, 65536]) for A/B runs of wider clusters (measured in session 52: the module
+    docstring)."""
     env = os.environ.get("DSATTN_TOPK_CLUSTER_CAP", "").strip()
     if not env:
         return MAX_CLUSTER_CAP
