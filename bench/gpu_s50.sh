@@ -38,7 +38,7 @@
 #   264 rows (clusters slower). The glm-5 TP8 layer at 128 requests: 139.2 us span default, 134.4 with
 #   DSATTN_TOPK_CTAS=2, 139.4 / 138.3 at 4 / 8 (predicted ~128); deepseek-v3.2 TP8 169.8 -> 163.6 at 2; glm-5.3-flash
 #   93.5 -> 95.4 at 2 (slower). Default unchanged (a rule for 2 CTAs at 34-128 rows of 8193-16384 columns is the next
-#   step: +3.5% on glm-5 / deepseek layers, not yet written or tested).
+#   step: 3.4-3.7% faster glm-5 / deepseek layers, not yet written or tested).
 # c: the session's backend GPU tests, 9 passed. Spans (us) of the decode layers, default / graph steps 1 / 4: from
 #   4096-token contexts glm-5 TP8 1 / 128 requests 21.0 / 21.3 / 21.0 and 140.0 / 146.3 / 140.5; deepseek-v3.2 TP8 128
 #   169.9 / 177.2 / 169.3, TP1 317.3 / 326.3 / 317.1; from 8192 within 0.3-1.6 us either way. As predicted (+1 us at
