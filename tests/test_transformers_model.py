@@ -211,6 +211,17 @@ def _selections(engine, off, start, n, topk, step_no, r):
     return forced
 
 
+def _check_request(model, engine, ref, logits, off, r, toks, start, topk, layout, keys, step_no):
+    """One request's tokens of a step (rows off.. of the engine's logits, positions start..): its selections checked
+    valid, transformers run beside it on them (logits within REL), its own choice compared. Returns (rows with
+    transformers' own sets, rows)."""
+    n = len(toks)
+    forced = _selections(engine, off, start, n, topk, step_no, r)
+    want = ref.run(r, toks, start, forced)
+    hf.assert_close_rel(logits[off:off + n], want, REL[layout])
+    return _own_choice(model, engine, ref, forced, r, start, n, topk, keys)
+
+
 def _own_choice(model, engine, ref, forced, r, start, n, topk, keys):
     """transformers' own indexer choice in the run just made (ref.own) against the engine's selections: returns (rows
     with the same sets, rows). The first layer, whose inputs are the same in both, is checked exactly (kpool 1): the
@@ -371,10 +382,7 @@ def run_speculative(kind, kpool, layout, bs, heads, device="cpu"):
         assert torch.isfinite(logits).all(), f"step {step_no}: a poisoned row or state was read"
         off = 0
         for (r, n, rejected), (_, toks) in zip(step, scheduled):
-            forced = _selections(engine, off, done[r], n, topk, step_no, r)
-            want = ref.run(r, toks, done[r], forced)
-            hf.assert_close_rel(logits[off:off + n], want, REL[layout])
-            a, b = _own_choice(model, engine, ref, forced, r, done[r], n, topk, keys)
+            a, b = _check_request(model, engine, ref, logits, off, r, toks, done[r], topk, layout, keys, step_no)
             agree, rows = agree + a, rows + b
             off += n
             done[r] += n
@@ -461,10 +469,7 @@ def run_prefix(kind, kpool, layout, heads, device="cpu"):
         off = 0
         for r, toks in scheduled:
             n = len(toks)
-            forced = _selections(engine, off, done[r], n, topk, step_no, r)
-            want = ref.run(r, toks, done[r], forced)
-            hf.assert_close_rel(logits[off:off + n], want, REL[layout])
-            a, b = _own_choice(model, engine, ref, forced, r, done[r], n, topk, keys)
+            a, b = _check_request(model, engine, ref, logits, off, r, toks, done[r], topk, layout, keys, step_no)
             agree, rows = agree + a, rows + b
             off += n
             done[r] += n
