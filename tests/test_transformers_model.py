@@ -460,7 +460,7 @@ def run_prefix(kind, kpool, layout, heads, device="cpu"):
         if step_no == at_step:
             engine.share_prefix(child, parent, shared)
             ref.share_prefix(child, parent, shared)
-            if kpool == 1:  # the child's first-layer indexer keys of the shared positions, for the near-tie check
+            if kpool == 1:  # the child's first-layer indexer keys of the shared positions (_own_choice)
                 keys[child] = keys[parent].clone()
             done[child] = shared
         scheduled = [(r, streams[r][done[r]:done[r] + n]) for r, n in step]
