@@ -41,9 +41,10 @@
 #   step: 3.4-3.7% faster glm-5 / deepseek layers, not yet written or tested).
 # c: the session's backend GPU tests, 9 passed. Spans (us) of the decode layers, default / graph steps 1 / 4: from
 #   4096-token contexts glm-5 TP8 1 / 128 requests 21.0 / 21.3 / 21.0 and 140.0 / 146.3 / 140.5; deepseek-v3.2 TP8 128
-#   169.9 / 177.2 / 169.3, TP1 317.3 / 326.3 / 317.1; from 8192 within 0.3-1.6 us either way. As predicted (+1 us at
+#   169.9 / 177.2 / 169.3, TP1 317.3 / 326.3 / 317.1; the other cases (1-32 requests, and 8192) -2.0 to +2.5 us
+#   (glm-5.3-flash 1 request from 8192 23.5 / 26.0 / 24.9; one replay each, some padded runs faster). As predicted (+1 us at
 #   1 request was +0.3; +3-8 us at 128 was +6.3 / +7.3 / +9.0, TP1 past the range); quarter buckets
-#   (graph_bucket_steps 4) cost nothing.
+#   (graph_bucket_steps 4) stay within +1.4 us of the default everywhere.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET

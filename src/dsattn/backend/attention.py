@@ -51,8 +51,9 @@ graph captured over a step's forwards replays for any later step with the same k
 prepare copies the new metadata in) and its inputs are copied into the captured q, latent, indexer and out tensors.
 The engine pads its batch to the graph's request count with decode requests whose block table (and k-pool state
 slot) point at memory kept for padding, since they write their token's rows as any request does. What the padding
-to the bucket costs on the GPU (bench/gpu_s50.sh c, H200): up to 4.5% of a decode layer's span at 128 requests from
-4K contexts with power-of-two buckets (glm-5 TP8 140.0 -> 146.3 us), nothing measurable with graph_bucket_steps=4.
+to the bucket costs on the GPU (bench/gpu_s50.sh c, H200): 2.8-4.5% of a decode layer's span at 128 requests from
+4K contexts with power-of-two buckets (glm-5 TP8 140.0 -> 146.3 us), -2.0 to +2.5 us in the other cases measured (1-128
+requests from 4K and 8K contexts, one replay each), at most +1.4 us with graph_bucket_steps=4.
 
     step = attn.prepare(batch, graph=True)
     if step.graph_key not in graphs: graphs[step.graph_key] = capture(lambda: layers(step))
