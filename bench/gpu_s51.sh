@@ -33,8 +33,8 @@
 # OUTCOME (session 52, the tree at f38596e; bench/logs/s52/d, e): d: 74 tests, all passed (the 8 + 21 transformers
 # cases included, under the machine's transformers 5.17). e: the prediction held: the prefill kernel's pad64 stays
 # fastest from 32 tokens on (128 tokens, 8 heads: 94.2 us against decode native gluon 110.3, Triton 161.9, pad64
-# 210.5; 256 tokens 184.9 against 206.4 native auto); at 1-8 tokens decode native gluon is 2-10% faster (1 token 8
-# heads 8.46 vs 9.41 us). The layers: glm-5 TP8 at 128 requests 182.0 us span (prefill) against 248.8 (decode:native)
+# 210.5; 256 tokens 184.9 against 206.4 native auto); at 1-8 tokens decode native gluon is 2-12% faster (1 token 8
+# heads 8.46 vs 9.41 us, 16 heads 9.06 vs 10.27), except 8 tokens at 32 heads (prefill 15.84, gluon 16.63). The layers: glm-5 TP8 at 128 requests 182.0 us span (prefill) against 248.8 (decode:native)
 # and 296.6 (decode:pad64), deepseek-v3.2 TP8 197.6 / 260.8 / 312.3; at 1 and 8 requests prefill ahead of decode:native
 # by 0.1-1.9 us and of decode:pad64 by 2.2-6.4.
 # bf16_decode_kernel's default ('prefill') stays.
