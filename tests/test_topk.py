@@ -466,32 +466,40 @@ def test_gluon_select_compiles_for_sm90():
 
 def test_gluon_wide_capacity(monkeypatch):
     """The Gluon select's one-launch capacity (gluon_select.wide_capacity): the power of two at or above max(2k, width)
-    within 8192 columns at <= 2 x SMs rows, else 0 (the long-row path); within 16384 where the rows go over 4-CTA
-    clusters (default_ctas, or the ctas given); within DSATTN_TOPK_CLUSTER_CAP where it is set."""
+    within 8192 columns at <= 2 x SMs rows, else 0 (the long-row path); within a cluster's limit where the rows go over
+    clusters (default_ctas, or the ctas given: MAX_CTA_COLS columns a CTA, MAX_CLUSTER_CAP a row); within
+    DSATTN_TOPK_CLUSTER_CAP where it is set."""
     from dsattn.ops.topk import gluon_select
     from dsattn.ops.topk.gluon_select import MAX_CAP, MAX_CLUSTER_CAP, wide_capacity
     monkeypatch.delenv("DSATTN_TOPK_CTAS", raising=False)
     monkeypatch.delenv("DSATTN_TOPK_CLUSTER_CAP", raising=False)
     assert wide_capacity(1, 8192, 2048, 132) == 8192 == MAX_CAP
     assert wide_capacity(1, 8193, 2048, 132, 1) == 0       # wider than the largest for one CTA
-    assert wide_capacity(1, 8193, 2048, 132) == 16384 == MAX_CLUSTER_CAP  # 4 CTAs a row (default_ctas)
+    assert wide_capacity(1, 8193, 2048, 132) == 16384      # 4 CTAs a row (default_ctas)
     assert wide_capacity(33, 16384, 2048, 132) == 16384
-    assert wide_capacity(34, 9000, 2048, 132) == 0         # one CTA a row past 33 rows: the long-row path
-    assert wide_capacity(1, 16385, 2048, 132) == 0         # wider than the largest
+    assert wide_capacity(34, 9000, 2048, 132) == 16384     # 2 CTAs a row at 34-132 rows
+    assert wide_capacity(132, 16384, 2048, 132) == 16384
+    assert wide_capacity(133, 9000, 2048, 132) == 0        # one CTA a row past SMs rows: the long-row path
+    assert wide_capacity(1, 16385, 2048, 132) == 32768     # 8 CTAs a row
+    assert wide_capacity(16, 65536, 2048, 132) == 65536 == MAX_CLUSTER_CAP  # 4 CTAs of 16384
+    assert wide_capacity(17, 16385, 2048, 132) == 0        # past 16 rows: the long-row path
+    assert wide_capacity(1, 65537, 2048, 132) == 0         # wider than the largest
     assert wide_capacity(265, 5000, 2048, 132) == 0        # more than two rows an SM
     assert wide_capacity(128, 3000, 512, 132) == 4096
     assert wide_capacity(264, 8000, 512, 132) == 8192
     assert wide_capacity(1, 100, 512, 132) == 1024          # 2k
     assert wide_capacity(1, 12000, 8192, 132) == 16384      # k 8192's usual capacity, over 4 CTAs
     assert wide_capacity(1, 12000, 8192, 132, 1) == 0
-    monkeypatch.delenv("DSATTN_TOPK_CLUSTER_CAP", raising=False)
-    assert gluon_select.max_capacity(1) == MAX_CAP and gluon_select.max_capacity(2) == MAX_CLUSTER_CAP
-    # DSATTN_TOPK_CLUSTER_CAP (A/B runs) widens a cluster's rows, within MAX_CTA_COLS (16384) columns a CTA
-    monkeypatch.setenv("DSATTN_TOPK_CLUSTER_CAP", "65536")
+    assert gluon_select.max_capacity(1) == MAX_CAP and gluon_select.max_capacity(2) == 32768
+    assert gluon_select.max_capacity(4) == gluon_select.max_capacity(8) == MAX_CLUSTER_CAP
     assert wide_capacity(1, 40000, 2048, 132, 4) == 65536
     assert wide_capacity(1, 40000, 2048, 132, 2) == 0       # 2 CTAs of 32768 columns: past MAX_CTA_COLS
     assert wide_capacity(1, 30000, 2048, 132, 2) == 32768
     assert wide_capacity(1, 9000, 2048, 132, 1) == 0        # one CTA keeps MAX_CAP
+    # DSATTN_TOPK_CLUSTER_CAP (A/B runs) narrows a cluster's rows: 16384 is session 49's limit
+    monkeypatch.setenv("DSATTN_TOPK_CLUSTER_CAP", "16384")
+    assert wide_capacity(1, 16385, 2048, 132) == 0
+    assert wide_capacity(1, 12000, 2048, 132) == 16384
     for bad in ("8192", "20000", "131072", "x"):
         monkeypatch.setenv("DSATTN_TOPK_CLUSTER_CAP", bad)
         with pytest.raises(ValueError, match="DSATTN_TOPK_CLUSTER_CAP"):
@@ -520,8 +528,17 @@ def test_gluon_select_cluster_size_checked(monkeypatch):
     monkeypatch.delenv("DSATTN_TOPK_CTAS", raising=False)
     assert gluon_select.default_ctas(1, 4160, 132) == 4     # a decode row past 4096 columns: 4 CTAs
     assert gluon_select.default_ctas(33, 8192, 132) == 4
-    assert gluon_select.default_ctas(34, 8192, 132) == 1    # more than one wave of clusters
+    assert gluon_select.default_ctas(34, 8192, 132) == 1    # more than one wave of clusters, one CTA holds the row
+    assert gluon_select.default_ctas(34, 8193, 132) == 2    # ... it does not: 2 CTAs up to SMs rows
+    assert gluon_select.default_ctas(132, 16384, 132) == 2
+    assert gluon_select.default_ctas(133, 16384, 132) == 1
     assert gluon_select.default_ctas(1, 4095, 132) == 1     # narrower rows: one CTA
+    assert gluon_select.default_ctas(8, 16385, 132) == 8    # past 16384 columns: 8 CTAs up to SMs / 2 CTAs
+    assert gluon_select.default_ctas(9, 65536, 132) == 4    # ... then 4
+    assert gluon_select.default_ctas(16, 20000, 132) == 4
+    assert gluon_select.default_ctas(17, 20000, 132) == 1
+    assert gluon_select.default_ctas(4, 20000, 114) == 8    # an H100 PCIe's 114 SMs
+    assert gluon_select.default_ctas(8, 20000, 114) == 4
     monkeypatch.setenv("DSATTN_TOPK_CTAS", "3")
     with pytest.raises(ValueError, match="DSATTN_TOPK_CTAS"):
         gluon_select.default_ctas(1, 8192, 132)

@@ -3,14 +3,12 @@ thread-block cluster of CTAs, below), the row's keys in registers, the k-th larg
 shared-memory histograms (inline-PTX shared atomics) instead of select.py's two-bit counting steps.
 select.launch_topk_v4 runs it on sm_90 for every row set that fits its capacity (`gluon`; DSATTN_TOPK_GLUON=0 keeps
 the Triton kernels, for A/B runs), with the capacity widened to the rows' width up to 8192 columns at <= 2 x SMs rows
-(wide_capacity: at k 512 rows past select_capacity's 2048 take it instead of the long-row paths), and up to 16384
-where a row goes over a 4-CTA cluster (<= SMs / 4 rows: decodes over 8K-16K contexts at 1-33 requests); the
+(wide_capacity: at k 512 rows past select_capacity's 2048 take it instead of the long-row paths), and over
+thread-block clusters (default_ctas) up to 16384 columns at <= SMs rows (4 CTAs at 1-33 rows, 2 at 34-132 past 8192
+columns) and up to MAX_CLUSTER_CAP (65536) at <= 16 rows (8 or 4 CTAs: decodes over 16K-64K contexts); the
 interpreter and other GPUs keep the Triton select, whose output it equals column for column
 (tests/gpu/test_indexer_gpu.py::test_topk_gluon_select_rows, test_topk_gluon_wide_rows). DSATTN_TOPK_CTAS and
-DSATTN_TOPK_CLUSTER_CAP (up to 65536 columns, MAX_CTA_COLS a CTA) set the cluster for A/B runs. Wider clusters than
-the default, measured (session 52, bench/gpu_s50.sh a, bench/logs/s52/a; CUDA-graph replays, default / 4 / 8 CTAs):
-1 x 32768 23.1 / 15.0 / 12.3 us, 8 x 32768 24.5 / 16.9 / 13.9, 1 x 65536 22.7 / - / 17.7; at 128-264 rows of 12K
-they were no faster (128 x 12224 33.4 / 34.6 / 34.3; 2 CTAs 29.8). The default rule is unchanged.
+DSATTN_TOPK_CLUSTER_CAP (16384-65536 columns, MAX_CTA_COLS a CTA) set the cluster for A/B runs.
 
 Why: at 1-8 decode requests the Triton select alone (`_v4_select` over rows a little wider than the usual capacity,
 select.select_capacity) was the largest kernel of a glm-5 decode layer, 15.8-16.5 us of a 30.0-36.1 us span
@@ -42,10 +40,10 @@ sparse_mla.grouping_smem's kernels):
    output row and, after a barrier, out in coalesced stores. So the row comes out in ascending column order, the same
    set and order as the Triton select's.
 
-A row over a cluster (CTAS > 1; default_ctas: 4 CTAs for rows of >= 4096 columns at <= SMs / 4 rows, i.e. decode
-rows at 1-33 requests). CTA c takes the columns [c span, c span + span) (cluster_columns: width / ctas rounded up to
-16) and runs the steps above over them, the cluster's sums exchanged through distributed shared memory (inline PTX:
-mapa + red.shared::cluster into every CTA's words, then barrier.cluster.arrive / wait, release / acquire):
+A row over a cluster (CTAS > 1; default_ctas: rows of >= 4096 columns at few enough rows, above). CTA c takes the
+columns [c span, c span + span) (cluster_columns: width / ctas rounded up to 16) and runs the steps above over them,
+the cluster's sums exchanged through distributed shared memory (inline PTX: mapa + red.shared::cluster into every
+CTA's words, then barrier.cluster.arrive / wait, release / acquire):
 - lo / hi: every warp's min / max into every CTA's lo / hi words, one cluster barrier (and one before it: every CTA's
   words zeroed before any CTA adds into them);
 - a pass: the matching keys count into the CTA's own histogram; after a CTA barrier each CTA adds its nonzero bins into
@@ -123,8 +121,10 @@ MAX_CAP = 8192      # the largest it takes with one CTA a row: 16 keys a thread 
                     # 120 registers, no spill by bench/topk_gluon_check.py) ran right but no faster than the Triton
                     # long-row paths on the whole (bench/gpu_s48.sh g, topk_gluon_wide_s48.json: 1 x 16384 32.6
                     # against 24.6 us, 128 x 12288 29.1 against 32.8; notes/indexer.md), so those rows keep them
-MAX_CLUSTER_CAP = 16384  # the largest with a row over a cluster (ctas > 1): 4 CTAs of 4096 columns, 53 registers, no
-                         # spill; 1 x 16384 12.6 against 22.8 us on the Triton paths (bench/gpu_s49.sh e)
+MAX_CLUSTER_CAP = 65536  # the largest with a row over a cluster (ctas > 1), within MAX_CTA_COLS columns a CTA:
+                         # 8 CTAs of 8192 columns, 103 registers, no spill; 1 x 65536 17.7 against 22.7 us on the
+                         # Triton paths (bench/gpu_s50.sh a, session 52). Session 49's 4-CTA clusters stopped at 16384
+                         # (1 x 16384 12.6 against 22.8 us, bench/gpu_s49.sh e)
 MAX_CTA_COLS = 16384     # a CTA's columns at most: 32 keys a thread at 16 warps, 120 registers, no spill (4 CTAs at
                          # cap 65536); 32768 spilled 252 bytes a thread (2 CTAs at 65536; compile check, session 50:
                          # bench/logs/s50/topk_gluon_check_wide.log)
@@ -132,14 +132,13 @@ MAX_CTA_COLS = 16384     # a CTA's columns at most: 32 keys a thread at 16 warps
 
 def cluster_cap() -> int:
     """The widest capacity a row over a cluster takes: MAX_CLUSTER_CAP, or DSATTN_TOPK_CLUSTER_CAP (read at each call;
-    a power of two in [MAX_CLUSTER_CAP, 65536]) for A/B runs of wider clusters (measured in session 52: the module
-    docstring)."""
+    a power of two in [16384, MAX_CLUSTER_CAP]) for A/B runs: 16384 is session 49's limit."""
     env = os.environ.get("DSATTN_TOPK_CLUSTER_CAP", "").strip()
     if not env:
         return MAX_CLUSTER_CAP
     v = int(env) if env.isdigit() else 0
-    if v & (v - 1) or not MAX_CLUSTER_CAP <= v <= 65536:
-        raise ValueError(f"DSATTN_TOPK_CLUSTER_CAP must be a power of two in [{MAX_CLUSTER_CAP}, 65536], got {env!r}")
+    if v & (v - 1) or not 16384 <= v <= MAX_CLUSTER_CAP:
+        raise ValueError(f"DSATTN_TOPK_CLUSTER_CAP must be a power of two in [16384, {MAX_CLUSTER_CAP}], got {env!r}")
     return v
 
 
@@ -157,7 +156,8 @@ def wide_capacity(rows: int, width: int, k: int, sms: int, ctas: int | None = No
     rows up to 8192 columns, where select_capacity stops at 2048: H200, CUDA-graph replays, against the Triton kernels
     (topk_gluon_wide_k512_s48.json): 1 x 4160 11.6 against 16.4 us, 32 x 3072 9.6 against 19.7, 128 x 3072 10.4
     against 24.5, 128 x 8192 14.0 against 24.5. Over 4-CTA clusters (<= SMs / 4 rows) k 2048 rows up to 16384 columns
-    too (topk_cluster_e_s49.json): 1 x 12288 12.2 against 23.1 us, 32 x 10176 16.6 against 25.8."""
+    too (topk_cluster_e_s49.json): 1 x 12288 12.2 against 23.1 us, 32 x 10176 16.6 against 25.8; over 2, 4 or 8-CTA
+    clusters the wider rows of default_ctas (its docstring has the numbers)."""
     cap = 1 << (max(2 * k, width, MIN_CAP) - 1).bit_length()
     ctas = ctas or default_ctas(rows, width, sms)
     return cap if cap <= max_capacity(ctas) and rows <= 2 * sms else 0
@@ -175,22 +175,42 @@ CLUSTER_MIN_WIDTH = 4096    # ... from this many columns
 
 
 def default_ctas(rows: int, width: int, sms: int) -> int:
-    """CTAs a row (a thread-block cluster, each CTA over width / ctas columns): CLUSTER_CTAS (4) for rows of at least
-    CLUSTER_MIN_WIDTH (4096) columns while the clusters fit one wave (4 x rows <= SMs), else 1. H200, CUDA-graph
-    replays, us at 1 / 2 / 4 / 8 CTAs (bench/gpu_s49.sh c, topk_cluster_c_s49.json): k 2048 1 x 4160 10.4 / 10.1 / 9.3
-    / 9.8, 8 x 4160 12.2 / 11.9 / 10.3 / 11.0, 32 x 4160 12.4 / 12.2 / 12.1 / 12.9, 1 x 8192 13.0 / 12.1 / 10.5 / 11.2,
-    8 x 8192 13.4 / 12.3 / 10.7 / 11.6, 32 x 6144 (ragged) 12.8 / 12.3 / 11.2 / 13.1; k 512 1 x 4160 11.8 / 11.6 /
-    10.3 / 11.1, 8 x 8192 12.9 / 12.0 / 10.4 / 11.4. Narrower rows lose (k 2048 1 x 2080 8.3 / 8.6 / 8.6 / 8.4; k 512
-    1 x 1040 6.7 / 7.7 / 7.7 / 8.2, 8 x 2048 7.8 / 9.2 / 8.7 / 10.0), and so do more rows (64 x 4160 12.3 / 12.2 /
-    12.7 / 14.0). Widths between 2080 and 4096 were not measured. With a cluster, wide_capacity takes rows up to 16384
-    columns. DSATTN_TOPK_CTAS (1, 2, 4 or 8; read at each call) sets it for A/B
-    runs."""
+    """CTAs a row (a thread-block cluster, each CTA over width / ctas columns), by the rows' width:
+    - below CLUSTER_MIN_WIDTH (4096) columns: 1;
+    - 4096-16384 columns: CLUSTER_CTAS (4) while the clusters fit one wave (4 x rows <= SMs: decodes at 1-33
+      requests); past 8192 columns 2 while two rows an SM's pair of CTAs fit two waves (rows <= SMs: 34-132 rows, where
+      the Triton long-row paths ran before); else 1 (one CTA's 8192 columns, or those paths past them);
+    - past 16384 columns (decodes over 16K+ contexts; wide_capacity takes them up to MAX_CLUSTER_CAP): 8 while the
+      clusters fill at most half the SMs (8 x rows <= SMs / 2: 1-8 rows), 4 while 4 x rows <= SMs / 2 (9-16 rows),
+      else 1 (the Triton paths).
+    H200, CUDA-graph replays, us at 1 / 2 / 4 / 8 CTAs (bench/gpu_s49.sh c, topk_cluster_c_s49.json): k 2048 1 x 4160
+    10.4 / 10.1 / 9.3 / 9.8, 8 x 4160 12.2 / 11.9 / 10.3 / 11.0, 32 x 4160 12.4 / 12.2 / 12.1 / 12.9, 1 x 8192 13.0 /
+    12.1 / 10.5 / 11.2, 8 x 8192 13.4 / 12.3 / 10.7 / 11.6, 32 x 6144 (ragged) 12.8 / 12.3 / 11.2 / 13.1; k 512 1 x
+    4160 11.8 / 11.6 / 10.3 / 11.1, 8 x 8192 12.9 / 12.0 / 10.4 / 11.4. Narrower rows lose (k 2048 1 x 2080 8.3 / 8.6 /
+    8.6 / 8.4; k 512 1 x 1040 6.7 / 7.7 / 7.7 / 8.2, 8 x 2048 7.8 / 9.2 / 8.7 / 10.0), and so do more rows (64 x 4160
+    12.3 / 12.2 / 12.7 / 14.0). Widths between 2080 and 4096 were not measured. Past 8192 columns (bench/gpu_s50.sh a,
+    session 52, bench/logs/s52/a; 1: the Triton long-row paths where one CTA does not hold the row): 34 x 12288 26.0 /
+    17.3 / 17.1 / 16.9, 64 x 12288 29.8 / 18.5 / 23.9 / 22.0, 128 x 12224 33.4 / 29.8 / 34.6 / 34.3, 128 x 16384 34.8
+    / 32.0 / 35.9 / 35.5, 264 x 12288 50.6 / 53.3 / 58.4 / 60.0; past 16384, 1 x 24576 21.8 / 28.9 / 15.9 / 13.6, 1 x
+    32768 23.1 / 30.1 / 15.0 / 12.3, 8 x 32768 24.5 / 33.7 / 16.9 / 13.9, 32 x 24576 26.6 / 33.2 / 27.6 / 26.7, 1 x
+    65536 22.7 / - / - / 17.7, 4 x 65536 22.9 / - / - / 18.0; k 512 1 x 16880 16.1 / 25.8 / 15.6 / 13.8, 16 x 16880
+    19.5 / 26.4 / 16.1 / 18.2, 32 x 16880 25.0 / 26.9 / 26.2 / 26.6. DSATTN_TOPK_CTAS (1, 2, 4 or 8; read at each
+    call) sets it for A/B runs."""
     env = os.environ.get("DSATTN_TOPK_CTAS", "").strip()
     if env:
         if env not in ("1", "2", "4", "8"):
             raise ValueError(f"DSATTN_TOPK_CTAS must be 1, 2, 4 or 8, got {env!r}")
         return int(env)
-    return CLUSTER_CTAS if width >= CLUSTER_MIN_WIDTH and CLUSTER_CTAS * rows <= sms else 1
+    if width < CLUSTER_MIN_WIDTH:
+        return 1
+    if width <= 16384:
+        if CLUSTER_CTAS * rows <= sms:
+            return CLUSTER_CTAS
+        return 2 if width > MAX_CAP and rows <= sms else 1
+    for ctas in (8, 4):
+        if ctas * rows <= sms // 2:
+            return ctas
+    return 1
 
 
 def default_bits(cap: int, num_warps: int) -> int:

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Session 53: the top-k cluster rule past session 49's (gluon_select.default_ctas): 2 CTAs a row at 34-132 rows of
+# 8193-16384 columns (decodes from 8K+ contexts at 34+ requests, or 128 requests from 4K), where the Triton long-row
+# paths ran; 8 CTAs at 1-8 rows and 4 at 9-16 past 16384 columns up to 65536 (MAX_CLUSTER_CAP, was 16384: decodes over
+# 16K-64K contexts), where _v4_fused / the three launches ran. From session 52's kernel timings (bench/gpu_s50.sh a).
+# Call `a`: the indexer and backend GPU files whole (test_topk_gluon_wide_rows has 9 new shapes: every branch of the
+# rule, both sides of each bound); topk_v3 at the rule's shapes, the default (v4) against the Triton kernels
+# (v4_triton, which is the old default there: one CTA does not hold these rows and session 49's clusters did not
+# take them); the decode layers from 4K contexts at 64 / 128 requests and from 8K at 32 / 64 / 128, the default against
+# DSATTN_TOPK_CTAS=1, which is the old default at each of these row counts but 32 from 8K (rows of 8192-10176
+# columns: 4 CTAs by both rules, the Triton paths at CTAS=1; a check of session 49's rule, not of this one).
+# PREDICTION: tests pass (344 + 9 = 353). topk_v3 (us, v4 / v4_triton): 34x12288 ~17 / 26; 64x12288 ~18.5 / 30;
+# 128x12224 ~30 / 33.4; 132x16384 ~32 / 35; 1x24576 ~13.6 / 22; 1x32768 ~12.3 / 23; 8x32768 ~14 / 24.5;
+# 16x24576 ~17-20 / 26; 4x65536 ~18 / 23; k 512 1x16880 ~14 / 16; 16x16880 ~16 / 19.5. Decode layers: 4K 64
+# requests no change (rows of 8128 columns, one CTA); 128 requests glm-5 TP8 139 -> ~134 us, deepseek-v3.2 TP8 170 ->
+# ~164, TP1 319 -> ~314, glm-5.3-flash TP8 no change (its pooled rows are narrow); 8K at 64 / 128 glm-5 and deepseek
+# TP8 -5 to -10 us.
+# Call `b`: decode layers over long contexts: glm-5 TP8 and deepseek-v3.2 TP8 from 32768-token contexts at 1 / 4 / 8 /
+# 16 requests, glm-5.3-flash TP8 from 65536 (pooled rows of ~16.4K, k 512) at 1 / 4 / 16 / 32, the default against
+# DSATTN_TOPK_CLUSTER_CAP=16384 (session 49's limit: the Triton paths past 16384 columns).
+# PREDICTION: glm-5 at 1 request top-k ~22 -> ~13 us (span -9 us of ~40?), 4-8 requests ~-10 us, 16 requests (4 CTAs
+# of 8K+ columns) ~-5; glm-5.3-flash at 1 / 4 requests -2 us, 16 -3, 32 no change (Triton both).
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s53.sh a|b
+set -u
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+unset TRITON_INTERPRET DSATTN_TOPK_CTAS DSATTN_TOPK_CLUSTER_CAP DSATTN_TOPK_GLUON
+R=$OUT/r; mkdir -p $R; L=$OUT/s53.log
+nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
+echo "tree ${DSATTN_GIT_COMMIT:-?}" >> $L
+pack() { tar -czf $OUT/r.tgz -C $OUT r s53.log; }
+layer() {  # name env args...: one decode_layer_kernels run into the log
+  local n=$1 e=$2; shift 2; local t0=$SECONDS
+  env $e timeout 150 python bench/decode_layer_kernels.py "$@" --out $R --name $n > $R/$n.log 2>&1
+  echo "== $n ($e) rc=$? $((SECONDS - t0)) s" >> $L
+  grep -v -i warn $R/$n.log | sed 's/kernels summing.*select_rows_kernel/.. select_rows_kernel/' >> $L; pack
+}
+case "$1" in
+a)
+  N=8 LIMIT=300 bash bench/gpu_tests_sharded.sh $R/tests_a tests/gpu/test_indexer_gpu.py tests/gpu/test_backend_gpu.py
+  cat $R/tests_a/summary.log >> $L; pack
+  t0=$SECONDS
+  S=34x12288,64x12288,128x12224,132x16384,1x24576,1x32768,8x32768,16x24576,4x65536
+  timeout 150 python bench/topk_v3.py --shapes $S --cases $(echo $S | sed 's/,/:full,/g'):full \
+    --variants v4,v4_triton --rounds 3 --rep-ms 20 --out $R/topk_rule_a_s53.json > $R/topk.log 2>&1
+  echo "topk_v3 k 2048 rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/topk.log >> $L; pack
+  t0=$SECONDS
+  timeout 60 python bench/topk_v3.py --k 512 --shapes 1x16880,8x16880,16x16880 \
+    --cases 1x16880:full,8x16880:full,16x16880:full --variants v4,v4_triton \
+    --rounds 3 --rep-ms 20 --out $R/topk_rule_k512_a_s53.json > $R/topk512.log 2>&1
+  echo "topk_v3 k 512 rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/topk512.log >> $L; pack
+  layer decode_layer_rule_4k_a_s53_default "" --batches 64,128 --context 4096
+  layer decode_layer_rule_4k_a_s53_c1 "DSATTN_TOPK_CTAS=1" --batches 64,128 --context 4096
+  layer decode_layer_rule_8k_a_s53_default "" --batches 32,64,128 --context 8192 \
+    --configs glm-5:8:fp8_ds_mla,deepseek-v3.2:8:fp8_ds_mla
+  layer decode_layer_rule_8k_a_s53_c1 "DSATTN_TOPK_CTAS=1" --batches 32,64,128 --context 8192 \
+    --configs glm-5:8:fp8_ds_mla,deepseek-v3.2:8:fp8_ds_mla
+  ;;
+b)
+  for v in default cap16k; do
+    E=""; [ $v = cap16k ] && E="DSATTN_TOPK_CLUSTER_CAP=16384"
+    layer decode_layer_rule_32k_b_s53_$v "$E" --configs glm-5:8:fp8_ds_mla,deepseek-v3.2:8:fp8_ds_mla \
+      --batches 1,4,8,16 --context 32768
+  done
+  for v in default cap16k; do
+    E=""; [ $v = cap16k ] && E="DSATTN_TOPK_CLUSTER_CAP=16384"
+    layer decode_layer_rule_64k_flash_b_s53_$v "$E" --configs glm-5.3-flash:8:fp8_ds_mla_nope \
+      --batches 1,4,16,32 --context 65536
+  done
+  ;;
+esac
