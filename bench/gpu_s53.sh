@@ -20,7 +20,11 @@
 # DSATTN_TOPK_CLUSTER_CAP=16384 (session 49's limit: the Triton paths past 16384 columns).
 # PREDICTION: glm-5 at 1 request top-k ~22 -> ~13 us (span -9 us of ~40?), 4-8 requests ~-10 us, 16 requests (4 CTAs
 # of 8K+ columns) ~-5; glm-5.3-flash at 1 / 4 requests -2 us, 16 -3, 32 no change (Triton both).
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s53.sh a|b
+# Call `c` (after `a`'s tests hit an illegal instruction in test_topk_signed_zeros_tie, 8 x 65536 of +-0.0 ties over
+# 8-CTA clusters: the emit's packed eq count of the CTAs before went past 2^15 << 16; fixed by unpacking the CTAs'
+# counts): the indexer and backend GPU files whole again (+ test_topk_gluon_cluster_ties, 5 cases), then call `b`.
+# PREDICTION: 358 passed.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s53.sh a|b|c
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_TOPK_CTAS DSATTN_TOPK_CLUSTER_CAP DSATTN_TOPK_GLUON
@@ -33,6 +37,23 @@ layer() {  # name env args...: one decode_layer_kernels run into the log
   env $e timeout 150 python bench/decode_layer_kernels.py "$@" --out $R --name $n > $R/$n.log 2>&1
   echo "== $n ($e) rc=$? $((SECONDS - t0)) s" >> $L
   grep -v -i warn $R/$n.log | sed 's/kernels summing.*select_rows_kernel/.. select_rows_kernel/' >> $L; pack
+}
+tests() {
+  N=8 LIMIT=300 bash bench/gpu_tests_sharded.sh $R/tests_$1 tests/gpu/test_indexer_gpu.py tests/gpu/test_backend_gpu.py
+  cat $R/tests_$1/summary.log >> $L; rm -f $R/tests_$1/ids*.txt; tar -czf $OUT/tests_$1.tgz -C $R tests_$1
+  rm -rf $R/tests_$1; pack
+}
+run_b() {
+  for v in default cap16k; do
+    E=""; [ $v = cap16k ] && E="DSATTN_TOPK_CLUSTER_CAP=16384"
+    layer decode_layer_rule_32k_b_s53_$v "$E" --configs glm-5:8:fp8_ds_mla,deepseek-v3.2:8:fp8_ds_mla \
+      --batches 1,4,8,16 --context 32768
+  done
+  for v in default cap16k; do
+    E=""; [ $v = cap16k ] && E="DSATTN_TOPK_CLUSTER_CAP=16384"
+    layer decode_layer_rule_64k_flash_b_s53_$v "$E" --configs glm-5.3-flash:8:fp8_ds_mla_nope \
+      --batches 1,4,16,32 --context 65536
+  done
 }
 case "$1" in
 a)
@@ -55,16 +76,11 @@ a)
   layer decode_layer_rule_8k_a_s53_c1 "DSATTN_TOPK_CTAS=1" --batches 32,64,128 --context 8192 \
     --configs glm-5:8:fp8_ds_mla,deepseek-v3.2:8:fp8_ds_mla
   ;;
+c)
+  tests c
+  run_b
+  ;;
 b)
-  for v in default cap16k; do
-    E=""; [ $v = cap16k ] && E="DSATTN_TOPK_CLUSTER_CAP=16384"
-    layer decode_layer_rule_32k_b_s53_$v "$E" --configs glm-5:8:fp8_ds_mla,deepseek-v3.2:8:fp8_ds_mla \
-      --batches 1,4,8,16 --context 32768
-  done
-  for v in default cap16k; do
-    E=""; [ $v = cap16k ] && E="DSATTN_TOPK_CLUSTER_CAP=16384"
-    layer decode_layer_rule_64k_flash_b_s53_$v "$E" --configs glm-5.3-flash:8:fp8_ds_mla_nope \
-      --batches 1,4,16,32 --context 65536
-  done
+  run_b
   ;;
 esac

@@ -15,6 +15,8 @@ decodes, a request finishing and a new one taking its blocks and its k-pool stat
   its selection must be the exact top-k over those stored keys (kpool 1; with k-pool the pooled keys are checked the
   same way, and every selection's structure: whole pools and the incomplete pool's tokens); over all layers most rows
   are the same sets as transformers' own choice (fp8 keys and bf16 queries flip near ties).
+- test_shared_layers_with_kpool_match_transformers: the same over GLM-5.3-Flash's model with a shared layer between
+  two full ones and the k-pool indexer, as its real configs combine them.
 - test_speculative_rollbacks_match_transformers: speculative decodes whose drafts are rejected (SPEC_SCHEDULE), the
   engine rolling back by kpool_update's rules (tests/_hf_engine.Engine.rollback: in place, or past the bound from the
   state row saved before the step), transformers by rebuilding each request's cache from its accepted tokens; the
@@ -148,6 +150,21 @@ def test_model_steps_match_transformers(kind, kpool, layout, bs, heads):
     assert stats["agree"] >= 0.8 * stats["rows"], stats
 
 
+# GLM-5.3-Flash's shared layers (glm5_next's indexer_types, from index_topk_freq / index_skip_topk_offset in a real
+# config: a layer that reuses the previous full layer's selection) together with its k-pool indexer. Measured (CPU,
+# these seeds): bf16 0.54e-2, fp8_ds_mla_nope 1.76e-2 (4 heads) and 2.20e-2 (32 heads) of the largest logit, 181-185
+# of 188 rows transformers' own sets; a backend whose shared layers read the next row's selection fails both (logits
+# 2.5 / 4.1 off against 3.4 / 3.3)
+SHARED_KPOOL_CASES = [("glm5_next", 4, "bf16", 8, 4), ("glm5_next", 4, "fp8_ds_mla_nope", 8, 32)]
+
+
+@pytest.mark.parametrize("kind,kpool,layout,bs,heads", SHARED_KPOOL_CASES,
+                         ids=[f"{c[0]}-{c[2]}-h{c[4]}" for c in SHARED_KPOOL_CASES])
+def test_shared_layers_with_kpool_match_transformers(kind, kpool, layout, bs, heads):
+    stats = run_lockstep(kind, kpool, layout, bs, heads, shared=True)
+    assert stats["agree"] >= 0.8 * stats["rows"], stats
+
+
 @pytest.mark.parametrize("kind,kpool,layout,bs,heads", INTERPRETED, ids=[f"{c[0]}-{c[2]}-h{c[4]}" for c in INTERPRETED])
 def test_model_steps_with_interpreted_kernels(kind, kpool, layout, bs, heads, monkeypatch):
     interpreted_kernels(monkeypatch)
@@ -155,11 +172,12 @@ def test_model_steps_with_interpreted_kernels(kind, kpool, layout, bs, heads, mo
     assert stats["agree"] >= 0.8 * stats["rows"], stats
 
 
-def run_lockstep(kind, kpool, layout, bs, heads=hf.HEADS, device="cpu", moe=False):
+def run_lockstep(kind, kpool, layout, bs, heads=hf.HEADS, device="cpu", moe=False, shared=None):
     """The test's body (the GPU twin runs it with device="cuda"). Returns the selection statistics and the logits'
-    largest error relative to transformers' largest. moe: MoE layers after the first (REL does not hold)."""
+    largest error relative to transformers' largest. moe: MoE layers after the first (REL does not hold); shared: as
+    build's."""
     topk = 8
-    model = build(kind, kpool, topk, heads, moe=moe)
+    model = build(kind, kpool, topk, heads, moe=moe, shared=shared)
     engine, ref = new_engine(model, layout, bs, device), eng.Reference(model, layout)
     gen = torch.Generator().manual_seed(1)
     streams = {r: torch.randint(0, VOCAB, (64,), generator=gen).tolist() for r in "ABCD"}

@@ -294,6 +294,41 @@ def test_topk_gluon_select_rows(width, k, warps, ctas):
         assert torch.equal(out, run(False, x))
 
 
+@pytest.mark.parametrize("width, k, ctas", [(65536, 2048, 8), (65536, 8192, 4), (32768, 2048, 2), (40000, 512, 8),
+                                           (16384, 2048, 2)])
+def test_topk_gluon_cluster_ties(width, k, ctas):
+    """Rows over a cluster with more ties at the k-th largest than 16 bits of a packed count hold (the emit's
+    gt | eq << 16 words; session 53: 8 x 65536 of +-0.0 hit an illegal instruction before a CTA's count was kept apart
+    from the row's): every key equal, +0.0 / -0.0 alternating, k / 2 winners then +-0.0, four values, and a row
+    whose only valid columns lie in the first CTA; the reference's sets (ties toward the lower column) in ascending
+    column order, every entry written."""
+    from dsattn.ops.topk.select import launch_topk_v4
+    rows = 6
+    cap = 1 << (width - 1).bit_length()
+    g = torch.Generator(device=DEV).manual_seed(width + k + ctas)
+    x = torch.empty(rows, width, device=DEV)
+    x[0] = 2.0
+    x[1, ::2] = 0.0
+    x[1, 1::2] = -0.0
+    x[2] = -1.0 - torch.rand(width, device=DEV, generator=g)
+    x[2, : k // 2] = 1.0
+    x[2, k // 2:: 3] = 0.0
+    x[2, k // 2 + 1:: 3] = -0.0
+    x[3] = torch.randint(0, 4, (width,), device=DEV, generator=g).float()
+    x[4] = x[2].flip(0)
+    x[5] = torch.randn(width, device=DEV, generator=g)
+    lengths = torch.full((rows,), width, device=DEV, dtype=torch.int32)
+    lengths[5] = k + 7
+    out = torch.full((rows, k), -7, dtype=torch.int32, device=DEV)
+    launch_topk_v4(x, lengths, k, out, torch.empty(rows, 0, dtype=torch.int32, device=DEV), cap=cap, gluon=True,
+                   gluon_ctas=ctas)
+    torch.cuda.synchronize()
+    assert (out != -7).all()
+    assert _sets_equal(out, topk_reference(x, torch.zeros_like(lengths), lengths, k)).all()
+    assert torch.equal(out.sort(1).values, out)
+    assert torch.equal(out[0], torch.arange(k, device=DEV, dtype=torch.int32))  # every key equal: the first k
+
+
 @pytest.mark.parametrize("rows, width, k", [(128, 4160, 512), (3, 8192, 512), (40, 6000, 1024), (264, 3000, 512),
                                            (5, 12000, 2048), (1, 16384, 2048), (32, 10176, 2048), (40, 12000, 2048),
                                            (132, 16384, 2048), (50, 12000, 8192), (150, 12000, 2048),

@@ -1,6 +1,6 @@
 """A whole transformers DSA model served through DSAAttention with the GPU kernels: tests/test_transformers_model.py's
 runs (every attention layer of a three-layer model replaced by the backend, requests batched continuously, poisoned
-caches; speculative decodes with rejected drafts rolled back; a prefix-cache hit) with the backend on CUDA;
+caches; GLM-5.3-Flash's shared layers with its k-pool indexer; speculative decodes with rejected drafts rolled back; a prefix-cache hit) with the backend on CUDA;
 transformers' modules run on the CPU in fp32. A kind whose module the installed transformers lacks (the GPU machine's
 is 5.17; the reference is 5.24) is skipped."""
 import os
@@ -32,6 +32,22 @@ def test_model_steps_match_transformers_on_gpu(case):
     pytest.importorskip(f"transformers.models.{case[0]}")
     from test_transformers_model import run_lockstep
     stats = run_lockstep(*case, device="cuda")
+    assert stats["agree"] >= 0.8 * stats["rows"], stats
+
+
+SHARED_KPOOL_CASES = [  # kind, kpool, layout, block size, heads: a shared layer between two full ones, k-pool indexer
+    ("glm5_next", 4, "bf16", 16, 16),
+    ("glm5_next", 4, "fp8_ds_mla_nope", 8, 8),
+    ("glm5_next", 4, "fp8_ds_mla_nope", 64, 32),
+]
+
+
+@pytest.mark.parametrize("case", SHARED_KPOOL_CASES,
+                         ids=[f"{c[0]}-{c[2]}-bs{c[3]}-h{c[4]}" for c in SHARED_KPOOL_CASES])
+def test_shared_layers_with_kpool_match_transformers_on_gpu(case):
+    pytest.importorskip(f"transformers.models.{case[0]}")
+    from test_transformers_model import run_lockstep
+    stats = run_lockstep(*case, device="cuda", shared=True)
     assert stats["agree"] >= 0.8 * stats["rows"], stats
 
 

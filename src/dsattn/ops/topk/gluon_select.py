@@ -50,8 +50,9 @@ CTA's words, then barrier.cluster.arrive / wait, release / acquire):
   every CTA's pass histogram; a cluster barrier; then each warp scans as above, so every CTA of the cluster decides the
   same bits, the same number of passes and the same `need`;
 - emit: every warp's packed (gt | eq << 16) total into every CTA's word of this CTA; a cluster barrier; a CTA's first
-  output place is the gt count of the CTAs before it plus min(their eq count, need), and its entries go out from its
-  own shared-memory copy. The stretches are in column order, so the output is the same as one CTA's.
+  output place is the gt count of the CTAs before it plus min(their eq count, need) (the CTAs' words unpacked first: a
+  CTA's eq count fits 16 bits, a row's may not, and past 2^15 the packed sum went negative: an illegal instruction on
+  the H200 at 8 x 65536 ±0 ties, session 53), and its entries go out from its own shared-memory copy. The stretches are in column order, so the output is the same as one CTA's.
 Triton stores a tensor whose layout is whole in every CTA of a cluster from CTA 0 only, so the output's stores are
 inline PTX (st.global) there. No CTA touches another's shared memory after the last cluster barrier, so none waits
 before it exits.
@@ -498,15 +499,24 @@ if HAVE_GLUON:
                     for d in gl.static_range(CTAS):
                         _red_cluster_add_lane0(wk * 0 + (CT + rank) * 4, wsum, d)
                     _cluster_sync()
-                    before = gl.to_tensor(0)                 # the totals of the CTAs before this one (packed)
-                    upto = gl.to_tensor(0)                   # and with this one's
+                    # the gt and eq counts of the CTAs before this one, and with this one's, unpacked: a CTA's
+                    # packed total fits (<= MAX_CTA_COLS of each), the row's eq count may not (65536 ties << 16)
+                    gt_before = gl.to_tensor(0)
+                    eq_before = gl.to_tensor(0)
+                    gt_upto = gl.to_tensor(0)
+                    eq_upto = gl.to_tensor(0)
                     for j in gl.static_range(CTAS):
                         c = _lds((CT + j) * 4)
-                        before += gl.where(rank > j, c, 0)
-                        upto += gl.where(rank >= j, c, 0)
-                    base += before
-                    first = (before & 0xFFFF) + gl.minimum(before >> 16, need)
-                    n_out = (upto & 0xFFFF) + gl.minimum(upto >> 16, need) - first
+                        gt_before += gl.where(rank > j, c & 0xFFFF, 0)
+                        eq_before += gl.where(rank > j, c >> 16, 0)
+                        gt_upto += gl.where(rank >= j, c & 0xFFFF, 0)
+                        eq_upto += gl.where(rank >= j, c >> 16, 0)
+                    # eq packed again at most `need` (<= k): only min(eq before, need) decides a place, and a CTA's
+                    # own eq count on top of it stays below 2^15
+                    eq_before = gl.minimum(eq_before, need)
+                    base += gt_before + (eq_before << 16)
+                    first = gt_before + eq_before
+                    n_out = gt_upto + gl.minimum(eq_upto, need) - first
                 for j in gl.static_range(NW):
                     base += gl.where(wk > j, _lds(wk * 0 + (TOT + j) * 4), 0)
                 pre = base[:, None] + incl - v               # taken entries before this one (packed)
