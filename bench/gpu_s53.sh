@@ -84,3 +84,20 @@ b)
   run_b
   ;;
 esac
+# Call `d` (after `c`): 9-16 rows past 32768 columns, where the rule's 4 CTAs hold 16384 columns each (32 keys a
+# thread) and 8 CTAs would hold 8192 (c: glm-5 TP8 from 32K contexts at 16 requests, select 23.4 us against 13.0 at 8
+# requests over 8 CTAs): topk_v3 4 against 8 CTAs at 16 x 33728, 12 x 40000, 16 x 65536 (and 16 x 24576, where 4 CTAs
+# hold 8192), and the glm-5 / deepseek-v3.2 TP8 layers from 32K at 12 / 16 requests with DSATTN_TOPK_CTAS=8.
+# PREDICTION: 8 CTAs faster where 4 CTAs would hold 16384 columns (16 x 33728 ~20 -> ~15 us), not at 16 x 24576.
+if [ "${1:-}" = d ]; then
+  t0=$SECONDS
+  S=16x33728,12x40000,16x65536,16x24576
+  timeout 120 python bench/topk_v3.py --shapes $S --cases $(echo $S | sed 's/,/:full,/g'):full \
+    --variants v4,v4_gluon_c4x,v4_gluon_c8x --rounds 3 --rep-ms 20 --out $R/topk_rows16_d_s53.json > $R/topk16.log 2>&1
+  echo "topk_v3 rows16 rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/topk16.log >> $L; pack
+  for v in default c8; do
+    E=""; [ $v = c8 ] && E="DSATTN_TOPK_CTAS=8"
+    layer decode_layer_rule_32k_d_s53_$v "$E" --configs glm-5:8:fp8_ds_mla,deepseek-v3.2:8:fp8_ds_mla \
+      --batches 12,16 --context 32768
+  done
+fi
