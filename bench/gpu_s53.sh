@@ -101,3 +101,15 @@ if [ "${1:-}" = d ]; then
       --batches 12,16 --context 32768
   done
 fi
+# Call `e` (after `d`: at 12 rows 8 CTAs won, at 16 rows of 33728 they lost): 9-12 rows of 16385-32768 columns, 4
+# against 8 CTAs (k 2048 12 x 24576, 12 x 32768; k 512 12 x 16880).
+# PREDICTION: 8 CTAs no slower at 12 rows (as at 1-8).
+if [ "${1:-}" = e ]; then
+  t0=$SECONDS
+  timeout 60 python bench/topk_v3.py --shapes 12x24576,12x32768 --cases 12x24576:full,12x32768:full \
+    --variants v4_gluon_c4x,v4_gluon_c8x --rounds 3 --rep-ms 20 --out $R/topk_rows12_e_s53.json > $R/topk12.log 2>&1
+  echo "topk_v3 rows12 rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/topk12.log >> $L; pack
+  timeout 60 python bench/topk_v3.py --k 512 --shapes 12x16880 --cases 12x16880:full \
+    --variants v4_gluon_c4x,v4_gluon_c8x --rounds 3 --rep-ms 20 --out $R/topk_rows12_k512_e_s53.json > $R/topk12k.log 2>&1
+  echo "topk_v3 rows12 k512 rc=$?" >> $L; grep -v -i warn $R/topk12k.log >> $L; pack
+fi
