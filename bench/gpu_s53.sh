@@ -113,3 +113,12 @@ if [ "${1:-}" = e ]; then
     --variants v4_gluon_c4x,v4_gluon_c8x --rounds 3 --rep-ms 20 --out $R/topk_rows12_k512_e_s53.json > $R/topk12k.log 2>&1
   echo "topk_v3 rows12 k512 rc=$?" >> $L; grep -v -i warn $R/topk12k.log >> $L; pack
 fi
+# Call `f` (the rule after `d` and `e`: 8 CTAs at <= 12 rows past 16384 columns, 4 at 13-16): the top-k GPU tests of
+# the indexer file, and the glm-5 / deepseek-v3.2 TP8 layers from 32K contexts at 12 / 16 requests by default.
+# PREDICTION: tests pass; 12 requests as `d`'s DSATTN_TOPK_CTAS=8 (53.2 / 59.4 us), 16 as its default (67.0 / 76.5).
+if [ "${1:-}" = f ]; then
+  K=topk N=8 LIMIT=200 bash bench/gpu_tests_sharded.sh $R/tests_f tests/gpu/test_indexer_gpu.py
+  cat $R/tests_f/summary.log >> $L; rm -rf $R/tests_f; pack
+  layer decode_layer_rule_32k_f_s53_default "" --configs glm-5:8:fp8_ds_mla,deepseek-v3.2:8:fp8_ds_mla \
+    --batches 12,16 --context 32768
+fi

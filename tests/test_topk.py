@@ -533,12 +533,12 @@ def test_gluon_select_cluster_size_checked(monkeypatch):
     assert gluon_select.default_ctas(132, 16384, 132) == 2
     assert gluon_select.default_ctas(133, 16384, 132) == 1
     assert gluon_select.default_ctas(1, 4095, 132) == 1     # narrower rows: one CTA
-    assert gluon_select.default_ctas(8, 16385, 132) == 8    # past 16384 columns: 8 CTAs up to SMs / 2 CTAs
-    assert gluon_select.default_ctas(9, 65536, 132) == 4    # ... then 4
+    assert gluon_select.default_ctas(12, 16385, 132) == 8   # past 16384 columns: 8 CTAs up to 3/4 of the SMs
+    assert gluon_select.default_ctas(13, 65536, 132) == 4   # ... then 4 up to SMs / 2
     assert gluon_select.default_ctas(16, 20000, 132) == 4
     assert gluon_select.default_ctas(17, 20000, 132) == 1
-    assert gluon_select.default_ctas(4, 20000, 114) == 8    # an H100 PCIe's 114 SMs
-    assert gluon_select.default_ctas(8, 20000, 114) == 4
+    assert gluon_select.default_ctas(10, 20000, 114) == 8   # an H100 PCIe's 114 SMs
+    assert gluon_select.default_ctas(11, 20000, 114) == 4
     monkeypatch.setenv("DSATTN_TOPK_CTAS", "3")
     with pytest.raises(ValueError, match="DSATTN_TOPK_CTAS"):
         gluon_select.default_ctas(1, 8192, 132)

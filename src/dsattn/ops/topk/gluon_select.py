@@ -5,7 +5,7 @@ select.launch_topk_v4 runs it on sm_90 for every row set that fits its capacity 
 the Triton kernels, for A/B runs), with the capacity widened to the rows' width up to 8192 columns at <= 2 x SMs rows
 (wide_capacity: at k 512 rows past select_capacity's 2048 take it instead of the long-row paths), and over
 thread-block clusters (default_ctas) up to 16384 columns at <= SMs rows (4 CTAs at 1-33 rows, 2 at 34-132 past 8192
-columns) and up to MAX_CLUSTER_CAP (65536) at <= 16 rows (8 or 4 CTAs: decodes over 16K-64K contexts); the
+columns) and up to MAX_CLUSTER_CAP (65536) at <= 16 rows (8 CTAs at <= 12, else 4: decodes over 16K-64K contexts); the
 interpreter and other GPUs keep the Triton select, whose output it equals column for column
 (tests/gpu/test_indexer_gpu.py::test_topk_gluon_select_rows, test_topk_gluon_wide_rows). DSATTN_TOPK_CTAS and
 DSATTN_TOPK_CLUSTER_CAP (16384-65536 columns, MAX_CTA_COLS a CTA) set the cluster for A/B runs.
@@ -52,7 +52,8 @@ CTA's words, then barrier.cluster.arrive / wait, release / acquire):
 - emit: every warp's packed (gt | eq << 16) total into every CTA's word of this CTA; a cluster barrier; a CTA's first
   output place is the gt count of the CTAs before it plus min(their eq count, need) (the CTAs' words unpacked first: a
   CTA's eq count fits 16 bits, a row's may not, and past 2^15 the packed sum went negative: an illegal instruction on
-  the H200 at 8 x 65536 ±0 ties, session 53), and its entries go out from its own shared-memory copy. The stretches are in column order, so the output is the same as one CTA's.
+  the H200 at 8 x 65536 ±0 ties, session 53), and its entries go out from its own shared-memory copy. The stretches
+  are in column order, so the output is the same as one CTA's.
 Triton stores a tensor whose layout is whole in every CTA of a cluster from CTA 0 only, so the output's stores are
 inline PTX (st.global) there. No CTA touches another's shared memory after the last cluster barrier, so none waits
 before it exits.
@@ -181,9 +182,10 @@ def default_ctas(rows: int, width: int, sms: int) -> int:
     - 4096-16384 columns: CLUSTER_CTAS (4) while the clusters fit one wave (4 x rows <= SMs: decodes at 1-33
       requests); past 8192 columns 2 while two rows an SM's pair of CTAs fit two waves (rows <= SMs: 34-132 rows, where
       the Triton long-row paths ran before); else 1 (one CTA's 8192 columns, or those paths past them);
-    - past 16384 columns (decodes over 16K+ contexts; wide_capacity takes them up to MAX_CLUSTER_CAP): 8 while the
-      clusters fill at most half the SMs (8 x rows <= SMs / 2: 1-8 rows), 4 while 4 x rows <= SMs / 2 (9-16 rows),
-      else 1 (the Triton paths).
+    - past 16384 columns (decodes over 16K+ contexts; wide_capacity takes them up to MAX_CLUSTER_CAP): 8 while
+      8 x rows <= 3/4 of the SMs (1-12 rows), 4 while 4 x rows <= SMs / 2 (13-16 rows), else 1 (the Triton paths).
+      16 clusters of 8 were slower than 16 of 4 (16 x 33728), 12 of 8 faster than 12 of 4 (an 8-CTA cluster sits
+      within one GPC: not every 16 of them run at once, by this reading).
     H200, CUDA-graph replays, us at 1 / 2 / 4 / 8 CTAs (bench/gpu_s49.sh c, topk_cluster_c_s49.json): k 2048 1 x 4160
     10.4 / 10.1 / 9.3 / 9.8, 8 x 4160 12.2 / 11.9 / 10.3 / 11.0, 32 x 4160 12.4 / 12.2 / 12.1 / 12.9, 1 x 8192 13.0 /
     12.1 / 10.5 / 11.2, 8 x 8192 13.4 / 12.3 / 10.7 / 11.6, 32 x 6144 (ragged) 12.8 / 12.3 / 11.2 / 13.1; k 512 1 x
@@ -195,8 +197,10 @@ def default_ctas(rows: int, width: int, sms: int) -> int:
     / 32.0 / 35.9 / 35.5, 264 x 12288 50.6 / 53.3 / 58.4 / 60.0; past 16384, 1 x 24576 21.8 / 28.9 / 15.9 / 13.6, 1 x
     32768 23.1 / 30.1 / 15.0 / 12.3, 8 x 32768 24.5 / 33.7 / 16.9 / 13.9, 32 x 24576 26.6 / 33.2 / 27.6 / 26.7, 1 x
     65536 22.7 / - / - / 17.7, 4 x 65536 22.9 / - / - / 18.0; k 512 1 x 16880 16.1 / 25.8 / 15.6 / 13.8, 16 x 16880
-    19.5 / 26.4 / 16.1 / 18.2, 32 x 16880 25.0 / 26.9 / 26.2 / 26.6. DSATTN_TOPK_CTAS (1, 2, 4 or 8; read at each
-    call) sets it for A/B runs."""
+    19.5 / 26.4 / 16.1 / 18.2, 32 x 16880 25.0 / 26.9 / 26.2 / 26.6. Session 53 (bench/gpu_s53.sh d, e;
+    bench/logs/s53), 4 / 8 CTAs: 12 x 24576 17.9 / 15.6, 12 x 32768 17.5 / 15.1, 12 x 40000 31.5 / 19.4, k 512 12 x
+    16880 15.3 / 13.8; 16 x 24576 18.0 / 18.9, 16 x 33728 27.2 / 29.3, 16 x 65536 35.0 / 32.2. DSATTN_TOPK_CTAS (1,
+    2, 4 or 8; read at each call) sets it for A/B runs."""
     env = os.environ.get("DSATTN_TOPK_CTAS", "").strip()
     if env:
         if env not in ("1", "2", "4", "8"):
@@ -208,10 +212,9 @@ def default_ctas(rows: int, width: int, sms: int) -> int:
         if CLUSTER_CTAS * rows <= sms:
             return CLUSTER_CTAS
         return 2 if width > MAX_CAP and rows <= sms else 1
-    for ctas in (8, 4):
-        if ctas * rows <= sms // 2:
-            return ctas
-    return 1
+    if 8 * rows <= sms * 3 // 4:
+        return 8
+    return 4 if 4 * rows <= sms // 2 else 1
 
 
 def default_bits(cap: int, num_warps: int) -> int:
