@@ -122,3 +122,23 @@ if [ "${1:-}" = f ]; then
   layer decode_layer_rule_32k_f_s53_default "" --configs glm-5:8:fp8_ds_mla,deepseek-v3.2:8:fp8_ds_mla \
     --batches 12,16 --context 32768
 fi
+# OUTCOME (session 53; logs bench/logs/s53/{a,c,d,e,f}, results bench/results/*_s53*.json):
+# a (2d1e2ec): test_topk_signed_zeros_tie (8 x 65536 +-0 ties, now over 8-CTA clusters) hit an illegal instruction in
+#   the four shards that ran it (the packed eq sum of the CTAs past 2^15; fixed in 5f823bd), and their later tests
+#   errored on the dead context; all else passed, the new wide-row shapes included. Kernel timings held the
+#   prediction (34x12288 17.7 against 26.2 us, 1x32768 14.0 / 23.4, 4x65536 18.3 / 24.1, ...; notes/indexer.md). 4K
+#   layers at 128 requests as predicted (glm-5 133.7 / 138.8, deepseek TP8 163.4 / 169.3, TP1 312.0 / 319.3, flash
+#   93.1 / 93.1); 8K at 64 requests -16.3 / -17.2 us (predicted -5 to -10), at 128 -4.6 / -3.5.
+# c (5f823bd): 358 passed. 32K layers (default / cap 16384), glm-5 TP8 1 / 4 / 8 / 16 requests 28.9 / 35.4 / 44.0 /
+#   68.5 against 35.0 / 42.8 / 55.4 / 73.2 us, deepseek-v3.2 TP8 31.1 / 42.1 / 50.7 / 76.7 against 39.1 / 48.4 / 63.6
+#   / 81.3 (predicted -9 at 1 request: -6.1 / -8.0); glm-5.3-flash 64K 1 / 4 / 16 / 32 requests 28.2 / 34.8 / 57.0 /
+#   90.4 against 28.2 / 40.3 / 58.1 / 90.9 (at 1 request its pooled rows fit 16384 under both: the prediction's -2
+#   was wrong there; 4 requests -5.5, 16 -1.1, 32 the Triton paths both).
+# d (fbc56ff): 4 / 8 CTAs, graph replays, us: 16x33728 27.2 / 29.3, 12x40000 31.5 / 19.4, 16x65536 35.0 / 32.2,
+#   16x24576 18.0 / 18.9; layers from 32K at 12 requests default (4 CTAs) / DSATTN_TOPK_CTAS=8 glm-5 64.2 / 53.2,
+#   deepseek 68.8 / 59.4; at 16 requests 67.0 / 69.3 and 76.5 / 79.2. Prediction half right: 8 CTAs won at 12 rows,
+#   lost at 16 x 33728.
+# e (a2e0ba0): 12 rows, 4 / 8 CTAs: 12x24576 17.9 / 15.6, 12x32768 17.5 / 15.1, k 512 12x16880 15.3 / 13.8 (held).
+#   Hence the rule of 2bcb2c9: 8 CTAs while 8 x rows <= 3/4 of the SMs (<= 12 rows), 4 at 13-16.
+# f (2bcb2c9): the indexer file's top-k tests, 231 passed; 32K layers at 12 / 16 requests glm-5 53.4 / 67.3,
+#   deepseek 59.4 / 77.1 us (as predicted: d's 8-CTA 12 and default 16).
