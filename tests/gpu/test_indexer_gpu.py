@@ -336,7 +336,7 @@ def test_topk_gluon_cluster_ties(width, k, ctas):
                                            (16, 16880, 512), (20, 30000, 2048)])
 def test_topk_gluon_wide_rows(rows, width, k):
     """Rows past select_capacity's capacity but within 8192 columns at <= 2 x SMs rows, or over a cluster
-    (gluon_select.default_ctas: 4 CTAs at <= 33 rows and 2 at <= SMs rows within 16384 columns, 8 at <= 8 rows and 4
+    (gluon_select.default_ctas: 4 CTAs at <= 33 rows and 2 at <= SMs rows within 16384 columns, 8 at <= 12 rows and 4
     at <= 16 within 65536): the default launch takes them in one launch of the Gluon select
     (gluon_select.wide_capacity); the same columns in the same order as the Triton kernels' long-row path
     (gluon=False), the reference's sets, ragged lengths and -inf stretches included (150 x 12000 and 20 x 30000: both
