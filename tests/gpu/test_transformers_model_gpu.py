@@ -1,8 +1,8 @@
 """A whole transformers DSA model served through DSAAttention with the GPU kernels: tests/test_transformers_model.py's
 runs (every attention layer of a three-layer model replaced by the backend, requests batched continuously, poisoned
-caches; GLM-5.3-Flash's shared layers with its k-pool indexer; speculative decodes with rejected drafts rolled back; a prefix-cache hit) with the backend on CUDA;
-transformers' modules run on the CPU in fp32. A kind whose module the installed transformers lacks (the GPU machine's
-is 5.17; the reference is 5.24) is skipped."""
+caches; GLM-5.3-Flash's shared layers with its k-pool indexer, not yet run on a GPU; speculative decodes with rejected
+drafts rolled back; a prefix-cache hit) with the backend on CUDA; transformers' modules run on the CPU in fp32. A
+kind whose module the installed transformers lacks (the GPU machine's is 5.17; the reference is 5.24) is skipped."""
 import os
 import sys
 
