@@ -180,8 +180,8 @@ def default_ctas(rows: int, width: int, sms: int) -> int:
     """CTAs a row (a thread-block cluster, each CTA over width / ctas columns), by the rows' width:
     - below CLUSTER_MIN_WIDTH (4096) columns: 1;
     - 4096-16384 columns: CLUSTER_CTAS (4) while the clusters fit one wave (4 x rows <= SMs: decodes at 1-33
-      requests); past 8192 columns 2 while two rows an SM's pair of CTAs fit two waves (rows <= SMs: 34-132 rows, where
-      the Triton long-row paths ran before); else 1 (one CTA's 8192 columns, or those paths past them);
+      requests); past 8192 columns 2 while rows <= SMs (34-132 rows: 2 x rows CTAs, one an SM, at most two waves;
+      the Triton long-row paths ran there before); else 1 (one CTA's 8192 columns, or those paths past them);
     - past 16384 columns (decodes over 16K+ contexts; wide_capacity takes them up to MAX_CLUSTER_CAP): 8 while
       8 x rows <= 3/4 of the SMs (1-12 rows), 4 while 4 x rows <= SMs / 2 (13-16 rows), else 1 (the Triton paths).
       16 clusters of 8 were slower than 16 of 4 (16 x 33728), 12 of 8 faster than 12 of 4 (an 8-CTA cluster sits
