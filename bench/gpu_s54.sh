@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Session 54 had no device lent; this script is for the next session that has one.
+# Call `a`:
+# 1. GLM-5.3-Flash's shared layers with the k-pool indexer against transformers on the GPU
+#    (test_shared_layers_with_kpool_match_transformers_on_gpu, 3 cases, written in session 53 and never run on a GPU;
+#    the machine's transformers 5.17: the CPU twin passes under 5.17 and 5.24), with the rest of the whole-model file,
+#    and the backend GPU file whole (last whole at 5f823bd, before the top-k rule's 12-row change).
+# 2. bench/cluster_occupancy.py: how many top-k select clusters of 2 / 4 / 8 CTAs the driver says run at once
+#    (cuOccupancyMaxActiveClusters), for each width the rule sends over a cluster. Session 53 read "16 rows over
+#    8-CTA clusters lose to 4-CTA ones at 33728 columns, 12 rows win" as "not all 16 clusters of 8 fit at once";
+#    this asks the driver.
+# PREDICTION: tests pass (3 shared-layer cases; the backend file as at 5f823bd). Occupancy: one CTA an SM (512
+# threads x ~103 registers); clusters of 2 ~66, of 4 ~32-33, of 8 below 16 (~14-15: some GPCs hold fewer than 16 SMs
+# with one CTA each) -- if it says 16 or more, the 16-row loss has another cause and default_ctas's 12-row bound
+# stays an H200 measurement only.
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s54.sh a
+set -u
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+unset TRITON_INTERPRET DSATTN_TOPK_CTAS DSATTN_TOPK_CLUSTER_CAP DSATTN_TOPK_GLUON
+R=$OUT/r; mkdir -p $R; L=$OUT/s54.log
+nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader > $L
+echo "tree ${DSATTN_GIT_COMMIT:-?}" >> $L
+pack() { tar -czf $OUT/r.tgz -C $OUT r s54.log; }
+case "${1:-}" in
+a)
+  t0=$SECONDS
+  timeout 120 python bench/cluster_occupancy.py --json $R/cluster_occupancy_s54.json > $R/occ.log 2>&1
+  echo "cluster_occupancy k 2048 rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/occ.log >> $L
+  timeout 60 python bench/cluster_occupancy.py --k 512 --widths 4160,8192,16880 \
+    --json $R/cluster_occupancy_k512_s54.json > $R/occ512.log 2>&1
+  echo "cluster_occupancy k 512 rc=$?" >> $L; grep -v -i warn $R/occ512.log >> $L; pack
+  N=8 LIMIT=360 bash bench/gpu_tests_sharded.sh $R/tests_a tests/gpu/test_transformers_model_gpu.py \
+    tests/gpu/test_backend_gpu.py
+  cat $R/tests_a/summary.log >> $L; rm -f $R/tests_a/ids*.txt; tar -czf $OUT/tests_a.tgz -C $R tests_a
+  rm -rf $R/tests_a; pack
+  ;;
+*)
+  echo "usage: bash bench/gpu_s54.sh a" >&2; exit 2
+  ;;
+esac
