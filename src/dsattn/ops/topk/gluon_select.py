@@ -12,9 +12,9 @@ DSATTN_TOPK_CLUSTER_CAP (16384-65536 columns, MAX_CTA_COLS a CTA) set the cluste
 
 Why: at 1-8 decode requests the Triton select alone (`_v4_select` over rows a little wider than the usual capacity,
 select.select_capacity) was the largest kernel of a glm-5 decode layer, 15.8-16.5 us of a 30.0-36.1 us span
-(bench/results/decode_layer_topk_e_s48_triton.json), for one row of ~4K columns a program: 7-12 two-bit steps, each a CTA-wide tuple reduction
-(shuffles, two barriers) after 96 compares a thread, then two CTA-wide ordered scans (notes/indexer.md, session 41's
-profile). Here a pass decides 8 bits with one shared atomic a matching key, one barrier, and a scan that every warp
+(bench/results/decode_layer_topk_e_s48_triton.json), for one row of ~4K columns a program: 7-12 two-bit steps,
+each a CTA-wide tuple reduction (shuffles, two barriers) after 96 compares a thread, then two CTA-wide ordered scans
+(notes/indexer.md, session 41's profile). Here a pass decides 8 bits with one shared atomic a matching key, one barrier, and a scan that every warp
 runs by itself over the whole histogram (no second barrier, no broadcast).
 
 The program (NW warps, R consecutive columns a thread, CAP = 32 R NW columns; a [NW, 32 R] tile, one warp a row, so
@@ -70,38 +70,11 @@ cluster (--ctas 2 4 8, capacities 1024-8192): at most 53 registers, no spill, th
 words, the remote adds ATOM.E, the cluster barriers UCGABAR; one CTA's SASS is the same as before the cluster was
 added (session 49).
 
-MEASURED (H200, session 48, bench/gpu_s48.sh a-e, bench/logs/s48/; against the Triton select in the same process;
-one CTA a row):
-- the kernel at 1 x 4160 (k 2048, cap 8192, random normal rows; Nsight Compute, clocks unlocked, caches flushed):
-  8.0 us (call e); the first version, 8 warps, 10 bits a pass, direct scattered stores: 10.5 (call d), at 16 warps
-  9.25, of which load + lo / hi 3.4, the passes 2.6, the emit 3.2 (cuts: STOP).
-- CUDA-graph replays (bench/topk_v3.py, topk_gluon_e_s48.json, _k512_e_s48.json), us, Gluon / Triton: k 2048 1 x 4160
-  10.6 / 15.0, 8 x 4160 12.1 / 17.3, 32 x 6144 (ragged) 13.0 / 19.8, 128 x 8192 15.0 / 23.1, 264 x 8192 24.5 / 39.1;
-  4096 x 4096 eager 107 / 149; k 512 1 x 1040 6.8 / 9.6, 8 x 2048 7.8 / 11.9, 128 x 2048 8.7 / 13.2.
-- one decode layer's span on the GPU, CUDA-graph replays (bench/decode_layer_kernels.py, decode_layer_topk_e_s48_
-  {gluon,triton}.json), 1 / 8 / 32 requests, us: glm-5 TP8 22.2 / 30.0, 27.8 / 36.1, 45.7 / 53.3 (the select 8.0-8.9
-  against 15.8-16.5); deepseek-v3.2 TP8 23.3 / 30.6, 32.7 / 40.8, 54.3 / 61.4; glm-5.3-flash TP8 22.1 / 24.8, 27.5 /
-  30.4, 40.1 / 44.3. At 128 requests glm-5's and deepseek-v3.2's rows (k 2048, 12.2K columns) are past the capacity:
-  the Triton paths as before.
-- k 512 rows past select_capacity's capacity (wide_capacity; call g, topk_gluon_wide_k512_s48.json, against the Triton
-  long-row paths): 1 x 4160 11.6 / 16.4, 32 x 3072 9.6 / 19.7, 128 x 3072 10.4 / 24.5, 128 x 8192 14.0 / 24.5 us; the
-  glm-5.3-flash TP8 layer from 4096-token contexts at 1 / 32 / 128 requests 21.8 / 39.1 / 93.6 against 24.8 / 43.2 /
-  109.9 us, from 8192 23.5 / 44.7 / 102.2 against 26.4 / 55.3 / 117.7 (decode_layer_topk_g{4096,8192}_s48_*.json).
-- one row over a cluster of 4 CTAs (session 49, bench/gpu_s49.sh c, topk_cluster_c_s49.json, against one CTA):
-  graph replays 1 x 4160 9.3 / 10.4 us, 8 x 4160 10.3 / 12.2, 1 x 8192 10.5 / 13.0, 8 x 8192 10.7 / 13.4, 32 x 6144
-  11.2 / 12.8; k 512 1 x 4160 10.3 / 11.8; cuts at 1 x 4160: after lo / hi 5.9, after the passes 8.3. The glm-5 TP8
-  layer at 1 / 8 / 32 requests 20.7 / 26.1 / 45.0 us against 22.2 / 28.1 / 45.5 (decode_layer_cluster_c_s49_c*.json).
-  2 and 8 CTAs were slower than 4 at every shape measured (default_ctas has the numbers). Rows of 8193-16384 columns
-  over the cluster (MAX_CLUSTER_CAP; bench/gpu_s49.sh e, topk_cluster_e_s49.json) against the Triton long-row paths
-  they took before: 1 x 12288 12.2 / 23.1 us, 1 x 16384 12.6 / 22.8, 8 x 12288 12.7 / 24.3, 32 x 10176 16.6 / 25.8;
-  the glm-5 TP8 layer from 8192-token contexts at 1 / 8 / 32 requests 24.2 / 31.6 / 54.4 us against 35.3 / 44.4 /
-  66.6, deepseek-v3.2 TP8 25.3 / 35.5 / 63.5 against 37.6 / 50.0 / 75.7 (decode_layer_cluster_e8192_s49_*.json).
-Tried and removed: gathering the first pass's bin into shared memory for the later passes (one key a thread; no
-faster, topk_gluon_b_s48.json, code at 95964fa); 10 bits a pass (slower: 1 x 4160 14.4 against 12.2 at 9 bits);
-capacity 16384 (32 keys a thread at 16 warps; call g, topk_gluon_wide_s48.json): right, and mixed against the Triton
-long-row paths (1 x 16384 32.6 against 24.6 us, 264 x 16384 63.4 against 51.9, 128 x 12288 29.1 against 32.8; in the
-glm-5 layer from 4096-token contexts at 128 requests 132.4 against 137.0 us, from 8192 at 1 / 32 requests 33.6 / 60.8
-against 35.3 / 66.2), so MAX_CAP stays 8192 for one CTA a row (over a 4-CTA cluster each CTA holds 4096 of them).
+Measured (H200; the numbers, with every version tried and dropped, in notes/indexer.md, sessions 48-53): a row a CTA
+against the Triton select, CUDA-graph replays, 1 x 4160 10.6 against 15.0 us, 264 x 8192 24.5 against 39.1
+(topk_gluon_e_s48.json); the rows over clusters in default_ctas. Tried and removed: the first pass's bin gathered into
+shared memory for the later passes (code at 95964fa), 10 bits a pass; a row a CTA at capacity 16384 ran right and
+no faster than the Triton long-row paths on the whole, so MAX_CAP stays 8192.
 """
 from __future__ import annotations
 
@@ -186,21 +159,12 @@ def default_ctas(rows: int, width: int, sms: int) -> int:
       8 x rows <= 3/4 of the SMs (1-12 rows), 4 while 4 x rows <= SMs / 2 (13-16 rows), else 1 (the Triton paths).
       16 clusters of 8 were slower than 16 of 4 (16 x 33728), 12 of 8 faster than 12 of 4 (an 8-CTA cluster sits
       within one GPC: not every 16 of them run at once, by this reading).
-    H200, CUDA-graph replays, us at 1 / 2 / 4 / 8 CTAs (bench/gpu_s49.sh c, topk_cluster_c_s49.json): k 2048 1 x 4160
-    10.4 / 10.1 / 9.3 / 9.8, 8 x 4160 12.2 / 11.9 / 10.3 / 11.0, 32 x 4160 12.4 / 12.2 / 12.1 / 12.9, 1 x 8192 13.0 /
-    12.1 / 10.5 / 11.2, 8 x 8192 13.4 / 12.3 / 10.7 / 11.6, 32 x 6144 (ragged) 12.8 / 12.3 / 11.2 / 13.1; k 512 1 x
-    4160 11.8 / 11.6 / 10.3 / 11.1, 8 x 8192 12.9 / 12.0 / 10.4 / 11.4. Narrower rows lose (k 2048 1 x 2080 8.3 / 8.6 /
-    8.6 / 8.4; k 512 1 x 1040 6.7 / 7.7 / 7.7 / 8.2, 8 x 2048 7.8 / 9.2 / 8.7 / 10.0), and so do more rows (64 x 4160
-    12.3 / 12.2 / 12.7 / 14.0). Widths between 2080 and 4096 were not measured. Past 8192 columns (bench/gpu_s50.sh a,
-    session 52, bench/logs/s52/a; 1: the Triton long-row paths where one CTA does not hold the row): 34 x 12288 26.0 /
-    17.3 / 17.1 / 16.9, 64 x 12288 29.8 / 18.5 / 23.9 / 22.0, 128 x 12224 33.4 / 29.8 / 34.6 / 34.3, 128 x 16384 34.8
-    / 32.0 / 35.9 / 35.5, 264 x 12288 50.6 / 53.3 / 58.4 / 60.0; past 16384, 1 x 24576 21.8 / 28.9 / 15.9 / 13.6, 1 x
-    32768 23.1 / 30.1 / 15.0 / 12.3, 8 x 32768 24.5 / 33.7 / 16.9 / 13.9, 32 x 24576 26.6 / 33.2 / 27.6 / 26.7, 1 x
-    65536 22.7 / - / - / 17.7, 4 x 65536 22.9 / - / - / 18.0; k 512 1 x 16880 16.1 / 25.8 / 15.6 / 13.8, 16 x 16880
-    19.5 / 26.4 / 16.1 / 18.2, 32 x 16880 25.0 / 26.9 / 26.2 / 26.6. Session 53 (bench/gpu_s53.sh d, e;
-    bench/logs/s53), 4 / 8 CTAs: 12 x 24576 17.9 / 15.6, 12 x 32768 17.5 / 15.1, 12 x 40000 31.5 / 19.4, k 512 12 x
-    16880 15.3 / 13.8; 16 x 24576 18.0 / 18.9, 16 x 33728 27.2 / 29.3, 16 x 65536 35.0 / 32.2. DSATTN_TOPK_CTAS (1,
-    2, 4 or 8; read at each call) sets it for A/B runs."""
+    H200, CUDA-graph replays, us, each branch against the next choice (the full tables: notes/indexer.md, sessions
+    49, 52, 53): 4 CTAs 1 x 8192 10.5 against 13.0 a row a CTA, 64 x 4160 12.7 against 12.3 (past SMs / 4 rows 4 CTAs
+    lose); 2 CTAs 64 x 12288 18.5 against 29.8 on the Triton long-row paths (4 CTAs 23.9); 8 CTAs 1 x 32768 12.3
+    against 15.0 over 4 and 23.1 on the Triton paths, 12 x 40000 19.4 against 31.5 over 4, 16 x 33728 29.3 against 27.2
+    over 4 (topk_cluster_c_s49.json, bench/logs/s52/a, topk_rows12_e_s53.json, topk_rows16_d_s53.json).
+    DSATTN_TOPK_CTAS (1, 2, 4 or 8; read at each call) sets it for A/B runs."""
     env = os.environ.get("DSATTN_TOPK_CTAS", "").strip()
     if env:
         if env not in ("1", "2", "4", "8"):
