@@ -55,30 +55,11 @@ The map must fit the compaction's registers and the masks row's first G * K colu
 G * K), so num_slots <= dense_max_slots(G, K): at topk 2048 G 8 16384, G 4 32768, G 2 65536, G 16 8192 (the fused
 kernel, whose map lives in shared memory, reaches further: above). G up to 16 (16-bit fields). The output order
 (ascending slot) equals the reference's and may help the prefill kernel's gathers (not measured).
-Work a group (G 8, topk 2048, 16384 slots): G * K index loads and atomic ORs (16384), 16 KiB cleared, read
-and then union-sized rows written; nothing depends on a loaded table. PREDICTION (not measured; arithmetic):
-the inserts, s_q * K REDs in all (2.1 M at s_q 1024, 16.8 M at 8192, the same for every G), bound by L2 atomic
-throughput (taken as 64-128 per clock at ~1.7 GHz: 10-20 us at s_q 1024), clear ~2 us, compaction one wave of
-128 programs ~3-5 us (s_q 8192: ~3 waves, ~10-15 us), the repeated-slot kernel and gaps ~4 us: s_q 1024
-~20-30 us for G 8 / 4 / 2 (hash measured 120 / 130 / 200), s_q 8192 ~110-200 us (hash 1150 / 1110 / 1460).
-Measured (H200, session 11 device call 2, bench/gpu_s11_call2.sh at fb96e3c, bench/logs/s11_call2.log; the grouping bench, CUDA graph of 10
-calls, overlap indices, s_kv 16384, topk 2048; matches_reference and same_after_timing True everywhere, the edge
-cases True for dense at G 8 / 4 / 2): s_q 1024 G 8 / 4 / 2 42.5 / 52.3 / 72.6 us (hash 120.5 / 129.8 / 200.1),
-s_q 8192 300.1 / 347.0 / 496.4 us (hash 1152 / 1112 / 1456): 2.5-3.8x faster than hash, 1.5-2.5x over the
-prediction. Insert 2048 slots / 8 warps: within 3.4 us at s_q 1024 (G 2 76.0 against 72.6), 10.7 at 8192 (G 8 289.4
-against 300.1). Per kernel (grouping_phases.py, torch.profiler,
-s_q 1024, G 8 / 4 / 2): clear 1.4 / 1.4 / 1.2, insert 29.5 / 29.8 / 33.2, compact 10.1 / 17.7 / 34.8, the
-repeated-slot kernel 1.1 / 1.6 / 2.5 us. The insert runs ~2.1 M REDs in ~30 us whatever G (~70 G/s, about 40 a
-clock: half the rate the prediction assumed); the compaction costs groups x num_slots / 32 predicated store
-instructions (a field loop over every word), so it grows as G shrinks (more groups, the same slot range).
-sm_90a compile (Triton 3.6's ptxas, no GPU, topk 2048; /tmp script with bench/_sm90.py's Intercept): clear 13
-registers; insert 26 (4 warps, 512 slots), no spill, loads issued before the REDs, no layout conversion
-(the index load is kept unvectorized with a contiguity hint 1; vectorized, Triton converted layouts through
-shared memory); compact G 8 (4096 words, 8 warps) 80, G 4 (2048 words, 8 warps) 48, G 2 (1024 words, 4
-warps) 48, G 16 (8192 slots) 100, G 4 at 32768 slots / G 2 at 65536 slots (4096 words) 80, no spill and no
-layout conversion (the map loaded unvectorized as well; vectorized, it took 64 conversions); unrolling the
-field loop took ~250 registers, hence a loop. DENSE_WORDS 8192 (G 8 at 32768 slots, 16 warps): 128 registers,
-16 bytes of spill, hence 4096.
+Measured (H200, session 11, bench/logs/s11_call2.log; the grouping bench, CUDA graph of 10 calls, overlap indices,
+s_kv 16384, topk 2048): s_q 1024 G 8 / 4 / 2 42.5 / 52.3 / 72.6 us, s_q 8192 300.1 / 347.0 / 496.4, 2.5-3.8x faster
+than the hash path; the insert (~2.1 M REDs in ~30 us at s_q 1024) sets the pace. The prediction before it, the time
+of each kernel and the sm_90a compile check (no spill at the defaults; DENSE_WORDS 8192 spilled, hence 4096):
+notes/sparse_mla.md, "grouping.py's docstring".
 
 Hash path (_launch_hash; four launches, nothing allocated, no scratch beyond entries / masks / counts):
   1. clear: entries[c, :G*K] = -1 (EMPTY), counts[c] = 0.
@@ -109,22 +90,11 @@ between the phases, HASH1 = 2048 slots a probe step at 16 warps). sm_90a: 128 re
 rebuild branch 4 bytes of spill (G 8), with it 712 bytes of stack (the rebuild's). Prediction: fewer
 slots in flight an SM than the four-launch path but no launches or clear pass of its own; G 8 s_q 1024
 ~25-35 us (one wave of 128 programs), s_q 8192 ~200-280 us.
-Work a group: G * K loads of HASH_W cells and at most G * K atomic_max (fewer: a slot seen in the table
-is not written again), G * K atomic OR, G * K int32 written (clear), 2 * G * K read and written
-(compact). The passes run group-major (the programs running at once share a few groups' tables, which stay
-in L2 even when all tables do not: 128 MiB at s_q 8192, G 8), alternating direction (clear last group
-first, insert first group first, mark last first, compact first first) so that each pass starts on the
-tables the previous one touched last. CPU replay of the probe loops (``--simulate``: overlap indices, topk 2048, 64 tokens, 128 slots a
-program, no contention): G 8 W 4: insert 1.94 rounds a program (1.02 a lane: a program waits for its slowest
-lane), mark 1.87, table load 0.29; G 4: 2.96 / 2.30, load 0.47; G 2: 5.89 / 4.95 (W 8: 5.20 / 3.00), load
-0.71. Prediction from those: each round a dependent L2 load + atomic, ~1900 slots in flight an SM, so G 8
-s_q 1024 ~30-45 us in all (insert ~13, mark ~9, clear ~3, compact ~5, gaps), s_q 8192 ~250-350 us (8x the
-slots); G 2 slower (longer probes at load 0.71). Measured on the H200 (final device call, bench/logs/s10_final.log,
-CUDA graph of 10 calls, per call, matches_reference and the edge cases True): s_q 1024 G 8 / 4 / 2 119.6 / 129.8 /
-200.1 us, s_q 8192 1149.5 / 1111.4 / 1457.2 us: 3-4x over the prediction, and under the sort path's times (below;
-those were not kept in a file). Session 11 call 1 (bench/logs/s11_call1.log, the same bench) timed hash1 and HASH_W 8 too: hash1 (W 4) s_q 1024
-G 8 / 4 / 2 148.0 / 198.4 / 433.2 us against hash's 119.7 / 130.6 / 200.4, s_q 8192 1030.6 / 1309.1 / 2820.1 against
-1116.1 / 1089.8 / 1435.3 (faster at G 8 only); W 8 slower than W 4 in every case of both.
+The passes run group-major, alternating direction, so that each pass starts on the tables the previous one touched
+last (the tables stay in L2 while the programs running at once share a few groups). Measured (H200,
+bench/logs/s10_final.log, CUDA graph of 10 calls): s_q 1024 G 8 / 4 / 2 119.6 / 129.8 / 200.1 us, s_q 8192 1149.5 /
+1111.4 / 1457.2; hash1 faster at G 8 s_q 8192 only (1030.6 against 1116.1 us), HASH_W 8 slower than 4 everywhere
+(bench/logs/s11_call1.log). The prediction and the CPU replay of the probe loops (--simulate): notes/sparse_mla.md.
 
 Sort path (IMPL = "sort"; one program per group) sorts the G * K codes ``slot * GP + j`` (GP = next power
 of 2 of G; invalid entries get a sentinel that sorts last) with one ``tl.sort`` and compacts the sorted runs
@@ -133,25 +103,11 @@ lists a slot twice is marked (counts = -1) and rebuilt by a second kernel launch
 programs return at once for unmarked groups): occurrence ranks from the runs of equal codes, entry (s, k) at
 base_s + k, masks by atomic OR after zeroing. Two launches.
 
-sm_90a compile (Triton 3.6's ptxas, no GPU; topk 2048): hash path, G 8 / 4 / 2: clear 34 registers (4
-warps), insert 35 and mark 30 (4 warps, 128 slots a program, W 4), no spill; compact 128 (16 warps,
-8192-cell blocks; G 8: 712 bytes of stack, G 4: 56, G 2: none), its loop free of local-memory access (the
-spills sit in the rebuild branch and the prologue; SASS read with nvdisasm; without the rebuild it was 114
-registers, no spill); the probe loops load one aligned 16-byte vector a slot a round and keep their tiles'
-layout (no shared-memory layout conversion inside them). Sort path (default warps): G 8 (16 warps)
-128 registers, 344 bytes of stack (spills), 64 KiB shared, ~23.3k SASS instructions; G 4 (16 warps) 121
-registers, no spill; G 2 (8 warps) 150 registers, no spill; its rebuild kernel at G 8: 688 bytes of stack.
-With the repeated-slot branch inline in the first kernel G 8 spilled 792 bytes (27.9k instructions), hence
-the second kernel (INLINE_DUPS). H200 (CUDA graph of 10 calls, per call, overlap indices, topk 2048), sort
-path: about 3-4x the hash path's time at both s_q (sessions 9-10; the timings were not kept in a file).
+sm_90a compile check of the hash and sort paths (registers and spills of each kernel, why INLINE_DUPS):
+notes/sparse_mla.md. The sort path took about 3-4x the hash path's time on the H200 (sessions 9-10; not kept in a file).
 
-Histogram path (session 14, removed in session 15): one program a group walking the slot range in 2048-slot
-chunks, per token and chunk a tl.histogram (Triton 3.6's lowering of it was not looked into), 4-bit copies a
-token packed an int32 a slot. Entry for entry equal to the reference (CPU and H200), but 7-16x slower than the
-dense path on the H200 with its best of four configurations (bench/logs/s15_hist_grouping.log, CUDA graph of 10
-calls, overlap indices, s_kv 16384, topk 2048): s_q 1024 G 8 / 4 / 2 673 / 571 / 510 us against 42.6 / 52.4 / 72.4,
-s_q 8192 3751 / 3617 / 3649 against 300 / 344 / 490; the prediction was 20-30 us at s_q 1024 G 4 and 150-200 at
-8192. Its code: git c066183 (_hist_union_kernel, bench/hist_compile_check.py).
+Histogram path (session 14, removed in session 15): right, and 7-16x slower than the dense path on the H200
+(bench/logs/s15_hist_grouping.log); its code at git c066183.
 """
 from __future__ import annotations
 
