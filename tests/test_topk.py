@@ -524,6 +524,17 @@ def test_gluon_select_cluster_size_checked(monkeypatch):
     wide = torch.randn(1, 40000)
     with pytest.raises(ValueError, match="at most 16384"):  # 2 CTAs of 32768 columns: past MAX_CTA_COLS
         gluon_select.launch_select_rows(wide, lengths[:1], 256, out[:1], 65536, ctas=2, launch=never)
+    # k: at most cap / 2 (the output row's shared-memory copy), and over a cluster k + a CTA's columns below 2^15 (the
+    # packed emit counts); the launchers above it pass k <= 8192, but a direct call must not reach the kernel
+    for k, cap, ctas in ((0, 1024, 1), (513, 1024, 1), (16384, 65536, 4), (24576, 65536, 8)):
+        big = torch.full((1, k or 1), -7, dtype=torch.int32)
+        with pytest.raises(ValueError, match="k must be"):
+            gluon_select.launch_select_rows(wide if cap > 1024 else x[:1], lengths[:1], k, big, cap, ctas=ctas,
+                                            launch=never)
+    seen = []
+    gluon_select.launch_select_rows(wide, lengths[:1], 8192, torch.zeros(1, 8192, dtype=torch.int32), 65536, ctas=4,
+                                    launch=lambda kernel: {(1,): lambda *a, **kw: seen.append(kw["CTAS"])})
+    assert seen == [4]  # topk()'s largest k over 4 CTAs of 16384 columns: 8192 + 16384 < 2^15, launched
     assert (out == -7).all()
     monkeypatch.delenv("DSATTN_TOPK_CTAS", raising=False)
     assert gluon_select.default_ctas(1, 4160, 132) == 4     # a decode row past 4096 columns: 4 CTAs

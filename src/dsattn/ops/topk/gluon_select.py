@@ -541,6 +541,11 @@ def launch_select_rows(logits, lengths, k: int, out, cap: int, num_warps: int | 
         raise ValueError(f"cap must be a power of two >= the width, and a CTA's columns at least 32 x num_warps and at "
                          f"most {MAX_CTA_COLS}: got cap {cap}, width {w}, {cols} columns a CTA ({ctas} CTAs), "
                          f"{num_warps} warps")
+    if k < 1 or 2 * k > cap or k + cols >= 1 << 15:
+        # the output row's shared-memory copy holds cap / 2 words (one CTA); over a cluster a CTA's packed emit count
+        # (gt | eq << 16) reaches k + its columns, which must stay below 2^15 (topk() takes k <= 8192)
+        raise ValueError(f"k must be in [1, cap / 2] and k + a CTA's columns below 32768: got k {k}, cap {cap}, "
+                         f"{cols} columns a CTA")
     bits = bits or default_bits(cols, num_warps)
     if not 5 <= bits <= 10:
         raise ValueError(f"bits must be in [5, 10], got {bits}")
