@@ -40,9 +40,9 @@ Device run: bench/gpu_s18_grouping.sh (parts 1 and 2).
 THE DEFAULT SINCE SESSION 37, grouping IMPL "dense_fused" (and "auto"): dense_union_smem_kernel builds the map as above
 and then compacts it in the same program's shared memory, so the compaction kernel (grouping._dense_compact_kernel)
 and the map's round trip through masks[c, :D] are gone. Why: at s_q 1024 the compaction took 10.4 / 17.8 / 34.5 us of
-dense_smem's 17 / 23 / 41 at G 8 / 4 / 2 (252 of 298 at 8192, G 2; bench/logs/s37/call1/phases_slot.log), growing
+dense_smem's 17 / 23 / 41 at G 8 / 4 / 2 (252 of 298 at 8192, G 2; bench/logs/s37/call1/r/phases_slot.log), growing
 with SPW (4 / 8 / 16 fields a word) for the same number of map words; Nsight Compute at G 2 (call 1,
-ncu_compact_g2_slot.txt): L2 throughput 62%, 83% of the stalls on the scoreboard: each of its SPW field loops stores,
+r/ncu_compact_g2_slot.txt): L2 throughput 62%, 83% of the stalls on the scoreboard: each of its SPW field loops stores,
 from the 32 lanes of a warp, entries spread over the same few lines that every other field loop also writes in part.
 Here the program (8 warps, the words a [num_warps, DW / num_warps] tile with one warp a row, so that the prefix sums
 and sums run within a warp by shuffles and no Triton operation uses shared memory) counts the occupied fields of each
