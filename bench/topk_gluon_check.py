@@ -51,7 +51,7 @@ def main(argv=None) -> int:
                   f"{gluon_select.MAX_CTA_COLS})")
             continue
         nw = warps or gluon_select.default_warps(cols)
-        k = cap // 2
+        k = min(cap // 2, 8192)  # topk()'s largest (MAX_TOPK); k is not a compile-time value of the kernel
         logits = torch.zeros(2, cap)
         lengths = torch.zeros(2, dtype=torch.int32)
         out = torch.zeros(2, k, dtype=torch.int32)
