@@ -3,8 +3,8 @@ bench/mla_gluon_check.py, Triton's bundled ptxas) with the properties its measur
 made on a CPU machine cannot quietly lose them:
 - the build compiles, ptxas does not serialize its wgmma (C7513 / C7514: every wgmma of the kernel then waits for the
   one before), and its shared memory fits one CTA on sm_90;
-- spills stay at what the defaults had when they were measured (none, or 4 bytes in gluon_rx's 16-head producer and
-  in gluon64's: notes/sparse_mla.md);
+- spills stay at what the committed defaults compile to today (none, or 4 bytes in gluon_rx's 16-head producer and
+  in gluon64; session 54's compile check, notes/sparse_mla.md);
 - gluon_rx's 16-head programs keep two CTAs an SM (rx_config's launch cap of 128 registers, and twice the shared
   memory within the SM's 228 KB), the reason they are the default there (session 19, 2.8-6.0% faster).
 Which kernel takes which case is checked against launch's own preference rules. About 40 s of compiles.
@@ -28,7 +28,7 @@ CTA_RESERVED = 1024  # bytes the hardware keeps per resident CTA
 # kernel, cases (mla_gluon_check's names: decode-<fp8|nope>-H, prefill-<bf16|bf16n>-H), the spill bytes allowed
 DEFAULT_BUILDS = [
     ("rx", "decode-fp8-8,decode-nope-8,decode-nope-16", 0),
-    ("rx", "decode-fp8-16", 4),          # 4 B in the producer partition (24 / 48 registers) since session 19
+    ("rx", "decode-fp8-16", 4),          # 4 B in the producer partition (24 / 48 registers)
     ("ws", "decode-fp8-32,decode-nope-32", 0),
     ("g64", "decode-fp8-64,decode-nope-64", 4),
     ("prefill", "prefill-bf16-8,prefill-bf16-16,prefill-bf16-32,prefill-bf16-64,prefill-bf16n-8,prefill-bf16n-32", 0),
