@@ -7,6 +7,7 @@ import pytest
 import torch
 
 pytest.importorskip("triton")
+pytestmark = pytest.mark.interpreted  # the kernels under the interpreter, or skipped (conftest.py)
 
 from dsattn import formats
 from dsattn.ops._triton import allow_runtime_loop_bounds

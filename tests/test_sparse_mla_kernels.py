@@ -13,6 +13,7 @@ import pytest
 import torch
 
 pytest.importorskip("triton")
+pytestmark = pytest.mark.interpreted  # the kernels under the interpreter, or skipped (conftest.py)
 
 from dsattn.ops.sparse_mla import decode_scratch_spec, sparse_mla_decode, sparse_mla_prefill
 from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs

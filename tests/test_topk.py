@@ -11,6 +11,8 @@ from dsattn.ops.topk import MAX_TOPK, topk, topk_scratch_spec
 from dsattn.ops.topk.reference import topk_reference
 from dsattn.ops.topk.select import SCRATCH_META, _kth_largest_rel, candidate_capacity, launch_topk
 
+pytestmark = pytest.mark.interpreted  # the kernels under the interpreter, or skipped (conftest.py)
+
 
 def _expected(logits, lengths, k):
     ends = lengths.long().clamp(0, logits.shape[1])

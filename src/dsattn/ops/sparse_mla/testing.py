@@ -105,16 +105,27 @@ def poisoned_outputs(t: int, h: int, device="cpu", out_row_pad: int = 0):
     return base[..., :512], lse
 
 
+def check_out_close(out: torch.Tensor, ref_out: torch.Tensor) -> float:
+    """Assert issue 3's bound on out alone (every element within OUT_ATOL + OUT_RTOL x |ref|, no NaN), for callers
+    that see no lse (the serving backend's output against the reference on the backend's own selection); returns the
+    largest error."""
+    assert not torch.isnan(out).any(), "out has NaN (unwritten or a forbidden row was read)"
+    o = out.float()
+    ref_out = ref_out.to(o.device)
+    err = (o - ref_out).abs()
+    bound = OUT_ATOL + OUT_RTOL * ref_out.abs()
+    assert (err <= bound).all(), f"out error {float((err - bound).max()):.3g} over the bound; max err {float(err.max()):.3g}"
+    return float(err.max()) if err.numel() else 0.0
+
+
 def check_close(out: torch.Tensor, lse: torch.Tensor, ref_out: torch.Tensor, ref_lse: torch.Tensor) -> dict:
     """Assert the issue-3 tolerances (every element written, no NaN); returns the worst errors seen."""
-    assert not torch.isnan(out).any(), "out has NaN (unwritten or a forbidden row was read)"
+    check_out_close(out, ref_out)
     assert not torch.isnan(lse).any(), "lse has NaN (unwritten or a forbidden row was read)"
     o = out.float()
     ref_out = ref_out.to(o.device)
     ref_lse = ref_lse.to(lse.device)
     err = (o - ref_out).abs()
-    bound = OUT_ATOL + OUT_RTOL * ref_out.abs()
-    assert (err <= bound).all(), f"out error {float((err - bound).max()):.3g} over the bound; max err {float(err.max()):.3g}"
     inf = torch.isinf(ref_lse)
     assert torch.equal(torch.isinf(lse), inf) and (lse[inf] == ref_lse[inf]).all(), "lse -inf rows differ"
     assert (o[inf] == 0).all(), "a row without a valid entry must give out = 0 exactly (SPEC 3)"
