@@ -125,6 +125,13 @@ def test_random_step_with_interpreted_kernels(seed, monkeypatch):
     out = torch.full((tokens, heads, 512), float("nan"), dtype=torch.bfloat16)
     attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, layer=0, out=out)
     torch.testing.assert_close(out.float(), ref.out, atol=2e-2, rtol=2e-2)
+    # on the backend's own selection (the same q, cache and slots): issue 3's bound
+    from dsattn.backend.synthetic import indices_as_slots
+    from dsattn.ops.sparse_mla.reference import sparse_mla_paged_reference
+    from dsattn.ops.sparse_mla.testing import check_out_close
+    want, _ = sparse_mla_paged_reference(s.q, s.kv_cache, indices_as_slots(attn, step, attn.indices(step)),
+                                         geo.softmax_scale, layout)
+    check_out_close(out, want)
     assert torch.equal(s.kv_cache.view(torch.uint8), ref.step.kv_cache.view(torch.uint8))
     indices = attn.indices(step).clone()
     assert torch.equal(allocating_attention(attn, step, s, indices), out)

@@ -3,7 +3,9 @@
 - Mixed batches (decodes first, then prefill chunks with cached context) over the three paths of SPEC 7
   and the k-pool indexer, at moderate sizes with topk 2048: the same outputs as the reference stack run
   request by request, and outputs bit-identical to an allocating run of the same kernels; the same checks over
-  16 randomly composed steps (test_random_step).
+  16 randomly composed steps (test_random_step). The attention on the backend's own selection (the same q, cache
+  and slots) is held to issue 3's bound (check_out_close; 2e-2 before session 54, whose tighter bound has not yet
+  run on a GPU: bench/gpu_s54.sh a).
 - After warm-up, a step (prepare + every layer kind) makes zero device allocations, and the peak memory
   of a step above what existed before the backend equals the workspace it predicted (within 1%).
 - The mixed-batch step at 32768 tokens with 8 heads per rank runs with no allocation at all.
@@ -28,6 +30,7 @@ from dsattn.config import preset
 from dsattn.formats import dequantize_indexer_cache, slots_from_positions
 from dsattn.ops.indexer.reference import indexer_topk_reference
 from dsattn.ops.sparse_mla.reference import sparse_mla_paged_reference
+from dsattn.ops.sparse_mla.testing import check_out_close
 
 pytestmark = pytest.mark.gpu
 DEV = "cuda"
@@ -86,7 +89,7 @@ def _check_step(attn, step, s, ref, out):
     assert hits >= 0.99 * (~same).sum().item() * a.shape[1]
     # attention on the backend's own selection, and the whole stack where the selections agree
     want, _ = sparse_mla_paged_reference(s.q, s.kv_cache, slots, geo.softmax_scale, layout)
-    torch.testing.assert_close(out.float(), want, atol=2e-2, rtol=2e-2)
+    check_out_close(out, want)  # the same q, cache and slots: issue 3's bound (2e-2 before session 54)
     torch.testing.assert_close(out[same].float(), ref.out[same], atol=2e-2, rtol=2e-2)
     # staged through workspace views == allocating run of the same kernels, bit for bit
     assert torch.equal(allocating_attention(attn, step, s, indices), out)
@@ -224,7 +227,7 @@ def test_mixed_step_32768_tokens_8_heads():
     indices = attn.workspace.view(INDICES, (t, attn.width), torch.int32)
     rows = torch.tensor([0, 63, 64, 8239, 8240 + 8175, 16416, 24600, 32767], device=DEV)
     want, _ = sparse_mla_paged_reference(s.q[rows], s.kv_cache, indices[rows], geo.softmax_scale, layout)
-    torch.testing.assert_close(out[rows].float(), want, atol=2e-2, rtol=2e-2)
+    check_out_close(out[rows], want)
     keys = dequantize_indexer_cache(s.indexer.cache)
     table = step.host.block_table.to(DEV)
     agree = 0
@@ -292,7 +295,7 @@ def test_bf16_keyed_prefill_step(name, heads):
     indices = attn.workspace.view(INDICES, (t, attn.width), torch.int32).clone()
     slots = indices_as_slots(attn, step, indices)
     want, _ = sparse_mla_paged_reference(s.q, s.kv_cache, slots, geo.softmax_scale, "bf16")
-    torch.testing.assert_close(out.float(), want, atol=2e-2, rtol=2e-2)
+    check_out_close(out, want)
     same = (slots.sort(dim=1).values == ref.slots.sort(dim=1).values).all(dim=1)
     assert same.float().mean() >= 0.98
     torch.testing.assert_close(out[same].float(), ref.out[same], atol=2e-2, rtol=2e-2)
