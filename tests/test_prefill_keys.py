@@ -11,6 +11,10 @@ import torch
 
 from dsattn.ops.sparse_mla import slots_of_keys, sparse_mla_prefill
 from dsattn.ops.sparse_mla import grouping
+from dsattn.ops.sparse_mla.reference import sparse_mla_reference
+from dsattn.ops.sparse_mla.testing import check_close, poisoned_outputs
+
+pytestmark = pytest.mark.interpreted  # the kernels under the interpreter, or skipped (conftest.py)
 
 
 def _keyed(t=5, h=8, d=576, n=60, nk=48, k=24, seed=0):
@@ -32,23 +36,42 @@ def test_slots_of_keys():
     assert slots_of_keys(keys, ks[:0]).tolist() == [[-1] * 5]
 
 
+def _slots_named(keys, key_slots):
+    """key_slots[k] for each key k in [0, NK), else -1: the slots the keys name, spelled out here (not through
+    slots_of_keys) for the reference."""
+    ok = (keys >= 0) & (keys < key_slots.shape[0])
+    return torch.where(ok, key_slots[keys.clamp(0, key_slots.shape[0] - 1).long()], -1).to(torch.int32)
+
+
 @pytest.mark.parametrize("h, variant", [(8, "native"), (8, "pad64"), (16, None), (64, None)])
 def test_prefill_with_key_slots_equals_its_slots(h, variant):
     """The call with (keys, key_slots) gives the bits of the call with the slots they name (invalid keys, a -1 slot
-    and a slot past the source skipped alike), topk_length too."""
+    and a slot past the source skipped alike), topk_length too; each call writes every element of NaN-poisoned
+    out / lse within SPEC 3's tolerances of the reference over those slots (check_close; row 1 is empty)."""
     q, kv, keys, key_slots = _keyed(h=h)
     tl = torch.tensor([24, 0, 7, 24, 13], dtype=torch.int32)
-    a = sparse_mla_prefill(q, kv, keys, 0.1, topk_length=tl, variant=variant, key_slots=key_slots)
-    b = sparse_mla_prefill(q, kv, slots_of_keys(keys, key_slots), 0.1, topk_length=tl, variant=variant)
+    ref = sparse_mla_reference(q, kv, _slots_named(keys, key_slots), 0.1, topk_length=tl)
+    a = poisoned_outputs(5, h)
+    sparse_mla_prefill(q, kv, keys, 0.1, topk_length=tl, variant=variant, key_slots=key_slots, out=a[0], lse=a[1])
+    check_close(*a, *ref)
+    b = poisoned_outputs(5, h)
+    sparse_mla_prefill(q, kv, slots_of_keys(keys, key_slots), 0.1, topk_length=tl, variant=variant, out=b[0],
+                       lse=b[1])
+    check_close(*b, *ref)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
-    assert torch.isfinite(a[0].float()).all()
+    assert torch.isinf(ref[1][1]).all() and torch.isfinite(ref[1][[0, 2, 3, 4]]).all()
 
 
 def test_prefill_with_key_slots_reference_path(monkeypatch):
+    """The reference path (TRITON_INTERPRET 0) with key_slots: the same result as with the slots, both written over
+    NaN-poisoned out / lse and equal to the reference over the slots the keys name."""
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     q, kv, keys, key_slots = _keyed(seed=3)
-    a = sparse_mla_prefill(q, kv, keys, 0.1, key_slots=key_slots)
-    b = sparse_mla_prefill(q, kv, slots_of_keys(keys, key_slots), 0.1)
+    ref = sparse_mla_reference(q, kv, _slots_named(keys, key_slots), 0.1)
+    a, b = poisoned_outputs(5, 8), poisoned_outputs(5, 8)
+    sparse_mla_prefill(q, kv, keys, 0.1, key_slots=key_slots, out=a[0], lse=a[1])
+    sparse_mla_prefill(q, kv, slots_of_keys(keys, key_slots), 0.1, out=b[0], lse=b[1])
+    check_close(*a, *ref)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
 
 

@@ -19,6 +19,10 @@ pytest.importorskip("triton")
 from dsattn.ops.sparse_mla import prefill_scratch_spec, sparse_mla_prefill
 from dsattn.ops.sparse_mla.grouping import (SCRATCH_CAP_BYTES, build_groups, build_groups_reference,
                                             group_shape)
+from dsattn.ops.sparse_mla.reference import sparse_mla_reference
+from dsattn.ops.sparse_mla.testing import check_close, poisoned_outputs
+
+pytestmark = pytest.mark.interpreted  # the kernels under the interpreter, or skipped (conftest.py)
 
 
 def oracle(indices, topk_length, num_slots, g, token0, ntokens):
@@ -672,14 +676,29 @@ def test_prefill_scratch_validation():
 @pytest.mark.parametrize("interpret", ["0", "1"])
 def test_prefill_scratch_passes_through(monkeypatch, interpret):
     """A valid scratch (any C >= 1 groups) changes nothing in the result; the reference path (TRITON_INTERPRET
-    0) and the launcher (interpreted Triton kernels) both take it."""
+    0) and the launcher (interpreted Triton kernels) both take it. 17 tokens at 8 heads are 3 groups of G = 8 (the
+    last partial): scratch of 1 or 2 groups runs them in 3 or 2 chunks where the grouped kernel runs (on CPU both
+    paths ignore it), 3 groups (the spec's) in one. Scratch holds junk (-7) and out / lse NaN before each call; every
+    result is within SPEC 3's tolerances of the reference (check_close) and equal to the call without scratch."""
     monkeypatch.setenv("TRITON_INTERPRET", interpret)
-    q, kv, idx = _prefill_inputs(t=3, h=8, k=16, n=32)
-    want = sparse_mla_prefill(q, kv, idx, 0.1)
-    for c in (1, 2):
-        s = [torch.zeros(c, 8 * 16, dtype=torch.int32), torch.zeros(c, 8 * 16, dtype=torch.int32),
-             torch.zeros(c, dtype=torch.int32)]
-        got = sparse_mla_prefill(q, kv, idx, 0.1, scratch=s)
+    t, h, k = 17, 8, 16
+    q, kv, idx = _prefill_inputs(t=t, h=h, k=k, n=32)
+    tl = torch.randint(0, k + 1, (t,), dtype=torch.int32)
+    tl[1] = 0
+    _, g = group_shape(h)
+    spec = prefill_scratch_spec(t, h, k)
+    assert g == 8 and spec[0][0] == (3, g * k)
+    ref = sparse_mla_reference(q, kv, idx, 0.1, topk_length=tl)
+    want = poisoned_outputs(t, h)
+    sparse_mla_prefill(q, kv, idx, 0.1, topk_length=tl, variant="native", out=want[0], lse=want[1])
+    check_close(*want, *ref)
+    for c in (1, 2, 3):
+        assert (-(-t // (c * g)) > 1) == (c < 3)  # chunks of c * g tokens: several below the spec's 3 groups
+        s = [torch.full((c, g * k), -7, dtype=torch.int32), torch.full((c, g * k), -7, dtype=torch.int32),
+             torch.full((c,), -7, dtype=torch.int32)]
+        got = poisoned_outputs(t, h)
+        sparse_mla_prefill(q, kv, idx, 0.1, topk_length=tl, variant="native", scratch=s, out=got[0], lse=got[1])
+        check_close(*got, *ref)
         assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
 
