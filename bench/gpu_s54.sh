@@ -9,6 +9,9 @@
 #    (cuOccupancyMaxActiveClusters), for each width the rule sends over a cluster. Session 53 read "16 rows over
 #    8-CTA clusters lose to 4-CTA ones at 33728 columns, 12 rows win" as "not all 16 clusters of 8 fit at once";
 #    this asks the driver.
+#    And the indexer GPU file whole: session 54 gave its logits tests signed weights (real models' are; w >= 0 let a
+#    kernel that weights before the relu pass) and rewrote the one-launch k-pool test against the reference (tail state
+#    NaN-poisoned, a prefill chunk first). Neither has run on a GPU.
 #    Session 54 also tightened the backend GPU file's comparisons on the backend's own selection from 2e-2 to issue
 #    3's bound (check_out_close: 2e-3 + 3/128 relative; the interpreted CPU twins pass it with ~1.9e-3 of margin).
 # PREDICTION: tests pass (3 shared-layer cases; the backend file as at 5f823bd, the tighter bound included; if a
@@ -33,7 +36,7 @@ a)
     --json $R/cluster_occupancy_k512_s54.json > $R/occ512.log 2>&1
   echo "cluster_occupancy k 512 rc=$?" >> $L; grep -v -i warn $R/occ512.log >> $L; pack
   N=8 LIMIT=360 bash bench/gpu_tests_sharded.sh $R/tests_a tests/gpu/test_transformers_model_gpu.py \
-    tests/gpu/test_backend_gpu.py
+    tests/gpu/test_backend_gpu.py tests/gpu/test_indexer_gpu.py
   cat $R/tests_a/summary.log >> $L; rm -f $R/tests_a/ids*.txt; tar -czf $OUT/tests_a.tgz -C $R tests_a
   rm -rf $R/tests_a; pack
   ;;

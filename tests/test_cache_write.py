@@ -11,6 +11,8 @@ from dsattn import formats
 from dsattn.ops.cache import write_indexer_cache, write_kv_and_indexer_cache, write_kv_cache
 from dsattn.ops.cache.reference import write_indexer_cache_reference, write_kv_cache_reference
 
+pytestmark = pytest.mark.interpreted  # the kernels under the interpreter, or skipped (conftest.py)
+
 
 def _poisoned(cache):
     (cache.view(torch.uint8) if cache.dtype != torch.uint8 else cache).fill_(0xAB)
@@ -98,20 +100,24 @@ def test_rejects_leave_cache_untouched():
 @pytest.mark.parametrize("layout, d", [("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512), ("bf16", 576)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_write_kv_and_indexer_cache(layout, d, dtype):
-    """The one-launch write (session 45) leaves both caches byte for byte as the two ops do, with caches of
-    different sizes (a slot inside one and past the other is written in the one only), -1 skipped."""
+    """The one-launch write (session 45) leaves both poisoned caches byte for byte as the reference writers do, with
+    caches of different sizes (a slot inside one and past the other is written in the one only), -1 skipped; and
+    bit for bit as the two separate kernels do."""
     latent = _values(7, d).to(dtype)
     k = _values(7, 128).to(dtype).flip(0)
     slots = torch.tensor([5, -1, 0, 13, 12, 40, 3], dtype=torch.int32)  # 12, 13: past the KV cache, in the indexer's
     kv, ix = _poisoned(formats.new_kv_cache(3, 4, layout, d)), _poisoned(formats.new_indexer_cache(4, 4))
-    kv_want, ix_want = kv.clone(), ix.clone()
+    kv_ref, ix_ref = kv.clone(), ix.clone()
+    kv_sep, ix_sep = kv.clone(), ix.clone()
     write_kv_and_indexer_cache(latent, kv, k, ix, slots)
-    write_kv_cache(latent, kv_want, slots)
-    write_indexer_cache(k, ix_want, slots)
-    assert torch.equal(kv.view(torch.uint8), kv_want.view(torch.uint8))
-    assert torch.equal(ix, ix_want)
-    write_indexer_cache_reference(k, ix_want, torch.where(slots < 16, slots, -1))
-    assert torch.equal(ix, ix_want)
+    write_kv_cache_reference(latent, kv_ref, torch.where(slots < 12, slots, -1), layout)
+    write_indexer_cache_reference(k, ix_ref, torch.where(slots < 16, slots, -1))
+    assert torch.equal(kv.view(torch.uint8), kv_ref.view(torch.uint8))
+    assert torch.equal(ix, ix_ref)
+    write_kv_cache(latent, kv_sep, slots)
+    write_indexer_cache(k, ix_sep, slots)
+    assert torch.equal(kv.view(torch.uint8), kv_sep.view(torch.uint8))
+    assert torch.equal(ix, ix_sep)
 
 
 def test_write_kv_and_indexer_cache_rejects_before_writing():

@@ -13,6 +13,8 @@ from dsattn.ops.indexer import indexer_logits, kpool_expand, kpool_update
 from dsattn.ops.indexer import reference as ref
 from dsattn.ops.topk import topk
 
+pytestmark = pytest.mark.interpreted  # the kernels under the interpreter, or skipped (conftest.py)
+
 P, BS = 4, 8  # kpool, token block size: the pooled cache has BS // P pools per block
 
 
@@ -127,7 +129,7 @@ def test_kpool_topk_pipeline():
     positions = torch.tensor([35, 20, 3, 2, 11, 13], dtype=torch.int32)
     req = torch.tensor([0, 0, 0, 0, 1, 1])
     ps = pool_start[req]
-    q, w = torch.randn(6, 4, 128).to(formats.FP8), torch.rand(6, 4)
+    q, w = torch.randn(6, 4, 128).to(formats.FP8), torch.randn(6, 4)
     ks, ke = ps, (ps + (positions + 1) // P).to(torch.int32)
     logits = indexer_logits(q, w, vals, scales, ks, ke)
     pools = topk(logits, (ke - ks).to(torch.int32), topk_k // P)
