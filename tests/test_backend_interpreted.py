@@ -15,6 +15,8 @@ from dsattn.ops._triton import allow_runtime_loop_bounds
 from dsattn.ops.sparse_mla.reference import sparse_mla_paged_reference
 from dsattn.ops.sparse_mla.testing import check_out_close
 
+pytestmark = pytest.mark.interpreted  # the kernels under the interpreter, or skipped (conftest.py)
+
 allow_runtime_loop_bounds()
 
 BS = 16

@@ -106,6 +106,7 @@ def test_random_step_matches_reference(seed, monkeypatch):
         assert torch.equal(shared, out)
 
 
+@pytest.mark.interpreted  # the kernels under the interpreter, or skipped (conftest.py)
 @pytest.mark.parametrize("seed", range(0, 66, 6))
 def test_random_step_with_interpreted_kernels(seed, monkeypatch):
     """A sample of the draws above with the Triton kernels under TRITON_INTERPRET=1: against the reference, and the

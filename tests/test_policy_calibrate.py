@@ -25,6 +25,7 @@ def test_table_from_rows():
         ["pad64", "pad64", "native", "native"]
 
 
+@pytest.mark.interpreted  # the kernels under the interpreter, or skipped (conftest.py)
 @pytest.mark.parametrize("extra, kernel", [([], "decode/fp8_ds_mla_nope"), (["--graph"], "decode/fp8_ds_mla_nope"),
                                            ([], "decode/bf16")])  # without CUDA, --graph times the calls themselves
 def test_calibrate_command_writes_a_table(tmp_path, monkeypatch, extra, kernel):
