@@ -1,13 +1,19 @@
 """Recall of the fp8 indexer against the unquantized fp32 top-k, on the CPU (torch only, no kernels).
 
-    PYTHONPATH=src python bench/indexer_recall.py [--rows 64] [--ctx 32768] [--seed 0]
+    PYTHONPATH=src python bench/indexer_recall.py [--rows 64] [--ctx 32768] [--seed 0] [--weights positive]
 
 Logits as the indexer computes them (sum over heads of w * relu(q . k)), top-2048 per row, for two key
 distributions: iid N(0, 1) keys, and heavy-tailed keys (norms log-normal, sigma 0.5, around a shared
 direction; the generator of tests/gpu/test_indexer_gpu.py's recall test). Each column quantizes a
 different operand: q and k to fp8 per 128 values (formats.quantize_fp8, power-of-two scales: the
-132-byte cache format), q to bf16, q exact, or k exact. Recall = |picked & exact top-k| / k. Writes
-bench/results/indexer_recall_cpu.json (or --out) with provenance.
+132-byte cache format), q to bf16, q exact, or k exact. Recall = |picked & exact top-k| / k.
+
+`--weights positive` draws the head weights >= 0 (uniform, the recall test's draw until session 55); `signed` draws
+them N(0, 1) as the model's weight projection gives them (the logits of the other indexer tests), where the
+relu does not commute with the weighting and the row's logits spread around zero. For signed weights the script also
+reports the k-th exact logit against the row's largest |logit| (the scale a near-tie bound can use where the k-th logit
+itself sits near zero). Writes bench/results/indexer_recall_cpu.json (`signed`: indexer_recall_signed_cpu.json, or
+--out) with provenance.
 """
 from __future__ import annotations
 
@@ -34,16 +40,19 @@ def _fp8(x):
     return formats.dequantize_fp8(v, s)
 
 
-def run(rows: int, ctx: int, seed: int) -> dict:
+def run(rows: int, ctx: int, seed: int, weights: str = "positive") -> dict:
     torch.manual_seed(seed)
     table = {}
     for keys in ("iid", "heavy"):
         qf = torch.randn(rows, HEADS, DIM)
-        w = torch.rand(rows, HEADS) * HEADS ** -0.5 * DIM ** -0.5
+        draw = torch.rand if weights == "positive" else torch.randn
+        w = draw(rows, HEADS) * HEADS ** -0.5 * DIM ** -0.5
         kf = torch.randn(ctx, DIM)
         if keys == "heavy":
             kf = (kf + torch.randn(1, DIM)) * torch.exp(0.5 * torch.randn(ctx, 1))
-        want = _logits(qf, w, kf).topk(K, dim=1).indices
+        exact = _logits(qf, w, kf)
+        top = exact.topk(K, dim=1)
+        want = top.indices
         hit = torch.zeros(rows, ctx, dtype=torch.bool)
         hit.scatter_(1, want, True)
 
@@ -54,6 +63,11 @@ def run(rows: int, ctx: int, seed: int) -> dict:
         k8 = _fp8(kf)
         table[keys] = {"fp8 q + fp8 k": recall(_fp8(qf), k8), "bf16 q + fp8 k": recall(qf.bfloat16().float(), k8),
                        "fp32 q + fp8 k": recall(qf, k8), "fp8 q + fp32 k": recall(_fp8(qf), kf)}
+        if weights == "signed":
+            # the k-th exact logit as a share of the row's largest |logit|: how close to zero the cut sits
+            share = top.values[:, -1].abs() / exact.abs().amax(1)
+            table[keys]["min |k-th| / max |logit|"] = float(share.min())
+            table[keys]["rows with k-th < 0"] = float((top.values[:, -1] < 0).float().mean())
     return table
 
 
@@ -62,16 +76,20 @@ def main(argv=None) -> int:
     p.add_argument("--rows", type=int, default=64)
     p.add_argument("--ctx", type=int, default=32768)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                                 "indexer_recall_cpu.json"))
+    p.add_argument("--weights", choices=("positive", "signed"), default="positive")
+    p.add_argument("--out", default=None)
     args = p.parse_args(argv)
+    if args.out is None:
+        name = "indexer_recall_cpu.json" if args.weights == "positive" else "indexer_recall_signed_cpu.json"
+        args.out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", name)
     t0 = time.perf_counter()
-    table = run(args.rows, args.ctx, args.seed)
+    table = run(args.rows, args.ctx, args.seed, args.weights)
     cols = list(next(iter(table.values())))
     print(f"{'keys':6s} " + " ".join(f"{c:>15s}" for c in cols))
     for keys, rec in table.items():
         print(f"{keys:6s} " + " ".join(f"{rec[c]:15.4f}" for c in cols))
     doc = dict(provenance=provenance(), meta=dict(rows=args.rows, ctx=args.ctx, heads=HEADS, k=K, seed=args.seed,
+                                                  weights=args.weights,
                                                   device="cpu", seconds=round(time.perf_counter() - t0, 1),
                                                   command="python bench/indexer_recall.py " + " ".join(sys.argv[1:])),
                recall=table)

@@ -362,16 +362,27 @@ def test_topk_gluon_wide_rows(rows, width, k):
     assert _sets_equal(outs[0], topk_reference(x, torch.zeros_like(lengths), lengths, k)).all()
 
 
-@pytest.mark.parametrize("keys", ["iid", "heavy"])
-def test_indexer_topk_recall_and_same_input_sets(keys):
+@pytest.mark.parametrize("keys, weights, floor", [("iid", "positive", 0.95), ("heavy", "positive", 0.98),
+                                                  ("iid", "signed", 0.95), ("heavy", "signed", 0.95)])
+def test_indexer_topk_recall_and_same_input_sets(keys, weights, floor):
     """Top-2048 of fp8 logits (q and k quantized per 128 values) against the unquantized fp32 top-2048,
     and against the reference on the same quantized inputs (sets differ only by near-ties).
 
     iid: every key N(0, 1), so most keys score alike and fp8 noise reorders many near the cut;
-    heavy: key norms log-normal (sigma 0.5) around a shared direction, as trained keys tend to be."""
+    heavy: key norms log-normal (sigma 0.5) around a shared direction, as trained keys tend to be.
+    positive: head weights >= 0 (where relu(w s) = w relu(s)); signed: N(0, 1) weights, as the model's weight
+    projection gives them, where the k-th logit can sit near zero.
+
+    Recall floors from `bench/indexer_recall.py` on the CPU (the same generators; the fp8 format's own recall, which
+    the kernels reproduce up to near-ties): positive 0.965 iid / 0.982 heavy (GPU, w >= 0: 0.9654 / 0.9826,
+    bench/logs/indexer_gpu_topk_recall.log); signed 0.964-0.965 both (`--weights signed --rows 256`, seeds 0-2,
+    bench/results/indexer_recall_signed_cpu*.json). 0.98 is SPEC 4's figure; only positive heavy keys reach it.
+    A near-tie is measured against the row's largest logit with |w| (the scale of the summed terms, hence of the
+    fp8 accumulation's error): the k-th logit itself can be ~1e-3 of that with signed weights."""
     rows, ctx, heads, k = 256, 32768, 32, 2048
     qf = torch.randn(rows, heads, 128, device=DEV)
-    w = torch.rand(rows, heads, device=DEV) * heads ** -0.5 * 128 ** -0.5
+    draw = torch.rand if weights == "positive" else torch.randn
+    w = draw(rows, heads, device=DEV) * heads ** -0.5 * 128 ** -0.5
     kf = torch.randn(ctx, 128, device=DEV)
     if keys == "heavy":
         kf = (kf + torch.randn(1, 128, device=DEV)) * torch.exp(0.5 * torch.randn(ctx, 1, device=DEV))
@@ -389,15 +400,18 @@ def test_indexer_topk_recall_and_same_input_sets(keys):
     recall = float(hits.gather(1, got.long().clamp_min(0)).clamp_max(1).sum()) / (rows * k)
     same = ref.indexer_logits_relative_reference(q8, w8, k8, k_scale, ks, ke, ctx)
     want_same = topk_reference(same, ks, ke, k)
+    terms = ref.indexer_logits_relative_reference(q8, w8.abs(), k8, k_scale, ks, ke, ctx)
+    scale = terms.masked_fill(terms.isinf(), 0).amax(1)
     # a swap is a near-tie when the kernel's pick scores within a hair of the k-th reference logit
     kth = same.gather(1, want_same.long()).min(dim=1).values
     picked = same.gather(1, got.long())
-    gap = float(((kth[:, None] - picked).clamp_min(0) / kth.abs()[:, None]).max())
+    gap = float(((kth[:, None] - picked).clamp_min(0) / scale[:, None]).max())
     n_same = int(_sets_equal(got, want_same).sum())
-    msg = f"{keys}: recall {recall:.4f}, same sets {n_same}/{rows}, worst swap {gap:.2e} of the k-th logit"
+    msg = (f"{keys}, {weights} weights: recall {recall:.4f}, same sets {n_same}/{rows}, "
+           f"worst swap {gap:.2e} of the row's |w| logit scale")
     print(msg)
-    assert gap <= 1e-2, msg
-    assert recall >= (0.98 if keys == "heavy" else 0.95), msg
+    assert gap <= 1e-3, msg
+    assert recall >= floor, msg
 
 
 def test_kpool_update_gpu():
