@@ -155,6 +155,22 @@ def test_rows_come_out_in_column_order(v):
         assert (got[r, n:] == -1).all() and torch.equal(got[r, :n], got[r, :n].sort().values), r
 
 
+def test_reference_fallback_lists_as_the_kernels(monkeypatch):
+    """Where the kernels cannot run (the CPU without TRITON_INTERPRET) topk() falls back to the reference twin and
+    lists each row as the kernels do: the same entries in the same order, -1 padding last (so every path hands the
+    attention the same list)."""
+    k, w = 8, 300
+    logits = torch.randn(6, w)
+    logits[1] = torch.randint(0, 3, (w,)).float()
+    logits[4, ::2] = float("-inf")
+    lengths = torch.tensor([w, w, w, 290, 250, 5], dtype=torch.int32)
+    kernel = topk(logits, lengths, k)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    fallback = topk(logits, lengths, k, out=torch.full((6, k), -7, dtype=torch.int32))
+    assert torch.equal(fallback, kernel)
+    assert (fallback[5, 5:] == -1).all() and not torch.equal(fallback, _expected(logits, lengths, k))
+
+
 @pytest.mark.parametrize("v", configs("v4seg4", "v4m1seg2", "v4split_seg4", "v4early_seg4"))
 def test_v4_segments_list_columns_in_order(v):
     """Several filter programs a row (their candidates in slot order the atomics decide on a GPU): every row lists

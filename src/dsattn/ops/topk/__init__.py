@@ -49,9 +49,10 @@ def topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: Optional[torc
     out [T, k] int32 (any row stride): the row's k largest valid columns as a set (order free), ties
     toward the lower column, padded with -1 when fewer than k are valid. The Triton and Gluon kernels list each set
     in ascending column order, the same in every run, for k <= 8192 (tests/test_topk.py::
-    test_rows_come_out_in_column_order; the attention that reads the list sums in its order); the reference twin
-    (CPU without TRITON_INTERPRET) in its own. scratch: the int32 buffer of ``topk_scratch_spec(T, W, k)``
-    (allocated here when None and needed). Returns out.
+    test_rows_come_out_in_column_order; the attention that reads the list sums in its order), and so does the
+    fallback to the reference twin (CPU without TRITON_INTERPRET; the twin itself lists in its own order), so every
+    path gives the same list. scratch: the int32 buffer of ``topk_scratch_spec(T, W, k)`` (allocated here when None
+    and needed). Returns out.
     """
     k = check_int("k", k, lo=1)
     if k > MAX_TOPK:
@@ -83,7 +84,10 @@ def _topk_impl(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.T
     else:
         w = logits.shape[1]
         ends = lengths.long().clamp(0, w)
-        out.copy_(topk_reference(logits, torch.zeros_like(ends), ends, k))
+        sel = topk_reference(logits, torch.zeros_like(ends), ends, k)
+        # listed as the kernels list it: ascending columns, the -1 padding last
+        asc = torch.where(sel < 0, torch.iinfo(torch.int32).max, sel).sort(dim=1).values
+        out.copy_(asc.masked_fill_(asc == torch.iinfo(torch.int32).max, -1))
 
 
 _topk_op = torch.library.custom_op("dsattn::topk", _topk_impl, mutates_args=("out", "scratch"))
