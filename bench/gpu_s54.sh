@@ -16,6 +16,9 @@
 #    measured near-ties against the row's |w|-weighted logit scale (the k-th logit can sit near 0 with signed weights).
 #    Session 54 also tightened the backend GPU file's comparisons on the backend's own selection from 2e-2 to issue
 #    3's bound (check_out_close: 2e-3 + 3/128 relative; the interpreted CPU twins pass it with ~1.9e-3 of margin).
+#    Session 55's CPU dry run of the three test files (DSATTN_GPU_DRYRUN=1 TRITON_INTERPRET=0, the reference
+#    twins in the kernels' place; tests/conftest.py): every test that needs no GPU passed (backend 32, indexer 35,
+#    transformers model 24), so their inputs, references and bounds hold; the kernels are what this call checks.
 # PREDICTION: tests pass (3 shared-layer cases; the backend file as at 5f823bd, the tighter bound included; if a
 # path misses it, the gathered one first: its prefill rows see bf16-rounded dequantized rows, the reference fp32). Occupancy: one CTA an SM (512
 # threads x ~103 registers); clusters of 2 ~66, of 4 ~32-33, of 8 below 16 (~14-15: some GPCs hold fewer than 16 SMs

@@ -12,6 +12,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from conftest import needs_transformers  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, needs_transformers]
+DEV = "cuda"
 
 CASES = [  # kind, kpool, topk, heads, layout, block size, shared
     ("deepseek_v32", 1, 8, 4, "bf16", 5, False),
@@ -30,4 +31,4 @@ CASES = [  # kind, kpool, topk, heads, layout, block size, shared
 def test_backend_steps_match_transformers_on_gpu(case):
     pytest.importorskip(f"transformers.models.{case[0]}")
     from test_transformers_backend import run_sequence
-    run_sequence(*case, device="cuda")
+    run_sequence(*case, device=DEV)

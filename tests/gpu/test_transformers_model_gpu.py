@@ -13,6 +13,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from conftest import needs_transformers  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, needs_transformers]
+DEV = "cuda"
 
 CASES = [  # kind, kpool, layout, block size, heads
     ("deepseek_v32", 1, "bf16", 8, 4),
@@ -31,7 +32,7 @@ CASES = [  # kind, kpool, layout, block size, heads
 def test_model_steps_match_transformers_on_gpu(case):
     pytest.importorskip(f"transformers.models.{case[0]}")
     from test_transformers_model import run_lockstep
-    stats = run_lockstep(*case, device="cuda")
+    stats = run_lockstep(*case, device=DEV)
     assert stats["agree"] >= 0.8 * stats["rows"], stats
 
 
@@ -47,7 +48,7 @@ SHARED_KPOOL_CASES = [  # kind, kpool, layout, block size, heads: a shared layer
 def test_shared_layers_with_kpool_match_transformers_on_gpu(case):
     pytest.importorskip(f"transformers.models.{case[0]}")
     from test_transformers_model import run_lockstep
-    stats = run_lockstep(*case, device="cuda", shared=True)
+    stats = run_lockstep(*case, device=DEV, shared=True)
     assert stats["agree"] >= 0.8 * stats["rows"], stats
 
 
@@ -55,7 +56,7 @@ def test_shared_layers_with_kpool_match_transformers_on_gpu(case):
 def test_greedy_generation_matches_transformers_on_gpu(kind, kpool):
     pytest.importorskip(f"transformers.models.{kind}")
     from test_transformers_model import run_generation
-    run_generation(kind, kpool, device="cuda")
+    run_generation(kind, kpool, device=DEV)
 
 
 SPEC_CASES = [  # kind, kpool, layout, block size, heads
@@ -71,7 +72,7 @@ SPEC_CASES = [  # kind, kpool, layout, block size, heads
 def test_speculative_rollbacks_match_transformers_on_gpu(case):
     pytest.importorskip(f"transformers.models.{case[0]}")
     from test_transformers_model import run_speculative
-    run_speculative(*case, device="cuda")
+    run_speculative(*case, device=DEV)
 
 
 PREFIX_CASES = [  # kind, kpool, layout, heads (block size 8)
@@ -86,4 +87,4 @@ PREFIX_CASES = [  # kind, kpool, layout, heads (block size 8)
 def test_prefix_cache_hit_matches_transformers_on_gpu(case):
     pytest.importorskip(f"transformers.models.{case[0]}")
     from test_transformers_model import run_prefix
-    run_prefix(*case, device="cuda")
+    run_prefix(*case, device=DEV)
