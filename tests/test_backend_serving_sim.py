@@ -14,8 +14,9 @@ Every token's inputs are drawn once per (request, position, version); a rejected
 
 The oracle knows nothing of the engine's caches: for each request of a step it writes the request's accepted history
 and this step's tokens into fresh caches with the reference cache writes (k-pool: kpool_update_reference over the
-whole history in order, from a NaN tail state), then computes the step's rows with the reference indexer, top-k and
-sparse MLA (as synthetic.reference_step does request by request). The backend's outputs must equal it bit for bit
+whole history in order, from a NaN tail state), then computes the step's rows with the reference indexer, top-k (its
+sets listed as topk() lists them: ascending, -1 last) and sparse MLA (as synthetic.reference_step does request by
+request). The backend's outputs must equal it bit for bit
 (the reference twins run the same fp32 math on the same values, entries in the same order), its selected positions
 as sets, and no NaN may reach an output. The step must also leave each scheduled request's history in the engine's
 caches byte for byte as the oracle wrote it (latent rows of every layer, indexer keys or pooled keys), and in the
@@ -65,8 +66,9 @@ from dsattn.config import preset
 from dsattn.formats import (INDEX_DIM, KVLayout, as_layout, dequantize_indexer_cache, indexer_cache_views,
                             kv_cache_flat, new_indexer_cache, new_kv_cache)
 from dsattn.ops.cache.reference import write_indexer_cache_reference, write_kv_cache_reference
-from dsattn.ops.indexer.reference import indexer_topk_reference, kpool_topk_reference, kpool_update_reference
+from dsattn.ops.indexer.reference import indexer_topk_reference, kpool_expand, kpool_update_reference
 from dsattn.ops.sparse_mla.reference import sparse_mla_paged_reference
+from dsattn.ops.topk.reference import in_column_order
 
 import_all_ops()  # at collection, before the fixture below switches the ops to their reference twins
 
@@ -175,12 +177,14 @@ def oracle(geo, layout: KVLayout, bs: int, ape, tokens: list[Token], first: int)
                                torch.arange(nb, dtype=torch.int32)[None], index_cache, tail,
                                torch.zeros(1, dtype=torch.int32))
         keys = dequantize_indexer_cache(index_cache)[:n_tok // p]
-        sel = kpool_topk_reference(iq, iw, keys, zeros, rows, geo.index_topk, p)
+        # kpool_topk_reference's steps, the pools listed as topk() lists them (ascending, -1 last) before expansion
+        pools = indexer_topk_reference(iq, iw, keys, zeros, (rows + 1) // p, geo.index_topk // p)
+        sel = kpool_expand(in_column_order(pools), rows, p)
     else:
         index_cache = poison(new_indexer_cache(nb, bs))
         write_indexer_cache_reference(ik, index_cache, pos)
         keys = dequantize_indexer_cache(index_cache)[:n_tok]
-        sel = indexer_topk_reference(iq, iw, keys, zeros, rows + 1, geo.index_topk)
+        sel = in_column_order(indexer_topk_reference(iq, iw, keys, zeros, rows + 1, geo.index_topk))
     outs, kvs = [], []
     for layer in range(tokens[0].q.shape[0]):
         kv = poison(new_kv_cache(nb, bs, layout, geo.d_qk))

@@ -14,7 +14,7 @@ import torch
 from ..._checks import check_int, check_same_device, check_tensor
 from .._eager import op_or_body
 from .._triton import kernels_available
-from .reference import topk_reference
+from .reference import in_column_order, topk_reference
 
 __all__ = ["topk", "topk_scratch_spec", "MAX_TOPK"]
 
@@ -84,10 +84,7 @@ def _topk_impl(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.T
     else:
         w = logits.shape[1]
         ends = lengths.long().clamp(0, w)
-        sel = topk_reference(logits, torch.zeros_like(ends), ends, k)
-        # listed as the kernels list it: ascending columns, the -1 padding last
-        asc = torch.where(sel < 0, torch.iinfo(torch.int32).max, sel).sort(dim=1).values
-        out.copy_(asc.masked_fill_(asc == torch.iinfo(torch.int32).max, -1))
+        out.copy_(in_column_order(topk_reference(logits, torch.zeros_like(ends), ends, k)))
 
 
 _topk_op = torch.library.custom_op("dsattn::topk", _topk_impl, mutates_args=("out", "scratch"))

@@ -3,7 +3,7 @@
 Row t of a logits buffer holds its valid keys in columns [starts[t], ends[t]); the result is the k
 columns with the largest logits, as positions ``column - starts[t]``, ties broken toward the lower
 position, padded with -1 when fewer than k are valid. Returned sorted by (logit desc, position asc);
-callers must treat a row as a set.
+callers must treat a row as a set. ``in_column_order`` lists such a set as the kernels do.
 """
 from __future__ import annotations
 
@@ -38,3 +38,10 @@ def topk_reference(logits: torch.Tensor, starts: torch.Tensor, ends: torch.Tenso
     if kk < k:
         pos = torch.cat([pos, pos.new_full((t, k - kk), -1)], dim=1)
     return pos
+
+
+def in_column_order(sel: torch.Tensor) -> torch.Tensor:
+    """A top-k result [T, k] listed as the kernels list it: each row's positions ascending, the -1 padding last."""
+    big = torch.iinfo(sel.dtype).max
+    asc = torch.where(sel < 0, big, sel).sort(dim=1).values
+    return asc.masked_fill_(asc == big, -1)
