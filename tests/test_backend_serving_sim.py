@@ -16,11 +16,10 @@ The oracle knows nothing of the engine's caches: for each request of a step it w
 and this step's tokens into fresh caches with the reference cache writes (k-pool: kpool_update_reference over the
 whole history in order, from a NaN tail state), then computes the step's rows with the reference indexer, top-k (its
 sets listed as topk() lists them: ascending, -1 last) and sparse MLA (as synthetic.reference_step does request by
-request). The backend's outputs must equal it bit for bit
-(the reference twins run the same fp32 math on the same values, entries in the same order), its selected positions
-as sets, and no NaN may reach an output. The step must also leave each scheduled request's history in the engine's
-caches byte for byte as the oracle wrote it (latent rows of every layer, indexer keys or pooled keys), and in the
-tail state the members of its incomplete pool.
+request). The backend's outputs must equal it bit for bit (the reference twins run the same fp32 math on the same
+values, entries in the same order), its selected positions as sets, and no NaN may reach an output. The step must
+also leave each scheduled request's history in the engine's caches byte for byte as the oracle wrote it (latent rows
+of every layer, indexer keys or pooled keys), and in the tail state the members of its incomplete pool.
 
 Rollbacks and the k-pool tail state (ops.indexer.kpool_update's docstring): one rejected token, or r rejected tokens
 with r <= P - f % P for the first rejected position f, leave the tail state valid. For a deeper rollback the engine
