@@ -12,7 +12,8 @@ different operand: q and k to fp8 per 128 values (formats.quantize_fp8, power-of
 them N(0, 1) as the model's weight projection gives them (the logits of the other indexer tests), where the
 relu does not commute with the weighting and the row's logits spread around zero. For signed weights the script also
 reports the k-th exact logit against the row's largest |logit| (the scale a near-tie bound can use where the k-th logit
-itself sits near zero). Writes bench/results/indexer_recall_cpu.json (`signed`: indexer_recall_signed_cpu.json, or
+itself sits near zero). For both it reports the k-th exact logit against the row's largest logit with |w| (min and
+median over rows; the scale of tests/gpu/test_indexer_gpu.py's near-tie bound). Writes bench/results/indexer_recall_cpu.json (`signed`: indexer_recall_signed_cpu.json, or
 --out) with provenance.
 """
 from __future__ import annotations
@@ -63,6 +64,11 @@ def run(rows: int, ctx: int, seed: int, weights: str = "positive") -> dict:
         k8 = _fp8(kf)
         table[keys] = {"fp8 q + fp8 k": recall(_fp8(qf), k8), "bf16 q + fp8 k": recall(qf.bfloat16().float(), k8),
                        "fp32 q + fp8 k": recall(qf, k8), "fp8 q + fp32 k": recall(_fp8(qf), kf)}
+        # the k-th exact logit against the row's largest logit with |w| (the size of the summed terms: the scale the
+        # GPU recall test measures near-ties by)
+        kth_share = top.values[:, -1].abs() / _logits(qf, w.abs(), kf).amax(1)
+        table[keys]["k-th / |w| scale, min"] = float(kth_share.min())
+        table[keys]["k-th / |w| scale, median"] = float(kth_share.median())
         if weights == "signed":
             # the k-th exact logit as a share of the row's largest |logit|: how close to zero the cut sits
             share = top.values[:, -1].abs() / exact.abs().amax(1)
