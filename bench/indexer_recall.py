@@ -1,10 +1,11 @@
 """Recall of the fp8 indexer against the unquantized fp32 top-k, on the CPU (torch only, no kernels).
 
-    PYTHONPATH=src python bench/indexer_recall.py [--rows 64] [--ctx 32768] [--seed 0] [--weights positive]
+    PYTHONPATH=src python bench/indexer_recall.py [--rows 64] [--ctx 32768] [--seed 0] [--weights positive] [--rotate]
 
-Logits as the indexer computes them (sum over heads of w * relu(q . k)), top-2048 per row, for two key
-distributions: iid N(0, 1) keys, and heavy-tailed keys (norms log-normal, sigma 0.5, around a shared
-direction; the generator of tests/gpu/test_indexer_gpu.py's recall test). Each column quantizes a
+Logits as the indexer computes them (sum over heads of w * relu(q . k)), top-2048 per row, for three key
+distributions: iid N(0, 1) keys, heavy-tailed keys (norms log-normal, sigma 0.5, around a shared
+direction; the generator of tests/gpu/test_indexer_gpu.py's recall test), and keys with outlier channels
+(4 of the 128 channels 10x the others, as activations of trained models often have; not in the GPU test). Each column quantizes a
 different operand: q and k to fp8 per 128 values (formats.quantize_fp8, power-of-two scales: the
 132-byte cache format), q to bf16, q exact, or k exact. Recall = |picked & exact top-k| / k.
 
@@ -13,8 +14,14 @@ them N(0, 1) as the model's weight projection gives them (the logits of the othe
 relu does not commute with the weighting and the row's logits spread around zero. For signed weights the script also
 reports the k-th exact logit against the row's largest |logit| (the scale a near-tie bound can use where the k-th logit
 itself sits near zero). For both it reports the k-th exact logit against the row's largest logit with |w| (min and
-median over rows; the scale of tests/gpu/test_indexer_gpu.py's near-tie bound). Writes bench/results/indexer_recall_cpu.json (`signed`: indexer_recall_signed_cpu.json, or
---out) with provenance.
+median over rows; the scale of tests/gpu/test_indexer_gpu.py's near-tie bound).
+
+`--rotate` multiplies q and k by the orthonormal 128 x 128 Hadamard matrix before anything is quantized, as DeepSeek's
+reference indexer does (`rotate_activation` before its fp8 quantization; transformers' DeepseekV32Indexer docstring
+says so and skips both, the rotation preserving every dot product). dsattn quantizes the keys it is handed
+(IndexerInputs.k), so that rotation is the caller's: the exact logits are the same, only the quantization error
+changes. Writes bench/results/indexer_recall_cpu.json (`signed`: indexer_recall_signed_cpu.json;
+`--rotate` adds `_rotated` to the name; or --out) with provenance.
 """
 from __future__ import annotations
 
@@ -41,17 +48,30 @@ def _fp8(x):
     return formats.dequantize_fp8(v, s)
 
 
-def run(rows: int, ctx: int, seed: int, weights: str = "positive") -> dict:
+def hadamard(n: int = DIM) -> torch.Tensor:
+    """The orthonormal n x n Hadamard matrix (Sylvester's construction, n a power of two)."""
+    h = torch.ones(1, 1)
+    while h.shape[0] < n:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    return h / n ** 0.5
+
+
+def run(rows: int, ctx: int, seed: int, weights: str = "positive", rotate: bool = False) -> dict:
     torch.manual_seed(seed)
     table = {}
-    for keys in ("iid", "heavy"):
+    for keys in ("iid", "heavy", "outlier"):
         qf = torch.randn(rows, HEADS, DIM)
         draw = torch.rand if weights == "positive" else torch.randn
         w = draw(rows, HEADS) * HEADS ** -0.5 * DIM ** -0.5
         kf = torch.randn(ctx, DIM)
         if keys == "heavy":
             kf = (kf + torch.randn(1, DIM)) * torch.exp(0.5 * torch.randn(ctx, 1))
+        elif keys == "outlier":
+            kf[:, torch.randperm(DIM)[:4]] *= 10.0
         exact = _logits(qf, w, kf)
+        if rotate:  # the exact top-k stays the unrotated fp32 one; only the quantized operands are rotated
+            h = hadamard()
+            qf, kf = qf @ h, kf @ h
         top = exact.topk(K, dim=1)
         want = top.indices
         hit = torch.zeros(rows, ctx, dtype=torch.bool)
@@ -83,19 +103,21 @@ def main(argv=None) -> int:
     p.add_argument("--ctx", type=int, default=32768)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--weights", choices=("positive", "signed"), default="positive")
+    p.add_argument("--rotate", action="store_true", help="Hadamard-rotate q and k before quantizing")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     if args.out is None:
-        name = "indexer_recall_cpu.json" if args.weights == "positive" else "indexer_recall_signed_cpu.json"
+        name = "indexer_recall_cpu" if args.weights == "positive" else "indexer_recall_signed_cpu"
+        name += "_rotated.json" if args.rotate else ".json"
         args.out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", name)
     t0 = time.perf_counter()
-    table = run(args.rows, args.ctx, args.seed, args.weights)
+    table = run(args.rows, args.ctx, args.seed, args.weights, args.rotate)
     cols = list(next(iter(table.values())))
     print(f"{'keys':6s} " + " ".join(f"{c:>15s}" for c in cols))
     for keys, rec in table.items():
         print(f"{keys:6s} " + " ".join(f"{rec[c]:15.4f}" for c in cols))
     doc = dict(provenance=provenance(), meta=dict(rows=args.rows, ctx=args.ctx, heads=HEADS, k=K, seed=args.seed,
-                                                  weights=args.weights,
+                                                  weights=args.weights, rotate=args.rotate,
                                                   device="cpu", seconds=round(time.perf_counter() - t0, 1),
                                                   command="python bench/indexer_recall.py " + " ".join(sys.argv[1:])),
                recall=table)
