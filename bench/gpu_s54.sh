@@ -27,6 +27,7 @@
 # (GPU before: 0.9654 / 0.9826), signed 0.964-0.965 for both key kinds (floor 0.95); worst swap ~1e-4 of the scale or
 # less (before: 1.5e-4 of the k-th logit, at most 1.5e-4 of this scale, ~0.9e-4 at the median row; bound 1e-3).
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s54.sh a
+# Call `b` (session 56): a smaller `a` for a short budget (see its case below).
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_TOPK_CTAS DSATTN_TOPK_CLUSTER_CAP DSATTN_TOPK_GLUON
@@ -47,7 +48,18 @@ a)
   cat $R/tests_a/summary.log >> $L; rm -f $R/tests_a/ids*.txt; tar -czf $OUT/tests_a.tgz -C $R tests_a
   rm -rf $R/tests_a; pack
   ;;
+b)
+  # session 56: `a` cut down for a short device budget: the occupancy, the indexer tests session 54 / 55 changed
+  # (signed-weight logits, the one-launch k-pool test, the four recall cases) and the k-pool shared-layer cases
+  t0=$SECONDS
+  timeout 120 python bench/cluster_occupancy.py --json $R/cluster_occupancy_s54.json > $R/occ.log 2>&1
+  echo "cluster_occupancy k 2048 rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/occ.log >> $L; pack
+  K="logits or kpool or recall" N=8 LIMIT=240 bash bench/gpu_tests_sharded.sh $R/tests_b tests/gpu/test_indexer_gpu.py \
+    tests/gpu/test_transformers_model_gpu.py
+  cat $R/tests_b/summary.log >> $L; rm -f $R/tests_b/ids*.txt; tar -czf $OUT/tests_b.tgz -C $R tests_b
+  rm -rf $R/tests_b; pack
+  ;;
 *)
-  echo "usage: bash bench/gpu_s54.sh a" >&2; exit 2
+  echo "usage: bash bench/gpu_s54.sh a|b" >&2; exit 2
   ;;
 esac
