@@ -28,6 +28,12 @@
 # less (before: 1.5e-4 of the k-th logit, at most 1.5e-4 of this scale, ~0.9e-4 at the median row; bound 1e-3).
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s54.sh a
 # Call `b` (session 56): a smaller `a` for a short budget (see its case below).
+# OUTCOME (session 56, an H100 -- the device lent then -- at 6567a6e; bench/logs/s56/): `b`, then the rest of `a`'s three
+# files split over 8 processes (its k 512 occupancy not run): 384 passed, none failed (3 tests of one 300 s shard ran
+# again on their own). Occupancy (bench/results/cluster_occupancy_h100_s56.json): at cap 65536 (widths past 32768) one
+# CTA an SM (103 registers over 8 CTAs, 120 over 4), clusters of 8: 15 at once, of 4: 30 (predicted 32-33), of 2 at cap
+# 32768: 66. So 16 rows over 8-CTA clusters need a second wave (session 53's reading holds), 12 do not. Recall (GPU):
+# 0.9650 / 0.9824 positive, 0.9652 / 0.9627 signed (iid / heavy), worst swap 3.2e-5-6.3e-5 of the |w| scale.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_TOPK_CTAS DSATTN_TOPK_CLUSTER_CAP DSATTN_TOPK_GLUON
