@@ -5,8 +5,8 @@
 Logits as the indexer computes them (sum over heads of w * relu(q . k)), top-2048 per row, for three key
 distributions: iid N(0, 1) keys, heavy-tailed keys (norms log-normal, sigma 0.5, around a shared
 direction; the generator of tests/gpu/test_indexer_gpu.py's recall test), and keys with outlier channels
-(4 of the 128 channels 10x the others, as activations of trained models often have; not in the GPU test). Each column quantizes a
-different operand: q and k to fp8 per 128 values (formats.quantize_fp8, power-of-two scales: the
+(4 of the 128 channels 10x the others: a synthetic stand-in for channel outliers; not in the GPU test). Each column
+quantizes a different operand: q and k to fp8 per 128 values (formats.quantize_fp8, power-of-two scales: the
 132-byte cache format), q to bf16, q exact, or k exact. Recall = |picked & exact top-k| / k.
 
 `--weights positive` draws the head weights >= 0 (uniform, the recall test's draw until session 55); `signed` draws
