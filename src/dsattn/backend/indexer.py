@@ -54,10 +54,10 @@ class IndexerInputs:
 
     q        [T, Hi, 128] fp8 e4m3 or bf16 indexer queries
     weights  [T, Hi] fp32 head weights, every scale folded in (SPEC 4)
-    k        [T, 128] bf16 or fp32: this step's indexer keys (written to the cache by the step). q and k as
-             the model quantizes them: DeepSeek's reference indexer Hadamard-rotates both before its fp8
-             quantization (`rotate_activation`), and dsattn does not, so a caller that wants those numerics
-             rotates first (transformers' indexers skip it, so the tests against them pass unrotated inputs)
+    k        [T, 128] bf16 or fp32: this step's indexer keys (written to the cache by the step). q and k are
+             used as given, rotated by nothing: DeepSeek's reference indexer Hadamard-rotates both before its fp8
+             quantization (`rotate_activation`), so a caller that wants those numerics rotates first
+             (transformers' indexers skip it, so the tests against them pass unrotated inputs)
     cache    uint8 indexer key cache [num_blocks, block_size, 132]; k-pool: the pooled cache
              [num_blocks, block_size // P, 132]
     gate, ape, tail_state   k-pool only: gate [T, 128] fp32, ape [P, 128] fp32, tail_state fp32
