@@ -499,8 +499,11 @@ def test_gluon_wide_capacity(monkeypatch):
     assert wide_capacity(132, 16384, 2048, 132) == 16384
     assert wide_capacity(133, 9000, 2048, 132) == 0        # one CTA a row past SMs rows: the long-row path
     assert wide_capacity(1, 16385, 2048, 132) == 32768     # 8 CTAs a row
-    assert wide_capacity(16, 65536, 2048, 132) == 65536 == MAX_CLUSTER_CAP  # 4 CTAs of 16384
-    assert wide_capacity(17, 16385, 2048, 132) == 0        # past 16 rows: the long-row path
+    assert wide_capacity(15, 65536, 2048, 132) == 65536 == MAX_CLUSTER_CAP  # 8 CTAs of 8192
+    assert wide_capacity(16, 65536, 2048, 132) == 0        # past 15 rows there: the long-row path
+    assert wide_capacity(30, 32768, 2048, 132) == 32768    # 4 CTAs of 8192 up to 30 rows
+    assert wide_capacity(31, 16385, 2048, 132) == 0        # past 30 rows: the long-row path
+    assert wide_capacity(16, 65536, 2048, 132, 4) == 65536  # 4 CTAs of 16384, where asked for
     assert wide_capacity(1, 65537, 2048, 132) == 0         # wider than the largest
     assert wide_capacity(265, 5000, 2048, 132) == 0        # more than two rows an SM
     assert wide_capacity(128, 3000, 512, 132) == 4096
@@ -562,12 +565,17 @@ def test_gluon_select_cluster_size_checked(monkeypatch):
     assert gluon_select.default_ctas(132, 16384, 132) == 2
     assert gluon_select.default_ctas(133, 16384, 132) == 1
     assert gluon_select.default_ctas(1, 4095, 132) == 1     # narrower rows: one CTA
-    assert gluon_select.default_ctas(12, 16385, 132) == 8   # past 16384 columns: 8 CTAs up to 3/4 of the SMs
-    assert gluon_select.default_ctas(13, 65536, 132) == 4   # ... then 4 up to SMs / 2
-    assert gluon_select.default_ctas(16, 20000, 132) == 4
-    assert gluon_select.default_ctas(17, 20000, 132) == 1
-    assert gluon_select.default_ctas(10, 20000, 114) == 8   # an H100 PCIe's 114 SMs
-    assert gluon_select.default_ctas(11, 20000, 114) == 4
+    assert gluon_select.cluster_slots(132) == 120           # the driver's count on an H100 (session 56)
+    assert gluon_select.default_ctas(15, 16385, 132) == 8   # past 16384 columns: 8 CTAs while 8 x rows <= 120
+    assert gluon_select.default_ctas(15, 65536, 132) == 8
+    assert gluon_select.default_ctas(16, 20000, 132) == 4   # ... then 4 while 4 x rows <= 120, up to 32768 columns
+    assert gluon_select.default_ctas(30, 32768, 132) == 4
+    assert gluon_select.default_ctas(31, 32768, 132) == 1   # a second wave: the Triton paths
+    assert gluon_select.default_ctas(16, 32769, 132) == 1   # past 32768 columns 4-CTA clusters lose to them
+    assert gluon_select.default_ctas(12, 20000, 114) == 8   # an H100 PCIe's 114 SMs: 103 slots
+    assert gluon_select.default_ctas(13, 20000, 114) == 4
+    assert gluon_select.default_ctas(25, 20000, 114) == 4
+    assert gluon_select.default_ctas(26, 20000, 114) == 1
     monkeypatch.setenv("DSATTN_TOPK_CTAS", "3")
     with pytest.raises(ValueError, match="DSATTN_TOPK_CTAS"):
         gluon_select.default_ctas(1, 8192, 132)

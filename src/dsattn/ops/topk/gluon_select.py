@@ -5,8 +5,8 @@ select.launch_topk_v4 runs it on sm_90 for every row set that fits its capacity 
 the Triton kernels, for A/B runs), with the capacity widened to the rows' width up to 8192 columns at <= 2 x SMs rows
 (wide_capacity: at k 512 rows past select_capacity's 2048 take it instead of the long-row paths), and over
 thread-block clusters (default_ctas) up to 16384 columns at <= SMs rows (4 CTAs at 1-33 rows, 2 at 34-132 past 8192
-columns) and up to MAX_CLUSTER_CAP (65536) at <= 16 rows (8 CTAs at <= 12, else 4: decodes over 16K-64K contexts); the
-interpreter and other GPUs keep the Triton select, whose output it equals column for column
+columns) and past them (decodes over 16K-64K contexts) up to MAX_CLUSTER_CAP (65536): 8 CTAs at <= 15 rows, 4 at
+16-30 rows up to 32768 columns; the interpreter and other GPUs keep the Triton select, whose output it equals column for column
 (tests/gpu/test_indexer_gpu.py::test_topk_gluon_select_rows, test_topk_gluon_wide_rows). DSATTN_TOPK_CTAS and
 DSATTN_TOPK_CLUSTER_CAP (16384-65536 columns, MAX_CTA_COLS a CTA) set the cluster for A/B runs.
 
@@ -155,15 +155,19 @@ def default_ctas(rows: int, width: int, sms: int) -> int:
     - 4096-16384 columns: CLUSTER_CTAS (4) while the clusters fit one wave (4 x rows <= SMs: decodes at 1-33
       requests); past 8192 columns 2 while rows <= SMs (34-132 rows: 2 x rows CTAs, one an SM, at most two waves;
       the Triton long-row paths ran there before); else 1 (one CTA's 8192 columns, or those paths past them);
-    - past 16384 columns (decodes over 16K+ contexts; wide_capacity takes them up to MAX_CLUSTER_CAP): 8 while
-      8 x rows <= 3/4 of the SMs (1-12 rows), 4 while 4 x rows <= SMs / 2 (13-16 rows), else 1 (the Triton paths).
-      16 clusters of 8 were slower than 16 of 4 (16 x 33728), 12 of 8 faster than 12 of 4 (an 8-CTA cluster sits
-      within one GPC: not every 16 of them run at once, by this reading).
-    H200, CUDA-graph replays, us, each branch against the next choice (the full tables: notes/indexer.md, sessions
-    49, 52, 53): 4 CTAs 1 x 8192 10.5 against 13.0 a row a CTA, 64 x 4160 12.7 against 12.3 (past SMs / 4 rows 4 CTAs
-    lose); 2 CTAs 64 x 12288 18.5 against 29.8 on the Triton long-row paths (4 CTAs 23.9); 8 CTAs 1 x 32768 12.3
-    against 15.0 over 4 and 23.1 on the Triton paths, 12 x 40000 19.4 against 31.5 over 4, 16 x 33728 29.3 against 27.2
-    over 4 (topk_cluster_c_s49.json, bench/logs/s52/a, topk_rows12_e_s53.json, topk_rows16_d_s53.json).
+    - past 16384 columns (decodes over 16K+ contexts; wide_capacity takes them up to MAX_CLUSTER_CAP): 8 while the
+      clusters fit one wave, 8 x rows <= cluster_slots(sms) (1-15 rows at 132 SMs); then, up to 32768 columns only,
+      4 while 4 x rows <= cluster_slots (16-30 rows); else 1 (the Triton paths). Past 32768 columns a CTA of a 4-CTA
+      cluster holds 16384 columns (131072 B of shared memory) and lost to the Triton paths at every row count past
+      8-CTA clusters' 15 (H100: 16 x 33728 29.9 against 25.9 us, 24 x 65536 37.8 against 34.8).
+    H200 unless said, CUDA-graph replays, us, each branch against the next choice (the full tables: notes/indexer.md,
+    sessions 49, 52, 53, 57): 4 CTAs 1 x 8192 10.5 against 13.0 a row a CTA, 64 x 4160 12.7 against 12.3 (past SMs / 4
+    rows 4 CTAs lose); 2 CTAs 64 x 12288 18.5 against 29.8 on the Triton long-row paths (4 CTAs 23.9); 8 CTAs 1 x 32768
+    12.3 against 15.0 over 4 and 23.1 on the Triton paths, 12 x 40000 19.4 against 31.5 over 4; H100 (session 57):
+    15 x 33728 22.0 over 8 against 33.2 over 4 and 26.6 on the Triton paths, 13 x 24576 18.1 over 8 against 20.4 over
+    4, 24 x 24576 20.8 over 4 against 27.2 on the Triton paths, 30 x 32768 22.0 against 27.7; 16 x 33728 over 8
+    (a second wave) 32.8 (topk_cluster_c_s49.json, bench/logs/s52/a, topk_rows12_e_s53.json, topk_rows16_d_s53.json,
+    topk_counts_{a,b}_h100_s57.json).
     DSATTN_TOPK_CTAS (1, 2, 4 or 8; read at each call) sets it for A/B runs."""
     env = os.environ.get("DSATTN_TOPK_CTAS", "").strip()
     if env:
@@ -176,9 +180,19 @@ def default_ctas(rows: int, width: int, sms: int) -> int:
         if CLUSTER_CTAS * rows <= sms:
             return CLUSTER_CTAS
         return 2 if width > MAX_CAP and rows <= sms else 1
-    if 8 * rows <= sms * 3 // 4:
+    slots = cluster_slots(sms)
+    if 8 * rows <= slots:
         return 8
-    return 4 if 4 * rows <= sms // 2 else 1
+    return 4 if width <= 32768 and 4 * rows <= slots else 1
+
+
+def cluster_slots(sms: int) -> int:
+    """CTAs of the wide rows' clusters that run at once, one CTA an SM: 10/11 of the SMs. The driver's counts on a
+    132-SM H100 (bench/cluster_occupancy.py; cluster_occupancy_h100_s56.json, the same again in session 57) come to
+    120 CTAs at every cluster past 16384 columns: 15 clusters of 8 and 30 of 4 at one CTA an SM, 30 of 8 at two (an
+    8-CTA cluster stays within one GPC, so some SMs of each GPC stay out). Other SM counts scale by the same fraction,
+    which no driver here has confirmed."""
+    return sms * 10 // 11
 
 
 def default_bits(cap: int, num_warps: int) -> int:
