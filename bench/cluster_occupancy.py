@@ -3,9 +3,9 @@ cluster sizes gluon_select.default_ctas picks, as the select is built for each.
 
 Why: session 53 measured 12 rows over 8-CTA clusters faster than over 4 and 16 rows slower (16 x 33728: 29.3 against
 27.2 us), and read it as "an 8-CTA cluster sits within one GPC: not every 16 of them run at once" without asking the
-driver (notes/indexer.md, session 53). default_ctas's bounds (8 x rows <= 3/4 of the SMs, 4 x rows <= SMs / 2) are an
-H200's fractions. If the driver's count of clusters that fit at once is the bound, the rule can ask it instead, and
-hold on GPUs with other SM counts.
+driver (notes/indexer.md, session 53). Session 56 asked it on an H100 (cluster_occupancy_h100_s56.json): past 16384
+columns every cluster size comes to 120 CTAs at once, and session 57 moved default_ctas's bounds there
+(gluon_select.cluster_slots). On a GPU with another SM count, this says whether its fraction holds.
 
 Each case compiles select_rows_kernel through the launcher (gluon_select.launch_select_rows with a stand-in that
 warms the kernel up instead of launching it), loads it, and asks the driver (libcuda through ctypes, the block size
