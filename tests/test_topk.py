@@ -500,7 +500,8 @@ def test_gluon_wide_capacity(monkeypatch):
     assert wide_capacity(133, 9000, 2048, 132) == 0        # one CTA a row past SMs rows: the long-row path
     assert wide_capacity(1, 16385, 2048, 132) == 32768     # 8 CTAs a row
     assert wide_capacity(15, 65536, 2048, 132) == 65536 == MAX_CLUSTER_CAP  # 8 CTAs of 8192
-    assert wide_capacity(16, 65536, 2048, 132) == 0        # past 15 rows there: the long-row path
+    assert wide_capacity(16, 65536, 2048, 132) == 65536    # 4 CTAs of 16384 at 16 rows
+    assert wide_capacity(17, 65536, 2048, 132) == 0        # past 16 rows there: the long-row path
     assert wide_capacity(30, 32768, 2048, 132) == 32768    # 4 CTAs of 8192 up to 30 rows
     assert wide_capacity(31, 16385, 2048, 132) == 0        # past 30 rows: the long-row path
     assert wide_capacity(16, 65536, 2048, 132, 4) == 65536  # 4 CTAs of 16384, where asked for
@@ -571,7 +572,8 @@ def test_gluon_select_cluster_size_checked(monkeypatch):
     assert gluon_select.default_ctas(16, 20000, 132) == 4   # ... then 4 while 4 x rows <= 120, up to 32768 columns
     assert gluon_select.default_ctas(30, 32768, 132) == 4
     assert gluon_select.default_ctas(31, 32768, 132) == 1   # a second wave: the Triton paths
-    assert gluon_select.default_ctas(16, 32769, 132) == 1   # past 32768 columns 4-CTA clusters lose to them
+    assert gluon_select.default_ctas(16, 32769, 132) == 4   # past 32768 columns 4 CTAs at 16 rows (SMs / 2) ...
+    assert gluon_select.default_ctas(17, 32769, 132) == 1   # ... then the Triton paths
     assert gluon_select.default_ctas(12, 20000, 114) == 8   # an H100 PCIe's 114 SMs: 103 slots
     assert gluon_select.default_ctas(13, 20000, 114) == 4
     assert gluon_select.default_ctas(25, 20000, 114) == 4

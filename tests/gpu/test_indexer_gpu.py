@@ -336,13 +336,13 @@ def test_topk_gluon_cluster_ties(width, k, ctas):
                                            (5, 12000, 2048), (1, 16384, 2048), (32, 10176, 2048), (40, 12000, 2048),
                                            (132, 16384, 2048), (50, 12000, 8192), (150, 12000, 2048),
                                            (1, 16385, 2048), (8, 32768, 2048), (4, 65536, 2048), (15, 40000, 2048),
-                                           (16, 16880, 512), (30, 30000, 2048), (16, 40000, 2048), (31, 30000, 2048)])
+                                           (16, 16880, 512), (30, 30000, 2048), (17, 40000, 2048), (31, 30000, 2048)])
 def test_topk_gluon_wide_rows(rows, width, k):
     """Rows past select_capacity's capacity but within 8192 columns at <= 2 x SMs rows, or over a cluster
     (gluon_select.default_ctas: 4 CTAs at <= 33 rows and 2 at <= SMs rows within 16384 columns; past them 8 at <= 15
-    rows, 4 at <= 30 within 32768 columns): the default launch takes them in one launch of the Gluon select
+    rows, 4 at <= 30 within 32768 columns and at 16 past them): the default launch takes them in one launch of the Gluon select
     (gluon_select.wide_capacity); the same columns in the same order as the Triton kernels' long-row path
-    (gluon=False), the reference's sets, ragged lengths and -inf stretches included (150 x 12000, 16 x 40000 and
+    (gluon=False), the reference's sets, ragged lengths and -inf stretches included (150 x 12000, 17 x 40000 and
     31 x 30000: both take the long-row path)."""
     from dsattn.ops.topk import topk_scratch_spec
     from dsattn.ops.topk.select import launch_topk_v4

@@ -6,8 +6,9 @@ the Triton kernels, for A/B runs), with the capacity widened to the rows' width 
 (wide_capacity: at k 512 rows past select_capacity's 2048 take it instead of the long-row paths), and over
 thread-block clusters (default_ctas) up to 16384 columns at <= SMs rows (4 CTAs at 1-33 rows, 2 at 34-132 past 8192
 columns) and past them (decodes over 16K-64K contexts) up to MAX_CLUSTER_CAP (65536): 8 CTAs at <= 15 rows, 4 at
-16-30 rows up to 32768 columns; the interpreter and other GPUs keep the Triton select, whose output it equals column
-for column (tests/gpu/test_indexer_gpu.py::test_topk_gluon_select_rows, test_topk_gluon_wide_rows). DSATTN_TOPK_CTAS and
+16-30 rows up to 32768 columns and at 16 past them; the interpreter and other GPUs keep the Triton select, whose
+output it equals column for column (tests/gpu/test_indexer_gpu.py::test_topk_gluon_select_rows,
+test_topk_gluon_wide_rows). DSATTN_TOPK_CTAS and
 DSATTN_TOPK_CLUSTER_CAP (16384-65536 columns, MAX_CTA_COLS a CTA) set the cluster for A/B runs.
 
 Why: at 1-8 decode requests the Triton select alone (`_v4_select` over rows a little wider than the usual capacity,
@@ -156,11 +157,13 @@ def default_ctas(rows: int, width: int, sms: int) -> int:
       requests); past 8192 columns 2 while rows <= SMs (34-132 rows: 2 x rows CTAs, one an SM, at most two waves;
       the Triton long-row paths ran there before); else 1 (one CTA's 8192 columns, or those paths past them);
     - past 16384 columns (decodes over 16K+ contexts; wide_capacity takes them up to MAX_CLUSTER_CAP): 8 while the
-      clusters fit one wave, 8 x rows <= cluster_slots(sms) (1-15 rows at 132 SMs); then, up to 32768 columns only,
-      4 while 4 x rows <= cluster_slots (16-30 rows); else 1 (the Triton paths). Past 32768 columns a CTA of a 4-CTA
-      cluster holds 16384 columns (131072 B of shared memory), and past 15 rows it lost to the Triton paths at every
-      row count measured but one (H100: 16 x 33728 29.9 against 25.9 us, 24 x 33728 33.6 against 27.7, 24 x 65536
-      37.8 against 34.8; 30 x 33728 30.7 against 33.6 in one process).
+      clusters fit one wave, 8 x rows <= cluster_slots(sms) (1-15 rows at 132 SMs); then up to 32768 columns 4 while
+      4 x rows <= cluster_slots (16-30 rows), past them 4 while 4 x rows <= SMs / 2 (16 rows); else 1 (the Triton
+      paths). Past 32768 columns a CTA of a 4-CTA cluster holds 16384 columns (131072 B of shared memory): on an H100
+      it lost to the Triton paths at every row count measured past 15 but one (16 x 33728 29.9 against 25.9 us,
+      24 x 33728 33.6 against 27.7, 24 x 65536 37.8 against 34.8; 30 x 33728 30.7 against 33.6), while on the H200
+      at 16 rows from 32K contexts it ran 23.4-23.6 against 26.1 inside the glm-5 TP8 decode layer
+      (decode_layer_rule_32k_{b,d,f}_s53_*.json); 16 rows keep it there until an H200 A/B of 16-30 rows.
     H200 unless said, CUDA-graph replays, us, each branch against the next choice (the full tables: notes/indexer.md,
     sessions 49, 52, 53, 57): 4 CTAs 1 x 8192 10.5 against 13.0 a row a CTA, 64 x 4160 12.7 against 12.3 (past SMs / 4
     rows 4 CTAs lose); 2 CTAs 64 x 12288 18.5 against 29.8 on the Triton long-row paths (4 CTAs 23.9); 8 CTAs 1 x 32768
@@ -184,7 +187,9 @@ def default_ctas(rows: int, width: int, sms: int) -> int:
     slots = cluster_slots(sms)
     if 8 * rows <= slots:
         return 8
-    return 4 if width <= 32768 and 4 * rows <= slots else 1
+    if width <= 32768:
+        return 4 if 4 * rows <= slots else 1
+    return 4 if 4 * rows <= sms // 2 else 1  # session 53's bound: at 16 rows an H200 A/B had 4 CTAs ahead
 
 
 def cluster_slots(sms: int) -> int:

@@ -912,7 +912,7 @@ def launch_topk_v4(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: tor
     with a row over a cluster); None: where gluon_select.usable says it runs (sm_90, not the interpreter,
     DSATTN_TOPK_GLUON not 0); True needs it. Where it runs, cap None also takes gluon_select.wide_capacity for rows
     wider than select_capacity's (up to 8192 columns at <= 2 x SMs rows, which at k 512 is past select_capacity's 2048;
-    over clusters up to 16384 at <= SMs rows, 32768 at <= 30 and 65536 at <= 15, gluon_select.default_ctas: one
+    over clusters up to 16384 at <= SMs rows, 32768 at <= 30 and 65536 at <= 16, gluon_select.default_ctas: one
     launch instead of the long-row paths).
     gluon_warps / gluon_bits: its warps a CTA (None: gluon_select.default_warps) and bits a pass (None: default_bits);
     gluon_ctas: CTAs a row, a thread-block cluster (1, 2, 4 or 8; None: gluon_select.default_ctas). The same set in
