@@ -16,6 +16,9 @@ not this kernel's 512.
     PYTHONPATH=src python bench/cluster_occupancy.py [--widths 4160,12288,24576,32768,65536] [--ctas 2,4,8]
         [--json FILE]
 
+It ends with wave_check: past 16384 columns, whether the most rows default_ctas sends over each cluster size fit the
+driver's count of such clusters at once (one wave), as the rule means them to.
+
 On a machine without a GPU, --check only checks the ctypes structures' sizes against the CUDA headers' (56 and 72 B).
 """
 from __future__ import annotations
@@ -102,6 +105,22 @@ class _Warm:
         return call
 
 
+def wave_check(rows: list[dict], sms: int, default_ctas) -> list[dict]:
+    """default_ctas against the driver's counts, past 16384 columns (where the rule means its clusters to fit one
+    wave): for each measured width and cluster size, the most rows the rule sends over that size and the most such
+    clusters the driver runs at once. `rows` are this script's JSON rows (width, ctas, max_active_clusters); ok is
+    False where the rule's rows need a second wave on this GPU."""
+    out = []
+    for row in rows:
+        width, ctas, most = row["width"], row["ctas"], row["max_active_clusters"]
+        if width <= 16384 or ctas == 1 or most is None:
+            continue
+        sent = [r for r in range(1, 2 * sms + 1) if default_ctas(r, width, sms) == ctas]
+        if sent:
+            out.append(dict(width=width, ctas=ctas, rows=max(sent), clusters=most, ok=max(sent) <= most))
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--widths", default="4160,8192,12288,16384,24576,32768,65536")
@@ -152,9 +171,14 @@ def main(argv=None) -> int:
             print(f"width {width:6d} cap {cap:6d} ctas {ctas}: {threads} threads, {ck.n_regs} regs, {smem} B shared, "
                   f"{per_sm} blocks/SM alone, max active clusters {clusters} "
                   f"(rows in one wave: {clusters if ctas > 1 else per_sm * sms})")
+    waves = wave_check(rows, sms, gluon_select.default_ctas)
+    for w in waves:
+        print(f"default_ctas at width {w['width']}: up to {w['rows']} rows over {w['ctas']} CTAs; the driver runs "
+              f"{w['clusters']} such clusters at once: {'one wave' if w['ok'] else 'PAST ONE WAVE'}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(device=torch.cuda.get_device_name(dev), sms=sms, k=args.k, rows=rows), f, indent=1)
+            json.dump(dict(device=torch.cuda.get_device_name(dev), sms=sms, k=args.k, rows=rows, waves=waves), f,
+                      indent=1)
     return 0
 
 
