@@ -7,6 +7,7 @@ import json
 import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+_INTERPRET_BEFORE = os.environ.get("TRITON_INTERPRET")
 spec = importlib.util.spec_from_file_location("cluster_occupancy",
                                               os.path.join(HERE, "..", "bench", "cluster_occupancy.py"))
 cluster_occupancy = importlib.util.module_from_spec(spec)
@@ -20,6 +21,11 @@ def _h100_counts():
 
 def test_structs():
     cluster_occupancy.check_structs()
+
+
+def test_import_leaves_the_environment():
+    """Importing the script (as this file does) must not change TRITON_INTERPRET, which the CPU suite runs under."""
+    assert os.environ.get("TRITON_INTERPRET") == _INTERPRET_BEFORE
 
 
 def test_default_ctas_fits_one_wave_on_the_h100(monkeypatch):
