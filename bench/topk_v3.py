@@ -30,13 +30,12 @@ import time
 
 import torch
 
-from dsattn.bench.common import provenance, time_ms
+from dsattn.bench.common import ceilings, provenance, time_ms
 from dsattn.ops.topk import topk_scratch_spec
 from dsattn.ops.topk.reference import topk_reference
 from dsattn.ops.topk.select import launch_topk as _launch_topk
 
 K = 2048
-HBM_TBS = 4.27
 # the previous default (filter programs of 2 warps, threshold by 16 full steps, no register cap), as in
 # bench/results/topk_v3.json of tree fc52ab2; "v4" is launch_topk's default now (v4_fuse_early's knobs,
 # made the default after the 449bc48 run: bench/results/topk_v3_final.json), "v4_d2" the default before that
@@ -225,7 +224,9 @@ def bench(args) -> int:
     dev = DEV
     gen = torch.Generator(device=dev)
     gen.manual_seed(1234)
-    doc = dict(provenance=provenance(), meta=dict(k=K, rounds=args.rounds, hbm_tbs=HBM_TBS,
+    ceil = ceilings()  # floor_ms: the logits read once at this GPU's HBM ceiling (the H200's on an H200)
+    hbm_tbs = ceil["hbm_bytes_per_s"] / 1e12
+    doc = dict(provenance=provenance(), meta=dict(k=K, rounds=args.rounds, hbm_tbs=hbm_tbs, ceilings=ceil,
                                                    variants={k: str(v) for k, v in VARIANTS.items()},
                                                    stage_cuts={k: str(v) for k, v in STAGE_CUTS.items()},
                                                    timing="triton do_bench medians, alternated with torch.topk"),
@@ -323,7 +324,7 @@ def bench(args) -> int:
             ts = sorted(times[name])
             ms = ts[len(ts) // 2]
             row.update(ms=ms, ms_all=ts, torch_topk_ms=t_peer, torch_topk_all=sorted(peer_times),
-                       speedup_vs_torch=t_peer / ms, read_tbs=gb / ms, floor_ms=gb / HBM_TBS)
+                       speedup_vs_torch=t_peer / ms, read_tbs=gb / ms, floor_ms=gb / hbm_tbs)
             if graph_ms:
                 row.update(graph_ms=graph_ms.get(name), torch_topk_graph_ms=graph_ms.get("torch.topk"))
             doc["rows"].append(row)

@@ -85,6 +85,63 @@ def time_ms(fn: Callable[[], object], *, warmup_ms: float = 25, rep_ms: float = 
     return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
 
 
+# The H200's ceilings, measured for BENCHMARKS.md: HBM copy (bytes read + written), bf16 GEMM (the low end of its 680 to
+# 790 TFLOP/s), fp8 GEMM. The floors of every kernel table are work / these.
+H200_CEILINGS = {"hbm_bytes_per_s": 4.27e12, "bf16_flops": 680e12, "fp8_flops": 1245e12}
+_CEILINGS: dict | None = None
+
+
+def ceilings() -> dict:
+    """The ceilings the tables' floors divide by, with where they came from ('source'): on an H200, BENCHMARKS.md's
+    (H200_CEILINGS); on any other GPU, or with DSATTN_CEILINGS=measure, measured once a process (measure_ceilings),
+    since another GPU's ceilings would put its floors in the wrong place (session 58's H100 tables divided by the
+    H200's). DSATTN_CEILINGS=h200 takes the H200's anywhere. Every table's meta records the dict."""
+    global _CEILINGS
+    mode = os.environ.get("DSATTN_CEILINGS", "").strip()
+    if mode not in ("", "h200", "measure"):
+        raise ValueError(f"DSATTN_CEILINGS must be 'h200' or 'measure' (or unset), got {mode!r}")
+    if _CEILINGS is not None and _CEILINGS["mode"] == mode:
+        return dict(_CEILINGS)
+    name = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    if mode == "h200" or (mode == "" and ("H200" in name or not torch.cuda.is_available())):
+        found = dict(H200_CEILINGS, source="BENCHMARKS.md (H200)")
+    else:
+        found = dict(measure_ceilings(), source=f"measured on {name} (bench.common.measure_ceilings)")
+    _CEILINGS = dict(found, mode=mode)
+    return dict(_CEILINGS)
+
+
+def measure_ceilings(copy_bytes: int = 1 << 29, gemm: int = 8192) -> dict:
+    """This GPU's ceilings, as BENCHMARKS.md measured the H200's: a copy of copy_bytes (bytes read + written a
+    second), a bf16 and an fp8 (e4m3, torch._scaled_mm, unit scales) GEMM of gemm^3 (2 gemm^3 FLOPs a second),
+    each the median of time_ms. fp8_flops is None where torch._scaled_mm does not run. Its buffers (~1 GiB at the
+    defaults) are freed before it returns; a table that reports its peak memory calls ceilings() first and resets
+    the peak after it (kernels_mla.main)."""
+    def copy_rate() -> float:
+        src = torch.empty(copy_bytes, dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+        return 2 * copy_bytes / (time_ms(lambda: dst.copy_(src)) / 1e3)
+
+    def gemm_rates() -> tuple[float, float | None]:
+        a = torch.randn(gemm, gemm, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(gemm, gemm, device="cuda", dtype=torch.bfloat16)
+        flops = 2.0 * gemm ** 3
+        bf16 = flops / (time_ms(lambda: a @ b) / 1e3)
+        try:
+            a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t()
+            one = torch.ones((), device="cuda")
+            fp8 = flops / (time_ms(lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one,
+                                                              out_dtype=torch.bfloat16)) / 1e3)
+        except (RuntimeError, AttributeError):  # pragma: no cover - no fp8 GEMM on this GPU / build
+            fp8 = None
+        return bf16, fp8
+
+    hbm = copy_rate()
+    bf16, fp8 = gemm_rates()
+    torch.cuda.empty_cache()
+    return {"hbm_bytes_per_s": hbm, "bf16_flops": bf16, "fp8_flops": fp8}
+
+
 def warm_up_gpu(seconds: float = 0.5) -> None:
     """Keep the GPU busy with bf16 matmuls for about `seconds` before the first timing of a process, so that the first
     case is not timed while the clocks ramp up from idle. (The session 10 tables' first rows were the slow ones,

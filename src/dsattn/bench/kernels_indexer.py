@@ -24,7 +24,7 @@ from .. import formats
 from ..ops.indexer import indexer_logits_paged, kpool_expand, kpool_update
 from ..ops.indexer.logits import launch_logits, launch_logits_paged
 from ..ops.topk import topk, topk_scratch_spec
-from .common import format_table, graph_replay, time_ms, time_pair_ms, write_results
+from .common import ceilings, format_table, graph_replay, time_ms, time_pair_ms, write_results
 
 TOPK = 2048
 DEVICE = "cuda"
@@ -33,8 +33,6 @@ TOPK_SHAPES = [(4096, 65536, "randn"), (1024, 262144, "randn"), (128, 65536, "ra
 PREFILL = (65536, 32, 512 << 20)  # tokens, heads, logits cap in bytes
 DECODE_CASES = [(128, 65536, 32, 1), (32, 131072, 32, 1), (64, 65536, 32, 2), (128, 65536, 64, 1)]
 KPOOL = dict(update_tokens=8192, update_start=4094, requests=128, ctx=65536)
-HBM_TBS = 4.27  # H200 ceilings measured here (BENCHMARKS.md): HBM copy, fp8 GEMM
-FP8_TFLOPS = 1245.0
 
 
 def _peers():
@@ -123,7 +121,8 @@ def run_indexer(args) -> list[dict]:
         else:
             row["ms"] = time_ms(ours)
         row["tflops"] = flops / row["ms"] / 1e9
-        row["floor_ms"] = flops / FP8_TFLOPS / 1e9
+        fp8 = ceilings()["fp8_flops"]
+        row["floor_ms"] = flops / fp8 * 1e3 if fp8 else None
         if args.sweep and rows == shapes[0][0]:
             exact = dict(cfg, dot="bf16")
             row["bf16_dot_ms"] = time_ms(lambda: launch_logits(q, w, k, k_scale, ks, ke, out, exact))
@@ -170,7 +169,8 @@ def run_topk(args) -> list[dict]:
         t_ours, t_peer = time_pair_ms(ours, peer)
         gb = rows * width * 4 / 1e9
         out_rows.append(dict(op="topk", rows=rows, width=width, k=TOPK, dist=dist, ms=t_ours, torch_topk_ms=t_peer,
-                             speedup_vs_torch=t_peer / t_ours, read_tbs=gb / t_ours, floor_ms=gb / HBM_TBS,
+                             speedup_vs_torch=t_peer / t_ours, read_tbs=gb / t_ours,
+                             floor_ms=gb * 1e12 / ceilings()["hbm_bytes_per_s"],
                              rows_with_other_set=mismatched))
     return out_rows
 
@@ -538,6 +538,7 @@ def main(argv=None) -> int:
         print("indexer benchmarks need a CUDA GPU", file=sys.stderr)
         return 1
     sweep = args.sweep
+    ceilings()  # measured first (on a GPU other than the H200), before any case's tensors
     for op in (list(OPS) if args.op == "all" else args.op.split(",")):
         args.sweep = sweep == "all" or op in sweep.split(",")
         rows = OPS[op](args)
@@ -545,7 +546,8 @@ def main(argv=None) -> int:
             for r in rows:
                 r.setdefault("topk_opts", str(TOPK_OPTS))
         path = write_results(op if op.startswith(("indexer", "topk")) else f"indexer_{op}", rows,
-                             meta=dict(op=op, quick=args.quick, sweep=args.sweep, topk_opts=dict(TOPK_OPTS)),
+                             meta=dict(op=op, quick=args.quick, sweep=args.sweep, topk_opts=dict(TOPK_OPTS),
+                                       ceilings=ceilings()),
                              out_dir=args.out_dir)
         cols = [c for c in rows[0] if c not in ("sweep",)]
         print(f"\n== {op} ({path})\n" + format_table(rows, cols), flush=True)

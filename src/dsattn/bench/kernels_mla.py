@@ -13,8 +13,9 @@ Cases (BENCHMARKS.md):
 
 Every row gives the median time (CUDA events, L2 flushed between calls), TFLOP/s of useful work
 (2 * tokens * heads * valid_topk * (D_qk + 512)), GB/s of gathered rows, the floor (decode: KV rows + q
-+ out at 4.27 TB/s; prefill: useful FLOPs at 680 TFLOP/s or its distinct KV bytes at 4.27 TB/s,
-whichever is longer) and, where FlashMLA ran, its time and the speedup (FlashMLA ms / dsattn ms). One
++ out at the HBM ceiling; prefill: useful FLOPs at the bf16 GEMM ceiling or its distinct KV bytes at the HBM
+ceiling, whichever is longer; ceilings: common.ceilings, the H200's 4.27 TB/s and 680 TFLOP/s on an H200, measured
+in the run on any other GPU, recorded in the file's meta) and, where FlashMLA ran, its time and the speedup (FlashMLA ms / dsattn ms). One
 output of each case is checked against FlashMLA's (max abs difference reported).
 
     PYTHONPATH=src:.peer python -m dsattn.cli bench kernels --op sparse_mla --out $OUT
@@ -35,11 +36,8 @@ import time
 import torch
 
 from ..formats import KVLayout, pack_latent_rows
-from .common import format_table, graph_replay, time_ms, warm_up_gpu, write_results
+from .common import ceilings, format_table, graph_replay, time_ms, warm_up_gpu, write_results
 
-# H200 ceilings measured for BENCHMARKS.md (HBM copy; the low end of bf16 GEMM's 680 to 790 TFLOP/s)
-HBM_BYTES_PER_S = 4.27e12
-BF16_FLOPS = 680e12
 DECODE_SLOTS = 131072
 DECODE_BLOCK = 64
 PREFILL_KV = 16384
@@ -107,11 +105,13 @@ class Case:
         return float(self.valid) * self.layout.row_bytes(self.d_qk)
 
     def floor_ms(self) -> float:
+        """The case's floor at this GPU's ceilings (common.ceilings)."""
+        ceil = ceilings()
         if self.kind == "decode":
             io = self.q.numel() * 2 + self.tokens * self.heads * 512 * 2
-            return (self.gathered_bytes() + io) / HBM_BYTES_PER_S * 1e3
+            return (self.gathered_bytes() + io) / ceil["hbm_bytes_per_s"] * 1e3
         distinct = float(torch.unique(self.indices[self.indices >= 0]).numel()) * self.layout.row_bytes(self.d_qk)
-        return max(self.flops() / BF16_FLOPS, distinct / HBM_BYTES_PER_S) * 1e3
+        return max(self.flops() / ceil["bf16_flops"], distinct / ceil["hbm_bytes_per_s"]) * 1e3
 
 
 def _latents(n: int, d_qk: int, device, seed: int) -> torch.Tensor:
@@ -503,6 +503,8 @@ def run(op: str, argv: list[str]) -> int:
     device = torch.device("cuda")
     peers = None if args.no_peer else _peers()
     warm_up_gpu()
+    ceilings()  # measured here on a GPU other than the H200, before the cases' tensors; their buffers are not the
+    torch.cuda.reset_peak_memory_stats(device)  # table's, so the peak the meta reports starts after them
     rows = run_table(args, device, peers)
     print(format_table(rows, COLUMNS))
     path = write_results(args.name, rows, out_dir=args.out, meta={
@@ -510,8 +512,8 @@ def run(op: str, argv: list[str]) -> int:
         "timing": "CUDA-graph replays" if args.graph else "eager calls",
         "decode": (f"{args.decode_context} own slots a request" if args.decode_context else f"{DECODE_SLOTS} shared slots")
         + f", block {DECODE_BLOCK}, uniform{', ascending' if args.ascending else ''}, topk {TOPK}",
-        "prefill": f"s_kv {args.prefill_kv}, overlap (noise 0.5), topk {TOPK}", "hbm_bytes_per_s": HBM_BYTES_PER_S,
-        "bf16_flops": BF16_FLOPS, "peak_gpu_bytes": torch.cuda.max_memory_allocated(device),
+        "prefill": f"s_kv {args.prefill_kv}, overlap (noise 0.5), topk {TOPK}", "ceilings": ceilings(),
+        "peak_gpu_bytes": torch.cuda.max_memory_allocated(device),
         "speedup": "FlashMLA best ms / dsattn ms (FlashMLA padded to 64 heads below 64)",
         "env": {k: v for k, v in os.environ.items() if k.startswith(("TRITON", "CUDA_VISIBLE", "DSATTN"))}})
     print(f"# wrote {path}")
