@@ -105,7 +105,6 @@ c)
       tail -n 4 $R/$n.log >> $L; pack
     done
   done
-  if [ $TAG = h200 ]; then bash $0 b; fi
   ;;
 *)
   echo "usage: bash bench/gpu_s58.sh a|b|c" >&2; exit 2
