@@ -582,7 +582,7 @@ if HAVE_GLUON:
             HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
             PROFILE: gl.constexpr, V_REGS: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
-            CVT_PIPE: gl.constexpr = 0, VST: gl.constexpr = 0):
+            CVT_PIPE: gl.constexpr = 0, VST: gl.constexpr = 0, SPLIT: gl.constexpr = 0):
         """1-D grid, one program a work item. G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its
         union list entries / masks row g (stride_it), end_ptr = counts. G == 1: program p = token p // nhb, head
         block p % nhb (nhb = cdiv(num_heads, HPT): a token's head blocks are neighbouring programs, so they run at
@@ -590,13 +590,14 @@ if HAVE_GLUON:
         against 1.515 with the head block as the slower grid axis, within run-to-run spread: session 14,
         bench/results/sparse_mla_s14_prefill_1024_order.json, _eager.json), idx_ptr = indices, end_ptr =
         topk_length (HAS_LEN) or unused. qk_scale: sm_scale * log2(e).
-        Grid axis 1 = split (`splits` of them, 1: none): the work item's list of hi entries is cut into `splits`
-        parts of whole blocks (cdiv(cdiv(hi, BN), splits) blocks each, the last ones shorter or empty), split s
-        walks part s alone and stores its normalized partial at out_ptr + s * stride_os / lse_ptr + s * stride_ls
-        (an empty part: 0 / -inf), for kernels.combine_splits_kernel."""
+        SPLIT (splits > 1): grid axis 1 = split; the work item's list of hi entries is cut into `splits` parts of
+        whole blocks (cdiv(cdiv(hi, BN), splits) blocks each, the last ones shorter or empty), split s walks part s
+        alone and stores its normalized partial at out_ptr + s * stride_os / lse_ptr + s * stride_ls (an empty
+        part: 0 / -inf), for kernels.combine_splits_kernel. Unsplit launches (SPLIT 0) compile none of it: with the
+        cut computed at run time in every launch (064edf2 to session 58), the unsplit 64-head prefill ran 15% slower
+        on an H100 (s_q 1024: 775.6 against 675.5 us a call before 064edf2; notes/sparse_mla.md, session 58)."""
         gl.static_assert(G * HPT == 64, "64 rows a program")
         g = gl.program_id(0)
-        sp = gl.program_id(1)
         GROUPED: gl.constexpr = G > 1
         if GROUPED:
             t0 = token0 + g * G
@@ -611,14 +612,15 @@ if HAVE_GLUON:
             hi = topk + g * 0
             if HAS_LEN:
                 hi = gl.minimum(gl.load(end_ptr + t0), topk)
-        # this split's part of the list: [lo, lo + hi) after the cut (splits == 1: lo 0, hi as it is)
-        hi = gl.maximum(hi, 0)
-        per = gl.cdiv(gl.cdiv(hi, BN), splits) * BN
-        lo = sp * per
-        hi = gl.maximum(gl.minimum(hi - lo, per), 0)
-        row_off = row_off + lo
-        out_ptr = out_ptr + sp.to(gl.int64) * stride_os
-        lse_ptr = lse_ptr + sp.to(gl.int64) * stride_ls
+        if SPLIT:  # this split's part of the list: [lo, lo + hi) after the cut
+            sp = gl.program_id(1)
+            hi = gl.maximum(hi, 0)
+            per = gl.cdiv(gl.cdiv(hi, BN), splits) * BN
+            lo = sp * per
+            hi = gl.maximum(gl.minimum(hi - lo, per), 0)
+            row_off = row_off + lo
+            out_ptr = out_ptr + sp.to(gl.int64) * stride_os
+            lse_ptr = lse_ptr + sp.to(gl.int64) * stride_ls
         idx_row = idx_ptr + row_off
         mask_row = mask_ptr + row_off
 
@@ -688,7 +690,7 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
         flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages,
         bool(cfg.f16), profile, SPLIT_V_REGS,
         PRODUCER_WARPS, cfg.producer_regs,
-        num_warps=4, CVT_PIPE=cfg.cvt_pipe, VST=cfg.vst,
+        num_warps=4, CVT_PIPE=cfg.cvt_pipe, VST=cfg.vst, SPLIT=int(splits > 1),
     )
 
 
