@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Session 58's device calls. No kernel changed since session 57 (tree dd5c924 and later: README / notes only).
+# Session 58's device calls (topk_bounds / rule_layers were inline in calls a and b when they ran; moved into functions
+# afterwards, the same commands; their H200 branches never ran: every call got an H100). No kernel changed since
+# session 57 when a and b ran (tree dd5c924 and later: README / notes only).
 # Call `a` (~6 min): what session 57 left unrun:
 #   - the top-k GPU tests that cover gluon_select.default_ctas (test_topk_gluon_wide_rows' 17 x 40000, from 29bd97d,
 #     has not run on a GPU);
@@ -29,6 +31,22 @@ layer() {  # name env args...: one decode_layer_kernels run into the log
   echo "== $n ($e) rc=$? $((SECONDS - t0)) s" >> $L
   grep -v -i warn $R/$n.log | sed 's/kernels summing.*select_rows_kernel/.. select_rows_kernel/' >> $L; pack
 }
+topk_bounds() {  # tag: topk_v3 at the rule's bounds, the default against each choice
+  local t0=$SECONDS
+  local S=15x33728,16x33728,16x40000,17x40000,16x65536,20x65536,24x65536,30x65536,13x24576,24x24576,30x32768,31x32768
+  timeout 200 python bench/topk_v3.py --shapes $S --cases $(echo $S | sed 's/,/:full,/g'):full \
+    --variants v4,v4_gluon_c4x,v4_gluon_c8x,v4_triton --rounds 3 --rep-ms 20 --out $R/topk_rule_$1_${TAG}_s58.json \
+    > $R/topk.log 2>&1
+  echo "topk_v3 rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/topk.log >> $L; pack
+}
+rule_layers() {  # the decode layers where session 57's rule moved, the default against the old choices
+  local C=glm-5:8:fp8_ds_mla,deepseek-v3.2:8:fp8_ds_mla
+  layer decode_layer_rule_15_s58_default_$TAG "" --configs $C --batches 15,16 --context 32768
+  layer decode_layer_rule_15_s58_c4_$TAG "DSATTN_TOPK_CTAS=4" --configs $C --batches 15,16 --context 32768
+  layer decode_layer_rule_15_s58_c1_$TAG "DSATTN_TOPK_CTAS=1" --configs $C --batches 15,16 --context 32768
+  layer decode_layer_rule_24k_s58_default_$TAG "" --configs $C --batches 24,30 --context 24576
+  layer decode_layer_rule_24k_s58_c1_$TAG "DSATTN_TOPK_CTAS=1" --configs $C --batches 24,30 --context 24576
+}
 case "${1:-}" in
 a)
   t0=$SECONDS
@@ -38,19 +56,9 @@ a)
   timeout 60 python bench/cluster_occupancy.py --widths 24576,32768,65536 --ctas 4,8 \
     --json $R/cluster_occupancy_${TAG}_s58.json > $R/occ.log 2>&1
   echo "cluster_occupancy rc=$? $((SECONDS - t0)) s" >> $L; cat $R/occ.log >> $L; pack
-  t0=$SECONDS
-  S=15x33728,16x33728,16x40000,17x40000,16x65536,20x65536,24x65536,30x65536,13x24576,24x24576,30x32768,31x32768
-  timeout 200 python bench/topk_v3.py --shapes $S --cases $(echo $S | sed 's/,/:full,/g'):full \
-    --variants v4,v4_gluon_c4x,v4_gluon_c8x,v4_triton --rounds 3 --rep-ms 20 --out $R/topk_rule_a_${TAG}_s58.json \
-    > $R/topk.log 2>&1
-  echo "topk_v3 rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/topk.log >> $L; pack
+  topk_bounds a
   if [ $TAG = h200 ]; then
-    C=glm-5:8:fp8_ds_mla,deepseek-v3.2:8:fp8_ds_mla
-    layer decode_layer_rule_15_s58_default_$TAG "" --configs $C --batches 15,16 --context 32768
-    layer decode_layer_rule_15_s58_c4_$TAG "DSATTN_TOPK_CTAS=4" --configs $C --batches 15,16 --context 32768
-    layer decode_layer_rule_15_s58_c1_$TAG "DSATTN_TOPK_CTAS=1" --configs $C --batches 15,16 --context 32768
-    layer decode_layer_rule_24k_s58_default_$TAG "" --configs $C --batches 24,30 --context 24576
-    layer decode_layer_rule_24k_s58_c1_$TAG "DSATTN_TOPK_CTAS=1" --configs $C --batches 24,30 --context 24576
+    rule_layers
   else
     t0=$SECONDS
     timeout 300 python -m dsattn.cli calibrate --graph --rep-ms 5 --out $R/calibration_${TAG}.json > $R/calibrate.log 2>&1
@@ -65,18 +73,8 @@ b)
   # PREDICTION (H100): serve steps within ~10% of the H200's; no knob more than ~3% faster (each was measured on the
   # H200 in sessions 19-22 and 30), so the H100's gap is not a tuning matter.
   if [ $TAG = h200 ]; then
-    t0=$SECONDS
-    S=15x33728,16x33728,16x40000,17x40000,16x65536,20x65536,24x65536,30x65536,13x24576,24x24576,30x32768,31x32768
-    timeout 200 python bench/topk_v3.py --shapes $S --cases $(echo $S | sed 's/,/:full,/g'):full \
-      --variants v4,v4_gluon_c4x,v4_gluon_c8x,v4_triton --rounds 3 --rep-ms 20 --out $R/topk_rule_b_${TAG}_s58.json \
-      > $R/topk.log 2>&1
-    echo "topk_v3 rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/topk.log >> $L; pack
-    C=glm-5:8:fp8_ds_mla,deepseek-v3.2:8:fp8_ds_mla
-    layer decode_layer_rule_15_s58_default_$TAG "" --configs $C --batches 15,16 --context 32768
-    layer decode_layer_rule_15_s58_c4_$TAG "DSATTN_TOPK_CTAS=4" --configs $C --batches 15,16 --context 32768
-    layer decode_layer_rule_15_s58_c1_$TAG "DSATTN_TOPK_CTAS=1" --configs $C --batches 15,16 --context 32768
-    layer decode_layer_rule_24k_s58_default_$TAG "" --configs $C --batches 24,30 --context 24576
-    layer decode_layer_rule_24k_s58_c1_$TAG "DSATTN_TOPK_CTAS=1" --configs $C --batches 24,30 --context 24576
+    topk_bounds b
+    rule_layers
   else
     t0=$SECONDS
     timeout 200 python -m dsattn.cli bench serve --graph --out $R --name serve_s58_$TAG > $R/serve.log 2>&1
