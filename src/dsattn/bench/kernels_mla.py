@@ -15,8 +15,8 @@ Every row gives the median time (CUDA events, L2 flushed between calls), TFLOP/s
 (2 * tokens * heads * valid_topk * (D_qk + 512)), GB/s of gathered rows, the floor (decode: KV rows + q
 + out at the HBM ceiling; prefill: useful FLOPs at the bf16 GEMM ceiling or its distinct KV bytes at the HBM
 ceiling, whichever is longer; ceilings: common.ceilings, the H200's 4.27 TB/s and 680 TFLOP/s on an H200, measured
-in the run on any other GPU, recorded in the file's meta) and, where FlashMLA ran, its time and the speedup (FlashMLA ms / dsattn ms). One
-output of each case is checked against FlashMLA's (max abs difference reported).
+in the run on any other GPU, recorded in the file's meta) and, where FlashMLA ran, its time and the speedup
+(FlashMLA ms / dsattn ms). One output of each case is checked against FlashMLA's (max abs difference reported).
 
     PYTHONPATH=src:.peer python -m dsattn.cli bench kernels --op sparse_mla --out $OUT
     ... --op sparse_mla --quick            # 512 tokens / s_q 1024 only
