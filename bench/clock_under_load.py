@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -28,7 +29,9 @@ def _samples(path: str) -> list[tuple[float, float, float]]:
     """(epoch seconds, SM MHz, W) from nvidia-smi's csv (timestamp, clocks.sm, power.draw), local time = UTC here."""
     import datetime
     rows = []
-    for line in open(path):
+    with open(path) as f:
+        lines = f.readlines()
+    for line in lines:
         parts = [p.strip() for p in line.split(",")]
         if len(parts) < 3 or not parts[1].split()[0].isdigit():
             continue
@@ -71,6 +74,7 @@ def main(argv=None) -> int:
     smi.terminate()
     smi.wait()
     samples = _samples(log)
+    os.unlink(log)
     rows = []
     for name, t0, t1, calls in windows:
         inside = [s for s in samples if t0 + 0.5 <= s[0] <= t1]

@@ -503,8 +503,10 @@ def run(op: str, argv: list[str]) -> int:
     device = torch.device("cuda")
     peers = None if args.no_peer else _peers()
     warm_up_gpu()
-    ceilings()  # measured here on a GPU other than the H200, before the cases' tensors; their buffers are not the
-    torch.cuda.reset_peak_memory_stats(device)  # table's, so the peak the meta reports starts after them
+    # the ceilings are measured here on a GPU other than the H200, before the cases' tensors; their buffers are not
+    # the table's, so the peak the meta reports starts after them
+    ceilings()
+    torch.cuda.reset_peak_memory_stats(device)
     rows = run_table(args, device, peers)
     print(format_table(rows, COLUMNS))
     path = write_results(args.name, rows, out_dir=args.out, meta={
