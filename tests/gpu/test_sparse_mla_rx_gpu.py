@@ -255,6 +255,30 @@ def test_rx_pingpong16_spillfix(monkeypatch, consumers, h):
         check_close(*_decode(case), *case.reference())
 
 
+@pytest.mark.parametrize("h", [32, 24, 17])
+def test_rx_pingpong32(monkeypatch, consumers, h):
+    """Ping-pong consumers over 32-head programs (session 59: consumer 1's O^T handed over in the raw latent stages
+    once consumer 0 is done with them, the row sums reduced every block): the reference (topk_length, an empty row,
+    NaN rows behind invalid entries), both fp8 layouts, 24 / 17 heads padded within the program, split-K partials,
+    and gluon_ws's outputs within rounding."""
+    if consumers != 2:
+        pytest.skip("runs once")
+    for layout, d_qk, stages in (("fp8_ds_mla", 576, 4), ("fp8_ds_mla_nope", 512, 5)):
+        case = make_case(40, h, d_qk, num_slots=20000, topk=2048, layout=layout, block_size=64, with_length=True,
+                         empty_rows=1, seed=71 + h, device=DEV)
+        monkeypatch.setenv("DSATTN_RX_CONFIG",
+                           f"stages={stages},producer_regs=40,consumers=2,pingpong=1,spillfix=1,pv_depth=0")
+        rx = _decode(case)
+        check_close(*rx, *case.reference())
+        _vs_ws(case, rx, monkeypatch, f"pingpong32 h={h} {layout}")
+        t = 6
+        small = make_case(t, h, d_qk, num_slots=40000, topk=2048, layout=layout, with_length=True, seed=7 + h,
+                          device=DEV)
+        spec = decode_scratch_spec(t, h, 2048, "native", layout)
+        scratch = [torch.full(s, float("nan"), dtype=dt, device=DEV) for s, dt in spec]
+        check_close(*_decode(small, scratch=scratch), *small.reference())
+
+
 @pytest.mark.parametrize("cfg", ["stages=2,producer_regs=48,consumers=1,hp8=1,maxnreg=128",
                                  "stages=3,producer_regs=48,consumers=1,hp8=1,maxnreg=128"])
 @pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512)])

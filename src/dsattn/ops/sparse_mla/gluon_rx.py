@@ -159,7 +159,8 @@ def rx_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int, consumers: 
     stage = BN * (LATENT_DIM + 16 + (2 * 64 if rope else 0))
     fixed = hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0) + consumers * BN * hp * 2
     if consumers == 2:
-        fixed += LATENT_DIM * hp * 4 + 2 * hp * 4
+        # consumer 1's O^T, m and l (at 32-head programs O^T lives in the raw latent stages: 2 x 32 KB of them)
+        fixed += (LATENT_DIM * hp * 4 if hp <= 16 else 0) + 2 * hp * 4
     return stages * stage + fixed
 
 
@@ -748,7 +749,10 @@ if HAVE_GLUON:
         gl.thread_barrier()
 
         m_i = gl.full([HP], NEG_INF, gl.float32, COL)
-        l_e = gl.zeros([KB, HP], gl.float32, MMA)  # row sums per element, reduced over the keys at the end
+        if HP > 16:
+            l_i = gl.zeros([HP], gl.float32, COL)
+        else:
+            l_e = gl.zeros([KB, HP], gl.float32, MMA)  # row sums per element, reduced over the keys at the end
         acc = gl.zeros([512, HP], gl.float32, MMA)
         nblocks = gl.cdiv(hi - lo, KB)
         if PROFILE == 1:
@@ -788,11 +792,14 @@ if HAVE_GLUON:
                     s = warpgroup_mma(_k_operand(lat, scs[g], g, DOT),
                                       q_smem.slice(g * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
                     if g < 3:
-                        s = warpgroup_mma_wait(1, deps=(s,))
+                        s = warpgroup_mma_wait(0 if HP > 16 else 1, deps=(s,))
                 s = warpgroup_mma_wait(0, deps=(s,))
 
             p, alpha, m_new = _softmax_keys(s, ix, num_slots, qk_scale, m_i)
-            l_e = l_e * alpha[None, :] + p
+            if HP > 16:
+                l_i = l_i * alpha + gl.sum(p, 0)
+            else:
+                l_e = l_e * alpha[None, :] + p
             acc = acc * alpha[None, :]
             m_i = m_new
             p_buf.store(p.to(gl.float16))
@@ -805,16 +812,23 @@ if HAVE_GLUON:
                     acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
             mbarrier.arrive(free.index(st), count=1)
             acc = warpgroup_mma_wait(0, deps=(acc,))
-        l_i = gl.sum(l_e, 0)
+        if HP <= 16:
+            l_i = gl.sum(l_e, 0)
 
         if H == 1:
-            # hand (m, l, O^T) to consumer 0 (these buffers are used once, nothing else touches them)
+            # hand (m, l, O^T) to consumer 0 (these buffers are used once, nothing else touches them; at 32 heads macc
+            # is the raw stages', written once consumer 0 has read its last block: every block's copies have landed
+            # by then, as each was waited on)
+            if HP > 16:
+                mbarrier.wait(mbar.index(1), 0)
             macc.store(acc)
             mm_s.store(m_i)
             ml_s.store(l_i)
-            mbarrier.arrive(mbar, count=1)
+            mbarrier.arrive(mbar.index(0), count=1)
         else:
-            mbarrier.wait(mbar, 0)
+            if HP > 16:
+                mbarrier.arrive(mbar.index(1), count=1)
+            mbarrier.wait(mbar.index(0), 0)
             m_o = mm_s.load(COL)
             l_o = ml_s.load(COL)
             m = gl.maximum(m_i, m_o)
@@ -850,7 +864,6 @@ if HAVE_GLUON:
         2 the consumers alone (_producer)."""
         gl.static_assert(num_warps == 4, "each consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one block in flight while one computes")
-        gl.static_assert(HP <= 16, "ping-pong consumers hold all 512 rows of O^T: at most 16 heads a program")
         t = gl.program_id(0).to(gl.int64)
         h0 = gl.program_id(1) * HP
         split = gl.program_id(2)
@@ -871,7 +884,12 @@ if HAVE_GLUON:
         else:
             q3 = gl.allocate_shared_memory(gl.float16, [HP, 512], Q_S)
         p_smem = gl.allocate_shared_memory(gl.float16, [2, KB, HP], P_S)
-        macc = gl.allocate_shared_memory(gl.float32, [512, HP], MACC_S)     # consumer 1's O^T for the merge
+        if HP > 16:
+            # consumer 1's O^T (64 KB at 32 heads) in the raw latent stages, once consumer 0 is done with them
+            gl.static_assert(NSTAGES * KB * 512 >= 512 * HP * 4, "the merge buffer needs two raw stages")
+            macc = raw_lat._reinterpret(gl.float32, [512, HP], MACC_S)
+        else:
+            macc = gl.allocate_shared_memory(gl.float32, [512, HP], MACC_S)     # consumer 1's O^T for the merge
         M1_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
         mm_s = gl.allocate_shared_memory(gl.float32, [HP], M1_S)            # its m
         ml_s = gl.allocate_shared_memory(gl.float32, [HP], M1_S)            # its l
@@ -886,11 +904,13 @@ if HAVE_GLUON:
             qr3 = q3
         full = gl.allocate_shared_memory(gl.int64, [NSTAGES, 1], mbarrier.MBarrierLayout())
         free = gl.allocate_shared_memory(gl.int64, [NSTAGES, 1], mbarrier.MBarrierLayout())
-        mbar = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())  # the merge's hand-over
+        mbar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())  # the merge's hand-over, and
+        #                                                       (32 heads) consumer 0 done with the raw stages
         for i in gl.static_range(NSTAGES):
             mbarrier.init(full.index(i), count=PRODUCER_WARPS * 32)  # one noinc cp.async arrive per thread
             mbarrier.init(free.index(i), count=1)  # the one consumer that took the block
         mbarrier.init(mbar.index(0), count=1)
+        mbarrier.init(mbar.index(1), count=1)
 
         end = topk
         if HAS_LEN:
@@ -902,11 +922,11 @@ if HAVE_GLUON:
         gl.warp_specialize([
             (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                             qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                            stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar.index(0),
+                            stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar,
                             full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, 0, SPILLFIX, SRAW, VST, PROFILE)),
             (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                             qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
-                            stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar.index(0),
+                            stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar,
                             full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, 1, SPILLFIX, SRAW, VST, PROFILE)),
             (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                          full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS,
@@ -934,7 +954,7 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         raise ValueError(f"config.producer_warps must be 4 or 8, got {cfg.producer_warps}")
     if cfg.consumers not in (1, 2):  # (three ping-pong consumers were measured slower twice: module docstring)
         raise ValueError(f"config.consumers must be 1 or 2, got {cfg.consumers}")
-    if cfg.pingpong != (cfg.consumers == 2) or (cfg.pingpong and hp > 16):
+    if cfg.pingpong != (cfg.consumers == 2):
         # (two consumers once also ran in step with pingpong 0, the halves: removed in session 34)
         raise ValueError(f"config.pingpong must be 1 with two consumers (at most 16 heads a program) and 0 with one, "
                          f"got pingpong {cfg.pingpong}, {cfg.consumers} consumers, {hp} heads a program")
