@@ -741,9 +741,9 @@ if HAVE_GLUON:
         OPQ: gl.constexpr = (SPILLFIX & 1) != 0
         if OPQ:  # q3 / qr3: [1, HP, 512] / [1, HP, 64] (else the 2D buffers themselves)
             _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3.index(0), qr3.index(0), HP, HAS_ROPE,
-                     True, Q_L)
+                     HP <= 16, Q_L)
         else:
-            _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3, qr3, HP, HAS_ROPE, True, Q_L)
+            _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q3, qr3, HP, HAS_ROPE, HP <= 16, Q_L)
         qk_scale = qk_scale * 256.0  # S^T is in V_SCALE units
         fence_async_shared()
         gl.thread_barrier()
@@ -777,16 +777,19 @@ if HAVE_GLUON:
             lat = raw_lat.index(st)
             sc = raw_sc.index(st)
             mbarrier.wait(full.index(st), (b // NSTAGES) & 1)
-            if SRAW:  # (config sraw: S^T by _s_raw)
-                ra = raw_rope.index(st)
-                if HAS_ROPE:
+            ra = raw_rope.index(st)  # the RoPE A operand (unused without RoPE)
+            if HAS_ROPE:
+                if HP <= 16:
                     ra = _rope_operand(raw_rope.index(st), DOT)
+                else:
+                    # 32 heads: wgmma reads the stage itself, behind a proxy fence (as _consumer's)
+                    fence_async_shared()
+            if SRAW:  # (config sraw: S^T by _s_raw)
                 s = _s_raw(lat, sc, ra, q_smem, qr_smem, HAS_ROPE, HP, MMA, DOT)
             else:
                 s = gl.zeros([KB, HP], gl.float32, MMA)
                 if HAS_ROPE:
-                    s = warpgroup_mma(_rope_operand(raw_rope.index(st), DOT), qr_smem.permute((1, 0)), s,
-                                      is_async=True)
+                    s = warpgroup_mma(ra, qr_smem.permute((1, 0)), s, is_async=True)
                 scs = _k_scales(sc)
                 for g in gl.static_range(4):
                     s = warpgroup_mma(_k_operand(lat, scs[g], g, DOT),
@@ -870,7 +873,10 @@ if HAVE_GLUON:
 
         RAW_S: gl.constexpr = gl.SwizzledSharedLayout(16, 1, 8, [1, 0])
         SC_S: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
-        ROPE_S: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 8, [1, 0])
+        if HP <= 16:
+            ROPE_S: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 8, [1, 0])
+        else:  # 32 heads: wgmma reads the RoPE stage (_consumer_pp)
+            ROPE_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KB, 64], gl.bfloat16)
         Q_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HP, 512], gl.float16)
         QR_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HP, 64], gl.bfloat16)
         P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KB, HP], gl.float16)
