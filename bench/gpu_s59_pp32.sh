@@ -2,7 +2,8 @@
 # Session 59: gluon_rx's ping-pong consumers over 32-head programs (consumer 1's O^T handed over in the raw latent
 # stages, so 4 / 5 stages fit; row sums reduced every block; compile check: no wgmma serialization, 44 + 92 B of
 # spills over fp8_ds_mla at producer 40, 4 B over nope). 1: its GPU test (hang-guarded by the time limit); 2: A/B
-# against the default (gluon_ws) at 32 heads.
+# against the default (gluon_ws) at 32 heads. Ran at e7318ee (fp8_ds_mla 0.969x / 1.009x at 512 / 2048 tokens, nope
+# 1.088x at 512) and again at 52eed7b, where wgmma reads the RoPE stage (fp8_ds_mla's spills 136 -> 4 B).
 # PREDICTION: right; if the 32-head decode is held by gluon_ws's fp16 tiles (shared-memory traffic ~365 KB a block)
 # the register operands take it from 0.339 ms (H100) to ~0.28-0.31 (1.1-1.2x); spills or the doubled wgmma N may eat it.
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s59_pp32.sh
