@@ -212,7 +212,7 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
         # slower. At 8-head programs it was 7% slower over fp8_ds_mla (0.230 vs 0.247 ms) and no different over nope:
         # ping-pong stays there.
         return RxConfig(stages=2, producer_regs=48, consumers=1, hp8=1, maxnreg=128)
-    consumers = int(consumers or "2") if hp <= 16 else 1
+    consumers = int(consumers or "2")
     # 8-head programs with two consumers: ping-pong (session 10's final device call, 512 tokens, 8 heads: fp8_ds_mla
     # 0.224 vs 0.244 ms, nope 0.192 vs 0.233; at 16-head programs it was slower, 0.306 vs 0.282;
     # bench/results/sparse_mla_rx_bench_final.json), producer 56 registers (session 11 call 1, fp8_ds_mla 8 heads,
@@ -241,9 +241,15 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     # measured the same (1.002x, CI 0.991-1.014): idxpf stays because the default was timed with it (issue 3's rows),
     # not because it is shown to help.
     nope8 = int(pingpong and hp == 8 and layout is KVLayout.FP8_DS_MLA_NOPE)
-    return RxConfig(stages=stages, producer_regs=(48 if hp == 16 or nope8 else 56) if pingpong else 64,
+    # 32-head programs (session 59): ping-pong with spillfix 1, pv_depth 0 and a 40-register producer, consumer 1's
+    # O^T handed over in the raw stages (fp8_ds_mla 4 stages, nope 5); the compile check's choice: 48 registers spill
+    # 24 B a consumer, pv_depth 1 serializes every wgmma, spillfix 0 spills 256-284 B. H100, `dsattn bench ab` against
+    # gluon_ws (bench/results/ab_s59_pp32_*.json): fp8_ds_mla 512 tokens 0.377 -> 0.343 ms (1.099x), 2048 tokens
+    # 1.345 -> 1.167 (1.153x), nope 512 tokens 1.096x.
+    pp32 = pingpong and hp == 32
+    return RxConfig(stages=stages, producer_regs=40 if pp32 else (48 if hp == 16 or nope8 else 56) if pingpong else 64,
                     pv_depth=0 if hp == 32 else 1, consumers=consumers, hp8=1, pingpong=pingpong,
-                    spillfix=int(pingpong and hp == 16), idxpf=2 * nope8, sraw=nope8)
+                    spillfix=int(pingpong and hp >= 16), idxpf=2 * nope8, sraw=nope8)
 
 
 def s_phys(c):

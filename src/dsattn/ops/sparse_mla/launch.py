@@ -252,9 +252,10 @@ def rx_preferred(layout: KVLayout, hp: int) -> bool:
     """Where 'auto' picks gluon_rx: fp8 rows, programs of at most 16 heads (8-head ping-pong programs at <= 8 heads).
     H200, decode 512 tokens, one process (bench/results/sparse_mla_rx_bench_final.json): fp8_ds_mla 8 heads 0.224 ms
     vs gluon_ws 0.326, 16 heads 0.282 vs 0.329; nope 8 heads 0.192 vs 0.295, 16 heads 0.266 vs
-    0.300. At 32 heads gluon_rx is slower (0.463 vs 0.353, bench/results/sparse_mla_rx_bench_c2.json), so gluon_ws
-    keeps 17..32."""
-    return layout.is_fp8 and hp <= 16
+    0.300. Since session 59 it takes 32-head programs too (17..32 heads), with two ping-pong consumers (gluon_rx.rx_config;
+    before, one consumer there: 0.463 vs gluon_ws's 0.353, bench/results/sparse_mla_rx_bench_c2.json): H100, against
+    gluon_ws, fp8_ds_mla 512 / 2048 tokens 1.099x / 1.153x, nope 512 tokens 1.096x (bench/results/ab_s59_pp32_*.json)."""
+    return layout.is_fp8 and hp <= 32
 
 
 def use_gluon_rx(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bool:
