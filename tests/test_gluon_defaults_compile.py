@@ -3,8 +3,9 @@ bench/mla_gluon_check.py, Triton's bundled ptxas) with the properties its measur
 made on a CPU machine cannot quietly lose them:
 - the build compiles, ptxas does not serialize its wgmma (C7513 / C7514: every wgmma of the kernel then waits for the
   one before), and its shared memory fits one CTA on sm_90;
-- spills stay at what the committed defaults compile to today (none, or 4 bytes in gluon_rx's 16-head producer and
-  in gluon64; session 54's compile check, notes/sparse_mla.md);
+- spills stay at what the committed defaults compile to today (none, or 4 bytes in gluon_rx's 16-head producer, in
+  its 32-head ping-pong builds' prologue and in gluon64; session 54's compile check and session 59's,
+  notes/sparse_mla.md);
 - gluon_rx's 16-head programs keep two CTAs an SM (rx_config's launch cap of 128 registers, and twice the shared
   memory within the SM's 228 KB), the reason they are the default there (session 19, 2.8-6.0% faster).
 Which kernel takes which case is checked against launch's own preference rules. About 40 s of compiles.
@@ -29,17 +30,17 @@ CTA_RESERVED = 1024  # bytes the hardware keeps per resident CTA
 DEFAULT_BUILDS = [
     ("rx", "decode-fp8-8,decode-nope-8,decode-nope-16", 0),
     ("rx", "decode-fp8-16", 4),          # 4 B in the producer partition (24 / 48 registers)
-    ("ws", "decode-fp8-32,decode-nope-32", 0),
+    ("rx", "decode-fp8-32,decode-nope-32", 4),   # ping-pong at 32-head programs (session 59): 4 B before the partitions
     ("g64", "decode-fp8-64,decode-nope-64", 4),
     ("prefill", "prefill-bf16-8,prefill-bf16-16,prefill-bf16-32,prefill-bf16-64,prefill-bf16n-8,prefill-bf16n-32", 0),
 ]
 
 
 def test_the_cases_are_what_auto_launches():
-    """The builds below are those 'auto' picks: gluon_rx at programs of <= 16 heads over fp8 rows, gluon_ws at 17-32,
-    gluon64 at 64-head programs (64 and 128 heads), gluon_prefill for every prefill head count."""
+    """The builds below are those 'auto' picks: gluon_rx at programs of <= 32 heads over fp8 rows (gluon_ws took 17-32
+    until session 59), gluon64 at 64-head programs (64 and 128 heads), gluon_prefill for every prefill head count."""
     for layout in (KVLayout.FP8_DS_MLA, KVLayout.FP8_DS_MLA_NOPE):
-        for heads, kernel in ((8, "rx"), (16, "rx"), (32, "ws"), (64, "g64"), (128, "g64")):
+        for heads, kernel in ((8, "rx"), (16, "rx"), (32, "rx"), (64, "g64"), (128, "g64")):
             hp = dispatch.heads_per_program("native", heads)
             got = ("rx" if launch.rx_preferred(layout, hp) else "ws" if launch.ws_preferred(layout, hp)
                    else "g64" if hp == 64 else "?")

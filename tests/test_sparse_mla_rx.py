@@ -55,11 +55,12 @@ def test_epilogue_permutation_puts_rows_in_physical_order():
 
 
 def test_rx_choice():
-    """gluon_rx: under auto only for fp8 rows at <= 16 heads a program where usable (never on a CPU tensor, no
+    """gluon_rx: under auto only for fp8 rows at <= 32 heads a program (<= 16 until session 59) where usable (never on a CPU tensor, no
     ValueError); under gluon_rx over fp8 rows at <= 32 heads, ValueError where it cannot run."""
     q = torch.zeros(2, 8, 576, dtype=torch.bfloat16)
     assert launch.rx_preferred(KVLayout.FP8_DS_MLA, 16) and launch.rx_preferred(KVLayout.FP8_DS_MLA_NOPE, 8)
-    assert not launch.rx_preferred(KVLayout.FP8_DS_MLA, 32) and not launch.rx_preferred(KVLayout.BF16, 16)
+    assert launch.rx_preferred(KVLayout.FP8_DS_MLA, 32) and launch.rx_preferred(KVLayout.FP8_DS_MLA_NOPE, 32)
+    assert not launch.rx_preferred(KVLayout.FP8_DS_MLA, 64) and not launch.rx_preferred(KVLayout.BF16, 16)
     rows = torch.zeros(16, 656, dtype=torch.uint8)
     flat = torch.zeros(16, 576, dtype=torch.bfloat16)
     for impl in ("auto", "triton", "gluon", "gluon_ws", "gluon64", "gluon_prefill"):
@@ -84,8 +85,12 @@ def test_rx_config(monkeypatch):
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 12, 512) == two_ctas
     for layout, d in ((KVLayout.FP8_DS_MLA, 576), (KVLayout.FP8_DS_MLA_NOPE, 512)):  # two CTAs fit an SM
         assert 2 * (gluon_rx.rx_smem_bytes(layout, d, 16, 2) + gluon_rx.SMEM_MARGIN) <= gluon_rx.SMEM_LIMIT
-    one32 = gluon_rx.RxConfig(stages=4, pv_depth=0, consumers=1, hp8=1)  # 32-head programs: one consumer, always
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == one32
+    # 32-head programs: ping-pong since session 59 (the merge buffer in the raw stages, so 4 / 5 of them fit)
+    pp32 = dict(producer_regs=40, pv_depth=0, consumers=2, hp8=1, pingpong=1, spillfix=1)
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == gluon_rx.RxConfig(stages=4, **pp32)
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 24, 512) == gluon_rx.RxConfig(stages=5, **pp32)
+    assert gluon_rx.rx_smem_bytes(KVLayout.FP8_DS_MLA, 576, 32, 4, 2) + gluon_rx.SMEM_MARGIN <= gluon_rx.SMEM_LIMIT
+    one32 = gluon_rx.RxConfig(stages=4, pv_depth=0, consumers=1, hp8=1)  # DSATTN_RX_CONSUMERS=1
     monkeypatch.setenv("DSATTN_RX_CONSUMERS", "2")  # the 16-head default of sessions 13-18 (ping-pong)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16, 576) == gluon_rx.RxConfig(stages=4, producer_regs=48,
                                                                                    consumers=2, hp8=1, pingpong=1,
@@ -95,7 +100,7 @@ def test_rx_config(monkeypatch):
                                                                                       spillfix=1)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(stages=4, producer_regs=56, consumers=2,
                                                                                   hp8=1, pingpong=1)
-    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == one32
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == gluon_rx.RxConfig(stages=4, **pp32)
     monkeypatch.setenv("DSATTN_RX_CONSUMERS", "1")
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(stages=5, consumers=1, hp8=1)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == one32
@@ -199,6 +204,7 @@ def test_rx_config_guards():
     than 0 / 1 or without ping-pong, producer warps other than 4 / 8 (Triton pads fewer to a warpgroup)."""
     assert gluon_rx.rx_consumer_regs(2, 4, 56) == 224  # the 8-head default's split
     assert gluon_rx.rx_consumer_regs(2, 4, 48) == 232  # 16-head programs
+    assert gluon_rx.rx_consumer_regs(2, 4, 40) == 232  # 32-head programs (multiples of 8: 236 -> 232)
     assert gluon_rx.rx_consumer_regs(2, 4, 64) == 224
     assert gluon_rx.rx_consumer_regs(2, 8, 64) == 192
     q = torch.zeros(2, 8, 576, dtype=torch.bfloat16)
@@ -224,7 +230,3 @@ def test_rx_config_guards():
         with pytest.raises(ValueError, match="profile"):  # timing builds: ping-pong configs only
             gluon_rx.run_attention_rx(q, rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=cfg,
                                       profile=bad_profile)
-    with pytest.raises(ValueError, match="config.pingpong"):  # 32 heads: 32-head programs
-        gluon_rx.run_attention_rx(torch.zeros(2, 32, 576, dtype=torch.bfloat16), rows, KVLayout.FP8_DS_MLA, idx, 0.1,
-                                  None, torch.empty(2, 32, 512), torch.empty(2, 32),
-                                  config=gluon_rx.RxConfig(consumers=2, pingpong=1))

@@ -1,14 +1,19 @@
 """Warp-specialized Gluon kernels of sparse MLA over fp8 rows for few heads per program (1..32), Hopper (sm_90),
 that keep no fp16 tiles: the consumers build both products' A operands in REGISTERS from the raw fp8 stages.
 
-STATUS: 'auto' runs it for fp8 rows at <= 16 heads a program (launch.rx_preferred; DSATTN_SPARSE_MLA_IMPL=gluon_rx
-forces it up to 32). Two kernels: sparse_mla_rx_kernel (one consumer warpgroup) and sparse_mla_rx2_kernel (two
-ping-pong consumers, at most 16 heads a program).
-Defaults (rx_config): 8-head programs at <= 8 heads run rx2 with ping-pong consumers; 16-head programs run, since
+STATUS: 'auto' runs it for fp8 rows at every program of <= 32 heads (launch.rx_preferred; 17..32 heads since session
+59, gluon_ws's before). Two kernels: sparse_mla_rx_kernel (one consumer warpgroup) and sparse_mla_rx2_kernel (two
+ping-pong consumers).
+Defaults (rx_config): 8-head and 32-head programs run rx2 with ping-pong consumers; 16-head programs run, since
 session 19, the one-consumer kernel with 2 stages and the launch capped at 128 registers, two CTAs an SM (2.8-6.0%
 faster than rx2's ping-pong there, bench/results/ab_s19_2cta_*.json), and DSATTN_RX_CONSUMERS=2 takes rx2's ping-pong
 with spillfix 1 (the 16-head default of sessions 13-18: 0.2526 ms against the halves' 0.2821 then,
-bench/results/s13_rx16.json).
+bench/results/s13_rx16.json). At 32-head programs (session 59) the ping-pong consumers hold 128 accumulator
+registers each; what makes them fit: consumer 1 hands its O^T over in the raw latent stages once consumer 0 is done
+with them (a 64 KB merge buffer of its own would leave 2 stages), the row sums are reduced every block, one S^T product
+is in flight at a time, and wgmma reads the RoPE operand from the stage (sm_90a: 4 B of spill, none in the loop).
+On an H100 beside FlashMLA padded to 64 heads (bench/results/sparse_mla_s59_h100_decode_{512,2048}.json): 32 heads
+0.307 / 1.125 ms at 512 / 2048 tokens, 1.465x / 1.535x (gluon_ws: 0.339 / 1.29, 1.32x / 1.34x in session 58).
 Measured on the H200 (decode, topk 2048, FlashMLA padded to 64 heads in the same process; session 29,
 bench/results/sparse_mla_s29_decode_512.json, _2048.json): fp8_ds_mla 8 heads 0.196 / 0.757 ms at 512 / 2048 tokens
 (2.25x / 2.29x), 16 heads 0.214 / 0.852 (2.08x / 2.02x); fp8_ds_mla_nope at 8 heads 1.132x / 1.143x faster than
@@ -65,7 +70,7 @@ Partitions (gl.warp_specialize):
   one consumer (default partition): waits `full[stage]`, S^T (register operands, async wgmma), online softmax in
       base 2 over the keys, P^T (fp16) to shared memory, O^T += V16^T P^T chunk by chunk (pv_depth chunks left in
       flight over the next chunk's conversion), arrives on `free[stage]` after its last read of the stage.
-  two ping-pong consumers (consumers 2 with pingpong 1, <= 16 heads a program; the default at 8-head programs):
+  two ping-pong consumers (consumers 2 with pingpong 1; the default at 8- and 32-head programs):
       each takes every other block whole (all 512 columns), one merge at the end. They keep the softmax row sums
       per element of S^T (rescaled by alpha each block) and reduce them over the keys once at the end: one
       cross-warp reduction per block (the row max) instead of two. At 16-head programs with spillfix 1 (wgmma's
@@ -116,7 +121,7 @@ class RxConfig:
     pv_depth: int = 1
     consumers: int = 1  # 2: two ping-pong consumer warpgroups (sparse_mla_rx2_kernel; with pingpong 1)
     hp8: int = 0        # 1: programs of 8 heads (wgmma N = 8) for at most 8 heads
-    pingpong: int = 0   # 1 with two consumers, and only there (<= 16 heads a program): alternate blocks whole, merged
+    pingpong: int = 0   # 1 with two consumers, and only there: alternate blocks whole, merged
     #                     at the end. (Two consumers once also ran in step over halves of the latent columns, with
     #                     pingpong 0: removed in session 34, the module docstring says why.)
     spillfix: int = 0   # 1 (ping-pong): wgmma's shared-memory descriptors rebuilt in every block (_opaque_zero)
@@ -187,13 +192,13 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     """The default launch by heads a program: 8-head programs at <= 8 heads (hp8: 0.259 vs 0.295 ms at 8 heads,
     bench/logs/s10_call5.log) with two ping-pong consumer warpgroups; 16-head programs (9..16 heads) with ONE
     consumer, 2 stages and the launch capped at 128 registers so that two CTAs share an SM (since session 19); 32-head
-    programs (which 'auto' gives gluon_ws) with one consumer (until session 34: two in step over halves of the latent
-    columns, removed); over fp8_ds_mla_nope the 8-head programs add idxpf 2, sraw 1 and a 48-register producer (since
-    session 20). DSATTN_RX_CONSUMERS=2 takes two ping-pong consumers at <= 16 heads a program (spillfix 1 at 16: the
-    16-head default of sessions 13-18), =1 one consumer everywhere, without the register cap; 32-head programs take
-    one consumer either way (ping-pong consumers each hold all 512 rows of O^T: at most 16 heads). As many raw stages
-    (2..5) as shared memory holds (fp8_ds_mla 576, two consumers: 4 at 8- and 16-head programs; one consumer: 5 / 5
-    / 4 at 8 / 16 / 32), pv_depth 1 (at 32 heads a program: 0, else ptxas serializes every wgmma or spills;
+    programs (17..32 heads, 'auto' since session 59) with two ping-pong consumers, spillfix 1 and a 40-register
+    producer (until session 58 one consumer, which 'auto' did not run; until session 34 two in step over halves of
+    the latent columns, removed); over fp8_ds_mla_nope the 8-head programs add idxpf 2, sraw 1 and a 48-register
+    producer (since session 20). DSATTN_RX_CONSUMERS=2 takes two ping-pong consumers at 16-head programs too
+    (spillfix 1: the 16-head default of sessions 13-18), =1 one consumer everywhere, without the register cap. As
+    many raw stages (2..5) as shared memory holds (fp8_ds_mla 576, two consumers: 4 at 8-, 16- and 32-head programs;
+    one consumer: 5 / 5 / 4 at 8 / 16 / 32), pv_depth 1 (at 32 heads a program: 0, else ptxas serializes every wgmma;
     bench/mla_gluon_check.py --kernel rx). DSATTN_RX_CONFIG='field=value,...' overrides it all (parse_rx_config; A/B
     runs; read at launch)."""
     spec = os.environ.get("DSATTN_RX_CONFIG", "").strip()
@@ -725,11 +730,14 @@ if HAVE_GLUON:
                      HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
                      H: gl.constexpr, SPILLFIX: gl.constexpr = 0, SRAW: gl.constexpr = 0,
                      VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0):
-        """Ping-pong consumers (config pingpong=1, two consumers, <= 16 heads a program): consumer H takes the blocks
+        """Ping-pong consumers (config pingpong=1, two consumers): consumer H takes the blocks
         b = H, H + 2, ... whole (all 512 latent columns, _consumer's products and online softmax, its own P buffer), so
         the two never wait for each other inside the loop: one's tensor-core work overlaps the other's conversions and
         softmax. At the end consumer 1 hands its (m, l, O^T) to consumer 0 through shared memory (macc, mm_s, ml_s,
-        mbar), which merges the two partial softmaxes and stores out / lse. Both store q (the same values). SPILLFIX
+        mbar[0]), which merges the two partial softmaxes and stores out / lse. Both store q (the same values). At
+        32-head programs (HP > 16, 128 accumulator registers a consumer) macc is the raw latent stages' memory, written
+        once consumer 0 has arrived on mbar[1] after its last block; the row sums are reduced every block (not kept
+        per element), one S^T product is in flight at a time and wgmma reads the RoPE operand from the stage. SPILLFIX
         (config spillfix 1): the shared-memory descriptors of q, q_rope and P (~40 64-bit values, loop-invariant: LLVM
         hoisted them out of the loop and ptxas spilled them at 16-head programs) are rebuilt in each block from an
         opaque 0 (q3 / qr3 [1, HP, ...]). (Three such consumers, blocks round robin, were measured slower three times:
@@ -968,7 +976,7 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         raise ValueError(f"config.consumers must be 1 or 2, got {cfg.consumers}")
     if cfg.pingpong != (cfg.consumers == 2):
         # (two consumers once also ran in step with pingpong 0, the halves: removed in session 34)
-        raise ValueError(f"config.pingpong must be 1 with two consumers (at most 16 heads a program) and 0 with one, "
+        raise ValueError(f"config.pingpong must be 1 with two consumers and 0 with one, "
                          f"got pingpong {cfg.pingpong}, {cfg.consumers} consumers, {hp} heads a program")
     if cfg.spillfix not in (0, 1) or (cfg.spillfix and not cfg.pingpong):
         raise ValueError(f"config.spillfix must be 0 or 1 (1: ping-pong consumers only), got spillfix {cfg.spillfix}, "

@@ -22,12 +22,13 @@ Invalid entries (index < 0, >= num_slots, past topk_length or the split) are mas
 read) and -inf scores, as in gluon_small. Outputs: out / lse, or normalized split partials for
 kernels.combine_splits_kernel. bf16 rows are not handled here (launch.py keeps gluon_small for them).
 
-Status: launch.py's 'auto' runs it for fp8 rows at 17..32 heads a program (launch.ws_preferred; gluon_rx takes <= 16);
-DSATTN_SPARSE_MLA_IMPL=gluon_ws forces it for fp8 rows up to 32 heads. On the H200, fp8_ds_mla decode, topk 2048, 32
-heads: 0.330 / 1.288 ms at 512 / 2048 tokens against FlashMLA padded to 64 heads 0.439 / 1.710 (1.33x / 1.33x; session
-29, bench/results/sparse_mla_s29_decode_512.json, _2048.json). Its one option beyond stages and registers, ahead (each
-gather's entries loaded two half-blocks before it is issued), is the default since session 23: 1.057x / 1.069x,
-bit-equal (bench/results/ab_s23_ahead_*.json).
+Status: since session 59 launch.py's 'auto' does not run it (gluon_rx's ping-pong consumers took 17..32 heads a
+program, 1.10x / 1.15x faster at 32 heads, 512 / 2048 tokens, on an H100: bench/results/ab_s59_pp32_fp8_*.json; it was
+'auto''s there from session 10); DSATTN_SPARSE_MLA_IMPL=gluon_ws forces it for fp8 rows up to 32 heads. On the H200,
+fp8_ds_mla decode, topk 2048, 32 heads: 0.330 / 1.288 ms at 512 / 2048 tokens against FlashMLA padded to 64 heads
+0.439 / 1.710 (1.33x / 1.33x; session 29, bench/results/sparse_mla_s29_decode_512.json, _2048.json). Its one option
+beyond stages and registers, ahead (each gather's entries loaded two half-blocks before it is issued), is the default
+since session 23: 1.057x / 1.069x, bit-equal (bench/results/ab_s23_ahead_*.json).
 
 Options measured on the H200 and removed (each right in its GPU tests; numbers, profiles and the reasons in
 notes/sparse_mla.md, whose section "gluon_ws.py's docstring, sessions 21-29" holds what this docstring said of them):

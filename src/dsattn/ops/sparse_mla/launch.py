@@ -147,7 +147,7 @@ def gluon_preferred(layout: KVLayout, hp: int) -> bool:
 
 def sparse_mla_impl() -> str:
     """DSATTN_SPARSE_MLA_IMPL: 'auto' (default) or one kernel forced for A/B runs. 'auto' on sm_90: decode over fp8
-    rows runs gluon_rx at <= 16 heads a program (rx_preferred), gluon_ws at 17..32 (ws_preferred), gluon64 for
+    rows runs gluon_rx at <= 32 heads a program (rx_preferred; gluon_ws at 17..32 until session 59), gluon64 for
     64-head programs; bf16 decode rows gluon_small at 32-head programs, Triton elsewhere; prefill the grouped
     gluon_prefill (GLUON_PREFILL_AUTO_HEADS, 'native' and 64-head programs). The forced values: 'triton';
     'gluon' (gluon_small wherever a program carries <= 32 heads); 'gluon_ws' / 'gluon_rx' (those kernels over
@@ -222,7 +222,8 @@ def ws_preferred(layout: KVLayout, hp: int) -> bool:
     gluon_small and faster at every size measured, fp8 decode 512 tokens: 8 / 16 heads 0.356 / 0.358 ms vs 0.427 /
     0.433 (bench/results/ab_gluon_ws_h8.json, ab_gluon_ws_h16.json), 32 heads 0.354 vs 0.457 ms
     (bench/results/sparse_mla_gluon_ws_sweep.json, session 10; H200). run_attention asks gluon_rx first, which
-    'auto' takes at <= 16 heads a program (rx_preferred), so gluon_ws runs 17..32 there."""
+    'auto' takes at <= 32 heads a program since session 59 (rx_preferred; <= 16 before, when gluon_ws ran 17..32), so
+    'auto' no longer reaches gluon_ws; DSATTN_SPARSE_MLA_IMPL=gluon_ws forces it."""
     return layout.is_fp8 and hp <= 32
 
 
@@ -249,12 +250,12 @@ def use_gluon_ws(q, flat, layout: KVLayout, hp: int, impl: str | None = None) ->
 
 
 def rx_preferred(layout: KVLayout, hp: int) -> bool:
-    """Where 'auto' picks gluon_rx: fp8 rows, programs of at most 16 heads (8-head ping-pong programs at <= 8 heads).
+    """Where 'auto' picks gluon_rx: fp8 rows, programs of at most 32 heads (8-head ping-pong programs at <= 8 heads).
     H200, decode 512 tokens, one process (bench/results/sparse_mla_rx_bench_final.json): fp8_ds_mla 8 heads 0.224 ms
-    vs gluon_ws 0.326, 16 heads 0.282 vs 0.329; nope 8 heads 0.192 vs 0.295, 16 heads 0.266 vs
-    0.300. Since session 59 it takes 32-head programs too (17..32 heads), with two ping-pong consumers (gluon_rx.rx_config;
-    before, one consumer there: 0.463 vs gluon_ws's 0.353, bench/results/sparse_mla_rx_bench_c2.json): H100, against
-    gluon_ws, fp8_ds_mla 512 / 2048 tokens 1.099x / 1.153x, nope 512 tokens 1.096x (bench/results/ab_s59_pp32_*.json)."""
+    vs gluon_ws 0.326, 16 heads 0.282 vs 0.329; nope 8 heads 0.192 vs 0.295, 16 heads 0.266 vs 0.300. Since session 59
+    it takes 32-head programs too (17..32 heads), with two ping-pong consumers (gluon_rx.rx_config; before, one
+    consumer there: 0.463 vs gluon_ws's 0.353, bench/results/sparse_mla_rx_bench_c2.json): H100, against gluon_ws,
+    fp8_ds_mla 512 / 2048 tokens 1.099x / 1.153x, nope 512 tokens 1.096x (bench/results/ab_s59_pp32_*.json)."""
     return layout.is_fp8 and hp <= 32
 
 
