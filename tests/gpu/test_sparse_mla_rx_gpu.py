@@ -3,9 +3,9 @@ twin and against gluon_ws on the same inputs (same fp16 operand values, another 
 fp32 rounding, not bit for bit). Skipped without an sm_90 GPU.
 
 Both kernels, three ways (the `consumers` fixture): the defaults ("auto": DSATTN_RX_CONSUMERS unset; rx2's ping-pong
-at 8-head programs, the one-consumer kernel at two CTAs an SM at 16-head programs since session 19), one consumer
-warpgroup everywhere (sparse_mla_rx_kernel, DSATTN_RX_CONSUMERS=1) and two ping-pong consumers (sparse_mla_rx2_kernel,
-=2) at <= 16 heads a program (32-head programs run one consumer either way since session 34 removed the halves).
+at 8- and (since session 59) 32-head programs, the one-consumer kernel at two CTAs an SM at 16-head programs since
+session 19), one consumer warpgroup everywhere (sparse_mla_rx_kernel, DSATTN_RX_CONSUMERS=1) and two ping-pong consumers
+(sparse_mla_rx2_kernel, =2) everywhere.
 test_rx_hang_guard runs first, once per way: a tiny case in a child process with a time limit, so that a deadlocked
 pipeline (mbarrier phases) fails one test in seconds instead of hanging the session; the tests of that way skip after
 it fails.
