@@ -55,8 +55,8 @@ def test_epilogue_permutation_puts_rows_in_physical_order():
 
 
 def test_rx_choice():
-    """gluon_rx: under auto only for fp8 rows at <= 32 heads a program (<= 16 until session 59) where usable (never on a CPU tensor, no
-    ValueError); under gluon_rx over fp8 rows at <= 32 heads, ValueError where it cannot run."""
+    """gluon_rx: under auto only for fp8 rows at <= 32 heads a program (<= 16 until session 59) where usable (never on
+    a CPU tensor, no ValueError); under gluon_rx over fp8 rows at <= 32 heads, ValueError where it cannot run."""
     q = torch.zeros(2, 8, 576, dtype=torch.bfloat16)
     assert launch.rx_preferred(KVLayout.FP8_DS_MLA, 16) and launch.rx_preferred(KVLayout.FP8_DS_MLA_NOPE, 8)
     assert launch.rx_preferred(KVLayout.FP8_DS_MLA, 32) and launch.rx_preferred(KVLayout.FP8_DS_MLA_NOPE, 32)
