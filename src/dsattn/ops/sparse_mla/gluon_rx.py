@@ -13,7 +13,8 @@ registers each; what makes them fit: consumer 1 hands its O^T over in the raw la
 with them (a 64 KB merge buffer of its own would leave 2 stages), the row sums are reduced every block, one S^T product
 is in flight at a time, and wgmma reads the RoPE operand from the stage (sm_90a: 4 B of spill, none in the loop).
 On an H100 beside FlashMLA padded to 64 heads (bench/results/sparse_mla_s59_h100_decode_{512,2048}.json): 32 heads
-0.307 / 1.125 ms at 512 / 2048 tokens, 1.465x / 1.535x (gluon_ws: 0.339 / 1.29, 1.32x / 1.34x in session 58).
+0.307 / 1.125 ms at 512 / 2048 tokens, 1.465x / 1.535x (gluon_ws: 0.343 / 1.292 ms, 1.32x / 1.34x in session 58,
+sparse_mla_s58_h100_decode_*.json).
 Measured on the H200 (decode, topk 2048, FlashMLA padded to 64 heads in the same process; session 29,
 bench/results/sparse_mla_s29_decode_512.json, _2048.json): fp8_ds_mla 8 heads 0.196 / 0.757 ms at 512 / 2048 tokens
 (2.25x / 2.29x), 16 heads 0.214 / 0.852 (2.08x / 2.02x); fp8_ds_mla_nope at 8 heads 1.132x / 1.143x faster than
