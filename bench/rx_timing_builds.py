@@ -1,7 +1,8 @@
 """What each side of gluon_rx's ping-pong 8-head decode program costs alone (session 25): the default kernel, and its
 timing builds (run_attention_rx's profile argument, WRONG outputs): the producer alone (the consumers free each stage
-as soon as it is full) and the consumers alone (no gathers). Issue 3's decode case (uniform indices, topk 2048, 131072
-slots), both fp8 layouts, triton's do_bench with the L2 flushed before each call (as the kernel table).
+as soon as it is full), the consumers alone (no gathers) and (session 60) the full kernel whose V operand skips its
+fp16 multiplies by the group scales. Issue 3's decode case (uniform indices, topk 2048, 131072 slots), both fp8
+layouts, triton's do_bench with the L2 flushed before each call (as the kernel table).
 
     PYTHONPATH=src python bench/rx_timing_builds.py [--tokens 512,2048] [--out DIR] [--name NAME]
 """
@@ -13,7 +14,7 @@ from dsattn.bench.common import time_ms, write_results
 from dsattn.bench.kernels_mla import decode_case
 from dsattn.ops.sparse_mla import gluon_rx
 
-BUILDS = ((0, "full"), (1, "producer alone"), (2, "consumers alone"))
+BUILDS = ((0, "full"), (1, "producer alone"), (2, "consumers alone"), (3, "V without scale"))
 
 
 def main():

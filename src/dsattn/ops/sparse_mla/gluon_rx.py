@@ -420,8 +420,9 @@ if HAVE_GLUON:
         return gl.convert_layout(gl.reshape(x, [KB, 64]), DOT, assert_trivial=True)
 
     @gluon.jit
-    def _v_operand(lat, sc, kc: gl.constexpr, DOT: gl.constexpr):
-        """O^T's A operand for keys [16 kc, 16 kc + 16): V16^T [512 logical rows, 16 keys] in registers."""
+    def _v_operand(lat, sc, kc: gl.constexpr, DOT: gl.constexpr, NOMUL: gl.constexpr = 0):
+        """O^T's A operand for keys [16 kc, 16 kc + 16): V16^T [512 logical rows, 16 keys] in registers. NOMUL
+        (timing builds only, WRONG outputs): the fp8 values without their scale (cvt only)."""
         # [16 keys, 4 groups (warp), 128 bytes]: 16 contiguous bytes (registers) at 16 g (lane group), keys from
         # the lane's quad position and two register bits
         LV: gl.constexpr = gl.DistributedLinearLayout(
@@ -434,8 +435,11 @@ if HAVE_GLUON:
             warp_bases=[[0, 1, 0], [0, 2, 0]], block_bases=[], shape=[16, 4, 128])
         x = lat.slice(kc * 16, 16, dim=0).load(LV)
         x = gl.convert_layout(gl.reshape(x, [16, 4, 128]), LV3, assert_trivial=True)
-        s = sc.slice(kc * 16, 16, dim=0).load(gl.SliceLayout(2, LV3))
-        x = _cvt_scale(x, (s * V_SCALE).to(gl.float16)[:, :, None])
+        if NOMUL:
+            x = _cvt(x)
+        else:
+            s = sc.slice(kc * 16, 16, dim=0).load(gl.SliceLayout(2, LV3))
+            x = _cvt_scale(x, (s * V_SCALE).to(gl.float16)[:, :, None])
         x = gl.reshape(x, [16, 4, 8, 8, 2])             # (key, w, g, R, r0)
         x = gl.permute(x, (3, 1, 4, 2, 0))              # (R, w, r0, g, key)
         return gl.convert_layout(gl.reshape(x, [512, 16]), DOT, assert_trivial=True)
@@ -744,7 +748,7 @@ if HAVE_GLUON:
         opaque 0 (q3 / qr3 [1, HP, ...]). (Three such consumers, blocks round robin, were measured slower three times:
         module docstring.)
         PROFILE 1 (timing builds only, wrong outputs): each stage freed as soon as it is full, no products, no
-        output."""
+        output; 3: V16 without its scale (_v_operand NOMUL: what V's fp16 multiplies cost, session 60)."""
         NW: gl.constexpr = 4
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
@@ -824,8 +828,8 @@ if HAVE_GLUON:
             fence_async_shared()
             gl.thread_barrier()
             for kc in gl.static_range(4):
-                acc = warpgroup_mma(_v_operand(lat, sc, kc, DOT), p_buf.slice(kc * 16, 16, dim=0), acc,
-                                    is_async=True)
+                acc = warpgroup_mma(_v_operand(lat, sc, kc, DOT, PROFILE == 3), p_buf.slice(kc * 16, 16, dim=0),
+                                    acc, is_async=True)
                 if kc < 3:
                     acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
             mbarrier.arrive(free.index(st), count=1)
@@ -879,7 +883,7 @@ if HAVE_GLUON:
             VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0):
         """sparse_mla_rx_kernel with two ping-pong consumer warpgroups (_consumer_pp); same grid and arguments, plus
         the consumers' register budget. PROFILE (timing builds, wrong outputs): 1 the producer alone (_consumer_pp),
-        2 the consumers alone (_producer)."""
+        2 the consumers alone (_producer), 3 V16 without its scale."""
         gl.static_assert(num_warps == 4, "each consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one block in flight while one computes")
         t = gl.program_id(0).to(gl.int64)
@@ -960,7 +964,7 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     """launch.run_attention's contract over fp8 rows through sparse_mla_rx_kernel (native few-head variant).
     profile != 0 (ping-pong configs only) builds a timing variant with WRONG outputs: 1 the producer alone (the
     consumers free each stage as soon as it is full), 2 the consumers alone (no gathers: they compute on whatever
-    the stages hold)."""
+    the stages hold), 3 the full kernel without V16's fp16 multiplies by the group scales (session 60)."""
     from . import launch
     if not layout.is_fp8:
         raise ValueError(f"the register-operand kernel takes fp8 rows only, got layout {layout.value}")
@@ -992,8 +996,8 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
     if not 0 <= cfg.idxpf <= 4:
         raise ValueError(f"config.idxpf must be 0..4 (blocks past the next whose index lines go to L1), got "
                          f"{cfg.idxpf}")
-    if profile not in (0, 1, 2) or (profile and cfg.consumers != 2):
-        raise ValueError(f"profile must be 0, 1 or 2 (1 / 2: ping-pong configs only), got {profile} with "
+    if profile not in (0, 1, 2, 3) or (profile and cfg.consumers != 2):
+        raise ValueError(f"profile must be 0..3 (1..3: ping-pong configs only), got {profile} with "
                          f"{cfg.consumers} consumers")
     grid = (t, -(-h // hp), splits)
     args = launch.kernel_args(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse, BN)
