@@ -132,6 +132,35 @@ def test_rx_config(monkeypatch):
             assert gluon_rx.parse_rx_config(gluon_rx.rx_config_spec(cfg)) == cfg
 
 
+def test_vraw_permutations_match_the_register_chains():
+    """Config vraw. _v_operand_raw loads a group's [16 keys, 128 physical columns] as (kb3, t, kb0, w, g, h, r0),
+    permutes (5, 3, 6, 4, 0, 1, 2) and reshapes [128, 16]: row m must hold column vg_phys(m) (every key the same)
+    and column k key k. _store_grp reshapes a group's accumulator rows (h, w, r0, g), permutes (1, 3, 0, 2) and
+    reshapes back: position p must hold the row m with vg_phys(m) = p; _ot_grp_layout's first two register bits are
+    columns 1 and 2 (4 consecutive columns a thread), and its bases span [128, hp]."""
+    col = np.broadcast_to(np.arange(128), (16, 128))
+    key = np.broadcast_to(np.arange(16)[:, None], (16, 128))
+    perm = (5, 3, 6, 4, 0, 1, 2)
+    xc = col.reshape(2, 4, 2, 4, 8, 2, 2).transpose(perm).reshape(128, 16)
+    xk = key.reshape(2, 4, 2, 4, 8, 2, 2).transpose(perm).reshape(128, 16)
+    vg = np.array([gluon_rx.vg_phys(m) for m in range(128)])
+    assert (xc == vg[:, None]).all() and (xk == np.arange(16)[None, :]).all()
+    assert sorted(vg.tolist()) == list(range(128))
+    assert torch.equal(gluon_rx.vg_phys(torch.arange(128)), torch.from_numpy(vg))
+    x = np.arange(128).reshape(2, 4, 2, 8).transpose(1, 3, 0, 2).reshape(128)
+    assert all(gluon_rx.vg_phys(int(x[p])) == p for p in range(128))
+    if not gluon_rx.HAVE_GLUON:
+        return
+    for hp in (8, 16):
+        lay = gluon_rx._ot_grp_layout.fn(hp)
+        reg = [tuple(b) for b in lay.reg_bases]
+        assert reg[:2] == [(1, 0), (2, 0)]
+        pts = {(0, 0)}
+        for b in reg + [tuple(b) for b in lay.lane_bases] + [tuple(b) for b in lay.warp_bases]:
+            pts |= {(r ^ b[0], c ^ b[1]) for r, c in pts}
+        assert len(pts) == 128 * hp and max(r for r, _ in pts) == 127 and max(c for _, c in pts) == hp - 1
+
+
 def test_rx_rejects_bad_launches():
     q = torch.zeros(2, 40, 576, dtype=torch.bfloat16)
     rows = torch.zeros(16, 656, dtype=torch.uint8)
@@ -157,6 +186,10 @@ def test_rx_rejects_bad_launches():
     with pytest.raises(ValueError, match="config.sraw"):
         gluon_rx.run_attention_rx(q[:, :8], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse,
                                   config=gluon_rx.RxConfig(sraw=2))
+    for bad, hq in ((gluon_rx.RxConfig(vraw=2), 8), (gluon_rx.RxConfig(vraw=1), 8),  # one consumer
+                    (gluon_rx.RxConfig(consumers=2, pingpong=1, spillfix=1, vraw=1), 32)):
+        with pytest.raises(ValueError, match="config.vraw"):
+            gluon_rx.run_attention_rx(q[:, :hq], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=bad)
 
 
 def test_rx_maxnreg_config(monkeypatch):
@@ -225,8 +258,9 @@ def test_rx_config_guards():
                       (gluon_rx.RxConfig(consumers=2, hp8=1, pingpong=1, producer_warps=1), "config.producer_warps")):
         with pytest.raises(ValueError, match=what):
             gluon_rx.run_attention_rx(q, rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=bad)
-    for bad_profile, cfg in ((3, gluon_rx.RxConfig(consumers=2, hp8=1, pingpong=1)),
-                             (1, gluon_rx.RxConfig(consumers=1, hp8=1)), (2, gluon_rx.RxConfig(consumers=1, hp8=1))):
+    for bad_profile, cfg in ((4, gluon_rx.RxConfig(consumers=2, hp8=1, pingpong=1)),
+                             (1, gluon_rx.RxConfig(consumers=1, hp8=1)), (2, gluon_rx.RxConfig(consumers=1, hp8=1)),
+                             (3, gluon_rx.RxConfig(consumers=1, hp8=1))):
         with pytest.raises(ValueError, match="profile"):  # timing builds: ping-pong configs only
             gluon_rx.run_attention_rx(q, rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=cfg,
                                       profile=bad_profile)
