@@ -139,6 +139,7 @@ class RxConfig:
     #                     everywhere: bit-equal, 1.05-1.13x, bench/results/ab_s21_vst_*.json)
     vraw: int = 0       # 1 (ping-pong, <= 16 heads a program): O^T's A operand from the unscaled fp8 values, the group
     #                     scales folded into four P^T buffers, one a latent group (_v_operand_raw; session 60)
+    vpair: int = 0      # 1: V's fp8 bytes paired by key before cvt.rn.f16x2.e4m3x2 (_v_operand VPAIR; session 60)
 
 
 def parse_rx_config(spec: str) -> RxConfig:
@@ -430,21 +431,30 @@ if HAVE_GLUON:
         return gl.convert_layout(gl.reshape(x, [KB, 64]), DOT, assert_trivial=True)
 
     @gluon.jit
-    def _v_operand(lat, sc, kc: gl.constexpr, DOT: gl.constexpr, NOMUL: gl.constexpr = 0):
+    def _v_operand(lat, sc, kc: gl.constexpr, DOT: gl.constexpr, NOMUL: gl.constexpr = 0, VPAIR: gl.constexpr = 0):
         """O^T's A operand for keys [16 kc, 16 kc + 16): V16^T [512 logical rows, 16 keys] in registers. NOMUL
-        (timing builds only, WRONG outputs): the fp8 values without their scale (cvt only)."""
+        (timing builds only, WRONG outputs): the fp8 values without their scale (cvt only). VPAIR (config vpair):
+        the conversion's register order puts keys 2 t, 2 t + 1 of one column next to each other, so that each
+        cvt.rn.f16x2.e4m3x2 yields one of the operand's (key, key + 1) registers (one byte permute for two of them)
+        instead of a (column, column + 1) pair that two 16-bit permutes then regroup."""
         # [16 keys, 4 groups (warp), 128 bytes]: 16 contiguous bytes (registers) at 16 g (lane group), keys from
         # the lane's quad position and two register bits
         LV: gl.constexpr = gl.DistributedLinearLayout(
             reg_bases=[[0, 1], [0, 2], [0, 4], [0, 8], [1, 0], [8, 0]],
             lane_bases=[[2, 0], [4, 0], [0, 16], [0, 32], [0, 64]],
             warp_bases=[[0, 128], [0, 256]], block_bases=[], shape=[16, 512])
-        LV3: gl.constexpr = gl.DistributedLinearLayout(
-            reg_bases=[[0, 0, 1], [0, 0, 2], [0, 0, 4], [0, 0, 8], [1, 0, 0], [8, 0, 0]],
-            lane_bases=[[2, 0, 0], [4, 0, 0], [0, 0, 16], [0, 0, 32], [0, 0, 64]],
-            warp_bases=[[0, 1, 0], [0, 2, 0]], block_bases=[], shape=[16, 4, 128])
+        if VPAIR:
+            LV3: gl.constexpr = gl.DistributedLinearLayout(
+                reg_bases=[[1, 0, 0], [0, 0, 1], [0, 0, 2], [0, 0, 4], [0, 0, 8], [8, 0, 0]],
+                lane_bases=[[2, 0, 0], [4, 0, 0], [0, 0, 16], [0, 0, 32], [0, 0, 64]],
+                warp_bases=[[0, 1, 0], [0, 2, 0]], block_bases=[], shape=[16, 4, 128])
+        else:
+            LV3: gl.constexpr = gl.DistributedLinearLayout(
+                reg_bases=[[0, 0, 1], [0, 0, 2], [0, 0, 4], [0, 0, 8], [1, 0, 0], [8, 0, 0]],
+                lane_bases=[[2, 0, 0], [4, 0, 0], [0, 0, 16], [0, 0, 32], [0, 0, 64]],
+                warp_bases=[[0, 1, 0], [0, 2, 0]], block_bases=[], shape=[16, 4, 128])
         x = lat.slice(kc * 16, 16, dim=0).load(LV)
-        x = gl.convert_layout(gl.reshape(x, [16, 4, 128]), LV3, assert_trivial=True)
+        x = gl.convert_layout(gl.reshape(x, [16, 4, 128]), LV3)  # (VPAIR: registers reordered, no data moved)
         if NOMUL:
             x = _cvt(x)
         else:
@@ -648,7 +658,7 @@ if HAVE_GLUON:
                   out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                   q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, full, free,
                   HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
-                  num_warps: gl.constexpr, SRAW: gl.constexpr = 0, VST: gl.constexpr = 0):
+                  num_warps: gl.constexpr, SRAW: gl.constexpr = 0, VST: gl.constexpr = 0, VPAIR: gl.constexpr = 0):
         """q (permuted) to shared memory, then per block: S^T, online softmax, P^T, O^T += V16^T P^T; the epilogue.
         SRAW (config sraw): S^T by _s_raw. VST (config vst): the epilogue by _store_ot_phys."""
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
@@ -714,7 +724,7 @@ if HAVE_GLUON:
             # the next block's entries, loaded here: a load in flight at a proxy fence (MEMBAR) stalls it
             cur = _idx(idx_row, lo + (b + 1) * KB, hi, KB, ROW)
             for kc in gl.static_range(4):
-                a = _v_operand(lat, sc, kc, DOT)
+                a = _v_operand(lat, sc, kc, DOT, 0, VPAIR)
                 acc = warpgroup_mma(a, p_smem.slice(kc * 16, 16, dim=0), acc, is_async=True)
                 if kc < 3:
                     acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
@@ -744,7 +754,7 @@ if HAVE_GLUON:
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             num_warps: gl.constexpr, PV_DEPTH: gl.constexpr = 1, IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0,
-            VST: gl.constexpr = 0):
+            VST: gl.constexpr = 0, VPAIR: gl.constexpr = 0):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as gluon_ws.sparse_mla_ws_kernel (fp8 rows)."""
         gl.static_assert(num_warps == 4, "the consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "at least one block in flight while one computes")
@@ -789,7 +799,7 @@ if HAVE_GLUON:
             (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                          qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                          stride_lh, q_smem, qr_smem, raw_lat, raw_sc, raw_rope, p_smem, full, free, HAS_ROPE, HP,
-                         NSTAGES, PV_DEPTH, num_warps, SRAW, VST)),
+                         NSTAGES, PV_DEPTH, num_warps, SRAW, VST, VPAIR)),
             (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                          full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS,
                          IDXPF)),
@@ -807,7 +817,8 @@ if HAVE_GLUON:
                      q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar, full, free,
                      HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
                      H: gl.constexpr, SPILLFIX: gl.constexpr = 0, SRAW: gl.constexpr = 0,
-                     VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0, VRAW: gl.constexpr = 0):
+                     VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0, VRAW: gl.constexpr = 0,
+                     VPAIR: gl.constexpr = 0):
         """Ping-pong consumers (config pingpong=1, two consumers): consumer H takes the blocks
         b = H, H + 2, ... whole (all 512 latent columns, _consumer's products and online softmax, its own P buffer), so
         the two never wait for each other inside the loop: one's tensor-core work overlaps the other's conversions and
@@ -820,8 +831,8 @@ if HAVE_GLUON:
         hoisted them out of the loop and ptxas spilled them at 16-head programs) are rebuilt in each block from an
         opaque 0 (q3 / qr3 [1, HP, ...]). VRAW (config vraw, <= 16 heads a program): four O^T accumulators, one a
         latent group ([128, HP] each), whose A operands are the unscaled fp8 values (_v_operand_raw) and whose P^T
-        buffers (p_smem[4 H + j]) hold p x group j's scale by key: no fp16 multiplies in V's conversion. (Three such consumers, blocks round robin, were measured slower three times:
-        module docstring.)
+        buffers (p_smem[4 H + j]) hold p x group j's scale by key: no fp16 multiplies in V's conversion. (Three such consumers, blocks round robin, were measured slower
+        three times: module docstring.)
         PROFILE 1 (timing builds only, wrong outputs): each stage freed as soon as it is full, no products, no
         output; 3: V16 without its scale (_v_operand NOMUL: what V's fp16 multiplies cost, session 60)."""
         NW: gl.constexpr = 4
@@ -940,8 +951,8 @@ if HAVE_GLUON:
                 fence_async_shared()
                 gl.thread_barrier()
                 for kc in gl.static_range(4):
-                    acc = warpgroup_mma(_v_operand(lat, sc, kc, DOT, PROFILE == 3), p_buf.slice(kc * 16, 16, dim=0),
-                                        acc, is_async=True)
+                    acc = warpgroup_mma(_v_operand(lat, sc, kc, DOT, PROFILE == 3, VPAIR),
+                                        p_buf.slice(kc * 16, 16, dim=0), acc, is_async=True)
                     if kc < 3:
                         acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
                 mbarrier.arrive(free.index(st), count=1)
@@ -1007,7 +1018,7 @@ if HAVE_GLUON:
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PV_DEPTH: gl.constexpr = 1,
             SPILLFIX: gl.constexpr = 0, IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0,
-            VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0, VRAW: gl.constexpr = 0):
+            VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0, VRAW: gl.constexpr = 0, VPAIR: gl.constexpr = 0):
         """sparse_mla_rx_kernel with two ping-pong consumer warpgroups (_consumer_pp); same grid and arguments, plus
         the consumers' register budget. PROFILE (timing builds, wrong outputs): 1 the producer alone (_consumer_pp),
         2 the consumers alone (_producer), 3 V16 without its scale."""
@@ -1075,11 +1086,13 @@ if HAVE_GLUON:
             (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                             qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                             stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar,
-                            full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, 0, SPILLFIX, SRAW, VST, PROFILE, VRAW)),
+                            full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, 0, SPILLFIX, SRAW, VST, PROFILE, VRAW,
+                            VPAIR)),
             (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                             qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                             stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar,
-                            full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, 1, SPILLFIX, SRAW, VST, PROFILE, VRAW)),
+                            full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, 1, SPILLFIX, SRAW, VST, PROFILE, VRAW,
+                            VPAIR)),
             (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                          full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS,
                          IDXPF, PROFILE)),
@@ -1120,6 +1133,8 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         raise ValueError(f"config.sraw must be 0 or 1, got {cfg.sraw}")
     if cfg.vst not in (0, 1):
         raise ValueError(f"config.vst must be 0 or 1, got {cfg.vst}")
+    if cfg.vpair not in (0, 1):
+        raise ValueError(f"config.vpair must be 0 or 1, got {cfg.vpair}")
     if cfg.vraw not in (0, 1) or (cfg.vraw and (not cfg.pingpong or hp > 16)):
         raise ValueError(f"config.vraw must be 0 or 1 (1: ping-pong consumers at <= 16 heads a program), got vraw "
                          f"{cfg.vraw}, pingpong {cfg.pingpong}, {hp} heads a program")
@@ -1136,10 +1151,11 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         consumer_regs = rx_consumer_regs(cfg.consumers, cfg.producer_warps, cfg.producer_regs)
         _fast_launch(sparse_mla_rx2_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
                      cfg.producer_regs, consumer_regs, num_warps=4, PV_DEPTH=cfg.pv_depth, SPILLFIX=cfg.spillfix,
-                     IDXPF=cfg.idxpf, SRAW=cfg.sraw, VST=cfg.vst, PROFILE=profile, VRAW=cfg.vraw)
+                     IDXPF=cfg.idxpf, SRAW=cfg.sraw, VST=cfg.vst, PROFILE=profile, VRAW=cfg.vraw,
+                     VPAIR=cfg.vpair)
     else:
         cap = {"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}
         _fast_launch(sparse_mla_rx_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
                      cfg.producer_regs, num_warps=4, PV_DEPTH=cfg.pv_depth, IDXPF=cfg.idxpf, SRAW=cfg.sraw,
-                     VST=cfg.vst, **cap)
+                     VST=cfg.vst, VPAIR=cfg.vpair, **cap)
     launch.combine_splits(out, lse, part_o, part_lse, splits)
