@@ -80,24 +80,25 @@ def test_rx_config(monkeypatch):
     monkeypatch.delenv("DSATTN_RX_CONSUMERS", raising=False)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(stages=4, producer_regs=56, consumers=2,
                                                                                   hp8=1, pingpong=1)
-    two_ctas = gluon_rx.RxConfig(stages=2, producer_regs=48, consumers=1, hp8=1, maxnreg=128)  # session 19
+    # session 19; vpair (V's bytes paired by key) at 16- and 32-head programs since session 60
+    two_ctas = gluon_rx.RxConfig(stages=2, producer_regs=48, consumers=1, hp8=1, maxnreg=128, vpair=1)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16, 576) == two_ctas
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 12, 512) == two_ctas
     for layout, d in ((KVLayout.FP8_DS_MLA, 576), (KVLayout.FP8_DS_MLA_NOPE, 512)):  # two CTAs fit an SM
         assert 2 * (gluon_rx.rx_smem_bytes(layout, d, 16, 2) + gluon_rx.SMEM_MARGIN) <= gluon_rx.SMEM_LIMIT
     # 32-head programs: ping-pong since session 59 (the merge buffer in the raw stages, so 4 / 5 of them fit)
-    pp32 = dict(producer_regs=40, pv_depth=0, consumers=2, hp8=1, pingpong=1, spillfix=1)
+    pp32 = dict(producer_regs=40, pv_depth=0, consumers=2, hp8=1, pingpong=1, spillfix=1, vpair=1)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == gluon_rx.RxConfig(stages=4, **pp32)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 24, 512) == gluon_rx.RxConfig(stages=5, **pp32)
     assert gluon_rx.rx_smem_bytes(KVLayout.FP8_DS_MLA, 576, 32, 4, 2) + gluon_rx.SMEM_MARGIN <= gluon_rx.SMEM_LIMIT
-    one32 = gluon_rx.RxConfig(stages=4, pv_depth=0, consumers=1, hp8=1)  # DSATTN_RX_CONSUMERS=1
+    one32 = gluon_rx.RxConfig(stages=4, pv_depth=0, consumers=1, hp8=1, vpair=1)  # DSATTN_RX_CONSUMERS=1
     monkeypatch.setenv("DSATTN_RX_CONSUMERS", "2")  # the 16-head default of sessions 13-18 (ping-pong)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 16, 576) == gluon_rx.RxConfig(stages=4, producer_regs=48,
                                                                                    consumers=2, hp8=1, pingpong=1,
-                                                                                   spillfix=1)
+                                                                                   spillfix=1, vpair=1)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 12, 512) == gluon_rx.RxConfig(stages=5, producer_regs=48,
                                                                                       consumers=2, hp8=1, pingpong=1,
-                                                                                      spillfix=1)
+                                                                                      spillfix=1, vpair=1)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576) == gluon_rx.RxConfig(stages=4, producer_regs=56, consumers=2,
                                                                                   hp8=1, pingpong=1)
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 32, 576) == gluon_rx.RxConfig(stages=4, **pp32)
@@ -132,35 +133,6 @@ def test_rx_config(monkeypatch):
             assert gluon_rx.parse_rx_config(gluon_rx.rx_config_spec(cfg)) == cfg
 
 
-def test_vraw_permutations_match_the_register_chains():
-    """Config vraw. _v_operand_raw loads a group's [16 keys, 128 physical columns] as (kb3, t, kb0, w, g, h, r0),
-    permutes (5, 3, 6, 4, 0, 1, 2) and reshapes [128, 16]: row m must hold column vg_phys(m) (every key the same)
-    and column k key k. _store_grp reshapes a group's accumulator rows (h, w, r0, g), permutes (1, 3, 0, 2) and
-    reshapes back: position p must hold the row m with vg_phys(m) = p; _ot_grp_layout's first two register bits are
-    columns 1 and 2 (4 consecutive columns a thread), and its bases span [128, hp]."""
-    col = np.broadcast_to(np.arange(128), (16, 128))
-    key = np.broadcast_to(np.arange(16)[:, None], (16, 128))
-    perm = (5, 3, 6, 4, 0, 1, 2)
-    xc = col.reshape(2, 4, 2, 4, 8, 2, 2).transpose(perm).reshape(128, 16)
-    xk = key.reshape(2, 4, 2, 4, 8, 2, 2).transpose(perm).reshape(128, 16)
-    vg = np.array([gluon_rx.vg_phys(m) for m in range(128)])
-    assert (xc == vg[:, None]).all() and (xk == np.arange(16)[None, :]).all()
-    assert sorted(vg.tolist()) == list(range(128))
-    assert torch.equal(gluon_rx.vg_phys(torch.arange(128)), torch.from_numpy(vg))
-    x = np.arange(128).reshape(2, 4, 2, 8).transpose(1, 3, 0, 2).reshape(128)
-    assert all(gluon_rx.vg_phys(int(x[p])) == p for p in range(128))
-    if not gluon_rx.HAVE_GLUON:
-        return
-    for hp in (8, 16):
-        lay = gluon_rx._ot_grp_layout.fn(hp)
-        reg = [tuple(b) for b in lay.reg_bases]
-        assert reg[:2] == [(1, 0), (2, 0)]
-        pts = {(0, 0)}
-        for b in reg + [tuple(b) for b in lay.lane_bases] + [tuple(b) for b in lay.warp_bases]:
-            pts |= {(r ^ b[0], c ^ b[1]) for r, c in pts}
-        assert len(pts) == 128 * hp and max(r for r, _ in pts) == 127 and max(c for _, c in pts) == hp - 1
-
-
 def test_rx_rejects_bad_launches():
     q = torch.zeros(2, 40, 576, dtype=torch.bfloat16)
     rows = torch.zeros(16, 656, dtype=torch.uint8)
@@ -186,10 +158,9 @@ def test_rx_rejects_bad_launches():
     with pytest.raises(ValueError, match="config.sraw"):
         gluon_rx.run_attention_rx(q[:, :8], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse,
                                   config=gluon_rx.RxConfig(sraw=2))
-    for bad, hq in ((gluon_rx.RxConfig(vraw=2), 8), (gluon_rx.RxConfig(vraw=1), 8),  # one consumer
-                    (gluon_rx.RxConfig(consumers=2, pingpong=1, spillfix=1, vraw=1), 32)):
-        with pytest.raises(ValueError, match="config.vraw"):
-            gluon_rx.run_attention_rx(q[:, :hq], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=bad)
+    with pytest.raises(ValueError, match="config.vpair"):
+        gluon_rx.run_attention_rx(q[:, :8], rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse,
+                                  config=gluon_rx.RxConfig(vpair=2))
 
 
 def test_rx_maxnreg_config(monkeypatch):

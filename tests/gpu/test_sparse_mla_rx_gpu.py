@@ -397,86 +397,13 @@ def test_rx_sraw_tiny_group(monkeypatch, consumers, layout, d_qk, h):
     assert lse_rel <= 1e-6, lse_rel
 
 
-def _vraw_config(layout, h, d_qk):
-    """vraw 1 on the ping-pong consumers with spillfix 1 (without it they spill at 8-head programs: compile check):
-    the default at <= 8 heads, a 48-register producer at 9..16."""
-    import dataclasses
-    from dsattn.formats import KVLayout
-    from dsattn.ops.sparse_mla import gluon_rx
-    base = gluon_rx.rx_config(KVLayout(layout), h, d_qk)
-    if h > 8:
-        base = gluon_rx.RxConfig(stages=4, producer_regs=48, consumers=2, hp8=1, pingpong=1)
-    return gluon_rx.rx_fit(dataclasses.replace(base, vraw=1, spillfix=1), KVLayout(layout), h, d_qk)
-
-
-@pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512)])
-@pytest.mark.parametrize("h", [3, 8, 13, 16])
-def test_rx_vraw(monkeypatch, consumers, layout, d_qk, h):
-    """vraw (session 60: O^T's A operand from the unscaled fp8 values, the group scales in four P^T buffers, four
-    group accumulators, 8-byte epilogue stores) on the ping-pong consumers: right against the reference (topk_length,
-    an empty row, NaN rows behind invalid entries, a strided out, heads that do not fill a program), within rounding
-    of vraw 0 (the same values, P rounded to fp16 after its scale instead of before), and split-K partials into
-    NaN-poisoned scratch."""
-    import dataclasses
-    from dsattn.ops.sparse_mla import gluon_rx
-    if consumers:
-        pytest.skip("runs once")
-    case = make_case(40, h, d_qk, num_slots=20000, topk=2048, layout=layout, block_size=64, with_length=True,
-                     empty_rows=1, seed=61 + h, device=DEV)
-    cfg = _vraw_config(layout, h, d_qk)
-    monkeypatch.setenv("DSATTN_RX_CONFIG", gluon_rx.rx_config_spec(dataclasses.replace(cfg, vraw=0)))
-    base = _decode(case, out_row_pad=16)
-    monkeypatch.setenv("DSATTN_RX_CONFIG", gluon_rx.rx_config_spec(cfg))
-    got = _decode(case, out_row_pad=16)
-    check_close(*got, *case.reference())
-    _same_within_rounding(got, base, f"vraw h={h} {layout}")
-    small = make_case(6, h, d_qk, num_slots=40000, topk=2048, layout=layout, with_length=True, seed=9 + h,
-                      device=DEV)
-    spec = decode_scratch_spec(6, h, 2048, "native", layout)
-    scratch = [torch.full(sh, float("nan"), dtype=dt, device=DEV) for sh, dt in spec]
-    check_close(*_decode(small, scratch=scratch), *small.reference())
-
-
-@pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512)])
-@pytest.mark.parametrize("scale_exp", [-17, 11])
-def test_rx_vraw_group_scales(monkeypatch, consumers, layout, d_qk, scale_exp):
-    """vraw at the ends of its range of group scales: a latent group stored with scale 2^-17 (amax ~3.4e-3: P^T x
-    scale is subnormal in fp16 for most keys, where vraw 0 reads the whole group as zeros; q's part of that group is
-    0, so S^T does not depend on how the kernel reads it) and one with 2^11 (amax ~908000, the largest scale
-    whose P^T x scale x P_UNIT stays below fp16's largest value; q's part of it +-2^-18, exact in fp16, so the softmax is
-    not one-hot): right against the reference, no inf or NaN."""
-    from dsattn.formats import pack_latent_rows
-    from dsattn.ops.sparse_mla import gluon_rx
-    from dsattn.ops.sparse_mla.reference import sparse_mla_paged_reference
-    if consumers:
-        pytest.skip("runs once")
-    t, n, bs, k, h = 48, 4096, 64, 256, 8
-    g = torch.Generator(device="cpu").manual_seed(7)
-    lat = torch.randn(n, d_qk, generator=g)
-    amax = 0.99 * 448 * 2.0 ** scale_exp  # (just below 448 x 2^e: rounding must not lift the scale to 2^(e+1))
-    lat[:, 128:256] *= amax / lat[:, 128:256].abs().amax(1, keepdim=True)
-    cache = pack_latent_rows(lat, layout).view(n // bs, bs, -1).to(DEV)
-    assert float(cache.view(-1, cache.shape[-1])[0, 516:520].cpu().view(torch.float32)) == 2.0 ** scale_exp
-    q = torch.randn(t, h, d_qk, generator=g)
-    q[:, :, 128:256] = (torch.randint(0, 2, (t, h, 128), generator=g) * 2 - 1) * 2.0 ** -18 if scale_exp > 0 else 0
-    q = q.bfloat16().to(DEV)
-    idx = torch.randint(0, n, (t, k), generator=g, dtype=torch.int32).to(DEV)
-    ref = sparse_mla_paged_reference(q, cache, idx, d_qk ** -0.5, layout)
-    monkeypatch.setenv("DSATTN_RX_CONFIG", gluon_rx.rx_config_spec(_vraw_config(layout, h, d_qk)))
-    out, lse = poisoned_outputs(t, h, DEV)
-    sparse_mla_decode(q, cache, idx, d_qk ** -0.5, out=out, lse=lse, variant="native")
-    assert torch.isfinite(out.float()).all() and torch.isfinite(lse).all()
-    err = check_close(out, lse, *ref)
-    grp = (out[..., 128:256].float() - ref[0][..., 128:256].float()).abs().max().item()
-    print(f"vraw group scale 2^{scale_exp} {layout}: {err}, group 1 columns max |err| {grp:.3g}")
-
-
 @pytest.mark.parametrize("layout, d_qk", [("fp8_ds_mla", 576), ("fp8_ds_mla_nope", 512)])
 @pytest.mark.parametrize("h", [5, 8, 16, 32])
 def test_rx_vpair_bit_equal(monkeypatch, consumers, layout, d_qk, h):
-    """vpair (session 60: V's fp8 bytes paired by key before the conversion) changes no arithmetic: bit-equal to
-    the defaults (8 / 32 heads: ping-pong, 16: one consumer, two CTAs), right against the reference (topk_length, an
-    empty row, NaN rows behind invalid entries), and split-K partials into NaN-poisoned scratch."""
+    """vpair (session 60: V's fp8 bytes paired by key before the conversion; the default at 16- and 32-head
+    programs) changes no arithmetic: the defaults (5 / 8 / 32 heads: ping-pong, 16: one consumer, two CTAs) with
+    vpair 1 bit-equal to the same with vpair 0, right against the reference (topk_length, an empty row, NaN rows
+    behind invalid entries), and split-K partials into NaN-poisoned scratch."""
     import dataclasses
     from dsattn.formats import KVLayout
     from dsattn.ops.sparse_mla import gluon_rx
@@ -484,9 +411,10 @@ def test_rx_vpair_bit_equal(monkeypatch, consumers, layout, d_qk, h):
         pytest.skip("the defaults only")
     case = make_case(40, h, d_qk, num_slots=20000, topk=2000, layout=layout, block_size=64, with_length=True,
                      empty_rows=1, seed=33 + h, device=DEV)
+    cfg = gluon_rx.rx_config(KVLayout(layout), h, d_qk)
+    monkeypatch.setenv("DSATTN_RX_CONFIG", gluon_rx.rx_config_spec(dataclasses.replace(cfg, vpair=0)))
     base = _decode(case)
-    cfg = dataclasses.replace(gluon_rx.rx_config(KVLayout(layout), h, d_qk), vpair=1)
-    monkeypatch.setenv("DSATTN_RX_CONFIG", gluon_rx.rx_config_spec(cfg))
+    monkeypatch.setenv("DSATTN_RX_CONFIG", gluon_rx.rx_config_spec(dataclasses.replace(cfg, vpair=1)))
     got = _decode(case)
     check_close(*got, *case.reference())
     assert torch.equal(got[0], base[0]) and torch.equal(got[1], base[1])

@@ -137,9 +137,9 @@ class RxConfig:
     #                     as zeros (lse exact there; session 36, bench/results/fp8_tiny_groups_s36.json)
     vst: int = 1        # 1: the epilogue stores whole 16-byte pieces of out (_store_ot_phys; session 21, the default
     #                     everywhere: bit-equal, 1.05-1.13x, bench/results/ab_s21_vst_*.json)
-    vraw: int = 0       # 1 (ping-pong, <= 16 heads a program): O^T's A operand from the unscaled fp8 values, the group
-    #                     scales folded into four P^T buffers, one a latent group (_v_operand_raw; session 60)
-    vpair: int = 0      # 1: V's fp8 bytes paired by key before cvt.rn.f16x2.e4m3x2 (_v_operand VPAIR; session 60)
+    vpair: int = 0      # 1: V's fp8 bytes paired by key before cvt.rn.f16x2.e4m3x2 (_v_operand VPAIR; session 60, the
+    #                     default at 16- and 32-head programs: bit-equal, 1.016-1.026x there, none at 8-head ones;
+    #                     bench/results/ab_s60_vpair*.json)
 
 
 def parse_rx_config(spec: str) -> RxConfig:
@@ -161,13 +161,12 @@ def rx_hp(num_heads: int) -> int:
     return 16 if num_heads <= 16 else 32
 
 
-def rx_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int, consumers: int = 1, vraw: int = 0) -> int:
+def rx_smem_bytes(layout: KVLayout, d_qk: int, hp: int, stages: int, consumers: int = 1) -> int:
     """Shared memory the kernel allocates (without mbarriers and the compiler's scratch); two (ping-pong) consumers
-    add a P buffer and the merge buffers (consumer 1's O^T, m and l in fp32); vraw 1 keeps four P buffers a
-    consumer."""
+    add a P buffer and the merge buffers (consumer 1's O^T, m and l in fp32)."""
     rope = d_qk > LATENT_DIM and layout is KVLayout.FP8_DS_MLA
     stage = BN * (LATENT_DIM + 16 + (2 * 64 if rope else 0))
-    fixed = hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0) + consumers * BN * hp * 2 * (4 if vraw else 1)
+    fixed = hp * LATENT_DIM * 2 + (hp * 64 * 2 if rope else 0) + consumers * BN * hp * 2
     if consumers == 2:
         # consumer 1's O^T, m and l (at 32-head programs O^T lives in the raw latent stages: 2 x 32 KB of them)
         fixed += (LATENT_DIM * hp * 4 if hp <= 16 else 0) + 2 * hp * 4
@@ -179,7 +178,7 @@ def rx_fit(cfg: RxConfig, layout: KVLayout, num_heads: int, d_qk: int = 576) -> 
     default config, e.g. pingpong)."""
     hp = 8 if cfg.hp8 and num_heads <= 8 else rx_hp(num_heads)
     stages = cfg.stages
-    while stages > 2 and rx_smem_bytes(layout, d_qk, hp, stages, cfg.consumers, cfg.vraw) + SMEM_MARGIN > SMEM_LIMIT:
+    while stages > 2 and rx_smem_bytes(layout, d_qk, hp, stages, cfg.consumers) + SMEM_MARGIN > SMEM_LIMIT:
         stages -= 1
     return dataclasses.replace(cfg, stages=stages)
 
@@ -204,8 +203,8 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     (spillfix 1: the 16-head default of sessions 13-18), =1 one consumer everywhere, without the register cap. As
     many raw stages (2..5) as shared memory holds (fp8_ds_mla 576, two consumers: 4 at 8-, 16- and 32-head programs;
     one consumer: 5 / 5 / 4 at 8 / 16 / 32), pv_depth 1 (at 32 heads a program: 0, else ptxas serializes every wgmma;
-    bench/mla_gluon_check.py --kernel rx). DSATTN_RX_CONFIG='field=value,...' overrides it all (parse_rx_config; A/B
-    runs; read at launch)."""
+    bench/mla_gluon_check.py --kernel rx). vpair 1 at 16- and 32-head programs (session 60). DSATTN_RX_CONFIG=
+    'field=value,...' overrides it all (parse_rx_config; A/B runs; read at launch)."""
     spec = os.environ.get("DSATTN_RX_CONFIG", "").strip()
     if spec:
         return parse_rx_config(spec)
@@ -220,8 +219,8 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
         # 128. fp8_ds_mla 512 tokens 0.282 -> 0.274 ms, 2048 tokens 0.983 -> 0.943; nope 0.251 -> 0.241, 0.926 -> 0.874
         # (2.8-6.0% faster). Producer 40 registers: 1.7% faster than ping-pong, 56: no difference; pv_depth 2: 18%
         # slower. At 8-head programs it was 7% slower over fp8_ds_mla (0.230 vs 0.247 ms) and no different over nope:
-        # ping-pong stays there.
-        return RxConfig(stages=2, producer_regs=48, consumers=1, hp8=1, maxnreg=128)
+        # ping-pong stays there. vpair 1 since session 60 (below).
+        return RxConfig(stages=2, producer_regs=48, consumers=1, hp8=1, maxnreg=128, vpair=1)
     consumers = int(consumers or "2")
     # 8-head programs with two consumers: ping-pong (session 10's final device call, 512 tokens, 8 heads: fp8_ds_mla
     # 0.224 vs 0.244 ms, nope 0.192 vs 0.233; at 16-head programs it was slower, 0.306 vs 0.282;
@@ -257,9 +256,13 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     # gluon_ws (bench/results/ab_s59_pp32_*.json): fp8_ds_mla 512 tokens 0.377 -> 0.343 ms (1.099x), 2048 tokens
     # 1.345 -> 1.167 (1.153x), nope 512 tokens 1.096x.
     pp32 = pingpong and hp == 32
+    # vpair (session 60, H100, `dsattn bench ab` against the defaults of 3d4dcc3, bench/results/ab_s60_vpair*.json;
+    # bit-equal): 16-head two-CTA programs fp8_ds_mla 512 tokens 1.026x (CI 1.022-1.032), nope 1.016x (0.976-1.037);
+    # 32-head ping-pong fp8_ds_mla 0.316 -> 0.308 ms (1.025x), nope 1.026x; 8-head ping-pong 0.996-1.002x at 512 /
+    # 2048 tokens (not taken there: the issue's 8-head rows were timed without it)
     return RxConfig(stages=stages, producer_regs=40 if pp32 else (48 if hp == 16 or nope8 else 56) if pingpong else 64,
                     pv_depth=0 if hp == 32 else 1, consumers=consumers, hp8=1, pingpong=pingpong,
-                    spillfix=int(pingpong and hp >= 16), idxpf=2 * nope8, sraw=nope8)
+                    spillfix=int(pingpong and hp >= 16), idxpf=2 * nope8, sraw=nope8, vpair=int(hp >= 16))
 
 
 def s_phys(c):
@@ -273,15 +276,8 @@ def v_phys(d):
     return 128 * ((d >> 4) & 3) + 16 * (d & 7) + 2 * (d >> 6) + ((d >> 3) & 1)
 
 
-def vg_phys(m):
-    """Config vraw: physical column, within its latent group, of row m (0..127) of that group's O^T accumulator:
-    m = 64 h + 16 w + 8 r0 + g -> 32 w + 4 g + 2 h + r0 (ints and integer tensors)."""
-    return 32 * ((m >> 4) & 3) + 4 * (m & 7) + 2 * (m >> 6) + ((m >> 3) & 1)
-
-
 if HAVE_GLUON:
     V_SCALE = gl.constexpr(1.0 / 256)
-    P_UNIT = gl.constexpr(4096.0)  # config vraw: P^T buffer j holds p x (group j's scale x V_SCALE) x P_UNIT
     LN2 = gl.constexpr(0.6931471805599453)
     NEG_INF = gl.constexpr(float("-inf"))
     KB = gl.constexpr(BN)
@@ -436,7 +432,8 @@ if HAVE_GLUON:
         (timing builds only, WRONG outputs): the fp8 values without their scale (cvt only). VPAIR (config vpair):
         the conversion's register order puts keys 2 t, 2 t + 1 of one column next to each other, so that each
         cvt.rn.f16x2.e4m3x2 yields one of the operand's (key, key + 1) registers (one byte permute for two of them)
-        instead of a (column, column + 1) pair that two 16-bit permutes then regroup."""
+        instead of a (column, column + 1) pair that two 16-bit permutes then regroup (SASS of the 8-head nope
+        consumer loop: 876 -> 812 instructions, PRMT 128 -> 64, nothing added)."""
         # [16 keys, 4 groups (warp), 128 bytes]: 16 contiguous bytes (registers) at 16 g (lane group), keys from
         # the lane's quad position and two register bits
         LV: gl.constexpr = gl.DistributedLinearLayout(
@@ -463,69 +460,6 @@ if HAVE_GLUON:
         x = gl.reshape(x, [16, 4, 8, 8, 2])             # (key, w, g, R, r0)
         x = gl.permute(x, (3, 1, 4, 2, 0))              # (R, w, r0, g, key)
         return gl.convert_layout(gl.reshape(x, [512, 16]), DOT, assert_trivial=True)
-
-    @gluon.jit
-    def _v_operand_raw(lat, kc: gl.constexpr, j: gl.constexpr, DOT: gl.constexpr):
-        """Config vraw: O^T's A operand for latent group j and keys [16 kc, 16 kc + 16) WITHOUT the group scale (it
-        is in P^T buffer j): [128 rows of group j, 16 keys] fp16, row m at the group's physical column vg_phys(m).
-        Each thread loads 4 bytes (columns 4 g + [0, 4) of its warp's 32) of each of its 4 keys; the reshape /
-        permute moves no data between threads, so the only repacking is of bytes (key pairs into one 32-bit
-        register) before cvt.rn.f16x2.e4m3x2, which then yields the operand's (key, key + 1) halves directly."""
-        LV: gl.constexpr = gl.DistributedLinearLayout(
-            reg_bases=[[0, 1], [0, 2], [1, 0], [8, 0]],
-            lane_bases=[[2, 0], [4, 0], [0, 4], [0, 8], [0, 16]],
-            warp_bases=[[0, 32], [0, 64]], block_bases=[], shape=[16, 128])
-        x = lat.slice(j * 128, 128, dim=1).slice(kc * 16, 16, dim=0).load(LV)
-        x = gl.reshape(x, [2, 4, 2, 4, 8, 2, 2])        # (kb3, t, kb0, w, g, h, r0): key 8 kb3 + 2 t + kb0
-        x = gl.permute(x, (5, 3, 6, 4, 0, 1, 2))        # (h, w, r0, g, kb3, t, kb0): row 64 h + 16 w + 8 r0 + g
-        return _cvt(gl.convert_layout(gl.reshape(x, [128, 16]), DOT, assert_trivial=True))
-
-    @gluon.jit
-    def _pv_grp(lat, p_buf, o, kc: gl.constexpr, j: gl.constexpr, DOT: gl.constexpr):
-        """Config vraw: group j's O^T [128, HP] += its unscaled V^T (keys [16 kc, 16 kc + 16)) x P^T buffer j,
-        async."""
-        return warpgroup_mma(_v_operand_raw(lat, kc, j, DOT), p_buf.slice(kc * 16, 16, dim=0), o, is_async=True)
-
-    @gluon.constexpr_function
-    def _ot_grp_layout(HP):
-        """[128 physical columns of a latent group, HP heads]: a group's O^T accumulator (config vraw) with its rows
-        permuted into physical order and each thread's registers ordered columns first (4 consecutive columns of
-        each of its heads: 8-byte stores of out). Lanes and warps are the accumulator's."""
-        reg = [[1, 0], [2, 0], [0, 1]] + [[0, 8 << i] for i in range((HP // 8).bit_length() - 1)]
-        lane = [[0, 2], [0, 4], [4, 0], [8, 0], [16, 0]]
-        warp = [[32, 0], [64, 0]]
-        return gl.DistributedLinearLayout(reg_bases=reg, lane_bases=lane, warp_bases=warp, block_bases=[],
-                                          shape=[128, HP])
-
-    @gluon.jit
-    def _store_grp(o, inv_l, j: gl.constexpr, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
-                   HP: gl.constexpr):
-        """Config vraw: out's columns of latent group j from its O^T accumulator o [128, HP] (rows m, physical
-        columns vg_phys(m)), times inv_l by head; a relabelling of registers (assert_trivial), no data moved."""
-        x = (o * inv_l[None, :]).to(out_ptr.dtype.element_ty)
-        x = gl.reshape(x, [2, 4, 2, 8, HP])             # (h, w, r0, g, head)
-        x = gl.permute(x, (1, 3, 0, 2, 4))              # (w, g, h, r0, head): column 32 w + 4 g + 2 h + r0
-        LP: gl.constexpr = _ot_grp_layout(HP)
-        x = gl.convert_layout(gl.reshape(x, [128, HP]), LP, assert_trivial=True)
-        c = j * 128 + gl.arange(0, 128, gl.SliceLayout(1, LP))
-        oh = h0 + gl.arange(0, HP, gl.SliceLayout(0, LP))
-        gl.store(out_ptr + t * stride_ot + split * stride_os + oh[None, :] * stride_oh + c[:, None], x,
-                 mask=(oh < num_heads)[None, :])
-
-    @gluon.jit
-    def _store_vraw(o0, o1, o2, o3, m_i, l_i, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
-                    lse_ptr, stride_lt, stride_ls, stride_lh, HP: gl.constexpr, COL: gl.constexpr):
-        """Config vraw's epilogue: _store_ot_phys's values (out and lse of heads h0 + [0, HP)) from the four group
-        accumulators, which hold P_UNIT x V_SCALE^-1 times gluon_ws's units."""
-        empty = l_i == 0.0
-        inv_l = (256.0 / P_UNIT) / gl.where(empty, 1.0, l_i)
-        _store_grp(o0, inv_l, 0, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh, HP)
-        _store_grp(o1, inv_l, 1, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh, HP)
-        _store_grp(o2, inv_l, 2, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh, HP)
-        _store_grp(o3, inv_l, 3, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh, HP)
-        lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
-        ch = h0 + gl.arange(0, HP, COL)
-        gl.store(lse_ptr + t * stride_lt + split * stride_ls + ch * stride_lh, lse, mask=ch < num_heads)
 
     @gluon.jit
     def _stage_q(q_ptr, stride_qt, stride_qh, t, h0, num_heads, q_smem, qr_smem, HP: gl.constexpr,
@@ -621,16 +555,18 @@ if HAVE_GLUON:
                              is_async=True)
 
     @gluon.jit
-    def _s_raw(lat, c0, c1, c2, c3, rope_a, q_smem, qr_smem, HAS_ROPE: gl.constexpr, HP: gl.constexpr,
-               MMA: gl.constexpr, DOT: gl.constexpr):
+    def _s_raw(lat, sc, rope_a, q_smem, qr_smem, HAS_ROPE: gl.constexpr, HP: gl.constexpr, MMA: gl.constexpr,
+               DOT: gl.constexpr):
         """S^T [64 keys, HP] of one block (config sraw): one accumulator per latent group over the fp8 values without
         their scale (_k_operand_raw: one cvt per pair, no fp16 multiply), the group scales x V_SCALE applied in fp32
         afterwards (exact powers of two), plus the RoPE product (rope_a: its A operand, registers or the stage). The
-        same products as _k_operand's, summed in another order. c0..c3: the group scales x V_SCALE by key
-        (_row_scales)."""
+        same products as _k_operand's, summed in another order."""
+        ROW: gl.constexpr = gl.SliceLayout(1, MMA)
         zero = gl.zeros([64, HP], gl.float32, MMA)
         # at most two products in flight (their register A operands live), one at 32 heads: more make ptxas
         # serialize every wgmma or spill; each group's accumulator is scaled into s as soon as it retired
+        c0, c1 = _row_scales(sc, 0, ROW)
+        c2, c3 = _row_scales(sc, 1, ROW)
         ONE: gl.constexpr = HP == 32
         if HAS_ROPE:
             sr = warpgroup_mma(rope_a, qr_smem.permute((1, 0)), zero, is_async=True)
@@ -694,9 +630,7 @@ if HAVE_GLUON:
                     # (C7512) or spill; wgmma reads the stage itself, behind a proxy fence
                     fence_async_shared()
             if SRAW:
-                c0, c1 = _row_scales(sc, 0, ROW)
-                c2, c3 = _row_scales(sc, 1, ROW)
-                s = _s_raw(lat, c0, c1, c2, c3, ra, q_smem, qr_smem, HAS_ROPE, HP, MMA, DOT)
+                s = _s_raw(lat, sc, ra, q_smem, qr_smem, HAS_ROPE, HP, MMA, DOT)
             else:
                 s = gl.zeros([KB, HP], gl.float32, MMA)
                 if HAS_ROPE:
@@ -817,8 +751,7 @@ if HAVE_GLUON:
                      q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar, full, free,
                      HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, PV_DEPTH: gl.constexpr,
                      H: gl.constexpr, SPILLFIX: gl.constexpr = 0, SRAW: gl.constexpr = 0,
-                     VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0, VRAW: gl.constexpr = 0,
-                     VPAIR: gl.constexpr = 0):
+                     VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0, VPAIR: gl.constexpr = 0):
         """Ping-pong consumers (config pingpong=1, two consumers): consumer H takes the blocks
         b = H, H + 2, ... whole (all 512 latent columns, _consumer's products and online softmax, its own P buffer), so
         the two never wait for each other inside the loop: one's tensor-core work overlaps the other's conversions and
@@ -829,10 +762,8 @@ if HAVE_GLUON:
         per element), one S^T product is in flight at a time and wgmma reads the RoPE operand from the stage. SPILLFIX
         (config spillfix 1): the shared-memory descriptors of q, q_rope and P (~40 64-bit values, loop-invariant: LLVM
         hoisted them out of the loop and ptxas spilled them at 16-head programs) are rebuilt in each block from an
-        opaque 0 (q3 / qr3 [1, HP, ...]). VRAW (config vraw, <= 16 heads a program): four O^T accumulators, one a
-        latent group ([128, HP] each), whose A operands are the unscaled fp8 values (_v_operand_raw) and whose P^T
-        buffers (p_smem[4 H + j]) hold p x group j's scale by key: no fp16 multiplies in V's conversion. (Three such consumers, blocks round robin, were measured slower
-        three times: module docstring.)
+        opaque 0 (q3 / qr3 [1, HP, ...]). (Three such consumers, blocks round robin, were measured slower three times:
+        module docstring.)
         PROFILE 1 (timing builds only, wrong outputs): each stage freed as soon as it is full, no products, no
         output; 3: V16 without its scale (_v_operand NOMUL: what V's fp16 multiplies cost, session 60)."""
         NW: gl.constexpr = 4
@@ -858,14 +789,7 @@ if HAVE_GLUON:
             l_i = gl.zeros([HP], gl.float32, COL)
         else:
             l_e = gl.zeros([KB, HP], gl.float32, MMA)  # row sums per element, reduced over the keys at the end
-        if VRAW:
-            gl.static_assert(HP <= 16, "vraw: at most 16 heads a program")
-            o0 = gl.zeros([128, HP], gl.float32, MMA)
-            o1 = gl.zeros([128, HP], gl.float32, MMA)
-            o2 = gl.zeros([128, HP], gl.float32, MMA)
-            o3 = gl.zeros([128, HP], gl.float32, MMA)
-        else:
-            acc = gl.zeros([512, HP], gl.float32, MMA)
+        acc = gl.zeros([512, HP], gl.float32, MMA)
         nblocks = gl.cdiv(hi - lo, KB)
         if PROFILE == 1:
             for b in range(H, nblocks, 2):
@@ -879,12 +803,11 @@ if HAVE_GLUON:
                 z = _opaque_zero(b)
                 q_smem = q3.index(z)
                 qr_smem = qr3.index(z)
-                p_buf = p_smem.index((4 * H if VRAW else H) + z)
+                p_buf = p_smem.index(H + z)
             else:
-                z = 0
                 q_smem = q3
                 qr_smem = qr3
-                p_buf = p_smem.index(4 * H if VRAW else H)
+                p_buf = p_smem.index(H)
             st = b % NSTAGES
             ix = _idx(idx_row, lo + b * KB, hi, KB, ROW)
             lat = raw_lat.index(st)
@@ -897,11 +820,8 @@ if HAVE_GLUON:
                 else:
                     # 32 heads: wgmma reads the stage itself, behind a proxy fence (as _consumer's)
                     fence_async_shared()
-            if SRAW or VRAW:
-                c0, c1 = _row_scales(sc, 0, ROW)
-                c2, c3 = _row_scales(sc, 1, ROW)
             if SRAW:  # (config sraw: S^T by _s_raw)
-                s = _s_raw(lat, c0, c1, c2, c3, ra, q_smem, qr_smem, HAS_ROPE, HP, MMA, DOT)
+                s = _s_raw(lat, sc, ra, q_smem, qr_smem, HAS_ROPE, HP, MMA, DOT)
             else:
                 s = gl.zeros([KB, HP], gl.float32, MMA)
                 if HAS_ROPE:
@@ -919,44 +839,18 @@ if HAVE_GLUON:
                 l_i = l_i * alpha + gl.sum(p, 0)
             else:
                 l_e = l_e * alpha[None, :] + p
+            acc = acc * alpha[None, :]
             m_i = m_new
-            if VRAW:
-                o0 = o0 * alpha[None, :]
-                o1 = o1 * alpha[None, :]
-                o2 = o2 * alpha[None, :]
-                o3 = o3 * alpha[None, :]
-                pu = p * P_UNIT
-                p0 = p_smem.index(4 * H + z)
-                p1 = p_smem.index(4 * H + 1 + z)
-                p2 = p_smem.index(4 * H + 2 + z)
-                p3 = p_smem.index(4 * H + 3 + z)
-                p0.store((pu * c0[:, None]).to(gl.float16))
-                p1.store((pu * c1[:, None]).to(gl.float16))
-                p2.store((pu * c2[:, None]).to(gl.float16))
-                p3.store((pu * c3[:, None]).to(gl.float16))
-                fence_async_shared()
-                gl.thread_barrier()
-                for kc in gl.static_range(4):
-                    o0 = _pv_grp(lat, p0, o0, kc, 0, DOT)
-                    o1 = _pv_grp(lat, p1, o1, kc, 1, DOT)
-                    o2 = _pv_grp(lat, p2, o2, kc, 2, DOT)
-                    o3 = _pv_grp(lat, p3, o3, kc, 3, DOT)
-                    if kc < 3:
-                        o0, o1, o2, o3 = warpgroup_mma_wait(4 * PV_DEPTH, deps=(o0, o1, o2, o3))
-                mbarrier.arrive(free.index(st), count=1)
-                o0, o1, o2, o3 = warpgroup_mma_wait(0, deps=(o0, o1, o2, o3))
-            else:
-                acc = acc * alpha[None, :]
-                p_buf.store(p.to(gl.float16))
-                fence_async_shared()
-                gl.thread_barrier()
-                for kc in gl.static_range(4):
-                    acc = warpgroup_mma(_v_operand(lat, sc, kc, DOT, PROFILE == 3, VPAIR),
-                                        p_buf.slice(kc * 16, 16, dim=0), acc, is_async=True)
-                    if kc < 3:
-                        acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
-                mbarrier.arrive(free.index(st), count=1)
-                acc = warpgroup_mma_wait(0, deps=(acc,))
+            p_buf.store(p.to(gl.float16))
+            fence_async_shared()
+            gl.thread_barrier()
+            for kc in gl.static_range(4):
+                acc = warpgroup_mma(_v_operand(lat, sc, kc, DOT, PROFILE == 3, VPAIR),
+                                    p_buf.slice(kc * 16, 16, dim=0), acc, is_async=True)
+                if kc < 3:
+                    acc = warpgroup_mma_wait(PV_DEPTH, deps=(acc,))
+            mbarrier.arrive(free.index(st), count=1)
+            acc = warpgroup_mma_wait(0, deps=(acc,))
         if HP <= 16:
             l_i = gl.sum(l_e, 0)
 
@@ -966,13 +860,7 @@ if HAVE_GLUON:
             # by then, as each was waited on)
             if HP > 16:
                 mbarrier.wait(mbar.index(1), 0)
-            if VRAW:
-                macc.slice(0, 128, dim=0).store(o0)
-                macc.slice(128, 128, dim=0).store(o1)
-                macc.slice(256, 128, dim=0).store(o2)
-                macc.slice(384, 128, dim=0).store(o3)
-            else:
-                macc.store(acc)
+            macc.store(acc)
             mm_s.store(m_i)
             ml_s.store(l_i)
             mbarrier.arrive(mbar.index(0), count=1)
@@ -987,23 +875,14 @@ if HAVE_GLUON:
             a_s = gl.exp2(m_i - m_use)
             a_o = gl.exp2(m_o - m_use)
             l_i = l_i * a_s + l_o * a_o
+            acc = acc * a_s[None, :] + macc.load(MMA) * a_o[None, :]
             m_i = m
-            if VRAW:
-                o0 = o0 * a_s[None, :] + macc.slice(0, 128, dim=0).load(MMA) * a_o[None, :]
-                o1 = o1 * a_s[None, :] + macc.slice(128, 128, dim=0).load(MMA) * a_o[None, :]
-                o2 = o2 * a_s[None, :] + macc.slice(256, 128, dim=0).load(MMA) * a_o[None, :]
-                o3 = o3 * a_s[None, :] + macc.slice(384, 128, dim=0).load(MMA) * a_o[None, :]
-                _store_vraw(o0, o1, o2, o3, m_i, l_i, t, split, h0, num_heads, out_ptr, stride_ot, stride_os,
-                            stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL)
+            if VST:
+                _store_ot_phys(acc, m_i, l_i, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
+                               lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL)
             else:
-                acc = acc * a_s[None, :] + macc.load(MMA) * a_o[None, :]
-                if VST:
-                    _store_ot_phys(acc, m_i, l_i, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
-                                   lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL)
-                else:
-                    _store_ot(acc, m_i, l_i, _v_phys(gl.arange(0, 512, ROW)), t, split, h0, num_heads, out_ptr,
-                              stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL,
-                              True)
+                _store_ot(acc, m_i, l_i, _v_phys(gl.arange(0, 512, ROW)), t, split, h0, num_heads, out_ptr,
+                          stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
 
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split"])
     def sparse_mla_rx2_kernel(
@@ -1018,7 +897,7 @@ if HAVE_GLUON:
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PV_DEPTH: gl.constexpr = 1,
             SPILLFIX: gl.constexpr = 0, IDXPF: gl.constexpr = 0, SRAW: gl.constexpr = 0,
-            VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0, VRAW: gl.constexpr = 0, VPAIR: gl.constexpr = 0):
+            VST: gl.constexpr = 0, PROFILE: gl.constexpr = 0, VPAIR: gl.constexpr = 0):
         """sparse_mla_rx_kernel with two ping-pong consumer warpgroups (_consumer_pp); same grid and arguments, plus
         the consumers' register budget. PROFILE (timing builds, wrong outputs): 1 the producer alone (_consumer_pp),
         2 the consumers alone (_producer), 3 V16 without its scale."""
@@ -1046,7 +925,7 @@ if HAVE_GLUON:
             q3 = gl.allocate_shared_memory(gl.float16, [1, HP, 512], Q_S)
         else:
             q3 = gl.allocate_shared_memory(gl.float16, [HP, 512], Q_S)
-        p_smem = gl.allocate_shared_memory(gl.float16, [8 if VRAW else 2, KB, HP], P_S)  # (vraw: 4 a consumer)
+        p_smem = gl.allocate_shared_memory(gl.float16, [2, KB, HP], P_S)
         if HP > 16:
             # consumer 1's O^T (64 KB at 32 heads) in the raw latent stages, once consumer 0 is done with them
             gl.static_assert(NSTAGES * KB * 512 >= 512 * HP * 4, "the merge buffer needs two raw stages")
@@ -1086,13 +965,11 @@ if HAVE_GLUON:
             (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                             qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                             stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar,
-                            full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, 0, SPILLFIX, SRAW, VST, PROFILE, VRAW,
-                            VPAIR)),
+                            full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, 0, SPILLFIX, SRAW, VST, PROFILE, VPAIR)),
             (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                             qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                             stride_lh, q3, qr3, raw_lat, raw_sc, raw_rope, p_smem, macc, mm_s, ml_s, mbar,
-                            full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, 1, SPILLFIX, SRAW, VST, PROFILE, VRAW,
-                            VPAIR)),
+                            full, free, HAS_ROPE, HP, NSTAGES, PV_DEPTH, 1, SPILLFIX, SRAW, VST, PROFILE, VPAIR)),
             (_producer, (idx_row, lo, hi, num_slots, lat_ptr, scale_ptr, rope_ptr, raw_lat, raw_sc, raw_rope,
                          full, free, stride_lat, stride_scale, stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS,
                          IDXPF, PROFILE)),
@@ -1135,9 +1012,6 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         raise ValueError(f"config.vst must be 0 or 1, got {cfg.vst}")
     if cfg.vpair not in (0, 1):
         raise ValueError(f"config.vpair must be 0 or 1, got {cfg.vpair}")
-    if cfg.vraw not in (0, 1) or (cfg.vraw and (not cfg.pingpong or hp > 16)):
-        raise ValueError(f"config.vraw must be 0 or 1 (1: ping-pong consumers at <= 16 heads a program), got vraw "
-                         f"{cfg.vraw}, pingpong {cfg.pingpong}, {hp} heads a program")
     if not 0 <= cfg.idxpf <= 4:
         raise ValueError(f"config.idxpf must be 0..4 (blocks past the next whose index lines go to L1), got "
                          f"{cfg.idxpf}")
@@ -1151,8 +1025,7 @@ def run_attention_rx(q, flat, layout: KVLayout, indices, sm_scale, topk_length, 
         consumer_regs = rx_consumer_regs(cfg.consumers, cfg.producer_warps, cfg.producer_regs)
         _fast_launch(sparse_mla_rx2_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
                      cfg.producer_regs, consumer_regs, num_warps=4, PV_DEPTH=cfg.pv_depth, SPILLFIX=cfg.spillfix,
-                     IDXPF=cfg.idxpf, SRAW=cfg.sraw, VST=cfg.vst, PROFILE=profile, VRAW=cfg.vraw,
-                     VPAIR=cfg.vpair)
+                     IDXPF=cfg.idxpf, SRAW=cfg.sraw, VST=cfg.vst, PROFILE=profile, VPAIR=cfg.vpair)
     else:
         cap = {"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}
         _fast_launch(sparse_mla_rx_kernel, grid, *args, *flags, hp, cfg.stages, cfg.producer_warps,
