@@ -191,7 +191,8 @@ def test_rx_idxpf_config(monkeypatch):
     assert all(gluon_rx.rx_config(KVLayout.FP8_DS_MLA, h).idxpf == 0 for h in (8, 16, 32))
     assert all(gluon_rx.rx_config(KVLayout.FP8_DS_MLA, h).sraw == 0 for h in (8, 16, 32))
     assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, 8, 512) == gluon_rx.RxConfig(
-        stages=5, producer_regs=48, consumers=2, hp8=1, pingpong=1, idxpf=2, sraw=1)
+        stages=5, producer_regs=48, consumers=2, hp8=1, pingpong=1, idxpf=2, sraw=1, vpair=1)
+    assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA, 8, 576).vpair == 0  # (session 60: 0.994x on an H200)
     for h in (4, 8):  # both run as 8-head programs
         assert gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, h, 512).sraw == 1
     assert all(gluon_rx.rx_config(KVLayout.FP8_DS_MLA_NOPE, h, 512).sraw == 0 for h in (9, 16, 32))

@@ -138,8 +138,8 @@ class RxConfig:
     vst: int = 1        # 1: the epilogue stores whole 16-byte pieces of out (_store_ot_phys; session 21, the default
     #                     everywhere: bit-equal, 1.05-1.13x, bench/results/ab_s21_vst_*.json)
     vpair: int = 0      # 1: V's fp8 bytes paired by key before cvt.rn.f16x2.e4m3x2 (_v_operand VPAIR; session 60, the
-    #                     default at 16- and 32-head programs: bit-equal, 1.016-1.026x there, none at 8-head ones;
-    #                     bench/results/ab_s60_vpair*.json)
+    #                     default at 16- and 32-head programs and over fp8_ds_mla_nope at 8-head ones: bit-equal,
+    #                     1.016-1.026x there; rx_config)
 
 
 def parse_rx_config(spec: str) -> RxConfig:
@@ -203,8 +203,8 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     (spillfix 1: the 16-head default of sessions 13-18), =1 one consumer everywhere, without the register cap. As
     many raw stages (2..5) as shared memory holds (fp8_ds_mla 576, two consumers: 4 at 8-, 16- and 32-head programs;
     one consumer: 5 / 5 / 4 at 8 / 16 / 32), pv_depth 1 (at 32 heads a program: 0, else ptxas serializes every wgmma;
-    bench/mla_gluon_check.py --kernel rx). vpair 1 at 16- and 32-head programs (session 60). DSATTN_RX_CONFIG=
-    'field=value,...' overrides it all (parse_rx_config; A/B runs; read at launch)."""
+    bench/mla_gluon_check.py --kernel rx). vpair 1 at 16- and 32-head programs and nope's 8-head ones (session 60).
+    DSATTN_RX_CONFIG='field=value,...' overrides it all (parse_rx_config; A/B runs; read at launch)."""
     spec = os.environ.get("DSATTN_RX_CONFIG", "").strip()
     if spec:
         return parse_rx_config(spec)
@@ -256,13 +256,15 @@ def rx_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> RxConfig:
     # gluon_ws (bench/results/ab_s59_pp32_*.json): fp8_ds_mla 512 tokens 0.377 -> 0.343 ms (1.099x), 2048 tokens
     # 1.345 -> 1.167 (1.153x), nope 512 tokens 1.096x.
     pp32 = pingpong and hp == 32
-    # vpair (session 60, H100, `dsattn bench ab` against the defaults of 3d4dcc3, bench/results/ab_s60_vpair*.json;
-    # bit-equal): 16-head two-CTA programs fp8_ds_mla 512 tokens 1.026x (CI 1.022-1.032), nope 1.016x (0.976-1.037);
-    # 32-head ping-pong fp8_ds_mla 0.316 -> 0.308 ms (1.025x), nope 1.026x; 8-head ping-pong 0.996-1.002x at 512 /
-    # 2048 tokens (not taken there: the issue's 8-head rows were timed without it)
+    # vpair (session 60, `dsattn bench ab` against the defaults of 3d4dcc3; bit-equal). H100 (ab_s60_vpair*.json):
+    # 16-head two-CTA programs fp8_ds_mla 512 tokens 1.026x (CI 1.022-1.032), nope 1.016x (0.976-1.037); 32-head
+    # ping-pong fp8_ds_mla 0.316 -> 0.308 ms (1.025x), nope 1.026x; 8-head ping-pong 0.996-1.002x at 512 / 2048
+    # tokens. H200 (ab_s60_h200_*.json), 8 heads 512 tokens: nope 0.185 -> 0.181 ms (1.019x, CI 1.006-1.026),
+    # fp8_ds_mla 0.994x (0.989-1.000). So: at 16- and 32-head programs and the 8-head nope one, not 8-head
+    # fp8_ds_mla.
     return RxConfig(stages=stages, producer_regs=40 if pp32 else (48 if hp == 16 or nope8 else 56) if pingpong else 64,
                     pv_depth=0 if hp == 32 else 1, consumers=consumers, hp8=1, pingpong=pingpong,
-                    spillfix=int(pingpong and hp >= 16), idxpf=2 * nope8, sraw=nope8, vpair=int(hp >= 16))
+                    spillfix=int(pingpong and hp >= 16), idxpf=2 * nope8, sraw=nope8, vpair=int(hp >= 16 or nope8))
 
 
 def s_phys(c):
