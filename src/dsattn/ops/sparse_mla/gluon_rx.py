@@ -12,28 +12,32 @@ bench/results/s13_rx16.json). At 32-head programs (session 59) the ping-pong con
 registers each; what makes them fit: consumer 1 hands its O^T over in the raw latent stages once consumer 0 is done
 with them (a 64 KB merge buffer of its own would leave 2 stages), the row sums are reduced every block, one S^T product
 is in flight at a time, and wgmma reads the RoPE operand from the stage (sm_90a: 4 B of spill, none in the loop).
-On an H100 beside FlashMLA padded to 64 heads (bench/results/sparse_mla_s59_h100_decode_{512,2048}.json): 32 heads
-0.307 / 1.125 ms at 512 / 2048 tokens, 1.465x / 1.535x (gluon_ws: 0.343 / 1.292 ms, 1.32x / 1.34x in session 58,
-sparse_mla_s58_h100_decode_*.json).
-Measured on the H200 (decode, topk 2048, FlashMLA padded to 64 heads in the same process; session 29,
-bench/results/sparse_mla_s29_decode_512.json, _2048.json): fp8_ds_mla 8 heads 0.196 / 0.757 ms at 512 / 2048 tokens
-(2.25x / 2.29x), 16 heads 0.214 / 0.852 (2.08x / 2.02x); fp8_ds_mla_nope at 8 heads 1.132x / 1.143x faster than
-fp8_ds_mla (7 alternating rounds, sparse_mla_s29_decode8_r7_*.json). Defaults measured in: vst (16-byte epilogue stores
-of out from the accumulator relabelled into physical order; 1.05-1.13x, session 21), and at 8-head programs over
-fp8_ds_mla_nope sraw (S^T from the unscaled fp8 values), idxpf 2 (L1 prefetch of later blocks' index lines) and a
-48-register producer (1.026x, then 1.018-1.029x; session 20). Timing builds (session 25,
-bench/results/rx_timing_builds_s25.json): over nope the consumers alone take 83-85% of the full time and their work
-is 0.90-0.91x fp8_ds_mla's, so nope's gain stops where the consumers' shared cost does.
+Measured on the H200 (decode, topk 2048, FlashMLA padded to 64 heads in the same process; session 60 at e64e2ee,
+bench/results/sparse_mla_s60_h200_decode_512.json, _2048.json): fp8_ds_mla 8 heads 0.195 / 0.762 ms at 512 / 2048
+tokens (2.26x / 2.24x), 16 heads 0.205 / 0.783 (2.15x / 2.18x), 32 heads 0.287 / 1.144 (1.535x / 1.492x; gluon_ws
+1.34x / 1.32x in sessions 24 / 34); fp8_ds_mla_nope at 8 heads 1.161x / 1.192x faster than fp8_ds_mla with vpair (7
+alternating rounds at 3484ebd's kernels, sparse_mla_s60_h200_nopevpair_r7_*.json; 1.140x / 1.167x without it in the
+table). Defaults measured in: vst (16-byte epilogue stores of out from the accumulator relabelled into physical order;
+1.05-1.13x, session 21); vpair at 16- and 32-head programs and nope's 8-head ones (V's fp8 bytes paired by key before
+the conversion: half the byte permutes, bit-equal; 1.016-1.026x on an H100, nope 8 heads 1.019x on the H200; session
+60); and at 8-head programs over fp8_ds_mla_nope sraw (S^T from the unscaled fp8 values), idxpf 2 (L1 prefetch of
+later blocks' index lines) and a 48-register producer (1.026x, then 1.018-1.029x; session 20). Timing builds
+(session 25, bench/results/rx_timing_builds_s25.json): over nope the consumers alone take 83-85% of the full time and
+their work is 0.90-0.91x fp8_ds_mla's, so nope's gain stops where the consumers' shared cost does.
 
-Options measured on the H200 and removed (numbers and reasons in notes/sparse_mla.md, whose section "gluon_rx.py's
-docstring, sessions 10-28" holds what this docstring said of them): three ping-pong consumers (slower three times,
+Options measured and removed (on the H200 unless said; numbers and reasons in notes/sparse_mla.md, whose section
+"gluon_rx.py's docstring, sessions 10-28" holds what this docstring said of them): three ping-pong consumers (slower three times,
 sessions 12, 13, 25; code at 96927db, 881755d), spillfix bit 2 (session 13), f8s (fp8 S products with q in two e4m3
 terms: no faster and outside the tolerances; session 18, 12a56fa), persist (one program an SM walking items: 0-3%
 slower; session 18, 49fb844), pair (two blocks a softmax step: 0.85-1.00x; session 25, 9c3be7b), prefetch, alu and
 pipe (L2 prefetch, integer e4m3 conversions, the halves' pipelined loop: slower wherever run; removed in session 28,
 42b02a1), the halves (two consumers in step, each over half of the latent columns, exchanging partial S^T: slower
 than ping-pong at 8-head programs, 0.244 vs 0.224 ms, and at 16, 0.282 vs 0.253, and than gluon_ws at 32 heads, 0.483
-vs 0.369; the 16-head default of sessions 10-12 only; removed in session 34, code at d37e495).
+vs 0.369; the 16-head default of sessions 10-12 only; removed in session 34, code at d37e495), vraw (session 60:
+O^T's A operand from the unscaled fp8 values, the group scales folded into four P^T buffers with one accumulator a
+latent group; bit-equal, but it needs spillfix 1 to compile without spills, which alone costs 2.6% at 8-head nope
+programs, and measured 0.983x / 0.991x over nope, 1.001x / 1.010x over fp8_ds_mla, 0.94-0.95x at 16 heads; H100,
+bench/results/ab_s60_vraw*.json; code at 3d4dcc3).
 
 Why (notes/sparse_mla.md, gluon_ws timing builds, 8 heads): gluon_ws's two fp16 tiles (144 KB) leave room for only
 ~42 KB of gathered rows in flight per SM, and its shared-memory traffic per 64-key block is ~290 KB (raw in, fp8
