@@ -27,8 +27,8 @@ their work is 0.90-0.91x fp8_ds_mla's, so nope's gain stops where the consumers'
 
 Options measured and removed (on the H200 unless said; numbers and reasons in notes/sparse_mla.md, whose section
 "gluon_rx.py's docstring, sessions 10-28" holds what this docstring said of them): three ping-pong consumers (slower
-three times, sessions 12, 13, 25; code at 96927db, 881755d), spillfix bit 2 (session 13), f8s (fp8 S products with q in two e4m3
-terms: no faster and outside the tolerances; session 18, 12a56fa), persist (one program an SM walking items: 0-3%
+three times, sessions 12, 13, 25; code at 96927db, 881755d), spillfix bit 2 (session 13), f8s (fp8 S products with q
+in two e4m3 terms: no faster and outside the tolerances; session 18, 12a56fa), persist (one program an SM walking items: 0-3%
 slower; session 18, 49fb844), pair (two blocks a softmax step: 0.85-1.00x; session 25, 9c3be7b), prefetch, alu and
 pipe (L2 prefetch, integer e4m3 conversions, the halves' pipelined loop: slower wherever run; removed in session 28,
 42b02a1), the halves (two consumers in step, each over half of the latent columns, exchanging partial S^T: slower
