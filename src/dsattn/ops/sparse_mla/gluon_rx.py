@@ -27,16 +27,16 @@ their work is 0.90-0.91x fp8_ds_mla's, so nope's gain stops where the consumers'
 
 Options measured and removed (on the H200 unless said; numbers and reasons in notes/sparse_mla.md, whose section
 "gluon_rx.py's docstring, sessions 10-28" holds what this docstring said of them): three ping-pong consumers (slower
-three times, sessions 12, 13, 25; code at 96927db, 881755d), spillfix bit 2 (session 13), f8s (fp8 S products with q
-in two e4m3 terms: no faster and outside the tolerances; session 18, 12a56fa), persist (one program an SM walking items: 0-3%
-slower; session 18, 49fb844), pair (two blocks a softmax step: 0.85-1.00x; session 25, 9c3be7b), prefetch, alu and
+three times, sessions 12, 13, 25; code at 96927db, 881755d), spillfix bit 2 (session 13), f8s (fp8 S products with q in
+two e4m3 terms: no faster and outside the tolerances; session 18, 12a56fa), persist (one program an SM walking items:
+0-3% slower; session 18, 49fb844), pair (two blocks a softmax step: 0.85-1.00x; session 25, 9c3be7b), prefetch, alu and
 pipe (L2 prefetch, integer e4m3 conversions, the halves' pipelined loop: slower wherever run; removed in session 28,
-42b02a1), the halves (two consumers in step, each over half of the latent columns, exchanging partial S^T: slower
-than ping-pong at 8-head programs, 0.244 vs 0.224 ms, and at 16, 0.282 vs 0.253, and than gluon_ws at 32 heads, 0.483
-vs 0.369; the 16-head default of sessions 10-12 only; removed in session 34, code at d37e495), vraw (session 60:
-O^T's A operand from the unscaled fp8 values, the group scales folded into four P^T buffers with one accumulator a
-latent group; bit-equal, but it needs spillfix 1 to compile without spills, which alone costs 2.6% at 8-head nope
-programs, and measured 0.983x / 0.991x over nope, 1.001x / 1.010x over fp8_ds_mla, 0.94-0.95x at 16 heads; H100,
+42b02a1), the halves (two consumers in step, each over half of the latent columns, exchanging partial S^T: slower than
+ping-pong at 8-head programs, 0.244 vs 0.224 ms, and at 16, 0.282 vs 0.253, and than gluon_ws at 32 heads, 0.483 vs
+0.369; the 16-head default of sessions 10-12 only; removed in session 34, code at d37e495), vraw (session 60: O^T's A
+operand from the unscaled fp8 values, the group scales folded into four P^T buffers with one accumulator a latent group;
+bit-equal, but it needs spillfix 1 to compile without spills, which alone costs 2.6% at 8-head nope programs, and
+measured 0.983x / 0.991x over nope, 1.001x / 1.010x over fp8_ds_mla, 0.94-0.95x at 16 heads; H100,
 bench/results/ab_s60_vraw*.json; code at 3d4dcc3).
 
 Why (notes/sparse_mla.md, gluon_ws timing builds, 8 heads): gluon_ws's two fp16 tiles (144 KB) leave room for only
