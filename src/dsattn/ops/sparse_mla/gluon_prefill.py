@@ -30,16 +30,18 @@ Per block of BN entries (one CTA per (group, head block)):
 P_hi = bf16(P), P_lo = bf16(P - P_hi): P carries ~16 mantissa bits into P @ V (bf16 P alone misses the issue's
 tolerance on peaked softmaxes: notes/sparse_mla.md, "Numerics"); the price is a second P @ V wgmma. The rows
 need no conversion: S reads the gathered tile as B = tile^T, P @ V reads the same tile as B = V.
-PrefillConfig.f16 = 1 (THE DEFAULT since session 11: one P @ V instead of two, 64 heads 0.731 vs 0.791 ms at s_q
-1024, prefill_config) instead converts each landed latent stage in place into fp16 x 2^-8 (V_SCALE, gluon_small's
-numerics: exact but for values below 2^-6, fp16 subnormals) in the producer, and runs q (fp16, exact for bf16
-values in fp16's normal range) . K and one fp16 P @ V; q_rope is scaled by V_SCALE (exact) so the bf16 RoPE
-product lands in the same units. Range: latent values up to 2^24 * (1 - 2^-11) (~1.68e7) and |q| up to 65504
-stay finite; past that fp16 overflows (the bf16 schedule,
-DSATTN_PF_CONFIG=f16=0,cvt_pipe=0,producer_regs=56, has no such limit; normalized latents and queries sit far inside
-it). Both pass the tolerance in a PyTorch emulation of the kernel's arithmetic
-(tests/test_sparse_mla_prefill_impl.py::test_emulated_arithmetic, peaked q x 6 cases included, where bf16 P alone
-fails: test_emulated_bf16_p_misses_tolerance) and in the GPU tests (tests/gpu/, peaked included).
+PrefillConfig.f16 = 1 (THE DEFAULT since session 11: one P @ V instead of two, 64 heads 0.731 vs 0.791 ms at s_q 1024,
+prefill_config) instead converts each landed latent stage in place into fp16 x 2^-8 (V_SCALE, gluon_small's numerics:
+exact but for values below 2^-6, fp16 subnormals) in the producer, and runs q (fp16, exact for bf16 values in fp16's
+normal range) . K and one fp16 P @ V; q_rope is scaled by V_SCALE (exact) so the bf16 RoPE product lands in the same
+units. Range: |q| up to 65504, and latent values below 65520 only (session 60: the conversion as written, fp16(fp32(x) x
+2^-8), compiles to fp16(x) x 2^-8, the compiler having narrowed it; the PTX of `bench/mla_gluon_check.py --kernel
+prefill --dump` shows cvt.rn.f16x2.f32 before mul.f16x2), not the ~1.68e7 that the arithmetic as written allows; config
+cvt_asm (_bf16_to_f16_scaled, not yet run on a GPU) scales first and keeps them finite below 2^24 (1 - 2^-12). The bf16
+schedule, DSATTN_PF_CONFIG=f16=0,cvt_pipe=0,producer_regs=56, has no such limit; normalized latents and queries sit far
+inside either. Both pass the tolerance in a PyTorch emulation of the kernel's arithmetic
+(tests/test_sparse_mla_prefill_impl.py::test_emulated_arithmetic, peaked q x 6 cases included, where bf16 P alone fails:
+test_emulated_bf16_p_misses_tolerance) and in the GPU tests (tests/gpu/, peaked included).
 
 PrefillConfig.cvt_pipe = 1 (THE DEFAULT since session 19; written in session 18): with f16, the producer gathers each
 block's latent as four 128-column commit groups (_gather_groups; the RoPE columns with the last) and converts each
@@ -150,6 +152,9 @@ class PrefillConfig:
     vst: int = 0        # 1: each warpgroup's half of out goes through an idle stage (stmatrix) and is stored in
     #                     16-byte pieces (_store_rows_tile; session 21; prefill_config's default at >= 64 heads
     #                     since session 22: 1.029-1.037x there, 0.985x at 16 / 32 heads)
+    cvt_asm: int = 0    # 1 (f16): the producer's conversion by _bf16_to_f16_scaled (session 60, NOT YET RUN on a GPU:
+    #                     the scale applied in bf16 before the one rounding to fp16, 4 instructions a pair of values
+    #                     against 5, and no fp16 overflow below 2^24; see _to_f16_group)
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -170,12 +175,12 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
     cfg = parse_named(PrefillConfig, spec, "DSATTN_PF_CONFIG", "f16=0,cvt_pipe=0,producer_regs=56")
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
-          and cfg.f16 in (0, 1) and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, 1)
+          and cfg.f16 in (0, 1) and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, 1) and cfg.cvt_asm in (0, cfg.f16)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
                          "producer_regs a multiple of 8 in [24, 160], f16 0 or 1, "
-                         "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1; "
+                         "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1 (1: with f16 1); "
                          f"got {spec!r}")
     return cfg
 
@@ -269,24 +274,41 @@ if HAVE_GLUON:
             async_copy.commit_group()
 
     @gluon.jit
-    def _to_f16(src, dst, PW: gl.constexpr):
+    def _bf16_to_f16_scaled(x):
+        """bf16 x (pairs of consecutive register elements) -> fp16(x x V_SCALE) with ONE rounding: mul.rn.bf16x2 by
+        2^-8 (exact down to 2^-118, far below fp16's smallest subnormal), the halves widened to fp32 by a shift and
+        a mask, cvt.rn.f16x2.f32. Finite for |x| < 2^24 (1 - 2^-12). Config cvt_asm (session 60): `(x.to(float32) *
+        V_SCALE).to(float16)`, written plainly, compiles (Triton 3.6) to cvt.rn.f16x2.f32 of x FIRST and
+        mul.f16x2 by 2^-8 after (the PTX of mla_gluon_check --kernel prefill --dump), so |x| >= 65520 becomes inf
+        there and values below 2^-14 are rounded twice; and it costs a PRMT and two IMADs a pair to widen."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .b32 c, s, lo, hi; mov.b32 c, 0x3B803B80; mul.rn.bf16x2 s, $1, c; shl.b32 lo, s, 16; "
+            "and.b32 hi, s, 0xFFFF0000; cvt.rn.f16x2.f32 $0, hi, lo; }",
+            "=r,r", [x], dtype=gl.float16, is_pure=True, pack=2)
+
+    @gluon.jit
+    def _to_f16(src, dst, PW: gl.constexpr, CVT_ASM: gl.constexpr = 0):
         """A landed bf16 latent stage [BN, 512] into fp16 x V_SCALE in place (each thread rewrites what it read;
         exact but for values below 2^-6, which become fp16 subnormals: 2^-17 absolute at most), one 128-column
         group at a time (registers)."""
         for g in gl.static_range(4):
-            _to_f16_group(src, dst, g, PW)
+            _to_f16_group(src, dst, g, PW, CVT_ASM)
 
     @gluon.jit
-    def _to_f16_group(src, dst, g: gl.constexpr, PW: gl.constexpr):
-        """Columns [128 g, 128 g + 128) of _to_f16."""
+    def _to_f16_group(src, dst, g: gl.constexpr, PW: gl.constexpr, CVT_ASM: gl.constexpr = 0):
+        """Columns [128 g, 128 g + 128) of _to_f16. Without CVT_ASM the compiled code rounds x to fp16 before it
+        scales (_bf16_to_f16_scaled says why): latent values of magnitude >= 65520 become inf."""
         CVT_L: gl.constexpr = _copy_layout(128, 2, PW)
         raw = src.slice(g * 128, 128, dim=1).load(CVT_L)
-        dst.slice(g * 128, 128, dim=1).store((raw.to(gl.float32) * V_SCALE).to(gl.float16))
+        if CVT_ASM:
+            dst.slice(g * 128, 128, dim=1).store(_bf16_to_f16_scaled(raw))
+        else:
+            dst.slice(g * 128, 128, dim=1).store((raw.to(gl.float32) * V_SCALE).to(gl.float16))
 
     @gluon.jit
     def _producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv: gl.constexpr,
                   HAS_ROPE: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
-                  PROFILE: gl.constexpr, PW: gl.constexpr, CVT_PIPE: gl.constexpr = 0):
+                  PROFILE: gl.constexpr, PW: gl.constexpr, CVT_PIPE: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0):
         """NS - 1 blocks in flight; block b is handed over (full) once it landed (F16: and its latent was converted
         in place into fp16 x V_SCALE), then block b + NS - 1 is issued into the stage block b - 1 used, after the
         consumers freed it. A consumer that frees block b only after block b + 2 arrived needs a longer lag (overlap 2,
@@ -319,12 +341,12 @@ if HAVE_GLUON:
                 for g in gl.static_range(4):
                     async_copy.wait_group(4 * (NS - 2) + 3 - g)
                     gl.thread_barrier()  # every producer thread's copies of group g landed
-                    _to_f16_group(lat.index(b % NS), lat16.index(b % NS), g, PW)
+                    _to_f16_group(lat.index(b % NS), lat16.index(b % NS), g, PW, CVT_ASM)
             else:
                 async_copy.wait_group(NS - 2)
                 if F16:
                     gl.thread_barrier()  # every producer thread's copies landed: any thread may read any row
-                    _to_f16(lat.index(b % NS), lat16.index(b % NS), PW)
+                    _to_f16(lat.index(b % NS), lat16.index(b % NS), PW, CVT_ASM)
             fence_async_shared()
             gl.thread_barrier()
             mbarrier.arrive(full.index(b % NS), count=1)
@@ -582,7 +604,7 @@ if HAVE_GLUON:
             HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
             PROFILE: gl.constexpr, V_REGS: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
-            CVT_PIPE: gl.constexpr = 0, VST: gl.constexpr = 0, SPLIT: gl.constexpr = 0):
+            CVT_PIPE: gl.constexpr = 0, VST: gl.constexpr = 0, SPLIT: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0):
         """1-D grid, one program a work item. G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its
         union list entries / masks row g (stride_it), end_ptr = counts. G == 1: program p = token p // nhb, head
         block p % nhb (nhb = cdiv(num_heads, HPT): a token's head blocks are neighbouring programs, so they run at
@@ -661,7 +683,7 @@ if HAVE_GLUON:
             (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
                      full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE, VST)),
             (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                         PROFILE, PRODUCER_WARPS, CVT_PIPE)),
+                         PROFILE, PRODUCER_WARPS, CVT_PIPE, CVT_ASM)),
         ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
 
 
@@ -690,7 +712,7 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
         flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages,
         bool(cfg.f16), profile, SPLIT_V_REGS,
         PRODUCER_WARPS, cfg.producer_regs,
-        num_warps=4, CVT_PIPE=cfg.cvt_pipe, VST=cfg.vst, SPLIT=int(splits > 1),
+        num_warps=4, CVT_PIPE=cfg.cvt_pipe, VST=cfg.vst, SPLIT=int(splits > 1), CVT_ASM=cfg.cvt_asm,
     )
 
 
