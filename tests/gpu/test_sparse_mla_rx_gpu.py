@@ -214,6 +214,23 @@ def test_rx_pingpong_split_k(monkeypatch, consumers):
     check_close(*_decode(case, scratch=scratch), *case.reference())
 
 
+def _decode_config(monkeypatch, case, cfg, **kw):
+    """_decode with DSATTN_RX_CONFIG set to cfg (a gluon_rx.RxConfig)."""
+    from dsattn.ops.sparse_mla import gluon_rx
+    monkeypatch.setenv("DSATTN_RX_CONFIG", gluon_rx.rx_config_spec(cfg))
+    return _decode(case, **kw)
+
+
+def _field_off_on(monkeypatch, case, field):
+    """Outputs of the default config for case's layout, heads and D_qk with config `field` 0, then 1."""
+    import dataclasses
+    from dsattn.formats import KVLayout
+    from dsattn.ops.sparse_mla import gluon_rx
+    t, h, d_qk = case.q.shape
+    cfg = gluon_rx.rx_config(KVLayout(case.layout), h, d_qk)
+    return tuple(_decode_config(monkeypatch, case, dataclasses.replace(cfg, **{field: v})) for v in (0, 1))
+
+
 def _same_within_rounding(a, b, label):
     diff = (a[0].float() - b[0].float()).abs().max().item()
     ldiff = ((a[1] - b[1]).abs() / b[1].abs().clamp_min(1)).nan_to_num(0, 0, 0).max().item()
@@ -342,19 +359,11 @@ def test_rx_sraw(monkeypatch, consumers, layout, d_qk, h):
     on the one consumer at 32 heads: right against the reference (topk_length, an empty row, NaN
     rows behind invalid entries), and within fp32 rounding of the same config with sraw 0 (the same products, summed
     in another order)."""
-    import dataclasses
-    from dsattn.formats import KVLayout
-    from dsattn.ops.sparse_mla import gluon_rx
     if consumers != (1 if h == 32 else 0):
         pytest.skip("the defaults at 8 / 16 heads, one consumer at 32")
     case = make_case(40, h, d_qk, num_slots=20000, topk=2048, layout=layout, block_size=64, with_length=True,
                      empty_rows=1, seed=81 + h, device=DEV)
-    default = gluon_rx.rx_config(KVLayout(layout), h, d_qk)
-    monkeypatch.setenv("DSATTN_RX_CONFIG", gluon_rx.rx_config_spec(dataclasses.replace(default, sraw=0)))
-    base = _decode(case)
-    cfg = dataclasses.replace(default, sraw=1)
-    monkeypatch.setenv("DSATTN_RX_CONFIG", gluon_rx.rx_config_spec(cfg))
-    got = _decode(case)
+    base, got = _field_off_on(monkeypatch, case, "sraw")
     check_close(*got, *case.reference())
     _same_within_rounding(got, base, f"sraw h={h} {layout}")
 
@@ -404,18 +413,11 @@ def test_rx_vpair_bit_equal(monkeypatch, consumers, layout, d_qk, h):
     programs) changes no arithmetic: the defaults (5 / 8 / 32 heads: ping-pong, 16: one consumer, two CTAs) with
     vpair 1 bit-equal to the same with vpair 0, right against the reference (topk_length, an empty row, NaN rows
     behind invalid entries), and split-K partials into NaN-poisoned scratch."""
-    import dataclasses
-    from dsattn.formats import KVLayout
-    from dsattn.ops.sparse_mla import gluon_rx
     if consumers:
         pytest.skip("the defaults only")
     case = make_case(40, h, d_qk, num_slots=20000, topk=2000, layout=layout, block_size=64, with_length=True,
                      empty_rows=1, seed=33 + h, device=DEV)
-    cfg = gluon_rx.rx_config(KVLayout(layout), h, d_qk)
-    monkeypatch.setenv("DSATTN_RX_CONFIG", gluon_rx.rx_config_spec(dataclasses.replace(cfg, vpair=0)))
-    base = _decode(case)
-    monkeypatch.setenv("DSATTN_RX_CONFIG", gluon_rx.rx_config_spec(dataclasses.replace(cfg, vpair=1)))
-    got = _decode(case)
+    base, got = _field_off_on(monkeypatch, case, "vpair")
     check_close(*got, *case.reference())
     assert torch.equal(got[0], base[0]) and torch.equal(got[1], base[1])
     small = make_case(6, h, d_qk, num_slots=40000, topk=2048, layout=layout, with_length=True, seed=3 + h,
