@@ -34,6 +34,12 @@ ab() {  # name tokens heads config
   echo "== $1 (s_q $2, $3 heads; A default, B $4) rc=$? $((SECONDS - t0)) s" >> $L
   tail -n 4 $R/$1.log | cut -c1-20,120- >> $L; pack
 }
+# the 8-head prefill read 0.248 ms on session 60's H200 against 0.224 on session 59's H100 (16 heads and up alike):
+# which kernel of the call (the union-list build or the attention kernel) takes the difference
+for h in 8 16; do
+  timeout 60 python bench/prefill_kernel_probe.py $h > $R/probe_h$h.log 2>&1
+  echo "== kernel probe, $h heads, s_q 1024 rc=$?" >> $L; cat $R/probe_h$h.log >> $L
+done; pack
 ab ab_cvt_asm_1024_h8 1024 8 "cvt_asm=1"
 ab ab_cvt_asm_1024_h16 1024 16 "cvt_asm=1"
 ab ab_cvt_asm_1024_h32 1024 32 "cvt_asm=1"
