@@ -8,7 +8,8 @@
 # `bench/mla_gluon_check.py --kernel prefill --configs cvt_asm=1 --dump`).
 # 1: the prefill GPU tests of the config (hang guard first, then test_pf_cvt_asm*, which also prints whether the
 # default stays finite over ~4e5 latents); 2: `dsattn bench ab` of cvt_asm=1 against the default, s_q 1024 at 8 / 16 /
-# 32 / 64 heads and s_q 8192 at 32; and the kernels of one 8- and one 16-head prefill call (bench/prefill_kernel_probe.py).
+# 32 / 64 heads and s_q 8192 at 32; and the kernels of one 8- and one 16-head prefill call
+# (bench/prefill_kernel_probe.py).
 # PREDICTION: right everywhere, within rounding of the default (bit-equal but below 2^-14); 1.00-1.04x if the
 # producer's instruction stream is on the prefill's critical path (session 18's profile: the producer issued 144 M of
 # the kernel's 304 M warp instructions), no difference if the consumers bind. If right and not slower: make it the
