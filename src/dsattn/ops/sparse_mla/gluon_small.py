@@ -274,6 +274,8 @@ if HAVE_GLUON:
                     sc = sc_bufs.index(st).slice(g, 1, dim=1).load(CVT_L)
                     v = raw.to(gl.float16) * (sc * V_SCALE).to(gl.float16)
                 else:
+                    # (compiled, this rounds x to fp16 before it scales: |x| >= 65520 becomes inf; kernels.py's
+                    # docstring, session 60)
                     v = (raw.to(gl.float32) * V_SCALE).to(gl.float16)
                 v_tile.slice(g * 128, 128, dim=1).store(v)
             fence_async_shared()
