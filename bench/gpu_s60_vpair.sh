@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Ran at 3d4dcc3; its vraw parts need that tree: vraw was removed in 2c11301.)
 # Session 60, call 3: gluon_rx config vpair (V's fp8 bytes paired by key before cvt.rn.f16x2.e4m3x2: the consumer loop
 # 876 -> 812 SASS instructions at 8-head nope programs, PRMT 128 -> 64, nothing added) against the defaults at 8 / 16 /
 # 32 heads; what vraw's spillfix costs (vraw 1 without it spills 36-84 B; spillfix 1 alone at 8 heads); the vraw

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (vraw was removed after this session's calls 2-3: the script runs at d0cea7e .. 3d4dcc3 only.)
 # Session 60: gluon_rx config vraw (O^T's A operand from the unscaled fp8 values, 4-byte loads paired by key before
 # cvt; the group scales folded into four P^T buffers, one accumulator a latent group) on the ping-pong consumers.
 # 1: its GPU tests (after the hang guard); 2: `dsattn bench ab` against the default at 8 heads (both layouts, 512 /
