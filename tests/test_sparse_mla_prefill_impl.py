@@ -119,7 +119,8 @@ def test_config_knob(monkeypatch):
                        (" block_n = 32 , stages=4,producer_regs=48", P(block_n=32, stages=4, producer_regs=48)),
                        ("stages=2,producer_regs=96", P(producer_regs=96)),
                        ("vst=1", P(vst=1)),
-                       ("cvt_asm=1", P(cvt_asm=1))):  # session 60's conversion (not the default)
+                       ("cvt_asm=1", P(cvt_asm=1)),  # session 60's conversion (not the default)
+                       ("sffma=1", P(sffma=1))):  # session 60's softmax (not the default)
         monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
         assert gluon_prefill.prefill_config(8) == want, spec
         assert gluon_prefill.parse_prefill_config(gluon_prefill.prefill_config_spec(want)) == want
@@ -131,7 +132,7 @@ def test_config_knob(monkeypatch):
     for bad in ("block_n=16", "stages=3", "block_n=32,stages=7", "producer_warps=8", "producer_regs=60",
                 "producer_regs=16", "producer_regs=168", "f16=2", "f16=0", "cvt_pipe=2", "vst=2", "stages=1",
                 "fast", "vst", "vst=1,vst=0", "vst=x", "overlap=1", "split=0", "split=1", "tail=1",
-                "vst=1;f16=1", "cvt_asm=2", "f16=0,cvt_pipe=0,cvt_asm=1"):
+                "vst=1;f16=1", "cvt_asm=2", "f16=0,cvt_pipe=0,cvt_asm=1", "sffma=2"):
         monkeypatch.setenv("DSATTN_PF_CONFIG", bad)
         with pytest.raises(ValueError, match="DSATTN_PF_CONFIG"):
             gluon_prefill.prefill_config(8)

@@ -351,3 +351,24 @@ def test_pf_cvt_asm_large_latents(monkeypatch, h):
     finite_ref = torch.isfinite(case.reference()[1])
     print(f"cvt_asm large latents h={h}: {res}; the default's out finite: {bool(torch.isfinite(d_out.float()).all())}, "
           f"lse finite where the reference is: {bool(torch.isfinite(d_lse[finite_ref]).all())}")
+
+
+@pytest.mark.parametrize("h", [8, 32, 64])
+def test_pf_sffma(monkeypatch, h):
+    """sffma (session 60: the softmax scale inside exp2's argument, one FFMA an element; not the default) against the
+    reference (topk_length, an empty row, NaN rows behind invalid entries) and within rounding of the default; with a
+    negative sm_scale the launcher keeps the multiply-first softmax (right against the reference too)."""
+    case = make_case(64, h, 576, num_slots=20000, topk=2048, layout="bf16", block_size=1, with_length=True,
+                     empty_rows=1, seed=71 + h, device=DEV)
+    vst = ",vst=1" if h >= 64 else ""
+    monkeypatch.setenv("DSATTN_PF_CONFIG", "vst=1" if h >= 64 else DEFAULT)
+    base = _run(case)
+    monkeypatch.setenv("DSATTN_PF_CONFIG", "sffma=1" + vst)
+    got = _run(case)
+    check_close(*got, *case.reference())
+    diff = (got[0].float() - base[0].float()).abs().max().item()
+    ldiff = ((got[1] - base[1]).abs() / base[1].abs().clamp_min(1)).nan_to_num(0, 0, 0).max().item()
+    print(f"sffma h={h}: max |out diff| {diff:.3g}, lse rel {ldiff:.3g} against the default")
+    assert diff <= 1e-2 and ldiff <= 1e-6, (diff, ldiff)
+    case.sm_scale = -case.sm_scale
+    check_close(*_run(case), *case.reference())

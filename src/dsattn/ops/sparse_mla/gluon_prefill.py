@@ -155,6 +155,8 @@ class PrefillConfig:
     cvt_asm: int = 0    # 1 (f16): the producer's conversion by _bf16_to_f16_scaled (session 60, NOT YET RUN on a GPU:
     #                     the scale applied in bf16 before the one rounding to fp16, 4 instructions a pair of values
     #                     against 5, and no fp16 overflow below 2^24; see _to_f16_group)
+    sffma: int = 0      # 1: the softmax scale applied inside exp2's argument, one FFMA an element (_softmax_step;
+    #                     session 60, NOT YET RUN on a GPU); taken only when sm_scale > 0
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -176,11 +178,12 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
           and cfg.f16 in (0, 1) and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, 1) and cfg.cvt_asm in (0, cfg.f16)
+          and cfg.sffma in (0, 1)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
                          "producer_regs a multiple of 8 in [24, 160], f16 0 or 1, "
-                         "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1 (1: with f16 1); "
+                         "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1 (1: with f16 1), sffma 0 or 1; "
                          f"got {spec!r}")
     return cfg
 
@@ -438,18 +441,28 @@ if HAVE_GLUON:
         gl.store(o_ptrs, buf.load(O_L), mask=((ot < tok_end) & (oh < num_heads))[:, None])
 
     @gluon.jit
-    def _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED: gl.constexpr):
+    def _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED: gl.constexpr,
+                      SFFMA: gl.constexpr = 0):
         """One block of the online softmax (base 2) over the rows of S [64, BN]: an entry outside [0, num_slots)
         or (GROUPED) one the row's token did not list (its bit in `bits`) scores -inf. Returns (P, alpha, m, l);
-        the rows' reductions run over S's layout (one warpgroup's rows)."""
+        the rows' reductions run over S's layout (one warpgroup's rows). SFFMA (config sffma; qk_scale > 0, which
+        the launcher ensures): the raw row maxima are scaled once, and each element's scale and shift is one fma
+        inside exp2's argument, instead of a multiply of every element before the max."""
         valid = ((ix >= 0) & (ix < num_slots))[None, :]
         if GROUPED:
             valid = valid & (((bits[None, :] >> tok_of_row) & 1) != 0)
-        s = gl.where(valid, s * qk_scale, NEG_INF)
-        m_new = gl.maximum(m_i, gl.max(s, 1))
+        if SFFMA:
+            s = gl.where(valid, s, NEG_INF)
+            m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+        else:
+            s = gl.where(valid, s * qk_scale, NEG_INF)
+            m_new = gl.maximum(m_i, gl.max(s, 1))
         m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
         alpha = gl.exp2(m_i - m_use)
-        p = gl.exp2(s - m_use[:, None])
+        if SFFMA:
+            p = gl.exp2(s * qk_scale - m_use[:, None])  # (one FFMA: the compile check's SASS)
+        else:
+            p = gl.exp2(s - m_use[:, None])
         l_i = l_i * alpha + gl.sum(p, 1)
         return p, alpha, m_new, l_i
 
@@ -467,7 +480,7 @@ if HAVE_GLUON:
               q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
               HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
               NS: gl.constexpr, F16: gl.constexpr, PROFILE: gl.constexpr, num_warps: gl.constexpr,
-              VST: gl.constexpr = 0):
+              VST: gl.constexpr = 0, SFFMA: gl.constexpr = 0):
         """Consumer warpgroup 0 (default partition): S of every block over all BN entries (wgmma N = BN), the online
         softmax, P (and the rescale factor alpha) to shared memory for warpgroup 1, and O[:, :256]."""
         gl.static_assert(num_warps == 4, "one warpgroup")
@@ -514,7 +527,8 @@ if HAVE_GLUON:
             s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
             s = warpgroup_mma_wait(0, deps=(s,))
 
-            p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
+            p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED,
+                                               SFFMA)
             acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
             # warpgroup 1 is done with P and alpha of block b - 1 (fresh mbarriers count as phase 1 complete)
             mbarrier.wait(p_free, (b & 1) ^ 1)
@@ -604,7 +618,8 @@ if HAVE_GLUON:
             HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
             PROFILE: gl.constexpr, V_REGS: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
-            CVT_PIPE: gl.constexpr = 0, VST: gl.constexpr = 0, SPLIT: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0):
+            CVT_PIPE: gl.constexpr = 0, VST: gl.constexpr = 0, SPLIT: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0,
+            SFFMA: gl.constexpr = 0):
         """1-D grid, one program a work item. G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its
         union list entries / masks row g (stride_it), end_ptr = counts. G == 1: program p = token p // nhb, head
         block p % nhb (nhb = cdiv(num_heads, HPT): a token's head blocks are neighbouring programs, so they run at
@@ -679,7 +694,7 @@ if HAVE_GLUON:
             (_wg_s, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                      qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                      q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
-                     HAS_ROPE, GROUPED, HPT, BN, NS, F16, PROFILE, num_warps, VST)),
+                     HAS_ROPE, GROUPED, HPT, BN, NS, F16, PROFILE, num_warps, VST, SFFMA)),
             (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
                      full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE, VST)),
             (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
@@ -713,6 +728,7 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
         bool(cfg.f16), profile, SPLIT_V_REGS,
         PRODUCER_WARPS, cfg.producer_regs,
         num_warps=4, CVT_PIPE=cfg.cvt_pipe, VST=cfg.vst, SPLIT=int(splits > 1), CVT_ASM=cfg.cvt_asm,
+        SFFMA=int(bool(cfg.sffma) and float(sm_scale) > 0),
     )
 
 
