@@ -84,10 +84,11 @@ overlap 1 (slower wherever they ran; session 30, 7811b1a).
 Launch configurations (PrefillConfig; DSATTN_PF_CONFIG='field=value,...', parse_prefill_config): 64-entry blocks x 2
 stages (default, prefill_config) or 32 x 4 (one block in flight against three; 32 x 4 split 0.885 vs 0.790 ms at 64
 heads, bf16 P, bench/results/pf_sched5.json), f16 0 / 1 (a second wgmma per block against a conversion pass in the
-producer), cvt_pipe, vst, the producer's registers. Measured (H200, s_q 1024, bench/results/pf1_schedules.json): the
-consumer limits (timing build without gathers 1.139 ms against 1.182 at 64 heads, 32 x 4 N-split; producer alone 0.374
-ms), and the per-block times of the schedules follow their shared-memory traffic per entry (N-split 32 x 4: ~610 KB per
-64 entries, 4.8 us a block; 64 x 2 and split 32 x 4: ~460 KB, 3.5 us).
+producer), cvt_pipe, vst, the producer's registers, and (session 60, not yet run on a GPU) cvt_asm and sffma. Measured
+(H200, s_q 1024, bench/results/pf1_schedules.json): the consumer limits (timing build without gathers 1.139 ms against
+1.182 at 64 heads, 32 x 4 N-split; producer alone 0.374 ms), and the per-block times of the schedules follow their
+shared-memory traffic per entry (N-split 32 x 4: ~610 KB per 64 entries, 4.8 us a block; 64 x 2 and split 32 x 4: ~460
+KB, 3.5 us).
 
 Outputs: out [T, H, 512] bf16 (any row strides), lse [T, H] fp32 natural log; a row without a valid entry gets
 out = 0, lse = -inf. Rows of heads past H and of tokens past the chunk are never stored.
