@@ -309,6 +309,26 @@ def test_pf_vst_bit_equal(monkeypatch, h, d_qk):
     assert torch.equal(got[0], base[0]) and torch.equal(got[1], base[1])
 
 
+def _default_spec(h):
+    """DSATTN_PF_CONFIG text of prefill_config's default at h heads (vst 1 from 64 heads)."""
+    return "vst=1" if h >= 64 else DEFAULT
+
+
+def _near_default(monkeypatch, case, field, label):
+    """Runs case under the default config, then with `field`=1 added: the second right against the reference and
+    within rounding of the first."""
+    h = case.q.shape[1]
+    monkeypatch.setenv("DSATTN_PF_CONFIG", _default_spec(h))
+    base = _run(case)
+    monkeypatch.setenv("DSATTN_PF_CONFIG", f"{field}=1,{_default_spec(h)}")
+    got = _run(case)
+    check_close(*got, *case.reference())
+    diff = (got[0].float() - base[0].float()).abs().max().item()
+    ldiff = ((got[1] - base[1]).abs() / base[1].abs().clamp_min(1)).nan_to_num(0, 0, 0).max().item()
+    print(f"{label} h={h}: max |out diff| {diff:.3g}, lse rel {ldiff:.3g} against the default")
+    assert diff <= 1e-2 and ldiff <= 1e-6, (diff, ldiff)
+
+
 @pytest.mark.parametrize("h", [8, 16, 32, 64, 128])
 def test_pf_cvt_asm(monkeypatch, h):
     """cvt_asm (session 60: the producer's conversion scales in bf16 before its one rounding to fp16; not the default)
@@ -316,16 +336,7 @@ def test_pf_cvt_asm(monkeypatch, h):
     default (the stage values differ only below 2^-14, where the default rounds twice)."""
     case = make_case(96, h, 576, num_slots=20000, topk=2048, layout="bf16", block_size=1, with_length=True,
                      empty_rows=1, seed=61 + h, device=DEV)
-    vst = ",vst=1" if h >= 64 else ""
-    monkeypatch.setenv("DSATTN_PF_CONFIG", "vst=1" if h >= 64 else DEFAULT)
-    base = _run(case)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", "cvt_asm=1" + vst)
-    got = _run(case)
-    check_close(*got, *case.reference())
-    diff = (got[0].float() - base[0].float()).abs().max().item()
-    ldiff = ((got[1] - base[1]).abs() / base[1].abs().clamp_min(1)).nan_to_num(0, 0, 0).max().item()
-    print(f"cvt_asm h={h}: max |out diff| {diff:.3g}, lse rel {ldiff:.3g} against the default")
-    assert diff <= 1e-2 and ldiff <= 1e-6, (diff, ldiff)
+    _near_default(monkeypatch, case, "cvt_asm", "cvt_asm")
 
 
 @pytest.mark.parametrize("h", [8, 32, 64])
@@ -342,11 +353,10 @@ def test_pf_cvt_asm_large_latents(monkeypatch, h):
     g = torch.Generator(device="cpu").manual_seed(h)
     sign = (torch.randint(0, 2, case.q[..., 100:108].shape, generator=g) * 2 - 1).to(DEV)
     case.q[..., 100:108] = (sign * 2.0 ** -14).to(torch.bfloat16)
-    vst = ",vst=1" if h >= 64 else ""
-    monkeypatch.setenv("DSATTN_PF_CONFIG", "cvt_asm=1" + vst)
+    monkeypatch.setenv("DSATTN_PF_CONFIG", f"cvt_asm=1,{_default_spec(h)}")
     out, lse = _run(case)
     res = check_close(out, lse, *case.reference())
-    monkeypatch.setenv("DSATTN_PF_CONFIG", "vst=1" if h >= 64 else DEFAULT)
+    monkeypatch.setenv("DSATTN_PF_CONFIG", _default_spec(h))
     d_out, d_lse = _run(case)
     finite_ref = torch.isfinite(case.reference()[1])
     print(f"cvt_asm large latents h={h}: {res}; the default's out finite: {bool(torch.isfinite(d_out.float()).all())}, "
@@ -360,15 +370,6 @@ def test_pf_sffma(monkeypatch, h):
     negative sm_scale the launcher keeps the multiply-first softmax (right against the reference too)."""
     case = make_case(64, h, 576, num_slots=20000, topk=2048, layout="bf16", block_size=1, with_length=True,
                      empty_rows=1, seed=71 + h, device=DEV)
-    vst = ",vst=1" if h >= 64 else ""
-    monkeypatch.setenv("DSATTN_PF_CONFIG", "vst=1" if h >= 64 else DEFAULT)
-    base = _run(case)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", "sffma=1" + vst)
-    got = _run(case)
-    check_close(*got, *case.reference())
-    diff = (got[0].float() - base[0].float()).abs().max().item()
-    ldiff = ((got[1] - base[1]).abs() / base[1].abs().clamp_min(1)).nan_to_num(0, 0, 0).max().item()
-    print(f"sffma h={h}: max |out diff| {diff:.3g}, lse rel {ldiff:.3g} against the default")
-    assert diff <= 1e-2 and ldiff <= 1e-6, (diff, ldiff)
+    _near_default(monkeypatch, case, "sffma", "sffma")
     case.sm_scale = -case.sm_scale
     check_close(*_run(case), *case.reference())
