@@ -123,7 +123,7 @@ from .launch import combine_splits
 from .named_config import named_spec, parse_named
 
 if HAVE_GLUON:
-    from .gluon_small import _copy_layout, _idx  # noqa: F401 (used inside the kernels)
+    from .gluon_small import _bf16_to_f16_scaled, _copy_layout, _idx  # noqa: F401 (used inside the kernels)
 
 M = 64               # rows of a program (wgmma M): G tokens x HPT heads
 SPLIT_V_REGS = 160   # registers of consumer warpgroup 1 (_wg_v: O[:, 256:] alone takes 128 of them)
@@ -276,19 +276,6 @@ if HAVE_GLUON:
         """A block's worth of empty commit groups (four under CP, else one), so group counts stay per block."""
         for _g in gl.static_range(4 if CP else 1):
             async_copy.commit_group()
-
-    @gluon.jit
-    def _bf16_to_f16_scaled(x):
-        """bf16 x (pairs of consecutive register elements) -> fp16(x x V_SCALE) with ONE rounding: mul.rn.bf16x2 by
-        2^-8 (exact down to 2^-118, far below fp16's smallest subnormal), the halves widened to fp32 by a shift and
-        a mask, cvt.rn.f16x2.f32. Finite for |x| < 2^24 (1 - 2^-12). Config cvt_asm (session 60): `(x.to(float32) *
-        V_SCALE).to(float16)`, written plainly, compiles (Triton 3.6) to cvt.rn.f16x2.f32 of x FIRST and
-        mul.f16x2 by 2^-8 after (the PTX of mla_gluon_check --kernel prefill --dump), so |x| >= 65520 becomes inf
-        there and values below 2^-14 are rounded twice; and it costs a PRMT and two IMADs a pair to widen."""
-        return gl.inline_asm_elementwise(
-            "{ .reg .b32 c, s, lo, hi; mov.b32 c, 0x3B803B80; mul.rn.bf16x2 s, $1, c; shl.b32 lo, s, 16; "
-            "and.b32 hi, s, 0xFFFF0000; cvt.rn.f16x2.f32 $0, hi, lo; }",
-            "=r,r", [x], dtype=gl.float16, is_pure=True, pack=2)
 
     @gluon.jit
     def _to_f16(src, dst, PW: gl.constexpr, CVT_ASM: gl.constexpr = 0):

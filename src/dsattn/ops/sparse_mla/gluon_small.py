@@ -66,6 +66,20 @@ if HAVE_GLUON:
         return gl.BlockedLayout([1, vec], [32 // tc, tc], [num_warps, 1], [1, 0])
 
     @gluon.jit
+    def _bf16_to_f16_scaled(x):
+        """bf16 x (pairs of consecutive register elements) -> fp16(x x V_SCALE) with ONE rounding: mul.rn.bf16x2 by
+        2^-8 (exact down to 2^-118, far below fp16's smallest subnormal), the halves widened to fp32 by a shift and
+        a mask, cvt.rn.f16x2.f32. Finite for |x| < 2^24 (1 - 2^-12). Why inline PTX (session 60): `(x.to(float32) *
+        V_SCALE).to(float16)`, written plainly, compiles (Triton 3.6) to cvt.rn.f16x2.f32 of x FIRST and mul.f16x2
+        by 2^-8 after (the PTX of bench/mla_gluon_check.py --kernel prefill --dump), so |x| >= 65520 becomes inf and
+        values below 2^-14 are rounded twice; it also costs a PRMT and two IMADs a pair to widen. Used by
+        gluon_prefill's producer (config cvt_asm) and by this kernel's bf16 rows."""
+        return gl.inline_asm_elementwise(
+            "{ .reg .b32 c, s, lo, hi; mov.b32 c, 0x3B803B80; mul.rn.bf16x2 s, $1, c; shl.b32 lo, s, 16; "
+            "and.b32 hi, s, 0xFFFF0000; cvt.rn.f16x2.f32 $0, hi, lo; }",
+            "=r,r", [x], dtype=gl.float16, is_pure=True, pack=2)
+
+    @gluon.jit
     def _idx(idx_row, start, hi, BN: gl.constexpr, L: gl.constexpr):
         """Raw top-k entries [start, start + BN) in layout L (-1 past hi), loaded ahead of their use."""
         j = start + gl.arange(0, BN, L)
@@ -274,9 +288,7 @@ if HAVE_GLUON:
                     sc = sc_bufs.index(st).slice(g, 1, dim=1).load(CVT_L)
                     v = raw.to(gl.float16) * (sc * V_SCALE).to(gl.float16)
                 else:
-                    # (compiled, this rounds x to fp16 before it scales: |x| >= 65520 becomes inf; kernels.py's
-                    # docstring, session 60)
-                    v = (raw.to(gl.float32) * V_SCALE).to(gl.float16)
+                    v = _bf16_to_f16_scaled(raw)  # one rounding, finite below 2^24 (the plain form: 65520)
                 v_tile.slice(g * 128, 128, dim=1).store(v)
             fence_async_shared()
             gl.thread_barrier()
