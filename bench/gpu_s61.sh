@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Session 61, call 1: gluon_small's bf16 rows now convert V by _bf16_to_f16_scaled (moved from gluon_prefill, where it
-# is config cvt_asm): its GPU tests (the large-latent test at 8 / 32 heads, every small head count over bf16 rows, odd
-# top-k, under DSATTN_SPARSE_MLA_IMPL=gluon), and its time against cbacd42's (an untracked copy in old61/src), three
-# alternating processes each (bench/time_small_bf16.py); then session 60's bench/gpu_s60_cvt_asm.sh (prefill cvt_asm
-# and sffma: tests, kernel probes, A/Bs).
-# PREDICTION: right; gluon_small's bf16 decode within +-2% (its conversion is one pass over a stage a block).
+# Written in session 61 (no device came; not run yet): gluon_small's GluonConfig.cvt_asm (bf16 rows' V converted by
+# _bf16_to_f16_scaled, moved from gluon_prefill, where it is config cvt_asm): its GPU tests (test_small_cvt_asm*, at
+# 8 / 32 heads, under DSATTN_SPARSE_MLA_IMPL=gluon) and its time against cvt_asm 0 (bench/time_small_bf16.py, 3
+# alternating rounds, 8 / 16 / 32 heads); then session 60's bench/gpu_s60_cvt_asm.sh (prefill cvt_asm and sffma:
+# tests, kernel probes, A/Bs).
+# PREDICTION: right; gluon_small's bf16 decode within +-2% (its conversion is one pass over a stage a block). If right
+# and not slower: cvt_asm 1 the default in launch.gluon_config and in gluon_prefill's prefill_config.
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s61.sh
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
@@ -12,13 +13,11 @@ unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_RX_CONFIG
 mkdir -p $OUT/r; S=$OUT/small.log
 nvidia-smi --query-gpu=name --format=csv,noheader > $S
 t0=$SECONDS
-timeout 200 python -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_sparse_mla_gpu.py \
-  -k "(small_bf16_large or (every_small_head_count and bf16) or odd_topk) and gluon and not gluon_ws and not gluon64" \
+timeout 200 python -m pytest -q -p no:cacheprovider -rfE -s tests/gpu/test_sparse_mla_gpu.py \
+  -k "small_cvt_asm and gluon and not gluon_ws and not gluon64" \
   > $OUT/r/small_tests.log 2>&1
 echo "small tests rc=$? $((SECONDS - t0)) s" >> $S; grep -E "passed|failed|Error" $OUT/r/small_tests.log | tail -n 12 >> $S
-for r in 1 2 3; do
-  PYTHONPATH=$PWD/old61/src timeout 60 python bench/time_small_bf16.py "old cbacd42" >> $S 2>&1
-  timeout 60 python bench/time_small_bf16.py "new" >> $S 2>&1
-done
+timeout 120 python bench/time_small_bf16.py 3 $OUT/r/small_cvt_asm_time.json >> $S 2>&1
+echo "time rc=$?" >> $S
 cat $S
 bash bench/gpu_s60_cvt_asm.sh

@@ -231,3 +231,23 @@ def test_gluon_kernel_compiles_for_sm90a():
     assert "ptxas FAILED" not in ln and int(re.search(r"spill_st=(\d+)", ln).group(1)) <= 64, ln
     for what in ("wgmma", "mbar.wait", "mbar.arrive", "setmaxnreg", "ld.global", "cvt.e4m3"):
         assert int(re.search(what.replace(".", r"\.") + r"=(\d+)", ln).group(1)) > 0, (what, ln)
+
+
+def test_gluon_small_cvt_asm_compiles_for_sm90a(tmp_path):
+    """GluonConfig.cvt_asm (session 61, not the default; not yet run on a GPU): gluon_small over bf16 rows compiles
+    for sm_90a without spills, and its PTX converts V by mul.rn.bf16x2 (the default's does not)."""
+    import os
+    import subprocess
+    import sys
+    pytest.importorskip("triton.experimental.gluon")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.path.join(root, "src")}
+    env.pop("TRITON_INTERPRET", None)
+    res = subprocess.run([sys.executable, os.path.join(root, "bench", "mla_gluon_check.py"), "--cases",
+                          "prefill-bf16-16", "--configs", "64/2/8/0,64/2/8/1", "--dump", str(tmp_path)],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+    assert len(lines) == 2 and all("spill_st=0 " in ln for ln in lines), res.stdout
+    ptx = {c: (tmp_path / f"prefill-bf16-16_64_2_8_{c}.ptx").read_text() for c in (0, 1)}
+    assert "mul.rn.bf16x2" not in ptx[0] and ptx[1].count("mul.rn.bf16x2") == 64

@@ -72,8 +72,9 @@ if HAVE_GLUON:
         a mask, cvt.rn.f16x2.f32. Finite for |x| < 2^24 (1 - 2^-12). Why inline PTX (session 60): `(x.to(float32) *
         V_SCALE).to(float16)`, written plainly, compiles (Triton 3.6) to cvt.rn.f16x2.f32 of x FIRST and mul.f16x2
         by 2^-8 after (the PTX of bench/mla_gluon_check.py --kernel prefill --dump), so |x| >= 65520 becomes inf and
-        values below 2^-14 are rounded twice; it also costs a PRMT and two IMADs a pair to widen. Used by
-        gluon_prefill's producer (config cvt_asm) and by this kernel's bf16 rows."""
+        values below 2^-14 are rounded twice; it also costs a PRMT and two IMADs a pair to widen. gluon_prefill's
+        config cvt_asm and this kernel's GluonConfig.cvt_asm (bf16 rows) take it; neither is the default nor yet run
+        on a GPU (sessions 60, 61: no device came)."""
         return gl.inline_asm_elementwise(
             "{ .reg .b32 c, s, lo, hi; mov.b32 c, 0x3B803B80; mul.rn.bf16x2 s, $1, c; shl.b32 lo, s, 16; "
             "and.b32 hi, s, 0xFFFF0000; cvt.rn.f16x2.f32 $0, hi, lo; }",
@@ -150,8 +151,10 @@ if HAVE_GLUON:
             num_slots, num_heads, topk, keys_per_split, qk_scale,
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             FP8: gl.constexpr, HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
-            HP: gl.constexpr, BN: gl.constexpr, NSTAGES: gl.constexpr, num_warps: gl.constexpr):
-        """Grid (T, cdiv(num_heads, HP), splits); arguments as kernels.sparse_mla_kernel."""
+            HP: gl.constexpr, BN: gl.constexpr, NSTAGES: gl.constexpr, num_warps: gl.constexpr,
+            CVT_ASM: gl.constexpr = 0):
+        """Grid (T, cdiv(num_heads, HP), splits); arguments as kernels.sparse_mla_kernel. CVT_ASM (GluonConfig.cvt_asm,
+        bf16 rows): V's conversion by _bf16_to_f16_scaled."""
         gl.static_assert(num_warps == 4 or num_warps == 8, "one or two warpgroups")
         gl.static_assert(BN == 64, "wgmma M: 64 keys per block")
         t = gl.program_id(0).to(gl.int64)
@@ -287,8 +290,12 @@ if HAVE_GLUON:
                 if FP8:
                     sc = sc_bufs.index(st).slice(g, 1, dim=1).load(CVT_L)
                     v = raw.to(gl.float16) * (sc * V_SCALE).to(gl.float16)
+                elif CVT_ASM:
+                    v = _bf16_to_f16_scaled(raw)  # one rounding, finite below 2^24
                 else:
-                    v = _bf16_to_f16_scaled(raw)  # one rounding, finite below 2^24 (the plain form: 65520)
+                    # (compiled, this rounds x to fp16 before it scales: |x| >= 65520 becomes inf; kernels.py's
+                    # docstring, session 60)
+                    v = (raw.to(gl.float32) * V_SCALE).to(gl.float16)
                 v_tile.slice(g * 128, 128, dim=1).store(v)
             fence_async_shared()
             gl.thread_barrier()

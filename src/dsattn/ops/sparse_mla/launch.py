@@ -101,6 +101,8 @@ class GluonConfig:
     block_n: int = 64
     stages: int = 3
     num_warps: int = 4  # 4: one warpgroup; 8: two, splitting S^T's heads and O^T's latent rows
+    cvt_asm: int = 0    # 1: bf16 rows' V converted by gluon_small._bf16_to_f16_scaled (one rounding, finite below 2^24;
+    #                     the default's compiled conversion gives inf from 65520). Session 61, NOT YET RUN on a GPU
 
 
 SMEM_LIMIT = 232448  # bytes of shared memory one CTA may use on sm_90 (227 KB)
@@ -378,7 +380,7 @@ def run_attention_gluon(q, flat, layout: KVLayout, indices, sm_scale, topk_lengt
                      cfg.block_n),
         layout.is_fp8, d > LATENT_DIM, topk_length is not None,
         hp, cfg.block_n, cfg.stages,
-        num_warps=cfg.num_warps,
+        num_warps=cfg.num_warps, CVT_ASM=cfg.cvt_asm,
     )
     combine_splits(out, lse, part_o, part_lse, splits)
 
