@@ -1,5 +1,13 @@
 #!/usr/bin/env bash
-# Written in session 61 (no device came; not run yet): gluon_small's GluonConfig.cvt_asm (bf16 rows' V converted by
+# Written in session 61 (no device came; not run yet). First (the question that decides the next kernel for the
+# 32-head prefill row, notes/sparse_mla.md session 61): gluon_rx's ping-pong keys-on-M program over the prefill row's
+# workload (bench/rx_timing_builds.py --prefill-case: s_q 1024, `overlap` top-k over 16384 latents packed as fp8, each
+# token's own list), full / producer alone / consumers alone, at 32 heads (16-head programs run one consumer, which has no timing builds), beside the grouped bf16 prefill.
+# PREDICTION (probe): fp8_ds_mla at 32 heads 0.45-0.60 ms (the decode's 2.3 us a token-block at 2048 tokens is
+# conversion- and latency-bound; L2 hits take some latency off), consumers alone within 10% of full. A bf16-row version
+# is worth building if the consumers alone come under ~0.45 ms (K's conversion, gone over bf16 rows, is about half of
+# their ALU work).
+# Then gluon_small's GluonConfig.cvt_asm (bf16 rows' V converted by
 # _bf16_to_f16_scaled, moved from gluon_prefill, where it is config cvt_asm): its GPU tests (test_small_cvt_asm*, at
 # 8 / 32 heads, under DSATTN_SPARSE_MLA_IMPL=gluon) and its time against cvt_asm 0 (bench/time_small_bf16.py, 3
 # alternating rounds, 8 / 16 / 32 heads); then session 60's bench/gpu_s60_cvt_asm.sh (prefill cvt_asm and sffma:
@@ -13,6 +21,11 @@ unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_RX_CONFIG
 mkdir -p $OUT/r; S=$OUT/small.log
 nvidia-smi --query-gpu=name --format=csv,noheader > $S
 t0=$SECONDS
+for h in 32; do
+  timeout 150 python bench/rx_timing_builds.py --prefill-case --tokens 1024 --heads $h --rounds 3 --out $OUT/r \
+    --name rx_prefill_probe_s61_h$h >> $S 2>&1
+  echo "probe h$h rc=$? $((SECONDS - t0)) s" >> $S
+done
 timeout 200 python -m pytest -q -p no:cacheprovider -rfE -s tests/gpu/test_sparse_mla_gpu.py \
   -k "small_cvt_asm and gluon and not gluon_ws and not gluon64" \
   > $OUT/r/small_tests.log 2>&1
