@@ -42,7 +42,7 @@ import torch  # noqa: E402
 from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
 
 from dsattn.formats import KVLayout, pack_latent_rows  # noqa: E402
-from dsattn.ops.sparse_mla import gluon64, gluon_prefill, gluon_rx, gluon_small, gluon_ws, launch  # noqa: E402
+from dsattn.ops.sparse_mla import gluon64, gluon_prefill, gluon_rx, gluon_rxb, gluon_small, gluon_ws, launch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _sm90 import BIN, PTXAS, Intercept, ptxas_report  # noqa: E402
@@ -98,7 +98,7 @@ def _case(name: str):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--kernel", choices=("small", "ws", "rx", "g64", "prefill"), default="small")
+    p.add_argument("--kernel", choices=("small", "ws", "rx", "g64", "prefill", "rxb"), default="small")
     p.add_argument("--splits", type=int, default=1,
                    help="prefill: the split build (fp32 partials; dispatch.prefill_splits), this many splits")
     p.add_argument("--cases", default=None, help="comma separated (default: every case the kernel takes)")
@@ -111,6 +111,9 @@ def main():
     ws = args.kernel in ("ws", "rx")
     g64 = args.kernel == "g64"
     pf = args.kernel == "prefill"
+    rxb = args.kernel == "rxb"  # gluon_rxb (session 61): bf16 rows, 32-head programs, no configs
+    if args.cases is None and rxb:
+        args.cases = "prefill-bf16-32,prefill-bf16n-32,prefill-bf16-24"
     if args.cases is None and pf:
         args.cases = "prefill-bf16-8,prefill-bf16-16,prefill-bf16-32,prefill-bf16-64,prefill-bf16n-8"
     if args.cases is None:
@@ -118,7 +121,7 @@ def main():
                       "decode-fp8-64,decode-nope-64,decode-fp8n-64" if g64 else
                       "decode-fp8-8,decode-fp8-16,decode-fp8-32,decode-nope-8,prefill-bf16-8,prefill-bf16-16,"
                       "prefill-bf16n-16")
-    mod, attr = ((gluon_rx, "sparse_mla_rx_kernel") if rx else (gluon_ws, "sparse_mla_ws_kernel") if ws else (gluon_prefill, "sparse_mla_prefill_kernel") if pf else (gluon64, "sparse_mla_g64_kernel") if g64 else
+    mod, attr = ((gluon_rxb, "sparse_mla_rxb_kernel") if rxb else (gluon_rx, "sparse_mla_rx_kernel") if rx else (gluon_ws, "sparse_mla_ws_kernel") if ws else (gluon_prefill, "sparse_mla_prefill_kernel") if pf else (gluon64, "sparse_mla_g64_kernel") if g64 else
                  (gluon_small, "sparse_mla_small_kernel"))
     for name in args.cases.split(","):
         layout, q, rows, idx = _case(name)
@@ -156,20 +159,22 @@ def main():
                         gluon_prefill.combine_splits = saved_combine
                 elif pf:
                     gluon_prefill.run_prefill_gluon(q, rows, idx, 0.1, None, out, lse, config=cfg)
+                elif rxb:
+                    gluon_rxb.run_attention_rxb(q, rows, idx, 0.1, None, out, lse)
                 else:
                     run(q, rows, layout, idx, 0.1, None, out, lse, config=cfg,
                         **({"profile": args.profile} if args.profile else {}))
                 for ck in sink:
                     ptx = ck.asm["ptx"]
                     extra = ""
-                    if ws or g64 or pf:
+                    if ws or g64 or pf or rxb:
                         extra = (f"mbar.wait={ptx.count('mbarrier.try_wait')} "
                                  f"mbar.arrive={ptx.count('mbarrier.arrive')} "
                                  f"setmaxnreg={ptx.count('setmaxnreg')} ")
                     if rx:
                         extra += (f"ld.shared={len(re.findall(r'ld[.]shared', ptx))} "
                                   f"st.shared={len(re.findall(r'st[.]shared', ptx))} ")
-                    if g64 or pf or rx:
+                    if g64 or pf or rx or rxb:
                         nreg = sorted(set(re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx)))
                         nreg = ",".join(a + b for a, b in nreg)
                         n_ld = len(re.findall(r"ld\.global", ptx))

@@ -73,6 +73,44 @@ def test_rx_choice():
         launch.use_gluon_rx(q, rows, KVLayout.FP8_DS_MLA, 16, "gluon_rx")
     with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL=gluon"):  # bf16 rows: gluon_small's, as gluon_ws
         launch.use_gluon(q, flat, KVLayout.BF16, 16, "gluon_rx")
+    # bf16 rows in 32-head programs: gluon_rxb, under gluon_rx only (session 61)
+    assert not launch.use_gluon_rx(q, flat, KVLayout.BF16, 32, "auto")
+    with pytest.raises(ValueError, match="DSATTN_SPARSE_MLA_IMPL=gluon_rx"):
+        launch.use_gluon_rx(q, flat, KVLayout.BF16, 32, "gluon_rx")
+
+
+def test_rxb_choice_on_a_simulated_sm90(monkeypatch):
+    """Where it can run (an sm_90 stand-in), DSATTN_SPARSE_MLA_IMPL=gluon_rx sends bf16-row launches of 32-head
+    programs (prefill 'native' at 17..32 heads, bf16 decode) to gluon_rxb; 16-head programs stay gluon_small's, and
+    'auto' never takes it."""
+    import types
+    monkeypatch.setitem(launch._SM90, 0, True)
+    for m in ("gluon_prefill", "gluon_small", "gluon64", "gluon_ws", "gluon_rx"):
+        monkeypatch.setitem(launch._HAVE_GLUON, m, True)
+    monkeypatch.setattr(launch, "interpreting", lambda: False)
+    flat = torch.zeros(64, 576, dtype=torch.bfloat16)
+    for h, hp in ((32, 32), (17, 32), (16, 16)):
+        q = types.SimpleNamespace(shape=(4, h, 576), device=torch.device("cuda", 0))
+        assert launch.use_gluon_rx(q, flat, KVLayout.BF16, hp, "gluon_rx") == (hp == 32)
+        assert not launch.use_gluon_rx(q, flat, KVLayout.BF16, hp, "auto")
+        monkeypatch.setenv("DSATTN_SPARSE_MLA_IMPL", "gluon_rx")
+        assert launch.kernel_name(q, flat, KVLayout.BF16, "native", prefill=True) == (
+            "gluon_rxb" if hp == 32 else "gluon")
+        monkeypatch.delenv("DSATTN_SPARSE_MLA_IMPL")
+        assert launch.kernel_name(q, flat, KVLayout.BF16, "native", prefill=True) == "gluon_prefill"
+
+
+def test_rxb_rejects_what_it_does_not_take():
+    """run_attention_rxb: bf16 rows of D_qk 512 / 576 and 17..32 heads, else ValueError before any launch."""
+    from dsattn.ops.sparse_mla import gluon_rxb
+    flat = torch.zeros(64, 576, dtype=torch.bfloat16)
+    idx = torch.zeros(2, 64, dtype=torch.int32)
+    out, lse = torch.empty(2, 32, 512, dtype=torch.bfloat16), torch.empty(2, 32)
+    with pytest.raises(ValueError, match="17..32 heads"):
+        gluon_rxb.run_attention_rxb(torch.zeros(2, 16, 576, dtype=torch.bfloat16), flat, idx, 0.1, None, out, lse)
+    with pytest.raises(ValueError, match="bf16 rows"):
+        gluon_rxb.run_attention_rxb(torch.zeros(2, 32, 576, dtype=torch.bfloat16), flat.view(torch.uint8), idx, 0.1,
+                                    None, out, lse)
 
 
 def test_rx_config(monkeypatch):
@@ -236,3 +274,31 @@ def test_rx_config_guards():
         with pytest.raises(ValueError, match="profile"):  # timing builds: ping-pong configs only
             gluon_rx.run_attention_rx(q, rows, KVLayout.FP8_DS_MLA, idx, 0.1, None, out, lse, config=cfg,
                                       profile=bad_profile)
+
+
+def test_rxb_compiles_for_sm90a(tmp_path):
+    """gluon_rxb (session 61; not yet run on a GPU) compiles for sm_90a at D_qk 576 and 512 without spills or wgmma
+    serialization, within the shared-memory limit, its V^T operand loaded by ldmatrix .trans (8 a 16-key chunk, 4
+    chunks, two consumers) and converted by mul.rn.bf16x2 (_bf16_to_f16_scaled)."""
+    import os
+    import re
+    import subprocess
+    import sys
+    pytest.importorskip("triton.experimental.gluon")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.path.join(root, "src")}
+    env.pop("TRITON_INTERPRET", None)
+    cases = ["prefill-bf16-32", "prefill-bf16n-32"]
+    res = subprocess.run([sys.executable, os.path.join(root, "bench", "mla_gluon_check.py"), "--kernel", "rxb",
+                          "--cases", ",".join(cases), "--dump", str(tmp_path)], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+    assert len(lines) == len(cases), res.stdout
+    for name, ln in zip(cases, lines):
+        assert ln.startswith(name) and "FAILED" not in ln and "WGMMA_SERIALIZED" not in ln, ln
+        assert int(re.search(r"spill_st=(\d+)", ln).group(1)) == 0, ln
+        assert int(re.search(r"smem=\s*(\d+)", ln).group(1)) <= launch.SMEM_LIMIT, ln
+        ptx = (tmp_path / f"{name}_default.ptx").read_text()
+        assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.trans") == 64, name
+        assert ptx.count("mul.rn.bf16x2") == 2 * 4 * 32, name  # consumers x chunks x pairs a thread

@@ -264,7 +264,9 @@ def rx_preferred(layout: KVLayout, hp: int) -> bool:
 def use_gluon_rx(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> bool:
     """Whether run_attention launches gluon_rx.sparse_mla_rx_kernel: under 'auto' where usable and preferred
     (rx_preferred); under DSATTN_SPARSE_MLA_IMPL=gluon_rx over fp8 rows at most 32 heads per program, ValueError
-    where that kernel cannot run (as 'gluon_ws')."""
+    where that kernel cannot run (as 'gluon_ws'). Under gluon_rx also bf16 rows in 32-head programs (17..32 heads,
+    'native'; prefill and decode): gluon_rxb.sparse_mla_rxb_kernel (session 61, not yet run on a GPU; 'auto' never
+    takes it)."""
     impl = impl or sparse_mla_impl()
     if impl in ("gluon64", "gluon_prefill"):
         impl = "auto"  # launches the 64-head / prefill kernel does not take run what auto runs
@@ -272,7 +274,7 @@ def use_gluon_rx(q, flat, layout: KVLayout, hp: int, impl: str | None = None) ->
         if not (rx_preferred(layout, hp) and gluon_usable(q, flat, layout, hp)):
             return False
         return _have_gluon("gluon_rx")
-    if impl != "gluon_rx" or not layout.is_fp8 or hp > 32:
+    if impl != "gluon_rx" or hp > 32 or not (layout.is_fp8 or hp == 32):
         return False
     if not (gluon_usable(q, flat, layout, hp) and _have_gluon("gluon_rx")):
         raise ValueError("DSATTN_SPARSE_MLA_IMPL=gluon_rx but the Gluon kernels cannot run this launch "
@@ -310,7 +312,7 @@ def use_gluon64(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> 
 
 
 def kernel_name(q, flat, layout: KVLayout, variant: str | None, prefill: bool = False) -> str:
-    """'gluon_prefill', 'gluon64', 'gluon_ws', 'gluon_rx', 'gluon' or 'triton': which kernel run_attention (prefill:
+    """'gluon_prefill', 'gluon64', 'gluon_ws', 'gluon_rx', 'gluon_rxb', 'gluon' or 'triton': which kernel run_attention (prefill:
     launch_prefill) launches for these inputs now (for benchmark records). Pass the variant given to the public op:
     None resolves as there (default_variant, from the token count and the device's SMs), which is pad64 below ~one
     token a SM (session 36: a script that named "native" here recorded the wrong kernel)."""
@@ -323,7 +325,7 @@ def kernel_name(q, flat, layout: KVLayout, variant: str | None, prefill: bool = 
     if use_gluon64(q, flat, layout, hp):
         return "gluon64"
     if hp <= 32 and use_gluon_rx(q, flat, layout, hp):
-        return "gluon_rx"
+        return "gluon_rxb" if layout is KVLayout.BF16 else "gluon_rx"
     if hp <= 32 and use_gluon_ws(q, flat, layout, hp):
         return "gluon_ws"
     return "gluon" if hp <= 32 and use_gluon(q, flat, layout, hp) else "triton"
@@ -402,6 +404,10 @@ def run_attention(q, flat, layout: KVLayout, indices, sm_scale, topk_length, out
         run_attention_g64(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse)
         return
     if config is None and use_gluon_rx(q, flat, layout, hp, impl):
+        if layout is KVLayout.BF16:
+            from .gluon_rxb import run_attention_rxb
+            run_attention_rxb(q, flat, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse)
+            return
         from .gluon_rx import run_attention_rx
         run_attention_rx(q, flat, layout, indices, sm_scale, topk_length, out, lse, splits, part_o, part_lse)
         return
