@@ -128,3 +128,18 @@ def test_padded_cache_rows(layout, d_qk):
     check_close(*_run_decode(dataclasses.replace(case, cache=buf[..., :row]), "native"), *ref)
     if layout == "bf16":
         check_close(*_run_prefill(dataclasses.replace(case, cache=buf[..., :row]), "native"), *ref)
+
+
+def test_widen_latents():
+    """testing.widen_latents (the GPU tests' latents past fp16's range): the channels hold positive values over 65504
+    in every row, q's part of them is +-2^-14, the rest of the case is untouched and the reference stays finite."""
+    from dsattn.ops.sparse_mla.testing import widen_latents
+    case = make_case(4, 8, 576, num_slots=64, topk=32, layout="bf16", block_size=16, seed=2)
+    before_q, before_kv = case.q.clone(), case.flat.clone()
+    widen_latents(case, seed=1)
+    w = case.flat[:64, 100:108].float()
+    assert (w >= 0).all() and w.max() > 65504
+    assert set(case.q[..., 100:108].float().abs().unique().tolist()) == {2.0 ** -14}
+    assert torch.equal(case.flat[:, :100], before_kv[:, :100]) and torch.equal(case.q[..., :100], before_q[..., :100])
+    out, lse = case.reference()
+    assert torch.isfinite(out).all() and not torch.isnan(lse).any()

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from dsattn.ops.sparse_mla import decode_scratch_spec, sparse_mla_decode, sparse_mla_prefill
-from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs
+from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs, widen_latents
 
 pytestmark = pytest.mark.gpu
 DEV = "cuda"
@@ -348,12 +348,7 @@ def test_small_cvt_asm_large_latents(impl, monkeypatch, h):
         pytest.skip("the bf16-row decode of gluon_small only")
     case = make_case(24, h, 576, num_slots=6000, topk=2048, layout="bf16", block_size=16, with_length=True,
                      empty_rows=1, seed=17 + h, device=DEV)
-    flat = case.flat
-    flat[:, 100:108] = (flat[:, 100:108].float().abs() * 1e5).to(torch.bfloat16)
-    assert flat[:, 100:108].float().nan_to_num(0).abs().max().item() > 65504
-    g = torch.Generator(device="cpu").manual_seed(h)
-    sign = (torch.randint(0, 2, case.q[..., 100:108].shape, generator=g) * 2 - 1).to(DEV)
-    case.q[..., 100:108] = (sign * 2.0 ** -14).to(torch.bfloat16)
+    widen_latents(case, seed=h)
     d_out, _ = _decode(case, "native")
     _small_cvt_asm(monkeypatch)
     res = check_close(*_decode(case, "native"), *case.reference())

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from dsattn.ops.sparse_mla import sparse_mla_prefill
-from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs
+from dsattn.ops.sparse_mla.testing import check_close, make_case, poisoned_outputs, widen_latents
 
 pytestmark = pytest.mark.gpu
 DEV = "cuda"
@@ -347,12 +347,7 @@ def test_pf_cvt_asm_large_latents(monkeypatch, h):
     test prints whether the default's outputs are finite, it does not assert it.)"""
     case = make_case(40, h, 576, num_slots=8000, topk=2048, layout="bf16", block_size=1, with_length=True,
                      empty_rows=1, seed=7 + h, device=DEV)
-    flat = case.flat
-    flat[:, 100:108] = (flat[:, 100:108].float().abs() * 1e5).to(torch.bfloat16)
-    assert flat[:, 100:108].float().nan_to_num(0).abs().max().item() > 65504
-    g = torch.Generator(device="cpu").manual_seed(h)
-    sign = (torch.randint(0, 2, case.q[..., 100:108].shape, generator=g) * 2 - 1).to(DEV)
-    case.q[..., 100:108] = (sign * 2.0 ** -14).to(torch.bfloat16)
+    widen_latents(case, seed=h)
     monkeypatch.setenv("DSATTN_PF_CONFIG", f"cvt_asm=1,{_default_spec(h)}")
     out, lse = _run(case)
     res = check_close(out, lse, *case.reference())

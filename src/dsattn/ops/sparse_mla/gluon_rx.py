@@ -728,12 +728,7 @@ if HAVE_GLUON:
             mbarrier.init(full.index(i), count=PRODUCER_WARPS * 32)  # one noinc cp.async arrive per thread
             mbarrier.init(free.index(i), count=1)
 
-        end = topk
-        if HAS_LEN:
-            end = gl.minimum(gl.load(len_ptr + t), topk)
-        lo = split * keys_per_split
-        hi = gl.minimum(lo + keys_per_split, end)
-        idx_row = idx_ptr + t * stride_it
+        lo, hi, idx_row = _list_bounds(idx_ptr, stride_it, len_ptr, t, split, topk, keys_per_split, HAS_LEN)
 
         gl.warp_specialize([
             (_consumer, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
@@ -860,18 +855,33 @@ if HAVE_GLUON:
         if HP <= 16:
             l_i = gl.sum(l_e, 0)
 
+        acc, m_i, l_i = _pp_merge(acc, m_i, l_i, macc, mm_s, ml_s, mbar, H, HP > 16, MMA, COL)
+        if H == 0:
+            if VST:
+                _store_ot_phys(acc, m_i, l_i, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
+                               lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL)
+            else:
+                _store_ot(acc, m_i, l_i, _v_phys(gl.arange(0, 512, ROW)), t, split, h0, num_heads, out_ptr,
+                          stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
+
+    @gluon.jit
+    def _pp_merge(acc, m_i, l_i, macc, mm_s, ml_s, mbar, H: gl.constexpr, IN_STAGES: gl.constexpr,
+                  MMA: gl.constexpr, COL: gl.constexpr):
+        """The end of a ping-pong pair (gluon_rx's _consumer_pp, gluon_rxb's _consumer_b): consumer 1 (H == 1) hands
+        its (m, l, O^T) to consumer 0 through shared memory (macc, mm_s, ml_s, mbarrier mbar[0]); consumer 0 merges
+        the two partial softmaxes and returns the merged (O^T, m, l) (consumer 1 gets its own back, unused). These
+        buffers are used once and nothing else touches them. IN_STAGES: macc is the stages' memory, so consumer 1
+        writes it only once consumer 0 has arrived on mbar[1] after its last block (every block's copies have landed
+        by then, as each was waited on)."""
         if H == 1:
-            # hand (m, l, O^T) to consumer 0 (these buffers are used once, nothing else touches them; at 32 heads macc
-            # is the raw stages', written once consumer 0 has read its last block: every block's copies have landed
-            # by then, as each was waited on)
-            if HP > 16:
+            if IN_STAGES:
                 mbarrier.wait(mbar.index(1), 0)
             macc.store(acc)
             mm_s.store(m_i)
             ml_s.store(l_i)
             mbarrier.arrive(mbar.index(0), count=1)
         else:
-            if HP > 16:
+            if IN_STAGES:
                 mbarrier.arrive(mbar.index(1), count=1)
             mbarrier.wait(mbar.index(0), 0)
             m_o = mm_s.load(COL)
@@ -883,12 +893,33 @@ if HAVE_GLUON:
             l_i = l_i * a_s + l_o * a_o
             acc = acc * a_s[None, :] + macc.load(MMA) * a_o[None, :]
             m_i = m
-            if VST:
-                _store_ot_phys(acc, m_i, l_i, t, split, h0, num_heads, out_ptr, stride_ot, stride_os, stride_oh,
-                               lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL)
-            else:
-                _store_ot(acc, m_i, l_i, _v_phys(gl.arange(0, 512, ROW)), t, split, h0, num_heads, out_ptr,
-                          stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
+        return acc, m_i, l_i
+
+    @gluon.jit
+    def _pp_barriers(NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr):
+        """The mbarriers of a ping-pong program (sparse_mla_rx2_kernel, gluon_rxb's kernel): full[NSTAGES] (one noinc
+        cp.async arrive per producer thread), free[NSTAGES] (the one consumer that took the block), and mbar[2] (the
+        merge's hand-over; consumer 0 done with the stages, where the merge buffer lives in them)."""
+        full = gl.allocate_shared_memory(gl.int64, [NSTAGES, 1], mbarrier.MBarrierLayout())
+        free = gl.allocate_shared_memory(gl.int64, [NSTAGES, 1], mbarrier.MBarrierLayout())
+        mbar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(NSTAGES):
+            mbarrier.init(full.index(i), count=PRODUCER_WARPS * 32)
+            mbarrier.init(free.index(i), count=1)
+        mbarrier.init(mbar.index(0), count=1)
+        mbarrier.init(mbar.index(1), count=1)
+        return full, free, mbar
+
+    @gluon.jit
+    def _list_bounds(idx_ptr, stride_it, len_ptr, t, split, topk, keys_per_split, HAS_LEN: gl.constexpr):
+        """Token t's top-k entries that split `split` walks, [lo, hi) (cut at topk_length with HAS_LEN), and its
+        index row."""
+        end = topk
+        if HAS_LEN:
+            end = gl.minimum(gl.load(len_ptr + t), topk)
+        lo = split * keys_per_split
+        hi = gl.minimum(lo + keys_per_split, end)
+        return lo, hi, idx_ptr + t * stride_it
 
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split"])
     def sparse_mla_rx2_kernel(
@@ -950,22 +981,8 @@ if HAVE_GLUON:
         else:
             raw_rope = raw_sc
             qr3 = q3
-        full = gl.allocate_shared_memory(gl.int64, [NSTAGES, 1], mbarrier.MBarrierLayout())
-        free = gl.allocate_shared_memory(gl.int64, [NSTAGES, 1], mbarrier.MBarrierLayout())
-        mbar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())  # the merge's hand-over, and
-        #                                                       (32 heads) consumer 0 done with the raw stages
-        for i in gl.static_range(NSTAGES):
-            mbarrier.init(full.index(i), count=PRODUCER_WARPS * 32)  # one noinc cp.async arrive per thread
-            mbarrier.init(free.index(i), count=1)  # the one consumer that took the block
-        mbarrier.init(mbar.index(0), count=1)
-        mbarrier.init(mbar.index(1), count=1)
-
-        end = topk
-        if HAS_LEN:
-            end = gl.minimum(gl.load(len_ptr + t), topk)
-        lo = split * keys_per_split
-        hi = gl.minimum(lo + keys_per_split, end)
-        idx_row = idx_ptr + t * stride_it
+        full, free, mbar = _pp_barriers(NSTAGES, PRODUCER_WARPS)
+        lo, hi, idx_row = _list_bounds(idx_ptr, stride_it, len_ptr, t, split, topk, keys_per_split, HAS_LEN)
 
         gl.warp_specialize([
             (_consumer_pp, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,

@@ -44,7 +44,7 @@ from ...formats import LATENT_DIM, KVLayout
 from .._fastlaunch import launch as _fast_launch
 
 if HAVE_GLUON:
-    from .gluon_rx import _opaque_zero  # noqa: F401 (used inside the kernels)
+    from .gluon_rx import _list_bounds, _opaque_zero, _pp_barriers, _pp_merge  # noqa: F401 (used inside the kernels)
     from .gluon_small import (_bf16_to_f16_scaled, _copy_layout, _idx, _softmax_keys,  # noqa: F401 (used inside
                               _store_ot)                                                 # the kernels)
 
@@ -164,26 +164,9 @@ if HAVE_GLUON:
             mbarrier.arrive(free.index(st), count=1)  # every read of the stage is done (V is in registers)
             acc = warpgroup_mma_wait(0, deps=(acc,))
 
-        if H == 1:
-            # macc is the latent stages' memory: written once consumer 0 has read its last block (every block's
-            # copies have landed by then, as each was waited on)
-            mbarrier.wait(mbar.index(1), 0)
-            macc.store(acc)
-            mm_s.store(m_i)
-            ml_s.store(l_i)
-            mbarrier.arrive(mbar.index(0), count=1)
-        else:
-            mbarrier.arrive(mbar.index(1), count=1)
-            mbarrier.wait(mbar.index(0), 0)
-            m_o = mm_s.load(COL)
-            l_o = ml_s.load(COL)
-            m = gl.maximum(m_i, m_o)
-            m_use = gl.where(m == NEG_INF, 0.0, m)
-            a_s = gl.exp2(m_i - m_use)
-            a_o = gl.exp2(m_o - m_use)
-            l_i = l_i * a_s + l_o * a_o
-            acc = acc * a_s[None, :] + macc.load(MMA) * a_o[None, :]
-            _store_ot(acc, m, l_i, gl.arange(0, 512, ROW), t, split, h0, num_heads, out_ptr, stride_ot, stride_os,
+        acc, m_i, l_i = _pp_merge(acc, m_i, l_i, macc, mm_s, ml_s, mbar, H, True, MMA, COL)  # (macc: the stages)
+        if H == 0:
+            _store_ot(acc, m_i, l_i, gl.arange(0, 512, ROW), t, split, h0, num_heads, out_ptr, stride_ot, stride_os,
                       stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh, HP, COL, True)
 
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "keys_per_split"])
@@ -227,22 +210,8 @@ if HAVE_GLUON:
         else:
             rope_st = lat_st
             qr3 = q3
-        full = gl.allocate_shared_memory(gl.int64, [NSTAGES, 1], mbarrier.MBarrierLayout())
-        free = gl.allocate_shared_memory(gl.int64, [NSTAGES, 1], mbarrier.MBarrierLayout())
-        mbar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())  # the merge's hand-over, and
-        #                                                                 consumer 0 done with the stages
-        for i in gl.static_range(NSTAGES):
-            mbarrier.init(full.index(i), count=PRODUCER_WARPS * 32)  # one noinc cp.async arrive per thread
-            mbarrier.init(free.index(i), count=1)  # the one consumer that took the block
-        mbarrier.init(mbar.index(0), count=1)
-        mbarrier.init(mbar.index(1), count=1)
-
-        end = topk
-        if HAS_LEN:
-            end = gl.minimum(gl.load(len_ptr + t), topk)
-        lo = split * keys_per_split
-        hi = gl.minimum(lo + keys_per_split, end)
-        idx_row = idx_ptr + t * stride_it
+        full, free, mbar = _pp_barriers(NSTAGES, PRODUCER_WARPS)
+        lo, hi, idx_row = _list_bounds(idx_ptr, stride_it, len_ptr, t, split, topk, keys_per_split, HAS_LEN)
 
         gl.warp_specialize([
             (_consumer_b, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,

@@ -98,6 +98,19 @@ def make_case(t: int, h: int, d_qk: int, num_slots: int, topk: int, layout="bf16
                 sm_scale=d_qk ** -0.5 * 1.3, layout=layout)
 
 
+def widen_latents(case: Case, seed: int = 0, channels: slice = slice(100, 108), scale: float = 1e5) -> None:
+    """Put latent values past fp16's range into a bf16 case, in place: the given channels of every row become |x| x
+    scale (positive, up to ~4e5 at the default, so out has no cancellation there) and q's part of them +-2^-14 (exact
+    in fp16), so that their logits stay small and the softmax is not one-hot. For the kernels that convert V to fp16 x
+    2^-8 (finite below 2^24 when they scale before they round)."""
+    flat = case.flat
+    flat[:, channels] = (flat[:, channels].float().abs() * scale).to(flat.dtype)
+    assert flat[:, channels].float().nan_to_num(0).abs().max().item() > 65504
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    sign = (torch.randint(0, 2, case.q[..., channels].shape, generator=g) * 2 - 1).to(case.q.device)
+    case.q[..., channels] = (sign * 2.0 ** -14).to(case.q.dtype)
+
+
 def poisoned_outputs(t: int, h: int, device="cpu", out_row_pad: int = 0):
     """NaN-filled (out [T, H, 512] bf16, lse [T, H] fp32); out_row_pad > 0 makes the rows strided."""
     base = torch.full((t, h, 512 + out_row_pad), float("nan"), dtype=torch.bfloat16, device=device)
