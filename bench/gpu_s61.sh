@@ -2,7 +2,8 @@
 # Written in session 61 (no device came; not run yet). First (the question that decides the next kernel for the
 # 32-head prefill row, notes/sparse_mla.md session 61): gluon_rx's ping-pong keys-on-M program over the prefill row's
 # workload (bench/rx_timing_builds.py --prefill-case: s_q 1024, `overlap` top-k over 16384 latents packed as fp8, each
-# token's own list), full / producer alone / consumers alone, at 32 heads (16-head programs run one consumer, which has no timing builds), beside the grouped bf16 prefill.
+# token's own list), full / producer alone / consumers alone, at 32 heads (16-head programs run one consumer, which
+# has no timing builds), beside the grouped bf16 prefill.
 # PREDICTION (probe): fp8_ds_mla at 32 heads 0.45-0.60 ms (the decode's 2.3 us a token-block at 2048 tokens is
 # conversion- and latency-bound; L2 hits take some latency off), consumers alone within 10% of full. A bf16-row version
 # is worth building if the consumers alone come under ~0.45 ms (K's conversion, gone over bf16 rows, is about half of

@@ -44,7 +44,7 @@ from ...formats import LATENT_DIM, KVLayout
 from .._fastlaunch import launch as _fast_launch
 
 if HAVE_GLUON:
-    from .gluon_rx import _list_bounds, _opaque_zero, _pp_barriers, _pp_merge  # noqa: F401 (used inside the kernels)
+    from .gluon_rx import _list_bounds, _opaque_zero, _pp_barriers, _pp_merge  # noqa: F401 (in the kernels)
     from .gluon_small import (_bf16_to_f16_scaled, _copy_layout, _idx, _softmax_keys,  # noqa: F401 (used inside
                               _store_ot)                                                 # the kernels)
 
@@ -80,7 +80,8 @@ if HAVE_GLUON:
             mbarrier.wait(free.index(st), ((b // NSTAGES) & 1) ^ 1)
             valid = (nx_lat >= 0) & (nx_lat < num_slots)
             slot = gl.where(valid, nx_lat, 0).to(gl.int64)
-            async_copy.async_copy_global_to_shared(lat_st.index(st), lat_ptr + slot[:, None] * stride_lat + cols[None, :],
+            async_copy.async_copy_global_to_shared(lat_st.index(st),
+                                                   lat_ptr + slot[:, None] * stride_lat + cols[None, :],
                                                    mask=valid[:, None])
             if HAS_ROPE:
                 valid = (nx_rope >= 0) & (nx_rope < num_slots)

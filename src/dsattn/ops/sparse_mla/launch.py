@@ -312,10 +312,10 @@ def use_gluon64(q, flat, layout: KVLayout, hp: int, impl: str | None = None) -> 
 
 
 def kernel_name(q, flat, layout: KVLayout, variant: str | None, prefill: bool = False) -> str:
-    """'gluon_prefill', 'gluon64', 'gluon_ws', 'gluon_rx', 'gluon_rxb', 'gluon' or 'triton': which kernel run_attention (prefill:
-    launch_prefill) launches for these inputs now (for benchmark records). Pass the variant given to the public op:
-    None resolves as there (default_variant, from the token count and the device's SMs), which is pad64 below ~one
-    token a SM (session 36: a script that named "native" here recorded the wrong kernel)."""
+    """'gluon_prefill', 'gluon64', 'gluon_ws', 'gluon_rx', 'gluon_rxb', 'gluon' or 'triton': which kernel
+    run_attention (prefill: launch_prefill) launches for these inputs now (for benchmark records). Pass the variant
+    given to the public op: None resolves as there (default_variant, from the token count and the device's SMs), which
+    is pad64 below ~one token a SM (session 36: a script that named "native" here recorded the wrong kernel)."""
     if variant is None:
         variant = default_variant("prefill" if prefill else "decode", q.shape[1], q.shape[0],
                                   sm_count(q.device, DEFAULT_SM_COUNT))
