@@ -22,7 +22,9 @@
 # tests, kernel probes, A/Bs).
 # PREDICTION: right; gluon_small's bf16 decode within +-2% (its conversion is one pass over a stage a block). If right
 # and not slower: cvt_asm 1 the default in launch.gluon_config and in gluon_prefill's prefill_config.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s61.sh
+# and issue 3's 32-head prefill rows with both kernels beside FlashMLA (`dsattn bench kernels --impl auto,gluon_rx`;
+# carry [".peer"]).
+#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s61.sh   (carry [".peer"])
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_RX_CONFIG
@@ -38,6 +40,13 @@ timeout 200 python -m pytest -q -p no:cacheprovider -rfE -s -x tests/gpu/test_sp
   > $OUT/r/rxb_tests.log 2>&1
 echo "rxb tests rc=$? $((SECONDS - t0)) s" >> $S
 grep -E "passed|failed|Error|vs default|max_abs|out_err" $OUT/r/rxb_tests.log | tail -n 30 >> $S
+for tk in 1024 8192; do  # issue 3's 32-head prefill row: the default (grouped), gluon_rxb and FlashMLA in one process
+  PYTHONPATH=$PWD/src:$PWD/.peer:$PWD/../.peer timeout 170 python -m dsattn.cli bench kernels --op sparse_mla \
+    --cases prefill --heads 32 --tokens $tk --impl auto,gluon_rx --rounds 3 --rep-ms 20 --out $OUT/r \
+    --name sparse_mla_s61_rxb_prefill_$tk > $OUT/r/table_$tk.log 2>&1
+  echo "== table prefill s_q $tk, 32 heads (auto = grouped, gluon_rx = gluon_rxb) rc=$? $((SECONDS - t0)) s" >> $S
+  grep -E "dsattn|flashmla" $OUT/r/table_$tk.log | cut -c1-200 >> $S
+done
 for c in "1024 32" "8192 32" "1024 24"; do
   set -- $c
   timeout 150 python -m dsattn.cli bench ab --op sparse_mla_prefill --tokens $1 --heads $2 \

@@ -93,3 +93,12 @@ def test_call_spans_from_gpu_events():
         call_spans(events[:3], 2)
     with pytest.raises(ValueError):
         call_spans([], 1)
+
+
+def test_impl_of_kernel():
+    """`--impl gluon_rx` keeps the rows whose kernel is gluon_rxb (bf16 rows at 32-head programs run by gluon_rx,
+    session 61): every kernel name launch.kernel_name gives maps to an --impl value parse_args takes."""
+    names = ("gluon_prefill", "gluon64", "gluon_ws", "gluon_rx", "gluon_rxb", "gluon", "triton")
+    impls = km.parse_args(["--impl", "auto,triton,gluon,gluon_ws,gluon_rx,gluon64,gluon_prefill"]).impl
+    assert all(km.IMPL_OF_KERNEL.get(n, n) in impls for n in names)
+    assert km.IMPL_OF_KERNEL["gluon_rxb"] == "gluon_rx"

@@ -319,6 +319,10 @@ def _kernel_record(case: Case, variant: str) -> dict:
     return {"kernel": kernel, "config": dataclasses.asdict(cfg)}
 
 
+# the DSATTN_SPARSE_MLA_IMPL value that runs a kernel launch.kernel_name names, where the two differ
+IMPL_OF_KERNEL = {"gluon_rxb": "gluon_rx"}  # gluon_rx runs gluon_rxb over bf16 rows at 32-head programs (session 61)
+
+
 def measure_case(case: Case, peers, variants, rep_ms: float = 100, impls=("auto",), rounds: int = 3,
                  graph: bool = False) -> list[dict]:
     """dsattn (each variant, under each DSATTN_SPARSE_MLA_IMPL of `impls`) and FlashMLA (native / padded
@@ -345,7 +349,7 @@ def measure_case(case: Case, peers, variants, rep_ms: float = 100, impls=("auto"
             set_impl(impl)
             for variant in variants:
                 rec = _kernel_record(case, variant)
-                if impl != "auto" and rec["kernel"] != impl:
+                if impl != "auto" and IMPL_OF_KERNEL.get(rec["kernel"], rec["kernel"]) != impl:
                     continue  # this variant does not have that kernel (64-head programs are Triton only)
                 fn, _, _ = ours(case, variant)
                 fn()
