@@ -18,8 +18,8 @@
 # Then gluon_small's GluonConfig.cvt_asm (bf16 rows' V converted by
 # _bf16_to_f16_scaled, moved from gluon_prefill, where it is config cvt_asm): its GPU tests (test_small_cvt_asm*, at
 # 8 / 32 heads, under DSATTN_SPARSE_MLA_IMPL=gluon) and its time against cvt_asm 0 (bench/time_small_bf16.py, 3
-# alternating rounds, 8 / 16 / 32 heads); then session 60's bench/gpu_s60_cvt_asm.sh (prefill cvt_asm and sffma:
-# tests, kernel probes, A/Bs).
+# alternating rounds, 8 / 16 / 32 heads). Session 60's bench/gpu_s60_cvt_asm.sh (prefill cvt_asm and sffma: tests,
+# kernel probes, A/Bs) is the next call: both would not fit one call's 600 s.
 # PREDICTION: right; gluon_small's bf16 decode within +-2% (its conversion is one pass over a stage a block). If right
 # and not slower: cvt_asm 1 the default in launch.gluon_config and in gluon_prefill's prefill_config.
 # and issue 3's 32-head prefill rows with both kernels beside FlashMLA (`dsattn bench kernels --impl auto,gluon_rx`;
@@ -61,4 +61,3 @@ echo "small tests rc=$? $((SECONDS - t0)) s" >> $S; grep -E "passed|failed|Error
 timeout 120 python bench/time_small_bf16.py 3 $OUT/r/small_cvt_asm_time.json >> $S 2>&1
 echo "time rc=$?" >> $S
 cat $S
-bash bench/gpu_s60_cvt_asm.sh
