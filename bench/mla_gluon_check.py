@@ -105,7 +105,7 @@ def main():
     p.add_argument("--configs", default="", help="block_n/stages, comma separated (default: GLUON_CONFIGS)")
     p.add_argument("--dump", default=None, help="folder for the TTGIR and PTX of each compile")
     p.add_argument("--profile", type=int, default=0,
-                   help="ws / rx: compile a timing build (run_attention_ws's / run_attention_rx's profile argument)")
+                   help="ws / rx / rxb: compile a timing build (run_attention_ws's / _rx's / _rxb's profile argument)")
     args = p.parse_args()
     rx = args.kernel == "rx"
     ws = args.kernel in ("ws", "rx")
@@ -160,7 +160,7 @@ def main():
                 elif pf:
                     gluon_prefill.run_prefill_gluon(q, rows, idx, 0.1, None, out, lse, config=cfg)
                 elif rxb:
-                    gluon_rxb.run_attention_rxb(q, rows, idx, 0.1, None, out, lse)
+                    gluon_rxb.run_attention_rxb(q, rows, idx, 0.1, None, out, lse, profile=args.profile)
                 else:
                     run(q, rows, layout, idx, 0.1, None, out, lse, config=cfg,
                         **({"profile": args.profile} if args.profile else {}))

@@ -10,7 +10,8 @@ layouts, triton's do_bench with the L2 flushed before each call (as the kernel t
 case (the grouped gluon_prefill, the row's kernel). The question: how close does the ping-pong keys-on-M program come
 to the row's target (1.3x FlashMLA's best: <= 0.39 ms at s_q 1024 on the H200, 0.508 / 1.3) when its gathers hit L2,
 as a bound on what a bf16-row version of it (no K conversion; V converted once) could do (notes/sparse_mla.md,
-session 61).
+session 61); and at 17..32 heads that bf16-row version itself (gluon_rxb) with its timing builds (run_attention_rxb's
+profile: the producer alone, the consumers alone, V^T unconverted; wrong outputs by design).
 
     PYTHONPATH=src python bench/rx_timing_builds.py [--tokens 512,2048] [--heads 8] [--prefill-case] [--out DIR]
         [--name NAME]
@@ -22,9 +23,10 @@ import torch
 from dsattn.bench.common import time_ms, write_results
 from dsattn.bench.kernels_mla import Case, decode_case, ours, prefill_case
 from dsattn.formats import KVLayout, pack_latent_rows
-from dsattn.ops.sparse_mla import gluon_rx
+from dsattn.ops.sparse_mla import gluon_rx, gluon_rxb
 
 BUILDS = ((0, "full"), (1, "producer alone"), (2, "consumers alone"), (3, "V without scale"))
+RXB_BUILDS = ((0, "full"), (1, "producer alone"), (2, "consumers alone"), (3, "V unconverted"))
 
 
 def main():
@@ -49,6 +51,24 @@ def main():
             rows.append({"tokens": tokens, "heads": args.heads, "layout": "bf16", "build": "grouped bf16 prefill",
                          "ms": ms, "case": "prefill"})
             print(f"{'bf16':16s} t={tokens:5d} h={args.heads} {'grouped prefill':16s} {ms:.4f} ms", flush=True)
+            if 16 < args.heads <= 32:  # gluon_rxb (session 61) on the same bf16 case, and its timing builds
+                out = torch.empty((tokens, args.heads, 512), dtype=torch.bfloat16, device=dev)
+                lse = torch.empty((tokens, args.heads), dtype=torch.float32, device=dev)
+                fns = {prof: (lambda pr=prof: gluon_rxb.run_attention_rxb(pc.q, pc.kv, pc.indices, pc.sm_scale, None,
+                                                                           out, lse, profile=pr))
+                       for prof, _ in RXB_BUILDS}
+                for f in fns.values():
+                    f()
+                torch.cuda.synchronize()
+                times = {prof: [] for prof, _ in RXB_BUILDS}
+                for _ in range(args.rounds):
+                    for prof, _ in RXB_BUILDS:
+                        times[prof].append(time_ms(fns[prof], rep_ms=args.rep_ms))
+                for prof, build in RXB_BUILDS:
+                    ms = sorted(times[prof])[len(times[prof]) // 2]
+                    rows.append({"tokens": tokens, "heads": args.heads, "layout": "bf16", "build": "gluon_rxb " + build,
+                                 "ms": ms, "rounds_ms": times[prof], "case": "prefill"})
+                    print(f"{'bf16':16s} t={tokens:5d} h={args.heads} rxb {build:16s} {ms:.4f} ms", flush=True)
         for layout in ("fp8_ds_mla", "fp8_ds_mla_nope"):
             if args.prefill_case:
                 lay = KVLayout(layout)

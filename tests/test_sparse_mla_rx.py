@@ -101,7 +101,8 @@ def test_rxb_choice_on_a_simulated_sm90(monkeypatch):
 
 
 def test_rxb_rejects_what_it_does_not_take():
-    """run_attention_rxb: bf16 rows of D_qk 512 / 576 and 17..32 heads, else ValueError before any launch."""
+    """run_attention_rxb: bf16 rows of D_qk 512 / 576, 17..32 heads and a timing build 0..3, else ValueError before any
+    launch."""
     from dsattn.ops.sparse_mla import gluon_rxb
     flat = torch.zeros(64, 576, dtype=torch.bfloat16)
     idx = torch.zeros(2, 64, dtype=torch.int32)
@@ -111,6 +112,9 @@ def test_rxb_rejects_what_it_does_not_take():
     with pytest.raises(ValueError, match="bf16 rows"):
         gluon_rxb.run_attention_rxb(torch.zeros(2, 32, 576, dtype=torch.bfloat16), flat.view(torch.uint8), idx, 0.1,
                                     None, out, lse)
+    with pytest.raises(ValueError, match="profile"):
+        gluon_rxb.run_attention_rxb(torch.zeros(2, 32, 576, dtype=torch.bfloat16), flat, idx, 0.1, None, out, lse,
+                                    profile=4)
 
 
 def test_rx_config(monkeypatch):

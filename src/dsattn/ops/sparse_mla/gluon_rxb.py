@@ -62,9 +62,10 @@ if HAVE_GLUON:
     @gluon.jit
     def _producer_b(idx_row, lo, hi, num_slots, lat_ptr, rope_ptr, lat_st, rope_st, full, free,
                     stride_lat: gl.constexpr, stride_rope: gl.constexpr, HAS_ROPE: gl.constexpr,
-                    NSTAGES: gl.constexpr, PW: gl.constexpr):
+                    NSTAGES: gl.constexpr, PW: gl.constexpr, PROFILE: gl.constexpr = 0):
         """Per block: wait for its stage to be free, cp.async its rows (16-byte pieces), arrive on full when they
-        land (noinc: one arrive per thread, the barrier counts PW x 32)."""
+        land (noinc: one arrive per thread, the barrier counts PW x 32). PROFILE 2 (timing builds only, wrong
+        outputs): no copies, each stage handed over as it is."""
         LAT_L: gl.constexpr = _copy_layout(512, 2, PW)
         ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
         LS: gl.constexpr = gl.SliceLayout(1, LAT_L)
@@ -78,17 +79,18 @@ if HAVE_GLUON:
             st = b % NSTAGES
             # the consumer that took block b - NSTAGES is done with it (mbarriers start with phase 1 complete)
             mbarrier.wait(free.index(st), ((b // NSTAGES) & 1) ^ 1)
-            valid = (nx_lat >= 0) & (nx_lat < num_slots)
-            slot = gl.where(valid, nx_lat, 0).to(gl.int64)
-            async_copy.async_copy_global_to_shared(lat_st.index(st),
-                                                   lat_ptr + slot[:, None] * stride_lat + cols[None, :],
-                                                   mask=valid[:, None])
-            if HAS_ROPE:
-                valid = (nx_rope >= 0) & (nx_rope < num_slots)
-                slot = gl.where(valid, nx_rope, 0).to(gl.int64)
-                async_copy.async_copy_global_to_shared(rope_st.index(st),
-                                                       rope_ptr + slot[:, None] * stride_rope + rcols[None, :],
+            if PROFILE != 2:
+                valid = (nx_lat >= 0) & (nx_lat < num_slots)
+                slot = gl.where(valid, nx_lat, 0).to(gl.int64)
+                async_copy.async_copy_global_to_shared(lat_st.index(st),
+                                                       lat_ptr + slot[:, None] * stride_lat + cols[None, :],
                                                        mask=valid[:, None])
+                if HAS_ROPE:
+                    valid = (nx_rope >= 0) & (nx_rope < num_slots)
+                    slot = gl.where(valid, nx_rope, 0).to(gl.int64)
+                    async_copy.async_copy_global_to_shared(rope_st.index(st),
+                                                           rope_ptr + slot[:, None] * stride_rope + rcols[None, :],
+                                                           mask=valid[:, None])
             async_copy.mbarrier_arrive(full.index(st), increment_count=False)
             nx_lat = _idx(idx_row, lo + (b + 1) * KB, hi, KB, LS)
             nx_rope = _idx(idx_row, lo + (b + 1) * KB, hi, KB, RS)
@@ -112,12 +114,16 @@ if HAVE_GLUON:
     def _consumer_b(q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads, qk_scale,
                     out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls, stride_lh,
                     q3, qr3, lat_st, rope_st, p_smem, macc, mm_s, ml_s, mbar, full, free,
-                    HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, H: gl.constexpr):
+                    HAS_ROPE: gl.constexpr, HP: gl.constexpr, NSTAGES: gl.constexpr, H: gl.constexpr,
+                    PROFILE: gl.constexpr = 0):
         """Consumer H of the ping-pong pair (module docstring): blocks H, H + 2, ..., then the merge (consumer 1 hands
         (m, l, O^T) over; consumer 0 merges and stores out / lse). q3 / qr3 [1, HP, 512] / [1, HP, 64]: every block
         takes them, the stage and its P^T buffer through an opaque 0 (gluon_rx's spillfix: else LLVM hoists wgmma's
         shared-memory descriptors of both stages out of the loop, and in the worker partition, where they are not
-        uniform registers, ptxas spilled ~400 B of them; compile check)."""
+        uniform registers, ptxas spilled ~400 B of them; compile check).
+        PROFILE (timing builds only, wrong outputs): 1 each stage freed as soon as it is full, no products, no output
+        (the producer alone); 3 V^T's registers taken as they are (bf16 bits read as fp16: what the conversion
+        costs)."""
         NW: gl.constexpr = 4
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [NW, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
@@ -135,6 +141,11 @@ if HAVE_GLUON:
         l_i = gl.zeros([HP], gl.float32, COL)
         acc = gl.zeros([512, HP], gl.float32, MMA)
         nblocks = gl.cdiv(hi - lo, KB)
+        if PROFILE == 1:
+            for b in range(H, nblocks, 2):
+                mbarrier.wait(full.index(b % NSTAGES), (b // NSTAGES) & 1)
+                mbarrier.arrive(free.index(b % NSTAGES), count=1)
+            return
         for b in range(H, nblocks, 2):
             z = _opaque_zero(b)
             q_smem = q3.index(z)
@@ -158,7 +169,11 @@ if HAVE_GLUON:
             fence_async_shared()
             gl.thread_barrier()
             for kc in gl.static_range(4):
-                v = _bf16_to_f16_scaled(lat.slice(kc * 16, 16, dim=0).permute((1, 0)).load(DOT))
+                v = lat.slice(kc * 16, 16, dim=0).permute((1, 0)).load(DOT)
+                if PROFILE == 3:
+                    v = v.to(gl.float16, bitcast=True)
+                else:
+                    v = _bf16_to_f16_scaled(v)
                 acc = warpgroup_mma(v, p_buf.slice(kc * 16, 16, dim=0), acc, is_async=True)
                 if kc < 3:
                     acc = warpgroup_mma_wait(0, deps=(acc,))
@@ -181,9 +196,10 @@ if HAVE_GLUON:
             stride_lat: gl.constexpr, stride_scale: gl.constexpr, stride_rope: gl.constexpr,
             HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr,
             HP: gl.constexpr, NSTAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr):
+            CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr, PROFILE: gl.constexpr = 0):
         """Grid (T, cdiv(num_heads, HP), splits); arguments as the other sparse MLA kernels (launch.kernel_args) over
-        bf16 rows (scale_ptr unused)."""
+        bf16 rows (scale_ptr unused). PROFILE (timing builds, wrong outputs): 1 the producer alone, 2 the consumers
+        alone, 3 V^T unconverted (_consumer_b, _producer_b)."""
         gl.static_assert(num_warps == 4, "each consumer is one warpgroup")
         gl.static_assert(NSTAGES >= 2, "one stage for each consumer")
         t = gl.program_id(0).to(gl.int64)
@@ -218,20 +234,21 @@ if HAVE_GLUON:
             (_consumer_b, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                            qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                            stride_lh, q3, qr3, lat_st, rope_st, p_smem, macc, mm_s, ml_s, mbar, full, free,
-                           HAS_ROPE, HP, NSTAGES, 0)),
+                           HAS_ROPE, HP, NSTAGES, 0, PROFILE)),
             (_consumer_b, (q_ptr, stride_qt, stride_qh, idx_row, lo, hi, t, h0, split, num_slots, num_heads,
                            qk_scale, out_ptr, stride_ot, stride_os, stride_oh, lse_ptr, stride_lt, stride_ls,
                            stride_lh, q3, qr3, lat_st, rope_st, p_smem, macc, mm_s, ml_s, mbar, full, free,
-                           HAS_ROPE, HP, NSTAGES, 1)),
+                           HAS_ROPE, HP, NSTAGES, 1, PROFILE)),
             (_producer_b, (idx_row, lo, hi, num_slots, lat_ptr, rope_ptr, lat_st, rope_st, full, free, stride_lat,
-                           stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS)),
+                           stride_rope, HAS_ROPE, NSTAGES, PRODUCER_WARPS, PROFILE)),
         ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
 
 
 def run_attention_rxb(q, flat, indices, sm_scale, topk_length, out, lse, splits: int = 1, part_o=None,
-                      part_lse=None) -> None:
+                      part_lse=None, profile: int = 0) -> None:
     """launch.run_attention's contract over bf16 rows [N, D_qk] (D_qk 576 or 512) through sparse_mla_rxb_kernel,
-    programs of 32 heads (q with 17..32 heads; fewer would pad the wgmma's N)."""
+    programs of 32 heads (q with 17..32 heads; fewer would pad the wgmma's N). profile 1..3 builds a timing variant
+    with WRONG outputs (the kernel's PROFILE: 1 the producer alone, 2 the consumers alone, 3 V^T unconverted)."""
     from . import launch
     t, h, d = q.shape
     if flat.dtype != q.dtype or q.dtype.itemsize != 2 or d not in (LATENT_DIM, LATENT_DIM + 64):
@@ -239,9 +256,11 @@ def run_attention_rxb(q, flat, indices, sm_scale, topk_length, out, lse, splits:
                          f"and q {tuple(q.shape)}")
     if not 16 < h <= HP:
         raise ValueError(f"the bf16-row ping-pong kernel carries 17..32 heads a program, got q with {h}")
+    if profile not in (0, 1, 2, 3):
+        raise ValueError(f"profile must be 0..3, got {profile}")
     grid = (t, 1, splits)
     args = launch.kernel_args(q, flat, KVLayout.BF16, indices, sm_scale, topk_length, out, lse, splits, part_o,
                               part_lse, BN)
     _fast_launch(sparse_mla_rxb_kernel, grid, *args, d > LATENT_DIM, topk_length is not None, HP, STAGES,
-                 PRODUCER_WARPS, PRODUCER_REGS, CONSUMER_REGS, num_warps=4)
+                 PRODUCER_WARPS, PRODUCER_REGS, CONSUMER_REGS, num_warps=4, PROFILE=profile)
     launch.combine_splits(out, lse, part_o, part_lse, splits)
