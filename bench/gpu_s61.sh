@@ -48,7 +48,8 @@ done
 timeout 200 python -m pytest -q -p no:cacheprovider -rfE -s tests/gpu/test_sparse_mla_gpu.py \
   -k "small_cvt_asm and gluon and not gluon_ws and not gluon64" \
   > $OUT/r/small_tests.log 2>&1
-echo "small tests rc=$? $((SECONDS - t0)) s" >> $S; grep -E "passed|failed|Error" $OUT/r/small_tests.log | tail -n 12 >> $S
+echo "small tests rc=$? $((SECONDS - t0)) s" >> $S
+grep -E "passed|failed|Error" $OUT/r/small_tests.log | tail -n 12 >> $S
 timeout 120 python bench/time_small_bf16.py 3 $OUT/r/small_cvt_asm_time.json >> $S 2>&1
 echo "time rc=$?" >> $S
 cat $S
