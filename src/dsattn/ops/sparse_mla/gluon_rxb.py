@@ -31,6 +31,8 @@ Numerics: gluon_prefill's f16 schedule (q . k in bf16 over bf16 rows with fp32 a
 """
 from __future__ import annotations
 
+import torch
+
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
@@ -251,7 +253,7 @@ def run_attention_rxb(q, flat, indices, sm_scale, topk_length, out, lse, splits:
     with WRONG outputs (the kernel's PROFILE: 1 the producer alone, 2 the consumers alone, 3 V^T unconverted)."""
     from . import launch
     t, h, d = q.shape
-    if flat.dtype != q.dtype or q.dtype.itemsize != 2 or d not in (LATENT_DIM, LATENT_DIM + 64):
+    if flat.dtype != torch.bfloat16 or q.dtype != torch.bfloat16 or d not in (LATENT_DIM, LATENT_DIM + 64):
         raise ValueError(f"the bf16-row ping-pong kernel takes bf16 rows of D_qk 512 or 576, got kv {flat.dtype} "
                          f"and q {tuple(q.shape)}")
     if not 16 < h <= HP:
