@@ -29,6 +29,19 @@ BUILDS = ((0, "full"), (1, "producer alone"), (2, "consumers alone"), (3, "V wit
 RXB_BUILDS = ((0, "full"), (1, "producer alone"), (2, "consumers alone"), (3, "V unconverted"))
 
 
+def _time_builds(fns, builds, args):
+    """Each build run once (compiles), then args.rounds rounds timing each in turn: (profile, build, median ms, the
+    rounds' ms) per build."""
+    for prof, _ in builds:
+        fns[prof]()
+    torch.cuda.synchronize()
+    times = {prof: [] for prof, _ in builds}
+    for _ in range(args.rounds):
+        for prof, _ in builds:
+            times[prof].append(time_ms(fns[prof], rep_ms=args.rep_ms))
+    return [(prof, build, sorted(times[prof])[len(times[prof]) // 2], times[prof]) for prof, build in builds]
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--tokens", default="512,2048")
@@ -57,17 +70,9 @@ def main():
                 fns = {prof: (lambda pr=prof: gluon_rxb.run_attention_rxb(pc.q, pc.kv, pc.indices, pc.sm_scale, None,
                                                                            out, lse, profile=pr))
                        for prof, _ in RXB_BUILDS}
-                for f in fns.values():
-                    f()
-                torch.cuda.synchronize()
-                times = {prof: [] for prof, _ in RXB_BUILDS}
-                for _ in range(args.rounds):
-                    for prof, _ in RXB_BUILDS:
-                        times[prof].append(time_ms(fns[prof], rep_ms=args.rep_ms))
-                for prof, build in RXB_BUILDS:
-                    ms = sorted(times[prof])[len(times[prof]) // 2]
+                for prof, build, ms, times in _time_builds(fns, RXB_BUILDS, args):
                     rows.append({"tokens": tokens, "heads": args.heads, "layout": "bf16", "build": "gluon_rxb " + build,
-                                 "ms": ms, "rounds_ms": times[prof], "case": "prefill"})
+                                 "ms": ms, "rounds_ms": times, "case": "prefill"})
                     print(f"{'bf16':16s} t={tokens:5d} h={args.heads} rxb {build:16s} {ms:.4f} ms", flush=True)
         for layout in ("fp8_ds_mla", "fp8_ds_mla_nope"):
             if args.prefill_case:
@@ -82,21 +87,13 @@ def main():
             out = torch.empty((tokens, args.heads, 512), dtype=torch.bfloat16, device=dev)
             lse = torch.empty((tokens, args.heads), dtype=torch.float32, device=dev)
             cfg = gluon_rx.rx_config(case.layout, args.heads, case.q.shape[-1])
-            fns = {}
-            for prof, _ in BUILDS:
-                fns[prof] = (lambda pr=prof: gluon_rx.run_attention_rx(case.q, flat, case.layout, case.indices,
-                                                                        case.sm_scale, None, out, lse, config=cfg,
-                                                                        profile=pr))
-                fns[prof]()
-            torch.cuda.synchronize()
-            times = {prof: [] for prof, _ in BUILDS}
-            for _ in range(args.rounds):
-                for prof, _ in BUILDS:
-                    times[prof].append(time_ms(fns[prof], rep_ms=args.rep_ms))
-            for prof, build in BUILDS:
-                ms = sorted(times[prof])[len(times[prof]) // 2]
+            fns = {prof: (lambda pr=prof: gluon_rx.run_attention_rx(case.q, flat, case.layout, case.indices,
+                                                                     case.sm_scale, None, out, lse, config=cfg,
+                                                                     profile=pr))
+                   for prof, _ in BUILDS}
+            for prof, build, ms, times in _time_builds(fns, BUILDS, args):
                 rows.append({"tokens": tokens, "heads": args.heads, "layout": layout, "build": build, "ms": ms,
-                             "rounds_ms": times[prof], "config": gluon_rx.rx_config_spec(cfg),
+                             "rounds_ms": times, "config": gluon_rx.rx_config_spec(cfg),
                              "case": "prefill" if args.prefill_case else "decode"})
                 print(f"{layout:16s} t={tokens:5d} h={args.heads} {build:16s} {ms:.4f} ms", flush=True)
     write_results(args.name, rows, meta={"what": __doc__.split("\n\n")[0]}, out_dir=args.out)
