@@ -1,4 +1,5 @@
-# Session 61 (not yet run): gluon_small's bf16-row decode (DSATTN_SPARSE_MLA_IMPL=gluon), 512 tokens, topk 2048,
+# Session 61 (run in session 62 on an H100, bench/results/small_cvt_asm_time_s62_h100.json): gluon_small's bf16-row
+# decode (DSATTN_SPARSE_MLA_IMPL=gluon), 512 tokens, topk 2048,
 # `uniform` indices over 131072 slots, block size 64, GluonConfig.cvt_asm 0 against 1 (launch.gluon_config patched):
 # ms a call by triton.testing.do_bench (median, L2 flushed) at 8 / 16 / 32 heads, ROUNDS alternating rounds, and the
 # ratio of the medians. Usage: PYTHONPATH=src python bench/time_small_bf16.py [rounds] [json out]

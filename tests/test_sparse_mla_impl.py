@@ -234,8 +234,8 @@ def test_gluon_kernel_compiles_for_sm90a():
 
 
 def test_gluon_small_cvt_asm_compiles_for_sm90a(tmp_path):
-    """GluonConfig.cvt_asm (session 61, not the default; not yet run on a GPU): gluon_small over bf16 rows compiles
-    for sm_90a without spills, and its PTX converts V by mul.rn.bf16x2 (the default's does not)."""
+    """GluonConfig.cvt_asm (session 61; the default since session 62): gluon_small over bf16 rows compiles for sm_90a
+    without spills at cvt_asm 1 and 0, and its PTX converts V by mul.rn.bf16x2 at 1 only."""
     import os
     import subprocess
     import sys

@@ -312,45 +312,51 @@ def test_g64_producers_agree(impl, layout, d_qk):
 
 
 
-def _small_cvt_asm(monkeypatch):
-    """gluon_small's launches take GluonConfig.cvt_asm = 1 (session 61; not the default)."""
+def _small_cvt_asm(monkeypatch, c):
+    """gluon_small's launches take GluonConfig.cvt_asm = c (1, the default since session 62; 0 before)."""
     import dataclasses
     from dsattn.ops.sparse_mla import launch
     default = launch.gluon_config
-    monkeypatch.setattr(launch, "gluon_config", lambda *a, **k: dataclasses.replace(default(*a, **k), cvt_asm=1))
+    monkeypatch.setattr(launch, "gluon_config", lambda *a, **k: dataclasses.replace(default(*a, **k), cvt_asm=c))
 
 
 @pytest.mark.parametrize("h", [8, 32])
 def test_small_cvt_asm(impl, monkeypatch, h):
-    """gluon_small over bf16 rows with GluonConfig.cvt_asm (V by _bf16_to_f16_scaled): against the reference
-    (topk_length, an empty row, NaN rows behind invalid entries, D_qk 576 and 512) and within rounding of the default
-    (the two differ only for latent values below 2^-14, which the default rounds twice)."""
+    """gluon_small over bf16 rows with GluonConfig.cvt_asm 1 (the default: V by _bf16_to_f16_scaled) and 0 (the
+    conversion before session 62): both against the reference (topk_length, an empty row, NaN rows behind invalid
+    entries, D_qk 576 and 512) and within rounding of each other (they differ only for latent values below 2^-14,
+    which 0 rounds twice)."""
     if impl != "gluon":
         pytest.skip("the bf16-row decode of gluon_small only")
     for d_qk in (576, 512):
         case = make_case(24, h, d_qk, num_slots=6000, topk=2048, layout="bf16", block_size=16, with_length=True,
                          empty_rows=1, seed=11 + h + d_qk, device=DEV)
-        d_out, d_lse = _decode(case, "native")
         with monkeypatch.context() as m:
-            _small_cvt_asm(m)
+            _small_cvt_asm(m, 1)
             out, lse = _decode(case, "native")
+        with monkeypatch.context() as m:
+            _small_cvt_asm(m, 0)
+            o0, l0 = _decode(case, "native")
         check_close(out, lse, *case.reference())
-        assert (out.float() - d_out.float()).abs().max().item() <= 1e-3
-        assert torch.equal(torch.isfinite(lse), torch.isfinite(d_lse))
+        check_close(o0, l0, *case.reference())
+        assert (out.float() - o0.float()).abs().max().item() <= 1e-3
+        assert torch.equal(torch.isfinite(lse), torch.isfinite(l0))
 
 
 @pytest.mark.parametrize("h", [8, 32])
 def test_small_cvt_asm_large_latents(impl, monkeypatch, h):
-    """With cvt_asm, latent values past fp16's range (eight channels up to ~4e5, positive; q's part of them +-2^-14,
-    so the softmax is not one-hot) stay finite in gluon_small's bf16-row decode and match the reference. (The default
-    rounds to fp16 before it scales: the test prints whether its outputs are finite, it does not assert it.)"""
+    """With cvt_asm (the default), latent values past fp16's range (eight channels up to ~4e5, positive; q's part of
+    them +-2^-14, so the softmax is not one-hot) stay finite in gluon_small's bf16-row decode and match the reference.
+    (cvt_asm 0 rounds to fp16 before it scales: the test prints whether its outputs are finite, it does not assert
+    it.)"""
     if impl != "gluon":
         pytest.skip("the bf16-row decode of gluon_small only")
     case = make_case(24, h, 576, num_slots=6000, topk=2048, layout="bf16", block_size=16, with_length=True,
                      empty_rows=1, seed=17 + h, device=DEV)
     widen_latents(case, seed=h)
-    d_out, _ = _decode(case, "native")
-    _small_cvt_asm(monkeypatch)
+    with monkeypatch.context() as m:
+        _small_cvt_asm(m, 0)
+        d_out, _ = _decode(case, "native")
     res = check_close(*_decode(case, "native"), *case.reference())
-    print(f"gluon_small cvt_asm large latents h={h}: {res}; the default's out finite: "
+    print(f"gluon_small cvt_asm large latents h={h}: {res}; cvt_asm 0's out finite: "
           f"{bool(torch.isfinite(d_out.float()).all())}")

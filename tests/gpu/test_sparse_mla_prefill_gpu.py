@@ -57,7 +57,7 @@ def _check(case, **kw):
 
 
 # DSATTN_PF_CONFIG texts (gluon_prefill.parse_prefill_config: fields by name, the rest at PrefillConfig's defaults)
-DEFAULT = "vst=0"  # gluon_prefill.PrefillConfig() (fp16 P, session 11; cvt_pipe, session 19)
+DEFAULT = "vst=0"  # gluon_prefill.PrefillConfig() (fp16 P, session 11; cvt_pipe, session 19; cvt_asm, session 62)
 BF16_SPLIT = "f16=0,cvt_pipe=0,producer_regs=56"  # the default before session 11 (P_hi V + P_lo V)
 NO_CVT_PIPE = "cvt_pipe=0"  # the default before session 19 (the whole stage converted after it landed)
 BN32 = "block_n=32,stages=4,producer_regs=56"  # 32-entry blocks x 4 stages (fp16 P, cvt_pipe)
@@ -76,7 +76,7 @@ def _overlap_indices(t, num_slots, topk, seed):
     return overlap_indices(t, num_slots, topk, "cpu", seed=seed)
 
 
-_GUARD = ([(8, s) for s in (DEFAULT, BN32_BF16, BN32, BN32_NO_CVT_PIPE, "cvt_asm=1")]
+_GUARD = ([(8, s) for s in (DEFAULT, BN32_BF16, BN32, BN32_NO_CVT_PIPE, "cvt_asm=0")]
           + [(64, DEFAULT), (128, DEFAULT), (64, BN32_BF16), (8, BF16_SPLIT), (64, BF16_SPLIT),
              (8, NO_CVT_PIPE), (64, NO_CVT_PIPE), (16, BN32), (64, "vst=1")])
 
@@ -314,13 +314,14 @@ def _default_spec(h):
     return "vst=1" if h >= 64 else DEFAULT
 
 
-def _near_default(monkeypatch, case, field, label):
-    """Runs case under the default config, then with `field`=1 added: the second right against the reference and
-    within rounding of the first."""
+def _near_default(monkeypatch, case, extra, label):
+    """Runs case under the default config, then with `extra` (DSATTN_PF_CONFIG fields) added: both right against the
+    reference, and within rounding of each other."""
     h = case.q.shape[1]
     monkeypatch.setenv("DSATTN_PF_CONFIG", _default_spec(h))
     base = _run(case)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", f"{field}=1,{_default_spec(h)}")
+    check_close(*base, *case.reference())
+    monkeypatch.setenv("DSATTN_PF_CONFIG", f"{extra},{_default_spec(h)}")
     got = _run(case)
     check_close(*got, *case.reference())
     diff = (got[0].float() - base[0].float()).abs().max().item()
@@ -331,40 +332,29 @@ def _near_default(monkeypatch, case, field, label):
 
 @pytest.mark.parametrize("h", [8, 16, 32, 64, 128])
 def test_pf_cvt_asm(monkeypatch, h):
-    """cvt_asm (session 60: the producer's conversion scales in bf16 before its one rounding to fp16; not the default)
-    against the reference (topk_length, an empty row, NaN rows behind invalid entries) and within rounding of the
-    default (the stage values differ only below 2^-14, where the default rounds twice)."""
+    """cvt_asm (session 60; the default since session 62: the producer's conversion scales in bf16 before its one
+    rounding to fp16) and cvt_asm=0 (the conversion before it) against the reference (topk_length, an empty row, NaN
+    rows behind invalid entries) and within rounding of each other (the stage values differ only below 2^-14, where
+    cvt_asm=0 rounds twice)."""
     case = make_case(96, h, 576, num_slots=20000, topk=2048, layout="bf16", block_size=1, with_length=True,
                      empty_rows=1, seed=61 + h, device=DEV)
-    _near_default(monkeypatch, case, "cvt_asm", "cvt_asm")
+    _near_default(monkeypatch, case, "cvt_asm=0", "cvt_asm=0")
 
 
 @pytest.mark.parametrize("h", [8, 32, 64])
 def test_pf_cvt_asm_large_latents(monkeypatch, h):
-    """cvt_asm keeps latent values past fp16's range finite: eight channels of magnitude up to ~4e5 (positive, so
-    out has no cancellation; q's part of them +-2^-14, exact in fp16, so the softmax is not one-hot) match the
-    reference. (The default's compiled conversion rounds to fp16 before it scales: there these values are inf; the
-    test prints whether the default's outputs are finite, it does not assert it.)"""
+    """The default (cvt_asm) keeps latent values past fp16's range finite: eight channels of magnitude up to ~4e5
+    (positive, so out has no cancellation; q's part of them +-2^-14, exact in fp16, so the softmax is not one-hot)
+    match the reference. (cvt_asm=0's compiled conversion rounds to fp16 before it scales: there these values are inf;
+    the test prints whether its outputs are finite, it does not assert it.)"""
     case = make_case(40, h, 576, num_slots=8000, topk=2048, layout="bf16", block_size=1, with_length=True,
                      empty_rows=1, seed=7 + h, device=DEV)
     widen_latents(case, seed=h)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", f"cvt_asm=1,{_default_spec(h)}")
+    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
     out, lse = _run(case)
     res = check_close(out, lse, *case.reference())
-    monkeypatch.setenv("DSATTN_PF_CONFIG", _default_spec(h))
+    monkeypatch.setenv("DSATTN_PF_CONFIG", f"cvt_asm=0,{_default_spec(h)}")
     d_out, d_lse = _run(case)
     finite_ref = torch.isfinite(case.reference()[1])
-    print(f"cvt_asm large latents h={h}: {res}; the default's out finite: {bool(torch.isfinite(d_out.float()).all())}, "
+    print(f"cvt_asm large latents h={h}: {res}; cvt_asm=0's out finite: {bool(torch.isfinite(d_out.float()).all())}, "
           f"lse finite where the reference is: {bool(torch.isfinite(d_lse[finite_ref]).all())}")
-
-
-@pytest.mark.parametrize("h", [8, 32, 64])
-def test_pf_sffma(monkeypatch, h):
-    """sffma (session 60: the softmax scale inside exp2's argument, one FFMA an element; not the default) against the
-    reference (topk_length, an empty row, NaN rows behind invalid entries) and within rounding of the default; with a
-    negative sm_scale the launcher keeps the multiply-first softmax (right against the reference too)."""
-    case = make_case(64, h, 576, num_slots=20000, topk=2048, layout="bf16", block_size=1, with_length=True,
-                     empty_rows=1, seed=71 + h, device=DEV)
-    _near_default(monkeypatch, case, "sffma", "sffma")
-    case.sm_scale = -case.sm_scale
-    check_close(*_run(case), *case.reference())

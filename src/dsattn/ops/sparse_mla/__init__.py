@@ -139,10 +139,10 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
                  reach (grouping.fused_max_slots) where the slots of a whole cache are past it; its lists then come
                  in key order. Other variants and kernels look the slots up into a [T, K] tensor they allocate.
     Returns (out, lse).
-    Range: on Hopper the default kernel (gluon_prefill, fp16 products) keeps |kv| < 65520 and |q| <= 65504 finite
-    (as compiled it rounds kv to fp16 before scaling it by 2^-8: session 60; its config cvt_asm=1, not yet run on a
-    GPU, scales first, |kv| < ~1.68e7); DSATTN_PF_CONFIG=f16=0,cvt_pipe=0,producer_regs=56 runs it in bf16 without
-    either limit (gluon_prefill.py docstring).
+    Range: on Hopper the default kernel (gluon_prefill, fp16 products) keeps |kv| < 2^24 and |q| <= 65504 finite
+    (its config cvt_asm, the default since session 62, scales kv by 2^-8 in bf16 before its one rounding to fp16);
+    DSATTN_PF_CONFIG=f16=0,cvt_pipe=0,producer_regs=56 runs it in bf16 without either limit (gluon_prefill.py
+    docstring).
     """
     indices = _check_common(q, indices, sm_scale, d_v, topk_length, out, lse)
     scratch = _check_prefill_scratch(scratch, q, indices)

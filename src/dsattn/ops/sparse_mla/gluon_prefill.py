@@ -34,12 +34,13 @@ PrefillConfig.f16 = 1 (THE DEFAULT since session 11: one P @ V instead of two, 6
 prefill_config) instead converts each landed latent stage in place into fp16 x 2^-8 (V_SCALE, gluon_small's numerics:
 exact but for values below 2^-6, fp16 subnormals) in the producer, and runs q (fp16, exact for bf16 values in fp16's
 normal range) . K and one fp16 P @ V; q_rope is scaled by V_SCALE (exact) so the bf16 RoPE product lands in the same
-units. Range: |q| up to 65504, and latent values below 65520 only (session 60: the conversion as written, fp16(fp32(x) x
-2^-8), compiles to fp16(x) x 2^-8, the compiler having narrowed it; the PTX of `bench/mla_gluon_check.py --kernel
-prefill --dump` shows cvt.rn.f16x2.f32 before mul.f16x2), not the ~1.68e7 that the arithmetic as written allows; config
-cvt_asm (_bf16_to_f16_scaled, not yet run on a GPU) scales first and keeps them finite below 2^24 (1 - 2^-12). The bf16
-schedule, DSATTN_PF_CONFIG=f16=0,cvt_pipe=0,producer_regs=56, has no such limit; normalized latents and queries sit far
-inside either. Both pass the tolerance in a PyTorch emulation of the kernel's arithmetic
+units. Range: |q| up to 65504, and latent values below 2^24 (1 - 2^-12): config cvt_asm (the default since session 62)
+converts by _bf16_to_f16_scaled, which scales in bf16 first and rounds once. (Session 60 found that the conversion as
+written, fp16(fp32(x) x 2^-8), compiles to fp16(x) x 2^-8, the compiler having narrowed it: the PTX of
+`bench/mla_gluon_check.py --kernel prefill --dump` shows cvt.rn.f16x2.f32 before mul.f16x2, so with cvt_asm=0 latent
+values of magnitude >= 65520 become inf; tests/gpu/test_sparse_mla_prefill_gpu.py::test_pf_cvt_asm_large_latents.) The
+bf16 schedule, DSATTN_PF_CONFIG=f16=0,cvt_pipe=0,producer_regs=56, has no such limit; normalized latents and queries sit
+far inside either. Both pass the tolerance in a PyTorch emulation of the kernel's arithmetic
 (tests/test_sparse_mla_prefill_impl.py::test_emulated_arithmetic, peaked q x 6 cases included, where bf16 P alone fails:
 test_emulated_bf16_p_misses_tolerance) and in the GPU tests (tests/gpu/, peaked included).
 
@@ -84,7 +85,7 @@ overlap 1 (slower wherever they ran; session 30, 7811b1a).
 Launch configurations (PrefillConfig; DSATTN_PF_CONFIG='field=value,...', parse_prefill_config): 64-entry blocks x 2
 stages (default, prefill_config) or 32 x 4 (one block in flight against three; 32 x 4 split 0.885 vs 0.790 ms at 64
 heads, bf16 P, bench/results/pf_sched5.json), f16 0 / 1 (a second wgmma per block against a conversion pass in the
-producer), cvt_pipe, vst, the producer's registers, and (session 60, not yet run on a GPU) cvt_asm and sffma. Measured
+producer), cvt_pipe, vst, the producer's registers, and cvt_asm (session 60; the default since session 62). Measured
 (H200, s_q 1024, bench/results/pf1_schedules.json): the consumer limits (timing build without gathers 1.139 ms against
 1.182 at 64 heads, 32 x 4 N-split; producer alone 0.374 ms), and the per-block times of the schedules follow their
 shared-memory traffic per entry (N-split 32 x 4: ~610 KB per 64 entries, 4.8 us a block; 64 x 2 and split 32 x 4: ~460
@@ -153,11 +154,11 @@ class PrefillConfig:
     vst: int = 0        # 1: each warpgroup's half of out goes through an idle stage (stmatrix) and is stored in
     #                     16-byte pieces (_store_rows_tile; session 21; prefill_config's default at >= 64 heads
     #                     since session 22: 1.029-1.037x there, 0.985x at 16 / 32 heads)
-    cvt_asm: int = 0    # 1 (f16): the producer's conversion by _bf16_to_f16_scaled (session 60, NOT YET RUN on a GPU:
-    #                     the scale applied in bf16 before the one rounding to fp16, 4 instructions a pair of values
-    #                     against 5, and no fp16 overflow below 2^24; see _to_f16_group)
-    sffma: int = 0      # 1: the softmax scale applied inside exp2's argument, one FFMA an element (_softmax_step;
-    #                     session 60, NOT YET RUN on a GPU); taken only when sm_scale > 0
+    cvt_asm: int = 1    # 1 (THE DEFAULT since session 62; f16 only, f16 0 ignores it): the producer's conversion by
+    #                     _bf16_to_f16_scaled (the scale applied in bf16 before the one rounding to fp16, 4
+    #                     instructions a pair of values against 5, no fp16 overflow below 2^24; see _to_f16_group).
+    #                     H100, `dsattn bench ab` against 0: 1.017x / 1.029x / 1.033x / 1.032x at 8 / 16 / 32 / 64
+    #                     heads s_q 1024, 1.044x at 32 heads s_q 8192, outputs bit-equal (ab_s62_cvt_asm_*_h100.json)
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -178,13 +179,12 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
     cfg = parse_named(PrefillConfig, spec, "DSATTN_PF_CONFIG", "f16=0,cvt_pipe=0,producer_regs=56")
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
-          and cfg.f16 in (0, 1) and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, 1) and cfg.cvt_asm in (0, cfg.f16)
-          and cfg.sffma in (0, 1)
+          and cfg.f16 in (0, 1) and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, 1) and cfg.cvt_asm in (0, 1)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
                          "producer_regs a multiple of 8 in [24, 160], f16 0 or 1, "
-                         "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1 (1: with f16 1), sffma 0 or 1; "
+                         "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1; "
                          f"got {spec!r}")
     return cfg
 
@@ -429,28 +429,20 @@ if HAVE_GLUON:
         gl.store(o_ptrs, buf.load(O_L), mask=((ot < tok_end) & (oh < num_heads))[:, None])
 
     @gluon.jit
-    def _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED: gl.constexpr,
-                      SFFMA: gl.constexpr = 0):
+    def _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED: gl.constexpr):
         """One block of the online softmax (base 2) over the rows of S [64, BN]: an entry outside [0, num_slots)
         or (GROUPED) one the row's token did not list (its bit in `bits`) scores -inf. Returns (P, alpha, m, l);
-        the rows' reductions run over S's layout (one warpgroup's rows). SFFMA (config sffma; qk_scale > 0, which
-        the launcher ensures): the raw row maxima are scaled once, and each element's scale and shift is one fma
-        inside exp2's argument, instead of a multiply of every element before the max."""
+        the rows' reductions run over S's layout (one warpgroup's rows). (Session 60's sffma, the scale inside
+        exp2's argument as one FFMA an element, was 0.987x / 0.990x at 8 / 32 heads on an H100 in session 62,
+        ab_s62_sffma_*_h100.json, and was removed.)"""
         valid = ((ix >= 0) & (ix < num_slots))[None, :]
         if GROUPED:
             valid = valid & (((bits[None, :] >> tok_of_row) & 1) != 0)
-        if SFFMA:
-            s = gl.where(valid, s, NEG_INF)
-            m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
-        else:
-            s = gl.where(valid, s * qk_scale, NEG_INF)
-            m_new = gl.maximum(m_i, gl.max(s, 1))
+        s = gl.where(valid, s * qk_scale, NEG_INF)
+        m_new = gl.maximum(m_i, gl.max(s, 1))
         m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
         alpha = gl.exp2(m_i - m_use)
-        if SFFMA:
-            p = gl.exp2(s * qk_scale - m_use[:, None])  # (one FFMA: the compile check's SASS)
-        else:
-            p = gl.exp2(s - m_use[:, None])
+        p = gl.exp2(s - m_use[:, None])
         l_i = l_i * alpha + gl.sum(p, 1)
         return p, alpha, m_new, l_i
 
@@ -468,7 +460,7 @@ if HAVE_GLUON:
               q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
               HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
               NS: gl.constexpr, F16: gl.constexpr, PROFILE: gl.constexpr, num_warps: gl.constexpr,
-              VST: gl.constexpr = 0, SFFMA: gl.constexpr = 0):
+              VST: gl.constexpr = 0):
         """Consumer warpgroup 0 (default partition): S of every block over all BN entries (wgmma N = BN), the online
         softmax, P (and the rescale factor alpha) to shared memory for warpgroup 1, and O[:, :256]."""
         gl.static_assert(num_warps == 4, "one warpgroup")
@@ -515,8 +507,7 @@ if HAVE_GLUON:
             s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
             s = warpgroup_mma_wait(0, deps=(s,))
 
-            p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED,
-                                               SFFMA)
+            p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
             acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
             # warpgroup 1 is done with P and alpha of block b - 1 (fresh mbarriers count as phase 1 complete)
             mbarrier.wait(p_free, (b & 1) ^ 1)
@@ -606,8 +597,7 @@ if HAVE_GLUON:
             HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
             PROFILE: gl.constexpr, V_REGS: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
-            CVT_PIPE: gl.constexpr = 0, VST: gl.constexpr = 0, SPLIT: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0,
-            SFFMA: gl.constexpr = 0):
+            CVT_PIPE: gl.constexpr = 0, VST: gl.constexpr = 0, SPLIT: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0):
         """1-D grid, one program a work item. G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its
         union list entries / masks row g (stride_it), end_ptr = counts. G == 1: program p = token p // nhb, head
         block p % nhb (nhb = cdiv(num_heads, HPT): a token's head blocks are neighbouring programs, so they run at
@@ -682,7 +672,7 @@ if HAVE_GLUON:
             (_wg_s, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                      qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                      q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
-                     HAS_ROPE, GROUPED, HPT, BN, NS, F16, PROFILE, num_warps, VST, SFFMA)),
+                     HAS_ROPE, GROUPED, HPT, BN, NS, F16, PROFILE, num_warps, VST)),
             (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
                      full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE, VST)),
             (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
@@ -715,8 +705,8 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
         flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages,
         bool(cfg.f16), profile, SPLIT_V_REGS,
         PRODUCER_WARPS, cfg.producer_regs,
-        num_warps=4, CVT_PIPE=cfg.cvt_pipe, VST=cfg.vst, SPLIT=int(splits > 1), CVT_ASM=cfg.cvt_asm,
-        SFFMA=int(bool(cfg.sffma) and float(sm_scale) > 0),
+        num_warps=4, CVT_PIPE=cfg.cvt_pipe, VST=cfg.vst, SPLIT=int(splits > 1),
+        CVT_ASM=cfg.cvt_asm if cfg.f16 else 0,
     )
 
 

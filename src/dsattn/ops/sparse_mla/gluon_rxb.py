@@ -1,5 +1,7 @@
-"""Ping-pong keys-on-M Gluon kernel over bf16 rows, 17..32 heads a program, Hopper (sm_90). Session 61: written and
-compile-checked on the CPU, NOT YET RUN ON A GPU; nothing runs it unless DSATTN_SPARSE_MLA_IMPL=gluon_rx is set (then
+"""Ping-pong keys-on-M Gluon kernel over bf16 rows, 17..32 heads a program, Hopper (sm_90). Session 61: written on the
+CPU; session 62 ran it on an H100: right (its GPU tests pass), and 0.917x / 0.884x the grouped gluon_prefill at 32
+heads s_q 1024 / 8192 (0.904x at 24 heads; bench/results/ab_s62_rxb_*_h100.json; why: notes/sparse_mla.md, session
+62). Nothing runs it unless DSATTN_SPARSE_MLA_IMPL=gluon_rx is set (then
 it takes bf16-row launches of 32-head programs: the 'native' prefill at 17..32 heads, one token a program, no union
 lists, and bf16-cache decode).
 

@@ -17,12 +17,13 @@ program. The tile's rows come from one of three row layouts:
 Numerics. P @ V runs on fp16 operands: P keeps 3 more mantissa bits than in bf16 (bf16 P missed the issue's 2e-3 +
 3/128 bound on peaked softmax, notes/sparse_mla.md), and V enters scaled by 2**-8 (V_SCALE, undone on the fp32
 accumulator) so that, as written, any value up to 1.6e7 stays finite; values under 2**-6 turn subnormal there, an
-absolute error under 2**-17. Over bf16 rows the GPU build does not keep that range: the compiler narrows
-`(x.to(float32) * V_SCALE).to(float16)` into fp16(x) x 2**-8 (session 60: the PTX of bench/mla_compile_check.py
---dump, and of gluon_small / gluon_prefill alike, shows cvt.rn.f16x2.f32 before mul.f16x2), so a bf16 latent value
-of magnitude >= 65520 becomes inf (gluon_prefill's config cvt_asm, not yet run on a GPU, is the conversion as
-written). Over bf16 rows q . k runs on the bf16 operands as they are. Over fp8 rows (e4m3 -> fp16 is one instruction
-per pair on sm90, BENCHMARKS.md) the latent is dequantized once, into that same scaled fp16 tile (the group scales
+absolute error under 2**-17. Over bf16 rows the GPU build does not keep that range: the compiler narrows `(x.to(float32)
+* V_SCALE).to(float16)` into fp16(x) x 2**-8 (session 60: the PTX of bench/mla_compile_check.py --dump, and of
+gluon_small / gluon_prefill alike, shows cvt.rn.f16x2.f32 before mul.f16x2), so a bf16 latent value of magnitude >=
+65520 becomes inf in this Triton kernel (the Gluon kernels' default since session 62, gluon_prefill's config cvt_asm and
+gluon_small's GluonConfig.cvt_asm, converts by inline PTX that scales first: finite below 2^24). Over bf16 rows q . k
+runs on the bf16 operands as they are. Over fp8 rows (e4m3 -> fp16 is one instruction per pair on sm90, BENCHMARKS.md)
+the latent is dequantized once, into that same scaled fp16 tile (the group scales
 are powers of two: exact down to the tile's subnormals), and q . k uses it with q in fp16 (finite for |q| < 65504)
 and the 2**8 folded into the softmax scale. The factor is fp16(group scale x 2**-8), which is 0 for a group scale of
 2**-17 or less (amax <= 448 x 2**-17, ~3.4e-3): here such a group reads as zeros in both products. Every fp8 decode

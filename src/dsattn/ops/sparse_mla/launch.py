@@ -101,8 +101,10 @@ class GluonConfig:
     block_n: int = 64
     stages: int = 3
     num_warps: int = 4  # 4: one warpgroup; 8: two, splitting S^T's heads and O^T's latent rows
-    cvt_asm: int = 0    # 1: bf16 rows' V converted by gluon_small._bf16_to_f16_scaled (one rounding, finite below 2^24;
-    #                     the default's compiled conversion gives inf from 65520). Session 61, NOT YET RUN on a GPU
+    cvt_asm: int = 1    # 1 (the default since session 62; bf16 rows only): V converted by _bf16_to_f16_scaled (one
+    #                     rounding, finite below 2^24; 0's compiled conversion gives inf from 65520). H100, bf16
+    #                     decode 512 tokens: 1.080x / 1.077x / 1.037x over 0 at 8 / 16 / 32 heads
+    #                     (bench/time_small_bf16.py, bench/results/small_cvt_asm_time_s62_h100.json)
 
 
 SMEM_LIMIT = 232448  # bytes of shared memory one CTA may use on sm_90 (227 KB)
@@ -265,8 +267,8 @@ def use_gluon_rx(q, flat, layout: KVLayout, hp: int, impl: str | None = None) ->
     """Whether run_attention launches gluon_rx.sparse_mla_rx_kernel: under 'auto' where usable and preferred
     (rx_preferred); under DSATTN_SPARSE_MLA_IMPL=gluon_rx over fp8 rows at most 32 heads per program, ValueError
     where that kernel cannot run (as 'gluon_ws'). Under gluon_rx also bf16 rows in 32-head programs (17..32 heads,
-    'native'; prefill and decode): gluon_rxb.sparse_mla_rxb_kernel (session 61, not yet run on a GPU; 'auto' never
-    takes it)."""
+    'native'; prefill and decode): gluon_rxb.sparse_mla_rxb_kernel (session 61; 0.88-0.92x the grouped prefill on an
+    H100 in session 62, so 'auto' never takes it)."""
     impl = impl or sparse_mla_impl()
     if impl in ("gluon64", "gluon_prefill"):
         impl = "auto"  # launches the 64-head / prefill kernel does not take run what auto runs
@@ -382,7 +384,7 @@ def run_attention_gluon(q, flat, layout: KVLayout, indices, sm_scale, topk_lengt
                      cfg.block_n),
         layout.is_fp8, d > LATENT_DIM, topk_length is not None,
         hp, cfg.block_n, cfg.stages,
-        num_warps=cfg.num_warps, CVT_ASM=cfg.cvt_asm,
+        num_warps=cfg.num_warps, CVT_ASM=0 if layout.is_fp8 else cfg.cvt_asm,
     )
     combine_splits(out, lse, part_o, part_lse, splits)
 
