@@ -2,9 +2,9 @@
 # Session 62's third device call, carry [".peer"]: after cvt_asm became the default of gluon_prefill and gluon_small
 # (and sffma was removed):
 # 1. the prefill GPU tests of the conversion (hang guard, test_pf_cvt_asm*) and gluon_small's (test_small_cvt_asm*);
-# 2. issue 3's prefill rows beside FlashMLA (bench/gpu_s16_table.sh, PARTS=prefill, TABLE_TAG=s62);
-# 3. `dsattn bench ab` of the bf16-cache decode at 8 / 16 heads: A the default (Triton below 17 heads:
+# 2. `dsattn bench ab` of the bf16-cache decode at 8 / 16 heads: A the default (Triton below 17 heads:
 #    launch.gluon_preferred) against B gluon_small (DSATTN_SPARSE_MLA_IMPL=gluon, now with cvt_asm);
+# 3. issue 3's prefill rows beside FlashMLA (bench/gpu_s16_table.sh, PARTS=prefill, TABLE_TAG=s62);
 # 4. more of the prefill GPU tests (heads, overlap, peaked, D 512, odd top-k, duplicates, pad64, configs).
 # PREDICTION: prefill rows 1.02-1.04x session 60's on the same card kind (the A/Bs); bf16 decode: gluon_small
 # within 0.9-1.1x of Triton at 8 / 16 heads (no earlier decode measurement at those head counts with cvt_asm).
@@ -24,8 +24,6 @@ timeout 90 python -m pytest -q -p no:cacheprovider -rfE -s tests/gpu/test_sparse
   -k "small_cvt_asm and gluon and not gluon_ws and not gluon64" > $R/small_tests.log 2>&1
 echo "small tests rc=$? $((SECONDS - t0)) s" >> $L
 grep -E "passed|failed|cvt_asm|Error" $R/small_tests.log | tail -n 8 >> $L; pack
-OUT=$R PARTS=prefill TABLE_TAG=s62 bash bench/gpu_s16_table.sh
-cat $R/tb.log >> $L; echo "table $((SECONDS - t0)) s" >> $L; pack
 for c in "512 8" "512 16" "2048 8"; do
   set -- $c
   timeout 90 python -m dsattn.cli bench ab --op sparse_mla_decode --layout bf16 --tokens $1 --heads $2 \
@@ -33,7 +31,9 @@ for c in "512 8" "512 16" "2048 8"; do
   echo "== ab bf16 decode $1 tokens $2 heads (A default, B gluon_small) rc=$? $((SECONDS - t0)) s" >> $L
   tail -n 4 $R/ab_bf16dec_${1}_h$2.log | cut -c1-200 >> $L
 done; pack
-timeout 200 python -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_sparse_mla_prefill_gpu.py \
+OUT=$R PARTS=prefill TABLE_TAG=s62 bash bench/gpu_s16_table.sh
+cat $R/tb.log >> $L; echo "table $((SECONDS - t0)) s" >> $L; pack
+timeout 150 python -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_sparse_mla_prefill_gpu.py \
   -k "heads or overlap or peaked or d512 or odd_topk or duplicates or pad64 or test_pf_configs" > $R/pf_tests2.log 2>&1
 echo "prefill tests (more) rc=$? $((SECONDS - t0)) s" >> $L
 grep -E "passed|failed|Error" $R/pf_tests2.log | tail -n 12 >> $L; pack
