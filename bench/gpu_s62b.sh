@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 62's third device call, carry [".peer"]: after cvt_asm became the default of gluon_prefill and gluon_small
-# (and sffma was removed):
+# Session 62's third device call (NOT RUN: no machine came again; the next session's first call), carry
+# [".peer"], after cvt_asm became the default of gluon_prefill and gluon_small (and sffma was removed):
 # 1. the prefill GPU tests of the conversion (hang guard, test_pf_cvt_asm*) and gluon_small's (test_small_cvt_asm*);
 # 2. `dsattn bench ab` of the bf16-cache decode at 8 / 16 heads: A the default (Triton below 17 heads:
 #    launch.gluon_preferred) against B gluon_small (DSATTN_SPARSE_MLA_IMPL=gluon, now with cvt_asm);
