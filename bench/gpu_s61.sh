@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Written in session 61 (no device came; NOT RUN YET). The first call of the next device session, one H200 (or H100),
-# carry [".peer"] (FlashMLA for the table); every step appends to $OUT/small.log as it goes:
+# Written in session 61 (no device came); run in session 62 on an H100 (bench/results/gpu_s61_script_s62_h100.log).
+# One H200 (or H100), carry [".peer"] (FlashMLA for the table); every step appends to $OUT/small.log as it goes:
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s61.sh
 # 1. gluon_rxb's GPU tests (tests/gpu/test_sparse_mla_rxb_gpu.py, its hang guard first, -x).
 # 2. The probe (bench/rx_timing_builds.py --prefill-case, s_q 1024, 32 heads): over the prefill row's workload
