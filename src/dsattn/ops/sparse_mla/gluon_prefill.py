@@ -85,7 +85,8 @@ overlap 1 (slower wherever they ran; session 30, 7811b1a).
 Launch configurations (PrefillConfig; DSATTN_PF_CONFIG='field=value,...', parse_prefill_config): 64-entry blocks x 2
 stages (default, prefill_config) or 32 x 4 (one block in flight against three; 32 x 4 split 0.885 vs 0.790 ms at 64
 heads, bf16 P, bench/results/pf_sched5.json), f16 0 / 1 (a second wgmma per block against a conversion pass in the
-producer), cvt_pipe, vst, the producer's registers, and cvt_asm (session 60; the default since session 62). Measured
+producer), cvt_pipe, vst, the producer's registers, cvt_asm (session 60; the default since session 62), and plo (f16 0:
+0 runs bf16 P alone, FlashMLA's numerics, for measuring only; session 62, not yet run on a GPU). Measured
 (H200, s_q 1024, bench/results/pf1_schedules.json): the consumer limits (timing build without gathers 1.139 ms against
 1.182 at 64 heads, 32 x 4 N-split; producer alone 0.374 ms), and the per-block times of the schedules follow their
 shared-memory traffic per entry (N-split 32 x 4: ~610 KB per 64 entries, 4.8 us a block; 64 x 2 and split 32 x 4: ~460
@@ -159,6 +160,10 @@ class PrefillConfig:
     #                     instructions a pair of values against 5, no fp16 overflow below 2^24; see _to_f16_group).
     #                     H100, `dsattn bench ab` against 0: 1.017x / 1.029x / 1.033x / 1.032x at 8 / 16 / 32 / 64
     #                     heads s_q 1024, 1.044x at 32 heads s_q 8192, outputs bit-equal (ab_s62_cvt_asm_*_h100.json)
+    plo: int = 1        # f16 0 only. 1: P @ V as P_hi V + P_lo V (bf16, ~16 bits of P). 0: bf16 P alone, one product,
+    #                     FlashMLA's numerics, which miss the issue's 2e-3 + 3/128 on peaked softmaxes
+    #                     (test_emulated_bf16_p_misses_tolerance): for measuring what those numerics are worth, never
+    #                     a default (session 62, NOT YET RUN on a GPU; only through DSATTN_PF_CONFIG)
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -180,11 +185,12 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
           and cfg.f16 in (0, 1) and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, 1) and cfg.cvt_asm in (0, 1)
+          and cfg.plo in (0, 1) and (cfg.plo or not cfg.f16)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
                          "producer_regs a multiple of 8 in [24, 160], f16 0 or 1, "
-                         "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1; "
+                         "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0); "
                          f"got {spec!r}")
     return cfg
 
@@ -460,7 +466,7 @@ if HAVE_GLUON:
               q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
               HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
               NS: gl.constexpr, F16: gl.constexpr, PROFILE: gl.constexpr, num_warps: gl.constexpr,
-              VST: gl.constexpr = 0):
+              VST: gl.constexpr = 0, PLO: gl.constexpr = 1):
         """Consumer warpgroup 0 (default partition): S of every block over all BN entries (wgmma N = BN), the online
         softmax, P (and the rescale factor alpha) to shared memory for warpgroup 1, and O[:, :256]."""
         gl.static_assert(num_warps == 4, "one warpgroup")
@@ -516,9 +522,11 @@ if HAVE_GLUON:
                 ph_smem.store(p_hi)
             else:
                 p_hi = p.to(gl.bfloat16)
-                p_lo = (p - p_hi.to(gl.float32)).to(gl.bfloat16)
+                if PLO:
+                    p_lo = (p - p_hi.to(gl.float32)).to(gl.bfloat16)
                 ph_smem.store(p_hi)
-                pl_smem.store(p_lo)
+                if PLO:
+                    pl_smem.store(p_lo)
             a_smem.store(alpha)
             fence_async_shared()
             gl.thread_barrier()
@@ -527,7 +535,8 @@ if HAVE_GLUON:
             v_left = lat.index(st).slice(0, 256, dim=1)
             acc = warpgroup_mma(gl.convert_layout(p_hi, P_L), v_left, acc, is_async=True)
             if not F16:
-                acc = warpgroup_mma(gl.convert_layout(p_lo, P_L), v_left, acc, is_async=True)
+                if PLO:
+                    acc = warpgroup_mma(gl.convert_layout(p_lo, P_L), v_left, acc, is_async=True)
         acc = warpgroup_mma_wait(0, deps=(acc,))
 
         empty = l_i == 0.0
@@ -552,7 +561,7 @@ if HAVE_GLUON:
     @gluon.jit
     def _wg_v(hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem, full,
               free, p_ready, p_free, HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
-              PROFILE: gl.constexpr, VST: gl.constexpr = 0):
+              PROFILE: gl.constexpr, VST: gl.constexpr = 0, PLO: gl.constexpr = 1):
         """Consumer warpgroup 1 (worker partition): O[:, 256:] += P V of every block with warpgroup 0's P and
         alpha, then its half of the epilogue with warpgroup 0's 1 / l."""
         MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -573,7 +582,8 @@ if HAVE_GLUON:
             v_right = lat.index(st).slice(256, 256, dim=1)
             acc = warpgroup_mma(ph_smem, v_right, acc, is_async=True)
             if not F16:
-                acc = warpgroup_mma(pl_smem, v_right, acc, is_async=True)
+                if PLO:
+                    acc = warpgroup_mma(pl_smem, v_right, acc, is_async=True)
             acc = warpgroup_mma_wait(0, deps=(acc,))
             gl.thread_barrier()
             mbarrier.arrive(p_free, count=1)
@@ -597,7 +607,8 @@ if HAVE_GLUON:
             HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
             PROFILE: gl.constexpr, V_REGS: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
-            CVT_PIPE: gl.constexpr = 0, VST: gl.constexpr = 0, SPLIT: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0):
+            CVT_PIPE: gl.constexpr = 0, VST: gl.constexpr = 0, SPLIT: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0,
+            PLO: gl.constexpr = 1):
         """1-D grid, one program a work item. G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its
         union list entries / masks row g (stride_it), end_ptr = counts. G == 1: program p = token p // nhb, head
         block p % nhb (nhb = cdiv(num_heads, HPT): a token's head blocks are neighbouring programs, so they run at
@@ -655,8 +666,10 @@ if HAVE_GLUON:
         ph_smem = gl.allocate_shared_memory(QP_DT, [ROWS, BN], P_S)
         if F16:
             pl_smem = ph_smem  # one fp16 P
-        else:
+        elif PLO:
             pl_smem = gl.allocate_shared_memory(gl.bfloat16, [ROWS, BN], P_S)
+        else:
+            pl_smem = ph_smem  # bf16 P alone (config plo 0): unread
         full = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
         free = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(NS):
@@ -672,9 +685,9 @@ if HAVE_GLUON:
             (_wg_s, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                      qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                      q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
-                     HAS_ROPE, GROUPED, HPT, BN, NS, F16, PROFILE, num_warps, VST)),
+                     HAS_ROPE, GROUPED, HPT, BN, NS, F16, PROFILE, num_warps, VST, PLO)),
             (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
-                     full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE, VST)),
+                     full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE, VST, PLO)),
             (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
                          PROFILE, PRODUCER_WARPS, CVT_PIPE, CVT_ASM)),
         ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
@@ -706,7 +719,7 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
         bool(cfg.f16), profile, SPLIT_V_REGS,
         PRODUCER_WARPS, cfg.producer_regs,
         num_warps=4, CVT_PIPE=cfg.cvt_pipe, VST=cfg.vst, SPLIT=int(splits > 1),
-        CVT_ASM=cfg.cvt_asm if cfg.f16 else 0,
+        CVT_ASM=cfg.cvt_asm if cfg.f16 else 0, PLO=1 if cfg.f16 else cfg.plo,
     )
 
 
