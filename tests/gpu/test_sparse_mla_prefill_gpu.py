@@ -364,7 +364,8 @@ def test_pf_cvt_asm_large_latents(monkeypatch, h):
 @pytest.mark.parametrize("h", [8, 32, 64])
 def test_pf_bf16_p(monkeypatch, h):
     """Config plo 0 (bf16 P alone, FlashMLA's numerics; a build for measuring what they are worth, not a default):
-    lse bit-equal to the bf16 schedule's (P's representation does not enter it) and out within 1e-2 of it (topk_length,
+    lse bit-equal to the bf16 schedule's (P's representation does not enter it) and out within 4e-3 + 2^-6 |out| of it
+    elementwise (a few bf16 ulps of out; session 63 on an H100: 0.0156, one ulp at |out| 2..4, at 64 heads; topk_length,
     an empty row, NaN rows behind invalid entries). The error against the reference is printed, not asserted: bf16 P
     misses the issue's tolerance on peaked softmaxes and, in the CPU emulation, at 64 heads on a random case too
     (tests/test_sparse_mla_prefill_impl.py::test_emulated_bf16_p_random)."""
@@ -375,9 +376,11 @@ def test_pf_bf16_p(monkeypatch, h):
     monkeypatch.setenv("DSATTN_PF_CONFIG", BF16_P)
     out, lse = _run(case)
     assert torch.equal(lse, base[1])
-    diff = (out.float() - base[0].float()).abs().max().item()
+    d = (out.float() - base[0].float()).abs()
+    diff = d.max().item()
     ref_out, _ = case.reference()
     fin = torch.isfinite(ref_out.float())
     err = (out.float() - ref_out.float())[fin].abs().max().item()
     print(f"bf16 P h={h}: max |out diff| {diff:.3g} against P_hi + P_lo, {err:.3g} against the reference")
-    assert diff <= 1e-2, diff
+    excess = (d - (4e-3 + base[0].float().abs() / 64)).max().item()
+    assert excess <= 0, (diff, excess)

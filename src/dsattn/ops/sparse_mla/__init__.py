@@ -297,8 +297,8 @@ def sparse_mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Te
     a 128-value group stored with a scale of 2**-17 or less (amax <= ~3.4e-3) reads as zeros there (in q . k too,
     lse then up to ~3e-5 relative off, except under gluon_rx's sraw: kernels.py's docstring). Over bf16 rows the
     fp16 V tile keeps |kv| < 65520 finite in the Triton kernel (as compiled: kernels.py's docstring, session 60; on
-    sm_90 'auto' runs it for the bf16 decode but at 17..32 heads a program), |kv| < 2^24 in gluon_small (those 17..32
-    heads; GluonConfig.cvt_asm, the default since session 62).
+    sm_90 'auto' runs it for the bf16 decode only in 64-head programs since session 63), |kv| < 2^24 in gluon_small
+    (programs of <= 32 heads; GluonConfig.cvt_asm, the default since session 62).
     """
     indices = _check_common(q, indices, sm_scale, d_v, topk_length, out, lse)
     check_tensor("kv_cache", kv_cache, dtype=(torch.bfloat16, torch.uint8), ndim=(3, 4))

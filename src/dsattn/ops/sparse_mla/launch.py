@@ -143,16 +143,20 @@ def gluon_config(layout: KVLayout, num_heads: int, d_qk: int = 576) -> GluonConf
 
 
 def gluon_preferred(layout: KVLayout, hp: int) -> bool:
-    """Where 'auto' picks the Gluon kernel: fp8 rows (decode 8 heads 0.399 vs 0.609 ms, 32 heads 0.457 vs
-    0.868) and bf16 rows at 32 heads a program (prefill s_q 1024: 0.968 vs 1.254 ms); bf16 at 16 heads
-    stays Triton (0.672 vs 0.824 ms). bench/results/sparse_mla_gluon_sweep.json."""
-    return layout.is_fp8 or hp > 16
+    """Where 'auto' picks gluon_small (use_gluon asks it for programs of <= 32 heads only): fp8 rows (decode 8 heads
+    0.399 vs 0.609 ms, 32 heads 0.457 vs 0.868; bench/results/sparse_mla_gluon_sweep.json, H200; gluon_rx takes
+    those launches first under 'auto') and bf16 rows at every program size since session 63. bf16 decode against the
+    Triton kernel, H100, `dsattn bench ab` (outputs bit-equal): 512 tokens 8 / 16 heads 0.405 / 0.412 vs 0.428 /
+    0.428 ms, 2048 tokens 8 heads 1.554 vs 1.605 (bench/results/ab_s62_bf16dec_*_h100.json; gluon_small with
+    cvt_asm). At session 10 gluon_small was the slower at 16 heads (0.824 vs 0.672 ms), so 'auto' ran Triton below
+    17 heads."""
+    return layout.is_fp8 or hp <= 32
 
 
 def sparse_mla_impl() -> str:
     """DSATTN_SPARSE_MLA_IMPL: 'auto' (default) or one kernel forced for A/B runs. 'auto' on sm_90: decode over fp8
     rows runs gluon_rx at <= 32 heads a program (rx_preferred; gluon_ws at 17..32 until session 59), gluon64 for
-    64-head programs; bf16 decode rows gluon_small at 32-head programs, Triton elsewhere; prefill the grouped
+    64-head programs; bf16 decode rows gluon_small at <= 32 heads a program, Triton at 64; prefill the grouped
     gluon_prefill (GLUON_PREFILL_AUTO_HEADS, 'native' and 64-head programs). The forced values: 'triton';
     'gluon' (gluon_small wherever a program carries <= 32 heads); 'gluon_ws' / 'gluon_rx' (those kernels over
     fp8 rows at <= 32 heads a program, gluon_small over bf16 rows); 'gluon64'; 'gluon_prefill' (every prefill
