@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 62's third device call (NOT RUN: no machine came again; the next session's first call), carry
+# Session 62's third device call (written in session 62, run in session 63 on an H100 at b628ca3: bench/results/gpu_s62b_script_s63_h100.log), carry
 # [".peer"], after cvt_asm became the default of gluon_prefill and gluon_small (and sffma was removed):
 # 1. the prefill GPU tests of the conversion (hang guard, test_pf_cvt_asm*, test_pf_bf16_p) and gluon_small's
 #    (test_small_cvt_asm*);

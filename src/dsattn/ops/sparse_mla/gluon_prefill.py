@@ -86,7 +86,8 @@ Launch configurations (PrefillConfig; DSATTN_PF_CONFIG='field=value,...', parse_
 stages (default, prefill_config) or 32 x 4 (one block in flight against three; 32 x 4 split 0.885 vs 0.790 ms at 64
 heads, bf16 P, bench/results/pf_sched5.json), f16 0 / 1 (a second wgmma per block against a conversion pass in the
 producer), cvt_pipe, vst, the producer's registers, cvt_asm (session 60; the default since session 62), and plo (f16 0:
-0 runs bf16 P alone, FlashMLA's numerics, for measuring only; session 62, not yet run on a GPU). Measured
+0 runs bf16 P alone, FlashMLA's numerics, for measuring only; session 62; 32 heads, H100: 1.103x / 1.121x the
+default at s_q 1024 / 8192, bench/results/ab_s62_plo0_*_h32_h100.json). Measured
 (H200, s_q 1024, bench/results/pf1_schedules.json): the consumer limits (timing build without gathers 1.139 ms against
 1.182 at 64 heads, 32 x 4 N-split; producer alone 0.374 ms), and the per-block times of the schedules follow their
 shared-memory traffic per entry (N-split 32 x 4: ~610 KB per 64 entries, 4.8 us a block; 64 x 2 and split 32 x 4: ~460
@@ -163,7 +164,8 @@ class PrefillConfig:
     plo: int = 1        # f16 0 only. 1: P @ V as P_hi V + P_lo V (bf16, ~16 bits of P). 0: bf16 P alone, one product,
     #                     FlashMLA's numerics, which miss the 2e-3 + 3/128 on peaked softmaxes
     #                     (test_emulated_bf16_p_misses_tolerance): for measuring what those numerics are worth, never
-    #                     a default (session 62, NOT YET RUN on a GPU; only through DSATTN_PF_CONFIG)
+    #                     a default (session 62; only through DSATTN_PF_CONFIG). H100, 32 heads, against the
+    #                     default: 1.103x / 1.121x at s_q 1024 / 8192 (ab_s62_plo0_*_h32_h100.json, session 63)
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
