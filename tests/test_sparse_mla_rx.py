@@ -281,9 +281,9 @@ def test_rx_config_guards():
 
 
 def test_rxb_compiles_for_sm90a(tmp_path):
-    """gluon_rxb (session 61; run on an H100 in session 62) compiles for sm_90a at D_qk 576 and 512 without spills or wgmma
-    serialization, within the shared-memory limit, its V^T operand loaded by ldmatrix .trans (8 a 16-key chunk, 4
-    chunks, two consumers) and converted by mul.rn.bf16x2 (_bf16_to_f16_scaled)."""
+    """gluon_rxb (session 61; run on an H100 in session 62) compiles for sm_90a at D_qk 576 and 512 without spills or
+    wgmma serialization, within the shared-memory limit, its V^T operand loaded by ldmatrix .trans (8 a 16-key chunk,
+    4 chunks, two consumers) and converted by mul.rn.bf16x2 (_bf16_to_f16_scaled)."""
     import os
     import re
     import subprocess
