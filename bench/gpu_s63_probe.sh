@@ -5,13 +5,13 @@
 # torch.profiler (bench/prefill_kernel_probe.py).
 # PREDICTION (H100; FlashMLA padded 0.499 ms at 32 heads): default 0.53 full, ~0.52 without gathers (consumer-bound),
 # ~0.40 without products; plo 0 0.49 / ~0.47 / ~0.30.
-#   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s63_probe.sh      ($OUT/probe.log)
+#   [PROBE_HEADS="32 64"] DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s63_probe.sh      ($OUT/probe.log)
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_PF_PROFILE
 L=$OUT/probe.log
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader > $L; echo "tree ${DSATTN_GIT_COMMIT:-?}" >> $L
-for h in 32 64; do
+for h in ${PROBE_HEADS:-32 64}; do
   for c in default "f16=0;cvt_pipe=0;producer_regs=56;plo=0"; do
     for p in 0 1 2 3; do
       if [ "$c" = default ]; then unset DSATTN_PF_CONFIG; else export DSATTN_PF_CONFIG="${c//;/,}"; fi
