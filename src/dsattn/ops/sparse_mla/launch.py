@@ -148,8 +148,9 @@ def gluon_preferred(layout: KVLayout, hp: int) -> bool:
     those launches first under 'auto') and bf16 rows at every program size since session 63. bf16 decode against the
     Triton kernel, H100, `dsattn bench ab` (outputs bit-equal): 512 tokens 8 / 16 heads 0.405 / 0.412 vs 0.428 /
     0.428 ms, 2048 tokens 8 heads 1.554 vs 1.605 (bench/results/ab_s62_bf16dec_*_h100.json; gluon_small with
-    cvt_asm); small batches no different (1 / 16 tokens 8 heads 0.981x [0.959, 1.000] / 0.989x, 64 tokens 8 / 16 heads
-    1.001x / 0.995x: ab_s63_bf16dec_*_h100.json). At session 10 gluon_small was the slower at 16 heads (0.824 vs
+    cvt_asm); small batches within 2% (1 token 8 heads 0.981x, CI [0.959, 1.000], the one case where Triton was the
+    faster; 16 tokens 8 heads 0.989x, 64 tokens 8 / 16 heads 1.001x / 0.995x, no difference detected:
+    ab_s63_bf16dec_*_h100.json). At session 10 gluon_small was the slower at 16 heads (0.824 vs
     0.672 ms), so 'auto' ran Triton below 17 heads."""
     return layout.is_fp8 or hp <= 32
 
