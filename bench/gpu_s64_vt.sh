@@ -7,6 +7,8 @@
 # PREDICTION (H100): the consumers alone at 32 heads move from the default's 2.70 us a block toward bf16 P's 2.36
 # (session 64's probe), less the conversion now on the consumers' path: vt 1.03-1.10x the default at 32 / 64 heads.
 #   DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s64_vt.sh      ($OUT/s64.log, $OUT/s64.tgz)
+# RAN at f3ae6df on an H100 (bench/results/gpu_s64_vt_script_h100.log): right, and slower (0.878-0.912x); config vt
+# was removed afterwards, so this script needs f3ae6df's src/ to run again.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_PF_PROFILE

@@ -121,8 +121,7 @@ def test_config_knob(monkeypatch):
                        ("vst=1", P(vst=1)),
                        ("cvt_asm=0", P(cvt_asm=0)),  # the conversion before session 62
                        ("f16=0,cvt_pipe=0,cvt_asm=0", P(f16=0, cvt_pipe=0, cvt_asm=0)),
-                       ("f16=0,cvt_pipe=0,plo=0", P(f16=0, cvt_pipe=0, plo=0)),  # bf16 P alone (measuring only)
-                       ("vt=1,cvt_pipe=0,producer_regs=56", P(vt=1, cvt_pipe=0, producer_regs=56))):  # session 64
+                       ("f16=0,cvt_pipe=0,plo=0", P(f16=0, cvt_pipe=0, plo=0))):  # bf16 P alone (measuring only)
         monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
         assert gluon_prefill.prefill_config(8) == want, spec
         assert gluon_prefill.parse_prefill_config(gluon_prefill.prefill_config_spec(want)) == want
@@ -135,7 +134,7 @@ def test_config_knob(monkeypatch):
                 "producer_regs=16", "producer_regs=168", "f16=2", "f16=0", "cvt_pipe=2", "vst=2", "stages=1",
                 "fast", "vst", "vst=1,vst=0", "vst=x", "overlap=1", "split=0", "split=1", "tail=1",
                 "vst=1;f16=1", "cvt_asm=2", "sffma=1",  # sffma: removed in session 62
-                "plo=0", "f16=0,cvt_pipe=0,plo=2", "vt=1", "vt=2,cvt_pipe=0", "f16=0,cvt_pipe=0,vt=1"):
+                "plo=0", "f16=0,cvt_pipe=0,plo=2"):
         monkeypatch.setenv("DSATTN_PF_CONFIG", bad)
         with pytest.raises(ValueError, match="DSATTN_PF_CONFIG"):
             gluon_prefill.prefill_config(8)
@@ -192,7 +191,7 @@ def test_group_shape(heads, expected):
 
 def test_compiles_for_sm90a():
     """The kernel compiles for sm_90a on this machine (no GPU), grouped (8 heads) and not (64), with the defaults (8 and
-    64 heads), the bf16 schedule, bf16 P alone (plo 0) and config vt at 64 heads: no spill, no wgmma serialization, shared memory within the
+    64 heads), the bf16 schedule and bf16 P alone (plo 0): no spill, no wgmma serialization, shared memory within the
     limit, the partitions' register budgets in the PTX. (64 heads' default, vst 1, on the 8-head grouped program is no
     default: with cvt_asm it spills 4 bytes there, session 62.)"""
     pytest.importorskip("triton.experimental.gluon")
@@ -204,8 +203,6 @@ def test_compiles_for_sm90a():
     for h in (8, 64):  # each head count's own default (vst 1 from 64 heads) and the bf16 schedule
         specs = [gluon_prefill.prefill_config_spec(gluon_prefill.prefill_config(h)).replace(",", ";"),
                  "f16=0;cvt_pipe=0;producer_regs=56", "f16=0;cvt_pipe=0;plo=0"]
-        if h == 64:  # config vt (session 64) at 64-head programs, both stores (the 8-head program spills ~20 bytes)
-            specs += ["vt=1;cvt_pipe=0;producer_regs=56", "vt=1;cvt_pipe=0;producer_regs=56;vst=1"]
         res = subprocess.run([sys.executable, os.path.join(root, "bench", "mla_gluon_check.py"), "--kernel",
                               "prefill", "--cases", f"prefill-bf16-{h}", "--configs", ",".join(specs)],
                              capture_output=True, text=True, env=env, timeout=300)
@@ -228,8 +225,7 @@ def test_compiles_for_sm90a():
 def _emulate(q, kv, indices, sm_scale, topk_length, mode, bn=32):
     """gluon_prefill's block loop in PyTorch: 64-row programs of G tokens x HPT heads over grouping's union lists
     (G > 1) or the token's own list, bf16 S (or fp16 q . K16 in V_SCALE units: mode 'f16'), online base-2
-    softmax, P @ V as P_hi V + P_lo V ('split'), one fp16 P V16 ('f16'; 'vt', config vt: the same with bf16 S) or
-    bf16 P alone ('bf16')."""
+    softmax, P @ V as P_hi V + P_lo V ('split'), one fp16 P V16 ('f16') or bf16 P alone ('bf16')."""
     from dsattn.ops.sparse_mla import grouping
     log2e = 1.4426950408889634
     t, h, d = q.shape
@@ -271,7 +267,7 @@ def _emulate(q, kv, indices, sm_scale, topk_length, mode, bn=32):
                 m_use = torch.where(m_new == float("-inf"), 0.0, m_new)
                 alpha, pr = torch.exp2(m - m_use), torch.exp2(s - m_use[:, None])
                 l, acc, m = l * alpha + pr.sum(1), acc * alpha[:, None], m_new
-                if mode in ("f16", "vt"):
+                if mode == "f16":
                     acc = acc + (pr.half().float() @ (k[:, :512] / 256).half().float()) * 256
                 else:
                     hi_p = pr.bfloat16().float()
@@ -288,14 +284,14 @@ def _emulate(q, kv, indices, sm_scale, topk_length, mode, bn=32):
 
 @pytest.mark.parametrize("h, scale, with_length", [(8, 1, True), (8, 6, False), (24, 1, True), (64, 6, True)])
 def test_emulated_arithmetic(h, scale, with_length):
-    """The kernel's arithmetic (each P @ V numerics, config vt's included, the union masks, rows past T / H) within the issue's tolerance
+    """The kernel's arithmetic (both P @ V numerics, the union masks, rows past T / H) within the issue's tolerance
     of the reference on random slots with repeats, invalid entries, topk_length and a row without a valid entry;
     peaked softmaxes (q x 6) included."""
     case = make_case(19, h, 576, num_slots=4096, topk=512, layout="bf16", block_size=1, with_length=with_length,
                      empty_rows=1, seed=h)
     case.q = (case.q.float() * scale).to(torch.bfloat16)
     ref = case.reference()
-    for mode in ("split", "f16", "vt"):
+    for mode in ("split", "f16"):
         check_close(*_emulate(case.q, case.flat, case.indices, case.sm_scale, case.topk_length, mode), *ref)
 
 

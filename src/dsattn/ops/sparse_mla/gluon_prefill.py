@@ -80,7 +80,9 @@ level at 16 (3.76 vs 3.75 us a block); session 11, code at 0980bad), overlap 2 (
 under S(b + 2); slower at every head count; session 14, cf36ac8), persistent programs (slower at 64 / 128 heads, within
 run-to-run drift at 16 / 32; session 14, 69caf59), a tail schedule (S(b + 1) queued behind P V(b); slower at every head
 count; session 16, 1689471), FlashMLA's staggered pair (0.63-0.75x; session 26, a7f7a6d), the N-split consumer and
-overlap 1 (slower wherever they ran; session 30, 7811b1a).
+overlap 1 (slower wherever they ran; session 30, 7811b1a), config vt (fp16 P without the producer's conversion pass: each
+warpgroup's O^T += V^T P^T with V^T converted in registers; right, and 0.901x / 0.878x the default at 32 heads s_q 1024
+/ 8192, 0.912x at 64, on an H100: session 64, f3ae6df, bench/results/ab_s64_vt_*_h100.json).
 
 Launch configurations (PrefillConfig; DSATTN_PF_CONFIG='field=value,...', parse_prefill_config): 64-entry blocks x 2
 stages (default, prefill_config) or 32 x 4 (one block in flight against three; 32 x 4 split 0.885 vs 0.790 ms at 64
@@ -130,9 +132,6 @@ if HAVE_GLUON:
 
 M = 64               # rows of a program (wgmma M): G tokens x HPT heads
 SPLIT_V_REGS = 160   # registers of consumer warpgroup 1 (_wg_v: O[:, 256:] alone takes 128 of them)
-VH0 = gl.constexpr(1) if HAVE_GLUON else 0  # (experiment) halves in warpgroup 0
-VH1 = gl.constexpr(0) if HAVE_GLUON else 1
-VT_V_REGS = 192      # the same under config vt (_wg_v_t: O^T[256:] 128, V^T's chunks 32; 200 spilled)
 PRODUCER_WARPS = 4   # 8 did not compile beside the two consumer warpgroups (40 / 56 producer registers, 8 / 64 heads;
 #                      16 warps leave 128 registers a thread at launch, within which ptxas places a wgmma's: C7602)
 SMEM_LIMIT = 232448  # bytes of shared memory one CTA may use on sm_90
@@ -169,11 +168,6 @@ class PrefillConfig:
     #                     (test_emulated_bf16_p_misses_tolerance): for measuring what those numerics are worth, never
     #                     a default (session 62; only through DSATTN_PF_CONFIG). H100, 32 heads, against the
     #                     default: 1.103x / 1.121x at s_q 1024 / 8192 (ab_s62_plo0_*_h32_h100.json, session 63)
-    vt: int = 0         # 1 (with f16 1, cvt_pipe 0; session 64, a measuring build): fp16 P without the producer's
-    #                     conversion pass. q and the stages stay bf16 (S as in f16 0); each consumer warpgroup computes
-    #                     its half of O transposed, O^T[256 dims, 64 rows] += V^T P^T, with V^T read from the stage
-    #                     into registers and converted there (_bf16_to_f16_scaled, as gluon_rxb) and P^T fp16 in shared
-    #                     memory (_wg_s_t / _wg_v_t)
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -196,13 +190,11 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
           and cfg.f16 in (0, 1) and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, 1) and cfg.cvt_asm in (0, 1)
           and cfg.plo in (0, 1) and (cfg.plo or not cfg.f16)
-          and cfg.vt in (0, 1) and (not cfg.vt or (cfg.f16 and not cfg.cvt_pipe))
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
                          "producer_regs a multiple of 8 in [24, 160], f16 0 or 1, "
-                         "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0), "
-                         "vt 0 or 1 (1: with f16 1 and cvt_pipe 0); "
+                         "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0); "
                          f"got {spec!r}")
     return cfg
 
@@ -608,130 +600,6 @@ if HAVE_GLUON:
             _store_rows(acc * a_smem.load(ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot,
                         stride_oh, 256, HPT)
 
-    @gluon.jit
-    def _pv_t(acc, lat_t, pt_smem, col0: gl.constexpr, DOT_T: gl.constexpr, BN: gl.constexpr):
-        """Config vt: O^T[col0:col0 + 256, :] (acc [256, 64]) += V^T P^T over one stage, V^T's 16-key chunks read
-        from the bf16 stage into registers (A operand) and converted to fp16 x V_SCALE there, P^T [BN, 64] fp16
-        (B operand) from shared memory, two chunks at a time (the first two retired before the last two are read;
-        with all four in registers ptxas spilled or serialized the wgmmas, sm_90a compile check); the last two are
-        left in flight. After it returns nothing reads the stage any more (its values are in registers)."""
-        gl.static_assert(BN == 64, "four 16-key chunks")
-        v0 = _bf16_to_f16_scaled(lat_t.slice(0, 16, dim=0).slice(col0, 256, dim=1).permute((1, 0)).load(DOT_T))
-        v1 = _bf16_to_f16_scaled(lat_t.slice(16, 16, dim=0).slice(col0, 256, dim=1).permute((1, 0)).load(DOT_T))
-        acc = warpgroup_mma(v0, pt_smem.slice(0, 16, dim=0), acc, is_async=True)
-        acc = warpgroup_mma(v1, pt_smem.slice(16, 16, dim=0), acc, is_async=True)
-        acc = warpgroup_mma_wait(0, deps=(acc,))  # v0 / v1's registers free (all four at once: ptxas spilled)
-        v2 = _bf16_to_f16_scaled(lat_t.slice(32, 16, dim=0).slice(col0, 256, dim=1).permute((1, 0)).load(DOT_T))
-        v3 = _bf16_to_f16_scaled(lat_t.slice(48, 16, dim=0).slice(col0, 256, dim=1).permute((1, 0)).load(DOT_T))
-        acc = warpgroup_mma(v2, pt_smem.slice(32, 16, dim=0), acc, is_async=True)
-        acc = warpgroup_mma(v3, pt_smem.slice(48, 16, dim=0), acc, is_async=True)
-        return acc
-
-    @gluon.jit
-    def _wg_s_t(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
-                qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                q_smem, lat, rope, pt_smem, a_smem, full, free, p_ready, p_free,
-                HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
-                NS: gl.constexpr, PROFILE: gl.constexpr, num_warps: gl.constexpr, VST: gl.constexpr = 0):
-        """Config vt, consumer warpgroup 0: as _wg_s over bf16 q and stages (S in bf16), then P^T (fp16) and alpha
-        to shared memory for warpgroup 1, and O^T[:256] += V^T P^T (_pv_t). Its stage is released as soon as V^T
-        is in registers."""
-        gl.static_assert(num_warps == 4, "one warpgroup")
-        MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                        instr_shape=[16, BN, 16])
-        MMA_T: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                        instr_shape=[16, ROWS, 16])
-        QR_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_S, k_width=2)
-        DOT_T: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_T, k_width=2)
-        ROW_S: gl.constexpr = gl.SliceLayout(1, MMA_S)
-        COL_S: gl.constexpr = gl.SliceLayout(0, MMA_S)
-        COL_T: gl.constexpr = gl.SliceLayout(0, MMA_T)
-        q_rope = _load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, QR_L, HAS_ROPE, False,
-                         HPT, num_warps)
-        fence_async_shared()
-        gl.thread_barrier()
-        if PROFILE & 2:
-            _hand_back(hi, full, free, BN, NS)
-            hi = 0
-        tok_of_row = (gl.arange(0, ROWS, ROW_S) // HPT)[:, None]
-        m_i = gl.full([ROWS], NEG_INF, gl.float32, ROW_S)
-        l_i = gl.zeros([ROWS], gl.float32, ROW_S)
-        acc = warpgroup_mma_init(gl.zeros([256, ROWS], gl.float32, MMA_T))
-        nblocks = gl.cdiv(hi, BN)
-        for b in range(nblocks):
-            st = b % NS
-            ix = _idx(idx_row, b * BN, hi, BN, COL_S)
-            if GROUPED:
-                bits = _idx(mask_row, b * BN, hi, BN, COL_S)
-            else:
-                bits = ix  # (unread)
-            acc = warpgroup_mma_wait(0, deps=(acc,))  # its O^T half of block b - 1: P^T may be rewritten after p_free
-            mbarrier.wait(full.index(st), (b // NS) & 1)
-            s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
-            s = warpgroup_mma_wait(0, deps=(s,))
-
-            p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
-            acc = acc * gl.convert_layout(alpha, COL_T)[None, :]
-            mbarrier.wait(p_free, (b & 1) ^ 1)
-            pt_smem.store(gl.permute(p.to(gl.float16), (1, 0)))
-            a_smem.store(alpha)
-            fence_async_shared()
-            gl.thread_barrier()
-            mbarrier.arrive(p_ready, count=1)
-            acc = _pv_t(acc, lat.index(st), pt_smem, 0, DOT_T, BN)
-            gl.thread_barrier()
-            mbarrier.arrive(free.index(st), count=1)
-        acc = warpgroup_mma_wait(0, deps=(acc,))
-
-        empty = l_i == 0.0
-        lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
-        inv_l = 256.0 / gl.where(empty, 1.0, l_i)
-        mbarrier.wait(p_free, (nblocks & 1) ^ 1)
-        a_smem.store(inv_l)
-        gl.thread_barrier()
-        mbarrier.arrive(p_ready, count=1)
-        o = gl.permute(acc * gl.convert_layout(inv_l, COL_T)[None, :], (1, 0))
-        if VST:
-            _store_rows_tile(o, lat.index(0), t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, 0, HPT)
-        else:
-            _store_rows(o, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, 0, HPT)
-        rl = gl.arange(0, ROWS, ROW_S)
-        lt = t0 + rl // HPT
-        lh = h0 + rl % HPT
-        gl.store(lse_ptr + lt.to(gl.int64) * stride_lt + lh * stride_lh, lse, mask=(lt < tok_end) & (lh < num_heads))
-
-    @gluon.jit
-    def _wg_v_t(hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, pt_smem, a_smem, full, free,
-                p_ready, p_free, HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, PROFILE: gl.constexpr,
-                VST: gl.constexpr = 0):
-        """Config vt, consumer warpgroup 1: O^T[256:] += V^T P^T of every block with warpgroup 0's P^T and alpha,
-        then its half of the epilogue with warpgroup 0's 1 / l."""
-        MMA_T: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                        instr_shape=[16, ROWS, 16])
-        DOT_T: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_T, k_width=2)
-        COL_T: gl.constexpr = gl.SliceLayout(0, MMA_T)
-        if PROFILE & 2:
-            _hand_back(hi, full, free, BN, NS)
-            hi = 0
-        acc = gl.zeros([256, ROWS], gl.float32, MMA_T)
-        nblocks = gl.cdiv(hi, BN)
-        for b in range(nblocks):
-            st = b % NS
-            mbarrier.wait(p_ready, b & 1)
-            acc = acc * a_smem.load(COL_T)[None, :]
-            acc = _pv_t(acc, lat.index(st), pt_smem, 256, DOT_T, BN)
-            gl.thread_barrier()
-            mbarrier.arrive(free.index(st), count=1)
-            acc = warpgroup_mma_wait(0, deps=(acc,))
-            gl.thread_barrier()
-            mbarrier.arrive(p_free, count=1)
-        mbarrier.wait(p_ready, nblocks & 1)
-        o = gl.permute(acc * a_smem.load(COL_T)[None, :], (1, 0))
-        if VST:
-            _store_rows_tile(o, lat.index(1), t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, 256, HPT)
-        else:
-            _store_rows(o, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, 256, HPT)
-
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "token0", "tok_end", "stride_os", "stride_ls",
                                   "splits"])
     def sparse_mla_prefill_kernel(
@@ -744,7 +612,7 @@ if HAVE_GLUON:
             PROFILE: gl.constexpr, V_REGS: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
             CVT_PIPE: gl.constexpr = 0, VST: gl.constexpr = 0, SPLIT: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0,
-            PLO: gl.constexpr = 1, VT: gl.constexpr = 0):
+            PLO: gl.constexpr = 1):
         """1-D grid, one program a work item. G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its
         union list entries / masks row g (stride_it), end_ptr = counts. G == 1: program p = token p // nhb, head
         block p % nhb (nhb = cdiv(num_heads, HPT): a token's head blocks are neighbouring programs, so they run at
@@ -789,9 +657,8 @@ if HAVE_GLUON:
         LAT_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BN, 512], gl.bfloat16)
         ROPE_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BN, 64], gl.bfloat16)
 
-        # F16: q, P and the converted stages in fp16 (V_SCALE units for the stages); else bf16 throughout. VT (with
-        # F16): q and the stages bf16, P^T fp16 (_wg_s_t)
-        QP_DT: gl.constexpr = gl.float16 if (F16 and not VT) else gl.bfloat16
+        # F16: q, P and the converted stages in fp16 (V_SCALE units for the stages); else bf16 throughout
+        QP_DT: gl.constexpr = gl.float16 if F16 else gl.bfloat16
         Q_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, 512], QP_DT)
         P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BN], QP_DT)
         q_smem = gl.allocate_shared_memory(QP_DT, [ROWS, 512], Q_S)
@@ -800,11 +667,7 @@ if HAVE_GLUON:
             rope = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 64], ROPE_S)
         else:
             rope = lat
-        if VT:
-            ph_smem = gl.allocate_shared_memory(gl.float16, [BN, ROWS],
-                                                gl.NVMMASharedLayout.get_default_for([BN, ROWS], gl.float16))
-        else:
-            ph_smem = gl.allocate_shared_memory(QP_DT, [ROWS, BN], P_S)
+        ph_smem = gl.allocate_shared_memory(QP_DT, [ROWS, BN], P_S)
         if F16:
             pl_smem = ph_smem  # one fp16 P
         elif PLO:
@@ -822,28 +685,16 @@ if HAVE_GLUON:
         mbarrier.init(p_ready, count=1)
         mbarrier.init(p_free, count=1)
         a_smem = gl.allocate_shared_memory(gl.float32, [ROWS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-        if VT:
-            gl.warp_specialize([
-                (_wg_s_t, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots,
-                           num_heads, qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                           q_smem, lat, rope, ph_smem, a_smem, full, free, p_ready, p_free,
-                           HAS_ROPE, GROUPED, HPT, BN, NS, PROFILE, num_warps, VST)),
-                (_wg_v_t, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, a_smem,
-                           full, free, p_ready, p_free, HPT, BN, NS, PROFILE, VST)),
-                (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, 0,
-                             PROFILE, PRODUCER_WARPS, 0, 0)),
-            ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
-        else:
-            gl.warp_specialize([
-                (_wg_s, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
-                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                         q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
-                         HAS_ROPE, GROUPED, HPT, BN, NS, F16, PROFILE, num_warps, VST, PLO)),
-                (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
-                         full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE, VST, PLO)),
-                (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                             PROFILE, PRODUCER_WARPS, CVT_PIPE, CVT_ASM)),
-            ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
+        gl.warp_specialize([
+            (_wg_s, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
+                     qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
+                     q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
+                     HAS_ROPE, GROUPED, HPT, BN, NS, F16, PROFILE, num_warps, VST, PLO)),
+            (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
+                     full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE, VST, PLO)),
+            (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
+                         PROFILE, PRODUCER_WARPS, CVT_PIPE, CVT_ASM)),
+        ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
 
 
 def _profile() -> int:
@@ -869,10 +720,10 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
         o, so_t, so_h, ls, sl_t, sl_h, so_s, sl_s, splits,
         flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
         flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages,
-        bool(cfg.f16), profile, VT_V_REGS if cfg.vt else SPLIT_V_REGS,
+        bool(cfg.f16), profile, SPLIT_V_REGS,
         PRODUCER_WARPS, cfg.producer_regs,
         num_warps=4, CVT_PIPE=cfg.cvt_pipe, VST=cfg.vst, SPLIT=int(splits > 1),
-        CVT_ASM=cfg.cvt_asm if cfg.f16 else 0, PLO=1 if cfg.f16 else cfg.plo, VT=cfg.vt,
+        CVT_ASM=cfg.cvt_asm if cfg.f16 else 0, PLO=1 if cfg.f16 else cfg.plo,
     )
 
 
