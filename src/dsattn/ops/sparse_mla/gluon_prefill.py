@@ -80,9 +80,9 @@ level at 16 (3.76 vs 3.75 us a block); session 11, code at 0980bad), overlap 2 (
 under S(b + 2); slower at every head count; session 14, cf36ac8), persistent programs (slower at 64 / 128 heads, within
 run-to-run drift at 16 / 32; session 14, 69caf59), a tail schedule (S(b + 1) queued behind P V(b); slower at every head
 count; session 16, 1689471), FlashMLA's staggered pair (0.63-0.75x; session 26, a7f7a6d), the N-split consumer and
-overlap 1 (slower wherever they ran; session 30, 7811b1a), config vt (fp16 P without the producer's conversion pass: each
-warpgroup's O^T += V^T P^T with V^T converted in registers; right, and 0.901x / 0.878x the default at 32 heads s_q 1024
-/ 8192, 0.912x at 64, on an H100: session 64, f3ae6df, bench/results/ab_s64_vt_*_h100.json).
+overlap 1 (slower wherever they ran; session 30, 7811b1a), config vt (fp16 P without the producer's conversion
+pass: each warpgroup's O^T += V^T P^T with V^T converted in registers; right, and 0.901x / 0.878x the default at 32
+heads s_q 1024 / 8192, 0.912x at 64, on an H100: session 64, f3ae6df, bench/results/ab_s64_vt_*_h100.json).
 
 Launch configurations (PrefillConfig; DSATTN_PF_CONFIG='field=value,...', parse_prefill_config): 64-entry blocks x 2
 stages (default, prefill_config) or 32 x 4 (one block in flight against three; 32 x 4 split 0.885 vs 0.790 ms at 64
