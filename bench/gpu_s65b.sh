@@ -6,16 +6,19 @@
 # call launches (bench/prefill_kernel_probe.py) at 32 heads for plo 0 and pair, full and without gathers
 # (DSATTN_PF_PROFILE=1). PART=b: A/Bs at 32 heads s_q 8192 and 64 heads s_q 1024 (A plo 0, B pair), and issue 3's
 # 32-head prefill rows beside FlashMLA under pair (carry [".peer"]).
-# PREDICTION (H100): session 26's fp16 pair lost 0.63-0.75x, with the producer's conversion pass between pairs and
-# spills at 64 x 2; here neither is there (compile check: no spill at 8..32 heads, 4 bytes at 64), and the hand-offs
-# cost ~100 cycles each (handoff_probe). FlashMLA's own kernel runs ~2.0 us a 64-row block with this schedule; plo 0
-# runs ~2.5 (session 64's probe). Prediction: pair 0.95-1.15x plo 0 at 32 heads, so ~1.0-1.2x FlashMLA's best
-# (plo 0 ~1.04x); a win over 1.2x would put the row within reach only with FlashMLA's numerics.
+# PREDICTION (H100), first run (da491e2, whole stages): session 26's fp16 pair lost 0.63-0.75x, with the producer's
+# conversion pass between pairs and spills at 64 x 2; here neither is there, and the hand-offs cost ~100 cycles each
+# (handoff_probe). FlashMLA's own kernel runs ~2.0 us a 64-row block with this schedule; plo 0 runs ~2.5 (session
+# 64's probe). Prediction: pair 0.95-1.15x plo 0 at 32 heads. OUTCOME: 0.922x plo 0; its consumers alone (no
+# gathers) 349.5 us against plo 0's 413.6 (1.98 against 2.34 us a block), the full kernel 483.7 against 441.3: with
+# whole stages the next pair's gathers start only when a step ends. Second run (half stages, FlashMLA's L / R
+# halves refilled as their one releasing warpgroup is done, cp.async arrives per thread; no spill at 8..64 heads):
+# PREDICTION the full kernel toward its consumers' ~350 us, 1.05-1.2x plo 0, ~1.1-1.25x FlashMLA's best.
 #   PART=a|b DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s65b.sh      ($OUT/s65b.log, $OUT/s65b.tgz)
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_PF_PROFILE
-PAIR="f16=0,cvt_pipe=0,producer_regs=48,plo=0,pair=1"
+PAIR="f16=0,cvt_pipe=0,producer_regs=56,plo=0,pair=1"
 PLO0="f16=0,cvt_pipe=0,producer_regs=56,plo=0"
 L=$OUT/s65b.log; R=$OUT/q; mkdir -p $R
 nvidia-smi --query-gpu=name --format=csv,noheader > $L; echo "tree ${DSATTN_GIT_COMMIT:-?} part ${PART:-a}" >> $L

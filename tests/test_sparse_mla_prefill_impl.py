@@ -122,8 +122,8 @@ def test_config_knob(monkeypatch):
                        ("cvt_asm=0", P(cvt_asm=0)),  # the conversion before session 62
                        ("f16=0,cvt_pipe=0,cvt_asm=0", P(f16=0, cvt_pipe=0, cvt_asm=0)),
                        ("f16=0,cvt_pipe=0,plo=0", P(f16=0, cvt_pipe=0, plo=0)),  # bf16 P alone (measuring only)
-                       ("f16=0,cvt_pipe=0,producer_regs=48,plo=0,pair=1",  # and the staggered pair (measuring only)
-                        P(f16=0, cvt_pipe=0, producer_regs=48, plo=0, pair=1))):
+                       ("f16=0,cvt_pipe=0,plo=0,pair=1",  # and the staggered pair (measuring only)
+                        P(f16=0, cvt_pipe=0, plo=0, pair=1))):
         monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
         assert gluon_prefill.prefill_config(8) == want, spec
         assert gluon_prefill.parse_prefill_config(gluon_prefill.prefill_config_spec(want)) == want

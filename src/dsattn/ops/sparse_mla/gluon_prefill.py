@@ -634,28 +634,114 @@ if HAVE_GLUON:
             qr_smem.slice(R0, NR, dim=0).store(gl.load(q_row[:, None] + qr[None, :], mask=q_ok[:, None], other=0.0))
 
     @gluon.jit
+    def _half_entries(idx_row, blk, hi, BN: gl.constexpr, PW: gl.constexpr):
+        """Config pair: block blk's entries (-1 past hi) in the row layouts of a half's copies (256 latent columns;
+        64 RoPE columns)."""
+        return (_idx(idx_row, blk * BN, hi, BN, gl.SliceLayout(1, _copy_layout(256, 2, PW))),
+                _idx(idx_row, blk * BN, hi, BN, gl.SliceLayout(1, _copy_layout(64, 2, PW))))
+
+    @gluon.jit
+    def _gather_half(ix, num_slots, kv_ptr, lat_s, rope_s, bar, stride_kv: gl.constexpr, RIGHT: gl.constexpr,
+                     PW: gl.constexpr, GATHER: gl.constexpr):
+        """Config pair: cp.async of one half of a block's rows into its stage (left: latent columns 0..255; right:
+        latent 256..511 and the RoPE columns), then each producer thread's no-increment arrive on `bar` (full once
+        every thread's copies landed: FlashMLA's way, no wait_group and no partition barrier). Invalid entries are
+        masked copies (zero-filled, nothing read). GATHER 0 (timing builds): the arrive alone."""
+        if GATHER:
+            L: gl.constexpr = _copy_layout(256, 2, PW)
+            ix_lat, ix_rope = ix
+            valid = (ix_lat >= 0) & (ix_lat < num_slots)
+            row = kv_ptr + gl.where(valid, ix_lat, 0).to(gl.int64) * stride_kv + (256 if RIGHT else 0)
+            cols = gl.arange(0, 256, gl.SliceLayout(0, L))
+            async_copy.async_copy_global_to_shared(lat_s.slice(256 if RIGHT else 0, 256, dim=1),
+                                                   row[:, None] + cols[None, :], mask=valid[:, None])
+            if RIGHT:
+                _gather_rope(ix_rope, num_slots, kv_ptr, rope_s, stride_kv, True, PW)
+        async_copy.mbarrier_arrive(bar, increment_count=False)
+
+    @gluon.jit
+    def _producer_pair(idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r,
+                       stride_kv: gl.constexpr, BN: gl.constexpr, PROFILE: gl.constexpr, PW: gl.constexpr):
+        """Config pair's producer. Pair step j holds block 2 j in stage 0 and 2 j + 1 in stage 1, each stage as two
+        halves with their own full / free mbarriers, refilled in the order their last readers release them
+        (FlashMLA's): L(0) (warpgroup 0, after its own P V), R(1) (warpgroup 1, after its own P V), R(0) (warpgroup 1,
+        after its other P V), L(1) (warpgroup 0, after its other P V). The entries of the next half are loaded while
+        the producer waits for its stage to be released. A missing last block (an odd count) is gathered as all
+        invalid entries: zero-filled, nothing read, so that the consumers treat it as any other block."""
+        GATHER: gl.constexpr = (PROFILE & 1) == 0
+        nblocks = gl.cdiv(hi, BN)
+        ix = _half_entries(idx_row, 0, hi, BN, PW)
+        for j in range(gl.cdiv(nblocks, 2)):
+            ph = (j & 1) ^ 1  # use j of each half: the consumers released use j - 1 (fresh: phase 1 complete)
+            mbarrier.wait(free_l.index(0), ph)
+            _gather_half(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), full_l.index(0), stride_kv, False, PW,
+                         GATHER)
+            ix = _half_entries(idx_row, 2 * j + 1, hi, BN, PW)
+            mbarrier.wait(free_r.index(1), ph)
+            _gather_half(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), full_r.index(1), stride_kv, True, PW,
+                         GATHER)
+            ix = _half_entries(idx_row, 2 * j, hi, BN, PW)
+            mbarrier.wait(free_r.index(0), ph)
+            _gather_half(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), full_r.index(0), stride_kv, True, PW,
+                         GATHER)
+            ix = _half_entries(idx_row, 2 * j + 1, hi, BN, PW)
+            mbarrier.wait(free_l.index(1), ph)
+            _gather_half(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), full_l.index(1), stride_kv, False, PW,
+                         GATHER)
+            ix = _half_entries(idx_row, 2 * j + 2, hi, BN, PW)
+        async_copy.wait_group(0)
+
+    @gluon.jit
+    def _hand_back_pair(hi, full_l, full_r, free_l, free_r, BN: gl.constexpr, H: gl.constexpr):
+        """Timing builds (PROFILE bit 1) of config pair: each half handed back by its releasing warpgroup (0: the
+        left halves, 1: the right ones) once it landed, no products."""
+        nblocks = gl.cdiv(hi, BN)
+        full = full_l if H == 0 else full_r
+        free = free_l if H == 0 else free_r
+        for i in range(gl.cdiv(nblocks, 2)):
+            for k in gl.static_range(2):
+                mbarrier.wait(full.index(k), i & 1)
+                gl.thread_barrier()
+                mbarrier.arrive(free.index(k), count=1)
+
+    @gluon.jit
+    def _s_part(q3, qr3, lat_t, rope_t, s, RIGHT: gl.constexpr, i0):
+        """Config pair: S's product over one half of a stage (left: latent columns 0..255; right: 256..511 and the
+        RoPE columns), accumulated into s, async. q's views are indexed by i0 (always 0; session 26: the wgmma
+        descriptors are then formed where they are used, not hoisted out of the loop into registers)."""
+        c0: gl.constexpr = 256 if RIGHT else 0
+        s = warpgroup_mma(q3.index(i0).slice(c0, 256, dim=1), lat_t.slice(c0, 256, dim=1).permute((1, 0)), s,
+                          is_async=True)
+        if RIGHT:
+            s = warpgroup_mma(qr3.index(i0), rope_t.permute((1, 0)), s, is_async=True)
+        return s
+
+    @gluon.jit
     def _wg_pair(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                  qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                 q3, qr3, lat, rope, p1, x_smem, full, free, xbar, pbar, qbar,
-                 HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
-                 NS: gl.constexpr, H: gl.constexpr, PROFILE: gl.constexpr):
-        """Config pair (bf16 rows, bf16 P alone: FlashMLA's numerics and schedule), consumer warpgroup H of two. In
-        step i warpgroup H computes S of block 2 i + H over all BN entries and the softmax of its rows, and adds into
-        its half O[:, 256 H : 256 H + 256] the P V of both blocks of the step: its own P from registers, the other
-        warpgroup's from shared memory. The running max goes one way a step, so that the two softmaxes do not run at once:
-          warpgroup 0: S(2 i); m0 = max(m, its rows' max) to x_smem[0] (xbar[0]); P(2 i) against m0 and its own P V
-              issued at once; then the common max mc from x_smem[1] (xbar[1]); its P times 2^(m0 - mc) into its
-              block's RoPE tile, dead once S(2 i) retired (FlashMLA's place for it; pbar[0]); its own P V retired, O
-              half and row sums times the same factor; the other P V (p1, pbar[1]).
-          warpgroup 1: S(2 i + 1); mc = max(m0, its rows' max) to x_smem[1] (xbar[1]); P(2 i + 1) against mc into p1
-              (pbar[1]) and its own P V; the other P V (block 2 i's RoPE tile, pbar[0]).
-        q and its RoPE part are in shared memory (both S products read them from there). Block 2 i's stage is
-        released by warpgroup 0 once its own P V retired and by warpgroup 1 once its other P V did, so the RoPE
-        tile holding warpgroup 0's P is not refilled while it is read. Each buffer is rewritten only after the other warpgroup is past its last read of it (the waits order it;
-        tests/test_prefill_protocol.py models the protocol). Each warpgroup keeps the row sums of its own blocks in
-        mc's units; they are added at the end (l_0 + l_1). A block past the last one (an odd count) scores -inf
-        (P = 0) and reads block 2 i's stage, which warpgroup 0 holds until the step's end. Session 26's fp16 version
-        of this schedule (a7f7a6d) had its waits and releases in the same order."""
+                 q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
+                 GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, H: gl.constexpr,
+                 PROFILE: gl.constexpr):
+        """Config pair (bf16 rows, bf16 P alone: FlashMLA's numerics and its sparse prefill schedule), consumer
+        warpgroup H of two. Step i: block 2 i in stage 0, 2 i + 1 in stage 1, each stage two halves L (latent
+        columns 0..255) and R (latent 256..511 + RoPE) with their own mbarriers (_producer_pair). Warpgroup H
+        computes S of block 2 i + H and the softmax of its rows, and adds into its half O[:, 256 H : 256 H + 256] the
+        P V of both blocks: its own P from registers, the other warpgroup's from shared memory. The running max goes
+        one way a step, so that the two softmaxes do not run at once:
+          warpgroup 0: S(2 i) over L(0) as soon as it landed, then R(0); m0 = max(m, its rows' max) to x_smem[0]
+              (xbar[0]); P(2 i) against m0 and its own P V (V = L(0)) issued at once; the common max mc from x_smem[1]
+              (xbar[1]); its P times 2^(m0 - mc) into stage 0's RoPE tile, dead once S(2 i) retired (FlashMLA's place
+              for it; pbar[0]); its own P V retired: L(0) released, O half and row sums times the same factor; the
+              other P V (p1 against L(1), pbar[1]), then L(1) released.
+          warpgroup 1: S(2 i + 1) over R(1) first, then L(1); mc = max(m0, its rows' max) to x_smem[1] (xbar[1]);
+              P(2 i + 1) against mc into p1 (pbar[1]) and its own P V (V = R(1)); the other P V (stage 0's RoPE tile
+              against R(0), pbar[0]); R(1) released once its own P V retired, R(0) once the other did.
+        So each half has one releasing warpgroup, and L(0) and R(1) are refilled halfway through a step. q and its
+        RoPE part are in shared memory. Each buffer is rewritten only after the other warpgroup is past its last read
+        of it (the waits order it; tests/test_prefill_protocol.py models the protocol). Each warpgroup keeps the row
+        sums of its own blocks in mc's units; they are added at the end (l_0 + l_1). A missing last block (an odd
+        count) is gathered zero-filled and scores -inf (P = 0), so every step runs the same code. A half's data is
+        read by wgmma behind a proxy fence after its full mbarrier (the producer's copies arrive there per thread)."""
         MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                         instr_shape=[16, BN, 16])
         MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -666,13 +752,13 @@ if HAVE_GLUON:
         P_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_O, k_width=2)
         # each warpgroup stores half of q's rows, then waits for the other's
         _load_q_rows(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q3.index(0), qr3.index(0),
-                     H * (ROWS // 2), ROWS // 2, HAS_ROPE, HPT)
+                     H * (ROWS // 2), ROWS // 2, True, HPT)
         fence_async_shared()
         gl.thread_barrier()
         mbarrier.arrive(qbar, count=1)
         mbarrier.wait(qbar, 0)
         if PROFILE & 2:
-            _hand_back(hi, full, free, BN, NS)
+            _hand_back_pair(hi, full_l, full_r, free_l, free_r, BN, H)
             hi = 0
         tok_of_row = (gl.arange(0, ROWS, ROW_S) // HPT)[:, None]
         m_i = gl.full([ROWS], NEG_INF, gl.float32, ROW_S)
@@ -681,9 +767,11 @@ if HAVE_GLUON:
         nblocks = gl.cdiv(hi, BN)
         for i in range(gl.cdiv(nblocks, 2)):
             b = 2 * i + H
-            ob = 2 * i + 1 - H
-            st = gl.where(b < nblocks, b, 2 * i) % NS
-            ost = gl.where(ob < nblocks, ob, 2 * i) % NS
+            ph = i & 1
+            # the stages' and p1's views are indexed by z0 / z1 (always 0 / 1; session 26's way against ptxas
+            # hoisting every wgmma descriptor of a loop-invariant address out of the loop into registers)
+            z0 = b >> 30
+            z1 = z0 + 1
             # validity of the block's entries: grouped, a union entry is a valid slot and its bits say which tokens
             # listed it (0 past hi, so a missing block scores -inf everywhere), so the entries themselves are not
             # loaded (16 registers a thread fewer); else the token's own entries (-1 past hi)
@@ -692,19 +780,28 @@ if HAVE_GLUON:
                 bits = gl.load(mask_row + j, mask=j < hi, other=0)
             else:
                 ix = gl.load(idx_row + j, mask=j < hi, other=-1)
-            if b < nblocks:
-                mbarrier.wait(full.index(st), (b // NS) & 1)
-            # q's views at index b >> 30 (always 0): their wgmma descriptors are formed here, not hoisted out of the
-            # loop into registers (session 26)
-            s = _s_issue(qr3.index(b >> 30), q3.index(b >> 30), lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
-            s = warpgroup_mma_wait(0, deps=(s,))
+            s = gl.zeros([ROWS, BN], gl.float32, MMA_S)
+            if H == 0:
+                mbarrier.wait(full_l.index(0), ph)
+                fence_async_shared()
+                s = _s_part(q3, qr3, lat.index(z0), rope.index(z0), s, False, z0)
+                mbarrier.wait(full_r.index(0), ph)
+                fence_async_shared()
+                s = _s_part(q3, qr3, lat.index(z0), rope.index(z0), s, True, z0)
+                s = warpgroup_mma_wait(0, deps=(s,))
+            else:
+                mbarrier.wait(full_r.index(1), ph)
+                fence_async_shared()
+                s = _s_part(q3, qr3, lat.index(z1), rope.index(z1), s, True, z0)
+                mbarrier.wait(full_l.index(1), ph)
+                fence_async_shared()
+                s = _s_part(q3, qr3, lat.index(z1), rope.index(z1), s, False, z0)
+                s = warpgroup_mma_wait(0, deps=(s,))
             if GROUPED:
                 valid = ((bits[None, :] >> tok_of_row) & 1) != 0
             else:
                 valid = ((ix >= 0) & (ix < num_slots))[None, :]
             s = gl.where(valid, s * qk_scale, NEG_INF)
-            v_own = lat.index(st).slice(H * 256, 256, dim=1)
-            v_other = lat.index(ost).slice(H * 256, 256, dim=1)
             if H == 0:
                 m0 = gl.maximum(m_i, gl.max(s, 1))
                 # x_smem[0] of step i - 1 was read by warpgroup 1 before its xbar[1] arrive, waited for below
@@ -716,27 +813,33 @@ if HAVE_GLUON:
                 p = gl.exp2(s - m0u[:, None])
                 l_i = l_i * alpha + gl.sum(p, 1)
                 acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-                acc = warpgroup_mma(gl.convert_layout(p.to(gl.bfloat16), P_L), v_own, acc, is_async=True)
-                mbarrier.wait(xbar.index(1), i & 1)
+                acc = warpgroup_mma(gl.convert_layout(p.to(gl.bfloat16), P_L), lat.index(z0).slice(0, 256, dim=1),
+                                    acc, is_async=True)
+                mbarrier.wait(xbar.index(1), ph)
                 mc = x_smem.index(1).load(ROW_S)
                 # mc >= m0; a row with no valid entry yet (m0 = -inf) has P, O and l all 0
                 beta = gl.where(m0 == NEG_INF, 1.0, gl.exp2(m0 - gl.where(mc == NEG_INF, 0.0, mc)))
-                # S(2 i) retired: the RoPE tile of its stage is dead until the stage is released
-                rope.index(st).store((p * beta[:, None]).to(gl.bfloat16))
+                # S(2 i) retired: stage 0's RoPE tile is dead until warpgroup 1 releases R(0)
+                rope.index(z0).store((p * beta[:, None]).to(gl.bfloat16))
                 fence_async_shared()
                 gl.thread_barrier()
                 mbarrier.arrive(pbar.index(0), count=1)
                 acc = warpgroup_mma_wait(0, deps=(acc,))
                 gl.thread_barrier()
-                mbarrier.arrive(free.index(st), count=1)  # its own block's stage: S and this P V retired
+                mbarrier.arrive(free_l.index(0), count=1)  # L(0): S and this P V retired
                 acc = acc * gl.convert_layout(beta, ROW_O)[:, None]
                 l_i = l_i * beta
                 m_i = mc
-                mbarrier.wait(pbar.index(1), i & 1)
-                acc = warpgroup_mma(p1, v_other, acc, is_async=True)
+                mbarrier.wait(pbar.index(1), ph)
+                mbarrier.wait(full_l.index(1), ph)  # landed before warpgroup 1's S; the fence is this one's
+                fence_async_shared()
+                acc = warpgroup_mma(p1.index(z0), lat.index(z1).slice(0, 256, dim=1), acc, is_async=True)
+                acc = warpgroup_mma_wait(0, deps=(acc,))
+                gl.thread_barrier()
+                mbarrier.arrive(free_l.index(1), count=1)  # L(1): warpgroup 1's S and this P V retired
             else:
                 mx = gl.max(s, 1)
-                mbarrier.wait(xbar.index(0), i & 1)
+                mbarrier.wait(xbar.index(0), ph)
                 mc = gl.maximum(x_smem.index(0).load(ROW_S), mx)  # x_smem[0] = max(m_i, warpgroup 0's rows)
                 x_smem.index(1).store(mc)
                 gl.thread_barrier()
@@ -749,18 +852,24 @@ if HAVE_GLUON:
                 acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
                 pb = p.to(gl.bfloat16)
                 # p1 of step i - 1 was read by warpgroup 0's P V, retired before its xbar[0] arrive
-                p1.store(pb)
+                p1.index(z0).store(pb)
                 fence_async_shared()
                 gl.thread_barrier()
                 mbarrier.arrive(pbar.index(1), count=1)
-                acc = warpgroup_mma(gl.convert_layout(pb, P_L), v_own, acc, is_async=True)
-                mbarrier.wait(pbar.index(0), i & 1)
-                acc = warpgroup_mma(rope.index(ost), v_other, acc, is_async=True)  # warpgroup 0's P
-            acc = warpgroup_mma_wait(0, deps=(acc,))
-            gl.thread_barrier()
-            if H == 1:
-                mbarrier.arrive(free.index(st), count=1, pred=b < nblocks)
-            mbarrier.arrive(free.index(ost), count=1, pred=ob < nblocks)
+                acc = warpgroup_mma(gl.convert_layout(pb, P_L), lat.index(z1).slice(256, 256, dim=1), acc,
+                                    is_async=True)
+                mbarrier.wait(pbar.index(0), ph)
+                # R(0) landed before warpgroup 0's S, which came before xbar[0]: this wait passes at once; the fence
+                # is this warpgroup's, for the other P V's V
+                mbarrier.wait(full_r.index(0), ph)
+                fence_async_shared()
+                acc = warpgroup_mma(rope.index(z0), lat.index(z0).slice(256, 256, dim=1), acc, is_async=True)
+                acc = warpgroup_mma_wait(1, deps=(acc,))
+                gl.thread_barrier()
+                mbarrier.arrive(free_r.index(1), count=1)  # R(1): its S and its own P V retired
+                acc = warpgroup_mma_wait(0, deps=(acc,))
+                gl.thread_barrier()
+                mbarrier.arrive(free_r.index(0), count=1)  # R(0): warpgroup 0's S and P, this P V retired
 
         # l = l_0 + l_1 (the same order in both), 1 / l, this half of O; warpgroup 0 stores lse
         npairs = gl.cdiv(nblocks, 2)
@@ -847,41 +956,46 @@ if HAVE_GLUON:
         Q_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, 512], QP_DT)
         P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BN], QP_DT)
         if PAIR:
-            # config pair: bf16 q and P, two P buffers; the q view is [1, 64, 512] so that _wg_pair can index it by
-            # a value the compiler cannot prove zero (see there)
+            # config pair: bf16 q (and its RoPE part) in shared memory, as [1, ...] views that _wg_pair indexes by a
+            # value the compiler cannot prove zero (_s_part); warpgroup 1's P in p1, warpgroup 0's in stage 0's RoPE tile
             gl.static_assert((not F16) and (not PLO) and (NS == 2) and (BN == 64), "pair: f16 0, plo 0, 64 x 2")
             gl.static_assert(HAS_ROPE, "pair: warpgroup 0's P lives in the RoPE tiles (D_qk 576)")
             q3 = gl.allocate_shared_memory(gl.bfloat16, [1, ROWS, 512], Q_S)
             qr3 = gl.allocate_shared_memory(gl.bfloat16, [1, ROWS, 64], ROPE_S)
             lat = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 512], LAT_S)
             rope = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 64], ROPE_S)
-            p1 = gl.allocate_shared_memory(gl.bfloat16, [ROWS, BN], P_S)
+            p1 = gl.allocate_shared_memory(gl.bfloat16, [1, ROWS, BN], P_S)
             x_smem = gl.allocate_shared_memory(gl.float32, [4, ROWS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-            full = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
-            free = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
-            for i in gl.static_range(NS):
-                mbarrier.init(full.index(i), count=1)
-                mbarrier.init(free.index(i), count=2)  # both consumer warpgroups release a stage
+            # each stage as two halves (L: latent columns 0..255; R: 256..511 + RoPE), each with its full mbarrier
+            # (one no-increment cp.async arrive per producer thread) and its free one (one releasing warpgroup)
+            full_l = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+            full_r = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+            free_l = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+            free_r = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
             xbar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
             pbar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
             qbar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+            for k in gl.static_range(2):
+                mbarrier.init(full_l.index(k), count=PRODUCER_WARPS * 32)
+                mbarrier.init(full_r.index(k), count=PRODUCER_WARPS * 32)
+                mbarrier.init(free_l.index(k), count=1)
+                mbarrier.init(free_r.index(k), count=1)
+                mbarrier.init(xbar.index(k), count=1)
+                mbarrier.init(pbar.index(k), count=1)
             mbarrier.init(qbar, count=2)  # both warpgroups' halves of q stored
-            for i in gl.static_range(2):
-                mbarrier.init(xbar.index(i), count=1)
-                mbarrier.init(pbar.index(i), count=1)
             # warpgroup 1's role in the default partition and warpgroup 0's (more live values a step) in the worker,
             # which setmaxnreg gives pair_regs (the default partition gets 224)
             gl.warp_specialize([
                 (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                             qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                            q3, qr3, lat, rope, p1, x_smem, full, free, xbar, pbar, qbar,
-                            HAS_ROPE, GROUPED, HPT, BN, NS, 1, PROFILE)),
+                            q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
+                            GROUPED, HPT, BN, 1, PROFILE)),
                 (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                             qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                            q3, qr3, lat, rope, p1, x_smem, full, free, xbar, pbar, qbar,
-                            HAS_ROPE, GROUPED, HPT, BN, NS, 0, PROFILE)),
-                (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                             PROFILE, PRODUCER_WARPS, CVT_PIPE, CVT_ASM)),
+                            q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
+                            GROUPED, HPT, BN, 0, PROFILE)),
+                (_producer_pair, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv,
+                                  BN, PROFILE, PRODUCER_WARPS)),
             ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
             return
         q_smem = gl.allocate_shared_memory(QP_DT, [ROWS, 512], Q_S)
