@@ -390,9 +390,10 @@ def test_pf_bf16_p(monkeypatch, h):
 
 @pytest.mark.parametrize("h", [8, 16, 32, 64, 128])
 def test_pf_pair(monkeypatch, h):
-    """Config pair (bf16 P and FlashMLA's staggered pair schedule; session 65, a measuring build): lse within 1e-6
-    relative of the bf16-P split schedule's (plo 0: the same scores and maxima, the row sums added in another order)
-    and out within 4e-3 + 2^-6 |out| of the P_hi + P_lo schedule's elementwise (test_pf_bf16_p's bound); topk_length
+    """Config pair (bf16 P and FlashMLA's staggered pair schedule; session 65, a measuring build): lse within 1e-5 of
+    the bf16-P split schedule's relative to max(|lse|, 1) as check_close holds it (plo 0: S summed in another order,
+    left / right halves; a row of one or two valid entries has lse ~ one score, where that order shows: 3.9e-5
+    relative on an H100 at |lse| << 1, deterministic, bench/pair_race_probe.py) and out within 4e-3 + 2^-6 |out| of the P_hi + P_lo schedule's elementwise (test_pf_bf16_p's bound); topk_length
     (odd and even block counts: a missing last block, gathered zero-filled), an empty row, NaN rows behind invalid
     entries. The error against the reference is printed, not asserted (bf16 P: test_pf_bf16_p)."""
     case = make_case(96, h, 576, num_slots=20000, topk=2048, layout="bf16", block_size=1, with_length=True,
@@ -405,8 +406,8 @@ def test_pf_pair(monkeypatch, h):
     out, lse = _run(case)
     fin = torch.isfinite(plo0[1])
     assert torch.equal(fin, torch.isfinite(lse)) and torch.equal(lse[~fin], plo0[1][~fin])
-    rel = ((lse[fin] - plo0[1][fin]).abs() / plo0[1][fin].abs().clamp_min(1e-30)).max().item()
-    assert rel <= 1e-6, rel
+    rel = ((lse[fin] - plo0[1][fin]).abs() / plo0[1][fin].abs().clamp_min(1.0)).max().item()
+    assert rel <= 1e-5, rel
     d = (out.float() - base[0].float()).abs()
     ref_out, _ = case.reference()
     rfin = torch.isfinite(ref_out.float())
@@ -421,7 +422,7 @@ def test_pf_pair(monkeypatch, h):
 @pytest.mark.parametrize("h", [16, 32])
 def test_pf_pair_overlap(monkeypatch, h):
     """Config pair on `overlap` indices (the union lists of issue 3's rows, -1 past short prefixes, T odd): against the
-    bf16-P split schedule (plo 0), lse within 1e-6 relative, out within 4e-3 + 2^-6 |out|."""
+    bf16-P split schedule (plo 0), lse within 1e-5 relative to max(|lse|, 1), out within 4e-3 + 2^-6 |out|."""
     idx = _overlap_indices(37, 4096, 2048, seed=h)
     case = make_case(37, h, 576, num_slots=4096, topk=2048, layout="bf16", block_size=1, indices=idx, seed=h,
                      device=DEV)
@@ -431,10 +432,10 @@ def test_pf_pair_overlap(monkeypatch, h):
     out, lse = _run(case)
     fin = torch.isfinite(plo0[1])
     assert torch.equal(fin, torch.isfinite(lse))
-    rel = ((lse[fin] - plo0[1][fin]).abs() / plo0[1][fin].abs().clamp_min(1e-30)).max().item()
+    rel = ((lse[fin] - plo0[1][fin]).abs() / plo0[1][fin].abs().clamp_min(1.0)).max().item()
     d = (out.float() - plo0[0].float()).abs()
     print(f"pair overlap h={h}: lse rel {rel:.3g}, max |out diff| {d.max().item():.3g} against plo 0")
-    assert rel <= 1e-6, rel
+    assert rel <= 1e-5, rel
     assert (d - (4e-3 + plo0[0].float().abs() / 64)).max().item() <= 0
 
 
