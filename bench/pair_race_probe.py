@@ -1,6 +1,8 @@
 """Session 65: config pair's lse against plo 0's (the same scores and maxima) on unsplit launches, repeated, to tell a
 race (mismatches that move between runs, pair not equal to itself) from a logic error (the same rows every run).
-    PYTHONPATH=src python bench/pair_race_probe.py"""
+    PYTHONPATH=src python bench/pair_race_probe.py
+RAN at b7a9782 on an H100 (bench/results/pair_race_probe_s65_h100.log): deterministic, and only on rows of one or two
+valid entries (S summed in another order); config pair was removed afterwards: this needs 9d66719's src/."""
 import os
 
 import torch

@@ -6,7 +6,8 @@ mbarriers are modelled with their parity semantics (a wait on parity p returns o
 count has the other parity: fresh barriers count as phase 1 complete), so a consumer or producer running a whole
 phase ahead would be caught as it is on the GPU. Schedules: the default (overlap 0) and overlap 1 (S(b + 1) before
 the softmax of b, three stages at least; removed from the kernel in session 30, its model kept); config pair
-(`_wg_pair`, FlashMLA's staggered pair with bf16 P, session 65; session 26 wrote the model for its fp16 version).
+(`_wg_pair` with half stages, FlashMLA's staggered pair with bf16 P: session 65, measured slower and removed, code at
+9d66719; its model kept).
 The kernel's own sequence of barrier operations is transcribed by hand from gluon_prefill.py; a change there needs
 the same change here.
 """
@@ -161,7 +162,7 @@ def test_the_model_catches_a_deadlock():
 
 
 def _run_pair(nblocks, seed, broken=None):
-    """Config pair (gluon_prefill._producer_pair / _wg_pair): step i holds block 2 i in stage 0 and 2 i + 1 in stage 1
+    """Config pair (gluon_prefill._producer_pair / _wg_pair at 9d66719; removed): step i holds block 2 i in stage 0 and 2 i + 1 in stage 1
     (a missing last block is gathered zero-filled and runs as any other), each stage as two halves L and R with their
     own full / free mbarriers and one releasing warpgroup each; the producer refills L(0), R(1), R(0), L(1) in that
     order. Warpgroup 0: S over L(0) then R(0); the running max to warpgroup 1 through x_smem[0] (xbar[0]) and back

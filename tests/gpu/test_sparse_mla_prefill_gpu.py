@@ -64,7 +64,6 @@ BN32 = "block_n=32,stages=4,producer_regs=56"  # 32-entry blocks x 4 stages (fp1
 BN32_NO_CVT_PIPE = BN32 + ",cvt_pipe=0"
 BN32_BF16 = BN32 + ",f16=0,cvt_pipe=0"
 BF16_P = "f16=0,cvt_pipe=0,plo=0"  # bf16 P alone, one P @ V (session 62; a measuring build, never a default)
-PAIR = "f16=0,cvt_pipe=0,producer_regs=56,plo=0,pair=1"  # bf16 P and FlashMLA's staggered pair (session 65; measuring)
 
 
 def _sid(spec):
@@ -80,8 +79,7 @@ def _overlap_indices(t, num_slots, topk, seed):
 
 _GUARD = ([(8, s) for s in (DEFAULT, BN32_BF16, BN32, BN32_NO_CVT_PIPE, "cvt_asm=0")]
           + [(64, DEFAULT), (128, DEFAULT), (64, BN32_BF16), (8, BF16_SPLIT), (64, BF16_SPLIT),
-             (8, NO_CVT_PIPE), (64, NO_CVT_PIPE), (16, BN32), (64, "vst=1"), (8, BF16_P), (64, BF16_P),
-             (8, PAIR), (32, PAIR), (64, PAIR), (128, PAIR)])
+             (8, NO_CVT_PIPE), (64, NO_CVT_PIPE), (16, BN32), (64, "vst=1"), (8, BF16_P), (64, BF16_P)])
 
 
 @pytest.mark.parametrize("h, spec", _GUARD, ids=[f"{h}-{_sid(s)}" for h, s in _GUARD])
@@ -386,62 +384,3 @@ def test_pf_bf16_p(monkeypatch, h):
     print(f"bf16 P h={h}: max |out diff| {diff:.3g} against P_hi + P_lo, {err:.3g} against the reference")
     excess = (d - (4e-3 + base[0].float().abs() / 64)).max().item()
     assert excess <= 0, (diff, excess)
-
-
-@pytest.mark.parametrize("h", [8, 16, 32, 64, 128])
-def test_pf_pair(monkeypatch, h):
-    """Config pair (bf16 P and FlashMLA's staggered pair schedule; session 65, a measuring build): lse within 1e-5 of
-    the bf16-P split schedule's relative to max(|lse|, 1) as check_close holds it (plo 0: S summed in another order,
-    left / right halves; a row of one or two valid entries has lse ~ one score, where that order shows: 3.9e-5
-    relative on an H100 at |lse| << 1, deterministic, bench/pair_race_probe.py) and out within 4e-3 + 2^-6 |out| of the P_hi + P_lo schedule's elementwise (test_pf_bf16_p's bound); topk_length
-    (odd and even block counts: a missing last block, gathered zero-filled), an empty row, NaN rows behind invalid
-    entries. The error against the reference is printed, not asserted (bf16 P: test_pf_bf16_p)."""
-    case = make_case(96, h, 576, num_slots=20000, topk=2048, layout="bf16", block_size=1, with_length=True,
-                     empty_rows=1, seed=91 + h, device=DEV)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", BF16_SPLIT)
-    base = _run(case)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", BF16_P)
-    plo0 = _run(case)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", PAIR)
-    out, lse = _run(case)
-    fin = torch.isfinite(plo0[1])
-    assert torch.equal(fin, torch.isfinite(lse)) and torch.equal(lse[~fin], plo0[1][~fin])
-    rel = ((lse[fin] - plo0[1][fin]).abs() / plo0[1][fin].abs().clamp_min(1.0)).max().item()
-    assert rel <= 1e-5, rel
-    d = (out.float() - base[0].float()).abs()
-    ref_out, _ = case.reference()
-    rfin = torch.isfinite(ref_out.float())
-    err = (out.float() - ref_out.float())[rfin].abs().max().item()
-    d0 = (out.float() - plo0[0].float()).abs().max().item()
-    print(f"pair h={h}: lse rel {rel:.3g} against plo 0; max |out diff| {d.max().item():.3g} against P_hi + P_lo, "
-          f"{d0:.3g} against plo 0, {err:.3g} against the reference")
-    excess = (d - (4e-3 + base[0].float().abs() / 64)).max().item()
-    assert excess <= 0, (d.max().item(), excess)
-
-
-@pytest.mark.parametrize("h", [16, 32])
-def test_pf_pair_overlap(monkeypatch, h):
-    """Config pair on `overlap` indices (the union lists of issue 3's rows, -1 past short prefixes, T odd): against the
-    bf16-P split schedule (plo 0), lse within 1e-5 relative to max(|lse|, 1), out within 4e-3 + 2^-6 |out|."""
-    idx = _overlap_indices(37, 4096, 2048, seed=h)
-    case = make_case(37, h, 576, num_slots=4096, topk=2048, layout="bf16", block_size=1, indices=idx, seed=h,
-                     device=DEV)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", BF16_P)
-    plo0 = _run(case)
-    monkeypatch.setenv("DSATTN_PF_CONFIG", PAIR)
-    out, lse = _run(case)
-    fin = torch.isfinite(plo0[1])
-    assert torch.equal(fin, torch.isfinite(lse))
-    rel = ((lse[fin] - plo0[1][fin]).abs() / plo0[1][fin].abs().clamp_min(1.0)).max().item()
-    d = (out.float() - plo0[0].float()).abs()
-    print(f"pair overlap h={h}: lse rel {rel:.3g}, max |out diff| {d.max().item():.3g} against plo 0")
-    assert rel <= 1e-5, rel
-    assert (d - (4e-3 + plo0[0].float().abs() / 64)).max().item() <= 0
-
-
-def test_pf_pair_refuses_d512(monkeypatch):
-    """Config pair keeps warpgroup 0's P in the RoPE tiles: D_qk 512 is refused before any launch."""
-    monkeypatch.setenv("DSATTN_PF_CONFIG", PAIR)
-    case = make_case(9, 32, 512, num_slots=500, topk=128, layout="bf16", block_size=1, seed=3, device=DEV)
-    with pytest.raises(ValueError, match="pair"):
-        _run(case)

@@ -82,7 +82,15 @@ run-to-run drift at 16 / 32; session 14, 69caf59), a tail schedule (S(b + 1) que
 count; session 16, 1689471), FlashMLA's staggered pair (0.63-0.75x; session 26, a7f7a6d), the N-split consumer and
 overlap 1 (slower wherever they ran; session 30, 7811b1a), config vt (fp16 P without the producer's conversion
 pass: each warpgroup's O^T += V^T P^T with V^T converted in registers; right, and 0.901x / 0.878x the default at 32
-heads s_q 1024 / 8192, 0.912x at 64, on an H100: session 64, f3ae6df, bench/results/ab_s64_vt_*_h100.json).
+heads s_q 1024 / 8192, 0.912x at 64, on an H100: session 64, f3ae6df, bench/results/ab_s64_vt_*_h100.json), config
+pair (FlashMLA's numerics and its staggered pair schedule: bf16 P alone, each warpgroup S and the softmax of every other
+block and half of O's columns for both, the max passed one way; q and its RoPE part in shared memory, warpgroup 0's P
+in its stage's RoPE tile, each stage as two halves with one releasing warpgroup each and per-thread cp.async
+arrives, as FlashMLA's kernel does it; spill-free at 8..64 heads. Right, and 0.937x the same numerics on the split
+consumer, config plo 0, at 32 heads s_q 1024 on an H100 (0.922x with whole stages). Its consumers alone ran 1.91 us a
+64-row block against plo 0's 2.36 (FlashMLA's whole block ~2.0), but with two stages the next pair's gathers are not
+hidden: 2.68 us a block in full against plo 0's 2.51. Session 65, 9d66719, notes/sparse_mla.md,
+bench/results/ab_s65_pair_*_h100.json).
 
 Launch configurations (PrefillConfig; DSATTN_PF_CONFIG='field=value,...', parse_prefill_config): 64-entry blocks x 2
 stages (default, prefill_config) or 32 x 4 (one block in flight against three; 32 x 4 split 0.885 vs 0.790 ms at 64
@@ -134,14 +142,6 @@ M = 64               # rows of a program (wgmma M): G tokens x HPT heads
 SPLIT_V_REGS = 160   # registers of consumer warpgroup 1 (_wg_v: O[:, 256:] alone takes 128 of them)
 PRODUCER_WARPS = 4   # 8 did not compile beside the two consumer warpgroups (40 / 56 producer registers, 8 / 64 heads;
 #                      16 warps leave 128 registers a thread at launch, within which ptxas places a wgmma's: C7602)
-
-
-def pair_regs(producer_regs: int) -> int:
-    """setmaxnreg of config pair's worker warpgroup: half of what the producer leaves of the register file, a multiple
-    of 8 (the default partition gets the rest)."""
-    return (65536 - 32 * PRODUCER_WARPS * producer_regs) // 256 // 8 * 8
-
-
 SMEM_LIMIT = 232448  # bytes of shared memory one CTA may use on sm_90
 SMEM_MARGIN = 1024   # mbarriers and the compiler's reduction scratch
 LOG2E = 1.4426950408889634
@@ -176,11 +176,6 @@ class PrefillConfig:
     #                     (test_emulated_bf16_p_misses_tolerance): for measuring what those numerics are worth, never
     #                     a default (session 62; only through DSATTN_PF_CONFIG). H100, 32 heads, against the
     #                     default: 1.103x / 1.121x at s_q 1024 / 8192 (ab_s62_plo0_*_h32_h100.json, session 63)
-    pair: int = 0       # 1 (f16 0, plo 0, 64 x 2 only; measuring build, never a default; session 65): FlashMLA's
-    #                     numerics AND its staggered pair schedule (_wg_pair): each consumer warpgroup computes S and
-    #                     the softmax of every other block and half of O's columns for both. Session 26 measured the
-    #                     same schedule over fp16 stages (0.63-0.75x the default), where the producer's conversion
-    #                     pass and spills at 64 x 2 stood in its way; here neither is there.
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -203,14 +198,11 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
           and cfg.f16 in (0, 1) and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, 1) and cfg.cvt_asm in (0, 1)
           and cfg.plo in (0, 1) and (cfg.plo or not cfg.f16)
-          and cfg.pair in (0, 1) and not (cfg.pair and (cfg.f16 or cfg.plo or cfg.block_n != 64 or cfg.stages != 2
-                                                        or cfg.vst or cfg.cvt_pipe))
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
                          "producer_regs a multiple of 8 in [24, 160], f16 0 or 1, "
-                         "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0), "
-                         "pair 0 or 1 (1: with f16 0, plo 0, block_n 64, 2 stages, vst 0); "
+                         "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0); "
                          f"got {spec!r}")
     return cfg
 
@@ -616,284 +608,6 @@ if HAVE_GLUON:
             _store_rows(acc * a_smem.load(ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot,
                         stride_oh, 256, HPT)
 
-    @gluon.jit
-    def _load_q_rows(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, qr_smem, R0: gl.constexpr,
-                     NR: gl.constexpr, HAS_ROPE: gl.constexpr, HPT: gl.constexpr):
-        """Config pair: rows [R0, R0 + NR) of q (bf16) into shared memory, the latent part into q_smem and the RoPE
-        part into qr_smem (FlashMLA keeps both there: 16 registers a thread fewer than an A operand in registers)."""
-        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [4, 1], [1, 0])
-        r = R0 + gl.arange(0, NR, gl.SliceLayout(1, Q_L))
-        qt = t0 + r // HPT
-        qh = h0 + r % HPT
-        q_row = q_ptr + qt.to(gl.int64) * stride_qt + qh * stride_qh
-        q_ok = (qt < tok_end) & (qh < num_heads)
-        qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
-        q_smem.slice(R0, NR, dim=0).store(gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None], other=0.0))
-        if HAS_ROPE:
-            qr = 512 + gl.arange(0, 64, gl.SliceLayout(0, Q_L))
-            qr_smem.slice(R0, NR, dim=0).store(gl.load(q_row[:, None] + qr[None, :], mask=q_ok[:, None], other=0.0))
-
-    @gluon.jit
-    def _half_entries(idx_row, blk, hi, BN: gl.constexpr, PW: gl.constexpr):
-        """Config pair: block blk's entries (-1 past hi) in the row layouts of a half's copies (256 latent columns;
-        64 RoPE columns)."""
-        return (_idx(idx_row, blk * BN, hi, BN, gl.SliceLayout(1, _copy_layout(256, 2, PW))),
-                _idx(idx_row, blk * BN, hi, BN, gl.SliceLayout(1, _copy_layout(64, 2, PW))))
-
-    @gluon.jit
-    def _gather_half(ix, num_slots, kv_ptr, lat_s, rope_s, bar, stride_kv: gl.constexpr, RIGHT: gl.constexpr,
-                     PW: gl.constexpr, GATHER: gl.constexpr):
-        """Config pair: cp.async of one half of a block's rows into its stage (left: latent columns 0..255; right:
-        latent 256..511 and the RoPE columns), then each producer thread's no-increment arrive on `bar` (full once
-        every thread's copies landed: FlashMLA's way, no wait_group and no partition barrier). Invalid entries are
-        masked copies (zero-filled, nothing read). GATHER 0 (timing builds): the arrive alone."""
-        if GATHER:
-            L: gl.constexpr = _copy_layout(256, 2, PW)
-            ix_lat, ix_rope = ix
-            valid = (ix_lat >= 0) & (ix_lat < num_slots)
-            row = kv_ptr + gl.where(valid, ix_lat, 0).to(gl.int64) * stride_kv + (256 if RIGHT else 0)
-            cols = gl.arange(0, 256, gl.SliceLayout(0, L))
-            async_copy.async_copy_global_to_shared(lat_s.slice(256 if RIGHT else 0, 256, dim=1),
-                                                   row[:, None] + cols[None, :], mask=valid[:, None])
-            if RIGHT:
-                _gather_rope(ix_rope, num_slots, kv_ptr, rope_s, stride_kv, True, PW)
-        async_copy.mbarrier_arrive(bar, increment_count=False)
-
-    @gluon.jit
-    def _producer_pair(idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r,
-                       stride_kv: gl.constexpr, BN: gl.constexpr, PROFILE: gl.constexpr, PW: gl.constexpr):
-        """Config pair's producer. Pair step j holds block 2 j in stage 0 and 2 j + 1 in stage 1, each stage as two
-        halves with their own full / free mbarriers, refilled in the order their last readers release them
-        (FlashMLA's): L(0) (warpgroup 0, after its own P V), R(1) (warpgroup 1, after its own P V), R(0) (warpgroup 1,
-        after its other P V), L(1) (warpgroup 0, after its other P V). The entries of the next half are loaded while
-        the producer waits for its stage to be released. A missing last block (an odd count) is gathered as all
-        invalid entries: zero-filled, nothing read, so that the consumers treat it as any other block."""
-        GATHER: gl.constexpr = (PROFILE & 1) == 0
-        nblocks = gl.cdiv(hi, BN)
-        ix = _half_entries(idx_row, 0, hi, BN, PW)
-        for j in range(gl.cdiv(nblocks, 2)):
-            ph = (j & 1) ^ 1  # use j of each half: the consumers released use j - 1 (fresh: phase 1 complete)
-            mbarrier.wait(free_l.index(0), ph)
-            _gather_half(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), full_l.index(0), stride_kv, False, PW,
-                         GATHER)
-            ix = _half_entries(idx_row, 2 * j + 1, hi, BN, PW)
-            mbarrier.wait(free_r.index(1), ph)
-            _gather_half(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), full_r.index(1), stride_kv, True, PW,
-                         GATHER)
-            ix = _half_entries(idx_row, 2 * j, hi, BN, PW)
-            mbarrier.wait(free_r.index(0), ph)
-            _gather_half(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), full_r.index(0), stride_kv, True, PW,
-                         GATHER)
-            ix = _half_entries(idx_row, 2 * j + 1, hi, BN, PW)
-            mbarrier.wait(free_l.index(1), ph)
-            _gather_half(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), full_l.index(1), stride_kv, False, PW,
-                         GATHER)
-            ix = _half_entries(idx_row, 2 * j + 2, hi, BN, PW)
-        async_copy.wait_group(0)
-
-    @gluon.jit
-    def _hand_back_pair(hi, full_l, full_r, free_l, free_r, BN: gl.constexpr, H: gl.constexpr):
-        """Timing builds (PROFILE bit 1) of config pair: each half handed back by its releasing warpgroup (0: the
-        left halves, 1: the right ones) once it landed, no products."""
-        nblocks = gl.cdiv(hi, BN)
-        full = full_l if H == 0 else full_r
-        free = free_l if H == 0 else free_r
-        for i in range(gl.cdiv(nblocks, 2)):
-            for k in gl.static_range(2):
-                mbarrier.wait(full.index(k), i & 1)
-                gl.thread_barrier()
-                mbarrier.arrive(free.index(k), count=1)
-
-    @gluon.jit
-    def _s_part(q3, qr3, lat_t, rope_t, s, RIGHT: gl.constexpr, i0):
-        """Config pair: S's product over one half of a stage (left: latent columns 0..255; right: 256..511 and the
-        RoPE columns), accumulated into s, async. q's views are indexed by i0 (always 0; session 26: the wgmma
-        descriptors are then formed where they are used, not hoisted out of the loop into registers)."""
-        c0: gl.constexpr = 256 if RIGHT else 0
-        s = warpgroup_mma(q3.index(i0).slice(c0, 256, dim=1), lat_t.slice(c0, 256, dim=1).permute((1, 0)), s,
-                          is_async=True)
-        if RIGHT:
-            s = warpgroup_mma(qr3.index(i0), rope_t.permute((1, 0)), s, is_async=True)
-        return s
-
-    @gluon.jit
-    def _wg_pair(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
-                 qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                 q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                 GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, H: gl.constexpr,
-                 PROFILE: gl.constexpr):
-        """Config pair (bf16 rows, bf16 P alone: FlashMLA's numerics and its sparse prefill schedule), consumer
-        warpgroup H of two. Step i: block 2 i in stage 0, 2 i + 1 in stage 1, each stage two halves L (latent
-        columns 0..255) and R (latent 256..511 + RoPE) with their own mbarriers (_producer_pair). Warpgroup H
-        computes S of block 2 i + H and the softmax of its rows, and adds into its half O[:, 256 H : 256 H + 256] the
-        P V of both blocks: its own P from registers, the other warpgroup's from shared memory. The running max goes
-        one way a step, so that the two softmaxes do not run at once:
-          warpgroup 0: S(2 i) over L(0) as soon as it landed, then R(0); m0 = max(m, its rows' max) to x_smem[0]
-              (xbar[0]); P(2 i) against m0 and its own P V (V = L(0)) issued at once; the common max mc from x_smem[1]
-              (xbar[1]); its P times 2^(m0 - mc) into stage 0's RoPE tile, dead once S(2 i) retired (FlashMLA's place
-              for it; pbar[0]); its own P V retired: L(0) released, O half and row sums times the same factor; the
-              other P V (p1 against L(1), pbar[1]), then L(1) released.
-          warpgroup 1: S(2 i + 1) over R(1) first, then L(1); mc = max(m0, its rows' max) to x_smem[1] (xbar[1]);
-              P(2 i + 1) against mc into p1 (pbar[1]) and its own P V (V = R(1)); the other P V (stage 0's RoPE tile
-              against R(0), pbar[0]); R(1) released once its own P V retired, R(0) once the other did.
-        So each half has one releasing warpgroup, and L(0) and R(1) are refilled halfway through a step. q and its
-        RoPE part are in shared memory. Each buffer is rewritten only after the other warpgroup is past its last read
-        of it (the waits order it; tests/test_prefill_protocol.py models the protocol). Each warpgroup keeps the row
-        sums of its own blocks in mc's units; they are added at the end (l_0 + l_1). A missing last block (an odd
-        count) is gathered zero-filled and scores -inf (P = 0), so every step runs the same code. A half's data is
-        read by wgmma behind a proxy fence after its full mbarrier (the producer's copies arrive there per thread)."""
-        MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                        instr_shape=[16, BN, 16])
-        MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                        instr_shape=[16, 256, 16])
-        ROW_S: gl.constexpr = gl.SliceLayout(1, MMA_S)
-        COL_S: gl.constexpr = gl.SliceLayout(0, MMA_S)
-        ROW_O: gl.constexpr = gl.SliceLayout(1, MMA_O)
-        P_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_O, k_width=2)
-        # each warpgroup stores half of q's rows, then waits for the other's
-        _load_q_rows(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q3.index(0), qr3.index(0),
-                     H * (ROWS // 2), ROWS // 2, True, HPT)
-        fence_async_shared()
-        gl.thread_barrier()
-        mbarrier.arrive(qbar, count=1)
-        mbarrier.wait(qbar, 0)
-        if PROFILE & 2:
-            _hand_back_pair(hi, full_l, full_r, free_l, free_r, BN, H)
-            hi = 0
-        tok_of_row = (gl.arange(0, ROWS, ROW_S) // HPT)[:, None]
-        m_i = gl.full([ROWS], NEG_INF, gl.float32, ROW_S)
-        l_i = gl.zeros([ROWS], gl.float32, ROW_S)
-        acc = gl.zeros([ROWS, 256], gl.float32, MMA_O)  # each step's products are retired in the step
-        nblocks = gl.cdiv(hi, BN)
-        for i in range(gl.cdiv(nblocks, 2)):
-            b = 2 * i + H
-            ph = i & 1
-            # the stages' and p1's views are indexed by z0 / z1 (always 0 / 1; session 26's way against ptxas
-            # hoisting every wgmma descriptor of a loop-invariant address out of the loop into registers)
-            z0 = b >> 30
-            z1 = z0 + 1
-            # validity of the block's entries: grouped, a union entry is a valid slot and its bits say which tokens
-            # listed it (0 past hi, so a missing block scores -inf everywhere), so the entries themselves are not
-            # loaded (16 registers a thread fewer); else the token's own entries (-1 past hi)
-            j = b * BN + gl.arange(0, BN, COL_S)
-            if GROUPED:
-                bits = gl.load(mask_row + j, mask=j < hi, other=0)
-            else:
-                ix = gl.load(idx_row + j, mask=j < hi, other=-1)
-            s = gl.zeros([ROWS, BN], gl.float32, MMA_S)
-            if H == 0:
-                mbarrier.wait(full_l.index(0), ph)
-                fence_async_shared()
-                s = _s_part(q3, qr3, lat.index(z0), rope.index(z0), s, False, z0)
-                mbarrier.wait(full_r.index(0), ph)
-                fence_async_shared()
-                s = _s_part(q3, qr3, lat.index(z0), rope.index(z0), s, True, z0)
-                s = warpgroup_mma_wait(0, deps=(s,))
-            else:
-                mbarrier.wait(full_r.index(1), ph)
-                fence_async_shared()
-                s = _s_part(q3, qr3, lat.index(z1), rope.index(z1), s, True, z0)
-                mbarrier.wait(full_l.index(1), ph)
-                fence_async_shared()
-                s = _s_part(q3, qr3, lat.index(z1), rope.index(z1), s, False, z0)
-                s = warpgroup_mma_wait(0, deps=(s,))
-            if GROUPED:
-                valid = ((bits[None, :] >> tok_of_row) & 1) != 0
-            else:
-                valid = ((ix >= 0) & (ix < num_slots))[None, :]
-            s = gl.where(valid, s * qk_scale, NEG_INF)
-            if H == 0:
-                m0 = gl.maximum(m_i, gl.max(s, 1))
-                # x_smem[0] of step i - 1 was read by warpgroup 1 before its xbar[1] arrive, waited for below
-                x_smem.index(0).store(m0)
-                gl.thread_barrier()
-                mbarrier.arrive(xbar.index(0), count=1)
-                m0u = gl.where(m0 == NEG_INF, 0.0, m0)
-                alpha = gl.exp2(m_i - m0u)
-                p = gl.exp2(s - m0u[:, None])
-                l_i = l_i * alpha + gl.sum(p, 1)
-                acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-                acc = warpgroup_mma(gl.convert_layout(p.to(gl.bfloat16), P_L), lat.index(z0).slice(0, 256, dim=1),
-                                    acc, is_async=True)
-                mbarrier.wait(xbar.index(1), ph)
-                mc = x_smem.index(1).load(ROW_S)
-                # mc >= m0; a row with no valid entry yet (m0 = -inf) has P, O and l all 0
-                beta = gl.where(m0 == NEG_INF, 1.0, gl.exp2(m0 - gl.where(mc == NEG_INF, 0.0, mc)))
-                # S(2 i) retired: stage 0's RoPE tile is dead until warpgroup 1 releases R(0)
-                rope.index(z0).store((p * beta[:, None]).to(gl.bfloat16))
-                fence_async_shared()
-                gl.thread_barrier()
-                mbarrier.arrive(pbar.index(0), count=1)
-                acc = warpgroup_mma_wait(0, deps=(acc,))
-                gl.thread_barrier()
-                mbarrier.arrive(free_l.index(0), count=1)  # L(0): S and this P V retired
-                acc = acc * gl.convert_layout(beta, ROW_O)[:, None]
-                l_i = l_i * beta
-                m_i = mc
-                mbarrier.wait(pbar.index(1), ph)
-                mbarrier.wait(full_l.index(1), ph)  # landed before warpgroup 1's S; the fence is this one's
-                fence_async_shared()
-                acc = warpgroup_mma(p1.index(z0), lat.index(z1).slice(0, 256, dim=1), acc, is_async=True)
-                acc = warpgroup_mma_wait(0, deps=(acc,))
-                gl.thread_barrier()
-                mbarrier.arrive(free_l.index(1), count=1)  # L(1): warpgroup 1's S and this P V retired
-            else:
-                mx = gl.max(s, 1)
-                mbarrier.wait(xbar.index(0), ph)
-                mc = gl.maximum(x_smem.index(0).load(ROW_S), mx)  # x_smem[0] = max(m_i, warpgroup 0's rows)
-                x_smem.index(1).store(mc)
-                gl.thread_barrier()
-                mbarrier.arrive(xbar.index(1), count=1)
-                mcu = gl.where(mc == NEG_INF, 0.0, mc)
-                alpha = gl.exp2(m_i - mcu)
-                p = gl.exp2(s - mcu[:, None])
-                l_i = l_i * alpha + gl.sum(p, 1)
-                m_i = mc
-                acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-                pb = p.to(gl.bfloat16)
-                # p1 of step i - 1 was read by warpgroup 0's P V, retired before its xbar[0] arrive
-                p1.index(z0).store(pb)
-                fence_async_shared()
-                gl.thread_barrier()
-                mbarrier.arrive(pbar.index(1), count=1)
-                acc = warpgroup_mma(gl.convert_layout(pb, P_L), lat.index(z1).slice(256, 256, dim=1), acc,
-                                    is_async=True)
-                mbarrier.wait(pbar.index(0), ph)
-                # R(0) landed before warpgroup 0's S, which came before xbar[0]: this wait passes at once; the fence
-                # is this warpgroup's, for the other P V's V
-                mbarrier.wait(full_r.index(0), ph)
-                fence_async_shared()
-                acc = warpgroup_mma(rope.index(z0), lat.index(z0).slice(256, 256, dim=1), acc, is_async=True)
-                acc = warpgroup_mma_wait(1, deps=(acc,))
-                gl.thread_barrier()
-                mbarrier.arrive(free_r.index(1), count=1)  # R(1): its S and its own P V retired
-                acc = warpgroup_mma_wait(0, deps=(acc,))
-                gl.thread_barrier()
-                mbarrier.arrive(free_r.index(0), count=1)  # R(0): warpgroup 0's S and P, this P V retired
-
-        # l = l_0 + l_1 (the same order in both), 1 / l, this half of O; warpgroup 0 stores lse
-        npairs = gl.cdiv(nblocks, 2)
-        x_smem.index(2 + H).store(l_i)
-        gl.thread_barrier()
-        mbarrier.arrive(xbar.index(H), count=1)
-        mbarrier.wait(xbar.index(1 - H), npairs & 1)
-        l_o = x_smem.index(3 - H).load(ROW_S)
-        if H == 0:
-            l_i = l_i + l_o
-        else:
-            l_i = l_o + l_i
-        empty = l_i == 0.0
-        inv_l = 1.0 / gl.where(empty, 1.0, l_i)
-        _store_rows(acc * gl.convert_layout(inv_l, ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot,
-                    stride_oh, H * 256, HPT)
-        if H == 0:
-            lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
-            rl = gl.arange(0, ROWS, ROW_S)
-            lt = t0 + rl // HPT
-            lh = h0 + rl % HPT
-            gl.store(lse_ptr + lt.to(gl.int64) * stride_lt + lh * stride_lh, lse,
-                     mask=(lt < tok_end) & (lh < num_heads))
-
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "token0", "tok_end", "stride_os", "stride_ls",
                                   "splits"])
     def sparse_mla_prefill_kernel(
@@ -906,7 +620,7 @@ if HAVE_GLUON:
             PROFILE: gl.constexpr, V_REGS: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
             CVT_PIPE: gl.constexpr = 0, VST: gl.constexpr = 0, SPLIT: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0,
-            PLO: gl.constexpr = 1, PAIR: gl.constexpr = 0):
+            PLO: gl.constexpr = 1):
         """1-D grid, one program a work item. G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its
         union list entries / masks row g (stride_it), end_ptr = counts. G == 1: program p = token p // nhb, head
         block p % nhb (nhb = cdiv(num_heads, HPT): a token's head blocks are neighbouring programs, so they run at
@@ -955,49 +669,6 @@ if HAVE_GLUON:
         QP_DT: gl.constexpr = gl.float16 if F16 else gl.bfloat16
         Q_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, 512], QP_DT)
         P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BN], QP_DT)
-        if PAIR:
-            # config pair: bf16 q (and its RoPE part) in shared memory, as [1, ...] views that _wg_pair indexes by a
-            # value the compiler cannot prove zero (_s_part); warpgroup 1's P in p1, warpgroup 0's in stage 0's RoPE tile
-            gl.static_assert((not F16) and (not PLO) and (NS == 2) and (BN == 64), "pair: f16 0, plo 0, 64 x 2")
-            gl.static_assert(HAS_ROPE, "pair: warpgroup 0's P lives in the RoPE tiles (D_qk 576)")
-            q3 = gl.allocate_shared_memory(gl.bfloat16, [1, ROWS, 512], Q_S)
-            qr3 = gl.allocate_shared_memory(gl.bfloat16, [1, ROWS, 64], ROPE_S)
-            lat = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 512], LAT_S)
-            rope = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 64], ROPE_S)
-            p1 = gl.allocate_shared_memory(gl.bfloat16, [1, ROWS, BN], P_S)
-            x_smem = gl.allocate_shared_memory(gl.float32, [4, ROWS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-            # each stage as two halves (L: latent columns 0..255; R: 256..511 + RoPE), each with its full mbarrier
-            # (one no-increment cp.async arrive per producer thread) and its free one (one releasing warpgroup)
-            full_l = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-            full_r = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-            free_l = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-            free_r = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-            xbar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-            pbar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-            qbar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-            for k in gl.static_range(2):
-                mbarrier.init(full_l.index(k), count=PRODUCER_WARPS * 32)
-                mbarrier.init(full_r.index(k), count=PRODUCER_WARPS * 32)
-                mbarrier.init(free_l.index(k), count=1)
-                mbarrier.init(free_r.index(k), count=1)
-                mbarrier.init(xbar.index(k), count=1)
-                mbarrier.init(pbar.index(k), count=1)
-            mbarrier.init(qbar, count=2)  # both warpgroups' halves of q stored
-            # warpgroup 1's role in the default partition and warpgroup 0's (more live values a step) in the worker,
-            # which setmaxnreg gives pair_regs (the default partition gets 224)
-            gl.warp_specialize([
-                (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
-                            qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                            q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                            GROUPED, HPT, BN, 1, PROFILE)),
-                (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
-                            qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                            q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                            GROUPED, HPT, BN, 0, PROFILE)),
-                (_producer_pair, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv,
-                                  BN, PROFILE, PRODUCER_WARPS)),
-            ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
-            return
         q_smem = gl.allocate_shared_memory(QP_DT, [ROWS, 512], Q_S)
         lat = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 512], LAT_S)
         if HAS_ROPE:
@@ -1057,10 +728,10 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
         o, so_t, so_h, ls, sl_t, sl_h, so_s, sl_s, splits,
         flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
         flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages,
-        bool(cfg.f16), profile, pair_regs(cfg.producer_regs) if cfg.pair else SPLIT_V_REGS,
+        bool(cfg.f16), profile, SPLIT_V_REGS,
         PRODUCER_WARPS, cfg.producer_regs,
         num_warps=4, CVT_PIPE=cfg.cvt_pipe, VST=cfg.vst, SPLIT=int(splits > 1),
-        CVT_ASM=cfg.cvt_asm if cfg.f16 else 0, PLO=1 if cfg.f16 else cfg.plo, PAIR=cfg.pair,
+        CVT_ASM=cfg.cvt_asm if cfg.f16 else 0, PLO=1 if cfg.f16 else cfg.plo,
     )
 
 
@@ -1089,8 +760,6 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
     topk = indices.shape[1]
     hpt, g = (64, 1) if pad64 else group_shape(h)
     cfg = config or prefill_config(h, d)
-    if cfg.pair and d != LATENT_DIM + 64:
-        raise ValueError(f"DSATTN_PF_CONFIG pair=1 needs D_qk 576 (warpgroup 0's P lives in the RoPE tiles), got {d}")
     if splits > 1 and cfg.vst and cfg.block_n * 512 * 2 < M * 256 * 4:
         cfg = dataclasses.replace(cfg, vst=0)  # a 32-entry stage cannot hold a half of the fp32 partial
     dest = _dest(out, lse, splits, part_o, part_lse)
