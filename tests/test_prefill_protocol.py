@@ -32,6 +32,25 @@ class Barrier:
         return self.phases % 2 != parity
 
 
+def _wait(bar, parity):
+    """A partition's mbarrier wait: yields BLOCKED until the phase of that parity completed."""
+    while not bar.passed(parity):
+        yield BLOCKED
+
+
+def _interleave(procs, rnd, what):
+    """Steps the partitions in random order until all finished; a long run of failed waits is a deadlock."""
+    procs = list(procs)
+    blocked = 0                             # steps since the last one that was not a failed wait
+    while procs:
+        p = rnd.choice(procs)
+        try:
+            blocked = blocked + 1 if next(p) is BLOCKED else 0
+        except StopIteration:
+            procs.remove(p)
+            blocked = 0
+        assert blocked < 1000, f"deadlock: {what}"
+
 def _run(schedule, nblocks, ns, seed):
     rnd = random.Random(seed)
     full = [Barrier(1) for _ in range(ns)]
@@ -42,9 +61,7 @@ def _run(schedule, nblocks, ns, seed):
     def holds(st, b):
         assert stage[st] == b, f"stage {st} holds {stage[st]}, block {b} still read ({schedule}, {nblocks}, {ns})"
 
-    def wait(bar, parity):
-        while not bar.passed(parity):
-            yield BLOCKED
+    wait = _wait
 
     def producer():
         for i in range(min(ns - 1, nblocks)):
@@ -122,16 +139,7 @@ def _run(schedule, nblocks, ns, seed):
             free[b % ns].arrive()
         yield from wait(p_ready, nblocks & 1)
 
-    procs = [producer(), wg0(), wg1()]
-    blocked = 0                             # steps since the last one that was not a failed wait
-    while procs:
-        p = rnd.choice(procs)
-        try:
-            blocked = blocked + 1 if next(p) is BLOCKED else 0
-        except StopIteration:
-            procs.remove(p)
-            blocked = 0
-        assert blocked < 1000, f"deadlock: {schedule}, {nblocks} blocks, {ns} stages, seed {seed}"
+    _interleave([producer(), wg0(), wg1()], rnd, f"{schedule}, {nblocks} blocks, {ns} stages, seed {seed}")
 
 
 @pytest.mark.parametrize("schedule, stages", [("default", 2), ("default", 3), ("overlap", 3), ("overlap", 4)])
@@ -187,9 +195,7 @@ def _run_pair(nblocks, seed, broken=None):
     def holds(h, st, b):
         assert half[(h, st)] == b, f"{h}({st}) holds {half[(h, st)]}, block {b} still read (pair, {nblocks})"
 
-    def wait(bar, parity):
-        while not bar.passed(parity):
-            yield BLOCKED
+    wait = _wait
 
     def producer():
         for j in range(npairs):
@@ -206,20 +212,24 @@ def _run_pair(nblocks, seed, broken=None):
         assert not p_reading[k], f"P buffer {k} rewritten at step {i} while step {p_reading[k]}'s P V reads it"
         p_val[k] = i
 
+    def s_over(first, second, st, b, ph):
+        """S of block b over stage st: its product over the half `first` issued once that half landed, then over
+        `second`; both read until S retires."""
+        full = {"L": full_l, "R": full_r}
+        for h in (first, second):
+            yield from wait(full[h][st], ph)
+            holds(h, st, b)                 # the product over this half issued
+            yield
+        holds(first, st, b)                 # S retired
+        holds(second, st, b)
+
     def wg(h):
         qbar.arrive()
         yield from wait(qbar, 0)
         for i in range(npairs):
             ph, b0, b1 = i & 1, 2 * i, 2 * i + 1
             if h == 0:
-                yield from wait(full_l[0], ph)
-                holds("L", 0, b0)           # S over L(0) issued
-                yield
-                yield from wait(full_r[0], ph)
-                holds("R", 0, b0)
-                yield
-                holds("L", 0, b0)           # S retired
-                holds("R", 0, b0)
+                yield from s_over("L", "R", 0, b0, ph)
                 x_val[0] = i
                 xbar[0].arrive()
                 holds("L", 0, b0)           # its own P V issued (V = L(0))
@@ -245,14 +255,7 @@ def _run_pair(nblocks, seed, broken=None):
                 p_reading[1].discard(i)
                 free_l[1].arrive()
             else:
-                yield from wait(full_r[1], ph)
-                holds("R", 1, b1)
-                yield
-                yield from wait(full_l[1], ph)
-                holds("L", 1, b1)
-                yield
-                holds("R", 1, b1)           # S retired
-                holds("L", 1, b1)
+                yield from s_over("R", "L", 1, b1, ph)
                 yield from wait(xbar[0], ph)
                 assert x_val[0] == i, f"warpgroup 1 read x_smem[0] of step {x_val[0]} at step {i}"
                 x_val[1] = i
@@ -283,16 +286,7 @@ def _run_pair(nblocks, seed, broken=None):
         yield from wait(xbar[1 - h], npairs & 1)
         assert x_val[3 - h] == npairs
 
-    procs = [producer(), wg(0), wg(1)]
-    blocked = 0
-    while procs:
-        p = rnd.choice(procs)
-        try:
-            blocked = blocked + 1 if next(p) is BLOCKED else 0
-        except StopIteration:
-            procs.remove(p)
-            blocked = 0
-        assert blocked < 1000, f"deadlock: pair, {nblocks} blocks, seed {seed}"
+    _interleave([producer(), wg(0), wg(1)], rnd, f"pair, {nblocks} blocks, seed {seed}")
 
 
 def test_pair_protocol():
