@@ -147,7 +147,8 @@ def main() -> None:
         res["modes"][mode] = {"ns_per_handoff": round(ns, 2), "sm_mhz_after": mhz,
                               "cycles_per_handoff": round(ns * mhz / 1e3, 1) if mhz else None,
                               "kernel_ns_median": round(times[len(times) // 2])}
-        print(f"{mode:9s} {ns:7.2f} ns a hand-off" + (f" (~{ns * mhz / 1e3:.0f} cycles at {mhz:.0f} MHz)" if mhz else ""))
+        cyc = f" (~{ns * mhz / 1e3:.0f} cycles at {mhz:.0f} MHz)" if mhz else ""
+        print(f"{mode:9s} {ns:7.2f} ns a hand-off{cyc}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(res, f, indent=1)

@@ -170,10 +170,10 @@ def test_the_model_catches_a_deadlock():
 
 
 def _run_pair(nblocks, seed, broken=None):
-    """Config pair (gluon_prefill._producer_pair / _wg_pair at 9d66719; removed): step i holds block 2 i in stage 0 and 2 i + 1 in stage 1
-    (a missing last block is gathered zero-filled and runs as any other), each stage as two halves L and R with their
-    own full / free mbarriers and one releasing warpgroup each; the producer refills L(0), R(1), R(0), L(1) in that
-    order. Warpgroup 0: S over L(0) then R(0); the running max to warpgroup 1 through x_smem[0] (xbar[0]) and back
+    """Config pair (gluon_prefill._producer_pair / _wg_pair at 9d66719; removed): step i holds block 2 i in stage 0
+    and 2 i + 1 in stage 1 (a missing last block is gathered zero-filled and runs as any other), each stage as two
+    halves L and R with their own full / free mbarriers and one releasing warpgroup each; the producer refills L(0),
+    R(1), R(0), L(1) in that order. Warpgroup 0: S over L(0) then R(0); the running max to warpgroup 1 through x_smem[0] (xbar[0]) and back
     through x_smem[1] (xbar[1]); its P into stage 0's RoPE tile (in R(0); pbar[0]); its own P V (reads L(0)), then
     L(0) released; the other P V (p1 and L(1); pbar[1]), then L(1) released. Warpgroup 1: S over R(1) then L(1); its P
     into p1 (pbar[1]); its own P V (R(1)) and the other (the RoPE tile's P and R(0)); R(1) released once its own
