@@ -15,8 +15,9 @@
 # halves refilled as their one releasing warpgroup is done, cp.async arrives per thread; no spill at 8..64 heads):
 # PREDICTION the full kernel toward its consumers' ~350 us, 1.05-1.2x plo 0, ~1.1-1.25x FlashMLA's best.
 #   PART=a|b DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s65b.sh      ($OUT/s65b.log, $OUT/s65b.tgz)
-# RAN at da491e2 (whole stages) and 3160293 (half stages) on an H100 (bench/results/gpu_s65b_*_h100.log): right,
-# and 0.922x / 0.937x plo 0; config pair was removed afterwards, so this script needs 9d66719's src/ to run again.
+# RAN (PART a only) at da491e2 (whole stages, PAIR with producer_regs=48, that commit's copy of this script) and
+# 3160293 (half stages, producer_regs=56) on an H100 (bench/results/gpu_s65b_*_h100.log): right, and 0.922x / 0.937x
+# plo 0; PART b did not run. Config pair was removed afterwards, so this script needs 9d66719's src/ to run again.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_PF_PROFILE
