@@ -51,6 +51,7 @@ def _interleave(procs, rnd, what):
             blocked = 0
         assert blocked < 1000, f"deadlock: {what}"
 
+
 def _run(schedule, nblocks, ns, seed):
     rnd = random.Random(seed)
     full = [Barrier(1) for _ in range(ns)]
