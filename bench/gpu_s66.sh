@@ -9,6 +9,10 @@
 # L2 throughput 38.9%); the default hides most of its gathers (plo 0 no-gather 2.36 vs full 2.51 us a block, H100), so
 # <= 1.05x there; the pair exposes ~0.77 us a block: if the hint closes half of it, pair + l2pf ~1.15x plo 0.
 #   PART=a DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s66.sh      ($OUT/s66.log, $OUT/s66.tgz)
+# RAN at 2174404 on an H100 (bench/results/s66/gpu_s66_script_h100.log; 9d66719's gluon_prefill.py with l2pf added
+# as bench/s66_pair/, not committed): tests passed; l2pf 1.016x the default at 32 heads s_q 1024, 0.991x at 8192,
+# 1.007x at 64 heads, none on plo 0 or the pair. Config l2pf was removed afterwards and bench/l2pf_probe.py became
+# bench/pf_config_probe.py, so this script needs 2174404's tree to run again.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_PF_PROFILE

@@ -121,8 +121,7 @@ def test_config_knob(monkeypatch):
                        ("vst=1", P(vst=1)),
                        ("cvt_asm=0", P(cvt_asm=0)),  # the conversion before session 62
                        ("f16=0,cvt_pipe=0,cvt_asm=0", P(f16=0, cvt_pipe=0, cvt_asm=0)),
-                       ("f16=0,cvt_pipe=0,plo=0", P(f16=0, cvt_pipe=0, plo=0)),  # bf16 P alone (measuring only)
-                       ("l2pf=256", P(l2pf=256)), ("vst=1,l2pf=64", P(vst=1, l2pf=64))):  # L2 prefetch hint
+                       ("f16=0,cvt_pipe=0,plo=0", P(f16=0, cvt_pipe=0, plo=0))):  # bf16 P alone (measuring only)
         monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
         assert gluon_prefill.prefill_config(8) == want, spec
         assert gluon_prefill.parse_prefill_config(gluon_prefill.prefill_config_spec(want)) == want
@@ -137,7 +136,7 @@ def test_config_knob(monkeypatch):
                 "vst=1;f16=1", "cvt_asm=2", "sffma=1",  # sffma: removed in session 62
                 "plo=0", "f16=0,cvt_pipe=0,plo=2",
                 "f16=0,cvt_pipe=0,plo=0,pair=1",  # pair: session 65, removed
-                "l2pf=1", "l2pf=32", "l2pf=512"):
+                "l2pf=256"):  # the L2 prefetch-size hint: session 66, removed
         monkeypatch.setenv("DSATTN_PF_CONFIG", bad)
         with pytest.raises(ValueError, match="DSATTN_PF_CONFIG"):
             gluon_prefill.prefill_config(8)

@@ -310,24 +310,6 @@ def test_pf_vst_bit_equal(monkeypatch, h, d_qk):
     assert torch.equal(got[0], base[0]) and torch.equal(got[1], base[1])
 
 
-@pytest.mark.parametrize("h", [8, 16, 32, 64, 128])
-@pytest.mark.parametrize("size", [64, 256])
-def test_pf_l2pf_bit_equal(monkeypatch, h, size):
-    """l2pf (session 66: the producer's cp.async copies carry PTX's L2 prefetch-size hint, ops/_ptx_prefetch.py)
-    changes which bytes L2 fetches, not what lands in shared memory: bit-equal to l2pf 0 and right against the
-    reference (topk_length, an empty row, NaN rows behind invalid entries, page size 16), under the default and under
-    the bf16 schedule."""
-    case = make_case(96, h, 576, num_slots=20000, topk=2048, layout="bf16", block_size=16, with_length=True,
-                     empty_rows=1, seed=91 + h, device=DEV)
-    for spec in (_default_spec(h), BF16_SPLIT):
-        monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
-        base = _run(case)
-        monkeypatch.setenv("DSATTN_PF_CONFIG", f"{spec},l2pf={size}")
-        got = _run(case)
-        check_close(*got, *case.reference())
-        assert torch.equal(got[0], base[0]) and torch.equal(got[1], base[1]), spec
-
-
 def _default_spec(h):
     """DSATTN_PF_CONFIG text of prefill_config's default at h heads (vst 1 from 64 heads)."""
     return "vst=1" if h >= 64 else DEFAULT

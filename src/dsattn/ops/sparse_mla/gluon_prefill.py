@@ -90,7 +90,10 @@ arrives, as FlashMLA's kernel does it; spill-free at 8..64 heads. Right, and 0.9
 consumer, config plo 0, at 32 heads s_q 1024 on an H100 (0.922x with whole stages). Its consumers alone ran 1.91 us a
 64-row block against plo 0's 2.36 (FlashMLA's whole block ~2.0), but with two stages the next pair's gathers are not
 hidden: 2.68 us a block in full against plo 0's 2.51. Session 65, 9d66719, notes/sparse_mla.md,
-bench/results/ab_s65_pair_*_h100.json).
+bench/results/ab_s65_pair_*_h100.json), config l2pf (FlashMLA's L2 prefetch-size hint, cp.async ... L2::256B, put on
+the producer's copies by a PTX rewrite in Triton's compile-stage hook; outputs bit-equal; `dsattn bench ab` on an H100,
+s_q 1024, against the default: 0.943x / 0.990x / 0.996x at 8 / 16 / 32 heads (an in-process probe read 1.00-1.05x), no
+gain with the pair either. Session 66, 2174404, bench/results/s66/).
 
 Launch configurations (PrefillConfig; DSATTN_PF_CONFIG='field=value,...', parse_prefill_config): 64-entry blocks x 2
 stages (default, prefill_config) or 32 x 4 (one block in flight against three; 32 x 4 split 0.885 vs 0.790 ms at 64
@@ -131,15 +134,12 @@ except Exception:  # pragma: no cover - older triton without Gluon
 
 from ...formats import LATENT_DIM
 from .._fastlaunch import launch as _fast
-from .._ptx_prefetch import SIZES, install as _install_prefetch_hint
 from .grouping import _build_groups, group_shape, prefill_scratch_spec, translate_entries
 from .launch import combine_splits
 from .named_config import named_spec, parse_named
 
 if HAVE_GLUON:
-    from .._ptx_prefetch import tag as _prefetch_tag
     from .gluon_small import _bf16_to_f16_scaled, _copy_layout, _idx  # noqa: F401 (used inside the kernels)
-    _install_prefetch_hint()  # before sparse_mla_prefill_kernel first compiles (config l2pf)
 
 M = 64               # rows of a program (wgmma M): G tokens x HPT heads
 SPLIT_V_REGS = 160   # registers of consumer warpgroup 1 (_wg_v: O[:, 256:] alone takes 128 of them)
@@ -179,8 +179,6 @@ class PrefillConfig:
     #                     (test_emulated_bf16_p_misses_tolerance): for measuring what those numerics are worth, never
     #                     a default (session 62; only through DSATTN_PF_CONFIG). H100, 32 heads, against the
     #                     default: 1.103x / 1.121x at s_q 1024 / 8192 (ab_s62_plo0_*_h32_h100.json, session 63)
-    l2pf: int = 0       # 0, 64, 128 or 256: the producer's cp.async copies ask L2 for that many bytes around each
-    #                     address (PTX .L2::<n>B, as FlashMLA's gathers do; ops/_ptx_prefetch.py; session 66)
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -202,13 +200,12 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
           and cfg.f16 in (0, 1) and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, 1) and cfg.cvt_asm in (0, 1)
-          and cfg.plo in (0, 1) and (cfg.plo or not cfg.f16) and cfg.l2pf in SIZES
+          and cfg.plo in (0, 1) and (cfg.plo or not cfg.f16)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
                          "producer_regs a multiple of 8 in [24, 160], f16 0 or 1, "
-                         "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0), "
-                         "l2pf 0, 64, 128 or 256; "
+                         "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0); "
                          f"got {spec!r}")
     return cfg
 
@@ -323,8 +320,7 @@ if HAVE_GLUON:
     @gluon.jit
     def _producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv: gl.constexpr,
                   HAS_ROPE: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
-                  PROFILE: gl.constexpr, PW: gl.constexpr, CVT_PIPE: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0,
-                  L2PF: gl.constexpr = 0):
+                  PROFILE: gl.constexpr, PW: gl.constexpr, CVT_PIPE: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0):
         """NS - 1 blocks in flight; block b is handed over (full) once it landed (F16: and its latent was converted
         in place into fp16 x V_SCALE), then block b + NS - 1 is issued into the stage block b - 1 used, after the
         consumers freed it. A consumer that frees block b only after block b + 2 arrived needs a longer lag (overlap 2,
@@ -335,7 +331,6 @@ if HAVE_GLUON:
         groups and the NS - 2 younger blocks' four each)."""
         GATHER: gl.constexpr = (PROFILE & 1) == 0
         CP: gl.constexpr = (CVT_PIPE != 0) & (F16 != 0)
-        _prefetch_tag(num_slots, L2PF)  # L2PF: marks the kernel for the L2 prefetch-size hint (_ptx_prefetch.py)
         nblocks = gl.cdiv(hi, BN)
         if F16:
             lat16 = lat._reinterpret(gl.float16, [NS, BN, 512],
@@ -628,7 +623,7 @@ if HAVE_GLUON:
             PROFILE: gl.constexpr, V_REGS: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
             CVT_PIPE: gl.constexpr = 0, VST: gl.constexpr = 0, SPLIT: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0,
-            PLO: gl.constexpr = 1, L2PF: gl.constexpr = 0):
+            PLO: gl.constexpr = 1):
         """1-D grid, one program a work item. G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its
         union list entries / masks row g (stride_it), end_ptr = counts. G == 1: program p = token p // nhb, head
         block p % nhb (nhb = cdiv(num_heads, HPT): a token's head blocks are neighbouring programs, so they run at
@@ -709,7 +704,7 @@ if HAVE_GLUON:
             (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
                      full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE, VST, PLO)),
             (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                         PROFILE, PRODUCER_WARPS, CVT_PIPE, CVT_ASM, L2PF)),
+                         PROFILE, PRODUCER_WARPS, CVT_PIPE, CVT_ASM)),
         ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
 
 
@@ -739,7 +734,7 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
         bool(cfg.f16), profile, SPLIT_V_REGS,
         PRODUCER_WARPS, cfg.producer_regs,
         num_warps=4, CVT_PIPE=cfg.cvt_pipe, VST=cfg.vst, SPLIT=int(splits > 1),
-        CVT_ASM=cfg.cvt_asm if cfg.f16 else 0, PLO=1 if cfg.f16 else cfg.plo, L2PF=cfg.l2pf,
+        CVT_ASM=cfg.cvt_asm if cfg.f16 else 0, PLO=1 if cfg.f16 else cfg.plo,
     )
 
 
