@@ -8,8 +8,9 @@ prefill case (s_q tokens, `overlap` indices, s_kv 16384, topk 2048), beside Flas
 Each config is DSATTN_PF_CONFIG's text with ';' for ',' (empty: the default). `rounds` rounds of `calls` back-to-back
 calls of each arm (CUDA events, round 0 a warm-up; median ms a call and the rounds' spread). These are call times: with
 DSATTN_PF_PROFILE (timing builds) a call can be bound by the host, so kernel times come from
-bench/prefill_kernel_probe.py. Each config's output is compared with the first config's (max |out| and relative lse
-differences; bit_equal_first when both are equal)."""
+bench/prefill_kernel_probe.py; --graph adds each arm as a CUDA-graph replay (its host work left out). Each config's
+output is compared with the first config's (max |out| and relative lse differences; bit_equal_first when both are
+equal)."""
 from __future__ import annotations
 
 import argparse
@@ -20,7 +21,7 @@ import sys
 
 import torch
 
-from dsattn.bench.common import provenance
+from dsattn.bench.common import graph_replay, provenance
 from dsattn.bench.kernels_mla import _peers, flashmla, ours, prefill_case
 
 
@@ -32,6 +33,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--graph", action="store_true",
+                    help="also time each arm as a CUDA-graph replay (arm name + ':graph'): the call without its host work")
     a = ap.parse_args()
     dev = torch.device("cuda")
     os.environ["DSATTN_SPARSE_MLA_IMPL"] = "gluon_prefill"
@@ -51,6 +54,12 @@ def main() -> int:
             if built is not None:
                 built[0]()
                 arms[f"flashmla_{w}"] = (None, built[0], None, None)
+    if a.graph:
+        for k in list(arms):
+            spec, fn, out, lse = arms[k]
+            if spec is not None:
+                os.environ["DSATTN_PF_CONFIG"] = spec
+            arms[k + ":graph"] = (spec, graph_replay(fn), out, lse)
     times = {k: [] for k in arms}
     ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
     for r in range(a.rounds + 1):
