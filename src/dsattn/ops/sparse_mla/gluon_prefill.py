@@ -92,7 +92,7 @@ consumer, config plo 0, at 32 heads s_q 1024 on an H100 (0.922x with whole stage
 hidden: 2.68 us a block in full against plo 0's 2.51. Session 65, 9d66719, notes/sparse_mla.md,
 bench/results/ab_s65_pair_*_h100.json), config l2pf (FlashMLA's L2 prefetch-size hint, cp.async ... L2::256B, put on
 the producer's copies by a PTX rewrite in Triton's compile-stage hook; outputs bit-equal; `dsattn bench ab` on an H100,
-s_q 1024, against the default: 0.943x / 0.990x / 0.996x at 8 / 16 / 32 heads (an in-process probe read 1.00-1.05x), no
+s_q 1024, against the default: 0.943x / 0.990x / 0.996x at 8 / 16 / 32 heads (an in-process probe read 0.99-1.05x), no
 gain with the pair either. Session 66, 2174404, bench/results/s66/).
 
 Launch configurations (PrefillConfig; DSATTN_PF_CONFIG='field=value,...', parse_prefill_config): 64-entry blocks x 2
