@@ -34,7 +34,8 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--json", default=None)
     ap.add_argument("--graph", action="store_true",
-                    help="also time each arm as a CUDA-graph replay (arm name + ':graph'): the call without its host work")
+                    help="also time each arm as a CUDA-graph replay (arm name + ':graph'): the call without its host "
+                         "work")
     a = ap.parse_args()
     dev = torch.device("cuda")
     os.environ["DSATTN_SPARSE_MLA_IMPL"] = "gluon_prefill"

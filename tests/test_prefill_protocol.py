@@ -62,8 +62,6 @@ def _run(schedule, nblocks, ns, seed):
     def holds(st, b):
         assert stage[st] == b, f"stage {st} holds {stage[st]}, block {b} still read ({schedule}, {nblocks}, {ns})"
 
-    wait = _wait
-
     def producer():
         for i in range(min(ns - 1, nblocks)):
             stage[i % ns] = i
@@ -73,12 +71,12 @@ def _run(schedule, nblocks, ns, seed):
             full[b % ns].arrive()
             nb = b + ns - 1
             if nb < nblocks:
-                yield from wait(free[nb % ns], ((nb // ns) & 1) ^ 1)
+                yield from _wait(free[nb % ns], ((nb // ns) & 1) ^ 1)
                 stage[nb % ns] = nb         # the gather of block nb starts overwriting the stage
             yield
 
     def softmax_handoff(b):
-        yield from wait(p_free, (b & 1) ^ 1)
+        yield from _wait(p_free, (b & 1) ^ 1)
         p_ready.arrive()
 
     def wg0():
@@ -91,7 +89,7 @@ def _run(schedule, nblocks, ns, seed):
             in_flight.clear()
 
         if schedule == "overlap" and nblocks > 0:
-            yield from wait(full[0], 0)
+            yield from _wait(full[0], 0)
             holds(0, 0)                     # S(0), retired
         for b in range(nblocks):
             st = b % ns
@@ -105,7 +103,7 @@ def _run(schedule, nblocks, ns, seed):
                     retire_all()            # P V(b - 1)
                     if b > 0 and schedule == "default":  # (default_no_free: a broken variant that must deadlock)
                         free[(b + ns - 1) % ns].arrive()
-                yield from wait(full[st], (b // ns) & 1)
+                yield from _wait(full[st], (b // ns) & 1)
                 holds(st, b)                # S(b), issued and retired
                 yield
             elif schedule == "overlap":
@@ -114,7 +112,7 @@ def _run(schedule, nblocks, ns, seed):
                     free[(b + ns - 1) % ns].arrive()
                 nxt = b + 1 < nblocks
                 if nxt:
-                    yield from wait(full[(b + 1) % ns], ((b + 1) // ns) & 1)
+                    yield from _wait(full[(b + 1) % ns], ((b + 1) // ns) & 1)
                     holds((b + 1) % ns, b + 1)
                 in_flight.append(((b + 1) % ns, b + 1) if nxt else (st, None))  # S(b + 1)
                 yield
@@ -127,18 +125,18 @@ def _run(schedule, nblocks, ns, seed):
                 if s_next[1] is not None:
                     holds(*s_next)
         retire_all()
-        yield from wait(p_free, (nblocks & 1) ^ 1)
+        yield from _wait(p_free, (nblocks & 1) ^ 1)
         p_ready.arrive()                    # 1 / l for warpgroup 1
 
     def wg1():
         for b in range(nblocks):
-            yield from wait(p_ready, b & 1)
+            yield from _wait(p_ready, b & 1)
             holds(b % ns, b)                # its half of P V(b), issued and retired
             yield
             holds(b % ns, b)
             p_free.arrive()
             free[b % ns].arrive()
-        yield from wait(p_ready, nblocks & 1)
+        yield from _wait(p_ready, nblocks & 1)
 
     _interleave([producer(), wg0(), wg1()], rnd, f"{schedule}, {nblocks} blocks, {ns} stages, seed {seed}")
 
@@ -174,9 +172,9 @@ def _run_pair(nblocks, seed, broken=None):
     """Config pair (gluon_prefill._producer_pair / _wg_pair at 9d66719; removed): step i holds block 2 i in stage 0
     and 2 i + 1 in stage 1 (a missing last block is gathered zero-filled and runs as any other), each stage as two
     halves L and R with their own full / free mbarriers and one releasing warpgroup each; the producer refills L(0),
-    R(1), R(0), L(1) in that order. Warpgroup 0: S over L(0) then R(0); the running max to warpgroup 1 through x_smem[0] (xbar[0]) and back
-    through x_smem[1] (xbar[1]); its P into stage 0's RoPE tile (in R(0); pbar[0]); its own P V (reads L(0)), then
-    L(0) released; the other P V (p1 and L(1); pbar[1]), then L(1) released. Warpgroup 1: S over R(1) then L(1); its P
+    R(1), R(0), L(1) in that order. Warpgroup 0: S over L(0) then R(0); the running max to warpgroup 1 through
+    x_smem[0] (xbar[0]) and back through x_smem[1] (xbar[1]); its P into stage 0's RoPE tile (in R(0); pbar[0]);
+    its own P V (reads L(0)), then L(0) released; the other P V (p1 and L(1); pbar[1]), then L(1) released. Warpgroup 1: S over R(1) then L(1); its P
     into p1 (pbar[1]); its own P V (R(1)) and the other (the RoPE tile's P and R(0)); R(1) released once its own
     retired, R(0) once the other did. Checked: no half is refilled while a product may read the block it holds,
     every x_smem read sees its own step's value, no P buffer is rewritten while the other warpgroup's P V may read it.
@@ -196,14 +194,12 @@ def _run_pair(nblocks, seed, broken=None):
     def holds(h, st, b):
         assert half[(h, st)] == b, f"{h}({st}) holds {half[(h, st)]}, block {b} still read (pair, {nblocks})"
 
-    wait = _wait
-
     def producer():
         for j in range(npairs):
             ph = (j & 1) ^ 1
             for h, st, free, full in (("L", 0, free_l, full_l), ("R", 1, free_r, full_r), ("R", 0, free_r, full_r),
                                       ("L", 1, free_l, full_l)):
-                yield from wait(free[st], ph)
+                yield from _wait(free[st], ph)
                 half[(h, st)] = 2 * j + st  # the copies start overwriting the half
                 yield
                 full[st].arrive()           # landed (each thread's no-increment arrive)
@@ -218,7 +214,7 @@ def _run_pair(nblocks, seed, broken=None):
         `second`; both read until S retires."""
         full = {"L": full_l, "R": full_r}
         for h in (first, second):
-            yield from wait(full[h][st], ph)
+            yield from _wait(full[h][st], ph)
             holds(h, st, b)                 # the product over this half issued
             yield
         holds(first, st, b)                 # S retired
@@ -226,7 +222,7 @@ def _run_pair(nblocks, seed, broken=None):
 
     def wg(h):
         qbar.arrive()
-        yield from wait(qbar, 0)
+        yield from _wait(qbar, 0)
         for i in range(npairs):
             ph, b0, b1 = i & 1, 2 * i, 2 * i + 1
             if h == 0:
@@ -237,7 +233,7 @@ def _run_pair(nblocks, seed, broken=None):
                 if broken == "early_l0":
                     free_l[0].arrive()
                 yield
-                yield from wait(xbar[1], ph)
+                yield from _wait(xbar[1], ph)
                 assert x_val[1] == i, f"warpgroup 0 read x_smem[1] of step {x_val[1]} at step {i}"
                 holds("R", 0, b0)           # its P goes into stage 0's RoPE tile
                 write_p(0, i)
@@ -246,9 +242,9 @@ def _run_pair(nblocks, seed, broken=None):
                 holds("L", 0, b0)           # its own P V retired
                 if broken != "early_l0":
                     free_l[0].arrive()
-                yield from wait(pbar[1], ph)
+                yield from _wait(pbar[1], ph)
                 assert p_val[1] == i, f"p1 holds step {p_val[1]}'s P at step {i}: rewritten too early or late"
-                yield from wait(full_l[1], ph)
+                yield from _wait(full_l[1], ph)
                 holds("L", 1, b1)           # the other P V issued (p1, V = L(1))
                 p_reading[1].add(i)
                 yield
@@ -257,7 +253,7 @@ def _run_pair(nblocks, seed, broken=None):
                 free_l[1].arrive()
             else:
                 yield from s_over("R", "L", 1, b1, ph)
-                yield from wait(xbar[0], ph)
+                yield from _wait(xbar[0], ph)
                 assert x_val[0] == i, f"warpgroup 1 read x_smem[0] of step {x_val[0]} at step {i}"
                 x_val[1] = i
                 xbar[1].arrive()
@@ -266,9 +262,9 @@ def _run_pair(nblocks, seed, broken=None):
                 pbar[1].arrive()
                 holds("R", 1, b1)           # its own P V issued (V = R(1))
                 yield
-                yield from wait(pbar[0], ph)
+                yield from _wait(pbar[0], ph)
                 assert p_val[0] == i, f"stage 0's RoPE tile holds step {p_val[0]}'s P at step {i}"
-                yield from wait(full_r[0], ph)
+                yield from _wait(full_r[0], ph)
                 holds("R", 0, b0)           # the other P V issued (the RoPE tile's P, V = R(0))
                 p_reading[0].add(i)
                 if broken == "early_r0":
@@ -284,7 +280,7 @@ def _run_pair(nblocks, seed, broken=None):
             yield
         x_val[2 + h] = npairs               # the row sums
         xbar[h].arrive()
-        yield from wait(xbar[1 - h], npairs & 1)
+        yield from _wait(xbar[1 - h], npairs & 1)
         assert x_val[3 - h] == npairs
 
     _interleave([producer(), wg(0), wg(1)], rnd, f"pair, {nblocks} blocks, seed {seed}")
