@@ -169,18 +169,18 @@ def test_the_model_catches_a_deadlock():
 
 
 def _run_pair(nblocks, seed, broken=None):
-    """Config pair (gluon_prefill._producer_pair / _wg_pair at 9d66719; removed): step i holds block 2 i in stage 0
-    and 2 i + 1 in stage 1 (a missing last block is gathered zero-filled and runs as any other), each stage as two
-    halves L and R with their own full / free mbarriers and one releasing warpgroup each; the producer refills L(0),
-    R(1), R(0), L(1) in that order. Warpgroup 0: S over L(0) then R(0); the running max to warpgroup 1 through
-    x_smem[0] (xbar[0]) and back through x_smem[1] (xbar[1]); its P into stage 0's RoPE tile (in R(0); pbar[0]);
-    its own P V (reads L(0)), then L(0) released; the other P V (p1 and L(1); pbar[1]), then L(1) released. Warpgroup 1: S over R(1) then L(1); its P
-    into p1 (pbar[1]); its own P V (R(1)) and the other (the RoPE tile's P and R(0)); R(1) released once its own
-    retired, R(0) once the other did. Checked: no half is refilled while a product may read the block it holds,
-    every x_smem read sees its own step's value, no P buffer is rewritten while the other warpgroup's P V may read it.
-    broken: 'early_l0' (warpgroup 0 releases L(0) before its own P V retired) and 'early_r0' (warpgroup 1 releases
-    R(0) before its other P V retired) must be caught. (Writing a P before the max hand-off would give wrong values but
-    no race here: the half barriers already order every P buffer's reuse behind its last reader.)"""
+    """Config pair (gluon_prefill._producer_pair / _wg_pair at 9d66719; removed): step i holds block 2 i in stage 0 and
+    2 i + 1 in stage 1 (a missing last block is gathered zero-filled and runs as any other), each stage as two halves L
+    and R with their own full / free mbarriers and one releasing warpgroup each; the producer refills L(0), R(1), R(0),
+    L(1) in that order. Warpgroup 0: S over L(0) then R(0); the running max to warpgroup 1 through x_smem[0] (xbar[0])
+    and back through x_smem[1] (xbar[1]); its P into stage 0's RoPE tile (in R(0); pbar[0]); its own P V (reads L(0)),
+    then L(0) released; the other P V (p1 and L(1); pbar[1]), then L(1) released. Warpgroup 1: S over R(1) then L(1);
+    its P into p1 (pbar[1]); its own P V (R(1)) and the other (the RoPE tile's P and R(0)); R(1) released once its own
+    retired, R(0) once the other did. Checked: no half is refilled while a product may read the block it holds, every
+    x_smem read sees its own step's value, no P buffer is rewritten while the other warpgroup's P V may read it. broken:
+    'early_l0' (warpgroup 0 releases L(0) before its own P V retired) and 'early_r0' (warpgroup 1 releases R(0) before
+    its other P V retired) must be caught. (Writing a P before the max hand-off would give wrong values but no race
+    here: the half barriers already order every P buffer's reuse behind its last reader.)"""
     rnd = random.Random(seed)
     full_l, full_r = [Barrier(1), Barrier(1)], [Barrier(1), Barrier(1)]  # the producer threads' arrives as one
     free_l, free_r = [Barrier(1), Barrier(1)], [Barrier(1), Barrier(1)]
