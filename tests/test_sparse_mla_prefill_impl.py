@@ -121,7 +121,8 @@ def test_config_knob(monkeypatch):
                        ("vst=1", P(vst=1)),
                        ("cvt_asm=0", P(cvt_asm=0)),  # the conversion before session 62
                        ("f16=0,cvt_pipe=0,cvt_asm=0", P(f16=0, cvt_pipe=0, cvt_asm=0)),
-                       ("f16=0,cvt_pipe=0,plo=0", P(f16=0, cvt_pipe=0, plo=0))):  # bf16 P alone (measuring only)
+                       ("f16=0,cvt_pipe=0,plo=0", P(f16=0, cvt_pipe=0, plo=0)),  # bf16 P alone (measuring only)
+                       ("cl=1", P(cl=1)), ("vst=1,cl=1", P(vst=1, cl=1))):  # FlashMLA's copy layout (session 67)
         monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
         assert gluon_prefill.prefill_config(8) == want, spec
         assert gluon_prefill.parse_prefill_config(gluon_prefill.prefill_config_spec(want)) == want
@@ -136,7 +137,8 @@ def test_config_knob(monkeypatch):
                 "vst=1;f16=1", "cvt_asm=2", "sffma=1",  # sffma: removed in session 62
                 "plo=0", "f16=0,cvt_pipe=0,plo=2",
                 "f16=0,cvt_pipe=0,plo=0,pair=1",  # pair: session 65, removed
-                "l2pf=256"):  # the L2 prefetch-size hint: session 66, removed
+                "l2pf=256",  # the L2 prefetch-size hint: session 66, removed
+                "cl=2", "cl=-1"):
         monkeypatch.setenv("DSATTN_PF_CONFIG", bad)
         with pytest.raises(ValueError, match="DSATTN_PF_CONFIG"):
             gluon_prefill.prefill_config(8)
@@ -193,9 +195,9 @@ def test_group_shape(heads, expected):
 
 def test_compiles_for_sm90a():
     """The kernel compiles for sm_90a on this machine (no GPU), grouped (8 heads) and not (64), with the defaults (8 and
-    64 heads), the bf16 schedule and bf16 P alone (plo 0): no spill, no wgmma serialization, shared memory within the
-    limit, the partitions' register budgets in the PTX. (64 heads' default, vst 1, on the 8-head grouped program is no
-    default: with cvt_asm it spills 4 bytes there, session 62.)"""
+    64 heads), the bf16 schedule, bf16 P alone (plo 0) and the default with FlashMLA's copy layout (cl 1): no spill,
+    no wgmma serialization, shared memory within the limit, the partitions' register budgets in the PTX. (64 heads'
+    default, vst 1, on the 8-head grouped program is no default: with cvt_asm it spills 4 bytes there, session 62.)"""
     pytest.importorskip("triton.experimental.gluon")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": os.path.join(root, "src")}
@@ -205,6 +207,7 @@ def test_compiles_for_sm90a():
     for h in (8, 64):  # each head count's own default (vst 1 from 64 heads) and the bf16 schedule
         specs = [gluon_prefill.prefill_config_spec(gluon_prefill.prefill_config(h)).replace(",", ";"),
                  "f16=0;cvt_pipe=0;producer_regs=56", "f16=0;cvt_pipe=0;plo=0"]
+        specs.append(specs[0].replace("cl=0", "cl=1"))
         res = subprocess.run([sys.executable, os.path.join(root, "bench", "mla_gluon_check.py"), "--kernel",
                               "prefill", "--cases", f"prefill-bf16-{h}", "--configs", ",".join(specs)],
                              capture_output=True, text=True, env=env, timeout=300)

@@ -315,6 +315,23 @@ def _default_spec(h):
     return "vst=1" if h >= 64 else DEFAULT
 
 
+@pytest.mark.parametrize("h", [8, 16, 32, 64, 128])
+def test_pf_cl_bit_equal(monkeypatch, h):
+    """cl 1 (session 67: FlashMLA's copy layout in the producer, eight threads a 128-byte row piece, one index vector
+    for the latent and RoPE copies) changes which thread copies which bytes, not what lands: bit-equal to cl 0 and
+    right against the reference (topk_length, an empty row, NaN rows behind invalid entries, page size 16), under the
+    default and under the bf16 schedule."""
+    case = make_case(96, h, 576, num_slots=20000, topk=2048, layout="bf16", block_size=16, with_length=True,
+                     empty_rows=1, seed=97 + h, device=DEV)
+    for spec in (_default_spec(h), BF16_SPLIT):
+        monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
+        base = _run(case)
+        monkeypatch.setenv("DSATTN_PF_CONFIG", f"{spec},cl=1")
+        got = _run(case)
+        check_close(*got, *case.reference())
+        assert torch.equal(got[0], base[0]) and torch.equal(got[1], base[1]), spec
+
+
 def _near_default(monkeypatch, case, extra, label):
     """Runs case under the default config, then with `extra` (DSATTN_PF_CONFIG fields) added: both right against the
     reference, and within rounding of each other."""

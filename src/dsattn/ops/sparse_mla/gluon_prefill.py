@@ -98,7 +98,8 @@ gain with the pair either. Session 66, 2174404, bench/results/s66/).
 Launch configurations (PrefillConfig; DSATTN_PF_CONFIG='field=value,...', parse_prefill_config): 64-entry blocks x 2
 stages (default, prefill_config) or 32 x 4 (one block in flight against three; 32 x 4 split 0.885 vs 0.790 ms at 64
 heads, bf16 P, bench/results/pf_sched5.json), f16 0 / 1 (a second wgmma per block against a conversion pass in the
-producer), cvt_pipe, vst, the producer's registers, cvt_asm (session 60; the default since session 62), and plo (f16 0:
+producer), cvt_pipe, vst, the producer's registers, cvt_asm (session 60; the default since session 62), cl (session 67:
+the producer's copies in FlashMLA's layout, bit-equal, no default yet: PrefillConfig.cl), and plo (f16 0:
 0 runs bf16 P alone, FlashMLA's numerics, for measuring only; session 62; 32 heads, H100: 1.103x / 1.121x the
 default at s_q 1024 / 8192, bench/results/ab_s62_plo0_*_h32_h100.json). Measured
 (H200, s_q 1024, bench/results/pf1_schedules.json): the consumer limits (timing build without gathers 1.139 ms against
@@ -179,6 +180,16 @@ class PrefillConfig:
     #                     (test_emulated_bf16_p_misses_tolerance): for measuring what those numerics are worth, never
     #                     a default (session 62; only through DSATTN_PF_CONFIG). H100, 32 heads, against the
     #                     default: 1.103x / 1.121x at s_q 1024 / 8192 (ab_s62_plo0_*_h32_h100.json, session 63)
+    cl: int = 0         # the producer's copy layout (session 67). 0: one warp instruction copies 512 contiguous bytes
+    #                     of a row (cvt_pipe's 128-column groups: 256 bytes of two rows), so a thread gathers from 16
+    #                     (8) rows and loads, checks and scales 16 (8) indices a block, plus 4 for RoPE. 1: eight
+    #                     threads copy a 128-byte row piece, a warp instruction four rows (FlashMLA's producer groups):
+    #                     4 rows a thread, one index vector for the latent and RoPE copies. The same bytes land
+    #                     (test_pf_cl_bit_equal). The producer's loop, SASS instructions a block a warp at 32 heads:
+    #                     880 -> 741 (the default), 379 -> 138 (plo 0). H100, s_q 1024 (bench/results/s67/): `dsattn
+    #                     bench ab` against cl 0 at 8 / 16 / 32 heads 0.992x / 0.995x / 0.997x (consumer-bound there);
+    #                     kernel times at 64 heads 643.4 -> 628.8 us (one probe run, no A/B yet), plo 0 at 32 heads
+    #                     441.0 -> 413.4 us. Not a default until an A/B shows it faster
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -200,12 +211,13 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
           and cfg.f16 in (0, 1) and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, 1) and cfg.cvt_asm in (0, 1)
-          and cfg.plo in (0, 1) and (cfg.plo or not cfg.f16)
+          and cfg.plo in (0, 1) and (cfg.plo or not cfg.f16) and cfg.cl in (0, 1)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
                          "producer_regs a multiple of 8 in [24, 160], f16 0 or 1, "
-                         "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0); "
+                         "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0), "
+                         "cl 0 or 1; "
                          f"got {spec!r}")
     return cfg
 
@@ -242,34 +254,47 @@ if HAVE_GLUON:
     NEG_INF = gl.constexpr(float("-inf"))
     ROWS = gl.constexpr(M)
 
+    @gluon.constexpr_function
+    def _gather_layout(cols, num_warps, cl):
+        """The producer's copy layout of a [rows, cols] bf16 gather (config cl): 0 _copy_layout (threads along the
+        row first); 1 eight threads a 128-byte row piece, four rows a warp instruction (cols a multiple of 64)."""
+        if cl:
+            return gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+        return _copy_layout(cols, 2, num_warps)
+
     @gluon.jit
-    def _entries(idx_row, start, hi, BN: gl.constexpr, PW: gl.constexpr, CP: gl.constexpr = 0):
+    def _entries(idx_row, start, hi, BN: gl.constexpr, PW: gl.constexpr, CP: gl.constexpr = 0, CL: gl.constexpr = 0):
         """Entries [start, start + BN) (-1 past hi) in the row layouts of the latent and RoPE copies (CP: of the
         128-column latent copies, _gather_groups), loaded a block ahead of their copies so that the index load's
-        latency stays off the gather's path."""
-        return (_idx(idx_row, start, hi, BN, gl.SliceLayout(1, _copy_layout(128 if CP else 512, 2, PW))),
-                _idx(idx_row, start, hi, BN, gl.SliceLayout(1, _copy_layout(64, 2, PW))))
+        latency stays off the gather's path. CL: both copies share one layout's rows, so one load serves both."""
+        if CL:
+            ix1 = _idx(idx_row, start, hi, BN, gl.SliceLayout(1, _gather_layout(64, PW, CL)))
+            ix = (ix1, ix1)
+        else:
+            ix = (_idx(idx_row, start, hi, BN, gl.SliceLayout(1, _gather_layout(128 if CP else 512, PW, CL))),
+                  _idx(idx_row, start, hi, BN, gl.SliceLayout(1, _gather_layout(64, PW, CL))))
+        return ix
 
     @gluon.jit
     def _gather(ix, num_slots, kv_ptr, lat_buf, rope_buf, stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr,
-                PW: gl.constexpr):
+                PW: gl.constexpr, CL: gl.constexpr = 0):
         """cp.async of one block's rows (ix: its entries, from _entries) into one stage (latent, RoPE), one commit
         group. Invalid entries (< 0, >= num_slots, past hi) are masked copies: zero-filled, nothing read."""
-        LAT_L: gl.constexpr = _copy_layout(512, 2, PW)
+        LAT_L: gl.constexpr = _gather_layout(512, PW, CL)
         ix_lat, ix_rope = ix
         valid = (ix_lat >= 0) & (ix_lat < num_slots)
         row = kv_ptr + gl.where(valid, ix_lat, 0).to(gl.int64) * stride_kv
         cols = gl.arange(0, 512, gl.SliceLayout(0, LAT_L))
         async_copy.async_copy_global_to_shared(lat_buf, row[:, None] + cols[None, :], mask=valid[:, None])
-        _gather_rope(ix_rope, num_slots, kv_ptr, rope_buf, stride_kv, HAS_ROPE, PW)
+        _gather_rope(ix_rope, num_slots, kv_ptr, rope_buf, stride_kv, HAS_ROPE, PW, CL)
         async_copy.commit_group()
 
     @gluon.jit
     def _gather_rope(ix_rope, num_slots, kv_ptr, rope_buf, stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr,
-                     PW: gl.constexpr):
+                     PW: gl.constexpr, CL: gl.constexpr = 0):
         """cp.async of one block's RoPE columns (none without HAS_ROPE), into the caller's commit group."""
         if HAS_ROPE:
-            ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
+            ROPE_L: gl.constexpr = _gather_layout(64, PW, CL)
             valid = (ix_rope >= 0) & (ix_rope < num_slots)
             row = kv_ptr + gl.where(valid, ix_rope, 0).to(gl.int64) * stride_kv + 512
             rc = gl.arange(0, 64, gl.SliceLayout(0, ROPE_L))
@@ -277,10 +302,10 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _gather_groups(ix, num_slots, kv_ptr, lat_buf, rope_buf, stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr,
-                       PW: gl.constexpr):
+                       PW: gl.constexpr, CL: gl.constexpr = 0):
         """_gather as four commit groups (config cvt_pipe): latent columns [128 g, 128 g + 128) in group g, the
         RoPE columns with group 3 (ix from _entries with CP)."""
-        LAT_G: gl.constexpr = _copy_layout(128, 2, PW)
+        LAT_G: gl.constexpr = _gather_layout(128, PW, CL)
         ix_lat, ix_rope = ix
         valid = (ix_lat >= 0) & (ix_lat < num_slots)
         row = kv_ptr + gl.where(valid, ix_lat, 0).to(gl.int64) * stride_kv
@@ -289,7 +314,7 @@ if HAVE_GLUON:
             async_copy.async_copy_global_to_shared(lat_buf.slice(g * 128, 128, dim=1),
                                                    row[:, None] + (g * 128 + cols)[None, :], mask=valid[:, None])
             if g == 3:
-                _gather_rope(ix_rope, num_slots, kv_ptr, rope_buf, stride_kv, HAS_ROPE, PW)
+                _gather_rope(ix_rope, num_slots, kv_ptr, rope_buf, stride_kv, HAS_ROPE, PW, CL)
             async_copy.commit_group()
 
     @gluon.jit
@@ -320,7 +345,8 @@ if HAVE_GLUON:
     @gluon.jit
     def _producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv: gl.constexpr,
                   HAS_ROPE: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
-                  PROFILE: gl.constexpr, PW: gl.constexpr, CVT_PIPE: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0):
+                  PROFILE: gl.constexpr, PW: gl.constexpr, CVT_PIPE: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0,
+                  CL: gl.constexpr = 0):
         """NS - 1 blocks in flight; block b is handed over (full) once it landed (F16: and its latent was converted
         in place into fp16 x V_SCALE), then block b + NS - 1 is issued into the stage block b - 1 used, after the
         consumers freed it. A consumer that frees block b only after block b + 2 arrived needs a longer lag (overlap 2,
@@ -338,14 +364,14 @@ if HAVE_GLUON:
         for i in gl.static_range(NS - 1):
             if i < nblocks and GATHER:
                 if CP:
-                    _gather_groups(_entries(idx_row, i * BN, hi, BN, PW, CP), num_slots, kv_ptr, lat.index(i),
-                                   rope.index(i), stride_kv, HAS_ROPE, PW)
+                    _gather_groups(_entries(idx_row, i * BN, hi, BN, PW, CP, CL), num_slots, kv_ptr, lat.index(i),
+                                   rope.index(i), stride_kv, HAS_ROPE, PW, CL)
                 else:
-                    _gather(_entries(idx_row, i * BN, hi, BN, PW), num_slots, kv_ptr, lat.index(i), rope.index(i),
-                            stride_kv, HAS_ROPE, PW)
+                    _gather(_entries(idx_row, i * BN, hi, BN, PW, 0, CL), num_slots, kv_ptr, lat.index(i),
+                            rope.index(i), stride_kv, HAS_ROPE, PW, CL)
             else:
                 _commit_empty(CP)
-        nx = _entries(idx_row, (NS - 1) * BN, hi, BN, PW, CP)
+        nx = _entries(idx_row, (NS - 1) * BN, hi, BN, PW, CP, CL)
         for b in range(nblocks):
             # block b landed (NS - 2 younger blocks' groups may fly); fence for the async proxy (wgmma reads it),
             # then every producer thread's copies are done before the arrive
@@ -371,14 +397,14 @@ if HAVE_GLUON:
                 if GATHER:
                     if CP:
                         _gather_groups(nx, num_slots, kv_ptr, lat.index(st), rope.index(st), stride_kv, HAS_ROPE,
-                                       PW)
+                                       PW, CL)
                     else:
-                        _gather(nx, num_slots, kv_ptr, lat.index(st), rope.index(st), stride_kv, HAS_ROPE, PW)
+                        _gather(nx, num_slots, kv_ptr, lat.index(st), rope.index(st), stride_kv, HAS_ROPE, PW, CL)
                 else:
                     _commit_empty(CP)
             else:
                 _commit_empty(CP)
-            nx = _entries(idx_row, (nb + 1) * BN, hi, BN, PW, CP)
+            nx = _entries(idx_row, (nb + 1) * BN, hi, BN, PW, CP, CL)
         async_copy.wait_group(0)
 
     @gluon.jit
@@ -623,7 +649,7 @@ if HAVE_GLUON:
             PROFILE: gl.constexpr, V_REGS: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
             CVT_PIPE: gl.constexpr = 0, VST: gl.constexpr = 0, SPLIT: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0,
-            PLO: gl.constexpr = 1):
+            PLO: gl.constexpr = 1, CL: gl.constexpr = 0):
         """1-D grid, one program a work item. G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its
         union list entries / masks row g (stride_it), end_ptr = counts. G == 1: program p = token p // nhb, head
         block p % nhb (nhb = cdiv(num_heads, HPT): a token's head blocks are neighbouring programs, so they run at
@@ -704,7 +730,7 @@ if HAVE_GLUON:
             (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
                      full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE, VST, PLO)),
             (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                         PROFILE, PRODUCER_WARPS, CVT_PIPE, CVT_ASM)),
+                         PROFILE, PRODUCER_WARPS, CVT_PIPE, CVT_ASM, CL)),
         ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
 
 
@@ -734,7 +760,7 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
         bool(cfg.f16), profile, SPLIT_V_REGS,
         PRODUCER_WARPS, cfg.producer_regs,
         num_warps=4, CVT_PIPE=cfg.cvt_pipe, VST=cfg.vst, SPLIT=int(splits > 1),
-        CVT_ASM=cfg.cvt_asm if cfg.f16 else 0, PLO=1 if cfg.f16 else cfg.plo,
+        CVT_ASM=cfg.cvt_asm if cfg.f16 else 0, PLO=1 if cfg.f16 else cfg.plo, CL=cfg.cl,
     )
 
 
