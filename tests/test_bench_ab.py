@@ -62,6 +62,18 @@ def test_parse_arm():
         ab.parse_arm("version", "--b")
 
 
+def test_arm_kwargs_checked_before_any_run():
+    """A keyword the public op does not take is refused by name before anything is built: the comma of
+    'env:DSATTN_PF_CONFIG=vst=1,cl=1' ended the env value and made cl a keyword (session 67's lost A/B)."""
+    with pytest.raises(ValueError, match="--b: sparse_mla_prefill takes no argument 'cl'"):
+        main(["bench", "ab", "--op", "sparse_mla_prefill", "--tokens", "4", "--heads", "2", "--slots", "64",
+              "--topk", "32", "--b", "env:DSATTN_PF_CONFIG=vst=1,cl=1"])
+    with pytest.raises(ValueError, match="--a: sparse_mla_decode takes no argument 'varaint'"):
+        ab.check_arm_kwargs("sparse_mla_decode", {"varaint": "pad64"}, "--a")
+    ab.check_arm_kwargs("sparse_mla_decode", {"variant": "pad64"}, "--a")  # a keyword it takes
+    ab.check_arm_kwargs("topk", {"version": 4}, "--a")  # top-k arms are checked where they are used
+
+
 @pytest.mark.parametrize("argv", [
     ["--op", "topk", "--rows", "3", "--width", "300", "--topk", "16", "--a", "version=3", "--b", "version=4"],
     ["--op", "sparse_mla_decode", "--tokens", "2", "--heads", "2", "--slots", "256", "--block-size", "16",

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import os
 import random
 import statistics
@@ -231,6 +232,20 @@ def build_topk(args, device):
 OPS = {"sparse_mla_decode": build_sparse_mla, "sparse_mla_prefill": build_sparse_mla, "topk": build_topk}
 
 
+def check_arm_kwargs(op: str, kwargs: dict, what: str) -> None:
+    """ValueError naming the arm when a sparse MLA arm passes a keyword its public function does not take, before
+    anything is built or run. The usual cause is a comma inside an env value: 'env:DSATTN_PF_CONFIG=vst=1,cl=1' makes
+    'cl=1' a keyword of its own (session 67); ';' stands for ',' there."""
+    if op not in ("sparse_mla_decode", "sparse_mla_prefill"):
+        return
+    from ..ops import sparse_mla
+    params = inspect.signature(getattr(sparse_mla, op)).parameters
+    bad = sorted(k for k in kwargs if k not in params)
+    if bad:
+        raise ValueError(f"{what}: {op} takes no argument {', '.join(map(repr, bad))} (a comma inside an env: value "
+                         f"ends it; write ';' for ',' there, e.g. env:DSATTN_PF_CONFIG=vst=1;cl=1)")
+
+
 def _agreement(op: str, res_a, res_b) -> dict:
     """What the arms' outputs share, and whether they compute the same function (the module docstring's bounds)."""
     if op == "topk":
@@ -289,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     kw_a, env_a = parse_arm(args.a, "--a")
     kw_b, env_b = parse_arm(args.b, "--b")
+    check_arm_kwargs(args.op, kw_a, "--a")
+    check_arm_kwargs(args.op, kw_b, "--b")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     make, shape = OPS[args.op](args, device)
     runs = {}
