@@ -23,7 +23,14 @@
 # PART=d (after part c: cl=1 bit-equal, 64 heads' kernel 643.4 -> 628.8 us, 32 heads level): `dsattn bench ab` of the
 # default against cl=1 at 64 / 128 / 8 / 16 heads (s_q 1024), then test_pf_cl_bit_equal at 8 / 16 / 128 heads.
 # PREDICTION: 64 / 128 heads 1.01-1.03x; 8 / 16 heads level (0.99-1.01x).
-#   [PART=b|c|d] DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s67.sh      ($OUT/s67.log, $OUT/s67.tgz)
+# PART=e (written after the device time was spent; NOT RUN): the pair over fp16 stages (bit 256 of the pair file:
+# fp16 q, stages converted in place by the producer thread that copied each chunk, fp16 P; with bits 128 (cl) and 64,
+# producer_regs 64, compile-checked spill-free at 8 / 32 / 64 heads): right against the reference with q as is and x 6
+# (bench/s67_pair/check_f16.py), kernel times (full, no gathers, no products) beside the default and the bf16 pair,
+# then `dsattn bench ab` against the default at 32 heads.
+# PREDICTION: within 2e-3 + 3/128 at x 1 and x 6 (the default's numerics); ~2.4-2.6 us a block in full (the default
+# 2.8); 1.05-1.15x the default in `bench ab`; still short of the 1.3x row.
+#   [PART=b|c|d|e] DSATTN_GIT_COMMIT=<sha> bash bench/gpu_s67.sh      ($OUT/s67.log, $OUT/s67.tgz)
 # The pair file first: git show 9d66719:src/dsattn/ops/sparse_mla/gluon_prefill.py > bench/s67_pair/gluon_prefill.py &&
 #   patch bench/s67_pair/gluon_prefill.py bench/results/s67/pair_s67.patch   (not committed: a measuring copy)
 # RAN on an H100 (no H200 came), all at 114b4c8 (c and d with config cl in the working tree); logs and numbers in
@@ -79,6 +86,21 @@ elif [ $PART = d ]; then
   timeout 150 python -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_sparse_mla_prefill_gpu.py \
     -k "cl_bit_equal and not 32 and not 64" > $R/tests.log 2>&1
   echo "cl tests rc=$? $((SECONDS - t0)) s: $(tail -n 1 $R/tests.log)" >> $L; pack
+elif [ $PART = e ]; then
+  F16P="f16=0,cvt_pipe=0,producer_regs=64,plo=0,pair=1"
+  pair_file
+  for H in 32 64; do
+    timeout 200 python bench/s67_pair/check_f16.py $H > $R/check_f16_$H.log 2>&1
+    echo "== check_f16 $H: rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/check_f16_$H.log | tail -n 8 >> $L; pack
+  done
+  kp def_p0 "" 0; kp pairf16_p448 $F16P 448; kp pairf16_p449 $F16P 449; kp pairf16_p450 $F16P 450
+  kp pairbf16_p192 $PAIR 192
+  timeout 150 python -m dsattn.cli bench ab --op sparse_mla_prefill --tokens 1024 --heads 32 \
+    --a env:DSATTN_SPARSE_MLA_IMPL=gluon_prefill \
+    --b "env:DSATTN_SPARSE_MLA_IMPL=gluon_prefill,env:DSATTN_PF_CONFIG=${F16P//,/;},env:DSATTN_PF_PROFILE=448" \
+    --name ab_s67_pairf16_1024_h32 --out $R > $R/ab.log 2>&1
+  echo "== ab pair f16: rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $R/ab.log | tail -n 3 | cut -c100-300 >> $L
+  tree_file
 else
   kp def_cl0 "" 0; kp def_cl1 "cl=1" 0; kp def_cl0_p2 "" 2; kp def_cl1_p2 "cl=1" 2
   kp plo0_cl0 $PLO0 0; kp plo0_cl1 "$PLO0,cl=1" 0
