@@ -168,7 +168,7 @@ def test_the_model_catches_a_deadlock():
         _run("default_no_free", 4, 2, 0)
 
 
-def _run_pair(nblocks, seed, broken=None):
+def _run_pair(nblocks, seed, broken=None, r0_first=False):
     """Config pair (gluon_prefill._producer_pair / _wg_pair at 9d66719; removed): step i holds block 2 i in stage 0 and
     2 i + 1 in stage 1 (a missing last block is gathered zero-filled and runs as any other), each stage as two halves L
     and R with their own full / free mbarriers and one releasing warpgroup each; the producer refills L(0), R(1), R(0),
@@ -180,7 +180,9 @@ def _run_pair(nblocks, seed, broken=None):
     x_smem read sees its own step's value, no P buffer is rewritten while the other warpgroup's P V may read it. broken:
     'early_l0' (warpgroup 0 releases L(0) before its own P V retired) and 'early_r0' (warpgroup 1 releases R(0) before
     its other P V retired) must be caught. (Writing a P before the max hand-off would give wrong values but no race
-    here: the half barriers already order every P buffer's reuse behind its last reader.)"""
+    here: the half barriers already order every P buffer's reuse behind its last reader.) r0_first: session 67's order
+    (bit 64 of the measuring patch bench/results/s67/pair_s67.patch): warpgroup 1 issues the other P V before its own
+    and releases R(0) once that one retired, then R(1); the producer refills L(0), R(0), R(1), L(1)."""
     rnd = random.Random(seed)
     full_l, full_r = [Barrier(1), Barrier(1)], [Barrier(1), Barrier(1)]  # the producer threads' arrives as one
     free_l, free_r = [Barrier(1), Barrier(1)], [Barrier(1), Barrier(1)]
@@ -197,8 +199,10 @@ def _run_pair(nblocks, seed, broken=None):
     def producer():
         for j in range(npairs):
             ph = (j & 1) ^ 1
-            for h, st, free, full in (("L", 0, free_l, full_l), ("R", 1, free_r, full_r), ("R", 0, free_r, full_r),
-                                      ("L", 1, free_l, full_l)):
+            order = ((("L", 0), ("R", 0), ("R", 1), ("L", 1)) if r0_first
+                     else (("L", 0), ("R", 1), ("R", 0), ("L", 1)))
+            for h, st in order:
+                free, full = (free_l, full_l) if h == "L" else (free_r, full_r)
                 yield from _wait(free[st], ph)
                 half[(h, st)] = 2 * j + st  # the copies start overwriting the half
                 yield
@@ -260,6 +264,25 @@ def _run_pair(nblocks, seed, broken=None):
                 yield
                 write_p(1, i)
                 pbar[1].arrive()
+                if r0_first:
+                    yield from _wait(pbar[0], ph)
+                    assert p_val[0] == i, f"stage 0's RoPE tile holds step {p_val[0]}'s P at step {i}"
+                    yield from _wait(full_r[0], ph)
+                    holds("R", 0, b0)       # the other P V issued first (the RoPE tile's P, V = R(0))
+                    p_reading[0].add(i)
+                    if broken == "early_r0":
+                        free_r[0].arrive()
+                    holds("R", 1, b1)       # then its own (V = R(1))
+                    yield
+                    holds("R", 0, b0)       # the other retired (a wait leaving one group in flight)
+                    p_reading[0].discard(i)
+                    if broken != "early_r0":
+                        free_r[0].arrive()
+                    yield
+                    holds("R", 1, b1)       # its own retired
+                    free_r[1].arrive()
+                    yield
+                    continue
                 holds("R", 1, b1)           # its own P V issued (V = R(1))
                 yield
                 yield from _wait(pbar[0], ph)
@@ -286,18 +309,20 @@ def _run_pair(nblocks, seed, broken=None):
     _interleave([producer(), wg(0), wg(1)], rnd, f"pair, {nblocks} blocks, seed {seed}")
 
 
-def test_pair_protocol():
+@pytest.mark.parametrize("r0_first", [False, True])
+def test_pair_protocol(r0_first):
     for nblocks in range(0, 12):
         for seed in range(60):
-            _run_pair(nblocks, seed)
+            _run_pair(nblocks, seed, r0_first=r0_first)
 
 
+@pytest.mark.parametrize("r0_first", [False, True])
 @pytest.mark.parametrize("broken", ["early_l0", "early_r0"])
-def test_pair_model_catches_a_broken_order(broken):
+def test_pair_model_catches_a_broken_order(broken, r0_first):
     caught = 0
     for seed in range(300):
         try:
-            _run_pair(6, seed, broken=broken)
+            _run_pair(6, seed, broken=broken, r0_first=r0_first)
         except AssertionError as e:
             assert "rewritten" in str(e) or "still read" in str(e) or "holds step" in str(e), str(e)
             caught += 1
