@@ -185,8 +185,9 @@ class PrefillConfig:
     #                     (8) rows and loads, checks and scales 16 (8) indices a block, plus 4 for RoPE. 1: eight
     #                     threads copy a 128-byte row piece, a warp instruction four rows (FlashMLA's producer groups):
     #                     4 rows a thread, one index vector for the latent and RoPE copies. The same bytes land
-    #                     (test_pf_cl_bit_equal). The producer's loop, SASS instructions a block a warp at 32 heads:
-    #                     880 -> 741 (the default), 379 -> 138 (plo 0). H100, s_q 1024 (bench/results/s67/): `dsattn
+    #                     (test_pf_cl_bit_equal). The producer's loop, SASS instructions a block a warp at 32 heads
+    #                     (sm_90a, bench/mla_gluon_check.py --dump, ptxas + cuobjdump; notes/sparse_mla.md, session
+    #                     67): 880 -> 741 (the default), 379 -> 138 (plo 0). H100, s_q 1024 (bench/results/s67/): `dsattn
     #                     bench ab` against cl 0 at 8 / 16 / 32 heads 0.992x / 0.995x / 0.997x (consumer-bound there);
     #                     kernel times at 64 heads 643.4 -> 628.8 us (one probe run, no A/B yet), plo 0 at 32 heads
     #                     441.0 -> 413.4 us. Not a default until an A/B shows it faster
