@@ -108,7 +108,7 @@ def test_default_fits_shared_memory():
 
 def test_config_knob(monkeypatch):
     """DSATTN_PF_CONFIG: PrefillConfig's fields by name, fields left out at PrefillConfig's defaults; prefill_config's
-    own default (vst 1 from 64 heads) only when the variable is unset."""
+    own default (vst 1 and cl 1 from 64 heads) only when the variable is unset."""
     P = gluon_prefill.PrefillConfig
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
     assert gluon_prefill.prefill_config(8) == P()
@@ -128,8 +128,8 @@ def test_config_knob(monkeypatch):
         assert gluon_prefill.parse_prefill_config(gluon_prefill.prefill_config_spec(want)) == want
     monkeypatch.setenv("DSATTN_PF_CONFIG", "vst=0")  # an explicit spec wins: vst 0 at 128 heads
     assert gluon_prefill.prefill_config(128) == P()
-    monkeypatch.delenv("DSATTN_PF_CONFIG")  # the default: vst 1 from 64 heads (session 22), 0 below
-    assert gluon_prefill.prefill_config(64) == gluon_prefill.prefill_config(128) == P(vst=1)
+    monkeypatch.delenv("DSATTN_PF_CONFIG")  # the default: vst 1 (session 22) and cl 1 (session 68) from 64 heads
+    assert gluon_prefill.prefill_config(64) == gluon_prefill.prefill_config(128) == P(vst=1, cl=1)
     assert gluon_prefill.prefill_config(32) == gluon_prefill.prefill_config(16) == P()
     for bad in ("block_n=16", "stages=3", "block_n=32,stages=7", "producer_warps=8", "producer_regs=60",
                 "producer_regs=16", "producer_regs=168", "f16=2", "f16=0", "cvt_pipe=2", "vst=2", "stages=1",
@@ -207,7 +207,7 @@ def test_compiles_for_sm90a():
     for h in (8, 64):  # each head count's own default (vst 1 from 64 heads) and the bf16 schedule
         specs = [gluon_prefill.prefill_config_spec(gluon_prefill.prefill_config(h)).replace(",", ";"),
                  "f16=0;cvt_pipe=0;producer_regs=56", "f16=0;cvt_pipe=0;plo=0"]
-        specs.append(specs[0].replace("cl=0", "cl=1"))
+        specs.append(re.sub(r"cl=(\d)", lambda m: "cl=" + str(1 - int(m.group(1))), specs[0]))  # the other layout
         res = subprocess.run([sys.executable, os.path.join(root, "bench", "mla_gluon_check.py"), "--kernel",
                               "prefill", "--cases", f"prefill-bf16-{h}", "--configs", ",".join(specs)],
                              capture_output=True, text=True, env=env, timeout=300)

@@ -311,8 +311,8 @@ def test_pf_vst_bit_equal(monkeypatch, h, d_qk):
 
 
 def _default_spec(h):
-    """DSATTN_PF_CONFIG text of prefill_config's default at h heads (vst 1 from 64 heads)."""
-    return "vst=1" if h >= 64 else DEFAULT
+    """DSATTN_PF_CONFIG text of prefill_config's default at h heads (vst 1 and cl 1 from 64 heads)."""
+    return "vst=1,cl=1" if h >= 64 else DEFAULT
 
 
 @pytest.mark.parametrize("h", [8, 16, 32, 64, 128])
@@ -323,7 +323,7 @@ def test_pf_cl_bit_equal(monkeypatch, h):
     default and under the bf16 schedule."""
     case = make_case(96, h, 576, num_slots=20000, topk=2048, layout="bf16", block_size=16, with_length=True,
                      empty_rows=1, seed=97 + h, device=DEV)
-    for spec in (_default_spec(h), BF16_SPLIT):
+    for spec in ("vst=1" if h >= 64 else DEFAULT, BF16_SPLIT):  # the default's other fields, cl 0 against 1
         monkeypatch.setenv("DSATTN_PF_CONFIG", spec)
         base = _run(case)
         monkeypatch.setenv("DSATTN_PF_CONFIG", f"{spec},cl=1")

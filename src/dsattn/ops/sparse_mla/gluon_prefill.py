@@ -189,8 +189,9 @@ class PrefillConfig:
     #                     (sm_90a, bench/mla_gluon_check.py --dump, ptxas + cuobjdump; notes/sparse_mla.md, session
     #                     67): 880 -> 741 (the default), 379 -> 138 (plo 0). H100, s_q 1024 (bench/results/s67/): `dsattn
     #                     bench ab` against cl 0 at 8 / 16 / 32 heads 0.992x / 0.995x / 0.997x (consumer-bound there);
-    #                     kernel times at 64 heads 643.4 -> 628.8 us (one probe run, no A/B yet), plo 0 at 32 heads
-    #                     441.0 -> 413.4 us. Not a default until an A/B shows it faster
+    #                     kernel times at 64 heads 643.4 -> 628.8 us (one probe run), plo 0 at 32 heads 441.0 -> 413.4
+    #                     us. THE DEFAULT FROM 64 HEADS since session 68 (with vst 1): `dsattn bench ab` against cl 0,
+    #                     64 heads 1.018x, 128 heads 1.015x (bench/results/s68/; prefill_config)
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -229,7 +230,7 @@ def prefill_config_spec(cfg: PrefillConfig) -> str:
 
 
 def prefill_config(num_heads: int, d_qk: int = 576) -> PrefillConfig:
-    """The default launch (PrefillConfig(); vst 1 from 64 heads): the split consumer over 64-entry blocks, 2 stages,
+    """The default launch (PrefillConfig(); vst 1 and cl 1 from 64 heads): the split consumer over 64-entry blocks, 2 stages,
     fp16 P (f16: the producer converts each landed stage to fp16 x 2^-8, one P @ V; cvt_pipe: in four column groups as
     they land, since session 19: module docstring) with 80 producer registers (56 spilled in the f16 producer; sm_90a
     compile check, no spill at 80 for 8..64 heads). Measured on the H200, s_q 1024, against the bf16 hi / lo schedule
@@ -240,13 +241,16 @@ def prefill_config(num_heads: int, d_qk: int = 576) -> PrefillConfig:
     idle stage, 16-byte stores): H200, s_q 1024, A/B against vst 0 in one process (session 22,
     bench/results/ab_s22_pfvst_h*.json, bench/gpu_s22_pf_vst.sh), 64 heads 0.708 vs 0.734 ms (1.037x, 95% CI
     1.030-1.048), 128 heads 1.430 vs 1.471 (1.029x); at 16 and 32 heads it was slower (0.985x, CI 0.975-0.992 and
-    0.975-0.993), so those (and the pad64 variant, which takes the config of q's head count) keep vst 0.
+    0.975-0.993), so those (and the pad64 variant, which takes the config of q's head count) keep vst 0. From 64
+    heads cl 1 too (FlashMLA's copy layout, session 68): H100, s_q 1024, `dsattn bench ab` of vst=1,cl=1 against vst 1
+    alone, 64 heads 1.018x (95% CI 1.013-1.020), 128 heads 1.015x (1.011-1.020); at 8 / 16 / 32 heads no difference
+    (0.992x-1.022x, CIs across 1; bench/results/s67/, bench/results/s68/), so those keep cl 0.
     DSATTN_PF_CONFIG overrides it at launch time (parse_prefill_config: fields left out take PrefillConfig's defaults,
     so vst is 0 unless named)."""
     spec = os.environ.get("DSATTN_PF_CONFIG", "").strip()
     if spec:
         return parse_prefill_config(spec)
-    return PrefillConfig(vst=1) if num_heads >= 64 else PrefillConfig()
+    return PrefillConfig(vst=1, cl=1) if num_heads >= 64 else PrefillConfig()
 
 
 if HAVE_GLUON:
