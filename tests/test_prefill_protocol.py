@@ -168,7 +168,34 @@ def test_the_model_catches_a_deadlock():
         _run("default_no_free", 4, 2, 0)
 
 
-def _run_pair(nblocks, seed, broken=None, r0_first=False):
+def _pair_producer_ops(npairs, r0_first, pipe):
+    """The producer's operations in order: ("issue", half, stage, step) waits for the half's free mbarrier and starts
+    its copies; ("arrive", half, stage, step) is its full arrive once it landed (and, over fp16 stages, was converted).
+    pipe: the fp16 pair's producer with a half's conversion after the next half's issue (session 68's measuring patch,
+    bench/results/s68/pair_s68.patch): 'pairs' (bit 512) per step L(0), R(0) issued, both converted and arrived, then
+    R(1), L(1) likewise; 'chain' (bit 1024) each half converted after the next one's issue, the step's last at once;
+    'deep' as chain across the step boundary too (L(1) of step j still pending while the producer waits for L(0)'s
+    release in step j + 1): a deadlock the model must catch."""
+    order = ((("L", 0), ("R", 0), ("R", 1), ("L", 1)) if r0_first else (("L", 0), ("R", 1), ("R", 0), ("L", 1)))
+    if not pipe:
+        return [(op, h, st, j) for j in range(npairs) for h, st in order for op in ("issue", "arrive")]
+    if pipe == "pairs":
+        return [(op, h, st, j) for j in range(npairs) for two in (order[:2], order[2:])
+                for op in ("issue", "arrive") for h, st in two]
+    ops, pending = [], None
+    for j in range(npairs):
+        for h, st in order:
+            ops.append(("issue", h, st, j))
+            if pending:
+                ops.append(("arrive", *pending))
+            pending = (h, st, j)
+        if pipe == "chain":  # the step's last half converted at once
+            ops.append(("arrive", *pending))
+            pending = None
+    return ops + ([("arrive", *pending)] if pending else [])
+
+
+def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None):
     """Config pair (gluon_prefill._producer_pair / _wg_pair at 9d66719; removed): step i holds block 2 i in stage 0 and
     2 i + 1 in stage 1 (a missing last block is gathered zero-filled and runs as any other), each stage as two halves L
     and R with their own full / free mbarriers and one releasing warpgroup each; the producer refills L(0), R(1), R(0),
@@ -197,17 +224,14 @@ def _run_pair(nblocks, seed, broken=None, r0_first=False):
         assert half[(h, st)] == b, f"{h}({st}) holds {half[(h, st)]}, block {b} still read (pair, {nblocks})"
 
     def producer():
-        for j in range(npairs):
-            ph = (j & 1) ^ 1
-            order = ((("L", 0), ("R", 0), ("R", 1), ("L", 1)) if r0_first
-                     else (("L", 0), ("R", 1), ("R", 0), ("L", 1)))
-            for h, st in order:
-                free, full = (free_l, full_l) if h == "L" else (free_r, full_r)
-                yield from _wait(free[st], ph)
+        for op, h, st, j in _pair_producer_ops(npairs, r0_first, pipe):
+            free, full = (free_l, full_l) if h == "L" else (free_r, full_r)
+            if op == "issue":
+                yield from _wait(free[st], (j & 1) ^ 1)
                 half[(h, st)] = 2 * j + st  # the copies start overwriting the half
-                yield
-                full[st].arrive()           # landed (each thread's no-increment arrive)
-                yield
+            else:
+                full[st].arrive()           # landed (each thread's no-increment arrive; fp16: converted first)
+            yield
 
     def write_p(k, i):
         assert not p_reading[k], f"P buffer {k} rewritten at step {i} while step {p_reading[k]}'s P V reads it"
@@ -314,6 +338,18 @@ def test_pair_protocol(r0_first):
     for nblocks in range(0, 12):
         for seed in range(60):
             _run_pair(nblocks, seed, r0_first=r0_first)
+
+
+def test_pair_pipelined_conversion_protocol():
+    """Session 68's fp16 pair producers (pipe 'pairs': L(0) and R(0) issued before either is converted, then R(1) and
+    L(1); 'chain': each conversion one issue behind within a step): no deadlock, no early overwrite; and a conversion
+    carried across the step boundary ('deep') deadlocks."""
+    for pipe in ("pairs", "chain"):
+        for nblocks in range(0, 12):
+            for seed in range(60):
+                _run_pair(nblocks, seed, r0_first=True, pipe=pipe)
+    with pytest.raises(AssertionError, match="deadlock"):
+        _run_pair(6, 0, r0_first=True, pipe="deep")
 
 
 @pytest.mark.parametrize("r0_first", [False, True])

@@ -2,14 +2,16 @@
 # + 128 cl + 64 R(0) first; bench/s67_pair's gluon_prefill.py copied over the tree's, producer_regs 64) against the
 # default (fp16 P on the split consumer) and the fp32 reference, on issue 3's prefill case (s_q 1024, overlap
 # indices) with q as is and x 6 (peaked softmaxes, where bf16 P alone misses the tolerance).
-#   DSATTN_PF_CONFIG is set here per arm; run with PYTHONPATH=src, argv[1] = heads (default 32)
+#   DSATTN_PF_CONFIG is set here per arm; run with PYTHONPATH=src, argv[1] = heads (default 32), argv[2] = the fp16
+#   pair's DSATTN_PF_PROFILE (default 448; session 68: 960, 1472)
 import os, sys, torch
 from dsattn.bench.kernels_mla import prefill_case
 from dsattn.ops.sparse_mla import sparse_mla_prefill
 from dsattn.ops.sparse_mla.reference import sparse_mla_reference
 h = int(sys.argv[1]) if len(sys.argv) > 1 else 32
+prof = sys.argv[2] if len(sys.argv) > 2 else "448"  # session 68: 960 / 1472 (the pipelined conversions)
 case = prefill_case(1024, h, torch.device("cuda"))
-ARMS = {"default": ("", "0"), "pair_f16": ("f16=0,cvt_pipe=0,producer_regs=64,plo=0,pair=1", "448"),
+ARMS = {"default": ("", "0"), "pair_f16": ("f16=0,cvt_pipe=0,producer_regs=64,plo=0,pair=1", prof),
         "pair_bf16": ("f16=0,cvt_pipe=0,producer_regs=56,plo=0,pair=1", "192")}
 sl = slice(0, 64)
 for scale in (1.0, 6.0):
