@@ -93,13 +93,18 @@ hidden: 2.68 us a block in full against plo 0's 2.51. Session 65, 9d66719, notes
 bench/results/ab_s65_pair_*_h100.json), config l2pf (FlashMLA's L2 prefetch-size hint, cp.async ... L2::256B, put on
 the producer's copies by a PTX rewrite in Triton's compile-stage hook; outputs bit-equal; `dsattn bench ab` on an H100,
 s_q 1024, against the default: 0.943x / 0.990x / 0.996x at 8 / 16 / 32 heads (an in-process probe read 0.99-1.05x), no
-gain with the pair either. Session 66, 2174404, bench/results/s66/).
+gain with the pair either. Session 66, 2174404, bench/results/s66/), the pair over fp16 stages (our numerics: each
+producer thread converts the chunks it copied; right at q x 1 and x 6, and 0.814x the default at 32 heads on an H100;
+with the conversions pipelined behind the next half's copies 0.850x / 0.857x: the producer's conversion and the
+consumers overlap by under 1 us a block. Session 68, measuring patches bench/results/s67/pair_s67.patch and
+bench/results/s68/pair_s68.patch on 9d66719, never in the tree; bench/results/s68/).
 
 Launch configurations (PrefillConfig; DSATTN_PF_CONFIG='field=value,...', parse_prefill_config): 64-entry blocks x 2
 stages (default, prefill_config) or 32 x 4 (one block in flight against three; 32 x 4 split 0.885 vs 0.790 ms at 64
 heads, bf16 P, bench/results/pf_sched5.json), f16 0 / 1 (a second wgmma per block against a conversion pass in the
 producer), cvt_pipe, vst, the producer's registers, cvt_asm (session 60; the default since session 62), cl (session 67:
-the producer's copies in FlashMLA's layout, bit-equal, no default yet: PrefillConfig.cl), and plo (f16 0:
+the producer's copies in FlashMLA's layout, bit-equal; the default from 64 heads since session 68: PrefillConfig.cl), and
+plo (f16 0:
 0 runs bf16 P alone, FlashMLA's numerics, for measuring only; session 62; 32 heads, H100: 1.103x / 1.121x the
 default at s_q 1024 / 8192, bench/results/ab_s62_plo0_*_h32_h100.json). Measured
 (H200, s_q 1024, bench/results/pf1_schedules.json): the consumer limits (timing build without gathers 1.139 ms against
