@@ -197,6 +197,9 @@ class PrefillConfig:
     #                     kernel times at 64 heads 643.4 -> 628.8 us (one probe run), plo 0 at 32 heads 441.0 -> 413.4
     #                     us. THE DEFAULT FROM 64 HEADS since session 68 (with vst 1): `dsattn bench ab` against cl 0,
     #                     64 heads 1.018x, 128 heads 1.015x (bench/results/s68/; prefill_config)
+    pre16: int = 0      # f16 only (session 68). 1: the rows' latent part already holds fp16(x x V_SCALE) (to_f16_rows,
+    #                     the producer's conversion done once a row before the call), so the producer only gathers
+    #                     and hands each stage over: no conversion pass in shared memory
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -218,13 +221,13 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
           and cfg.f16 in (0, 1) and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, 1) and cfg.cvt_asm in (0, 1)
-          and cfg.plo in (0, 1) and (cfg.plo or not cfg.f16) and cfg.cl in (0, 1)
+          and cfg.plo in (0, 1) and (cfg.plo or not cfg.f16) and cfg.cl in (0, 1) and cfg.pre16 in (0, cfg.f16)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
                          "producer_regs a multiple of 8 in [24, 160], f16 0 or 1, "
                          "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0), "
-                         "cl 0 or 1; "
+                         "cl 0 or 1, pre16 0 or 1 (1: with f16 1); "
                          f"got {spec!r}")
     return cfg
 
@@ -356,7 +359,7 @@ if HAVE_GLUON:
     def _producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv: gl.constexpr,
                   HAS_ROPE: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
                   PROFILE: gl.constexpr, PW: gl.constexpr, CVT_PIPE: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0,
-                  CL: gl.constexpr = 0):
+                  CL: gl.constexpr = 0, PRE16: gl.constexpr = 0):
         """NS - 1 blocks in flight; block b is handed over (full) once it landed (F16: and its latent was converted
         in place into fp16 x V_SCALE), then block b + NS - 1 is issued into the stage block b - 1 used, after the
         consumers freed it. A consumer that frees block b only after block b + 2 arrived needs a longer lag (overlap 2,
@@ -364,11 +367,13 @@ if HAVE_GLUON:
         block are empty. PROFILE bit 0 (timing builds only): no gathers (the stages are handed over as they are).
         CVT_PIPE (config cvt_pipe, with F16): each block is four commit groups (_gather_groups), and its latent is
         converted group by group as each lands (wait_group of the groups still allowed in flight: the block's later
-        groups and the NS - 2 younger blocks' four each)."""
+        groups and the NS - 2 younger blocks' four each). PRE16 (config pre16): the rows hold fp16 already, so no
+        conversion (and no column groups): each stage is handed over once it landed."""
         GATHER: gl.constexpr = (PROFILE & 1) == 0
-        CP: gl.constexpr = (CVT_PIPE != 0) & (F16 != 0)
+        CP: gl.constexpr = (CVT_PIPE != 0) & (F16 != 0) & (PRE16 == 0)
+        CVT: gl.constexpr = (F16 != 0) & (PRE16 == 0)
         nblocks = gl.cdiv(hi, BN)
-        if F16:
+        if CVT:
             lat16 = lat._reinterpret(gl.float16, [NS, BN, 512],
                                      gl.NVMMASharedLayout.get_default_for([BN, 512], gl.float16))
         for i in gl.static_range(NS - 1):
@@ -392,7 +397,7 @@ if HAVE_GLUON:
                     _to_f16_group(lat.index(b % NS), lat16.index(b % NS), g, PW, CVT_ASM)
             else:
                 async_copy.wait_group(NS - 2)
-                if F16:
+                if CVT:
                     gl.thread_barrier()  # every producer thread's copies landed: any thread may read any row
                     _to_f16(lat.index(b % NS), lat16.index(b % NS), PW, CVT_ASM)
             fence_async_shared()
@@ -659,7 +664,7 @@ if HAVE_GLUON:
             PROFILE: gl.constexpr, V_REGS: gl.constexpr,
             PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
             CVT_PIPE: gl.constexpr = 0, VST: gl.constexpr = 0, SPLIT: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0,
-            PLO: gl.constexpr = 1, CL: gl.constexpr = 0):
+            PLO: gl.constexpr = 1, CL: gl.constexpr = 0, PRE16: gl.constexpr = 0):
         """1-D grid, one program a work item. G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its
         union list entries / masks row g (stride_it), end_ptr = counts. G == 1: program p = token p // nhb, head
         block p % nhb (nhb = cdiv(num_heads, HPT): a token's head blocks are neighbouring programs, so they run at
@@ -740,7 +745,7 @@ if HAVE_GLUON:
             (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
                      full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE, VST, PLO)),
             (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
-                         PROFILE, PRODUCER_WARPS, CVT_PIPE, CVT_ASM, CL)),
+                         PROFILE, PRODUCER_WARPS, CVT_PIPE, CVT_ASM, CL, PRE16)),
         ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
 
 
@@ -770,7 +775,7 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
         bool(cfg.f16), profile, SPLIT_V_REGS,
         PRODUCER_WARPS, cfg.producer_regs,
         num_warps=4, CVT_PIPE=cfg.cvt_pipe, VST=cfg.vst, SPLIT=int(splits > 1),
-        CVT_ASM=cfg.cvt_asm if cfg.f16 else 0, PLO=1 if cfg.f16 else cfg.plo, CL=cfg.cl,
+        CVT_ASM=cfg.cvt_asm if cfg.f16 else 0, PLO=1 if cfg.f16 else cfg.plo, CL=cfg.cl, PRE16=cfg.pre16,
     )
 
 

@@ -250,3 +250,32 @@ def combine_splits_kernel(part_o_ptr, part_lse_ptr, out_ptr, stride_ot, stride_o
     lse = tl.where(total == 0.0, NEG_INF, m_use + tl.log(tl.where(total == 0.0, 1.0, total)))
     tl.store(out_ptr + t * stride_ot + h * stride_oh + dcols, out.to(out_ptr.dtype.element_ty))
     tl.store(lse_ptr + t * stride_lt + h * stride_lh, lse)
+
+
+@triton.jit
+def f16_rows_kernel(src_ptr, dst_ptr, num_rows, stride_src, stride_dst, scale, HAS_ROPE: tl.constexpr,
+                    BR: tl.constexpr):
+    """Rows [BR program, BR program + BR) of bf16 src [N, 512 (+ 64)] into dst: the latent part as the bits of
+    fp16(x x scale) (scale = V_SCALE at run time: with it a constant the compiler narrows the product into fp16(x) x
+    2**-8, rounding twice; see the module docstring), the RoPE part copied. What gluon_prefill's producer does to each
+    gathered stage (its config cvt_asm: one rounding, finite below 2**24), done once a row (config pre16)."""
+    r = tl.program_id(0) * BR + tl.arange(0, BR)
+    ok = r < num_rows
+    rs = r.to(tl.int64)[:, None] * stride_src
+    rd = r.to(tl.int64)[:, None] * stride_dst
+    c = tl.arange(0, LATENT)[None, :]
+    x = tl.load(src_ptr + rs + c, mask=ok[:, None], other=0.0)
+    y = (x.to(tl.float32) * scale).to(tl.float16)
+    tl.store(dst_ptr + rd + c, y.to(tl.bfloat16, bitcast=True), mask=ok[:, None])
+    if HAS_ROPE:
+        cr = LATENT + tl.arange(0, ROPE)[None, :]
+        tl.store(dst_ptr + rd + cr, tl.load(src_ptr + rs + cr, mask=ok[:, None], other=0.0), mask=ok[:, None])
+
+
+def f16_rows(src, dst, block_rows: int = 16) -> None:
+    """dst[:] = src's rows with their latent part as fp16(x x 2**-8) bits (dst bf16-typed, same shape; f16_rows_kernel).
+    Inputs checked by the caller (gluon_prefill.run_prefill_gluon)."""
+    n, d = src.shape
+    if n:
+        f16_rows_kernel[(triton.cdiv(n, block_rows),)](src, dst, n, src.stride(0), dst.stride(0), 1.0 / 256,
+                                                         d > LATENT, block_rows)
