@@ -132,7 +132,7 @@ def main():
             else:
                 cls = (gluon_rx.RxConfig if rx else gluon_ws.WsConfig if ws else gluon64.G64Config if g64 else gluon_prefill.PrefillConfig if pf
                        else launch.GluonConfig)
-                cfg = (gluon_prefill.parse_prefill_config(c.replace(";", ",")) if pf else
+                cfg = (gluon_prefill.parse_prefill_config(c.replace(";", ","), allow_pre16=True) if pf else
                        gluon_rx.parse_rx_config(c.replace(";", ",")) if rx else cls(*[int(x) for x in c.split("/")]))
             label = c or "default"
             sink = []

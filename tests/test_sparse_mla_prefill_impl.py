@@ -208,6 +208,7 @@ def test_compiles_for_sm90a():
         specs = [gluon_prefill.prefill_config_spec(gluon_prefill.prefill_config(h)).replace(",", ";"),
                  "f16=0;cvt_pipe=0;producer_regs=56", "f16=0;cvt_pipe=0;plo=0"]
         specs.append(re.sub(r"cl=(\d)", lambda m: "cl=" + str(1 - int(m.group(1))), specs[0]))  # the other layout
+        specs.append(specs[0].replace("pre16=0", "pre16=1"))  # over converted rows (row_scratch, session 68)
         res = subprocess.run([sys.executable, os.path.join(root, "bench", "mla_gluon_check.py"), "--kernel",
                               "prefill", "--cases", f"prefill-bf16-{h}", "--configs", ",".join(specs)],
                              capture_output=True, text=True, env=env, timeout=300)

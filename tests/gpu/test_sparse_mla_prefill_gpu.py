@@ -401,3 +401,55 @@ def test_pf_bf16_p(monkeypatch, h):
     print(f"bf16 P h={h}: max |out diff| {diff:.3g} against P_hi + P_lo, {err:.3g} against the reference")
     excess = (d - (4e-3 + base[0].float().abs() / 64)).max().item()
     assert excess <= 0, (diff, excess)
+
+
+def _keyed(case, seed):
+    """case's slots as keys (sparse_mla_prefill's key_slots): key_slots a permutation of every row (NaN rows too)
+    and two keys whose slots are invalid (-1, past the rows); each invalid slot of case.indices becomes one of the
+    invalid keys (-1, NK, or those two), so that the reference over case.indices is the keyed call's."""
+    n = case.flat.shape[0]
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    key_slots = torch.cat([perm, torch.tensor([-1, n + 7])]).to(torch.int32)
+    inv = torch.empty(n, dtype=torch.long)
+    inv[perm] = torch.arange(n)
+    idx = case.indices.cpu().long()
+    ok = (idx >= 0) & (idx < n)
+    bad = torch.tensor([n, n + 1, -1, n + 2])[torch.arange(idx.numel()).reshape(idx.shape) % 4]
+    keys = torch.where(ok, inv[idx.clamp(0, n - 1)], bad).to(torch.int32)
+    return keys.to(DEV), key_slots.to(DEV)
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["slots", "keys"])
+@pytest.mark.parametrize("h", [8, 16, 32, 64, 128])
+def test_row_scratch_bit_equal(monkeypatch, h, keyed):
+    """row_scratch (session 68: the rows converted once by kernels.f16_rows, the kernel with config pre16, no
+    conversion pass): outputs bit-equal to the same call without it and right against the reference (topk_length
+    with an empty row, -1 / out-of-range entries pointing at NaN rows, page size 16), over slots and over keys
+    (key_slots a permutation with invalid slots); the scratch poisoned before, the conversion checked in it."""
+    from dsattn.ops.sparse_mla import prefill_row_spec
+    from dsattn.ops.sparse_mla.dispatch import prefill_converts_rows
+    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
+    case = make_case(300, h, 576, num_slots=2000, topk=2048, layout="bf16", block_size=16, with_length=True,
+                     empty_rows=1, seed=131 + h, device=DEV)
+    keys, key_slots = _keyed(case, h) if keyed else (case.indices, None)
+    n = case.flat.shape[0] if key_slots is None else key_slots.shape[0]
+    assert prefill_converts_rows(300, h, 2048, n)  # the case is one the rule converts
+    variant = "native" if h <= 32 else None
+    runs = []
+    for rs in (None, [torch.full(s, -7, dtype=dt, device=DEV) for s, dt in prefill_row_spec(n + 5)]):
+        if rs is not None:
+            rs[0].view(torch.int16).fill_(0x7FC1)  # NaN bits
+        out, lse = poisoned_outputs(300, h, DEV)
+        sparse_mla_prefill(case.q, case.flat, keys, case.sm_scale, topk_length=case.topk_length, out=out, lse=lse,
+                           variant=variant, key_slots=key_slots, row_scratch=rs)
+        torch.cuda.synchronize()
+        runs.append((out, lse))
+    check_close(*runs[1], *case.reference())
+    assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
+    src = case.flat if key_slots is None else case.flat[key_slots[:-2].long()]
+    fin = ~src.isnan().any(1)  # (a NaN's bits after the conversion are the compiler's choice)
+    want = (src[fin, :512].float() * 2.0 ** -8).half().view(torch.int16)
+    assert torch.equal(rs[0][:src.shape[0]][fin, :512].view(torch.int16), want)  # converted, one rounding
+    assert torch.equal(rs[0][:src.shape[0]][fin, 512:], src[fin, 512:])
+    if keyed:
+        assert rs[1][:n].tolist() == list(range(n - 2)) + [-1, -1] and (rs[1][n:] == -7).all()

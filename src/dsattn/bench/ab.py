@@ -7,7 +7,10 @@ An arm is the op's keyword arguments and/or environment variables, e.g.
     dsattn bench ab --op topk --rows 4096 --width 65536 --a version=3 --b version=4
     dsattn bench ab --op sparse_mla_decode --a env:DSATTN_SPARSE_MLA_IMPL=triton --b env:DSATTN_SPARSE_MLA_IMPL=gluon
 
-(an ``env:`` setting is in force only while that arm runs, so it must be read at call time.)
+(an ``env:`` setting is in force only while that arm runs, so it must be read at call time.) A prefill arm's
+``row_scratch=1`` passes sparse_mla_prefill a row_scratch of prefill_row_spec over the case's rows (allocated once):
+
+    dsattn bench ab --op sparse_mla_prefill --tokens 1024 --heads 64 --a row_scratch=0 --b row_scratch=1
 
 Method. Both arms run once, and their outputs are compared (the same function must be computed: equal sets
 for top-k; for attention every output element within twice issue 3's bound of the other arm's, 2 * (2e-3 + 3/128
@@ -174,7 +177,7 @@ def build_sparse_mla(args, device) -> tuple[Callable[[dict], tuple[Callable, Cal
     """-> (make(kwargs) -> (run, result), shape). Decode over a paged cache with `uniform` indices; prefill over
     a flat bf16 cache with `overlap` indices (the benchmark distributions of BENCHMARKS.md)."""
     from ..formats import KVLayout, pack_latent_rows
-    from ..ops.sparse_mla import decode_scratch_spec, sparse_mla_decode, sparse_mla_prefill
+    from ..ops.sparse_mla import decode_scratch_spec, prefill_row_spec, sparse_mla_decode, sparse_mla_prefill
     from ..ops._triton import sm_count
     from ..ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, default_variant
     from .kernels_mla import overlap_indices, uniform_indices
@@ -201,6 +204,10 @@ def build_sparse_mla(args, device) -> tuple[Callable[[dict], tuple[Callable, Cal
         out = torch.empty((t, h, 512), dtype=torch.bfloat16, device=device)
         lse = torch.empty((t, h), dtype=torch.float32, device=device)
         if not decode:
+            kwargs = dict(kwargs)
+            if str(kwargs.pop("row_scratch", 0)) not in ("0", "None", "False"):  # row_scratch=1: prefill_row_spec's
+                kwargs["row_scratch"] = [torch.empty(s, dtype=dt, device=device)
+                                         for s, dt in prefill_row_spec(kv.shape[0], d_qk)]
             return (lambda: sparse_mla_prefill(q, kv, indices, scale, out=out, lse=lse, **kwargs)), (lambda: (out, lse))
         variant = kwargs.get("variant") or default_variant("decode", h, t, sm)
         scratch = [torch.empty(s, dtype=dt, device=device)

@@ -194,11 +194,12 @@ def prefill_case(s_q: int, heads: int, device, d_qk: int = 576, s_kv: int = PREF
 # the implementations
 # ---------------------------------------------------------------------------------------------------
 
-def ours(case: Case, variant: str | None = None, config=None, splits: int | None = None):
+def ours(case: Case, variant: str | None = None, config=None, splits: int | None = None, rows: bool = False):
     """A callable running dsattn on the case into preallocated outputs (config: a launch.TileConfig to
-    bypass the public function and the tuned defaults; splits: force split-K in decode)."""
-    from ..ops.sparse_mla import (decode_scratch_spec, prefill_scratch_spec, prefill_split_spec, sparse_mla_decode,
-                                  sparse_mla_prefill)
+    bypass the public function and the tuned defaults; splits: force split-K in decode; rows: a prefill with
+    sparse_mla_prefill's row_scratch, prefill_row_spec over the case's rows, allocated once)."""
+    from ..ops.sparse_mla import (decode_scratch_spec, prefill_row_spec, prefill_scratch_spec, prefill_split_spec,
+                                  sparse_mla_decode, sparse_mla_prefill)
     from ..ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, decode_splits, default_variant
     from ..ops._triton import sm_count
     from ..ops.sparse_mla.launch import run_attention
@@ -220,8 +221,11 @@ def ours(case: Case, variant: str | None = None, config=None, splits: int | None
         pscratch = [torch.empty(s, dtype=dt, device=case.q.device) for s, dt in spec] or None
         sscratch = [torch.empty(s, dtype=dt, device=case.q.device)
                     for s, dt in prefill_split_spec(t, h, case.indices.shape[1], variant, sm)] or None
+        rscratch = [torch.empty(s, dtype=dt, device=case.q.device)
+                    for s, dt in prefill_row_spec(case.kv.shape[0], case.kv.shape[1])] if rows else None
         return lambda: sparse_mla_prefill(case.q, case.kv, case.indices, case.sm_scale, out=out, lse=lse,
-                                          variant=variant, scratch=pscratch, split_scratch=sscratch), out, lse
+                                          variant=variant, scratch=pscratch, split_scratch=sscratch,
+                                          row_scratch=rscratch), out, lse
     scratch = [torch.empty(s, dtype=dt, device=case.q.device)
                for s, dt in decode_scratch_spec(t, h, case.indices.shape[1], variant, case.layout, sm)]
     if config is not None:
@@ -347,20 +351,25 @@ def measure_case(case: Case, peers, variants, rep_ms: float = 100, impls=("auto"
     try:
         for impl in impls:
             set_impl(impl)
-            for variant in variants:
+            # session 68: a prefill's first variant also with row_scratch (the rows converted once, the kernel
+            # without its conversion pass where dispatch.prefill_converts_rows says so; workspace: the rows' size)
+            runs = [(v, False) for v in variants] + ([(variants[0], True)] if case.kind == "prefill" and variants
+                                                     else [])
+            for variant, rows in runs:
                 rec = _kernel_record(case, variant)
                 if impl != "auto" and IMPL_OF_KERNEL.get(rec["kernel"], rec["kernel"]) != impl:
                     continue  # this variant does not have that kernel (64-head programs are Triton only)
-                fn, _, _ = ours(case, variant)
+                label = f"dsattn:{variant}" + ("+rows" if rows else "")
+                fn, _, _ = ours(case, variant, rows=rows)
                 fn()
                 if graph:
                     try:
                         fn = graph_replay(fn)
                     except Exception as e:  # noqa: BLE001 - a call that cannot be captured is reported, not fatal
-                        print(f"# dsattn:{variant} {case.kind} h={case.heads}: no CUDA graph ({type(e).__name__}: "
+                        print(f"# {label} {case.kind} h={case.heads}: no CUDA graph ({type(e).__name__}: "
                               f"{str(e)[:120]})", file=sys.stderr)
                         continue
-                entries.append((impl, fn, f"dsattn:{variant}", rec, None, None))
+                entries.append((impl, fn, label, rec, None, None))
         set_impl(None)
         widths = sorted({case.heads, max(case.heads, 64)})  # native, and padded to 64 below 64 heads
         for w in widths:

@@ -22,12 +22,12 @@ from ...formats import LATENT_DIM, KVLayout, infer_layout
 from .._eager import op_or_body
 from .._triton import kernels_available, sm_count
 from .dispatch import (DEFAULT_SM_COUNT, check_variant, decode_scratch_spec, decode_splits, decode_variants,
-                       default_variant, prefill_split_spec, prefill_splits, prefill_variants)
+                       default_variant, prefill_row_spec, prefill_split_spec, prefill_splits, prefill_variants)
 from .grouping import prefill_scratch_spec
 from .reference import sparse_mla_paged_reference, sparse_mla_reference
 
 __all__ = ["sparse_mla_prefill", "sparse_mla_decode", "prefill_variants", "decode_variants",
-           "decode_scratch_spec", "prefill_scratch_spec", "prefill_split_spec", "default_variant"]
+           "decode_scratch_spec", "prefill_scratch_spec", "prefill_split_spec", "prefill_row_spec", "default_variant"]
 
 D_QK = (512, 576)
 _FP32_MAX = torch.finfo(torch.float32).max
@@ -108,7 +108,8 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
                        lse: torch.Tensor | None = None, variant: str | None = None,
                        scratch: "Sequence[torch.Tensor] | None" = None,
                        split_scratch: "Sequence[torch.Tensor] | None" = None,
-                       key_slots: torch.Tensor | None = None):
+                       key_slots: torch.Tensor | None = None,
+                       row_scratch: "Sequence[torch.Tensor] | None" = None):
     """Sparse MLA over a flat bf16 latent view (a bf16 paged cache reshaped to slots works as is).
 
     q            [T, H, D_qk] bf16, D_qk 576 or 512, H 1..128
@@ -138,6 +139,14 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
                  the grouped kernel ('native', 2-32 heads) build its union lists over them, within the dense path's
                  reach (grouping.fused_max_slots) where the slots of a whole cache are past it; its lists then come
                  in key order. Other variants and kernels look the slots up into a [T, K] tensor they allocate.
+    row_scratch  the tensors of prefill_row_spec(R, D_qk) in order ([R, D_qk] bf16 and [R] int32, contiguous, not
+                 overlapping kv), R >= the rows the call reads from: N, or NK with key_slots; or None / empty.
+                 Given, and where the default Gluon kernel runs the call and prefill_converts_rows says the work
+                 pays for it, the rows are first converted into it once each (what that kernel's producer does to
+                 every gathered copy of them: fp16 x 2^-8 latents), and the kernel runs without its conversion pass
+                 (gluon_prefill config pre16). Outputs are bit-equal either way; its contents after the call are
+                 unspecified. H100, issue 3's case (16384 rows, s_q 1024): 1.024x / 1.041x / 1.144x / 1.166x at 16 /
+                 32 / 64 / 128 heads (bench/s68_pre16.py, bench/results/s68/).
     Returns (out, lse).
     Range: on Hopper the default kernel (gluon_prefill, fp16 products) keeps |kv| < 2^24 and |q| <= 65504 finite
     (its config cvt_asm, the default since session 62, scales kv by 2^-8 in bf16 before its one rounding to fp16);
@@ -158,11 +167,13 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
     check_variant(variant, q.shape[1])
     if key_slots is not None:
         check_tensor("key_slots", key_slots, dtype=torch.int32, ndim=1)  # (contiguous: its one dimension is)
+    rows, kmap = _check_row_scratch(row_scratch, kv, key_slots)
     se, sm, sc = scratch if scratch is not None else (None, None, None)
     # the scratch tensors under the names the errors use elsewhere ("scratch[0]"), not the op's parameter names
     check_same_device(q=q, kv=kv, indices=indices, topk_length=topk_length, out=out, lse=lse,
                       **{"scratch[0]": se, "scratch[1]": sm, "scratch[2]": sc, "split_scratch[0]": part_o,
-                         "split_scratch[1]": part_lse}, key_slots=key_slots)
+                         "split_scratch[1]": part_lse}, key_slots=key_slots,
+                      **{"row_scratch[0]": rows, "row_scratch[1]": kmap})
     out, lse = _outputs(q, d_v, out, lse)
     t, h, _ = q.shape
     if t == 0:
@@ -176,8 +187,46 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
             part_o = torch.empty((t, splits, h, LATENT_DIM), dtype=torch.float32, device=q.device)
             part_lse = torch.empty((t, splits, h), dtype=torch.float32, device=q.device)
     op_or_body("sparse_mla_prefill", _prefill_impl)(q, kv, indices, float(sm_scale), topk_length, out, lse, variant,
-                                                    se, sm, sc, part_o, part_lse, key_slots)
+                                                    se, sm, sc, part_o, part_lse, key_slots, rows, kmap)
     return out, lse
+
+
+def _check_row_scratch(row_scratch, kv, key_slots):
+    """(rows, kmap) or (None, None): prefill_row_spec's two tensors, at least the call's rows long (kv's N, or NK
+    with key_slots), contiguous, rows not overlapping kv (the conversion writes it while reading kv)."""
+    if row_scratch is None:
+        return None, None
+    if isinstance(row_scratch, torch.Tensor):
+        raise ValueError("row_scratch must be a sequence of the tensors of prefill_row_spec, got a single tensor")
+    row_scratch = list(row_scratch)
+    if len(row_scratch) == 0:
+        return None, None
+    if len(row_scratch) != 2:
+        raise ValueError(f"row_scratch must hold the 2 tensors of prefill_row_spec (or be empty), got "
+                         f"{len(row_scratch)}")
+    rows, kmap = row_scratch
+    n = kv.shape[0] if key_slots is None else key_slots.shape[0]
+    check_tensor("row_scratch[0]", rows, dtype=torch.bfloat16, shape=(None, kv.shape[1]))
+    check_tensor("row_scratch[1]", kmap, dtype=torch.int32, ndim=1)
+    for name, x in (("row_scratch[0]", rows), ("row_scratch[1]", kmap)):
+        if not x.is_contiguous():
+            raise ValueError(f"{name} must be contiguous")
+        if x.shape[0] < n:
+            raise ValueError(f"{name} must have at least {n} rows (the call's rows: "
+                             f"{'kv' if key_slots is None else 'key_slots'}), got {x.shape[0]}")
+    return rows, kmap
+
+
+def _check_rows_apart(rows: torch.Tensor, kv: torch.Tensor) -> None:
+    """row_scratch[0] 16-byte aligned and apart from kv (the conversion writes it while reading kv); at run time,
+    as _check_rows_aligned's start check (a traced tensor has no address)."""
+    _check_rows_aligned("row_scratch[0]", rows)
+    if rows.numel() and kv.numel():
+        a0, a1 = rows.data_ptr(), rows.data_ptr() + rows.numel() * rows.element_size()
+        b0 = kv.data_ptr()
+        b1 = b0 + ((kv.shape[0] - 1) * kv.stride(0) + kv.shape[1]) * kv.element_size()
+        if a0 < b1 and b0 < a1:
+            raise ValueError("row_scratch[0] must not overlap kv")
 
 
 def _check_prefill_scratch(scratch, q, indices):
@@ -214,15 +263,18 @@ def _prefill_impl(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_s
                   topk_length: Optional[torch.Tensor], out: torch.Tensor, lse: torch.Tensor, variant: str,
                   scratch_entries: Optional[torch.Tensor], scratch_masks: Optional[torch.Tensor],
                   scratch_counts: Optional[torch.Tensor], scratch_o: Optional[torch.Tensor],
-                  scratch_lse: Optional[torch.Tensor], key_slots: Optional[torch.Tensor]) -> None:
+                  scratch_lse: Optional[torch.Tensor], key_slots: Optional[torch.Tensor],
+                  row_rows: Optional[torch.Tensor], row_kmap: Optional[torch.Tensor]) -> None:
     # no defaults on the mutated optional arguments: torch 2.11 drops trailing arguments equal to their defaults
     # when it redispatches a boxed call, and its ADInplaceOrView step then indexes past them (IndexError on the H200)
     _check_rows_aligned("kv", kv)
+    if row_rows is not None:
+        _check_rows_apart(row_rows, kv)
     if kernels_available(q.device):
         from .launch import launch_prefill
         scratch = None if scratch_entries is None else (scratch_entries, scratch_masks, scratch_counts)
         launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, scratch=scratch,
-                       part_o=scratch_o, part_lse=scratch_lse, key_slots=key_slots)
+                       part_o=scratch_o, part_lse=scratch_lse, key_slots=key_slots, rows=row_rows, kmap=row_kmap)
         return
     if key_slots is not None:
         indices = slots_of_keys(indices, key_slots)
@@ -233,12 +285,12 @@ def _prefill_impl(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_s
 
 _prefill_op = torch.library.custom_op("dsattn::sparse_mla_prefill", _prefill_impl,
                                       mutates_args=("out", "lse", "scratch_entries", "scratch_masks", "scratch_counts",
-                                                    "scratch_o", "scratch_lse"))
+                                                    "scratch_o", "scratch_lse", "row_rows", "row_kmap"))
 
 
 @_prefill_op.register_fake
 def _(q, kv, indices, sm_scale, topk_length, out, lse, variant, scratch_entries, scratch_masks,
-      scratch_counts, scratch_o, scratch_lse, key_slots) -> None:
+      scratch_counts, scratch_o, scratch_lse, key_slots, row_rows, row_kmap) -> None:
     return None
 
 

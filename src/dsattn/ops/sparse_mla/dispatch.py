@@ -192,3 +192,29 @@ def decode_scratch_spec(num_tokens: int, num_heads: int, topk: int, variant: str
         return []
     return [((num_tokens, splits, num_heads, LATENT_DIM), torch.float32),
             ((num_tokens, splits, num_heads), torch.float32)]
+
+
+# sparse_mla_prefill's row_scratch (session 68): the rows converted once to what gluon_prefill's producer converts
+# each gathered stage into (fp16 x 2^-8 latents), so that the kernel runs without its conversion pass (config pre16).
+# The conversion costs a pass over the rows; the kernel saves per (token x head). Measured on an H100 at issue 3's
+# prefill case (s_q 1024 / 8192, topk 2048, 16384 rows; bench/s68_pre16.py, bench/results/s68/): the kernel's saving
+# ~0.0011-0.0017 us a (token x head), the conversion ~0.0016-0.0037 us a row (26-61 us for 16384 rows).
+PREFILL_CONVERT_RATIO = 1.0  # convert when tokens x heads x min(topk, 2048) / 2048 >= this x rows
+
+
+def prefill_converts_rows(num_tokens: int, num_heads: int, topk: int, num_rows: int) -> bool:
+    """Whether sparse_mla_prefill converts the rows into its row_scratch (when given and gluon_prefill runs the
+    call): when the call's (token x head) work, in top-k units of 2048, is at least PREFILL_CONVERT_RATIO x the rows
+    converted. Issue 3's case (16384 rows, s_q 1024): 8 heads no (measured 0.952x with), 16 / 32 / 64 / 128 heads yes
+    (1.024x / 1.041x / 1.144x / 1.166x, H100, session 68)."""
+    return num_tokens * num_heads * min(topk, 2048) >= PREFILL_CONVERT_RATIO * 2048 * num_rows
+
+
+def prefill_row_spec(num_rows: int, d_qk: int = 576) -> list[tuple[tuple[int, ...], torch.dtype]]:
+    """sparse_mla_prefill's row_scratch for a call over num_rows rows (kv's N, or with key_slots their NK):
+    [((num_rows, d_qk), bfloat16), ((num_rows,), int32)]: the converted rows (fp16 latent bits in a bf16-typed tensor)
+    and, with key_slots, each key's row or -1."""
+    num_rows = check_int("num_rows", num_rows, lo=0)
+    if d_qk not in (512, 576):
+        raise ValueError(f"d_qk must be 512 or 576, got {d_qk!r}")
+    return [((num_rows, d_qk), torch.bfloat16), ((num_rows,), torch.int32)]

@@ -197,9 +197,12 @@ class PrefillConfig:
     #                     kernel times at 64 heads 643.4 -> 628.8 us (one probe run), plo 0 at 32 heads 441.0 -> 413.4
     #                     us. THE DEFAULT FROM 64 HEADS since session 68 (with vst 1): `dsattn bench ab` against cl 0,
     #                     64 heads 1.018x, 128 heads 1.015x (bench/results/s68/; prefill_config)
-    pre16: int = 0      # f16 only (session 68). 1: the rows' latent part already holds fp16(x x V_SCALE) (to_f16_rows,
-    #                     the producer's conversion done once a row before the call), so the producer only gathers
-    #                     and hands each stage over: no conversion pass in shared memory
+    pre16: int = 0      # f16 only (session 68). 1: the rows' latent part already holds fp16(x x V_SCALE)
+    #                     (kernels.f16_rows: the producer's conversion done once a row before the call), so the
+    #                     producer only gathers and hands each stage over: no conversion pass in shared memory. Set
+    #                     by launch.launch_prefill when sparse_mla_prefill gets a row_scratch (never through
+    #                     DSATTN_PF_CONFIG: over rows not converted it reads garbage). H100, issue 3's case: kernel
+    #                     1.09x / 1.19x / 1.19x at 32 / 64 / 128 heads s_q 1024 (bench/results/s68/)
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -208,7 +211,7 @@ def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
     return M * LATENT_DIM * 2 + stages * block_n * d_qk * 2 + 2 * M * block_n * 2
 
 
-def parse_prefill_config(spec: str) -> PrefillConfig:
+def parse_prefill_config(spec: str, allow_pre16: bool = False) -> PrefillConfig:
     """DSATTN_PF_CONFIG's text -> PrefillConfig: 'field=value' pairs separated by commas, PrefillConfig's field names,
     integer values, each field at most once; fields left out take PrefillConfig's defaults (not prefill_config's: vst
     is 0 unless named), e.g. 'f16=0,cvt_pipe=0,producer_regs=56' (the bf16 schedule) or 'vst=1' (the default at >= 64
@@ -216,18 +219,20 @@ def parse_prefill_config(spec: str) -> PrefillConfig:
     (Before session 30 the fields were positional,
     'bn/stages/producer_warps/producer_regs[/overlap[/f16[/split[/cvt_pipe[/vst]]]]]', fields left out 0; that form is
     refused, so that an old string cannot be read with shifted fields. producer_warps went with them: 8 producer warps
-    did not compile beside the split consumer, PRODUCER_WARPS.)"""
+    did not compile beside the split consumer, PRODUCER_WARPS.) pre16 1 only with allow_pre16 (compile checks):
+    over rows that were not converted it reads garbage, so DSATTN_PF_CONFIG never sets it."""
     cfg = parse_named(PrefillConfig, spec, "DSATTN_PF_CONFIG", "f16=0,cvt_pipe=0,producer_regs=56")
     ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6
           and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
           and cfg.f16 in (0, 1) and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, 1) and cfg.cvt_asm in (0, 1)
-          and cfg.plo in (0, 1) and (cfg.plo or not cfg.f16) and cfg.cl in (0, 1) and cfg.pre16 in (0, cfg.f16)
+          and cfg.plo in (0, 1) and (cfg.plo or not cfg.f16) and cfg.cl in (0, 1)
+          and cfg.pre16 in ((0, cfg.f16) if allow_pre16 else (0,))
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
                          "producer_regs a multiple of 8 in [24, 160], f16 0 or 1, "
                          "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0), "
-                         "cl 0 or 1, pre16 0 or 1 (1: with f16 1); "
+                         "cl 0 or 1, pre16 0 (sparse_mla_prefill's row_scratch turns it on, with rows it converted); "
                          f"got {spec!r}")
     return cfg
 

@@ -253,29 +253,43 @@ def combine_splits_kernel(part_o_ptr, part_lse_ptr, out_ptr, stride_ot, stride_o
 
 
 @triton.jit
-def f16_rows_kernel(src_ptr, dst_ptr, num_rows, stride_src, stride_dst, scale, HAS_ROPE: tl.constexpr,
-                    BR: tl.constexpr):
-    """Rows [BR program, BR program + BR) of bf16 src [N, 512 (+ 64)] into dst: the latent part as the bits of
-    fp16(x x scale) (scale = V_SCALE at run time: with it a constant the compiler narrows the product into fp16(x) x
-    2**-8, rounding twice; see the module docstring), the RoPE part copied. What gluon_prefill's producer does to each
-    gathered stage (its config cvt_asm: one rounding, finite below 2**24), done once a row (config pre16)."""
+def f16_rows_kernel(src_ptr, dst_ptr, slots_ptr, kmap_ptr, num_rows, num_src, stride_src, stride_dst, scale,
+                    HAS_ROPE: tl.constexpr, KEYED: tl.constexpr, BR: tl.constexpr):
+    """Rows [BR program, BR program + BR) of dst from bf16 src [num_src, 512 (+ 64)]: the latent part as the bits of
+    fp16(x x scale) (scale = V_SCALE passed at run time: with a constant the compiler narrows the product into
+    fp16(x) x 2**-8, rounding twice; the module docstring says where), the RoPE part copied. What gluon_prefill's
+    producer does to each gathered stage (config cvt_asm: one rounding, finite below 2**24), done once a row for its
+    config pre16. KEYED: dst row r is src row slots[r], and kmap[r] = r, or -1 (dst row r zeros, nothing read) for
+    a slot outside [0, num_src); else dst row r is src row r."""
     r = tl.program_id(0) * BR + tl.arange(0, BR)
     ok = r < num_rows
-    rs = r.to(tl.int64)[:, None] * stride_src
+    if KEYED:
+        slot = tl.load(slots_ptr + r, mask=ok, other=-1)
+        valid = ok & (slot >= 0) & (slot < num_src)
+        tl.store(kmap_ptr + r, tl.where(valid, r, -1), mask=ok)
+        row = tl.where(valid, slot, 0)
+    else:
+        valid = ok
+        row = r
+    rs = row.to(tl.int64)[:, None] * stride_src
     rd = r.to(tl.int64)[:, None] * stride_dst
     c = tl.arange(0, LATENT)[None, :]
-    x = tl.load(src_ptr + rs + c, mask=ok[:, None], other=0.0)
+    x = tl.load(src_ptr + rs + c, mask=valid[:, None], other=0.0)
     y = (x.to(tl.float32) * scale).to(tl.float16)
     tl.store(dst_ptr + rd + c, y.to(tl.bfloat16, bitcast=True), mask=ok[:, None])
     if HAS_ROPE:
         cr = LATENT + tl.arange(0, ROPE)[None, :]
-        tl.store(dst_ptr + rd + cr, tl.load(src_ptr + rs + cr, mask=ok[:, None], other=0.0), mask=ok[:, None])
+        tl.store(dst_ptr + rd + cr, tl.load(src_ptr + rs + cr, mask=valid[:, None], other=0.0), mask=ok[:, None])
 
 
-def f16_rows(src, dst, block_rows: int = 16) -> None:
-    """dst[:] = src's rows with their latent part as fp16(x x 2**-8) bits (dst bf16-typed, same shape; f16_rows_kernel).
-    Inputs checked by the caller (gluon_prefill.run_prefill_gluon)."""
-    n, d = src.shape
+def f16_rows(src, dst, key_slots=None, kmap=None, block_rows: int = 16, num_warps: int = 4) -> None:
+    """gluon_prefill's rows for config pre16 (f16_rows_kernel): dst [n, D] (bf16-typed, row stride a multiple of 8
+    elements) = src's rows, their latent part as fp16(x x 2**-8) bits; without key_slots n = src rows and row r is
+    src row r; with key_slots [n] int32, row r is src row key_slots[r] and kmap [n] int32 gets r, or -1 for a slot
+    outside src (that row zeros). Inputs checked by the caller (sparse_mla_prefill)."""
+    n = src.shape[0] if key_slots is None else key_slots.shape[0]
     if n:
-        f16_rows_kernel[(triton.cdiv(n, block_rows),)](src, dst, n, src.stride(0), dst.stride(0), 1.0 / 256,
-                                                         d > LATENT, block_rows)
+        keyed = key_slots is not None
+        f16_rows_kernel[(triton.cdiv(n, block_rows),)](
+            src, dst, key_slots if keyed else src, kmap if keyed else src, n, src.shape[0], src.stride(0),
+            dst.stride(0), 1.0 / 256, src.shape[1] > LATENT, keyed, block_rows, num_warps=num_warps)

@@ -13,7 +13,7 @@ from ...formats import FP8, LATENT_DIM, KVLayout
 from .._fastlaunch import KernelPointer
 from .._fastlaunch import launch as _fast
 from .._triton import allow_runtime_loop_bounds, interpreting, next_pow2, sm_count
-from .dispatch import DEFAULT_SM_COUNT, default_variant, heads_per_program
+from .dispatch import DEFAULT_SM_COUNT, default_variant, heads_per_program, prefill_converts_rows
 from .grouping import group_shape
 from .kernels import combine_splits_kernel, sparse_mla_kernel
 
@@ -482,22 +482,37 @@ def use_gluon_prefill(q, kv, variant: str, impl: str | None = None) -> bool:
 
 
 def launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, config=None, scratch=None, part_o=None,
-                   part_lse=None, key_slots=None):
+                   part_lse=None, key_slots=None, rows=None, kmap=None):
     """kv [N, D_qk] bf16 flat view; the rest as sparse_mla_prefill (already validated). scratch: the grouped
     prefill kernel's (entries, masks, counts) (grouping.prefill_scratch_spec) or None (allocated when that kernel
     runs and needs them); other kernels ignore it. part_o / part_lse: split partials [T, S, H, 512] / [T, S, H]
     (dispatch.prefill_split_spec) or None; S > 1 runs S programs over each work item's list and one combine.
     key_slots: indices are keys (sparse_mla_prefill): the grouped Gluon kernel builds its lists over them; any
-    other kernel reads the slots looked up into a new [T, K] tensor."""
+    other kernel reads the slots looked up into a new [T, K] tensor. rows / kmap: sparse_mla_prefill's row_scratch
+    (or None): where the Gluon kernel runs the call with its fp16 default (f16 1) and
+    dispatch.prefill_converts_rows agrees, the rows are converted into it first (kernels.f16_rows) and the kernel
+    runs over them with config pre16; with key_slots the keys then read rows[key] directly (kmap: the key, or -1
+    where its slot is outside kv, in place of key_slots)."""
     splits = part_o.shape[1] if part_o is not None else 1
     gluon = config is None and use_gluon_prefill(q, kv, variant)
+    pf_config = None
+    if gluon and rows is not None:
+        from .gluon_prefill import prefill_config
+        from .kernels import f16_rows
+        base = prefill_config(q.shape[1], q.shape[2])
+        n = kv.shape[0] if key_slots is None else key_slots.shape[0]
+        if base.f16 and not base.pre16 and prefill_converts_rows(q.shape[0], q.shape[1], indices.shape[1], n):
+            f16_rows(kv, rows, key_slots, kmap)
+            kv, pf_config = rows[:n], dataclasses.replace(base, pre16=1)
+            key_slots = None if key_slots is None else kmap[:n]
     if key_slots is not None and not (gluon and variant != "pad64" and group_shape(q.shape[1])[1] > 1):
         from . import slots_of_keys
         indices, key_slots = slots_of_keys(indices, key_slots), None
     if gluon:
         from .gluon_prefill import run_prefill_gluon
-        run_prefill_gluon(q, kv, indices, sm_scale, topk_length, out, lse, scratch, pad64=variant == "pad64",
-                          splits=splits, part_o=part_o, part_lse=part_lse, key_slots=key_slots)
+        run_prefill_gluon(q, kv, indices, sm_scale, topk_length, out, lse, scratch, config=pf_config,
+                          pad64=variant == "pad64", splits=splits, part_o=part_o, part_lse=part_lse,
+                          key_slots=key_slots)
         return
     run_attention(q, kv, KVLayout.BF16, indices, sm_scale, topk_length, out, lse, variant, splits, part_o, part_lse,
                   config=config)
