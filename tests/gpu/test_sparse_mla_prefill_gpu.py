@@ -429,7 +429,7 @@ def test_row_scratch_bit_equal(monkeypatch, h, keyed):
     from dsattn.ops.sparse_mla import prefill_row_spec
     from dsattn.ops.sparse_mla.dispatch import prefill_converts_rows
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
-    case = make_case(300, h, 576, num_slots=2000, topk=2048, layout="bf16", block_size=16, with_length=True,
+    case = make_case(300, h, 576, num_slots=1000, topk=2048, layout="bf16", block_size=16, with_length=True,
                      empty_rows=1, seed=131 + h, device=DEV)
     keys, key_slots = _keyed(case, h) if keyed else (case.indices, None)
     n = case.flat.shape[0] if key_slots is None else key_slots.shape[0]

@@ -197,16 +197,18 @@ def decode_scratch_spec(num_tokens: int, num_heads: int, topk: int, variant: str
 # sparse_mla_prefill's row_scratch (session 68): the rows converted once to what gluon_prefill's producer converts
 # each gathered stage into (fp16 x 2^-8 latents), so that the kernel runs without its conversion pass (config pre16).
 # The conversion costs a pass over the rows; the kernel saves per (token x head). Measured on an H100 at issue 3's
-# prefill case (s_q 1024 / 8192, topk 2048, 16384 rows; bench/s68_pre16.py, bench/results/s68/): the kernel's saving
-# ~0.0011-0.0017 us a (token x head), the conversion ~0.0016-0.0037 us a row (26-61 us for 16384 rows).
-PREFILL_CONVERT_RATIO = 1.0  # convert when tokens x heads x min(topk, 2048) / 2048 >= this x rows
+# prefill case (topk 2048, 16384 rows; bench/results/s68/): the kernel's saving ~0.0011-0.0017 us a (token x head)
+# (bench/s68_pre16.py), the conversion 20 us for 16384 rows, 106 us for 131072 (bench/s68_f16rows_tune.py; a copy of
+# the same rows 11 / 103 us). `dsattn bench ab`, s_q 1024, without and with row_scratch at ratio 1: 16 heads 0.999x
+# (converted, no gain), 32 heads 1.030x, 64 heads 1.139x, 128 heads 1.167x; so 2 (16 heads not converted at s_q 1024).
+PREFILL_CONVERT_RATIO = 2.0  # convert when tokens x heads x min(topk, 2048) / 2048 >= this x rows
 
 
 def prefill_converts_rows(num_tokens: int, num_heads: int, topk: int, num_rows: int) -> bool:
     """Whether sparse_mla_prefill converts the rows into its row_scratch (when given and gluon_prefill runs the
     call): when the call's (token x head) work, in top-k units of 2048, is at least PREFILL_CONVERT_RATIO x the rows
-    converted. Issue 3's case (16384 rows, s_q 1024): 8 heads no (measured 0.952x with), 16 / 32 / 64 / 128 heads yes
-    (1.024x / 1.041x / 1.144x / 1.166x, H100, session 68)."""
+    converted. Issue 3's case (16384 rows, s_q 1024): 8 / 16 heads no, 32 / 64 / 128 heads yes (H100, session 68:
+    `dsattn bench ab` 1.030x / 1.139x / 1.167x; 16 heads converted 0.999x)."""
     return num_tokens * num_heads * min(topk, 2048) >= PREFILL_CONVERT_RATIO * 2048 * num_rows
 
 

@@ -496,12 +496,12 @@ def launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, con
     splits = part_o.shape[1] if part_o is not None else 1
     gluon = config is None and use_gluon_prefill(q, kv, variant)
     pf_config = None
-    if gluon and rows is not None:
+    n = kv.shape[0] if key_slots is None else key_slots.shape[0]
+    if gluon and rows is not None and prefill_converts_rows(q.shape[0], q.shape[1], indices.shape[1], n):
         from .gluon_prefill import prefill_config
-        from .kernels import f16_rows
         base = prefill_config(q.shape[1], q.shape[2])
-        n = kv.shape[0] if key_slots is None else key_slots.shape[0]
-        if base.f16 and not base.pre16 and prefill_converts_rows(q.shape[0], q.shape[1], indices.shape[1], n):
+        if base.f16 and not base.pre16:
+            from .kernels import f16_rows
             f16_rows(kv, rows, key_slots, kmap)
             kv, pf_config = rows[:n], dataclasses.replace(base, pre16=1)
             key_slots = None if key_slots is None else kmap[:n]
