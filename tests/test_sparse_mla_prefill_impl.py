@@ -195,7 +195,8 @@ def test_group_shape(heads, expected):
 
 def test_compiles_for_sm90a():
     """The kernel compiles for sm_90a on this machine (no GPU), grouped (8 heads) and not (64), with the defaults (8 and
-    64 heads), the bf16 schedule, bf16 P alone (plo 0) and the default with FlashMLA's copy layout (cl 1): no spill,
+    64 heads), the bf16 schedule, bf16 P alone (plo 0), the default with the other copy layout (cl) and over converted
+    rows (pre16 1, sparse_mla_prefill's row_scratch): no spill,
     no wgmma serialization, shared memory within the limit, the partitions' register budgets in the PTX. (64 heads'
     default, vst 1, on the 8-head grouped program is no default: with cvt_asm it spills 4 bytes there, session 62.)"""
     pytest.importorskip("triton.experimental.gluon")
