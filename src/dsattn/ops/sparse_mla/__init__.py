@@ -145,8 +145,9 @@ def sparse_mla_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor,
                  pays for it, the rows are first converted into it once each (what that kernel's producer does to
                  every gathered copy of them: fp16 x 2^-8 latents), and the kernel runs without its conversion pass
                  (gluon_prefill config pre16). Outputs are bit-equal either way; its contents after the call are
-                 unspecified. H100, issue 3's case (16384 rows, s_q 1024): 1.024x / 1.041x / 1.144x / 1.166x at 16 /
-                 32 / 64 / 128 heads (bench/s68_pre16.py, bench/results/s68/).
+                 unspecified. H100, issue 3's case (16384 rows, s_q 1024), `dsattn bench ab` without / with it:
+                 1.030x / 1.139x / 1.167x at 32 / 64 / 128 heads; 8 / 16 heads not converted at that size
+                 (bench/results/s68/ab_s68_rows_1024_h*_h100.json).
     Returns (out, lse).
     Range: on Hopper the default kernel (gluon_prefill, fp16 products) keeps |kv| < 2^24 and |q| <= 65504 finite
     (its config cvt_asm, the default since session 62, scales kv by 2^-8 in bf16 before its one rounding to fp16);

@@ -15,7 +15,7 @@ from .._fastlaunch import launch as _fast
 from .._triton import allow_runtime_loop_bounds, interpreting, next_pow2, sm_count
 from .dispatch import DEFAULT_SM_COUNT, default_variant, heads_per_program, prefill_converts_rows
 from .grouping import group_shape
-from .kernels import combine_splits_kernel, sparse_mla_kernel
+from .kernels import combine_splits_kernel, f16_rows, sparse_mla_kernel
 
 LOG2E = 1.4426950408889634
 
@@ -501,7 +501,6 @@ def launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, con
         from .gluon_prefill import prefill_config
         base = prefill_config(q.shape[1], q.shape[2])
         if base.f16 and not base.pre16:
-            from .kernels import f16_rows
             f16_rows(kv, rows, key_slots, kmap)
             kv, pf_config = rows[:n], dataclasses.replace(base, pre16=1)
             key_slots = None if key_slots is None else kmap[:n]
