@@ -453,3 +453,30 @@ def test_row_scratch_bit_equal(monkeypatch, h, keyed):
     assert torch.equal(rs[0][:src.shape[0]][fin, 512:], src[fin, 512:])
     if keyed:
         assert rs[1][:n].tolist() == list(range(n - 2)) + [-1, -1] and (rs[1][n:] == -7).all()
+
+
+@pytest.mark.parametrize("kind, h, t, d_qk, variant", [("split", 128, 16, 576, None), ("d512", 64, 300, 512, None),
+                                                      ("pad64", 32, 300, 576, "pad64")])
+def test_row_scratch_other_paths(monkeypatch, kind, h, t, d_qk, variant):
+    """row_scratch where the converted rows meet the kernel's other paths (written in session 68 after its device
+    time, first run by the next whole-suite run): a short prefill that splits (partials + combine), D_qk 512 (no RoPE
+    part), the pad64 variant at 32 heads. Bit-equal to the call without it and right against the reference."""
+    from dsattn.ops._triton import sm_count
+    from dsattn.ops.sparse_mla import prefill_row_spec
+    from dsattn.ops.sparse_mla.dispatch import prefill_converts_rows, prefill_splits
+    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
+    case = make_case(t, h, d_qk, num_slots=500 if kind == "split" else 1000, topk=2048, layout="bf16", block_size=16,
+                     with_length=True, empty_rows=1, seed=151 + h, device=DEV)
+    n = case.flat.shape[0]
+    assert prefill_converts_rows(t, h, 2048, n)
+    if kind == "split":
+        assert prefill_splits(t, h, 2048, variant or "native", sm_count(torch.device(DEV))) > 1
+    runs = []
+    for rs in (None, [torch.empty(s, dtype=dt, device=DEV) for s, dt in prefill_row_spec(n, d_qk)]):
+        out, lse = poisoned_outputs(t, h, DEV)
+        sparse_mla_prefill(case.q, case.flat, case.indices, case.sm_scale, topk_length=case.topk_length, out=out,
+                           lse=lse, variant=variant, row_scratch=rs)
+        torch.cuda.synchronize()
+        runs.append((out, lse))
+    check_close(*runs[1], *case.reference())
+    assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
