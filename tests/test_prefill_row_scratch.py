@@ -69,11 +69,12 @@ def test_row_scratch_checked():
     n = case.flat.shape[0]
     good = [torch.zeros(s, dtype=dt) for s, dt in prefill_row_spec(n)]
     keys = torch.arange(50, dtype=torch.int32)
+    r0, r1 = "row_scratch\\[0\\]", "row_scratch\\[1\\]"
     bad_sets = [
-        (good[0], None, "single tensor"), (good[:1], None, "2 tensors"), ([good[0][:, :512], good[1]], None, "row_scratch\\[0\\]"),
-        ([good[0].float(), good[1]], None, "row_scratch\\[0\\]"), ([good[0], good[1].long()], None, "row_scratch\\[1\\]"),
+        (good[0], None, "single tensor"), (good[:1], None, "2 tensors"), ([good[0][:, :512], good[1]], None, r0),
+        ([good[0].float(), good[1]], None, r0), ([good[0], good[1].long()], None, r1),
         ([good[0][:-1], good[1]], None, "at least"), ([good[0], good[1][:-1]], None, "at least"),
-        ([good[0][:49], good[1]], keys, "at least"), ([good[0][::2], good[1]], None, "row_scratch\\[0\\]"),
+        ([good[0][:49], good[1]], keys, "at least"), ([good[0][::2], good[1]], None, r0),
         ([case.flat, good[1]], None, "overlap"), ([case.flat[10:], good[1]], keys, "overlap")]
     for bad, ks, msg in bad_sets:
         out, lse = poisoned_outputs(6, 8, "cpu")

@@ -244,8 +244,8 @@ def prefill_config_spec(cfg: PrefillConfig) -> str:
 
 
 def prefill_config(num_heads: int, d_qk: int = 576) -> PrefillConfig:
-    """The default launch (PrefillConfig(); vst 1 and cl 1 from 64 heads): the split consumer over 64-entry blocks, 2 stages,
-    fp16 P (f16: the producer converts each landed stage to fp16 x 2^-8, one P @ V; cvt_pipe: in four column groups as
+    """The default launch (PrefillConfig(); vst 1 and cl 1 from 64 heads): the split consumer over 64-entry blocks,
+    2 stages, fp16 P (f16: the producer converts each landed stage to fp16 x 2^-8, one P @ V; cvt_pipe: in four column groups as
     they land, since session 19: module docstring) with 80 producer registers (56 spilled in the f16 producer; sm_90a
     compile check, no spill at 80 for 8..64 heads). Measured on the H200, s_q 1024, against the bf16 hi / lo schedule
     (f16=0,cvt_pipe=0,producer_regs=56) in the same process (session 11 call 4, bench/results/s11_pf_f16.json): 64
