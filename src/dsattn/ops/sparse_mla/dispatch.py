@@ -197,8 +197,8 @@ def decode_scratch_spec(num_tokens: int, num_heads: int, topk: int, variant: str
 # sparse_mla_prefill's row_scratch (session 68): the rows converted once to what gluon_prefill's producer converts
 # each gathered stage into (fp16 x 2^-8 latents), so that the kernel runs without its conversion pass (config pre16).
 # The conversion costs a pass over the rows; the kernel saves per (token x head). Measured on an H100 at issue 3's
-# prefill case (topk 2048, 16384 rows; bench/results/s68/): the kernel's saving ~0.0011-0.0017 us a (token x head)
-# (bench/s68_pre16.py), the conversion 20 us for 16384 rows, 106 us for 131072 (bench/s68_f16rows_tune.py; a copy of
+# prefill case (topk 2048, 16384 rows; bench/results/s68/): the call's saving 0.0014-0.0018 us a (token x head)
+# (bench/s68_pre16.py: default minus pre16 alone, 8-128 heads at s_q 1024, 16 / 32 at 8192), the conversion 20 us for 16384 rows, 106 us for 131072 (bench/s68_f16rows_tune.py; a copy of
 # the same rows 11 / 103 us). `dsattn bench ab`, s_q 1024, without and with row_scratch at ratio 1: 16 heads 0.999x
 # (converted, no gain), 32 heads 1.030x, 64 heads 1.139x, 128 heads 1.167x; so 2 (16 heads not converted at s_q 1024).
 PREFILL_CONVERT_RATIO = 2.0  # convert when tokens x heads x min(topk, 2048) / 2048 >= this x rows

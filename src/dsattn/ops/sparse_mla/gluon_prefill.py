@@ -202,8 +202,9 @@ class PrefillConfig:
     #                     (kernels.f16_rows: the producer's conversion done once a row before the call), so the
     #                     producer only gathers and hands each stage over: no conversion pass in shared memory. Set
     #                     by launch.launch_prefill when sparse_mla_prefill gets a row_scratch (never through
-    #                     DSATTN_PF_CONFIG: over rows not converted it reads garbage). H100, issue 3's case: kernel
-    #                     1.09x / 1.19x / 1.19x at 32 / 64 / 128 heads s_q 1024 (bench/results/s68/)
+    #                     DSATTN_PF_CONFIG: over rows not converted it reads garbage). H100, issue 3's case, the
+    #                     call over converted rows against the default's (the conversion not counted): 1.09x / 1.19x /
+    #                     1.19x at 32 / 64 / 128 heads s_q 1024 (bench/s68_pre16.py, bench/results/s68/, call 5)
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
