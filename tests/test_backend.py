@@ -831,6 +831,39 @@ def test_bf16_keyed_prefill(monkeypatch):
     assert torch.equal(pk, want)
 
 
+@pytest.mark.parametrize("on", [False, True])
+def test_bf16_row_scratch_knob(on, monkeypatch):
+    """bf16_row_scratch: the keyed prefill call gets sparse_mla_prefill's row_scratch, views of a workspace region of
+    prefill_row_spec(_key_cap, D_qk) reserved at construction (exact bytes), sized to the call's keys; the decode
+    rows' call (not keyed) gets none. Off (the default): no region, no row_scratch. The step matches the reference
+    either way (on the CPU the rows are not converted: no Gluon kernel runs)."""
+    from dsattn.backend.attention import ROW_SCRATCH
+    from dsattn.memory.workspace import specs_nbytes
+    from dsattn.ops.sparse_mla import prefill_row_spec
+    monkeypatch.setattr(DSAAttention, "bf16_row_scratch", on)
+    geo, attn = _keyed_backend(monkeypatch)
+    regions = {r["consumer"]: r for r in attn.workspace.report()}
+    assert (ROW_SCRATCH in regions) == on
+    if on:
+        want = specs_nbytes(dict(zip(("rows", "kmap"), prefill_row_spec(attn._key_cap, geo.d_qk))))
+        assert regions[ROW_SCRATCH]["bytes"] == want
+    seen = []
+    real = attention_mod.sparse_mla_prefill
+    monkeypatch.setattr(attention_mod, "sparse_mla_prefill",
+                        lambda *a, **kw: seen.append((a[0].shape[0], kw["key_slots"], kw["row_scratch"])) or
+                        real(*a, **kw))
+    s = make_step(geo, 8, "bf16", SPANS, block_size=BS, spare_blocks=5)
+    run_and_check(attn, s, reference_step(s))
+    keys = sum(c + n for c, n in SPANS[3:])
+    (d, dk, dr), (p, pk, pr) = seen
+    assert dk is None and dr is None and pk.shape == (keys,)
+    if on:
+        assert [tuple(t.shape) for t in pr] == [(keys, geo.d_qk), (keys,)]
+        assert [t.dtype for t in pr] == [torch.bfloat16, torch.int32]
+    else:
+        assert pr is None
+
+
 @pytest.mark.parametrize("case", ["off", "decodes_together", "pad64"])
 def test_bf16_prefill_reads_slots_unless_keyed(case, monkeypatch):
     """bf16_keyed_prefill off, decodes in the prefill rows' call, or a variant other than the grouped one: one

@@ -76,8 +76,8 @@ from ..memory.workspace import Workspace, specs_nbytes
 from ..ops._triton import sm_count
 from ..ops.cache import write_kv_and_indexer_cache, write_kv_cache
 from ..ops.gather import gather_latent, gather_slots, positions_to_offsets, positions_to_slots
-from ..ops.sparse_mla import (decode_scratch_spec, prefill_scratch_spec, prefill_split_spec, sparse_mla_decode,
-                               sparse_mla_prefill)
+from ..ops.sparse_mla import (decode_scratch_spec, prefill_row_spec, prefill_scratch_spec, prefill_split_spec,
+                               sparse_mla_decode, sparse_mla_prefill)
 from ..ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, prefill_split_tokens_max
 from . import policy
 from .indexer import IndexerDriver, IndexerInputs, logits_stride
@@ -91,6 +91,7 @@ PREFILL_SCRATCH = "attention.prefill_scratch"
 PREFILL_SPLIT = "attention.prefill_split"
 GATHERED = "attention.gathered_context"
 KEY_SLOTS = "attention.key_slots"
+ROW_SCRATCH = "attention.row_scratch"
 ATTENTION = "attention"
 
 _ALIGN_ELEMS = 64  # int32 metadata arrays start 256-byte aligned
@@ -171,6 +172,11 @@ class DSAAttention:
     # bf16 path: the prefill rows' grouped call builds its union lists over keys (the call's positions numbered
     # densely) with sparse_mla_prefill's key_slots; False: over the cache's slots, as before session 46 (A/B runs).
     bf16_keyed_prefill: bool = True
+    # bf16 path: a keyed prefill call (keyed_prefill_keys) passes sparse_mla_prefill a row_scratch of its keys' rows
+    # (prefill_row_spec(_key_cap, D_qk), reserved at construction: _key_cap x (2 D_qk + 4) bytes), so that where
+    # dispatch.prefill_converts_rows agrees the rows are converted once (kernels.f16_rows) and the grouped kernel runs
+    # config pre16. Read at construction.
+    bf16_row_scratch: bool = False
 
     def __init__(self, geometry: DSAGeometry, *, kv_layout: KVLayout | str, block_size: int, max_num_tokens: int,
                  max_num_reqs: int, max_model_len: int, tp: int = 1, device: torch.device | str = "cpu",
@@ -208,6 +214,7 @@ class DSAAttention:
         self.indexer = IndexerDriver(geometry, self.limits, self.workspace, tp_group=tp_group,
                                      tp_min_rows_per_rank=tp_min_rows_per_rank)
         self._key_cap = self._keys_capacity()
+        self._rows_on = bool(self.bf16_row_scratch and self._key_cap)  # bf16_row_scratch, read here
         self._bf16_decode = self._bf16_decode_call()
         self._reserve()
         self.workspace.allocate()
@@ -328,6 +335,9 @@ class DSAAttention:
             ws.reserve(GATHERED, {"context": ((lim.gather_tokens, g.d_qk), torch.bfloat16)}, phase=ATTENTION)
         if self._key_cap:
             ws.reserve(KEY_SLOTS, {"slots": ((self._key_cap,), torch.int32)}, phase=ATTENTION)
+            if self._rows_on:
+                rows, kmap = prefill_row_spec(self._key_cap, g.d_qk)
+                ws.reserve(ROW_SCRATCH, {"rows": rows, "kmap": kmap}, phase=ATTENTION)
 
     def lock(self) -> None:
         """Lock the workspace (after the profile step): a step that needs more raises WorkspaceLockedError."""
@@ -522,7 +532,7 @@ class DSAAttention:
                     variant, split = self._prefill_split_views(b - a, keys is None, keys or flat.shape[0])
                     sparse_mla_prefill(q[a:b], flat, indices[a:b], self.sm_scale, out=out[a:b], lse=lse[a:b],
                                        variant=variant, scratch=self._prefill_scratch(b - a), split_scratch=split,
-                                       key_slots=key_slots)
+                                       key_slots=key_slots, row_scratch=self._row_scratch(keys))
         elif self.path is policy.Path.FP8_MIXED:
             self._decode(q, kv_cache, indices, out, lse, 0, t)
         else:
@@ -557,6 +567,14 @@ class DSAAttention:
         out = self.workspace.view(KEY_SLOTS, (keys,), torch.int32)
         return gather_slots(step.block_table, gp[0, p0:p1], gp[1, p0:p1], gp[2, p0:p1],
                             max(p.num_keys for p in c.pieces), self.limits.block_size, out)
+
+    def _row_scratch(self, keys: int | None) -> list | None:
+        """sparse_mla_prefill's row_scratch for a keyed call of `keys` keys (bf16_row_scratch), views of the
+        workspace; None for a call that is not keyed or without the knob."""
+        if not keys or not self._rows_on:
+            return None
+        rows, kmap = prefill_row_spec(keys, self.geometry.d_qk)
+        return list(self.workspace.views(ROW_SCRATCH, {"rows": rows, "kmap": kmap}).values())
 
     def _decode(self, q, kv_cache, indices, out, lse, lo: int, hi: int) -> None:
         if hi <= lo:
