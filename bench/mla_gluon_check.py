@@ -42,7 +42,7 @@ import torch  # noqa: E402
 from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
 
 from dsattn.formats import KVLayout, pack_latent_rows  # noqa: E402
-from dsattn.ops.sparse_mla import gluon64, gluon_prefill, gluon_rx, gluon_rxb, gluon_small, gluon_ws, launch  # noqa: E402
+from dsattn.ops.sparse_mla import gluon64, gluon_pair, gluon_prefill, gluon_rx, gluon_rxb, gluon_small, gluon_ws, launch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _sm90 import BIN, PTXAS, Intercept, ptxas_report  # noqa: E402
@@ -141,6 +141,9 @@ def main():
             if rx:  # two consumer warpgroups: another kernel of the module
                 saved2 = gluon_rx.sparse_mla_rx2_kernel
                 gluon_rx.sparse_mla_rx2_kernel = _intercept(saved2, sink)
+            if pf:  # config pair (with pre16): gluon_pair's kernel
+                saved_pair = gluon_pair.pair_prefill_kernel
+                gluon_pair.pair_prefill_kernel = _intercept(saved_pair, sink)
             t0 = time.time()
             try:
                 out = torch.empty(q.shape[0], q.shape[1], 512, dtype=torch.bfloat16)
@@ -200,6 +203,8 @@ def main():
                 setattr(mod, attr, saved)
                 if rx:
                     gluon_rx.sparse_mla_rx2_kernel = saved2
+                if pf:
+                    gluon_pair.pair_prefill_kernel = saved_pair
 
 
 if __name__ == "__main__":

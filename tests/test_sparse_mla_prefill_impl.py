@@ -258,7 +258,44 @@ def _emulate(q, kv, indices, sm_scale, topk_length, mode, bn=32):
                 row, bits = indices[p], torch.full((topk,), -1, dtype=torch.int32)
                 hi = topk if topk_length is None else min(int(topk_length[p]), topk)
             m, l, acc = torch.full((64,), float("-inf")), torch.zeros(64), torch.zeros(64, 512)
-            for b0 in range(0, hi, bn):
+
+            def block(b0):  # a block's rows (zeros behind invalid entries) and its scores (f16 numerics), base 2
+                ix, bt = row[b0:min(hi, b0 + bn)].long(), bits[b0:min(hi, b0 + bn)]
+                valid = (ix >= 0) & (ix < n)
+                k = torch.zeros(bn, d)
+                k[:len(ix)][valid] = kv[ix[valid]].float()
+                s = (qq[:, :512].half().float() @ (k[:, :512] / 256).half().float().T
+                     + (qq[:, 512:] / 256).bfloat16().float() @ k[:, 512:].T) * 256
+                v2 = torch.zeros(64, bn, dtype=torch.bool)
+                v2[:, :len(ix)] = valid[None, :] & (((bt[None, :] >> (r // hpt)[:, None]) & 1) != 0)
+                return (k[:, :512] / 256).half().float(), torch.where(v2, s * sm_scale * log2e, float("-inf"))
+
+            def ex2(a, b):  # exp2(a - b), b = -inf read as 0 (the kernel's m_use)
+                return torch.exp2(a - torch.where(b == float("-inf"), 0.0, b))
+
+            if mode == "pair16":  # gluon_pair: WG0 block 2 i (O[:, :256]), WG1 block 2 i + 1 (O[:, 256:])
+                l1, acc1 = torch.zeros(64), torch.zeros(64, 256)
+                acc = acc[:, :256]
+                for b0 in range(0, hi, 2 * bn):
+                    (va, sa), (vb, sb) = block(b0), block(b0 + bn)  # a missing block: all -inf
+                    m0 = torch.maximum(m, sa.max(1).values)
+                    pa = ex2(sa, m0[:, None])
+                    alpha0 = ex2(m, m0)
+                    l, acc = l * alpha0 + pa.sum(1), acc * alpha0[:, None] + pa.half().float() @ va[:, :256]
+                    mc = torch.maximum(m0, sb.max(1).values)
+                    pb = ex2(sb, mc[:, None])
+                    alpha1 = ex2(m, mc)
+                    l1 = l1 * alpha1 + pb.sum(1)
+                    beta = torch.where(m0 == float("-inf"), 1.0, ex2(m0, mc))
+                    pa_b = (pa * beta[:, None]).half().float()
+                    acc1 = acc1 * alpha1[:, None] + pa_b @ va[:, 256:] + pb.half().float() @ vb[:, 256:]
+                    acc, l, m = acc * beta[:, None] + pb.half().float() @ vb[:, :256], l * beta, mc
+                l = l + l1
+                acc = torch.cat([acc, acc1], 1) * 256
+                b_range = range(0)
+            else:
+                b_range = range(0, hi, bn)
+            for b0 in b_range:
                 ix, bt = row[b0:min(hi, b0 + bn)].long(), bits[b0:min(hi, b0 + bn)]
                 valid = (ix >= 0) & (ix < n)
                 k = torch.zeros(len(ix), d)
@@ -291,15 +328,17 @@ def _emulate(q, kv, indices, sm_scale, topk_length, mode, bn=32):
 
 @pytest.mark.parametrize("h, scale, with_length", [(8, 1, True), (8, 6, False), (24, 1, True), (64, 6, True)])
 def test_emulated_arithmetic(h, scale, with_length):
-    """The kernel's arithmetic (both P @ V numerics, the union masks, rows past T / H) within the issue's tolerance
+    """The kernel's arithmetic (both P @ V numerics, and gluon_pair's over converted rows: 'pair16'; the union masks,
+    rows past T / H) within the issue's tolerance
     of the reference on random slots with repeats, invalid entries, topk_length and a row without a valid entry;
     peaked softmaxes (q x 6) included."""
     case = make_case(19, h, 576, num_slots=4096, topk=512, layout="bf16", block_size=1, with_length=with_length,
                      empty_rows=1, seed=h)
     case.q = (case.q.float() * scale).to(torch.bfloat16)
     ref = case.reference()
-    for mode in ("split", "f16"):
-        check_close(*_emulate(case.q, case.flat, case.indices, case.sm_scale, case.topk_length, mode), *ref)
+    for mode in ("split", "f16", "pair16"):
+        check_close(*_emulate(case.q, case.flat, case.indices, case.sm_scale, case.topk_length, mode,
+                              bn=64 if mode == "pair16" else 32), *ref)
 
 
 @pytest.mark.parametrize("h, passes", [(8, True), (32, True), (64, False)])

@@ -480,3 +480,73 @@ def test_row_scratch_other_paths(monkeypatch, kind, h, t, d_qk, variant):
         runs.append((out, lse))
     check_close(*runs[1], *case.reference())
     assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
+
+
+def _pair_call(case, keys, key_slots, variant, rs, pair):
+    """sparse_mla_prefill with row_scratch rs, config pair on or off (DSATTN_PF_CONFIG; pair takes effect over the
+    converted rows only); poisoned outputs."""
+    t, h, _ = case.q.shape
+    os.environ["DSATTN_PF_CONFIG"] = "pair=1" if pair else ""
+    try:
+        out, lse = poisoned_outputs(t, h, DEV)
+        sparse_mla_prefill(case.q, case.flat, keys, case.sm_scale, topk_length=case.topk_length, out=out, lse=lse,
+                           variant=variant, key_slots=key_slots, row_scratch=rs)
+        torch.cuda.synchronize()
+    finally:
+        os.environ.pop("DSATTN_PF_CONFIG", None)
+    return out, lse
+
+
+@pytest.mark.parametrize("h, keyed, scale", [(8, False, 1), (16, False, 6), (32, False, 1), (32, False, 6),
+                                             (32, True, 1), (64, False, 6), (128, False, 1)])
+def test_pair_over_converted_rows(monkeypatch, h, keyed, scale):
+    """Config pair (session 69: gluon_pair, FlashMLA's staggered schedule over the rows row_scratch converted):
+    right against the reference (topk_length with an empty row, -1 / out-of-range entries pointing at NaN rows, page
+    size 16, q x 1 and x 6), over slots and over keys; and within the tolerance's reach of the split consumer's
+    output on the same rows (the two sum in another order)."""
+    from dsattn.ops.sparse_mla import prefill_row_spec
+    from dsattn.ops.sparse_mla.dispatch import prefill_converts_rows
+    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
+    case = make_case(300, h, 576, num_slots=1000, topk=2048, layout="bf16", block_size=16, with_length=True,
+                     empty_rows=1, seed=171 + h, device=DEV)
+    case.q = (case.q.float() * scale).to(torch.bfloat16)
+    keys, key_slots = _keyed(case, h) if keyed else (case.indices, None)
+    n = case.flat.shape[0] if key_slots is None else key_slots.shape[0]
+    assert prefill_converts_rows(300, h, 2048, n)
+    rs = [torch.full(s, -7, dtype=dt, device=DEV) for s, dt in prefill_row_spec(n)]
+    variant = "native" if h <= 32 else None
+    split = _pair_call(case, keys, key_slots, variant, rs, False)
+    pair = _pair_call(case, keys, key_slots, variant, rs, True)
+    ref = case.reference()
+    check_close(*pair, *ref)
+    check_close(*split, *ref)
+    assert not torch.equal(pair[0], split[0])  # the pair ran (its sums in another order)
+    assert (pair[0].float() - split[0].float()).abs().max().item() < 2e-2
+
+
+@pytest.mark.parametrize("kind, h, t, d_qk, variant", [("split", 128, 16, 576, None),
+                                                      ("split", 32, 16, 576, "native"),
+                                                      ("d512", 32, 300, 512, "native"),
+                                                      ("pad64", 32, 300, 576, "pad64")])
+def test_pair_other_paths(monkeypatch, kind, h, t, d_qk, variant):
+    """Config pair where the converted rows meet the kernel's other paths: a short prefill that splits (partials +
+    combine), the pad64 variant at 32 heads; right against the reference. D_qk 512 (no RoPE tile for warpgroup 0's P): the split consumer runs, bit-equal to the
+    call without the pair."""
+    from dsattn.ops._triton import sm_count
+    from dsattn.ops.sparse_mla import prefill_row_spec
+    from dsattn.ops.sparse_mla.dispatch import prefill_converts_rows, prefill_splits
+    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
+    slots = (500 if h == 128 else 200) if kind == "split" else 1000
+    topk = 2048
+    case = make_case(t, h, d_qk, num_slots=slots, topk=topk, layout="bf16", block_size=16, with_length=True,
+                     empty_rows=1, seed=191 + h, device=DEV)
+    n = case.flat.shape[0]
+    assert prefill_converts_rows(t, h, topk, n)
+    if kind == "split":
+        assert prefill_splits(t, h, topk, variant or "native", sm_count(torch.device(DEV))) > 1
+    rs = [torch.empty(s, dtype=dt, device=DEV) for s, dt in prefill_row_spec(n, d_qk)]
+    split = _pair_call(case, case.indices, None, variant, rs, False)
+    pair = _pair_call(case, case.indices, None, variant, rs, True)
+    check_close(*pair, *case.reference())
+    if kind == "d512":
+        assert torch.equal(pair[0], split[0]) and torch.equal(pair[1], split[1])

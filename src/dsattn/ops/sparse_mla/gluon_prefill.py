@@ -205,6 +205,11 @@ class PrefillConfig:
     #                     DSATTN_PF_CONFIG: over rows not converted it reads garbage). H100, issue 3's case, the
     #                     call over converted rows against the default's (the conversion not counted): 1.09x / 1.19x /
     #                     1.19x at 32 / 64 / 128 heads s_q 1024 (bench/s68_pre16.py, bench/results/s68/, call 5)
+    pair: int = 0       # with pre16 (f16 1, 64 x 2; session 69): gluon_pair's kernel, FlashMLA's staggered pair
+    #                     schedule over the converted rows, in place of the split consumer. A call that does not run
+    #                     over converted rows (pre16 0), or at D_qk 512, runs the split consumer (run_prefill_gluon).
+    #                     DSATTN_PF_CONFIG may name it (for A/B runs: it takes effect where row_scratch converts).
+    #                     Its producer takes gluon_pair.PAIR_PRODUCER_REGS registers, whatever producer_regs says.
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -229,12 +234,14 @@ def parse_prefill_config(spec: str, allow_pre16: bool = False) -> PrefillConfig:
           and cfg.f16 in (0, 1) and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, 1) and cfg.cvt_asm in (0, 1)
           and cfg.plo in (0, 1) and (cfg.plo or not cfg.f16) and cfg.cl in (0, 1)
           and cfg.pre16 in ((0, cfg.f16) if allow_pre16 else (0,))
+          and cfg.pair in (0, 1) and (not cfg.pair or (cfg.f16 and cfg.block_n == 64 and cfg.stages == 2))
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
                          "producer_regs a multiple of 8 in [24, 160], f16 0 or 1, "
                          "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0), "
-                         "cl 0 or 1, pre16 0 (sparse_mla_prefill's row_scratch turns it on, with rows it converted); "
+                         "cl 0 or 1, pre16 0 (sparse_mla_prefill's row_scratch turns it on, with rows it converted), "
+                         "pair 0 or 1 (1: with f16 1, block_n 64, 2 stages); "
                          f"got {spec!r}")
     return cfg
 
@@ -659,6 +666,37 @@ if HAVE_GLUON:
             _store_rows(acc * a_smem.load(ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot,
                         stride_oh, 256, HPT)
 
+    @gluon.jit
+    def _work_item(idx_ptr, stride_it, end_ptr, mask_ptr, out_ptr, lse_ptr, stride_os, stride_ls, splits, num_heads,
+                   topk, token0, G: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, HAS_LEN: gl.constexpr,
+                   SPLIT: gl.constexpr):
+        """This program's work item (sparse_mla_prefill_kernel's docstring): (t0, h0, hi, its list's entries and
+        masks rows, out_ptr and lse_ptr moved to its split's partial under SPLIT). Shared with gluon_pair."""
+        g = gl.program_id(0)
+        if G > 1:
+            t0 = token0 + g * G
+            h0 = g * 0
+            row_off = g.to(gl.int64) * stride_it
+            hi = gl.load(end_ptr + g)
+        else:
+            nhb = gl.cdiv(num_heads, HPT)
+            t0 = g // nhb
+            h0 = (g % nhb) * HPT
+            row_off = t0.to(gl.int64) * stride_it
+            hi = topk + g * 0
+            if HAS_LEN:
+                hi = gl.minimum(gl.load(end_ptr + t0), topk)
+        if SPLIT:  # this split's part of the list: [lo, lo + hi) after the cut
+            sp = gl.program_id(1)
+            hi = gl.maximum(hi, 0)
+            per = gl.cdiv(gl.cdiv(hi, BN), splits) * BN
+            lo = sp * per
+            hi = gl.maximum(gl.minimum(hi - lo, per), 0)
+            row_off = row_off + lo
+            out_ptr = out_ptr + sp.to(gl.int64) * stride_os
+            lse_ptr = lse_ptr + sp.to(gl.int64) * stride_ls
+        return t0, h0, hi, idx_ptr + row_off, mask_ptr + row_off, out_ptr, lse_ptr
+
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "token0", "tok_end", "stride_os", "stride_ls",
                                   "splits"])
     def sparse_mla_prefill_kernel(
@@ -686,32 +724,10 @@ if HAVE_GLUON:
         cut computed at run time in every launch (064edf2 to session 58), the unsplit 64-head prefill ran 15% slower
         on an H100 (s_q 1024: 775.6 against 675.5 us a call before 064edf2; notes/sparse_mla.md, session 58)."""
         gl.static_assert(G * HPT == 64, "64 rows a program")
-        g = gl.program_id(0)
         GROUPED: gl.constexpr = G > 1
-        if GROUPED:
-            t0 = token0 + g * G
-            h0 = g * 0
-            row_off = g.to(gl.int64) * stride_it
-            hi = gl.load(end_ptr + g)
-        else:
-            nhb = gl.cdiv(num_heads, HPT)
-            t0 = g // nhb
-            h0 = (g % nhb) * HPT
-            row_off = t0.to(gl.int64) * stride_it
-            hi = topk + g * 0
-            if HAS_LEN:
-                hi = gl.minimum(gl.load(end_ptr + t0), topk)
-        if SPLIT:  # this split's part of the list: [lo, lo + hi) after the cut
-            sp = gl.program_id(1)
-            hi = gl.maximum(hi, 0)
-            per = gl.cdiv(gl.cdiv(hi, BN), splits) * BN
-            lo = sp * per
-            hi = gl.maximum(gl.minimum(hi - lo, per), 0)
-            row_off = row_off + lo
-            out_ptr = out_ptr + sp.to(gl.int64) * stride_os
-            lse_ptr = lse_ptr + sp.to(gl.int64) * stride_ls
-        idx_row = idx_ptr + row_off
-        mask_row = mask_ptr + row_off
+        t0, h0, hi, idx_row, mask_row, out_ptr, lse_ptr = _work_item(
+            idx_ptr, stride_it, end_ptr, mask_ptr, out_ptr, lse_ptr, stride_os, stride_ls, splits, num_heads, topk,
+            token0, G, HPT, BN, HAS_LEN, SPLIT)
 
         LAT_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BN, 512], gl.bfloat16)
         ROPE_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BN, 64], gl.bfloat16)
@@ -769,9 +785,22 @@ def _profile() -> int:
 def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end, programs, g, hpt, has_len,
             cfg: PrefillConfig, dest) -> None:
     """One launch of `programs` work items x dest's splits. dest: (splits, o, o's token / split / head strides,
-    lse, lse's three strides), from _dest."""
+    lse, lse's three strides), from _dest. cfg.pair: gluon_pair's kernel (run_prefill_gluon checked pre16 and
+    D_qk 576)."""
     profile = _profile()
     splits, o, so_t, so_s, so_h, ls, sl_t, sl_s, sl_h = dest
+    if cfg.pair:
+        from .gluon_pair import PAIR_PRODUCER_REGS, pair_prefill_kernel, pair_regs
+        _fast(
+            pair_prefill_kernel, (programs, splits),
+            q, q.stride(0), q.stride(1), flat,
+            idx, stride_i, end, masks,
+            o, so_t, so_h, ls, sl_t, sl_h, so_s, sl_s, splits,
+            flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
+            flat.stride(0), has_len, g, hpt, profile, pair_regs(PAIR_PRODUCER_REGS), PRODUCER_WARPS,
+            PAIR_PRODUCER_REGS, num_warps=4, SPLIT=int(splits > 1),
+        )
+        return
     _fast(  # kernel[grid](...) without Triton's per-call binding once this specialization ran (ops/_fastlaunch.py)
         sparse_mla_prefill_kernel, (programs, splits),
         q, q.stride(0), q.stride(1), flat,
@@ -811,6 +840,8 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
     topk = indices.shape[1]
     hpt, g = (64, 1) if pad64 else group_shape(h)
     cfg = config or prefill_config(h, d)
+    if cfg.pair and not (cfg.pre16 and d == LATENT_DIM + 64):
+        cfg = dataclasses.replace(cfg, pair=0)  # the pair runs over converted rows with a RoPE tile (its P's place)
     if splits > 1 and cfg.vst and cfg.block_n * 512 * 2 < M * 256 * 4:
         cfg = dataclasses.replace(cfg, vst=0)  # a 32-entry stage cannot hold a half of the fp32 partial
     dest = _dest(out, lse, splits, part_o, part_lse)

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Session 69 (carry [".peer"]): config pair ported into the tree (gluon_pair.py, DSATTN_PF_CONFIG=pair=1 over
+# row_scratch's converted rows). PART a: 1. GPU tests: row_scratch (with session 68's unrun other paths), the pair's
+# (test_pair_*), the hang guard; 2. bench/s69_pair/pair_pre16.py (plain, +rows, +rows+pair, FlashMLA in one process;
+# its header has the prediction); 3. `dsattn bench ab` at 32 heads s_q 1024, +rows against +rows+pair.
+# PART b: bench/s69_serve_rows.py (DSAAttention.bf16_row_scratch against off; prediction there).
+#   PART=a DSATTN_GIT_COMMIT=<sha> bash bench/s69_pair/run2.sh     ($OUT/s69_<part>.log)
+set -u
+export PYTHONPATH=src:.peer PYTHONUNBUFFERED=1
+unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_PF_PROFILE
+P=${PART:-a}
+L=$OUT/s69_$P.log
+echo "$(nvidia-smi --query-gpu=name --format=csv,noheader) tree ${DSATTN_GIT_COMMIT:-?} part $P" > $L
+t0=$SECONDS
+if [ "$P" = a ]; then
+  timeout ${TEST_S:-200} python -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_sparse_mla_prefill_gpu.py \
+    -k "row_scratch or hang_guard or pair_" > $OUT/tests.log 2>&1
+  echo "tests rc=$? $((SECONDS - t0)) s: $(tail -n 1 $OUT/tests.log)" >> $L
+  grep -E "^(FAILED|ERROR)" $OUT/tests.log | cut -c1-300 >> $L
+  timeout ${PAIR_S:-200} python bench/s69_pair/pair_pre16.py ${CASES:-32:1024,32:8192,16:1024,64:1024} >> $L 2>&1
+  echo "pair rc=$? $((SECONDS - t0)) s" >> $L
+  timeout ${AB_S:-90} python -m dsattn.cli bench ab --op sparse_mla_prefill --tokens 1024 --heads 32 \
+    --a row_scratch=1 --b row_scratch=1,env:DSATTN_PF_CONFIG=pair=1 --name ab_s69_pair_1024_h32 --out $OUT \
+    > $OUT/ab.log 2>&1
+  echo "ab rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $OUT/ab.log | tail -n 3 | cut -c1-250 >> $L
+fi
+if [ "$P" = b ]; then
+  timeout ${SERVE_S:-400} python bench/s69_serve_rows.py ${SERVE_CASES:-} >> $L 2>&1
+  echo "serve rows rc=$? $((SECONDS - t0)) s" >> $L
+fi
+cat $L

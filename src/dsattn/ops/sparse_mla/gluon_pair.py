@@ -1,0 +1,392 @@
+"""Config pair of the grouped bf16 prefill (gluon_prefill.PrefillConfig.pair): FlashMLA's staggered pair schedule
+over rows converted beforehand (config pre16: kernels.f16_rows wrote each row's latent part as fp16(x x 2^-8)), with
+our numerics (fp16 q, stages and P; one P @ V), Hopper (sm_90).
+
+Why over converted rows only: the schedule's consumers run a 64-row block faster than the split consumer's
+(session 65: 1.91 against 2.36 us alone, H100), but a conversion pass in shared memory costs ~1 us a block whatever
+the schedule (session 68: the pair over fp16 stages converted by its producer ran 0.81-0.86x the default). With the
+rows converted once a row (sparse_mla_prefill's row_scratch), the producer only copies, as FlashMLA's does.
+
+A program is 64 rows (G tokens x HPT heads, as gluon_prefill: grouping.group_shape) walking its list in pairs of
+64-entry blocks. Step i holds block 2 i in stage 0 and 2 i + 1 in stage 1, each stage as two halves with their own
+full / free mbarriers: L (latent columns 0..255) and R (latent 256..511 and the RoPE columns).
+
+    producer (worker, 4 warps): cp.async of each half (FlashMLA's copy layout: eight threads a 128-byte row piece),
+        then one no-increment cp.async arrive a thread on the half's full mbarrier (full once every thread's copies
+        landed: no wait_group, no partition barrier). Halves are refilled in the order their last readers release
+        them: L(0), R(0), R(1), L(1). Invalid entries are masked copies (zero-filled, nothing read); a missing last
+        block (an odd count) is gathered as all invalid, so every step runs the same code.
+    consumer warpgroup 0 (worker): S(2 i) over L(0) then R(0); m0 = max(m, its rows' max) to warpgroup 1; its P
+        against m0 and its own P V (V = L(0)) issued at once; the common max mc from warpgroup 1; its P x 2^(m0 - mc)
+        into stage 0's RoPE tile (dead once S(2 i) retired); L(0) released after its own P V; the other P V (warpgroup
+        1's P against L(1)), then L(1) released. O[:, :256].
+    consumer warpgroup 1 (default partition): S(2 i + 1) over R(1) then L(1); mc = max(m0, its rows' max) to
+        warpgroup 0; its P against mc to shared memory; the other P V first (stage 0's RoPE tile against R(0)), R(0)
+        released, then its own P V (V = R(1)), R(1) released. O[:, 256:].
+
+So each half has one releasing warpgroup (tests/test_prefill_protocol.py models the protocol). Each warpgroup keeps
+the row sums of its own blocks in mc's units; l = l_0 + l_1 at the end. q (fp16) and its RoPE part (bf16 x 2^-8) sit
+in shared memory. Outputs: as gluon_prefill (out x 256 / l, lse natural log; a row without a valid entry out 0,
+lse -inf); split launches (SPLIT) store normalized partials as gluon_prefill's do.
+
+Measured: notes/sparse_mla.md, session 69 (the measuring copy: bench/s69_pair/).
+"""
+from __future__ import annotations
+
+from .gluon_prefill import HAVE_GLUON, M, PRODUCER_WARPS
+
+if HAVE_GLUON:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (async_copy, fence_async_shared, mbarrier,
+                                                                   warpgroup_mma, warpgroup_mma_wait)
+
+    from .gluon_prefill import _store_rows, _work_item
+    from .gluon_small import _idx
+
+BN_PAIR = 64  # entries a block (S's N): a stage is 64 rows of 576 values
+PAIR_PRODUCER_REGS = 56  # the producer copies only; at 80 (the split consumer's) the worker warpgroup's 216 spilled 8
+#                          bytes, at 56 it gets 224 and nothing spills at 8..64 heads (bench/mla_gluon_check.py, sm_90a)
+
+
+def pair_regs(producer_regs: int) -> int:
+    """setmaxnreg of the worker consumer warpgroup: half of what the producer leaves of the register file, a multiple
+    of 8 (the default partition gets the rest)."""
+    return (65536 - 32 * PRODUCER_WARPS * producer_regs) // 256 // 8 * 8
+
+
+def pair_smem_bytes() -> int:
+    """Shared memory of pair_prefill_kernel without mbarriers: q (fp16 latent + bf16 RoPE), two stages, warpgroup 1's
+    P, the max / row-sum exchange."""
+    return M * 512 * 2 + M * 64 * 2 + 2 * BN_PAIR * 576 * 2 + M * BN_PAIR * 2 + 4 * M * 4
+
+
+if HAVE_GLUON:
+    LN2 = gl.constexpr(0.6931471805599453)
+    V_SCALE = gl.constexpr(1.0 / 256)
+    NEG_INF = gl.constexpr(float("-inf"))
+    ROWS = gl.constexpr(M)
+
+    @gluon.constexpr_function
+    def _copy_l(num_warps):
+        """The producer's copy layout: eight threads a 128-byte row piece, four rows a warp instruction."""
+        return gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+
+    @gluon.jit
+    def _pair_entries(idx_row, blk, hi, BN: gl.constexpr, PW: gl.constexpr):
+        """Block blk's entries (-1 past hi) in the copies' row layout (latent and RoPE share it)."""
+        return _idx(idx_row, blk * BN, hi, BN, gl.SliceLayout(1, _copy_l(PW)))
+
+    @gluon.jit
+    def _pair_gather(ix, num_slots, kv_ptr, lat_s, rope_s, bar, stride_kv: gl.constexpr, RIGHT: gl.constexpr,
+                     PW: gl.constexpr, GATHER: gl.constexpr):
+        """cp.async of one half of a block's rows into its stage (left: latent columns 0..255; right: 256..511 and
+        the RoPE columns), then this thread's no-increment arrive on `bar`. GATHER 0 (timing builds): the arrive
+        alone."""
+        if GATHER:
+            L: gl.constexpr = _copy_l(PW)
+            valid = (ix >= 0) & (ix < num_slots)
+            row = kv_ptr + gl.where(valid, ix, 0).to(gl.int64) * stride_kv
+            cols = gl.arange(0, 256, gl.SliceLayout(0, L))
+            c0: gl.constexpr = 256 if RIGHT else 0
+            async_copy.async_copy_global_to_shared(lat_s.slice(c0, 256, dim=1), (row + c0)[:, None] + cols[None, :],
+                                                   mask=valid[:, None])
+            if RIGHT:
+                rc = gl.arange(0, 64, gl.SliceLayout(0, L))
+                async_copy.async_copy_global_to_shared(rope_s, (row + 512)[:, None] + rc[None, :],
+                                                       mask=valid[:, None])
+        async_copy.mbarrier_arrive(bar, increment_count=False)
+
+    @gluon.jit
+    def _pair_producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r,
+                       stride_kv: gl.constexpr, BN: gl.constexpr, PROFILE: gl.constexpr, PW: gl.constexpr):
+        """The producer: each step's four halves in their release order L(0), R(0), R(1), L(1); the entries of the
+        next half loaded while it waits for the half's release (reloaded rather than held: held, they spilled)."""
+        GATHER: gl.constexpr = (PROFILE & 1) == 0
+        nblocks = gl.cdiv(hi, BN)
+        ix = _pair_entries(idx_row, 0, hi, BN, PW)
+        for j in range(gl.cdiv(nblocks, 2)):
+            ph = (j & 1) ^ 1  # use j of each half: the consumers released use j - 1 (fresh: phase 1 complete)
+            mbarrier.wait(free_l.index(0), ph)
+            _pair_gather(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), full_l.index(0), stride_kv, False, PW,
+                         GATHER)
+            ix = _pair_entries(idx_row, 2 * j, hi, BN, PW)
+            mbarrier.wait(free_r.index(0), ph)
+            _pair_gather(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), full_r.index(0), stride_kv, True, PW,
+                         GATHER)
+            ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
+            mbarrier.wait(free_r.index(1), ph)
+            _pair_gather(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), full_r.index(1), stride_kv, True, PW,
+                         GATHER)
+            ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
+            mbarrier.wait(free_l.index(1), ph)
+            _pair_gather(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), full_l.index(1), stride_kv, False, PW,
+                         GATHER)
+            ix = _pair_entries(idx_row, 2 * j + 2, hi, BN, PW)
+        async_copy.wait_group(0)
+
+    @gluon.jit
+    def _pair_hand_back(hi, full_l, full_r, free_l, free_r, BN: gl.constexpr, H: gl.constexpr):
+        """Timing builds (PROFILE bit 1): each half handed back by its releasing warpgroup (0: the left halves, 1:
+        the right ones) once it landed, no products."""
+        nblocks = gl.cdiv(hi, BN)
+        full = full_l if H == 0 else full_r
+        free = free_l if H == 0 else free_r
+        for i in range(gl.cdiv(nblocks, 2)):
+            for k in gl.static_range(2):
+                mbarrier.wait(full.index(k), i & 1)
+                gl.thread_barrier()
+                mbarrier.arrive(free.index(k), count=1)
+
+    @gluon.jit
+    def _pair_load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, qr_smem, R0: gl.constexpr,
+                     NR: gl.constexpr, HPT: gl.constexpr):
+        """Rows [R0, R0 + NR) of q into shared memory: the latent part as fp16 into q_smem, the RoPE part x V_SCALE
+        (bf16, exact) into qr_smem, so that the RoPE product lands in the converted rows' units. Zeros past T / H."""
+        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [4, 1], [1, 0])
+        r = R0 + gl.arange(0, NR, gl.SliceLayout(1, Q_L))
+        qt = t0 + r // HPT
+        qh = h0 + r % HPT
+        q_row = q_ptr + qt.to(gl.int64) * stride_qt + qh * stride_qh
+        q_ok = (qt < tok_end) & (qh < num_heads)
+        qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
+        q_smem.slice(R0, NR, dim=0).store(gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None],
+                                                  other=0.0).to(gl.float16))
+        qr = 512 + gl.arange(0, 64, gl.SliceLayout(0, Q_L))
+        q_rope = gl.load(q_row[:, None] + qr[None, :], mask=q_ok[:, None], other=0.0)
+        qr_smem.slice(R0, NR, dim=0).store((q_rope.to(gl.float32) * V_SCALE).to(gl.bfloat16))
+
+    @gluon.jit
+    def _s_half(q3, qr3, lat_t, rope_t, s, RIGHT: gl.constexpr, i0):
+        """S's product over one half of a stage (left: latent columns 0..255; right: 256..511 and the RoPE columns),
+        accumulated into s, async. q's views are indexed by i0 (always 0: the wgmma descriptors are then formed
+        where they are used, not hoisted out of the loop into registers, which spilled)."""
+        c0: gl.constexpr = 256 if RIGHT else 0
+        s = warpgroup_mma(q3.index(i0).slice(c0, 256, dim=1), lat_t.slice(c0, 256, dim=1).permute((1, 0)), s,
+                          is_async=True)
+        if RIGHT:
+            s = warpgroup_mma(qr3.index(i0), rope_t.permute((1, 0)), s, is_async=True)
+        return s
+
+    @gluon.jit
+    def _wg_pair(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
+                 qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
+                 q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
+                 GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, H: gl.constexpr,
+                 PROFILE: gl.constexpr):
+        """Consumer warpgroup H of two (module docstring). lat / rope: the stages as copied (bf16-typed; the latent
+        part holds fp16 bits, read through an fp16 view); P (fp16) of warpgroup 0 goes into stage 0's RoPE tile,
+        of warpgroup 1 into p1."""
+        MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, BN, 16])
+        MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, 256, 16])
+        ROW_S: gl.constexpr = gl.SliceLayout(1, MMA_S)
+        COL_S: gl.constexpr = gl.SliceLayout(0, MMA_S)
+        ROW_O: gl.constexpr = gl.SliceLayout(1, MMA_O)
+        P_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_O, k_width=2)
+        # each warpgroup stores half of q's rows, then waits for the other's
+        _pair_load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q3.index(0), qr3.index(0),
+                     H * (ROWS // 2), ROWS // 2, HPT)
+        fence_async_shared()
+        gl.thread_barrier()
+        mbarrier.arrive(qbar, count=1)
+        mbarrier.wait(qbar, 0)
+        if PROFILE & 2:
+            _pair_hand_back(hi, full_l, full_r, free_l, free_r, BN, H)
+            hi = 0
+        qk_scale = qk_scale * 256.0  # S in the rows' 2^-8 units
+        latv = lat._reinterpret(gl.float16, [2, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512], gl.float16))
+        ropep = rope._reinterpret(gl.float16, [2, BN, 64], gl.NVMMASharedLayout.get_default_for([BN, 64], gl.float16))
+        tok_of_row = (gl.arange(0, ROWS, ROW_S) // HPT)[:, None]
+        m_i = gl.full([ROWS], NEG_INF, gl.float32, ROW_S)
+        l_i = gl.zeros([ROWS], gl.float32, ROW_S)
+        acc = gl.zeros([ROWS, 256], gl.float32, MMA_O)  # each step's products are retired in the step
+        nblocks = gl.cdiv(hi, BN)
+        for i in range(gl.cdiv(nblocks, 2)):
+            b = 2 * i + H
+            ph = i & 1
+            # the stages' and p1's views are indexed by z0 / z1 (always 0 / 1), against ptxas hoisting every wgmma
+            # descriptor of a loop-invariant address out of the loop into registers
+            z0 = b >> 30
+            z1 = z0 + 1
+            # validity: grouped, a union entry is a valid slot and its bits say which tokens listed it (0 past hi,
+            # so a missing block scores -inf everywhere); else the token's own entries (-1 past hi)
+            j = b * BN + gl.arange(0, BN, COL_S)
+            if GROUPED:
+                bits = gl.load(mask_row + j, mask=j < hi, other=0)
+            else:
+                ix = gl.load(idx_row + j, mask=j < hi, other=-1)
+            s = gl.zeros([ROWS, BN], gl.float32, MMA_S)
+            if H == 0:
+                mbarrier.wait(full_l.index(0), ph)
+                fence_async_shared()
+                s = _s_half(q3, qr3, latv.index(z0), rope.index(z0), s, False, z0)
+                mbarrier.wait(full_r.index(0), ph)
+                fence_async_shared()
+                s = _s_half(q3, qr3, latv.index(z0), rope.index(z0), s, True, z0)
+                s = warpgroup_mma_wait(0, deps=(s,))
+            else:
+                mbarrier.wait(full_r.index(1), ph)
+                fence_async_shared()
+                s = _s_half(q3, qr3, latv.index(z1), rope.index(z1), s, True, z0)
+                mbarrier.wait(full_l.index(1), ph)
+                fence_async_shared()
+                s = _s_half(q3, qr3, latv.index(z1), rope.index(z1), s, False, z0)
+                s = warpgroup_mma_wait(0, deps=(s,))
+            if GROUPED:
+                valid = ((bits[None, :] >> tok_of_row) & 1) != 0
+            else:
+                valid = ((ix >= 0) & (ix < num_slots))[None, :]
+            s = gl.where(valid, s * qk_scale, NEG_INF)
+            if H == 0:
+                m0 = gl.maximum(m_i, gl.max(s, 1))
+                # x_smem[0] of step i - 1 was read by warpgroup 1 before its xbar[1] arrive, waited for below
+                x_smem.index(0).store(m0)
+                gl.thread_barrier()
+                mbarrier.arrive(xbar.index(0), count=1)
+                m0u = gl.where(m0 == NEG_INF, 0.0, m0)
+                alpha = gl.exp2(m_i - m0u)
+                p = gl.exp2(s - m0u[:, None])
+                l_i = l_i * alpha + gl.sum(p, 1)
+                acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
+                acc = warpgroup_mma(gl.convert_layout(p.to(gl.float16), P_L), latv.index(z0).slice(0, 256, dim=1),
+                                    acc, is_async=True)
+                mbarrier.wait(xbar.index(1), ph)
+                mc = x_smem.index(1).load(ROW_S)
+                # mc >= m0; a row with no valid entry yet (m0 = -inf) has P, O and l all 0
+                beta = gl.where(m0 == NEG_INF, 1.0, gl.exp2(m0 - gl.where(mc == NEG_INF, 0.0, mc)))
+                # S(2 i) retired: stage 0's RoPE tile is dead until warpgroup 1 releases R(0)
+                ropep.index(z0).store((p * beta[:, None]).to(gl.float16))
+                fence_async_shared()
+                gl.thread_barrier()
+                mbarrier.arrive(pbar.index(0), count=1)
+                acc = warpgroup_mma_wait(0, deps=(acc,))
+                gl.thread_barrier()
+                mbarrier.arrive(free_l.index(0), count=1)  # L(0): S and this P V retired
+                acc = acc * gl.convert_layout(beta, ROW_O)[:, None]
+                l_i = l_i * beta
+                m_i = mc
+                mbarrier.wait(pbar.index(1), ph)
+                mbarrier.wait(full_l.index(1), ph)  # landed before warpgroup 1's S; the fence is this one's
+                fence_async_shared()
+                acc = warpgroup_mma(p1.index(z0), latv.index(z1).slice(0, 256, dim=1), acc, is_async=True)
+                acc = warpgroup_mma_wait(0, deps=(acc,))
+                gl.thread_barrier()
+                mbarrier.arrive(free_l.index(1), count=1)  # L(1): warpgroup 1's S and this P V retired
+            else:
+                mx = gl.max(s, 1)
+                mbarrier.wait(xbar.index(0), ph)
+                mc = gl.maximum(x_smem.index(0).load(ROW_S), mx)  # x_smem[0] = max(m_i, warpgroup 0's rows)
+                x_smem.index(1).store(mc)
+                gl.thread_barrier()
+                mbarrier.arrive(xbar.index(1), count=1)
+                mcu = gl.where(mc == NEG_INF, 0.0, mc)
+                alpha = gl.exp2(m_i - mcu)
+                p = gl.exp2(s - mcu[:, None])
+                l_i = l_i * alpha + gl.sum(p, 1)
+                m_i = mc
+                acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
+                pb = p.to(gl.float16)
+                # p1 of step i - 1 was read by warpgroup 0's P V, retired before its xbar[0] arrive
+                p1.index(z0).store(pb)
+                fence_async_shared()
+                gl.thread_barrier()
+                mbarrier.arrive(pbar.index(1), count=1)
+                # the other P V first, so that R(0) is released one P V earlier
+                mbarrier.wait(pbar.index(0), ph)
+                mbarrier.wait(full_r.index(0), ph)
+                fence_async_shared()
+                acc = warpgroup_mma(ropep.index(z0), latv.index(z0).slice(256, 256, dim=1), acc, is_async=True)
+                acc = warpgroup_mma(gl.convert_layout(pb, P_L), latv.index(z1).slice(256, 256, dim=1), acc,
+                                    is_async=True)
+                acc = warpgroup_mma_wait(1, deps=(acc,))
+                gl.thread_barrier()
+                mbarrier.arrive(free_r.index(0), count=1)  # R(0): warpgroup 0's S and P, the other P V retired
+                acc = warpgroup_mma_wait(0, deps=(acc,))
+                gl.thread_barrier()
+                mbarrier.arrive(free_r.index(1), count=1)  # R(1): its S and its own P V retired
+
+        # l = l_0 + l_1 (the same order in both), 1 / l, this half of O; warpgroup 0 stores lse
+        npairs = gl.cdiv(nblocks, 2)
+        x_smem.index(2 + H).store(l_i)
+        gl.thread_barrier()
+        mbarrier.arrive(xbar.index(H), count=1)
+        mbarrier.wait(xbar.index(1 - H), npairs & 1)
+        l_o = x_smem.index(3 - H).load(ROW_S)
+        if H == 0:
+            l_i = l_i + l_o
+        else:
+            l_i = l_o + l_i
+        empty = l_i == 0.0
+        inv_l = 256.0 / gl.where(empty, 1.0, l_i)
+        _store_rows(acc * gl.convert_layout(inv_l, ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot,
+                    stride_oh, H * 256, HPT)
+        if H == 0:
+            lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
+            rl = gl.arange(0, ROWS, ROW_S)
+            lt = t0 + rl // HPT
+            lh = h0 + rl % HPT
+            gl.store(lse_ptr + lt.to(gl.int64) * stride_lt + lh * stride_lh, lse,
+                     mask=(lt < tok_end) & (lh < num_heads))
+
+    @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "token0", "tok_end", "stride_os", "stride_ls",
+                                  "splits"])
+    def pair_prefill_kernel(
+            q_ptr, stride_qt, stride_qh, kv_ptr,
+            idx_ptr, stride_it, end_ptr, mask_ptr,
+            out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh, stride_os, stride_ls, splits,
+            num_slots, num_heads, topk, token0, tok_end, qk_scale,
+            stride_kv: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr, HPT: gl.constexpr,
+            PROFILE: gl.constexpr, V_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+            num_warps: gl.constexpr, SPLIT: gl.constexpr = 0):
+        """gluon_prefill.sparse_mla_prefill_kernel's grid and arguments (its docstring), D_qk 576, over converted
+        rows (config pre16), with the pair schedule (module docstring)."""
+        gl.static_assert(G * HPT == 64, "64 rows a program")
+        BN: gl.constexpr = 64
+        GROUPED: gl.constexpr = G > 1
+        t0, h0, hi, idx_row, mask_row, out_ptr, lse_ptr = _work_item(
+            idx_ptr, stride_it, end_ptr, mask_ptr, out_ptr, lse_ptr, stride_os, stride_ls, splits, num_heads, topk,
+            token0, G, HPT, BN, HAS_LEN, SPLIT)
+        LAT_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BN, 512], gl.bfloat16)
+        ROPE_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BN, 64], gl.bfloat16)
+        # q and p1 as [1, ...] views that _wg_pair indexes by a value the compiler cannot prove zero (_s_half)
+        q3 = gl.allocate_shared_memory(gl.float16, [1, ROWS, 512],
+                                       gl.NVMMASharedLayout.get_default_for([ROWS, 512], gl.float16))
+        qr3 = gl.allocate_shared_memory(gl.bfloat16, [1, ROWS, 64], ROPE_S)
+        lat = gl.allocate_shared_memory(gl.bfloat16, [2, BN, 512], LAT_S)
+        rope = gl.allocate_shared_memory(gl.bfloat16, [2, BN, 64], ROPE_S)
+        p1 = gl.allocate_shared_memory(gl.float16, [1, ROWS, BN],
+                                       gl.NVMMASharedLayout.get_default_for([ROWS, BN], gl.float16))
+        x_smem = gl.allocate_shared_memory(gl.float32, [4, ROWS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+        # each half's full mbarrier takes one cp.async arrive a producer thread; its free one, one releasing
+        # warpgroup
+        full_l = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        full_r = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        free_l = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        free_r = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        xbar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        pbar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        qbar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        for k in gl.static_range(2):
+            mbarrier.init(full_l.index(k), count=PRODUCER_WARPS * 32)
+            mbarrier.init(full_r.index(k), count=PRODUCER_WARPS * 32)
+            mbarrier.init(free_l.index(k), count=1)
+            mbarrier.init(free_r.index(k), count=1)
+            mbarrier.init(xbar.index(k), count=1)
+            mbarrier.init(pbar.index(k), count=1)
+        mbarrier.init(qbar, count=2)  # both warpgroups' halves of q stored
+        # warpgroup 1's role in the default partition, warpgroup 0's (more live values a step) in the worker, which
+        # setmaxnreg gives pair_regs
+        gl.warp_specialize([
+            (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
+                        qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
+                        q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
+                        GROUPED, HPT, BN, 1, PROFILE)),
+            (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
+                        qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
+                        q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
+                        GROUPED, HPT, BN, 0, PROFILE)),
+            (_pair_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv,
+                              BN, PROFILE, PRODUCER_WARPS)),
+        ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
