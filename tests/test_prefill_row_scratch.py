@@ -161,3 +161,51 @@ def test_env_config_refuses_pre16(monkeypatch):
     assert gluon_prefill.parse_prefill_config("pre16=1", allow_pre16=True).pre16 == 1
     with pytest.raises(ValueError, match="pre16"):
         gluon_prefill.parse_prefill_config("f16=0,cvt_pipe=0,pre16=1", allow_pre16=True)
+
+
+def test_pair_config_parse_and_fallback(monkeypatch):
+    """Config pair (gluon_pair, session 69): DSATTN_PF_CONFIG may name it with the fp16 default's 64 x 2 blocks only;
+    run_prefill_gluon runs it over converted rows (pre16) at D_qk 576 and otherwise the split consumer (its launch
+    recorded here, not run)."""
+    from dsattn.ops.sparse_mla import gluon_prefill
+    assert gluon_prefill.parse_prefill_config("pair=1").pair == 1
+    for bad in ("pair=1,f16=0,cvt_pipe=0", "pair=1,block_n=32", "pair=1,stages=3", "pair=2"):
+        with pytest.raises(ValueError, match="pair"):
+            gluon_prefill.parse_prefill_config(bad)
+    seen = []
+    monkeypatch.setattr(gluon_prefill, "_launch", lambda *a: seen.append(a[-2]))
+    monkeypatch.setattr(gluon_prefill, "combine_splits", lambda *a: None)
+    pair = gluon_prefill.PrefillConfig(pair=1)
+    for d, pre16, want in ((576, 1, 1), (576, 0, 0), (512, 1, 0)):
+        q = torch.zeros(3, 64, d, dtype=torch.bfloat16)
+        kv = torch.zeros(10, d, dtype=torch.bfloat16)
+        idx = torch.zeros(3, 64, dtype=torch.int32)
+        out, lse = poisoned_outputs(3, 64, "cpu")
+        seen.clear()
+        cfg = gluon_prefill.PrefillConfig(pair=1, pre16=pre16)
+        gluon_prefill.run_prefill_gluon(q, kv, idx, 0.1, None, out, lse, config=cfg)
+        assert seen[0].pair == want and seen[0].pre16 == pre16, (d, pre16)
+    assert pair.producer_regs == 80  # the split consumer's; gluon_pair's producer takes PAIR_PRODUCER_REGS
+
+
+@interpreted
+def test_launcher_passes_pair_over_converted_rows(monkeypatch):
+    """DSATTN_PF_CONFIG=pair=1 with row_scratch and the rule met: the kernel gets pair 1 and pre16 1 over the rows;
+    without row_scratch, pair 1 and pre16 0 (run_prefill_gluon then runs the split consumer)."""
+    from dsattn.ops.sparse_mla import gluon_prefill
+    seen = []
+    monkeypatch.setattr(launch, "use_gluon_prefill", lambda *a, **k: True)
+    monkeypatch.setattr(gluon_prefill, "run_prefill_gluon", lambda q, kv, idx, *a, config=None, **k:
+                        seen.append((kv, config)))
+    monkeypatch.setenv("DSATTN_PF_CONFIG", "pair=1")
+    t, h, n = 120, 32, 100
+    q = torch.randn(t, h, 576).to(torch.bfloat16)
+    kv = torch.randn(n, 576).to(torch.bfloat16)
+    idx = torch.randint(0, n, (t, 128), dtype=torch.int32)
+    rows, kmap = [torch.zeros(s, dtype=dt) for s, dt in prefill_row_spec(n)]
+    out, lse = poisoned_outputs(t, h, "cpu")
+    launch.launch_prefill(q, kv, idx, 0.1, None, out, lse, "native", rows=rows, kmap=kmap)
+    assert seen[0][0].data_ptr() == rows.data_ptr() and (seen[0][1].pair, seen[0][1].pre16) == (1, 1)
+    seen.clear()
+    launch.launch_prefill(q, kv, idx, 0.1, None, out, lse, "native")
+    assert seen[0][0] is kv and seen[0][1] is None

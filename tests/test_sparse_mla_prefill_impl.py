@@ -195,8 +195,8 @@ def test_group_shape(heads, expected):
 
 def test_compiles_for_sm90a():
     """The kernel compiles for sm_90a on this machine (no GPU), grouped (8 heads) and not (64), with the defaults (8 and
-    64 heads), the bf16 schedule, bf16 P alone (plo 0), the default with the other copy layout (cl) and over converted
-    rows (pre16 1, sparse_mla_prefill's row_scratch): no spill,
+    64 heads), the bf16 schedule, bf16 P alone (plo 0), the default with the other copy layout (cl), over converted
+    rows (pre16 1, sparse_mla_prefill's row_scratch) and gluon_pair's kernel over them (pair 1): no spill,
     no wgmma serialization, shared memory within the limit, the partitions' register budgets in the PTX. (64 heads'
     default, vst 1, on the 8-head grouped program is no default: with cvt_asm it spills 4 bytes there, session 62.)"""
     pytest.importorskip("triton.experimental.gluon")
@@ -210,6 +210,7 @@ def test_compiles_for_sm90a():
                  "f16=0;cvt_pipe=0;producer_regs=56", "f16=0;cvt_pipe=0;plo=0"]
         specs.append(re.sub(r"cl=(\d)", lambda m: "cl=" + str(1 - int(m.group(1))), specs[0]))  # the other layout
         specs.append(specs[0].replace("pre16=0", "pre16=1"))  # over converted rows (row_scratch, session 68)
+        specs.append(specs[-1].replace("pair=0", "pair=1"))  # gluon_pair over them (session 69)
         res = subprocess.run([sys.executable, os.path.join(root, "bench", "mla_gluon_check.py"), "--kernel",
                               "prefill", "--cases", f"prefill-bf16-{h}", "--configs", ",".join(specs)],
                              capture_output=True, text=True, env=env, timeout=300)
