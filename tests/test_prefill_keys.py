@@ -129,15 +129,30 @@ def test_prefill_with_key_slots_traces():
 @pytest.mark.parametrize("interpret", ["1", "0"])
 def test_translate_entries_live_entries_only(interpret, monkeypatch):
     """translate_entries, the Triton kernel (interpreted) and the PyTorch path where no kernel runs: entries before
-    counts[c] become key_slots[entry] for the groups built, everything else is left as it was."""
+    counts[c] become key_slots[entry] for the groups built, everything else is left as it was; with masks, the masks
+    of entries whose slot is invalid are cleared too."""
     monkeypatch.setenv("TRITON_INTERPRET", interpret)
     gen = torch.Generator().manual_seed(7)
     key_slots = torch.randint(-1, 1000, (50,), generator=gen, dtype=torch.int32)
     entries = torch.randint(0, 50, (4, 40), generator=gen, dtype=torch.int32)
     counts = torch.tensor([40, 0, 17, 9], dtype=torch.int32)
-    before = entries.clone()
+    key_slots[:5] = torch.tensor([-1, 1000, 999, 0, -5], dtype=torch.int32)
+    entries[0, :5] = torch.arange(5, dtype=torch.int32)  # group 0 holds the keys of invalid slots
+    masks = torch.randint(1, 255, entries.shape, generator=gen, dtype=torch.int32)
+    before, mbefore = entries.clone(), masks.clone()
     grouping.translate_entries(entries, counts, 3, key_slots)
     for c, n in enumerate([40, 0, 17]):
         assert torch.equal(entries[c, :n], key_slots[before[c, :n].long()])
         assert torch.equal(entries[c, n:], before[c, n:])
     assert torch.equal(entries[3], before[3])
+    # with masks (gluon_pair's lists): an entry whose slot is outside [0, 1000) loses its bits, nothing else changes
+    entries.copy_(before)
+    grouping.translate_entries(entries, counts, 3, key_slots, masks, 1000)
+    for c, n in enumerate([40, 0, 17]):
+        slots = key_slots[before[c, :n].long()]
+        assert torch.equal(entries[c, :n], slots)
+        bad = (slots < 0) | (slots >= 1000)
+        assert bad.any() or c > 0
+        assert (masks[c, :n][bad] == 0).all() and torch.equal(masks[c, :n][~bad], mbefore[c, :n][~bad])
+        assert torch.equal(masks[c, n:], mbefore[c, n:])
+    assert torch.equal(masks[3], mbefore[3])

@@ -463,14 +463,14 @@ def test_row_scratch_other_paths(monkeypatch, kind, h, t, d_qk, variant):
     part), the pad64 variant at 32 heads. Bit-equal to the call without it and right against the reference."""
     from dsattn.ops._triton import sm_count
     from dsattn.ops.sparse_mla import prefill_row_spec
-    from dsattn.ops.sparse_mla.dispatch import prefill_converts_rows, prefill_splits
+    from dsattn.ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, prefill_converts_rows, prefill_splits
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
     case = make_case(t, h, d_qk, num_slots=500 if kind == "split" else 1000, topk=2048, layout="bf16", block_size=16,
                      with_length=True, empty_rows=1, seed=151 + h, device=DEV)
     n = case.flat.shape[0]
     assert prefill_converts_rows(t, h, 2048, n)
     if kind == "split":
-        assert prefill_splits(t, h, 2048, variant or "native", sm_count(torch.device(DEV))) > 1
+        assert prefill_splits(t, h, 2048, variant or "native", sm_count(torch.device(DEV), DEFAULT_SM_COUNT)) > 1
     runs = []
     for rs in (None, [torch.empty(s, dtype=dt, device=DEV) for s, dt in prefill_row_spec(n, d_qk)]):
         out, lse = poisoned_outputs(t, h, DEV)
@@ -530,11 +530,11 @@ def test_pair_over_converted_rows(monkeypatch, h, keyed, scale):
                                                       ("pad64", 32, 300, 576, "pad64")])
 def test_pair_other_paths(monkeypatch, kind, h, t, d_qk, variant):
     """Config pair where the converted rows meet the kernel's other paths: a short prefill that splits (partials +
-    combine), the pad64 variant at 32 heads; right against the reference. D_qk 512 (no RoPE tile for warpgroup 0's P): the split consumer runs, bit-equal to the
-    call without the pair."""
+    combine), the pad64 variant at 32 heads; right against the reference. D_qk 512 (no RoPE tile for warpgroup 0's
+    P): the split consumer runs, bit-equal to the call without the pair."""
     from dsattn.ops._triton import sm_count
     from dsattn.ops.sparse_mla import prefill_row_spec
-    from dsattn.ops.sparse_mla.dispatch import prefill_converts_rows, prefill_splits
+    from dsattn.ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, prefill_converts_rows, prefill_splits
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
     slots = (500 if h == 128 else 200) if kind == "split" else 1000
     topk = 2048
@@ -543,7 +543,7 @@ def test_pair_other_paths(monkeypatch, kind, h, t, d_qk, variant):
     n = case.flat.shape[0]
     assert prefill_converts_rows(t, h, topk, n)
     if kind == "split":
-        assert prefill_splits(t, h, topk, variant or "native", sm_count(torch.device(DEV))) > 1
+        assert prefill_splits(t, h, topk, variant or "native", sm_count(torch.device(DEV), DEFAULT_SM_COUNT)) > 1
     rs = [torch.empty(s, dtype=dt, device=DEV) for s, dt in prefill_row_spec(n, d_qk)]
     split = _pair_call(case, case.indices, None, variant, rs, False)
     pair = _pair_call(case, case.indices, None, variant, rs, True)

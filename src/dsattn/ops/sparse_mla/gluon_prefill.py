@@ -862,7 +862,9 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
         num = flat.shape[0] if key_slots is None else key_slots.shape[0]
         groups = _build_groups(indices, topk_length, num, g, token0, n, entries, masks, counts, -(-n // g))
         if key_slots is not None:
-            translate_entries(entries, counts, groups, key_slots)
+            # gluon_pair reads validity from the masks alone: an entry whose slot is outside flat scores -inf there
+            # only with its mask cleared (a keyed call over converted rows: kmap's -1)
+            translate_entries(entries, counts, groups, key_slots, masks if cfg.pair else None, flat.shape[0])
         _launch(q, flat, entries, entries.stride(0), counts, masks, sm_scale, topk, token0, token0 + n,
                 groups, g, hpt, False, cfg, dest)
     combine_splits(out, lse, part_o, part_lse, splits)

@@ -1056,30 +1056,42 @@ TRANSLATE_BLOCK = 1024   # union entries a translation program rewrites
 
 if HAVE_TRITON:
     @triton.jit
-    def _translate_kernel(ent_ptr, ent_stride, cnt_ptr, map_ptr, BLOCK: tl.constexpr):
+    def _translate_kernel(ent_ptr, ent_stride, cnt_ptr, map_ptr, msk_ptr, msk_stride, num_slots, BLOCK: tl.constexpr,
+                          CLEAR: tl.constexpr):
         c = tl.program_id(0)
         p = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         live = p < tl.load(cnt_ptr + c)
         row = ent_ptr + c.to(tl.int64) * ent_stride
         key = tl.load(row + p, mask=live, other=0)
-        tl.store(row + p, tl.load(map_ptr + key, mask=live, other=-1), mask=live)
+        slot = tl.load(map_ptr + key, mask=live, other=-1)
+        tl.store(row + p, slot, mask=live)
+        if CLEAR:  # an entry whose slot is outside the source: no token's bit
+            bad = live & ((slot < 0) | (slot >= num_slots))
+            tl.store(msk_ptr + c.to(tl.int64) * msk_stride + p, tl.zeros_like(slot), mask=bad)
 
 
-def translate_entries(entries, counts, groups: int, key_slots) -> None:
+def translate_entries(entries, counts, groups: int, key_slots, masks=None, num_slots: int = 0) -> None:
     """entries[c, :counts[c]] = key_slots[entries[c, :counts[c]]] for the first `groups` groups, in place: union lists
     build_groups made over keys (each in [0, len(key_slots)): build_groups skips the others) turned into the slots
     the grouped kernel reads. A key's slot may be any value: one outside the kernel's source is skipped there, as
-    any invalid entry. Entries past counts[c] are not touched. Inputs as build_groups' (not checked again)."""
+    any invalid entry. With masks (the lists' masks), such an entry's mask is also cleared (slot outside [0,
+    num_slots)), for a kernel that reads validity from the masks alone (gluon_pair). Entries past counts[c] are not
+    touched. Inputs as build_groups' (not checked again)."""
     if groups == 0:
         return
     if not kernels_available(entries.device):
         for c in range(groups):
             n = int(counts[c])
-            entries[c, :n] = key_slots[entries[c, :n].long()]
+            slots = key_slots[entries[c, :n].long()]
+            entries[c, :n] = slots
+            if masks is not None:
+                masks[c, :n][(slots < 0) | (slots >= num_slots)] = 0
         return
     w = entries.shape[1]
+    clear = masks is not None
     _fast(_translate_kernel, (groups, -(-w // TRANSLATE_BLOCK)), entries, entries.stride(0), counts, key_slots,
-          BLOCK=TRANSLATE_BLOCK, num_warps=4)
+          masks if clear else entries, masks.stride(0) if clear else 0, num_slots, BLOCK=TRANSLATE_BLOCK,
+          CLEAR=clear, num_warps=4)
 
 
 # ---------------------------------------------------------------------------------------------------
