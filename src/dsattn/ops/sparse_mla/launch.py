@@ -491,18 +491,19 @@ def launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, con
     other kernel reads the slots looked up into a new [T, K] tensor. rows / kmap: sparse_mla_prefill's row_scratch
     (or None): where the Gluon kernel runs the call with its fp16 default (f16 1) and
     dispatch.prefill_converts_rows agrees, the rows are converted into it first (kernels.f16_rows) and the kernel
-    runs over them with config pre16; with key_slots the keys then read rows[key] directly (kmap: the key, or -1
+    runs over them with config pre16 (gluon_prefill.rows_config: and gluon_pair's schedule where it is faster); with
+    key_slots the keys then read rows[key] directly (kmap: the key, or -1
     where its slot is outside kv, in place of key_slots)."""
     splits = part_o.shape[1] if part_o is not None else 1
     gluon = config is None and use_gluon_prefill(q, kv, variant)
     pf_config = None
     n = kv.shape[0] if key_slots is None else key_slots.shape[0]
     if gluon and rows is not None and prefill_converts_rows(q.shape[0], q.shape[1], indices.shape[1], n):
-        from .gluon_prefill import prefill_config
+        from .gluon_prefill import prefill_config, rows_config
         base = prefill_config(q.shape[1], q.shape[2])
         if base.f16 and not base.pre16:
             f16_rows(kv, rows, key_slots, kmap)
-            kv, pf_config = rows[:n], dataclasses.replace(base, pre16=1)
+            kv, pf_config = rows[:n], rows_config(base, q.shape[1], q.shape[2], variant)
             key_slots = None if key_slots is None else kmap[:n]
     if key_slots is not None and not (gluon and variant != "pad64" and group_shape(q.shape[1])[1] > 1):
         from . import slots_of_keys
