@@ -3,6 +3,7 @@
 # row_scratch's converted rows). PART a: 1. GPU tests: row_scratch (with session 68's unrun other paths), the pair's
 # (test_pair_*), the hang guard; 2. bench/s69_pair/pair_pre16.py (plain, +rows, +rows+pair, FlashMLA in one process;
 # its header has the prediction); 3. `dsattn bench ab` at 32 heads s_q 1024, +rows against +rows+pair.
+# PART c: the tests again after the keyed fix, the pair at 16 / 8 heads s_q 8192, then PART b.
 # PART b: bench/s69_serve_rows.py (DSAAttention.bf16_row_scratch against off; prediction there).
 #   PART=a DSATTN_GIT_COMMIT=<sha> bash bench/s69_pair/run2.sh     ($OUT/s69_<part>.log)
 set -u
@@ -23,6 +24,16 @@ if [ "$P" = a ]; then
     --a row_scratch=1 --b row_scratch=1,env:DSATTN_PF_CONFIG=pair=1 --name ab_s69_pair_1024_h32 --out $OUT \
     > $OUT/ab.log 2>&1
   echo "ab rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $OUT/ab.log | tail -n 3 | cut -c1-250 >> $L
+fi
+if [ "$P" = c ]; then  # after bd7af3f / 61e04be: the tests again, the pair at 16 / 8 heads s_q 8192, PART b
+  timeout ${TEST_S:-150} python -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_sparse_mla_prefill_gpu.py \
+    -k "row_scratch or pair_" > $OUT/tests.log 2>&1
+  echo "tests rc=$? $((SECONDS - t0)) s: $(tail -n 1 $OUT/tests.log)" >> $L
+  grep -E "^(FAILED|ERROR)" $OUT/tests.log | cut -c1-300 >> $L
+  grep -E "^E " $OUT/tests.log | head -n 8 | cut -c1-300 >> $L
+  timeout ${PAIR_S:-150} python bench/s69_pair/pair_pre16.py ${CASES:-16:8192,8:8192} >> $L 2>&1
+  echo "pair rc=$? $((SECONDS - t0)) s" >> $L
+  P=b
 fi
 if [ "$P" = b ]; then
   timeout ${SERVE_S:-400} python bench/s69_serve_rows.py ${SERVE_CASES:-} >> $L 2>&1

@@ -426,9 +426,10 @@ def test_row_scratch_bit_equal(monkeypatch, h, keyed):
     conversion pass): outputs bit-equal to the same call without it and right against the reference (topk_length
     with an empty row, -1 / out-of-range entries pointing at NaN rows, page size 16), over slots and over keys
     (key_slots a permutation with invalid slots); the scratch poisoned before, the conversion checked in it."""
-    from dsattn.ops.sparse_mla import prefill_row_spec
+    from dsattn.ops.sparse_mla import gluon_prefill, prefill_row_spec
     from dsattn.ops.sparse_mla.dispatch import prefill_converts_rows
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
+    monkeypatch.setattr(gluon_prefill, "PAIR_HEADS", (0, 0))  # the split consumer over the rows (gluon_pair: below)
     case = make_case(300, h, 576, num_slots=1000, topk=2048, layout="bf16", block_size=16, with_length=True,
                      empty_rows=1, seed=131 + h, device=DEV)
     keys, key_slots = _keyed(case, h) if keyed else (case.indices, None)
@@ -462,9 +463,10 @@ def test_row_scratch_other_paths(monkeypatch, kind, h, t, d_qk, variant):
     time, first run by the next whole-suite run): a short prefill that splits (partials + combine), D_qk 512 (no RoPE
     part), the pad64 variant at 32 heads. Bit-equal to the call without it and right against the reference."""
     from dsattn.ops._triton import sm_count
-    from dsattn.ops.sparse_mla import prefill_row_spec
+    from dsattn.ops.sparse_mla import gluon_prefill, prefill_row_spec
     from dsattn.ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, prefill_converts_rows, prefill_splits
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
+    monkeypatch.setattr(gluon_prefill, "PAIR_HEADS", (0, 0))  # the split consumer over the rows
     case = make_case(t, h, d_qk, num_slots=500 if kind == "split" else 1000, topk=2048, layout="bf16", block_size=16,
                      with_length=True, empty_rows=1, seed=151 + h, device=DEV)
     n = case.flat.shape[0]
@@ -486,7 +488,7 @@ def _pair_call(case, keys, key_slots, variant, rs, pair):
     """sparse_mla_prefill with row_scratch rs, config pair on or off (DSATTN_PF_CONFIG; pair takes effect over the
     converted rows only); poisoned outputs."""
     t, h, _ = case.q.shape
-    os.environ["DSATTN_PF_CONFIG"] = "pair=1" if pair else ""
+    os.environ["DSATTN_PF_CONFIG"] = "pair=1" if pair else "pair=0"  # (named: the default takes it at 32 heads)
     try:
         out, lse = poisoned_outputs(t, h, DEV)
         sparse_mla_prefill(case.q, case.flat, keys, case.sm_scale, topk_length=case.topk_length, out=out, lse=lse,
@@ -522,6 +524,12 @@ def test_pair_over_converted_rows(monkeypatch, h, keyed, scale):
     check_close(*split, *ref)
     assert not torch.equal(pair[0], split[0])  # the pair ran (its sums in another order)
     assert (pair[0].float() - split[0].float()).abs().max().item() < 2e-2
+    if 17 <= h <= 32:  # the default over converted rows there (gluon_prefill.rows_config)
+        out, lse = poisoned_outputs(300, h, DEV)
+        sparse_mla_prefill(case.q, case.flat, keys, case.sm_scale, topk_length=case.topk_length, out=out, lse=lse,
+                           variant=variant, key_slots=key_slots, row_scratch=rs)
+        torch.cuda.synchronize()
+        assert torch.equal(out, pair[0]) and torch.equal(lse, pair[1])
 
 
 @pytest.mark.parametrize("kind, h, t, d_qk, variant", [("split", 128, 16, 576, None),

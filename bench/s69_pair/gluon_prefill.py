@@ -1,0 +1,1288 @@
+"""Warp-specialized Gluon kernel of sparse MLA PREFILL over bf16 rows with query grouping, Hopper (sm_90).
+
+STATUS: 'auto' runs it for every prefill launch on sm_90 at launch.GLUON_PREFILL_AUTO_HEADS (every head count;
+'native', 'pad64' at <= 32 heads as one token's heads a 64-row program since session 12, and the 64-head programs
+above 32 heads); DSATTN_SPARSE_MLA_IMPL=gluon_prefill forces it. Issue 3's rows beside FlashMLA at session 37
+(871996a, bench/results/sparse_mla_s37_prefill_1024.json, _8192.json; the union lists built in one shared-memory
+launch since then, grouping_smem.py): s_q 1024, 8 / 16 / 32 / 64 / 128 heads 0.226 / 0.355 / 0.541 / 0.722 / 1.419 ms
+(FlashMLA's best 0.493 / 0.493 / 0.497 / 0.536 / 1.065); session 30 (e20dd97) read 0.231 / 0.367 / 0.567 / 0.719 /
+1.425. Every schedule measured since
+session 10, kept or removed, with its numbers and the commit that holds removed code: notes/sparse_mla.md (its section
+"gluon_prefill.py's docstring, sessions 10-30" holds the passages moved out of this docstring in session 30).
+
+Heads on M, M = 64 rows = G query tokens x HPT heads (grouping.group_shape: HPT 8 for 1..8 heads, 16, 32, 64;
+G = 64 // HPT; 65..128 heads: two programs of 64 heads a token, G = 1). Row r of a program is token
+token0 + g * G + r // HPT, head h0 + r % HPT. Neighbouring query tokens share most of their top-k keys, so
+with G > 1 a program walks the group's UNION list built by grouping.build_groups:
+
+    entries[g, i]  int32 slot (always a valid slot for i < counts[g])
+    masks[g, i]    int32, bit j set when token g * G + j of the group attends to entry i
+
+and one tile of gathered rows serves all G tokens (row r's score of entry i is -inf unless bit r // HPT of
+masks[g, i] is set). With G == 1 the program reads its token's own index row (valid: 0 <= idx < N and
+i < topk_length), as gluon64 / gluon_small do.
+
+Per block of BN entries (one CTA per (group, head block)):
+
+    S [64, BN]    = q_rope [64, 64] K_rope^T + q [64, 512] K^T      (bf16 x bf16 -> fp32, wgmma)
+    O [64, 512]  += P_hi V + P_lo V                                   (bf16, V = K, P = P_hi + P_lo)
+
+P_hi = bf16(P), P_lo = bf16(P - P_hi): P carries ~16 mantissa bits into P @ V (bf16 P alone misses the issue's
+tolerance on peaked softmaxes: notes/sparse_mla.md, "Numerics"); the price is a second P @ V wgmma. The rows
+need no conversion: S reads the gathered tile as B = tile^T, P @ V reads the same tile as B = V.
+PrefillConfig.f16 = 1 (THE DEFAULT since session 11: one P @ V instead of two, 64 heads 0.731 vs 0.791 ms at s_q 1024,
+prefill_config) instead converts each landed latent stage in place into fp16 x 2^-8 (V_SCALE, gluon_small's numerics:
+exact but for values below 2^-6, fp16 subnormals) in the producer, and runs q (fp16, exact for bf16 values in fp16's
+normal range) . K and one fp16 P @ V; q_rope is scaled by V_SCALE (exact) so the bf16 RoPE product lands in the same
+units. Range: |q| up to 65504, and latent values below 2^24 (1 - 2^-12): config cvt_asm (the default since session 62)
+converts by _bf16_to_f16_scaled, which scales in bf16 first and rounds once. (Session 60 found that the conversion as
+written, fp16(fp32(x) x 2^-8), compiles to fp16(x) x 2^-8, the compiler having narrowed it: the PTX of
+`bench/mla_gluon_check.py --kernel prefill --dump` shows cvt.rn.f16x2.f32 before mul.f16x2, so with cvt_asm=0 latent
+values of magnitude >= 65520 become inf; tests/gpu/test_sparse_mla_prefill_gpu.py::test_pf_cvt_asm_large_latents.) The
+bf16 schedule, DSATTN_PF_CONFIG=f16=0,cvt_pipe=0,producer_regs=56, has no such limit; normalized latents and queries sit
+far inside either. Both pass the tolerance in a PyTorch emulation of the kernel's arithmetic
+(tests/test_sparse_mla_prefill_impl.py::test_emulated_arithmetic, peaked q x 6 cases included, where bf16 P alone fails:
+test_emulated_bf16_p_misses_tolerance) and in the GPU tests (tests/gpu/, peaked included).
+
+PrefillConfig.cvt_pipe = 1 (THE DEFAULT since session 19; written in session 18): with f16, the producer gathers each
+block's latent as four 128-column commit groups (_gather_groups; the RoPE columns with the last) and converts each
+group as soon as it landed (_to_f16_group after wait_group of the groups still allowed in flight), instead of
+converting the whole stage after all of it landed. Why: in session 18's Nsight Compute profile of the earlier default
+(s_q 1024, 64 and 16 heads, bench/logs/s18_profile.log) consumer 0 spins on the stage's full barrier ~16% of its
+time, and the producer executes 144 M of the kernel's 304 M warp instructions (FlashMLA's producer 18 M): the gather
+of block b + 1 and its conversion must both fit under block b's compute with two stages. The same values land in the
+stage, so outputs equal the earlier default's bit for bit. Measured on the H200 in session 19
+(bench/gpu_s19_cvt_pipe.sh, bench/logs/s19_cvt_pipe.log; `dsattn bench ab`, bench/results/ab_s19_cvt_pipe_*.json),
+ms cvt_pipe 0 -> 1: s_q 1024 64 heads 0.788 -> 0.747, 16 heads 0.474 -> 0.445; s_q 8192
+16 heads 2.883 -> 2.722 (5.5-6.6% faster, 95% intervals 1.048-1.084; max_abs_out_diff 0); its GPU tests (43, bit
+equality at 8..128 heads included) passed (bench/logs/s19_cvt_pipe_tests.log). Compile check: no spill at 8..64
+heads, D 576 and 512.
+
+Partitions (gl.warp_specialize):
+  producer (worker, 4 warps): cp.async of each block's rows as stored (latent [BN, 512] and RoPE [BN, 64] into
+      NVMMA-swizzled stages of a ring of NS stages, NS - 1 blocks in flight); invalid entries are masked copies
+      (src-size 0: zero-filled, nothing read, so NaN rows behind them never reach the tile); once a block landed
+      (cp.async.wait_group), fence.proxy.async, partition barrier, arrive on `full[stage]`. Before reusing a
+      stage it waits on `free[stage]`.
+  consumer warpgroup 0 (_wg_s, default partition, 4 warps): q [64, 512] into shared memory, q_rope [64, 64] into
+      registers (a wgmma A operand: the 8 KB it would take in shared memory is what lets 2 x 64-key stages fit);
+      per block: retire its previous P @ V, partition barrier, arrive `free`; wait `full`; S over all BN entries
+      (wgmma N = BN: q is read from shared memory once a block); the online softmax (base 2) within its own rows;
+      P (and the rescale factor alpha) into shared memory for warpgroup 1 (mbarriers p_ready / p_free); O[:, :256]
+      += P V with P from its registers, left in flight.
+  consumer warpgroup 1 (_wg_v, worker, 4 warps): rescales O[:, 256:] by alpha and adds P V[:, 256:] (P from shared
+      memory), then p_free, so its P @ V overlaps warpgroup 0's S and softmax of the next block. Stages are released
+      by both consumer warpgroups (free counts 2).
+
+Schedules measured on the H200 and removed (each passed its GPU tests against the reference; their numbers are in
+notes/sparse_mla.md): three consumer warpgroups (S and the softmax alone in warpgroup 0; slower at 64 / 128 heads,
+level at 16 (3.76 vs 3.75 us a block); session 11, code at 0980bad), overlap 2 (warpgroup 0's softmax of block b + 1
+under S(b + 2); slower at every head count; session 14, cf36ac8), persistent programs (slower at 64 / 128 heads, within
+run-to-run drift at 16 / 32; session 14, 69caf59), a tail schedule (S(b + 1) queued behind P V(b); slower at every head
+count; session 16, 1689471), FlashMLA's staggered pair (0.63-0.75x; session 26, a7f7a6d), the N-split consumer and
+overlap 1 (slower wherever they ran; session 30, 7811b1a), config vt (fp16 P without the producer's conversion
+pass: each warpgroup's O^T += V^T P^T with V^T converted in registers; right, and 0.901x / 0.878x the default at 32
+heads s_q 1024 / 8192, 0.912x at 64, on an H100: session 64, f3ae6df, bench/results/ab_s64_vt_*_h100.json).
+
+Launch configurations (PrefillConfig; DSATTN_PF_CONFIG='field=value,...', parse_prefill_config): 64-entry blocks x 2
+stages (default, prefill_config) or 32 x 4 (one block in flight against three; 32 x 4 split 0.885 vs 0.790 ms at 64
+heads, bf16 P, bench/results/pf_sched5.json), f16 0 / 1 (a second wgmma per block against a conversion pass in the
+producer), cvt_pipe, vst, the producer's registers, cvt_asm (session 60; the default since session 62), and plo (f16 0:
+0 runs bf16 P alone, FlashMLA's numerics, for measuring only; session 62; 32 heads, H100: 1.103x / 1.121x the
+default at s_q 1024 / 8192, bench/results/ab_s62_plo0_*_h32_h100.json). Measured
+(H200, s_q 1024, bench/results/pf1_schedules.json): the consumer limits (timing build without gathers 1.139 ms against
+1.182 at 64 heads, 32 x 4 N-split; producer alone 0.374 ms), and the per-block times of the schedules follow their
+shared-memory traffic per entry (N-split 32 x 4: ~610 KB per 64 entries, 4.8 us a block; 64 x 2 and split 32 x 4: ~460
+KB, 3.5 us).
+
+Outputs: out [T, H, 512] bf16 (any row strides), lse [T, H] fp32 natural log; a row without a valid entry gets
+out = 0, lse = -inf. Rows of heads past H and of tokens past the chunk are never stored.
+
+Splits (session 38): below one wave of programs (a short prefill, or a bf16-cache decode step) each work item's list
+is cut into parts of whole blocks (dispatch.prefill_splits: programs x parts <= SMs, >= 64 keys a part), grid axis 1
+walks one part each into normalized fp32 partials [T, S, H, 512] / [T, S, H] (an empty part: 0 / -inf), and
+launch.combine_splits merges them into out / lse. H200, CUDA-graph replays (bench/results/prefill_splits_sweep_s38.json):
+8 heads 32 tokens pad64 0.089 -> 0.032 ms, native 0.232 -> 0.052; 64 heads 1 token 0.102 -> 0.020.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import torch
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (async_copy, fence_async_shared, mbarrier,
+                                                                   warpgroup_mma, warpgroup_mma_init,
+                                                                   warpgroup_mma_wait)
+    HAVE_GLUON = True
+except Exception:  # pragma: no cover - older triton without Gluon
+    HAVE_GLUON = False
+
+from ...formats import LATENT_DIM
+from .._fastlaunch import launch as _fast
+from .grouping import _build_groups, group_shape, prefill_scratch_spec, translate_entries
+from .launch import combine_splits
+from .named_config import named_spec, parse_named
+
+if HAVE_GLUON:
+    from .gluon_small import _bf16_to_f16_scaled, _copy_layout, _idx  # noqa: F401 (used inside the kernels)
+
+M = 64               # rows of a program (wgmma M): G tokens x HPT heads
+SPLIT_V_REGS = 160   # registers of consumer warpgroup 1 (_wg_v: O[:, 256:] alone takes 128 of them)
+PRODUCER_WARPS = 4   # 8 did not compile beside the two consumer warpgroups (40 / 56 producer registers, 8 / 64 heads;
+#                      16 warps leave 128 registers a thread at launch, within which ptxas places a wgmma's: C7602)
+
+
+def pair_regs(producer_regs: int) -> int:
+    """setmaxnreg of config pair's worker warpgroup: half of what the producer leaves of the register file, a multiple
+    of 8 (the default partition gets the rest)."""
+    return (65536 - 32 * PRODUCER_WARPS * producer_regs) // 256 // 8 * 8
+
+
+SMEM_LIMIT = 232448  # bytes of shared memory one CTA may use on sm_90
+SMEM_MARGIN = 1024   # mbarriers and the compiler's reduction scratch
+LOG2E = 1.4426950408889634
+
+
+@dataclasses.dataclass(frozen=True)
+class PrefillConfig:
+    """Launch configuration of sparse_mla_prefill_kernel: entries per block (BN: S's N, P @ V's K), stages of the
+    cp.async ring (NS - 1 blocks in flight), the register budget of the producer partition (PRODUCER_WARPS warps;
+    setmaxnreg: the consumer warpgroups get the rest of the register file); f16: 1 converts the stages to fp16 x
+    V_SCALE in the producer and runs one fp16 P @ V, 0 runs P_hi V + P_lo V in bf16 (no fp16 range limit: module
+    docstring); cvt_pipe (f16 only; 1 is the default since session 19, 5.5-6.6% faster: module docstring): the producer
+    gathers each block's latent as four 128-column commit groups and converts each as soon as it landed, so the
+    conversion overlaps the rest of the block's gather instead of following all of it. The consumer is always the split
+    one (_wg_s / _wg_v); the N-split consumer and overlap 1 were removed in session 30, and overlap 2, a tail schedule,
+    persistent programs and two pair schedules before them (module docstring)."""
+    block_n: int = 64
+    stages: int = 2
+    producer_regs: int = 80
+    f16: int = 1
+    cvt_pipe: int = 1   # 1 (f16): the latent gathered as four 128-column commit groups, each converted as it lands
+    vst: int = 0        # 1: each warpgroup's half of out goes through an idle stage (stmatrix) and is stored in
+    #                     16-byte pieces (_store_rows_tile; session 21; prefill_config's default at >= 64 heads
+    #                     since session 22: 1.029-1.037x there, 0.985x at 16 / 32 heads)
+    cvt_asm: int = 1    # 1 (THE DEFAULT since session 62; f16 only, f16 0 ignores it): the producer's conversion by
+    #                     _bf16_to_f16_scaled (the scale applied in bf16 before the one rounding to fp16, 4
+    #                     instructions a pair of values against 5, no fp16 overflow below 2^24; see _to_f16_group).
+    #                     H100, `dsattn bench ab` against 0: 1.017x / 1.029x / 1.033x / 1.032x at 8 / 16 / 32 / 64
+    #                     heads s_q 1024, 1.044x at 32 heads s_q 8192, outputs bit-equal (ab_s62_cvt_asm_*_h100.json)
+    plo: int = 1        # f16 0 only. 1: P @ V as P_hi V + P_lo V (bf16, ~16 bits of P). 0: bf16 P alone, one product,
+    #                     FlashMLA's numerics, which miss the issue's 2e-3 + 3/128 on peaked softmaxes
+    #                     (test_emulated_bf16_p_misses_tolerance): for measuring what those numerics are worth, never
+    #                     a default (session 62; only through DSATTN_PF_CONFIG). H100, 32 heads, against the
+    #                     default: 1.103x / 1.121x at s_q 1024 / 8192 (ab_s62_plo0_*_h32_h100.json, session 63)
+    pair: int = 0       # 1 (f16 0, plo 0, 64 x 2 only; measuring build, never a default; session 65): FlashMLA's
+    #                     numerics AND its staggered pair schedule (_wg_pair): each consumer warpgroup computes S and
+    #                     the softmax of every other block and half of O's columns for both. Session 26 measured the
+    #                     same schedule over fp16 stages (0.63-0.75x the default), where the producer's conversion
+    #                     pass and spills at 64 x 2 stood in its way; here neither is there.
+
+
+def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
+    """Shared memory the kernel allocates (without mbarriers and the compiler's scratch): q's latent part, the
+    stages (latent + RoPE rows), P_hi and P_lo."""
+    return M * LATENT_DIM * 2 + stages * block_n * d_qk * 2 + 2 * M * block_n * 2
+
+
+def parse_prefill_config(spec: str) -> PrefillConfig:
+    """DSATTN_PF_CONFIG's text -> PrefillConfig: 'field=value' pairs separated by commas, PrefillConfig's field names,
+    integer values, each field at most once; fields left out take PrefillConfig's defaults (not prefill_config's: vst
+    is 0 unless named), e.g. 'f16=0,cvt_pipe=0,producer_regs=56' (the bf16 schedule) or 'vst=1' (the default at >= 64
+    heads). ValueError naming DSATTN_PF_CONFIG for anything else, and for a configuration the kernel does not take.
+    (Before session 30 the fields were positional,
+    'bn/stages/producer_warps/producer_regs[/overlap[/f16[/split[/cvt_pipe[/vst]]]]]', fields left out 0; that form is
+    refused, so that an old string cannot be read with shifted fields. producer_warps went with them: 8 producer warps
+    did not compile beside the split consumer, PRODUCER_WARPS.)"""
+    cfg = parse_named(PrefillConfig, spec, "DSATTN_PF_CONFIG", "f16=0,cvt_pipe=0,producer_regs=56")
+    ok = (cfg.block_n in (32, 64) and 2 <= cfg.stages <= 6
+          and cfg.producer_regs % 8 == 0 and 24 <= cfg.producer_regs <= 160
+          and cfg.f16 in (0, 1) and cfg.cvt_pipe in (0, cfg.f16) and cfg.vst in (0, 1) and cfg.cvt_asm in (0, 1)
+          and cfg.plo in (0, 1) and (cfg.plo or not cfg.f16)
+          and cfg.pair in (0, 1) and not (cfg.pair and (cfg.f16 or cfg.plo or cfg.block_n != 64 or cfg.stages != 2
+                                                        or cfg.vst or cfg.cvt_pipe))
+          and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
+    if not ok:
+        raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
+                         "producer_regs a multiple of 8 in [24, 160], f16 0 or 1, "
+                         "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0), "
+                         "pair 0 or 1 (1: with f16 0, plo 0, block_n 64, 2 stages, vst 0); "
+                         f"got {spec!r}")
+    return cfg
+
+
+def prefill_config_spec(cfg: PrefillConfig) -> str:
+    """DSATTN_PF_CONFIG's text for cfg, every field named (parse_prefill_config(prefill_config_spec(cfg)) == cfg)."""
+    return named_spec(cfg)
+
+
+def prefill_config(num_heads: int, d_qk: int = 576) -> PrefillConfig:
+    """The default launch (PrefillConfig(); vst 1 from 64 heads): the split consumer over 64-entry blocks, 2 stages,
+    fp16 P (f16: the producer converts each landed stage to fp16 x 2^-8, one P @ V; cvt_pipe: in four column groups as
+    they land, since session 19: module docstring) with 80 producer registers (56 spilled in the f16 producer; sm_90a
+    compile check, no spill at 80 for 8..64 heads). Measured on the H200, s_q 1024, against the bf16 hi / lo schedule
+    (f16=0,cvt_pipe=0,producer_regs=56) in the same process (session 11 call 4, bench/results/s11_pf_f16.json): 64
+    heads 0.731 vs 0.791 ms (2.95 vs 3.19 us a 64-entry block), 128 heads 1.45-1.49 vs 1.61, 32 heads 0.647 vs 0.663,
+    16 heads 0.426 vs 0.435. Split 2 (three consumer warpgroups, removed in session 12) was slower in both numerics.
+    Earlier schedules: bench/results/pf1_schedules.json, pf_sched5.json. At 64 heads and more, vst 1 (out through an
+    idle stage, 16-byte stores): H200, s_q 1024, A/B against vst 0 in one process (session 22,
+    bench/results/ab_s22_pfvst_h*.json, bench/gpu_s22_pf_vst.sh), 64 heads 0.708 vs 0.734 ms (1.037x, 95% CI
+    1.030-1.048), 128 heads 1.430 vs 1.471 (1.029x); at 16 and 32 heads it was slower (0.985x, CI 0.975-0.992 and
+    0.975-0.993), so those (and the pad64 variant, which takes the config of q's head count) keep vst 0.
+    DSATTN_PF_CONFIG overrides it at launch time (parse_prefill_config: fields left out take PrefillConfig's defaults,
+    so vst is 0 unless named)."""
+    spec = os.environ.get("DSATTN_PF_CONFIG", "").strip()
+    if spec:
+        return parse_prefill_config(spec)
+    return PrefillConfig(vst=1) if num_heads >= 64 else PrefillConfig()
+
+
+if HAVE_GLUON:
+    LN2 = gl.constexpr(0.6931471805599453)
+    V_SCALE = gl.constexpr(1.0 / 256)
+    NEG_INF = gl.constexpr(float("-inf"))
+    ROWS = gl.constexpr(M)
+
+    @gluon.jit
+    def _entries(idx_row, start, hi, BN: gl.constexpr, PW: gl.constexpr, CP: gl.constexpr = 0):
+        """Entries [start, start + BN) (-1 past hi) in the row layouts of the latent and RoPE copies (CP: of the
+        128-column latent copies, _gather_groups), loaded a block ahead of their copies so that the index load's
+        latency stays off the gather's path."""
+        return (_idx(idx_row, start, hi, BN, gl.SliceLayout(1, _copy_layout(128 if CP else 512, 2, PW))),
+                _idx(idx_row, start, hi, BN, gl.SliceLayout(1, _copy_layout(64, 2, PW))))
+
+    @gluon.jit
+    def _gather(ix, num_slots, kv_ptr, lat_buf, rope_buf, stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr,
+                PW: gl.constexpr):
+        """cp.async of one block's rows (ix: its entries, from _entries) into one stage (latent, RoPE), one commit
+        group. Invalid entries (< 0, >= num_slots, past hi) are masked copies: zero-filled, nothing read."""
+        LAT_L: gl.constexpr = _copy_layout(512, 2, PW)
+        ix_lat, ix_rope = ix
+        valid = (ix_lat >= 0) & (ix_lat < num_slots)
+        row = kv_ptr + gl.where(valid, ix_lat, 0).to(gl.int64) * stride_kv
+        cols = gl.arange(0, 512, gl.SliceLayout(0, LAT_L))
+        async_copy.async_copy_global_to_shared(lat_buf, row[:, None] + cols[None, :], mask=valid[:, None])
+        _gather_rope(ix_rope, num_slots, kv_ptr, rope_buf, stride_kv, HAS_ROPE, PW)
+        async_copy.commit_group()
+
+    @gluon.jit
+    def _gather_rope(ix_rope, num_slots, kv_ptr, rope_buf, stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr,
+                     PW: gl.constexpr):
+        """cp.async of one block's RoPE columns (none without HAS_ROPE), into the caller's commit group."""
+        if HAS_ROPE:
+            ROPE_L: gl.constexpr = _copy_layout(64, 2, PW)
+            valid = (ix_rope >= 0) & (ix_rope < num_slots)
+            row = kv_ptr + gl.where(valid, ix_rope, 0).to(gl.int64) * stride_kv + 512
+            rc = gl.arange(0, 64, gl.SliceLayout(0, ROPE_L))
+            async_copy.async_copy_global_to_shared(rope_buf, row[:, None] + rc[None, :], mask=valid[:, None])
+
+    @gluon.jit
+    def _gather_groups(ix, num_slots, kv_ptr, lat_buf, rope_buf, stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr,
+                       PW: gl.constexpr):
+        """_gather as four commit groups (config cvt_pipe): latent columns [128 g, 128 g + 128) in group g, the
+        RoPE columns with group 3 (ix from _entries with CP)."""
+        LAT_G: gl.constexpr = _copy_layout(128, 2, PW)
+        ix_lat, ix_rope = ix
+        valid = (ix_lat >= 0) & (ix_lat < num_slots)
+        row = kv_ptr + gl.where(valid, ix_lat, 0).to(gl.int64) * stride_kv
+        cols = gl.arange(0, 128, gl.SliceLayout(0, LAT_G))
+        for g in gl.static_range(4):
+            async_copy.async_copy_global_to_shared(lat_buf.slice(g * 128, 128, dim=1),
+                                                   row[:, None] + (g * 128 + cols)[None, :], mask=valid[:, None])
+            if g == 3:
+                _gather_rope(ix_rope, num_slots, kv_ptr, rope_buf, stride_kv, HAS_ROPE, PW)
+            async_copy.commit_group()
+
+    @gluon.jit
+    def _commit_empty(CP: gl.constexpr):
+        """A block's worth of empty commit groups (four under CP, else one), so group counts stay per block."""
+        for _g in gl.static_range(4 if CP else 1):
+            async_copy.commit_group()
+
+    @gluon.jit
+    def _to_f16(src, dst, PW: gl.constexpr, CVT_ASM: gl.constexpr = 0):
+        """A landed bf16 latent stage [BN, 512] into fp16 x V_SCALE in place (each thread rewrites what it read;
+        exact but for values below 2^-6, which become fp16 subnormals: 2^-17 absolute at most), one 128-column
+        group at a time (registers)."""
+        for g in gl.static_range(4):
+            _to_f16_group(src, dst, g, PW, CVT_ASM)
+
+    @gluon.jit
+    def _to_f16_group(src, dst, g: gl.constexpr, PW: gl.constexpr, CVT_ASM: gl.constexpr = 0):
+        """Columns [128 g, 128 g + 128) of _to_f16. Without CVT_ASM the compiled code rounds x to fp16 before it
+        scales (_bf16_to_f16_scaled says why): latent values of magnitude >= 65520 become inf."""
+        CVT_L: gl.constexpr = _copy_layout(128, 2, PW)
+        raw = src.slice(g * 128, 128, dim=1).load(CVT_L)
+        if CVT_ASM:
+            dst.slice(g * 128, 128, dim=1).store(_bf16_to_f16_scaled(raw))
+        else:
+            dst.slice(g * 128, 128, dim=1).store((raw.to(gl.float32) * V_SCALE).to(gl.float16))
+
+    @gluon.jit
+    def _producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv: gl.constexpr,
+                  HAS_ROPE: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
+                  PROFILE: gl.constexpr, PW: gl.constexpr, CVT_PIPE: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0):
+        """NS - 1 blocks in flight; block b is handed over (full) once it landed (F16: and its latent was converted
+        in place into fp16 x V_SCALE), then block b + NS - 1 is issued into the stage block b - 1 used, after the
+        consumers freed it. A consumer that frees block b only after block b + 2 arrived needs a longer lag (overlap 2,
+        removed, hung at this one on the H200, session 14; git cf36ac8 has a LAG parameter). Groups past the last
+        block are empty. PROFILE bit 0 (timing builds only): no gathers (the stages are handed over as they are).
+        CVT_PIPE (config cvt_pipe, with F16): each block is four commit groups (_gather_groups), and its latent is
+        converted group by group as each lands (wait_group of the groups still allowed in flight: the block's later
+        groups and the NS - 2 younger blocks' four each)."""
+        GATHER: gl.constexpr = (PROFILE & 1) == 0
+        CP: gl.constexpr = (CVT_PIPE != 0) & (F16 != 0)
+        nblocks = gl.cdiv(hi, BN)
+        if F16:
+            lat16 = lat._reinterpret(gl.float16, [NS, BN, 512],
+                                     gl.NVMMASharedLayout.get_default_for([BN, 512], gl.float16))
+        for i in gl.static_range(NS - 1):
+            if i < nblocks and GATHER:
+                if CP:
+                    _gather_groups(_entries(idx_row, i * BN, hi, BN, PW, CP), num_slots, kv_ptr, lat.index(i),
+                                   rope.index(i), stride_kv, HAS_ROPE, PW)
+                else:
+                    _gather(_entries(idx_row, i * BN, hi, BN, PW), num_slots, kv_ptr, lat.index(i), rope.index(i),
+                            stride_kv, HAS_ROPE, PW)
+            else:
+                _commit_empty(CP)
+        nx = _entries(idx_row, (NS - 1) * BN, hi, BN, PW, CP)
+        for b in range(nblocks):
+            # block b landed (NS - 2 younger blocks' groups may fly); fence for the async proxy (wgmma reads it),
+            # then every producer thread's copies are done before the arrive
+            if CP:
+                for g in gl.static_range(4):
+                    async_copy.wait_group(4 * (NS - 2) + 3 - g)
+                    gl.thread_barrier()  # every producer thread's copies of group g landed
+                    _to_f16_group(lat.index(b % NS), lat16.index(b % NS), g, PW, CVT_ASM)
+            else:
+                async_copy.wait_group(NS - 2)
+                if F16:
+                    gl.thread_barrier()  # every producer thread's copies landed: any thread may read any row
+                    _to_f16(lat.index(b % NS), lat16.index(b % NS), PW, CVT_ASM)
+            fence_async_shared()
+            gl.thread_barrier()
+            mbarrier.arrive(full.index(b % NS), count=1)
+            nb = b + NS - 1
+            st = nb % NS
+            if nb < nblocks:
+                # use nb // NS of this stage: the consumers released use nb // NS - 1 (block b - 1); fresh
+                # mbarriers count as phase 1 complete
+                mbarrier.wait(free.index(st), ((nb // NS) & 1) ^ 1)
+                if GATHER:
+                    if CP:
+                        _gather_groups(nx, num_slots, kv_ptr, lat.index(st), rope.index(st), stride_kv, HAS_ROPE,
+                                       PW)
+                    else:
+                        _gather(nx, num_slots, kv_ptr, lat.index(st), rope.index(st), stride_kv, HAS_ROPE, PW)
+                else:
+                    _commit_empty(CP)
+            else:
+                _commit_empty(CP)
+            nx = _entries(idx_row, (nb + 1) * BN, hi, BN, PW, CP)
+        async_copy.wait_group(0)
+
+    @gluon.jit
+    def _s_issue(q_rope, q_smem, lat_t, rope_t, MMA_S: gl.constexpr, HAS_ROPE: gl.constexpr, BN: gl.constexpr):
+        """S [64, BN] = q_rope K_rope^T + q K^T of one stage, left in flight (one wgmma group each product)."""
+        s = gl.zeros([ROWS, BN], gl.float32, MMA_S)
+        if HAS_ROPE:
+            s = warpgroup_mma(q_rope, rope_t.permute((1, 0)), s, is_async=True)
+        s = warpgroup_mma(q_smem, lat_t.permute((1, 0)), s, is_async=True)
+        return s
+
+    @gluon.jit
+    def _load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, QR_L: gl.constexpr,
+                HAS_ROPE: gl.constexpr, F16: gl.constexpr, HPT: gl.constexpr, num_warps: gl.constexpr):
+        """q's latent part into q_smem (rows: token t0 + r // HPT, head h0 + r % HPT; zeros past T / H) and its RoPE
+        part into registers in layout QR_L (a wgmma A operand; x V_SCALE under F16); returns q_rope."""
+        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
+        r = gl.arange(0, ROWS, gl.SliceLayout(1, Q_L))
+        qt = t0 + r // HPT
+        qh = h0 + r % HPT
+        q_row = q_ptr + qt.to(gl.int64) * stride_qt + qh * stride_qh
+        qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
+        q_ok = (qt < tok_end) & (qh < num_heads)
+        q_smem.store(gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None], other=0.0).to(q_smem.dtype))
+        if HAS_ROPE:
+            rr = gl.arange(0, ROWS, gl.SliceLayout(1, QR_L))
+            rt = t0 + rr // HPT
+            rh = h0 + rr % HPT
+            qr = gl.arange(0, 64, gl.SliceLayout(0, QR_L))
+            qr_ptrs = q_ptr + rt.to(gl.int64)[:, None] * stride_qt + (rh * stride_qh)[:, None] + 512 + qr[None, :]
+            q_rope = gl.load(qr_ptrs, mask=((rt < tok_end) & (rh < num_heads))[:, None], other=0.0)
+            if F16:
+                q_rope = (q_rope.to(gl.float32) * V_SCALE).to(gl.bfloat16)
+        else:
+            q_rope = q_smem  # unused
+        return q_rope
+
+    @gluon.jit
+    def _store_rows(o, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, col0: gl.constexpr,
+                    HPT: gl.constexpr):
+        """Rows of o [64, N] into out[t, h, col0:col0 + N] (rows past T / H are not stored)."""
+        L: gl.constexpr = o.type.layout
+        ro = gl.arange(0, ROWS, gl.SliceLayout(1, L))
+        ot = t0 + ro // HPT
+        oh = h0 + ro % HPT
+        od = col0 + gl.arange(0, o.shape[1], gl.SliceLayout(0, L))
+        o_ptrs = out_ptr + ot.to(gl.int64)[:, None] * stride_ot + (oh * stride_oh)[:, None] + od[None, :]
+        gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=((ot < tok_end) & (oh < num_heads))[:, None])
+
+    @gluon.jit
+    def _store_rows_tile(o, stage, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, col0: gl.constexpr,
+                         HPT: gl.constexpr):
+        """_store_rows through shared memory (config vst): o [64, 256] written into `stage` (a ring stage nothing reads
+        or writes any more: the caller's warpgroup and the other one are past their last P V, the producer past its last
+        block) as out's dtype, 16-byte chunks XOR-swizzled by row, then read back 16 bytes a thread, a warp a row, so
+        that out is stored in 16-byte pieces (the accumulator layout stores 4 bytes a lane, 8 half-filled sectors an
+        instruction; the same change gave gluon64 1.2-1.9%, session 21)."""
+        DT: gl.constexpr = out_ptr.dtype.element_ty
+        VEC: gl.constexpr = 128 // DT.primitive_bitwidth
+        buf = stage._reinterpret(DT, [ROWS, o.shape[1]], gl.SwizzledSharedLayout(VEC, 1, 8, [1, 0]))
+        buf.store(o.to(DT))
+        gl.thread_barrier()
+        O_L: gl.constexpr = gl.BlockedLayout([1, VEC], [1, 32], [4, 1], [1, 0])
+        ro = gl.arange(0, ROWS, gl.SliceLayout(1, O_L))
+        ot = t0 + ro // HPT
+        oh = h0 + ro % HPT
+        od = col0 + gl.arange(0, o.shape[1], gl.SliceLayout(0, O_L))
+        o_ptrs = out_ptr + ot.to(gl.int64)[:, None] * stride_ot + (oh * stride_oh)[:, None] + od[None, :]
+        gl.store(o_ptrs, buf.load(O_L), mask=((ot < tok_end) & (oh < num_heads))[:, None])
+
+    @gluon.jit
+    def _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED: gl.constexpr):
+        """One block of the online softmax (base 2) over the rows of S [64, BN]: an entry outside [0, num_slots)
+        or (GROUPED) one the row's token did not list (its bit in `bits`) scores -inf. Returns (P, alpha, m, l);
+        the rows' reductions run over S's layout (one warpgroup's rows). (Session 60's sffma, the scale inside
+        exp2's argument as one FFMA an element, was 0.987x / 0.990x at 8 / 32 heads on an H100 in session 62,
+        ab_s62_sffma_*_h100.json, and was removed.)"""
+        valid = ((ix >= 0) & (ix < num_slots))[None, :]
+        if GROUPED:
+            valid = valid & (((bits[None, :] >> tok_of_row) & 1) != 0)
+        s = gl.where(valid, s * qk_scale, NEG_INF)
+        m_new = gl.maximum(m_i, gl.max(s, 1))
+        m_use = gl.where(m_new == NEG_INF, 0.0, m_new)
+        alpha = gl.exp2(m_i - m_use)
+        p = gl.exp2(s - m_use[:, None])
+        l_i = l_i * alpha + gl.sum(p, 1)
+        return p, alpha, m_new, l_i
+
+    @gluon.jit
+    def _hand_back(hi, full, free, BN: gl.constexpr, NS: gl.constexpr):
+        """Timing builds (PROFILE bit 1): take each gathered stage and hand it back at once, no products."""
+        for b in range(gl.cdiv(hi, BN)):
+            mbarrier.wait(full.index(b % NS), (b // NS) & 1)
+            gl.thread_barrier()
+            mbarrier.arrive(free.index(b % NS), count=1)
+
+    @gluon.jit
+    def _wg_s(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
+              qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
+              q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
+              HAS_ROPE: gl.constexpr, GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr,
+              NS: gl.constexpr, F16: gl.constexpr, PROFILE: gl.constexpr, num_warps: gl.constexpr,
+              VST: gl.constexpr = 0, PLO: gl.constexpr = 1):
+        """Consumer warpgroup 0 (default partition): S of every block over all BN entries (wgmma N = BN), the online
+        softmax, P (and the rescale factor alpha) to shared memory for warpgroup 1, and O[:, :256]."""
+        gl.static_assert(num_warps == 4, "one warpgroup")
+        MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, BN, 16])
+        MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, 256, 16])
+        QR_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_S, k_width=2)
+        ROW_S: gl.constexpr = gl.SliceLayout(1, MMA_S)
+        COL_S: gl.constexpr = gl.SliceLayout(0, MMA_S)
+        ROW_O: gl.constexpr = gl.SliceLayout(1, MMA_O)
+        P_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_O, k_width=2)  # P as P @ V's A operand
+        q_rope = _load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, QR_L, HAS_ROPE, F16, HPT,
+                         num_warps)
+        fence_async_shared()
+        gl.thread_barrier()
+        if PROFILE & 2:
+            _hand_back(hi, full, free, BN, NS)
+            hi = 0
+        if F16:
+            qk_scale = qk_scale * 256.0
+            lat = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
+                                                                                                  gl.float16))
+        tok_of_row = (gl.arange(0, ROWS, ROW_S) // HPT)[:, None]
+        m_i = gl.full([ROWS], NEG_INF, gl.float32, ROW_S)
+        l_i = gl.zeros([ROWS], gl.float32, ROW_S)
+        acc = warpgroup_mma_init(gl.zeros([ROWS, 256], gl.float32, MMA_O))
+        nblocks = gl.cdiv(hi, BN)
+        for b in range(nblocks):
+            st = b % NS
+            # the block's entries (and token bits), loaded here and used after S: their latency hides behind S,
+            # and no next block's entries are carried in registers (at BN = 64 those spilled)
+            ix = _idx(idx_row, b * BN, hi, BN, COL_S)
+            if GROUPED:
+                bits = _idx(mask_row, b * BN, hi, BN, COL_S)
+            else:
+                bits = ix  # (unread)
+            # O[:, :256] += P V of block b - 1 retired: this warpgroup's hold on its stage ends (warpgroup 1 releases
+            # it too once its half retired)
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            gl.thread_barrier()
+            mbarrier.arrive(free.index((b + NS - 1) % NS), count=1, pred=b > 0)
+            mbarrier.wait(full.index(st), (b // NS) & 1)
+            s = _s_issue(q_rope, q_smem, lat.index(st), rope.index(st), MMA_S, HAS_ROPE, BN)
+            s = warpgroup_mma_wait(0, deps=(s,))
+
+            p, alpha, m_i, l_i = _softmax_step(s, ix, bits, num_slots, tok_of_row, qk_scale, m_i, l_i, GROUPED)
+            acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
+            # warpgroup 1 is done with P and alpha of block b - 1 (fresh mbarriers count as phase 1 complete)
+            mbarrier.wait(p_free, (b & 1) ^ 1)
+            if F16:
+                p_hi = p.to(gl.float16)
+                ph_smem.store(p_hi)
+            else:
+                p_hi = p.to(gl.bfloat16)
+                if PLO:
+                    p_lo = (p - p_hi.to(gl.float32)).to(gl.bfloat16)
+                ph_smem.store(p_hi)
+                if PLO:
+                    pl_smem.store(p_lo)
+            a_smem.store(alpha)
+            fence_async_shared()
+            gl.thread_barrier()
+            mbarrier.arrive(p_ready, count=1)
+            # this warpgroup's P @ V takes P from its registers (A operand), warpgroup 1 from shared memory
+            v_left = lat.index(st).slice(0, 256, dim=1)
+            acc = warpgroup_mma(gl.convert_layout(p_hi, P_L), v_left, acc, is_async=True)
+            if not F16:
+                if PLO:
+                    acc = warpgroup_mma(gl.convert_layout(p_lo, P_L), v_left, acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+
+        empty = l_i == 0.0
+        lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
+        inv_l = (256.0 if F16 else 1.0) / gl.where(empty, 1.0, l_i)
+        # 1 / l for warpgroup 1 once it is done with the last alpha
+        mbarrier.wait(p_free, (nblocks & 1) ^ 1)
+        a_smem.store(inv_l)
+        gl.thread_barrier()
+        mbarrier.arrive(p_ready, count=1)
+        if VST:  # (warpgroup 1 is past its last P V: it freed P for the last alpha, above)
+            _store_rows_tile(acc * gl.convert_layout(inv_l, ROW_O)[:, None], lat.index(0), t0, tok_end, h0,
+                             num_heads, out_ptr, stride_ot, stride_oh, 0, HPT)
+        else:
+            _store_rows(acc * gl.convert_layout(inv_l, ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr,
+                        stride_ot, stride_oh, 0, HPT)
+        rl = gl.arange(0, ROWS, ROW_S)
+        lt = t0 + rl // HPT
+        lh = h0 + rl % HPT
+        gl.store(lse_ptr + lt.to(gl.int64) * stride_lt + lh * stride_lh, lse, mask=(lt < tok_end) & (lh < num_heads))
+
+    @gluon.jit
+    def _wg_v(hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem, full,
+              free, p_ready, p_free, HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
+              PROFILE: gl.constexpr, VST: gl.constexpr = 0, PLO: gl.constexpr = 1):
+        """Consumer warpgroup 1 (worker partition): O[:, 256:] += P V of every block with warpgroup 0's P and
+        alpha, then its half of the epilogue with warpgroup 0's 1 / l."""
+        MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, 256, 16])
+        ROW_O: gl.constexpr = gl.SliceLayout(1, MMA_O)
+        if PROFILE & 2:
+            _hand_back(hi, full, free, BN, NS)
+            hi = 0
+        if F16:
+            lat = lat._reinterpret(gl.float16, [NS, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512],
+                                                                                                  gl.float16))
+        acc = gl.zeros([ROWS, 256], gl.float32, MMA_O)  # each block's product is waited for in its iteration
+        nblocks = gl.cdiv(hi, BN)
+        for b in range(nblocks):
+            st = b % NS
+            mbarrier.wait(p_ready, b & 1)
+            acc = acc * a_smem.load(ROW_O)[:, None]
+            v_right = lat.index(st).slice(256, 256, dim=1)
+            acc = warpgroup_mma(ph_smem, v_right, acc, is_async=True)
+            if not F16:
+                if PLO:
+                    acc = warpgroup_mma(pl_smem, v_right, acc, is_async=True)
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            gl.thread_barrier()
+            mbarrier.arrive(p_free, count=1)
+            mbarrier.arrive(free.index(st), count=1)
+        mbarrier.wait(p_ready, nblocks & 1)
+        if VST:  # stage 1: warpgroup 0 stores through stage 0
+            _store_rows_tile(acc * a_smem.load(ROW_O)[:, None], lat.index(1), t0, tok_end, h0, num_heads, out_ptr,
+                             stride_ot, stride_oh, 256, HPT)
+        else:
+            _store_rows(acc * a_smem.load(ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot,
+                        stride_oh, 256, HPT)
+
+    @gluon.jit
+    def _load_q_rows(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, qr_smem, R0: gl.constexpr,
+                     NR: gl.constexpr, HAS_ROPE: gl.constexpr, HPT: gl.constexpr, F16P: gl.constexpr = 0):
+        """Config pair: rows [R0, R0 + NR) of q (bf16) into shared memory, the latent part into q_smem and the RoPE
+        part into qr_smem (FlashMLA keeps both there: 16 registers a thread fewer than an A operand in registers)."""
+        Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [4, 1], [1, 0])
+        r = R0 + gl.arange(0, NR, gl.SliceLayout(1, Q_L))
+        qt = t0 + r // HPT
+        qh = h0 + r % HPT
+        q_row = q_ptr + qt.to(gl.int64) * stride_qt + qh * stride_qh
+        q_ok = (qt < tok_end) & (qh < num_heads)
+        qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
+        q_smem.slice(R0, NR, dim=0).store(gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None],
+                                                  other=0.0).to(q_smem.dtype))
+        if HAS_ROPE:
+            qr = 512 + gl.arange(0, 64, gl.SliceLayout(0, Q_L))
+            q_rope = gl.load(q_row[:, None] + qr[None, :], mask=q_ok[:, None], other=0.0)
+            if F16P:  # session 67: the RoPE product in the fp16 stages' V_SCALE units (the default's way)
+                q_rope = (q_rope.to(gl.float32) * V_SCALE).to(gl.bfloat16)
+            qr_smem.slice(R0, NR, dim=0).store(q_rope)
+
+    @gluon.jit
+    def _half_entries(idx_row, blk, hi, BN: gl.constexpr, PW: gl.constexpr, CL: gl.constexpr = 0):
+        """Config pair: block blk's entries (-1 past hi) in the row layouts of a half's copies (256 latent columns;
+        64 RoPE columns)."""
+        if CL:  # session 67: FlashMLA's copy layout, 8 threads a 128-byte row piece, one index vector for both
+            ix1 = _idx(idx_row, blk * BN, hi, BN, gl.SliceLayout(1, gl.BlockedLayout([1, 8], [4, 8], [PW, 1], [1, 0])))
+            ix = (ix1, ix1)
+        else:
+            ix = (_idx(idx_row, blk * BN, hi, BN, gl.SliceLayout(1, _copy_layout(256, 2, PW))),
+                  _idx(idx_row, blk * BN, hi, BN, gl.SliceLayout(1, _copy_layout(64, 2, PW))))
+        return ix
+
+    @gluon.jit
+    def _gather_half(ix, num_slots, kv_ptr, lat_s, rope_s, bar, stride_kv: gl.constexpr, RIGHT: gl.constexpr,
+                     PW: gl.constexpr, GATHER: gl.constexpr, CL: gl.constexpr = 0, F16P: gl.constexpr = 0,
+                     lat16_s=None, CVT: gl.constexpr = 1):
+        """Config pair: cp.async of one half of a block's rows into its stage (left: latent columns 0..255; right:
+        latent 256..511 and the RoPE columns), then each producer thread's no-increment arrive on `bar` (full once
+        every thread's copies landed: FlashMLA's way, no wait_group and no partition barrier). Invalid entries are
+        masked copies (zero-filled, nothing read). GATHER 0 (timing builds): the arrive alone."""
+        if GATHER:
+            L: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [PW, 1], [1, 0]) if CL else _copy_layout(256, 2, PW)
+            ix_lat, ix_rope = ix
+            valid = (ix_lat >= 0) & (ix_lat < num_slots)
+            row = kv_ptr + gl.where(valid, ix_lat, 0).to(gl.int64) * stride_kv + (256 if RIGHT else 0)
+            cols = gl.arange(0, 256, gl.SliceLayout(0, L))
+            async_copy.async_copy_global_to_shared(lat_s.slice(256 if RIGHT else 0, 256, dim=1),
+                                                   row[:, None] + cols[None, :], mask=valid[:, None])
+            if RIGHT:
+                if CL:
+                    RL: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [PW, 1], [1, 0])
+                    rv = (ix_rope >= 0) & (ix_rope < num_slots)
+                    rrow = kv_ptr + gl.where(rv, ix_rope, 0).to(gl.int64) * stride_kv + 512
+                    rc = gl.arange(0, 64, gl.SliceLayout(0, RL))
+                    async_copy.async_copy_global_to_shared(rope_s, rrow[:, None] + rc[None, :], mask=rv[:, None])
+                else:
+                    _gather_rope(ix_rope, num_slots, kv_ptr, rope_s, stride_kv, True, PW)
+        if F16P and not CVT:  # session 68 (bit 512): the copies' commit group alone; _convert_half later
+            async_copy.commit_group()
+        elif F16P:
+            # session 67: with cl each producer thread converts exactly the chunks it copied (bf16 -> fp16 x
+            # V_SCALE in place, 64 columns at a time), so only its own wait_group stands before; then the fence for
+            # wgmma's async proxy, a partition barrier and one arrive (full counts 1 here)
+            async_copy.commit_group()
+            async_copy.wait_group(0)
+            if GATHER:
+                CV: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [PW, 1], [1, 0])
+                for k in gl.static_range(4):
+                    raw = lat_s.slice((256 if RIGHT else 0) + 64 * k, 64, dim=1).load(CV)
+                    lat16_s.slice((256 if RIGHT else 0) + 64 * k, 64, dim=1).store(_bf16_to_f16_scaled(raw))
+            fence_async_shared()
+            gl.thread_barrier()
+            mbarrier.arrive(bar, count=1)
+        else:
+            async_copy.mbarrier_arrive(bar, increment_count=False)
+
+    @gluon.jit
+    def _convert_half(lat_s, lat16_s, bar, RIGHT: gl.constexpr, PW: gl.constexpr, GATHER: gl.constexpr,
+                      WAIT: gl.constexpr, PROFILE: gl.constexpr = 0):
+        """Session 68 (bit 512): a half issued earlier (_gather_half with CVT 0) converted once this thread's copies of
+        it landed (wait_group WAIT: the groups issued after it may stay in flight), then the fence, the partition
+        barrier and the one arrive on `bar`. Timing bits (wrong outputs): 2048 no conversion (the wait kept), 4096 no
+        wait (the conversion reads whatever is there)."""
+        if (PROFILE & 4096) == 0:
+            async_copy.wait_group(WAIT)
+        if GATHER and ((PROFILE & 2048) == 0):
+            CV: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [PW, 1], [1, 0])
+            for k in gl.static_range(4):
+                raw = lat_s.slice((256 if RIGHT else 0) + 64 * k, 64, dim=1).load(CV)
+                lat16_s.slice((256 if RIGHT else 0) + 64 * k, 64, dim=1).store(_bf16_to_f16_scaled(raw))
+        fence_async_shared()
+        gl.thread_barrier()
+        mbarrier.arrive(bar, count=1)
+
+    @gluon.jit
+    def _producer_pair(idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r,
+                       stride_kv: gl.constexpr, BN: gl.constexpr, PROFILE: gl.constexpr, PW: gl.constexpr):
+        """Config pair's producer. Pair step j holds block 2 j in stage 0 and 2 j + 1 in stage 1, each stage as two
+        halves with their own full / free mbarriers, refilled in the order their last readers release them
+        (FlashMLA's): L(0) (warpgroup 0, after its own P V), R(1) (warpgroup 1, after its own P V), R(0) (warpgroup 1,
+        after its other P V), L(1) (warpgroup 0, after its other P V). The entries of the next half are loaded while
+        the producer waits for its stage to be released. A missing last block (an odd count) is gathered as all
+        invalid entries: zero-filled, nothing read, so that the consumers treat it as any other block."""
+        GATHER: gl.constexpr = (PROFILE & 1) == 0
+        # session 67 timing builds: 4 no gathers of the early halves L(0), R(1); 8 none of the late ones R(0), L(1);
+        # 16 none of R(0); 32 none of L(1) (each skipped half is handed over as it is: the arrive alone)
+        G_L0: gl.constexpr = GATHER & ((PROFILE & 4) == 0)
+        G_R1: gl.constexpr = GATHER & ((PROFILE & 4) == 0)
+        G_R0: gl.constexpr = GATHER & ((PROFILE & 8) == 0) & ((PROFILE & 16) == 0)
+        G_L1: gl.constexpr = GATHER & ((PROFILE & 8) == 0) & ((PROFILE & 32) == 0)
+        CLP: gl.constexpr = (PROFILE & 128) != 0
+        F16P: gl.constexpr = (PROFILE & 256) != 0  # session 67: fp16 stages and P (our numerics); needs cl
+        gl.static_assert(CLP or not F16P, "bit 256 (fp16 stages) needs bit 128 (cl): each thread converts its chunks")
+        # session 69 (bit 8192, with 256): the rows were converted beforehand (kernels.f16_rows, pre16's rows), so the
+        # producer copies as the bf16 pair's does (one cp.async arrive a thread, no conversion pass)
+        PRE: gl.constexpr = (PROFILE & 8192) != 0
+        gl.static_assert((not PRE) or (F16P and ((PROFILE & 1536) == 0)), "bit 8192 needs 256, not 512 / 1024")
+        F16G: gl.constexpr = F16P and not PRE
+        lat16 = lat._reinterpret(gl.float16, [2, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512], gl.float16))
+        nblocks = gl.cdiv(hi, BN)
+        ix = _half_entries(idx_row, 0, hi, BN, PW, CLP)
+        if PROFILE & 512:  # session 68: as 64, over fp16 stages, L(0) and R(0) issued before either is converted,
+            # then R(1) and L(1) (tests/test_prefill_protocol.py: carrying L(1)'s conversion past the step deadlocks)
+            gl.static_assert(F16P and ((PROFILE & 64) != 0), "bit 512 needs bits 256 and 64")
+            for j in range(gl.cdiv(nblocks, 2)):
+                ph = (j & 1) ^ 1
+                mbarrier.wait(free_l.index(0), ph)
+                _gather_half(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), full_l.index(0), stride_kv, False,
+                             PW, G_L0, CLP, F16P, lat16.index(0), 0)
+                ix = _half_entries(idx_row, 2 * j, hi, BN, PW, CLP)
+                mbarrier.wait(free_r.index(0), ph)
+                _gather_half(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), full_r.index(0), stride_kv, True,
+                             PW, G_R0, CLP, F16P, lat16.index(0), 0)
+                _convert_half(lat.index(0), lat16.index(0), full_l.index(0), False, PW, G_L0, 1, PROFILE)
+                _convert_half(lat.index(0), lat16.index(0), full_r.index(0), True, PW, G_R0, 0, PROFILE)
+                ix = _half_entries(idx_row, 2 * j + 1, hi, BN, PW, CLP)
+                mbarrier.wait(free_r.index(1), ph)
+                _gather_half(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), full_r.index(1), stride_kv, True,
+                             PW, G_R1, CLP, F16P, lat16.index(1), 0)
+                ix = _half_entries(idx_row, 2 * j + 1, hi, BN, PW, CLP)
+                mbarrier.wait(free_l.index(1), ph)
+                _gather_half(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), full_l.index(1), stride_kv, False,
+                             PW, G_L1, CLP, F16P, lat16.index(1), 0)
+                _convert_half(lat.index(1), lat16.index(1), full_r.index(1), True, PW, G_R1, 1, PROFILE)
+                _convert_half(lat.index(1), lat16.index(1), full_l.index(1), False, PW, G_L1, 0, PROFILE)
+                ix = _half_entries(idx_row, 2 * j + 2, hi, BN, PW, CLP)
+        elif PROFILE & 1024:  # session 68: as 512, but each half converted after the next half's issue, within the step
+            gl.static_assert(F16P and ((PROFILE & 64) != 0), "bit 1024 needs bits 256 and 64")
+            for j in range(gl.cdiv(nblocks, 2)):
+                ph = (j & 1) ^ 1
+                mbarrier.wait(free_l.index(0), ph)
+                _gather_half(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), full_l.index(0), stride_kv, False,
+                             PW, G_L0, CLP, F16P, lat16.index(0), 0)
+                ix = _half_entries(idx_row, 2 * j, hi, BN, PW, CLP)
+                mbarrier.wait(free_r.index(0), ph)
+                _gather_half(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), full_r.index(0), stride_kv, True,
+                             PW, G_R0, CLP, F16P, lat16.index(0), 0)
+                _convert_half(lat.index(0), lat16.index(0), full_l.index(0), False, PW, G_L0, 1, PROFILE)
+                ix = _half_entries(idx_row, 2 * j + 1, hi, BN, PW, CLP)
+                mbarrier.wait(free_r.index(1), ph)
+                _gather_half(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), full_r.index(1), stride_kv, True,
+                             PW, G_R1, CLP, F16P, lat16.index(1), 0)
+                _convert_half(lat.index(0), lat16.index(0), full_r.index(0), True, PW, G_R0, 1, PROFILE)
+                ix = _half_entries(idx_row, 2 * j + 1, hi, BN, PW, CLP)
+                mbarrier.wait(free_l.index(1), ph)
+                _gather_half(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), full_l.index(1), stride_kv, False,
+                             PW, G_L1, CLP, F16P, lat16.index(1), 0)
+                _convert_half(lat.index(1), lat16.index(1), full_r.index(1), True, PW, G_R1, 1, PROFILE)
+                _convert_half(lat.index(1), lat16.index(1), full_l.index(1), False, PW, G_L1, 0, PROFILE)
+                ix = _half_entries(idx_row, 2 * j + 2, hi, BN, PW, CLP)
+        elif PROFILE & 64:  # session 67: warpgroup 1 releases R(0) before R(1); refilled in that order
+            for j in range(gl.cdiv(nblocks, 2)):
+                ph = (j & 1) ^ 1
+                mbarrier.wait(free_l.index(0), ph)
+                _gather_half(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), full_l.index(0), stride_kv, False,
+                             PW, G_L0, CLP, F16G,
+                             lat16.index(0))
+                ix = _half_entries(idx_row, 2 * j, hi, BN, PW, CLP)  # reloaded, as below (held, the producer spilled)
+                mbarrier.wait(free_r.index(0), ph)
+                _gather_half(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), full_r.index(0), stride_kv, True,
+                             PW, G_R0, CLP, F16G,
+                             lat16.index(0))
+                ix = _half_entries(idx_row, 2 * j + 1, hi, BN, PW, CLP)
+                mbarrier.wait(free_r.index(1), ph)
+                _gather_half(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), full_r.index(1), stride_kv, True,
+                             PW, G_R1, CLP, F16G,
+                             lat16.index(1))
+                ix = _half_entries(idx_row, 2 * j + 1, hi, BN, PW, CLP)
+                mbarrier.wait(free_l.index(1), ph)
+                _gather_half(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), full_l.index(1), stride_kv, False,
+                             PW, G_L1, CLP, F16G,
+                             lat16.index(1))
+                ix = _half_entries(idx_row, 2 * j + 2, hi, BN, PW, CLP)
+        else:
+            for j in range(gl.cdiv(nblocks, 2)):
+                ph = (j & 1) ^ 1  # use j of each half: the consumers released use j - 1 (fresh: phase 1 complete)
+                mbarrier.wait(free_l.index(0), ph)
+                _gather_half(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), full_l.index(0), stride_kv, False, PW,
+                             G_L0, CLP, F16G,
+                             lat16.index(0))
+                ix = _half_entries(idx_row, 2 * j + 1, hi, BN, PW, CLP)
+                mbarrier.wait(free_r.index(1), ph)
+                _gather_half(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), full_r.index(1), stride_kv, True, PW,
+                             G_R1, CLP, F16G,
+                             lat16.index(1))
+                ix = _half_entries(idx_row, 2 * j, hi, BN, PW, CLP)
+                mbarrier.wait(free_r.index(0), ph)
+                _gather_half(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), full_r.index(0), stride_kv, True, PW,
+                             G_R0, CLP, F16G,
+                             lat16.index(0))
+                ix = _half_entries(idx_row, 2 * j + 1, hi, BN, PW, CLP)
+                mbarrier.wait(free_l.index(1), ph)
+                _gather_half(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), full_l.index(1), stride_kv, False, PW,
+                             G_L1, CLP, F16G,
+                             lat16.index(1))
+                ix = _half_entries(idx_row, 2 * j + 2, hi, BN, PW, CLP)
+        async_copy.wait_group(0)
+
+    @gluon.jit
+    def _hand_back_pair(hi, full_l, full_r, free_l, free_r, BN: gl.constexpr, H: gl.constexpr):
+        """Timing builds (PROFILE bit 1) of config pair: each half handed back by its releasing warpgroup (0: the
+        left halves, 1: the right ones) once it landed, no products."""
+        nblocks = gl.cdiv(hi, BN)
+        full = full_l if H == 0 else full_r
+        free = free_l if H == 0 else free_r
+        for i in range(gl.cdiv(nblocks, 2)):
+            for k in gl.static_range(2):
+                mbarrier.wait(full.index(k), i & 1)
+                gl.thread_barrier()
+                mbarrier.arrive(free.index(k), count=1)
+
+    @gluon.jit
+    def _s_part(q3, qr3, lat_t, rope_t, s, RIGHT: gl.constexpr, i0):
+        """Config pair: S's product over one half of a stage (left: latent columns 0..255; right: 256..511 and the
+        RoPE columns), accumulated into s, async. q's views are indexed by i0 (always 0; session 26: the wgmma
+        descriptors are then formed where they are used, not hoisted out of the loop into registers)."""
+        c0: gl.constexpr = 256 if RIGHT else 0
+        s = warpgroup_mma(q3.index(i0).slice(c0, 256, dim=1), lat_t.slice(c0, 256, dim=1).permute((1, 0)), s,
+                          is_async=True)
+        if RIGHT:
+            s = warpgroup_mma(qr3.index(i0), rope_t.permute((1, 0)), s, is_async=True)
+        return s
+
+    @gluon.jit
+    def _wg_pair(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
+                 qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
+                 q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
+                 GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, H: gl.constexpr,
+                 PROFILE: gl.constexpr):
+        """Config pair (bf16 rows, bf16 P alone: FlashMLA's numerics and its sparse prefill schedule), consumer
+        warpgroup H of two. Step i: block 2 i in stage 0, 2 i + 1 in stage 1, each stage two halves L (latent
+        columns 0..255) and R (latent 256..511 + RoPE) with their own mbarriers (_producer_pair). Warpgroup H
+        computes S of block 2 i + H and the softmax of its rows, and adds into its half O[:, 256 H : 256 H + 256] the
+        P V of both blocks: its own P from registers, the other warpgroup's from shared memory. The running max goes
+        one way a step, so that the two softmaxes do not run at once:
+          warpgroup 0: S(2 i) over L(0) as soon as it landed, then R(0); m0 = max(m, its rows' max) to x_smem[0]
+              (xbar[0]); P(2 i) against m0 and its own P V (V = L(0)) issued at once; the common max mc from x_smem[1]
+              (xbar[1]); its P times 2^(m0 - mc) into stage 0's RoPE tile, dead once S(2 i) retired (FlashMLA's place
+              for it; pbar[0]); its own P V retired: L(0) released, O half and row sums times the same factor; the
+              other P V (p1 against L(1), pbar[1]), then L(1) released.
+          warpgroup 1: S(2 i + 1) over R(1) first, then L(1); mc = max(m0, its rows' max) to x_smem[1] (xbar[1]);
+              P(2 i + 1) against mc into p1 (pbar[1]) and its own P V (V = R(1)); the other P V (stage 0's RoPE tile
+              against R(0), pbar[0]); R(1) released once its own P V retired, R(0) once the other did.
+        So each half has one releasing warpgroup, and L(0) and R(1) are refilled halfway through a step. q and its
+        RoPE part are in shared memory. Each buffer is rewritten only after the other warpgroup is past its last read
+        of it (the waits order it; tests/test_prefill_protocol.py models the protocol). Each warpgroup keeps the row
+        sums of its own blocks in mc's units; they are added at the end (l_0 + l_1). A missing last block (an odd
+        count) is gathered zero-filled and scores -inf (P = 0), so every step runs the same code. A half's data is
+        read by wgmma behind a proxy fence after its full mbarrier (the producer's copies arrive there per thread)."""
+        MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, BN, 16])
+        MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, 256, 16])
+        ROW_S: gl.constexpr = gl.SliceLayout(1, MMA_S)
+        COL_S: gl.constexpr = gl.SliceLayout(0, MMA_S)
+        ROW_O: gl.constexpr = gl.SliceLayout(1, MMA_O)
+        P_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_O, k_width=2)
+        # each warpgroup stores half of q's rows, then waits for the other's
+        F16P: gl.constexpr = (PROFILE & 256) != 0  # session 67: fp16 stages (x V_SCALE), q and P: our numerics
+        PDT: gl.constexpr = gl.float16 if F16P else gl.bfloat16
+        _load_q_rows(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q3.index(0), qr3.index(0),
+                     H * (ROWS // 2), ROWS // 2, True, HPT, F16P)
+        fence_async_shared()
+        gl.thread_barrier()
+        mbarrier.arrive(qbar, count=1)
+        mbarrier.wait(qbar, 0)
+        if PROFILE & 2:
+            _hand_back_pair(hi, full_l, full_r, free_l, free_r, BN, H)
+            hi = 0
+        if F16P:  # the producer rewrote each latent half in place as fp16 x V_SCALE; P goes into the RoPE tile as fp16
+            qk_scale = qk_scale * 256.0
+            latv = lat._reinterpret(gl.float16, [2, BN, 512],
+                                    gl.NVMMASharedLayout.get_default_for([BN, 512], gl.float16))
+            ropep = rope._reinterpret(gl.float16, [2, BN, 64],
+                                      gl.NVMMASharedLayout.get_default_for([BN, 64], gl.float16))
+        else:
+            latv = lat
+            ropep = rope
+        tok_of_row = (gl.arange(0, ROWS, ROW_S) // HPT)[:, None]
+        m_i = gl.full([ROWS], NEG_INF, gl.float32, ROW_S)
+        l_i = gl.zeros([ROWS], gl.float32, ROW_S)
+        acc = gl.zeros([ROWS, 256], gl.float32, MMA_O)  # each step's products are retired in the step
+        nblocks = gl.cdiv(hi, BN)
+        for i in range(gl.cdiv(nblocks, 2)):
+            b = 2 * i + H
+            ph = i & 1
+            # the stages' and p1's views are indexed by z0 / z1 (always 0 / 1; session 26's way against ptxas
+            # hoisting every wgmma descriptor of a loop-invariant address out of the loop into registers)
+            z0 = b >> 30
+            z1 = z0 + 1
+            # validity of the block's entries: grouped, a union entry is a valid slot and its bits say which tokens
+            # listed it (0 past hi, so a missing block scores -inf everywhere), so the entries themselves are not
+            # loaded (16 registers a thread fewer); else the token's own entries (-1 past hi)
+            j = b * BN + gl.arange(0, BN, COL_S)
+            if GROUPED:
+                bits = gl.load(mask_row + j, mask=j < hi, other=0)
+            else:
+                ix = gl.load(idx_row + j, mask=j < hi, other=-1)
+            s = gl.zeros([ROWS, BN], gl.float32, MMA_S)
+            if H == 0:
+                mbarrier.wait(full_l.index(0), ph)
+                fence_async_shared()
+                s = _s_part(q3, qr3, latv.index(z0), rope.index(z0), s, False, z0)
+                mbarrier.wait(full_r.index(0), ph)
+                fence_async_shared()
+                s = _s_part(q3, qr3, latv.index(z0), rope.index(z0), s, True, z0)
+                s = warpgroup_mma_wait(0, deps=(s,))
+            else:
+                mbarrier.wait(full_r.index(1), ph)
+                fence_async_shared()
+                s = _s_part(q3, qr3, latv.index(z1), rope.index(z1), s, True, z0)
+                mbarrier.wait(full_l.index(1), ph)
+                fence_async_shared()
+                s = _s_part(q3, qr3, latv.index(z1), rope.index(z1), s, False, z0)
+                s = warpgroup_mma_wait(0, deps=(s,))
+            if GROUPED:
+                valid = ((bits[None, :] >> tok_of_row) & 1) != 0
+            else:
+                valid = ((ix >= 0) & (ix < num_slots))[None, :]
+            s = gl.where(valid, s * qk_scale, NEG_INF)
+            if H == 0:
+                m0 = gl.maximum(m_i, gl.max(s, 1))
+                # x_smem[0] of step i - 1 was read by warpgroup 1 before its xbar[1] arrive, waited for below
+                x_smem.index(0).store(m0)
+                gl.thread_barrier()
+                mbarrier.arrive(xbar.index(0), count=1)
+                m0u = gl.where(m0 == NEG_INF, 0.0, m0)
+                alpha = gl.exp2(m_i - m0u)
+                p = gl.exp2(s - m0u[:, None])
+                l_i = l_i * alpha + gl.sum(p, 1)
+                acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
+                acc = warpgroup_mma(gl.convert_layout(p.to(PDT), P_L), latv.index(z0).slice(0, 256, dim=1),
+                                    acc, is_async=True)
+                mbarrier.wait(xbar.index(1), ph)
+                mc = x_smem.index(1).load(ROW_S)
+                # mc >= m0; a row with no valid entry yet (m0 = -inf) has P, O and l all 0
+                beta = gl.where(m0 == NEG_INF, 1.0, gl.exp2(m0 - gl.where(mc == NEG_INF, 0.0, mc)))
+                # S(2 i) retired: stage 0's RoPE tile is dead until warpgroup 1 releases R(0)
+                ropep.index(z0).store((p * beta[:, None]).to(PDT))
+                fence_async_shared()
+                gl.thread_barrier()
+                mbarrier.arrive(pbar.index(0), count=1)
+                acc = warpgroup_mma_wait(0, deps=(acc,))
+                gl.thread_barrier()
+                mbarrier.arrive(free_l.index(0), count=1)  # L(0): S and this P V retired
+                acc = acc * gl.convert_layout(beta, ROW_O)[:, None]
+                l_i = l_i * beta
+                m_i = mc
+                mbarrier.wait(pbar.index(1), ph)
+                mbarrier.wait(full_l.index(1), ph)  # landed before warpgroup 1's S; the fence is this one's
+                fence_async_shared()
+                acc = warpgroup_mma(p1.index(z0), latv.index(z1).slice(0, 256, dim=1), acc, is_async=True)
+                acc = warpgroup_mma_wait(0, deps=(acc,))
+                gl.thread_barrier()
+                mbarrier.arrive(free_l.index(1), count=1)  # L(1): warpgroup 1's S and this P V retired
+            else:
+                mx = gl.max(s, 1)
+                mbarrier.wait(xbar.index(0), ph)
+                mc = gl.maximum(x_smem.index(0).load(ROW_S), mx)  # x_smem[0] = max(m_i, warpgroup 0's rows)
+                x_smem.index(1).store(mc)
+                gl.thread_barrier()
+                mbarrier.arrive(xbar.index(1), count=1)
+                mcu = gl.where(mc == NEG_INF, 0.0, mc)
+                alpha = gl.exp2(m_i - mcu)
+                p = gl.exp2(s - mcu[:, None])
+                l_i = l_i * alpha + gl.sum(p, 1)
+                m_i = mc
+                acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
+                pb = p.to(PDT)
+                # p1 of step i - 1 was read by warpgroup 0's P V, retired before its xbar[0] arrive
+                p1.index(z0).store(pb)
+                fence_async_shared()
+                gl.thread_barrier()
+                mbarrier.arrive(pbar.index(1), count=1)
+                if PROFILE & 64:  # session 67: the other P V first, so that R(0) is released one P V earlier
+                    mbarrier.wait(pbar.index(0), ph)
+                    mbarrier.wait(full_r.index(0), ph)
+                    fence_async_shared()
+                    acc = warpgroup_mma(ropep.index(z0), latv.index(z0).slice(256, 256, dim=1), acc, is_async=True)
+                    acc = warpgroup_mma(gl.convert_layout(pb, P_L), latv.index(z1).slice(256, 256, dim=1), acc,
+                                        is_async=True)
+                    acc = warpgroup_mma_wait(1, deps=(acc,))
+                    gl.thread_barrier()
+                    mbarrier.arrive(free_r.index(0), count=1)  # R(0): warpgroup 0's S and P, the other P V retired
+                    acc = warpgroup_mma_wait(0, deps=(acc,))
+                    gl.thread_barrier()
+                    mbarrier.arrive(free_r.index(1), count=1)  # R(1): its S and its own P V retired
+                else:
+                    acc = warpgroup_mma(gl.convert_layout(pb, P_L), latv.index(z1).slice(256, 256, dim=1), acc,
+                                        is_async=True)
+                    mbarrier.wait(pbar.index(0), ph)
+                    # R(0) landed before warpgroup 0's S, which came before xbar[0]: this wait passes at once; the
+                    # fence is this warpgroup's, for the other P V's V
+                    mbarrier.wait(full_r.index(0), ph)
+                    fence_async_shared()
+                    acc = warpgroup_mma(ropep.index(z0), latv.index(z0).slice(256, 256, dim=1), acc, is_async=True)
+                    acc = warpgroup_mma_wait(1, deps=(acc,))
+                    gl.thread_barrier()
+                    mbarrier.arrive(free_r.index(1), count=1)  # R(1): its S and its own P V retired
+                    acc = warpgroup_mma_wait(0, deps=(acc,))
+                    gl.thread_barrier()
+                    mbarrier.arrive(free_r.index(0), count=1)  # R(0): warpgroup 0's S and P, this P V retired
+
+        # l = l_0 + l_1 (the same order in both), 1 / l, this half of O; warpgroup 0 stores lse
+        npairs = gl.cdiv(nblocks, 2)
+        x_smem.index(2 + H).store(l_i)
+        gl.thread_barrier()
+        mbarrier.arrive(xbar.index(H), count=1)
+        mbarrier.wait(xbar.index(1 - H), npairs & 1)
+        l_o = x_smem.index(3 - H).load(ROW_S)
+        if H == 0:
+            l_i = l_i + l_o
+        else:
+            l_i = l_o + l_i
+        empty = l_i == 0.0
+        inv_l = (256.0 if F16P else 1.0) / gl.where(empty, 1.0, l_i)
+        _store_rows(acc * gl.convert_layout(inv_l, ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot,
+                    stride_oh, H * 256, HPT)
+        if H == 0:
+            lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
+            rl = gl.arange(0, ROWS, ROW_S)
+            lt = t0 + rl // HPT
+            lh = h0 + rl % HPT
+            gl.store(lse_ptr + lt.to(gl.int64) * stride_lt + lh * stride_lh, lse,
+                     mask=(lt < tok_end) & (lh < num_heads))
+
+    @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "token0", "tok_end", "stride_os", "stride_ls",
+                                  "splits"])
+    def sparse_mla_prefill_kernel(
+            q_ptr, stride_qt, stride_qh, kv_ptr,
+            idx_ptr, stride_it, end_ptr, mask_ptr,
+            out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh, stride_os, stride_ls, splits,
+            num_slots, num_heads, topk, token0, tok_end, qk_scale,
+            stride_kv: gl.constexpr, HAS_ROPE: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr,
+            HPT: gl.constexpr, BN: gl.constexpr, NS: gl.constexpr, F16: gl.constexpr,
+            PROFILE: gl.constexpr, V_REGS: gl.constexpr,
+            PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
+            CVT_PIPE: gl.constexpr = 0, VST: gl.constexpr = 0, SPLIT: gl.constexpr = 0, CVT_ASM: gl.constexpr = 0,
+            PLO: gl.constexpr = 1, PAIR: gl.constexpr = 0):
+        """1-D grid, one program a work item. G > 1: program g of the chunk = tokens token0 + g * G + [0, G), its
+        union list entries / masks row g (stride_it), end_ptr = counts. G == 1: program p = token p // nhb, head
+        block p % nhb (nhb = cdiv(num_heads, HPT): a token's head blocks are neighbouring programs, so they run at
+        the same time and may share their gathered rows in L2; at 128 heads s_q 1024 issue 3's table read 1.506 ms
+        against 1.515 with the head block as the slower grid axis, within run-to-run spread: session 14,
+        bench/results/sparse_mla_s14_prefill_1024_order.json, _eager.json), idx_ptr = indices, end_ptr =
+        topk_length (HAS_LEN) or unused. qk_scale: sm_scale * log2(e).
+        SPLIT (splits > 1): grid axis 1 = split; the work item's list of hi entries is cut into `splits` parts of
+        whole blocks (cdiv(cdiv(hi, BN), splits) blocks each, the last ones shorter or empty), split s walks part s
+        alone and stores its normalized partial at out_ptr + s * stride_os / lse_ptr + s * stride_ls (an empty
+        part: 0 / -inf), for kernels.combine_splits_kernel. Unsplit launches (SPLIT 0) compile none of it: with the
+        cut computed at run time in every launch (064edf2 to session 58), the unsplit 64-head prefill ran 15% slower
+        on an H100 (s_q 1024: 775.6 against 675.5 us a call before 064edf2; notes/sparse_mla.md, session 58)."""
+        gl.static_assert(G * HPT == 64, "64 rows a program")
+        g = gl.program_id(0)
+        GROUPED: gl.constexpr = G > 1
+        if GROUPED:
+            t0 = token0 + g * G
+            h0 = g * 0
+            row_off = g.to(gl.int64) * stride_it
+            hi = gl.load(end_ptr + g)
+        else:
+            nhb = gl.cdiv(num_heads, HPT)
+            t0 = g // nhb
+            h0 = (g % nhb) * HPT
+            row_off = t0.to(gl.int64) * stride_it
+            hi = topk + g * 0
+            if HAS_LEN:
+                hi = gl.minimum(gl.load(end_ptr + t0), topk)
+        if SPLIT:  # this split's part of the list: [lo, lo + hi) after the cut
+            sp = gl.program_id(1)
+            hi = gl.maximum(hi, 0)
+            per = gl.cdiv(gl.cdiv(hi, BN), splits) * BN
+            lo = sp * per
+            hi = gl.maximum(gl.minimum(hi - lo, per), 0)
+            row_off = row_off + lo
+            out_ptr = out_ptr + sp.to(gl.int64) * stride_os
+            lse_ptr = lse_ptr + sp.to(gl.int64) * stride_ls
+        idx_row = idx_ptr + row_off
+        mask_row = mask_ptr + row_off
+
+        LAT_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BN, 512], gl.bfloat16)
+        ROPE_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BN, 64], gl.bfloat16)
+
+        # F16: q, P and the converted stages in fp16 (V_SCALE units for the stages); else bf16 throughout
+        QP_DT: gl.constexpr = gl.float16 if F16 else gl.bfloat16
+        Q_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, 512], QP_DT)
+        P_S: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BN], QP_DT)
+        if PAIR:
+            # config pair: bf16 q (and its RoPE part) in shared memory, as [1, ...] views that _wg_pair indexes by a
+            # value the compiler cannot prove zero (_s_part); warpgroup 1's P in p1, warpgroup 0's in stage 0's RoPE tile
+            gl.static_assert((not F16) and (not PLO) and (NS == 2) and (BN == 64), "pair: f16 0, plo 0, 64 x 2")
+            gl.static_assert(HAS_ROPE, "pair: warpgroup 0's P lives in the RoPE tiles (D_qk 576)")
+            PQ: gl.constexpr = gl.float16 if (PROFILE & 256) else gl.bfloat16  # session 67: fp16 q and P
+            q3 = gl.allocate_shared_memory(PQ, [1, ROWS, 512], gl.NVMMASharedLayout.get_default_for([ROWS, 512], PQ))
+            qr3 = gl.allocate_shared_memory(gl.bfloat16, [1, ROWS, 64], ROPE_S)
+            lat = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 512], LAT_S)
+            rope = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 64], ROPE_S)
+            p1 = gl.allocate_shared_memory(PQ, [1, ROWS, BN], gl.NVMMASharedLayout.get_default_for([ROWS, BN], PQ))
+            x_smem = gl.allocate_shared_memory(gl.float32, [4, ROWS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+            # each stage as two halves (L: latent columns 0..255; R: 256..511 + RoPE), each with its full mbarrier
+            # (one no-increment cp.async arrive per producer thread) and its free one (one releasing warpgroup)
+            full_l = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+            full_r = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+            free_l = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+            free_r = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+            xbar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+            pbar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+            qbar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+            for k in gl.static_range(2):
+                # per producer thread (cp.async arrives), or one arrive after the conversion (bit 256)
+                mbarrier.init(full_l.index(k), count=1 if ((PROFILE & 256) and not (PROFILE & 8192)) else PRODUCER_WARPS * 32)
+                mbarrier.init(full_r.index(k), count=1 if ((PROFILE & 256) and not (PROFILE & 8192)) else PRODUCER_WARPS * 32)
+                mbarrier.init(free_l.index(k), count=1)
+                mbarrier.init(free_r.index(k), count=1)
+                mbarrier.init(xbar.index(k), count=1)
+                mbarrier.init(pbar.index(k), count=1)
+            mbarrier.init(qbar, count=2)  # both warpgroups' halves of q stored
+            # warpgroup 1's role in the default partition and warpgroup 0's (more live values a step) in the worker,
+            # which setmaxnreg gives pair_regs (the default partition gets 224)
+            gl.warp_specialize([
+                (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
+                            qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
+                            q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
+                            GROUPED, HPT, BN, 1, PROFILE)),
+                (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
+                            qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
+                            q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
+                            GROUPED, HPT, BN, 0, PROFILE)),
+                (_producer_pair, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv,
+                                  BN, PROFILE, PRODUCER_WARPS)),
+            ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
+            return
+        q_smem = gl.allocate_shared_memory(QP_DT, [ROWS, 512], Q_S)
+        lat = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 512], LAT_S)
+        if HAS_ROPE:
+            rope = gl.allocate_shared_memory(gl.bfloat16, [NS, BN, 64], ROPE_S)
+        else:
+            rope = lat
+        ph_smem = gl.allocate_shared_memory(QP_DT, [ROWS, BN], P_S)
+        if F16:
+            pl_smem = ph_smem  # one fp16 P
+        elif PLO:
+            pl_smem = gl.allocate_shared_memory(gl.bfloat16, [ROWS, BN], P_S)
+        else:
+            pl_smem = ph_smem  # bf16 P alone (config plo 0): unread
+        full = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
+        free = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(NS):
+            mbarrier.init(full.index(i), count=1)
+            mbarrier.init(free.index(i), count=2)  # both consumer warpgroups release a stage
+
+        p_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        p_free = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        mbarrier.init(p_ready, count=1)
+        mbarrier.init(p_free, count=1)
+        a_smem = gl.allocate_shared_memory(gl.float32, [ROWS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+        gl.warp_specialize([
+            (_wg_s, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
+                     qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
+                     q_smem, lat, rope, ph_smem, pl_smem, a_smem, full, free, p_ready, p_free,
+                     HAS_ROPE, GROUPED, HPT, BN, NS, F16, PROFILE, num_warps, VST, PLO)),
+            (_wg_v, (hi, t0, tok_end, h0, num_heads, out_ptr, stride_ot, stride_oh, lat, ph_smem, pl_smem, a_smem,
+                     full, free, p_ready, p_free, HPT, BN, NS, F16, PROFILE, VST, PLO)),
+            (_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full, free, stride_kv, HAS_ROPE, BN, NS, F16,
+                         PROFILE, PRODUCER_WARPS, CVT_PIPE, CVT_ASM)),
+        ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
+
+
+def _profile() -> int:
+    """DSATTN_PF_PROFILE (timing builds only, WRONG OUTPUTS), bits: 1 no gathers (the consumer computes on whatever
+    the stages hold); 2 no products (the consumer takes each gathered stage and hands it back; 3: the hand-offs
+    alone)."""
+    v = os.environ.get("DSATTN_PF_PROFILE", "0").strip() or "0"
+    if not v.isdigit() or int(v) > 16383:
+        raise ValueError(f"DSATTN_PF_PROFILE must be 0..16383, got {v!r}")
+    return int(v)
+
+
+def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end, programs, g, hpt, has_len,
+            cfg: PrefillConfig, dest) -> None:
+    """One launch of `programs` work items x dest's splits. dest: (splits, o, o's token / split / head strides,
+    lse, lse's three strides), from _dest."""
+    profile = _profile()
+    splits, o, so_t, so_s, so_h, ls, sl_t, sl_s, sl_h = dest
+    _fast(  # kernel[grid](...) without Triton's per-call binding once this specialization ran (ops/_fastlaunch.py)
+        sparse_mla_prefill_kernel, (programs, splits),
+        q, q.stride(0), q.stride(1), flat,
+        idx, stride_i, end, masks,
+        o, so_t, so_h, ls, sl_t, sl_h, so_s, sl_s, splits,
+        flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
+        flat.stride(0), q.shape[2] > LATENT_DIM, has_len, g, hpt, cfg.block_n, cfg.stages,
+        bool(cfg.f16), profile, pair_regs(cfg.producer_regs) if cfg.pair else SPLIT_V_REGS,
+        PRODUCER_WARPS, cfg.producer_regs,
+        num_warps=4, CVT_PIPE=cfg.cvt_pipe, VST=cfg.vst, SPLIT=int(splits > 1),
+        CVT_ASM=cfg.cvt_asm if cfg.f16 else 0, PLO=1 if cfg.f16 else cfg.plo, PAIR=cfg.pair,
+    )
+
+
+def _dest(out, lse, splits, part_o, part_lse):
+    """Where the programs store: out / lse (splits 1), else the partials [T, S, H, 512] / [T, S, H]."""
+    if splits == 1:
+        return (1, out, out.stride(0), 0, out.stride(1), lse, lse.stride(0), 0, lse.stride(1))
+    return (splits, part_o, part_o.stride(0), part_o.stride(1), part_o.stride(2),
+            part_lse, part_lse.stride(0), part_lse.stride(1), part_lse.stride(2))
+
+
+def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch=None,
+                      config: PrefillConfig | None = None, pad64: bool = False, splits: int = 1, part_o=None,
+                      part_lse=None, key_slots=None) -> None:
+    """Sparse MLA prefill (SPEC 3) over bf16 rows flat [N, D_qk] for q [T, H, D_qk] into out / lse through
+    sparse_mla_prefill_kernel. Inputs already validated by sparse_mla_prefill. G > 1 (<= 32 heads): tokens in
+    chunks of C * G (C: the groups scratch holds), each chunk's union lists built by grouping.build_groups into
+    scratch = (entries, masks, counts) (validated by sparse_mla_prefill; allocated here from
+    grouping.prefill_scratch_spec when None), then one launch per chunk. G == 1: one launch of T x (head blocks of
+    64) programs. pad64 (the 'pad64' variant): G == 1 at any head count, a token's heads in one 64-row program
+    (rows past H masked: zero q, never stored), scratch unused. splits > 1 (a short prefill; dispatch.prefill_splits):
+    each work item's list is walked by `splits` programs into part_o / part_lse ([T, S, H, 512] / [T, S, H] fp32),
+    then launch.combine_splits writes out / lse. key_slots (G > 1 only): indices are keys; the union lists are built
+    over them (keys in [0, len(key_slots))) and then turned into slots (grouping.translate_entries)."""
+    t, h, d = q.shape
+    topk = indices.shape[1]
+    hpt, g = (64, 1) if pad64 else group_shape(h)
+    cfg = config or prefill_config(h, d)
+    if cfg.pair and d != LATENT_DIM + 64:
+        raise ValueError(f"DSATTN_PF_CONFIG pair=1 needs D_qk 576 (warpgroup 0's P lives in the RoPE tiles), got {d}")
+    if splits > 1 and cfg.vst and cfg.block_n * 512 * 2 < M * 256 * 4:
+        cfg = dataclasses.replace(cfg, vst=0)  # a 32-entry stage cannot hold a half of the fp32 partial
+    dest = _dest(out, lse, splits, part_o, part_lse)
+    if key_slots is not None and g == 1:
+        raise ValueError("key_slots needs the grouped kernel (G > 1); launch.launch_prefill looks the slots up")
+    if g == 1:
+        end = topk_length if topk_length is not None else indices
+        _launch(q, flat, indices, indices.stride(0), end, indices, sm_scale, topk, 0, t,
+                t * -(-h // hpt), 1, hpt, topk_length is not None, cfg, dest)
+        combine_splits(out, lse, part_o, part_lse, splits)
+        return
+    if scratch is None:
+        scratch = [torch.empty(shape, dtype=dt, device=q.device) for shape, dt in prefill_scratch_spec(t, h, topk)]
+    entries, masks, counts = scratch
+    chunk = counts.shape[0] * g
+    for token0 in range(0, t, chunk):
+        n = min(chunk, t - token0)
+        num = flat.shape[0] if key_slots is None else key_slots.shape[0]
+        groups = _build_groups(indices, topk_length, num, g, token0, n, entries, masks, counts, -(-n // g))
+        if key_slots is not None:
+            translate_entries(entries, counts, groups, key_slots)
+        _launch(q, flat, entries, entries.stride(0), counts, masks, sm_scale, topk, token0, token0 + n,
+                groups, g, hpt, False, cfg, dest)
+    combine_splits(out, lse, part_o, part_lse, splits)
