@@ -173,10 +173,13 @@ class DSAAttention:
     # densely) with sparse_mla_prefill's key_slots; False: over the cache's slots, as before session 46 (A/B runs).
     bf16_keyed_prefill: bool = True
     # bf16 path: a keyed prefill call (keyed_prefill_keys) passes sparse_mla_prefill a row_scratch of its keys' rows
-    # (prefill_row_spec(_key_cap, D_qk), reserved at construction: _key_cap x (2 D_qk + 4) bytes), so that where
-    # dispatch.prefill_converts_rows agrees the rows are converted once (kernels.f16_rows) and the grouped kernel runs
-    # config pre16. Read at construction.
-    bf16_row_scratch: bool = False
+    # (prefill_row_spec(_key_cap, D_qk), reserved at construction in the attention phase: _key_cap x (2 D_qk + 4)
+    # bytes), so that where dispatch.prefill_converts_rows agrees the rows are converted once (kernels.f16_rows) and
+    # the grouped kernel runs over them (gluon_prefill.rows_config: gluon_pair). Read at construction. H100, one layer's
+    # forward, on against off (session 69, bench/s69_serve_rows.py, bench/results/s69/s69_call3_h100.log): glm-5 TP8
+    # prefill / mixed 1.005x / 1.046x (bit-equal), deepseek-v3.2 TP4 (32 heads) 1.087x / 1.108x; the workspace the
+    # same size there (576.3 / 544.7 MiB: other attention-phase regions were larger).
+    bf16_row_scratch: bool = True
 
     def __init__(self, geometry: DSAGeometry, *, kv_layout: KVLayout | str, block_size: int, max_num_tokens: int,
                  max_num_reqs: int, max_model_len: int, tp: int = 1, device: torch.device | str = "cpu",

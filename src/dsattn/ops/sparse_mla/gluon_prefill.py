@@ -277,15 +277,16 @@ def prefill_config(num_heads: int, d_qk: int = 576) -> PrefillConfig:
     return PrefillConfig(vst=1, cl=1) if num_heads >= 64 else PrefillConfig()
 
 
-PAIR_HEADS = (17, 32)  # rows_config's head counts for gluon_pair (32-head programs of two tokens, G 2)
+PAIR_HEADS = (1, 32)  # rows_config's head counts for gluon_pair: every grouped program shape (G 8 / 4 / 2)
 
 
 def rows_config(base: PrefillConfig, num_heads: int, d_qk: int, variant: str) -> PrefillConfig:
     """The config of a call over rows converted by sparse_mla_prefill's row_scratch: base with pre16, and gluon_pair's
     schedule (pair) at PAIR_HEADS heads, D_qk 576, the grouped variant ('native'), unless DSATTN_PF_CONFIG set base
-    (its pair field then decides). H100, issue 3's case, 32 heads, against the split consumer over the same rows
-    (session 69, bench/results/s69/): `dsattn bench ab` s_q 1024 1.098x (95% CI 1.084-1.109); s_q 8192 1.129x
-    (bench/s69_pair/pair_pre16.py); 64 heads 0.943x (so not there)."""
+    (its pair field then decides). H100, issue 3's case, against the split consumer over the same rows (session 69,
+    bench/results/s69/): 32 heads `dsattn bench ab` s_q 1024 1.098x (95% CI 1.084-1.109), s_q 8192 1.129x; 16 / 8
+    heads s_q 8192 1.131x / 1.133x (bench/s69_pair/pair_pre16.py, medians of alternating rounds); 64 heads (one
+    token a program) 0.943x, so not there."""
     cfg = dataclasses.replace(base, pre16=1)
     if (not os.environ.get("DSATTN_PF_CONFIG", "").strip() and PAIR_HEADS[0] <= num_heads <= PAIR_HEADS[1]
             and d_qk == LATENT_DIM + 64 and variant == "native"):
