@@ -177,8 +177,10 @@ class DSAAttention:
     # bytes), so that where dispatch.prefill_converts_rows agrees the rows are converted once (kernels.f16_rows) and
     # the grouped kernel runs over them (gluon_prefill.rows_config: gluon_pair). Read at construction. H100, one layer's
     # forward, on against off (session 69, bench/s69_serve_rows.py, bench/results/s69/s69_call3_h100.log): glm-5 TP8
-    # prefill / mixed 1.005x / 1.046x (bit-equal), deepseek-v3.2 TP4 (32 heads) 1.087x / 1.108x; the workspace the
-    # same size there (576.3 / 544.7 MiB: other attention-phase regions were larger).
+    # prefill / mixed 1.005x / 1.046x (bit-equal), deepseek-v3.2 TP4 (32 heads) 1.087x / 1.108x. The workspace the
+    # same size there (576.3 / 544.7 MiB), and at 8192 tokens, 256 requests, 131072 of context (glm-5 TP8 / TP4,
+    # deepseek-v3.2 TP4: 578.3 MiB with or without its 144.5 MiB; a CPU count of the reservations): the phase's other
+    # regions are larger.
     bf16_row_scratch: bool = True
 
     def __init__(self, geometry: DSAGeometry, *, kv_layout: KVLayout | str, block_size: int, max_num_tokens: int,
