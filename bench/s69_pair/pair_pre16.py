@@ -5,7 +5,10 @@
 # bench/s69_pair/pair_s69.patch), imported as dsattn.ops.sparse_mla.gp_pair69, PROFILE 8640 = 8192 (rows converted
 # beforehand: the producer copies with one cp.async arrive a thread, no conversion pass) + 256 (fp16 stages, q and P:
 # our numerics) + 128 (cl) + 64 (R(0) released first); else (the default) the tree's gluon_pair through
-# sparse_mla_prefill with row_scratch and DSATTN_PF_CONFIG=pair=1.
+# sparse_mla_prefill with row_scratch and DSATTN_PF_CONFIG=pair=1. (The measuring copy is not in the tree; to recreate:
+#   git show 9d66719:src/dsattn/ops/sparse_mla/gluon_prefill.py > bench/s69_pair/gluon_prefill.py
+#   patch bench/s69_pair/gluon_prefill.py bench/results/s68/pair_s68.patch
+#   patch bench/s69_pair/gluon_prefill.py bench/s69_pair/pair_s69.patch )
 # Per case: the pair against the fp32 reference (tokens 0..63, q x 1 and x 6: within 2e-3 + 3/128, lse 1e-5), its
 # outputs against the shipped path's, no NaN left in poisoned outputs; then CUDA-event medians of alternating rounds.
 #   PYTHONPATH=src:.peer python bench/s69_pair/pair_pre16.py CASES      (CASES: 'h:s_q,h:s_q', default below)
