@@ -107,7 +107,7 @@ the producer's copies in FlashMLA's layout, bit-equal; the default from 64 heads
 pre16 (session 68: rows converted before the call by kernels.f16_rows, no conversion pass; set by launch_prefill for
 sparse_mla_prefill's row_scratch, never by DSATTN_PF_CONFIG), pair (session 69: over those converted rows,
 gluon_pair.py's kernel, FlashMLA's staggered pair schedule with our numerics, in place of the split consumer; the
-default there at 17-32 heads, rows_config; H100, 32 heads, `dsattn bench ab` 1.098x at s_q 1024), and plo (f16 0:
+default there at 1-32 heads, rows_config; H100, `dsattn bench ab` 1.098x at 32 heads s_q 1024), and plo (f16 0:
 0 runs bf16 P alone, FlashMLA's numerics, for measuring only; session 62; 32 heads, H100: 1.103x / 1.121x the
 default at s_q 1024 / 8192, bench/results/ab_s62_plo0_*_h32_h100.json). Measured
 (H200, s_q 1024, bench/results/pf1_schedules.json): the consumer limits (timing build without gathers 1.139 ms against
