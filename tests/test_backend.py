@@ -835,8 +835,8 @@ def test_bf16_keyed_prefill(monkeypatch):
 def test_bf16_row_scratch_knob(on, monkeypatch):
     """bf16_row_scratch: the keyed prefill call gets sparse_mla_prefill's row_scratch, views of a workspace region of
     prefill_row_spec(_key_cap, D_qk) reserved at construction (exact bytes), sized to the call's keys; the decode
-    rows' call (not keyed) gets none. Off (the default): no region, no row_scratch. The step matches the reference
-    either way (on the CPU the rows are not converted: no Gluon kernel runs)."""
+    rows' call (not keyed) gets none. Off: no region, no row_scratch (on is the default since session 69). The step
+    matches the reference either way (on the CPU the rows are not converted: no Gluon kernel runs)."""
     from dsattn.backend.attention import ROW_SCRATCH
     from dsattn.memory.workspace import specs_nbytes
     from dsattn.ops.sparse_mla import prefill_row_spec

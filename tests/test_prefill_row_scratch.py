@@ -112,8 +112,8 @@ def test_row_scratch_outputs_unchanged(monkeypatch, keyed):
 def test_launcher_converts_on_a_simulated_sm90(monkeypatch, keyed, h):
     """launch_prefill on an sm_90 stand-in (gluon_prefill's launch recorded, not run): with row_scratch and the rule
     met, the rows converted by f16_rows and the kernel handed them with config pre16 (and pair at 32 heads; keyed:
-    kmap in key_slots' place, over NK rows); the rule not met, or f16 0 (DSATTN_PF_CONFIG), or no row_scratch: kv and the config as
-    before."""
+    kmap in key_slots' place, over NK rows); the rule not met, or f16 0 (DSATTN_PF_CONFIG), or no row_scratch: kv
+    and the config as before."""
     from dsattn.ops.sparse_mla import gluon_prefill
     seen = []
     monkeypatch.setattr(launch, "use_gluon_prefill", lambda *a, **k: True)
