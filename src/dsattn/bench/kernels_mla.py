@@ -352,7 +352,8 @@ def measure_case(case: Case, peers, variants, rep_ms: float = 100, impls=("auto"
         for impl in impls:
             set_impl(impl)
             # session 68: a prefill's first variant also with row_scratch (the rows converted once, the kernel
-            # without its conversion pass where dispatch.prefill_converts_rows says so; workspace: the rows' size)
+            # without its conversion pass where dispatch.prefill_converts_rows says so; workspace: the rows' size;
+            # since session 69 at 1-32 heads gluon_pair over them, gluon_prefill.rows_config)
             runs = [(v, False) for v in variants] + ([(variants[0], True)] if case.kind == "prefill" and variants
                                                      else [])
             for variant, rows in runs:
