@@ -29,8 +29,9 @@ fi
 if [ "$P" = t ]; then  # the tests after the keyed fix, then issue 3's prefill table ('+rows': the pair at 32 heads)
   # PREDICTION (call 1's card: pair 0.996x / 1.141x FlashMLA's best at 32 heads): '+rows' at 32 heads 1.0-1.1x at s_q
   # 1024, 1.13-1.2x at 8192; 8 / 16 / 64 / 128 heads as session 68's '+rows' (no pair there)
-  timeout ${TEST_S:-150} python -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_sparse_mla_prefill_gpu.py \
-    -k "row_scratch or pair_" > $OUT/tests.log 2>&1
+  # (after session 69's call 2 the backend's keyed bf16 tests too: bf16_row_scratch on by default since 12f404a)
+  timeout ${TEST_S:-200} python -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_sparse_mla_prefill_gpu.py \
+    tests/gpu/test_backend_gpu.py -k "row_scratch or pair_ or keyed or bf16" > $OUT/tests.log 2>&1
   echo "tests rc=$? $((SECONDS - t0)) s: $(tail -n 1 $OUT/tests.log)" >> $L
   grep -E "^(FAILED|ERROR)" $OUT/tests.log | cut -c1-300 >> $L
   grep -E "^E " $OUT/tests.log | head -n 8 | cut -c1-300 >> $L
