@@ -1,8 +1,10 @@
-# Session 69: DSAAttention.bf16_row_scratch (the keyed bf16 prefill call with sparse_mla_prefill's row_scratch)
-# against the default (off), one full layer's forward on a prepared step (`dsattn bench serve`'s layer_ms), the bf16
-# configs and scenarios of `dsattn bench serve` (and 'long'). Per case: the two backends' outputs bit-equal (pre16 is
-# bit-equal to the default), the workspace bytes each, and medians of 20 alternating rounds of 3 layer calls each.
-#   PYTHONPATH=src python bench/s69_serve_rows.py [PRESET:TP,...] [SCENARIOS]      (--tiny on a CPU: a smoke run)
+# Session 69: DSAAttention.bf16_row_scratch (the keyed bf16 prefill call with sparse_mla_prefill's row_scratch) and
+# gathered_row_scratch (the fp8_gathered path's gathered calls with it; --layout fp8_ds_mla) on against off, one full
+# layer's forward on a prepared step (`dsattn bench serve`'s layer_ms), `dsattn bench serve`'s scenarios (and 'long').
+# Per case: whether the two backends' outputs are bit-equal (the split consumer over converted rows is; gluon_pair,
+# the default over them at 1-32 heads, sums in another order), the workspace bytes each, and medians of 20
+# alternating rounds of 3 layer calls each.
+#   PYTHONPATH=src python bench/s69_serve_rows.py [PRESET:TP,...] [SCENARIOS] [--layout L]   (--tiny: a CPU smoke run)
 # PREDICTION (session 68's `bench ab` of row_scratch on an H100, and the rule prefill_converts_rows): the layer
 # 1.00-1.03x at 8 heads (glm-5 TP8; the prefill's share of the layer and the rule's ratio 2 at the edge), 1.02-1.06x
 # at 32 heads (deepseek-v3.2 TP4 / glm-5 TP2); 'long' level (65536 keys against 4096 tokens: not converted).
@@ -14,14 +16,25 @@ from dsattn.config import preset
 
 tiny = "--tiny" in sys.argv
 argv = [a for a in sys.argv[1:] if a != "--tiny"]
+layout = "bf16"
+if "--layout" in argv:
+    i = argv.index("--layout")
+    layout = argv[i + 1]
+    del argv[i:i + 2]
 configs = [(c.split(":")[0], int(c.split(":")[1])) for c in
            (argv[0] if argv else "glm-5:8,glm-5:4,deepseek-v3.2:4,glm-5:2").split(",")]
 names = (argv[1] if len(argv) > 1 else "prefill,mixed,long").split(",")
 dev = torch.device("cpu" if tiny else "cuda")
 
 
+class Off(DSAAttention):
+    bf16_row_scratch = False
+    gathered_row_scratch = False
+
+
 class Rows(DSAAttention):
     bf16_row_scratch = True
+    gathered_row_scratch = True
 
 
 for name, tp in configs:
@@ -32,11 +45,11 @@ for name, tp in configs:
     heads = geo.heads_per_rank(tp)
     for scen in names:
         spans = scenarios(tiny)[scen]
-        s = make_step(geo, heads, "bf16", spans, block_size=bs, device=dev, seed=len(spans), spare_blocks=3)
+        s = make_step(geo, heads, layout, spans, block_size=bs, device=dev, seed=len(spans), spare_blocks=3)
         t = s.q.shape[0]
         arms, outs = {}, {}
-        for arm, cls in (("off", DSAAttention), ("rows", Rows)):
-            attn = cls(geo, tp=tp, kv_layout="bf16", block_size=bs, device=dev, max_num_tokens=t,
+        for arm, cls in (("off", Off), ("rows", Rows)):
+            attn = cls(geo, tp=tp, kv_layout=layout, block_size=bs, device=dev, max_num_tokens=t,
                        max_num_reqs=len(spans), max_model_len=max(c + n for c, n in spans))
             out = torch.full((t, heads, 512), float("nan"), dtype=torch.bfloat16, device=dev)
             attn.forward(attn.prepare(s.requests), s.q, s.latent, s.kv_cache, s.indexer, out=out)
@@ -64,7 +77,7 @@ for name, tp in configs:
                     times[k].append(0.0)
         med = {k: statistics.median(v) for k, v in times.items()}
         ratio = med["off"] / med["rows"] if med["rows"] else float("nan")
-        print(f"{name} TP{tp} ({heads} heads) bf16 {scen}: {t} tokens, keyed calls' keys {keys}; layer ms off "
+        print(f"{name} TP{tp} ({heads} heads) {layout} ({arms['rows'][0].path.value}) {scen}: {t} tokens, keyed calls' keys {keys}; layer ms off "
               f"{med['off']:.4f}, rows {med['rows']:.4f} ({ratio:.3f}x); outputs bit-equal {eq}; workspace MiB off "
               f"{ws['off']:.1f}, rows {ws['rows']:.1f}", flush=True)
         del arms, s

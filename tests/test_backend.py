@@ -864,6 +864,40 @@ def test_bf16_row_scratch_knob(on, monkeypatch):
         assert pr is None
 
 
+@pytest.mark.parametrize("on", [False, True])
+@pytest.mark.parametrize("cap", [None, 48])
+def test_gathered_row_scratch_knob(on, cap, monkeypatch):
+    """gathered_row_scratch: each gathered prefill call (fp8_gathered path) gets sparse_mla_prefill's row_scratch,
+    views of a workspace region of prefill_row_spec(gather_tokens, D_qk) reserved at construction (exact bytes), sized
+    to the chunk's context rows (with a gather cap of 48: three chunks); the step matches the reference either way.
+    Off (the default): no region, no row_scratch."""
+    from dsattn.backend.attention import ROW_SCRATCH
+    from dsattn.memory.workspace import specs_nbytes
+    from dsattn.ops.sparse_mla import prefill_row_spec
+    monkeypatch.setattr(DSAAttention, "gathered_row_scratch", on)
+    heads = 32
+    geo = geometry("glm-5", heads)
+    attn = backend(geo, "fp8_ds_mla", heads, **({"max_model_len": 48, "gather_cap_tokens": cap} if cap else {}))
+    assert attn.path is Path.FP8_GATHERED
+    regions = {r["consumer"]: r for r in attn.workspace.report()}
+    assert (ROW_SCRATCH in regions) == on
+    if on:
+        want = specs_nbytes(dict(zip(("rows", "kmap"), prefill_row_spec(attn.limits.gather_tokens, geo.d_qk))))
+        assert regions[ROW_SCRATCH]["bytes"] == want
+    seen = []
+    real = attention_mod.sparse_mla_prefill
+    monkeypatch.setattr(attention_mod, "sparse_mla_prefill",
+                        lambda *a, **kw: seen.append((a[1].shape[0], kw["row_scratch"])) or real(*a, **kw))
+    s = make_step(geo, heads, "fp8_ds_mla", SPANS, block_size=BS)
+    step, _ = run_and_check(attn, s, reference_step(s))
+    assert [n for n, _ in seen] == [c.num_keys for c in step.host.gather_chunks] and len(seen) == (3 if cap else 1)
+    for n, rs in seen:
+        if on:
+            assert [tuple(t.shape) for t in rs] == [(n, geo.d_qk), (n,)]
+        else:
+            assert rs is None
+
+
 @pytest.mark.parametrize("case", ["off", "decodes_together", "pad64"])
 def test_bf16_prefill_reads_slots_unless_keyed(case, monkeypatch):
     """bf16_keyed_prefill off, decodes in the prefill rows' call, or a variant other than the grouped one: one

@@ -5,6 +5,7 @@
 # its header has the prediction); 3. `dsattn bench ab` at 32 heads s_q 1024, +rows against +rows+pair.
 # PART t: the tests again after the keyed fix, issue 3's prefill table.
 # PART c: the tests again after the keyed fix, the pair at 16 / 8 heads s_q 8192, then PART b.
+# PART g: DSAAttention.gathered_row_scratch on against off (fp8_ds_mla), prediction there.
 # PART b: bench/s69_serve_rows.py (DSAAttention.bf16_row_scratch against off; prediction there).
 #   PART=a DSATTN_GIT_COMMIT=<sha> bash bench/s69_pair/run2.sh     ($OUT/s69_<part>.log)
 set -u
@@ -49,6 +50,13 @@ if [ "$P" = c ]; then  # after bd7af3f / 61e04be: the tests again, the pair at 1
   timeout ${PAIR_S:-150} python bench/s69_pair/pair_pre16.py ${CASES:-16:8192,8:8192} >> $L 2>&1
   echo "pair rc=$? $((SECONDS - t0)) s" >> $L
   P=b
+fi
+if [ "$P" = g ]; then  # DSAAttention.gathered_row_scratch on against off (fp8_gathered path: 32 / 64 / 128 heads)
+  # PREDICTION: the layer 1.03-1.10x at 32 heads (gluon_pair over the converted context), 1.05-1.12x at 64 / 128 heads
+  # (session 68's bench ab over converted rows: 1.14x / 1.17x for the prefill call alone)
+  timeout ${SERVE_S:-400} python bench/s69_serve_rows.py ${SERVE_CASES:-deepseek-v3.2:4,deepseek-v3.2:2,deepseek-v3.2:1 prefill,mixed} \
+    --layout fp8_ds_mla >> $L 2>&1
+  echo "serve gathered rows rc=$? $((SECONDS - t0)) s" >> $L
 fi
 if [ "$P" = b ]; then
   timeout ${SERVE_S:-400} python bench/s69_serve_rows.py ${SERVE_CASES:-} >> $L 2>&1

@@ -182,6 +182,12 @@ class DSAAttention:
     # deepseek-v3.2 TP4: 578.3 MiB with or without its 144.5 MiB; a CPU count of the reservations): the phase's other
     # regions are larger.
     bf16_row_scratch: bool = True
+    # fp8_gathered path: each chunk's gathered prefill call passes sparse_mla_prefill a row_scratch of the gathered
+    # context's size (prefill_row_spec(gather_tokens, D_qk), reserved at construction in the attention phase), so
+    # that where dispatch.prefill_converts_rows agrees the context rows are converted once and the kernel runs over
+    # them (config pre16; gluon_pair at 32 heads). Off: not yet measured in a serving step (session 69 wrote it after
+    # its device time; bench/s69_serve_rows.py takes --layout fp8_ds_mla for the A/B). Read at construction.
+    gathered_row_scratch: bool = False
 
     def __init__(self, geometry: DSAGeometry, *, kv_layout: KVLayout | str, block_size: int, max_num_tokens: int,
                  max_num_reqs: int, max_model_len: int, tp: int = 1, device: torch.device | str = "cpu",
@@ -220,6 +226,7 @@ class DSAAttention:
                                      tp_min_rows_per_rank=tp_min_rows_per_rank)
         self._key_cap = self._keys_capacity()
         self._rows_on = bool(self.bf16_row_scratch and self._key_cap)  # bf16_row_scratch, read here
+        self._gathered_rows_on = bool(self.gathered_row_scratch and self.path is policy.Path.FP8_GATHERED)
         self._bf16_decode = self._bf16_decode_call()
         self._reserve()
         self.workspace.allocate()
@@ -338,6 +345,9 @@ class DSAAttention:
                 ws.reserve_bytes(PREFILL_SPLIT, most, phase=ATTENTION)
         if self.path is policy.Path.FP8_GATHERED:
             ws.reserve(GATHERED, {"context": ((lim.gather_tokens, g.d_qk), torch.bfloat16)}, phase=ATTENTION)
+            if self._gathered_rows_on:
+                rows, kmap = prefill_row_spec(lim.gather_tokens, g.d_qk)
+                ws.reserve(ROW_SCRATCH, {"rows": rows, "kmap": kmap}, phase=ATTENTION)
         if self._key_cap:
             ws.reserve(KEY_SLOTS, {"slots": ((self._key_cap,), torch.int32)}, phase=ATTENTION)
             if self._rows_on:
@@ -573,10 +583,11 @@ class DSAAttention:
         return gather_slots(step.block_table, gp[0, p0:p1], gp[1, p0:p1], gp[2, p0:p1],
                             max(p.num_keys for p in c.pieces), self.limits.block_size, out)
 
-    def _row_scratch(self, keys: int | None) -> list | None:
-        """sparse_mla_prefill's row_scratch for a keyed call of `keys` keys (bf16_row_scratch), views of the
-        workspace; None for a call that is not keyed or without the knob."""
-        if not keys or not self._rows_on:
+    def _row_scratch(self, keys: int | None, gathered: bool = False) -> list | None:
+        """sparse_mla_prefill's row_scratch for a keyed call of `keys` keys (bf16_row_scratch), or for a gathered
+        call over `keys` context rows (gathered, gathered_row_scratch), views of the workspace; None for a call that
+        is neither or without its knob."""
+        if not keys or not (self._gathered_rows_on if gathered else self._rows_on):
             return None
         rows, kmap = prefill_row_spec(keys, self.geometry.d_qk)
         return list(self.workspace.views(ROW_SCRATCH, {"rows": rows, "kmap": kmap}).values())
@@ -617,4 +628,5 @@ class DSAAttention:
             a, b = c.row_start, c.row_end
             variant, split = self._prefill_split_views(b - a, num_slots=c.num_keys)
             sparse_mla_prefill(q[a:b], context, indices[a:b], self.sm_scale, out=out[a:b], lse=lse[a:b],
-                               variant=variant, scratch=self._prefill_scratch(b - a), split_scratch=split)
+                               variant=variant, scratch=self._prefill_scratch(b - a), split_scratch=split,
+                               row_scratch=self._row_scratch(c.num_keys, gathered=True))
