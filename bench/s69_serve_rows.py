@@ -77,7 +77,8 @@ for name, tp in configs:
                     times[k].append(0.0)
         med = {k: statistics.median(v) for k, v in times.items()}
         ratio = med["off"] / med["rows"] if med["rows"] else float("nan")
-        print(f"{name} TP{tp} ({heads} heads) {layout} ({arms['rows'][0].path.value}) {scen}: {t} tokens, keyed calls' keys {keys}; layer ms off "
+        print(f"{name} TP{tp} ({heads} heads) {layout} ({arms['rows'][0].path.value}) {scen}: {t} tokens, keyed "
+              f"calls' keys {keys}; layer ms off "
               f"{med['off']:.4f}, rows {med['rows']:.4f} ({ratio:.3f}x); outputs bit-equal {eq}; workspace MiB off "
               f"{ws['off']:.1f}, rows {ws['rows']:.1f}", flush=True)
         del arms, s

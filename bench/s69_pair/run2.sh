@@ -54,8 +54,8 @@ fi
 if [ "$P" = g ]; then  # DSAAttention.gathered_row_scratch on against off (fp8_gathered path: 32 / 64 / 128 heads)
   # PREDICTION: the layer 1.03-1.10x at 32 heads (gluon_pair over the converted context), 1.05-1.12x at 64 / 128 heads
   # (session 68's bench ab over converted rows: 1.14x / 1.17x for the prefill call alone)
-  timeout ${SERVE_S:-400} python bench/s69_serve_rows.py ${SERVE_CASES:-deepseek-v3.2:4,deepseek-v3.2:2,deepseek-v3.2:1 prefill,mixed} \
-    --layout fp8_ds_mla >> $L 2>&1
+  G_CASES=${SERVE_CASES:-deepseek-v3.2:4,deepseek-v3.2:2,deepseek-v3.2:1 prefill,mixed}
+  timeout ${SERVE_S:-400} python bench/s69_serve_rows.py $G_CASES --layout fp8_ds_mla >> $L 2>&1
   echo "serve gathered rows rc=$? $((SECONDS - t0)) s" >> $L
 fi
 if [ "$P" = b ]; then
