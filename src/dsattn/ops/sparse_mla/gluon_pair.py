@@ -29,7 +29,10 @@ the row sums of its own blocks in mc's units; l = l_0 + l_1 at the end. q (fp16)
 in shared memory. Outputs: as gluon_prefill (out x 256 / l, lse natural log; a row without a valid entry out 0,
 lse -inf); split launches (SPLIT) store normalized partials as gluon_prefill's do.
 
-Measured: notes/sparse_mla.md, session 69 (the measuring copy: bench/s69_pair/).
+Shared memory: 230,832 B (sm_90a compile; q 72 KB, two stages 144 KB, warpgroup 1's P 8 KB, the exchange 1 KB).
+Measured (H100, session 69, notes/sparse_mla.md; bench/results/s69/): against the split consumer over the same rows,
+`dsattn bench ab` 1.098x at 32 heads s_q 1024 (95% CI 1.084-1.109); 1.129x / 1.131x / 1.133x at 32 / 16 / 8 heads
+s_q 8192 (bench/s69_pair/pair_pre16.py); 0.943x at 64 heads (one token a program), where it is not the default.
 """
 from __future__ import annotations
 
@@ -44,7 +47,6 @@ if HAVE_GLUON:
     from .gluon_prefill import _store_rows, _work_item
     from .gluon_small import _idx
 
-BN_PAIR = 64  # entries a block (S's N): a stage is 64 rows of 576 values
 PAIR_PRODUCER_REGS = 56  # the producer copies only; at 80 (the split consumer's) the worker warpgroup's 216 spilled 8
 #                          bytes, at 56 it gets 224 and nothing spills at 8..64 heads (bench/mla_gluon_check.py, sm_90a)
 
@@ -53,12 +55,6 @@ def pair_regs(producer_regs: int) -> int:
     """setmaxnreg of the worker consumer warpgroup: half of what the producer leaves of the register file, a multiple
     of 8 (the default partition gets the rest)."""
     return (65536 - 32 * PRODUCER_WARPS * producer_regs) // 256 // 8 * 8
-
-
-def pair_smem_bytes() -> int:
-    """Shared memory of pair_prefill_kernel without mbarriers: q (fp16 latent + bf16 RoPE), two stages, warpgroup 1's
-    P, the max / row-sum exchange."""
-    return M * 512 * 2 + M * 64 * 2 + 2 * BN_PAIR * 576 * 2 + M * BN_PAIR * 2 + 4 * M * 4
 
 
 if HAVE_GLUON:
