@@ -16,6 +16,8 @@
 # 32 heads s_q 1024: pair16 over +rows 1.10-1.18x, over FlashMLA's best 1.12-1.20x; s_q 8192 1.12-1.20x over +rows,
 # 1.2-1.3x over FlashMLA. 64 heads: pair16 slower than +rows (0.85-0.95x; the bf16 pair lost to plo 0 there).
 # 16 heads s_q 1024: 1.0-1.1x over +rows.
+# (Calls 1 and 3 ran before 12f404a. Since then the '+rows' arm, the shipped default, runs gluon_pair itself at 1-32
+# heads, so pair16 over +rows reads ~1x there; the split consumer over converted rows is DSATTN_PF_CONFIG=pair=0.)
 import os, statistics, sys, torch
 from dsattn.bench.kernels_mla import _peers, flashmla, ours, prefill_case
 from dsattn.ops.sparse_mla import prefill_row_spec, sparse_mla_prefill
