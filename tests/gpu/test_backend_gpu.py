@@ -17,6 +17,7 @@
   bit-equal to that step's eager layers, on every path.
 - The bf16 path's decode rows through the decode kernel (DSAAttention.bf16_decode_kernel, an A/B knob): the mixed
   step against the reference, allocation-free and at its predicted peak; a decode step's graph replay.
+- The fp8_gathered path with gathered_row_scratch on (an A/B knob): the same checks, allocation-free at its peak.
 
 tests/test_backend.py and tests/test_backend_interpreted.py run the same steps on the CPU.
 """
@@ -300,6 +301,33 @@ def test_bf16_keyed_prefill_step(name, heads):
     assert same.float().mean() >= 0.98
     torch.testing.assert_close(out[same].float(), ref.out[same], atol=2e-2, rtol=2e-2)
     assert torch.equal(allocating_attention(attn, step, s, indices), out)
+
+
+@pytest.mark.parametrize("name, layout, heads, path", [c for c in CASES if c[3] is Path.FP8_GATHERED])
+def test_gathered_row_scratch_step(name, layout, heads, path, monkeypatch):
+    """DSAAttention.gathered_row_scratch on (an A/B knob, session 69): each gathered prefill call converts its context
+    rows (sparse_mla_prefill's row_scratch; gluon_pair at 32 heads). The step passes test_step_matches_reference's
+    checks (the allocating mirror passes a row_scratch too), and a warm step allocates nothing and peaks at the
+    prediction (which holds the row_scratch region)."""
+    monkeypatch.setattr(DSAAttention, "gathered_row_scratch", True)
+    geo = preset(name)
+    s = make_step(geo, heads, layout, SPANS, block_size=BS, device=DEV)
+    ref = reference_step(s)
+    out = torch.full((s.q.shape[0], heads, 512), float("nan"), dtype=torch.bfloat16, device=DEV)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_allocated()
+    attn = _backend(geo, layout, heads)
+    assert attn.path is path and attn._gathered_rows_on
+
+    def run_step():
+        attn.forward(attn.prepare(s.requests), s.q, s.latent, s.kv_cache, s.indexer, layer=0, out=out)
+
+    _check_zero_allocation_and_peak(attn, run_step, base)
+    out.fill_(float("nan"))
+    step = attn.prepare(s.requests)
+    attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out)
+    _check_step(attn, step, s, ref, out)
 
 
 @pytest.mark.parametrize("kernel", ["decode:native", "decode:pad64"])

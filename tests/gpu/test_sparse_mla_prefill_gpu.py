@@ -499,8 +499,9 @@ def _pair_call(case, keys, key_slots, variant, rs, pair):
     return out, lse
 
 
-@pytest.mark.parametrize("h, keyed, scale", [(8, False, 1), (16, False, 6), (32, False, 1), (32, False, 6),
-                                             (32, True, 1), (64, False, 6), (128, False, 1)])
+@pytest.mark.parametrize("h, keyed, scale", [(8, False, 1), (8, True, 6), (16, False, 6), (16, True, 1),
+                                             (32, False, 1), (32, False, 6), (32, True, 1), (64, False, 6),
+                                             (128, False, 1)])
 def test_pair_over_converted_rows(monkeypatch, h, keyed, scale):
     """Config pair (session 69: gluon_pair, FlashMLA's staggered schedule over the rows row_scratch converted):
     right against the reference (topk_length with an empty row, -1 / out-of-range entries pointing at NaN rows, page

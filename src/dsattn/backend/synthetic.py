@@ -17,7 +17,7 @@ from ..ops.cache import write_indexer_cache, write_kv_cache
 from ..ops.gather import gather_latent, gather_slots
 from ..ops.indexer import kpool_update
 from ..ops.indexer.reference import indexer_topk_reference, kpool_topk_reference, pooled_slots
-from ..ops.sparse_mla import sparse_mla_decode, sparse_mla_prefill
+from ..ops.sparse_mla import prefill_row_spec, sparse_mla_decode, sparse_mla_prefill
 from ..ops.sparse_mla.reference import sparse_mla_paged_reference
 from . import policy
 from .indexer import IndexerInputs
@@ -196,9 +196,17 @@ def indices_as_slots(attn, step, indices: torch.Tensor) -> torch.Tensor:
 
 def allocating_attention(attn, step, s: SyntheticStep, indices: torch.Tensor) -> torch.Tensor:
     """The kernels a backend's path runs, on its indices [T, width], every output allocated by the ops
-    themselves (no out=, lse=, scratch=): what the backend's workspace-staged outputs must equal bit for bit."""
+    themselves (no out=, lse=, scratch=): what the backend's workspace-staged outputs must equal bit for bit. A call
+    the backend gives a row_scratch (bf16_row_scratch, gathered_row_scratch) gets one allocated here: row_scratch
+    picks the kernel (converted rows, gluon_pair), so the mirror must pass it too."""
     t, d = step.host.num_tokens, step.host.num_decode_tokens
     scale = attn.sm_scale
+
+    def rows(n, on):  # a fresh row_scratch where the backend passes one (DSAAttention._row_scratch)
+        if not (n and on):
+            return None
+        spec = prefill_row_spec(n, attn.geometry.d_qk)
+        return [torch.empty(shape, dtype=dt, device=s.q.device) for shape, dt in spec]
 
     def variant(kernel, n, num_slots=None):
         v = policy.choose_variant(kernel, attn.heads, n, attn.table, attn.sm_count,
@@ -230,7 +238,9 @@ def allocating_attention(attn, step, s: SyntheticStep, indices: torch.Tensor) ->
                                          torch.empty(k, dtype=torch.int32, device=s.q.device))
             a, b = c.row_start, c.row_end
             calls.append((a, b, variant("prefill", b - a, k or flat.shape[0]), key_slots))
-        return torch.cat(parts + [sparse_mla_prefill(s.q[a:b], flat, indices[a:b], scale, variant=v, key_slots=ks)[0]
+        return torch.cat(parts + [sparse_mla_prefill(s.q[a:b], flat, indices[a:b], scale, variant=v, key_slots=ks,
+                                                     row_scratch=rows(ks.shape[0] if ks is not None else 0,
+                                                                      attn._rows_on))[0]
                                   for a, b, v, ks in calls if a < b])
     if attn.path is policy.Path.FP8_MIXED:
         return sparse_mla_decode(s.q, s.kv_cache, indices, scale, variant=variant("decode", t))[0]
@@ -243,5 +253,6 @@ def allocating_attention(attn, step, s: SyntheticStep, indices: torch.Tensor) ->
                       max(p.num_keys for p in c.pieces), context)
         a, b = c.row_start, c.row_end
         parts.append(sparse_mla_prefill(s.q[a:b], context, indices[a:b], scale,
-                                        variant=variant("prefill", b - a, c.num_keys))[0])
+                                        variant=variant("prefill", b - a, c.num_keys),
+                                        row_scratch=rows(c.num_keys, attn._gathered_rows_on))[0])
     return torch.cat(parts)

@@ -1,0 +1,73 @@
+# Session 70: dispatch.PREFILL_CONVERT_RATIO now that gluon_pair runs over converted rows at 1-32 heads. The ratio
+# (session 68) was set against the split consumer over converted rows: 16 heads at ratio 1 (s_q 1024, 16384 rows)
+# 0.999x, so 2. The pair is 1.13x over the split consumer (session 69, s_q 8192), so ratio 1 may now pay.
+# Per case (issue 3's prefill case: overlap indices, s_kv 16384, topk 2048): sparse_mla_prefill with a row_scratch,
+# the ratio monkeypatched per arm: 'keep' (ratio inf: never converts, the plain kernel) against 'conv' (ratio 0:
+# always converts, gluon_pair), CUDA-event medians of alternating rounds; FlashMLA padded to 64 heads in the same
+# rounds. Outputs of 'conv' against the fp32 reference (tokens 0..63, q x 1).
+#   PYTHONPATH=src:.peer python bench/s70/convert_ratio.py [h:s_q,...]
+# PREDICTION (H100): conv/keep at ratio 1 (16:1024, 32:512, 8:2048) 1.05-1.12x (kernel 13% faster, conversion 20 us
+# of ~340 us); at ratio 0.5 (8:1024, 16:512) 0.98-1.06x.
+import statistics, sys, torch
+from dsattn.bench.kernels_mla import _peers, flashmla, prefill_case
+from dsattn.ops.sparse_mla import dispatch, prefill_row_spec, sparse_mla_prefill
+from dsattn.ops.sparse_mla.grouping import group_shape, prefill_scratch_spec
+from dsattn.ops.sparse_mla.reference import sparse_mla_reference
+
+cases = [tuple(int(v) for v in c.split(":")) for c in
+         (sys.argv[1] if len(sys.argv) > 1 else "16:1024,8:1024,32:512,16:512,8:2048").split(",")]
+dev = torch.device("cuda")
+peers = _peers()
+print(torch.cuda.get_device_name(), "PREFILL_CONVERT_RATIO", dispatch.PREFILL_CONVERT_RATIO, flush=True)
+for h, s_q in cases:
+    case = prefill_case(s_q, h, dev)
+    n = case.kv.shape[0]
+    spec = prefill_scratch_spec(s_q, h, case.indices.shape[1]) if group_shape(h)[1] > 1 else []
+    scratch = [torch.empty(s, dtype=dt, device=dev) for s, dt in spec] or None
+    rs = [torch.empty(s, dtype=dt, device=dev) for s, dt in prefill_row_spec(n)]
+    outs = {k: (torch.empty(s_q, h, 512, dtype=torch.bfloat16, device=dev),
+                torch.empty(s_q, h, dtype=torch.float32, device=dev)) for k in ("keep", "conv")}
+
+    def arm(name, ratio):
+        def f():
+            dispatch.PREFILL_CONVERT_RATIO = ratio
+            o, l = outs[name]
+            sparse_mla_prefill(case.q, case.kv, case.indices, case.sm_scale, out=o, lse=l, variant="native",
+                               scratch=scratch, row_scratch=rs)
+        return f
+
+    arms = {"keep": arm("keep", float("inf")), "conv": arm("conv", 0.0)}
+    for o, l in outs.values():
+        o.fill_(float("nan")); l.fill_(float("nan"))
+    for f in arms.values():
+        f()
+    torch.cuda.synchronize()
+    sl = slice(0, 64)
+    ref_o, ref_l = sparse_mla_reference(case.q[sl].float(), case.kv, case.indices[sl], case.sm_scale)
+    for k, (o, l) in outs.items():
+        ex = ((o[sl].float() - ref_o).abs() - (2e-3 + 3 / 128 * ref_o.abs())).max().item()
+        lr = ((l[sl] - ref_l).abs() / ref_l.abs().clamp_min(1)).max().item()
+        print(f"{h} heads s_q {s_q} {k}: nan {o.isnan().any().item() or l.isnan().any().item()}, max excess "
+              f"{ex:.2e} ({'within' if ex <= 0 else 'OUTSIDE'}), lse rel {lr:.1e}", flush=True)
+    fm = flashmla(case, peers, max(64, h))
+    if fm is not None:
+        arms["flashmla"] = fm[0]
+    times = {k: [] for k in arms}
+    reps = 5
+    for _ in range(30):
+        for k, f in arms.items():
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            for _ in range(reps):
+                f()
+            e1.record()
+            torch.cuda.synchronize()
+            times[k].append(e0.elapsed_time(e1) / reps)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    line = ", ".join(f"{k} {v:.4f}" for k, v in med.items())
+    r = s_q * h / n
+    extra = f"; conv over keep {med['keep'] / med['conv']:.3f}x (ratio {r:g})"
+    if "flashmla" in med:
+        extra += f"; over FlashMLA keep {med['flashmla'] / med['keep']:.3f}x, conv {med['flashmla'] / med['conv']:.3f}x"
+    print(f"  {h} heads s_q {s_q} ms: {line}{extra}", flush=True)
+dispatch.PREFILL_CONVERT_RATIO = 2.0
