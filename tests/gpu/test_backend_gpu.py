@@ -319,7 +319,12 @@ def test_gathered_row_scratch_step(name, layout, heads, path, monkeypatch):
     base = torch.cuda.memory_allocated()
     attn = _backend(geo, layout, heads)
     assert attn.path is path and attn._gathered_rows_on
+    _check_warm_then_step(attn, s, ref, out, base)
 
+
+def _check_warm_then_step(attn, s, ref, out, base):
+    """A warm step allocates nothing and peaks at the prediction (_check_zero_allocation_and_peak), then one more
+    step into NaN-filled out passes _check_step."""
     def run_step():
         attn.forward(attn.prepare(s.requests), s.q, s.latent, s.kv_cache, s.indexer, layer=0, out=out)
 
@@ -341,20 +346,13 @@ def test_bf16_decode_rows_through_the_decode_kernel(name, heads, kernel, monkeyp
     monkeypatch.setattr(DSAAttention, "bf16_decode_kernel", kernel)
     geo = preset(name)
     s = make_step(geo, heads, "bf16", SPANS, block_size=BS, device=DEV)
+    ref = reference_step(s)  # before the base count (its tensors stay alive through the peak's)
     out = torch.full((s.q.shape[0], heads, 512), float("nan"), dtype=torch.bfloat16, device=DEV)
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     base = torch.cuda.memory_allocated()
     attn = _backend(geo, "bf16", heads)
-
-    def run_step():
-        attn.forward(attn.prepare(s.requests), s.q, s.latent, s.kv_cache, s.indexer, layer=0, out=out)
-
-    _check_zero_allocation_and_peak(attn, run_step, base)
-    out.fill_(float("nan"))
-    step = attn.prepare(s.requests)
-    attn.forward(step, s.q, s.latent, s.kv_cache, s.indexer, out=out)
-    _check_step(attn, step, s, reference_step(s), out)  # (the step's rows rewritten by the reference: the same bytes)
+    _check_warm_then_step(attn, s, ref, out, base)
     d = make_step(geo, heads, "bf16", DECODES, block_size=BS, device=DEV)
     attn = _backend(geo, "bf16", heads, max_num_reqs=len(DECODES))
     dout = torch.empty((d.q.shape[0], heads, 512), dtype=torch.bfloat16, device=DEV)
