@@ -5,10 +5,16 @@
 # the ratio monkeypatched per arm: 'keep' (ratio inf: never converts, the plain kernel) against 'conv' (ratio 0:
 # always converts, gluon_pair), CUDA-event medians of alternating rounds; FlashMLA padded to 64 heads in the same
 # rounds. Outputs of 'conv' against the fp32 reference (tokens 0..63, q x 1).
-#   PYTHONPATH=src:.peer python bench/s70/convert_ratio.py [h:s_q,...]
+#   PYTHONPATH=src:.peer [GRAPH=1] python bench/s70/convert_ratio.py [h:s_q,...]
 # PREDICTION (H100): conv/keep at ratio 1 (16:1024, 32:512, 8:2048) 1.05-1.12x (kernel 13% faster, conversion 20 us
 # of ~340 us); at ratio 0.5 (8:1024, 16:512) 0.98-1.06x.
-import statistics, sys, torch
+# Session 70's call 2 (eager arms, H100, bench/results/s70/s70_call2_h100.log): 16:1024 conv over keep 1.129x
+# (0.3328 / 0.3758 ms), 8:1024 0.847x (0.3849 / 0.3259). But issue 3's table (do_bench, 08257a2, the same card kind)
+# read the 8- and 16-head calls at 0.219 / 0.343 ms: back to back, these eager arms may be bound by the host's
+# launch work (checks, the union lists' launches, f16_rows'), so GRAPH=1 times CUDA-graph replays of each arm
+# (host work left out, as a serving engine replaying a step); FlashMLA stays eager.
+import os, statistics, sys, torch
+from dsattn.bench.common import graph_replay
 from dsattn.bench.kernels_mla import _peers, flashmla, prefill_case
 from dsattn.ops.sparse_mla import dispatch, prefill_row_spec, sparse_mla_prefill
 from dsattn.ops.sparse_mla.grouping import group_shape, prefill_scratch_spec
@@ -18,7 +24,8 @@ cases = [tuple(int(v) for v in c.split(":")) for c in
          (sys.argv[1] if len(sys.argv) > 1 else "16:1024,8:1024,32:512,16:512,8:2048").split(",")]
 dev = torch.device("cuda")
 peers = _peers()
-print(torch.cuda.get_device_name(), "PREFILL_CONVERT_RATIO", dispatch.PREFILL_CONVERT_RATIO, flush=True)
+print(torch.cuda.get_device_name(), "PREFILL_CONVERT_RATIO", dispatch.PREFILL_CONVERT_RATIO,
+      "graph replays" if os.environ.get("GRAPH", "0") == "1" else "eager", flush=True)
 for h, s_q in cases:
     case = prefill_case(s_q, h, dev)
     n = case.kv.shape[0]
@@ -49,6 +56,8 @@ for h, s_q in cases:
         lr = ((l[sl] - ref_l).abs() / ref_l.abs().clamp_min(1)).max().item()
         print(f"{h} heads s_q {s_q} {k}: nan {o.isnan().any().item() or l.isnan().any().item()}, max excess "
               f"{ex:.2e} ({'within' if ex <= 0 else 'OUTSIDE'}), lse rel {lr:.1e}", flush=True)
+    if os.environ.get("GRAPH", "0") == "1":  # each arm's ratio is set inside it, so the capture takes its path
+        arms = {k: graph_replay(f) for k, f in arms.items()}
     fm = flashmla(case, peers, max(64, h))
     if fm is not None:
         arms["flashmla"] = fm[0]
