@@ -4,7 +4,8 @@
 # Per case (issue 3's prefill case: overlap indices, s_kv 16384, topk 2048): sparse_mla_prefill with a row_scratch,
 # the ratio monkeypatched per arm: 'keep' (ratio inf: never converts, the plain kernel) against 'conv' (ratio 0:
 # always converts, gluon_pair), CUDA-event medians of alternating rounds; FlashMLA padded to 64 heads in the same
-# rounds. Outputs of 'conv' against the fp32 reference (tokens 0..63, q x 1).
+# rounds; 'split' (since call 2): converted rows under the split consumer (DSATTN_PF_CONFIG=pair=0), the pair's own
+# share. Outputs of each arm against the fp32 reference (tokens 0..63, q x 1).
 #   PYTHONPATH=src:.peer [GRAPH=1] python bench/s70/convert_ratio.py [h:s_q,...]
 # PREDICTION (H100): conv/keep at ratio 1 (16:1024, 32:512, 8:2048) 1.05-1.12x (kernel 13% faster, conversion 20 us
 # of ~340 us); at ratio 0.5 (8:1024, 16:512) 0.98-1.06x.
@@ -33,17 +34,20 @@ for h, s_q in cases:
     scratch = [torch.empty(s, dtype=dt, device=dev) for s, dt in spec] or None
     rs = [torch.empty(s, dtype=dt, device=dev) for s, dt in prefill_row_spec(n)]
     outs = {k: (torch.empty(s_q, h, 512, dtype=torch.bfloat16, device=dev),
-                torch.empty(s_q, h, dtype=torch.float32, device=dev)) for k in ("keep", "conv")}
+                torch.empty(s_q, h, dtype=torch.float32, device=dev)) for k in ("keep", "conv", "split")}
 
-    def arm(name, ratio):
+    def arm(name, ratio, env=""):
         def f():
             dispatch.PREFILL_CONVERT_RATIO = ratio
+            os.environ["DSATTN_PF_CONFIG"] = env
             o, l = outs[name]
             sparse_mla_prefill(case.q, case.kv, case.indices, case.sm_scale, out=o, lse=l, variant="native",
                                scratch=scratch, row_scratch=rs)
+            os.environ["DSATTN_PF_CONFIG"] = ""
         return f
 
-    arms = {"keep": arm("keep", float("inf")), "conv": arm("conv", 0.0)}
+    # split: converted rows under the split consumer (pair=0), so that conv / split is the pair's own share
+    arms = {"keep": arm("keep", float("inf")), "conv": arm("conv", 0.0), "split": arm("split", 0.0, "pair=0")}
     for o, l in outs.values():
         o.fill_(float("nan")); l.fill_(float("nan"))
     for f in arms.values():
@@ -75,7 +79,8 @@ for h, s_q in cases:
     med = {k: statistics.median(v) for k, v in times.items()}
     line = ", ".join(f"{k} {v:.4f}" for k, v in med.items())
     r = s_q * h / n
-    extra = f"; conv over keep {med['keep'] / med['conv']:.3f}x (ratio {r:g})"
+    extra = (f"; conv over keep {med['keep'] / med['conv']:.3f}x (ratio {r:g}), conv over split "
+             f"{med['split'] / med['conv']:.3f}x")
     if "flashmla" in med:
         extra += f"; over FlashMLA keep {med['flashmla'] / med['keep']:.3f}x, conv {med['flashmla'] / med['conv']:.3f}x"
     print(f"  {h} heads s_q {s_q} ms: {line}{extra}", flush=True)
