@@ -24,7 +24,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     from dsattn.bench import ab
-    from dsattn.bench.common import time_ms, warm_up_gpu, write_results
+    from dsattn.bench.common import group_ms, time_ms, warm_up_gpu, write_results
     from dsattn.bench.kernels_mla import ours, prefill_case
     from dsattn.ops.sparse_mla import sparse_mla_prefill
     dev = torch.device("cuda")
@@ -48,7 +48,7 @@ def main(argv=None) -> int:
         for _ in range(args.rounds):
             for k, fn in fns.items():
                 res[f"{k}/do_bench"].append(time_ms(fn, rep_ms=50))
-                res[f"{k}/groups_of_5"].append(statistics.median(ab._group_ms(fn, 5, True) for _ in range(30)))
+                res[f"{k}/groups_of_5"].append(statistics.median(group_ms(fn, 5, True) for _ in range(30)))
         for key, v in res.items():
             row = {"tokens": args.tokens, "heads": h, "what": key, "ms": statistics.median(v), "ms_rounds": v}
             rows.append(row)

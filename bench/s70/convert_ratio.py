@@ -14,8 +14,8 @@
 # read the 8- and 16-head calls at 0.219 / 0.343 ms: back to back, these eager arms may be bound by the host's
 # launch work (checks, the union lists' launches, f16_rows'), so GRAPH=1 times CUDA-graph replays of each arm
 # (host work left out, as a serving engine replaying a step); FlashMLA stays eager.
-import os, statistics, sys, torch
-from dsattn.bench.common import graph_replay
+import os, sys, torch
+from dsattn.bench.common import alternating_medians, graph_replay
 from dsattn.bench.kernels_mla import _peers, flashmla, prefill_case
 from dsattn.ops.sparse_mla import dispatch, prefill_row_spec, sparse_mla_prefill
 from dsattn.ops.sparse_mla.grouping import group_shape, prefill_scratch_spec
@@ -65,18 +65,7 @@ for h, s_q in cases:
     fm = flashmla(case, peers, max(64, h))
     if fm is not None:
         arms["flashmla"] = fm[0]
-    times = {k: [] for k in arms}
-    reps = 5
-    for _ in range(30):
-        for k, f in arms.items():
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            for _ in range(reps):
-                f()
-            e1.record()
-            torch.cuda.synchronize()
-            times[k].append(e0.elapsed_time(e1) / reps)
-    med = {k: statistics.median(v) for k, v in times.items()}
+    med = alternating_medians(arms, rounds=30, reps=5)
     line = ", ".join(f"{k} {v:.4f}" for k, v in med.items())
     r = s_q * h / n
     extra = (f"; conv over keep {med['keep'] / med['conv']:.3f}x (ratio {r:g}), conv over split "

@@ -34,12 +34,11 @@ import os
 import random
 import statistics
 import sys
-import time
 from collections.abc import Callable
 
 import torch
 
-from .common import format_table, write_results
+from .common import format_table, group_ms, write_results
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -93,22 +92,6 @@ def _environ(env: dict[str, str]):
                 os.environ[k] = v
 
 
-def _group_ms(fn: Callable[[], object], calls: int, cuda: bool) -> float:
-    """Milliseconds per call of `calls` back-to-back calls."""
-    if cuda:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / calls
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - t0) * 1e3 / calls
-
-
 def ab_test(fn_a: Callable[[], object], fn_b: Callable[[], object], *, env_a: dict | None = None,
             env_b: dict | None = None, blocks: int = 30, calls: int = 5, warmup: int = 3,
             confidence: float = 0.95, resamples: int = 2000, seed: int = 0, cuda: bool | None = None) -> dict:
@@ -135,7 +118,7 @@ def ab_test(fn_a: Callable[[], object], fn_b: Callable[[], object], *, env_a: di
         for arm in order:
             fn, env = arms[arm]
             with _environ(env):
-                samples[arm].append(_group_ms(fn, calls, cuda))
+                samples[arm].append(group_ms(fn, calls, cuda))
     est, lo, hi = ratio_ci(samples["A"], samples["B"], confidence, resamples, seed)
     return dict(a_ms=statistics.median(samples["A"]), b_ms=statistics.median(samples["B"]), ratio_a_over_b=est,
                 ci_low=lo, ci_high=hi, confidence=confidence, verdict=verdict(lo, hi), blocks=blocks, calls=calls,

@@ -9,6 +9,7 @@ import datetime
 import json
 import os
 import platform
+import statistics
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -247,6 +248,34 @@ def time_pair_ms(fn_a: Callable[[], object], fn_b: Callable[[], object], *, roun
     a.sort()
     b.sort()
     return a[len(a) // 2], b[len(b) // 2]
+
+
+def group_ms(fn: Callable[[], object], calls: int, cuda: bool) -> float:
+    """Milliseconds per call of `calls` back-to-back calls (CUDA events around them; without cuda, wall time)."""
+    if cuda:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / calls
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) * 1e3 / calls
+
+
+def alternating_medians(arms: dict[str, Callable[[], object]], *, rounds: int = 30, reps: int = 5) -> dict[str, float]:
+    """Median milliseconds a call of each arm: `rounds` rounds, each timing every arm in turn over `reps` calls back
+    to back (group_ms). No L2 flush between calls and no host work left out: an eager arm whose host work outlasts
+    its GPU work reads its host time (graph_replay leaves that out)."""
+    times: dict[str, list[float]] = {k: [] for k in arms}
+    cuda = torch.cuda.is_available()
+    for _ in range(rounds):
+        for k, fn in arms.items():
+            times[k].append(group_ms(fn, reps, cuda))
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def write_results(name: str, rows: Sequence[dict], *, meta: dict | None = None, out_dir: str | None = None) -> str:
