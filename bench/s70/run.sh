@@ -4,6 +4,7 @@
 # call t failed two of them), the new gathered_row_scratch step; 2. bench/s70/convert_ratio.py.
 # PART g: DSAAttention.gathered_row_scratch on against off (bench/s69_serve_rows.py, fp8_ds_mla).
 # PART r: bench/s70/convert_ratio.py as CUDA-graph replays (GRAPH=1; call 2's eager arms may have been host-bound).
+# PART p: bench/s70/host_profile.py (the host work of one eager prefill call against its GPU time).
 # PART h: issue 3's whole table (bench/gpu_s16_table.sh, decode and prefill, FlashMLA in the same process), tagged by
 # the card (README's H200 rows are session 60's).
 #   PART=a DSATTN_GIT_COMMIT=<sha> bash bench/s70/run.sh     ($OUT/s70_<part>.log)
@@ -35,6 +36,10 @@ fi
 if [ "$P" = r ]; then
   GRAPH=1 timeout ${RATIO_S:-200} python bench/s70/convert_ratio.py ${CASES:-16:1024,8:1024,32:512,8:2048} >> $L 2>&1
   echo "ratio (graph replays) rc=$? $((SECONDS - t0)) s" >> $L
+fi
+if [ "$P" = p ]; then
+  timeout ${HOST_S:-150} python bench/s70/host_profile.py ${CASES:-} >> $L 2>&1
+  echo "host profile rc=$? $((SECONDS - t0)) s" >> $L
 fi
 if [ "$P" = h ]; then
   GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader)
