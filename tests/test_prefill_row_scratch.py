@@ -111,9 +111,9 @@ def test_row_scratch_outputs_unchanged(monkeypatch, keyed):
 @pytest.mark.parametrize("h", [32, 64])
 def test_launcher_converts_on_a_simulated_sm90(monkeypatch, keyed, h):
     """launch_prefill on an sm_90 stand-in (gluon_prefill's launch recorded, not run): with row_scratch and the rule
-    met, the rows converted by f16_rows and the kernel handed them with config pre16 (and pair at 32 heads; keyed:
-    kmap in key_slots' place, over NK rows); the rule not met, or f16 0 (DSATTN_PF_CONFIG), or no row_scratch: kv
-    and the config as before."""
+    met, the rows converted by f16_rows and the kernel handed them with config pre16 (and pair where
+    gluon_prefill.rows_config puts it, 1-32 heads: at 32 here, not 64; keyed: kmap in key_slots' place, over NK
+    rows); the rule not met, or f16 0 (DSATTN_PF_CONFIG), or no row_scratch: kv and the config as before."""
     from dsattn.ops.sparse_mla import gluon_prefill
     seen = []
     monkeypatch.setattr(launch, "use_gluon_prefill", lambda *a, **k: True)
@@ -136,7 +136,7 @@ def test_launcher_converts_on_a_simulated_sm90(monkeypatch, keyed, h):
 
     kv_seen, cfg, ks_seen, idx_seen = go(rows=rows, kmap=kmap)
     assert cfg.pre16 == 1 and kv_seen.data_ptr() == rows.data_ptr() and kv_seen.shape[0] == nr
-    assert cfg.pair == (h == 32)  # gluon_prefill.rows_config: gluon_pair at 1..32 heads (session 69)
+    assert cfg.pair == (h == 32)  # gluon_prefill.rows_config: gluon_pair at 1..32 heads (session 69), so not at 64
     src = kv if ks is None else kv[ks.long()]
     assert torch.equal(rows[:nr, :512].view(torch.int16), _torch_f16(src))
     if keyed:
