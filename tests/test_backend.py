@@ -870,7 +870,7 @@ def test_gathered_row_scratch_knob(on, cap, monkeypatch):
     """gathered_row_scratch: each gathered prefill call (fp8_gathered path) gets sparse_mla_prefill's row_scratch,
     views of a workspace region of prefill_row_spec(gather_tokens, D_qk) reserved at construction (exact bytes), sized
     to the chunk's context rows (with a gather cap of 48: three chunks); the step matches the reference either way.
-    Off (the default): no region, no row_scratch."""
+    On by default (session 71); off: no region, no row_scratch."""
     from dsattn.backend.attention import ROW_SCRATCH
     from dsattn.memory.workspace import specs_nbytes
     from dsattn.ops.sparse_mla import prefill_row_spec

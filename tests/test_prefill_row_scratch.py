@@ -55,10 +55,11 @@ def test_row_spec_and_rule():
     for bad in (dict(num_rows=-1), dict(num_rows=4, d_qk=64)):
         with pytest.raises(ValueError):
             prefill_row_spec(**bad)
-    # issue 3's prefill case: 16384 rows, topk 2048, s_q 1024 (16 heads measured level with it, 32..128 faster)
-    assert not any(prefill_converts_rows(1024, h, 2048, 16384) for h in (8, 16))
-    assert all(prefill_converts_rows(1024, h, 2048, 16384) for h in (32, 64, 128))
-    assert prefill_converts_rows(8192, 8, 2048, 16384)
+    # issue 3's prefill case: 16384 rows, topk 2048, s_q 1024 (ratio 1: 8 heads at 0.5 not converted, 16..128 are)
+    assert not prefill_converts_rows(1024, 8, 2048, 16384)
+    assert all(prefill_converts_rows(1024, h, 2048, 16384) for h in (16, 32, 64, 128))
+    assert prefill_converts_rows(2048, 8, 2048, 16384) and prefill_converts_rows(512, 32, 2048, 16384)
+    assert not prefill_converts_rows(511, 32, 2048, 16384)
     assert not prefill_converts_rows(1024, 128, 2048, 1 << 20)  # a whole engine cache's flat view
     assert not prefill_converts_rows(16, 64, 64, 16384)          # a short prefill, few keys
 

@@ -17,7 +17,8 @@
   bit-equal to that step's eager layers, on every path.
 - The bf16 path's decode rows through the decode kernel (DSAAttention.bf16_decode_kernel, an A/B knob): the mixed
   step against the reference, allocation-free and at its predicted peak; a decode step's graph replay.
-- The fp8_gathered path with gathered_row_scratch on (an A/B knob): the same checks, allocation-free at its peak.
+- The fp8_gathered path with gathered_row_scratch off (an A/B knob; on by default since session 71): the same
+  checks, allocation-free at its peak.
 
 tests/test_backend.py and tests/test_backend_interpreted.py run the same steps on the CPU.
 """
@@ -305,11 +306,12 @@ def test_bf16_keyed_prefill_step(name, heads):
 
 @pytest.mark.parametrize("name, layout, heads, path", [c for c in CASES if c[3] is Path.FP8_GATHERED])
 def test_gathered_row_scratch_step(name, layout, heads, path, monkeypatch):
-    """DSAAttention.gathered_row_scratch on (an A/B knob, session 69): each gathered prefill call converts its context
-    rows (sparse_mla_prefill's row_scratch; gluon_pair at 32 heads). The step passes test_step_matches_reference's
-    checks (the allocating mirror passes a row_scratch too), and a warm step allocates nothing and peaks at the
-    prediction (which holds the row_scratch region)."""
-    monkeypatch.setattr(DSAAttention, "gathered_row_scratch", True)
+    """DSAAttention.gathered_row_scratch off (an A/B knob, on by default since session 71: each gathered prefill call
+    then converts its context rows, sparse_mla_prefill's row_scratch, gluon_pair at 32 heads, which the default
+    tests cover). Off, the calls run over the gathered bf16 rows as before: the step passes
+    test_step_matches_reference's checks (the allocating mirror passes no row_scratch either), and a warm step
+    allocates nothing and peaks at the prediction (no row_scratch region)."""
+    monkeypatch.setattr(DSAAttention, "gathered_row_scratch", False)
     geo = preset(name)
     s = make_step(geo, heads, layout, SPANS, block_size=BS, device=DEV)
     ref = reference_step(s)
@@ -318,7 +320,7 @@ def test_gathered_row_scratch_step(name, layout, heads, path, monkeypatch):
     torch.cuda.empty_cache()
     base = torch.cuda.memory_allocated()
     attn = _backend(geo, layout, heads)
-    assert attn.path is path and attn._gathered_rows_on
+    assert attn.path is path and not attn._gathered_rows_on
     _check_warm_then_step(attn, s, ref, out, base)
 
 

@@ -185,9 +185,12 @@ class DSAAttention:
     # fp8_gathered path: each chunk's gathered prefill call passes sparse_mla_prefill a row_scratch of the gathered
     # context's size (prefill_row_spec(gather_tokens, D_qk), reserved at construction in the attention phase), so
     # that where dispatch.prefill_converts_rows agrees the context rows are converted once and the kernel runs over
-    # them (config pre16; gluon_pair at 32 heads). Off: not yet measured in a serving step (session 69 wrote it after
-    # its device time; bench/s69_serve_rows.py takes --layout fp8_ds_mla for the A/B). Read at construction.
-    gathered_row_scratch: bool = False
+    # them (config pre16; gluon_pair at 32 heads). Read at construction. H100, one layer's forward, on against off
+    # (session 71, bench/s69_serve_rows.py --layout fp8_ds_mla, bench/results/s71/s71_gathered_rows_h100.log),
+    # prefill / mixed: deepseek-v3.2 TP4 (32 heads) 1.083x / 1.103x, TP2 (64) 1.099x / 1.098x, TP1 (128) 1.139x /
+    # 1.132x; outputs bit-equal at 64 / 128 heads (at 32 the pair sums in another order); the workspace the same size
+    # (576.3 / 544.7 MiB: the phase's other regions are larger).
+    gathered_row_scratch: bool = True
 
     def __init__(self, geometry: DSAGeometry, *, kv_layout: KVLayout | str, block_size: int, max_num_tokens: int,
                  max_num_reqs: int, max_model_len: int, tp: int = 1, device: torch.device | str = "cpu",

@@ -195,20 +195,23 @@ def decode_scratch_spec(num_tokens: int, num_heads: int, topk: int, variant: str
 
 
 # sparse_mla_prefill's row_scratch (session 68): the rows converted once to what gluon_prefill's producer converts
-# each gathered stage into (fp16 x 2^-8 latents), so that the kernel runs without its conversion pass (config pre16).
-# The conversion costs a pass over the rows; the kernel saves per (token x head). Measured on an H100 at issue 3's
-# prefill case (topk 2048, 16384 rows; bench/results/s68/): the call's saving 0.0014-0.0018 us a (token x head)
-# (bench/s68_pre16.py: default minus pre16 alone, 8-128 heads at s_q 1024, 16 / 32 at 8192), the conversion 20 us for 16384 rows, 106 us for 131072 (bench/s68_f16rows_tune.py; a copy of
-# the same rows 11 / 103 us). `dsattn bench ab`, s_q 1024, without and with row_scratch at ratio 1: 16 heads 0.999x
-# (converted, no gain), 32 heads 1.030x, 64 heads 1.139x, 128 heads 1.167x; so 2 (16 heads not converted at s_q 1024).
-PREFILL_CONVERT_RATIO = 2.0  # convert when tokens x heads x min(topk, 2048) / 2048 >= this x rows
+# each gathered stage into (fp16 x 2^-8 latents), so that the kernel runs without its conversion pass (config pre16;
+# gluon_pair at 1-32 heads). The conversion costs a pass over the rows (kernels.f16_rows: 20 us for 16384 rows, 106 us
+# for 131072 on an H100, bench/s68_f16rows_tune.py); the kernel saves per (token x head). Session 68 set the ratio to
+# 2 against the split consumer over converted rows (16 heads s_q 1024, ratio 1: 0.999x). With gluon_pair over them,
+# converting against not, as CUDA-graph replays (H100, session 71, bench/s70/convert_ratio.py GRAPH=1,
+# bench/results/s71/s71_ratio_graph_h100.log; issue 3's prefill case, 16384 rows): 16 heads s_q 1024 (ratio 1)
+# 1.176x, 32 heads s_q 512 (1) 1.145x, 8 heads s_q 2048 (1) 1.190x, 8 heads s_q 1024 (0.5) 1.109x. Eager calls back
+# to back the last lost (0.847x, session 70), and converting adds host work (32 heads s_q 1024: 0.242 against 0.160
+# ms a call, bench/s70/host_profile.py, s71_host_profile_h100.log), so the ratio is 1, not lower.
+PREFILL_CONVERT_RATIO = 1.0  # convert when tokens x heads x min(topk, 2048) / 2048 >= this x rows
 
 
 def prefill_converts_rows(num_tokens: int, num_heads: int, topk: int, num_rows: int) -> bool:
     """Whether sparse_mla_prefill converts the rows into its row_scratch (when given and gluon_prefill runs the
     call): when the call's (token x head) work, in top-k units of 2048, is at least PREFILL_CONVERT_RATIO x the rows
-    converted. Issue 3's case (16384 rows, s_q 1024): 8 / 16 heads no, 32 / 64 / 128 heads yes (H100, session 68:
-    `dsattn bench ab` 1.030x / 1.139x / 1.167x; 16 heads converted 0.999x)."""
+    converted. Issue 3's case (16384 rows, s_q 1024): 8 heads no, 16-128 heads yes (16 heads 1.176x by graph replays,
+    H100, session 71; 64 / 128 heads 1.139x / 1.167x by `dsattn bench ab`, session 68)."""
     return num_tokens * num_heads * min(topk, 2048) >= PREFILL_CONVERT_RATIO * 2048 * num_rows
 
 
