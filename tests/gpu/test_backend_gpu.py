@@ -22,6 +22,8 @@
 
 tests/test_backend.py and tests/test_backend_interpreted.py run the same steps on the CPU.
 """
+import gc
+
 import pytest
 import torch
 
@@ -150,6 +152,16 @@ def _allocations():
     return torch.cuda.memory_stats()["allocation.all.allocated"]
 
 
+def _base_bytes():
+    """The bytes allocated before a test builds its backend. Collected first: a failed test's traceback holds its
+    tensors until the collector frees them, and freed after this read they would sink the next test's peak
+    (session 71: one failure turned the next five tests' peaks negative)."""
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return torch.cuda.memory_allocated()
+
+
 def _allocator_bytes(nbytes):
     """What the caching allocator counts as allocated for one request of `nbytes` in an empty cache: the request
     rounded to 512 bytes, or its whole segment (requests over 1 MiB get segments rounded up to 2 MiB) when the rest
@@ -180,7 +192,12 @@ def _check_zero_allocation_and_peak(attn, run_step, base):
     assert _allocations() == before, f"{_allocations() - before} device allocations in a warm step"
     peak = torch.cuda.max_memory_allocated() - base
     counted = _allocator_bytes(predicted)
-    assert abs(peak - counted) <= 0.01 * predicted, f"peak {peak} bytes, predicted {predicted} (counted {counted})"
+    # either count is the allocator's for the workspace: a fresh segment (counted) or one split from a cached segment
+    # (the request rounded to 512 bytes; session 71, glm-5.3-flash at 64 heads: peak 68375040, predicted 68374784,
+    # counted 69206016)
+    asked = -(-predicted // 512) * 512
+    assert min(abs(peak - counted), abs(peak - asked)) <= 0.01 * predicted, \
+        f"peak {peak} bytes, predicted {predicted} (counted {counted})"
     assert attn.workspace_bytes == predicted
 
 
@@ -190,9 +207,7 @@ def test_no_allocation_after_warmup_and_predicted_peak(name, layout, heads, path
     geo = preset(name).scaled(indexer_types=("full", "shared")) if shared else preset(name)
     s = make_step(geo, heads, layout, SPANS, block_size=BS, device=DEV)
     out = torch.empty((s.q.shape[0], heads, 512), dtype=torch.bfloat16, device=DEV)
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    base = torch.cuda.memory_allocated()
+    base = _base_bytes()
     attn = _backend(geo, layout, heads)
 
     def run_step():
@@ -212,9 +227,7 @@ def test_mixed_step_32768_tokens_8_heads():
     t = s.q.shape[0]
     assert t == 32768
     out = torch.empty((t, heads, 512), dtype=torch.bfloat16, device=DEV)
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    base = torch.cuda.memory_allocated()
+    base = _base_bytes()
     attn = DSAAttention(geo, tp=8, kv_layout=layout, device=DEV, block_size=BS, max_num_tokens=32768,
                         max_num_reqs=128, max_model_len=32768)
     assert attn.path is Path.FP8_MIXED
@@ -280,9 +293,7 @@ def test_bf16_keyed_prefill_step(name, heads):
     s = make_step(geo, heads, "bf16", SPANS, block_size=BS, device=DEV, spare_blocks=3000)
     ref = reference_step(s)
     out = torch.full((s.q.shape[0], heads, 512), float("nan"), dtype=torch.bfloat16, device=DEV)
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    base = torch.cuda.memory_allocated()
+    base = _base_bytes()
     attn = _backend(geo, "bf16", heads, max_model_len=16384)
 
     def run_step():
@@ -316,9 +327,7 @@ def test_gathered_row_scratch_step(name, layout, heads, path, monkeypatch):
     s = make_step(geo, heads, layout, SPANS, block_size=BS, device=DEV)
     ref = reference_step(s)
     out = torch.full((s.q.shape[0], heads, 512), float("nan"), dtype=torch.bfloat16, device=DEV)
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    base = torch.cuda.memory_allocated()
+    base = _base_bytes()
     attn = _backend(geo, layout, heads)
     assert attn.path is path and not attn._gathered_rows_on
     _check_warm_then_step(attn, s, ref, out, base)
@@ -350,9 +359,7 @@ def test_bf16_decode_rows_through_the_decode_kernel(name, heads, kernel, monkeyp
     s = make_step(geo, heads, "bf16", SPANS, block_size=BS, device=DEV)
     ref = reference_step(s)  # before the base count (its tensors stay alive through the peak's)
     out = torch.full((s.q.shape[0], heads, 512), float("nan"), dtype=torch.bfloat16, device=DEV)
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    base = torch.cuda.memory_allocated()
+    base = _base_bytes()
     attn = _backend(geo, "bf16", heads)
     _check_warm_then_step(attn, s, ref, out, base)
     d = make_step(geo, heads, "bf16", DECODES, block_size=BS, device=DEV)
@@ -395,9 +402,7 @@ def test_micro_batches_interleaved(name, layout, heads):
     del alone
     two = steps()
     outs = [[torch.full_like(w[0], float("nan")) for _ in range(2)] for w in want]
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    base = torch.cuda.memory_allocated()
+    base = _base_bytes()
     attn = _backend(geo, layout, heads, micro_batches=2)
 
     def run_step():
