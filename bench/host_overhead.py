@@ -161,8 +161,8 @@ def _record_launches(fn):
 
 
 def _launch_modules():
-    from dsattn.ops.sparse_mla import gluon_prefill, grouping, launch
-    return [launch, grouping, gluon_prefill]
+    from dsattn.ops.sparse_mla import gluon_pair, gluon_prefill, grouping, kernels, launch
+    return [m for m in (launch, grouping, gluon_prefill, gluon_pair, kernels) if hasattr(m, "_fast")]
 
 
 def _ours_only(fn, n, reps, gpu) -> float:
@@ -229,13 +229,16 @@ def main() -> int:
              ("decode fp8 64h 512", decode_case(512, 64, "fp8_ds_mla", dev)),
              ("prefill 8h 1024", prefill_case(1024, 8, dev)),
              ("prefill 64h 1024", prefill_case(1024, 64, dev)),
+             ("prefill 16h 1024", prefill_case(1024, 16, dev)),
+             ("prefill 16h 1024 +rows", prefill_case(1024, 16, dev)),
+             ("prefill 32h 1024 +rows", prefill_case(1024, 32, dev)),
              ("prefill 8h 32 (pad64, split: the plan)", prefill_case(32, 8, dev)),
              ("prefill 8h 32 (pad64, DSATTN_PREFILL_SPLITS=1)", prefill_case(32, 8, dev))]
     print(f"{'GPU' if gpu else 'stub (CPU box)'}; n {n}, least of {args.reps} rounds", flush=True)
     for name, case in cases:
         if "SPLITS=1" in name:  # read when the case's scratch is sized (ours) and at each call
             os.environ["DSATTN_PREFILL_SPLITS"] = "1"
-        fn, _, _ = ours(case)
+        fn, _, _ = ours(case, rows=name.endswith("+rows"))  # session 71: row_scratch, converted at 16 / 32 heads
         fn()
         fn()
         _sync(gpu)

@@ -127,6 +127,7 @@ launch.combine_splits merges them into out / lse. H200, CUDA-graph replays (benc
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 
 import torch
@@ -271,10 +272,16 @@ def prefill_config(num_heads: int, d_qk: int = 576) -> PrefillConfig:
     (0.992x-1.022x, CIs across 1; bench/results/s67/, bench/results/s68/), so those keep cl 0.
     DSATTN_PF_CONFIG overrides it at launch time (parse_prefill_config: fields left out take PrefillConfig's defaults,
     so vst is 0 unless named)."""
-    spec = os.environ.get("DSATTN_PF_CONFIG", "").strip()
+    return _prefill_config(os.environ.get("DSATTN_PF_CONFIG", "").strip(), num_heads >= 64)
+
+
+@functools.lru_cache(maxsize=64)
+def _prefill_config(spec: str, wide: bool) -> PrefillConfig:
+    """prefill_config's result by (DSATTN_PF_CONFIG's text, num_heads >= 64): made once, not per call (frozen, so
+    shared). Session 71: the rows path built three configs a call (bench/host_overhead.py --stub --profile)."""
     if spec:
         return parse_prefill_config(spec)
-    return PrefillConfig(vst=1, cl=1) if num_heads >= 64 else PrefillConfig()
+    return PrefillConfig(vst=1, cl=1) if wide else PrefillConfig()
 
 
 PAIR_HEADS = (1, 32)  # rows_config's head counts for gluon_pair: every grouped program shape (G 8 / 4 / 2)
@@ -287,11 +294,16 @@ def rows_config(base: PrefillConfig, num_heads: int, d_qk: int, variant: str) ->
     bench/results/s69/): 32 heads `dsattn bench ab` s_q 1024 1.098x (95% CI 1.084-1.109), s_q 8192 1.129x; 16 / 8
     heads s_q 8192 1.131x / 1.133x (bench/s69_pair/pair_pre16.py, medians of alternating rounds); 64 heads (one
     token a program) 0.943x, so not there."""
+    return _rows_config(base, not os.environ.get("DSATTN_PF_CONFIG", "").strip()
+                        and PAIR_HEADS[0] <= num_heads <= PAIR_HEADS[1] and d_qk == LATENT_DIM + 64
+                        and variant == "native")
+
+
+@functools.lru_cache(maxsize=64)
+def _rows_config(base: PrefillConfig, pair: bool) -> PrefillConfig:
+    """rows_config's result by (base, whether the pair runs): made once, not per call."""
     cfg = dataclasses.replace(base, pre16=1)
-    if (not os.environ.get("DSATTN_PF_CONFIG", "").strip() and PAIR_HEADS[0] <= num_heads <= PAIR_HEADS[1]
-            and d_qk == LATENT_DIM + 64 and variant == "native"):
-        cfg = dataclasses.replace(cfg, pair=1)
-    return cfg
+    return dataclasses.replace(cfg, pair=1) if pair else cfg
 
 
 if HAVE_GLUON:

@@ -503,8 +503,10 @@ def launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, con
         base = prefill_config(q.shape[1], q.shape[2])
         if base.f16 and not base.pre16:
             f16_rows(kv, rows, key_slots, kmap)
-            kv, pf_config = rows[:n], rows_config(base, q.shape[1], q.shape[2], variant)
-            key_slots = None if key_slots is None else kmap[:n]
+            # (no view where the scratch is the call's size: a slice is host time, ~1-2 us a tensor)
+            kv, pf_config = (rows if rows.shape[0] == n else rows[:n]), rows_config(base, q.shape[1], q.shape[2],
+                                                                                     variant)
+            key_slots = None if key_slots is None else (kmap if kmap.shape[0] == n else kmap[:n])
     if key_slots is not None and not (gluon and variant != "pad64" and group_shape(q.shape[1])[1] > 1):
         from . import slots_of_keys
         indices, key_slots = slots_of_keys(indices, key_slots), None
