@@ -29,4 +29,17 @@ if [ "$P" = h ]; then
   PARTS=prefill TABLE_TAG=s71_$tag bash bench/gpu_s16_table.sh > /dev/null 2>&1
   cp $OUT/r/*.json $OUT/ 2>/dev/null; rm -rf $OUT/r $OUT/r.tgz; cat $OUT/tb.log >> $L; rm -f $OUT/tb.log
 fi
+# PART v (session 71, after the host-work commit): f16_rows' GPU tests through the fast launch, the lone and in-table
+# 16-head timings with host times (bench/s71/table16.py), bench/host_overhead.py on the GPU, then PART h's table.
+if [ "$P" = v ]; then
+  timeout 150 python -m pytest -q -p no:cacheprovider -rfE --tb=short tests/gpu/test_sparse_mla_prefill_gpu.py \
+    -k "row_scratch_bit_equal or pair_over" > $OUT/tests_v.log 2>&1
+  echo "tests rc=$? $((SECONDS - t0)) s: $(tail -n 1 $OUT/tests_v.log)" >> $L
+  timeout 120 python bench/s71/table16.py 8,16,32 >> $L 2>&1
+  echo "table16 rc=$? $((SECONDS - t0)) s" >> $L
+  timeout 90 python bench/host_overhead.py --breakdown >> $L 2>&1
+  echo "host_overhead rc=$? $((SECONDS - t0)) s" >> $L
+  PART=h bash bench/s71/run.sh > /dev/null
+  cat $OUT/s71_h.log >> $L
+fi
 cat $L
