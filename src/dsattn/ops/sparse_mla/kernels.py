@@ -296,4 +296,4 @@ def f16_rows(src, dst, key_slots=None, kmap=None, block_rows: int = 16, num_warp
         # launch path 9.5 us against the fast path's 6.9; bench/host_overhead.py --stub --breakdown)
         _fast(f16_rows_kernel, ((n + block_rows - 1) // block_rows,),
               src, dst, key_slots if keyed else src, kmap if keyed else src, n, src.shape[0], src.stride(0),
-              dst.stride(0), 1.0 / 256, src.shape[1] > 512, keyed, block_rows, num_warps=num_warps)
+              dst.stride(0), 1.0 / 256, src.shape[1] > LATENT.value, keyed, block_rows, num_warps=num_warps)
