@@ -8,8 +8,8 @@
 #   PYTHONPATH=src python bench/s70/host_profile.py [h:s_q,...]
 # PREDICTION (H100): host 0.15-0.35 ms at every head count (argument checks, 2-4 Triton launches, one Gluon launch),
 # GPU 0.22 / 0.34 / 0.45 ms at 8 / 16 / 32 heads (issue 3's table, session 70).
-import statistics, sys, time, torch
-from dsattn.bench.common import alternating_medians, graph_replay
+import sys, torch
+from dsattn.bench.common import alternating_medians, graph_replay, host_ms
 from dsattn.bench.kernels_mla import ours, prefill_case
 
 cases = [tuple(int(v) for v in c.split(":")) for c in
@@ -21,19 +21,12 @@ for h, s_q in cases:
     for name, rows in (("plain", False), ("+rows", True)):
         fn = ours(case, rows=rows)[0]
         fn()
-        torch.cuda.synchronize()
-        host = []
-        for _ in range(50):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            fn()
-            host.append((time.perf_counter() - t0) * 1e3)
-        torch.cuda.synchronize()
+        host = host_ms(fn)  # (session 71: bench.common.host_ms, the loop this script had; min no longer printed)
         try:
             gpu = alternating_medians({"graph": graph_replay(fn)}, rounds=20, reps=5)["graph"]
         except RuntimeError as e:  # a capture that fails: the eager numbers still print
             print(f"  (graph capture failed: {e!r})", flush=True)
             gpu = float("nan")
         eager = alternating_medians({"eager": fn}, rounds=20, reps=5)["eager"]
-        print(f"{h} heads s_q {s_q} {name}: host {statistics.median(host):.4f} ms a call (min {min(host):.4f}), "
+        print(f"{h} heads s_q {s_q} {name}: host {host:.4f} ms a call, "
               f"GPU (graph replays) {gpu:.4f}, eager back to back {eager:.4f}", flush=True)

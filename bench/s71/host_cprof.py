@@ -6,8 +6,8 @@
 #   PYTHONPATH=src python bench/s71/host_cprof.py [h:s_q:rows,...]
 # PREDICTION: converting calls spend >= 0.06 ms more host time than plain ones, in f16_rows' launch and the pre16 /
 # pair config lookup; do_bench at 16 heads +rows within 10% of host time + the main kernel's GPU time.
-import cProfile, io, pstats, statistics, sys, time, torch
-from dsattn.bench.common import graph_replay, time_ms
+import cProfile, io, pstats, sys, torch
+from dsattn.bench.common import graph_replay, host_ms, time_ms
 from dsattn.bench.kernels_mla import ours, prefill_case
 
 cases = [tuple(int(v) for v in c.split(":")) for c in
@@ -18,18 +18,11 @@ for h, s_q, rows in cases:
     case = prefill_case(s_q, h, dev)
     fn = ours(case, rows=bool(rows))[0]
     fn()
-    torch.cuda.synchronize()
-    host = []
-    for _ in range(50):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        host.append((time.perf_counter() - t0) * 1e3)
-    torch.cuda.synchronize()
+    host = host_ms(fn)
     db = time_ms(fn, rep_ms=200)
     g = graph_replay(fn)
     gr = time_ms(g, rep_ms=200)
-    print(f"{h} heads s_q {s_q} rows {rows}: host {statistics.median(host):.4f} ms a call, do_bench {db:.4f}, "
+    print(f"{h} heads s_q {s_q} rows {rows}: host {host:.4f} ms a call, do_bench {db:.4f}, "
           f"graph replay (do_bench) {gr:.4f}", flush=True)
     pr = cProfile.Profile()
     torch.cuda.synchronize()

@@ -5,8 +5,8 @@
 #   PYTHONPATH=src:.peer python bench/s71/table16.py [heads,...]
 # PREDICTION: none firm; if the table's reading repeats here and the lone call reads ~0.29, the difference is the
 # process's state (what ran before), else the table run was an outlier.
-import statistics, sys, time, torch
-from dsattn.bench.common import graph_replay, time_ms
+import sys, torch
+from dsattn.bench.common import graph_replay, host_ms, time_ms
 from dsattn.bench.kernels_mla import _peers, measure_case, ours, prefill_case
 
 heads = [int(h) for h in (sys.argv[1] if len(sys.argv) > 1 else "8,16").split(",")]
@@ -23,15 +23,8 @@ for h in heads:
     for rows in (False, True):
         fn = ours(case, "native", rows=rows)[0]
         fn()
-        torch.cuda.synchronize()
-        host = []
-        for _ in range(50):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            fn()
-            host.append((time.perf_counter() - t0) * 1e3)
-        torch.cuda.synchronize()
+        host = host_ms(fn)
         db20, db200 = time_ms(fn, rep_ms=20), time_ms(fn, rep_ms=200)
         gr = time_ms(graph_replay(fn), rep_ms=200)
-        print(f"alone {h} heads rows {int(rows)}: host {statistics.median(host):.4f} ms a call, do_bench 20 ms "
+        print(f"alone {h} heads rows {int(rows)}: host {host:.4f} ms a call, do_bench 20 ms "
               f"{db20:.4f}, 200 ms {db200:.4f}, graph replay {gr:.4f}", flush=True)

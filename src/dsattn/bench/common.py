@@ -266,6 +266,24 @@ def group_ms(fn: Callable[[], object], calls: int, cuda: bool) -> float:
     return (time.perf_counter() - t0) * 1e3 / calls
 
 
+def host_ms(fn: Callable[[], object], calls: int = 50) -> float:
+    """Median milliseconds of host (wall) time of one call of fn issued onto an idle GPU: synchronized before each
+    call, no synchronization inside the window (the call's checks, dispatch and launches, not its GPU work). Longer
+    than the call's GPU time means an eager caller with nothing else queued waits on the host (session 71: a
+    converting sparse_mla_prefill at 16 heads, notes/sparse_mla.md)."""
+    cuda = torch.cuda.is_available()
+    times = []
+    for _ in range(calls):
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    if cuda:
+        torch.cuda.synchronize()
+    return statistics.median(times)
+
+
 def alternating_medians(arms: dict[str, Callable[[], object]], *, rounds: int = 30, reps: int = 5) -> dict[str, float]:
     """Median milliseconds a call of each arm: `rounds` rounds, each timing every arm in turn over `reps` calls back
     to back (group_ms). No L2 flush between calls and no host work left out: an eager arm whose host work outlasts
