@@ -291,9 +291,9 @@ def f16_rows(src, dst, key_slots=None, kmap=None, block_rows: int = 16, num_warp
     n = src.shape[0] if key_slots is None else key_slots.shape[0]
     if n:
         keyed = key_slots is not None
-        # through ops/_fastlaunch.py, the grid and the RoPE flag in plain ints (session 71: triton.cdiv and a
-        # comparison with the constexpr LATENT cost ~15 us of host time a call under cProfile on the CPU box, Triton's
-        # launch path 9.5 us against the fast path's 6.9; bench/host_overhead.py --stub --breakdown)
+        # through ops/_fastlaunch.py, the grid and the RoPE flag in plain ints (session 71, the CPU box: triton.cdiv
+        # and a comparison with the constexpr LATENT cost ~13 us a call under cProfile, f16_rows 40 -> 27 us with its
+        # launch; Triton's launch path 9.5 us against the fast path's 6.9, bench/host_overhead.py --stub --breakdown)
         _fast(f16_rows_kernel, ((n + block_rows - 1) // block_rows,),
               src, dst, key_slots if keyed else src, kmap if keyed else src, n, src.shape[0], src.stride(0),
               dst.stride(0), 1.0 / 256, src.shape[1] > LATENT.value, keyed, block_rows, num_warps=num_warps)
