@@ -456,6 +456,27 @@ def test_row_scratch_bit_equal(monkeypatch, h, keyed):
         assert rs[1][:n].tolist() == list(range(n - 2)) + [-1, -1] and (rs[1][n:] == -7).all()
 
 
+@pytest.mark.parametrize("h, keyed, scale", [(8, True, 6), (16, False, 1), (32, False, 6), (32, True, 1)])
+def test_pair_sfold(monkeypatch, h, keyed, scale):
+    """gluon_pair with PrefillConfig.sfold 1 (session 72: S and the maxima unscaled, P = 2^(S c - m c) by one FFMA):
+    right against the reference (the cases of test_pair_over_converted_rows: an empty row, invalid entries at NaN
+    rows, over slots and keys, q x 1 and x 6) and within the tolerance's reach of sfold 0's output."""
+    from dsattn.ops.sparse_mla import prefill_row_spec
+    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
+    case = make_case(300, h, 576, num_slots=1000, topk=2048, layout="bf16", block_size=16, with_length=True,
+                     empty_rows=1, seed=271 + h, device=DEV)
+    case.q = (case.q.float() * scale).to(torch.bfloat16)
+    keys, key_slots = _keyed(case, h) if keyed else (case.indices, None)
+    n = case.flat.shape[0] if key_slots is None else key_slots.shape[0]
+    rs = [torch.full(s, -7, dtype=dt, device=DEV) for s, dt in prefill_row_spec(n)]
+    variant = "native"
+    plain = _pair_call(case, keys, key_slots, variant, rs, "pair=1,sfold=0")
+    fold = _pair_call(case, keys, key_slots, variant, rs, "pair=1,sfold=1")
+    check_close(*fold, *case.reference())
+    assert (fold[0].float() - plain[0].float()).abs().max().item() < 2e-2
+    assert torch.isneginf(fold[1]).equal(torch.isneginf(plain[1]))
+
+
 @pytest.mark.parametrize("kind, h, t, d_qk, variant", [("split", 128, 16, 576, None), ("d512", 64, 300, 512, None),
                                                       ("pad64", 32, 300, 576, "pad64")])
 def test_row_scratch_other_paths(monkeypatch, kind, h, t, d_qk, variant):
@@ -486,9 +507,10 @@ def test_row_scratch_other_paths(monkeypatch, kind, h, t, d_qk, variant):
 
 def _pair_call(case, keys, key_slots, variant, rs, pair):
     """sparse_mla_prefill with row_scratch rs, config pair on or off (DSATTN_PF_CONFIG; pair takes effect over the
-    converted rows only); poisoned outputs."""
+    converted rows only), or DSATTN_PF_CONFIG = pair when it is a string; poisoned outputs."""
     t, h, _ = case.q.shape
-    os.environ["DSATTN_PF_CONFIG"] = "pair=1" if pair else "pair=0"  # (named: the default takes it at 32 heads)
+    # (named: the default takes it at 32 heads)
+    os.environ["DSATTN_PF_CONFIG"] = pair if isinstance(pair, str) else "pair=1" if pair else "pair=0"
     try:
         out, lse = poisoned_outputs(t, h, DEV)
         sparse_mla_prefill(case.q, case.flat, keys, case.sm_scale, topk_length=case.topk_length, out=out, lse=lse,
@@ -531,6 +553,27 @@ def test_pair_over_converted_rows(monkeypatch, h, keyed, scale):
                            variant=variant, key_slots=key_slots, row_scratch=rs)
         torch.cuda.synchronize()
         assert torch.equal(out, pair[0]) and torch.equal(lse, pair[1])
+
+
+@pytest.mark.parametrize("h, keyed, scale", [(8, True, 6), (16, False, 1), (32, False, 6), (32, True, 1)])
+def test_pair_sfold(monkeypatch, h, keyed, scale):
+    """gluon_pair with PrefillConfig.sfold 1 (session 72: S and the maxima unscaled, P = 2^(S c - m c) by one FFMA):
+    right against the reference (the cases of test_pair_over_converted_rows: an empty row, invalid entries at NaN
+    rows, over slots and keys, q x 1 and x 6) and within the tolerance's reach of sfold 0's output."""
+    from dsattn.ops.sparse_mla import prefill_row_spec
+    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
+    case = make_case(300, h, 576, num_slots=1000, topk=2048, layout="bf16", block_size=16, with_length=True,
+                     empty_rows=1, seed=271 + h, device=DEV)
+    case.q = (case.q.float() * scale).to(torch.bfloat16)
+    keys, key_slots = _keyed(case, h) if keyed else (case.indices, None)
+    n = case.flat.shape[0] if key_slots is None else key_slots.shape[0]
+    rs = [torch.full(s, -7, dtype=dt, device=DEV) for s, dt in prefill_row_spec(n)]
+    variant = "native"
+    plain = _pair_call(case, keys, key_slots, variant, rs, "pair=1,sfold=0")
+    fold = _pair_call(case, keys, key_slots, variant, rs, "pair=1,sfold=1")
+    check_close(*fold, *case.reference())
+    assert (fold[0].float() - plain[0].float()).abs().max().item() < 2e-2
+    assert torch.isneginf(fold[1]).equal(torch.isneginf(plain[1]))
 
 
 @pytest.mark.parametrize("kind, h, t, d_qk, variant", [("split", 128, 16, 576, None),

@@ -169,7 +169,7 @@ if HAVE_GLUON:
                  qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                  q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
                  GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, H: gl.constexpr,
-                 PROFILE: gl.constexpr):
+                 PROFILE: gl.constexpr, SFOLD: gl.constexpr):
         """Consumer warpgroup H of two (module docstring). lat / rope: the stages as copied (bf16-typed; the latent
         part holds fp16 bits, read through an fp16 view); P (fp16) of warpgroup 0 goes into stage 0's RoPE tile,
         of warpgroup 1 into p1."""
@@ -192,6 +192,9 @@ if HAVE_GLUON:
             _pair_hand_back(hi, full_l, full_r, free_l, free_r, BN, H)
             hi = 0
         qk_scale = qk_scale * 256.0  # S in the rows' 2^-8 units
+        # SFOLD 1: S stays unscaled and the maxima with it (qk_scale > 0 keeps their order); P = 2^(S c - m c), one
+        # FFMA an element in place of S c (FMUL) and S c - m (FADD)
+        FOLD: gl.constexpr = SFOLD == 1
         latv = lat._reinterpret(gl.float16, [2, BN, 512], gl.NVMMASharedLayout.get_default_for([BN, 512], gl.float16))
         ropep = rope._reinterpret(gl.float16, [2, BN, 64], gl.NVMMASharedLayout.get_default_for([BN, 64], gl.float16))
         tok_of_row = (gl.arange(0, ROWS, ROW_S) // HPT)[:, None]
@@ -234,7 +237,10 @@ if HAVE_GLUON:
                 valid = ((bits[None, :] >> tok_of_row) & 1) != 0
             else:
                 valid = ((ix >= 0) & (ix < num_slots))[None, :]
-            s = gl.where(valid, s * qk_scale, NEG_INF)
+            if FOLD:
+                s = gl.where(valid, s, NEG_INF)
+            else:
+                s = gl.where(valid, s * qk_scale, NEG_INF)
             if H == 0:
                 m0 = gl.maximum(m_i, gl.max(s, 1))
                 # x_smem[0] of step i - 1 was read by warpgroup 1 before its xbar[1] arrive, waited for below
@@ -242,8 +248,12 @@ if HAVE_GLUON:
                 gl.thread_barrier()
                 mbarrier.arrive(xbar.index(0), count=1)
                 m0u = gl.where(m0 == NEG_INF, 0.0, m0)
-                alpha = gl.exp2(m_i - m0u)
-                p = gl.exp2(s - m0u[:, None])
+                if FOLD:
+                    alpha = gl.exp2((m_i - m0u) * qk_scale)
+                    p = gl.exp2(gl.fma(s, qk_scale, -(m0u * qk_scale)[:, None]))
+                else:
+                    alpha = gl.exp2(m_i - m0u)
+                    p = gl.exp2(s - m0u[:, None])
                 l_i = l_i * alpha + gl.sum(p, 1)
                 acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
                 acc = warpgroup_mma(gl.convert_layout(p.to(gl.float16), P_L), latv.index(z0).slice(0, 256, dim=1),
@@ -251,7 +261,10 @@ if HAVE_GLUON:
                 mbarrier.wait(xbar.index(1), ph)
                 mc = x_smem.index(1).load(ROW_S)
                 # mc >= m0; a row with no valid entry yet (m0 = -inf) has P, O and l all 0
-                beta = gl.where(m0 == NEG_INF, 1.0, gl.exp2(m0 - gl.where(mc == NEG_INF, 0.0, mc)))
+                if FOLD:
+                    beta = gl.where(m0 == NEG_INF, 1.0, gl.exp2((m0 - gl.where(mc == NEG_INF, 0.0, mc)) * qk_scale))
+                else:
+                    beta = gl.where(m0 == NEG_INF, 1.0, gl.exp2(m0 - gl.where(mc == NEG_INF, 0.0, mc)))
                 # S(2 i) retired: stage 0's RoPE tile is dead until warpgroup 1 releases R(0)
                 ropep.index(z0).store((p * beta[:, None]).to(gl.float16))
                 fence_async_shared()
@@ -278,8 +291,12 @@ if HAVE_GLUON:
                 gl.thread_barrier()
                 mbarrier.arrive(xbar.index(1), count=1)
                 mcu = gl.where(mc == NEG_INF, 0.0, mc)
-                alpha = gl.exp2(m_i - mcu)
-                p = gl.exp2(s - mcu[:, None])
+                if FOLD:
+                    alpha = gl.exp2((m_i - mcu) * qk_scale)
+                    p = gl.exp2(gl.fma(s, qk_scale, -(mcu * qk_scale)[:, None]))
+                else:
+                    alpha = gl.exp2(m_i - mcu)
+                    p = gl.exp2(s - mcu[:, None])
                 l_i = l_i * alpha + gl.sum(p, 1)
                 m_i = mc
                 acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
@@ -319,6 +336,8 @@ if HAVE_GLUON:
         _store_rows(acc * gl.convert_layout(inv_l, ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot,
                     stride_oh, H * 256, HPT)
         if H == 0:
+            if FOLD:
+                m_i = m_i * qk_scale
             lse = gl.where(empty, NEG_INF, (m_i + gl.log2(gl.where(empty, 1.0, l_i))) * LN2)
             rl = gl.arange(0, ROWS, ROW_S)
             lt = t0 + rl // HPT
@@ -335,7 +354,7 @@ if HAVE_GLUON:
             num_slots, num_heads, topk, token0, tok_end, qk_scale,
             stride_kv: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr, HPT: gl.constexpr,
             PROFILE: gl.constexpr, V_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            num_warps: gl.constexpr, SPLIT: gl.constexpr = 0):
+            num_warps: gl.constexpr, SPLIT: gl.constexpr = 0, SFOLD: gl.constexpr = 0):
         """gluon_prefill.sparse_mla_prefill_kernel's grid and arguments (its docstring), D_qk 576, over converted
         rows (config pre16), with the pair schedule (module docstring)."""
         gl.static_assert(G * HPT == 64, "64 rows a program")
@@ -378,11 +397,11 @@ if HAVE_GLUON:
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 1, PROFILE)),
+                        GROUPED, HPT, BN, 1, PROFILE, SFOLD)),
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 0, PROFILE)),
+                        GROUPED, HPT, BN, 0, PROFILE, SFOLD)),
             (_pair_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv,
                               BN, PROFILE, PRODUCER_WARPS)),
         ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
