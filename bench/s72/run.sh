@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Session 72 (carry [".peer"] for PART h).
 # PART a: gluon_pair's sfold 1 (S unscaled, P = 2^(S c - m c) by one FFMA): its GPU tests beside the pair's, then
-#   `dsattn bench ab` sfold 0 against 1 over converted rows at 32 heads s_q 1024 / 8192, 16 and 8 heads s_q 1024.
-#   PREDICTION (before the run): 1.00-1.03x at each (56 of ~4300 SASS instructions, ~10% of a consumer's per-element
-#   issue, on the critical path only in part).
+#   bench/s72/arms.py: the pair as shipped, + sfold 1, + sfold 1 and prel 1 (each half released by every consumer
+#   thread's own arrive: 31 -> 25 bar.sync in the PTX), alternating rounds beside FlashMLA, 32 heads s_q 1024 / 8192,
+#   16 and 8 heads s_q 1024.
+#   PREDICTION (before the run): sfold 1.00-1.03x (56 of ~4300 SASS instructions, ~10% of a consumer's per-element
+#   issue, on the critical path only in part); prel another 1.00-1.03x (two partition barriers a step a warpgroup).
 # PART h: issue 3's prefill table (bench/gpu_s16_table.sh PARTS=prefill, FlashMLA in the same process), tagged by card.
 #   PART=a DSATTN_GIT_COMMIT=<sha> bash bench/s72/run.sh     ($OUT/s72_<part>.log)
 set -u
@@ -16,16 +18,11 @@ echo "$GPU tree ${DSATTN_GIT_COMMIT:-?} part $P" > $L
 t0=$SECONDS
 if [ "$P" = a ]; then
   timeout ${TEST_S:-200} python -m pytest -q -p no:cacheprovider -rfE --tb=short tests/gpu/test_sparse_mla_prefill_gpu.py \
-    -k "${TESTS_K:-pair_sfold or pair_over or row_scratch_bit_equal}" > $OUT/tests.log 2>&1
+    -k "${TESTS_K:-pair_options or pair_over or row_scratch_bit_equal}" > $OUT/tests.log 2>&1
   echo "tests rc=$? $((SECONDS - t0)) s: $(tail -n 1 $OUT/tests.log)" >> $L
   grep -E "^(FAILED|ERROR)|^E " $OUT/tests.log | head -n 12 | cut -c1-300 >> $L
-  for c in ${AB_CASES:-32:1024 32:8192 16:1024 8:1024}; do
-    h=${c%%:*}; s=${c##*:}
-    timeout ${AB_S:-100} python -m dsattn.cli bench ab --op sparse_mla_prefill --tokens $s --heads $h \
-      --a "row_scratch=1,env:DSATTN_PF_CONFIG=pair=1" --b "row_scratch=1,env:DSATTN_PF_CONFIG=pair=1;sfold=1" \
-      --name ab_s72_sfold_${s}_h${h} --out $OUT > $OUT/ab.log 2>&1
-    echo "ab $c rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $OUT/ab.log | tail -n 3 | cut -c1-250 >> $L
-  done
+  timeout ${ARMS_S:-300} python bench/s72/arms.py ${CASES:-32:1024,32:8192,16:1024,8:1024} >> $L 2>&1
+  echo "arms rc=$? $((SECONDS - t0)) s" >> $L
 fi
 if [ "$P" = h ]; then
   case "$GPU" in *H200*) tag=h200 ;; *) tag=h100 ;; esac

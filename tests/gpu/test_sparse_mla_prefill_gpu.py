@@ -456,11 +456,13 @@ def test_row_scratch_bit_equal(monkeypatch, h, keyed):
         assert rs[1][:n].tolist() == list(range(n - 2)) + [-1, -1] and (rs[1][n:] == -7).all()
 
 
+@pytest.mark.parametrize("spec", ["pair=1,sfold=1", "pair=1,prel=1", "pair=1,sfold=1,prel=1"])
 @pytest.mark.parametrize("h, keyed, scale", [(8, True, 6), (16, False, 1), (32, False, 6), (32, True, 1)])
-def test_pair_sfold(monkeypatch, h, keyed, scale):
-    """gluon_pair with PrefillConfig.sfold 1 (session 72: S and the maxima unscaled, P = 2^(S c - m c) by one FFMA):
-    right against the reference (the cases of test_pair_over_converted_rows: an empty row, invalid entries at NaN
-    rows, over slots and keys, q x 1 and x 6) and within the tolerance's reach of sfold 0's output."""
+def test_pair_options(monkeypatch, spec, h, keyed, scale):
+    """gluon_pair with PrefillConfig.sfold 1 (session 72: S and the maxima unscaled, P = 2^(S c - m c) by one FFMA)
+    and prel 1 (each half released by every consumer thread's own arrive): right against the reference (the cases of
+    test_pair_over_converted_rows: an empty row, invalid entries at NaN rows, over slots and keys, q x 1 and x 6) and
+    within the tolerance's reach of the plain pair's output (bit-equal with sfold 0: prel changes no arithmetic)."""
     from dsattn.ops.sparse_mla import prefill_row_spec
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
     case = make_case(300, h, 576, num_slots=1000, topk=2048, layout="bf16", block_size=16, with_length=True,
@@ -470,11 +472,14 @@ def test_pair_sfold(monkeypatch, h, keyed, scale):
     n = case.flat.shape[0] if key_slots is None else key_slots.shape[0]
     rs = [torch.full(s, -7, dtype=dt, device=DEV) for s, dt in prefill_row_spec(n)]
     variant = "native"
-    plain = _pair_call(case, keys, key_slots, variant, rs, "pair=1,sfold=0")
-    fold = _pair_call(case, keys, key_slots, variant, rs, "pair=1,sfold=1")
-    check_close(*fold, *case.reference())
-    assert (fold[0].float() - plain[0].float()).abs().max().item() < 2e-2
-    assert torch.isneginf(fold[1]).equal(torch.isneginf(plain[1]))
+    plain = _pair_call(case, keys, key_slots, variant, rs, "pair=1")
+    got = _pair_call(case, keys, key_slots, variant, rs, spec)
+    check_close(*got, *case.reference())
+    if "sfold=1" in spec:
+        assert (got[0].float() - plain[0].float()).abs().max().item() < 2e-2
+        assert torch.isneginf(got[1]).equal(torch.isneginf(plain[1]))
+    else:
+        assert torch.equal(got[0], plain[0]) and torch.equal(got[1], plain[1])
 
 
 @pytest.mark.parametrize("kind, h, t, d_qk, variant", [("split", 128, 16, 576, None), ("d512", 64, 300, 512, None),
@@ -555,11 +560,13 @@ def test_pair_over_converted_rows(monkeypatch, h, keyed, scale):
         assert torch.equal(out, pair[0]) and torch.equal(lse, pair[1])
 
 
+@pytest.mark.parametrize("spec", ["pair=1,sfold=1", "pair=1,prel=1", "pair=1,sfold=1,prel=1"])
 @pytest.mark.parametrize("h, keyed, scale", [(8, True, 6), (16, False, 1), (32, False, 6), (32, True, 1)])
-def test_pair_sfold(monkeypatch, h, keyed, scale):
-    """gluon_pair with PrefillConfig.sfold 1 (session 72: S and the maxima unscaled, P = 2^(S c - m c) by one FFMA):
-    right against the reference (the cases of test_pair_over_converted_rows: an empty row, invalid entries at NaN
-    rows, over slots and keys, q x 1 and x 6) and within the tolerance's reach of sfold 0's output."""
+def test_pair_options(monkeypatch, spec, h, keyed, scale):
+    """gluon_pair with PrefillConfig.sfold 1 (session 72: S and the maxima unscaled, P = 2^(S c - m c) by one FFMA)
+    and prel 1 (each half released by every consumer thread's own arrive): right against the reference (the cases of
+    test_pair_over_converted_rows: an empty row, invalid entries at NaN rows, over slots and keys, q x 1 and x 6) and
+    within the tolerance's reach of the plain pair's output (bit-equal with sfold 0: prel changes no arithmetic)."""
     from dsattn.ops.sparse_mla import prefill_row_spec
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
     case = make_case(300, h, 576, num_slots=1000, topk=2048, layout="bf16", block_size=16, with_length=True,
@@ -569,11 +576,14 @@ def test_pair_sfold(monkeypatch, h, keyed, scale):
     n = case.flat.shape[0] if key_slots is None else key_slots.shape[0]
     rs = [torch.full(s, -7, dtype=dt, device=DEV) for s, dt in prefill_row_spec(n)]
     variant = "native"
-    plain = _pair_call(case, keys, key_slots, variant, rs, "pair=1,sfold=0")
-    fold = _pair_call(case, keys, key_slots, variant, rs, "pair=1,sfold=1")
-    check_close(*fold, *case.reference())
-    assert (fold[0].float() - plain[0].float()).abs().max().item() < 2e-2
-    assert torch.isneginf(fold[1]).equal(torch.isneginf(plain[1]))
+    plain = _pair_call(case, keys, key_slots, variant, rs, "pair=1")
+    got = _pair_call(case, keys, key_slots, variant, rs, spec)
+    check_close(*got, *case.reference())
+    if "sfold=1" in spec:
+        assert (got[0].float() - plain[0].float()).abs().max().item() < 2e-2
+        assert torch.isneginf(got[1]).equal(torch.isneginf(plain[1]))
+    else:
+        assert torch.equal(got[0], plain[0]) and torch.equal(got[1], plain[1])
 
 
 @pytest.mark.parametrize("kind, h, t, d_qk, variant", [("split", 128, 16, 576, None),

@@ -122,7 +122,20 @@ if HAVE_GLUON:
         async_copy.wait_group(0)
 
     @gluon.jit
-    def _pair_hand_back(hi, full_l, full_r, free_l, free_r, BN: gl.constexpr, H: gl.constexpr):
+    def _release(bar, PREL: gl.constexpr):
+        """A consumer warpgroup's release of a half it read (its products retired): PREL 0, a partition barrier and
+        one thread's arrive (count 1); PREL 1, every thread's own arrive (count 128: a cp.async arrive with no copies
+        pending, which lands at once), no partition barrier: the half is free once all four warps passed their
+        wgmma wait."""
+        if PREL:
+            async_copy.mbarrier_arrive(bar, increment_count=False)
+        else:
+            gl.thread_barrier()
+            mbarrier.arrive(bar, count=1)
+
+    @gluon.jit
+    def _pair_hand_back(hi, full_l, full_r, free_l, free_r, BN: gl.constexpr, H: gl.constexpr,
+                        PREL: gl.constexpr):
         """Timing builds (PROFILE bit 1): each half handed back by its releasing warpgroup (0: the left halves, 1:
         the right ones) once it landed, no products."""
         nblocks = gl.cdiv(hi, BN)
@@ -131,8 +144,7 @@ if HAVE_GLUON:
         for i in range(gl.cdiv(nblocks, 2)):
             for k in gl.static_range(2):
                 mbarrier.wait(full.index(k), i & 1)
-                gl.thread_barrier()
-                mbarrier.arrive(free.index(k), count=1)
+                _release(free.index(k), PREL)
 
     @gluon.jit
     def _pair_load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, qr_smem, R0: gl.constexpr,
@@ -169,7 +181,7 @@ if HAVE_GLUON:
                  qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                  q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
                  GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, H: gl.constexpr,
-                 PROFILE: gl.constexpr, SFOLD: gl.constexpr):
+                 PROFILE: gl.constexpr, SFOLD: gl.constexpr, PREL: gl.constexpr):
         """Consumer warpgroup H of two (module docstring). lat / rope: the stages as copied (bf16-typed; the latent
         part holds fp16 bits, read through an fp16 view); P (fp16) of warpgroup 0 goes into stage 0's RoPE tile,
         of warpgroup 1 into p1."""
@@ -189,7 +201,7 @@ if HAVE_GLUON:
         mbarrier.arrive(qbar, count=1)
         mbarrier.wait(qbar, 0)
         if PROFILE & 2:
-            _pair_hand_back(hi, full_l, full_r, free_l, free_r, BN, H)
+            _pair_hand_back(hi, full_l, full_r, free_l, free_r, BN, H, PREL)
             hi = 0
         qk_scale = qk_scale * 256.0  # S in the rows' 2^-8 units
         # SFOLD 1: S stays unscaled and the maxima with it (qk_scale > 0 keeps their order); P = 2^(S c - m c), one
@@ -271,8 +283,7 @@ if HAVE_GLUON:
                 gl.thread_barrier()
                 mbarrier.arrive(pbar.index(0), count=1)
                 acc = warpgroup_mma_wait(0, deps=(acc,))
-                gl.thread_barrier()
-                mbarrier.arrive(free_l.index(0), count=1)  # L(0): S and this P V retired
+                _release(free_l.index(0), PREL)  # L(0): S and this P V retired
                 acc = acc * gl.convert_layout(beta, ROW_O)[:, None]
                 l_i = l_i * beta
                 m_i = mc
@@ -281,8 +292,7 @@ if HAVE_GLUON:
                 fence_async_shared()
                 acc = warpgroup_mma(p1.index(z0), latv.index(z1).slice(0, 256, dim=1), acc, is_async=True)
                 acc = warpgroup_mma_wait(0, deps=(acc,))
-                gl.thread_barrier()
-                mbarrier.arrive(free_l.index(1), count=1)  # L(1): warpgroup 1's S and this P V retired
+                _release(free_l.index(1), PREL)  # L(1): warpgroup 1's S and this P V retired
             else:
                 mx = gl.max(s, 1)
                 mbarrier.wait(xbar.index(0), ph)
@@ -314,11 +324,9 @@ if HAVE_GLUON:
                 acc = warpgroup_mma(gl.convert_layout(pb, P_L), latv.index(z1).slice(256, 256, dim=1), acc,
                                     is_async=True)
                 acc = warpgroup_mma_wait(1, deps=(acc,))
-                gl.thread_barrier()
-                mbarrier.arrive(free_r.index(0), count=1)  # R(0): warpgroup 0's S and P, the other P V retired
+                _release(free_r.index(0), PREL)  # R(0): warpgroup 0's S and P, the other P V retired
                 acc = warpgroup_mma_wait(0, deps=(acc,))
-                gl.thread_barrier()
-                mbarrier.arrive(free_r.index(1), count=1)  # R(1): its S and its own P V retired
+                _release(free_r.index(1), PREL)  # R(1): its S and its own P V retired
 
         # l = l_0 + l_1 (the same order in both), 1 / l, this half of O; warpgroup 0 stores lse
         npairs = gl.cdiv(nblocks, 2)
@@ -354,7 +362,7 @@ if HAVE_GLUON:
             num_slots, num_heads, topk, token0, tok_end, qk_scale,
             stride_kv: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr, HPT: gl.constexpr,
             PROFILE: gl.constexpr, V_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            num_warps: gl.constexpr, SPLIT: gl.constexpr = 0, SFOLD: gl.constexpr = 0):
+            num_warps: gl.constexpr, SPLIT: gl.constexpr = 0, SFOLD: gl.constexpr = 0, PREL: gl.constexpr = 0):
         """gluon_prefill.sparse_mla_prefill_kernel's grid and arguments (its docstring), D_qk 576, over converted
         rows (config pre16), with the pair schedule (module docstring)."""
         gl.static_assert(G * HPT == 64, "64 rows a program")
@@ -386,8 +394,8 @@ if HAVE_GLUON:
         for k in gl.static_range(2):
             mbarrier.init(full_l.index(k), count=PRODUCER_WARPS * 32)
             mbarrier.init(full_r.index(k), count=PRODUCER_WARPS * 32)
-            mbarrier.init(free_l.index(k), count=1)
-            mbarrier.init(free_r.index(k), count=1)
+            mbarrier.init(free_l.index(k), count=128 if PREL else 1)  # (_release)
+            mbarrier.init(free_r.index(k), count=128 if PREL else 1)
             mbarrier.init(xbar.index(k), count=1)
             mbarrier.init(pbar.index(k), count=1)
         mbarrier.init(qbar, count=2)  # both warpgroups' halves of q stored
@@ -397,11 +405,11 @@ if HAVE_GLUON:
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 1, PROFILE, SFOLD)),
+                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL)),
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 0, PROFILE, SFOLD)),
+                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL)),
             (_pair_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv,
                               BN, PROFILE, PRODUCER_WARPS)),
         ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
