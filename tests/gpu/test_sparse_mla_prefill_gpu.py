@@ -420,6 +420,34 @@ def _keyed(case, seed):
 
 
 @pytest.mark.parametrize("keyed", [False, True], ids=["slots", "keys"])
+@pytest.mark.parametrize("h", [8, 16, 32])
+def test_fused_row_conversion(monkeypatch, h, keyed):
+    """The rows converted by the union launch's extra programs (session 72: grouping_smem.launch_union's convert, the
+    default for grouped calls) against kernels.f16_rows before the launch (DSATTN_FUSE_ROWS=0): the scratch's rows
+    and kmap bit-equal (poisoned before), outputs bit-equal, right against the reference; over slots and over keys
+    (invalid slots among them), with topk_length, an empty row and NaN rows."""
+    from dsattn.ops.sparse_mla import grouping, prefill_row_spec
+    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
+    case = make_case(300, h, 576, num_slots=1000, topk=2048, layout="bf16", block_size=16, with_length=True,
+                     empty_rows=1, seed=321 + h, device=DEV)
+    keys, key_slots = _keyed(case, h) if keyed else (case.indices, None)
+    n = case.flat.shape[0] if key_slots is None else key_slots.shape[0]
+    assert grouping._fuses(keys, n, grouping.group_shape(h)[1])
+    runs = []
+    for fuse in ("0", "1"):
+        monkeypatch.setenv("DSATTN_FUSE_ROWS", fuse)
+        rs = [torch.full(sz, -7, dtype=dt, device=DEV) for sz, dt in prefill_row_spec(n + 5)]
+        out, lse = poisoned_outputs(300, h, DEV)
+        sparse_mla_prefill(case.q, case.flat, keys, case.sm_scale, topk_length=case.topk_length, out=out, lse=lse,
+                           variant="native", key_slots=key_slots, row_scratch=rs)
+        torch.cuda.synchronize()
+        runs.append((out, lse, rs[0].view(torch.int16), rs[1]))
+    check_close(*runs[1][:2], *case.reference())
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["slots", "keys"])
 @pytest.mark.parametrize("h", [8, 16, 32, 64, 128])
 def test_row_scratch_bit_equal(monkeypatch, h, keyed):
     """row_scratch (session 68: the rows converted once by kernels.f16_rows, the kernel with config pre16, no
