@@ -481,7 +481,7 @@ def test_fused_dispatch_takes_its_own_reach(monkeypatch):
     from dsattn.ops.sparse_mla import grouping, grouping_smem
     calls = []
     monkeypatch.setattr(grouping_smem, "usable", lambda device: True)
-    monkeypatch.setattr(grouping, "_launch_dense", lambda *a, **kw: calls.append(("dense", a[2], a[-1])))
+    monkeypatch.setattr(grouping, "_launch_dense", lambda *a, **kw: calls.append(("dense", a[2], a[11])))  # fused
     monkeypatch.setattr(grouping, "_launch_hash", lambda *a, **kw: calls.append(("hash", a[2])))
     monkeypatch.delenv("DSATTN_GROUPING_IMPL", raising=False)
     g, k, t = 8, 2048, 8
