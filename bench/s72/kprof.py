@@ -1,12 +1,16 @@
 # Session 72: per-kernel GPU times of one sparse_mla_prefill call over converted rows (row_scratch), the conversion
 # before the union launch (DSATTN_FUSE_ROWS=0) against inside it, by torch.profiler (CUDA activities): each kernel's
 # mean duration over 20 calls and the call's span (first kernel's start to last kernel's end, mean), issue 3's case.
-#   PYTHONPATH=src python bench/s72/kprof.py [h:s_q,...]
+#   [CONV_ROWS=n] PYTHONPATH=src python bench/s72/kprof.py [h:s_q,...]
 import collections, os, sys, torch
 from torch.profiler import ProfilerActivity, profile
 from dsattn.bench.kernels_mla import prefill_case
 from dsattn.ops.sparse_mla import prefill_row_spec, sparse_mla_prefill
 from dsattn.ops.sparse_mla.grouping import prefill_scratch_spec
+from dsattn.ops.sparse_mla import grouping_smem
+
+if os.environ.get("CONV_ROWS"):  # rows a conversion program of the fused launch (grouping_smem.CONV_ROWS)
+    grouping_smem.CONV_ROWS = int(os.environ["CONV_ROWS"])
 
 dev = torch.device("cuda")
 for c in (sys.argv[1] if len(sys.argv) > 1 else "32:1024,16:1024,32:8192").split(","):
@@ -36,5 +40,5 @@ for c in (sys.argv[1] if len(sys.argv) > 1 else "32:1024,16:1024,32:8192").split
         k = len(ev) // n
         spans = [ev[i * k + k - 1].time_range.end - ev[i * k].time_range.start for i in range(n)] if k else []
         kern = ", ".join(f"{name} {sum(v) / len(v):.1f}" for name, v in per.items())
-        print(f"{h} heads s_q {s_q} FUSE={fuse}: {k} kernels a call, span {sum(spans) / max(1, len(spans)):.1f} us; "
+        print(f"{h} heads s_q {s_q} FUSE={fuse} CONV_ROWS={grouping_smem.CONV_ROWS}: {k} kernels a call, span {sum(spans) / max(1, len(spans)):.1f} us; "
               f"{kern}", flush=True)

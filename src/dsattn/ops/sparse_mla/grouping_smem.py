@@ -418,7 +418,7 @@ def union_max_words(G: int, topk: int) -> int:
     return min(MAX_WORDS, 1 << (room.bit_length() - 1))
 
 
-CONV_ROWS = 32      # rows a conversion program of the fused launch converts (launch_union's convert)
+CONV_ROWS = 16      # rows a conversion program of the fused launch converts (launch_union's convert)
 
 
 def launch_union(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups, gp, spw, d, fast,
