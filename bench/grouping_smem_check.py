@@ -2,11 +2,10 @@
 'dense_fused' and 'auto'; --kernel union) for sm_90a on a machine without a GPU and report what ptxas says
 (registers, spills), the dynamic shared memory (for union also the words its raw-PTX regions take, map + 32 + codes,
 which must equal it: no other shared memory), and the shared-memory atomics / index loads in the PTX and SASS, for
-the dense path's shapes: topk 2048, 16384 slots, G 8 / 4 / 2, with and without topk_length; union --convert: with
-its row conversion programs (session 72; over slots or keys).
+the dense path's shapes: topk 2048, 16384 slots, G 8 / 4 / 2, with and without topk_length.
 
     PYTHONPATH=src python bench/grouping_smem_check.py [--kernel map|union] [--slots 16384] [--topk 2048]
-        [--groups 8 4 2] [--convert none|rows|keyed]
+        [--groups 8 4 2]
 """
 from __future__ import annotations
 
@@ -46,8 +45,6 @@ def main(argv=None) -> int:
     p.add_argument("--groups", type=int, nargs="+", default=[8, 4, 2])
     p.add_argument("--kernel", choices=("map", "union"), default="map")
     p.add_argument("--warps", type=int, default=None, help="union: grouping_smem.UNION_WARPS (8 or 16; default: by shared memory)")
-    p.add_argument("--convert", choices=("none", "rows", "keyed"), default="none",
-                   help="union: with the row conversion programs (launch_union's convert; session 72), over slots or keys")
     args = p.parse_args(argv)
     if args.warps:
         grouping_smem.UNION_WARPS = args.warps
@@ -68,14 +65,7 @@ def main(argv=None) -> int:
                 extra = ""
             else:
                 ent = torch.zeros_like(masks)
-                conv = None
-                if args.convert != "none":
-                    src = torch.zeros(args.slots, 576, dtype=torch.bfloat16)
-                    dst = torch.zeros_like(src)
-                    keys = torch.zeros(args.slots, dtype=torch.int32) if args.convert == "keyed" else None
-                    conv = (src, dst, keys, None if keys is None else torch.zeros_like(keys))
-                grouping_smem.launch_union(idx, lens, args.slots, g, 0, t, ent, masks, counts, 1, gp, spw, d, fast,
-                                           convert=conv)
+                grouping_smem.launch_union(idx, lens, args.slots, g, 0, t, ent, masks, counts, 1, gp, spw, d, fast)
                 nw = grouping_smem.union_warps(d, g, args.topk)
                 dw = max(1 << max(0, (d - 1).bit_length()), 32 * nw)
                 outw = grouping_smem.union_out_words(g, args.topk, nw)

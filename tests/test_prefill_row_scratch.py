@@ -9,7 +9,6 @@ import torch
 from conftest import KERNELS_INTERPRETED
 from dsattn.ops.sparse_mla import launch, prefill_row_spec, sparse_mla_prefill
 from dsattn.ops.sparse_mla.dispatch import prefill_converts_rows
-from dsattn.ops.sparse_mla.kernels import f16_rows
 from dsattn.ops.sparse_mla.testing import make_case, poisoned_outputs
 
 interpreted = pytest.mark.skipif(not KERNELS_INTERPRETED, reason="the Triton kernels run interpreted on the CPU only")
@@ -119,15 +118,8 @@ def test_launcher_converts_on_a_simulated_sm90(monkeypatch, keyed, h):
     from dsattn.ops.sparse_mla import gluon_prefill
     seen = []
     monkeypatch.setattr(launch, "use_gluon_prefill", lambda *a, **k: True)
-    converts = []
-
-    def fake_run(q, kv, idx, *a, config=None, key_slots=None, convert=None, **k):
-        # the grouped launch converts in the first chunk's union launch (session 72); done here as f16_rows would
-        converts.append(convert is not None)
-        if convert is not None:
-            f16_rows(*convert)
-        seen.append((kv, config, key_slots, idx))
-    monkeypatch.setattr(gluon_prefill, "run_prefill_gluon", fake_run)
+    monkeypatch.setattr(gluon_prefill, "run_prefill_gluon", lambda q, kv, idx, *a, config=None, key_slots=None, **k:
+                        seen.append((kv, config, key_slots, idx)))
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
     t, n = 120, 100
     q = torch.randn(t, h, 576).to(torch.bfloat16)
@@ -144,7 +136,6 @@ def test_launcher_converts_on_a_simulated_sm90(monkeypatch, keyed, h):
         return seen[0]
 
     kv_seen, cfg, ks_seen, idx_seen = go(rows=rows, kmap=kmap)
-    assert converts[-1] == (h == 32)  # deferred to the grouped launch; at 64 heads (one token a program) done first
     assert cfg.pre16 == 1 and kv_seen.data_ptr() == rows.data_ptr() and kv_seen.shape[0] == nr
     assert cfg.pair == (h == 32)  # gluon_prefill.rows_config: gluon_pair at 1..32 heads (session 69), so not at 64
     src = kv if ks is None else kv[ks.long()]
@@ -159,11 +150,6 @@ def test_launcher_converts_on_a_simulated_sm90(monkeypatch, keyed, h):
     monkeypatch.setenv("DSATTN_PF_CONFIG", "f16=0,cvt_pipe=0,producer_regs=56")
     assert go(rows=rows, kmap=kmap)[0] is kv or keyed  # f16 0: nothing converted
     monkeypatch.delenv("DSATTN_PF_CONFIG")
-    monkeypatch.setenv("DSATTN_FUSE_ROWS", "0")  # the conversion before the launch, as before session 72
-    rows.zero_()
-    go(rows=rows, kmap=kmap)
-    assert not converts[-1] and torch.equal(rows[:nr, :512].view(torch.int16), _torch_f16(src))
-    monkeypatch.delenv("DSATTN_FUSE_ROWS")
     q1 = q[:1]
     seen.clear()
     launch.launch_prefill(q1, kv, idx[:1], 0.1, None, out[:1], lse[:1], "native", key_slots=ks, rows=rows, kmap=kmap)
@@ -226,30 +212,3 @@ def test_launcher_passes_pair_over_converted_rows(monkeypatch):
     seen.clear()
     launch.launch_prefill(q, kv, idx, 0.1, None, out, lse, "native")
     assert seen[0][0] is kv and seen[0][1] is None
-
-
-@interpreted
-@pytest.mark.parametrize("keyed", [False, True])
-def test_build_groups_converts_where_it_cannot_fuse(keyed):
-    """grouping._build_groups' convert (session 72) where the fused shared-memory kernel does not run (here: the
-    interpreter): kernels.f16_rows first, then the lists as without it (the fused launch: GPU test
-    test_fused_row_conversion)."""
-    from dsattn.ops.sparse_mla import grouping
-    t, n, k, g = 8, 200, 64, 2
-    idx = torch.randint(-3, n + 3, (t, k), dtype=torch.int32)
-    kv = torch.randn(n, 576).to(torch.bfloat16)
-    ks = torch.randint(-2, n + 2, (150,), dtype=torch.int32) if keyed else None
-    nr = n if ks is None else ks.shape[0]
-    rows, kmap = [torch.full(sz, 3, dtype=dt) for sz, dt in prefill_row_spec(nr)]
-    want_rows, want_kmap = rows.clone(), kmap.clone()
-    f16_rows(kv, want_rows, ks, want_kmap)
-    spec = grouping.prefill_scratch_spec(t, 32, k)
-    runs = []
-    for conv in (None, (kv, rows, ks, kmap)):
-        ent, msk, cnt = [torch.zeros(sz, dtype=dt) for sz, dt in spec]
-        assert grouping._build_groups(idx, None, nr, g, 0, t, ent, msk, cnt, t // g, conv) == t // g
-        runs.append((ent, msk, cnt))
-    assert all(torch.equal(a, b) for a, b in zip(*runs))
-    assert torch.equal(rows.view(torch.int16), want_rows.view(torch.int16))
-    if keyed:
-        assert torch.equal(kmap, want_kmap)

@@ -481,7 +481,7 @@ def test_fused_dispatch_takes_its_own_reach(monkeypatch):
     from dsattn.ops.sparse_mla import grouping, grouping_smem
     calls = []
     monkeypatch.setattr(grouping_smem, "usable", lambda device: True)
-    monkeypatch.setattr(grouping, "_launch_dense", lambda *a, **kw: calls.append(("dense", a[2], a[11])))  # fused
+    monkeypatch.setattr(grouping, "_launch_dense", lambda *a, **kw: calls.append(("dense", a[2], a[-1])))
     monkeypatch.setattr(grouping, "_launch_hash", lambda *a, **kw: calls.append(("hash", a[2])))
     monkeypatch.delenv("DSATTN_GROUPING_IMPL", raising=False)
     g, k, t = 8, 2048, 8
@@ -573,16 +573,13 @@ def test_grouping_impl_env_at_call_time(spy, monkeypatch):
     assert (e == -7).all() and (m == -7).all() and (n == -7).all()
 
 
-@pytest.mark.parametrize("kernel, groups, words, convert", [("map", ["4", "2"], "words", "none"),
-                                                      ("union", ["2"], "raw_words", "none"),
-                                                      ("union", ["2"], "raw_words", "rows"),
-                                                      ("union", ["2"], "raw_words", "keyed")])
-def test_dense_smem_kernels_compile_for_sm90a(kernel, groups, words, convert):
+@pytest.mark.parametrize("kernel, groups, words", [("map", ["4", "2"], "words"), ("union", ["2"], "raw_words")])
+def test_dense_smem_kernels_compile_for_sm90a(kernel, groups, words):
     """grouping_smem's kernels compile for sm_90a on this machine (no GPU) at topk 2048, 16384 slots: the map kernel
-    (IMPL 'dense_smem') at G 4 / 2, the fused one ('dense_fused', auto's choice) at G 2, also with its row conversion
-    programs (session 72) over slots and keys. The shared-memory atomics are ATOMS.OR in the SASS, no spill, and the
-    dynamic shared memory is exactly the words the inline PTX addresses (the map's; for the fused kernel map + 32 +
-    codes), so no shared memory of Triton's own can overlap those raw accesses."""
+    (IMPL 'dense_smem') at G 4 / 2, the fused one ('dense_fused', auto's choice) at G 2. The shared-memory atomics are
+    ATOMS.OR in the SASS, no spill, and the dynamic shared memory is exactly the words the inline PTX addresses (the
+    map's; for the fused kernel map + 32 + codes), so no shared memory of Triton's own can overlap those raw
+    accesses."""
     pytest.importorskip("triton.experimental.gluon")
     import os
     import re
@@ -592,8 +589,7 @@ def test_dense_smem_kernels_compile_for_sm90a(kernel, groups, words, convert):
     env = {**os.environ, "PYTHONPATH": os.path.join(root, "src")}
     env.pop("TRITON_INTERPRET", None)
     res = subprocess.run([sys.executable, os.path.join(root, "bench", "grouping_smem_check.py"), "--kernel", kernel,
-                          "--groups", *groups, "--convert", convert], capture_output=True, text=True, env=env,
-                         timeout=300)
+                          "--groups", *groups], capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("G ")]
     assert len(lines) == 2 * len(groups), res.stdout

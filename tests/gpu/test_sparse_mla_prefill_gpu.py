@@ -420,34 +420,6 @@ def _keyed(case, seed):
 
 
 @pytest.mark.parametrize("keyed", [False, True], ids=["slots", "keys"])
-@pytest.mark.parametrize("h", [8, 16, 32])
-def test_fused_row_conversion(monkeypatch, h, keyed):
-    """The rows converted by the union launch's extra programs (session 72: grouping_smem.launch_union's convert, the
-    default for grouped calls) against kernels.f16_rows before the launch (DSATTN_FUSE_ROWS=0): the scratch's rows
-    and kmap bit-equal (poisoned before), outputs bit-equal, right against the reference; over slots and over keys
-    (invalid slots among them), with topk_length, an empty row and NaN rows."""
-    from dsattn.ops.sparse_mla import grouping, prefill_row_spec
-    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
-    case = make_case(300, h, 576, num_slots=1000, topk=2048, layout="bf16", block_size=16, with_length=True,
-                     empty_rows=1, seed=321 + h, device=DEV)
-    keys, key_slots = _keyed(case, h) if keyed else (case.indices, None)
-    n = case.flat.shape[0] if key_slots is None else key_slots.shape[0]
-    assert grouping._fuses(keys, n, grouping.group_shape(h)[1])
-    runs = []
-    for fuse in ("0", "1"):
-        monkeypatch.setenv("DSATTN_FUSE_ROWS", fuse)
-        rs = [torch.full(sz, -7, dtype=dt, device=DEV) for sz, dt in prefill_row_spec(n + 5)]
-        out, lse = poisoned_outputs(300, h, DEV)
-        sparse_mla_prefill(case.q, case.flat, keys, case.sm_scale, topk_length=case.topk_length, out=out, lse=lse,
-                           variant="native", key_slots=key_slots, row_scratch=rs)
-        torch.cuda.synchronize()
-        runs.append((out, lse, rs[0].view(torch.int16), rs[1]))
-    check_close(*runs[1][:2], *case.reference())
-    for a, b in zip(*runs):
-        assert torch.equal(a, b)
-
-
-@pytest.mark.parametrize("keyed", [False, True], ids=["slots", "keys"])
 @pytest.mark.parametrize("h", [8, 16, 32, 64, 128])
 def test_row_scratch_bit_equal(monkeypatch, h, keyed):
     """row_scratch (session 68: the rows converted once by kernels.f16_rows, the kernel with config pre16, no
@@ -482,32 +454,6 @@ def test_row_scratch_bit_equal(monkeypatch, h, keyed):
     assert torch.equal(rs[0][:src.shape[0]][fin, 512:], src[fin, 512:])
     if keyed:
         assert rs[1][:n].tolist() == list(range(n - 2)) + [-1, -1] and (rs[1][n:] == -7).all()
-
-
-@pytest.mark.parametrize("spec", ["pair=1,sfold=1", "pair=1,prel=1", "pair=1,sfold=1,prel=1"])
-@pytest.mark.parametrize("h, keyed, scale", [(8, True, 6), (16, False, 1), (32, False, 6), (32, True, 1)])
-def test_pair_options(monkeypatch, spec, h, keyed, scale):
-    """gluon_pair with PrefillConfig.sfold 1 (session 72: S and the maxima unscaled, P = 2^(S c - m c) by one FFMA)
-    and prel 1 (each half released by every consumer thread's own arrive): right against the reference (the cases of
-    test_pair_over_converted_rows: an empty row, invalid entries at NaN rows, over slots and keys, q x 1 and x 6) and
-    within the tolerance's reach of the plain pair's output (bit-equal with sfold 0: prel changes no arithmetic)."""
-    from dsattn.ops.sparse_mla import prefill_row_spec
-    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
-    case = make_case(300, h, 576, num_slots=1000, topk=2048, layout="bf16", block_size=16, with_length=True,
-                     empty_rows=1, seed=271 + h, device=DEV)
-    case.q = (case.q.float() * scale).to(torch.bfloat16)
-    keys, key_slots = _keyed(case, h) if keyed else (case.indices, None)
-    n = case.flat.shape[0] if key_slots is None else key_slots.shape[0]
-    rs = [torch.full(s, -7, dtype=dt, device=DEV) for s, dt in prefill_row_spec(n)]
-    variant = "native"
-    plain = _pair_call(case, keys, key_slots, variant, rs, "pair=1")
-    got = _pair_call(case, keys, key_slots, variant, rs, spec)
-    check_close(*got, *case.reference())
-    if "sfold=1" in spec:
-        assert (got[0].float() - plain[0].float()).abs().max().item() < 2e-2
-        assert torch.isneginf(got[1]).equal(torch.isneginf(plain[1]))
-    else:
-        assert torch.equal(got[0], plain[0]) and torch.equal(got[1], plain[1])
 
 
 @pytest.mark.parametrize("kind, h, t, d_qk, variant", [("split", 128, 16, 576, None), ("d512", 64, 300, 512, None),

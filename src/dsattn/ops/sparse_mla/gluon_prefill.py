@@ -215,9 +215,13 @@ class PrefillConfig:
     #                     Its producer takes gluon_pair.PAIR_PRODUCER_REGS registers, whatever producer_regs says.
     sfold: int = 0      # pair only (session 72). 1: S and the row maxima unscaled, P = 2^(S c - m c) by one FFMA an
     #                     element (FlashMLA's form) in place of S c and S c - m (sm_90a SASS at 32 heads, the whole
-    #                     function: FMUL 764 -> 708, FADD 148 -> 84, FFMA 28 -> 96, 4328 -> 4272 instructions)
+    #                     function: FMUL 764 -> 708, FADD 148 -> 84, FFMA 28 -> 96, 4328 -> 4272 instructions).
+    #                     H100, `dsattn bench ab` against the pair: 32 / 16 heads s_q 1024 0.999x / 1.002x (95% CI
+    #                     0.995-1.002 / 0.995-1.007; bench/results/s72/ab_s72_sfold_*): no difference, so not a default
     prel: int = 0       # pair only (session 72). 1: a consumer releases a stage's half by every thread's own arrive
-    #                     (gluon_pair._release), not a partition barrier and one thread's arrive
+    #                     (gluon_pair._release), not a partition barrier and one thread's arrive (PTX bar.sync 31 -> 25).
+    #                     H100, bench/s72/arms.py over sfold 1: 0.994x / 0.998x / 0.999x at 32 heads s_q 1024 / 8192,
+    #                     16 heads s_q 1024 (s72_arms_h100.log): no gain, so not a default
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -862,7 +866,7 @@ def _dest(out, lse, splits, part_o, part_lse):
 
 def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch=None,
                       config: PrefillConfig | None = None, pad64: bool = False, splits: int = 1, part_o=None,
-                      part_lse=None, key_slots=None, convert=None) -> None:
+                      part_lse=None, key_slots=None) -> None:
     """Sparse MLA prefill (SPEC 3) over bf16 rows flat [N, D_qk] for q [T, H, D_qk] into out / lse through
     sparse_mla_prefill_kernel. Inputs already validated by sparse_mla_prefill. G > 1 (<= 32 heads): tokens in
     chunks of C * G (C: the groups scratch holds), each chunk's union lists built by grouping.build_groups into
@@ -872,9 +876,7 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
     (rows past H masked: zero q, never stored), scratch unused. splits > 1 (a short prefill; dispatch.prefill_splits):
     each work item's list is walked by `splits` programs into part_o / part_lse ([T, S, H, 512] / [T, S, H] fp32),
     then launch.combine_splits writes out / lse. key_slots (G > 1 only): indices are keys; the union lists are built
-    over them (keys in [0, len(key_slots))) and then turned into slots (grouping.translate_entries). convert (src,
-    dst, key_slots, kmap) or None: kernels.f16_rows(*convert) before anything reads flat (G > 1: by the first chunk's
-    union launch where it can, grouping._build_groups; session 72)."""
+    over them (keys in [0, len(key_slots))) and then turned into slots (grouping.translate_entries)."""
     t, h, d = q.shape
     topk = indices.shape[1]
     hpt, g = (64, 1) if pad64 else group_shape(h)
@@ -886,10 +888,6 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
     dest = _dest(out, lse, splits, part_o, part_lse)
     if key_slots is not None and g == 1:
         raise ValueError("key_slots needs the grouped kernel (G > 1); launch.launch_prefill looks the slots up")
-    if convert is not None and g == 1:
-        from .kernels import f16_rows
-        f16_rows(*convert)
-        convert = None
     if g == 1:
         end = topk_length if topk_length is not None else indices
         _launch(q, flat, indices, indices.stride(0), end, indices, sm_scale, topk, 0, t,
@@ -903,8 +901,7 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
     for token0 in range(0, t, chunk):
         n = min(chunk, t - token0)
         num = flat.shape[0] if key_slots is None else key_slots.shape[0]
-        groups = _build_groups(indices, topk_length, num, g, token0, n, entries, masks, counts, -(-n // g), convert)
-        convert = None
+        groups = _build_groups(indices, topk_length, num, g, token0, n, entries, masks, counts, -(-n // g))
         if key_slots is not None:
             # gluon_pair reads validity from the masks alone: an entry whose slot is outside flat scores -inf there
             # only with its mask cleared (a keyed call over converted rows: kmap's -1)

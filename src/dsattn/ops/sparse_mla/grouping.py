@@ -954,13 +954,13 @@ def dense_reach(G: int, topk: int, device) -> int:
 
 
 def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups,
-                  smem_map: bool = False, fused: bool = False, convert=None):
+                  smem_map: bool = False, fused: bool = False):
     """clear, insert, compact (which rebuilds a group with a repeated slot the sort path's way): three launches,
     nothing allocated; the map lives in masks[c, :D] (dense_layout), the entries come out ascending by slot.
     smem_map (IMPL 'dense_smem', where grouping_smem.usable): one launch builds each group's map in shared memory
     and writes it there instead of the clear and the insert. fused (IMPL 'auto' / 'dense_fused', where
     grouping_smem.usable): one launch builds and compacts each group's map in shared memory (the same entries in the
-    same order; nothing past counts[c] written), then the repeated-slot kernel. convert: _build_groups' (fused only)."""
+    same order; nothing past counts[c] written), then the repeated-slot kernel."""
     k = indices.shape[1]
     gp, spw, d = dense_layout(num_slots, G)
     interp = interpreting()
@@ -970,7 +970,7 @@ def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     if fused:
         from . import grouping_smem
         grouping_smem.launch_union(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups,
-                                   gp, spw, d, _fast, convert=convert)
+                                   gp, spw, d, _fast)
         kp = next_pow2(k)
         if DENSE_REBUILD:
             _fast(_group_union_dups_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts,
@@ -1020,16 +1020,9 @@ def build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, m
     return _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
 
 
-def _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups,
-                  convert=None) -> int:
+def _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups) -> int:
     """build_groups after its checks (indices [T, K]; groups = cdiv(ntokens, G)): the grouped prefill's launcher
-    calls it per chunk on inputs sparse_mla_prefill has validated. convert (src, dst, key_slots, kmap) or None:
-    kernels.f16_rows(*convert) as well, done before anything reads dst (session 72): by more programs of the union
-    launch where the fused shared-memory kernel builds the lists (it then runs beside them), else first."""
-    if convert is not None and not (groups and _fuses(indices, num_slots, G)):
-        from .kernels import f16_rows
-        f16_rows(*convert)
-        convert = None
+    calls it per chunk on inputs sparse_mla_prefill has validated."""
     if groups == 0:
         return 0
     if not kernels_available(indices.device):
@@ -1046,22 +1039,13 @@ def _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, 
         impl = "dense" if fits(num_slots, G, indices.shape[1]) else "hash"
     if impl == "dense":
         _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups, smem_map,
-                      fused, convert)
+                      fused)
     elif impl in ("hash", "hash1") and G * indices.shape[1] < 1 << 30:     # (counts[c] flags bit 30)
         launch = _launch_hash if impl == "hash" else _launch_hash1
         launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
     else:
         _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
     return groups
-
-
-def _fuses(indices, num_slots: int, G: int) -> bool:
-    """Whether _build_groups takes the fused shared-memory kernel for this call (IMPL 'auto' / 'dense_fused', the
-    kernel usable, the map within its reach): the path that can convert rows in the same launch."""
-    if not kernels_available(indices.device) or _impl() not in ("auto", "dense_fused"):
-        return False
-    from . import grouping_smem
-    return grouping_smem.usable(indices.device) and fused_fits(num_slots, G, indices.shape[1])
 
 
 # ---------------------------------------------------------------------------------------------------

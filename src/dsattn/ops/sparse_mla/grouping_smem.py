@@ -199,58 +199,13 @@ if HAVE_GLUON:
             "mov.u32 $0, 0; }",
             "=r,r,r", [off, val], dtype=gl.int32, is_pure=False, pack=1)
 
-    @gluon.jit
-    def _convert_rows(b, src_ptr, dst_ptr, slots_ptr, kmap_ptr, num_rows, num_src, stride_src, stride_dst, scale,
-                      ROPE: gl.constexpr, KEYED: gl.constexpr, BR: gl.constexpr, num_warps: gl.constexpr):
-        """Rows [BR b, BR b + BR) of kernels.f16_rows_kernel's work, bit for bit: dst row r = src row r (KEYED: src
-        row slots[r], kmap[r] = r or -1 for a slot outside [0, num_src), that row zeros), its 512 latent values as
-        fp16(x x scale) bits, the 64 RoPE values (ROPE) copied. Loads and stores in blocked layouts (8 values a
-        thread, 16 bytes), so no Triton operation here touches shared memory (the union programs' raw-PTX words)."""
-        RL: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
-        r = b * BR + gl.arange(0, BR, gl.SliceLayout(1, RL))
-        ok = r < num_rows
-        if KEYED:
-            slot = gl.load(slots_ptr + r, mask=ok, other=-1)
-            valid = ok & (slot >= 0) & (slot < num_src)
-            gl.store(kmap_ptr + r, gl.where(valid, r, -1), mask=ok)
-            row = gl.where(valid, slot, 0)
-        else:
-            valid = ok
-            row = r
-        rs = row.to(gl.int64)[:, None] * stride_src
-        rd = r.to(gl.int64)[:, None] * stride_dst
-        c = gl.arange(0, 512, gl.SliceLayout(0, RL))[None, :]
-        x = gl.load(src_ptr + rs + c, mask=valid[:, None], other=0.0)
-        y = (x.to(gl.float32) * scale).to(gl.float16)
-        gl.store(dst_ptr + rd + c, y.to(gl.bfloat16, bitcast=True), mask=ok[:, None])
-        if ROPE:
-            RP: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
-            rr = b * BR + gl.arange(0, BR, gl.SliceLayout(1, RP))
-            okr = rr < num_rows
-            if KEYED:
-                sr = gl.load(slots_ptr + rr, mask=okr, other=-1)
-                vr = okr & (sr >= 0) & (sr < num_src)
-                rowr = gl.where(vr, sr, 0)
-            else:
-                vr = okr
-                rowr = rr
-            cr = 512 + gl.arange(0, 64, gl.SliceLayout(0, RP))[None, :]
-            xr = gl.load(src_ptr + rowr.to(gl.int64)[:, None] * stride_src + cr, mask=vr[:, None], other=0.0)
-            gl.store(dst_ptr + rr.to(gl.int64)[:, None] * stride_dst + cr, xr, mask=okr[:, None])
-
-    @gluon.jit(do_not_specialize=["num_slots", "token0", "ntokens", "K", "D", "ngroups", "num_rows", "num_src"])
+    @gluon.jit(do_not_specialize=["num_slots", "token0", "ntokens", "K", "D"])
     def dense_union_smem_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
                                 msk_ptr, msk_stride, cnt_ptr, K, D, G: gl.constexpr, GP: gl.constexpr,
                                 SPW: gl.constexpr, LOG_SPW: gl.constexpr, DW: gl.constexpr, CW: gl.constexpr,
                                 KP: gl.constexpr, BK: gl.constexpr, OUTW: gl.constexpr, TW: gl.constexpr,
-                                HAS_LEN: gl.constexpr, num_warps: gl.constexpr, ngroups, src_ptr, dst_ptr, slots_ptr,
-                                kmap_ptr, num_rows, num_src, stride_src, stride_dst, scale, CONV: gl.constexpr,
-                                CONV_ROPE: gl.constexpr, CONV_KEYED: gl.constexpr, CONV_BR: gl.constexpr):
-        """Programs from ngroups on (CONV 1, session 72): kernels.f16_rows' row conversion, CONV_BR rows a program
-        (_convert_rows), so that it runs beside the union lists instead of before them (the union programs come
-        first in the grid, so they are placed first). CONV 0: the pointers are placeholders, nothing past the union.
-
-        Program c (first group first): group c's union list in one program (grouping IMPL 'dense_fused'): the
+                                HAS_LEN: gl.constexpr, num_warps: gl.constexpr):
+        """Program c (first group first): group c's union list in one program (grouping IMPL 'dense_fused'): the
         map built in shared memory as dense_map_smem_kernel builds it, then compacted there, ascending by slot, and
         written out whole: entries[c, :n], masks[c, :n], counts[c] = n; or counts[c] = -1 and nothing else
         written when a token listed a slot twice (the map holds fewer bits than the valid entries listed), for
@@ -263,11 +218,6 @@ if HAVE_GLUON:
         totals cross warps through the inline-PTX words, the two sets used by alternate chunks so that one barrier a
         chunk suffices), so the three buffers allocated below only size it."""
         c = gl.program_id(0)
-        if CONV:
-            if c >= ngroups:
-                _convert_rows(c - ngroups, src_ptr, dst_ptr, slots_ptr, kmap_ptr, num_rows, num_src, stride_src,
-                              stride_dst, scale, CONV_ROPE, CONV_KEYED, CONV_BR, num_warps)
-                return
         NW: gl.constexpr = num_warps
         R: gl.constexpr = CW // (32 * NW)
         RW: gl.constexpr = CW // NW
@@ -418,36 +368,18 @@ def union_max_words(G: int, topk: int) -> int:
     return min(MAX_WORDS, 1 << (room.bit_length() - 1))
 
 
-CONV_ROWS = 16      # rows a conversion program of the fused launch converts (launch_union's convert)
-
-
-def launch_union(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups, gp, spw, d, fast,
-                 convert=None):
+def launch_union(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups, gp, spw, d, fast):
     """The union lists of `groups` groups in one launch (grouping._launch_dense under IMPL 'dense_fused'); groups
     with a repeated slot get counts -1, for the repeated-slot kernel that follows. d: the map's words
-    (grouping.dense_layout), at most union_max_words(G, K). union_warps(d, G, K) warps a program.
-    convert (src, dst, key_slots, kmap) or None: kernels.f16_rows(src, dst, key_slots, kmap) done by
-    cdiv(rows, CONV_ROWS) more programs of the same launch (session 72; inputs as f16_rows takes them)."""
+    (grouping.dense_layout), at most union_max_words(G, K). union_warps(d, G, K) warps a program."""
     k = indices.shape[1]
     nw = union_warps(d, G, k)
     dw = max(_pow2(d), 32 * nw)
     cw = min(dw, CHUNK_WORDS)
     kp = _pow2(k)
     bk = min(kp, max(32 * nw, MAP_TILE // gp))
-    if convert is not None:
-        src, dst, key_slots, kmap = convert
-        n = src.shape[0] if key_slots is None else key_slots.shape[0]
-        keyed = key_slots is not None
-        conv = dict(src_ptr=src, dst_ptr=dst, slots_ptr=key_slots if keyed else src, kmap_ptr=kmap if keyed else src,
-                    num_rows=n, num_src=src.shape[0], stride_src=src.stride(0), stride_dst=dst.stride(0),
-                    scale=1.0 / 256, CONV=1, CONV_ROPE=src.shape[1] > 512, CONV_KEYED=keyed)
-        grid = (groups + (n + CONV_ROWS - 1) // CONV_ROWS,)
-    else:  # (placeholders: CONV 0 reads none of them)
-        conv = dict(src_ptr=indices, dst_ptr=indices, slots_ptr=indices, kmap_ptr=indices, num_rows=0, num_src=0,
-                    stride_src=0, stride_dst=0, scale=1.0, CONV=0, CONV_ROPE=False, CONV_KEYED=False)
-        grid = (groups,)
-    fast(dense_union_smem_kernel, grid, indices, indices.stride(0),
+    fast(dense_union_smem_kernel, (groups,), indices, indices.stride(0),
          topk_length if topk_length is not None else indices, num_slots, token0, ntokens, entries, entries.stride(0),
          masks, masks.stride(0), counts, k, d, G=G, GP=gp, SPW=spw, LOG_SPW=spw.bit_length() - 1, DW=dw, CW=cw,
          KP=max(kp, bk), BK=bk, OUTW=union_out_words(G, k, nw), TW=tot_words(nw), HAS_LEN=topk_length is not None,
-         ngroups=groups, CONV_BR=CONV_ROWS, num_warps=nw, **conv)
+         num_warps=nw)
