@@ -31,4 +31,18 @@ if [ "$P" = h ]; then
   PARTS=prefill TABLE_TAG=${TABLE_TAG:-s72_$tag} bash bench/gpu_s16_table.sh > /dev/null 2>&1
   cp $OUT/r/*.json $OUT/ 2>/dev/null; rm -rf $OUT/r $OUT/r.tgz; cat $OUT/tb.log >> $L; rm -f $OUT/tb.log
 fi
-cat $L
+[ "$P" = s ] || cat $L
+# PART s (after the device's first calls): the shared-memory probe. `dsattn bench ab` of the default call over
+#   converted rows (gluon_pair at 32 / 16 heads) against the same with DSATTN_PF_PROFILE=4 (the producer reads each
+#   stage's latent part once more from shared memory: +64 KB a block on the kernel's ~293 KB; outputs unchanged).
+#   PREDICTION: if shared-memory bandwidth bounds the pair's blocks (293 KB at 128 B a clock ~ 2290 clocks, about the
+#   2175 of the block's wgmma work at peak), B reads 0.80-0.88x; if it does not, 0.97-1.00x.
+if [ "$P" = s ]; then
+  for c in ${CASES:-32:1024 16:1024 32:8192}; do
+    h=${c%%:*}; s=${c##*:}
+    timeout 100 python -m dsattn.cli bench ab --op sparse_mla_prefill --tokens $s --heads $h --a row_scratch=1 \
+      --b row_scratch=1,env:DSATTN_PF_PROFILE=4 --name ab_s72_smem_probe_${s}_h${h} --out $OUT > $OUT/ab.log 2>&1
+    echo "ab $c rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $OUT/ab.log | tail -n 3 | cut -c1-250 >> $L
+  done
+  cat $L
+fi

@@ -94,11 +94,28 @@ if HAVE_GLUON:
         async_copy.mbarrier_arrive(bar, increment_count=False)
 
     @gluon.jit
+    def _probe_reads(stage, acc, BN: gl.constexpr, PW: gl.constexpr):
+        """Probe builds (PROFILE bit 4, session 72): every 16-bit word of a stage's latent part ([BN, 512], 64 KB at
+        BN 64) read from shared memory once more, four rows at a time, folded into acc by XOR (kept live by a store
+        that never runs): shared-memory traffic added without products or copies."""
+        PL: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [PW, 1], [1, 0])
+        words = stage._reinterpret(gl.int16, [BN, 512], stage.layout)
+        for r0 in gl.static_range(0, BN, 8):  # (8 rows: a slice may not split the 128-byte swizzle's 8-row period)
+            for c0 in gl.static_range(0, 512, 128):  # (8 x 128 tiles: one 16-byte load a thread, 4 + 4 registers)
+                acc = acc ^ words.slice(r0, 8, dim=0).slice(c0, 128, dim=1).load(PL)
+        return acc
+
+    @gluon.jit
     def _pair_producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r,
                        stride_kv: gl.constexpr, BN: gl.constexpr, PROFILE: gl.constexpr, PW: gl.constexpr):
         """The producer: each step's four halves in their release order L(0), R(0), R(1), L(1); the entries of the
-        next half loaded while it waits for the half's release (reloaded rather than held: held, they spilled)."""
+        next half loaded while it waits for the half's release (reloaded rather than held: held, they spilled).
+        PROFILE bit 4 (probe builds; outputs unchanged): after issuing R(1) it reads stage 0's latent part once more,
+        after L(1) stage 1's (_probe_reads: 64 KB a block of shared-memory reads on top of the kernel's ~293 KB)."""
         GATHER: gl.constexpr = (PROFILE & 1) == 0
+        PROBE: gl.constexpr = (PROFILE & 4) != 0
+        PL: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [PW, 1], [1, 0])
+        probe = gl.zeros([8, 128], gl.int16, PL)
         nblocks = gl.cdiv(hi, BN)
         ix = _pair_entries(idx_row, 0, hi, BN, PW)
         for j in range(gl.cdiv(nblocks, 2)):
@@ -114,12 +131,20 @@ if HAVE_GLUON:
             mbarrier.wait(free_r.index(1), ph)
             _pair_gather(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), full_r.index(1), stride_kv, True, PW,
                          GATHER)
+            if PROBE:
+                probe = _probe_reads(lat.index(0), probe, BN, PW)
             ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
             mbarrier.wait(free_l.index(1), ph)
             _pair_gather(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), full_l.index(1), stride_kv, False, PW,
                          GATHER)
+            if PROBE:
+                probe = _probe_reads(lat.index(1), probe, BN, PW)
             ix = _pair_entries(idx_row, 2 * j + 2, hi, BN, PW)
         async_copy.wait_group(0)
+        if PROBE:  # hi >= 0 always: never stored, but the reads stay live
+            pr = gl.arange(0, 8, gl.SliceLayout(1, PL))[:, None] * stride_kv
+            pc = gl.arange(0, 128, gl.SliceLayout(0, PL))[None, :]
+            gl.store(kv_ptr + pr + pc, probe.to(gl.bfloat16, bitcast=True), mask=(pr + pc) < 0 - hi)
 
     @gluon.jit
     def _release(bar, PREL: gl.constexpr):

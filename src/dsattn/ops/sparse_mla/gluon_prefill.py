@@ -816,10 +816,11 @@ if HAVE_GLUON:
 def _profile() -> int:
     """DSATTN_PF_PROFILE (timing builds only, WRONG OUTPUTS), bits: 1 no gathers (the consumer computes on whatever
     the stages hold); 2 no products (the consumer takes each gathered stage and hands it back; 3: the hand-offs
-    alone)."""
+    alone). 4 (gluon_pair only, outputs right; session 72): the producer reads each stage's latent part once more
+    from shared memory (gluon_pair._probe_reads), a probe of whether shared-memory traffic bounds the kernel."""
     v = os.environ.get("DSATTN_PF_PROFILE", "0").strip() or "0"
-    if v not in ("0", "1", "2", "3"):
-        raise ValueError(f"DSATTN_PF_PROFILE must be 0..3, got {v!r}")
+    if v not in ("0", "1", "2", "3", "4"):
+        raise ValueError(f"DSATTN_PF_PROFILE must be 0..4, got {v!r}")
     return int(v)
 
 
