@@ -484,6 +484,19 @@ def test_row_scratch_other_paths(monkeypatch, kind, h, t, d_qk, variant):
     assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
 
 
+def _pair_case(h, keyed, scale, seed):
+    """The pair tests' case: 300 tokens over 1000 slots (topk_length with an empty row, NaN rows behind invalid
+    entries, page size 16), q x scale; over slots or keys (_keyed); a poisoned row_scratch of the source's size.
+    Returns (case, indices or keys, key_slots or None, row_scratch)."""
+    from dsattn.ops.sparse_mla import prefill_row_spec
+    case = make_case(300, h, 576, num_slots=1000, topk=2048, layout="bf16", block_size=16, with_length=True,
+                     empty_rows=1, seed=seed, device=DEV)
+    case.q = (case.q.float() * scale).to(torch.bfloat16)
+    keys, key_slots = _keyed(case, h) if keyed else (case.indices, None)
+    n = case.flat.shape[0] if key_slots is None else key_slots.shape[0]
+    return case, keys, key_slots, [torch.full(s, -7, dtype=dt, device=DEV) for s, dt in prefill_row_spec(n)]
+
+
 def _pair_call(case, keys, key_slots, variant, rs, pair):
     """sparse_mla_prefill with row_scratch rs, config pair on or off (DSATTN_PF_CONFIG; pair takes effect over the
     converted rows only), or DSATTN_PF_CONFIG = pair when it is a string; poisoned outputs."""
@@ -508,16 +521,10 @@ def test_pair_over_converted_rows(monkeypatch, h, keyed, scale):
     right against the reference (topk_length with an empty row, -1 / out-of-range entries pointing at NaN rows, page
     size 16, q x 1 and x 6), over slots and over keys; and within the tolerance's reach of the split consumer's
     output on the same rows (the two sum in another order)."""
-    from dsattn.ops.sparse_mla import prefill_row_spec
     from dsattn.ops.sparse_mla.dispatch import prefill_converts_rows
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
-    case = make_case(300, h, 576, num_slots=1000, topk=2048, layout="bf16", block_size=16, with_length=True,
-                     empty_rows=1, seed=171 + h, device=DEV)
-    case.q = (case.q.float() * scale).to(torch.bfloat16)
-    keys, key_slots = _keyed(case, h) if keyed else (case.indices, None)
-    n = case.flat.shape[0] if key_slots is None else key_slots.shape[0]
-    assert prefill_converts_rows(300, h, 2048, n)
-    rs = [torch.full(s, -7, dtype=dt, device=DEV) for s, dt in prefill_row_spec(n)]
+    case, keys, key_slots, rs = _pair_case(h, keyed, scale, 171 + h)
+    assert prefill_converts_rows(300, h, 2048, rs[1].shape[0])
     variant = "native" if h <= 32 else None
     split = _pair_call(case, keys, key_slots, variant, rs, False)
     pair = _pair_call(case, keys, key_slots, variant, rs, True)
@@ -541,14 +548,8 @@ def test_pair_options(monkeypatch, spec, h, keyed, scale):
     and prel 1 (each half released by every consumer thread's own arrive): right against the reference (the cases of
     test_pair_over_converted_rows: an empty row, invalid entries at NaN rows, over slots and keys, q x 1 and x 6) and
     within the tolerance's reach of the plain pair's output (bit-equal with sfold 0: prel changes no arithmetic)."""
-    from dsattn.ops.sparse_mla import prefill_row_spec
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
-    case = make_case(300, h, 576, num_slots=1000, topk=2048, layout="bf16", block_size=16, with_length=True,
-                     empty_rows=1, seed=271 + h, device=DEV)
-    case.q = (case.q.float() * scale).to(torch.bfloat16)
-    keys, key_slots = _keyed(case, h) if keyed else (case.indices, None)
-    n = case.flat.shape[0] if key_slots is None else key_slots.shape[0]
-    rs = [torch.full(s, -7, dtype=dt, device=DEV) for s, dt in prefill_row_spec(n)]
+    case, keys, key_slots, rs = _pair_case(h, keyed, scale, 271 + h)
     variant = "native"
     plain = _pair_call(case, keys, key_slots, variant, rs, "pair=1")
     got = _pair_call(case, keys, key_slots, variant, rs, spec)
