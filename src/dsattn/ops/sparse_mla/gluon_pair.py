@@ -96,7 +96,7 @@ if HAVE_GLUON:
     @gluon.jit
     def _probe_reads(stage, acc, BN: gl.constexpr, PW: gl.constexpr):
         """Probe builds (PROFILE bit 4, session 72): every 16-bit word of a stage's latent part ([BN, 512], 64 KB at
-        BN 64) read from shared memory once more, four rows at a time, folded into acc by XOR (kept live by a store
+        BN 64) read from shared memory once more, 8 x 128 at a time, folded into acc by XOR (kept live by a store
         that never runs): shared-memory traffic added without products or copies."""
         PL: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [PW, 1], [1, 0])
         words = stage._reinterpret(gl.int16, [BN, 512], stage.layout)
