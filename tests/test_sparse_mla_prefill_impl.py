@@ -157,12 +157,12 @@ def test_config_refuses_positional(monkeypatch):
 
 
 def test_profile_knob(monkeypatch):
-    """DSATTN_PF_PROFILE (timing builds): bits 1 / 2; anything else is a ValueError naming it, before any kernel
-    runs."""
-    for v, want in (("", 0), ("1", 1), ("3", 3)):
+    """DSATTN_PF_PROFILE (timing builds): bits 1 / 2, or 4 alone (gluon_pair's shared-memory probe, session 72);
+    anything else is a ValueError naming it, before any kernel runs."""
+    for v, want in (("", 0), ("1", 1), ("3", 3), ("4", 4)):
         monkeypatch.setenv("DSATTN_PF_PROFILE", v)
         assert gluon_prefill._profile() == want
-    for bad in ("4", "5", "12", "16", "-1", "x"):
+    for bad in ("5", "6", "12", "16", "-1", "x"):
         monkeypatch.setenv("DSATTN_PF_PROFILE", bad)
         with pytest.raises(ValueError, match="DSATTN_PF_PROFILE"):
             gluon_prefill._profile()
