@@ -10,6 +10,7 @@
 # randomized order on the same pair (1.004x, no difference), so rounds are shuffled since.)
 #   PYTHONPATH=src:.peer python bench/s72/arms.py [CASES] [ARMS]   CASES 'h:s_q,...'; ARMS specs separated by '/'
 import os, random, statistics, sys, torch
+from dsattn.bench.common import group_ms
 from dsattn.bench.kernels_mla import _peers, flashmla, prefill_case
 from dsattn.ops.sparse_mla import prefill_row_spec, sparse_mla_prefill
 from dsattn.ops.sparse_mla.grouping import group_shape, prefill_scratch_spec
@@ -66,13 +67,7 @@ for h, s_q in cases:
         order = list(arms.items())
         rng.shuffle(order)
         for k, f in order:
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            for _ in range(reps):
-                f()
-            e1.record()
-            torch.cuda.synchronize()
-            times[k].append(e0.elapsed_time(e1) / reps)
+            times[k].append(group_ms(f, reps, True))
     base = specs[0]
     out = []
     for k, v in times.items():

@@ -1,13 +1,13 @@
 # Session 72: per-kernel GPU times of one sparse_mla_prefill call over converted rows (row_scratch), by
-# torch.profiler (CUDA activities): each kernel's mean duration over 20 calls (each followed by a synchronize) and the
-# call's span (first kernel's start to last kernel's end, mean; it includes the host's launch work between kernels),
-# issue 3's case.
-# (Its run in bench/results/s72/s72_kprof_h100.log, at dc7f84e / 79e4d79, timed each case with the conversion before
-# the union launch (FUSE=0) and inside it (FUSE=1, CONV_ROWS rows a conversion program); that conversion was
-# removed after, notes/sparse_mla.md session 72.)
+# torch.profiler through bench.common.kernel_events / call_spans: each kernel's mean duration over 20 calls back to
+# back and the call's mean span on the GPU (first kernel's start to last kernel's end), issue 3's case.
+# (Its runs in bench/results/s72/s72_kprof_h100.log and s72_kprof_rows_h100.log, at dc7f84e / 79e4d79, were of an
+# earlier form: a synchronize after each call, so their spans include the host's launch work between kernels; and
+# each case timed with the conversion before the union launch (FUSE=0) and inside it (FUSE=1, CONV_ROWS rows a
+# conversion program), a conversion removed after, notes/sparse_mla.md session 72.)
 #   PYTHONPATH=src python bench/s72/kprof.py [h:s_q,...]
-import collections, sys, torch
-from torch.profiler import ProfilerActivity, profile
+import sys, torch
+from dsattn.bench.common import call_spans, kernel_events
 from dsattn.bench.kernels_mla import prefill_case
 from dsattn.ops.sparse_mla import prefill_row_spec, sparse_mla_prefill
 from dsattn.ops.sparse_mla.grouping import prefill_scratch_spec
@@ -24,20 +24,7 @@ for c in (sys.argv[1] if len(sys.argv) > 1 else "32:1024,16:1024,32:8192").split
     def call():
         sparse_mla_prefill(case.q, case.kv, case.indices, case.sm_scale, out=po, lse=pl, variant="native",
                            scratch=scratch, row_scratch=rs)
-    for _ in range(3):
-        call()
-    torch.cuda.synchronize()
     n = 20
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(n):
-            call()
-            torch.cuda.synchronize()
-    ev = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    ev.sort(key=lambda e: e.time_range.start)
-    per = collections.defaultdict(list)
-    for e in ev:
-        per[e.name[:40]].append(e.time_range.end - e.time_range.start)
-    k = len(ev) // n
-    spans = [ev[i * k + k - 1].time_range.end - ev[i * k].time_range.start for i in range(n)] if k else []
-    kern = ", ".join(f"{name} {sum(v) / len(v):.1f}" for name, v in per.items())
-    print(f"{h} heads s_q {s_q}: {k} kernels a call, span {sum(spans) / max(1, len(spans)):.1f} us; {kern}", flush=True)
+    span, own = call_spans(kernel_events(call, n), n)
+    kern = ", ".join(f"{name[:40]} {us:.1f}" for name, us in own.items())
+    print(f"{h} heads s_q {s_q}: span {span:.1f} us; {kern}", flush=True)
