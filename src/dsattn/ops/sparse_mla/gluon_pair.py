@@ -74,24 +74,49 @@ if HAVE_GLUON:
         return _idx(idx_row, blk * BN, hi, BN, gl.SliceLayout(1, _copy_l(PW)))
 
     @gluon.jit
-    def _pair_gather(ix, num_slots, kv_ptr, lat_s, rope_s, bar, stride_kv: gl.constexpr, RIGHT: gl.constexpr,
-                     PW: gl.constexpr, GATHER: gl.constexpr):
+    def _pair_gather(ix, num_slots, kv_ptr, lat_s, rope_s, bar, bar_b, stride_kv: gl.constexpr, RIGHT: gl.constexpr,
+                     PW: gl.constexpr, GATHER: gl.constexpr, FQ: gl.constexpr):
         """cp.async of one half of a block's rows into its stage (left: latent columns 0..255; right: 256..511 and
-        the RoPE columns), then this thread's no-increment arrive on `bar`. GATHER 0 (timing builds): the arrive
-        alone."""
+        the RoPE columns), then this thread's no-increment arrive on `bar`. FQ 1: the half in two parts, columns
+        c0..c0 + 127 then the rest, each followed by an arrive, on `bar` then `bar_b` (an arrive fires once all of
+        the thread's earlier copies landed, so bar_b's phase covers the whole half). GATHER 0 (timing builds): the
+        arrives alone."""
+        L: gl.constexpr = _copy_l(PW)
+        c0: gl.constexpr = 256 if RIGHT else 0
         if GATHER:
-            L: gl.constexpr = _copy_l(PW)
             valid = (ix >= 0) & (ix < num_slots)
             row = kv_ptr + gl.where(valid, ix, 0).to(gl.int64) * stride_kv
-            cols = gl.arange(0, 256, gl.SliceLayout(0, L))
-            c0: gl.constexpr = 256 if RIGHT else 0
-            async_copy.async_copy_global_to_shared(lat_s.slice(c0, 256, dim=1), (row + c0)[:, None] + cols[None, :],
-                                                   mask=valid[:, None])
+            if FQ:
+                cols = gl.arange(0, 128, gl.SliceLayout(0, L))
+                async_copy.async_copy_global_to_shared(lat_s.slice(c0, 128, dim=1),
+                                                       (row + c0)[:, None] + cols[None, :], mask=valid[:, None])
+                async_copy.mbarrier_arrive(bar, increment_count=False)
+                async_copy.async_copy_global_to_shared(lat_s.slice(c0 + 128, 128, dim=1),
+                                                       (row + c0 + 128)[:, None] + cols[None, :],
+                                                       mask=valid[:, None])
+            else:
+                cols = gl.arange(0, 256, gl.SliceLayout(0, L))
+                async_copy.async_copy_global_to_shared(lat_s.slice(c0, 256, dim=1),
+                                                       (row + c0)[:, None] + cols[None, :], mask=valid[:, None])
             if RIGHT:
                 rc = gl.arange(0, 64, gl.SliceLayout(0, L))
                 async_copy.async_copy_global_to_shared(rope_s, (row + 512)[:, None] + rc[None, :],
                                                        mask=valid[:, None])
-        async_copy.mbarrier_arrive(bar, increment_count=False)
+        elif FQ:
+            async_copy.mbarrier_arrive(bar, increment_count=False)
+        if FQ:
+            async_copy.mbarrier_arrive(bar_b, increment_count=False)
+        else:
+            async_copy.mbarrier_arrive(bar, increment_count=False)
+
+    @gluon.jit
+    def _full(bar, k: gl.constexpr, part: gl.constexpr, FQ: gl.constexpr):
+        """Stage k's full mbarrier of a half (FQ 0: one a half) or of its part 0 / 1 (FQ 1: two a half, bar holding
+        [2 stages x 2 parts]). Part 1's phase covers the whole half (_pair_gather)."""
+        if FQ:
+            return bar.index(2 * k + part)
+        else:
+            return bar.index(k)
 
     @gluon.jit
     def _probe_reads(stage, acc, BN: gl.constexpr, PW: gl.constexpr):
@@ -107,7 +132,8 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _pair_producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r,
-                       stride_kv: gl.constexpr, BN: gl.constexpr, PROFILE: gl.constexpr, PW: gl.constexpr):
+                       stride_kv: gl.constexpr, BN: gl.constexpr, PROFILE: gl.constexpr, PW: gl.constexpr,
+                       FQ: gl.constexpr):
         """The producer: each step's four halves in their release order L(0), R(0), R(1), L(1); the entries of the
         next half loaded while it waits for the half's release (reloaded rather than held: held, they spilled).
         PROFILE bit 4 (probe builds; outputs unchanged): after issuing R(1) it reads stage 0's latent part once more,
@@ -121,22 +147,22 @@ if HAVE_GLUON:
         for j in range(gl.cdiv(nblocks, 2)):
             ph = (j & 1) ^ 1  # use j of each half: the consumers released use j - 1 (fresh: phase 1 complete)
             mbarrier.wait(free_l.index(0), ph)
-            _pair_gather(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), full_l.index(0), stride_kv, False, PW,
-                         GATHER)
+            _pair_gather(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), _full(full_l, 0, 0, FQ),
+                         _full(full_l, 0, 1, FQ), stride_kv, False, PW, GATHER, FQ)
             ix = _pair_entries(idx_row, 2 * j, hi, BN, PW)
             mbarrier.wait(free_r.index(0), ph)
-            _pair_gather(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), full_r.index(0), stride_kv, True, PW,
-                         GATHER)
+            _pair_gather(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), _full(full_r, 0, 0, FQ),
+                         _full(full_r, 0, 1, FQ), stride_kv, True, PW, GATHER, FQ)
             ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
             mbarrier.wait(free_r.index(1), ph)
-            _pair_gather(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), full_r.index(1), stride_kv, True, PW,
-                         GATHER)
+            _pair_gather(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), _full(full_r, 1, 0, FQ),
+                         _full(full_r, 1, 1, FQ), stride_kv, True, PW, GATHER, FQ)
             if PROBE:
                 probe = _probe_reads(lat.index(0), probe, BN, PW)
             ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
             mbarrier.wait(free_l.index(1), ph)
-            _pair_gather(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), full_l.index(1), stride_kv, False, PW,
-                         GATHER)
+            _pair_gather(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), _full(full_l, 1, 0, FQ),
+                         _full(full_l, 1, 1, FQ), stride_kv, False, PW, GATHER, FQ)
             if PROBE:
                 probe = _probe_reads(lat.index(1), probe, BN, PW)
             ix = _pair_entries(idx_row, 2 * j + 2, hi, BN, PW)
@@ -160,7 +186,7 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _pair_hand_back(hi, full_l, full_r, free_l, free_r, BN: gl.constexpr, H: gl.constexpr,
-                        PREL: gl.constexpr):
+                        PREL: gl.constexpr, FQ: gl.constexpr):
         """Timing builds (PROFILE bit 1): each half handed back by its releasing warpgroup (0: the left halves, 1:
         the right ones) once it landed, no products."""
         nblocks = gl.cdiv(hi, BN)
@@ -168,7 +194,7 @@ if HAVE_GLUON:
         free = free_l if H == 0 else free_r
         for i in range(gl.cdiv(nblocks, 2)):
             for k in gl.static_range(2):
-                mbarrier.wait(full.index(k), i & 1)
+                mbarrier.wait(_full(full, k, 1, FQ), i & 1)
                 _release(free.index(k), PREL)
 
     @gluon.jit
@@ -202,11 +228,34 @@ if HAVE_GLUON:
         return s
 
     @gluon.jit
+    def _s_wait_half(q3, qr3, lat_t, rope_t, s, full, k: gl.constexpr, ph, RIGHT: gl.constexpr, FQ: gl.constexpr,
+                     i0):
+        """Wait for one half of stage k (full: that side's full mbarriers), then S's product over it. FQ 1: the
+        first 128 columns' product issued once part 0 landed, the rest after part 1."""
+        c0: gl.constexpr = 256 if RIGHT else 0
+        if FQ:
+            mbarrier.wait(_full(full, k, 0, FQ), ph)
+            fence_async_shared()
+            s = warpgroup_mma(q3.index(i0).slice(c0, 128, dim=1), lat_t.slice(c0, 128, dim=1).permute((1, 0)), s,
+                              is_async=True)
+            mbarrier.wait(_full(full, k, 1, FQ), ph)
+            fence_async_shared()
+            s = warpgroup_mma(q3.index(i0).slice(c0 + 128, 128, dim=1),
+                              lat_t.slice(c0 + 128, 128, dim=1).permute((1, 0)), s, is_async=True)
+            if RIGHT:
+                s = warpgroup_mma(qr3.index(i0), rope_t.permute((1, 0)), s, is_async=True)
+        else:
+            mbarrier.wait(_full(full, k, 0, FQ), ph)
+            fence_async_shared()
+            s = _s_half(q3, qr3, lat_t, rope_t, s, RIGHT, i0)
+        return s
+
+    @gluon.jit
     def _wg_pair(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                  qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                  q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
                  GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, H: gl.constexpr,
-                 PROFILE: gl.constexpr, SFOLD: gl.constexpr, PREL: gl.constexpr):
+                 PROFILE: gl.constexpr, SFOLD: gl.constexpr, PREL: gl.constexpr, FQ: gl.constexpr):
         """Consumer warpgroup H of two (module docstring). lat / rope: the stages as copied (bf16-typed; the latent
         part holds fp16 bits, read through an fp16 view); P (fp16) of warpgroup 0 goes into stage 0's RoPE tile,
         of warpgroup 1 into p1."""
@@ -226,7 +275,7 @@ if HAVE_GLUON:
         mbarrier.arrive(qbar, count=1)
         mbarrier.wait(qbar, 0)
         if PROFILE & 2:
-            _pair_hand_back(hi, full_l, full_r, free_l, free_r, BN, H, PREL)
+            _pair_hand_back(hi, full_l, full_r, free_l, free_r, BN, H, PREL, FQ)
             hi = 0
         qk_scale = qk_scale * 256.0  # S in the rows' 2^-8 units
         # SFOLD 1: S stays unscaled and the maxima with it (qk_scale > 0 keeps their order); P = 2^(S c - m c), one
@@ -255,20 +304,12 @@ if HAVE_GLUON:
                 ix = gl.load(idx_row + j, mask=j < hi, other=-1)
             s = gl.zeros([ROWS, BN], gl.float32, MMA_S)
             if H == 0:
-                mbarrier.wait(full_l.index(0), ph)
-                fence_async_shared()
-                s = _s_half(q3, qr3, latv.index(z0), rope.index(z0), s, False, z0)
-                mbarrier.wait(full_r.index(0), ph)
-                fence_async_shared()
-                s = _s_half(q3, qr3, latv.index(z0), rope.index(z0), s, True, z0)
+                s = _s_wait_half(q3, qr3, latv.index(z0), rope.index(z0), s, full_l, 0, ph, False, FQ, z0)
+                s = _s_wait_half(q3, qr3, latv.index(z0), rope.index(z0), s, full_r, 0, ph, True, FQ, z0)
                 s = warpgroup_mma_wait(0, deps=(s,))
             else:
-                mbarrier.wait(full_r.index(1), ph)
-                fence_async_shared()
-                s = _s_half(q3, qr3, latv.index(z1), rope.index(z1), s, True, z0)
-                mbarrier.wait(full_l.index(1), ph)
-                fence_async_shared()
-                s = _s_half(q3, qr3, latv.index(z1), rope.index(z1), s, False, z0)
+                s = _s_wait_half(q3, qr3, latv.index(z1), rope.index(z1), s, full_r, 1, ph, True, FQ, z0)
+                s = _s_wait_half(q3, qr3, latv.index(z1), rope.index(z1), s, full_l, 1, ph, False, FQ, z0)
                 s = warpgroup_mma_wait(0, deps=(s,))
             if GROUPED:
                 valid = ((bits[None, :] >> tok_of_row) & 1) != 0
@@ -313,7 +354,7 @@ if HAVE_GLUON:
                 l_i = l_i * beta
                 m_i = mc
                 mbarrier.wait(pbar.index(1), ph)
-                mbarrier.wait(full_l.index(1), ph)  # landed before warpgroup 1's S; the fence is this one's
+                mbarrier.wait(_full(full_l, 1, 1, FQ), ph)  # landed before warpgroup 1's S; the fence is this one's
                 fence_async_shared()
                 acc = warpgroup_mma(p1.index(z0), latv.index(z1).slice(0, 256, dim=1), acc, is_async=True)
                 acc = warpgroup_mma_wait(0, deps=(acc,))
@@ -343,7 +384,7 @@ if HAVE_GLUON:
                 mbarrier.arrive(pbar.index(1), count=1)
                 # the other P V first, so that R(0) is released one P V earlier
                 mbarrier.wait(pbar.index(0), ph)
-                mbarrier.wait(full_r.index(0), ph)
+                mbarrier.wait(_full(full_r, 0, 1, FQ), ph)
                 fence_async_shared()
                 acc = warpgroup_mma(ropep.index(z0), latv.index(z0).slice(256, 256, dim=1), acc, is_async=True)
                 acc = warpgroup_mma(gl.convert_layout(pb, P_L), latv.index(z1).slice(256, 256, dim=1), acc,
@@ -387,7 +428,8 @@ if HAVE_GLUON:
             num_slots, num_heads, topk, token0, tok_end, qk_scale,
             stride_kv: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr, HPT: gl.constexpr,
             PROFILE: gl.constexpr, V_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-            num_warps: gl.constexpr, SPLIT: gl.constexpr = 0, SFOLD: gl.constexpr = 0, PREL: gl.constexpr = 0):
+            num_warps: gl.constexpr, SPLIT: gl.constexpr = 0, SFOLD: gl.constexpr = 0, PREL: gl.constexpr = 0,
+            FQ: gl.constexpr = 0):
         """gluon_prefill.sparse_mla_prefill_kernel's grid and arguments (its docstring), D_qk 576, over converted
         rows (config pre16), with the pair schedule (module docstring)."""
         gl.static_assert(G * HPT == 64, "64 rows a program")
@@ -409,8 +451,9 @@ if HAVE_GLUON:
         x_smem = gl.allocate_shared_memory(gl.float32, [4, ROWS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
         # each half's full mbarrier takes one cp.async arrive a producer thread; its free one, one releasing
         # warpgroup
-        full_l = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        full_r = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        NF: gl.constexpr = 4 if FQ else 2  # FQ 1: two parts a half (_full)
+        full_l = gl.allocate_shared_memory(gl.int64, [NF, 1], mbarrier.MBarrierLayout())
+        full_r = gl.allocate_shared_memory(gl.int64, [NF, 1], mbarrier.MBarrierLayout())
         free_l = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         free_r = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         xbar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
@@ -419,6 +462,9 @@ if HAVE_GLUON:
         for k in gl.static_range(2):
             mbarrier.init(full_l.index(k), count=PRODUCER_WARPS * 32)
             mbarrier.init(full_r.index(k), count=PRODUCER_WARPS * 32)
+            if FQ:
+                mbarrier.init(full_l.index(k + 2), count=PRODUCER_WARPS * 32)
+                mbarrier.init(full_r.index(k + 2), count=PRODUCER_WARPS * 32)
             mbarrier.init(free_l.index(k), count=128 if PREL else 1)  # (_release)
             mbarrier.init(free_r.index(k), count=128 if PREL else 1)
             mbarrier.init(xbar.index(k), count=1)
@@ -430,11 +476,11 @@ if HAVE_GLUON:
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL)),
+                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ)),
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL)),
+                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ)),
             (_pair_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv,
-                              BN, PROFILE, PRODUCER_WARPS)),
+                              BN, PROFILE, PRODUCER_WARPS, FQ)),
         ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Session 73 (no carry needed: dsattn bench ab runs no peer).
+# PART a: (1) gluon_pair's fq 1 (each half of a stage in two parts with their own full mbarriers; S starts on the
+#   first 128 columns) in the GPU test test_pair_options (bit-equal to the pair, right against the reference);
+#   (2) session 72's shared-memory probe: `dsattn bench ab` of the pair against DSATTN_PF_PROFILE=4 (the producer
+#   reads each stage's latent part once more: +64 KB a block on ~293 KB; outputs unchanged);
+#   (3) `dsattn bench ab` pair=1 against pair=1;fq=1.
+#   PREDICTIONS (before the run): probe 0.80-0.88x if shared-memory bandwidth bounds the pair's blocks, 0.97-1.00x
+#   if not. fq: stage 1 is released last in a step and WG1's S waits for all of its 72 KB; with parts its first
+#   product starts after 16 KB: 1.02-1.05x at 32 heads if that refill is exposed, 0.99-1.01x if not.
+#   PART=a DSATTN_GIT_COMMIT=<sha> bash bench/s73/run.sh     ($OUT/s73_<part>.log)
+set -u
+export PYTHONPATH=src PYTHONUNBUFFERED=1
+unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_PF_PROFILE
+P=${PART:-a}
+L=$OUT/s73_$P.log
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+case "$GPU" in *H200*) tag=h200 ;; *) tag=h100 ;; esac
+echo "$GPU tree ${DSATTN_GIT_COMMIT:-?} part $P" > $L
+t0=$SECONDS
+ab() {  # name cases a b
+  local name=$1 cases=$2 a=$3 b=$4 c h s
+  for c in $cases; do
+    h=${c%%:*}; s=${c##*:}
+    timeout 150 python -m dsattn.cli bench ab --op sparse_mla_prefill --tokens $s --heads $h --a "$a" --b "$b" \
+      --name ab_s73_${name}_${s}_h${h}_$tag --out $OUT > $OUT/ab.log 2>&1
+    echo "ab $name $c rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $OUT/ab.log | tail -n 3 | cut -c1-250 >> $L
+  done
+  rm -f $OUT/ab.log
+}
+if [ "$P" = a ]; then
+  timeout ${TEST_S:-200} python -m pytest -q -p no:cacheprovider -rfE --tb=short tests/gpu/test_sparse_mla_prefill_gpu.py \
+    -k "${TESTS_K:-pair_options and fq}" > $OUT/tests.log 2>&1
+  echo "tests rc=$? $((SECONDS - t0)) s: $(tail -n 1 $OUT/tests.log)" >> $L
+  grep -E "^(FAILED|ERROR)|^E " $OUT/tests.log | head -n 12 | cut -c1-300 >> $L
+  ab smem_probe "${PROBE_CASES:-32:1024 16:1024 32:8192}" row_scratch=1 row_scratch=1,env:DSATTN_PF_PROFILE=4
+  ab fq "${FQ_CASES:-32:1024 16:1024 32:8192}" row_scratch=1,env:DSATTN_PF_CONFIG=pair=1 \
+    "row_scratch=1,env:DSATTN_PF_CONFIG=pair=1;fq=1"
+fi
+cat $L
