@@ -4,10 +4,12 @@
 #   first 128 columns) in the GPU test test_pair_options (bit-equal to the pair, right against the reference);
 #   (2) session 72's shared-memory probe: `dsattn bench ab` of the pair against DSATTN_PF_PROFILE=4 (the producer
 #   reads each stage's latent part once more: +64 KB a block on ~293 KB; outputs unchanged);
-#   (3) `dsattn bench ab` pair=1 against pair=1;fq=1.
+#   (3) `dsattn bench ab` pair=1 against pair=1;fq=1, then against pair=1;qreg=1 (q's RoPE part as S's register
+#   operand: 8 KB fewer shared-memory reads a block's S, ~3% of the block's ~293 KB).
 #   PREDICTIONS (before the run): probe 0.80-0.88x if shared-memory bandwidth bounds the pair's blocks, 0.97-1.00x
 #   if not. fq: stage 1 is released last in a step and WG1's S waits for all of its 72 KB; with parts its first
-#   product starts after 16 KB: 1.02-1.05x at 32 heads if that refill is exposed, 0.99-1.01x if not.
+#   product starts after 16 KB: 1.02-1.05x at 32 heads if that refill is exposed, 0.99-1.01x if not. qreg: <= 1.03x
+#   if the probe reads shared memory as the bound, 0.99-1.01x if not.
 #   PART=a DSATTN_GIT_COMMIT=<sha> bash bench/s73/run.sh     ($OUT/s73_<part>.log)
 set -u
 export PYTHONPATH=src PYTHONUNBUFFERED=1
@@ -30,11 +32,13 @@ ab() {  # name cases a b
 }
 if [ "$P" = a ]; then
   timeout ${TEST_S:-200} python -m pytest -q -p no:cacheprovider -rfE --tb=short tests/gpu/test_sparse_mla_prefill_gpu.py \
-    -k "${TESTS_K:-pair_options and fq}" > $OUT/tests.log 2>&1
+    -k "${TESTS_K:-pair_options and (fq or qreg)}" > $OUT/tests.log 2>&1
   echo "tests rc=$? $((SECONDS - t0)) s: $(tail -n 1 $OUT/tests.log)" >> $L
   grep -E "^(FAILED|ERROR)|^E " $OUT/tests.log | head -n 12 | cut -c1-300 >> $L
   ab smem_probe "${PROBE_CASES:-32:1024 16:1024 32:8192}" row_scratch=1 row_scratch=1,env:DSATTN_PF_PROFILE=4
   ab fq "${FQ_CASES:-32:1024 16:1024 32:8192}" row_scratch=1,env:DSATTN_PF_CONFIG=pair=1 \
     "row_scratch=1,env:DSATTN_PF_CONFIG=pair=1;fq=1"
+  ab qreg "${QREG_CASES:-32:1024 16:1024}" row_scratch=1,env:DSATTN_PF_CONFIG=pair=1 \
+    "row_scratch=1,env:DSATTN_PF_CONFIG=pair=1;qreg=1"
 fi
 cat $L

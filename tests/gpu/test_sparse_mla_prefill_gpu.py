@@ -541,14 +541,15 @@ def test_pair_over_converted_rows(monkeypatch, h, keyed, scale):
         assert torch.equal(out, pair[0]) and torch.equal(lse, pair[1])
 
 
-@pytest.mark.parametrize("spec", ["pair=1,sfold=1", "pair=1,prel=1", "pair=1,sfold=1,prel=1", "pair=1,fq=1"])
+@pytest.mark.parametrize("spec", ["pair=1,sfold=1", "pair=1,prel=1", "pair=1,sfold=1,prel=1", "pair=1,fq=1",
+                                  "pair=1,qreg=1"])
 @pytest.mark.parametrize("h, keyed, scale", [(8, True, 6), (16, False, 1), (32, False, 6), (32, True, 1)])
 def test_pair_options(monkeypatch, spec, h, keyed, scale):
     """gluon_pair with PrefillConfig.sfold 1 (session 72: S and the maxima unscaled, P = 2^(S c - m c) by one FFMA)
     and prel 1 (each half released by every consumer thread's own arrive), fq 1 (session 73: each half lands in two
-    parts, S starting on the first): right against the reference (the cases of test_pair_over_converted_rows: an
+    parts, S starting on the first) and qreg 1 (q's RoPE part as S's register operand): right against the reference (the cases of test_pair_over_converted_rows: an
     empty row, invalid entries at NaN rows, over slots and keys, q x 1 and x 6) and within the tolerance's reach of
-    the plain pair's output (bit-equal with sfold 0: prel and fq change no arithmetic)."""
+    the plain pair's output (bit-equal with sfold 0: prel, fq and qreg change no arithmetic)."""
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
     case, keys, key_slots, rs = _pair_case(h, keyed, scale, 271 + h)
     variant = "native"
