@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 73 (no carry needed: dsattn bench ab runs no peer).
+# Session 73 (PART a needs no carry: dsattn bench ab runs no peer).
 # PART a: (1) gluon_pair's fq 1 (each half of a stage in two parts with their own full mbarriers; S starts on the
 #   first 128 columns) in the GPU test test_pair_options (bit-equal to the pair, right against the reference);
 #   (2) session 72's shared-memory probe: `dsattn bench ab` of the pair against DSATTN_PF_PROFILE=4 (the producer
@@ -10,9 +10,11 @@
 #   if not. fq: stage 1 is released last in a step and WG1's S waits for all of its 72 KB; with parts its first
 #   product starts after 16 KB: 1.02-1.05x at 32 heads if that refill is exposed, 0.99-1.01x if not. qreg: <= 1.03x
 #   if the probe reads shared memory as the bound, 0.99-1.01x if not.
+# PART h (carry [".peer"]): issue 3's prefill table (bench/gpu_s16_table.sh PARTS=prefill, FlashMLA in the same
+#   process), tagged by card.
 #   PART=a DSATTN_GIT_COMMIT=<sha> bash bench/s73/run.sh     ($OUT/s73_<part>.log)
 set -u
-export PYTHONPATH=src PYTHONUNBUFFERED=1
+export PYTHONPATH=src:.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_PF_PROFILE
 P=${PART:-a}
 L=$OUT/s73_$P.log
@@ -40,5 +42,9 @@ if [ "$P" = a ]; then
     "row_scratch=1,env:DSATTN_PF_CONFIG=pair=1;fq=1"
   ab qreg "${QREG_CASES:-32:1024 16:1024}" row_scratch=1,env:DSATTN_PF_CONFIG=pair=1 \
     "row_scratch=1,env:DSATTN_PF_CONFIG=pair=1;qreg=1"
+fi
+if [ "$P" = h ]; then
+  PARTS=prefill TABLE_TAG=${TABLE_TAG:-s73_$tag} bash bench/gpu_s16_table.sh > /dev/null 2>&1
+  cp $OUT/r/*.json $OUT/ 2>/dev/null; rm -rf $OUT/r $OUT/r.tgz; cat $OUT/tb.log >> $L; rm -f $OUT/tb.log
 fi
 cat $L
