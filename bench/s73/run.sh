@@ -3,7 +3,8 @@
 # PART a: (1) gluon_pair's fq 1 (each half of a stage in two parts with their own full mbarriers; S starts on the
 #   first 128 columns) in the GPU test test_pair_options (bit-equal to the pair, right against the reference);
 #   (2) session 72's shared-memory probe: `dsattn bench ab` of the pair against DSATTN_PF_PROFILE=4 (the producer
-#   reads each stage's latent part once more: +64 KB a block on ~293 KB; outputs unchanged);
+#   reads both stages' latent parts once more after issuing L(1): +64 KB a block on ~293 KB; outputs unchanged;
+#   moved there from after R(1) this session, where it would have delayed L(1)'s refill);
 #   (3) `dsattn bench ab` pair=1 against pair=1;fq=1, then against pair=1;qreg=1 (q's RoPE part as S's register
 #   operand: 8 KB fewer shared-memory reads a block's S, ~3% of the block's ~293 KB).
 #   PREDICTIONS (before the run): probe 0.80-0.88x if shared-memory bandwidth bounds the pair's blocks, 0.97-1.00x

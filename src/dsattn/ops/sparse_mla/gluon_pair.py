@@ -136,8 +136,11 @@ if HAVE_GLUON:
                        FQ: gl.constexpr):
         """The producer: each step's four halves in their release order L(0), R(0), R(1), L(1); the entries of the
         next half loaded while it waits for the half's release (reloaded rather than held: held, they spilled).
-        PROFILE bit 4 (probe builds; outputs unchanged): after issuing R(1) it reads stage 0's latent part once more,
-        after L(1) stage 1's (_probe_reads: 64 KB a block of shared-memory reads on top of the kernel's ~293 KB)."""
+        PROFILE bit 4 (probe builds; outputs unchanged): after issuing L(1) it reads both stages' latent parts once
+        more (_probe_reads: 64 KB a block of shared-memory reads on top of the kernel's ~293 KB). There, the next half
+        it waits for is the next step's L(0), released only after that step's S, softmax and first P V (~2500
+        clocks), while the reads take >= 1024; placed after R(1) (session 72's form, not run) they would have held
+        back L(1)'s refill, released at about R(1)'s time, so a slower probe would not have said which it was."""
         GATHER: gl.constexpr = (PROFILE & 1) == 0
         PROBE: gl.constexpr = (PROFILE & 4) != 0
         PL: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [PW, 1], [1, 0])
@@ -157,13 +160,12 @@ if HAVE_GLUON:
             mbarrier.wait(free_r.index(1), ph)
             _pair_gather(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), _full(full_r, 1, 0, FQ),
                          _full(full_r, 1, 1, FQ), stride_kv, True, PW, GATHER, FQ)
-            if PROBE:
-                probe = _probe_reads(lat.index(0), probe, BN, PW)
             ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
             mbarrier.wait(free_l.index(1), ph)
             _pair_gather(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), _full(full_l, 1, 0, FQ),
                          _full(full_l, 1, 1, FQ), stride_kv, False, PW, GATHER, FQ)
             if PROBE:
+                probe = _probe_reads(lat.index(0), probe, BN, PW)
                 probe = _probe_reads(lat.index(1), probe, BN, PW)
             ix = _pair_entries(idx_row, 2 * j + 2, hi, BN, PW)
         async_copy.wait_group(0)
