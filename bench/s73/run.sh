@@ -38,6 +38,14 @@ if [ "$P" = a ]; then
     -k "${TESTS_K:-pair_options and (fq or qreg)}" > $OUT/tests.log 2>&1
   echo "tests rc=$? $((SECONDS - t0)) s: $(tail -n 1 $OUT/tests.log)" >> $L
   grep -E "^(FAILED|ERROR)|^E " $OUT/tests.log | head -n 12 | cut -c1-300 >> $L
+  # per-kernel times (bench/s72/kprof.py), 32 heads s_q 1024: the pair, consumers alone (PROFILE 1: no copies),
+  # ring alone (PROFILE 2: no products), the probe (4), fq, qreg, fq + qreg
+  for arm in "pair=1|" "pair=1|1" "pair=1|2" "pair=1|4" "pair=1;fq=1|" "pair=1;qreg=1|" "pair=1;fq=1;qreg=1|" \
+             "pair=1;fq=1|2"; do
+    cfg=${arm%%|*}; pf=${arm##*|}
+    echo "kprof ${cfg//;/,} profile ${pf:-0}: $(DSATTN_PF_CONFIG=${cfg//;/,} DSATTN_PF_PROFILE=$pf timeout 60 \
+      python bench/s72/kprof.py ${KPROF_CASES:-32:1024} 2>&1 | grep -v -i warn | tail -n 2 | cut -c1-300)" >> $L
+  done
   ab smem_probe "${PROBE_CASES:-32:1024 16:1024 32:8192}" row_scratch=1 row_scratch=1,env:DSATTN_PF_PROFILE=4
   ab fq "${FQ_CASES:-32:1024 16:1024 32:8192}" row_scratch=1,env:DSATTN_PF_CONFIG=pair=1 \
     "row_scratch=1,env:DSATTN_PF_CONFIG=pair=1;fq=1"
