@@ -46,11 +46,17 @@ if [ "$P" = a ]; then
     echo "kprof ${cfg//;/,} profile ${pf:-0}: $(DSATTN_PF_CONFIG=${cfg//;/,} DSATTN_PF_PROFILE=$pf timeout 60 \
       python bench/s72/kprof.py ${KPROF_CASES:-32:1024} 2>&1 | grep -v -i warn | tail -n 2 | cut -c1-300)" >> $L
   done
-  ab smem_probe "${PROBE_CASES:-32:1024 16:1024 32:8192}" row_scratch=1 row_scratch=1,env:DSATTN_PF_PROFILE=4
-  ab fq "${FQ_CASES:-32:1024 16:1024 32:8192}" row_scratch=1,env:DSATTN_PF_CONFIG=pair=1 \
-    "row_scratch=1,env:DSATTN_PF_CONFIG=pair=1;fq=1"
-  ab qreg "${QREG_CASES:-32:1024 16:1024}" row_scratch=1,env:DSATTN_PF_CONFIG=pair=1 \
-    "row_scratch=1,env:DSATTN_PF_CONFIG=pair=1;qreg=1"
+  # the A/Bs, most wanted first (a call cut short keeps what ran: each appends to $L)
+  A=row_scratch=1,env:DSATTN_PF_CONFIG=pair=1
+  for job in ${AB_JOBS:-smem_probe:32:1024 fq:32:1024 qreg:32:1024 smem_probe:32:8192 fq:16:1024 fq:32:8192 \
+                         smem_probe:16:1024 qreg:16:1024}; do
+    name=${job%%:*}
+    case $name in
+      smem_probe) ab $name ${job#*:} row_scratch=1 row_scratch=1,env:DSATTN_PF_PROFILE=4 ;;
+      fq) ab $name ${job#*:} $A "$A;fq=1" ;;
+      qreg) ab $name ${job#*:} $A "$A;qreg=1" ;;
+    esac
+  done
 fi
 if [ "$P" = h ]; then
   PARTS=prefill TABLE_TAG=${TABLE_TAG:-s73_$tag} bash bench/gpu_s16_table.sh > /dev/null 2>&1
