@@ -38,6 +38,7 @@ if [ "$P" = a ]; then
     -k "${TESTS_K:-pair_options and (fq or qreg)}" > $OUT/tests.log 2>&1
   echo "tests rc=$? $((SECONDS - t0)) s: $(tail -n 1 $OUT/tests.log)" >> $L
   grep -E "^(FAILED|ERROR)|^E " $OUT/tests.log | head -n 12 | cut -c1-300 >> $L
+  rm -f $OUT/tests.log  # (at most 8 files come back)
   # per-kernel times (bench/s72/kprof.py), 32 heads s_q 1024: the pair, consumers alone (PROFILE 1: no copies),
   # ring alone (PROFILE 2: no products), the probe (4), fq, qreg, fq + qreg
   for arm in "pair=1|" "pair=1|1" "pair=1|2" "pair=1|4" "pair=1;fq=1|" "pair=1;qreg=1|" "pair=1;fq=1;qreg=1|" \
@@ -57,6 +58,22 @@ if [ "$P" = a ]; then
       qreg) ab $name ${job#*:} $A "$A;qreg=1" ;;
     esac
   done
+fi
+# PART b (after PART a): where the consumers' own time goes, per-kernel times at 32 heads s_q 1024 (bench/s72/kprof.py):
+#   consumers alone (PROFILE 1) against no S products (9), no P V products (17), and the probe's reads (5); the pair
+#   again (0); then `dsattn bench ab` pair=1 against pair=1;fq=1 at 8 heads.
+#   (PROFILE 25, neither product, is not timed: its build drops the stages' allocation, 99.7 KB of shared memory, so
+#   two programs fit an SM.)
+#   PREDICTION: if S's shared-memory operands bound the consumers, 9 (no S) takes most of 1's time off (S is 53% of
+#   the products), 17 (no P V) less than its 47% share; 5 slower than 1 by about the probe's 7% or more.
+if [ "$P" = b ]; then
+  for arm in "pair=1|1" "pair=1|9" "pair=1|17" "pair=1|5" "pair=1|" "pair=1;fq=1|1"; do
+    cfg=${arm%%|*}; pf=${arm##*|}
+    echo "kprof ${cfg//;/,} profile ${pf:-0}: $(DSATTN_PF_CONFIG=${cfg//;/,} DSATTN_PF_PROFILE=$pf timeout 60 \
+      python bench/s72/kprof.py ${KPROF_CASES:-32:1024} 2>&1 | grep -v -i warn | tail -n 2 | cut -c1-300)" >> $L
+  done
+  ab fq "${FQ_CASES:-8:1024 8:8192}" row_scratch=1,env:DSATTN_PF_CONFIG=pair=1 \
+    "row_scratch=1,env:DSATTN_PF_CONFIG=pair=1;fq=1"
 fi
 if [ "$P" = h ]; then
   PARTS=prefill TABLE_TAG=${TABLE_TAG:-s73_$tag} bash bench/gpu_s16_table.sh > /dev/null 2>&1

@@ -218,38 +218,44 @@ if HAVE_GLUON:
         qr_smem.slice(R0, NR, dim=0).store((q_rope.to(gl.float32) * V_SCALE).to(gl.bfloat16))
 
     @gluon.jit
-    def _s_half(q3, qr3, lat_t, rope_t, s, RIGHT: gl.constexpr, i0, QREG: gl.constexpr = 0):
+    def _mma(a, b, acc, SKIP: gl.constexpr):
+        """acc + a b as an async wgmma; SKIP (timing builds, PROFILE bits 8 / 16): acc as it is."""
+        if SKIP:
+            return acc
+        else:
+            return warpgroup_mma(a, b, acc, is_async=True)
+
+    @gluon.jit
+    def _s_half(q3, qr3, lat_t, rope_t, s, RIGHT: gl.constexpr, i0, QREG: gl.constexpr = 0, NOS: gl.constexpr = 0):
         """S's product over one half of a stage (left: latent columns 0..255; right: 256..511 and the RoPE columns),
         accumulated into s, async. q's views are indexed by i0 (always 0: the wgmma descriptors are then formed
         where they are used, not hoisted out of the loop into registers, which spilled)."""
         c0: gl.constexpr = 256 if RIGHT else 0
-        s = warpgroup_mma(q3.index(i0).slice(c0, 256, dim=1), lat_t.slice(c0, 256, dim=1).permute((1, 0)), s,
-                          is_async=True)
+        s = _mma(q3.index(i0).slice(c0, 256, dim=1), lat_t.slice(c0, 256, dim=1).permute((1, 0)), s, NOS)
         if RIGHT:
-            s = warpgroup_mma(qr3 if QREG else qr3.index(i0), rope_t.permute((1, 0)), s, is_async=True)
+            s = _mma(qr3 if QREG else qr3.index(i0), rope_t.permute((1, 0)), s, NOS)
         return s
 
     @gluon.jit
     def _s_wait_half(q3, qr3, lat_t, rope_t, s, full, k: gl.constexpr, ph, RIGHT: gl.constexpr, FQ: gl.constexpr,
-                     i0, QREG: gl.constexpr):
+                     i0, QREG: gl.constexpr, NOS: gl.constexpr):
         """Wait for one half of stage k (full: that side's full mbarriers), then S's product over it. FQ 1: the
         first 128 columns' product issued once part 0 landed, the rest after part 1."""
         c0: gl.constexpr = 256 if RIGHT else 0
         if FQ:
             mbarrier.wait(_full(full, k, 0, FQ), ph)
             fence_async_shared()
-            s = warpgroup_mma(q3.index(i0).slice(c0, 128, dim=1), lat_t.slice(c0, 128, dim=1).permute((1, 0)), s,
-                              is_async=True)
+            s = _mma(q3.index(i0).slice(c0, 128, dim=1), lat_t.slice(c0, 128, dim=1).permute((1, 0)), s, NOS)
             mbarrier.wait(_full(full, k, 1, FQ), ph)
             fence_async_shared()
-            s = warpgroup_mma(q3.index(i0).slice(c0 + 128, 128, dim=1),
-                              lat_t.slice(c0 + 128, 128, dim=1).permute((1, 0)), s, is_async=True)
+            s = _mma(q3.index(i0).slice(c0 + 128, 128, dim=1), lat_t.slice(c0 + 128, 128, dim=1).permute((1, 0)), s,
+                     NOS)
             if RIGHT:
-                s = warpgroup_mma(qr3 if QREG else qr3.index(i0), rope_t.permute((1, 0)), s, is_async=True)
+                s = _mma(qr3 if QREG else qr3.index(i0), rope_t.permute((1, 0)), s, NOS)
         else:
             mbarrier.wait(_full(full, k, 0, FQ), ph)
             fence_async_shared()
-            s = _s_half(q3, qr3, lat_t, rope_t, s, RIGHT, i0, QREG)
+            s = _s_half(q3, qr3, lat_t, rope_t, s, RIGHT, i0, QREG, NOS)
         return s
 
     @gluon.jit
@@ -284,6 +290,8 @@ if HAVE_GLUON:
         if PROFILE & 2:
             _pair_hand_back(hi, full_l, full_r, free_l, free_r, BN, H, PREL, FQ)
             hi = 0
+        NOS: gl.constexpr = (PROFILE & 8) != 0  # timing builds: no S products (S = 0) ...
+        NOPV: gl.constexpr = (PROFILE & 16) != 0  # ... no P V products; every wait, hand-off and release stays
         qk_scale = qk_scale * 256.0  # S in the rows' 2^-8 units
         # SFOLD 1: S stays unscaled and the maxima with it (qk_scale > 0 keeps their order); P = 2^(S c - m c), one
         # FFMA an element in place of S c (FMUL) and S c - m (FADD)
@@ -311,12 +319,12 @@ if HAVE_GLUON:
                 ix = gl.load(idx_row + j, mask=j < hi, other=-1)
             s = gl.zeros([ROWS, BN], gl.float32, MMA_S)
             if H == 0:
-                s = _s_wait_half(q3, qra, latv.index(z0), rope.index(z0), s, full_l, 0, ph, False, FQ, z0, QREG)
-                s = _s_wait_half(q3, qra, latv.index(z0), rope.index(z0), s, full_r, 0, ph, True, FQ, z0, QREG)
+                s = _s_wait_half(q3, qra, latv.index(z0), rope.index(z0), s, full_l, 0, ph, False, FQ, z0, QREG, NOS)
+                s = _s_wait_half(q3, qra, latv.index(z0), rope.index(z0), s, full_r, 0, ph, True, FQ, z0, QREG, NOS)
                 s = warpgroup_mma_wait(0, deps=(s,))
             else:
-                s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_r, 1, ph, True, FQ, z0, QREG)
-                s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_l, 1, ph, False, FQ, z0, QREG)
+                s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_r, 1, ph, True, FQ, z0, QREG, NOS)
+                s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_l, 1, ph, False, FQ, z0, QREG, NOS)
                 s = warpgroup_mma_wait(0, deps=(s,))
             if GROUPED:
                 valid = ((bits[None, :] >> tok_of_row) & 1) != 0
@@ -341,8 +349,7 @@ if HAVE_GLUON:
                     p = gl.exp2(s - m0u[:, None])
                 l_i = l_i * alpha + gl.sum(p, 1)
                 acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-                acc = warpgroup_mma(gl.convert_layout(p.to(gl.float16), P_L), latv.index(z0).slice(0, 256, dim=1),
-                                    acc, is_async=True)
+                acc = _mma(gl.convert_layout(p.to(gl.float16), P_L), latv.index(z0).slice(0, 256, dim=1), acc, NOPV)
                 mbarrier.wait(xbar.index(1), ph)
                 mc = x_smem.index(1).load(ROW_S)
                 # mc >= m0; a row with no valid entry yet (m0 = -inf) has P, O and l all 0
@@ -363,7 +370,7 @@ if HAVE_GLUON:
                 mbarrier.wait(pbar.index(1), ph)
                 mbarrier.wait(_full(full_l, 1, 1, FQ), ph)  # landed before warpgroup 1's S; the fence is this one's
                 fence_async_shared()
-                acc = warpgroup_mma(p1.index(z0), latv.index(z1).slice(0, 256, dim=1), acc, is_async=True)
+                acc = _mma(p1.index(z0), latv.index(z1).slice(0, 256, dim=1), acc, NOPV)
                 acc = warpgroup_mma_wait(0, deps=(acc,))
                 _release(free_l.index(1), PREL)  # L(1): warpgroup 1's S and this P V retired
             else:
@@ -393,9 +400,8 @@ if HAVE_GLUON:
                 mbarrier.wait(pbar.index(0), ph)
                 mbarrier.wait(_full(full_r, 0, 1, FQ), ph)
                 fence_async_shared()
-                acc = warpgroup_mma(ropep.index(z0), latv.index(z0).slice(256, 256, dim=1), acc, is_async=True)
-                acc = warpgroup_mma(gl.convert_layout(pb, P_L), latv.index(z1).slice(256, 256, dim=1), acc,
-                                    is_async=True)
+                acc = _mma(ropep.index(z0), latv.index(z0).slice(256, 256, dim=1), acc, NOPV)
+                acc = _mma(gl.convert_layout(pb, P_L), latv.index(z1).slice(256, 256, dim=1), acc, NOPV)
                 acc = warpgroup_mma_wait(1, deps=(acc,))
                 _release(free_r.index(0), PREL)  # R(0): warpgroup 0's S and P, the other P V retired
                 acc = warpgroup_mma_wait(0, deps=(acc,))

@@ -823,10 +823,12 @@ def _profile() -> int:
     """DSATTN_PF_PROFILE (timing builds only, WRONG OUTPUTS), bits: 1 no gathers (the consumer computes on whatever
     the stages hold); 2 no products (the consumer takes each gathered stage and hands it back; 3: the hand-offs
     alone). 4 (gluon_pair only, outputs right; session 72): the producer reads each stage's latent part once more
-    from shared memory (gluon_pair._probe_reads), a probe of whether shared-memory traffic bounds the kernel."""
+    from shared memory (gluon_pair._probe_reads), a probe of whether shared-memory traffic bounds the kernel; 8 / 16
+    (gluon_pair only, session 73): the consumers issue no S / no P V products (every wait, hand-off and release
+    stays). Taken: 0..5, and 8 / 16 / 24 alone or with 1."""
     v = os.environ.get("DSATTN_PF_PROFILE", "0").strip() or "0"
-    if v not in ("0", "1", "2", "3", "4"):
-        raise ValueError(f"DSATTN_PF_PROFILE must be 0..4, got {v!r}")
+    if v not in ("0", "1", "2", "3", "4", "5", "8", "9", "16", "17", "24", "25"):
+        raise ValueError(f"DSATTN_PF_PROFILE must be 0..5, or 8 / 16 / 24 alone or with 1, got {v!r}")
     return int(v)
 
 
