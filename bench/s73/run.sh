@@ -67,7 +67,7 @@ fi
 #   PREDICTION: if S's shared-memory operands bound the consumers, 9 (no S) takes most of 1's time off (S is 53% of
 #   the products), 17 (no P V) less than its 47% share; 5 slower than 1 by about the probe's 7% or more.
 if [ "$P" = b ]; then
-  for arm in "pair=1|1" "pair=1|9" "pair=1|17" "pair=1|5" "pair=1|" "pair=1;fq=1|1"; do
+  for arm in ${B_ARMS:-"pair=1|1" "pair=1|9" "pair=1|17" "pair=1|5" "pair=1|" "pair=1;fq=1|1"}; do
     cfg=${arm%%|*}; pf=${arm##*|}
     echo "kprof ${cfg//;/,} profile ${pf:-0}: $(DSATTN_PF_CONFIG=${cfg//;/,} DSATTN_PF_PROFILE=$pf timeout 60 \
       python bench/s72/kprof.py ${KPROF_CASES:-32:1024} 2>&1 | grep -v -i warn | tail -n 2 | cut -c1-300)" >> $L
