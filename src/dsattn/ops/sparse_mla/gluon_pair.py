@@ -229,7 +229,8 @@ if HAVE_GLUON:
     def _s_half(q3, qr3, lat_t, rope_t, s, RIGHT: gl.constexpr, i0, QREG: gl.constexpr = 0, NOS: gl.constexpr = 0):
         """S's product over one half of a stage (left: latent columns 0..255; right: 256..511 and the RoPE columns),
         accumulated into s, async. q's views are indexed by i0 (always 0: the wgmma descriptors are then formed
-        where they are used, not hoisted out of the loop into registers, which spilled)."""
+        where they are used, not hoisted out of the loop into registers, which spilled). QREG 1: qr3 is q's RoPE part
+        already in registers (PrefillConfig.qreg); NOS 1 (timing builds): no products."""
         c0: gl.constexpr = 256 if RIGHT else 0
         s = _mma(q3.index(i0).slice(c0, 256, dim=1), lat_t.slice(c0, 256, dim=1).permute((1, 0)), s, NOS)
         if RIGHT:
