@@ -13,7 +13,8 @@
 #   if the probe reads shared memory as the bound, 0.99-1.01x if not.
 # PART h (carry [".peer"]): issue 3's prefill table (bench/gpu_s16_table.sh PARTS=prefill, FlashMLA in the same
 #   process), tagged by card.
-#   PART=a DSATTN_GIT_COMMIT=<sha> bash bench/s73/run.sh     ($OUT/s73_<part>.log)
+#   PART=a DSATTN_GIT_COMMIT=<sha> bash bench/s73/run.sh     ($OUT/s73_<part>.log; PART a's eight A/B files and
+#   its log are one more than a call brings back, so its log came back only as the reply's text)
 set -u
 export PYTHONPATH=src:.peer PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_PF_PROFILE
