@@ -547,9 +547,10 @@ def test_pair_over_converted_rows(monkeypatch, h, keyed, scale):
 def test_pair_options(monkeypatch, spec, h, keyed, scale):
     """gluon_pair with PrefillConfig.sfold 1 (session 72: S and the maxima unscaled, P = 2^(S c - m c) by one FFMA)
     and prel 1 (each half released by every consumer thread's own arrive), fq 1 (session 73: each half lands in two
-    parts, S starting on the first) and qreg 1 (q's RoPE part as S's register operand): right against the reference (the cases of test_pair_over_converted_rows: an
-    empty row, invalid entries at NaN rows, over slots and keys, q x 1 and x 6) and within the tolerance's reach of
-    the plain pair's output (bit-equal with sfold 0: prel, fq and qreg change no arithmetic)."""
+    parts, S starting on the first) and qreg 1 (q's RoPE part as S's register operand): right against the
+    reference (the cases of test_pair_over_converted_rows: an empty row, invalid entries at NaN rows, over slots and
+    keys, q x 1 and x 6) and within the tolerance's reach of the plain pair's output (bit-equal with sfold 0: prel, fq
+    and qreg change no arithmetic)."""
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
     case, keys, key_slots, rs = _pair_case(h, keyed, scale, 271 + h)
     variant = "native"

@@ -264,7 +264,8 @@ def parse_prefill_config(spec: str, allow_pre16: bool = False) -> PrefillConfig:
                          "producer_regs a multiple of 8 in [24, 160], f16 0 or 1, "
                          "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0), "
                          "cl 0 or 1, pre16 0 (sparse_mla_prefill's row_scratch turns it on, with rows it converted), "
-                         "pair 0 or 1 (1: with f16 1, block_n 64, 2 stages), sfold 0 or 1, prel 0 or 1, fq 0 or 1, qreg 0 or 1; "
+                         "pair 0 or 1 (1: with f16 1, block_n 64, 2 stages), sfold 0 or 1, prel 0 or 1, fq 0 or 1, "
+                         "qreg 0 or 1; "
                          f"got {spec!r}")
     return cfg
 
@@ -829,7 +830,8 @@ def _profile() -> int:
     alone). 4 (gluon_pair only, outputs right; session 72): the producer reads each stage's latent part once more
     from shared memory (gluon_pair._probe_reads), a probe of whether shared-memory traffic bounds the kernel; 8 / 16
     (gluon_pair only, session 73): the consumers issue no S / no P V products (every wait, hand-off and release
-    stays). Taken: 0..5, and 8 / 16 / 24 alone or with 1."""
+    stays; 24 = both: its build drops the stages' shared memory, so it is not comparable). Taken: 0..5, and 8 / 16 /
+    24 alone or with 1."""
     v = os.environ.get("DSATTN_PF_PROFILE", "0").strip() or "0"
     if v not in ("0", "1", "2", "3", "4", "5", "8", "9", "16", "17", "24", "25"):
         raise ValueError(f"DSATTN_PF_PROFILE must be 0..5, or 8 / 16 / 24 alone or with 1, got {v!r}")
