@@ -139,8 +139,9 @@ if HAVE_GLUON:
         PROFILE bit 4 (probe builds; outputs unchanged): after issuing L(1) it reads both stages' latent parts once
         more (_probe_reads: 64 KB a block of shared-memory reads on top of the kernel's ~293 KB). There, the next half
         it waits for is the next step's L(0), released only after that step's S, softmax and first P V (~2500
-        clocks), while the reads take >= 1024; placed after R(1) (session 72's form, not run) they would have held
-        back L(1)'s refill, released at about R(1)'s time, so a slower probe would not have said which it was."""
+        clocks by arithmetic, not measured), while the reads take >= 1024; placed after R(1) (session 72's form, not
+        run) they would have held back L(1)'s refill, released at about R(1)'s time, so a slower probe would not have
+        said which it was."""
         GATHER: gl.constexpr = (PROFILE & 1) == 0
         PROBE: gl.constexpr = (PROFILE & 4) != 0
         PL: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [PW, 1], [1, 0])
