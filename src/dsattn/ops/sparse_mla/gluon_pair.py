@@ -62,6 +62,9 @@ if HAVE_GLUON:
     V_SCALE = gl.constexpr(1.0 / 256)
     NEG_INF = gl.constexpr(float("-inf"))
     ROWS = gl.constexpr(M)
+    # PrefillConfig.lazy: P may reach 2^LAZY_LOG2 against the max in use before that max moves (fp16 P holds up to
+    # 65504; O and l are fp32)
+    LAZY_LOG2 = gl.constexpr(8.0)
 
     @gluon.constexpr_function
     def _copy_l(num_warps):
@@ -261,12 +264,27 @@ if HAVE_GLUON:
         return s
 
     @gluon.jit
+    def _lazy_up(m_new, m_used, qk_scale, FOLD: gl.constexpr):
+        """PrefillConfig.lazy: rows whose max in use must move to m_new (>= m_used): those where P against m_used
+        could exceed 2^LAZY_LOG2 (scores in log2 units; FOLD: unscaled, so the gap is scaled first). A row still at
+        -inf moves once it has a finite max (inf > bound); one with none stays (NaN compares false)."""
+        if FOLD:
+            return (m_new - m_used) * qk_scale > LAZY_LOG2
+        else:
+            return m_new - m_used > LAZY_LOG2
+
+    @gluon.jit
+    def _any_row(flags):
+        """Whether any of a warpgroup's rows is set (a reduction across its four warps: one uniform branch)."""
+        return gl.max(flags.to(gl.int32), 0) != 0
+
+    @gluon.jit
     def _wg_pair(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                  qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                  q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
                  GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, H: gl.constexpr,
                  PROFILE: gl.constexpr, SFOLD: gl.constexpr, PREL: gl.constexpr, FQ: gl.constexpr,
-                 QREG: gl.constexpr):
+                 QREG: gl.constexpr, LAZY: gl.constexpr):
         """Consumer warpgroup H of two (module docstring). lat / rope: the stages as copied (bf16-typed; the latent
         part holds fp16 bits, read through an fp16 view); P (fp16) of warpgroup 0 goes into stage 0's RoPE tile,
         of warpgroup 1 into p1."""
@@ -342,7 +360,12 @@ if HAVE_GLUON:
                 x_smem.index(0).store(m0)
                 gl.thread_barrier()
                 mbarrier.arrive(xbar.index(0), count=1)
-                m0u = gl.where(m0 == NEG_INF, 0.0, m0)
+                if LAZY:  # P against the max in use unless this block rose more than 2^8 above it (_lazy_up)
+                    up = _lazy_up(m0, m_i, qk_scale, FOLD)
+                    mp = gl.where(up, m0, m_i)
+                else:
+                    mp = m0
+                m0u = gl.where(mp == NEG_INF, 0.0, mp)
                 if FOLD:
                     alpha = gl.exp2((m_i - m0u) * qk_scale)
                     p = gl.exp2(gl.fma(s, qk_scale, -(m0u * qk_scale)[:, None]))
@@ -350,15 +373,19 @@ if HAVE_GLUON:
                     alpha = gl.exp2(m_i - m0u)
                     p = gl.exp2(s - m0u[:, None])
                 l_i = l_i * alpha + gl.sum(p, 1)
-                acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
+                if LAZY:
+                    if _any_row(up & (m_i != NEG_INF)):  # (a row at -inf until now has O = 0)
+                        acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
+                else:
+                    acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
                 acc = _mma(gl.convert_layout(p.to(gl.float16), P_L), latv.index(z0).slice(0, 256, dim=1), acc, NOPV)
                 mbarrier.wait(xbar.index(1), ph)
                 mc = x_smem.index(1).load(ROW_S)
-                # mc >= m0; a row with no valid entry yet (m0 = -inf) has P, O and l all 0
+                # mc >= mp (LAZY 0: mp = m0); a row with no valid entry yet (mp = -inf) has P, O and l all 0
                 if FOLD:
-                    beta = gl.where(m0 == NEG_INF, 1.0, gl.exp2((m0 - gl.where(mc == NEG_INF, 0.0, mc)) * qk_scale))
+                    beta = gl.where(mp == NEG_INF, 1.0, gl.exp2((mp - gl.where(mc == NEG_INF, 0.0, mc)) * qk_scale))
                 else:
-                    beta = gl.where(m0 == NEG_INF, 1.0, gl.exp2(m0 - gl.where(mc == NEG_INF, 0.0, mc)))
+                    beta = gl.where(mp == NEG_INF, 1.0, gl.exp2(mp - gl.where(mc == NEG_INF, 0.0, mc)))
                 # S(2 i) retired: stage 0's RoPE tile is dead until warpgroup 1 releases R(0)
                 ropep.index(z0).store((p * beta[:, None]).to(gl.float16))
                 fence_async_shared()
@@ -366,7 +393,11 @@ if HAVE_GLUON:
                 mbarrier.arrive(pbar.index(0), count=1)
                 acc = warpgroup_mma_wait(0, deps=(acc,))
                 _release(free_l.index(0), PREL)  # L(0): S and this P V retired
-                acc = acc * gl.convert_layout(beta, ROW_O)[:, None]
+                if LAZY:
+                    if _any_row((mc != mp) & (mp != NEG_INF)):
+                        acc = acc * gl.convert_layout(beta, ROW_O)[:, None]
+                else:
+                    acc = acc * gl.convert_layout(beta, ROW_O)[:, None]
                 l_i = l_i * beta
                 m_i = mc
                 mbarrier.wait(pbar.index(1), ph)
@@ -379,6 +410,9 @@ if HAVE_GLUON:
                 mx = gl.max(s, 1)
                 mbarrier.wait(xbar.index(0), ph)
                 mc = gl.maximum(x_smem.index(0).load(ROW_S), mx)  # x_smem[0] = max(m_i, warpgroup 0's rows)
+                if LAZY:  # the max in use moves only where the pair's rows rose more than 2^8 above it
+                    up = _lazy_up(mc, m_i, qk_scale, FOLD)
+                    mc = gl.where(up, mc, m_i)
                 x_smem.index(1).store(mc)
                 gl.thread_barrier()
                 mbarrier.arrive(xbar.index(1), count=1)
@@ -390,8 +424,12 @@ if HAVE_GLUON:
                     alpha = gl.exp2(m_i - mcu)
                     p = gl.exp2(s - mcu[:, None])
                 l_i = l_i * alpha + gl.sum(p, 1)
+                if LAZY:
+                    if _any_row(up & (m_i != NEG_INF)):
+                        acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
+                else:
+                    acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
                 m_i = mc
-                acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
                 pb = p.to(gl.float16)
                 # p1 of step i - 1 was read by warpgroup 0's P V, retired before its xbar[0] arrive
                 p1.index(z0).store(pb)
@@ -444,7 +482,7 @@ if HAVE_GLUON:
             stride_kv: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr, HPT: gl.constexpr,
             PROFILE: gl.constexpr, V_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             num_warps: gl.constexpr, SPLIT: gl.constexpr = 0, SFOLD: gl.constexpr = 0, PREL: gl.constexpr = 0,
-            FQ: gl.constexpr = 0, QREG: gl.constexpr = 0):
+            FQ: gl.constexpr = 0, QREG: gl.constexpr = 0, LAZY: gl.constexpr = 0):
         """gluon_prefill.sparse_mla_prefill_kernel's grid and arguments (its docstring), D_qk 576, over converted
         rows (config pre16), with the pair schedule (module docstring)."""
         gl.static_assert(G * HPT == 64, "64 rows a program")
@@ -491,11 +529,11 @@ if HAVE_GLUON:
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG)),
+                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY)),
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG)),
+                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY)),
             (_pair_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv,
                               BN, PROFILE, PRODUCER_WARPS, FQ)),
         ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])

@@ -232,6 +232,11 @@ class PrefillConfig:
     qreg: int = 0       # pair only (session 73). 1: q's RoPE part held in registers as S's A operand (an RS wgmma,
     #                     16 registers a consumer thread), 8 KB fewer shared-memory reads a block's S. H100, `dsattn
     #                     bench ab` against the pair: 0.997x (0.993-1.000) at 32 heads s_q 1024: no gain
+    lazy: int = 0       # pair only (session 74). 1: O is rescaled only when a row's max rises more than 2^8 above the
+    #                     max in use (FA4's lazy rescale): P against that max reaches at most 2^8, and a warpgroup
+    #                     skips its 128 FMULs a thread of a rescale when none of its rows moved (one reduction across
+    #                     its warps instead; gluon_pair._lazy_up / _any_row). Outputs differ from the pair's within
+    #                     rounding (P's fp16 and the sums' order of scaling)
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -258,6 +263,7 @@ def parse_prefill_config(spec: str, allow_pre16: bool = False) -> PrefillConfig:
           and cfg.pre16 in ((0, cfg.f16) if allow_pre16 else (0,))
           and cfg.pair in (0, 1) and (not cfg.pair or (cfg.f16 and cfg.block_n == 64 and cfg.stages == 2))
           and cfg.sfold in (0, 1) and cfg.prel in (0, 1) and cfg.fq in (0, 1) and cfg.qreg in (0, 1)
+          and cfg.lazy in (0, 1)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
@@ -265,7 +271,7 @@ def parse_prefill_config(spec: str, allow_pre16: bool = False) -> PrefillConfig:
                          "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0), "
                          "cl 0 or 1, pre16 0 (sparse_mla_prefill's row_scratch turns it on, with rows it converted), "
                          "pair 0 or 1 (1: with f16 1, block_n 64, 2 stages), sfold 0 or 1, prel 0 or 1, fq 0 or 1, "
-                         "qreg 0 or 1; "
+                         "qreg 0 or 1, lazy 0 or 1; "
                          f"got {spec!r}")
     return cfg
 
@@ -855,7 +861,7 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
             flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
             flat.stride(0), has_len, g, hpt, profile, pair_regs(PAIR_PRODUCER_REGS), PRODUCER_WARPS,
             PAIR_PRODUCER_REGS, num_warps=4, SPLIT=int(splits > 1), SFOLD=cfg.sfold, PREL=cfg.prel, FQ=cfg.fq,
-            QREG=cfg.qreg,
+            QREG=cfg.qreg, LAZY=cfg.lazy,
         )
         return
     _fast(  # kernel[grid](...) without Triton's per-call binding once this specialization ran (ops/_fastlaunch.py)

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Session 74 (no carry: dsattn bench ab runs no peer). One call, most wanted first (a call cut short keeps what ran:
+# each step appends to $OUT/s74_a.log).
+# (1) session 73's PART b: per-kernel times (bench/s72/kprof.py) at 32 heads s_q 1024 of gluon_pair's consumers alone
+#     (PROFILE 1) against no S products (9), no P V products (17), the probe's reads (5), the pair (0), fq's consumers
+#     alone. PREDICTION (session 73): if S's shared-memory operands bound the consumers, 9 takes most of 1's time off
+#     (S is 53% of the products), 17 less than its 47% share; 5 slower than 1 by about the probe's 7% or more.
+# (2) PrefillConfig.lazy (O rescaled only when a row's max rises more than 2^8): GPU tests (test_pair_options -k lazy),
+#     kprof of lazy 1 and of its consumers alone, then `dsattn bench ab` pair=1 against pair=1;lazy=1.
+#     PREDICTION: the consumers issue 3 x 128 FMULs a thread a step for O's rescales (warpgroup 0 two, warpgroup 1
+#     one); skipped, less 3 reductions across a warpgroup's warps: consumers alone 1-3% faster (344 -> 335-341 us),
+#     the pair 1.00-1.02x (the consumers are most of the block, session 73).
+# (3) fq's A/B at 8 heads (session 73's open question before fq becomes the pair's default).
+#   DSATTN_GIT_COMMIT=<sha> bash bench/s74/run.sh     ($OUT/s74_a.log and one JSON an A/B)
+set -u
+export PYTHONPATH=src PYTHONUNBUFFERED=1
+unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_PF_PROFILE
+L=$OUT/s74_a.log
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+case "$GPU" in *H200*) tag=h200 ;; *) tag=h100 ;; esac
+echo "$GPU tree ${DSATTN_GIT_COMMIT:-?}" > $L
+t0=$SECONDS
+kprof() {  # cfg|profile ...
+  local arm cfg pf
+  for arm in "$@"; do
+    cfg=${arm%%|*}; pf=${arm##*|}
+    echo "kprof ${cfg//;/,} profile ${pf:-0}: $(DSATTN_PF_CONFIG=${cfg//;/,} DSATTN_PF_PROFILE=$pf timeout 60 \
+      python bench/s72/kprof.py ${KPROF_CASES:-32:1024} 2>&1 | grep -v -i warn | tail -n 2 | cut -c1-300)" >> $L
+  done
+  echo "kprof done $((SECONDS - t0)) s" >> $L
+}
+ab() {  # name h:s_q a b
+  local name=$1 c=$2 a=$3 b=$4 h s
+  h=${c%%:*}; s=${c##*:}
+  timeout 150 python -m dsattn.cli bench ab --op sparse_mla_prefill --tokens $s --heads $h --a "$a" --b "$b" \
+    --name ab_s74_${name}_${s}_h${h}_$tag --out $OUT > $OUT/ab.log 2>&1
+  echo "ab $name $c rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $OUT/ab.log | tail -n 3 | cut -c1-250 >> $L
+  rm -f $OUT/ab.log
+}
+kprof "pair=1|1" "pair=1|9" "pair=1|17" "pair=1|5" "pair=1|" "pair=1;fq=1|1"
+timeout ${TEST_S:-240} python -m pytest -q -p no:cacheprovider -rfE --tb=short tests/gpu/test_sparse_mla_prefill_gpu.py \
+  -k "${TESTS_K:-pair_options and lazy}" > $OUT/tests.log 2>&1
+echo "tests rc=$? $((SECONDS - t0)) s: $(tail -n 1 $OUT/tests.log)" >> $L
+grep -E "^(FAILED|ERROR)|^E " $OUT/tests.log | head -n 12 | cut -c1-300 >> $L
+rm -f $OUT/tests.log  # (at most 8 files come back)
+kprof "pair=1;lazy=1|" "pair=1;lazy=1|1"
+A=row_scratch=1,env:DSATTN_PF_CONFIG=pair=1
+for job in ${AB_JOBS:-lazy:32:1024 fq:8:1024 lazy:16:1024 lazy:8:1024 fq:8:8192 lazy:32:8192}; do
+  name=${job%%:*}
+  case $name in
+    lazy) ab $name ${job#*:} $A "$A;lazy=1" ;;
+    fq) ab $name ${job#*:} $A "$A;fq=1" ;;
+  esac
+done
+cat $L
