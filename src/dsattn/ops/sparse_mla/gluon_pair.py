@@ -356,15 +356,15 @@ if HAVE_GLUON:
                 s = gl.where(valid, s * qk_scale, NEG_INF)
             if H == 0:
                 m0 = gl.maximum(m_i, gl.max(s, 1))
-                # x_smem[0] of step i - 1 was read by warpgroup 1 before its xbar[1] arrive, waited for below
-                x_smem.index(0).store(m0)
-                gl.thread_barrier()
-                mbarrier.arrive(xbar.index(0), count=1)
                 if LAZY:  # P against the max in use unless this block rose more than 2^8 above it (_lazy_up)
                     up = _lazy_up(m0, m_i, qk_scale, FOLD)
                     mp = gl.where(up, m0, m_i)
                 else:
                     mp = m0
+                # x_smem[0] of step i - 1 was read by warpgroup 1 before its xbar[1] arrive, waited for below
+                x_smem.index(0).store(mp)
+                gl.thread_barrier()
+                mbarrier.arrive(xbar.index(0), count=1)
                 m0u = gl.where(mp == NEG_INF, 0.0, mp)
                 if FOLD:
                     alpha = gl.exp2((m_i - m0u) * qk_scale)
@@ -409,10 +409,10 @@ if HAVE_GLUON:
             else:
                 mx = gl.max(s, 1)
                 mbarrier.wait(xbar.index(0), ph)
-                mc = gl.maximum(x_smem.index(0).load(ROW_S), mx)  # x_smem[0] = max(m_i, warpgroup 0's rows)
-                if LAZY:  # the max in use moves only where the pair's rows rose more than 2^8 above it
-                    up = _lazy_up(mc, m_i, qk_scale, FOLD)
-                    mc = gl.where(up, mc, m_i)
+                mp = x_smem.index(0).load(ROW_S)  # warpgroup 0's max: max(m_i, its rows') (LAZY 1: the one in use)
+                mc = gl.maximum(mp, mx)
+                if LAZY:  # ... which moves again only where these rows rose more than 2^8 above it
+                    mc = gl.where(_lazy_up(mc, mp, qk_scale, FOLD), mc, mp)
                 x_smem.index(1).store(mc)
                 gl.thread_barrier()
                 mbarrier.arrive(xbar.index(1), count=1)
@@ -425,7 +425,7 @@ if HAVE_GLUON:
                     p = gl.exp2(s - mcu[:, None])
                 l_i = l_i * alpha + gl.sum(p, 1)
                 if LAZY:
-                    if _any_row(up & (m_i != NEG_INF)):
+                    if _any_row((mc != m_i) & (m_i != NEG_INF)):
                         acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
                 else:
                     acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
