@@ -10,7 +10,12 @@
 #     PREDICTION: the consumers issue 3 x 128 FMULs a thread a step for O's rescales (warpgroup 0 two, warpgroup 1
 #     one); skipped, less 3 reductions across a warpgroup's warps: consumers alone 1-3% faster (344 -> 335-341 us),
 #     the pair 1.00-1.02x (the consumers are most of the block, session 73).
-# (3) fq's A/B at 8 heads (session 73's open question before fq becomes the pair's default).
+# (3) bench/s74/clocks.py (needs carry [".peer"]; skipped without it): SM clock and board power while the pair at 32
+#     heads, FlashMLA padded to 64 heads (zero rows: issue 3's comparator there) and FlashMLA at 64 heads over
+#     non-zero rows each run ~1 s back to back. PREDICTION: if the zero rows are why FlashMLA's padded prefill runs a
+#     64-key block in ~2.0 us against 2.19 us at 64 real heads (s72_table2_h100.log: 0.496 against 0.542 ms), fm_pad
+#     holds a higher clock or lower power than fm_full at the same clock cap; if not, the two read alike.
+# (4) fq's A/B at 8 heads (session 73's open question before fq becomes the pair's default).
 #   DSATTN_GIT_COMMIT=<sha> bash bench/s74/run.sh     ($OUT/s74_a.log and one JSON an A/B)
 set -u
 export PYTHONPATH=src PYTHONUNBUFFERED=1
@@ -45,9 +50,13 @@ grep -E "^(FAILED|ERROR)|^E " $OUT/tests.log | head -n 12 | cut -c1-300 >> $L
 rm -f $OUT/tests.log  # (at most 8 files come back)
 kprof "pair=1;lazy=1|" "pair=1;lazy=1|1"
 A=row_scratch=1,env:DSATTN_PF_CONFIG=pair=1
-for job in ${AB_JOBS:-lazy:32:1024 fq:8:1024 lazy:16:1024 lazy:8:1024 fq:8:8192 lazy:32:8192}; do
+for job in ${AB_JOBS:-lazy:32:1024 clocks fq:8:1024 lazy:16:1024 lazy:8:1024 fq:8:8192 lazy:32:8192}; do
   name=${job%%:*}
   case $name in
+    clocks) if [ -f .peer/peers.py ]; then
+        PYTHONPATH=src:.peer timeout 90 python bench/s74/clocks.py 1024 2 2>&1 | grep -v -i warn | tail -n 8 >> $L
+        echo "clocks rc=$? $((SECONDS - t0)) s" >> $L
+      fi ;;
     lazy) ab $name ${job#*:} $A "$A;lazy=1" ;;
     fq) ab $name ${job#*:} $A "$A;fq=1" ;;
   esac
