@@ -54,8 +54,8 @@ for job in ${AB_JOBS:-lazy:32:1024 clocks fq:8:1024 lazy:16:1024 lazy:8:1024 fq:
   name=${job%%:*}
   case $name in
     clocks) if [ -f .peer/peers.py ]; then
-        PYTHONPATH=src:.peer timeout 90 python bench/s74/clocks.py 1024 2 2>&1 | grep -v -i warn | tail -n 8 >> $L
-        echo "clocks rc=$? $((SECONDS - t0)) s" >> $L
+        PYTHONPATH=src:.peer timeout 90 python bench/s74/clocks.py 1024 2 2>&1 | grep -v -i warn | tail -n 8 >> $L; rc=${PIPESTATUS[0]}
+        echo "clocks rc=$rc $((SECONDS - t0)) s" >> $L
       fi ;;
     lazy) ab $name ${job#*:} $A "$A;lazy=1" ;;
     fq) ab $name ${job#*:} $A "$A;fq=1" ;;
