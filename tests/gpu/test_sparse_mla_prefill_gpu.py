@@ -558,8 +558,8 @@ def test_pair_options(monkeypatch, spec, h, keyed, scale):
     plain = _pair_call(case, keys, key_slots, variant, rs, "pair=1")
     got = _pair_call(case, keys, key_slots, variant, rs, spec)
     check_close(*got, *case.reference())
-    if "sfold=1" in spec or "lazy=1" in spec:
-        assert (got[0].float() - plain[0].float()).abs().max().item() < 2e-2
+    if "sfold=1" in spec or "lazy=1" in spec:  # (a bf16 ulp of an output near 4 is 2^-5: a relative bound)
+        assert ((got[0].float() - plain[0].float()).abs() <= 1e-2 + plain[0].float().abs() / 64).all()
         assert torch.isneginf(got[1]).equal(torch.isneginf(plain[1]))
     else:
         assert torch.equal(got[0], plain[0]) and torch.equal(got[1], plain[1])
