@@ -236,7 +236,11 @@ class PrefillConfig:
     #                     max in use (FA4's lazy rescale): P against that max reaches at most 2^8, and a warpgroup
     #                     skips its 128 FMULs a thread of a rescale when none of its rows moved (one reduction across
     #                     its warps instead; gluon_pair._lazy_up / _any_row). Outputs differ from the pair's within
-    #                     rounding (P's fp16 and the sums' order of scaling)
+    #                     rounding (P's fp16 and the sums' order of scaling). THE PAIR'S DEFAULT since session 74
+    #                     (rows_config). H100, `dsattn bench ab` against the pair (bench/results/s74/): 32 heads s_q
+    #                     1024 1.011x (95% CI 0.995-1.019) and 1.006x (1.003-1.016), s_q 8192 1.015x (1.006-1.030);
+    #                     16 heads s_q 1024 0.989x (0.775-1.076) and 1.005x (0.970-1.041); 8 heads s_q 1024 1.042x
+    #                     (1.010-1.071), s_q 8192 1.009x (1.004-1.016). Consumers alone (PROFILE 1) 347.5 -> 348.2 us
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -320,7 +324,7 @@ def rows_config(base: PrefillConfig, num_heads: int, d_qk: int, variant: str) ->
     (its pair field then decides). H100, issue 3's case, against the split consumer over the same rows (session 69,
     bench/results/s69/): 32 heads `dsattn bench ab` s_q 1024 1.098x (95% CI 1.084-1.109), s_q 8192 1.129x; 16 / 8
     heads s_q 8192 1.131x / 1.133x (bench/s69_pair/pair_pre16.py, medians of alternating rounds); 64 heads (one
-    token a program) 0.943x, so not there."""
+    token a program) 0.943x, so not there. The pair runs with lazy 1 (session 74: PrefillConfig.lazy)."""
     return _rows_config(base, not os.environ.get("DSATTN_PF_CONFIG", "").strip()
                         and PAIR_HEADS[0] <= num_heads <= PAIR_HEADS[1] and d_qk == LATENT_DIM + 64
                         and variant == "native")
@@ -330,7 +334,7 @@ def rows_config(base: PrefillConfig, num_heads: int, d_qk: int, variant: str) ->
 def _rows_config(base: PrefillConfig, pair: bool) -> PrefillConfig:
     """rows_config's result by (base, whether the pair runs): made once, not per call."""
     cfg = dataclasses.replace(base, pre16=1)
-    return dataclasses.replace(cfg, pair=1) if pair else cfg
+    return dataclasses.replace(cfg, pair=1, lazy=1) if pair else cfg
 
 
 if HAVE_GLUON:
