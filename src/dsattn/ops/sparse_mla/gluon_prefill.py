@@ -227,8 +227,8 @@ class PrefillConfig:
     #                     before the second lands (gluon_pair._s_wait_half): stage 1, released last in a step, is
     #                     refilled while its S runs. H100, `dsattn bench ab` against the pair: 1.002x (95% CI
     #                     0.992-1.010) / 1.014x (1.004-1.019) at 32 / 16 heads s_q 1024, 1.009x (1.004-1.018) at 32
-    #                     heads s_q 8192; outputs bit-equal (bench/results/s73/). Not a default until 8 heads is
-    #                     measured (bench/s73/run.sh PART b)
+    #                     heads s_q 8192; outputs bit-equal (bench/results/s73/). At 8 heads s_q 1024 0.978x
+    #                     (0.964-0.998; session 74, bench/results/s74/): not a default
     qreg: int = 0       # pair only (session 73). 1: q's RoPE part held in registers as S's A operand (an RS wgmma,
     #                     16 registers a consumer thread), 8 KB fewer shared-memory reads a block's S. H100, `dsattn
     #                     bench ab` against the pair: 0.997x (0.993-1.000) at 32 heads s_q 1024: no gain
