@@ -25,7 +25,10 @@ full / free mbarriers: L (latent columns 0..255) and R (latent 256..511 and the 
         released, then its own P V (V = R(1)), R(1) released. O[:, 256:].
 
 So each half has one releasing warpgroup (tests/test_prefill_protocol.py models the protocol). Each warpgroup keeps
-the row sums of its own blocks in mc's units; l = l_0 + l_1 at the end. q (fp16) and its RoPE part (bf16 x 2^-8) sit
+the row sums of its own blocks in mc's units; l = l_0 + l_1 at the end. Config lazy (PrefillConfig.lazy, on where
+rows_config picks the pair; session 74): m0 and mc above are the maxima in use, moved only where a row rose more than
+2^8 above them, and a warpgroup rescales O only when one of its rows moved (tests/test_pair_lazy_math.py is the
+recurrence's twin). q (fp16) and its RoPE part (bf16 x 2^-8) sit
 in shared memory. Outputs: as gluon_prefill (out x 256 / l, lse natural log; a row without a valid entry out 0,
 lse -inf); split launches (SPLIT) store normalized partials as gluon_prefill's do.
 
