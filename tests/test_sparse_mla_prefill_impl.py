@@ -158,12 +158,12 @@ def test_config_refuses_positional(monkeypatch):
 
 def test_profile_knob(monkeypatch):
     """DSATTN_PF_PROFILE (timing builds): bits 1 / 2, 4 (gluon_pair's shared-memory probe, session 72) alone or with
-    1, 8 / 16 (gluon_pair's consumers without S / P V products, session 73) alone or with 1; anything else is a
-    ValueError naming it, before any kernel runs."""
-    for v, want in (("", 0), ("1", 1), ("3", 3), ("4", 4), ("5", 5), ("9", 9), ("17", 17), ("25", 25)):
+    1, 8 / 16 (gluon_pair's consumers without S / P V products, session 73) alone or with 1, 32 (gluon_pair's clock
+    stamps, session 74); anything else is a ValueError naming it, before any kernel runs."""
+    for v, want in (("", 0), ("1", 1), ("3", 3), ("4", 4), ("5", 5), ("9", 9), ("17", 17), ("25", 25), ("32", 32)):
         monkeypatch.setenv("DSATTN_PF_PROFILE", v)
         assert gluon_prefill._profile() == want
-    for bad in ("6", "7", "10", "12", "18", "32", "-1", "x"):
+    for bad in ("6", "7", "10", "12", "18", "33", "64", "-1", "x"):
         monkeypatch.setenv("DSATTN_PF_PROFILE", bad)
         with pytest.raises(ValueError, match="DSATTN_PF_PROFILE"):
             gluon_prefill._profile()

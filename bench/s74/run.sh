@@ -17,6 +17,7 @@
 #     holds a higher clock or lower power than fm_full at the same clock cap; if not, the two read alike.
 # (4) fq's A/B at 8 heads (session 73's open question before fq becomes the pair's default).
 #   DSATTN_GIT_COMMIT=<sha> bash bench/s74/run.sh     ($OUT/s74_a.log and one JSON an A/B)
+#   PART=stamps DSATTN_GIT_COMMIT=<sha> bash bench/s74/run.sh     (below: gluon_pair's clock stamps; not run yet)
 set -u
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_PF_PROFILE
@@ -25,6 +26,22 @@ GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 case "$GPU" in *H200*) tag=h200 ;; *) tag=h100 ;; esac
 echo "$GPU tree ${DSATTN_GIT_COMMIT:-?}" > $L
 t0=$SECONDS
+if [ "${PART:-a}" = stamps ]; then
+  # (for the next session, written in session 74 and not run) gluon_pair's clock stamps (DSATTN_PF_PROFILE=32):
+  # the GPU test first (outputs bit-equal to the plain build, stamps in order), then bench/s74/stamps.py at 32 / 16 /
+  # 8 heads s_q 1024. PREDICTION: half the consumers' time is outside the products (session 74's PART b), so a
+  # warpgroup's step (~8800 cycles for two blocks at ~1.9 GHz) shows >= 1500 cycles in waits that are not S or
+  # P V: the maxima's exchange (m0 -> mc -> warpgroup 0) and the P hand-offs, or the stages' landing (points 8 / 9).
+  timeout 200 python -m pytest -q -p no:cacheprovider -rfE --tb=short tests/gpu/test_sparse_mla_prefill_gpu.py \
+    -k "pair_stamps" > $OUT/tests.log 2>&1
+  echo "tests rc=$? $((SECONDS - t0)) s: $(tail -n 1 $OUT/tests.log)" >> $L
+  grep -E "^(FAILED|ERROR)|^E " $OUT/tests.log | head -n 12 | cut -c1-300 >> $L
+  rm -f $OUT/tests.log
+  timeout 240 python bench/s74/stamps.py ${STAMP_CASES:-32:1024,16:1024,8:1024} 2>&1 | grep -v -i warn >> $L
+  echo "stamps rc=${PIPESTATUS[0]} $((SECONDS - t0)) s" >> $L
+  cat $L
+  exit 0
+fi
 kprof() {  # cfg|profile ...
   local arm cfg pf
   for arm in "$@"; do

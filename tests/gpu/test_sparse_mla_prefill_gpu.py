@@ -566,6 +566,29 @@ def test_pair_options(monkeypatch, spec, h, keyed, scale):
         assert torch.equal(got[0], plain[0]) and torch.equal(got[1], plain[1])
 
 
+@pytest.mark.parametrize("h", [8, 32])
+def test_pair_stamps(monkeypatch, h):
+    """DSATTN_PF_PROFILE=32 (session 74: gluon_pair's clock stamps, bench/s74/stamps.py) changes no arithmetic:
+    outputs bit-equal to the build without stamps; every program with entries stamped its steps, each warpgroup's
+    points in a step's order (gluon_pair.stamp_buffer) never going back."""
+    from dsattn.ops.sparse_mla import gluon_pair
+    monkeypatch.delenv("DSATTN_PF_PROFILE", raising=False)
+    case, keys, key_slots, rs = _pair_case(h, False, 6, 331 + h)
+    plain = _pair_call(case, keys, key_slots, "native", rs, "pair=1,lazy=1")
+    monkeypatch.setenv("DSATTN_PF_PROFILE", "32")
+    got = _pair_call(case, keys, key_slots, "native", rs, "pair=1,lazy=1")
+    monkeypatch.delenv("DSATTN_PF_PROFILE")
+    assert torch.equal(got[0], plain[0]) and torch.equal(got[1], plain[1])
+    st = gluon_pair.LAST_STAMPS.cpu()
+    ran = st[:, 0, 0, 0] != 0
+    assert ran.float().mean() > 0.5  # (a program or split with no entry walks no step)
+    order = [0, 8, 9, 1, 2, 3, 4, 5, 6]
+    for w in (0, 1):
+        pts = st[ran][:, w][:, :, order]
+        steps = pts[pts[:, :, 0] != 0]
+        assert steps.shape[0] > 0 and (steps[:, 1:] >= steps[:, :-1]).all()
+
+
 @pytest.mark.parametrize("kind, h, t, d_qk, variant", [("split", 128, 16, 576, None),
                                                       ("split", 32, 16, 576, "native"),
                                                       ("d512", 32, 300, 512, "native"),

@@ -54,6 +54,23 @@ PAIR_PRODUCER_REGS = 56  # the producer copies only; at 80 (the split consumer's
 #                          bytes, at 56 it gets 224 and nothing spills at 8..64 heads (bench/mla_gluon_check.py, sm_90a)
 
 
+STAMP_STEPS, STAMP_POINTS = 48, 10  # PROFILE bit 32: gluon_pair's STAMP_STEPS / STAMP_POINTS (stamp_buffer)
+LAST_STAMPS = None  # PROFILE bit 32: the stamps of the last launch (gluon_prefill._launch)
+
+
+def stamp_buffer(programs: int, splits: int, device):
+    """PROFILE bit 32 (timing builds, session 74): the %clock64 stamps of one launch, int64 [programs x splits, 2
+    warpgroups, STAMP_STEPS steps, STAMP_POINTS], zero where nothing was stamped. Points a step (both warpgroups unless
+    named): 0 the step's start; 1 S retired; 2 the maxima exchanged (warpgroup 0: mc read; 1: m0 read and mc
+    published); 3 its P stored and signalled; 4 warpgroup 0: its own P V retired, L(0) released; warpgroup 1: the
+    other P V issued (warpgroup 0's P and R(0) landed); 5 warpgroup 0: the other P V issued (warpgroup 1's P and L(1)
+    landed); warpgroup 1: R(0) released; 6 the step's end (its last release); 7 at step 0 only, the SM's id; 8 / 9
+    the first / second half S reads landed (warpgroup 0: L(0) / R(0); 1: R(1) / L(1); 8 before S's first product
+    issues, 9 after it)."""
+    import torch
+    return torch.zeros((programs * splits, 2, STAMP_STEPS, STAMP_POINTS), dtype=torch.int64, device=device)
+
+
 def pair_regs(producer_regs: int) -> int:
     """setmaxnreg of the worker consumer warpgroup: half of what the producer leaves of the register file, a multiple
     of 8 (the default partition gets the rest)."""
@@ -68,6 +85,9 @@ if HAVE_GLUON:
     # PrefillConfig.lazy: P may reach 2^LAZY_LOG2 against the max in use before that max moves (fp16 P holds up to
     # 65504; O and l are fp32)
     LAZY_LOG2 = gl.constexpr(8.0)
+    # PROFILE bit 32 (timing builds): the steps a warpgroup stamps, and the stamps a step (_stamp)
+    STAMP_STEPS = gl.constexpr(48)
+    STAMP_POINTS = gl.constexpr(10)
 
     @gluon.constexpr_function
     def _copy_l(num_warps):
@@ -267,6 +287,19 @@ if HAVE_GLUON:
         return s
 
     @gluon.jit
+    def _stamp(stamp_ptr, base, i, k: gl.constexpr, rows, STAMP: gl.constexpr):
+        """PROFILE bit 32: row 0's owner threads write %clock64 (k != 7) or the SM's id (k 7) into stamp k of step i
+        (stamp_buffer; base: this program's and warpgroup's first stamp)."""
+        if STAMP:
+            if k == 7:
+                t = gl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [rows], dtype=gl.int32, is_pure=False,
+                                              pack=1).to(gl.int64)
+            else:
+                t = gl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l,r", [rows], dtype=gl.int64,
+                                              is_pure=False, pack=1)
+            gl.store(stamp_ptr + base + i * STAMP_POINTS + k + rows * 0, t, mask=(rows == 0) & (i < STAMP_STEPS))
+
+    @gluon.jit
     def _lazy_up(m_new, m_used, qk_scale, FOLD: gl.constexpr):
         """PrefillConfig.lazy: rows whose max in use must move to m_new (>= m_used): those where P against m_used
         could exceed 2^LAZY_LOG2 (scores in log2 units; FOLD: unscaled, so the gap is scaled first). A row still at
@@ -287,7 +320,7 @@ if HAVE_GLUON:
                  q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
                  GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, H: gl.constexpr,
                  PROFILE: gl.constexpr, SFOLD: gl.constexpr, PREL: gl.constexpr, FQ: gl.constexpr,
-                 QREG: gl.constexpr, LAZY: gl.constexpr):
+                 QREG: gl.constexpr, LAZY: gl.constexpr, stamp_ptr):
         """Consumer warpgroup H of two (module docstring). lat / rope: the stages as copied (bf16-typed; the latent
         part holds fp16 bits, read through an fp16 view); P (fp16) of warpgroup 0 goes into stage 0's RoPE tile,
         of warpgroup 1 into p1."""
@@ -315,6 +348,10 @@ if HAVE_GLUON:
             hi = 0
         NOS: gl.constexpr = (PROFILE & 8) != 0  # timing builds: no S products (S = 0) ...
         NOPV: gl.constexpr = (PROFILE & 16) != 0  # ... no P V products; every wait, hand-off and release stays
+        STAMP: gl.constexpr = (PROFILE & 32) != 0  # clock stamps (stamp_buffer)
+        rows0 = gl.arange(0, ROWS, ROW_S)
+        sbase = ((gl.program_id(0) * gl.num_programs(1) + gl.program_id(1)) * 2 + H).to(gl.int64) * (
+            STAMP_STEPS * STAMP_POINTS)
         qk_scale = qk_scale * 256.0  # S in the rows' 2^-8 units
         # SFOLD 1: S stays unscaled and the maxima with it (qk_scale > 0 keeps their order); P = 2^(S c - m c), one
         # FFMA an element in place of S c (FMUL) and S c - m (FADD)
@@ -329,6 +366,9 @@ if HAVE_GLUON:
         for i in range(gl.cdiv(nblocks, 2)):
             b = 2 * i + H
             ph = i & 1
+            _stamp(stamp_ptr, sbase, i, 0, rows0, STAMP)
+            if i == 0:
+                _stamp(stamp_ptr, sbase, i, 7, rows0, STAMP)
             # the stages' and p1's views are indexed by z0 / z1 (always 0 / 1), against ptxas hoisting every wgmma
             # descriptor of a loop-invariant address out of the loop into registers
             z0 = b >> 30
@@ -342,13 +382,27 @@ if HAVE_GLUON:
                 ix = gl.load(idx_row + j, mask=j < hi, other=-1)
             s = gl.zeros([ROWS, BN], gl.float32, MMA_S)
             if H == 0:
+                if STAMP:  # (the same wait as _s_wait_half's next, stamped; that one then passes at once)
+                    mbarrier.wait(_full(full_l, 0, 0, FQ), ph)
+                    _stamp(stamp_ptr, sbase, i, 8, rows0, STAMP)
                 s = _s_wait_half(q3, qra, latv.index(z0), rope.index(z0), s, full_l, 0, ph, False, FQ, z0, QREG, NOS)
+                if STAMP:
+                    mbarrier.wait(_full(full_r, 0, 0, FQ), ph)
+                    _stamp(stamp_ptr, sbase, i, 9, rows0, STAMP)
                 s = _s_wait_half(q3, qra, latv.index(z0), rope.index(z0), s, full_r, 0, ph, True, FQ, z0, QREG, NOS)
                 s = warpgroup_mma_wait(0, deps=(s,))
+                _stamp(stamp_ptr, sbase, i, 1, rows0, STAMP)
             else:
+                if STAMP:
+                    mbarrier.wait(_full(full_r, 1, 0, FQ), ph)
+                    _stamp(stamp_ptr, sbase, i, 8, rows0, STAMP)
                 s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_r, 1, ph, True, FQ, z0, QREG, NOS)
+                if STAMP:
+                    mbarrier.wait(_full(full_l, 1, 0, FQ), ph)
+                    _stamp(stamp_ptr, sbase, i, 9, rows0, STAMP)
                 s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_l, 1, ph, False, FQ, z0, QREG, NOS)
                 s = warpgroup_mma_wait(0, deps=(s,))
+                _stamp(stamp_ptr, sbase, i, 1, rows0, STAMP)
             if GROUPED:
                 valid = ((bits[None, :] >> tok_of_row) & 1) != 0
             else:
@@ -384,6 +438,7 @@ if HAVE_GLUON:
                 acc = _mma(gl.convert_layout(p.to(gl.float16), P_L), latv.index(z0).slice(0, 256, dim=1), acc, NOPV)
                 mbarrier.wait(xbar.index(1), ph)
                 mc = x_smem.index(1).load(ROW_S)
+                _stamp(stamp_ptr, sbase, i, 2, rows0, STAMP)
                 # mc >= mp (LAZY 0: mp = m0); a row with no valid entry yet (mp = -inf) has P, O and l all 0
                 if FOLD:
                     beta = gl.where(mp == NEG_INF, 1.0, gl.exp2((mp - gl.where(mc == NEG_INF, 0.0, mc)) * qk_scale))
@@ -394,8 +449,10 @@ if HAVE_GLUON:
                 fence_async_shared()
                 gl.thread_barrier()
                 mbarrier.arrive(pbar.index(0), count=1)
+                _stamp(stamp_ptr, sbase, i, 3, rows0, STAMP)
                 acc = warpgroup_mma_wait(0, deps=(acc,))
                 _release(free_l.index(0), PREL)  # L(0): S and this P V retired
+                _stamp(stamp_ptr, sbase, i, 4, rows0, STAMP)
                 if LAZY:
                     if _any_row((mc != mp) & (mp != NEG_INF)):
                         acc = acc * gl.convert_layout(beta, ROW_O)[:, None]
@@ -407,8 +464,10 @@ if HAVE_GLUON:
                 mbarrier.wait(_full(full_l, 1, 1, FQ), ph)  # landed before warpgroup 1's S; the fence is this one's
                 fence_async_shared()
                 acc = _mma(p1.index(z0), latv.index(z1).slice(0, 256, dim=1), acc, NOPV)
+                _stamp(stamp_ptr, sbase, i, 5, rows0, STAMP)
                 acc = warpgroup_mma_wait(0, deps=(acc,))
                 _release(free_l.index(1), PREL)  # L(1): warpgroup 1's S and this P V retired
+                _stamp(stamp_ptr, sbase, i, 6, rows0, STAMP)
             else:
                 mx = gl.max(s, 1)
                 mbarrier.wait(xbar.index(0), ph)
@@ -419,6 +478,7 @@ if HAVE_GLUON:
                 x_smem.index(1).store(mc)
                 gl.thread_barrier()
                 mbarrier.arrive(xbar.index(1), count=1)
+                _stamp(stamp_ptr, sbase, i, 2, rows0, STAMP)
                 mcu = gl.where(mc == NEG_INF, 0.0, mc)
                 if FOLD:
                     alpha = gl.exp2((m_i - mcu) * qk_scale)
@@ -439,16 +499,20 @@ if HAVE_GLUON:
                 fence_async_shared()
                 gl.thread_barrier()
                 mbarrier.arrive(pbar.index(1), count=1)
+                _stamp(stamp_ptr, sbase, i, 3, rows0, STAMP)
                 # the other P V first, so that R(0) is released one P V earlier
                 mbarrier.wait(pbar.index(0), ph)
                 mbarrier.wait(_full(full_r, 0, 1, FQ), ph)
                 fence_async_shared()
                 acc = _mma(ropep.index(z0), latv.index(z0).slice(256, 256, dim=1), acc, NOPV)
+                _stamp(stamp_ptr, sbase, i, 4, rows0, STAMP)
                 acc = _mma(gl.convert_layout(pb, P_L), latv.index(z1).slice(256, 256, dim=1), acc, NOPV)
                 acc = warpgroup_mma_wait(1, deps=(acc,))
                 _release(free_r.index(0), PREL)  # R(0): warpgroup 0's S and P, the other P V retired
+                _stamp(stamp_ptr, sbase, i, 5, rows0, STAMP)
                 acc = warpgroup_mma_wait(0, deps=(acc,))
                 _release(free_r.index(1), PREL)  # R(1): its S and its own P V retired
+                _stamp(stamp_ptr, sbase, i, 6, rows0, STAMP)
 
         # l = l_0 + l_1 (the same order in both), 1 / l, this half of O; warpgroup 0 stores lse
         npairs = gl.cdiv(nblocks, 2)
@@ -485,7 +549,7 @@ if HAVE_GLUON:
             stride_kv: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr, HPT: gl.constexpr,
             PROFILE: gl.constexpr, V_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             num_warps: gl.constexpr, SPLIT: gl.constexpr = 0, SFOLD: gl.constexpr = 0, PREL: gl.constexpr = 0,
-            FQ: gl.constexpr = 0, QREG: gl.constexpr = 0, LAZY: gl.constexpr = 0):
+            FQ: gl.constexpr = 0, QREG: gl.constexpr = 0, LAZY: gl.constexpr = 0, stamp_ptr=None):
         """gluon_prefill.sparse_mla_prefill_kernel's grid and arguments (its docstring), D_qk 576, over converted
         rows (config pre16), with the pair schedule (module docstring)."""
         gl.static_assert(G * HPT == 64, "64 rows a program")
@@ -532,11 +596,11 @@ if HAVE_GLUON:
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY)),
+                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, stamp_ptr)),
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY)),
+                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, stamp_ptr)),
             (_pair_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv,
                               BN, PROFILE, PRODUCER_WARPS, FQ)),
         ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])

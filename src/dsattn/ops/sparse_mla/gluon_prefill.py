@@ -840,11 +840,13 @@ def _profile() -> int:
     alone). 4 (gluon_pair only, outputs right; session 72): the producer reads each stage's latent part once more
     from shared memory (gluon_pair._probe_reads), a probe of whether shared-memory traffic bounds the kernel; 8 / 16
     (gluon_pair only, session 73): the consumers issue no S / no P V products (every wait, hand-off and release
-    stays; 24 = both: its build drops the stages' shared memory, so it is not comparable). Taken: 0..5, and 8 / 16 /
-    24 alone or with 1."""
+    stays; 24 = both: its build drops the stages' shared memory, so it is not comparable). 32 (gluon_pair only,
+    outputs right; session 74): each consumer warpgroup stamps %clock64 at a step's points into
+    gluon_pair.LAST_STAMPS (gluon_pair.stamp_buffer, allocated by the launch: a timing build's only allocation).
+    Taken: 0..5, 8 / 16 / 24 alone or with 1, and 32."""
     v = os.environ.get("DSATTN_PF_PROFILE", "0").strip() or "0"
-    if v not in ("0", "1", "2", "3", "4", "5", "8", "9", "16", "17", "24", "25"):
-        raise ValueError(f"DSATTN_PF_PROFILE must be 0..5, or 8 / 16 / 24 alone or with 1, got {v!r}")
+    if v not in ("0", "1", "2", "3", "4", "5", "8", "9", "16", "17", "24", "25", "32"):
+        raise ValueError(f"DSATTN_PF_PROFILE must be 0..5, 8 / 16 / 24 alone or with 1, or 32, got {v!r}")
     return int(v)
 
 
@@ -856,7 +858,11 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
     profile = _profile()
     splits, o, so_t, so_s, so_h, ls, sl_t, sl_s, sl_h = dest
     if cfg.pair:
+        from . import gluon_pair
         from .gluon_pair import PAIR_PRODUCER_REGS, pair_prefill_kernel, pair_regs
+        stamps = None
+        if profile & 32:
+            stamps = gluon_pair.LAST_STAMPS = gluon_pair.stamp_buffer(programs, splits, q.device)
         _fast(
             pair_prefill_kernel, (programs, splits),
             q, q.stride(0), q.stride(1), flat,
@@ -865,7 +871,7 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
             flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
             flat.stride(0), has_len, g, hpt, profile, pair_regs(PAIR_PRODUCER_REGS), PRODUCER_WARPS,
             PAIR_PRODUCER_REGS, num_warps=4, SPLIT=int(splits > 1), SFOLD=cfg.sfold, PREL=cfg.prel, FQ=cfg.fq,
-            QREG=cfg.qreg, LAZY=cfg.lazy,
+            QREG=cfg.qreg, LAZY=cfg.lazy, stamp_ptr=stamps,
         )
         return
     _fast(  # kernel[grid](...) without Triton's per-call binding once this specialization ran (ops/_fastlaunch.py)
