@@ -7,6 +7,8 @@
 #   fm_pad   FlashMLA at 64 heads, q = the 32 heads + 32 zero heads (the table's flashmla:pad64)
 #   fm_full  FlashMLA at 64 heads, q = the 32 heads + the 32 heads of the previous token (no zero rows)
 #   PYTHONPATH=src:.peer python bench/s74/clocks.py [s_q] [rounds]
+# (Its run in bench/results/s74/s74_a.log was at 85221ec, where ours32 set up the same call by hand: the scratch and
+# row_scratch of prefill_scratch_spec / prefill_row_spec, variant native; kernels_mla.ours(rows=True) since.)
 import datetime
 import subprocess
 import sys
@@ -15,29 +17,16 @@ import time
 import torch
 
 import peers
-from dsattn.bench.kernels_mla import prefill_case
-from dsattn.ops.sparse_mla import prefill_row_spec, sparse_mla_prefill
-from dsattn.ops.sparse_mla.grouping import prefill_scratch_spec
+from dsattn.bench.kernels_mla import ours, prefill_case
 
 dev = torch.device("cuda")
 s_q = int(sys.argv[1]) if len(sys.argv) > 1 else 1024
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 2
 case = prefill_case(s_q, 32, dev)
-scratch = [torch.empty(s, dtype=dt, device=dev) for s, dt in prefill_scratch_spec(s_q, 32, case.indices.shape[1])]
-rs = [torch.empty(s, dtype=dt, device=dev) for s, dt in prefill_row_spec(case.kv.shape[0])]
-po = torch.empty(s_q, 32, 512, dtype=torch.bfloat16, device=dev)
-pl = torch.empty(s_q, 32, dtype=torch.float32, device=dev)
 kv, idx = case.kv[:, None], case.indices[:, None]
 q_pad = torch.cat([case.q, torch.zeros_like(case.q)], 1).contiguous()
 q_full = torch.cat([case.q, case.q.roll(1, 0)], 1).contiguous()
-
-
-def ours():
-    sparse_mla_prefill(case.q, case.kv, case.indices, case.sm_scale, out=po, lse=pl, variant="native",
-                       scratch=scratch, row_scratch=rs)
-
-
-arms = {"ours32": ours,
+arms = {"ours32": ours(case, "native", rows=True)[0],  # with scratch and row_scratch, allocated once
         "fm_pad": lambda: peers.flashmla_sparse_prefill(q_pad, kv, idx, case.sm_scale, 512),
         "fm_full": lambda: peers.flashmla_sparse_prefill(q_full, kv, idx, case.sm_scale, 512)}
 

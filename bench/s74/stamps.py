@@ -11,9 +11,8 @@ import sys
 import torch
 
 from dsattn.bench.common import call_spans, kernel_events
-from dsattn.bench.kernels_mla import prefill_case
-from dsattn.ops.sparse_mla import gluon_pair, prefill_row_spec, sparse_mla_prefill
-from dsattn.ops.sparse_mla.grouping import prefill_scratch_spec
+from dsattn.bench.kernels_mla import ours, prefill_case
+from dsattn.ops.sparse_mla import gluon_pair
 
 dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 cfg = sys.argv[2] if len(sys.argv) > 2 else "pair=1,lazy=1"
@@ -75,14 +74,7 @@ if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--fake":
 for c in (sys.argv[1] if len(sys.argv) > 1 else "32:1024").split(","):
     h, s_q = (int(v) for v in c.split(":"))
     case = prefill_case(s_q, h, dev)
-    scratch = [torch.empty(s, dtype=dt, device=dev) for s, dt in prefill_scratch_spec(s_q, h, case.indices.shape[1])]
-    rs = [torch.empty(s, dtype=dt, device=dev) for s, dt in prefill_row_spec(case.kv.shape[0])]
-    po = torch.empty(s_q, h, 512, dtype=torch.bfloat16, device=dev)
-    pl = torch.empty(s_q, h, dtype=torch.float32, device=dev)
-
-    def call():
-        sparse_mla_prefill(case.q, case.kv, case.indices, case.sm_scale, out=po, lse=pl, variant="native",
-                           scratch=scratch, row_scratch=rs)
+    call = ours(case, "native", rows=True)[0]  # sparse_mla_prefill with its scratch and row_scratch, allocated once
     times = {}
     for prof in ("0", "32", "0", "32"):
         os.environ["DSATTN_PF_PROFILE"] = prof
