@@ -300,6 +300,14 @@ if HAVE_GLUON:
             gl.store(stamp_ptr + base + i * STAMP_POINTS + k + rows * 0, t, mask=(rows == 0) & (i < STAMP_STEPS))
 
     @gluon.jit
+    def _stamp_landed(stamp_ptr, base, i, k: gl.constexpr, rows, bar, ph, STAMP: gl.constexpr):
+        """PROFILE bit 32: wait for the half behind full mbarrier bar (_s_wait_half's next wait, which then passes at
+        once) and stamp k."""
+        if STAMP:
+            mbarrier.wait(bar, ph)
+            _stamp(stamp_ptr, base, i, k, rows, STAMP)
+
+    @gluon.jit
     def _lazy_up(m_new, m_used, qk_scale, FOLD: gl.constexpr):
         """PrefillConfig.lazy: rows whose max in use must move to m_new (>= m_used): those where P against m_used
         could exceed 2^LAZY_LOG2 (scores in log2 units; FOLD: unscaled, so the gap is scaled first). A row still at
@@ -382,24 +390,16 @@ if HAVE_GLUON:
                 ix = gl.load(idx_row + j, mask=j < hi, other=-1)
             s = gl.zeros([ROWS, BN], gl.float32, MMA_S)
             if H == 0:
-                if STAMP:  # (the same wait as _s_wait_half's next, stamped; that one then passes at once)
-                    mbarrier.wait(_full(full_l, 0, 0, FQ), ph)
-                    _stamp(stamp_ptr, sbase, i, 8, rows0, STAMP)
+                _stamp_landed(stamp_ptr, sbase, i, 8, rows0, _full(full_l, 0, 0, FQ), ph, STAMP)
                 s = _s_wait_half(q3, qra, latv.index(z0), rope.index(z0), s, full_l, 0, ph, False, FQ, z0, QREG, NOS)
-                if STAMP:
-                    mbarrier.wait(_full(full_r, 0, 0, FQ), ph)
-                    _stamp(stamp_ptr, sbase, i, 9, rows0, STAMP)
+                _stamp_landed(stamp_ptr, sbase, i, 9, rows0, _full(full_r, 0, 0, FQ), ph, STAMP)
                 s = _s_wait_half(q3, qra, latv.index(z0), rope.index(z0), s, full_r, 0, ph, True, FQ, z0, QREG, NOS)
                 s = warpgroup_mma_wait(0, deps=(s,))
                 _stamp(stamp_ptr, sbase, i, 1, rows0, STAMP)
             else:
-                if STAMP:
-                    mbarrier.wait(_full(full_r, 1, 0, FQ), ph)
-                    _stamp(stamp_ptr, sbase, i, 8, rows0, STAMP)
+                _stamp_landed(stamp_ptr, sbase, i, 8, rows0, _full(full_r, 1, 0, FQ), ph, STAMP)
                 s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_r, 1, ph, True, FQ, z0, QREG, NOS)
-                if STAMP:
-                    mbarrier.wait(_full(full_l, 1, 0, FQ), ph)
-                    _stamp(stamp_ptr, sbase, i, 9, rows0, STAMP)
+                _stamp_landed(stamp_ptr, sbase, i, 9, rows0, _full(full_l, 1, 0, FQ), ph, STAMP)
                 s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_l, 1, ph, False, FQ, z0, QREG, NOS)
                 s = warpgroup_mma_wait(0, deps=(s,))
                 _stamp(stamp_ptr, sbase, i, 1, rows0, STAMP)
