@@ -54,9 +54,9 @@ def pair_softmax(s, v, lazy):
         alpha1 = torch.exp2(m - nz(mc))
         p1 = torch.exp2(s1 - nz(mc)[:, None])
         l1 = l1 * alpha1 + p1.sum(1)
-        rescale(None, alpha1, not lazy or bool(((mc != m) & (m != NEG_INF)).any()))  # (counted; see below)
-        # (the kernel scales its two halves of O separately; here warpgroup 1's alpha and warpgroup 0's beta meet
-        # the same accumulator, so O takes P0 V0 at mp's units first, then both rescales, then P1 V1)
+        rescale(None, alpha1, not lazy or bool(((mc != m) & (m != NEG_INF)).any()))  # (counted, not applied)
+        # the kernel's two column halves of O reach the same values by two routes: warpgroup 0's half alpha0, + P0 V,
+        # beta, + P1 V (followed here); warpgroup 1's alpha1 (= alpha0 beta), + (P0 beta) V, + P1 V
         beta = torch.where(mp == NEG_INF, torch.ones(rows), torch.exp2(mp - nz(mc)))
         acc = acc + p0.half().float() @ vb[2 * i]
         acc = rescale(acc, beta, not lazy or bool(((mc != mp) & (mp != NEG_INF)).any()))
