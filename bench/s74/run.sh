@@ -28,12 +28,15 @@ echo "$GPU tree ${DSATTN_GIT_COMMIT:-?}" > $L
 t0=$SECONDS
 if [ "${PART:-a}" = stamps ]; then
   # (for the next session, written in session 74 and not run) gluon_pair's clock stamps (DSATTN_PF_PROFILE=32):
-  # the GPU test first (outputs bit-equal to the plain build, stamps in order), then bench/s74/stamps.py at 32 / 16 /
-  # 8 heads s_q 1024. PREDICTION: half the consumers' time is outside the products (session 74's PART b), so a
-  # warpgroup's step (~8800 cycles for two blocks at ~1.9 GHz) shows >= 1500 cycles in waits that are not S or
-  # P V: the maxima's exchange (m0 -> mc -> warpgroup 0) and the P hand-offs, or the stages' landing (points 8 / 9).
-  timeout 200 python -m pytest -q -p no:cacheprovider -rfE --tb=short tests/gpu/test_sparse_mla_prefill_gpu.py \
-    -k "pair_stamps" > $OUT/tests.log 2>&1
+  # the GPU tests first (stamps: outputs bit-equal to the plain build, stamps in order; with the default path's pair
+  # tests, which session 74's last call cut at 90 s after 4 passed: lazy is the pair's default since), then
+  # bench/s74/stamps.py at 32 / 16 / 8 heads s_q 1024. PREDICTION: half the consumers' time is outside the products
+  # (session 74's PART b), so a warpgroup's step (~8800 cycles for two blocks at ~1.9 GHz) shows >= 1500 cycles in
+  # waits that are not S or P V: the maxima's exchange (m0 -> mc -> warpgroup 0) and the P hand-offs, or the stages'
+  # landing (points 8 / 9).
+  timeout ${TEST_S:-300} python -m pytest -q -p no:cacheprovider -rfE --tb=short \
+    tests/gpu/test_sparse_mla_prefill_gpu.py \
+    -k "${TESTS_K:-pair_stamps or pair_over_converted or pair_other_paths}" > $OUT/tests.log 2>&1
   echo "tests rc=$? $((SECONDS - t0)) s: $(tail -n 1 $OUT/tests.log)" >> $L
   grep -E "^(FAILED|ERROR)|^E " $OUT/tests.log | head -n 12 | cut -c1-300 >> $L
   rm -f $OUT/tests.log
