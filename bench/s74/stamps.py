@@ -17,8 +17,8 @@ from dsattn.ops.sparse_mla import gluon_pair
 dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 cfg = sys.argv[2] if len(sys.argv) > 2 else "pair=1,lazy=1"
 os.environ["DSATTN_PF_CONFIG"] = cfg
-# the points in a step's order for each warpgroup (stamp_buffer's docstring), and their names
-ORDER = {0: [0, 8, 9, 1, 2, 3, 4, 5, 6], 1: [0, 8, 9, 1, 2, 3, 4, 5, 6]}
+# the points in a step's order (both warpgroups; stamp_buffer's docstring), and their names for each
+ORDER = [0, 8, 9, 1, 2, 3, 4, 5, 6]
 NAME = {0: {8: "L(0) landed", 9: "R(0) landed", 1: "S retired", 2: "mc read", 3: "P stored", 4: "own PV retired",
             5: "other PV issued", 6: "step end"},
         1: {8: "R(1) landed", 9: "L(1) landed", 1: "S retired", 2: "m0 read, mc sent", 3: "P stored",
@@ -41,7 +41,7 @@ def report(st):
         m = ok[:, wg]
         length = (steps[:, wg, 1:] - steps[:, wg, :-1])[m[:, :-1]].double()
         parts = []
-        for a, b in zip(ORDER[wg][:-1], ORDER[wg][1:]):
+        for a, b in zip(ORDER[:-1], ORDER[1:]):
             d = (st[:, wg, :, b] - st[:, wg, :, a])[m].double()
             parts.append(f"{NAME[wg][b]} +{d.mean():.0f}")
         print(f"  warpgroup {wg}: step {length.mean():.0f} cycles (median {length.median():.0f}, {m.sum()} steps): "
@@ -65,7 +65,7 @@ if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--fake":
     st = torch.zeros(4, 2, 48, 10, dtype=torch.int64)
     for i in range(20):
         for w in (0, 1):
-            for j, k in enumerate(ORDER[w]):
+            for j, k in enumerate(ORDER):
                 st[:, w, i, k] = 1000 + 4000 * i + 400 * j + 100 * w
     st[:, :, 0, 7] = torch.arange(4)[:, None]
     report(st)

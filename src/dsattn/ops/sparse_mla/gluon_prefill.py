@@ -859,18 +859,17 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
     splits, o, so_t, so_s, so_h, ls, sl_t, sl_s, sl_h = dest
     if cfg.pair:
         from . import gluon_pair
-        from .gluon_pair import PAIR_PRODUCER_REGS, pair_prefill_kernel, pair_regs
         stamps = None
         if profile & 32:
             stamps = gluon_pair.LAST_STAMPS = gluon_pair.stamp_buffer(programs, splits, q.device)
         _fast(
-            pair_prefill_kernel, (programs, splits),
+            gluon_pair.pair_prefill_kernel, (programs, splits),
             q, q.stride(0), q.stride(1), flat,
             idx, stride_i, end, masks,
             o, so_t, so_h, ls, sl_t, sl_h, so_s, sl_s, splits,
             flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
-            flat.stride(0), has_len, g, hpt, profile, pair_regs(PAIR_PRODUCER_REGS), PRODUCER_WARPS,
-            PAIR_PRODUCER_REGS, num_warps=4, SPLIT=int(splits > 1), SFOLD=cfg.sfold, PREL=cfg.prel, FQ=cfg.fq,
+            flat.stride(0), has_len, g, hpt, profile, gluon_pair.pair_regs(gluon_pair.PAIR_PRODUCER_REGS),
+            PRODUCER_WARPS, gluon_pair.PAIR_PRODUCER_REGS, num_warps=4, SPLIT=int(splits > 1), SFOLD=cfg.sfold, PREL=cfg.prel, FQ=cfg.fq,
             QREG=cfg.qreg, LAZY=cfg.lazy, stamp_ptr=stamps,
         )
         return
