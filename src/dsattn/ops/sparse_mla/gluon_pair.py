@@ -323,12 +323,36 @@ if HAVE_GLUON:
         return gl.max(flags.to(gl.int32), 0) != 0
 
     @gluon.jit
+    def _beta(mp, mc, qk_scale, FOLD: gl.constexpr):
+        """2^(mp - mc) a row: warpgroup 0's P against the max mp into the common max mc (>= mp; LAZY 0: mp is m0);
+        1 for a row with no valid entry yet (mp = -inf: its P, O and l are all 0)."""
+        if FOLD:
+            return gl.where(mp == NEG_INF, 1.0, gl.exp2((mp - gl.where(mc == NEG_INF, 0.0, mc)) * qk_scale))
+        else:
+            return gl.where(mp == NEG_INF, 1.0, gl.exp2(mp - gl.where(mc == NEG_INF, 0.0, mc)))
+
+    @gluon.jit
+    def _pe_other_pv_wait(tile, mp, mc, qk_scale, pbar, full_r, ph, FOLD: gl.constexpr, FQ: gl.constexpr,
+                          MMA_S: gl.constexpr):
+        """PrefillConfig.pe, warpgroup 1: wait for warpgroup 0's P (stored against mp, the max it used) and R(0); where
+        a row's common max mc moved above mp (lazy: rare once the maxima settle), rescale that P tile by 2^(mp - mc)
+        in place (a second fp16 rounding of those rows) before the P V that reads it."""
+        mbarrier.wait(pbar.index(0), ph)
+        mbarrier.wait(_full(full_r, 0, 1, FQ), ph)
+        if _any_row((mc != mp) & (mp != NEG_INF)):
+            t = tile.load(MMA_S)
+            tile.store((t.to(gl.float32) * _beta(mp, mc, qk_scale, FOLD)[:, None]).to(gl.float16))
+            fence_async_shared()
+            gl.thread_barrier()
+        fence_async_shared()  # (R(0)'s copies)
+
+    @gluon.jit
     def _wg_pair(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                  qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                  q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
                  GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, H: gl.constexpr,
                  PROFILE: gl.constexpr, SFOLD: gl.constexpr, PREL: gl.constexpr, FQ: gl.constexpr,
-                 QREG: gl.constexpr, LAZY: gl.constexpr, stamp_ptr):
+                 QREG: gl.constexpr, LAZY: gl.constexpr, PE: gl.constexpr, stamp_ptr):
         """Consumer warpgroup H of two (module docstring). lat / rope: the stages as copied (bf16-typed; the latent
         part holds fp16 bits, read through an fp16 view); P (fp16) of warpgroup 0 goes into stage 0's RoPE tile,
         of warpgroup 1 into p1."""
@@ -435,21 +459,25 @@ if HAVE_GLUON:
                         acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
                 else:
                     acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-                acc = _mma(gl.convert_layout(p.to(gl.float16), P_L), latv.index(z0).slice(0, 256, dim=1), acc, NOPV)
+                pf = p.to(gl.float16)
+                acc = _mma(gl.convert_layout(pf, P_L), latv.index(z0).slice(0, 256, dim=1), acc, NOPV)
+                if PE:  # P handed over against mp, before the maxima return (warpgroup 1 rescales it if mc moved)
+                    ropep.index(z0).store(pf)
+                    fence_async_shared()
+                    gl.thread_barrier()
+                    mbarrier.arrive(pbar.index(0), count=1)
+                    _stamp(stamp_ptr, sbase, i, 3, rows0, STAMP)
                 mbarrier.wait(xbar.index(1), ph)
                 mc = x_smem.index(1).load(ROW_S)
                 _stamp(stamp_ptr, sbase, i, 2, rows0, STAMP)
-                # mc >= mp (LAZY 0: mp = m0); a row with no valid entry yet (mp = -inf) has P, O and l all 0
-                if FOLD:
-                    beta = gl.where(mp == NEG_INF, 1.0, gl.exp2((mp - gl.where(mc == NEG_INF, 0.0, mc)) * qk_scale))
-                else:
-                    beta = gl.where(mp == NEG_INF, 1.0, gl.exp2(mp - gl.where(mc == NEG_INF, 0.0, mc)))
-                # S(2 i) retired: stage 0's RoPE tile is dead until warpgroup 1 releases R(0)
-                ropep.index(z0).store((p * beta[:, None]).to(gl.float16))
-                fence_async_shared()
-                gl.thread_barrier()
-                mbarrier.arrive(pbar.index(0), count=1)
-                _stamp(stamp_ptr, sbase, i, 3, rows0, STAMP)
+                beta = _beta(mp, mc, qk_scale, FOLD)
+                if not PE:
+                    # S(2 i) retired: stage 0's RoPE tile is dead until warpgroup 1 releases R(0)
+                    ropep.index(z0).store((p * beta[:, None]).to(gl.float16))
+                    fence_async_shared()
+                    gl.thread_barrier()
+                    mbarrier.arrive(pbar.index(0), count=1)
+                    _stamp(stamp_ptr, sbase, i, 3, rows0, STAMP)
                 acc = warpgroup_mma_wait(0, deps=(acc,))
                 _release(free_l.index(0), PREL)  # L(0): S and this P V retired
                 _stamp(stamp_ptr, sbase, i, 4, rows0, STAMP)
@@ -486,12 +514,16 @@ if HAVE_GLUON:
                 else:
                     alpha = gl.exp2(m_i - mcu)
                     p = gl.exp2(s - mcu[:, None])
-                l_i = l_i * alpha + gl.sum(p, 1)
                 if LAZY:
                     if _any_row((mc != m_i) & (m_i != NEG_INF)):
                         acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
                 else:
                     acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
+                if PE == 2:  # warpgroup 0's P V before this one's P is computed (the products run under it)
+                    _pe_other_pv_wait(ropep.index(z0), mp, mc, qk_scale, pbar, full_r, ph, FOLD, FQ, MMA_S)
+                    acc = _mma(ropep.index(z0), latv.index(z0).slice(256, 256, dim=1), acc, NOPV)
+                    _stamp(stamp_ptr, sbase, i, 4, rows0, STAMP)
+                l_i = l_i * alpha + gl.sum(p, 1)
                 m_i = mc
                 pb = p.to(gl.float16)
                 # p1 of step i - 1 was read by warpgroup 0's P V, retired before its xbar[0] arrive
@@ -500,12 +532,16 @@ if HAVE_GLUON:
                 gl.thread_barrier()
                 mbarrier.arrive(pbar.index(1), count=1)
                 _stamp(stamp_ptr, sbase, i, 3, rows0, STAMP)
-                # the other P V first, so that R(0) is released one P V earlier
-                mbarrier.wait(pbar.index(0), ph)
-                mbarrier.wait(_full(full_r, 0, 1, FQ), ph)
-                fence_async_shared()
-                acc = _mma(ropep.index(z0), latv.index(z0).slice(256, 256, dim=1), acc, NOPV)
-                _stamp(stamp_ptr, sbase, i, 4, rows0, STAMP)
+                if PE != 2:
+                    # the other P V first, so that R(0) is released one P V earlier
+                    if PE:
+                        _pe_other_pv_wait(ropep.index(z0), mp, mc, qk_scale, pbar, full_r, ph, FOLD, FQ, MMA_S)
+                    else:
+                        mbarrier.wait(pbar.index(0), ph)
+                        mbarrier.wait(_full(full_r, 0, 1, FQ), ph)
+                        fence_async_shared()
+                    acc = _mma(ropep.index(z0), latv.index(z0).slice(256, 256, dim=1), acc, NOPV)
+                    _stamp(stamp_ptr, sbase, i, 4, rows0, STAMP)
                 acc = _mma(gl.convert_layout(pb, P_L), latv.index(z1).slice(256, 256, dim=1), acc, NOPV)
                 acc = warpgroup_mma_wait(1, deps=(acc,))
                 _release(free_r.index(0), PREL)  # R(0): warpgroup 0's S and P, the other P V retired
@@ -549,7 +585,8 @@ if HAVE_GLUON:
             stride_kv: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr, HPT: gl.constexpr,
             PROFILE: gl.constexpr, V_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             num_warps: gl.constexpr, SPLIT: gl.constexpr = 0, SFOLD: gl.constexpr = 0, PREL: gl.constexpr = 0,
-            FQ: gl.constexpr = 0, QREG: gl.constexpr = 0, LAZY: gl.constexpr = 0, stamp_ptr=None):
+            FQ: gl.constexpr = 0, QREG: gl.constexpr = 0, LAZY: gl.constexpr = 0, PE: gl.constexpr = 0,
+            stamp_ptr=None):
         """gluon_prefill.sparse_mla_prefill_kernel's grid and arguments (its docstring), D_qk 576, over converted
         rows (config pre16), with the pair schedule (module docstring)."""
         gl.static_assert(G * HPT == 64, "64 rows a program")
@@ -596,11 +633,11 @@ if HAVE_GLUON:
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, stamp_ptr)),
+                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, PE, stamp_ptr)),
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, stamp_ptr)),
+                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, PE, stamp_ptr)),
             (_pair_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv,
                               BN, PROFILE, PRODUCER_WARPS, FQ)),
         ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])

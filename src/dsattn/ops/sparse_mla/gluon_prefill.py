@@ -241,6 +241,11 @@ class PrefillConfig:
     #                     1024 1.011x (95% CI 0.995-1.019) and 1.006x (1.003-1.016), s_q 8192 1.015x (1.006-1.030);
     #                     16 heads s_q 1024 0.989x (0.775-1.076) and 1.005x (0.970-1.041); 8 heads s_q 1024 1.042x
     #                     (1.010-1.071), s_q 8192 1.009x (1.004-1.016). Consumers alone (PROFILE 1) 347.5 -> 348.2 us
+    pe: int = 0         # pair with lazy 1 only (session 75). 1: warpgroup 0 hands its P to warpgroup 1 against the max it
+    #                     used, before the common max comes back (the maxima's round trip off R(0)'s path: R(0) is
+    #                     the half a step's next S waits for, session 67); warpgroup 1 rescales that P tile in place
+    #                     where the common max moved (gluon_pair._pe_other_pv_wait). 2: also warpgroup 1 issues that
+    #                     P V before computing its own P. Not measured yet
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -267,7 +272,7 @@ def parse_prefill_config(spec: str, allow_pre16: bool = False) -> PrefillConfig:
           and cfg.pre16 in ((0, cfg.f16) if allow_pre16 else (0,))
           and cfg.pair in (0, 1) and (not cfg.pair or (cfg.f16 and cfg.block_n == 64 and cfg.stages == 2))
           and cfg.sfold in (0, 1) and cfg.prel in (0, 1) and cfg.fq in (0, 1) and cfg.qreg in (0, 1)
-          and cfg.lazy in (0, 1)
+          and cfg.lazy in (0, 1) and cfg.pe in ((0, 1, 2) if cfg.pair and cfg.lazy else (0,))
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
@@ -275,7 +280,7 @@ def parse_prefill_config(spec: str, allow_pre16: bool = False) -> PrefillConfig:
                          "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0), "
                          "cl 0 or 1, pre16 0 (sparse_mla_prefill's row_scratch turns it on, with rows it converted), "
                          "pair 0 or 1 (1: with f16 1, block_n 64, 2 stages), sfold 0 or 1, prel 0 or 1, fq 0 or 1, "
-                         "qreg 0 or 1, lazy 0 or 1; "
+                         "qreg 0 or 1, lazy 0 or 1, pe 0, 1 or 2 (1, 2: with pair 1 and lazy 1); "
                          f"got {spec!r}")
     return cfg
 
@@ -870,7 +875,7 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
             flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
             flat.stride(0), has_len, g, hpt, profile, gluon_pair.pair_regs(gluon_pair.PAIR_PRODUCER_REGS),
             PRODUCER_WARPS, gluon_pair.PAIR_PRODUCER_REGS, num_warps=4, SPLIT=int(splits > 1), SFOLD=cfg.sfold, PREL=cfg.prel, FQ=cfg.fq,
-            QREG=cfg.qreg, LAZY=cfg.lazy, stamp_ptr=stamps,
+            QREG=cfg.qreg, LAZY=cfg.lazy, PE=cfg.pe, stamp_ptr=stamps,
         )
         return
     _fast(  # kernel[grid](...) without Triton's per-call binding once this specialization ran (ops/_fastlaunch.py)
