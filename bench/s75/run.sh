@@ -46,6 +46,6 @@ for job in ${AB_JOBS:-pe1:32:1024 pe2:32:1024 pe1:32:8192 pe1:16:1024 pe1:8:1024
   name=${job%%:*}
   ab $name ${job#*:} "$A" "$A;pe=${name#pe}"
 done
-left=$((570 - (SECONDS - t0)))
+left=$((${RUN_S:-450} - (SECONDS - t0)))
 [ $left -gt 40 ] && tests default $left "pair_stamps or pair_over_converted or pair_other_paths"
 cat $L
