@@ -10,7 +10,7 @@
 #     s_q 8192, 16 and 8 heads s_q 1024. PREDICTION: pe takes the maxima's round trip (~200-400 cycles) off R(0)'s
 #     path once a step: 1.00-1.04x at 32 heads.
 # (4) the default path's pair tests (session 74's last call cut them after 4 passed).
-#   DSATTN_GIT_COMMIT=<sha> bash bench/s75/run.sh
+#   DSATTN_GIT_COMMIT=<sha> bash bench/s75/run.sh     (PART=b: the second call, PrefillConfig.l1f)
 set -u
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_PF_PROFILE
@@ -38,6 +38,20 @@ ab() {  # name h:s_q a b
   echo "ab $name $c rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $OUT/ab.log | tail -n 3 | cut -c1-250 >> $L
   rm -f $OUT/ab.log
 }
+if [ "${PART:-a}" = b ]; then
+  # (second call) PrefillConfig.l1f (L(1) refilled and read before R(1)): the first call's stamps (32 heads s_q 1024,
+  # H100) had warpgroup 1 wait 1851 cycles for R(1) at a step's start and warpgroup 0 2370 cycles for the common max,
+  # with L(1) released ~390 cycles before R(1) but refilled after it. PREDICTION: warpgroup 1's wait for its first
+  # half and warpgroup 0's for mc both drop by several hundred cycles; `dsattn bench ab` 1.03-1.10x at 32 heads.
+  tests l1f ${TEST_S:-120} "pair_options and l1f"
+  stamps 32:1024 pair=1,lazy=1,l1f=1
+  A="row_scratch=1,env:DSATTN_PF_CONFIG=pair=1;lazy=1"
+  for c in ${AB_CASES:-32:1024 32:8192 16:1024 8:1024 16:8192 8:8192}; do
+    ab l1f $c "$A" "$A;l1f=1"
+  done
+  cat $L
+  exit 0
+fi
 tests pe ${TEST_S:-150} "pair_options and pe"
 stamps 32:1024,16:1024,8:1024 pair=1,lazy=1
 stamps 32:1024 pair=1,lazy=1,pe=1

@@ -159,9 +159,10 @@ if HAVE_GLUON:
     @gluon.jit
     def _pair_producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r,
                        stride_kv: gl.constexpr, BN: gl.constexpr, PROFILE: gl.constexpr, PW: gl.constexpr,
-                       FQ: gl.constexpr):
-        """The producer: each step's four halves in their release order L(0), R(0), R(1), L(1); the entries of the
-        next half loaded while it waits for the half's release (reloaded rather than held: held, they spilled).
+                       FQ: gl.constexpr, L1F: gl.constexpr):
+        """The producer: each step's four halves in the order L(0), R(0), R(1), L(1) (L1F 1: L(0), R(0), L(1), R(1),
+        PrefillConfig.l1f); the entries of the next half loaded while it waits for the half's release (reloaded rather
+        than held: held, they spilled).
         PROFILE bit 4 (probe builds; outputs unchanged): after issuing L(1) it reads both stages' latent parts once
         more (_probe_reads: 64 KB a block of shared-memory reads on top of the kernel's ~293 KB). There, the next half
         it waits for is the next step's L(0), released only after that step's S, softmax and first P V (~2500
@@ -184,13 +185,19 @@ if HAVE_GLUON:
             _pair_gather(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), _full(full_r, 0, 0, FQ),
                          _full(full_r, 0, 1, FQ), stride_kv, True, PW, GATHER, FQ)
             ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
+            if L1F:
+                mbarrier.wait(free_l.index(1), ph)
+                _pair_gather(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), _full(full_l, 1, 0, FQ),
+                             _full(full_l, 1, 1, FQ), stride_kv, False, PW, GATHER, FQ)
+                ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
             mbarrier.wait(free_r.index(1), ph)
             _pair_gather(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), _full(full_r, 1, 0, FQ),
                          _full(full_r, 1, 1, FQ), stride_kv, True, PW, GATHER, FQ)
-            ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
-            mbarrier.wait(free_l.index(1), ph)
-            _pair_gather(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), _full(full_l, 1, 0, FQ),
-                         _full(full_l, 1, 1, FQ), stride_kv, False, PW, GATHER, FQ)
+            if not L1F:
+                ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
+                mbarrier.wait(free_l.index(1), ph)
+                _pair_gather(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), _full(full_l, 1, 0, FQ),
+                             _full(full_l, 1, 1, FQ), stride_kv, False, PW, GATHER, FQ)
             if PROBE:
                 probe = _probe_reads(lat.index(0), probe, BN, PW)
                 probe = _probe_reads(lat.index(1), probe, BN, PW)
@@ -352,7 +359,7 @@ if HAVE_GLUON:
                  q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
                  GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, H: gl.constexpr,
                  PROFILE: gl.constexpr, SFOLD: gl.constexpr, PREL: gl.constexpr, FQ: gl.constexpr,
-                 QREG: gl.constexpr, LAZY: gl.constexpr, PE: gl.constexpr, stamp_ptr):
+                 QREG: gl.constexpr, LAZY: gl.constexpr, PE: gl.constexpr, L1F: gl.constexpr, stamp_ptr):
         """Consumer warpgroup H of two (module docstring). lat / rope: the stages as copied (bf16-typed; the latent
         part holds fp16 bits, read through an fp16 view); P (fp16) of warpgroup 0 goes into stage 0's RoPE tile,
         of warpgroup 1 into p1."""
@@ -418,6 +425,13 @@ if HAVE_GLUON:
                 s = _s_wait_half(q3, qra, latv.index(z0), rope.index(z0), s, full_l, 0, ph, False, FQ, z0, QREG, NOS)
                 _stamp_landed(stamp_ptr, sbase, i, 9, rows0, _full(full_r, 0, 0, FQ), ph, STAMP)
                 s = _s_wait_half(q3, qra, latv.index(z0), rope.index(z0), s, full_r, 0, ph, True, FQ, z0, QREG, NOS)
+                s = warpgroup_mma_wait(0, deps=(s,))
+                _stamp(stamp_ptr, sbase, i, 1, rows0, STAMP)
+            elif L1F:  # (the producer refills L(1) first: released by warpgroup 0 before R(1), session 75)
+                _stamp_landed(stamp_ptr, sbase, i, 8, rows0, _full(full_l, 1, 0, FQ), ph, STAMP)
+                s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_l, 1, ph, False, FQ, z0, QREG, NOS)
+                _stamp_landed(stamp_ptr, sbase, i, 9, rows0, _full(full_r, 1, 0, FQ), ph, STAMP)
+                s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_r, 1, ph, True, FQ, z0, QREG, NOS)
                 s = warpgroup_mma_wait(0, deps=(s,))
                 _stamp(stamp_ptr, sbase, i, 1, rows0, STAMP)
             else:
@@ -586,7 +600,7 @@ if HAVE_GLUON:
             PROFILE: gl.constexpr, V_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             num_warps: gl.constexpr, SPLIT: gl.constexpr = 0, SFOLD: gl.constexpr = 0, PREL: gl.constexpr = 0,
             FQ: gl.constexpr = 0, QREG: gl.constexpr = 0, LAZY: gl.constexpr = 0, PE: gl.constexpr = 0,
-            stamp_ptr=None):
+            L1F: gl.constexpr = 0, stamp_ptr=None):
         """gluon_prefill.sparse_mla_prefill_kernel's grid and arguments (its docstring), D_qk 576, over converted
         rows (config pre16), with the pair schedule (module docstring)."""
         gl.static_assert(G * HPT == 64, "64 rows a program")
@@ -633,11 +647,11 @@ if HAVE_GLUON:
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, PE, stamp_ptr)),
+                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, PE, L1F, stamp_ptr)),
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, PE, stamp_ptr)),
+                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, PE, L1F, stamp_ptr)),
             (_pair_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv,
-                              BN, PROFILE, PRODUCER_WARPS, FQ)),
+                              BN, PROFILE, PRODUCER_WARPS, FQ, L1F)),
         ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])

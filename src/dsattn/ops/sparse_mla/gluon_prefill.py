@@ -246,6 +246,10 @@ class PrefillConfig:
     #                     the half a step's next S waits for, session 67); warpgroup 1 rescales that P tile in place
     #                     where the common max moved (gluon_pair._pe_other_pv_wait). 2: also warpgroup 1 issues that
     #                     P V before computing its own P. Not measured yet
+    l1f: int = 0        # pair only (session 75). 1: the producer refills stage 1's L half before its R half, and
+    #                     warpgroup 1's S reads L(1) first: L(1) is released ~400 cycles before R(1) (session 75's
+    #                     clock stamps, bench/s74/stamps.py), and the fixed order R(1), L(1) held its refill behind
+    #                     R(1)'s release. Not measured yet
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -273,6 +277,7 @@ def parse_prefill_config(spec: str, allow_pre16: bool = False) -> PrefillConfig:
           and cfg.pair in (0, 1) and (not cfg.pair or (cfg.f16 and cfg.block_n == 64 and cfg.stages == 2))
           and cfg.sfold in (0, 1) and cfg.prel in (0, 1) and cfg.fq in (0, 1) and cfg.qreg in (0, 1)
           and cfg.lazy in (0, 1) and cfg.pe in ((0, 1, 2) if cfg.pair and cfg.lazy else (0,))
+          and cfg.l1f in ((0, 1) if cfg.pair else (0,))
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
@@ -280,7 +285,8 @@ def parse_prefill_config(spec: str, allow_pre16: bool = False) -> PrefillConfig:
                          "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0), "
                          "cl 0 or 1, pre16 0 (sparse_mla_prefill's row_scratch turns it on, with rows it converted), "
                          "pair 0 or 1 (1: with f16 1, block_n 64, 2 stages), sfold 0 or 1, prel 0 or 1, fq 0 or 1, "
-                         "qreg 0 or 1, lazy 0 or 1, pe 0, 1 or 2 (1, 2: with pair 1 and lazy 1); "
+                         "qreg 0 or 1, lazy 0 or 1, pe 0, 1 or 2 (1, 2: with pair 1 and lazy 1), "
+                         "l1f 0 or 1 (1: with pair 1); "
                          f"got {spec!r}")
     return cfg
 
@@ -875,7 +881,7 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
             flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
             flat.stride(0), has_len, g, hpt, profile, gluon_pair.pair_regs(gluon_pair.PAIR_PRODUCER_REGS),
             PRODUCER_WARPS, gluon_pair.PAIR_PRODUCER_REGS, num_warps=4, SPLIT=int(splits > 1), SFOLD=cfg.sfold, PREL=cfg.prel, FQ=cfg.fq,
-            QREG=cfg.qreg, LAZY=cfg.lazy, PE=cfg.pe, stamp_ptr=stamps,
+            QREG=cfg.qreg, LAZY=cfg.lazy, PE=cfg.pe, L1F=cfg.l1f, stamp_ptr=stamps,
         )
         return
     _fast(  # kernel[grid](...) without Triton's per-call binding once this specialization ran (ops/_fastlaunch.py)
