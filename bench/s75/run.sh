@@ -49,6 +49,7 @@ if [ "${PART:-a}" = b ]; then
   for c in ${AB_CASES:-32:1024 32:8192 16:1024 8:1024}; do
     ab l1f $c "$A" "$A;l1f=1"
   done
+  ab l1fpe 32:1024 "$A;l1f=1" "$A;l1f=1;pe=1"  # (pe again, once warpgroup 1 is less late)
   cat $L
   exit 0
 fi
