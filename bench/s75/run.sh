@@ -43,10 +43,14 @@ if [ "${PART:-a}" = b ]; then
   # H100) had warpgroup 1 wait 1851 cycles for R(1) at a step's start and warpgroup 0 2370 cycles for the common max,
   # with L(1) released ~390 cycles before R(1) but refilled after it. PREDICTION: warpgroup 1's wait for its first
   # half and warpgroup 0's for mc both drop by several hundred cycles; `dsattn bench ab` 1.03-1.10x at 32 heads.
-  tests l1f ${TEST_S:-100} "pair_options and l1f"
-  stamps 32:1024 pair=1,lazy=1,l1f=1
+  # (most wanted first: the session's device time was nearly spent)
+  tests l1f ${TEST_S:-100} "${TESTS_K:-pair_options and l1f and not fq and not pe}"
   A="row_scratch=1,env:DSATTN_PF_CONFIG=pair=1;lazy=1"
-  for c in ${AB_CASES:-32:1024 32:8192 16:1024 8:1024}; do
+  for c in ${AB_CASES:-32:1024 32:8192}; do
+    ab l1f $c "$A" "$A;l1f=1"
+  done
+  stamps 32:1024 pair=1,lazy=1,l1f=1
+  for c in ${AB_CASES2:-16:1024 8:1024}; do
     ab l1f $c "$A" "$A;l1f=1"
   done
   ab l1fpe 32:1024 "$A;l1f=1" "$A;l1f=1;pe=1"  # (pe again, once warpgroup 1 is less late)
