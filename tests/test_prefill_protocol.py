@@ -168,17 +168,19 @@ def test_the_model_catches_a_deadlock():
         _run("default_no_free", 4, 2, 0)
 
 
-def _pair_producer_ops(npairs, r0_first, pipe, l1_first=False):
+def _pair_producer_ops(npairs, r0_first, pipe, ring=None):
     """The producer's operations in order: ("issue", half, stage, step) waits for the half's free mbarrier and starts
     its copies; ("arrive", half, stage, step) is its full arrive once it landed (and, over fp16 stages, was converted).
     pipe: the fp16 pair's producer with a half's conversion after the next half's issue (session 68's measuring patch,
     bench/results/s68/pair_s68.patch): 'pairs' (bit 512) per step L(0), R(0) issued, both converted and arrived, then
     R(1), L(1) likewise; 'chain' (bit 1024) each half converted after the next one's issue, the step's last at once;
     'deep' as chain across the step boundary too (L(1) of step j still pending while the producer waits for L(0)'s
-    release in step j + 1): a deadlock the model must catch. l1_first: L(1) before R(1) (PrefillConfig.l1f)."""
+    release in step j + 1): a deadlock the model must catch. ring (PrefillConfig.ring, session 75): 0 as r0_first,
+    1 L(0), R(0), L(1), R(1), 2 L(0), R(1), L(1), R(0)."""
     order = ((("L", 0), ("R", 0), ("R", 1), ("L", 1)) if r0_first else (("L", 0), ("R", 1), ("R", 0), ("L", 1)))
-    if l1_first:
-        order = (("L", 0), ("R", 0), ("L", 1), ("R", 1))
+    if ring is not None:
+        order = ((("L", 0), ("R", 0), ("R", 1), ("L", 1)), (("L", 0), ("R", 0), ("L", 1), ("R", 1)),
+                 (("L", 0), ("R", 1), ("L", 1), ("R", 0)))[ring]
     if not pipe:
         return [(op, h, st, j) for j in range(npairs) for h, st in order for op in ("issue", "arrive")]
     if pipe == "pairs":
@@ -197,7 +199,7 @@ def _pair_producer_ops(npairs, r0_first, pipe, l1_first=False):
     return ops + ([("arrive", *pending)] if pending else [])
 
 
-def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, l1_first=False):
+def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, ring=None):
     """Config pair (gluon_prefill._producer_pair / _wg_pair at 9d66719; removed): step i holds block 2 i in stage 0 and
     2 i + 1 in stage 1 (a missing last block is gathered zero-filled and runs as any other), each stage as two halves L
     and R with their own full / free mbarriers and one releasing warpgroup each; the producer refills L(0), R(1), R(0),
@@ -211,9 +213,12 @@ def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, l1_first=Fa
     its other P V retired) must be caught. (Writing a P before the max hand-off would give wrong values but no race
     here: the half barriers already order every P buffer's reuse behind its last reader.) r0_first: session 67's order
     (bit 64 of the measuring patch bench/results/s67/pair_s67.patch): warpgroup 1 issues the other P V before its own
-    and releases R(0) once that one retired, then R(1); the producer refills L(0), R(0), R(1), L(1). l1_first (with
-    r0_first; gluon_pair's PrefillConfig.l1f, session 75): the producer refills L(1) before R(1) and warpgroup 1's S
-    reads L(1) first."""
+    and releases R(0) once that one retired, then R(1); the producer refills L(0), R(0), R(1), L(1). ring (gluon_pair's
+    PrefillConfig.ring, session 75; r0_first follows from it): 0 session 67's order; 1 the producer refills L(1)
+    before R(1) and warpgroup 1's S reads L(1) first; 2 the producer refills L(0), R(1), L(1), R(0) and warpgroup 1
+    issues its own P V first (releasing R(1) first), as r0_first False."""
+    if ring is not None:
+        r0_first = ring != 2
     rnd = random.Random(seed)
     full_l, full_r = [Barrier(1), Barrier(1)], [Barrier(1), Barrier(1)]  # the producer threads' arrives as one
     free_l, free_r = [Barrier(1), Barrier(1)], [Barrier(1), Barrier(1)]
@@ -228,7 +233,7 @@ def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, l1_first=Fa
         assert half[(h, st)] == b, f"{h}({st}) holds {half[(h, st)]}, block {b} still read (pair, {nblocks})"
 
     def producer():
-        for op, h, st, j in _pair_producer_ops(npairs, r0_first, pipe, l1_first):
+        for op, h, st, j in _pair_producer_ops(npairs, r0_first, pipe, ring):
             free, full = (free_l, full_l) if h == "L" else (free_r, full_r)
             if op == "issue":
                 yield from _wait(free[st], (j & 1) ^ 1)
@@ -284,7 +289,7 @@ def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, l1_first=Fa
                 p_reading[1].discard(i)
                 free_l[1].arrive()
             else:
-                yield from s_over("L", "R", 1, b1, ph) if l1_first else s_over("R", "L", 1, b1, ph)
+                yield from s_over("L", "R", 1, b1, ph) if ring == 1 else s_over("R", "L", 1, b1, ph)
                 yield from _wait(xbar[0], ph)
                 assert x_val[0] == i, f"warpgroup 1 read x_smem[0] of step {x_val[0]} at step {i}"
                 x_val[1] = i
@@ -337,11 +342,11 @@ def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, l1_first=Fa
     _interleave([producer(), wg(0), wg(1)], rnd, f"pair, {nblocks} blocks, seed {seed}")
 
 
-@pytest.mark.parametrize("r0_first, l1_first", [(False, False), (True, False), (True, True)])
-def test_pair_protocol(r0_first, l1_first):
+@pytest.mark.parametrize("r0_first, ring", [(False, None), (True, None), (True, 1), (False, 2)])
+def test_pair_protocol(r0_first, ring):
     for nblocks in range(0, 12):
         for seed in range(60):
-            _run_pair(nblocks, seed, r0_first=r0_first, l1_first=l1_first)
+            _run_pair(nblocks, seed, r0_first=r0_first, ring=ring)
 
 
 def test_pair_pipelined_conversion_protocol():
@@ -356,13 +361,13 @@ def test_pair_pipelined_conversion_protocol():
         _run_pair(6, 0, r0_first=True, pipe="deep")
 
 
-@pytest.mark.parametrize("r0_first", [False, True])
+@pytest.mark.parametrize("r0_first, ring", [(False, None), (True, None), (True, 1), (False, 2)])
 @pytest.mark.parametrize("broken", ["early_l0", "early_r0"])
-def test_pair_model_catches_a_broken_order(broken, r0_first):
+def test_pair_model_catches_a_broken_order(broken, r0_first, ring):
     caught = 0
     for seed in range(300):
         try:
-            _run_pair(6, seed, broken=broken, r0_first=r0_first, l1_first=r0_first)
+            _run_pair(6, seed, broken=broken, r0_first=r0_first, ring=ring)
         except AssertionError as e:
             assert "rewritten" in str(e) or "still read" in str(e) or "holds step" in str(e), str(e)
             caught += 1

@@ -10,7 +10,7 @@
 #     s_q 8192, 16 and 8 heads s_q 1024. PREDICTION: pe takes the maxima's round trip (~200-400 cycles) off R(0)'s
 #     path once a step: 1.00-1.04x at 32 heads.
 # (4) the default path's pair tests (session 74's last call cut them after 4 passed).
-#   DSATTN_GIT_COMMIT=<sha> bash bench/s75/run.sh     (PART=b: the second call, PrefillConfig.l1f)
+#   DSATTN_GIT_COMMIT=<sha> bash bench/s75/run.sh     (PART=b: the second call, PrefillConfig.ring)
 set -u
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_PF_PROFILE
@@ -39,21 +39,23 @@ ab() {  # name h:s_q a b
   rm -f $OUT/ab.log
 }
 if [ "${PART:-a}" = b ]; then
-  # (second call) PrefillConfig.l1f (L(1) refilled and read before R(1)): the first call's stamps (32 heads s_q 1024,
-  # H100) had warpgroup 1 wait 1851 cycles for R(1) at a step's start and warpgroup 0 2370 cycles for the common max,
-  # with L(1) released ~390 cycles before R(1) but refilled after it. PREDICTION: warpgroup 1's wait for its first
-  # half and warpgroup 0's for mc both drop by several hundred cycles; `dsattn bench ab` 1.03-1.10x at 32 heads.
-  # (most wanted first: the session's device time was nearly spent)
-  tests l1f ${TEST_S:-100} "${TESTS_K:-pair_options and l1f and not fq and not pe}"
+  # (second call: not run in session 75, no device time left) PrefillConfig.ring 1 / 2 against the default (ring 0).
+  # The first call's stamps (32 heads s_q 1024, H100): warpgroup 1 waits 1851 cycles a step for R(1), warpgroup 0 2370
+  # for the common max; stage 1 is released at the step's end (L(1) ~390 cycles before R(1), refilled after it).
+  # ring 1: L(1) refilled and read first; ring 2: warpgroup 1's own P V first (R(1) released a P V earlier) and the
+  # producer in the order L(0), R(1), L(1), R(0). PREDICTION: warpgroup 1's first wait and warpgroup 0's wait for mc
+  # each drop by several hundred cycles; `dsattn bench ab` 1.03-1.10x at 32 heads for the better of the two.
+  tests ring ${TEST_S:-120} "${TESTS_K:-pair_options and ring and not fq and not pe}"
   A="row_scratch=1,env:DSATTN_PF_CONFIG=pair=1;lazy=1"
-  for c in ${AB_CASES:-32:1024 32:8192}; do
-    ab l1f $c "$A" "$A;l1f=1"
+  for job in ${AB_JOBS:-1:32:1024 2:32:1024 1:32:8192 2:32:8192}; do
+    ab ring${job%%:*} ${job#*:} "$A" "$A;ring=${job%%:*}"
   done
-  stamps 32:1024 pair=1,lazy=1,l1f=1
-  for c in ${AB_CASES2:-16:1024 8:1024}; do
-    ab l1f $c "$A" "$A;l1f=1"
+  stamps 32:1024 pair=1,lazy=1,ring=1
+  stamps 32:1024 pair=1,lazy=1,ring=2
+  for job in ${AB_JOBS2:-1:16:1024 2:16:1024 1:8:1024 2:8:1024}; do
+    ab ring${job%%:*} ${job#*:} "$A" "$A;ring=${job%%:*}"
   done
-  ab l1fpe 32:1024 "$A;l1f=1" "$A;l1f=1;pe=1"  # (pe again, once warpgroup 1 is less late)
+  tests ring_rest ${TEST_S:-120} "pair_options and ring and (fq or pe)"
   cat $L
   exit 0
 fi

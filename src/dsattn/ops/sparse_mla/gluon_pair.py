@@ -157,18 +157,26 @@ if HAVE_GLUON:
         return acc
 
     @gluon.jit
+    def _pair_refill(ix, num_slots, kv_ptr, lat, rope, full, free, k: gl.constexpr, RIGHT: gl.constexpr, ph,
+                     stride_kv: gl.constexpr, PW: gl.constexpr, GATHER: gl.constexpr, FQ: gl.constexpr):
+        """One half (RIGHT or left) of stage k refilled with the rows of entries ix once its readers released it."""
+        mbarrier.wait(free.index(k), ph)
+        _pair_gather(ix, num_slots, kv_ptr, lat.index(k), rope.index(k), _full(full, k, 0, FQ), _full(full, k, 1, FQ),
+                     stride_kv, RIGHT, PW, GATHER, FQ)
+
+    @gluon.jit
     def _pair_producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r,
                        stride_kv: gl.constexpr, BN: gl.constexpr, PROFILE: gl.constexpr, PW: gl.constexpr,
-                       FQ: gl.constexpr, L1F: gl.constexpr):
-        """The producer: each step's four halves in the order L(0), R(0), R(1), L(1) (L1F 1: L(0), R(0), L(1), R(1),
-        PrefillConfig.l1f); the entries of the next half loaded while it waits for the half's release (reloaded rather
-        than held: held, they spilled).
-        PROFILE bit 4 (probe builds; outputs unchanged): after issuing L(1) it reads both stages' latent parts once
-        more (_probe_reads: 64 KB a block of shared-memory reads on top of the kernel's ~293 KB). There, the next half
-        it waits for is the next step's L(0), released only after that step's S, softmax and first P V (~2500
-        clocks by arithmetic, not measured), while the reads take >= 1024; placed after R(1) (session 72's form, not
-        run) they would have held back L(1)'s refill, released at about R(1)'s time, so a slower probe would not have
-        said which it was."""
+                       FQ: gl.constexpr, RING: gl.constexpr):
+        """The producer: each step's four halves in the order of PrefillConfig.ring (0: L(0), R(0), R(1), L(1); 1:
+        L(0), R(0), L(1), R(1); 2: L(0), R(1), L(1), R(0)); the entries of the next half loaded while it waits for the
+        half's release (reloaded rather than held: held, they spilled).
+        PROFILE bit 4 (probe builds; outputs unchanged): after issuing a step's last half it reads both stages' latent
+        parts once more (_probe_reads: 64 KB a block of shared-memory reads on top of the kernel's ~293 KB). There,
+        the next half it waits for is the next step's L(0), released only after that step's S, softmax and first
+        P V (~2500 clocks by arithmetic, not measured), while the reads take >= 1024; placed after R(1) (session 72's
+        form, not run) they would have held back L(1)'s refill, released at about R(1)'s time, so a slower probe would
+        not have said which it was."""
         GATHER: gl.constexpr = (PROFILE & 1) == 0
         PROBE: gl.constexpr = (PROFILE & 4) != 0
         PL: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [PW, 1], [1, 0])
@@ -177,27 +185,24 @@ if HAVE_GLUON:
         ix = _pair_entries(idx_row, 0, hi, BN, PW)
         for j in range(gl.cdiv(nblocks, 2)):
             ph = (j & 1) ^ 1  # use j of each half: the consumers released use j - 1 (fresh: phase 1 complete)
-            mbarrier.wait(free_l.index(0), ph)
-            _pair_gather(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), _full(full_l, 0, 0, FQ),
-                         _full(full_l, 0, 1, FQ), stride_kv, False, PW, GATHER, FQ)
-            ix = _pair_entries(idx_row, 2 * j, hi, BN, PW)
-            mbarrier.wait(free_r.index(0), ph)
-            _pair_gather(ix, num_slots, kv_ptr, lat.index(0), rope.index(0), _full(full_r, 0, 0, FQ),
-                         _full(full_r, 0, 1, FQ), stride_kv, True, PW, GATHER, FQ)
-            ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
-            if L1F:
-                mbarrier.wait(free_l.index(1), ph)
-                _pair_gather(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), _full(full_l, 1, 0, FQ),
-                             _full(full_l, 1, 1, FQ), stride_kv, False, PW, GATHER, FQ)
+            _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_l, free_l, 0, False, ph, stride_kv, PW, GATHER, FQ)
+            if RING == 2:
                 ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
-            mbarrier.wait(free_r.index(1), ph)
-            _pair_gather(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), _full(full_r, 1, 0, FQ),
-                         _full(full_r, 1, 1, FQ), stride_kv, True, PW, GATHER, FQ)
-            if not L1F:
+                _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_r, free_r, 1, True, ph, stride_kv, PW, GATHER, FQ)
                 ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
-                mbarrier.wait(free_l.index(1), ph)
-                _pair_gather(ix, num_slots, kv_ptr, lat.index(1), rope.index(1), _full(full_l, 1, 0, FQ),
-                             _full(full_l, 1, 1, FQ), stride_kv, False, PW, GATHER, FQ)
+                _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_l, free_l, 1, False, ph, stride_kv, PW, GATHER,
+                             FQ)
+                ix = _pair_entries(idx_row, 2 * j, hi, BN, PW)
+                _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_r, free_r, 0, True, ph, stride_kv, PW, GATHER, FQ)
+            else:
+                ix = _pair_entries(idx_row, 2 * j, hi, BN, PW)
+                _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_r, free_r, 0, True, ph, stride_kv, PW, GATHER, FQ)
+                ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
+                _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_l if RING == 1 else full_r,
+                             free_l if RING == 1 else free_r, 1, RING != 1, ph, stride_kv, PW, GATHER, FQ)
+                ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
+                _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_r if RING == 1 else full_l,
+                             free_r if RING == 1 else free_l, 1, RING == 1, ph, stride_kv, PW, GATHER, FQ)
             if PROBE:
                 probe = _probe_reads(lat.index(0), probe, BN, PW)
                 probe = _probe_reads(lat.index(1), probe, BN, PW)
@@ -359,7 +364,7 @@ if HAVE_GLUON:
                  q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
                  GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, H: gl.constexpr,
                  PROFILE: gl.constexpr, SFOLD: gl.constexpr, PREL: gl.constexpr, FQ: gl.constexpr,
-                 QREG: gl.constexpr, LAZY: gl.constexpr, PE: gl.constexpr, L1F: gl.constexpr, stamp_ptr):
+                 QREG: gl.constexpr, LAZY: gl.constexpr, PE: gl.constexpr, RING: gl.constexpr, stamp_ptr):
         """Consumer warpgroup H of two (module docstring). lat / rope: the stages as copied (bf16-typed; the latent
         part holds fp16 bits, read through an fp16 view); P (fp16) of warpgroup 0 goes into stage 0's RoPE tile,
         of warpgroup 1 into p1."""
@@ -427,7 +432,7 @@ if HAVE_GLUON:
                 s = _s_wait_half(q3, qra, latv.index(z0), rope.index(z0), s, full_r, 0, ph, True, FQ, z0, QREG, NOS)
                 s = warpgroup_mma_wait(0, deps=(s,))
                 _stamp(stamp_ptr, sbase, i, 1, rows0, STAMP)
-            elif L1F:  # (the producer refills L(1) first: released by warpgroup 0 before R(1), session 75)
+            elif RING == 1:  # (the producer refills L(1) before R(1): PrefillConfig.ring)
                 _stamp_landed(stamp_ptr, sbase, i, 8, rows0, _full(full_l, 1, 0, FQ), ph, STAMP)
                 s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_l, 1, ph, False, FQ, z0, QREG, NOS)
                 _stamp_landed(stamp_ptr, sbase, i, 9, rows0, _full(full_r, 1, 0, FQ), ph, STAMP)
@@ -546,8 +551,10 @@ if HAVE_GLUON:
                 gl.thread_barrier()
                 mbarrier.arrive(pbar.index(1), count=1)
                 _stamp(stamp_ptr, sbase, i, 3, rows0, STAMP)
+                if RING == 2:  # its own P V first, so that R(1) is released one P V earlier (PrefillConfig.ring)
+                    acc = _mma(gl.convert_layout(pb, P_L), latv.index(z1).slice(256, 256, dim=1), acc, NOPV)
                 if PE != 2:
-                    # the other P V first, so that R(0) is released one P V earlier
+                    # (ring 0 / 1) the other P V first, so that R(0) is released one P V earlier
                     if PE:
                         _pe_other_pv_wait(ropep.index(z0), mp, mc, qk_scale, pbar, full_r, ph, FOLD, FQ, MMA_S)
                     else:
@@ -556,12 +563,19 @@ if HAVE_GLUON:
                         fence_async_shared()
                     acc = _mma(ropep.index(z0), latv.index(z0).slice(256, 256, dim=1), acc, NOPV)
                     _stamp(stamp_ptr, sbase, i, 4, rows0, STAMP)
-                acc = _mma(gl.convert_layout(pb, P_L), latv.index(z1).slice(256, 256, dim=1), acc, NOPV)
-                acc = warpgroup_mma_wait(1, deps=(acc,))
-                _release(free_r.index(0), PREL)  # R(0): warpgroup 0's S and P, the other P V retired
-                _stamp(stamp_ptr, sbase, i, 5, rows0, STAMP)
-                acc = warpgroup_mma_wait(0, deps=(acc,))
-                _release(free_r.index(1), PREL)  # R(1): its S and its own P V retired
+                if RING == 2:
+                    acc = warpgroup_mma_wait(1, deps=(acc,))
+                    _release(free_r.index(1), PREL)  # R(1): its S and its own P V retired
+                    _stamp(stamp_ptr, sbase, i, 5, rows0, STAMP)
+                    acc = warpgroup_mma_wait(0, deps=(acc,))
+                    _release(free_r.index(0), PREL)  # R(0): warpgroup 0's S and P, the other P V retired
+                else:
+                    acc = _mma(gl.convert_layout(pb, P_L), latv.index(z1).slice(256, 256, dim=1), acc, NOPV)
+                    acc = warpgroup_mma_wait(1, deps=(acc,))
+                    _release(free_r.index(0), PREL)  # R(0): warpgroup 0's S and P, the other P V retired
+                    _stamp(stamp_ptr, sbase, i, 5, rows0, STAMP)
+                    acc = warpgroup_mma_wait(0, deps=(acc,))
+                    _release(free_r.index(1), PREL)  # R(1): its S and its own P V retired
                 _stamp(stamp_ptr, sbase, i, 6, rows0, STAMP)
 
         # l = l_0 + l_1 (the same order in both), 1 / l, this half of O; warpgroup 0 stores lse
@@ -600,7 +614,7 @@ if HAVE_GLUON:
             PROFILE: gl.constexpr, V_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             num_warps: gl.constexpr, SPLIT: gl.constexpr = 0, SFOLD: gl.constexpr = 0, PREL: gl.constexpr = 0,
             FQ: gl.constexpr = 0, QREG: gl.constexpr = 0, LAZY: gl.constexpr = 0, PE: gl.constexpr = 0,
-            L1F: gl.constexpr = 0, stamp_ptr=None):
+            RING: gl.constexpr = 0, stamp_ptr=None):
         """gluon_prefill.sparse_mla_prefill_kernel's grid and arguments (its docstring), D_qk 576, over converted
         rows (config pre16), with the pair schedule (module docstring)."""
         gl.static_assert(G * HPT == 64, "64 rows a program")
@@ -647,11 +661,11 @@ if HAVE_GLUON:
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, PE, L1F, stamp_ptr)),
+                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, PE, RING, stamp_ptr)),
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, PE, L1F, stamp_ptr)),
+                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, PE, RING, stamp_ptr)),
             (_pair_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv,
-                              BN, PROFILE, PRODUCER_WARPS, FQ, L1F)),
+                              BN, PROFILE, PRODUCER_WARPS, FQ, RING)),
         ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
