@@ -227,8 +227,9 @@ class PrefillConfig:
     #                     before the second lands (gluon_pair._s_wait_half): stage 1, released last in a step, is
     #                     refilled while its S runs. H100, `dsattn bench ab` against the pair: 1.002x (95% CI
     #                     0.992-1.010) / 1.014x (1.004-1.019) at 32 / 16 heads s_q 1024, 1.009x (1.004-1.018) at 32
-    #                     heads s_q 8192; outputs bit-equal (bench/results/s73/). At 8 heads s_q 1024 0.978x
-    #                     (0.964-0.998; session 74, bench/results/s74/): not a default
+    #                     heads s_q 8192; outputs bit-equal (bench/results/s73/). Not a default. (Session 74's
+    #                     0.978x at 8 heads s_q 1024 compared the split consumer with itself: prefill_converts_rows
+    #                     converts no rows there, so the pair does not run; session 75)
     qreg: int = 0       # pair only (session 73). 1: q's RoPE part held in registers as S's A operand (an RS wgmma,
     #                     16 registers a consumer thread), 8 KB fewer shared-memory reads a block's S. H100, `dsattn
     #                     bench ab` against the pair: 0.997x (0.993-1.000) at 32 heads s_q 1024: no gain
@@ -239,15 +240,16 @@ class PrefillConfig:
     #                     rounding (P's fp16 and the sums' order of scaling). THE PAIR'S DEFAULT since session 74
     #                     (rows_config). H100, `dsattn bench ab` against the pair (bench/results/s74/): 32 heads s_q
     #                     1024 1.011x (95% CI 0.995-1.019) and 1.006x (1.003-1.016), s_q 8192 1.015x (1.006-1.030);
-    #                     16 heads s_q 1024 0.989x (0.775-1.076) and 1.005x (0.970-1.041); 8 heads s_q 1024 1.042x
-    #                     (1.010-1.071), s_q 8192 1.009x (1.004-1.016). Consumers alone (PROFILE 1) 347.5 -> 348.2 us
+    #                     16 heads s_q 1024 0.989x (0.775-1.076) and 1.005x (0.970-1.041); 8 heads s_q 8192 1.009x
+    #                     (1.004-1.016). Consumers alone (PROFILE 1) 347.5 -> 348.2 us. (The 1.042x at 8 heads s_q
+    #                     1024 compared the split consumer with itself: no rows converted there, so no pair)
     pe: int = 0         # pair with lazy 1 only (session 75). 1: warpgroup 0 hands its P to warpgroup 1 against the max it
     #                     used, before the common max comes back (the maxima's round trip off R(0)'s path: R(0) is
     #                     the half a step's next S waits for, session 67); warpgroup 1 rescales that P tile in place
     #                     where the common max moved (gluon_pair._pe_other_pv_wait). 2: also warpgroup 1 issues that
     #                     P V before computing its own P. H100, `dsattn bench ab` against the default (pair, lazy;
     #                     bench/results/s75/): 32 heads s_q 1024 0.998x (95% CI 0.991-1.003), pe 2 0.994x
-    #                     (0.988-1.000); s_q 8192 0.992x (0.989-1.000); 16 / 8 heads s_q 1024 0.993x / 0.997x. Warpgroup
+    #                     (0.988-1.000); s_q 8192 0.992x (0.989-1.000); 16 heads s_q 1024 0.993x. Warpgroup
     #                     1, not 0, is the late one (session 75's stamps), so an earlier P waits longer: not a default
     ring: int = 0       # pair only (session 75). The order in which the producer refills a step's halves, and warpgroup
     #                     1's with it: 0 L(0), R(0), R(1), L(1), warpgroup 1's S over R(1) first and the other P V
