@@ -28,7 +28,9 @@ So each half has one releasing warpgroup (tests/test_prefill_protocol.py models 
 the row sums of its own blocks in mc's units; l = l_0 + l_1 at the end. Config lazy (PrefillConfig.lazy, on where
 rows_config picks the pair; session 74): m0 and mc above are the maxima in use, moved only where a row rose more than
 2^8 above them, and a warpgroup rescales O only when one of its rows moved (tests/test_pair_lazy_math.py is the
-recurrence's twin). q (fp16) and its RoPE part (bf16 x 2^-8) sit
+recurrence's twin). Options, off (session 75; gluon_prefill.PrefillConfig): pe (warpgroup 0's P
+handed over before mc returns, rescaled in place by warpgroup 1 where mc moved) and ring (the halves refilled in
+another order, warpgroup 1's S and P V order with it). q (fp16) and its RoPE part (bf16 x 2^-8) sit
 in shared memory. Outputs: as gluon_prefill (out x 256 / l, lse natural log; a row without a valid entry out 0,
 lse -inf); split launches (SPLIT) store normalized partials as gluon_prefill's do.
 
