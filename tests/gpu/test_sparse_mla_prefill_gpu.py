@@ -556,10 +556,9 @@ def test_pair_options(monkeypatch, spec, h, keyed, scale):
     does not after the first step), pe 1 / 2 with it (session 75: warpgroup 0's P handed over before the common max
     returns, rescaled in place by warpgroup 1 where that max moved, which q x 6 makes happen) and ring 1 / 2 (session
     75: the halves refilled in another order; ring 1: warpgroup 1 sums S's two halves in the other order; ring 2: its
-    P V products in the other order): right against the
-    reference (the cases of test_pair_over_converted_rows: an empty row, invalid entries at NaN rows, over slots and
-    keys, q x 1 and x 6) and within the tolerance's reach of the plain pair's output (bit-equal without sfold and
-    lazy: prel, fq and qreg change no arithmetic)."""
+    P V products in the other order): right against the reference (the cases of test_pair_over_converted_rows: an
+    empty row, invalid entries at NaN rows, over slots and keys, q x 1 and x 6) and within the tolerance's reach of
+    the plain pair's output (bit-equal without sfold and lazy: prel, fq and qreg change no arithmetic)."""
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
     case, keys, key_slots, rs = _pair_case(h, keyed, scale, 271 + h)
     variant = "native"
