@@ -85,10 +85,14 @@ for c in (sys.argv[1] if len(sys.argv) > 1 else "32:1024").split(","):
         _, own = call_spans(kernel_events(call, 20), 20)
         times.setdefault(prof, []).append(own.get("pair_prefill_kernel", float("nan")))
     os.environ["DSATTN_PF_PROFILE"] = "32"
+    gluon_pair.LAST_STAMPS = None  # (a case that runs no pair, e.g. 8 heads s_q 1024 converts no rows, stamps nothing)
     call()
     torch.cuda.synchronize()
-    st = gluon_pair.LAST_STAMPS.cpu()
     os.environ["DSATTN_PF_PROFILE"] = "0"
+    if gluon_pair.LAST_STAMPS is None:
+        print(f"{h} heads s_q {s_q} ({cfg}): no pair_prefill_kernel launch, nothing stamped", flush=True)
+        continue
+    st = gluon_pair.LAST_STAMPS.cpu()
     progs = int((st[:, 0, 0, 0] != 0).sum())
     print(f"{h} heads s_q {s_q} ({cfg}): pair_prefill_kernel plain {times['0']} us, stamped {times['32']} us; "
           f"{progs} programs stamped, {len(set(st[:, 0, 0, 7].tolist()))} SMs", flush=True)
