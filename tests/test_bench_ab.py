@@ -169,3 +169,27 @@ def test_graph_ms_without_cuda_calls_once():
     calls = []
     assert math.isnan(common.graph_ms(lambda: calls.append(1)))
     assert calls == [1]
+
+
+def test_spread_marks_a_busy_machine():
+    # arm A's blocks of two committed runs of the same 8-head prefill (H100): session 75's quiet machine and
+    # session 74's busy one (bench/results/s75/ab_s75_pe1_1024_h8_h100.json, s74/ab_s74_lazy_1024_h8_h100.json)
+    quiet = [0.252, 0.246, 0.245, 0.251, 0.251, 0.246, 0.242, 0.245, 0.245, 0.244, 0.241, 0.242, 0.245, 0.244, 0.240,
+             0.246, 0.242, 0.242, 0.240, 0.242, 0.245, 0.245, 0.243, 0.241, 0.243, 0.242, 0.241, 0.242, 0.241, 0.240]
+    busy = [0.425, 0.449, 0.470, 0.420, 0.404, 0.395, 0.381, 0.397, 0.468, 0.419, 0.383, 0.369, 0.381, 0.360, 0.410,
+            0.421, 0.441, 0.391, 0.406, 0.384, 0.397, 0.358, 0.364, 0.384, 0.371, 0.376, 0.407, 0.375, 0.375, 0.417]
+    assert ab.spread(quiet) < 0.03 < ab.NOISY_SPREAD < 0.1 < ab.spread(busy)
+    assert ab.spread([1.0]) == 0.0 and ab.spread([1.0, 3.0, 2.0]) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="samples"):
+        ab.spread([])
+
+
+def test_ab_test_reports_spread_and_paired_ratio():
+    ticks = iter([0.002, 0.001] * 3 + [0.010, 0.005] + [0.002, 0.001] * 3)
+
+    def arm():
+        time.sleep(next(ticks))
+    res = ab.ab_test(arm, arm, blocks=6, calls=1, warmup=1, seed=5, cuda=False)
+    for k in ("a_spread", "b_spread", "paired_ratio", "noisy"):
+        assert k in res
+    assert isinstance(res["noisy"], bool) and res["a_spread"] >= 0 and res["paired_ratio"] > 0

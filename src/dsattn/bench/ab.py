@@ -23,7 +23,10 @@ still be in L2 for the next). One block gives one paired sample (ms per call of 
 The estimate is median(A) / median(B) (> 1: B is faster); its interval resamples the blocks with replacement
 (``--resamples``, percentile interval, fixed seed). The verdict names the faster arm only when the interval
 excludes 1; otherwise "no difference detected" (widen with more blocks). Alternation in blocks keeps clock
-and thermal drift out of the ratio; the interval says how much the run-to-run spread still allows.
+and thermal drift out of the ratio; the interval says how much the run-to-run spread still allows, as long as the
+blocks are independent. On a machine under bursts of outside load they are not: each arm's spread ((p90 - p10) /
+median of its blocks) is reported, and over 5% the run is marked noisy with a warning (see ``spread``), the
+median of the blocks' own ratios a_i / b_i printed beside the estimate.
 """
 from __future__ import annotations
 
@@ -64,6 +67,23 @@ def ratio_ci(a_ms: list[float], b_ms: list[float], confidence: float = 0.95, res
     ratios.sort()
     cut = min(int((1 - confidence) / 2 * resamples + 1e-9), (resamples - 1) // 2)  # as many dropped at each end
     return est, ratios[cut], ratios[resamples - 1 - cut]
+
+
+NOISY_SPREAD = 0.05  # an arm whose blocks spread more than this (p90 - p10 over the median) marks the run noisy
+
+
+def spread(samples: list[float]) -> float:
+    """(p90 - p10) / median of one arm's block samples (nearest-rank percentiles): how much the machine moved during
+    the run. A quiet H100 gives ~0.01-0.03 (bench/results/s75/ab_s75_pe1_1024_h8_h100.json: 0.240-0.252 ms); the
+    busy one of session 74 gave 0.13 and more (ab_s74_lazy_1024_h8_h100.json: 0.358-0.470 ms), and there A/Bs of a
+    kernel against itself came out 1.042x (95% CI 1.010-1.071) and 0.978x (0.964-0.998): blocks taken in bursts of
+    load are not independent, and the interval is then too narrow."""
+    if not samples:
+        raise ValueError("samples must be non-empty")
+    xs = sorted(samples)
+    n = len(xs)
+    pick = lambda q: xs[min(n - 1, max(0, int(q * n + 0.5) - 1))]  # noqa: E731
+    return (pick(0.9) - pick(0.1)) / statistics.median(xs)
 
 
 def verdict(lo: float, hi: float) -> str:
@@ -120,8 +140,11 @@ def ab_test(fn_a: Callable[[], object], fn_b: Callable[[], object], *, env_a: di
             with _environ(env):
                 samples[arm].append(group_ms(fn, calls, cuda))
     est, lo, hi = ratio_ci(samples["A"], samples["B"], confidence, resamples, seed)
+    sa, sb = spread(samples["A"]), spread(samples["B"])
     return dict(a_ms=statistics.median(samples["A"]), b_ms=statistics.median(samples["B"]), ratio_a_over_b=est,
                 ci_low=lo, ci_high=hi, confidence=confidence, verdict=verdict(lo, hi), blocks=blocks, calls=calls,
+                paired_ratio=statistics.median(a / b for a, b in zip(samples["A"], samples["B"])),
+                a_spread=sa, b_spread=sb, noisy=max(sa, sb) > NOISY_SPREAD,
                 a_samples_ms=samples["A"], b_samples_ms=samples["B"])
 
 
@@ -315,6 +338,10 @@ def main(argv: list[str] | None = None) -> int:
                                                       argv=list(sys.argv[1:] if argv is None else argv)),
                          out_dir=args.out)
     print(f"wrote {path}")
+    if res["noisy"]:
+        print(f"WARNING: noisy machine: the blocks spread {res['a_spread']:.1%} (A) and {res['b_spread']:.1%} (B), "
+              f"over {NOISY_SPREAD:.0%}; the interval is too narrow on such a run (ab.spread), so repeat it before "
+              f"reading the verdict (median of the blocks' own ratios: {res['paired_ratio']:.3f})", file=sys.stderr)
     if not agree["outputs_agree"]:
         print("WARNING: the arms' outputs differ beyond the bounds of the module docstring: they compute different "
               "functions, and the timing compares them as such", file=sys.stderr)
