@@ -178,7 +178,7 @@ def test_spread_marks_a_busy_machine():
              0.246, 0.242, 0.242, 0.240, 0.242, 0.245, 0.245, 0.243, 0.241, 0.243, 0.242, 0.241, 0.242, 0.241, 0.240]
     busy = [0.425, 0.449, 0.470, 0.420, 0.404, 0.395, 0.381, 0.397, 0.468, 0.419, 0.383, 0.369, 0.381, 0.360, 0.410,
             0.421, 0.441, 0.391, 0.406, 0.384, 0.397, 0.358, 0.364, 0.384, 0.371, 0.376, 0.407, 0.375, 0.375, 0.417]
-    assert ab.spread(quiet) < 0.03 < ab.NOISY_SPREAD < 0.1 < ab.spread(busy)
+    assert ab.spread(quiet) < 0.03 < ab.NOISY_SPREAD < 0.15 < ab.spread(busy)
     assert ab.spread([1.0]) == 0.0 and ab.spread([1.0, 3.0, 2.0]) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="samples"):
         ab.spread([])
