@@ -36,6 +36,7 @@ ab() {  # name h:s_q a b
   timeout 120 python -m dsattn.cli bench ab --op sparse_mla_prefill --tokens $s --heads $h --a "$a" --b "$b" \
     --name ab_s75_${name}_${s}_h${h}_$tag --out $OUT > $OUT/ab.log 2>&1
   echo "ab $name $c rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $OUT/ab.log | tail -n 3 | cut -c1-250 >> $L
+  grep -h "noisy machine" $OUT/ab.log | cut -c1-160 >> $L
   rm -f $OUT/ab.log
 }
 if [ "${PART:-a}" = b ]; then
