@@ -10,7 +10,8 @@
 #     s_q 8192, 16 and 8 heads s_q 1024. PREDICTION: pe takes the maxima's round trip (~200-400 cycles) off R(0)'s
 #     path once a step: 1.00-1.04x at 32 heads.
 # (4) the default path's pair tests (session 74's last call cut them after 4 passed).
-#   DSATTN_GIT_COMMIT=<sha> bash bench/s75/run.sh     (PART=b: the second call, PrefillConfig.ring)
+#   DSATTN_GIT_COMMIT=<sha> bash bench/s75/run.sh     (PART=b: the second call, PrefillConfig.ring; there STAMPS=0
+#   and REST=0 leave out the stamps and the last tests, AB_JOBS2=" " the A/Bs past 32 heads)
 set -u
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_PF_PROFILE
@@ -51,13 +52,15 @@ if [ "${PART:-a}" = b ]; then
   for job in ${AB_JOBS:-1:32:1024 2:32:1024 1:32:8192 2:32:8192}; do
     ab ring${job%%:*} ${job#*:} "$A" "$A;ring=${job%%:*}"
   done
-  stamps 32:1024 pair=1,lazy=1,ring=1
-  stamps 32:1024 pair=1,lazy=1,ring=2
+  if [ "${STAMPS:-1}" = 1 ]; then
+    stamps 32:1024 pair=1,lazy=1,ring=1
+    stamps 32:1024 pair=1,lazy=1,ring=2
+  fi
   # (8 heads at s_q 8192: at s_q 1024 no rows are converted, so no pair runs there)
   for job in ${AB_JOBS2:-1:16:1024 2:16:1024 1:8:8192 2:8:8192}; do
     ab ring${job%%:*} ${job#*:} "$A" "$A;ring=${job%%:*}"
   done
-  tests ring_rest ${TEST_S:-120} "pair_options and ring and (fq or pe)"
+  [ "${REST:-1}" = 1 ] && tests ring_rest ${TEST_S:-120} "pair_options and ring and (fq or pe)"
   cat $L
   exit 0
 fi
