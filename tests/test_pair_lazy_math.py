@@ -2,9 +2,8 @@
 64-row program, scores already in log2 units), with PrefillConfig.lazy 0 and 1, against a plain softmax: the lazy
 form (O rescaled only when a row's max rises more than 2^LAZY_LOG2 above the max in use) gives the same attention
 and lse, keeps P at most 2^LAZY_LOG2, and skips the rescales it should (tests/gpu/test_sparse_mla_prefill_gpu.py
-test_pair_options runs the kernel itself). Both column halves of O are followed, each by its own warpgroup's route,
-with PrefillConfig.pe 0 and 1 (pe: warpgroup 0's P tile handed over against the max it used, then rescaled in place
-by warpgroup 1 where the common max moved). A change to the kernel's recurrence needs the same change here."""
+test_pair_options runs the kernel itself). Both column halves of O are followed, each by its own warpgroup's route.
+A change to the kernel's recurrence needs the same change here."""
 import math
 
 import pytest
@@ -18,7 +17,7 @@ def _up(m_new, m_used):
     return (m_new - m_used) > LAZY_LOG2  # NaN (both -inf) compares false, as in the kernel
 
 
-def pair_softmax(s, v, lazy, pe=0):
+def pair_softmax(s, v, lazy):
     """s: [rows, n] scores (log2 units, -inf = invalid), v: [n, d]; blocks of 64, step i: warpgroup 0 block 2 i,
     warpgroup 1 block 2 i + 1. Returns (o by warpgroup 0's route, o by warpgroup 1's, lse2, p_max, rescales issued,
     rescales skipped)."""
@@ -60,14 +59,9 @@ def pair_softmax(s, v, lazy, pe=0):
         l1 = l1 * alpha1 + p1.sum(1)
         acc1 = rescale(acc1, alpha1, not lazy or bool(((mc != m) & (m != NEG_INF)).any()))
         # the two column halves of O reach the same values by two routes: warpgroup 0's half alpha0, + P0 V, beta,
-        # + P1 V; warpgroup 1's alpha1 (= alpha0 beta), + (P0 beta) V, + P1 V. pe: P0's tile goes over in fp16
-        # against mp, and warpgroup 1 rescales it (all rows, once any row moved) into a second fp16 rounding
+        # + P1 V; warpgroup 1's alpha1 (= alpha0 beta), + (P0 beta) V, + P1 V
         beta = torch.where(mp == NEG_INF, torch.ones(rows), torch.exp2(mp - nz(mc)))
-        if pe:
-            moved = bool(((mc != mp) & (mp != NEG_INF)).any())
-            tile = (p0.half().float() * beta[:, None]).half() if moved else p0.half()
-        else:
-            tile = (p0 * beta[:, None]).half()
+        tile = (p0 * beta[:, None]).half()
         acc1 = acc1 + tile.float() @ vb[2 * i] + p1.half().float() @ vb[2 * i + 1]
         acc = acc + p0.half().float() @ vb[2 * i]
         acc = rescale(acc, beta, not lazy or bool(((mc != mp) & (mp != NEG_INF)).any()))
@@ -96,8 +90,8 @@ def test_lazy_matches_softmax(spread, n):
     keep = ~torch.isneginf(s).all(1)
     ref = torch.softmax(s[keep] * math.log(2), 1) @ v
     ref_lse = torch.logsumexp(s[keep] * math.log(2), 1) / math.log(2)
-    for lazy, pe in ((0, 0), (1, 0), (1, 1)):
-        o, o1, lse, p_max, issued, skipped = pair_softmax(s, v, lazy, pe)
+    for lazy in (0, 1):
+        o, o1, lse, p_max, issued, skipped = pair_softmax(s, v, lazy)
         for got in (o, o1):
             torch.testing.assert_close(got[keep], ref, atol=3e-3, rtol=3e-3)
             assert got[~keep].eq(0).all()

@@ -175,8 +175,8 @@ def _pair_producer_ops(npairs, r0_first, pipe, ring=None):
     bench/results/s68/pair_s68.patch): 'pairs' (bit 512) per step L(0), R(0) issued, both converted and arrived, then
     R(1), L(1) likewise; 'chain' (bit 1024) each half converted after the next one's issue, the step's last at once;
     'deep' as chain across the step boundary too (L(1) of step j still pending while the producer waits for L(0)'s
-    release in step j + 1): a deadlock the model must catch. ring (PrefillConfig.ring, session 75): 0 as r0_first,
-    1 L(0), R(0), L(1), R(1), 2 L(0), R(1), L(1), R(0)."""
+    release in step j + 1): a deadlock the model must catch. ring (PrefillConfig.ring of sessions 75-76, measured and
+    removed; the kernel at 09992f9): 0 as r0_first, 1 L(0), R(0), L(1), R(1), 2 L(0), R(1), L(1), R(0)."""
     order = ((("L", 0), ("R", 0), ("R", 1), ("L", 1)) if r0_first else (("L", 0), ("R", 1), ("R", 0), ("L", 1)))
     if ring is not None:
         order = ((("L", 0), ("R", 0), ("R", 1), ("L", 1)), (("L", 0), ("R", 0), ("L", 1), ("R", 1)),
@@ -213,10 +213,10 @@ def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, ring=None):
     its other P V retired) must be caught. (Writing a P before the max hand-off would give wrong values but no race
     here: the half barriers already order every P buffer's reuse behind its last reader.) r0_first: session 67's order
     (bit 64 of the measuring patch bench/results/s67/pair_s67.patch): warpgroup 1 issues the other P V before its own
-    and releases R(0) once that one retired, then R(1); the producer refills L(0), R(0), R(1), L(1). ring (gluon_pair's
-    PrefillConfig.ring, session 75; r0_first follows from it): 0 session 67's order; 1 the producer refills L(1)
-    before R(1) and warpgroup 1's S reads L(1) first; 2 the producer refills L(0), R(1), L(1), R(0) and warpgroup 1
-    issues its own P V first (releasing R(1) first), as r0_first False."""
+    and releases R(0) once that one retired, then R(1); the producer refills L(0), R(0), R(1), L(1) (gluon_pair's
+    order since). ring (PrefillConfig.ring of sessions 75-76, removed; r0_first follows from it): 0 session 67's
+    order; 1 the producer refills L(1) before R(1) and warpgroup 1's S reads L(1) first; 2 the producer refills L(0),
+    R(1), L(1), R(0) and warpgroup 1 issues its own P V first (releasing R(1) first), as r0_first False."""
     if ring is not None:
         r0_first = ring != 2
     rnd = random.Random(seed)

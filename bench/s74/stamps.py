@@ -23,10 +23,6 @@ NAME = {0: {8: "L(0) landed", 9: "R(0) landed", 1: "S retired", 2: "mc read", 3:
             5: "other PV issued", 6: "step end"},
         1: {8: "R(1) landed", 9: "L(1) landed", 1: "S retired", 2: "m0 read, mc sent", 3: "P stored",
             4: "other PV issued", 5: "R(0) released", 6: "step end"}}
-if "ring=1" in cfg:  # (PrefillConfig.ring 1: warpgroup 1 waits for L(1) first)
-    NAME[1].update({8: "L(1) landed", 9: "R(1) landed"})
-if "ring=2" in cfg:  # (ring 2: warpgroup 1 issues its own P V first and releases R(1) first)
-    NAME[1].update({5: "R(1) released"})
 
 
 def steady(st):

@@ -41,7 +41,8 @@ ab() {  # name h:s_q a b
   rm -f $OUT/ab.log
 }
 if [ "${PART:-a}" = b ]; then
-  # (second call: not run in session 75, no device time left) PrefillConfig.ring 1 / 2 against the default (ring 0).
+  # (second call: run in session 76 on an H200 at 09992f9, bench/results/s76/; PrefillConfig.ring was removed after it,
+  # so this part runs only at that tree) PrefillConfig.ring 1 / 2 against the default (ring 0).
   # The first call's stamps (32 heads s_q 1024, H100): warpgroup 1 waits 1851 cycles a step for R(1), warpgroup 0 2370
   # for the common max; stage 1 is released at the step's end (L(1) ~390 cycles before R(1), refilled after it).
   # ring 1: L(1) refilled and read first; ring 2: warpgroup 1's own P V first (R(1) released a P V earlier) and the

@@ -543,22 +543,16 @@ def test_pair_over_converted_rows(monkeypatch, h, keyed, scale):
 
 
 @pytest.mark.parametrize("spec", ["pair=1,sfold=1", "pair=1,prel=1", "pair=1,sfold=1,prel=1", "pair=1,fq=1",
-                                  "pair=1,qreg=1", "pair=1,lazy=1", "pair=1,lazy=1,sfold=1", "pair=1,lazy=1,fq=1",
-                                  "pair=1,lazy=1,pe=1", "pair=1,lazy=1,pe=2", "pair=1,lazy=1,pe=1,sfold=1",
-                                  "pair=1,lazy=1,ring=1", "pair=1,lazy=1,ring=1,fq=1", "pair=1,lazy=1,ring=1,pe=1",
-                                  "pair=1,lazy=1,ring=2", "pair=1,lazy=1,ring=2,fq=1", "pair=1,lazy=1,ring=2,pe=1"])
+                                  "pair=1,qreg=1", "pair=1,lazy=1", "pair=1,lazy=1,sfold=1", "pair=1,lazy=1,fq=1"])
 @pytest.mark.parametrize("h, keyed, scale", [(8, True, 6), (16, False, 1), (32, False, 6), (32, True, 1)])
 def test_pair_options(monkeypatch, spec, h, keyed, scale):
     """gluon_pair with PrefillConfig.sfold 1 (session 72: S and the maxima unscaled, P = 2^(S c - m c) by one FFMA)
     and prel 1 (each half released by every consumer thread's own arrive), fq 1 (session 73: each half lands in two
     parts, S starting on the first), qreg 1 (q's RoPE part as S's register operand), lazy 1 (session 74: O
     rescaled only when a row's max rises more than 2^8; q x 6 makes the maxima rise past that along the list, q x 1
-    does not after the first step), pe 1 / 2 with it (session 75: warpgroup 0's P handed over before the common max
-    returns, rescaled in place by warpgroup 1 where that max moved, which q x 6 makes happen) and ring 1 / 2 (session
-    75: the halves refilled in another order; ring 1: warpgroup 1 sums S's two halves in the other order; ring 2: its
-    P V products in the other order): right against the reference (the cases of test_pair_over_converted_rows: an
-    empty row, invalid entries at NaN rows, over slots and keys, q x 1 and x 6) and within the tolerance's reach of
-    the plain pair's output (bit-equal without sfold and lazy: prel, fq and qreg change no arithmetic)."""
+    does not after the first step): right against the reference (the cases of test_pair_over_converted_rows: an empty
+    row, invalid entries at NaN rows, over slots and keys, q x 1 and x 6) and within the tolerance's reach of the plain
+    pair's output (bit-equal without sfold and lazy: prel, fq and qreg change no arithmetic)."""
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
     case, keys, key_slots, rs = _pair_case(h, keyed, scale, 271 + h)
     variant = "native"

@@ -28,11 +28,10 @@ So each half has one releasing warpgroup (tests/test_prefill_protocol.py models 
 the row sums of its own blocks in mc's units; l = l_0 + l_1 at the end. Config lazy (PrefillConfig.lazy, on where
 rows_config picks the pair; session 74): m0 and mc above are the maxima in use, moved only where a row rose more than
 2^8 above them, and a warpgroup rescales O only when one of its rows moved (tests/test_pair_lazy_math.py is the
-recurrence's twin). Options, off (session 75; gluon_prefill.PrefillConfig): pe (warpgroup 0's P
-handed over before mc returns, rescaled in place by warpgroup 1 where mc moved) and ring (the halves refilled in
-another order, warpgroup 1's S and P V order with it). q (fp16) and its RoPE part (bf16 x 2^-8) sit
-in shared memory. Outputs: as gluon_prefill (out x 256 / l, lse natural log; a row without a valid entry out 0,
-lse -inf); split launches (SPLIT) store normalized partials as gluon_prefill's do.
+recurrence's twin). Two options measured and removed (sessions 75-76; gluon_prefill.PrefillConfig's comments): pe
+and ring. q (fp16) and its RoPE part (bf16 x 2^-8) sit in shared memory. Outputs: as gluon_prefill (out x 256 / l,
+lse natural log; a row without a valid entry out 0, lse -inf); split launches (SPLIT) store normalized partials as
+gluon_prefill's do.
 
 Shared memory: 230,832 B (sm_90a compile; q 72 KB, two stages 144 KB, warpgroup 1's P 8 KB, the exchange 1 KB).
 Measured (H100, session 69, notes/sparse_mla.md; bench/results/s69/): against the split consumer over the same rows,
@@ -169,10 +168,10 @@ if HAVE_GLUON:
     @gluon.jit
     def _pair_producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r,
                        stride_kv: gl.constexpr, BN: gl.constexpr, PROFILE: gl.constexpr, PW: gl.constexpr,
-                       FQ: gl.constexpr, RING: gl.constexpr):
-        """The producer: each step's four halves in the order of PrefillConfig.ring (0: L(0), R(0), R(1), L(1); 1:
-        L(0), R(0), L(1), R(1); 2: L(0), R(1), L(1), R(0)); the entries of the next half loaded while it waits for the
-        half's release (reloaded rather than held: held, they spilled).
+                       FQ: gl.constexpr):
+        """The producer: each step's four halves in the order L(0), R(0), R(1), L(1) (session 76 measured two others,
+        notes/sparse_mla.md: the wait moves, the step stays); the entries of the next half loaded while it waits for
+        the half's release (reloaded rather than held: held, they spilled).
         PROFILE bit 4 (probe builds; outputs unchanged): after issuing a step's last half it reads both stages' latent
         parts once more (_probe_reads: 64 KB a block of shared-memory reads on top of the kernel's ~293 KB). There,
         the next half it waits for is the next step's L(0), released only after that step's S, softmax and first
@@ -188,23 +187,12 @@ if HAVE_GLUON:
         for j in range(gl.cdiv(nblocks, 2)):
             ph = (j & 1) ^ 1  # use j of each half: the consumers released use j - 1 (fresh: phase 1 complete)
             _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_l, free_l, 0, False, ph, stride_kv, PW, GATHER, FQ)
-            if RING == 2:
-                ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
-                _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_r, free_r, 1, True, ph, stride_kv, PW, GATHER, FQ)
-                ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
-                _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_l, free_l, 1, False, ph, stride_kv, PW, GATHER,
-                             FQ)
-                ix = _pair_entries(idx_row, 2 * j, hi, BN, PW)
-                _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_r, free_r, 0, True, ph, stride_kv, PW, GATHER, FQ)
-            else:
-                ix = _pair_entries(idx_row, 2 * j, hi, BN, PW)
-                _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_r, free_r, 0, True, ph, stride_kv, PW, GATHER, FQ)
-                ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
-                _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_l if RING == 1 else full_r,
-                             free_l if RING == 1 else free_r, 1, RING != 1, ph, stride_kv, PW, GATHER, FQ)
-                ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
-                _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_r if RING == 1 else full_l,
-                             free_r if RING == 1 else free_l, 1, RING == 1, ph, stride_kv, PW, GATHER, FQ)
+            ix = _pair_entries(idx_row, 2 * j, hi, BN, PW)
+            _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_r, free_r, 0, True, ph, stride_kv, PW, GATHER, FQ)
+            ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
+            _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_r, free_r, 1, True, ph, stride_kv, PW, GATHER, FQ)
+            ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
+            _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_l, free_l, 1, False, ph, stride_kv, PW, GATHER, FQ)
             if PROBE:
                 probe = _probe_reads(lat.index(0), probe, BN, PW)
                 probe = _probe_reads(lat.index(1), probe, BN, PW)
@@ -346,27 +334,12 @@ if HAVE_GLUON:
             return gl.where(mp == NEG_INF, 1.0, gl.exp2(mp - gl.where(mc == NEG_INF, 0.0, mc)))
 
     @gluon.jit
-    def _pe_other_pv_wait(tile, mp, mc, qk_scale, pbar, full_r, ph, FOLD: gl.constexpr, FQ: gl.constexpr,
-                          MMA_S: gl.constexpr):
-        """PrefillConfig.pe, warpgroup 1: wait for warpgroup 0's P (stored against mp, the max it used) and R(0); where
-        a row's common max mc moved above mp (lazy: rare once the maxima settle), rescale that P tile by 2^(mp - mc)
-        in place (a second fp16 rounding of those rows) before the P V that reads it."""
-        mbarrier.wait(pbar.index(0), ph)
-        mbarrier.wait(_full(full_r, 0, 1, FQ), ph)
-        if _any_row((mc != mp) & (mp != NEG_INF)):
-            t = tile.load(MMA_S)
-            tile.store((t.to(gl.float32) * _beta(mp, mc, qk_scale, FOLD)[:, None]).to(gl.float16))
-            fence_async_shared()
-            gl.thread_barrier()
-        fence_async_shared()  # (R(0)'s copies)
-
-    @gluon.jit
     def _wg_pair(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                  qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                  q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
                  GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, H: gl.constexpr,
                  PROFILE: gl.constexpr, SFOLD: gl.constexpr, PREL: gl.constexpr, FQ: gl.constexpr,
-                 QREG: gl.constexpr, LAZY: gl.constexpr, PE: gl.constexpr, RING: gl.constexpr, stamp_ptr):
+                 QREG: gl.constexpr, LAZY: gl.constexpr, stamp_ptr):
         """Consumer warpgroup H of two (module docstring). lat / rope: the stages as copied (bf16-typed; the latent
         part holds fp16 bits, read through an fp16 view); P (fp16) of warpgroup 0 goes into stage 0's RoPE tile,
         of warpgroup 1 into p1."""
@@ -434,13 +407,6 @@ if HAVE_GLUON:
                 s = _s_wait_half(q3, qra, latv.index(z0), rope.index(z0), s, full_r, 0, ph, True, FQ, z0, QREG, NOS)
                 s = warpgroup_mma_wait(0, deps=(s,))
                 _stamp(stamp_ptr, sbase, i, 1, rows0, STAMP)
-            elif RING == 1:  # (the producer refills L(1) before R(1): PrefillConfig.ring)
-                _stamp_landed(stamp_ptr, sbase, i, 8, rows0, _full(full_l, 1, 0, FQ), ph, STAMP)
-                s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_l, 1, ph, False, FQ, z0, QREG, NOS)
-                _stamp_landed(stamp_ptr, sbase, i, 9, rows0, _full(full_r, 1, 0, FQ), ph, STAMP)
-                s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_r, 1, ph, True, FQ, z0, QREG, NOS)
-                s = warpgroup_mma_wait(0, deps=(s,))
-                _stamp(stamp_ptr, sbase, i, 1, rows0, STAMP)
             else:
                 _stamp_landed(stamp_ptr, sbase, i, 8, rows0, _full(full_r, 1, 0, FQ), ph, STAMP)
                 s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_r, 1, ph, True, FQ, z0, QREG, NOS)
@@ -480,25 +446,17 @@ if HAVE_GLUON:
                         acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
                 else:
                     acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-                pf = p.to(gl.float16)
-                acc = _mma(gl.convert_layout(pf, P_L), latv.index(z0).slice(0, 256, dim=1), acc, NOPV)
-                if PE:  # P handed over against mp, before the maxima return (warpgroup 1 rescales it if mc moved)
-                    ropep.index(z0).store(pf)
-                    fence_async_shared()
-                    gl.thread_barrier()
-                    mbarrier.arrive(pbar.index(0), count=1)
-                    _stamp(stamp_ptr, sbase, i, 3, rows0, STAMP)
+                acc = _mma(gl.convert_layout(p.to(gl.float16), P_L), latv.index(z0).slice(0, 256, dim=1), acc, NOPV)
                 mbarrier.wait(xbar.index(1), ph)
                 mc = x_smem.index(1).load(ROW_S)
                 _stamp(stamp_ptr, sbase, i, 2, rows0, STAMP)
                 beta = _beta(mp, mc, qk_scale, FOLD)
-                if not PE:
-                    # S(2 i) retired: stage 0's RoPE tile is dead until warpgroup 1 releases R(0)
-                    ropep.index(z0).store((p * beta[:, None]).to(gl.float16))
-                    fence_async_shared()
-                    gl.thread_barrier()
-                    mbarrier.arrive(pbar.index(0), count=1)
-                    _stamp(stamp_ptr, sbase, i, 3, rows0, STAMP)
+                # S(2 i) retired: stage 0's RoPE tile is dead until warpgroup 1 releases R(0)
+                ropep.index(z0).store((p * beta[:, None]).to(gl.float16))
+                fence_async_shared()
+                gl.thread_barrier()
+                mbarrier.arrive(pbar.index(0), count=1)
+                _stamp(stamp_ptr, sbase, i, 3, rows0, STAMP)
                 acc = warpgroup_mma_wait(0, deps=(acc,))
                 _release(free_l.index(0), PREL)  # L(0): S and this P V retired
                 _stamp(stamp_ptr, sbase, i, 4, rows0, STAMP)
@@ -540,10 +498,6 @@ if HAVE_GLUON:
                         acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
                 else:
                     acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
-                if PE == 2:  # warpgroup 0's P V before this one's P is computed (the products run under it)
-                    _pe_other_pv_wait(ropep.index(z0), mp, mc, qk_scale, pbar, full_r, ph, FOLD, FQ, MMA_S)
-                    acc = _mma(ropep.index(z0), latv.index(z0).slice(256, 256, dim=1), acc, NOPV)
-                    _stamp(stamp_ptr, sbase, i, 4, rows0, STAMP)
                 l_i = l_i * alpha + gl.sum(p, 1)
                 m_i = mc
                 pb = p.to(gl.float16)
@@ -553,31 +507,18 @@ if HAVE_GLUON:
                 gl.thread_barrier()
                 mbarrier.arrive(pbar.index(1), count=1)
                 _stamp(stamp_ptr, sbase, i, 3, rows0, STAMP)
-                if RING == 2:  # its own P V first, so that R(1) is released one P V earlier (PrefillConfig.ring)
-                    acc = _mma(gl.convert_layout(pb, P_L), latv.index(z1).slice(256, 256, dim=1), acc, NOPV)
-                if PE != 2:
-                    # (ring 0 / 1) the other P V first, so that R(0) is released one P V earlier
-                    if PE:
-                        _pe_other_pv_wait(ropep.index(z0), mp, mc, qk_scale, pbar, full_r, ph, FOLD, FQ, MMA_S)
-                    else:
-                        mbarrier.wait(pbar.index(0), ph)
-                        mbarrier.wait(_full(full_r, 0, 1, FQ), ph)
-                        fence_async_shared()
-                    acc = _mma(ropep.index(z0), latv.index(z0).slice(256, 256, dim=1), acc, NOPV)
-                    _stamp(stamp_ptr, sbase, i, 4, rows0, STAMP)
-                if RING == 2:
-                    acc = warpgroup_mma_wait(1, deps=(acc,))
-                    _release(free_r.index(1), PREL)  # R(1): its S and its own P V retired
-                    _stamp(stamp_ptr, sbase, i, 5, rows0, STAMP)
-                    acc = warpgroup_mma_wait(0, deps=(acc,))
-                    _release(free_r.index(0), PREL)  # R(0): warpgroup 0's S and P, the other P V retired
-                else:
-                    acc = _mma(gl.convert_layout(pb, P_L), latv.index(z1).slice(256, 256, dim=1), acc, NOPV)
-                    acc = warpgroup_mma_wait(1, deps=(acc,))
-                    _release(free_r.index(0), PREL)  # R(0): warpgroup 0's S and P, the other P V retired
-                    _stamp(stamp_ptr, sbase, i, 5, rows0, STAMP)
-                    acc = warpgroup_mma_wait(0, deps=(acc,))
-                    _release(free_r.index(1), PREL)  # R(1): its S and its own P V retired
+                # the other P V first, so that R(0) is released one P V earlier
+                mbarrier.wait(pbar.index(0), ph)
+                mbarrier.wait(_full(full_r, 0, 1, FQ), ph)
+                fence_async_shared()
+                acc = _mma(ropep.index(z0), latv.index(z0).slice(256, 256, dim=1), acc, NOPV)
+                _stamp(stamp_ptr, sbase, i, 4, rows0, STAMP)
+                acc = _mma(gl.convert_layout(pb, P_L), latv.index(z1).slice(256, 256, dim=1), acc, NOPV)
+                acc = warpgroup_mma_wait(1, deps=(acc,))
+                _release(free_r.index(0), PREL)  # R(0): warpgroup 0's S and P, the other P V retired
+                _stamp(stamp_ptr, sbase, i, 5, rows0, STAMP)
+                acc = warpgroup_mma_wait(0, deps=(acc,))
+                _release(free_r.index(1), PREL)  # R(1): its S and its own P V retired
                 _stamp(stamp_ptr, sbase, i, 6, rows0, STAMP)
 
         # l = l_0 + l_1 (the same order in both), 1 / l, this half of O; warpgroup 0 stores lse
@@ -615,8 +556,7 @@ if HAVE_GLUON:
             stride_kv: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr, HPT: gl.constexpr,
             PROFILE: gl.constexpr, V_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             num_warps: gl.constexpr, SPLIT: gl.constexpr = 0, SFOLD: gl.constexpr = 0, PREL: gl.constexpr = 0,
-            FQ: gl.constexpr = 0, QREG: gl.constexpr = 0, LAZY: gl.constexpr = 0, PE: gl.constexpr = 0,
-            RING: gl.constexpr = 0, stamp_ptr=None):
+            FQ: gl.constexpr = 0, QREG: gl.constexpr = 0, LAZY: gl.constexpr = 0, stamp_ptr=None):
         """gluon_prefill.sparse_mla_prefill_kernel's grid and arguments (its docstring), D_qk 576, over converted
         rows (config pre16), with the pair schedule (module docstring)."""
         gl.static_assert(G * HPT == 64, "64 rows a program")
@@ -663,11 +603,11 @@ if HAVE_GLUON:
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, PE, RING, stamp_ptr)),
+                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, stamp_ptr)),
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, PE, RING, stamp_ptr)),
+                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, stamp_ptr)),
             (_pair_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv,
-                              BN, PROFILE, PRODUCER_WARPS, FQ, RING)),
+                              BN, PROFILE, PRODUCER_WARPS, FQ)),
         ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])

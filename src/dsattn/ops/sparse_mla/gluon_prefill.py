@@ -243,21 +243,15 @@ class PrefillConfig:
     #                     16 heads s_q 1024 0.989x (0.775-1.076) and 1.005x (0.970-1.041); 8 heads s_q 8192 1.009x
     #                     (1.004-1.016). Consumers alone (PROFILE 1) 347.5 -> 348.2 us. (The 1.042x at 8 heads s_q
     #                     1024 compared the split consumer with itself: no rows converted there, so no pair)
-    pe: int = 0         # pair with lazy 1 only (session 75). 1: warpgroup 0 hands its P to warpgroup 1 against the max it
-    #                     used, before the common max comes back (the maxima's round trip off R(0)'s path: R(0) is
-    #                     the half a step's next S waits for, session 67); warpgroup 1 rescales that P tile in place
-    #                     where the common max moved (gluon_pair._pe_other_pv_wait). 2: also warpgroup 1 issues that
-    #                     P V before computing its own P. H100, `dsattn bench ab` against the default (pair, lazy;
-    #                     bench/results/s75/): 32 heads s_q 1024 0.998x (95% CI 0.991-1.003), pe 2 0.994x
-    #                     (0.988-1.000); s_q 8192 0.992x (0.989-1.000); 16 heads s_q 1024 0.993x. Warpgroup
-    #                     1, not 0, is the late one (session 75's stamps), so an earlier P waits longer: not a default
-    ring: int = 0       # pair only (session 75). The order in which the producer refills a step's halves, and warpgroup
-    #                     1's with it: 0 L(0), R(0), R(1), L(1), warpgroup 1's S over R(1) first and the other P V
-    #                     first (session 67's order); 1 L(0), R(0), L(1), R(1), its S over L(1) first (L(1) is
-    #                     released ~400 cycles before R(1), session 75's clock stamps, bench/s74/stamps.py, and order 0
-    #                     held its refill behind R(1)'s release); 2 L(0), R(1), L(1), R(0), warpgroup 1's own P V first
-    #                     (R(1) released a P V earlier, R(0) later: warpgroup 0 waits ~2370 cycles a step for the
-    #                     common max, so it has slack for R(0)). Not measured yet
+    # (pe, session 75, removed in 76: warpgroup 0 handed its P to warpgroup 1 against the max it used, before the
+    #  common max came back, and warpgroup 1 rescaled that tile in place where the max moved; pe 2 also issued that
+    #  P V before computing its own P. H100, `dsattn bench ab` against the default, bench/results/s75/: 32 heads s_q
+    #  1024 0.998x (95% CI 0.991-1.003), pe 2 0.994x (0.988-1.000); s_q 8192 0.992x; 16 heads 0.993x. Warpgroup 1,
+    #  not 0, is the late one (session 75's stamps), so an earlier P waited longer. Code at 09992f9)
+    # (ring, sessions 75-76, removed: the pair's halves refilled in two other orders, L(0), R(0), L(1), R(1) and L(0),
+    #  R(1), L(1), R(0), warpgroup 1's S and P V order with them. H200, `dsattn bench ab` against the default at 32
+    #  heads: 1.005x / 1.006x (s_q 1024), 1.006x / 1.006x (8192), no interval above 1.002; the clock stamps show the
+    #  wait for a refill moving to the other half, the step the same. bench/results/s76/, code at 09992f9)
 
 
 def prefill_smem_bytes(d_qk: int, block_n: int, stages: int) -> int:
@@ -284,8 +278,7 @@ def parse_prefill_config(spec: str, allow_pre16: bool = False) -> PrefillConfig:
           and cfg.pre16 in ((0, cfg.f16) if allow_pre16 else (0,))
           and cfg.pair in (0, 1) and (not cfg.pair or (cfg.f16 and cfg.block_n == 64 and cfg.stages == 2))
           and cfg.sfold in (0, 1) and cfg.prel in (0, 1) and cfg.fq in (0, 1) and cfg.qreg in (0, 1)
-          and cfg.lazy in (0, 1) and cfg.pe in ((0, 1, 2) if cfg.pair and cfg.lazy else (0,))
-          and cfg.ring in ((0, 1, 2) if cfg.pair else (0,)) and not (cfg.ring == 2 and cfg.pe == 2)
+          and cfg.lazy in (0, 1)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
@@ -293,8 +286,7 @@ def parse_prefill_config(spec: str, allow_pre16: bool = False) -> PrefillConfig:
                          "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0), "
                          "cl 0 or 1, pre16 0 (sparse_mla_prefill's row_scratch turns it on, with rows it converted), "
                          "pair 0 or 1 (1: with f16 1, block_n 64, 2 stages), sfold 0 or 1, prel 0 or 1, fq 0 or 1, "
-                         "qreg 0 or 1, lazy 0 or 1, pe 0, 1 or 2 (1, 2: with pair 1 and lazy 1), "
-                         "ring 0, 1 or 2 (1, 2: with pair 1; 2: not with pe 2); "
+                         "qreg 0 or 1, lazy 0 or 1; "
                          f"got {spec!r}")
     return cfg
 
@@ -889,7 +881,7 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
             flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
             flat.stride(0), has_len, g, hpt, profile, gluon_pair.pair_regs(gluon_pair.PAIR_PRODUCER_REGS),
             PRODUCER_WARPS, gluon_pair.PAIR_PRODUCER_REGS, num_warps=4, SPLIT=int(splits > 1), SFOLD=cfg.sfold, PREL=cfg.prel, FQ=cfg.fq,
-            QREG=cfg.qreg, LAZY=cfg.lazy, PE=cfg.pe, RING=cfg.ring, stamp_ptr=stamps,
+            QREG=cfg.qreg, LAZY=cfg.lazy, stamp_ptr=stamps,
         )
         return
     _fast(  # kernel[grid](...) without Triton's per-call binding once this specialization ran (ops/_fastlaunch.py)
