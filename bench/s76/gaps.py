@@ -1,23 +1,19 @@
 """Session 76: does sparse_mla_prefill wait on the host mid-call? Back-to-back calls timed by CUDA events, against
 the same calls under torch.cuda.set_sync_debug_mode('warn') (which names each synchronizing op).
     PYTHONPATH=src python bench/s76/gaps.py"""
+import os
+import sys
+import traceback
 import warnings
 
 import torch
 
-from dsattn.bench.kernels_mla import overlap_indices
-from dsattn.ops.sparse_mla import prefill_row_spec, sparse_mla_prefill
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from prof import make_call  # noqa: E402
 
 dev = torch.device("cuda")
 for h, t in ((32, 1024), (32, 8192)):
-    g = torch.Generator(device=dev).manual_seed(0)
-    kv = torch.randn((16384, 576), generator=g, device=dev).to(torch.bfloat16)
-    q = (torch.randn((t, h, 576), generator=g, device=dev) * 0.5).to(torch.bfloat16)
-    idx = overlap_indices(t, 16384, 2048, dev)
-    out = torch.empty((t, h, 512), dtype=torch.bfloat16, device=dev)
-    lse = torch.empty((t, h), dtype=torch.float32, device=dev)
-    rs = [torch.empty(s, dtype=d, device=dev) for s, d in prefill_row_spec(16384, 576)]
-    run = lambda: sparse_mla_prefill(q, kv, idx, 576 ** -0.5, out=out, lse=lse, row_scratch=rs)  # noqa: E731
+    run = make_call(h, t, dev)
     for _ in range(3):
         run()
     torch.cuda.synchronize()
@@ -28,8 +24,7 @@ for h, t in ((32, 1024), (32, 8192)):
     torch.cuda.set_sync_debug_mode(0)
     syncs = sorted({str(x.message)[:120] for x in w})
     print(f"{h} heads s_q {t}: {len(w)} synchronizing calls in one call: {syncs}")
-    import traceback  # where: the first warning's stack is not kept by warnings; rerun with an error mode
-    torch.cuda.set_sync_debug_mode("error")
+    torch.cuda.set_sync_debug_mode("error")  # where (a warning keeps no stack)
     try:
         run()
     except RuntimeError:
