@@ -11,6 +11,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from prof import make_call  # noqa: E402
 
+from dsattn.bench.common import group_ms  # noqa: E402
+
 dev = torch.device("cuda")
 for h, t in ((32, 1024), (32, 8192)):
     run = make_call(h, t, dev)
@@ -32,10 +34,4 @@ for h, t in ((32, 1024), (32, 8192)):
     torch.cuda.set_sync_debug_mode(0)
     torch.cuda.synchronize()
     for n in (1, 10):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        for _ in range(n):
-            run()
-        e1.record()
-        torch.cuda.synchronize()
-        print(f"  {n} back-to-back calls: {e0.elapsed_time(e1) / n * 1000:.1f} us a call")
+        print(f"  {n} back-to-back calls: {group_ms(run, n, True) * 1000:.1f} us a call")

@@ -8,6 +8,7 @@ import torch
 from dsattn.bench.kernels_mla import overlap_indices
 from dsattn.ops.sparse_mla import prefill_row_spec, sparse_mla_prefill
 
+
 def make_call(h: int, t: int, dev):
     """One sparse_mla_prefill call of issue 3's case (h heads, s_q t) with row_scratch, as a closure."""
     g = torch.Generator(device=dev).manual_seed(0)
