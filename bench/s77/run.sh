@@ -16,7 +16,7 @@ echo "$(nvidia-smi --query-gpu=name --format=csv,noheader) tree ${DSATTN_GIT_COM
 t0=$SECONDS
 table() {
   PARTS=prefill TABLE_TAG=s77_graph TABLE_ARGS=--graph bash bench/gpu_s16_table.sh
-  cat $OUT/tb.log >> $L
+  cat $OUT/tb.log >> $L; rm -rf $OUT/r $OUT/tb.log  # all of it is in r.tgz
 }
 if [ "${PART:-tests}" = t ]; then table; cat $L; exit 0; fi
 timeout ${TEST_S:-300} python -m pytest -q -p no:cacheprovider -rfE --tb=short tests/gpu/test_sparse_mla_prefill_gpu.py \
