@@ -231,6 +231,35 @@ def test_triton_heavy_duplicates_and_nothing_valid(monkeypatch, inline, impl):
     assert run(build_groups, idx, lens, 3, g, 0, 8)[3].tolist() == [0, 0]
 
 
+@pytest.mark.parametrize("block", ["1", "2", "4"])
+def test_dups_kernel_blocks(monkeypatch, block, impl):
+    """The repeated-slot kernel with several groups a program (session 77: dups_block): repeats in several groups
+    (first, two in one block, last, a partial last block) are all rebuilt; blocks without one are left alone."""
+    if impl in ("hash", "hash1"):
+        pytest.skip("the hash path rebuilds in its own finish")
+    monkeypatch.setenv("DSATTN_DUPS_BLOCK", block)
+    k, g, n, t = 16, 2, 64, 11
+    gen = torch.Generator().manual_seed(77)
+    idx = _distinct_rows(t, k, n, gen)
+    for r, a, b in ((0, 1, 2), (5, 0, 15), (6, 4, 7), (10, 3, 11)):   # groups 0, 2, 3 and 5 (of one token)
+        idx[r, a] = idx[r, b]
+    got = run(build_groups, idx, None, n, g, 0, t)
+    assert_groups(got, oracle(idx, None, n, g, 0, t))
+
+
+def test_dups_block(monkeypatch):
+    from dsattn.ops.sparse_mla import grouping
+    monkeypatch.delenv("DSATTN_DUPS_BLOCK", raising=False)
+    w = grouping.DUPS_WAVE
+    assert [grouping.dups_block(x) for x in (1, w, 2 * w - 1, 2 * w, 4 * w, 4096, 10 ** 6)] == [1, 1, 1, 2, 4, 32, 32]
+    monkeypatch.setenv("DSATTN_DUPS_BLOCK", "8")
+    assert grouping.dups_block(3) == 8
+    for bad in ("x", "0", "3", "2048", "-1"):
+        monkeypatch.setenv("DSATTN_DUPS_BLOCK", bad)
+        with pytest.raises(ValueError, match="DSATTN_DUPS_BLOCK"):
+            grouping.dups_block(8)
+
+
 def test_triton_wide_codes(impl):
     """slot * GP + j past int32 (num_slots near 2^31): the sort kernel sorts 64-bit codes; the hash path
     hashes slots near 2^31."""

@@ -8,6 +8,11 @@
 #   DSATTN_GIT_COMMIT=<sha> bash bench/s77/run.sh              (tests)
 #   PART=t DSATTN_GIT_COMMIT=<sha> bash bench/s77/run.sh       (the table as replays; carry .peer)
 #   PART=both TEST_S=240 DSATTN_GIT_COMMIT=<sha> bash bench/s77/run.sh   (session 77: tests, then the table; carry .peer)
+# (3) session 77, PART both: the repeated-slot kernel's blocks (grouping.dups_block): the grouping GPU tests, then
+#     torch.profiler's kernel times of the 32 / 8-head call with one program a group (DSATTN_DUPS_BLOCK=1, as
+#     before) and with the default, then `dsattn bench ab` at 8 heads s_q 8192.
+#     PREDICTION: _group_union_dups_kernel 16.3 -> <= 4 us at s_q 8192 (128 programs, one load each, against 4096
+#     programs in ~31 waves at one an SM), ~2.4 -> <= 2.5 at 1024; the 8-head s_q 8192 call ~1% faster.
 set -u
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_PF_PROFILE
@@ -24,4 +29,18 @@ timeout ${TEST_S:-300} python -m pytest -q -p no:cacheprovider -rfE --tb=short t
 echo "tests pair rc=$? $((SECONDS - t0)) s: $(tail -n 1 $OUT/tests.log)" >> $L
 grep -E "^(FAILED|ERROR)|^E " $OUT/tests.log | head -n 20 | cut -c1-300 >> $L
 cat $L
-if [ "${PART:-tests}" = both ]; then table; cat $L; fi
+if [ "${PART:-tests}" = both ]; then
+  timeout 150 python -m pytest -q -p no:cacheprovider -rfE --tb=short tests/gpu/test_grouping_gpu.py > $OUT/tests_grouping.log 2>&1
+  echo "tests grouping rc=$? $((SECONDS - t0)) s: $(tail -n 1 $OUT/tests_grouping.log)" >> $L
+  grep -E "^(FAILED|ERROR)|^E " $OUT/tests_grouping.log | head -n 10 | cut -c1-300 >> $L
+  for b in 1 0; do
+    if [ $b = 1 ]; then export DSATTN_DUPS_BLOCK=1; else unset DSATTN_DUPS_BLOCK; fi
+    echo "== prof DSATTN_DUPS_BLOCK=${DSATTN_DUPS_BLOCK:-default}" >> $L
+    timeout 100 python bench/s76/prof.py 32 8 >> $L 2>&1
+  done
+  unset DSATTN_DUPS_BLOCK
+  timeout 120 python -m dsattn.cli bench ab --op sparse_mla_prefill --tokens 8192 --heads 8 \
+    --a "row_scratch=1,env:DSATTN_DUPS_BLOCK=1" --b "row_scratch=1" --name ab_s77_dups_8192_h8 --out $OUT >> $L 2>&1
+  echo "ab rc=$? $((SECONDS - t0)) s" >> $L
+  table; cat $L
+fi

@@ -48,7 +48,8 @@ group; G 4 2048; G 2 1024). Three kernels and the sort path's repeated-slot kern
      overwrite the map), then field by field (a loop of SPW) writes entries[c, at] = slot, masks[c, at] =
      field; counts[c] = the number. A map that holds fewer bits (popcount) than the valid entries listed means a
      token listed a slot twice: counts[c] = -1, and
-  4. _group_union_dups_kernel (the sort path's rebuild, programs of other groups return at once) rebuilds it
+  4. _group_union_dups_kernel (the sort path's rebuild; a program looks at dups_block groups with one load and
+     returns unless one is marked) rebuilds it
      (DENSE_INLINE puts that branch in the compaction instead: its registers, 128 and 688 bytes of stack at
      G 8, then set the compaction's occupancy).
 The map must fit the compaction's registers and the masks row's first G * K columns: D <= min(DENSE_WORDS,
@@ -391,16 +392,23 @@ if HAVE_TRITON:
                              G, GP, KP, HAS_LEN, WIDE)
         _emit_dups(code, SENT, c, ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, GP, GP * KP)
 
-    @triton.jit
+    @triton.jit(do_not_specialize=["groups"])
     def _group_union_dups_kernel(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens,
-                                 ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, K,
+                                 ent_ptr, ent_stride, msk_ptr, msk_stride, cnt_ptr, K, groups,
                                  G: tl.constexpr, GP: tl.constexpr, KP: tl.constexpr,
-                                 HAS_LEN: tl.constexpr, WIDE: tl.constexpr):
-        """Builds the groups _group_union_kernel marked (counts[c] == -1); the others return at once."""
-        c = tl.program_id(0)
-        if tl.load(cnt_ptr + c) < 0:
-            _rebuild_group(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride, msk_ptr,
-                           msk_stride, cnt_ptr, K, c, G, GP, KP, HAS_LEN, WIDE)
+                                 HAS_LEN: tl.constexpr, WIDE: tl.constexpr, BLOCK: tl.constexpr):
+        """Builds the groups _group_union_kernel marked (counts[c] == -1). Program p looks at groups [p BLOCK,
+        (p + 1) BLOCK) with one load and returns unless one is marked; then it rebuilds its marked groups one after
+        the other (dups_block: about one program an SM, so a launch over many groups, nearly all unmarked, is one
+        wave of programs rather than one short-lived program a group)."""
+        c0 = tl.program_id(0) * BLOCK
+        cs = c0 + tl.arange(0, BLOCK)
+        if tl.min(tl.load(cnt_ptr + cs, mask=cs < groups, other=0), 0) < 0:
+            for j in range(BLOCK):
+                c = c0 + j
+                if (c < groups) & (tl.load(cnt_ptr + c, mask=c < groups, other=0) < 0):
+                    _rebuild_group(idx_ptr, idx_stride, len_ptr, num_slots, token0, ntokens, ent_ptr, ent_stride,
+                                   msk_ptr, msk_stride, cnt_ptr, K, c, G, GP, KP, HAS_LEN, WIDE)
 
     # -----------------------------------------------------------------------------------------------
     # hash path (the default): an ordered hash table per group in the group's own entries / masks row
@@ -774,6 +782,30 @@ if HAVE_TRITON:
 
 
 INLINE_DUPS = False  # see _group_union_kernel; the bench's --inline-dups times the other choice
+DUPS_WAVE = 128  # programs of _group_union_dups_kernel to aim at (session 77): one an SM at most fits (sm_90a, G 2,
+#                 topk 2048: 182 registers at 8 warps), so one program a group ran 4096 programs in ~31 waves at s_q
+#                 8192 for ~16 us, nearly all returning at once (sessions 37 and 76, H200). DSATTN_DUPS_BLOCK (read at
+#                 each launch) sets the groups a program instead, for `dsattn bench ab` (1: one a group, as before).
+
+
+def dups_block(groups: int) -> int:
+    """Groups a program of the repeated-slot kernel looks at: the power of 2 that makes about DUPS_WAVE programs
+    (at most 32; 1 up to DUPS_WAVE groups), or DSATTN_DUPS_BLOCK (a power of 2 from 1 to 1024)."""
+    env = os.environ.get("DSATTN_DUPS_BLOCK", "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1 or int(env) > 1024 or int(env) & (int(env) - 1):
+            raise ValueError(f"DSATTN_DUPS_BLOCK must be a power of 2 from 1 to 1024, got {env!r}")
+        return int(env)
+    b = 1
+    while b < 32 and groups >= 2 * b * DUPS_WAVE:
+        b *= 2
+    return b
+
+
+def _launch_dups(args, groups, **meta):
+    """The repeated-slot kernel over `groups` groups (args: the union kernels' arguments)."""
+    b = dups_block(groups)
+    _fast(_group_union_dups_kernel, (-(-groups // b),), *args, groups, BLOCK=b, **meta)
 
 
 def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups, num_warps=None,
@@ -789,7 +821,7 @@ def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks,
     meta = dict(G=G, GP=gp, KP=kp, HAS_LEN=topk_length is not None, WIDE=wide, num_warps=num_warps)
     _fast(_group_union_kernel, (groups,), *args, INLINE_DUPS=inline, **meta)
     if not inline:
-        _fast(_group_union_dups_kernel, (groups,), *args, **meta)
+        _launch_dups(args, groups, **meta)
 
 
 # build_groups' kernels: "auto" (the default: "dense_fused" where the dense map fits, else the hash table),
@@ -973,9 +1005,9 @@ def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, 
                                    gp, spw, d, _fast)
         kp = next_pow2(k)
         if DENSE_REBUILD:
-            _fast(_group_union_dups_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts,
-                  k, G=G, GP=gp, KP=kp, HAS_LEN=has_len, WIDE=num_slots * gp + gp > 2**31 - 1,
-                  num_warps=16 if gp * kp >= 8192 else 8 if gp * kp >= 2048 else 4)
+            _launch_dups((*src, entries, entries.stride(0), masks, masks.stride(0), counts, k), groups, G=G, GP=gp,
+                         KP=kp, HAS_LEN=has_len, WIDE=num_slots * gp + gp > 2**31 - 1,
+                         num_warps=16 if gp * kp >= 8192 else 8 if gp * kp >= 2048 else 4)
         return
     if smem_map:
         from . import grouping_smem
@@ -998,9 +1030,9 @@ def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     _fast(_dense_compact_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts, k, d,
           groups, G=G, GP=gp, SPW=spw, DW=dw, KP=kp, HAS_LEN=has_len, WIDE=wide, REBUILD=inline, num_warps=nw)
     if DENSE_REBUILD and not inline:
-        _fast(_group_union_dups_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts, k,
-              G=G, GP=gp, KP=kp, HAS_LEN=has_len, WIDE=wide,
-              num_warps=1 if interp else (16 if gp * kp >= 8192 else 8 if gp * kp >= 2048 else 4))
+        _launch_dups((*src, entries, entries.stride(0), masks, masks.stride(0), counts, k), groups, G=G, GP=gp,
+                     KP=kp, HAS_LEN=has_len, WIDE=wide,
+                     num_warps=1 if interp else (16 if gp * kp >= 8192 else 8 if gp * kp >= 2048 else 4))
 
 
 def build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts) -> int:
