@@ -157,6 +157,37 @@ def test_launcher_converts_on_a_simulated_sm90(monkeypatch, keyed, h):
     assert seen[0][1] is None  # one token: the rule says no
 
 
+def test_rows_stream_switch(monkeypatch):
+    """launch.rows_stream (session 77: the row conversion on a side stream, tests/gpu for its runs): ROWS_STREAM,
+    or DSATTN_ROWS_STREAM 0 / 1; anything else a ValueError naming it. Off a GPU the conversion runs in line and
+    the launcher hands run_prefill_gluon no join, whatever the switch."""
+    from dsattn.ops.sparse_mla import gluon_prefill
+    monkeypatch.delenv("DSATTN_ROWS_STREAM", raising=False)
+    assert launch.rows_stream() is launch.ROWS_STREAM
+    for env, want in (("0", False), ("1", True)):
+        monkeypatch.setenv("DSATTN_ROWS_STREAM", env)
+        assert launch.rows_stream() is want
+    for bad in ("yes", "2"):
+        monkeypatch.setenv("DSATTN_ROWS_STREAM", bad)
+        with pytest.raises(ValueError, match="DSATTN_ROWS_STREAM"):
+            launch.rows_stream()
+    monkeypatch.setenv("DSATTN_ROWS_STREAM", "1")
+    seen = []
+    monkeypatch.setattr(launch, "use_gluon_prefill", lambda *a, **k: True)
+    monkeypatch.setattr(gluon_prefill, "run_prefill_gluon", lambda *a, join=None, config=None, **k:
+                        seen.append((join, config)))
+    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
+    t, h, n = 120, 32, 100
+    q = torch.randn(t, h, 576).to(torch.bfloat16)
+    kv = torch.randn(n, 576).to(torch.bfloat16)
+    idx = torch.randint(0, n, (t, 128), dtype=torch.int32)
+    rows, kmap = [torch.zeros(s, dtype=dt) for s, dt in prefill_row_spec(n)]
+    out, lse = poisoned_outputs(t, h, "cpu")
+    launch.launch_prefill(q, kv, idx, 0.1, None, out, lse, "native", rows=rows, kmap=kmap)
+    assert seen == [(None, seen[0][1])] and seen[0][1].pre16 == 1
+    assert torch.equal(rows[:, :512].view(torch.int16), _torch_f16(kv))
+
+
 def test_env_config_refuses_pre16(monkeypatch):
     from dsattn.ops.sparse_mla import gluon_prefill
     with pytest.raises(ValueError, match="pre16"):

@@ -13,6 +13,10 @@
 #     before) and with the default, then `dsattn bench ab` at 8 heads s_q 8192.
 #     PREDICTION: _group_union_dups_kernel 16.3 -> <= 4 us at s_q 8192 (128 programs, one load each, against 4096
 #     programs in ~31 waves at one an SM), ~2.4 -> <= 2.5 at 1024; the 8-head s_q 8192 call ~1% faster.
+# (4) session 77, PART both: launch.ROWS_STREAM (f16_rows on a side stream beside the union lists): its GPU tests
+#     (with the pair's, step 1), then `dsattn bench ab` at 32 heads s_q 1024 / 8192, DSATTN_ROWS_STREAM 0 against 1.
+#     PREDICTION: 1.01-1.025x at s_q 1024 (of the 410.8 us of kernels, f16_rows 10.5 and the union 13.0 + 2.4 run
+#     one after the other now; overlapped, ~5-10 us less), ~1.00x at 8192 (10 us of ~3030).
 set -u
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_PF_PROFILE
@@ -24,8 +28,8 @@ table() {
   cat $OUT/tb.log >> $L; rm -rf $OUT/r $OUT/tb.log  # all of it is in r.tgz
 }
 if [ "${PART:-tests}" = t ]; then table; cat $L; exit 0; fi
-timeout ${TEST_S:-300} python -m pytest -q -p no:cacheprovider -rfE --tb=short tests/gpu/test_sparse_mla_prefill_gpu.py \
-  -k "pair" > $OUT/tests.log 2>&1
+timeout ${TEST_S:-240} python -m pytest -q -p no:cacheprovider -rfE --tb=short tests/gpu/test_sparse_mla_prefill_gpu.py \
+  -k "pair or rows_stream" > $OUT/tests.log 2>&1
 echo "tests pair rc=$? $((SECONDS - t0)) s: $(tail -n 1 $OUT/tests.log)" >> $L
 grep -E "^(FAILED|ERROR)|^E " $OUT/tests.log | head -n 20 | cut -c1-300 >> $L
 cat $L
@@ -42,5 +46,11 @@ if [ "${PART:-tests}" = both ]; then
   timeout 120 python -m dsattn.cli bench ab --op sparse_mla_prefill --tokens 8192 --heads 8 \
     --a "row_scratch=1,env:DSATTN_DUPS_BLOCK=1" --b "row_scratch=1" --name ab_s77_dups_8192_h8 --out $OUT >> $L 2>&1
   echo "ab rc=$? $((SECONDS - t0)) s" >> $L
+  for s in 1024 8192; do
+    timeout 100 python -m dsattn.cli bench ab --op sparse_mla_prefill --tokens $s --heads 32 \
+      --a "row_scratch=1,env:DSATTN_ROWS_STREAM=0" --b "row_scratch=1,env:DSATTN_ROWS_STREAM=1" \
+      --name ab_s77_rows_stream_${s}_h32 --out $OUT >> $L 2>&1
+    echo "ab rows_stream $s rc=$? $((SECONDS - t0)) s" >> $L
+  done
   table; cat $L
 fi

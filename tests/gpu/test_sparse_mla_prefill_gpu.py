@@ -615,3 +615,73 @@ def test_pair_other_paths(monkeypatch, kind, h, t, d_qk, variant):
     check_close(*pair, *case.reference())
     if kind == "d512":
         assert torch.equal(pair[0], split[0]) and torch.equal(pair[1], split[1])
+
+
+@pytest.mark.parametrize("h, keyed, chunks", [(8, True, False), (16, False, True), (32, False, False),
+                                              (32, True, True), (128, False, False)])
+def test_rows_stream_bit_equal(monkeypatch, h, keyed, chunks):
+    """DSATTN_ROWS_STREAM=1 (session 77: the row conversion on a side stream beside the union lists, joined before
+    anything reads the rows or kmap): outputs and the converted rows bit-equal to the call on one stream and right
+    against the reference, over slots and keys, in one chunk and in several (a scratch for 7 groups); at 128 heads
+    (one token a program, no union lists) it takes the one-stream path."""
+    from dsattn.ops.sparse_mla import prefill_row_spec, prefill_scratch_spec
+    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
+    case, keys, key_slots, _ = _pair_case(h, keyed, 1, 377 + h)
+    t = case.q.shape[0]
+    n = case.flat.shape[0] if key_slots is None else key_slots.shape[0]
+    variant = "native" if h <= 32 else None
+    runs = []
+    for stream in ("0", "1"):
+        monkeypatch.setenv("DSATTN_ROWS_STREAM", stream)
+        rs = [torch.full(s, -7, dtype=dt, device=DEV) for s, dt in prefill_row_spec(n)]
+        rs[0].view(torch.int16).fill_(0x7FC1)  # NaN bits
+        scratch = None
+        if chunks:
+            width = prefill_scratch_spec(t, h, 2048)[0][0][1]
+            scratch = [torch.empty((7, width), dtype=torch.int32, device=DEV) for _ in range(2)]
+            scratch.append(torch.empty(7, dtype=torch.int32, device=DEV))
+        out, lse = poisoned_outputs(t, h, DEV)
+        sparse_mla_prefill(case.q, case.flat, keys, case.sm_scale, topk_length=case.topk_length, out=out, lse=lse,
+                           variant=variant, key_slots=key_slots, row_scratch=rs, scratch=scratch)
+        torch.cuda.synchronize()
+        runs.append((out, lse, rs))
+    check_close(*runs[1][:2], *case.reference())
+    for a, b in zip(runs[0][:2] + tuple(runs[0][2]), runs[1][:2] + tuple(runs[1][2])):
+        assert torch.equal(a.view(torch.int16) if a.dtype == torch.bfloat16 else a,
+                           b.view(torch.int16) if b.dtype == torch.bfloat16 else b)
+
+
+def test_rows_stream_in_a_cuda_graph(monkeypatch):
+    """DSATTN_ROWS_STREAM=1 captured in a CUDA graph (the side stream forks from and joins the capturing stream):
+    each replay rewrites poisoned outputs and row scratch with the eager call's bits."""
+    from dsattn.ops.sparse_mla import prefill_row_spec
+    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
+    monkeypatch.setenv("DSATTN_ROWS_STREAM", "1")
+    case, keys, key_slots, _ = _pair_case(32, False, 1, 401)
+    t, h = case.q.shape[:2]
+    rs = [torch.empty(s, dtype=dt, device=DEV) for s, dt in prefill_row_spec(case.flat.shape[0])]
+    out, lse = poisoned_outputs(t, h, DEV)
+
+    def call():
+        sparse_mla_prefill(case.q, case.flat, keys, case.sm_scale, topk_length=case.topk_length, out=out, lse=lse,
+                           variant="native", row_scratch=rs)
+    call()
+    torch.cuda.synchronize()
+    want = (out.clone(), lse.clone(), rs[0].clone())
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        call()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    for _ in range(2):
+        out.fill_(float("nan"))
+        lse.fill_(float("nan"))
+        rs[0].view(torch.int16).fill_(0x7FC1)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, want[0]) and torch.equal(lse, want[1])
+        assert torch.equal(rs[0].view(torch.int16), want[2].view(torch.int16))
+    check_close(out, lse, *case.reference())
