@@ -617,47 +617,50 @@ def test_pair_other_paths(monkeypatch, kind, h, t, d_qk, variant):
         assert torch.equal(pair[0], split[0]) and torch.equal(pair[1], split[1])
 
 
-@pytest.mark.parametrize("h, keyed, chunks", [(8, True, False), (16, False, True), (32, False, False),
-                                              (32, True, True), (128, False, False)])
-def test_rows_stream_bit_equal(monkeypatch, h, keyed, chunks):
-    """DSATTN_ROWS_STREAM=1 (session 77: the row conversion on a side stream beside the union lists, joined before
-    anything reads the rows or kmap): outputs and the converted rows bit-equal to the call on one stream and right
-    against the reference, over slots and keys, in one chunk and in several (a scratch for 7 groups); at 128 heads
-    (one token a program, no union lists) it takes the one-stream path."""
-    from dsattn.ops.sparse_mla import prefill_row_spec, prefill_scratch_spec
+@pytest.mark.parametrize("h, keyed, scratch_groups", [(8, True, None), (16, False, 7), (32, False, None),
+                                                      (32, True, 7), (32, False, 2), (128, False, None)])
+def test_pipe_bit_equal(monkeypatch, h, keyed, scratch_groups):
+    """DSATTN_PF_PIPE=1 (session 77: a grouped call's chunks alternate between the current stream and a side one,
+    half the scratch each, the rows converted on the side stream first): outputs and the converted rows bit-equal
+    to the call on one stream and right against the reference, over slots and keys, with the scratch the launcher
+    allocates (two chunks) or a caller's for 7 or 2 groups (many chunks, each stream reusing its half); at 128 heads
+    (one token a program) nothing changes. PIPE_MIN_GROUPS 0: these calls are small."""
+    from dsattn.ops.sparse_mla import gluon_prefill, prefill_row_spec, prefill_scratch_spec
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
+    monkeypatch.setattr(gluon_prefill, "PIPE_MIN_GROUPS", 0)
     case, keys, key_slots, _ = _pair_case(h, keyed, 1, 377 + h)
     t = case.q.shape[0]
     n = case.flat.shape[0] if key_slots is None else key_slots.shape[0]
     variant = "native" if h <= 32 else None
     runs = []
-    for stream in ("0", "1"):
-        monkeypatch.setenv("DSATTN_ROWS_STREAM", stream)
+    for pipe in ("0", "1"):
+        monkeypatch.setenv("DSATTN_PF_PIPE", pipe)
         rs = [torch.full(s, -7, dtype=dt, device=DEV) for s, dt in prefill_row_spec(n)]
         rs[0].view(torch.int16).fill_(0x7FC1)  # NaN bits
         scratch = None
-        if chunks:
+        if scratch_groups:
             width = prefill_scratch_spec(t, h, 2048)[0][0][1]
-            scratch = [torch.empty((7, width), dtype=torch.int32, device=DEV) for _ in range(2)]
-            scratch.append(torch.empty(7, dtype=torch.int32, device=DEV))
+            scratch = [torch.full((scratch_groups, width), -7, dtype=torch.int32, device=DEV) for _ in range(2)]
+            scratch.append(torch.full((scratch_groups,), -7, dtype=torch.int32, device=DEV))
         out, lse = poisoned_outputs(t, h, DEV)
         sparse_mla_prefill(case.q, case.flat, keys, case.sm_scale, topk_length=case.topk_length, out=out, lse=lse,
                            variant=variant, key_slots=key_slots, row_scratch=rs, scratch=scratch)
         torch.cuda.synchronize()
         runs.append((out, lse, rs))
     check_close(*runs[1][:2], *case.reference())
-    for a, b in zip(runs[0][:2] + tuple(runs[0][2]), runs[1][:2] + tuple(runs[1][2])):
-        assert torch.equal(a.view(torch.int16) if a.dtype == torch.bfloat16 else a,
-                           b.view(torch.int16) if b.dtype == torch.bfloat16 else b)
+    assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
+    assert torch.equal(runs[0][2][0].view(torch.int16), runs[1][2][0].view(torch.int16))
+    assert torch.equal(runs[0][2][1], runs[1][2][1])
 
 
-def test_rows_stream_in_a_cuda_graph(monkeypatch):
-    """DSATTN_ROWS_STREAM=1 captured in a CUDA graph (the side stream forks from and joins the capturing stream):
+def test_pipe_in_a_cuda_graph(monkeypatch):
+    """DSATTN_PF_PIPE=1 captured in a CUDA graph (the side stream forks from the capturing stream and joins it):
     each replay rewrites poisoned outputs and row scratch with the eager call's bits."""
-    from dsattn.ops.sparse_mla import prefill_row_spec
+    from dsattn.ops.sparse_mla import gluon_prefill, prefill_row_spec
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
-    monkeypatch.setenv("DSATTN_ROWS_STREAM", "1")
-    case, keys, key_slots, _ = _pair_case(32, False, 1, 401)
+    monkeypatch.setenv("DSATTN_PF_PIPE", "1")
+    monkeypatch.setattr(gluon_prefill, "PIPE_MIN_GROUPS", 0)
+    case, keys, _, _ = _pair_case(32, False, 1, 401)
     t, h = case.q.shape[:2]
     rs = [torch.empty(s, dtype=dt, device=DEV) for s, dt in prefill_row_spec(case.flat.shape[0])]
     out, lse = poisoned_outputs(t, h, DEV)

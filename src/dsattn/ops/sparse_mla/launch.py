@@ -496,13 +496,19 @@ def launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, con
     where its slot is outside kv, in place of key_slots)."""
     splits = part_o.shape[1] if part_o is not None else 1
     gluon = config is None and use_gluon_prefill(q, kv, variant)
-    pf_config, join = None, None
+    pf_config, convert = None, None
     n = kv.shape[0] if key_slots is None else key_slots.shape[0]
     if gluon and rows is not None and prefill_converts_rows(q.shape[0], q.shape[1], indices.shape[1], n):
         from .gluon_prefill import prefill_config, rows_config
         base = prefill_config(q.shape[1], q.shape[2])
         if base.f16 and not base.pre16:
-            join = _convert_rows(kv, rows, key_slots, kmap, group_shape(q.shape[1])[1] > 1 and variant != "pad64")
+            if variant != "pad64" and group_shape(q.shape[1])[1] > 1:
+                # grouped: run_prefill_gluon converts before its first kernel that reads the rows (beside the first
+                # union lists where it pipelines: gluon_prefill.pipe_streams)
+                src, src_keys = kv, key_slots
+                convert = lambda: f16_rows(src, rows, src_keys, kmap)  # noqa: E731
+            else:
+                f16_rows(kv, rows, key_slots, kmap)
             # (no view where the scratch is the call's size: a slice is host time, ~1-2 us a tensor)
             kv, pf_config = (rows if rows.shape[0] == n else rows[:n]), rows_config(base, q.shape[1], q.shape[2],
                                                                                      variant)
@@ -514,42 +520,10 @@ def launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, con
         from .gluon_prefill import run_prefill_gluon
         run_prefill_gluon(q, kv, indices, sm_scale, topk_length, out, lse, scratch, config=pf_config,
                           pad64=variant == "pad64", splits=splits, part_o=part_o, part_lse=part_lse,
-                          key_slots=key_slots, join=join)
+                          key_slots=key_slots, convert=convert)
         return
     run_attention(q, kv, KVLayout.BF16, indices, sm_scale, topk_length, out, lse, variant, splits, part_o, part_lse,
                   config=config)
-
-
-ROWS_STREAM = False  # session 77: the grouped prefill's row conversion on a side stream beside the union lists
-#                      (_convert_rows); DSATTN_ROWS_STREAM=0 / 1 (read at each call) overrides it, for `bench ab`
-_SIDE_STREAMS: dict = {}
-
-
-def rows_stream() -> bool:
-    """ROWS_STREAM, or DSATTN_ROWS_STREAM ('0' / '1')."""
-    env = os.environ.get("DSATTN_ROWS_STREAM", "").strip()
-    if env not in ("", "0", "1"):
-        raise ValueError(f"DSATTN_ROWS_STREAM must be 0 or 1, got {env!r}")
-    return ROWS_STREAM if env == "" else env == "1"
-
-
-def _convert_rows(kv, rows, key_slots, kmap, grouped: bool):
-    """kernels.f16_rows into the row scratch; returns None, or where the conversion runs on a side stream (grouped
-    calls on CUDA with rows_stream()), the join: a callable that makes the current stream wait for it, which
-    gluon_prefill.run_prefill_gluon calls after the first chunk's union lists are built and before anything reads
-    the rows or kmap. The side stream waits for the current one first (a fork and a join: the pattern CUDA graph
-    capture takes), so the conversion overlaps the union-list kernels, which read only the indices."""
-    if not (grouped and kv.is_cuda and rows_stream()):
-        f16_rows(kv, rows, key_slots, kmap)
-        return None
-    main = torch.cuda.current_stream(kv.device)
-    side = _SIDE_STREAMS.get(kv.device)
-    if side is None:
-        side = _SIDE_STREAMS[kv.device] = torch.cuda.Stream(kv.device)
-    side.wait_stream(main)
-    with torch.cuda.stream(side):
-        f16_rows(kv, rows, key_slots, kmap)
-    return lambda: main.wait_stream(side)
 
 
 def launch_decode(q, kv_flat, indices, sm_scale, layout, topk_length, out, lse, variant, scratch_o, scratch_lse,
