@@ -987,7 +987,8 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
 
 
 PIPE = False            # session 77: run_prefill_gluon's chunks alternate between two streams (pipe_streams)
-PIPE_MIN_GROUPS = 264   # groups a call needs for it (two of them a program on each of 132 SMs' one wave)
+PIPE_MIN_GROUPS = 256   # groups a call needs for it (about two waves of 64-row programs on 132 SMs: 16 heads at
+#                         s_q 1024 has 256, 32 heads 512)
 _SIDE_STREAMS: dict = {}
 
 
