@@ -118,12 +118,8 @@ def test_launcher_converts_on_a_simulated_sm90(monkeypatch, keyed, h):
     from dsattn.ops.sparse_mla import gluon_prefill
     seen = []
     monkeypatch.setattr(launch, "use_gluon_prefill", lambda *a, **k: True)
-    def fake(q, kv, idx, *a, config=None, key_slots=None, convert=None, **k):
-        if convert is not None:  # (grouped calls: run_prefill_gluon converts before its first kernel)
-            assert h == 32
-            convert()
-        seen.append((kv, config, key_slots, idx))
-    monkeypatch.setattr(gluon_prefill, "run_prefill_gluon", fake)
+    monkeypatch.setattr(gluon_prefill, "run_prefill_gluon", lambda q, kv, idx, *a, config=None, key_slots=None, **k:
+                        seen.append((kv, config, key_slots, idx)))
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
     t, n = 120, 100
     q = torch.randn(t, h, 576).to(torch.bfloat16)
@@ -159,48 +155,6 @@ def test_launcher_converts_on_a_simulated_sm90(monkeypatch, keyed, h):
     seen.clear()
     launch.launch_prefill(q1, kv, idx[:1], 0.1, None, out[:1], lse[:1], "native", key_slots=ks, rows=rows, kmap=kmap)
     assert seen[0][1] is None  # one token: the rule says no
-
-
-def test_pipe_streams_switch(monkeypatch):
-    """gluon_prefill.pipe_streams (session 77: a grouped call's chunks on two streams, tests/gpu for its runs): PIPE,
-    or DSATTN_PF_PIPE 0 / 1, anything else a ValueError naming it; only from PIPE_MIN_GROUPS groups and with scratch
-    for two. The launcher hands a grouped call's conversion to run_prefill_gluon (convert) and runs any other's
-    itself."""
-    from dsattn.ops.sparse_mla import gluon_prefill
-    monkeypatch.delenv("DSATTN_PF_PIPE", raising=False)
-    big = gluon_prefill.PIPE_MIN_GROUPS
-    assert gluon_prefill.pipe_streams(big, big) is gluon_prefill.PIPE
-    monkeypatch.setenv("DSATTN_PF_PIPE", "1")
-    assert gluon_prefill.pipe_streams(big, 2) and not gluon_prefill.pipe_streams(big - 1, big)
-    assert not gluon_prefill.pipe_streams(big, 1)
-    monkeypatch.setenv("DSATTN_PF_PIPE", "0")
-    assert not gluon_prefill.pipe_streams(big, big)
-    for bad in ("yes", "2"):
-        monkeypatch.setenv("DSATTN_PF_PIPE", bad)
-        with pytest.raises(ValueError, match="DSATTN_PF_PIPE"):
-            gluon_prefill.pipe_streams(big, big)
-    monkeypatch.delenv("DSATTN_PF_PIPE")
-    seen = []
-    monkeypatch.setattr(launch, "use_gluon_prefill", lambda *a, **k: True)
-    monkeypatch.setattr(gluon_prefill, "run_prefill_gluon", lambda *a, convert=None, config=None, **k:
-                        seen.append((convert, config)))
-    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
-    n = 100
-    kv = torch.randn(n, 576).to(torch.bfloat16)
-    for h, variant, grouped in ((32, "native", True), (32, "pad64", False), (64, "native", False)):
-        t = 240 if h == 32 else 120
-        q = torch.randn(t, h, 576).to(torch.bfloat16)
-        idx = torch.randint(0, n, (t, 128), dtype=torch.int32)
-        rows, kmap = [torch.zeros(s, dtype=dt) for s, dt in prefill_row_spec(n)]
-        out, lse = poisoned_outputs(t, h, "cpu")
-        seen.clear()
-        launch.launch_prefill(q, kv, idx, 0.1, None, out, lse, variant, rows=rows, kmap=kmap)
-        convert, cfg = seen[0]
-        assert cfg is not None and cfg.pre16 == 1 and (convert is not None) == grouped
-        assert (rows == 0).all() == grouped  # deferred to run_prefill_gluon, or done
-        if grouped:
-            convert()
-        assert torch.equal(rows[:, :512].view(torch.int16), _torch_f16(kv))
 
 
 def test_env_config_refuses_pre16(monkeypatch):

@@ -1,7 +1,8 @@
 """Session 77: why gluon_prefill.PIPE (a grouped call's chunks on two streams) ran 0.63x at 32 heads s_q 1024 in
 `dsattn bench ab` (H100): per PIPE 0 / 1, the mean time of a call as 20 eager calls back to back, as one call alone
 (events around it after a sync), and as CUDA-graph replays; then one profiled call's kernels (stream, start from the
-call's first kernel, duration).
+call's first kernel, duration). Ran at e2519b3 (bench/results/s77/pipe_trace_h100.log); PIPE was removed after it,
+so on a later tree both rows run the one-stream call.
     PYTHONPATH=src python bench/s77/pipe_trace.py [heads:s_q ...]"""
 import os
 import sys

@@ -908,7 +908,7 @@ def _dest(out, lse, splits, part_o, part_lse):
 
 def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch=None,
                       config: PrefillConfig | None = None, pad64: bool = False, splits: int = 1, part_o=None,
-                      part_lse=None, key_slots=None, convert=None) -> None:
+                      part_lse=None, key_slots=None) -> None:
     """Sparse MLA prefill (SPEC 3) over bf16 rows flat [N, D_qk] for q [T, H, D_qk] into out / lse through
     sparse_mla_prefill_kernel. Inputs already validated by sparse_mla_prefill. G > 1 (<= 32 heads): tokens in
     chunks of C * G (C: the groups scratch holds), each chunk's union lists built by grouping.build_groups into
@@ -918,9 +918,7 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
     (rows past H masked: zero q, never stored), scratch unused. splits > 1 (a short prefill; dispatch.prefill_splits):
     each work item's list is walked by `splits` programs into part_o / part_lse ([T, S, H, 512] / [T, S, H] fp32),
     then launch.combine_splits writes out / lse. key_slots (G > 1 only): indices are keys; the union lists are built
-    over them (keys in [0, len(key_slots))) and then turned into slots (grouping.translate_entries). convert: None,
-    or a callable that writes flat (and key_slots) from the cache (launch_prefill's f16_rows), run before anything
-    reads them: first, or where pipe_streams says so, on the side stream beside the first chunk's union lists."""
+    over them (keys in [0, len(key_slots))) and then turned into slots (grouping.translate_entries)."""
     t, h, d = q.shape
     topk = indices.shape[1]
     hpt, g = (64, 1) if pad64 else group_shape(h)
@@ -933,79 +931,23 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
     if key_slots is not None and g == 1:
         raise ValueError("key_slots needs the grouped kernel (G > 1); launch.launch_prefill looks the slots up")
     if g == 1:
-        if convert is not None:
-            convert()
         end = topk_length if topk_length is not None else indices
         _launch(q, flat, indices, indices.stride(0), end, indices, sm_scale, topk, 0, t,
                 t * -(-h // hpt), 1, hpt, topk_length is not None, cfg, dest)
         combine_splits(out, lse, part_o, part_lse, splits)
         return
-    pipe = q.is_cuda and pipe_streams(-(-t // g), scratch[2].shape[0] if scratch else -(-t // g))
-    if convert is not None and not pipe:
-        convert()
     if scratch is None:
         scratch = [torch.empty(shape, dtype=dt, device=q.device) for shape, dt in prefill_scratch_spec(t, h, topk)]
-    num = flat.shape[0] if key_slots is None else key_slots.shape[0]
-
-    def chunk(token0, n, entries, masks, counts):
+    entries, masks, counts = scratch
+    chunk = counts.shape[0] * g
+    for token0 in range(0, t, chunk):
+        n = min(chunk, t - token0)
+        num = flat.shape[0] if key_slots is None else key_slots.shape[0]
         groups = _build_groups(indices, topk_length, num, g, token0, n, entries, masks, counts, -(-n // g))
-        if rows_ready is not None:
-            torch.cuda.current_stream(q.device).wait_event(rows_ready)
         if key_slots is not None:
             # gluon_pair reads validity from the masks alone: an entry whose slot is outside flat scores -inf there
             # only with its mask cleared (a keyed call over converted rows: kmap's -1)
             translate_entries(entries, counts, groups, key_slots, masks if cfg.pair else None, flat.shape[0])
         _launch(q, flat, entries, entries.stride(0), counts, masks, sm_scale, topk, token0, token0 + n,
                 groups, g, hpt, False, cfg, dest)
-
-    rows_ready = None
-    if not pipe:
-        step = scratch[2].shape[0] * g
-        for token0 in range(0, t, step):
-            chunk(token0, min(step, t - token0), *scratch)
-    else:
-        # two streams, each with its half of the scratch: chunk i on the current stream (even i) or the side one,
-        # so that a chunk's union lists and its kernel's first programs overlap the other's kernel (its last wave
-        # above all); the rows are converted on the side stream first, the current one waits for that alone
-        main, side = torch.cuda.current_stream(q.device), _side_stream(q.device)
-        half = scratch[2].shape[0] // 2
-        parts = [[x[:half] for x in scratch], [x[half:2 * half] for x in scratch]]
-        side.wait_stream(main)
-        if convert is not None:
-            with torch.cuda.stream(side):
-                convert()
-            rows_ready = torch.cuda.Event()
-            rows_ready.record(side)
-        step = half * g
-        for i, token0 in enumerate(range(0, t, step)):
-            with torch.cuda.stream(main if i % 2 == 0 else side):
-                chunk(token0, min(step, t - token0), *parts[i % 2])
-            if i % 2 == 1:
-                rows_ready = None  # (both streams are past it: the side one converted, the current one waited)
-        main.wait_stream(side)
     combine_splits(out, lse, part_o, part_lse, splits)
-
-
-PIPE = False            # session 77: run_prefill_gluon's chunks alternate between two streams (pipe_streams)
-PIPE_MIN_GROUPS = 256   # groups a call needs for it (about two waves of 64-row programs on 132 SMs: 16 heads at
-#                         s_q 1024 has 256, 32 heads 512)
-_SIDE_STREAMS: dict = {}
-
-
-def pipe_streams(groups: int, scratch_groups: int) -> bool:
-    """Whether a grouped call of `groups` groups with scratch for `scratch_groups` runs its chunks on two streams
-    (half the scratch each, so that even a call that fits one chunk runs two): PIPE, or DSATTN_PF_PIPE ('0' / '1',
-    read at each call), where groups >= PIPE_MIN_GROUPS and the scratch holds two groups."""
-    env = os.environ.get("DSATTN_PF_PIPE", "").strip()
-    if env not in ("", "0", "1"):
-        raise ValueError(f"DSATTN_PF_PIPE must be 0 or 1, got {env!r}")
-    on = PIPE if env == "" else env == "1"
-    return on and groups >= PIPE_MIN_GROUPS and scratch_groups >= 2
-
-
-def _side_stream(device):
-    """One side stream a device, made at first use (no device memory)."""
-    side = _SIDE_STREAMS.get(device)
-    if side is None:
-        side = _SIDE_STREAMS[device] = torch.cuda.Stream(device)
-    return side

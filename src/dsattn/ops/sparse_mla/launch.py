@@ -496,19 +496,13 @@ def launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, con
     where its slot is outside kv, in place of key_slots)."""
     splits = part_o.shape[1] if part_o is not None else 1
     gluon = config is None and use_gluon_prefill(q, kv, variant)
-    pf_config, convert = None, None
+    pf_config = None
     n = kv.shape[0] if key_slots is None else key_slots.shape[0]
     if gluon and rows is not None and prefill_converts_rows(q.shape[0], q.shape[1], indices.shape[1], n):
         from .gluon_prefill import prefill_config, rows_config
         base = prefill_config(q.shape[1], q.shape[2])
         if base.f16 and not base.pre16:
-            if variant != "pad64" and group_shape(q.shape[1])[1] > 1:
-                # grouped: run_prefill_gluon converts before its first kernel that reads the rows (beside the first
-                # union lists where it pipelines: gluon_prefill.pipe_streams)
-                src, src_keys = kv, key_slots
-                convert = lambda: f16_rows(src, rows, src_keys, kmap)  # noqa: E731
-            else:
-                f16_rows(kv, rows, key_slots, kmap)
+            f16_rows(kv, rows, key_slots, kmap)
             # (no view where the scratch is the call's size: a slice is host time, ~1-2 us a tensor)
             kv, pf_config = (rows if rows.shape[0] == n else rows[:n]), rows_config(base, q.shape[1], q.shape[2],
                                                                                      variant)
@@ -520,7 +514,7 @@ def launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, con
         from .gluon_prefill import run_prefill_gluon
         run_prefill_gluon(q, kv, indices, sm_scale, topk_length, out, lse, scratch, config=pf_config,
                           pad64=variant == "pad64", splits=splits, part_o=part_o, part_lse=part_lse,
-                          key_slots=key_slots, convert=convert)
+                          key_slots=key_slots)
         return
     run_attention(q, kv, KVLayout.BF16, indices, sm_scale, topk_length, out, lse, variant, splits, part_o, part_lse,
                   config=config)
