@@ -260,6 +260,20 @@ def test_dups_block(monkeypatch):
             grouping.dups_block(8)
 
 
+@pytest.mark.parametrize("impl_name", ["dense", "sort"])
+def test_dups_block_checked_before_any_kernel(monkeypatch, impl_name):
+    """A bad DSATTN_DUPS_BLOCK is a ValueError before build_groups writes anything (the union kernels run first)."""
+    from dsattn.ops.sparse_mla import grouping
+    monkeypatch.delenv("DSATTN_GROUPING_IMPL", raising=False)
+    monkeypatch.setattr(grouping, "IMPL", impl_name)
+    monkeypatch.setenv("DSATTN_DUPS_BLOCK", "3")
+    idx, tl = make_indices(8, 16, 40, dup=True, lens=False, span=30)
+    e, m, cnt = scratch(4, 2 * 16)
+    with pytest.raises(ValueError, match="DSATTN_DUPS_BLOCK"):
+        build_groups(idx, tl, 40, 2, 0, 8, e, m, cnt)
+    assert (e == -7).all() and (m == -7).all() and (cnt == -7).all()
+
+
 def test_triton_wide_codes(impl):
     """slot * GP + j past int32 (num_slots near 2^31): the sort kernel sorts 64-bit codes; the hash path
     hashes slots near 2^31."""

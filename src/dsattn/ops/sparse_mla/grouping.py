@@ -783,9 +783,12 @@ if HAVE_TRITON:
 
 INLINE_DUPS = False  # see _group_union_kernel; the bench's --inline-dups times the other choice
 DUPS_WAVE = 128  # programs of _group_union_dups_kernel to aim at (session 77): one an SM at most fits (sm_90a, G 2,
-#                 topk 2048: 182 registers at 8 warps), so one program a group ran 4096 programs in ~31 waves at s_q
-#                 8192 for ~16 us, nearly all returning at once (sessions 37 and 76, H200). DSATTN_DUPS_BLOCK (read at
-#                 each launch) sets the groups a program instead, for `dsattn bench ab` (1: one a group, as before).
+#                 topk 2048: 182 registers at 8 warps; 234 since), so one program a group ran 4096 programs in ~31
+#                 waves at s_q 8192 for ~16 us, nearly all returning at once (sessions 37 and 76, H200). Measured
+#                 (H100, session 77, bench/results/s77/s77_call1_h100.log, torch.profiler): 32 heads s_q 8192 16.9 ->
+#                 3.4 us, 1024 2.8 -> 1.4; 8 heads 8192 5.8 -> 3.1; the 8-head s_q 8192 call 1.004x (95% CI
+#                 0.997-1.010, ab_s77_dups_8192_h8_h100.json). DSATTN_DUPS_BLOCK (read at each call, before its
+#                 first kernel) sets the groups a program instead, for `dsattn bench ab` (1: one a group, as before).
 
 
 def dups_block(groups: int) -> int:
@@ -802,10 +805,9 @@ def dups_block(groups: int) -> int:
     return b
 
 
-def _launch_dups(args, groups, **meta):
-    """The repeated-slot kernel over `groups` groups (args: the union kernels' arguments)."""
-    b = dups_block(groups)
-    _fast(_group_union_dups_kernel, (-(-groups // b),), *args, groups, BLOCK=b, **meta)
+def _launch_dups(args, groups, block, **meta):
+    """The repeated-slot kernel over `groups` groups, `block` a program (dups_block; args: the union kernels')."""
+    _fast(_group_union_dups_kernel, (-(-groups // block),), *args, groups, BLOCK=block, **meta)
 
 
 def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups, num_warps=None,
@@ -819,9 +821,10 @@ def _launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks,
     args = (indices, indices.stride(0), topk_length if topk_length is not None else indices, num_slots, token0,
             ntokens, entries, entries.stride(0), masks, masks.stride(0), counts, k)
     meta = dict(G=G, GP=gp, KP=kp, HAS_LEN=topk_length is not None, WIDE=wide, num_warps=num_warps)
+    block = dups_block(groups)  # (DSATTN_DUPS_BLOCK checked before any kernel)
     _fast(_group_union_kernel, (groups,), *args, INLINE_DUPS=inline, **meta)
     if not inline:
-        _launch_dups(args, groups, **meta)
+        _launch_dups(args, groups, block, **meta)
 
 
 # build_groups' kernels: "auto" (the default: "dense_fused" where the dense map fits, else the hash table),
@@ -999,14 +1002,15 @@ def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     len_ptr = topk_length if topk_length is not None else indices
     has_len = topk_length is not None
     src = (indices, indices.stride(0), len_ptr, num_slots, token0, ntokens)
+    block = dups_block(groups)  # (DSATTN_DUPS_BLOCK checked before any kernel)
     if fused:
         from . import grouping_smem
         grouping_smem.launch_union(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups,
                                    gp, spw, d, _fast)
         kp = next_pow2(k)
         if DENSE_REBUILD:
-            _launch_dups((*src, entries, entries.stride(0), masks, masks.stride(0), counts, k), groups, G=G, GP=gp,
-                         KP=kp, HAS_LEN=has_len, WIDE=num_slots * gp + gp > 2**31 - 1,
+            _launch_dups((*src, entries, entries.stride(0), masks, masks.stride(0), counts, k), groups, block, G=G,
+                         GP=gp, KP=kp, HAS_LEN=has_len, WIDE=num_slots * gp + gp > 2**31 - 1,
                          num_warps=16 if gp * kp >= 8192 else 8 if gp * kp >= 2048 else 4)
         return
     if smem_map:
@@ -1030,8 +1034,8 @@ def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     _fast(_dense_compact_kernel, (groups,), *src, entries, entries.stride(0), masks, masks.stride(0), counts, k, d,
           groups, G=G, GP=gp, SPW=spw, DW=dw, KP=kp, HAS_LEN=has_len, WIDE=wide, REBUILD=inline, num_warps=nw)
     if DENSE_REBUILD and not inline:
-        _launch_dups((*src, entries, entries.stride(0), masks, masks.stride(0), counts, k), groups, G=G, GP=gp,
-                     KP=kp, HAS_LEN=has_len, WIDE=wide,
+        _launch_dups((*src, entries, entries.stride(0), masks, masks.stride(0), counts, k), groups, block, G=G,
+                     GP=gp, KP=kp, HAS_LEN=has_len, WIDE=wide,
                      num_warps=1 if interp else (16 if gp * kp >= 8192 else 8 if gp * kp >= 2048 else 4))
 
 
