@@ -13,11 +13,8 @@
 #     before) and with the default, then `dsattn bench ab` at 8 heads s_q 8192.
 #     PREDICTION: _group_union_dups_kernel 16.3 -> <= 4 us at s_q 8192 (128 programs, one load each, against 4096
 #     programs in ~31 waves at one an SM), ~2.4 -> <= 2.5 at 1024; the 8-head s_q 8192 call ~1% faster.
-# (4) session 77, PART both: gluon_prefill.PIPE (a grouped call's chunks alternate between two streams, half the
-#     scratch each, the rows converted on the side stream beside the first union lists): its GPU tests (with the
-#     pair's, step 1), then `dsattn bench ab` DSATTN_PF_PIPE 0 against 1, 32 heads s_q 1024 / 8192, 16 heads 1024.
-#     PREDICTION: 1.04-1.07x at 32 heads s_q 1024 (pre-passes on the critical path 26 -> ~12 us, and the other
-#     chunk's programs fill the last wave's idle SMs, ~12 us of 420); 1.02-1.04x at 8192.
+# (4) session 77 ran PART both at ffb36b9 (H100, bench/results/s77/); it also A/B'd gluon_prefill.PIPE (chunks on two
+#     streams), removed after that run, so those A/Bs are gone from this script (e2519b3 has them).
 set -u
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_PF_PROFILE
@@ -30,7 +27,7 @@ table() {
 }
 if [ "${PART:-tests}" = t ]; then table; cat $L; exit 0; fi
 timeout ${TEST_S:-240} python -m pytest -q -p no:cacheprovider -rfE --tb=short tests/gpu/test_sparse_mla_prefill_gpu.py \
-  -k "pair or pipe" > $OUT/tests.log 2>&1
+  -k "pair" > $OUT/tests.log 2>&1
 echo "tests pair rc=$? $((SECONDS - t0)) s: $(tail -n 1 $OUT/tests.log)" >> $L
 grep -E "^(FAILED|ERROR)|^E " $OUT/tests.log | head -n 20 | cut -c1-300 >> $L
 cat $L
@@ -47,11 +44,5 @@ if [ "${PART:-tests}" = both ]; then
   timeout 120 python -m dsattn.cli bench ab --op sparse_mla_prefill --tokens 8192 --heads 8 \
     --a "row_scratch=1,env:DSATTN_DUPS_BLOCK=1" --b "row_scratch=1" --name ab_s77_dups_8192_h8 --out $OUT >> $L 2>&1
   echo "ab rc=$? $((SECONDS - t0)) s" >> $L
-  for hs in 32:1024 32:8192 16:1024; do
-    timeout 100 python -m dsattn.cli bench ab --op sparse_mla_prefill --tokens ${hs#*:} --heads ${hs%:*} \
-      --a "row_scratch=1,env:DSATTN_PF_PIPE=0" --b "row_scratch=1,env:DSATTN_PF_PIPE=1" \
-      --name ab_s77_pipe_${hs#*:}_h${hs%:*} --out $OUT >> $L 2>&1
-    echo "ab pipe $hs rc=$? $((SECONDS - t0)) s" >> $L
-  done
   table; cat $L
 fi
