@@ -792,8 +792,8 @@ DUPS_WAVE = 128  # programs of _group_union_dups_kernel to aim at (session 77): 
 
 
 def dups_block(groups: int) -> int:
-    """Groups a program of the repeated-slot kernel looks at: the power of 2 that makes about DUPS_WAVE programs
-    (at most 32; 1 up to DUPS_WAVE groups), or DSATTN_DUPS_BLOCK (a power of 2 from 1 to 1024)."""
+    """Groups a program of the repeated-slot kernel looks at: the power of 2 (at most 32) that leaves DUPS_WAVE to
+    2 x DUPS_WAVE programs (1 below 2 x DUPS_WAVE groups), or DSATTN_DUPS_BLOCK (a power of 2 from 1 to 1024)."""
     env = os.environ.get("DSATTN_DUPS_BLOCK", "").strip()
     if env:
         if not env.isdigit() or int(env) < 1 or int(env) > 1024 or int(env) & (int(env) - 1):
