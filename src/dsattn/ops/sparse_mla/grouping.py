@@ -783,8 +783,9 @@ if HAVE_TRITON:
 
 INLINE_DUPS = False  # see _group_union_kernel; the bench's --inline-dups times the other choice
 DUPS_WAVE = 128  # programs of _group_union_dups_kernel to aim at (session 77): one an SM at most fits (sm_90a, G 2,
-#                 topk 2048: 182 registers at 8 warps; 234 since), so one program a group ran 4096 programs in ~31
-#                 waves at s_q 8192 for ~16 us, nearly all returning at once (sessions 37 and 76, H200). Measured
+#                 topk 2048: 182 registers at 8 warps; 234 since, bench/s77/dups_check.py), so one program a group
+#                 ran 4096 programs in ~31 waves at s_q 8192 for ~16 us, nearly all returning at once (sessions 37
+#                 and 76, H200). Measured
 #                 (H100, session 77, bench/results/s77/s77_call1_h100.log, torch.profiler): 32 heads s_q 8192 16.9 ->
 #                 3.4 us, 1024 2.8 -> 1.4; 8 heads 8192 5.8 -> 3.1; the 8-head s_q 8192 call 1.004x (95% CI
 #                 0.997-1.010, ab_s77_dups_8192_h8_h100.json). DSATTN_DUPS_BLOCK (read at each call, before its
