@@ -216,6 +216,7 @@ def main() -> int:
     p.add_argument("--profile", action="store_true")
     p.add_argument("--breakdown", action="store_true")
     p.add_argument("--stub", action="store_true", help="no GPU: Triton's launch path up to a stubbed C launcher")
+    p.add_argument("--only", default="", help="run the cases whose name contains this text (default: all)")
     args = p.parse_args()
     if args.stub:
         _install_stub()
@@ -236,6 +237,8 @@ def main() -> int:
              ("prefill 8h 32 (pad64, DSATTN_PREFILL_SPLITS=1)", prefill_case(32, 8, dev))]
     print(f"{'GPU' if gpu else 'stub (CPU box)'}; n {n}, least of {args.reps} rounds", flush=True)
     for name, case in cases:
+        if args.only not in name:
+            continue
         if "SPLITS=1" in name:  # read when the case's scratch is sized (ours) and at each call
             os.environ["DSATTN_PREFILL_SPLITS"] = "1"
         fn, _, _ = ours(case, rows=name.endswith("+rows"))  # session 71: row_scratch, converted at 16 / 32 heads

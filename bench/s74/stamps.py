@@ -28,6 +28,7 @@ NAME = {0: {8: "L(0) landed", 9: "R(0) landed", 1: "S retired", 2: "mc read", 3:
 def steady(st):
     """[P, 2, S, 10] -> boolean [P, 2, S]: steps stamped, not a program's first or last two."""
     ok = st[..., 0] != 0
+    ok[:, :, -1] = False  # the program's slot (session 78: entry, q, stores), not a step
     n = ok.sum(2, keepdim=True)
     i = torch.arange(st.shape[2])[None, None, :]
     return ok & (i >= 1) & (i < n - 2)

@@ -570,7 +570,8 @@ def test_pair_options(monkeypatch, spec, h, keyed, scale):
 def test_pair_stamps(monkeypatch, h):
     """DSATTN_PF_PROFILE=32 (session 74: gluon_pair's clock stamps, bench/s74/stamps.py) changes no arithmetic:
     outputs bit-equal to the build without stamps; every program with entries stamped its steps, each warpgroup's
-    points in a step's order (gluon_pair.stamp_buffer) never going back."""
+    points in a step's order (gluon_pair.stamp_buffer) never going back; the program's slot (session 78): entry, q
+    stored, first step, last step's end, stores issued in that order, and %globaltimer's entry before its stores."""
     from dsattn.ops.sparse_mla import gluon_pair
     monkeypatch.delenv("DSATTN_PF_PROFILE", raising=False)
     case, keys, key_slots, rs = _pair_case(h, False, 6, 331 + h)
@@ -583,10 +584,16 @@ def test_pair_stamps(monkeypatch, h):
     ran = st[:, 0, 0, 0] != 0
     assert ran.float().mean() > 0.5  # (a program or split with no entry walks no step)
     order = [0, 8, 9, 1, 2, 3, 4, 5, 6]
+    edge = gluon_pair.STAMP_STEPS - 1
     for w in (0, 1):
-        pts = st[ran][:, w][:, :, order]
+        pts = st[ran][:, w][:, :edge][:, :, order]
         steps = pts[pts[:, :, 0] != 0]
         assert steps.shape[0] > 0 and (steps[:, 1:] >= steps[:, :-1]).all()
+        e = st[ran][:, w, edge]
+        last_end = st[ran][:, w, :edge, 6].amax(1)
+        seq = torch.stack([e[:, 0], e[:, 1], st[ran][:, w, 0, 0], last_end, e[:, 2]], 1)
+        assert (seq[:, 0] != 0).all() and (seq[:, 1:] >= seq[:, :-1]).all()
+        assert (e[:, 8] != 0).all() and (e[:, 9] >= e[:, 8]).all()
 
 
 @pytest.mark.parametrize("kind, h, t, d_qk, variant", [("split", 128, 16, 576, None),

@@ -67,7 +67,9 @@ def stamp_buffer(programs: int, splits: int, device):
     other P V issued (warpgroup 0's P and R(0) landed); 5 warpgroup 0: the other P V issued (warpgroup 1's P and L(1)
     landed); warpgroup 1: R(0) released; 6 the step's end (its last release); 7 at step 0 only, the SM's id; 8 / 9
     the first / second half S reads landed (warpgroup 0: L(0) / R(0); 1: R(1) / L(1); 8 before S's first product
-    issues, 9 after it)."""
+    issues, 9 after it). The last step's slot (STAMP_STEPS - 1, never a step's: topk 2048 at G 2 walks <= 32 steps)
+    holds the program's boundaries (session 78): 0 the warpgroup's entry, 1 q stored by both warpgroups, 2 its
+    epilogue's stores issued (%clock64); 8 / 9 the entry and the stores issued by %globaltimer (ns)."""
     import torch
     return torch.zeros((programs * splits, 2, STAMP_STEPS, STAMP_POINTS), dtype=torch.int64, device=device)
 
@@ -289,17 +291,25 @@ if HAVE_GLUON:
         return s
 
     @gluon.jit
-    def _stamp(stamp_ptr, base, i, k: gl.constexpr, rows, STAMP: gl.constexpr):
+    def _stamp(stamp_ptr, base, i, k: gl.constexpr, rows, STAMP: gl.constexpr, EDGE: gl.constexpr = 0):
         """PROFILE bit 32: row 0's owner threads write %clock64 (k != 7) or the SM's id (k 7) into stamp k of step i
-        (stamp_buffer; base: this program's and warpgroup's first stamp)."""
+        (stamp_buffer; base: this program's and warpgroup's first stamp). EDGE 1: stamp k of the program's slot
+        (the last one; i unused), %globaltimer where k >= 8."""
         if STAMP:
             if k == 7:
                 t = gl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [rows], dtype=gl.int32, is_pure=False,
                                               pack=1).to(gl.int64)
+            elif EDGE and k >= 8:
+                t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [rows], dtype=gl.int64,
+                                              is_pure=False, pack=1)
             else:
                 t = gl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l,r", [rows], dtype=gl.int64,
                                               is_pure=False, pack=1)
-            gl.store(stamp_ptr + base + i * STAMP_POINTS + k + rows * 0, t, mask=(rows == 0) & (i < STAMP_STEPS))
+            if EDGE:
+                gl.store(stamp_ptr + base + (STAMP_STEPS - 1) * STAMP_POINTS + k + rows * 0, t, mask=rows == 0)
+            else:
+                gl.store(stamp_ptr + base + i * STAMP_POINTS + k + rows * 0, t,
+                         mask=(rows == 0) & (i < STAMP_STEPS - 1))
 
     @gluon.jit
     def _stamp_landed(stamp_ptr, base, i, k: gl.constexpr, rows, bar, ph, STAMP: gl.constexpr):
@@ -351,6 +361,12 @@ if HAVE_GLUON:
         COL_S: gl.constexpr = gl.SliceLayout(0, MMA_S)
         ROW_O: gl.constexpr = gl.SliceLayout(1, MMA_O)
         P_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_O, k_width=2)
+        STAMP: gl.constexpr = (PROFILE & 32) != 0  # clock stamps (stamp_buffer)
+        rows0 = gl.arange(0, ROWS, ROW_S)
+        sbase = ((gl.program_id(0) * gl.num_programs(1) + gl.program_id(1)) * 2 + H).to(gl.int64) * (
+            STAMP_STEPS * STAMP_POINTS)
+        _stamp(stamp_ptr, sbase, 0, 0, rows0, STAMP, 1)  # the program's entry (stamp_buffer)
+        _stamp(stamp_ptr, sbase, 0, 8, rows0, STAMP, 1)
         # each warpgroup stores half of q's rows, then waits for the other's
         _pair_load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q3.index(0), qr3.index(0),
                      H * (ROWS // 2), ROWS // 2, HPT)
@@ -367,10 +383,7 @@ if HAVE_GLUON:
             hi = 0
         NOS: gl.constexpr = (PROFILE & 8) != 0  # timing builds: no S products (S = 0) ...
         NOPV: gl.constexpr = (PROFILE & 16) != 0  # ... no P V products; every wait, hand-off and release stays
-        STAMP: gl.constexpr = (PROFILE & 32) != 0  # clock stamps (stamp_buffer)
-        rows0 = gl.arange(0, ROWS, ROW_S)
-        sbase = ((gl.program_id(0) * gl.num_programs(1) + gl.program_id(1)) * 2 + H).to(gl.int64) * (
-            STAMP_STEPS * STAMP_POINTS)
+        _stamp(stamp_ptr, sbase, 0, 1, rows0, STAMP, 1)  # q stored by both warpgroups
         qk_scale = qk_scale * 256.0  # S in the rows' 2^-8 units
         # SFOLD 1: S stays unscaled and the maxima with it (qk_scale > 0 keeps their order); P = 2^(S c - m c), one
         # FFMA an element in place of S c (FMUL) and S c - m (FADD)
@@ -545,6 +558,8 @@ if HAVE_GLUON:
             lh = h0 + rl % HPT
             gl.store(lse_ptr + lt.to(gl.int64) * stride_lt + lh * stride_lh, lse,
                      mask=(lt < tok_end) & (lh < num_heads))
+        _stamp(stamp_ptr, sbase, 0, 2, rows0, STAMP, 1)  # this warpgroup's stores issued
+        _stamp(stamp_ptr, sbase, 0, 9, rows0, STAMP, 1)
 
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "token0", "tok_end", "stride_os", "stride_ls",
                                   "splits"])
