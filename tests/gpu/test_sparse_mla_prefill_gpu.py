@@ -543,16 +543,18 @@ def test_pair_over_converted_rows(monkeypatch, h, keyed, scale):
 
 
 @pytest.mark.parametrize("spec", ["pair=1,sfold=1", "pair=1,prel=1", "pair=1,sfold=1,prel=1", "pair=1,fq=1",
-                                  "pair=1,qreg=1", "pair=1,lazy=1", "pair=1,lazy=1,sfold=1", "pair=1,lazy=1,fq=1"])
+                                  "pair=1,qreg=1", "pair=1,lazy=1", "pair=1,lazy=1,sfold=1", "pair=1,lazy=1,fq=1",
+                                  "pair=1,vst=1", "pair=1,qld=1"])
 @pytest.mark.parametrize("h, keyed, scale", [(8, True, 6), (16, False, 1), (32, False, 6), (32, True, 1)])
 def test_pair_options(monkeypatch, spec, h, keyed, scale):
     """gluon_pair with PrefillConfig.sfold 1 (session 72: S and the maxima unscaled, P = 2^(S c - m c) by one FFMA)
     and prel 1 (each half released by every consumer thread's own arrive), fq 1 (session 73: each half lands in two
     parts, S starting on the first), qreg 1 (q's RoPE part as S's register operand), lazy 1 (session 74: O
     rescaled only when a row's max rises more than 2^8; q x 6 makes the maxima rise past that along the list, q x 1
-    does not after the first step): right against the reference (the cases of test_pair_over_converted_rows: an empty
-    row, invalid entries at NaN rows, over slots and keys, q x 1 and x 6) and within the tolerance's reach of the plain
-    pair's output (bit-equal without sfold and lazy: prel, fq and qreg change no arithmetic)."""
+    does not after the first step), vst 1 (session 78: out through the stages), qld 1 (q's loads before its stores):
+    right against the reference (the cases of test_pair_over_converted_rows: an empty row, invalid entries at NaN
+    rows, over slots and keys, q x 1 and x 6) and within the tolerance's reach of the plain pair's output (bit-equal
+    without sfold and lazy: prel, fq, qreg, vst and qld change no arithmetic)."""
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
     case, keys, key_slots, rs = _pair_case(h, keyed, scale, 271 + h)
     variant = "native"
@@ -584,7 +586,7 @@ def test_pair_stamps(monkeypatch, h):
     ran = st[:, 0, 0, 0] != 0
     assert ran.float().mean() > 0.5  # (a program or split with no entry walks no step)
     order = [0, 8, 9, 1, 2, 3, 4, 5, 6]
-    edge = gluon_pair.STAMP_STEPS - 1
+    edge = st.shape[2] - 1  # the program slot (gluon_pair.stamp_buffer)
     for w in (0, 1):
         pts = st[ran][:, w][:, :edge][:, :, order]
         steps = pts[pts[:, :, 0] != 0]
@@ -622,3 +624,23 @@ def test_pair_other_paths(monkeypatch, kind, h, t, d_qk, variant):
     check_close(*pair, *case.reference())
     if kind == "d512":
         assert torch.equal(pair[0], split[0]) and torch.equal(pair[1], split[1])
+
+
+@pytest.mark.parametrize("spec", ["pair=1,lazy=1,vst=1", "pair=1,lazy=1,qld=1"])
+def test_pair_split_options(monkeypatch, spec):
+    """PrefillConfig.vst / qld (session 78) in the pair's split build (a short prefill: fp32 partials, which vst
+    stages through a whole 64 KB stage, then the combine): right against the reference, bit-equal to the pair
+    without them."""
+    from dsattn.ops._triton import sm_count
+    from dsattn.ops.sparse_mla import prefill_row_spec
+    from dsattn.ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, prefill_splits
+    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
+    t, h = 16, 32
+    case = make_case(t, h, 576, num_slots=200, topk=2048, layout="bf16", block_size=16, with_length=True,
+                     empty_rows=1, seed=223, device=DEV)
+    assert prefill_splits(t, h, 2048, "native", sm_count(torch.device(DEV), DEFAULT_SM_COUNT)) > 1
+    rs = [torch.empty(s, dtype=dt, device=DEV) for s, dt in prefill_row_spec(case.flat.shape[0], 576)]
+    plain = _pair_call(case, case.indices, None, "native", rs, "pair=1,lazy=1")
+    got = _pair_call(case, case.indices, None, "native", rs, spec)
+    check_close(*got, *case.reference())
+    assert torch.equal(got[0], plain[0]) and torch.equal(got[1], plain[1])

@@ -48,7 +48,7 @@ if HAVE_GLUON:
     from triton.experimental.gluon.language.nvidia.hopper import (async_copy, fence_async_shared, mbarrier,
                                                                    warpgroup_mma, warpgroup_mma_wait)
 
-    from .gluon_prefill import _store_rows, _work_item
+    from .gluon_prefill import _store_rows, _store_rows_tile, _work_item
     from .gluon_small import _idx
 
 PAIR_PRODUCER_REGS = 56  # the producer copies only; at 80 (the split consumer's) the worker warpgroup's 216 spilled 8
@@ -232,9 +232,10 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _pair_load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, qr_smem, R0: gl.constexpr,
-                     NR: gl.constexpr, HPT: gl.constexpr):
+                     NR: gl.constexpr, HPT: gl.constexpr, QLD: gl.constexpr = 0):
         """Rows [R0, R0 + NR) of q into shared memory: the latent part as fp16 into q_smem, the RoPE part x V_SCALE
-        (bf16, exact) into qr_smem, so that the RoPE product lands in the converted rows' units. Zeros past T / H."""
+        (bf16, exact) into qr_smem, so that the RoPE product lands in the converted rows' units. Zeros past T / H.
+        QLD 1 (PrefillConfig.qld): both parts' loads issued before either store (one trip to memory, not two)."""
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [4, 1], [1, 0])
         r = R0 + gl.arange(0, NR, gl.SliceLayout(1, Q_L))
         qt = t0 + r // HPT
@@ -242,10 +243,15 @@ if HAVE_GLUON:
         q_row = q_ptr + qt.to(gl.int64) * stride_qt + qh * stride_qh
         q_ok = (qt < tok_end) & (qh < num_heads)
         qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
-        q_smem.slice(R0, NR, dim=0).store(gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None],
-                                                  other=0.0).to(gl.float16))
         qr = 512 + gl.arange(0, 64, gl.SliceLayout(0, Q_L))
-        q_rope = gl.load(q_row[:, None] + qr[None, :], mask=q_ok[:, None], other=0.0)
+        if QLD:
+            q_lat = gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None], other=0.0)
+            q_rope = gl.load(q_row[:, None] + qr[None, :], mask=q_ok[:, None], other=0.0)
+            q_smem.slice(R0, NR, dim=0).store(q_lat.to(gl.float16))
+        else:
+            q_smem.slice(R0, NR, dim=0).store(gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None],
+                                                      other=0.0).to(gl.float16))
+            q_rope = gl.load(q_row[:, None] + qr[None, :], mask=q_ok[:, None], other=0.0)
         qr_smem.slice(R0, NR, dim=0).store((q_rope.to(gl.float32) * V_SCALE).to(gl.bfloat16))
 
     @gluon.jit
@@ -349,7 +355,7 @@ if HAVE_GLUON:
                  q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
                  GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, H: gl.constexpr,
                  PROFILE: gl.constexpr, SFOLD: gl.constexpr, PREL: gl.constexpr, FQ: gl.constexpr,
-                 QREG: gl.constexpr, LAZY: gl.constexpr, stamp_ptr):
+                 QREG: gl.constexpr, LAZY: gl.constexpr, VST: gl.constexpr, QLD: gl.constexpr, stamp_ptr):
         """Consumer warpgroup H of two (module docstring). lat / rope: the stages as copied (bf16-typed; the latent
         part holds fp16 bits, read through an fp16 view); P (fp16) of warpgroup 0 goes into stage 0's RoPE tile,
         of warpgroup 1 into p1."""
@@ -369,7 +375,7 @@ if HAVE_GLUON:
         _stamp(stamp_ptr, sbase, 0, 8, rows0, STAMP, 1)
         # each warpgroup stores half of q's rows, then waits for the other's
         _pair_load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q3.index(0), qr3.index(0),
-                     H * (ROWS // 2), ROWS // 2, HPT)
+                     H * (ROWS // 2), ROWS // 2, HPT, QLD)
         fence_async_shared()
         gl.thread_barrier()
         mbarrier.arrive(qbar, count=1)
@@ -547,8 +553,12 @@ if HAVE_GLUON:
             l_i = l_o + l_i
         empty = l_i == 0.0
         inv_l = 256.0 / gl.where(empty, 1.0, l_i)
-        _store_rows(acc * gl.convert_layout(inv_l, ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr, stride_ot,
-                    stride_oh, H * 256, HPT)
+        if VST:  # PrefillConfig.vst: through this warpgroup's stage (both warpgroups and the producer are done with it)
+            _store_rows_tile(acc * gl.convert_layout(inv_l, ROW_O)[:, None], lat.index(H), t0, tok_end, h0, num_heads,
+                             out_ptr, stride_ot, stride_oh, H * 256, HPT)
+        else:
+            _store_rows(acc * gl.convert_layout(inv_l, ROW_O)[:, None], t0, tok_end, h0, num_heads, out_ptr,
+                        stride_ot, stride_oh, H * 256, HPT)
         if H == 0:
             if FOLD:
                 m_i = m_i * qk_scale
@@ -571,7 +581,8 @@ if HAVE_GLUON:
             stride_kv: gl.constexpr, HAS_LEN: gl.constexpr, G: gl.constexpr, HPT: gl.constexpr,
             PROFILE: gl.constexpr, V_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             num_warps: gl.constexpr, SPLIT: gl.constexpr = 0, SFOLD: gl.constexpr = 0, PREL: gl.constexpr = 0,
-            FQ: gl.constexpr = 0, QREG: gl.constexpr = 0, LAZY: gl.constexpr = 0, stamp_ptr=None):
+            FQ: gl.constexpr = 0, QREG: gl.constexpr = 0, LAZY: gl.constexpr = 0, VST: gl.constexpr = 0,
+            QLD: gl.constexpr = 0, stamp_ptr=None):
         """gluon_prefill.sparse_mla_prefill_kernel's grid and arguments (its docstring), D_qk 576, over converted
         rows (config pre16), with the pair schedule (module docstring)."""
         gl.static_assert(G * HPT == 64, "64 rows a program")
@@ -618,11 +629,11 @@ if HAVE_GLUON:
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, stamp_ptr)),
+                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, VST, QLD, stamp_ptr)),
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, stamp_ptr)),
+                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, VST, QLD, stamp_ptr)),
             (_pair_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv,
                               BN, PROFILE, PRODUCER_WARPS, FQ)),
         ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
