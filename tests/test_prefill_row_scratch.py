@@ -137,8 +137,9 @@ def test_launcher_converts_on_a_simulated_sm90(monkeypatch, keyed, h):
 
     kv_seen, cfg, ks_seen, idx_seen = go(rows=rows, kmap=kmap)
     assert cfg.pre16 == 1 and kv_seen.data_ptr() == rows.data_ptr() and kv_seen.shape[0] == nr
-    # gluon_prefill.rows_config: gluon_pair (with lazy 1, session 74) at 1..32 heads (session 69), so not at 64
-    assert cfg.pair == (h == 32) and cfg.lazy == (h == 32)
+    # gluon_prefill.rows_config: gluon_pair (with lazy 1, session 74, and vst 1, session 78) at 1..32 heads (session
+    # 69), so not at 64 (where vst 1 is prefill_config's default anyway)
+    assert cfg.pair == (h == 32) and cfg.lazy == (h == 32) and cfg.vst == 1
     src = kv if ks is None else kv[ks.long()]
     assert torch.equal(rows[:nr, :512].view(torch.int16), _torch_f16(src))
     if keyed:

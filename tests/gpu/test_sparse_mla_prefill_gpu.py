@@ -533,8 +533,8 @@ def test_pair_over_converted_rows(monkeypatch, h, keyed, scale):
     check_close(*split, *ref)
     assert not torch.equal(pair[0], split[0])  # the pair ran (its sums in another order)
     assert (pair[0].float() - split[0].float()).abs().max().item() < 2e-2
-    if h <= 32:  # the default over converted rows there (gluon_prefill.rows_config: the pair with lazy 1)
-        dflt = _pair_call(case, keys, key_slots, variant, rs, "pair=1,lazy=1")
+    if h <= 32:  # the default over converted rows there (gluon_prefill.rows_config: the pair with lazy 1, vst 1)
+        dflt = _pair_call(case, keys, key_slots, variant, rs, "pair=1,lazy=1,vst=1")
         out, lse = poisoned_outputs(300, h, DEV)
         sparse_mla_prefill(case.q, case.flat, keys, case.sm_scale, topk_length=case.topk_length, out=out, lse=lse,
                            variant=variant, key_slots=key_slots, row_scratch=rs)
@@ -544,17 +544,17 @@ def test_pair_over_converted_rows(monkeypatch, h, keyed, scale):
 
 @pytest.mark.parametrize("spec", ["pair=1,sfold=1", "pair=1,prel=1", "pair=1,sfold=1,prel=1", "pair=1,fq=1",
                                   "pair=1,qreg=1", "pair=1,lazy=1", "pair=1,lazy=1,sfold=1", "pair=1,lazy=1,fq=1",
-                                  "pair=1,vst=1", "pair=1,qld=1"])
+                                  "pair=1,vst=1"])
 @pytest.mark.parametrize("h, keyed, scale", [(8, True, 6), (16, False, 1), (32, False, 6), (32, True, 1)])
 def test_pair_options(monkeypatch, spec, h, keyed, scale):
     """gluon_pair with PrefillConfig.sfold 1 (session 72: S and the maxima unscaled, P = 2^(S c - m c) by one FFMA)
     and prel 1 (each half released by every consumer thread's own arrive), fq 1 (session 73: each half lands in two
     parts, S starting on the first), qreg 1 (q's RoPE part as S's register operand), lazy 1 (session 74: O
     rescaled only when a row's max rises more than 2^8; q x 6 makes the maxima rise past that along the list, q x 1
-    does not after the first step), vst 1 (session 78: out through the stages), qld 1 (q's loads before its stores):
-    right against the reference (the cases of test_pair_over_converted_rows: an empty row, invalid entries at NaN
-    rows, over slots and keys, q x 1 and x 6) and within the tolerance's reach of the plain pair's output (bit-equal
-    without sfold and lazy: prel, fq, qreg, vst and qld change no arithmetic)."""
+    does not after the first step), vst 1 (session 78: out through the stages): right against the reference (the
+    cases of test_pair_over_converted_rows: an empty row, invalid entries at NaN rows, over slots and keys, q x 1 and
+    x 6) and within the tolerance's reach of the plain pair's output (bit-equal without sfold and lazy: prel, fq, qreg
+    and vst change no arithmetic)."""
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
     case, keys, key_slots, rs = _pair_case(h, keyed, scale, 271 + h)
     variant = "native"
@@ -626,11 +626,11 @@ def test_pair_other_paths(monkeypatch, kind, h, t, d_qk, variant):
         assert torch.equal(pair[0], split[0]) and torch.equal(pair[1], split[1])
 
 
-@pytest.mark.parametrize("spec", ["pair=1,lazy=1,vst=1", "pair=1,lazy=1,qld=1"])
+@pytest.mark.parametrize("spec", ["pair=1,lazy=1,vst=1"])
 def test_pair_split_options(monkeypatch, spec):
-    """PrefillConfig.vst / qld (session 78) in the pair's split build (a short prefill: fp32 partials, which vst
+    """PrefillConfig.vst (session 78; the pair's default) in the pair's split build (a short prefill: fp32 partials, which vst
     stages through a whole 64 KB stage, then the combine): right against the reference, bit-equal to the pair
-    without them."""
+    without it."""
     from dsattn.ops._triton import sm_count
     from dsattn.ops.sparse_mla import prefill_row_spec
     from dsattn.ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, prefill_splits

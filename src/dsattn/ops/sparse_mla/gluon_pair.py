@@ -232,10 +232,11 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _pair_load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q_smem, qr_smem, R0: gl.constexpr,
-                     NR: gl.constexpr, HPT: gl.constexpr, QLD: gl.constexpr = 0):
+                     NR: gl.constexpr, HPT: gl.constexpr):
         """Rows [R0, R0 + NR) of q into shared memory: the latent part as fp16 into q_smem, the RoPE part x V_SCALE
         (bf16, exact) into qr_smem, so that the RoPE product lands in the converted rows' units. Zeros past T / H.
-        QLD 1 (PrefillConfig.qld): both parts' loads issued before either store (one trip to memory, not two)."""
+        (Session 78's qld, both parts' loads issued before either store: `dsattn bench ab` 1.003x, 95% CI
+        0.989-1.016, at 32 heads s_q 1024 on an H100, bench/results/s78/; removed, code at 97549ba)"""
         Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [4, 1], [1, 0])
         r = R0 + gl.arange(0, NR, gl.SliceLayout(1, Q_L))
         qt = t0 + r // HPT
@@ -243,15 +244,10 @@ if HAVE_GLUON:
         q_row = q_ptr + qt.to(gl.int64) * stride_qt + qh * stride_qh
         q_ok = (qt < tok_end) & (qh < num_heads)
         qd = gl.arange(0, 512, gl.SliceLayout(0, Q_L))
+        q_smem.slice(R0, NR, dim=0).store(gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None],
+                                                  other=0.0).to(gl.float16))
         qr = 512 + gl.arange(0, 64, gl.SliceLayout(0, Q_L))
-        if QLD:
-            q_lat = gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None], other=0.0)
-            q_rope = gl.load(q_row[:, None] + qr[None, :], mask=q_ok[:, None], other=0.0)
-            q_smem.slice(R0, NR, dim=0).store(q_lat.to(gl.float16))
-        else:
-            q_smem.slice(R0, NR, dim=0).store(gl.load(q_row[:, None] + qd[None, :], mask=q_ok[:, None],
-                                                      other=0.0).to(gl.float16))
-            q_rope = gl.load(q_row[:, None] + qr[None, :], mask=q_ok[:, None], other=0.0)
+        q_rope = gl.load(q_row[:, None] + qr[None, :], mask=q_ok[:, None], other=0.0)
         qr_smem.slice(R0, NR, dim=0).store((q_rope.to(gl.float32) * V_SCALE).to(gl.bfloat16))
 
     @gluon.jit
@@ -355,7 +351,7 @@ if HAVE_GLUON:
                  q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
                  GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, H: gl.constexpr,
                  PROFILE: gl.constexpr, SFOLD: gl.constexpr, PREL: gl.constexpr, FQ: gl.constexpr,
-                 QREG: gl.constexpr, LAZY: gl.constexpr, VST: gl.constexpr, QLD: gl.constexpr, stamp_ptr):
+                 QREG: gl.constexpr, LAZY: gl.constexpr, VST: gl.constexpr, stamp_ptr):
         """Consumer warpgroup H of two (module docstring). lat / rope: the stages as copied (bf16-typed; the latent
         part holds fp16 bits, read through an fp16 view); P (fp16) of warpgroup 0 goes into stage 0's RoPE tile,
         of warpgroup 1 into p1."""
@@ -375,7 +371,7 @@ if HAVE_GLUON:
         _stamp(stamp_ptr, sbase, 0, 8, rows0, STAMP, 1)
         # each warpgroup stores half of q's rows, then waits for the other's
         _pair_load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q3.index(0), qr3.index(0),
-                     H * (ROWS // 2), ROWS // 2, HPT, QLD)
+                     H * (ROWS // 2), ROWS // 2, HPT)
         fence_async_shared()
         gl.thread_barrier()
         mbarrier.arrive(qbar, count=1)
@@ -582,7 +578,7 @@ if HAVE_GLUON:
             PROFILE: gl.constexpr, V_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             num_warps: gl.constexpr, SPLIT: gl.constexpr = 0, SFOLD: gl.constexpr = 0, PREL: gl.constexpr = 0,
             FQ: gl.constexpr = 0, QREG: gl.constexpr = 0, LAZY: gl.constexpr = 0, VST: gl.constexpr = 0,
-            QLD: gl.constexpr = 0, stamp_ptr=None):
+            stamp_ptr=None):
         """gluon_prefill.sparse_mla_prefill_kernel's grid and arguments (its docstring), D_qk 576, over converted
         rows (config pre16), with the pair schedule (module docstring)."""
         gl.static_assert(G * HPT == 64, "64 rows a program")
@@ -629,11 +625,11 @@ if HAVE_GLUON:
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, VST, QLD, stamp_ptr)),
+                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, VST, stamp_ptr)),
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, VST, QLD, stamp_ptr)),
+                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, VST, stamp_ptr)),
             (_pair_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv,
                               BN, PROFILE, PRODUCER_WARPS, FQ)),
         ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])

@@ -179,7 +179,11 @@ class PrefillConfig:
     vst: int = 0        # 1: each warpgroup's half of out goes through an idle stage (stmatrix) and is stored in
     #                     16-byte pieces (_store_rows_tile; session 21; prefill_config's default at >= 64 heads
     #                     since session 22: 1.029-1.037x there, 0.985x at 16 / 32 heads). The pair takes it too
-    #                     (session 78: each warpgroup through its own stage after both are past their last step)
+    #                     (session 78: each warpgroup through its own stage once both are past their last step; its
+    #                     epilogue 13.4k / 9.8k -> 3.7k / 2.9k cycles at 32 heads s_q 1024, bench/s78/edges.py; H100,
+    #                     `dsattn bench ab` against vst 0: 1.028x (95% CI 1.018-1.049) there, with session 78's qld
+    #                     1.029x (1.023-1.037) and 1.025x (1.019-1.031) at s_q 8192; bench/results/s78/). THE PAIR'S
+    #                     DEFAULT since session 78 (rows_config)
     cvt_asm: int = 1    # 1 (THE DEFAULT since session 62; f16 only, f16 0 ignores it): the producer's conversion by
     #                     _bf16_to_f16_scaled (the scale applied in bf16 before the one rounding to fp16, 4
     #                     instructions a pair of values against 5, no fp16 overflow below 2^24; see _to_f16_group).
@@ -244,9 +248,6 @@ class PrefillConfig:
     #                     16 heads s_q 1024 0.989x (0.775-1.076) and 1.005x (0.970-1.041); 8 heads s_q 8192 1.009x
     #                     (1.004-1.016). Consumers alone (PROFILE 1) 347.5 -> 348.2 us. (The 1.042x at 8 heads s_q
     #                     1024 compared the split consumer with itself: no rows converted there, so no pair)
-    qld: int = 0        # pair only (session 78). 1: each consumer warpgroup issues the loads of its rows of q's latent
-    #                     and RoPE parts before storing either (the default stores the latent part before loading the
-    #                     RoPE part: two trips to memory before the first step)
     # (pe, session 75, removed in 76: warpgroup 0 handed its P to warpgroup 1 against the max it used, before the
     #  common max came back, and warpgroup 1 rescaled that tile in place where the max moved; pe 2 also issued that
     #  P V before computing its own P. H100, `dsattn bench ab` against the default, bench/results/s75/: 32 heads s_q
@@ -282,7 +283,7 @@ def parse_prefill_config(spec: str, allow_pre16: bool = False) -> PrefillConfig:
           and cfg.pre16 in ((0, cfg.f16) if allow_pre16 else (0,))
           and cfg.pair in (0, 1) and (not cfg.pair or (cfg.f16 and cfg.block_n == 64 and cfg.stages == 2))
           and cfg.sfold in (0, 1) and cfg.prel in (0, 1) and cfg.fq in (0, 1) and cfg.qreg in (0, 1)
-          and cfg.lazy in (0, 1) and cfg.qld in (0, 1)
+          and cfg.lazy in (0, 1)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
@@ -290,7 +291,7 @@ def parse_prefill_config(spec: str, allow_pre16: bool = False) -> PrefillConfig:
                          "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0), "
                          "cl 0 or 1, pre16 0 (sparse_mla_prefill's row_scratch turns it on, with rows it converted), "
                          "pair 0 or 1 (1: with f16 1, block_n 64, 2 stages), sfold 0 or 1, prel 0 or 1, fq 0 or 1, "
-                         "qreg 0 or 1, lazy 0 or 1, qld 0 or 1; "
+                         "qreg 0 or 1, lazy 0 or 1; "
                          f"got {spec!r}")
     return cfg
 
@@ -339,7 +340,8 @@ def rows_config(base: PrefillConfig, num_heads: int, d_qk: int, variant: str) ->
     (its pair field then decides). H100, issue 3's case, against the split consumer over the same rows (session 69,
     bench/results/s69/): 32 heads `dsattn bench ab` s_q 1024 1.098x (95% CI 1.084-1.109), s_q 8192 1.129x; 16 / 8
     heads s_q 8192 1.131x / 1.133x (bench/s69_pair/pair_pre16.py, medians of alternating rounds); 64 heads (one
-    token a program) 0.943x, so not there. The pair runs with lazy 1 (session 74: PrefillConfig.lazy)."""
+    token a program) 0.943x, so not there. The pair runs with lazy 1 (session 74: PrefillConfig.lazy) and vst 1
+    (session 78: PrefillConfig.vst)."""
     return _rows_config(base, not os.environ.get("DSATTN_PF_CONFIG", "").strip()
                         and PAIR_HEADS[0] <= num_heads <= PAIR_HEADS[1] and d_qk == LATENT_DIM + 64
                         and variant == "native")
@@ -349,7 +351,7 @@ def rows_config(base: PrefillConfig, num_heads: int, d_qk: int, variant: str) ->
 def _rows_config(base: PrefillConfig, pair: bool) -> PrefillConfig:
     """rows_config's result by (base, whether the pair runs): made once, not per call."""
     cfg = dataclasses.replace(base, pre16=1)
-    return dataclasses.replace(cfg, pair=1, lazy=1) if pair else cfg
+    return dataclasses.replace(cfg, pair=1, lazy=1, vst=1) if pair else cfg
 
 
 if HAVE_GLUON:
@@ -885,7 +887,7 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
             flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
             flat.stride(0), has_len, g, hpt, profile, gluon_pair.pair_regs(gluon_pair.PAIR_PRODUCER_REGS),
             PRODUCER_WARPS, gluon_pair.PAIR_PRODUCER_REGS, num_warps=4, SPLIT=int(splits > 1), SFOLD=cfg.sfold, PREL=cfg.prel, FQ=cfg.fq,
-            QREG=cfg.qreg, LAZY=cfg.lazy, VST=cfg.vst, QLD=cfg.qld, stamp_ptr=stamps,
+            QREG=cfg.qreg, LAZY=cfg.lazy, VST=cfg.vst, stamp_ptr=stamps,
         )
         return
     _fast(  # kernel[grid](...) without Triton's per-call binding once this specialization ran (ops/_fastlaunch.py)
