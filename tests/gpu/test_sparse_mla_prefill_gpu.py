@@ -644,3 +644,51 @@ def test_pair_split_options(monkeypatch, spec):
     got = _pair_call(case, case.indices, None, "native", rs, spec)
     check_close(*got, *case.reference())
     assert torch.equal(got[0], plain[0]) and torch.equal(got[1], plain[1])
+
+
+@pytest.mark.parametrize("h, keyed, mib", [(32, False, None), (32, True, None), (8, False, 1), (16, True, 1)])
+def test_prefill_pdl(monkeypatch, h, keyed, mib):
+    """The row conversion beside the first union lists (session 78: DSATTN_PREFILL_PDL, programmatic dependent launch
+    of kernels.f16_rows behind grouping's union kernel): outputs bit-equal to the serial order (DSATTN_PREFILL_PDL=0),
+    right against the reference, over slots and keys, in one chunk and in several (DSATTN_PREFILL_SCRATCH_MIB=1: the
+    conversion rides with the first chunk only), eagerly and as a CUDA-graph replay (the dependent launch captured)."""
+    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
+    if mib:
+        monkeypatch.setenv("DSATTN_PREFILL_SCRATCH_MIB", str(mib))
+    case, keys, key_slots, rs = _pair_case(h, keyed, 1, 401 + h)
+    t = case.q.shape[0]
+
+    def call(out, lse):
+        sparse_mla_prefill(case.q, case.flat, keys, case.sm_scale, topk_length=case.topk_length, out=out, lse=lse,
+                           variant="native", key_slots=key_slots, row_scratch=rs)
+
+    got = {}
+    for pdl in ("0", "1"):
+        monkeypatch.setenv("DSATTN_PREFILL_PDL", pdl)
+        for r in rs:
+            r.fill_(-7)
+        out, lse = poisoned_outputs(t, h, DEV)
+        call(out, lse)
+        torch.cuda.synchronize()
+        got[pdl] = (out, lse)
+    check_close(*got["1"], *case.reference())
+    assert torch.equal(got["1"][0], got["0"][0]) and torch.equal(got["1"][1], got["0"][1])
+    out, lse = poisoned_outputs(t, h, DEV)
+    call(out, lse)  # (warm: the graph captures launches only)
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        with torch.cuda.graph(g, stream=s):
+            call(out, lse)
+    torch.cuda.current_stream().wait_stream(s)
+    for r in rs:
+        r.fill_(-7)
+    out.fill_(float("nan"))
+    lse.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, got["0"][0]) and torch.equal(lse, got["0"][1])
+    monkeypatch.setenv("DSATTN_PREFILL_PDL", "2")
+    with pytest.raises(ValueError, match="DSATTN_PREFILL_PDL"):
+        call(out, lse)
