@@ -914,7 +914,7 @@ def _dest(out, lse, splits, part_o, part_lse):
 
 def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch=None,
                       config: PrefillConfig | None = None, pad64: bool = False, splits: int = 1, part_o=None,
-                      part_lse=None, key_slots=None, rows_job=None) -> None:
+                      part_lse=None, key_slots=None) -> None:
     """Sparse MLA prefill (SPEC 3) over bf16 rows flat [N, D_qk] for q [T, H, D_qk] into out / lse through
     sparse_mla_prefill_kernel. Inputs already validated by sparse_mla_prefill. G > 1 (<= 32 heads): tokens in
     chunks of C * G (C: the groups scratch holds), each chunk's union lists built by grouping.build_groups into
@@ -924,10 +924,7 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
     (rows past H masked: zero q, never stored), scratch unused. splits > 1 (a short prefill; dispatch.prefill_splits):
     each work item's list is walked by `splits` programs into part_o / part_lse ([T, S, H, 512] / [T, S, H] fp32),
     then launch.combine_splits writes out / lse. key_slots (G > 1 only): indices are keys; the union lists are built
-    over them (keys in [0, len(key_slots))) and then turned into slots (grouping.translate_entries). rows_job: the
-    call's row conversion (launch.launch_prefill, flat's rows written by it), launched here before anything reads
-    them: G > 1, right behind the first chunk's union lists (grouping._build_groups' after_union: on the fused dense
-    path with programmatic dependent launch, beside them, session 78); else first."""
+    over them (keys in [0, len(key_slots))) and then turned into slots (grouping.translate_entries)."""
     t, h, d = q.shape
     topk = indices.shape[1]
     hpt, g = (64, 1) if pad64 else group_shape(h)
@@ -940,8 +937,6 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
     if key_slots is not None and g == 1:
         raise ValueError("key_slots needs the grouped kernel (G > 1); launch.launch_prefill looks the slots up")
     if g == 1:
-        if rows_job is not None:
-            rows_job(False)
         end = topk_length if topk_length is not None else indices
         _launch(q, flat, indices, indices.stride(0), end, indices, sm_scale, topk, 0, t,
                 t * -(-h // hpt), 1, hpt, topk_length is not None, cfg, dest)
@@ -954,14 +949,11 @@ def run_prefill_gluon(q, flat, indices, sm_scale, topk_length, out, lse, scratch
     for token0 in range(0, t, chunk):
         n = min(chunk, t - token0)
         num = flat.shape[0] if key_slots is None else key_slots.shape[0]
-        groups = _build_groups(indices, topk_length, num, g, token0, n, entries, masks, counts, -(-n // g), rows_job)
-        rows_job = None
+        groups = _build_groups(indices, topk_length, num, g, token0, n, entries, masks, counts, -(-n // g))
         if key_slots is not None:
             # gluon_pair reads validity from the masks alone: an entry whose slot is outside flat scores -inf there
             # only with its mask cleared (a keyed call over converted rows: kmap's -1)
             translate_entries(entries, counts, groups, key_slots, masks if cfg.pair else None, flat.shape[0])
         _launch(q, flat, entries, entries.stride(0), counts, masks, sm_scale, topk, token0, token0 + n,
                 groups, g, hpt, False, cfg, dest)
-    if rows_job is not None:  # (no tokens: the rows are converted all the same)
-        rows_job(False)
     combine_splits(out, lse, part_o, part_lse, splits)

@@ -806,24 +806,6 @@ def dups_block(groups: int) -> int:
     return b
 
 
-_PDL_CAPABLE: dict = {}
-
-
-def prefill_pdl(device) -> bool:
-    """Whether a grouped prefill's row conversion runs beside its first union lists (session 78): DSATTN_PREFILL_PDL
-    '1' (the default) or '0', and a CUDA device of sm_90 or newer (griddepcontrol). ValueError for another value of
-    the variable (sparse_mla_prefill reads it before any kernel runs)."""
-    env = os.environ.get("DSATTN_PREFILL_PDL", "1").strip() or "1"
-    if env not in ("0", "1"):
-        raise ValueError(f"DSATTN_PREFILL_PDL must be 0 or 1, got {env!r}")
-    if env == "0" or device.type != "cuda":
-        return False
-    i = device.index if device.index is not None else torch.cuda.current_device()
-    if i not in _PDL_CAPABLE:
-        _PDL_CAPABLE[i] = torch.cuda.get_device_capability(i)[0] >= 9
-    return _PDL_CAPABLE[i]
-
-
 def _launch_dups(args, groups, block, **meta):
     """The repeated-slot kernel over `groups` groups, `block` a program (dups_block; args: the union kernels')."""
     _fast(_group_union_dups_kernel, (-(-groups // block),), *args, groups, BLOCK=block, **meta)
@@ -1008,16 +990,13 @@ def dense_reach(G: int, topk: int, device) -> int:
 
 
 def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups,
-                  smem_map: bool = False, fused: bool = False, after_union=None):
+                  smem_map: bool = False, fused: bool = False):
     """clear, insert, compact (which rebuilds a group with a repeated slot the sort path's way): three launches,
     nothing allocated; the map lives in masks[c, :D] (dense_layout), the entries come out ascending by slot.
     smem_map (IMPL 'dense_smem', where grouping_smem.usable): one launch builds each group's map in shared memory
     and writes it there instead of the clear and the insert. fused (IMPL 'auto' / 'dense_fused', where
     grouping_smem.usable): one launch builds and compacts each group's map in shared memory (the same entries in the
-    same order; nothing past counts[c] written), then the repeated-slot kernel. after_union (fused only; _build_groups
-    runs it first otherwise): called as after_union(pdl) right after the union lists' launch, before the repeated-slot
-    kernel's; pdl (prefill_pdl) when the union programs let it start at once (the grouped prefill's row conversion,
-    session 78: kernels.f16_rows' pdl)."""
+    same order; nothing past counts[c] written), then the repeated-slot kernel."""
     k = indices.shape[1]
     gp, spw, d = dense_layout(num_slots, G)
     interp = interpreting()
@@ -1027,11 +1006,8 @@ def _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     block = dups_block(groups)  # (DSATTN_DUPS_BLOCK checked before any kernel)
     if fused:
         from . import grouping_smem
-        pdl = after_union is not None and prefill_pdl(indices.device)
         grouping_smem.launch_union(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups,
-                                   gp, spw, d, _fast, pdl=pdl)
-        if after_union is not None:
-            after_union(pdl)
+                                   gp, spw, d, _fast)
         kp = next_pow2(k)
         if DENSE_REBUILD:
             _launch_dups((*src, entries, entries.stride(0), masks, masks.stride(0), counts, k), groups, block, G=G,
@@ -1081,17 +1057,12 @@ def build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, m
     return _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)
 
 
-def _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups,
-                  after_union=None) -> int:
+def _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups) -> int:
     """build_groups after its checks (indices [T, K]; groups = cdiv(ntokens, G)): the grouped prefill's launcher
-    calls it per chunk on inputs sparse_mla_prefill has validated. after_union: a launch of the caller's (its first
-    chunk's row conversion) run right after the union lists' kernel on the fused dense path (_launch_dense), else
-    before anything, as after_union(False)."""
-    if groups == 0 or not kernels_available(indices.device):
-        if after_union is not None:
-            after_union(False)
-        if groups == 0:
-            return 0
+    calls it per chunk on inputs sparse_mla_prefill has validated."""
+    if groups == 0:
+        return 0
+    if not kernels_available(indices.device):
         return build_groups_reference(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts)
     impl = _impl()
     smem_map = fused = False
@@ -1103,12 +1074,9 @@ def _build_groups(indices, topk_length, num_slots, G, token0, ntokens, entries, 
     if impl == "dense":
         fits = fused_fits if fused else dense_fits
         impl = "dense" if fits(num_slots, G, indices.shape[1]) else "hash"
-    if after_union is not None and not (impl == "dense" and fused):
-        after_union(False)
-        after_union = None
     if impl == "dense":
         _launch_dense(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups, smem_map,
-                      fused, after_union)
+                      fused)
     elif impl in ("hash", "hash1") and G * indices.shape[1] < 1 << 30:     # (counts[c] flags bit 30)
         launch = _launch_hash if impl == "hash" else _launch_hash1
         launch(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups)

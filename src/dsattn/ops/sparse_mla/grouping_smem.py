@@ -204,7 +204,7 @@ if HAVE_GLUON:
                                 msk_ptr, msk_stride, cnt_ptr, K, D, G: gl.constexpr, GP: gl.constexpr,
                                 SPW: gl.constexpr, LOG_SPW: gl.constexpr, DW: gl.constexpr, CW: gl.constexpr,
                                 KP: gl.constexpr, BK: gl.constexpr, OUTW: gl.constexpr, TW: gl.constexpr,
-                                HAS_LEN: gl.constexpr, num_warps: gl.constexpr, PDL: gl.constexpr = 0):
+                                HAS_LEN: gl.constexpr, num_warps: gl.constexpr):
         """Program c (first group first): group c's union list in one program (grouping IMPL 'dense_fused'): the
         map built in shared memory as dense_map_smem_kernel builds it, then compacted there, ascending by slot, and
         written out whole: entries[c, :n], masks[c, :n], counts[c] = n; or counts[c] = -1 and nothing else
@@ -216,9 +216,7 @@ if HAVE_GLUON:
         chunk's entries after the previous chunks' (a running count), so the map may be larger than the registers
         hold (union_max_words). No Triton operation here uses shared memory (the scans and sums run within a warp;
         totals cross warps through the inline-PTX words, the two sets used by alternate chunks so that one barrier a
-        chunk suffices), so the three buffers allocated below only size it. PDL 1 (session 78): each program first
-        lets the next kernel of the stream start (griddepcontrol.launch_dependents; that kernel is launched with
-        programmatic stream serialization and waits for this one itself: kernels.f16_rows' pdl)."""
+        chunk suffices), so the three buffers allocated below only size it."""
         c = gl.program_id(0)
         NW: gl.constexpr = num_warps
         R: gl.constexpr = CW // (32 * NW)
@@ -233,9 +231,6 @@ if HAVE_GLUON:
         IL: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, NW], [1, 0])
         CL: gl.constexpr = gl.BlockedLayout([1], [32], [NW], [0])
         SL: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-        if PDL:
-            gl.inline_asm_elementwise("griddepcontrol.launch_dependents; mov.u32 $0, $1;", "=r,r",
-                                      [gl.arange(0, 32 * NW, CL)], dtype=gl.int32, is_pure=False, pack=1)
         # size the kernel's dynamic shared memory (DW + TW + OUTW words); used through global_smem only
         res_map = gl.allocate_shared_memory(gl.int32, [DW], SL)
         res_tot = gl.allocate_shared_memory(gl.int32, [TW], SL)
@@ -373,12 +368,10 @@ def union_max_words(G: int, topk: int) -> int:
     return min(MAX_WORDS, 1 << (room.bit_length() - 1))
 
 
-def launch_union(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups, gp, spw, d, fast,
-                 pdl: bool = False):
+def launch_union(indices, topk_length, num_slots, G, token0, ntokens, entries, masks, counts, groups, gp, spw, d, fast):
     """The union lists of `groups` groups in one launch (grouping._launch_dense under IMPL 'dense_fused'); groups
     with a repeated slot get counts -1, for the repeated-slot kernel that follows. d: the map's words
-    (grouping.dense_layout), at most union_max_words(G, K). union_warps(d, G, K) warps a program. pdl: the programs
-    let the next launch start at once (dense_union_smem_kernel's PDL)."""
+    (grouping.dense_layout), at most union_max_words(G, K). union_warps(d, G, K) warps a program."""
     k = indices.shape[1]
     nw = union_warps(d, G, k)
     dw = max(_pow2(d), 32 * nw)
@@ -389,4 +382,4 @@ def launch_union(indices, topk_length, num_slots, G, token0, ntokens, entries, m
          topk_length if topk_length is not None else indices, num_slots, token0, ntokens, entries, entries.stride(0),
          masks, masks.stride(0), counts, k, d, G=G, GP=gp, SPW=spw, LOG_SPW=spw.bit_length() - 1, DW=dw, CW=cw,
          KP=max(kp, bk), BK=bk, OUTW=union_out_words(G, k, nw), TW=tot_words(nw), HAS_LEN=topk_length is not None,
-         num_warps=nw, PDL=int(pdl))
+         num_warps=nw)

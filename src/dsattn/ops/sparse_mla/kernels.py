@@ -42,8 +42,6 @@ from __future__ import annotations
 from .._fastlaunch import launch as _fast
 from .._triton import mma, tl, triton
 
-from triton.language.extra.cuda import gdc_wait  # griddepcontrol.wait (f16_rows_kernel's PDL)
-
 # Globals a kernel reads must be constexpr.
 LATENT = tl.constexpr(512)
 ROPE = tl.constexpr(64)
@@ -257,15 +255,13 @@ def combine_splits_kernel(part_o_ptr, part_lse_ptr, out_ptr, stride_ot, stride_o
 
 @triton.jit
 def f16_rows_kernel(src_ptr, dst_ptr, slots_ptr, kmap_ptr, num_rows, num_src, stride_src, stride_dst, scale,
-                    HAS_ROPE: tl.constexpr, KEYED: tl.constexpr, BR: tl.constexpr, PDL: tl.constexpr = 0):
+                    HAS_ROPE: tl.constexpr, KEYED: tl.constexpr, BR: tl.constexpr):
     """Rows [BR program, BR program + BR) of dst from bf16 src [num_src, 512 (+ 64)]: the latent part as the bits of
     fp16(x x scale) (scale = V_SCALE passed at run time: with a constant the compiler narrows the product into
     fp16(x) x 2**-8, rounding twice; the module docstring says where), the RoPE part copied. What gluon_prefill's
     producer does to each gathered stage (config cvt_asm: one rounding, finite below 2**24), done once a row for its
     config pre16. KEYED: dst row r is src row slots[r], and kmap[r] = r, or -1 (dst row r zeros, nothing read) for
-    a slot outside [0, num_src); else dst row r is src row r. PDL 1 (a launch with programmatic stream
-    serialization, f16_rows' pdl): each program ends by waiting for the kernel before it in the stream to complete
-    (griddepcontrol.wait), so that this kernel's completion means that one's too."""
+    a slot outside [0, num_src); else dst row r is src row r."""
     r = tl.program_id(0) * BR + tl.arange(0, BR)
     ok = r < num_rows
     if KEYED:
@@ -285,18 +281,13 @@ def f16_rows_kernel(src_ptr, dst_ptr, slots_ptr, kmap_ptr, num_rows, num_src, st
     if HAS_ROPE:
         cr = LATENT + tl.arange(0, ROPE)[None, :]
         tl.store(dst_ptr + rd + cr, tl.load(src_ptr + rs + cr, mask=valid[:, None], other=0.0), mask=ok[:, None])
-    if PDL:
-        gdc_wait()
 
 
-def f16_rows(src, dst, key_slots=None, kmap=None, block_rows: int = 16, num_warps: int = 4, pdl: bool = False) -> None:
+def f16_rows(src, dst, key_slots=None, kmap=None, block_rows: int = 16, num_warps: int = 4) -> None:
     """gluon_prefill's rows for config pre16 (f16_rows_kernel): dst [n, D] (bf16-typed, row stride a multiple of 8
     elements) = src's rows, their latent part as fp16(x x 2**-8) bits; without key_slots n = src rows and row r is
     src row r; with key_slots [n] int32, row r is src row key_slots[r] and kmap [n] int32 gets r, or -1 for a slot
-    outside src (that row zeros). Inputs checked by the caller (sparse_mla_prefill). pdl (a CUDA GPU of sm_90 or
-    newer, right after a launch whose programs signal griddepcontrol.launch_dependents: grouping's union lists,
-    session 78): launched with programmatic stream serialization, so its programs run beside that kernel's, and
-    each ends waiting for it (f16_rows_kernel's PDL): the next launch still starts after both."""
+    outside src (that row zeros). Inputs checked by the caller (sparse_mla_prefill)."""
     n = src.shape[0] if key_slots is None else key_slots.shape[0]
     if n:
         keyed = key_slots is not None
@@ -305,5 +296,4 @@ def f16_rows(src, dst, key_slots=None, kmap=None, block_rows: int = 16, num_warp
         # launch; Triton's launch path 9.5 us against the fast path's 6.9, bench/host_overhead.py --stub --breakdown)
         _fast(f16_rows_kernel, ((n + block_rows - 1) // block_rows,),
               src, dst, key_slots if keyed else src, kmap if keyed else src, n, src.shape[0], src.stride(0),
-              dst.stride(0), 1.0 / 256, src.shape[1] > LATENT.value, keyed, block_rows, int(pdl), num_warps=num_warps,
-              **({"launch_pdl": True} if pdl else {}))
+              dst.stride(0), 1.0 / 256, src.shape[1] > LATENT.value, keyed, block_rows, num_warps=num_warps)

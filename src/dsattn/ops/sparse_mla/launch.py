@@ -493,24 +493,18 @@ def launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, con
     dispatch.prefill_converts_rows agrees, the rows are converted into it first (kernels.f16_rows) and the kernel
     runs over them with config pre16 (gluon_prefill.rows_config: and gluon_pair's schedule where it is faster); with
     key_slots the keys then read rows[key] directly (kmap: the key, or -1
-    where its slot is outside kv, in place of key_slots). Where the grouped kernel runs (G > 1), the conversion is
-    launched by run_prefill_gluon right behind the first union lists (rows_job; beside them where
-    grouping.prefill_pdl, session 78), before anything reads the rows."""
+    where its slot is outside kv, in place of key_slots)."""
     splits = part_o.shape[1] if part_o is not None else 1
     gluon = config is None and use_gluon_prefill(q, kv, variant)
-    pf_config = rows_job = None
+    pf_config = None
     n = kv.shape[0] if key_slots is None else key_slots.shape[0]
     if gluon and rows is not None and prefill_converts_rows(q.shape[0], q.shape[1], indices.shape[1], n):
         from .gluon_prefill import prefill_config, rows_config
         base = prefill_config(q.shape[1], q.shape[2])
         if base.f16 and not base.pre16:
-            if variant != "pad64" and group_shape(q.shape[1])[1] > 1:
-                from .grouping import prefill_pdl
-                prefill_pdl(q.device)  # (DSATTN_PREFILL_PDL checked before any kernel)
-                src, ks = kv, key_slots
-                rows_job = lambda pdl: f16_rows(src, rows, ks, kmap, pdl=pdl)  # noqa: E731
-            else:
-                f16_rows(kv, rows, key_slots, kmap)
+            # (session 78 launched this beside the first union lists by programmatic dependent launch: they overlapped,
+            # each slowed, 32 heads s_q 1024 0.999x / 8192 1.007x, bench/results/s78/; removed, code at da0dd9b)
+            f16_rows(kv, rows, key_slots, kmap)
             # (no view where the scratch is the call's size: a slice is host time, ~1-2 us a tensor)
             kv, pf_config = (rows if rows.shape[0] == n else rows[:n]), rows_config(base, q.shape[1], q.shape[2],
                                                                                      variant)
@@ -522,7 +516,7 @@ def launch_prefill(q, kv, indices, sm_scale, topk_length, out, lse, variant, con
         from .gluon_prefill import run_prefill_gluon
         run_prefill_gluon(q, kv, indices, sm_scale, topk_length, out, lse, scratch, config=pf_config,
                           pad64=variant == "pad64", splits=splits, part_o=part_o, part_lse=part_lse,
-                          key_slots=key_slots, rows_job=rows_job)
+                          key_slots=key_slots)
         return
     run_attention(q, kv, KVLayout.BF16, indices, sm_scale, topk_length, out, lse, variant, splits, part_o, part_lse,
                   config=config)
