@@ -31,7 +31,10 @@ rows_config picks the pair; session 74): m0 and mc above are the maxima in use, 
 recurrence's twin). Two options measured and removed (sessions 75-76; gluon_prefill.PrefillConfig's comments): pe
 and ring. q (fp16) and its RoPE part (bf16 x 2^-8) sit in shared memory. Outputs: as gluon_prefill (out x 256 / l,
 lse natural log; a row without a valid entry out 0, lse -inf); split launches (SPLIT) store normalized partials as
-gluon_prefill's do.
+gluon_prefill's do. Config vst (on where rows_config picks the pair; session 78): each warpgroup stores its half of O
+through its own stage, 16 bytes a thread (the stages are idle once the l exchange is done), in place of 4-byte stores
+from the accumulator layout: the epilogue 13.4k / 9.8k -> 3.7k / 2.9k cycles at 32 heads s_q 1024 (H100,
+bench/s78/edges.py).
 
 Shared memory: 230,832 B (sm_90a compile; q 72 KB, two stages 144 KB, warpgroup 1's P 8 KB, the exchange 1 KB).
 Measured (H100, session 69, notes/sparse_mla.md; bench/results/s69/): against the split consumer over the same rows,
