@@ -628,9 +628,9 @@ def test_pair_other_paths(monkeypatch, kind, h, t, d_qk, variant):
 
 @pytest.mark.parametrize("spec", ["pair=1,lazy=1,vst=1"])
 def test_pair_split_options(monkeypatch, spec):
-    """PrefillConfig.vst (session 78; the pair's default) in the pair's split build (a short prefill: fp32 partials, which vst
-    stages through a whole 64 KB stage, then the combine): right against the reference, bit-equal to the pair
-    without it."""
+    """PrefillConfig.vst (session 78; the pair's default) in the pair's split build (a short prefill: fp32 partials,
+    which vst stages through a whole 64 KB stage, then the combine): right against the reference, bit-equal to the
+    pair without it."""
     from dsattn.ops._triton import sm_count
     from dsattn.ops.sparse_mla import prefill_row_spec
     from dsattn.ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, prefill_splits
