@@ -65,8 +65,9 @@ def report(st, kernel_us=None):
           f"entry (ns) {q(gaps)}; idle before its first program (ns) {q(torch.tensor(head, dtype=torch.float64))}; "
           f"idle after its last (ns) {q(torch.tensor(tail, dtype=torch.float64))}")
     b = torch.tensor(busy, dtype=torch.float64)
-    print(f"  per SM: inside programs {b.mean() / 1e3:.1f} us of the {span:.1f} us span ({b.mean() / 1e3 / span:.1%}); "
-          f"inside steps {(last_end - first).double().amax(1).sum() / ghz.mean() / len(count) / 1e3:.1f} us", flush=True)
+    in_steps = (last_end - first).double().amax(1).sum() / ghz.mean() / len(count) / 1e3
+    print(f"  per SM: inside programs {b.mean() / 1e3:.1f} us of the {span:.1f} us span "
+          f"({b.mean() / 1e3 / span:.1%}); inside steps {in_steps:.1f} us", flush=True)
 
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--fake":
