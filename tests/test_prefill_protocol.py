@@ -199,7 +199,7 @@ def _pair_producer_ops(npairs, r0_first, pipe, ring=None):
     return ops + ([("arrive", *pending)] if pending else [])
 
 
-def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, ring=None):
+def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, ring=None, vst=False):
     """Config pair (gluon_prefill._producer_pair / _wg_pair at 9d66719; removed): step i holds block 2 i in stage 0 and
     2 i + 1 in stage 1 (a missing last block is gathered zero-filled and runs as any other), each stage as two halves L
     and R with their own full / free mbarriers and one releasing warpgroup each; the producer refills L(0), R(1), R(0),
@@ -216,7 +216,11 @@ def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, ring=None):
     and releases R(0) once that one retired, then R(1); the producer refills L(0), R(0), R(1), L(1) (gluon_pair's
     order since). ring (PrefillConfig.ring of sessions 75-76, removed; r0_first follows from it): 0 session 67's
     order; 1 the producer refills L(1) before R(1) and warpgroup 1's S reads L(1) first; 2 the producer refills L(0),
-    R(1), L(1), R(0) and warpgroup 1 issues its own P V first (releasing R(1) first), as r0_first False."""
+    R(1), L(1), R(0) and warpgroup 1 issues its own P V first (releasing R(1) first), as r0_first False. vst
+    (PrefillConfig.vst, gluon_pair's default since session 78): after the row sums' exchange warpgroup h writes its half
+    of O into stage h's latent part (both halves): by then the producer must have finished every copy and no product
+    may read stage h; broken 'vst_early' (the write right after the warpgroup's last step, before the exchange) must be
+    caught."""
     if ring is not None:
         r0_first = ring != 2
     rnd = random.Random(seed)
@@ -228,18 +232,26 @@ def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, ring=None):
     p_val = [None, None]                    # the step whose P each P buffer holds (0: stage 0's RoPE tile, 1: p1)
     p_reading = [set(), set()]              # steps of P V products (by the other warpgroup) reading P buffer k
     npairs = (nblocks + 1) // 2
+    ops = _pair_producer_ops(npairs, r0_first, pipe, ring)
+    left = [len(ops)]                       # the producer's operations not yet done
 
     def holds(h, st, b):
         assert half[(h, st)] == b, f"{h}({st}) holds {half[(h, st)]}, block {b} still read (pair, {nblocks})"
 
+    def write_o(h):
+        """vst: warpgroup h's half of O through stage h's latent part (L(h) and R(h))."""
+        assert left[0] == 0, f"O written into stage {h} with {left[0]} copies of the producer's still to come"
+        half[("L", h)] = half[("R", h)] = "O"
+
     def producer():
-        for op, h, st, j in _pair_producer_ops(npairs, r0_first, pipe, ring):
+        for op, h, st, j in ops:
             free, full = (free_l, full_l) if h == "L" else (free_r, full_r)
             if op == "issue":
                 yield from _wait(free[st], (j & 1) ^ 1)
                 half[(h, st)] = 2 * j + st  # the copies start overwriting the half
             else:
                 full[st].arrive()           # landed (each thread's no-increment arrive; fp16: converted first)
+            left[0] -= 1
             yield
 
     def write_p(k, i):
@@ -334,10 +346,15 @@ def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, ring=None):
                 if broken != "early_r0":
                     free_r[0].arrive()
             yield
+        if vst and broken == "vst_early":
+            write_o(h)
+            yield
         x_val[2 + h] = npairs               # the row sums
         xbar[h].arrive()
         yield from _wait(xbar[1 - h], npairs & 1)
         assert x_val[3 - h] == npairs
+        if vst and broken != "vst_early":
+            write_o(h)
 
     _interleave([producer(), wg(0), wg(1)], rnd, f"pair, {nblocks} blocks, seed {seed}")
 
@@ -347,6 +364,23 @@ def test_pair_protocol(r0_first, ring):
     for nblocks in range(0, 12):
         for seed in range(60):
             _run_pair(nblocks, seed, r0_first=r0_first, ring=ring)
+
+
+def test_pair_vst_protocol():
+    """gluon_pair's default order (r0_first) with vst (session 78): O written through each warpgroup's own stage after
+    the row sums' exchange finds the producer done and no product reading that stage; written right after the
+    warpgroup's last step instead, the model catches it (a product of the other warpgroup, or a copy, still on it)."""
+    for nblocks in range(0, 12):
+        for seed in range(60):
+            _run_pair(nblocks, seed, r0_first=True, vst=True)
+    caught = 0
+    for seed in range(300):
+        try:
+            _run_pair(6, seed, r0_first=True, vst=True, broken="vst_early")
+        except AssertionError as e:
+            assert "still read" in str(e) or "copies of the producer" in str(e), str(e)
+            caught += 1
+    assert caught > 0
 
 
 def test_pair_pipelined_conversion_protocol():
