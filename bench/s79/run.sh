@@ -7,11 +7,10 @@
 #     the issue's own card: session 76's eager table there read 1.176x / 1.131x at 32 heads, before vst (1.028x at 32
 #     heads s_q 1024 on an H100). PREDICTION on an H200: 32 heads >= 1.20x at s_q 1024 and >= 1.16x at 8192.
 #   DSATTN_GIT_COMMIT=<sha> bash bench/s79/run.sh
-set -u
-export PYTHONPATH=src PYTHONUNBUFFERED=1
-unset TRITON_INTERPRET DSATTN_PF_CONFIG DSATTN_SPARSE_MLA_IMPL DSATTN_PF_PROFILE DSATTN_DUPS_BLOCK
-L=$OUT/s79.log
-echo "$(nvidia-smi --query-gpu=name --format=csv,noheader) tree ${DSATTN_GIT_COMMIT:-?}" > $L
+LOG=s79.log TAG=s79
+source bench/gpu_lib.sh  # (the environment, $L with the GPU's name; $OUT/r, which the table below also fills)
+unset DSATTN_PF_PROFILE DSATTN_DUPS_BLOCK
+echo "tree ${DSATTN_GIT_COMMIT:-?}" >> $L
 t0=$SECONDS
 timeout ${TEST_S:-240} python -m pytest -q -p no:cacheprovider -rfE --tb=short tests/gpu/test_sparse_mla_prefill_gpu.py \
   -k "pair_over_converted_rows or pair_options or pair_split_options or pair_stamps or pair_other_paths or row_scratch_bit_equal" \
