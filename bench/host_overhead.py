@@ -2,6 +2,7 @@
 
     PYTHONPATH=src python bench/host_overhead.py [--profile] [--breakdown] [--n 50]
     PYTHONPATH=src python bench/host_overhead.py --stub [--breakdown] [--profile]     (no GPU: the CPU box)
+    (--only TEXT: only the cases whose name holds TEXT, e.g. --only "32h 1024")
 
 Host time: wall time of N back-to-back calls without synchronizing, divided by N, the least of --reps rounds (the GPU
 queue absorbs them, so this is the enqueue cost: checks, dispatch, launches). GPU time: do_bench's median. A call is

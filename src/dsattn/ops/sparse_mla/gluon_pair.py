@@ -34,7 +34,7 @@ lse natural log; a row without a valid entry out 0, lse -inf); split launches (S
 gluon_prefill's do. Config vst (on where rows_config picks the pair; session 78): each warpgroup stores its half of O
 through its own stage, 16 bytes a thread (the stages are idle once the l exchange is done), in place of 4-byte stores
 from the accumulator layout: the epilogue 13.4k / 9.8k -> 3.7k / 2.9k cycles at 32 heads s_q 1024 (H100,
-bench/s78/edges.py).
+bench/s78/edges.py; the second run had session 78's qld too, which changed only q's load).
 
 Shared memory: 230,832 B (sm_90a compile; q 72 KB, two stages 144 KB, warpgroup 1's P 8 KB, the exchange 1 KB).
 Measured (H100, session 69, notes/sparse_mla.md; bench/results/s69/): against the split consumer over the same rows,

@@ -180,7 +180,8 @@ class PrefillConfig:
     #                     16-byte pieces (_store_rows_tile; session 21; prefill_config's default at >= 64 heads
     #                     since session 22: 1.029-1.037x there, 0.985x at 16 / 32 heads). The pair takes it too
     #                     (session 78: each warpgroup through its own stage once both are past their last step; its
-    #                     epilogue 13.4k / 9.8k -> 3.7k / 2.9k cycles at 32 heads s_q 1024, bench/s78/edges.py; H100,
+    #                     epilogue 13.4k / 9.8k -> 3.7k / 2.9k cycles at 32 heads s_q 1024, bench/s78/edges.py, the
+    #                     second run with qld too (q's load only); H100,
     #                     `dsattn bench ab` against vst 0: 1.028x (95% CI 1.018-1.049) there, with session 78's qld
     #                     1.029x (1.023-1.037) and 1.025x (1.019-1.031) at s_q 8192; bench/results/s78/). THE PAIR'S
     #                     DEFAULT since session 78 (rows_config)
