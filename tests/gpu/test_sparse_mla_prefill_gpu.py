@@ -626,9 +626,33 @@ def test_pair_other_paths(monkeypatch, kind, h, t, d_qk, variant):
         assert torch.equal(pair[0], split[0]) and torch.equal(pair[1], split[1])
 
 
-@pytest.mark.parametrize("spec", ["pair=1,lazy=1,vst=1"])
+@pytest.mark.parametrize("h, keyed, scale", [(8, True, 6), (16, False, 1), (32, False, 6), (32, True, 1)])
+def test_pair_odd(monkeypatch, h, keyed, scale):
+    """PrefillConfig.odd (session 79): a last step whose second block is past the list copies nothing and skips its
+    S and both P V products against it. Right against the reference (test_pair_over_converted_rows' cases) and
+    bit-equal to the default pair without it (the skipped products added exact zeros); the lists' block counts are
+    odd in some groups and even in others."""
+    from dsattn.ops.sparse_mla.grouping import group_shape
+    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
+    case, keys, key_slots, rs = _pair_case(h, keyed, scale, 373 + h)
+    plain = _pair_call(case, keys, key_slots, "native", rs, "pair=1,lazy=1,vst=1")
+    got = _pair_call(case, keys, key_slots, "native", rs, "pair=1,lazy=1,vst=1,odd=1")
+    check_close(*got, *case.reference())
+    assert torch.equal(got[0], plain[0]) and torch.equal(got[1], plain[1])
+    # the groups' block counts (distinct valid slots of their tokens' lists): both parities occur
+    t, g = case.q.shape[0], group_shape(h)[1]
+    idx, lens, n = case.indices.reshape(t, -1).cpu(), case.topk_length.cpu(), case.flat.shape[0]
+    nb = []
+    for g0 in range(0, t, g):
+        rows = [idx[u, :lens[u]] for u in range(g0, min(g0 + g, t))]
+        slots = torch.cat(rows)
+        nb.append((torch.unique(slots[(slots >= 0) & (slots < n)]).numel() + 63) // 64)
+    assert {b % 2 for b in nb} == {0, 1}
+
+
+@pytest.mark.parametrize("spec", ["pair=1,lazy=1,vst=1", "pair=1,lazy=1,vst=1,odd=1"])
 def test_pair_split_options(monkeypatch, spec):
-    """PrefillConfig.vst (session 78; the pair's default) in the pair's split build (a short prefill: fp32 partials,
+    """PrefillConfig.vst (session 78; the pair's default) and odd (session 79) in the pair's split build (a short prefill: fp32 partials,
     which vst stages through a whole 64 KB stage, then the combine): right against the reference, bit-equal to the
     pair without it."""
     from dsattn.ops._triton import sm_count

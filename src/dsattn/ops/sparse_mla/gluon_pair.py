@@ -164,16 +164,24 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _pair_refill(ix, num_slots, kv_ptr, lat, rope, full, free, k: gl.constexpr, RIGHT: gl.constexpr, ph,
-                     stride_kv: gl.constexpr, PW: gl.constexpr, GATHER: gl.constexpr, FQ: gl.constexpr):
-        """One half (RIGHT or left) of stage k refilled with the rows of entries ix once its readers released it."""
+                     stride_kv: gl.constexpr, PW: gl.constexpr, GATHER: gl.constexpr, FQ: gl.constexpr, has=None):
+        """One half (RIGHT or left) of stage k refilled with the rows of entries ix once its readers released it.
+        has (config odd): False where the block is past the list, and then the arrives alone, nothing copied."""
         mbarrier.wait(free.index(k), ph)
-        _pair_gather(ix, num_slots, kv_ptr, lat.index(k), rope.index(k), _full(full, k, 0, FQ), _full(full, k, 1, FQ),
-                     stride_kv, RIGHT, PW, GATHER, FQ)
+        if has is None:
+            _pair_gather(ix, num_slots, kv_ptr, lat.index(k), rope.index(k), _full(full, k, 0, FQ),
+                         _full(full, k, 1, FQ), stride_kv, RIGHT, PW, GATHER, FQ)
+        elif has:
+            _pair_gather(ix, num_slots, kv_ptr, lat.index(k), rope.index(k), _full(full, k, 0, FQ),
+                         _full(full, k, 1, FQ), stride_kv, RIGHT, PW, GATHER, FQ)
+        else:
+            _pair_gather(ix, num_slots, kv_ptr, lat.index(k), rope.index(k), _full(full, k, 0, FQ),
+                         _full(full, k, 1, FQ), stride_kv, RIGHT, PW, 0, FQ)
 
     @gluon.jit
     def _pair_producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r,
                        stride_kv: gl.constexpr, BN: gl.constexpr, PROFILE: gl.constexpr, PW: gl.constexpr,
-                       FQ: gl.constexpr):
+                       FQ: gl.constexpr, ODD: gl.constexpr = 0):
         """The producer: each step's four halves in the order L(0), R(0), R(1), L(1) (session 76 measured two others,
         notes/sparse_mla.md: the wait moves, the step stays); the entries of the next half loaded while it waits for
         the half's release (reloaded rather than held: held, they spilled).
@@ -182,7 +190,9 @@ if HAVE_GLUON:
         the next half it waits for is the next step's L(0), released only after that step's S, softmax and first
         P V (~2500 clocks by arithmetic, not measured), while the reads take >= 1024; placed after R(1) (session 72's
         form, not run) they would have held back L(1)'s refill, released at about R(1)'s time, so a slower probe would
-        not have said which it was."""
+        not have said which it was.
+        ODD 1 (PrefillConfig.odd): a last step's second block past the list (an odd block count) is not copied, its
+        halves' arrives alone (no consumer reads them)."""
         GATHER: gl.constexpr = (PROFILE & 1) == 0
         PROBE: gl.constexpr = (PROFILE & 4) != 0
         PL: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [PW, 1], [1, 0])
@@ -195,9 +205,17 @@ if HAVE_GLUON:
             ix = _pair_entries(idx_row, 2 * j, hi, BN, PW)
             _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_r, free_r, 0, True, ph, stride_kv, PW, GATHER, FQ)
             ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
-            _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_r, free_r, 1, True, ph, stride_kv, PW, GATHER, FQ)
-            ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
-            _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_l, free_l, 1, False, ph, stride_kv, PW, GATHER, FQ)
+            if ODD:
+                has1 = 2 * j + 1 < nblocks
+                _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_r, free_r, 1, True, ph, stride_kv, PW, GATHER,
+                             FQ, has1)
+                ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
+                _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_l, free_l, 1, False, ph, stride_kv, PW, GATHER,
+                             FQ, has1)
+            else:
+                _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_r, free_r, 1, True, ph, stride_kv, PW, GATHER, FQ)
+                ix = _pair_entries(idx_row, 2 * j + 1, hi, BN, PW)
+                _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_l, free_l, 1, False, ph, stride_kv, PW, GATHER, FQ)
             if PROBE:
                 probe = _probe_reads(lat.index(0), probe, BN, PW)
                 probe = _probe_reads(lat.index(1), probe, BN, PW)
@@ -296,6 +314,18 @@ if HAVE_GLUON:
         return s
 
     @gluon.jit
+    def _s_stage1(q3, qra, latv, rope, s, full_l, full_r, ph, FQ: gl.constexpr, z0, z1, QREG: gl.constexpr,
+                  NOS: gl.constexpr, stamp_ptr, sbase, i, rows0, STAMP: gl.constexpr):
+        """Warpgroup 1's S of a step: over R(1) then L(1) as each lands, retired (stamps 8, 9 and 1)."""
+        _stamp_landed(stamp_ptr, sbase, i, 8, rows0, _full(full_r, 1, 0, FQ), ph, STAMP)
+        s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_r, 1, ph, True, FQ, z0, QREG, NOS)
+        _stamp_landed(stamp_ptr, sbase, i, 9, rows0, _full(full_l, 1, 0, FQ), ph, STAMP)
+        s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_l, 1, ph, False, FQ, z0, QREG, NOS)
+        s = warpgroup_mma_wait(0, deps=(s,))
+        _stamp(stamp_ptr, sbase, i, 1, rows0, STAMP)
+        return s
+
+    @gluon.jit
     def _stamp(stamp_ptr, base, i, k: gl.constexpr, rows, STAMP: gl.constexpr, EDGE: gl.constexpr = 0):
         """PROFILE bit 32: row 0's owner threads write %clock64 (k != 7) or the SM's id (k 7) into stamp k of step i
         (stamp_buffer; base: this program's and warpgroup's first stamp). EDGE 1: stamp k of the program's slot
@@ -354,7 +384,7 @@ if HAVE_GLUON:
                  q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
                  GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, H: gl.constexpr,
                  PROFILE: gl.constexpr, SFOLD: gl.constexpr, PREL: gl.constexpr, FQ: gl.constexpr,
-                 QREG: gl.constexpr, LAZY: gl.constexpr, VST: gl.constexpr, stamp_ptr):
+                 QREG: gl.constexpr, LAZY: gl.constexpr, VST: gl.constexpr, stamp_ptr, ODD: gl.constexpr = 0):
         """Consumer warpgroup H of two (module docstring). lat / rope: the stages as copied (bf16-typed; the latent
         part holds fp16 bits, read through an fp16 view); P (fp16) of warpgroup 0 goes into stage 0's RoPE tile,
         of warpgroup 1 into p1."""
@@ -413,6 +443,7 @@ if HAVE_GLUON:
             # validity: grouped, a union entry is a valid slot and its bits say which tokens listed it (0 past hi,
             # so a missing block scores -inf everywhere); else the token's own entries (-1 past hi)
             j = b * BN + gl.arange(0, BN, COL_S)
+            has1 = 2 * i + 1 < nblocks  # (ODD only) block 2 i + 1 in the list: False at an odd count's last step
             if GROUPED:
                 bits = gl.load(mask_row + j, mask=j < hi, other=0)
             else:
@@ -425,13 +456,15 @@ if HAVE_GLUON:
                 s = _s_wait_half(q3, qra, latv.index(z0), rope.index(z0), s, full_r, 0, ph, True, FQ, z0, QREG, NOS)
                 s = warpgroup_mma_wait(0, deps=(s,))
                 _stamp(stamp_ptr, sbase, i, 1, rows0, STAMP)
+            elif ODD:
+                if has1:
+                    s = _s_stage1(q3, qra, latv, rope, s, full_l, full_r, ph, FQ, z0, z1, QREG, NOS, stamp_ptr, sbase,
+                                  i, rows0, STAMP)
+                else:  # block 2 i + 1 past the list: nothing landed, S stays 0 (masked to -inf below)
+                    _stamp(stamp_ptr, sbase, i, 1, rows0, STAMP)
             else:
-                _stamp_landed(stamp_ptr, sbase, i, 8, rows0, _full(full_r, 1, 0, FQ), ph, STAMP)
-                s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_r, 1, ph, True, FQ, z0, QREG, NOS)
-                _stamp_landed(stamp_ptr, sbase, i, 9, rows0, _full(full_l, 1, 0, FQ), ph, STAMP)
-                s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_l, 1, ph, False, FQ, z0, QREG, NOS)
-                s = warpgroup_mma_wait(0, deps=(s,))
-                _stamp(stamp_ptr, sbase, i, 1, rows0, STAMP)
+                s = _s_stage1(q3, qra, latv, rope, s, full_l, full_r, ph, FQ, z0, z1, QREG, NOS, stamp_ptr, sbase, i,
+                              rows0, STAMP)
             if GROUPED:
                 valid = ((bits[None, :] >> tok_of_row) & 1) != 0
             else:
@@ -488,9 +521,19 @@ if HAVE_GLUON:
                 mbarrier.wait(pbar.index(1), ph)
                 mbarrier.wait(_full(full_l, 1, 1, FQ), ph)  # landed before warpgroup 1's S; the fence is this one's
                 fence_async_shared()
-                acc = _mma(p1.index(z0), latv.index(z1).slice(0, 256, dim=1), acc, NOPV)
-                _stamp(stamp_ptr, sbase, i, 5, rows0, STAMP)
-                acc = warpgroup_mma_wait(0, deps=(acc,))
+                if ODD:
+                    if has1:
+                        acc1 = _mma(p1.index(z0), latv.index(z1).slice(0, 256, dim=1), acc, NOPV)
+                        _stamp(stamp_ptr, sbase, i, 5, rows0, STAMP)
+                        acc1 = warpgroup_mma_wait(0, deps=(acc1,))
+                    else:  # warpgroup 1's P is 0 (its block past the list): no product
+                        _stamp(stamp_ptr, sbase, i, 5, rows0, STAMP)
+                        acc1 = acc
+                    acc = acc1
+                else:
+                    acc = _mma(p1.index(z0), latv.index(z1).slice(0, 256, dim=1), acc, NOPV)
+                    _stamp(stamp_ptr, sbase, i, 5, rows0, STAMP)
+                    acc = warpgroup_mma_wait(0, deps=(acc,))
                 _release(free_l.index(1), PREL)  # L(1): warpgroup 1's S and this P V retired
                 _stamp(stamp_ptr, sbase, i, 6, rows0, STAMP)
             else:
@@ -531,8 +574,16 @@ if HAVE_GLUON:
                 fence_async_shared()
                 acc = _mma(ropep.index(z0), latv.index(z0).slice(256, 256, dim=1), acc, NOPV)
                 _stamp(stamp_ptr, sbase, i, 4, rows0, STAMP)
-                acc = _mma(gl.convert_layout(pb, P_L), latv.index(z1).slice(256, 256, dim=1), acc, NOPV)
-                acc = warpgroup_mma_wait(1, deps=(acc,))
+                if ODD:
+                    if has1:
+                        acc1 = warpgroup_mma_wait(1, deps=(_mma(gl.convert_layout(pb, P_L),
+                                                                 latv.index(z1).slice(256, 256, dim=1), acc, NOPV),))
+                    else:  # its P is 0 (its block past the list): no product of its own
+                        acc1 = warpgroup_mma_wait(0, deps=(acc,))
+                    acc = acc1
+                else:
+                    acc = _mma(gl.convert_layout(pb, P_L), latv.index(z1).slice(256, 256, dim=1), acc, NOPV)
+                    acc = warpgroup_mma_wait(1, deps=(acc,))
                 _release(free_r.index(0), PREL)  # R(0): warpgroup 0's S and P, the other P V retired
                 _stamp(stamp_ptr, sbase, i, 5, rows0, STAMP)
                 acc = warpgroup_mma_wait(0, deps=(acc,))
@@ -581,7 +632,7 @@ if HAVE_GLUON:
             PROFILE: gl.constexpr, V_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             num_warps: gl.constexpr, SPLIT: gl.constexpr = 0, SFOLD: gl.constexpr = 0, PREL: gl.constexpr = 0,
             FQ: gl.constexpr = 0, QREG: gl.constexpr = 0, LAZY: gl.constexpr = 0, VST: gl.constexpr = 0,
-            stamp_ptr=None):
+            stamp_ptr=None, ODD: gl.constexpr = 0):
         """gluon_prefill.sparse_mla_prefill_kernel's grid and arguments (its docstring), D_qk 576, over converted
         rows (config pre16), with the pair schedule (module docstring)."""
         gl.static_assert(G * HPT == 64, "64 rows a program")
@@ -628,11 +679,11 @@ if HAVE_GLUON:
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, VST, stamp_ptr)),
+                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, VST, stamp_ptr, ODD)),
             (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, VST, stamp_ptr)),
+                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, VST, stamp_ptr, ODD)),
             (_pair_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv,
-                              BN, PROFILE, PRODUCER_WARPS, FQ)),
+                              BN, PROFILE, PRODUCER_WARPS, FQ, ODD)),
         ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
