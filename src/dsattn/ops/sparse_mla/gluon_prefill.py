@@ -143,7 +143,9 @@ except Exception:  # pragma: no cover - older triton without Gluon
     HAVE_GLUON = False
 
 from ...formats import LATENT_DIM
+from .. import _triton
 from .._fastlaunch import launch as _fast
+from .dispatch import DEFAULT_SM_COUNT
 from .grouping import _build_groups, group_shape, prefill_scratch_spec, translate_entries
 from .launch import combine_splits
 from .named_config import named_spec, parse_named
@@ -252,6 +254,10 @@ class PrefillConfig:
     odd: int = 0        # pair only (session 79). 1: where a list's block count is odd, the last step's second block
     #                     (past the list) is not copied, and its S and both P V products against it are skipped
     #                     (gluon_pair: has1); 0 gathers it as all invalid (zero-filled) and runs every product
+    qpf: int = 0        # pair only, grouped launches (session 79). 1: the producer, once a program's first step is
+    #                     issued, prefetches into L2 q's rows of the program an SM count ahead (the one likely to
+    #                     start when some running program ends; gluon_pair._prefetch_q): its q load at entry (~8k
+    #                     cycles at 32 heads s_q 1024, H100, bench/s78/edges.py) then reads L2, not HBM
     # (pe, session 75, removed in 76: warpgroup 0 handed its P to warpgroup 1 against the max it used, before the
     #  common max came back, and warpgroup 1 rescaled that tile in place where the max moved; pe 2 also issued that
     #  P V before computing its own P. H100, `dsattn bench ab` against the default, bench/results/s75/: 32 heads s_q
@@ -287,7 +293,7 @@ def parse_prefill_config(spec: str, allow_pre16: bool = False) -> PrefillConfig:
           and cfg.pre16 in ((0, cfg.f16) if allow_pre16 else (0,))
           and cfg.pair in (0, 1) and (not cfg.pair or (cfg.f16 and cfg.block_n == 64 and cfg.stages == 2))
           and cfg.sfold in (0, 1) and cfg.prel in (0, 1) and cfg.fq in (0, 1) and cfg.qreg in (0, 1)
-          and cfg.lazy in (0, 1) and cfg.odd in (0, 1)
+          and cfg.lazy in (0, 1) and cfg.odd in (0, 1) and cfg.qpf in (0, 1)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
@@ -295,7 +301,7 @@ def parse_prefill_config(spec: str, allow_pre16: bool = False) -> PrefillConfig:
                          "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0), "
                          "cl 0 or 1, pre16 0 (sparse_mla_prefill's row_scratch turns it on, with rows it converted), "
                          "pair 0 or 1 (1: with f16 1, block_n 64, 2 stages), sfold 0 or 1, prel 0 or 1, fq 0 or 1, "
-                         "qreg 0 or 1, lazy 0 or 1, odd 0 or 1; "
+                         "qreg 0 or 1, lazy 0 or 1, odd 0 or 1, qpf 0 or 1; "
                          f"got {spec!r}")
     return cfg
 
@@ -892,6 +898,7 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
             flat.stride(0), has_len, g, hpt, profile, gluon_pair.pair_regs(gluon_pair.PAIR_PRODUCER_REGS),
             PRODUCER_WARPS, gluon_pair.PAIR_PRODUCER_REGS, num_warps=4, SPLIT=int(splits > 1), SFOLD=cfg.sfold, PREL=cfg.prel, FQ=cfg.fq,
             QREG=cfg.qreg, LAZY=cfg.lazy, VST=cfg.vst, stamp_ptr=stamps, ODD=cfg.odd,
+            QPF=_triton.sm_count(q.device, DEFAULT_SM_COUNT) if cfg.qpf and g > 1 else 0,
         )
         return
     _fast(  # kernel[grid](...) without Triton's per-call binding once this specialization ran (ops/_fastlaunch.py)
