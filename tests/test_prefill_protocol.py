@@ -199,7 +199,7 @@ def _pair_producer_ops(npairs, r0_first, pipe, ring=None):
     return ops + ([("arrive", *pending)] if pending else [])
 
 
-def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, ring=None, vst=False):
+def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, ring=None, vst=False, odd=False):
     """Config pair (gluon_prefill._producer_pair / _wg_pair at 9d66719; removed): step i holds block 2 i in stage 0 and
     2 i + 1 in stage 1 (a missing last block is gathered zero-filled and runs as any other), each stage as two halves L
     and R with their own full / free mbarriers and one releasing warpgroup each; the producer refills L(0), R(1), R(0),
@@ -220,7 +220,12 @@ def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, ring=None, 
     (PrefillConfig.vst, gluon_pair's default since session 78): after the row sums' exchange warpgroup h writes its half
     of O into stage h's latent part (both halves): by then the producer must have finished every copy and no product
     may read stage h; broken 'vst_early' (the write right after the warpgroup's last step, before the exchange) must be
-    caught."""
+    caught. odd (PrefillConfig.odd, the default since session 79; r0_first's order): at an odd count's last step the
+    producer copies nothing into stage 1 (its halves then hold no block: a read of them is caught), warpgroup 1 runs
+    no S over it and no P V of its own, warpgroup 0 no P V against L(1); every hand-off and release stays, and
+    warpgroup 1 still waits for R(1)'s (copy-less) arrive before releasing it; broken 'odd_read' (warpgroup 0's other
+    P V run anyway) must be caught, and 'odd_nowait' (that wait left out) deadlocks: R(1) released before the
+    producer's wait for its release, whose parity then never comes."""
     if ring is not None:
         r0_first = ring != 2
     rnd = random.Random(seed)
@@ -248,7 +253,8 @@ def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, ring=None, 
             free, full = (free_l, full_l) if h == "L" else (free_r, full_r)
             if op == "issue":
                 yield from _wait(free[st], (j & 1) ^ 1)
-                half[(h, st)] = 2 * j + st  # the copies start overwriting the half
+                # the copies start overwriting the half (odd: none for a block past the list)
+                half[(h, st)] = f"none {2 * j + st}" if odd and 2 * j + st >= nblocks else 2 * j + st
             else:
                 full[st].arrive()           # landed (each thread's no-increment arrive; fp16: converted first)
             left[0] -= 1
@@ -274,6 +280,7 @@ def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, ring=None, 
         yield from _wait(qbar, 0)
         for i in range(npairs):
             ph, b0, b1 = i & 1, 2 * i, 2 * i + 1
+            skip = odd and b1 >= nblocks    # odd: block b1 past the list, no product reads stage 1
             if h == 0:
                 yield from s_over("L", "R", 0, b0, ph)
                 x_val[0] = i
@@ -294,14 +301,18 @@ def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, ring=None, 
                 yield from _wait(pbar[1], ph)
                 assert p_val[1] == i, f"p1 holds step {p_val[1]}'s P at step {i}: rewritten too early or late"
                 yield from _wait(full_l[1], ph)
-                holds("L", 1, b1)           # the other P V issued (p1, V = L(1))
-                p_reading[1].add(i)
-                yield
-                holds("L", 1, b1)           # retired
-                p_reading[1].discard(i)
+                if not skip or broken == "odd_read":
+                    holds("L", 1, b1)       # the other P V issued (p1, V = L(1))
+                    p_reading[1].add(i)
+                    yield
+                    holds("L", 1, b1)       # retired
+                    p_reading[1].discard(i)
                 free_l[1].arrive()
             else:
-                yield from s_over("L", "R", 1, b1, ph) if ring == 1 else s_over("R", "L", 1, b1, ph)
+                if not skip:
+                    yield from s_over("L", "R", 1, b1, ph) if ring == 1 else s_over("R", "L", 1, b1, ph)
+                elif broken != "odd_nowait":  # R(1)'s arrive (no copies) before its release below
+                    yield from _wait(full_r[1], ph)
                 yield from _wait(xbar[0], ph)
                 assert x_val[0] == i, f"warpgroup 1 read x_smem[0] of step {x_val[0]} at step {i}"
                 x_val[1] = i
@@ -317,14 +328,16 @@ def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, ring=None, 
                     p_reading[0].add(i)
                     if broken == "early_r0":
                         free_r[0].arrive()
-                    holds("R", 1, b1)       # then its own (V = R(1))
+                    if not skip:
+                        holds("R", 1, b1)   # then its own (V = R(1))
                     yield
                     holds("R", 0, b0)       # the other retired (a wait leaving one group in flight)
                     p_reading[0].discard(i)
                     if broken != "early_r0":
                         free_r[0].arrive()
                     yield
-                    holds("R", 1, b1)       # its own retired
+                    if not skip:
+                        holds("R", 1, b1)   # its own retired
                     free_r[1].arrive()
                     yield
                     continue
@@ -357,6 +370,27 @@ def _run_pair(nblocks, seed, broken=None, r0_first=False, pipe=None, ring=None, 
             write_o(h)
 
     _interleave([producer(), wg(0), wg(1)], rnd, f"pair, {nblocks} blocks, seed {seed}")
+
+
+def test_pair_odd_protocol():
+    """gluon_pair's default (r0_first, vst) with odd (session 79): at an odd count's last step nothing is copied into
+    stage 1 and nothing reads it, under every interleaving tried; warpgroup 0's P V against L(1) run there anyway is
+    caught (the half holds no block), and so is the deadlock of warpgroup 1 releasing R(1) without waiting for its
+    arrive (session 79's first cut, which the GPU runs did not hit)."""
+    for nblocks in range(0, 12):
+        for seed in range(60):
+            _run_pair(nblocks, seed, r0_first=True, vst=True, odd=True)
+    for nblocks in (1, 5):
+        with pytest.raises(AssertionError, match="none"):
+            _run_pair(nblocks, 0, r0_first=True, vst=True, odd=True, broken="odd_read")
+    caught = 0
+    for seed in range(100):
+        try:
+            _run_pair(1, seed, r0_first=True, vst=True, odd=True, broken="odd_nowait")
+        except AssertionError as e:
+            assert "deadlock" in str(e), str(e)
+            caught += 1
+    assert caught > 0
 
 
 @pytest.mark.parametrize("r0_first, ring", [(False, None), (True, None), (True, 1), (False, 2)])

@@ -137,9 +137,9 @@ def test_launcher_converts_on_a_simulated_sm90(monkeypatch, keyed, h):
 
     kv_seen, cfg, ks_seen, idx_seen = go(rows=rows, kmap=kmap)
     assert cfg.pre16 == 1 and kv_seen.data_ptr() == rows.data_ptr() and kv_seen.shape[0] == nr
-    # gluon_prefill.rows_config: gluon_pair (with lazy 1, session 74, and vst 1, session 78) at 1..32 heads (session
-    # 69), so not at 64 (where vst 1 is prefill_config's default anyway)
-    assert cfg.pair == (h == 32) and cfg.lazy == (h == 32) and cfg.vst == 1
+    # gluon_prefill.rows_config: gluon_pair (with lazy 1, session 74, vst 1, session 78, and odd 1, session 79) at
+    # 1..32 heads (session 69), so not at 64 (where vst 1 is prefill_config's default anyway)
+    assert cfg.pair == (h == 32) and cfg.lazy == (h == 32) and cfg.odd == (h == 32) and cfg.vst == 1
     src = kv if ks is None else kv[ks.long()]
     assert torch.equal(rows[:nr, :512].view(torch.int16), _torch_f16(src))
     if keyed:
@@ -176,8 +176,9 @@ def test_pair_config_parse_and_fallback(monkeypatch):
     assert gluon_prefill.parse_prefill_config("pair=1,sfold=1,prel=1").prel == 1
     assert gluon_prefill.parse_prefill_config("pair=1,fq=1,qreg=1").qreg == 1
     assert gluon_prefill.parse_prefill_config("pair=1,lazy=1").lazy == 1
+    assert gluon_prefill.parse_prefill_config("pair=1,odd=1").odd == 1
     for bad in ("pair=1,f16=0,cvt_pipe=0", "pair=1,block_n=32", "pair=1,stages=3", "pair=2", "sfold=2", "prel=2",
-                "fq=2", "qreg=2", "lazy=2", "pair=1,lazy=1,pe=1", "pair=1,ring=1"):
+                "fq=2", "qreg=2", "lazy=2", "odd=2", "pair=1,lazy=1,pe=1", "pair=1,ring=1", "pair=1,qpf=1"):
         with pytest.raises(ValueError, match="pair"):
             gluon_prefill.parse_prefill_config(bad)
     seen = []

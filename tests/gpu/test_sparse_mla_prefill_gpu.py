@@ -533,7 +533,8 @@ def test_pair_over_converted_rows(monkeypatch, h, keyed, scale):
     check_close(*split, *ref)
     assert not torch.equal(pair[0], split[0])  # the pair ran (its sums in another order)
     assert (pair[0].float() - split[0].float()).abs().max().item() < 2e-2
-    if h <= 32:  # the default over converted rows there (gluon_prefill.rows_config: the pair with lazy 1, vst 1)
+    if h <= 32:  # the default over converted rows there (gluon_prefill.rows_config: the pair with lazy 1, vst 1,
+        #          odd 1; odd adds no arithmetic, so bit-equal to the pair with lazy 1, vst 1)
         dflt = _pair_call(case, keys, key_slots, variant, rs, "pair=1,lazy=1,vst=1")
         out, lse = poisoned_outputs(300, h, DEV)
         sparse_mla_prefill(case.q, case.flat, keys, case.sm_scale, topk_length=case.topk_length, out=out, lse=lse,
@@ -626,19 +627,18 @@ def test_pair_other_paths(monkeypatch, kind, h, t, d_qk, variant):
         assert torch.equal(pair[0], split[0]) and torch.equal(pair[1], split[1])
 
 
-@pytest.mark.parametrize("opt", ["odd=1", "qpf=1"])
 @pytest.mark.parametrize("h, keyed, scale", [(8, True, 6), (16, False, 1), (32, False, 6), (32, True, 1)])
-def test_pair_bit_options(monkeypatch, opt, h, keyed, scale):
-    """Session 79's pair options on the default pair (lazy 1, vst 1): odd (a last step whose second block is past the
-    list copies nothing and skips its S and both P V products against it) and qpf (q of the program an SM count ahead
-    prefetched into L2). Right against the reference (test_pair_over_converted_rows' cases) and bit-equal to the
-    default pair without them (odd's skipped products added exact zeros; a prefetch changes nothing); the lists'
-    block counts are odd in some groups and even in others."""
+def test_pair_odd(monkeypatch, h, keyed, scale):
+    """PrefillConfig.odd (session 79; the pair's default): a last step whose second block is past the list copies
+    nothing and skips its S and both P V products against it. Right against the reference
+    (test_pair_over_converted_rows' cases) and bit-equal to the pair without it (the skipped products added exact
+    zeros); at 16 and 32 heads the lists' block counts are odd in some groups and even in others (at 8 heads a group's
+    8 lists cover nearly all 1000 slots: 16 blocks each)."""
     from dsattn.ops.sparse_mla.grouping import group_shape
     monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
     case, keys, key_slots, rs = _pair_case(h, keyed, scale, 373 + h)
     plain = _pair_call(case, keys, key_slots, "native", rs, "pair=1,lazy=1,vst=1")
-    got = _pair_call(case, keys, key_slots, "native", rs, "pair=1,lazy=1,vst=1," + opt)
+    got = _pair_call(case, keys, key_slots, "native", rs, "pair=1,lazy=1,vst=1,odd=1")
     check_close(*got, *case.reference())
     assert torch.equal(got[0], plain[0]) and torch.equal(got[1], plain[1])
     # the groups' block counts (distinct valid slots of their tokens' lists): both parities occur
@@ -649,7 +649,8 @@ def test_pair_bit_options(monkeypatch, opt, h, keyed, scale):
         rows = [idx[u, :lens[u]] for u in range(g0, min(g0 + g, t))]
         slots = torch.cat(rows)
         nb.append((torch.unique(slots[(slots >= 0) & (slots < n)]).numel() + 63) // 64)
-    assert {b % 2 for b in nb} == {0, 1}
+    if h >= 16:
+        assert {b % 2 for b in nb} == {0, 1}
 
 
 @pytest.mark.parametrize("spec", ["pair=1,lazy=1,vst=1", "pair=1,lazy=1,vst=1,odd=1"])

@@ -15,7 +15,9 @@ full / free mbarriers: L (latent columns 0..255) and R (latent 256..511 and the 
         then one no-increment cp.async arrive a thread on the half's full mbarrier (full once every thread's copies
         landed: no wait_group, no partition barrier). Halves are refilled in the order their last readers release
         them: L(0), R(0), R(1), L(1). Invalid entries are masked copies (zero-filled, nothing read); a missing last
-        block (an odd count) is gathered as all invalid, so every step runs the same code.
+        block (an odd count) is gathered as all invalid, so every step runs the same code, unless config odd
+        (PrefillConfig.odd, the pair's default since session 79): then nothing is copied for it, warpgroup 1 runs no
+        S over it and no P V of its own, warpgroup 0 no P V against L(1); every hand-off and release stays.
     consumer warpgroup 0 (worker): S(2 i) over L(0) then R(0); m0 = max(m, its rows' max) to warpgroup 1; its P
         against m0 and its own P V (V = L(0)) issued at once; the common max mc from warpgroup 1; its P x 2^(m0 - mc)
         into stage 0's RoPE tile (dead once S(2 i) retired); L(0) released after its own P V; the other P V (warpgroup
@@ -179,27 +181,9 @@ if HAVE_GLUON:
                          _full(full, k, 1, FQ), stride_kv, RIGHT, PW, 0, FQ)
 
     @gluon.jit
-    def _prefetch_q(q_ptr, stride_qt, stride_qh, t_ahead, tok_end, num_heads, HPT: gl.constexpr, PW: gl.constexpr):
-        """PrefillConfig.qpf: q's 64 rows of the work item whose first token is t_ahead (grouped: heads 0..HPT - 1 of
-        tokens t_ahead + [0, 64 / HPT)) prefetched into L2 (prefetch.global.L2, a hint: nothing waits for it), 72
-        bytes apart along each 1152-byte row so that every 128-byte line is touched. Rows past T / H are skipped
-        (their address clamped to the first row's, prefetched once more)."""
-        PL: gl.constexpr = gl.BlockedLayout([1, 1], [2, 16], [PW, 1], [1, 0])
-        r = gl.arange(0, ROWS, gl.SliceLayout(1, PL))
-        qt = t_ahead + r // HPT
-        qh = r % HPT
-        ok = (qt < tok_end) & (qh < num_heads)
-        row = gl.where(ok, qt.to(gl.int64) * stride_qt + qh * stride_qh, 0)
-        c = gl.arange(0, 16, gl.SliceLayout(0, PL)) * 36
-        ptrs = q_ptr + row[:, None] + c[None, :]
-        gl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs], dtype=gl.int32,
-                                  is_pure=False, pack=1)
-
-    @gluon.jit
     def _pair_producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r,
                        stride_kv: gl.constexpr, BN: gl.constexpr, PROFILE: gl.constexpr, PW: gl.constexpr,
-                       FQ: gl.constexpr, ODD: gl.constexpr = 0, q_ptr=None, stride_qt=0, stride_qh=0, t_ahead=0,
-                       tok_end=0, num_heads=0, HPT: gl.constexpr = 1, QPF: gl.constexpr = 0):
+                       FQ: gl.constexpr, ODD: gl.constexpr = 0):
         """The producer: each step's four halves in the order L(0), R(0), R(1), L(1) (session 76 measured two others,
         notes/sparse_mla.md: the wait moves, the step stays); the entries of the next half loaded while it waits for
         the half's release (reloaded rather than held: held, they spilled).
@@ -210,8 +194,7 @@ if HAVE_GLUON:
         form, not run) they would have held back L(1)'s refill, released at about R(1)'s time, so a slower probe would
         not have said which it was.
         ODD 1 (PrefillConfig.odd): a last step's second block past the list (an odd block count) is not copied, its
-        halves' arrives alone (no consumer reads them). QPF > 0 (PrefillConfig.qpf): once the first step's halves are
-        issued, q of the work item QPF programs ahead (t_ahead: its first token) is prefetched into L2 (_prefetch_q)."""
+        halves' arrives alone (no consumer reads them)."""
         GATHER: gl.constexpr = (PROFILE & 1) == 0
         PROBE: gl.constexpr = (PROFILE & 4) != 0
         PL: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [PW, 1], [1, 0])
@@ -238,9 +221,6 @@ if HAVE_GLUON:
             if PROBE:
                 probe = _probe_reads(lat.index(0), probe, BN, PW)
                 probe = _probe_reads(lat.index(1), probe, BN, PW)
-            if QPF:
-                if j == 0:
-                    _prefetch_q(q_ptr, stride_qt, stride_qh, t_ahead, tok_end, num_heads, HPT, PW)
             ix = _pair_entries(idx_row, 2 * j + 2, hi, BN, PW)
         async_copy.wait_group(0)
         if PROBE:  # hi >= 0 always: never stored, but the reads stay live
@@ -482,7 +462,10 @@ if HAVE_GLUON:
                 if has1:
                     s = _s_stage1(q3, qra, latv, rope, s, full_l, full_r, ph, FQ, z0, z1, QREG, NOS, stamp_ptr, sbase,
                                   i, rows0, STAMP)
-                else:  # block 2 i + 1 past the list: nothing landed, S stays 0 (masked to -inf below)
+                else:  # block 2 i + 1 past the list: nothing copied, S stays 0 (masked to -inf below). R(1)'s
+                    #        copy-less arrive is still waited for: released before the producer's wait for that
+                    #        release, the half's free parity would never come (tests/test_prefill_protocol.py)
+                    mbarrier.wait(_full(full_r, 1, 1, FQ), ph)
                     _stamp(stamp_ptr, sbase, i, 1, rows0, STAMP)
             else:
                 s = _s_stage1(q3, qra, latv, rope, s, full_l, full_r, ph, FQ, z0, z1, QREG, NOS, stamp_ptr, sbase, i,
@@ -654,11 +637,10 @@ if HAVE_GLUON:
             PROFILE: gl.constexpr, V_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             num_warps: gl.constexpr, SPLIT: gl.constexpr = 0, SFOLD: gl.constexpr = 0, PREL: gl.constexpr = 0,
             FQ: gl.constexpr = 0, QREG: gl.constexpr = 0, LAZY: gl.constexpr = 0, VST: gl.constexpr = 0,
-            stamp_ptr=None, ODD: gl.constexpr = 0, QPF: gl.constexpr = 0):
+            stamp_ptr=None, ODD: gl.constexpr = 0):
         """gluon_prefill.sparse_mla_prefill_kernel's grid and arguments (its docstring), D_qk 576, over converted
         rows (config pre16), with the pair schedule (module docstring)."""
         gl.static_assert(G * HPT == 64, "64 rows a program")
-        gl.static_assert(QPF == 0 or G > 1, "qpf: grouped launches only")
         BN: gl.constexpr = 64
         GROUPED: gl.constexpr = G > 1
         t0, h0, hi, idx_row, mask_row, out_ptr, lse_ptr = _work_item(
@@ -708,6 +690,5 @@ if HAVE_GLUON:
                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
                         GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, VST, stamp_ptr, ODD)),
             (_pair_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv,
-                              BN, PROFILE, PRODUCER_WARPS, FQ, ODD, q_ptr, stride_qt, stride_qh, t0 + QPF * G,
-                              tok_end, num_heads, HPT, QPF)),
+                              BN, PROFILE, PRODUCER_WARPS, FQ, ODD)),
         ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])

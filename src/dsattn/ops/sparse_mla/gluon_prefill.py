@@ -143,9 +143,7 @@ except Exception:  # pragma: no cover - older triton without Gluon
     HAVE_GLUON = False
 
 from ...formats import LATENT_DIM
-from .. import _triton
 from .._fastlaunch import launch as _fast
-from .dispatch import DEFAULT_SM_COUNT
 from .grouping import _build_groups, group_shape, prefill_scratch_spec, translate_entries
 from .launch import combine_splits
 from .named_config import named_spec, parse_named
@@ -253,11 +251,14 @@ class PrefillConfig:
     #                     1024 compared the split consumer with itself: no rows converted there, so no pair)
     odd: int = 0        # pair only (session 79). 1: where a list's block count is odd, the last step's second block
     #                     (past the list) is not copied, and its S and both P V products against it are skipped
-    #                     (gluon_pair: has1); 0 gathers it as all invalid (zero-filled) and runs every product
-    qpf: int = 0        # pair only, grouped launches (session 79). 1: the producer, once a program's first step is
-    #                     issued, prefetches into L2 q's rows of the program an SM count ahead (the one likely to
-    #                     start when some running program ends; gluon_pair._prefetch_q): its q load at entry (~8k
-    #                     cycles at 32 heads s_q 1024, H100, bench/s78/edges.py) then reads L2, not HBM
+    #                     (gluon_pair: has1); 0 gathers it as all invalid (zero-filled) and runs every product. Outputs
+    #                     bit-equal (the skipped products add exact zeros). H100, `dsattn bench ab` against odd 0
+    #                     (bench/results/s79/): 32 heads s_q 1024 1.016x (95% CI 1.010-1.020). THE PAIR'S DEFAULT
+    #                     since session 79 (rows_config)
+    # (qpf, session 79, removed: the producer prefetched into L2, once a program's first step was issued, q's rows of
+    #  the program an SM count ahead (prefetch.global.L2). H100, 32 heads s_q 1024: q stored 9.8k -> 7.3k cycles after
+    #  entry (mean; median 9.3k -> 5.9k, bench/s78/edges.py), but the steps 156.7k -> 161.3k cycles (p90 172.7k) and
+    #  `dsattn bench ab` 0.954x (0.942-0.967). Code at 7b39b99)
     # (pe, session 75, removed in 76: warpgroup 0 handed its P to warpgroup 1 against the max it used, before the
     #  common max came back, and warpgroup 1 rescaled that tile in place where the max moved; pe 2 also issued that
     #  P V before computing its own P. H100, `dsattn bench ab` against the default, bench/results/s75/: 32 heads s_q
@@ -293,7 +294,7 @@ def parse_prefill_config(spec: str, allow_pre16: bool = False) -> PrefillConfig:
           and cfg.pre16 in ((0, cfg.f16) if allow_pre16 else (0,))
           and cfg.pair in (0, 1) and (not cfg.pair or (cfg.f16 and cfg.block_n == 64 and cfg.stages == 2))
           and cfg.sfold in (0, 1) and cfg.prel in (0, 1) and cfg.fq in (0, 1) and cfg.qreg in (0, 1)
-          and cfg.lazy in (0, 1) and cfg.odd in (0, 1) and cfg.qpf in (0, 1)
+          and cfg.lazy in (0, 1) and cfg.odd in (0, 1)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
@@ -301,7 +302,7 @@ def parse_prefill_config(spec: str, allow_pre16: bool = False) -> PrefillConfig:
                          "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0), "
                          "cl 0 or 1, pre16 0 (sparse_mla_prefill's row_scratch turns it on, with rows it converted), "
                          "pair 0 or 1 (1: with f16 1, block_n 64, 2 stages), sfold 0 or 1, prel 0 or 1, fq 0 or 1, "
-                         "qreg 0 or 1, lazy 0 or 1, odd 0 or 1, qpf 0 or 1; "
+                         "qreg 0 or 1, lazy 0 or 1, odd 0 or 1; "
                          f"got {spec!r}")
     return cfg
 
@@ -350,8 +351,8 @@ def rows_config(base: PrefillConfig, num_heads: int, d_qk: int, variant: str) ->
     (its pair field then decides). H100, issue 3's case, against the split consumer over the same rows (session 69,
     bench/results/s69/): 32 heads `dsattn bench ab` s_q 1024 1.098x (95% CI 1.084-1.109), s_q 8192 1.129x; 16 / 8
     heads s_q 8192 1.131x / 1.133x (bench/s69_pair/pair_pre16.py, medians of alternating rounds); 64 heads (one
-    token a program) 0.943x, so not there. The pair runs with lazy 1 (session 74: PrefillConfig.lazy) and vst 1
-    (session 78: PrefillConfig.vst)."""
+    token a program) 0.943x, so not there. The pair runs with lazy 1 (session 74: PrefillConfig.lazy), vst 1
+    (session 78: PrefillConfig.vst) and odd 1 (session 79: PrefillConfig.odd)."""
     return _rows_config(base, not os.environ.get("DSATTN_PF_CONFIG", "").strip()
                         and PAIR_HEADS[0] <= num_heads <= PAIR_HEADS[1] and d_qk == LATENT_DIM + 64
                         and variant == "native")
@@ -361,7 +362,7 @@ def rows_config(base: PrefillConfig, num_heads: int, d_qk: int, variant: str) ->
 def _rows_config(base: PrefillConfig, pair: bool) -> PrefillConfig:
     """rows_config's result by (base, whether the pair runs): made once, not per call."""
     cfg = dataclasses.replace(base, pre16=1)
-    return dataclasses.replace(cfg, pair=1, lazy=1, vst=1) if pair else cfg
+    return dataclasses.replace(cfg, pair=1, lazy=1, vst=1, odd=1) if pair else cfg
 
 
 if HAVE_GLUON:
@@ -898,7 +899,6 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
             flat.stride(0), has_len, g, hpt, profile, gluon_pair.pair_regs(gluon_pair.PAIR_PRODUCER_REGS),
             PRODUCER_WARPS, gluon_pair.PAIR_PRODUCER_REGS, num_warps=4, SPLIT=int(splits > 1), SFOLD=cfg.sfold, PREL=cfg.prel, FQ=cfg.fq,
             QREG=cfg.qreg, LAZY=cfg.lazy, VST=cfg.vst, stamp_ptr=stamps, ODD=cfg.odd,
-            QPF=_triton.sm_count(q.device, DEFAULT_SM_COUNT) if cfg.qpf and g > 1 else 0,
         )
         return
     _fast(  # kernel[grid](...) without Triton's per-call binding once this specialization ran (ops/_fastlaunch.py)
