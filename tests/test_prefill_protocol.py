@@ -440,3 +440,162 @@ def test_pair_model_catches_a_broken_order(broken, r0_first, ring):
             assert "rewritten" in str(e) or "still read" in str(e) or "holds step" in str(e), str(e)
             caught += 1
     assert caught > 0
+
+
+def _run_pair_pers(items, seed, broken=None):
+    """Config pers (session 79): one persistent program walks work items of items[n] blocks one after another with
+    gluon_pair's default (session 67's order, odd, vst). The halves' and P barriers' phases go on by step across items,
+    the exchange barriers' by step plus one an item (the row sums), q's by item. The producer refills the next item's
+    first halves as the last item's last step releases them; O goes through q's buffer (each warpgroup's half), and a
+    warpgroup stores the next item's q only once both warpgroups' O left it (qfree). Checked as in _run_pair, and: no
+    S reads q's buffer unless it holds this item's q, no O is written into it while an S of this item may read it, no
+    q over an O not yet stored. broken: 'no_qfree' (q stored without waiting for qfree), 'x_phase' (the exchange
+    barriers' phases by step alone) must be caught."""
+    rnd = random.Random(seed)
+    full_l, full_r = [Barrier(1), Barrier(1)], [Barrier(1), Barrier(1)]
+    free_l, free_r = [Barrier(1), Barrier(1)], [Barrier(1), Barrier(1)]
+    xbar, pbar, qbar, qfree = [Barrier(1), Barrier(1)], [Barrier(1), Barrier(1)], Barrier(2), Barrier(2)
+    half = {("L", 0): None, ("R", 0): None, ("L", 1): None, ("R", 1): None}
+    x_val = [None] * 4
+    p_val, p_reading = [None, None], [set(), set()]
+    qbuf = [None, None]                     # what each warpgroup's rows of q's buffer hold: ("q", n) or ("O", n)
+    s_reading = set()                       # (item, warpgroup) of S products that may read q's buffer
+    starts = [0]
+    for nb in items:
+        starts.append(starts[-1] + (nb + 1) // 2)
+
+    def holds(h, st, b):
+        assert half[(h, st)] == b, f"{h}({st}) holds {half[(h, st)]}, block {b} still read (pers, {items})"
+
+    def producer():
+        for n, nb in enumerate(items):
+            for j in range(starts[n + 1] - starts[n]):
+                k = starts[n] + j
+                for h, st in (("L", 0), ("R", 0), ("R", 1), ("L", 1)):
+                    free, full = (free_l, full_l) if h == "L" else (free_r, full_r)
+                    yield from _wait(free[st], (k & 1) ^ 1)
+                    b = 2 * j + st
+                    half[(h, st)] = f"none {n}:{b}" if b >= nb else (n, b)
+                    yield
+                    full[st].arrive()
+                    yield
+
+    def write_p(k, i):
+        assert not p_reading[k], f"P buffer {k} rewritten at step {i} while step {p_reading[k]}'s P V reads it"
+        p_val[k] = i
+
+    def s_over(first, second, st, b, ph, n, h):
+        full = {"L": full_l, "R": full_r}
+        s_reading.add((n, h))
+        for side in (first, second):
+            yield from _wait(full[side][st], ph)
+            holds(side, st, b)
+            assert qbuf == [("q", n), ("q", n)], f"S of item {n} reads q's buffer holding {qbuf}"
+            yield
+        holds(first, st, b)
+        holds(second, st, b)
+        s_reading.discard((n, h))
+
+    def wg(h):
+        for n, nb in enumerate(items):
+            k0, npairs = starts[n], starts[n + 1] - starts[n]
+            if n > 0 and broken != "no_qfree":
+                yield from _wait(qfree, (n - 1) & 1)
+            assert qbuf[h] is None or qbuf[h] == ("O", n - 1) and (n - 1, "stored", h) in done, \
+                f"q of item {n} over {qbuf[h]} not yet stored"
+            assert qbuf[1 - h] != ("O", n - 1) or (n - 1, "stored", 1 - h) in done, \
+                f"q of item {n} (warpgroup {h}) over the other warpgroup's O not yet stored"
+            qbuf[h] = ("q", n)
+            qbar.arrive()
+            yield from _wait(qbar, n & 1)
+            for i in range(npairs):
+                k = k0 + i
+                ph = k & 1
+                xph = (k + (0 if broken == "x_phase" else n)) & 1
+                b0, b1 = 2 * i, 2 * i + 1
+                skip = b1 >= nb
+                B0, B1 = (n, b0), (n, b1)
+                if h == 0:
+                    yield from s_over("L", "R", 0, B0, ph, n, 0)
+                    x_val[0] = (n, i)
+                    xbar[0].arrive()
+                    holds("L", 0, B0)
+                    yield
+                    yield from _wait(xbar[1], xph)
+                    assert x_val[1] == (n, i), f"warpgroup 0 read x_smem[1] of {x_val[1]} at {(n, i)}"
+                    holds("R", 0, B0)
+                    write_p(0, (n, i))
+                    pbar[0].arrive()
+                    yield
+                    holds("L", 0, B0)
+                    free_l[0].arrive()
+                    yield from _wait(pbar[1], ph)
+                    assert p_val[1] == (n, i)
+                    yield from _wait(full_l[1], ph)
+                    if not skip:
+                        holds("L", 1, B1)
+                        p_reading[1].add((n, i))
+                        yield
+                        holds("L", 1, B1)
+                        p_reading[1].discard((n, i))
+                    free_l[1].arrive()
+                else:
+                    if not skip:
+                        yield from s_over("R", "L", 1, B1, ph, n, 1)
+                    else:
+                        yield from _wait(full_r[1], ph)
+                    yield from _wait(xbar[0], xph)
+                    assert x_val[0] == (n, i), f"warpgroup 1 read x_smem[0] of {x_val[0]} at {(n, i)}"
+                    x_val[1] = (n, i)
+                    xbar[1].arrive()
+                    yield
+                    write_p(1, (n, i))
+                    pbar[1].arrive()
+                    yield from _wait(pbar[0], ph)
+                    assert p_val[0] == (n, i)
+                    yield from _wait(full_r[0], ph)
+                    holds("R", 0, B0)
+                    p_reading[0].add((n, i))
+                    if not skip:
+                        holds("R", 1, B1)
+                    yield
+                    holds("R", 0, B0)
+                    p_reading[0].discard((n, i))
+                    free_r[0].arrive()
+                    yield
+                    if not skip:
+                        holds("R", 1, B1)
+                    free_r[1].arrive()
+                yield
+            x_val[2 + h] = (n, "l")
+            xbar[h].arrive()
+            yield from _wait(xbar[1 - h], (k0 + n + npairs) & 1)
+            assert x_val[3 - h] == (n, "l"), f"warpgroup {h} read the row sums {x_val[3 - h]} at item {n}"
+            assert not {x for x in s_reading if x[0] == n}, f"O of item {n} written over q while an S reads it"
+            qbuf[h] = ("O", n)              # vst through q's buffer
+            yield
+            assert qbuf[h] == ("O", n), f"warpgroup {h}'s O of item {n} overwritten before its stores read it"
+            done.add((n, "stored", h))
+            qfree.arrive()
+            yield
+
+    done = set()
+    _interleave([producer(), wg(0), wg(1)], rnd, f"pers, {items}, seed {seed}")
+
+
+def test_pair_pers_protocol():
+    """Config pers (session 79; _run_pair_pers): items of 0..7 blocks walked by one program under every interleaving
+    tried, odd counts and empty items among them; q stored over the last O before the other warpgroup's stores read it
+    (no qfree wait), and the exchange barriers' phases counted by step alone, are caught."""
+    rnd = random.Random(5)
+    for seed in range(150):
+        items = [rnd.randrange(0, 8) for _ in range(rnd.randrange(1, 5))]
+        _run_pair_pers(items, seed)
+    for broken, items in (("no_qfree", [3, 3, 2]), ("x_phase", [2, 3, 1])):
+        caught = 0
+        for seed in range(200):
+            try:
+                _run_pair_pers(items, seed, broken=broken)
+            except AssertionError:
+                caught += 1
+        assert caught > 0, broken
