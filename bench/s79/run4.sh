@@ -25,7 +25,7 @@ t0=$SECONDS
 abx() {  # name h:s_q a b
   local h=${2%%:*} s=${2##*:}
   timeout 100 python -m dsattn.cli bench ab --op sparse_mla_prefill --tokens $s --heads $h --a "row_scratch=1$3" \
-    --b "row_scratch=1,$4" --name ab_s79_$1_${s}_h${h} --out $OUT > $OUT/ab.log 2>&1
+    --b "row_scratch=1,$4" --name ab_s79_$1_${s}_h${h} --out $R > $OUT/ab.log 2>&1
   echo "ab $1 $2 rc=$? $((SECONDS - t0)) s" >> $L; grep -v -i warn $OUT/ab.log | tail -n 3 | cut -c1-250 >> $L
   grep -h "noisy machine" $OUT/ab.log | cut -c1-160 >> $L
   rm -f $OUT/ab.log
@@ -47,5 +47,5 @@ timeout ${TEST_S:-120} python -m pytest -q -p no:cacheprovider -rfE --tb=short t
 echo "tests rc=$? $((SECONDS - t0)) s: $(tail -n 1 $OUT/tests3.log)" >> $L
 grep -E "^(FAILED|ERROR)|^E " $OUT/tests3.log | head -n 10 | cut -c1-300 >> $L
 PARTS=prefill TABLE_TAG=s79c3_graph TABLE_ARGS=--graph bash bench/gpu_s16_table.sh
-cat $OUT/tb.log >> $L; rm -rf $OUT/r/*.log $OUT/tb.log; pack
+cat $OUT/tb.log >> $L; rm -rf $OUT/r $OUT/tb.log  # (r.tgz holds the table and the A/B JSONs)
 cat $L
