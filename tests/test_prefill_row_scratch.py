@@ -177,9 +177,9 @@ def test_pair_config_parse_and_fallback(monkeypatch):
     assert gluon_prefill.parse_prefill_config("pair=1,fq=1,qreg=1").qreg == 1
     assert gluon_prefill.parse_prefill_config("pair=1,lazy=1").lazy == 1
     assert gluon_prefill.parse_prefill_config("pair=1,odd=1").odd == 1
-    assert gluon_prefill.parse_prefill_config("pair=1,pers=1").pers == 1
     for bad in ("pair=1,f16=0,cvt_pipe=0", "pair=1,block_n=32", "pair=1,stages=3", "pair=2", "sfold=2", "prel=2",
-                "fq=2", "qreg=2", "lazy=2", "odd=2", "pers=2", "pair=1,lazy=1,pe=1", "pair=1,ring=1", "pair=1,qpf=1"):
+                "fq=2", "qreg=2", "lazy=2", "odd=2", "pair=1,lazy=1,pe=1", "pair=1,ring=1", "pair=1,qpf=1",
+                "pair=1,pers=1"):
         with pytest.raises(ValueError, match="pair"):
             gluon_prefill.parse_prefill_config(bad)
     seen = []

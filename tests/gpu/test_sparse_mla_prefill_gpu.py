@@ -653,22 +653,6 @@ def test_pair_odd(monkeypatch, h, keyed, scale):
         assert {b % 2 for b in nb} == {0, 1}
 
 
-@pytest.mark.parametrize("cap", [None, 7])
-@pytest.mark.parametrize("h, keyed, scale", [(8, True, 6), (16, False, 1), (32, False, 6), (32, True, 1)])
-def test_pair_pers(monkeypatch, cap, h, keyed, scale):
-    """PrefillConfig.pers (session 79): persistent programs walking work items one after another (the halves'
-    phases going on across items, O staged through q's buffer): right against the reference and bit-equal to the
-    default; with the grid capped at 7 programs (gluon_prefill.PERS_PROGRAMS) each walks 6-22 items."""
-    from dsattn.ops.sparse_mla import gluon_prefill
-    monkeypatch.delenv("DSATTN_PF_CONFIG", raising=False)
-    monkeypatch.setattr(gluon_prefill, "PERS_PROGRAMS", cap)
-    case, keys, key_slots, rs = _pair_case(h, keyed, scale, 419 + h)
-    plain = _pair_call(case, keys, key_slots, "native", rs, "pair=1,lazy=1,vst=1,odd=1")
-    got = _pair_call(case, keys, key_slots, "native", rs, "pair=1,lazy=1,vst=1,odd=1,pers=1")
-    check_close(*got, *case.reference())
-    assert torch.equal(got[0], plain[0]) and torch.equal(got[1], plain[1])
-
-
 @pytest.mark.parametrize("spec", ["pair=1,lazy=1,vst=1", "pair=1,lazy=1,vst=1,odd=1"])
 def test_pair_split_options(monkeypatch, spec):
     """PrefillConfig.vst (session 78; the pair's default) and odd (session 79) in the pair's split build (a short prefill: fp32 partials,

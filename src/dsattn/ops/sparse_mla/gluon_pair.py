@@ -183,27 +183,8 @@ if HAVE_GLUON:
     @gluon.jit
     def _pair_producer(idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r,
                        stride_kv: gl.constexpr, BN: gl.constexpr, PROFILE: gl.constexpr, PW: gl.constexpr,
-                       FQ: gl.constexpr, ODD: gl.constexpr, PERS: gl.constexpr, n_items, token0, idx_ptr, stride_it,
-                       end_ptr, mask_ptr, G: gl.constexpr):
-        """The producer of this program's work item (idx_row, hi), or under PERS (config pers) of items program_id,
-        + num_programs, ... < n_items one after another, the halves' phases going on across them: the next item's
-        first halves are refilled as the last item's last step releases them."""
-        if PERS:
-            k0 = 0
-            for w in range(gl.program_id(0), n_items, gl.num_programs(0)):
-                _t0, hi_w, idx_w, _m = _pair_item(w, token0, idx_ptr, stride_it, end_ptr, mask_ptr, G)
-                _producer_item(idx_w, hi_w, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv,
-                               BN, PROFILE, PW, FQ, ODD, k0)
-                k0 += gl.cdiv(gl.cdiv(hi_w, BN), 2)
-        else:
-            _producer_item(idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv, BN,
-                           PROFILE, PW, FQ, ODD, 0)
-
-    @gluon.jit
-    def _producer_item(idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r,
-                       stride_kv: gl.constexpr, BN: gl.constexpr, PROFILE: gl.constexpr, PW: gl.constexpr,
-                       FQ: gl.constexpr, ODD: gl.constexpr, k0):
-        """The producer of one work item (k0: the steps its program walked before it): each step's four halves in the order L(0), R(0), R(1), L(1) (session 76 measured two others,
+                       FQ: gl.constexpr, ODD: gl.constexpr = 0):
+        """The producer: each step's four halves in the order L(0), R(0), R(1), L(1) (session 76 measured two others,
         notes/sparse_mla.md: the wait moves, the step stays); the entries of the next half loaded while it waits for
         the half's release (reloaded rather than held: held, they spilled).
         PROFILE bit 4 (probe builds; outputs unchanged): after issuing a step's last half it reads both stages' latent
@@ -221,7 +202,7 @@ if HAVE_GLUON:
         nblocks = gl.cdiv(hi, BN)
         ix = _pair_entries(idx_row, 0, hi, BN, PW)
         for j in range(gl.cdiv(nblocks, 2)):
-            ph = ((k0 + j) & 1) ^ 1  # use j of each half: the consumers released use j - 1 (fresh: phase 1 complete)
+            ph = (j & 1) ^ 1  # use j of each half: the consumers released use j - 1 (fresh: phase 1 complete)
             _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_l, free_l, 0, False, ph, stride_kv, PW, GATHER, FQ)
             ix = _pair_entries(idx_row, 2 * j, hi, BN, PW)
             _pair_refill(ix, num_slots, kv_ptr, lat, rope, full_r, free_r, 0, True, ph, stride_kv, PW, GATHER, FQ)
@@ -400,19 +381,15 @@ if HAVE_GLUON:
             return gl.where(mp == NEG_INF, 1.0, gl.exp2(mp - gl.where(mc == NEG_INF, 0.0, mc)))
 
     @gluon.jit
-    def _wg_item(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
+    def _wg_pair(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
                  qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
                  q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
                  GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, H: gl.constexpr,
                  PROFILE: gl.constexpr, SFOLD: gl.constexpr, PREL: gl.constexpr, FQ: gl.constexpr,
-                 QREG: gl.constexpr, LAZY: gl.constexpr, VST: gl.constexpr, stamp_ptr, ODD: gl.constexpr,
-                 sid, k0, it, qfree, PERS: gl.constexpr):
-        """Consumer warpgroup H of two (module docstring), one work item. lat / rope: the stages as copied
-        (bf16-typed; the latent part holds fp16 bits, read through an fp16 view); P (fp16) of warpgroup 0 goes into
-        stage 0's RoPE tile, of warpgroup 1 into p1. sid: the item's stamp slot (stamp_buffer). PERS (config pers):
-        k0 steps and `it` items walked before this one by the program (the mbarriers' phases go on from there: the
-        halves, P and q barriers by step / item, the exchange barriers by step plus one an item); q's rows are
-        stored once both warpgroups' stores of the last item left q's buffer (qfree), where vst stages O."""
+                 QREG: gl.constexpr, LAZY: gl.constexpr, VST: gl.constexpr, stamp_ptr, ODD: gl.constexpr = 0):
+        """Consumer warpgroup H of two (module docstring). lat / rope: the stages as copied (bf16-typed; the latent
+        part holds fp16 bits, read through an fp16 view); P (fp16) of warpgroup 0 goes into stage 0's RoPE tile,
+        of warpgroup 1 into p1."""
         MMA_S: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                         instr_shape=[16, BN, 16])
         MMA_O: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -423,19 +400,17 @@ if HAVE_GLUON:
         P_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_O, k_width=2)
         STAMP: gl.constexpr = (PROFILE & 32) != 0  # clock stamps (stamp_buffer)
         rows0 = gl.arange(0, ROWS, ROW_S)
-        sbase = (sid * 2 + H).to(gl.int64) * (STAMP_STEPS * STAMP_POINTS)
+        sbase = ((gl.program_id(0) * gl.num_programs(1) + gl.program_id(1)) * 2 + H).to(gl.int64) * (
+            STAMP_STEPS * STAMP_POINTS)
         _stamp(stamp_ptr, sbase, 0, 0, rows0, STAMP, 1)  # the program's entry (stamp_buffer)
         _stamp(stamp_ptr, sbase, 0, 8, rows0, STAMP, 1)
-        if PERS:
-            if it > 0:  # q's buffer held the last item's O (vst) until both warpgroups' stores read it
-                mbarrier.wait(qfree, (it - 1) & 1)
         # each warpgroup stores half of q's rows, then waits for the other's
         _pair_load_q(q_ptr, stride_qt, stride_qh, t0, tok_end, h0, num_heads, q3.index(0), qr3.index(0),
                      H * (ROWS // 2), ROWS // 2, HPT)
         fence_async_shared()
         gl.thread_barrier()
         mbarrier.arrive(qbar, count=1)
-        mbarrier.wait(qbar, it & 1)
+        mbarrier.wait(qbar, 0)
         if QREG:  # q's RoPE part as S's register operand (16 registers a thread): 8 KB fewer shared reads an S
             qra = qr3.index(0).load(gl.DotOperandLayout(operand_index=0, parent=MMA_S, k_width=2))
         else:
@@ -459,8 +434,7 @@ if HAVE_GLUON:
         nblocks = gl.cdiv(hi, BN)
         for i in range(gl.cdiv(nblocks, 2)):
             b = 2 * i + H
-            ph = (k0 + i) & 1
-            xph = (k0 + it + i) & 1  # (the exchange barriers complete once more an item: the row sums)
+            ph = i & 1
             _stamp(stamp_ptr, sbase, i, 0, rows0, STAMP)
             if i == 0:
                 _stamp(stamp_ptr, sbase, i, 7, rows0, STAMP)
@@ -529,7 +503,7 @@ if HAVE_GLUON:
                 else:
                     acc = acc * gl.convert_layout(alpha, ROW_O)[:, None]
                 acc = _mma(gl.convert_layout(p.to(gl.float16), P_L), latv.index(z0).slice(0, 256, dim=1), acc, NOPV)
-                mbarrier.wait(xbar.index(1), xph)
+                mbarrier.wait(xbar.index(1), ph)
                 mc = x_smem.index(1).load(ROW_S)
                 _stamp(stamp_ptr, sbase, i, 2, rows0, STAMP)
                 beta = _beta(mp, mc, qk_scale, FOLD)
@@ -569,7 +543,7 @@ if HAVE_GLUON:
                 _stamp(stamp_ptr, sbase, i, 6, rows0, STAMP)
             else:
                 mx = gl.max(s, 1)
-                mbarrier.wait(xbar.index(0), xph)
+                mbarrier.wait(xbar.index(0), ph)
                 mp = x_smem.index(0).load(ROW_S)  # warpgroup 0's max: max(m_i, its rows') (LAZY 1: the one in use)
                 mc = gl.maximum(mp, mx)
                 if LAZY:  # ... which moves again only where these rows rose more than 2^8 above it
@@ -626,7 +600,7 @@ if HAVE_GLUON:
         x_smem.index(2 + H).store(l_i)
         gl.thread_barrier()
         mbarrier.arrive(xbar.index(H), count=1)
-        mbarrier.wait(xbar.index(1 - H), (k0 + it + npairs) & 1)
+        mbarrier.wait(xbar.index(1 - H), npairs & 1)
         l_o = x_smem.index(3 - H).load(ROW_S)
         if H == 0:
             l_i = l_i + l_o
@@ -634,11 +608,7 @@ if HAVE_GLUON:
             l_i = l_o + l_i
         empty = l_i == 0.0
         inv_l = 256.0 / gl.where(empty, 1.0, l_i)
-        if PERS and VST:  # through half of q's buffer (the stages are the next item's): both S retired by now
-            ost = q3._reinterpret(gl.float16, [2, ROWS, 256], gl.SwizzledSharedLayout(8, 1, 8, [1, 0])).index(H)
-            _store_rows_tile(acc * gl.convert_layout(inv_l, ROW_O)[:, None], ost, t0, tok_end, h0, num_heads,
-                             out_ptr, stride_ot, stride_oh, H * 256, HPT)
-        elif VST:  # PrefillConfig.vst: through this warpgroup's stage (both warpgroups and the producer are done with it)
+        if VST:  # PrefillConfig.vst: through this warpgroup's stage (both warpgroups and the producer are done with it)
             _store_rows_tile(acc * gl.convert_layout(inv_l, ROW_O)[:, None], lat.index(H), t0, tok_end, h0, num_heads,
                              out_ptr, stride_ot, stride_oh, H * 256, HPT)
         else:
@@ -655,48 +625,9 @@ if HAVE_GLUON:
                      mask=(lt < tok_end) & (lh < num_heads))
         _stamp(stamp_ptr, sbase, 0, 2, rows0, STAMP, 1)  # this warpgroup's stores issued
         _stamp(stamp_ptr, sbase, 0, 9, rows0, STAMP, 1)
-        if PERS:  # its stores read q's buffer (vst) and its last S retired: the next item's q may go in
-            gl.thread_barrier()
-            mbarrier.arrive(qfree, count=1)
-
-    @gluon.jit
-    def _pair_item(w, token0, idx_ptr, stride_it, end_ptr, mask_ptr, G: gl.constexpr):
-        """Config pers: grouped work item w (gluon_prefill._work_item's for program w): its first token, its list's
-        length, its entries and masks rows."""
-        row_off = w.to(gl.int64) * stride_it
-        return token0 + w * G, gl.load(end_ptr + w), idx_ptr + row_off, mask_ptr + row_off
-
-    @gluon.jit
-    def _wg_pair(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
-                 qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                 q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                 GROUPED: gl.constexpr, HPT: gl.constexpr, BN: gl.constexpr, H: gl.constexpr,
-                 PROFILE: gl.constexpr, SFOLD: gl.constexpr, PREL: gl.constexpr, FQ: gl.constexpr,
-                 QREG: gl.constexpr, LAZY: gl.constexpr, VST: gl.constexpr, stamp_ptr, ODD: gl.constexpr,
-                 qfree, PERS: gl.constexpr, n_items, token0, idx_ptr, stride_it, end_ptr, mask_ptr, G: gl.constexpr):
-        """Consumer warpgroup H: this program's work item (idx_row .. t0, from _work_item), or under PERS (config
-        pers) items program_id, + num_programs, ... < n_items one after another (_pair_item)."""
-        if PERS:
-            k0 = 0
-            it = 0
-            for w in range(gl.program_id(0), n_items, gl.num_programs(0)):
-                t0, hi, idx_row, mask_row = _pair_item(w, token0, idx_ptr, stride_it, end_ptr, mask_ptr, G)
-                _wg_item(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, 0, num_slots, num_heads,
-                         qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                         q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                         GROUPED, HPT, BN, H, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, VST, stamp_ptr, ODD,
-                         w, k0, it, qfree, PERS)
-                k0 += gl.cdiv(gl.cdiv(hi, BN), 2)
-                it += 1
-        else:
-            _wg_item(q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
-                     qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                     q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                     GROUPED, HPT, BN, H, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, VST, stamp_ptr, ODD,
-                     gl.program_id(0) * gl.num_programs(1) + gl.program_id(1), 0, 0, qfree, PERS)
 
     @gluon.jit(do_not_specialize=["num_slots", "num_heads", "topk", "token0", "tok_end", "stride_os", "stride_ls",
-                                  "splits", "n_items"])
+                                  "splits"])
     def pair_prefill_kernel(
             q_ptr, stride_qt, stride_qh, kv_ptr,
             idx_ptr, stride_it, end_ptr, mask_ptr,
@@ -706,13 +637,10 @@ if HAVE_GLUON:
             PROFILE: gl.constexpr, V_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
             num_warps: gl.constexpr, SPLIT: gl.constexpr = 0, SFOLD: gl.constexpr = 0, PREL: gl.constexpr = 0,
             FQ: gl.constexpr = 0, QREG: gl.constexpr = 0, LAZY: gl.constexpr = 0, VST: gl.constexpr = 0,
-            stamp_ptr=None, ODD: gl.constexpr = 0, PERS: gl.constexpr = 0, n_items=0):
+            stamp_ptr=None, ODD: gl.constexpr = 0):
         """gluon_prefill.sparse_mla_prefill_kernel's grid and arguments (its docstring), D_qk 576, over converted
         rows (config pre16), with the pair schedule (module docstring)."""
         gl.static_assert(G * HPT == 64, "64 rows a program")
-        gl.static_assert(PERS == 0 or (G > 1 and SPLIT == 0 and (PROFILE & ~32) == 0), "pers: grouped, unsplit")
-        gl.static_assert(PERS == 0 or VST == 0 or out_ptr.dtype.element_ty.primitive_bitwidth == 16,
-                         "pers with vst: 16-bit out (O staged through half of q's buffer)")
         BN: gl.constexpr = 64
         GROUPED: gl.constexpr = G > 1
         t0, h0, hi, idx_row, mask_row, out_ptr, lse_ptr = _work_item(
@@ -752,36 +680,15 @@ if HAVE_GLUON:
         mbarrier.init(qbar, count=2)  # both warpgroups' halves of q stored
         # warpgroup 1's role in the default partition, warpgroup 0's (more live values a step) in the worker, which
         # setmaxnreg gives pair_regs
-        if PERS:  # the work items' arguments travel to the partitions (_pair_item)
-            qfree = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-            mbarrier.init(qfree, count=2)  # both warpgroups' stores out of q's buffer issued
-            gl.warp_specialize([
-                (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots,
-                            num_heads, qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                            q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                            GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, VST, stamp_ptr, ODD,
-                            qfree, PERS, n_items, token0, idx_ptr, stride_it, end_ptr, mask_ptr, G)),
-                (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots,
-                            num_heads, qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                            q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                            GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, VST, stamp_ptr, ODD,
-                            qfree, PERS, n_items, token0, idx_ptr, stride_it, end_ptr, mask_ptr, G)),
-                (_pair_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r,
-                                  stride_kv, BN, PROFILE, PRODUCER_WARPS, FQ, ODD,
-                                  PERS, n_items, token0, idx_ptr, stride_it, end_ptr, mask_ptr, G)),
-            ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
-        else:
-            gl.warp_specialize([
-                (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots,
-                            num_heads, qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                            q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                            GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, VST, stamp_ptr, ODD,
-                            qbar, 0, 0, 0, None, 0, None, None, G)),
-                (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots,
-                            num_heads, qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
-                            q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
-                            GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, VST, stamp_ptr, ODD,
-                            qbar, 0, 0, 0, None, 0, None, None, G)),
-                (_pair_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r,
-                                  stride_kv, BN, PROFILE, PRODUCER_WARPS, FQ, ODD, 0, 0, 0, None, 0, None, None, G)),
-            ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])
+        gl.warp_specialize([
+            (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
+                        qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
+                        q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
+                        GROUPED, HPT, BN, 1, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, VST, stamp_ptr, ODD)),
+            (_wg_pair, (q_ptr, stride_qt, stride_qh, idx_row, mask_row, hi, t0, tok_end, h0, num_slots, num_heads,
+                        qk_scale, out_ptr, stride_ot, stride_oh, lse_ptr, stride_lt, stride_lh,
+                        q3, qr3, lat, rope, p1, x_smem, full_l, full_r, free_l, free_r, xbar, pbar, qbar,
+                        GROUPED, HPT, BN, 0, PROFILE, SFOLD, PREL, FQ, QREG, LAZY, VST, stamp_ptr, ODD)),
+            (_pair_producer, (idx_row, hi, num_slots, kv_ptr, lat, rope, full_l, full_r, free_l, free_r, stride_kv,
+                              BN, PROFILE, PRODUCER_WARPS, FQ, ODD)),
+        ], [4, PRODUCER_WARPS], [V_REGS, PRODUCER_REGS])

@@ -143,9 +143,7 @@ except Exception:  # pragma: no cover - older triton without Gluon
     HAVE_GLUON = False
 
 from ...formats import LATENT_DIM
-from .. import _triton
 from .._fastlaunch import launch as _fast
-from .dispatch import DEFAULT_SM_COUNT
 from .grouping import _build_groups, group_shape, prefill_scratch_spec, translate_entries
 from .launch import combine_splits
 from .named_config import named_spec, parse_named
@@ -257,10 +255,11 @@ class PrefillConfig:
     #                     bit-equal (the skipped products add exact zeros). H100, `dsattn bench ab` against odd 0
     #                     (bench/results/s79/): 32 heads s_q 1024 1.016x (95% CI 1.010-1.020). THE PAIR'S DEFAULT
     #                     since session 79 (rows_config)
-    pers: int = 0       # pair only, grouped and unsplit launches (session 79). 1: persistent programs, one an SM,
-    #                     each walking work items program_id, + programs, ... (gluon_pair._wg_pair / _pair_producer):
-    #                     the producer refills the next item's first halves as the last item's last step releases
-    #                     them, and vst stages O through q's buffer instead of the stages
+    # (pers, session 79, removed: persistent pair programs, one an SM, each walking work items program_id,
+    #  + programs, ...; the producer refilled the next item's first halves as the last item's last step released them
+    #  and vst staged O through q's buffer. Right (GPU tests bit-equal to the default, 8 passed; the protocol model,
+    #  tests/test_prefill_protocol.py test_pair_pers_protocol). H200, `dsattn bench ab` against the default at 32 heads
+    #  s_q 1024: 0.986x (0.973-0.991; its blocks spread 10.9%). Code at d33fcee)
     # (qpf, session 79, removed: the producer prefetched into L2, once a program's first step was issued, q's rows of
     #  the program an SM count ahead (prefetch.global.L2). H100, 32 heads s_q 1024: q stored 9.8k -> 7.3k cycles after
     #  entry (mean; median 9.3k -> 5.9k, bench/s78/edges.py), but the steps 156.7k -> 161.3k cycles (p90 172.7k) and
@@ -300,7 +299,7 @@ def parse_prefill_config(spec: str, allow_pre16: bool = False) -> PrefillConfig:
           and cfg.pre16 in ((0, cfg.f16) if allow_pre16 else (0,))
           and cfg.pair in (0, 1) and (not cfg.pair or (cfg.f16 and cfg.block_n == 64 and cfg.stages == 2))
           and cfg.sfold in (0, 1) and cfg.prel in (0, 1) and cfg.fq in (0, 1) and cfg.qreg in (0, 1)
-          and cfg.lazy in (0, 1) and cfg.odd in (0, 1) and cfg.pers in (0, 1)
+          and cfg.lazy in (0, 1) and cfg.odd in (0, 1)
           and prefill_smem_bytes(576, cfg.block_n, cfg.stages) + SMEM_MARGIN <= SMEM_LIMIT)
     if not ok:
         raise ValueError("DSATTN_PF_CONFIG: block_n 32 or 64, 2..6 stages that fit 227 KB of shared memory, "
@@ -308,7 +307,7 @@ def parse_prefill_config(spec: str, allow_pre16: bool = False) -> PrefillConfig:
                          "cvt_pipe 0 or 1 (1: with f16 1), vst 0 or 1, cvt_asm 0 or 1, plo 0 or 1 (0: with f16 0), "
                          "cl 0 or 1, pre16 0 (sparse_mla_prefill's row_scratch turns it on, with rows it converted), "
                          "pair 0 or 1 (1: with f16 1, block_n 64, 2 stages), sfold 0 or 1, prel 0 or 1, fq 0 or 1, "
-                         "qreg 0 or 1, lazy 0 or 1, odd 0 or 1, pers 0 or 1; "
+                         "qreg 0 or 1, lazy 0 or 1, odd 0 or 1; "
                          f"got {spec!r}")
     return cfg
 
@@ -884,9 +883,6 @@ def _profile() -> int:
     return int(v)
 
 
-PERS_PROGRAMS = None  # config pers: the persistent grid's size (None: the SM count); tests set a few to walk many items
-
-
 def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end, programs, g, hpt, has_len,
             cfg: PrefillConfig, dest) -> None:
     """One launch of `programs` work items x dest's splits. dest: (splits, o, o's token / split / head strides,
@@ -899,18 +895,15 @@ def _launch(q, flat, idx, stride_i, end, masks, sm_scale, topk, token0, tok_end,
         stamps = None
         if profile & 32:
             stamps = gluon_pair.LAST_STAMPS = gluon_pair.stamp_buffer(programs, splits, q.device)
-        pers = int(cfg.pers and g > 1 and splits == 1 and not profile & ~32)
-        nsm = PERS_PROGRAMS or _triton.sm_count(q.device, DEFAULT_SM_COUNT)
-        grid = (min(programs, nsm), 1) if pers else (programs, splits)
         _fast(
-            gluon_pair.pair_prefill_kernel, grid,
+            gluon_pair.pair_prefill_kernel, (programs, splits),
             q, q.stride(0), q.stride(1), flat,
             idx, stride_i, end, masks,
             o, so_t, so_h, ls, sl_t, sl_h, so_s, sl_s, splits,
             flat.shape[0], q.shape[1], topk, token0, tok_end, float(sm_scale) * LOG2E,
             flat.stride(0), has_len, g, hpt, profile, gluon_pair.pair_regs(gluon_pair.PAIR_PRODUCER_REGS),
             PRODUCER_WARPS, gluon_pair.PAIR_PRODUCER_REGS, num_warps=4, SPLIT=int(splits > 1), SFOLD=cfg.sfold, PREL=cfg.prel, FQ=cfg.fq,
-            QREG=cfg.qreg, LAZY=cfg.lazy, VST=cfg.vst, stamp_ptr=stamps, ODD=cfg.odd, PERS=pers, n_items=programs,
+            QREG=cfg.qreg, LAZY=cfg.lazy, VST=cfg.vst, stamp_ptr=stamps, ODD=cfg.odd,
         )
         return
     _fast(  # kernel[grid](...) without Triton's per-call binding once this specialization ran (ops/_fastlaunch.py)
