@@ -655,9 +655,9 @@ def test_pair_odd(monkeypatch, h, keyed, scale):
 
 @pytest.mark.parametrize("spec", ["pair=1,lazy=1,vst=1", "pair=1,lazy=1,vst=1,odd=1"])
 def test_pair_split_options(monkeypatch, spec):
-    """PrefillConfig.vst (session 78; the pair's default) and odd (session 79) in the pair's split build (a short prefill: fp32 partials,
-    which vst stages through a whole 64 KB stage, then the combine): right against the reference, bit-equal to the
-    pair without it."""
+    """PrefillConfig.vst (session 78) and odd (session 79), both the pair's defaults, in the pair's split build (a
+    short prefill: fp32 partials, which vst stages through a whole 64 KB stage, then the combine): right against the
+    reference, bit-equal to the pair without them."""
     from dsattn.ops._triton import sm_count
     from dsattn.ops.sparse_mla import prefill_row_spec
     from dsattn.ops.sparse_mla.dispatch import DEFAULT_SM_COUNT, prefill_splits
