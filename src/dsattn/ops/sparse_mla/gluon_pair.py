@@ -170,7 +170,7 @@ if HAVE_GLUON:
         """One half (RIGHT or left) of stage k refilled with the rows of entries ix once its readers released it.
         has (config odd): False where the block is past the list, and then the arrives alone, nothing copied."""
         mbarrier.wait(free.index(k), ph)
-        if has is None:
+        if has is None:  # (not folded into `if has:` with has=True: that build's sm_90a PTX differed throughout)
             _pair_gather(ix, num_slots, kv_ptr, lat.index(k), rope.index(k), _full(full, k, 0, FQ),
                          _full(full, k, 1, FQ), stride_kv, RIGHT, PW, GATHER, FQ)
         elif has:
