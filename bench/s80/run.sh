@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Written in session 79 for the next device call (one GPU, carry .peer; results under $OUT, <= 5 files).
 # (1) The pair's GPU tests on the tree session 79 ended with. odd became the pair's default there; its own tests
-#     (test_pair_odd, bit-equal to the pair without it) and the table ran on an H200 at d33fcee, whose default build has
-#     the same sm_90a PTX (bench/mla_gluon_check.py --dump). The default path's tests through rows_config did not run:
+#     (test_pair_odd, bit-equal to the pair without it) and the table ran on an H200 at d33fcee, whose default build's
+#     sm_90a PTX differs from the final tree's only by pers's unused kernel parameter (bench/mla_gluon_check.py --dump). The default path's tests through rows_config did not run:
 #     pair_over_converted_rows, pair_options, pair_split_options, pair_stamps, pair_other_paths, row_scratch_bit_equal.
 # (2) Where the 32-head call's time goes now, torch.profiler (bench/s76/prof.py): the pair kernel, the union lists,
 #     the row conversion, the duplicates pass, at s_q 1024 and 8192. On the H200 in session 79 the row read 1.249x /

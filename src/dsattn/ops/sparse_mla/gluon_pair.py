@@ -170,7 +170,7 @@ if HAVE_GLUON:
         """One half (RIGHT or left) of stage k refilled with the rows of entries ix once its readers released it.
         has (config odd): False where the block is past the list, and then the arrives alone, nothing copied."""
         mbarrier.wait(free.index(k), ph)
-        if has is None:  # (not folded into `if has:` with has=True: that build's sm_90a PTX differed throughout)
+        if has is None:
             _pair_gather(ix, num_slots, kv_ptr, lat.index(k), rope.index(k), _full(full, k, 0, FQ),
                          _full(full, k, 1, FQ), stride_kv, RIGHT, PW, GATHER, FQ)
         elif has:
@@ -316,16 +316,13 @@ if HAVE_GLUON:
         return s
 
     @gluon.jit
-    def _s_step(q3, qra, lat_t, rope_t, s, full_a, full_b, k: gl.constexpr, A_RIGHT: gl.constexpr, ph,
-                FQ: gl.constexpr, z0, QREG: gl.constexpr, NOS: gl.constexpr, stamp_ptr, sbase, i, rows0,
-                STAMP: gl.constexpr):
-        """A warpgroup's S of a step over stage k (lat_t / rope_t): over its first half (full_a; A_RIGHT: the right
-        one) then the other (full_b) as each lands, retired (stamps 8, 9 and 1). Warpgroup 0: L(0) then R(0);
-        warpgroup 1: R(1) then L(1)."""
-        _stamp_landed(stamp_ptr, sbase, i, 8, rows0, _full(full_a, k, 0, FQ), ph, STAMP)
-        s = _s_wait_half(q3, qra, lat_t, rope_t, s, full_a, k, ph, A_RIGHT, FQ, z0, QREG, NOS)
-        _stamp_landed(stamp_ptr, sbase, i, 9, rows0, _full(full_b, k, 0, FQ), ph, STAMP)
-        s = _s_wait_half(q3, qra, lat_t, rope_t, s, full_b, k, ph, not A_RIGHT, FQ, z0, QREG, NOS)
+    def _s_stage1(q3, qra, latv, rope, s, full_l, full_r, ph, FQ: gl.constexpr, z0, z1, QREG: gl.constexpr,
+                  NOS: gl.constexpr, stamp_ptr, sbase, i, rows0, STAMP: gl.constexpr):
+        """Warpgroup 1's S of a step: over R(1) then L(1) as each lands, retired (stamps 8, 9 and 1)."""
+        _stamp_landed(stamp_ptr, sbase, i, 8, rows0, _full(full_r, 1, 0, FQ), ph, STAMP)
+        s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_r, 1, ph, True, FQ, z0, QREG, NOS)
+        _stamp_landed(stamp_ptr, sbase, i, 9, rows0, _full(full_l, 1, 0, FQ), ph, STAMP)
+        s = _s_wait_half(q3, qra, latv.index(z1), rope.index(z1), s, full_l, 1, ph, False, FQ, z0, QREG, NOS)
         s = warpgroup_mma_wait(0, deps=(s,))
         _stamp(stamp_ptr, sbase, i, 1, rows0, STAMP)
         return s
@@ -455,20 +452,24 @@ if HAVE_GLUON:
                 ix = gl.load(idx_row + j, mask=j < hi, other=-1)
             s = gl.zeros([ROWS, BN], gl.float32, MMA_S)
             if H == 0:
-                s = _s_step(q3, qra, latv.index(z0), rope.index(z0), s, full_l, full_r, 0, False, ph, FQ, z0, QREG, NOS,
-                            stamp_ptr, sbase, i, rows0, STAMP)
+                _stamp_landed(stamp_ptr, sbase, i, 8, rows0, _full(full_l, 0, 0, FQ), ph, STAMP)
+                s = _s_wait_half(q3, qra, latv.index(z0), rope.index(z0), s, full_l, 0, ph, False, FQ, z0, QREG, NOS)
+                _stamp_landed(stamp_ptr, sbase, i, 9, rows0, _full(full_r, 0, 0, FQ), ph, STAMP)
+                s = _s_wait_half(q3, qra, latv.index(z0), rope.index(z0), s, full_r, 0, ph, True, FQ, z0, QREG, NOS)
+                s = warpgroup_mma_wait(0, deps=(s,))
+                _stamp(stamp_ptr, sbase, i, 1, rows0, STAMP)
             elif ODD:
                 if has1:
-                    s = _s_step(q3, qra, latv.index(z1), rope.index(z1), s, full_r, full_l, 1, True, ph, FQ, z0, QREG,
-                                NOS, stamp_ptr, sbase, i, rows0, STAMP)
+                    s = _s_stage1(q3, qra, latv, rope, s, full_l, full_r, ph, FQ, z0, z1, QREG, NOS, stamp_ptr, sbase,
+                                  i, rows0, STAMP)
                 else:  # block 2 i + 1 past the list: nothing copied, S stays 0 (masked to -inf below). R(1)'s
                     #        copy-less arrive is still waited for: released before the producer's wait for that
                     #        release, the half's free parity would never come (tests/test_prefill_protocol.py)
                     mbarrier.wait(_full(full_r, 1, 1, FQ), ph)
                     _stamp(stamp_ptr, sbase, i, 1, rows0, STAMP)
             else:
-                s = _s_step(q3, qra, latv.index(z1), rope.index(z1), s, full_r, full_l, 1, True, ph, FQ, z0, QREG, NOS,
-                            stamp_ptr, sbase, i, rows0, STAMP)
+                s = _s_stage1(q3, qra, latv, rope, s, full_l, full_r, ph, FQ, z0, z1, QREG, NOS, stamp_ptr, sbase, i,
+                              rows0, STAMP)
             if GROUPED:
                 valid = ((bits[None, :] >> tok_of_row) & 1) != 0
             else:
