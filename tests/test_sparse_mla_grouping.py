@@ -494,8 +494,8 @@ def test_fused_reach():
 
 def test_union_warps_by_shared_memory(monkeypatch):
     """The fused program runs 16 warps where its shared memory leaves no room for a second program on an SM (the cases
-    session 47 measured faster at 16), else 8; UNION_WARPS or DSATTN_UNION_WARPS force 4, 8 or 16, anything else is
-    a ValueError naming them."""
+    session 47 measured faster at 16), else 8; UNION_WARPS or DSATTN_UNION_WARPS force 8 or 16, anything else is a
+    ValueError naming them."""
     from dsattn.ops.sparse_mla import grouping, grouping_smem
     monkeypatch.delenv("DSATTN_UNION_WARPS", raising=False)
     monkeypatch.setattr(grouping_smem, "UNION_WARPS", 0)
@@ -513,30 +513,9 @@ def test_union_warps_by_shared_memory(monkeypatch):
         monkeypatch.setenv("DSATTN_UNION_WARPS", bad)
         with pytest.raises(ValueError, match="DSATTN_UNION_WARPS"):
             grouping_smem.union_warps(d, 8, 2048)
-    monkeypatch.setenv("DSATTN_UNION_WARPS", "4")
-    assert grouping_smem.union_warps(d, 8, 2048) == 4
     monkeypatch.delenv("DSATTN_UNION_WARPS")
     monkeypatch.setattr(grouping_smem, "UNION_WARPS", 16)
     assert grouping_smem.union_warps(grouping.dense_layout(16384, 8)[2], 8, 2048) == 16
-
-
-def test_union_maxnreg(monkeypatch):
-    """The fused program's register cap: none by default; UNION_MAXNREG or DSATTN_UNION_MAXNREG (0: none, else
-    24..255) set it, anything else is a ValueError naming them."""
-    from dsattn.ops.sparse_mla import grouping_smem
-    monkeypatch.delenv("DSATTN_UNION_MAXNREG", raising=False)
-    monkeypatch.setattr(grouping_smem, "UNION_MAXNREG", 0)
-    assert grouping_smem.union_maxnreg() is None
-    monkeypatch.setattr(grouping_smem, "UNION_MAXNREG", 32)
-    assert grouping_smem.union_maxnreg() == 32
-    monkeypatch.setenv("DSATTN_UNION_MAXNREG", "0")
-    assert grouping_smem.union_maxnreg() is None
-    monkeypatch.setenv("DSATTN_UNION_MAXNREG", "40")
-    assert grouping_smem.union_maxnreg() == 40
-    for bad in ("16", "256", "x", "-32"):
-        monkeypatch.setenv("DSATTN_UNION_MAXNREG", bad)
-        with pytest.raises(ValueError, match="DSATTN_UNION_MAXNREG"):
-            grouping_smem.union_maxnreg()
 
 
 def test_fused_dispatch_takes_its_own_reach(monkeypatch):

@@ -159,23 +159,6 @@ def test_dense_fused_prefill_sizes(spy_union, monkeypatch, g, slots):
     _check_fused(spy_union, monkeypatch, idx, None, slots, g, 0, 512, 512 // g + 1)
 
 
-@pytest.mark.parametrize("warps, maxnreg", [(4, 0), (8, 32), (16, 32), (16, 0)])
-@pytest.mark.parametrize("g", [2, 8])
-def test_dense_fused_warps_and_registers(spy_union, monkeypatch, g, warps, maxnreg):
-    """The fused program at 4 / 8 / 16 warps and capped at 32 registers (DSATTN_UNION_WARPS / DSATTN_UNION_MAXNREG,
-    session 80's A/B knobs; spills at the cap): the reference's lists entry for entry, overlap indices with repeats
-    and past-the-end entries, topk 2048 and a short topk with topk_length."""
-    from dsattn.bench.kernels_mla import overlap_indices
-    monkeypatch.setenv("DSATTN_UNION_WARPS", str(warps))
-    monkeypatch.setenv("DSATTN_UNION_MAXNREG", str(maxnreg))
-    idx = overlap_indices(256, 16384, 2048, torch.device(DEV), seed=g + warps)
-    idx = torch.where(idx >= 0, idx % 16404, idx)
-    _check_fused(spy_union, monkeypatch, idx, None, 16384, g, 0, 256, 256 // g + 1)
-    gen = torch.Generator().manual_seed(g * 10 + warps)
-    idx, tl = _indices(3 + 37, 1000, 3000, True, True, gen)
-    _check_fused(spy_union, monkeypatch, idx, tl, 3000, g, 3, 37, -(-37 // g) + 1)
-
-
 def _prefill_under(impls, case, monkeypatch):
     """sparse_mla_prefill ('native') of the case under each grouping IMPL, into poisoned outputs: [(out, lse), ...]."""
     from dsattn.ops.sparse_mla import sparse_mla_prefill

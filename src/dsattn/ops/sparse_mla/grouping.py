@@ -1476,8 +1476,7 @@ def main(argv=None) -> None:
     p.add_argument("--hash-finish-turns", type=int, nargs="*", default=None,
                    help="hash / hash1: HASH_FINISH_TURNS (sweep; 0: a give-up goes straight to the rebuild)")
     p.add_argument("--union-warps", type=int, nargs="*", default=None,
-                   help="auto / dense_fused: grouping_smem.UNION_WARPS, 4, 8 or 16 (sweep; the fused program's warps; "
-                        "DSATTN_UNION_MAXNREG caps its registers)")
+                   help="auto / dense_fused: grouping_smem.UNION_WARPS, 8 or 16 (sweep; the fused program's warps)")
     p.add_argument("--hash-sorted-load", type=float, nargs="*", default=None,
                    help="hash / hash1: HASH_SORTED_LOAD (sweep; 2: no union rebuilt for its load)")
     p.add_argument("--noise", type=float, default=0.5,

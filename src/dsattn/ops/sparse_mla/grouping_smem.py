@@ -114,8 +114,7 @@ CHUNK_WORDS = 4096  # map words the fused kernel compacts at a time (16 a thread
                     # session 46, when the whole map was one chunk and DENSE_WORDS = 4096 bounded it)
 TOT_WORDS = 64      # shared words for the fused kernel's two sets of per-warp totals and the listed count (at 8 warps;
                     # 128 at 16: tot_words)
-UNION_MAXNREG = 0   # registers a thread of a fused program is capped at (0: the compiler's count; union_maxnreg)
-UNION_WARPS = 0     # warps of a fused (union) program: 0 by its shared memory (union_warps), else 4, 8 or 16 for all;
+UNION_WARPS = 0     # warps of a fused (union) program: 0 by its shared memory (union_warps), else 8 or 16 for all;
                     # DSATTN_UNION_WARPS (read at each launch) overrides it, for `dsattn bench ab`
 SM_SMEM_BYTES = 233472  # shared memory an sm_90 SM holds (228 KiB); each resident block also takes 1 KiB of it
 MAX_WORDS = 32768   # the fused kernel's largest map: 128 KiB of shared memory (union_max_words)
@@ -348,25 +347,18 @@ def union_warps(d: int, G: int, topk: int) -> int:
     173.0 -> 150.7 / 1391.7 -> 1193.0; G 16 32768 23.3 -> 14.4 / 135.2 -> 70.8. Two or more an SM, 16 warps as fast or
     slower: G 8 16384 10.5 -> 9.4 / 68.8 -> 70.9; G 4 65536 20.3 -> 21.4 / 142.3 -> 165.1, 131072 32.1 -> 32.1 /
     232.6 -> 251.4; G 2 16384 12.6 -> 15.6 / 84.8 -> 114.1, 262144 83.5 -> 83.0 / 631.6 -> 649.4 (why was not
-    measured; at 80-99 registers a thread fewer 16-warp programs fit an SM). UNION_WARPS or DSATTN_UNION_WARPS (4, 8
-    or 16; 4 from session 80, for A/B runs) override it."""
+    measured; at 80-99 registers a thread fewer 16-warp programs fit an SM). UNION_WARPS or DSATTN_UNION_WARPS (8 or 16)
+    override it. Session 80 (H100, the grouping bench at G 2, 16384 slots, s_q 1024 / 8192, bench/results/s80/): 4 / 8
+    / 16 warps 12.7 / 12.6 / 14.9 us, 87.2 / 82.3 / 108.8 us; 8 warps capped at 32 registers (.maxnreg: 6 -> 8
+    programs an SM by registers, 12 bytes of spill) 12.6 / 87.2, the 32-head s_q 8192 prefill 0.995x (95% CI
+    0.990-1.003): neither kept (code at 5fb380c). Nsight Compute there (8 warps, 80 us): DRAM 51%, occupancy 70%
+    of 75%, the stalls on the index loads' first use (~29%) and on counts[c]'s reload before the copy (~8%)."""
     forced = os.environ.get("DSATTN_UNION_WARPS", "").strip() or UNION_WARPS
     if forced:
-        if str(forced) not in ("4", "8", "16"):
-            raise ValueError(f"DSATTN_UNION_WARPS / UNION_WARPS must be 4, 8 or 16, got {forced!r}")
+        if str(forced) not in ("8", "16"):
+            raise ValueError(f"DSATTN_UNION_WARPS / UNION_WARPS must be 8 or 16, got {forced!r}")
         return int(forced)
     return 16 if 2 * (union_bytes(d, G, topk, 8) + 1024) > SM_SMEM_BYTES else 8
-
-
-def union_maxnreg() -> int | None:
-    """Registers a thread of a fused program is capped at (ptxas' .maxnreg), or None for the compiler's own count:
-    UNION_MAXNREG, or DSATTN_UNION_MAXNREG (read at each launch, for `dsattn bench ab`; 0 for none). At G 2, topk
-    2048, 8 warps the kernel takes 40 registers, so 6 programs fit an SM by registers; at 32 (12 bytes of spill,
-    sm_90a ptxas), 8 would."""
-    forced = os.environ.get("DSATTN_UNION_MAXNREG", "").strip() or str(UNION_MAXNREG)
-    if not forced.isdigit() or (int(forced) and not 24 <= int(forced) <= 255):
-        raise ValueError(f"DSATTN_UNION_MAXNREG / UNION_MAXNREG must be 0 or a whole number in 24..255, got {forced!r}")
-    return int(forced) or None
 
 
 def union_max_words(G: int, topk: int) -> int:
@@ -386,7 +378,6 @@ def launch_union(indices, topk_length, num_slots, G, token0, ntokens, entries, m
     (grouping.dense_layout), at most union_max_words(G, K). union_warps(d, G, K) warps a program."""
     k = indices.shape[1]
     nw = union_warps(d, G, k)
-    reg = union_maxnreg()
     dw = max(_pow2(d), 32 * nw)
     cw = min(dw, CHUNK_WORDS)
     kp = _pow2(k)
@@ -395,4 +386,4 @@ def launch_union(indices, topk_length, num_slots, G, token0, ntokens, entries, m
          topk_length if topk_length is not None else indices, num_slots, token0, ntokens, entries, entries.stride(0),
          masks, masks.stride(0), counts, k, d, G=G, GP=gp, SPW=spw, LOG_SPW=spw.bit_length() - 1, DW=dw, CW=cw,
          KP=max(kp, bk), BK=bk, OUTW=union_out_words(G, k, nw), TW=tot_words(nw), HAS_LEN=topk_length is not None,
-         num_warps=nw, **({"maxnreg": reg} if reg else {}))
+         num_warps=nw)
