@@ -53,7 +53,9 @@ barrier it copies the n codes out to entries[c, :n] / masks[c, :n] with coalesce
 reference's (ascending slots), so the grouped prefill's outputs are bit-equal to dense_smem's. A token listing a
 slot twice shows as the map's bits (popc over its words) short of the valid entries listed (per-thread counts summed
 by redux.sync and one shared atomic add per warp): then counts[c] = -1 and nothing else is written, for grouping's
-repeated-slot kernel. counts[c] is written before the barrier and read back (ld.global.cg) as the copy loop's bound.
+repeated-slot kernel. counts[c] is written before the barrier, and the copy loop's bound read back from a shared
+word written beside it (until session 80 from counts[c] itself, ld.global.cg: ~8% of the stall samples at s_q 8192
+on an H100 waited on that round trip).
 Shared memory: DW + 32 + OUTW words (OUTW = G x topk rounded up to a power of 2: 20.6 / 41.1 / 82.0 KB at G 2 / 4 / 8,
 topk 2048, 16384 slots), exactly what the three buffers allocated to size it take (sm_90a compile: no other shared
 memory, registers 40 / 99 / 128 at G 2 / 4 / 8, no spill: bench/grouping_smem_check.py --kernel union).
@@ -112,8 +114,8 @@ MAP_WARPS = 8       # warps of a map program
 MAP_TILE = 8192     # index entries a tile ([GP, BK], GP x BK of them): 32 a thread at 8 warps, 32 consecutive a warp
 CHUNK_WORDS = 4096  # map words the fused kernel compacts at a time (16 a thread at 8 warps: its registers before
                     # session 46, when the whole map was one chunk and DENSE_WORDS = 4096 bounded it)
-TOT_WORDS = 64      # shared words for the fused kernel's two sets of per-warp totals and the listed count (at 8 warps;
-                    # 128 at 16: tot_words)
+TOT_WORDS = 64      # shared words for the fused kernel's two sets of per-warp totals, the listed count and the total
+                    # (at 8 warps; 128 at 16: tot_words)
 UNION_WARPS = 0     # warps of a fused (union) program: 0 by its shared memory (union_warps), else 8 or 16 for all;
                     # DSATTN_UNION_WARPS (read at each launch) overrides it, for `dsattn bench ab`
 SM_SMEM_BYTES = 233472  # shared memory an sm_90 SM holds (228 KiB); each resident block also takes 1 KiB of it
@@ -210,11 +212,11 @@ if HAVE_GLUON:
         written out whole: entries[c, :n], masks[c, :n], counts[c] = n; or counts[c] = -1 and nothing else
         written when a token listed a slot twice (the map holds fewer bits than the valid entries listed), for
         grouping's _group_union_dups_kernel. Shared memory (words from global_smem): the map [0, DW) (DW >= 32 x
-        num_warps), two sets of per-warp totals and the listed count [DW, DW + TW) (TW = tot_words(num_warps)), the
-        compacted codes (slot << GP | token bits) [DW + TW, DW + TW + OUTW). The map's D words are compacted CW at a
-        time (a chunk: a [num_warps, CW / num_warps] tile in registers, one warp a row), chunk after chunk, each
-        chunk's entries after the previous chunks' (a running count), so the map may be larger than the registers
-        hold (union_max_words). No Triton operation here uses shared memory (the scans and sums run within a warp;
+        num_warps), two sets of per-warp totals, the listed count and the total [DW, DW + TW) (TW =
+        tot_words(num_warps)), the compacted codes (slot << GP | token bits) [DW + TW, DW + TW + OUTW). The map's D
+        words are compacted CW at a time (a chunk: a [num_warps, CW / num_warps] tile in registers, one warp a row),
+        chunk after chunk, each chunk's entries after the previous chunks' (a running count), so the map may be
+        larger than the registers hold (union_max_words). No Triton operation here uses shared memory (the scans and sums run within a warp;
         totals cross warps through the inline-PTX words, the two sets used by alternate chunks so that one barrier a
         chunk suffices), so the three buffers allocated below only size it."""
         c = gl.program_id(0)
@@ -224,7 +226,8 @@ if HAVE_GLUON:
         TOT: gl.constexpr = DW                       # word offsets of the totals and of the codes
         OUT: gl.constexpr = DW + TW
         LISTED: gl.constexpr = TOT + 4 * NW
-        gl.static_assert(LISTED < TOT + TW, "two sets of per-warp totals and the listed count")
+        TOTAL: gl.constexpr = LISTED + 1             # the count written out, for the copy loop's bound
+        gl.static_assert(TOTAL < TOT + TW, "two sets of per-warp totals, the listed count and the total")
         FM: gl.constexpr = (1 << GP) - 1
         LOW: gl.constexpr = 0x55555555 if GP == 2 else 0x11111111 if GP == 4 else 0x01010101 if GP == 8 else 0x00010001
         L2: gl.constexpr = gl.BlockedLayout([1, R], [1, 32], [NW, 1], [1, 0])
@@ -278,9 +281,11 @@ if HAVE_GLUON:
         nlisted = _lds(gl.full([NW], LISTED * 4, gl.int32, gl.SliceLayout(1, L2)))
         # a map short of the listed entries' bits: a token listed a slot twice (counts -1: the dups kernel); the
         # codes written above stay in shared memory then (at most the union's size, which the listed entries bound)
-        gl.store(cnt_ptr + c + wk * 0, gl.where(nbits == nlisted, run, -1), mask=wk == 0)
-        gl.thread_barrier()                          # the codes and counts[c] written before they are read
-        total = gl.load(cnt_ptr + c, cache_modifier=".cg")
+        n_out = gl.where(nbits == nlisted, run, -1)  # (the same in every warp: each summed all the totals)
+        gl.store(cnt_ptr + c + wk * 0, n_out, mask=wk == 0)
+        _sts_if(wk * 0 + TOTAL * 4, n_out, (wk == 0).to(gl.int32))
+        gl.thread_barrier()                          # the codes and the total written before they are read
+        total = _lds(c * 0 + TOTAL * 4)              # (from shared memory: no round trip through L2 for counts[c])
         ent_row = ent_ptr + c.to(gl.int64) * ent_stride
         msk_row = msk_ptr + c.to(gl.int64) * msk_stride
         for p0 in range(0, total, 32 * NW):
@@ -323,8 +328,8 @@ def _pow2(n: int) -> int:
 
 
 def tot_words(num_warps: int) -> int:
-    """The fused kernel's totals words: two sets of per-warp totals and the listed count (a power of 2)."""
-    return max(TOT_WORDS, _pow2(4 * num_warps + 1))
+    """The fused kernel's totals words: two sets of per-warp totals, the listed count and the total (a power of 2)."""
+    return max(TOT_WORDS, _pow2(4 * num_warps + 2))
 
 
 def union_out_words(G: int, topk: int, num_warps: int) -> int:
