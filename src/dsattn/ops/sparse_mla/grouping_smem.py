@@ -54,8 +54,13 @@ reference's (ascending slots), so the grouped prefill's outputs are bit-equal to
 slot twice shows as the map's bits (popc over its words) short of the valid entries listed (per-thread counts summed
 by redux.sync and one shared atomic add per warp): then counts[c] = -1 and nothing else is written, for grouping's
 repeated-slot kernel. counts[c] is written before the barrier, and the copy loop's bound read back from a shared
-word written beside it (until session 80 from counts[c] itself, ld.global.cg: ~8% of the stall samples at s_q 8192
-on an H100 waited on that round trip).
+word written beside it. Until session 80 the bound was counts[c] itself, read back through L2 (ld.global.cg); ~8%
+of the stall samples at G 2, s_q 8192 waited on that round trip (Nsight Compute, H100). MEASURED (H100, session 80
+call 2 at 3c34c35, bench/s80/run2.sh, bench/results/s80/; the grouping bench at G 2, old / new / old / new, every
+case matching the reference): s_q 1024 11.5 / 10.2 / 11.9 / 10.2 us, s_q 8192 81.9 / 68.6 / 81.7 / 68.7 us.
+Predicted 76-80 us at 8192: it gained more. The prefill call itself was not timed (arithmetic: ~13 of ~3100 us at
+32 heads s_q 8192). GPU tests of the new kernel: 24 of test_grouping_gpu.py's fused-kernel tests (entry for
+entry against the reference, past one chunk included) passed, none failed.
 Shared memory: DW + 32 + OUTW words (OUTW = G x topk rounded up to a power of 2: 20.6 / 41.1 / 82.0 KB at G 2 / 4 / 8,
 topk 2048, 16384 slots), exactly what the three buffers allocated to size it take (sm_90a compile: no other shared
 memory, registers 40 / 99 / 128 at G 2 / 4 / 8, no spill: bench/grouping_smem_check.py --kernel union).
