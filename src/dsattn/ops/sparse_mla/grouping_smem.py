@@ -221,9 +221,9 @@ if HAVE_GLUON:
         tot_words(num_warps)), the compacted codes (slot << GP | token bits) [DW + TW, DW + TW + OUTW). The map's D
         words are compacted CW at a time (a chunk: a [num_warps, CW / num_warps] tile in registers, one warp a row),
         chunk after chunk, each chunk's entries after the previous chunks' (a running count), so the map may be
-        larger than the registers hold (union_max_words). No Triton operation here uses shared memory (the scans and sums run within a warp;
-        totals cross warps through the inline-PTX words, the two sets used by alternate chunks so that one barrier a
-        chunk suffices), so the three buffers allocated below only size it."""
+        larger than the registers hold (union_max_words). No Triton operation here uses shared memory (the scans and
+        sums run within a warp; totals cross warps through the inline-PTX words, the two sets used by alternate chunks
+        so that one barrier a chunk suffices), so the three buffers allocated below only size it."""
         c = gl.program_id(0)
         NW: gl.constexpr = num_warps
         R: gl.constexpr = CW // (32 * NW)
