@@ -443,16 +443,15 @@ def test_pair_model_catches_a_broken_order(broken, r0_first, ring):
 
 
 def _run_pair_pers(items, seed, broken=None):
-    """Config pers (session 79; measured 0.986x on an H200 and removed, the kernel at d33fcee: kept as the model of
-    how a persistent pair program's barriers go on across items): one persistent program walks work items of
-    items[n] blocks one after another with
-    gluon_pair's default (session 67's order, odd, vst). The halves' and P barriers' phases go on by step across items,
-    the exchange barriers' by step plus one an item (the row sums), q's by item. The producer refills the next item's
-    first halves as the last item's last step releases them; O goes through q's buffer (each warpgroup's half), and a
-    warpgroup stores the next item's q only once both warpgroups' O left it (qfree). Checked as in _run_pair, and: no
-    S reads q's buffer unless it holds this item's q, no O is written into it while an S of this item may read it, no
-    q over an O not yet stored. broken: 'no_qfree' (q stored without waiting for qfree), 'x_phase' (the exchange
-    barriers' phases by step alone) must be caught."""
+    """Config pers (session 79; measured 0.986x on an H200 and removed, the kernel at d33fcee: kept as the model of how
+    a persistent pair program's barriers go on across items): one persistent program walks work items of items[n] blocks
+    one after another with gluon_pair's default (session 67's order, odd, vst). The halves' and P barriers' phases go on
+    by step across items, the exchange barriers' by step plus one an item (the row sums), q's by item. The producer
+    refills the next item's first halves as the last item's last step releases them; O goes through q's buffer (each
+    warpgroup's half), and a warpgroup stores the next item's q only once both warpgroups' O left it (qfree). Checked as
+    in _run_pair, and: no S reads q's buffer unless it holds this item's q, no O is written into it while an S of this
+    item may read it, no q over an O not yet stored. broken: 'no_qfree' (q stored without waiting for qfree), 'x_phase'
+    (the exchange barriers' phases by step alone) must be caught."""
     rnd = random.Random(seed)
     full_l, full_r = [Barrier(1), Barrier(1)], [Barrier(1), Barrier(1)]
     free_l, free_r = [Barrier(1), Barrier(1)], [Barrier(1), Barrier(1)]
